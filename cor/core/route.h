@@ -1,0 +1,128 @@
+/*
+ * The route contract: what a transport plugin gives the CoR core.
+ *
+ * A route is a shared object cor_route_<name>.so exporting exactly one symbol,
+ * `cor_route_<name>` (see COR_ROUTE_DECLARE), a constant struct cor_route_ops. The core loads it
+ * with dlopen from COR_ROUTE_PATH or the installed plugin folder, checks size/abi and the
+ * mandatory slots once, and then drives it through these operations only.
+ *
+ * A route provides *reliable, ordered frames* between hard ports: a frame given to send() on
+ * port P for peer Q is delivered exactly once, in order with P's other frames to Q, to the
+ * deliver() callback of Q's port. Everything above (matching, eager/rendezvous, credits, task
+ * order) is the core's job.
+ *
+ * Threads and locks
+ * - send(), progress(), timeout_ms() and the memory calls may be called from any thread, also
+ *   concurrently with each other; the route locks what it shares. The core never runs two
+ *   progress() calls on one port at once.
+ * - Callbacks (deliver, send_done, peer_failed) are made only from inside progress(), in the
+ *   thread that called it. The route must hold none of its locks while it calls them: a
+ *   callback may call send() on the same port.
+ * - No call blocks for long: send() returns COR_EAGAIN when its window is full (nothing
+ *   taken); progress() does a bounded amount of work.
+ */
+#ifndef COR_ROUTE_H
+#define COR_ROUTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "cor/cor.h"
+
+#define COR_ROUTE_ABI 1
+
+/* Opaque to the core: a route's hard port. */
+struct cor_rport;
+
+/* A peer is named by the core's small integer (its domain rank); addresses are strings. */
+typedef uint32_t cor_peer_t;
+
+#define COR_ADDR_MAX 256
+
+/* Upcalls from the route into the core, given at open. */
+struct cor_route_upcalls {
+    void *core; /* passed back as the first argument */
+    /* A frame from `peer` arrived; `frame` is valid only during the call. */
+    void (*deliver)(void *core, cor_peer_t peer, const void *frame, size_t len);
+    /* send() no longer needs the memory of the frame tagged `cookie`; status is COR_OK, or
+     * COR_EPEERDEAD when the peer was given up (the frame may not have arrived). */
+    void (*send_done)(void *core, void *cookie, int status);
+    /* The route gave up on `peer` (timeouts, refused): every later send to it fails. */
+    void (*peer_failed)(void *core, cor_peer_t peer, int err);
+};
+
+/* What the core tells a port when it opens it. */
+struct cor_route_config {
+    uint64_t session_cookie; /* random per session: every datagram/frame carries it */
+    uint32_t self;           /* this domain's rank */
+    uint32_t npeers;         /* domains in the session (peers are 0..npeers-1, self included) */
+    int port_index;          /* which hard port of this route in the domain (0..) */
+    const char *bind_hint;   /* "loopback", "auto" or an IP address; NULL = "loopback" */
+};
+
+/* Capabilities, filled by the route at load (constant) or per port. */
+struct cor_route_caps {
+    size_t frame_max;   /* largest frame send() accepts, header included */
+    size_t eager_limit; /* default eager threshold measured on this route */
+    int has_rma;        /* mem_register and put are provided */
+    int zero_copy_send; /* send() keeps a reference to the iov until send_done, no copy */
+};
+
+struct cor_route_mr; /* a registered memory region */
+
+struct cor_route_ops {
+    size_t size;      /* sizeof(struct cor_route_ops) as built */
+    unsigned abi;     /* COR_ROUTE_ABI */
+    const char *name; /* "udp", "gm" */
+
+    /* --- mandatory --- */
+
+    /* Opens hard port; returns COR_OK and *port, or an error (logged with the cause). */
+    int (*open)(const struct cor_route_config *cfg, const struct cor_route_upcalls *up,
+                struct cor_rport **port);
+    /* Closes the port; pending sends complete (send_done) with COR_ECLOSED first. */
+    void (*close)(struct cor_rport *port);
+    /* The address other domains give to add_peer, NUL-terminated, < COR_ADDR_MAX. */
+    int (*address)(struct cor_rport *port, char *buf, size_t len);
+    /* Resolves and records peer `peer` at `addr` (as returned by its address()). */
+    int (*add_peer)(struct cor_rport *port, cor_peer_t peer, const char *addr);
+    /* Sends one frame: the concatenation of iov[0..iovcnt). COR_OK = accepted, send_done
+     * (cookie) will follow from some progress() call; COR_EAGAIN = window full, retry after
+     * progress(); COR_EPEERDEAD, COR_EINVAL (too large) = refused. The iov memory must stay
+     * valid until send_done unless the route copies (caps.zero_copy_send == 0 means it copied
+     * before returning; send_done still follows). */
+    int (*send)(struct cor_rport *port, cor_peer_t peer, const struct iovec *iov, int iovcnt,
+                void *cookie);
+    /* Does bounded work: receives, acknowledges, retransmits, makes callbacks. Returns the
+     * number of frames delivered or sends completed (0 = nothing happened). */
+    int (*progress)(struct cor_rport *port);
+    /* A file descriptor that becomes readable when progress() has work, for poll(). */
+    int (*wait_fd)(struct cor_rport *port);
+    /* Milliseconds the core may sleep before progress() must run again (timers); -1 = none. */
+    int (*timeout_ms)(struct cor_rport *port);
+    /* Capabilities of this port. */
+    void (*caps)(struct cor_rport *port, struct cor_route_caps *caps);
+
+    /* --- optional (NULL: the core copies through frames instead) --- */
+
+    /* Counters for introspection and tests: dropped = foreign/malformed datagrams. */
+    void (*counters)(struct cor_rport *port, uint64_t *dropped, uint64_t *retransmits);
+    /* Registers memory for RMA; *key is what a peer needs to put into it. */
+    int (*mem_register)(struct cor_rport *port, void *addr, size_t len, struct cor_route_mr **mr,
+                        uint64_t *key);
+    void (*mem_deregister)(struct cor_rport *port, struct cor_route_mr *mr);
+    /* Writes len bytes from local (inside mr) into peer memory (raddr, rkey); ordered before
+     * any later send() to that peer on this port; completion via send_done(cookie). */
+    int (*put)(struct cor_rport *port, cor_peer_t peer, const void *local, size_t len,
+               struct cor_route_mr *mr, uint64_t raddr, uint64_t rkey, void *cookie);
+    /* Allocates/free memory the route can send without a copy (DMA memory). */
+    void *(*mem_alloc)(struct cor_rport *port, size_t len);
+    void (*mem_free)(struct cor_rport *port, void *ptr);
+};
+
+/* A route defines its table with this, the only exported symbol of the plugin. */
+#define COR_ROUTE_DECLARE(rname)                                                             \
+    __attribute__((visibility("default"))) const struct cor_route_ops cor_route_##rname
+
+#endif /* COR_ROUTE_H */

@@ -1,0 +1,285 @@
+/*
+ * CoR public API: domains, tasks, ports and asynchronous typed messages.
+ *
+ * A program is a session of N domains (processes). cor_init() joins the session that
+ * cor-run started (environment COR_*), or makes a one-domain session when the program runs
+ * alone. Inside a domain, tasks are threads scheduled by the domain core; any task can send to
+ * any task of any domain. Every call returns COR_OK (0) or a negative cor_err code;
+ * cor_strerror() names it. No call aborts the process on bad input.
+ *
+ * Thread safety: every call may be made from any task concurrently, except cor_init and
+ * cor_finalize, which the program's main thread calls once each.
+ */
+#ifndef COR_COR_H
+#define COR_COR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define COR_API __attribute__((visibility("default")))
+#else
+#define COR_API
+#endif
+
+/* ---- Errors ---------------------------------------------------------------------------- */
+
+/* X(name, value, text): the one list of error codes; generates the enum and cor_strerror. */
+#define COR_ERRNO_MAP(X)                                                                     \
+    X(OK, 0, "success")                                                                      \
+    X(EAGAIN, -1, "resource temporarily unavailable, try again")                             \
+    X(EINVAL, -2, "invalid argument")                                                        \
+    X(ENOMEM, -3, "out of memory")                                                           \
+    X(EBADHANDLE, -4, "bad or already completed request handle")                             \
+    X(ETRUNC, -5, "message truncated: receive buffer too small")                             \
+    X(ETYPE, -6, "data type of message and receive differ")                                  \
+    X(ECANCELED, -7, "operation canceled")                                                   \
+    X(EPEERDEAD, -8, "peer domain died or is unreachable")                                   \
+    X(ENOTFOUND, -9, "no such resource or name")                                             \
+    X(EROUTE, -10, "route plugin missing or broken")                                         \
+    X(ECLOSED, -11, "port closed")                                                           \
+    X(EBUSY, -12, "resource busy (exclusive or in use)")                                     \
+    X(ESTATE, -13, "call not valid in this state (not initialized, already joined...)")      \
+    X(ELIMIT, -14, "a configured limit was reached")                                         \
+    X(EBOOT, -15, "cannot join the session (bootstrap failed)")                              \
+    X(EIO, -16, "system call failed")                                                        \
+    X(EPROTO, -17, "protocol violation from a peer")                                         \
+    X(ETIMEDOUT, -18, "timed out")                                                           \
+    X(EEXIST, -19, "name already exists")
+
+#define COR_ERR_ENUM_(name, value, text) COR_##name = value,
+enum cor_err { COR_ERRNO_MAP(COR_ERR_ENUM_) };
+#undef COR_ERR_ENUM_
+
+COR_API const char *cor_strerror(int err);
+
+/* ---- Identifiers ----------------------------------------------------------------------- */
+
+/*
+ * An idp names any resource universally: the high 32 bits (macro part) say which session it
+ * belongs to; the low 32 bits (micro part) say which resource: kind (4 bits), domain number
+ * (12 bits) and local index within that domain (16 bits).
+ */
+typedef uint64_t cor_idp_t;
+
+enum cor_kind {
+    COR_KIND_NONE = 0,
+    COR_KIND_DOMAIN = 1,
+    COR_KIND_TASK = 2,
+    COR_KIND_PORT = 3,
+    COR_KIND_LDOMAIN = 4, /* logical domain (group) */
+    COR_KIND_OBJECT = 5,  /* data object (DSM) */
+    COR_KIND_CONTEXT = 6, /* user-made context */
+};
+
+#define COR_IDP_NULL ((cor_idp_t)0)
+#define COR_MAX_DOMAINS 4096
+#define COR_MAX_INDEX 65535
+
+static inline cor_idp_t cor_idp_make(uint32_t macro, enum cor_kind kind, unsigned domain,
+                                     unsigned index)
+{
+    return ((cor_idp_t)macro << 32) | ((cor_idp_t)(kind & 0xf) << 28) |
+           ((cor_idp_t)(domain & 0xfff) << 16) | (index & 0xffff);
+}
+static inline uint32_t cor_idp_macro(cor_idp_t i) { return (uint32_t)(i >> 32); }
+static inline uint32_t cor_idp_micro(cor_idp_t i) { return (uint32_t)i; }
+static inline enum cor_kind cor_idp_kind(cor_idp_t i) { return (enum cor_kind)((i >> 28) & 0xf); }
+static inline unsigned cor_idp_domain(cor_idp_t i) { return (unsigned)((i >> 16) & 0xfff); }
+static inline unsigned cor_idp_index(cor_idp_t i) { return (unsigned)(i & 0xffff); }
+
+/* Writes "macro:kind:domain.index" into buf; returns buf. */
+COR_API char *cor_idp_format(cor_idp_t idp, char *buf, size_t len);
+
+/* A local name: a string plus an index, relative to the ascendant domain. */
+#define COR_NAME_MAX 64
+typedef struct cor_name {
+    char name[COR_NAME_MAX];
+    unsigned index;
+    cor_idp_t ascendant; /* the domain the name is relative to */
+} cor_name_t;
+
+/* ---- Session and domains --------------------------------------------------------------- */
+
+/* Joins the session (or makes a one-domain session). argc/argv may be NULL. */
+COR_API int cor_init(int *argc, char ***argv);
+/* Waits for every domain to reach cor_finalize, then stops the core. Tasks still running
+ * are joined first. */
+COR_API int cor_finalize(void);
+COR_API int cor_initialized(void);
+
+COR_API cor_idp_t cor_domain_self(void);       /* this domain's idp */
+COR_API int cor_domain_rank(void);             /* this domain's number, 0..size-1 */
+COR_API int cor_domain_count(void);            /* domains in the session */
+COR_API cor_idp_t cor_domain_idp(int rank);    /* idp of domain `rank` */
+COR_API uint32_t cor_session(void);            /* the macro part of every idp here */
+
+/* The domain tree: domain 0 is the root; domain d's ascendant is (d-1)/2. */
+COR_API int cor_domain_parent(int rank);       /* -1 for the root */
+COR_API int cor_domain_children(int rank, int *children, int max); /* returns how many */
+
+/* A notification when a peer domain dies: called from a core thread, must not block. */
+typedef void (*cor_death_fn)(int rank, int err, void *arg);
+COR_API int cor_domain_on_death(cor_death_fn fn, void *arg);
+
+/* Barrier of all domains (the main threads' tasks call it; any one task per domain). */
+COR_API int cor_barrier(void);
+
+/* ---- Logical domains (named, ordered groups of resources) ------------------------------- */
+
+COR_API int cor_ldomain_create(const char *name, cor_idp_t *ldom); /* COR_EEXIST if taken */
+COR_API int cor_ldomain_lookup(const char *name, cor_idp_t *ldom);
+COR_API int cor_ldomain_join(cor_idp_t ldom, cor_idp_t member, int *rank);
+COR_API int cor_ldomain_leave(cor_idp_t ldom, cor_idp_t member);
+COR_API int cor_ldomain_rank(cor_idp_t ldom, cor_idp_t member, int *rank); /* ENOTFOUND */
+COR_API int cor_ldomain_size(cor_idp_t ldom, int *size);
+COR_API int cor_ldomain_member(cor_idp_t ldom, int rank, cor_idp_t *member);
+
+/* ---- Tasks ----------------------------------------------------------------------------- */
+
+typedef int (*cor_task_fn)(void *arg);
+
+/*
+ * Spawns a task in this domain running fn(arg). Its local name is (name, k) where k counts
+ * earlier tasks of the same name in this domain. The main thread is task index 0 "main";
+ * spawned tasks get indices 1, 2, ... in spawn order, so SPMD programs can name peers by
+ * cor_task_idp(rank, index). At least 64 tasks per domain (COR_MAX_TASKS, default 1024).
+ */
+COR_API int cor_task_spawn(const char *name, cor_task_fn fn, void *arg, cor_idp_t *task);
+COR_API int cor_task_join(cor_idp_t task, int *exit_status);
+COR_API cor_idp_t cor_task_self(void);
+COR_API cor_idp_t cor_task_idp(int domain_rank, unsigned index);
+COR_API int cor_task_name(cor_idp_t task, cor_name_t *name); /* local tasks only */
+/* Finds a task by local name in any domain (remote domains are asked over the route). */
+COR_API int cor_task_lookup(int domain_rank, const char *name, unsigned index, cor_idp_t *task);
+
+/* ---- Ports and transports -------------------------------------------------------------- */
+
+/*
+ * A soft-port is a task's end of communication. It is bound to a hard port (an endpoint of a
+ * route, served by a listener and a dispatcher thread) explicitly, shared or exclusive, or
+ * mapped by the core to the least-used hard port of the route. A task's messages leave through
+ * its current soft-port; the first send opens a mapped one on the default route.
+ */
+typedef struct cor_port *cor_port_t;
+
+#define COR_HARD_PORT_ANY (-1)
+typedef struct cor_port_attr {
+    const char *route; /* "udp", "gm"...; NULL = COR_ROUTE or the first loaded */
+    int hard_port;     /* 0..ports-1, or COR_HARD_PORT_ANY: mapped by the core */
+    int exclusive;     /* nonzero: no other soft-port may bind that hard port */
+} cor_port_attr_t;
+
+COR_API int cor_port_open(const cor_port_attr_t *attr, cor_port_t *port);
+COR_API int cor_port_close(cor_port_t port);
+COR_API int cor_port_use(cor_port_t port); /* make it the calling task's current soft-port */
+COR_API int cor_port_info(cor_port_t port, const char **route, int *hard_port);
+/* The paper's setTransport: the calling task's messages go over `route` from now on
+ * (opens a mapped soft-port on it). Order per peer task is kept across the switch. */
+COR_API int cor_setTransport(const char *route);
+/* Number of hard ports the domain opened on `route` (COR_PORTS). */
+COR_API int cor_route_ports(const char *route);
+
+/* ---- Typed buffers --------------------------------------------------------------------- */
+
+typedef enum cor_type {
+    COR_BYTE = 0,
+    COR_CHAR,
+    COR_SHORT,
+    COR_INT,
+    COR_LONG,
+    COR_FLOAT,
+    COR_DOUBLE,
+    COR_INT64,
+    COR_UINT64,
+    COR_TYPE_COUNT
+} cor_type_t;
+
+COR_API size_t cor_type_size(cor_type_t type); /* 0 for an invalid type */
+
+/*
+ * getBuffer: memory for n elements of `type`, allocated by the core where the routes can send
+ * it without a copy. A buffer may be sent many times; release it when done. Also used for
+ * buffers the core allocates for cor_recvI.
+ */
+COR_API void *cor_getBuffer(cor_type_t type, size_t n);
+COR_API int cor_releaseBuffer(void *buf);
+COR_API int cor_buffer_info(const void *buf, cor_type_t *type, size_t *n);
+
+/* ---- Requests -------------------------------------------------------------------------- */
+
+typedef uint64_t cor_req_t; /* a handle; COR_REQ_NULL after it completes */
+#define COR_REQ_NULL ((cor_req_t)0)
+
+#define COR_ANY_SOURCE ((cor_idp_t)0)
+#define COR_ANY_TAG (-1)
+
+typedef struct cor_status {
+    cor_idp_t source;  /* sending task */
+    cor_idp_t context;
+    int tag;
+    cor_type_t type;
+    size_t count;      /* elements in the message (even when truncated) */
+    int error;         /* COR_OK, COR_ETRUNC, COR_ECANCELED, COR_EPEERDEAD... */
+} cor_status_t;
+
+/*
+ * sendI: sends `count` elements of a getBuffer buffer to task `dest` in context `ctx` with
+ * tag `tag` (>= 0). The buffer must stay untouched until the request completes.
+ * The context is any idp both sides agree on (a domain's, a logical domain's, or
+ * COR_CTX_WORLD); a message is only received in its own context.
+ */
+#define COR_CTX_WORLD ((cor_idp_t)1)
+COR_API int cor_sendI(cor_idp_t dest, cor_idp_t ctx, int tag, const void *buf, size_t count,
+                      cor_req_t *req);
+/* The same from any user memory, with the type given. */
+COR_API int cor_sendI_typed(cor_idp_t dest, cor_idp_t ctx, int tag, cor_type_t type,
+                            const void *data, size_t count, cor_req_t *req);
+
+/*
+ * recvI: receives a message matching (src or COR_ANY_SOURCE, ctx, tag or COR_ANY_TAG).
+ * With a core buffer: when the request completes (test/wait), *ptr points to a buffer of the
+ * message's type and count, to be released with cor_releaseBuffer.
+ */
+COR_API int cor_recvI(cor_idp_t src, cor_idp_t ctx, int tag, void **ptr, cor_req_t *req);
+/* Into user memory of `count` elements of `type` (COR_BYTE accepts any type, count in bytes).
+ * A larger message completes with COR_ETRUNC, the buffer filled up to its size. */
+COR_API int cor_recvI_into(cor_idp_t src, cor_idp_t ctx, int tag, cor_type_t type, void *buf,
+                           size_t count, cor_req_t *req);
+
+/* test/wait complete a request: the handle becomes COR_REQ_NULL and status (may be NULL) is
+ * filled. The return value is the request's own result (status->error). */
+COR_API int cor_test(cor_req_t *req, int *done, cor_status_t *status);
+COR_API int cor_wait(cor_req_t *req, cor_status_t *status);
+/* Completes one of n; *index gets which (COR_REQ_NULL entries are skipped). */
+COR_API int cor_waitany(size_t n, cor_req_t *reqs, size_t *index, cor_status_t *status);
+/* Completes all; returns COR_OK or the first error (statuses may be NULL). */
+COR_API int cor_waitall(size_t n, cor_req_t *reqs, cor_status_t *statuses);
+/* Cancels a pending receive: it then completes with COR_ECANCELED, unless it already matched
+ * (then it completes normally). Sends cannot be canceled (COR_EINVAL). */
+COR_API int cor_cancel(cor_req_t *req);
+
+/* Blocking conveniences. */
+COR_API int cor_send(cor_idp_t dest, cor_idp_t ctx, int tag, cor_type_t type, const void *data,
+                     size_t count);
+COR_API int cor_recv(cor_idp_t src, cor_idp_t ctx, int tag, cor_type_t type, void *buf,
+                     size_t count, cor_status_t *status);
+
+/* ---- Introspection --------------------------------------------------------------------- */
+
+typedef struct cor_stats {
+    uint64_t msgs_sent, msgs_received, bytes_sent, bytes_received;
+    uint64_t eager_sent, rndv_sent, credit_frames, credit_stalls;
+    uint64_t frames_dropped; /* frames from outside the session or malformed */
+    uint64_t unexpected_now, unexpected_bytes_now;
+} cor_stats_t;
+COR_API int cor_stats_get(cor_stats_t *stats);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* COR_COR_H */
