@@ -183,6 +183,8 @@ COR_API int cor_port_info(cor_port_t port, const char **route, int *hard_port);
 COR_API int cor_setTransport(const char *route);
 /* Number of hard ports the domain opened on `route` (COR_PORTS). */
 COR_API int cor_route_ports(const char *route);
+/* The published address of this domain's hard port (for tests and diagnostics). */
+COR_API int cor_route_address(const char *route, int hard_port, char *buf, size_t len);
 
 /* ---- Typed buffers --------------------------------------------------------------------- */
 
