@@ -1,0 +1,106 @@
+/*
+ * cor-bench internals: options, timing, result rows, and the measuring modes.
+ *
+ * cor-bench runs as exactly 2 domains under cor-run. Domain 0 measures and reports; domain 1
+ * answers ping-pongs and sends the streams. Every mode function runs in both domains (it looks
+ * at bench->rank), returns 0 or a negative CoR error (already printed), and reports rows with
+ * bench_row() in domain 0.
+ */
+#ifndef COR_APPS_BENCH_H
+#define COR_APPS_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define BENCH_MAX_SIZES 64
+#define BENCH_MAX_PAIRS 16
+#define BENCH_MAX_PORTS 4
+#define BENCH_MAX_SIZE ((size_t)1 << 30)
+
+/* Tags of cor-bench's own messages (all in COR_CTX_WORLD). */
+enum bench_tag {
+    BENCH_TAG_DATA = 100, /* measured payload */
+    BENCH_TAG_READY,      /* receiver posted its receives: start sending */
+    BENCH_TAG_ACK,        /* receiver got the last byte */
+    BENCH_TAG_SETUP,      /* out-of-band setup (socket ports) */
+};
+
+struct bench {
+    int rank;           /* this domain: 0 measures, 1 answers */
+    const char *mode;   /* "pingpong", "stream", "multiport", "multitask", "udp-raw" */
+    const char *route;  /* route name for the task API and --raw */
+    int raw;            /* --raw: the route alone, through cor/raw.h */
+    int baseline_udp;   /* --baseline udp: plain UDP sockets */
+    size_t sizes[BENCH_MAX_SIZES];
+    int nsizes;
+    double iters_scale; /* --iters */
+    int pairs[BENCH_MAX_PAIRS]; /* multitask: pair counts to measure */
+    int npairs;
+    int ports[BENCH_MAX_PORTS]; /* multiport: port counts to measure */
+    int nports;
+    int window;         /* messages in flight in a stream */
+    int verify;         /* --verify: check every received byte */
+    int recv_alloc;     /* --recv-alloc: cor_recvI (core buffers) instead of cor_recvI_into */
+    FILE *csv;          /* --csv FILE (domain 0 only), or NULL */
+    int quiet;          /* no table on stdout */
+};
+
+/* Monotonic time in nanoseconds. */
+uint64_t bench_now_ns(void);
+
+/* Iterations for one size: ping-pong and stream budgets, scaled by --iters, at least `min`. */
+long bench_iters_pingpong(const struct bench *b, size_t size);
+long bench_iters_stream(const struct bench *b, size_t size);
+long bench_warmup(long iters);
+
+/* Fills buf with the pattern every sender uses; bench_check compares (for --verify). */
+void bench_fill(void *buf, size_t len);
+int bench_check(const void *buf, size_t len);
+
+/* A measured row. one_way_us: half the round trip (pingpong) or time per message (stream);
+ * mbps: payload megabytes (10^6 B) per second one way. Domain 0 prints it and writes CSV. */
+struct bench_row {
+    const char *route;
+    const char *mode;
+    size_t bytes;
+    int ports;
+    int pairs;
+    double rtt_us; /* pingpong only, else 0 */
+    double one_way_us;
+    double mbps;
+};
+void bench_header(const struct bench *b);
+void bench_row(const struct bench *b, const struct bench_row *row);
+
+/* Prints "cor-bench: what: error text" to stderr and returns err. */
+int bench_fail(const char *what, int err);
+
+/* One stream over the task API between the calling task and task `peer` (COR_CTX_WORLD):
+ * `total` messages of `size` bytes from the getBuffer buffer `sbuf`; the receiver posts
+ * b->window receives into `rbufs` (window buffers of size bytes, unused with --recv-alloc),
+ * starts its clock when message `warm` arrived and stops it at the last one, then acks. */
+struct bench_stream_result {
+    uint64_t t0_ns, t1_ns; /* first and last measured arrival */
+    uint64_t bytes;        /* payload received between them */
+    long msgs;
+};
+int bench_stream_send(const struct bench *b, uint64_t peer, const void *sbuf, size_t size,
+                      long total);
+int bench_stream_recv(const struct bench *b, uint64_t peer, void *const *rbufs, size_t size,
+                      long total, long warm, struct bench_stream_result *res);
+size_t bench_max_size(const struct bench *b);
+/* The row of a stream result (one_way_us = time per message). */
+void bench_stream_row(const struct bench *b, const char *route, const char *mode, size_t size,
+                      int ports, int pairs, const struct bench_stream_result *r);
+
+/* Modes. */
+int bench_task_pingpong(struct bench *b);
+int bench_task_stream(struct bench *b);
+int bench_multi(struct bench *b, int multiport);
+int bench_raw_pingpong(struct bench *b);
+int bench_raw_stream(struct bench *b);
+int bench_socket_pingpong(struct bench *b);
+int bench_socket_stream(struct bench *b);
+
+#endif

@@ -1,0 +1,163 @@
+/*
+ * --raw: ping-pong and stream over the route alone (cor/raw.h): frames straight over the raw
+ * hard port, no tasks, matching or protocol. A message larger than the route's frame is sent as
+ * consecutive full frames (the route keeps them in order), so sizes are comparable with the task
+ * API rows. Both sides poll in the main thread.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "cor/raw.h"
+
+struct raw_ctx {
+    const struct bench *b;
+    cor_raw_t *raw;
+    size_t frame;  /* largest frame */
+    char *sbuf, *rbuf;
+    int peer;
+    char route[64]; /* "<route>-route" for the rows */
+};
+
+/* Sends one message of `size` bytes as frames (one empty frame for size 0). */
+static int raw_send_msg(struct raw_ctx *c, size_t size)
+{
+    size_t off = 0;
+    do {
+        size_t len = size - off < c->frame ? size - off : c->frame;
+        int err = cor_raw_send(c->raw, c->peer, c->sbuf + off, len);
+        if (err)
+            return bench_fail("cor_raw_send", err);
+        off += len;
+    } while (off < size);
+    return COR_OK;
+}
+
+/* Receives one message of `size` bytes from the peer, frame by frame. */
+static int raw_recv_msg(struct raw_ctx *c, size_t size)
+{
+    size_t off = 0;
+    do {
+        size_t len;
+        int from, err = cor_raw_recv(c->raw, c->rbuf + off, c->frame, &len, &from);
+        if (err)
+            return bench_fail("cor_raw_recv", err);
+        if (from != c->peer || len > size - off || (len < c->frame && off + len < size)) {
+            fprintf(stderr, "cor-bench: raw frame of %zu bytes from domain %d at offset %zu of "
+                            "a %zu-byte message: unexpected\n", len, from, off, size);
+            return COR_EPROTO;
+        }
+        off += len;
+    } while (off < size);
+    if (c->b->verify)
+        return bench_check(c->rbuf, size);
+    return COR_OK;
+}
+
+static int raw_open(const struct bench *b, struct raw_ctx *c)
+{
+    size_t max = bench_max_size(b);
+    memset(c, 0, sizeof *c);
+    c->b = b;
+    c->peer = 1 - b->rank;
+    snprintf(c->route, sizeof c->route, "%s-route", b->route);
+    int err = cor_raw_open(b->route, &c->raw);
+    if (err) {
+        fprintf(stderr, "cor-bench: cor_raw_open(%s): %s\n", b->route, cor_strerror(err));
+        return err;
+    }
+    c->frame = cor_raw_frame_max(c->raw);
+    if (c->frame == 0) {
+        fprintf(stderr, "cor-bench: route %s reports a frame size of 0\n", b->route);
+        return COR_EROUTE;
+    }
+    /* The receive buffer takes a whole frame at any offset below max. */
+    c->sbuf = malloc(max);
+    c->rbuf = malloc(max + c->frame);
+    if (!c->sbuf || !c->rbuf)
+        return bench_fail("malloc", COR_ENOMEM);
+    bench_fill(c->sbuf, max);
+    /* Both raw ports are open before the first frame. */
+    if ((err = cor_barrier()))
+        return bench_fail("cor_barrier", err);
+    return COR_OK;
+}
+
+static void raw_close(struct raw_ctx *c)
+{
+    if (c->raw)
+        cor_raw_close(c->raw);
+    free(c->sbuf);
+    free(c->rbuf);
+}
+
+int bench_raw_pingpong(struct bench *b)
+{
+    struct raw_ctx c;
+    int err = raw_open(b, &c);
+    for (int i = 0; !err && i < b->nsizes; i++) {
+        size_t size = b->sizes[i];
+        long n = bench_iters_pingpong(b, size), warm = bench_warmup(n);
+        uint64_t t0 = 0;
+        for (long k = 0; !err && k < warm + n; k++) {
+            if (k == warm)
+                t0 = bench_now_ns();
+            if (b->rank == 0) {
+                if (!(err = raw_send_msg(&c, size)))
+                    err = raw_recv_msg(&c, size);
+            } else if (!(err = raw_recv_msg(&c, size))) {
+                err = raw_send_msg(&c, size);
+            }
+        }
+        if (err || b->rank != 0)
+            continue;
+        double rtt = (double)(bench_now_ns() - t0) / 1e3 / (double)n;
+        struct bench_row row = {
+            .route = c.route, .mode = "pingpong", .bytes = size, .ports = 1, .pairs = 1,
+            .rtt_us = rtt, .one_way_us = rtt / 2, .mbps = (double)size / (rtt / 2),
+        };
+        bench_row(b, &row);
+    }
+    if (!err && (err = cor_raw_flush(c.raw)))
+        bench_fail("cor_raw_flush", err);
+    raw_close(&c);
+    return err;
+}
+
+int bench_raw_stream(struct bench *b)
+{
+    struct raw_ctx c;
+    int err = raw_open(b, &c);
+    for (int i = 0; !err && i < b->nsizes; i++) {
+        size_t size = b->sizes[i];
+        long n = bench_iters_stream(b, size), warm = bench_warmup(n), total = warm + n;
+        if (b->rank == 1) {
+            /* Sender: everything, then wait for the receiver's one-frame ack. */
+            for (long k = 0; !err && k < total; k++)
+                err = raw_send_msg(&c, size);
+            if (!err && (err = cor_raw_flush(c.raw)))
+                bench_fail("cor_raw_flush", err);
+            if (!err)
+                err = raw_recv_msg(&c, 0);
+            continue;
+        }
+        struct bench_stream_result r = {0};
+        for (long k = 0; !err && k < total; k++) {
+            err = raw_recv_msg(&c, size);
+            if (k == warm)
+                r.t0_ns = bench_now_ns();
+        }
+        r.t1_ns = bench_now_ns();
+        r.msgs = total - 1 - warm;
+        r.bytes = (uint64_t)size * (uint64_t)r.msgs;
+        if (!err)
+            err = raw_send_msg(&c, 0);
+        if (!err)
+            bench_stream_row(b, c.route, "stream", size, 1, 1, &r);
+    }
+    if (!err && (err = cor_raw_flush(c.raw)))
+        bench_fail("cor_raw_flush", err);
+    raw_close(&c);
+    return err;
+}

@@ -1,0 +1,62 @@
+#!/bin/sh
+# cor-bench smoke test (tiny sizes and counts, correctness not speed): every mode runs to the
+# end with --verify under cor-run and writes the CSV rows it should.
+set -u
+b=${COR_BUILDDIR:?run me through make check}/apps
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT INT TERM
+fails=0
+
+# run NAME ROWS [cor-run options --] cor-bench args: expects ROWS data rows in the CSV.
+run() {
+    name=$1 rows=$2
+    shift 2
+    ropts=
+    if [ "$1" = --ports ]; then ropts="--ports $2"; shift 2; fi
+    csv=$dir/$name.csv
+    # shellcheck disable=SC2086
+    if ! timeout 120 "$b/cor-run" -n 2 $ropts "$b/cor-bench" "$@" --verify --quiet --csv "$csv" \
+        >"$dir/$name.out" 2>&1; then
+        echo "FAIL: $name: cor-bench $* exited with an error:"
+        cat "$dir/$name.out"
+        fails=$((fails + 1))
+        return
+    fi
+    got=$(($(wc -l <"$csv") - 1))
+    if [ "$(head -n 1 "$csv")" != "route,mode,bytes,ports,pairs,one_way_us,MBps" ] ||
+        [ "$got" -ne "$rows" ]; then
+        echo "FAIL: $name: expected a header and $rows rows in the CSV, got:"
+        cat "$csv"
+        fails=$((fails + 1))
+        return
+    fi
+    # Every row has a positive time.
+    if awk -F, 'NR > 1 && !($6 > 0) { bad = 1 } END { exit !bad }' "$csv"; then
+        echo "FAIL: $name: a row without a positive one_way_us:"
+        cat "$csv"
+        fails=$((fails + 1))
+        return
+    fi
+    echo "ok: $name"
+}
+
+sizes=0,1,1000,70000,300000
+run pingpong 5 pingpong --sizes $sizes --iters 0.02
+run stream 5 stream --sizes $sizes --iters 0.02
+run stream-alloc 5 stream --sizes $sizes --iters 0.02 --recv-alloc
+run raw-pingpong 5 pingpong --raw --sizes $sizes --iters 0.02
+run raw-stream 5 stream --raw --sizes $sizes --iters 0.02
+run udp-raw 10 udp-raw --sizes $sizes --iters 0.02
+run multiport 4 --ports 2 multiport --sizes 1000,70000 --iters 0.02
+run multitask 6 multitask --sizes 1000,70000 --pairs 1,2,3 --iters 0.02
+
+# Bad input is an error with a message, not a crash.
+if "$b/cor-bench" pingpong --sizes 1,banana >"$dir/bad.out" 2>&1 ||
+    ! grep -q "bad --sizes" "$dir/bad.out"; then
+    echo "FAIL: --sizes banana: expected exit status 2 and 'bad --sizes'; got:"
+    cat "$dir/bad.out"
+    fails=$((fails + 1))
+fi
+[ "$fails" -eq 0 ] && echo "PASS" && exit 0
+echo "FAIL: $fails case(s)"
+exit 1
