@@ -1,0 +1,353 @@
+/*
+ * The domain: joining the session, opening the routes' hard ports, the domain tree, deaths,
+ * barriers and finalization.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+struct cor_global cor__g = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .spin_lock = PTHREAD_MUTEX_INITIALIZER,
+    .spin_cond = PTHREAD_COND_INITIALIZER,
+};
+
+int cor__check_init(void)
+{
+    return atomic_load(&g.initialized) == 1 ? COR_OK : COR_ESTATE;
+}
+
+COR_API int cor_initialized(void)
+{
+    return atomic_load(&g.initialized) == 1;
+}
+
+static void read_knobs(void)
+{
+    g.max_tasks = (int)cor__env_long("COR_MAX_TASKS", 1024, 64, COR_MAX_INDEX + 1);
+    g.spin_ns = cor__env_long("COR_SPIN_US", 200, 0, 10000000) * 1000;
+    g.credits = (int)cor__env_long("COR_CREDITS", 32, 2, 65535);
+    g.credit_threshold = (int)cor__env_long("COR_CREDIT_THRESHOLD", g.credits / 2, 1, g.credits - 1);
+    g.eager_override = cor__env_long("COR_EAGER_LIMIT", -1, -1, 1L << 30);
+    const char *raw = getenv("COR_RAW");
+    g.raw_enabled = raw && *raw && strcmp(raw, "0") != 0;
+}
+
+/* Opens every configured route (COR_ROUTES, else COR_ROUTE, else "udp") with COR_PORTS hard
+ * ports each, plus a raw port when COR_RAW is set. */
+static int open_routes(bool required)
+{
+    const char *list = getenv("COR_ROUTES");
+    if (!list || !*list) list = getenv("COR_ROUTE");
+    bool explicit_route = list && *list;
+    if (!explicit_route) list = "udp";
+    int nports = (int)cor__env_long("COR_PORTS", 1, 1, COR_HPORTS_MAX);
+    char names[256];
+    snprintf(names, sizeof names, "%s", list);
+    for (char *save, *name = strtok_r(names, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        if (g.nroutes == COR_ROUTES_MAX) {
+            cor__log("more than %d routes in '%s'", COR_ROUTES_MAX, list);
+            return COR_ELIMIT;
+        }
+        struct cor_route *r;
+        int err = cor__route_load(name, &r);
+        if (err) {
+            if (!required && !explicit_route) return COR_OK; /* one domain needs no route */
+            return err;
+        }
+        g.routes[g.nroutes++] = r;
+        for (int k = 0; k < nports; k++) {
+            err = cor__hport_open(r, k, &r->ports[k]);
+            if (err) return err;
+            r->nports++;
+        }
+        if (g.raw_enabled &&
+            ((err = cor__hport_open(r, -1, &r->raw)) || (err = cor__raw_attach(r->raw))))
+            return err;
+    }
+    return COR_OK;
+}
+
+/* Publishes our hard ports' addresses and tells each port where the peers' ports are. */
+static int connect_peers(void)
+{
+    int n = 0;
+    for (int i = 0; i < g.nroutes; i++) n += g.routes[i]->nports + (g.routes[i]->raw != NULL);
+    if (n == 0) return g.size > 1 ? COR_EROUTE : COR_OK;
+    struct cor_boot_addr *mine = calloc((size_t)n, sizeof *mine), *all = NULL;
+    struct cor_hport **hps = calloc((size_t)n, sizeof *hps);
+    int err = COR_ENOMEM;
+    if (!mine || !hps) goto out;
+    int k = 0;
+    for (int i = 0; i < g.nroutes; i++) {
+        struct cor_route *r = g.routes[i];
+        for (int p = -1; p < r->nports; p++) {
+            struct cor_hport *hp = p < 0 ? r->raw : r->ports[p];
+            if (!hp) continue;
+            snprintf(mine[k].route, sizeof mine[k].route, "%s", r->name);
+            mine[k].port_index = p;
+            err = r->ops->address(hp->rp, mine[k].addr, sizeof mine[k].addr);
+            if (err) goto out;
+            hps[k++] = hp;
+        }
+    }
+    if (g.size == 1) {
+        err = COR_OK;
+        goto out;
+    }
+    err = cor__boot_exchange(g.boot, n, mine, &all);
+    if (err) goto out;
+    for (int peer = 0; peer < g.size; peer++) {
+        if (peer == g.rank) continue;
+        for (k = 0; k < n; k++) {
+            struct cor_boot_addr *a = &all[peer * n + k];
+            if (strcmp(a->route, mine[k].route) || a->port_index != mine[k].port_index) {
+                cor__log("domain %d publishes %s port %d where we have %s port %d: all domains "
+                         "must open the same routes and ports", peer, a->route, a->port_index,
+                         mine[k].route, mine[k].port_index);
+                err = COR_EBOOT;
+                goto out;
+            }
+            err = hps[k]->route->ops->add_peer(hps[k]->rp, (cor_peer_t)peer, a->addr);
+            if (err) {
+                cor__log("route '%s': cannot reach domain %d at %s: %s", a->route, peer, a->addr,
+                         cor_strerror(err));
+                goto out;
+            }
+        }
+    }
+out:
+    free(mine);
+    free(all);
+    free(hps);
+    return err;
+}
+
+static void on_boot_death(void *arg, int rank, const char *why)
+{
+    if (rank >= 0 && rank < g.size) {
+        cor__log("domain %d died (%s)", rank, why ? why : "no reason given");
+        cor__peer_died((unsigned)rank, COR_EPEERDEAD);
+    }
+}
+
+void cor__peer_died(unsigned rank, int err)
+{
+    if (rank == (unsigned)g.rank || atomic_exchange(&g.dead[rank], true)) return;
+    cor__req_fail_peer(rank, err);
+    COR_LOCK(&g.lock);
+    cor_death_fn fn = g.death_fn;
+    void *arg = g.death_arg;
+    COR_UNLOCK(&g.lock);
+    if (fn) fn((int)rank, err, arg);
+}
+
+static void teardown(void)
+{
+    for (int i = 0; i < g.nroutes; i++) {
+        struct cor_route *r = g.routes[i];
+        for (int k = 0; k < r->nports; k++) cor__hport_close(r->ports[k]);
+        if (r->raw) {
+            cor__raw_detach(r->raw);
+            cor__hport_close(r->raw);
+        }
+        cor__route_unload(r);
+        g.routes[i] = NULL;
+    }
+    g.nroutes = 0;
+    if (g.peers) {
+        for (int i = 0; i < g.size; i++) {
+            free(g.peers[i].recv_seq);
+            pthread_mutex_destroy(&g.peers[i].lock);
+        }
+    }
+    free(g.peers);
+    g.peers = NULL;
+    free((void *)g.dead);
+    g.dead = NULL;
+    if (g.tasks) {
+        for (int i = 0; i < g.max_tasks; i++) {
+            struct cor_task *t = g.tasks[i];
+            if (!t) continue;
+            while (t->unexp_head) {
+                struct cor_umsg *m = t->unexp_head;
+                t->unexp_head = m->next;
+                cor__umsg_free(m);
+            }
+            free(t->send_seq);
+            pthread_mutex_destroy(&t->lock);
+            pthread_cond_destroy(&t->cond);
+            free(t);
+        }
+    }
+    free(g.tasks);
+    g.tasks = NULL;
+    cor__resources_fini();
+    cor__task_forget_self();
+}
+
+COR_API int cor_init(int *argc, char ***argv)
+{
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&g.initialized, &expected, 2)) return COR_ESTATE;
+    read_knobs();
+    g.ntasks = 0;
+    int err = cor__boot_init(&g.boot, &g.rank, &g.size, &g.cookie);
+    if (err) goto fail;
+    g.macro = (uint32_t)g.cookie ? (uint32_t)g.cookie : 1;
+    g.tasks = calloc((size_t)g.max_tasks, sizeof *g.tasks);
+    g.dead = calloc((size_t)g.size, sizeof *g.dead);
+    g.peers = calloc((size_t)g.size, sizeof *g.peers);
+    err = COR_ENOMEM;
+    if (!g.tasks || !g.dead || !g.peers) goto fail;
+    for (int i = 0; i < g.size; i++) {
+        pthread_mutex_init(&g.peers[i].lock, NULL);
+        if (!(g.peers[i].recv_seq = calloc((size_t)g.max_tasks, sizeof(uint32_t)))) goto fail;
+    }
+    cor__task_adopt_main();
+    err = open_routes(g.size > 1);
+    if (err) goto fail;
+    err = connect_peers();
+    if (err) goto fail;
+    if (g.boot) cor__boot_on_death(g.boot, on_boot_death, NULL);
+    for (int i = 0; i < g.nroutes; i++)
+        for (int k = 0; k < g.routes[i]->nports; k++)
+            if ((err = cor__hport_start(g.routes[i]->ports[k]))) goto fail;
+    atomic_store(&g.initialized, 1);
+    (void)argc;
+    (void)argv;
+    return COR_OK;
+fail:
+    cor__log("cor_init failed: %s", cor_strerror(err));
+    teardown();
+    if (g.boot) cor__boot_finish(g.boot);
+    g.boot = NULL;
+    atomic_store(&g.initialized, 0);
+    return err;
+}
+
+/* Waits (bounded) until the routes hold none of our frames, so peers got everything. */
+static void flush_sends(void)
+{
+    uint64_t deadline = cor__now_ns() + 30ull * 1000000000u;
+    for (;;) {
+        long pending = 0;
+        for (int i = 0; i < g.nroutes; i++)
+            for (int k = 0; k < g.routes[i]->nports; k++) {
+                struct cor_hport *hp = g.routes[i]->ports[k];
+                pending += atomic_load(&hp->inflight) + (hp->q_head != NULL);
+            }
+        if (pending == 0 || cor__now_ns() > deadline) return;
+        if (cor__progress_all() == 0) {
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+COR_API int cor_finalize(void)
+{
+    int expected = 1;
+    if (!atomic_compare_exchange_strong(&g.initialized, &expected, 3)) return COR_ESTATE;
+    atomic_store(&g.initialized, 1); /* tasks still running may call the API */
+    cor__task_join_all();
+    flush_sends();
+    int err = COR_OK;
+    if (g.boot && g.size > 1) err = cor__boot_barrier(g.boot);
+    atomic_store(&g.initialized, 3);
+    teardown();
+    if (g.boot) cor__boot_finish(g.boot);
+    g.boot = NULL;
+    atomic_store(&g.initialized, 0);
+    return err;
+}
+
+COR_API cor_idp_t cor_domain_self(void)
+{
+    return cor_domain_idp(g.rank);
+}
+
+COR_API int cor_domain_rank(void)
+{
+    return cor__check_init() ? -1 : g.rank;
+}
+
+COR_API int cor_domain_count(void)
+{
+    return cor__check_init() ? 0 : g.size;
+}
+
+COR_API cor_idp_t cor_domain_idp(int rank)
+{
+    if (cor__check_init() || rank < 0 || rank >= g.size) return COR_IDP_NULL;
+    return cor_idp_make(g.macro, COR_KIND_DOMAIN, (unsigned)rank, 0);
+}
+
+COR_API uint32_t cor_session(void)
+{
+    return cor__check_init() ? 0 : g.macro;
+}
+
+COR_API int cor_domain_parent(int rank)
+{
+    if (cor__check_init() || rank <= 0 || rank >= g.size) return -1;
+    return (rank - 1) / 2;
+}
+
+COR_API int cor_domain_children(int rank, int *children, int max)
+{
+    if (cor__check_init() || rank < 0 || rank >= g.size) return 0;
+    int n = 0;
+    for (int c = 2 * rank + 1; c <= 2 * rank + 2 && c < g.size; c++) {
+        if (children && n < max) children[n] = c;
+        n++;
+    }
+    return n;
+}
+
+COR_API int cor_domain_on_death(cor_death_fn fn, void *arg)
+{
+    int err = cor__check_init();
+    if (err) return err;
+    COR_LOCK(&g.lock);
+    g.death_fn = fn;
+    g.death_arg = arg;
+    COR_UNLOCK(&g.lock);
+    return COR_OK;
+}
+
+COR_API int cor_barrier(void)
+{
+    int err = cor__check_init();
+    if (err) return err;
+    return g.boot && g.size > 1 ? cor__boot_barrier(g.boot) : COR_OK;
+}
+
+int cor__route_has_counters(const struct cor_route_ops *ops);
+
+COR_API int cor_stats_get(cor_stats_t *s)
+{
+    int err = cor__check_init();
+    if (err) return err;
+    if (!s) return COR_EINVAL;
+    *s = (cor_stats_t){
+        .msgs_sent = g.msgs_sent, .msgs_received = g.msgs_received,
+        .bytes_sent = g.bytes_sent, .bytes_received = g.bytes_received,
+        .eager_sent = g.eager_sent, .rndv_sent = g.rndv_sent,
+        .credit_frames = g.credit_frames, .credit_stalls = g.credit_stalls,
+        .frames_dropped = g.frames_dropped, .unexpected_now = g.unexpected_now,
+        .unexpected_bytes_now = g.unexpected_bytes_now,
+    };
+    for (int i = 0; i < g.nroutes; i++) {
+        struct cor_route *r = g.routes[i];
+        if (!cor__route_has_counters(r->ops)) continue;
+        for (int k = 0; k < r->nports; k++) {
+            uint64_t dropped = 0, retx = 0;
+            r->ops->counters(r->ports[k]->rp, &dropped, &retx);
+            s->frames_dropped += dropped;
+        }
+    }
+    return COR_OK;
+}

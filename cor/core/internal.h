@@ -1,0 +1,310 @@
+/*
+ * libcor internals shared across the core's files (prefix cor__). Nothing here is exported.
+ *
+ * Lock order (outer first): port->send_lock, task->lock, g.req_lock / g.lock.
+ * port->progress_lock is only ever try-locked and is never held while taking send_lock of
+ * the same port from outside a callback.
+ */
+#ifndef COR_INTERNAL_H
+#define COR_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cor/cor.h"
+#include "bootstrap.h"
+#include "route.h"
+
+#define COR_ROUTES_MAX 4
+#define COR_HPORTS_MAX 8 /* per route */
+
+/* ---- logging and lock wrappers (abort only on broken invariants of our own) ---- */
+void cor__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define COR_LOCK(m)                                                                          \
+    do {                                                                                     \
+        if (pthread_mutex_lock(m) != 0) cor__fatal("mutex lock", __FILE__, __LINE__);      \
+    } while (0)
+#define COR_UNLOCK(m)                                                                        \
+    do {                                                                                     \
+        if (pthread_mutex_unlock(m) != 0) cor__fatal("mutex unlock", __FILE__, __LINE__);  \
+    } while (0)
+void cor__fatal(const char *what, const char *file, int line) __attribute__((noreturn));
+uint64_t cor__now_ns(void);
+long cor__env_long(const char *name, long dflt, long min, long max);
+
+/* ---- buffers (getBuffer): a header before the data says what they hold ---- */
+struct cor_bufhdr {
+    uint64_t magic;
+    cor_type_t type;
+    size_t n;     /* elements */
+    size_t bytes; /* n * type size */
+    uint64_t pad; /* keeps data 32-byte aligned */
+};
+void *cor__buf_alloc(cor_type_t type, size_t n);
+struct cor_bufhdr *cor__buf_hdr(const void *data); /* NULL if not a live core buffer */
+
+/* ---- requests ---- */
+enum req_kind { REQ_SEND, REQ_RECV, REQ_SVC };
+enum req_state { RS_PENDING = 0, RS_MATCHED = 1, RS_DONE = 2 };
+
+struct cor_task;
+struct cor_hport;
+
+struct cor_req {
+    _Atomic cor_req_t handle; /* index | generation << 32 while alive; 0 while free */
+    uint32_t slot, gen;       /* survive recycling (req.c) */
+    /* everything below is cleared when the request is created */
+    enum req_kind kind;
+    _Atomic int state;      /* enum req_state; PENDING->MATCHED->DONE by CAS */
+    struct cor_task *owner; /* whose condvar to signal */
+    cor_status_t status;    /* written before state becomes DONE */
+    struct cor_req *next, *prev; /* posted list (owner task's lock) */
+
+    /* matching criteria (receives) or envelope (sends) */
+    cor_idp_t peer; /* source filter (recv) or destination (send) */
+    cor_idp_t ctx;
+    int tag;
+    cor_type_t type;
+    size_t count;
+    void *buf;       /* user buffer or core buffer */
+    size_t cap;      /* bytes available in buf (recv) / message bytes (send) */
+    bool core_alloc; /* recvI with a core buffer: buf allocated at match */
+    void **out_ptr;  /* where test/wait stores buf for core_alloc receives */
+
+    int remote_rank; /* the domain whose death fails this request, -1 none */
+
+    /* rendezvous state */
+    struct cor_hport *hp; /* port the message travels on */
+    uint32_t peer_rank;
+    uint64_t remote_req; /* the other side's request handle */
+    size_t expect;       /* receiver: bytes to arrive; sender: bytes to send */
+    size_t done_bytes;   /* receiver: bytes arrived; sender: bytes acknowledged by route */
+    size_t sent_bytes;   /* sender: bytes handed to the route */
+    _Atomic int chunks_out;
+
+    /* service calls */
+    void *svc_reply;
+    size_t svc_reply_len;
+};
+
+struct cor_req *cor__req_new(enum req_kind kind);
+struct cor_req *cor__req_lookup(cor_req_t h); /* NULL if stale */
+void cor__req_free(struct cor_req *r);
+/* Completes r with `err` exactly once (from PENDING or MATCHED); returns false if it was
+ * already done. Wakes the owner. */
+bool cor__req_complete(struct cor_req *r, int err);
+/* Waits until r is DONE, making progress meanwhile (spin, then block). */
+void cor__req_block(struct cor_req *r);
+/* Fails pending requests toward domain `rank`. */
+void cor__req_fail_peer(unsigned rank, int err);
+
+/* ---- messages waiting for a receive (unexpected) ---- */
+enum umsg_kind { UM_EAGER, UM_RNDV, UM_LOCAL };
+struct cor_umsg {
+    struct cor_umsg *next, *prev;
+    enum umsg_kind kind;
+    cor_idp_t src, ctx;
+    int tag;
+    cor_type_t type;
+    size_t count, bytes;
+    void *data;              /* UM_EAGER: core buffer holding the payload */
+    struct cor_hport *hp;    /* where to return the credit / send CTS */
+    uint32_t peer_rank;
+    uint64_t sreq;           /* UM_RNDV: sender's request; UM_LOCAL: sender req handle */
+    struct cor_req *lsend;   /* UM_LOCAL: the local sender's request */
+};
+
+/* ---- tasks ---- */
+struct cor_task {
+    unsigned index;
+    bool used;               /* slot taken (g.lock) */
+    char name[COR_NAME_MAX];
+    unsigned name_index;
+    pthread_t thread;
+    bool has_thread, joined;
+    cor_task_fn fn;
+    void *arg;
+    int exit_status;
+    _Atomic bool finished;
+
+    pthread_mutex_t lock;    /* protects posted, unexpected, waiting */
+    pthread_cond_t cond;     /* signalled when one of its requests completes */
+    int sleepers;            /* threads waiting on cond (lock) */
+    struct cor_req *posted_head, *posted_tail;
+    struct cor_umsg *unexp_head, *unexp_tail;
+
+    struct cor_port *port;   /* current soft-port (only the task itself touches it) */
+    uint32_t *send_seq;      /* per destination domain (g.size entries; task itself) */
+    uint32_t local_seq;
+};
+
+struct cor_task *cor__task_self(void);      /* the calling thread's task (main = 0) */
+void cor__task_adopt_main(void);
+void cor__task_forget_self(void);
+void cor__task_join_all(void);
+int cor__task_find(const char *name, unsigned index, unsigned *out);
+struct cor_task *cor__task_get(unsigned index); /* slot, created lazily; NULL out of range */
+
+/* ---- matching (match.c): pure list operations, caller holds task->lock ---- */
+bool cor__match(cor_idp_t want_src, cor_idp_t want_ctx, int want_tag, cor_idp_t src,
+                cor_idp_t ctx, int tag);
+struct cor_req *cor__posted_take(struct cor_task *t, cor_idp_t src, cor_idp_t ctx, int tag);
+void cor__posted_append(struct cor_task *t, struct cor_req *r);
+bool cor__posted_remove(struct cor_task *t, struct cor_req *r);
+struct cor_umsg *cor__unexp_take(struct cor_task *t, cor_idp_t src, cor_idp_t ctx, int tag);
+void cor__unexp_append(struct cor_task *t, struct cor_umsg *m);
+
+/* ---- hard ports and routes ---- */
+struct peer_link { /* per (hard port, peer) flow-control state; protected by hp->send_lock */
+    int credits;   /* eager frames we may still send */
+    int owed;      /* credits we owe the peer */
+};
+
+struct send_op; /* a frame queued for or owned by the route (proto.c) */
+
+struct cor_route {
+    const struct cor_route_ops *ops;
+    char name[32];
+    void *dl;
+    int nports;
+    struct cor_hport *ports[COR_HPORTS_MAX];
+    struct cor_hport *raw; /* COR_RAW: the extra port for cor_raw_* */
+    unsigned next_map;     /* round-robin for mapped soft-ports */
+    int soft_count[COR_HPORTS_MAX];
+    bool exclusive[COR_HPORTS_MAX];
+};
+
+struct cor_hport {
+    struct cor_route *route;
+    struct cor_rport *rp;
+    int index; /* -1 = raw */
+    struct cor_route_caps caps;
+    size_t eager_limit; /* payload bytes */
+    size_t chunk;       /* rendezvous data bytes per frame */
+
+    /* Tried-locked by whoever makes progress: listener, spinning tasks, dispatcher. */
+    pthread_mutex_t progress_lock;
+
+    /* Send side: frames go to the route in FIFO order under send_lock; a frame that the
+     * route refused for lack of window waits in the queue for the dispatcher. */
+    pthread_mutex_t send_lock;
+    pthread_cond_t send_cond; /* queue not empty, or window opened */
+    struct send_op *q_head, *q_tail;
+    struct peer_link *links; /* [g.size] */
+    _Atomic long inflight;   /* send ops the route still holds */
+
+    pthread_t listener, dispatcher;
+    bool threads;
+    _Atomic bool stop;
+    void (*raw_deliver)(struct cor_hport *hp, cor_peer_t peer, const void *f, size_t len);
+    void *raw_state;
+};
+
+int cor__route_load(const char *name, struct cor_route **out);
+void cor__route_unload(struct cor_route *r);
+struct cor_route *cor__route_find(const char *name); /* NULL: not opened */
+int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out);
+void cor__hport_close(struct cor_hport *hp);
+int cor__hport_start(struct cor_hport *hp); /* listener and dispatcher threads */
+void cor__hport_stop(struct cor_hport *hp);
+/* Runs route progress if nobody else is; returns events handled (0 if busy or idle). */
+int cor__hport_poll(struct cor_hport *hp);
+int cor__progress_all(void); /* one poll of every hard port */
+
+/* ---- soft-ports ---- */
+struct cor_port {
+    uint64_t magic;
+    struct cor_route *route;
+    struct cor_hport *hp;
+    int hard_index;
+    bool exclusive;
+    struct cor_task *owner;
+};
+struct cor_port *cor__task_port(struct cor_task *t); /* current, mapped on first use */
+
+/* ---- protocol (proto.c) ---- */
+int cor__send_start(struct cor_task *t, struct cor_req *r);
+int cor__recv_start(struct cor_task *t, struct cor_req *r);
+void cor__upcall_deliver(void *core, cor_peer_t peer, const void *frame, size_t len);
+void cor__upcall_send_done(void *core, void *cookie, int status);
+void cor__upcall_peer_failed(void *core, cor_peer_t peer, int err);
+/* Sends the frame hdr+payload to a peer through hp (inline or queued), with an optional
+ * request to complete; used by the protocol and the service calls. */
+int cor__frame_send(struct cor_hport *hp, uint32_t peer, const void *hdr, size_t hlen,
+                    const void *payload, size_t plen, struct cor_req *complete_on_done);
+/* The same with the payload copied first (small control payloads). */
+int cor__frame_send_copy(struct cor_hport *hp, uint32_t peer, const void *hdr, size_t hlen,
+                         const void *payload, size_t plen);
+void cor__dispatch_queue(struct cor_hport *hp);
+void cor__queue_discard(struct cor_hport *hp);
+void cor__raw_upcall_send_done(struct cor_hport *hp, int status);
+int cor__raw_attach(struct cor_hport *hp);
+void cor__raw_detach(struct cor_hport *hp);   /* dispatcher: push queued frames */
+void cor__return_credit(struct cor_hport *hp, uint32_t peer);
+void cor__umsg_free(struct cor_umsg *m);
+
+/* ---- service calls (resources.c): small requests answered by another domain's core ---- */
+struct svc_msg {
+    uint32_t op;
+    int32_t status;
+    uint64_t a, b;
+    char name[COR_NAME_MAX];
+};
+int cor__svc_call(unsigned rank, struct svc_msg *m); /* m in/out */
+void cor__svc_handle(struct svc_msg *m);             /* answers in place */
+void cor__resources_fini(void);
+
+/* Per peer domain: message order across hard ports. Frames from one peer may arrive on
+ * several ports at once; messages are matched in the sender's order. */
+struct held_frame;
+struct peer_state {
+    pthread_mutex_t lock;   /* protects the fields below and orders matching */
+    uint32_t *recv_seq;     /* [max_tasks]: next message number per sender task */
+    struct held_frame *held; /* frames that arrived ahead of their turn */
+};
+
+/* ---- the domain (domain.c) ---- */
+struct cor_global {
+    _Atomic int initialized;
+    int rank, size;
+    uint64_t cookie;
+    uint32_t macro;
+    struct cor_boot *boot;
+    int max_tasks;
+    long spin_ns;
+    int credits, credit_threshold;
+    long eager_override; /* COR_EAGER_LIMIT, -1 = route default */
+    bool raw_enabled;
+
+    pthread_mutex_t lock; /* tasks table growth, names, death callbacks */
+    struct cor_task **tasks; /* [max_tasks] */
+    unsigned ntasks;      /* next spawn index */
+    int nroutes;
+    struct cor_route *routes[COR_ROUTES_MAX];
+    _Atomic bool *dead;   /* [size] */
+    struct peer_state *peers; /* [size] */
+    cor_death_fn death_fn;
+    void *death_arg;
+
+    /* Adaptive waiting: one task at a time spins on the ports; listeners stay off the fds
+     * while it does, so a wake-up doesn't cost a thread hand-off. */
+    _Atomic int spinners;
+    pthread_mutex_t spin_lock;
+    pthread_cond_t spin_cond;
+
+    /* counters (relaxed atomics) */
+    _Atomic uint64_t msgs_sent, msgs_received, bytes_sent, bytes_received;
+    _Atomic uint64_t eager_sent, rndv_sent, credit_frames, credit_stalls, frames_dropped;
+    _Atomic uint64_t unexpected_now, unexpected_bytes_now;
+};
+extern struct cor_global cor__g;
+#define g cor__g
+
+int cor__check_init(void);
+void cor__peer_died(unsigned rank, int err);
+cor_idp_t cor__task_idp(unsigned rank, unsigned index);
+
+#endif

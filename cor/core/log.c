@@ -1,0 +1,46 @@
+/* Diagnostics and small helpers shared by the core's files. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+void cor__log(const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "cor[%d]: %s\n", g.rank, line);
+}
+
+void cor__fatal(const char *what, const char *file, int line)
+{
+    fprintf(stderr, "cor: internal error: %s failed at %s:%d\n", what, file, line);
+    abort();
+}
+
+uint64_t cor__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Reads an integer knob; a malformed or out-of-range value is reported and ignored. */
+long cor__env_long(const char *name, long dflt, long min, long max)
+{
+    const char *s = getenv(name);
+    if (!s || !*s) return dflt;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 0);
+    if (errno || *end || v < min || v > max) {
+        cor__log("ignoring %s=%s: expected an integer in [%ld, %ld]", name, s, min, max);
+        return dflt;
+    }
+    return v;
+}

@@ -1,0 +1,173 @@
+/*
+ * Hard ports and the core threads that serve them.
+ *
+ * Per hard port, a listener makes progress (receives, completes) when no task is doing it,
+ * and a dispatcher pushes frames the route could not take at once. The latency path needs
+ * neither: a task sends inline on an idle port and polls the ports itself while it waits
+ * (req.c), and while a task spins the listeners stay off the sockets so the reply is not
+ * stolen by a thread that must first be woken.
+ */
+#include <poll.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+#include "proto.h"
+
+int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out)
+{
+    struct cor_hport *hp = calloc(1, sizeof *hp);
+    if (!hp) return COR_ENOMEM;
+    hp->route = r;
+    hp->index = index;
+    hp->links = calloc((size_t)g.size, sizeof *hp->links);
+    if (!hp->links) {
+        free(hp);
+        return COR_ENOMEM;
+    }
+    for (int i = 0; i < g.size; i++) hp->links[i].credits = g.credits;
+    pthread_mutex_init(&hp->progress_lock, NULL);
+    pthread_mutex_init(&hp->send_lock, NULL);
+    pthread_cond_init(&hp->send_cond, NULL);
+
+    const char *bind = getenv("COR_BIND");
+    struct cor_route_config cfg = {.session_cookie = g.cookie, .self = (uint32_t)g.rank,
+                                   .npeers = (uint32_t)g.size, .port_index = index,
+                                   .bind_hint = bind && *bind ? bind : "loopback"};
+    struct cor_route_upcalls up = {.core = hp, .deliver = cor__upcall_deliver,
+                                   .send_done = cor__upcall_send_done,
+                                   .peer_failed = cor__upcall_peer_failed};
+    int err = r->ops->open(&cfg, &up, &hp->rp);
+    if (err) {
+        cor__log("route '%s': cannot open hard port %d: %s", r->name, index, cor_strerror(err));
+        free(hp->links);
+        free(hp);
+        return err;
+    }
+    r->ops->caps(hp->rp, &hp->caps);
+    if (hp->caps.frame_max <= FRAME_HDR_SIZE + 64) {
+        cor__log("route '%s': frame_max %zu is too small", r->name, hp->caps.frame_max);
+        r->ops->close(hp->rp);
+        free(hp->links);
+        free(hp);
+        return COR_EROUTE;
+    }
+    size_t room = hp->caps.frame_max - FRAME_HDR_SIZE;
+    hp->eager_limit = g.eager_override >= 0 ? (size_t)g.eager_override : hp->caps.eager_limit;
+    if (hp->eager_limit > room) hp->eager_limit = room;
+    hp->chunk = room;
+    *out = hp;
+    return COR_OK;
+}
+
+int cor__hport_poll(struct cor_hport *hp)
+{
+    if (pthread_mutex_trylock(&hp->progress_lock) != 0) return 0;
+    int n = hp->route->ops->progress(hp->rp);
+    COR_UNLOCK(&hp->progress_lock);
+    return n;
+}
+
+int cor__progress_all(void)
+{
+    int n = 0;
+    for (int i = 0; i < g.nroutes; i++) {
+        struct cor_route *r = g.routes[i];
+        for (int k = 0; k < r->nports; k++) n += cor__hport_poll(r->ports[k]);
+    }
+    return n;
+}
+
+static void *listener(void *arg)
+{
+    struct cor_hport *hp = arg;
+    const struct cor_route_ops *ops = hp->route->ops;
+    struct pollfd pfd = {.fd = ops->wait_fd(hp->rp), .events = POLLIN};
+    while (!atomic_load(&hp->stop)) {
+        if (atomic_load(&g.spinners) > 0) {
+            COR_LOCK(&g.spin_lock);
+            if (atomic_load(&g.spinners) > 0 && !atomic_load(&hp->stop)) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += 2000000;
+                if (ts.tv_nsec >= 1000000000) {
+                    ts.tv_sec++;
+                    ts.tv_nsec -= 1000000000;
+                }
+                pthread_cond_timedwait(&g.spin_cond, &g.spin_lock, &ts);
+            }
+            COR_UNLOCK(&g.spin_lock);
+            continue;
+        }
+        int timeout = ops->timeout_ms(hp->rp);
+        if (timeout < 0 || timeout > 50) timeout = 50; /* notice stop requests */
+        if (poll(&pfd, 1, timeout) < 0) continue;
+        int budget = 64, n;
+        while (budget-- > 0 && (n = cor__hport_poll(hp)) > 0)
+            ;
+        if (pfd.revents && budget == 63) sched_yield(); /* someone else holds progress */
+    }
+    return NULL;
+}
+
+static void *dispatcher(void *arg)
+{
+    struct cor_hport *hp = arg;
+    COR_LOCK(&hp->send_lock);
+    while (!atomic_load(&hp->stop)) {
+        if (!hp->q_head) {
+            pthread_cond_wait(&hp->send_cond, &hp->send_lock);
+            continue;
+        }
+        cor__dispatch_queue(hp);
+        if (!hp->q_head) continue;
+        /* The route pushed back: let acknowledgements in, then try again. */
+        COR_UNLOCK(&hp->send_lock);
+        if (cor__hport_poll(hp) == 0) {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+        COR_LOCK(&hp->send_lock);
+    }
+    COR_UNLOCK(&hp->send_lock);
+    return NULL;
+}
+
+int cor__hport_start(struct cor_hport *hp)
+{
+    if (pthread_create(&hp->listener, NULL, listener, hp) != 0) return COR_ENOMEM;
+    if (pthread_create(&hp->dispatcher, NULL, dispatcher, hp) != 0) {
+        atomic_store(&hp->stop, true);
+        pthread_join(hp->listener, NULL);
+        return COR_ENOMEM;
+    }
+    hp->threads = true;
+    return COR_OK;
+}
+
+void cor__hport_stop(struct cor_hport *hp)
+{
+    if (!hp->threads) return;
+    atomic_store(&hp->stop, true);
+    COR_LOCK(&hp->send_lock);
+    pthread_cond_broadcast(&hp->send_cond);
+    COR_UNLOCK(&hp->send_lock);
+    COR_LOCK(&g.spin_lock);
+    pthread_cond_broadcast(&g.spin_cond);
+    COR_UNLOCK(&g.spin_lock);
+    pthread_join(hp->listener, NULL);
+    pthread_join(hp->dispatcher, NULL);
+    hp->threads = false;
+}
+
+void cor__hport_close(struct cor_hport *hp)
+{
+    if (!hp) return;
+    cor__hport_stop(hp);
+    hp->route->ops->close(hp->rp);
+    cor__queue_discard(hp);
+    free(hp->links);
+    free(hp);
+}

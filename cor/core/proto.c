@@ -1,0 +1,703 @@
+/*
+ * The message protocols, shared by all routes.
+ *
+ * Eager: header and data in one frame, while the sender holds a credit for the peer on that
+ * hard port. Each credit stands for one unexpected message the receiver may have to keep, so
+ * receiver memory per peer is bounded by credits x eager limit. Credits come back piggy-backed
+ * on any frame, or in a credit-only frame once the receiver owes `credit_threshold`. The last
+ * credit is never spent on data; a sender without credits falls back to rendezvous, which
+ * costs the receiver only a header until a receive matches.
+ *
+ * Rendezvous: RTS; the receiver matches it (now or when the receive is posted) and answers
+ * CTS with the bytes it can take; the sender streams DATA frames, which the receiver copies
+ * into place. Matching happens in frame order, so order per task pair holds for both.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "proto.h"
+
+enum op_kind { OP_FRAME, OP_DATA_JOB };
+
+struct send_op {
+    struct send_op *next;
+    enum op_kind kind;
+    struct cor_hport *hp;
+    uint32_t peer;
+    struct frame_hdr hdr;
+    const void *payload;
+    size_t plen;
+    struct cor_req *req;  /* OP_FRAME: complete when the route is done (eager, svc reply) */
+    struct cor_req *data; /* OP_FRAME of a DATA chunk, or OP_DATA_JOB: the send request */
+    bool owned;           /* payload is a copy freed with the op */
+};
+
+static void op_free(struct send_op *op)
+{
+    if (op->owned) free((void *)op->payload);
+    free(op);
+}
+
+struct held_frame {
+    struct held_frame *next;
+    struct cor_hport *hp;
+    uint16_t src_task;
+    uint32_t seq;
+    size_t len;
+    unsigned char frame[];
+};
+
+static void drop(const char *why, uint32_t peer)
+{
+    atomic_fetch_add_explicit(&g.frames_dropped, 1, memory_order_relaxed);
+    static _Atomic int logged;
+    if (atomic_fetch_add(&logged, 1) < 10) cor__log("dropped a frame from domain %u: %s", peer, why);
+}
+
+/* ---- sending frames ---- */
+
+static struct send_op *op_new(struct cor_hport *hp, uint32_t peer)
+{
+    struct send_op *op = calloc(1, sizeof *op);
+    if (op) {
+        op->hp = hp;
+        op->peer = peer;
+    }
+    return op;
+}
+
+static void queue_append(struct cor_hport *hp, struct send_op *op)
+{
+    op->next = NULL;
+    if (hp->q_tail) hp->q_tail->next = op;
+    else hp->q_head = op;
+    hp->q_tail = op;
+    pthread_cond_signal(&hp->send_cond);
+}
+
+/* Offers one frame to the route; send_lock held. Returns COR_EAGAIN if the window is full. */
+static int route_send(struct cor_hport *hp, struct send_op *op)
+{
+    struct peer_link *l = &hp->links[op->peer];
+    if (op->hdr.type != F_CREDIT) { /* piggy-back what we owe */
+        op->hdr.credits = (uint16_t)(l->owed > 0xffff ? 0xffff : l->owed);
+        l->owed -= op->hdr.credits;
+    }
+    struct iovec iov[2] = {{&op->hdr, FRAME_HDR_SIZE}, {(void *)op->payload, op->plen}};
+    atomic_fetch_add(&hp->inflight, 1);
+    int rc = hp->route->ops->send(hp->rp, op->peer, iov, op->plen ? 2 : 1, op);
+    if (rc != COR_OK) {
+        atomic_fetch_sub(&hp->inflight, 1);
+        l->owed += op->hdr.credits; /* not sent: still owed */
+        if (op->hdr.type != F_CREDIT) op->hdr.credits = 0;
+        return rc;
+    }
+    /* A copying route is done with an eager payload already: complete the send now. */
+    if (op->req && !hp->caps.zero_copy_send && op->hdr.type == F_EAGER) {
+        cor__req_complete(op->req, COR_OK);
+        op->req = NULL;
+    }
+    return COR_OK;
+}
+
+static void op_fail(struct send_op *op, int err)
+{
+    if (op->req) cor__req_complete(op->req, err);
+    if (op->data) cor__req_complete(op->data, err);
+    op_free(op);
+}
+
+/* Sends queued frames in order until the route pushes back; send_lock held. */
+void cor__dispatch_queue(struct cor_hport *hp)
+{
+    struct send_op *op;
+    while ((op = hp->q_head)) {
+        if (op->kind == OP_DATA_JOB) {
+            struct cor_req *r = op->data;
+            while (r->sent_bytes < r->expect) {
+                struct send_op *c = op_new(hp, op->peer);
+                if (!c) return; /* retried on the next pass */
+                size_t off = r->sent_bytes, n = r->expect - off;
+                if (n > hp->chunk) n = hp->chunk;
+                c->hdr = (struct frame_hdr){.type = F_DATA, .src_task = op->hdr.src_task,
+                                            .dst_task = op->hdr.dst_task, .len = n,
+                                            .rreq = r->remote_req, .offset = off,
+                                            .sreq = r->handle};
+                c->payload = (const char *)r->buf + off;
+                c->plen = n;
+                c->data = r;
+                int rc = route_send(hp, c);
+                if (rc == COR_EAGAIN) {
+                    free(c);
+                    return;
+                }
+                if (rc != COR_OK) {
+                    free(c);
+                    hp->q_head = op->next;
+                    if (!hp->q_head) hp->q_tail = NULL;
+                    op_fail(op, rc);
+                    goto next;
+                }
+                r->sent_bytes += n;
+            }
+            hp->q_head = op->next;
+            if (!hp->q_head) hp->q_tail = NULL;
+            op_free(op);
+        } else {
+            int rc = route_send(hp, op);
+            if (rc == COR_EAGAIN) return;
+            hp->q_head = op->next;
+            if (!hp->q_head) hp->q_tail = NULL;
+            if (rc != COR_OK) op_fail(op, rc);
+        }
+    next:;
+    }
+}
+
+/* Sends now if nothing is queued ahead (the inline fast path), else queues; send_lock held. */
+static void submit_locked(struct cor_hport *hp, struct send_op *op)
+{
+    if (!hp->q_head && op->kind == OP_FRAME) {
+        int rc = route_send(hp, op);
+        if (rc == COR_OK) return;
+        if (rc != COR_EAGAIN) {
+            op_fail(op, rc);
+            return;
+        }
+    }
+    queue_append(hp, op);
+    if (op->kind == OP_DATA_JOB && hp->q_head == op) cor__dispatch_queue(hp);
+}
+
+int cor__frame_send(struct cor_hport *hp, uint32_t peer, const void *hdr, size_t hlen,
+                    const void *payload, size_t plen, struct cor_req *complete_on_done)
+{
+    struct send_op *op = op_new(hp, peer);
+    if (!op) return COR_ENOMEM;
+    memcpy(&op->hdr, hdr, hlen < FRAME_HDR_SIZE ? hlen : FRAME_HDR_SIZE);
+    op->payload = payload;
+    op->plen = plen;
+    op->req = complete_on_done;
+    COR_LOCK(&hp->send_lock);
+    submit_locked(hp, op);
+    COR_UNLOCK(&hp->send_lock);
+    return COR_OK;
+}
+
+int cor__frame_send_copy(struct cor_hport *hp, uint32_t peer, const void *hdr, size_t hlen,
+                         const void *payload, size_t plen)
+{
+    void *copy = malloc(plen ? plen : 1);
+    struct send_op *op = op_new(hp, peer);
+    if (!copy || !op) {
+        free(copy);
+        free(op);
+        return COR_ENOMEM;
+    }
+    memcpy(copy, payload, plen);
+    memcpy(&op->hdr, hdr, hlen < FRAME_HDR_SIZE ? hlen : FRAME_HDR_SIZE);
+    op->payload = copy;
+    op->plen = plen;
+    op->owned = true;
+    COR_LOCK(&hp->send_lock);
+    submit_locked(hp, op);
+    COR_UNLOCK(&hp->send_lock);
+    return COR_OK;
+}
+
+void cor__return_credit(struct cor_hport *hp, uint32_t peer)
+{
+    COR_LOCK(&hp->send_lock);
+    struct peer_link *l = &hp->links[peer];
+    if (++l->owed >= g.credit_threshold && !g.dead[peer]) {
+        struct send_op *op = op_new(hp, peer);
+        if (op) {
+            op->hdr.type = F_CREDIT;
+            op->hdr.credits = (uint16_t)l->owed;
+            l->owed = 0;
+            atomic_fetch_add_explicit(&g.credit_frames, 1, memory_order_relaxed);
+            submit_locked(hp, op);
+        }
+    }
+    COR_UNLOCK(&hp->send_lock);
+}
+
+void cor__upcall_send_done(void *core, void *cookie, int status)
+{
+    struct cor_hport *hp = core;
+    if (hp->index < 0) {
+        cor__raw_upcall_send_done(hp, status);
+        return;
+    }
+    struct send_op *op = cookie;
+    atomic_fetch_sub(&hp->inflight, 1);
+    if (op->req) cor__req_complete(op->req, status);
+    if (op->data) {
+        struct cor_req *r = op->data;
+        if (status != COR_OK) {
+            cor__req_complete(r, status);
+        } else {
+            /* done_bytes is only touched here, under the port's progress lock */
+            r->done_bytes += op->plen;
+            if (r->done_bytes >= r->expect) cor__req_complete(r, COR_OK);
+        }
+    }
+    op_free(op);
+    /* The window opened: push queued frames from this thread rather than waking another. */
+    if (hp->q_head && pthread_mutex_trylock(&hp->send_lock) == 0) {
+        cor__dispatch_queue(hp);
+        if (hp->q_head) pthread_cond_signal(&hp->send_cond);
+        COR_UNLOCK(&hp->send_lock);
+    }
+}
+
+/* ---- sending messages ---- */
+
+static void fill_status(struct cor_req *r, cor_idp_t src, cor_idp_t ctx, int tag,
+                        cor_type_t type, size_t count)
+{
+    r->status.source = src;
+    r->status.context = ctx;
+    r->status.tag = tag;
+    r->status.type = type;
+    r->status.count = count;
+}
+
+/* Checks a matched receive against the message: type and room. Allocates the core buffer
+ * for recvI(&ptr). Returns the error the receive will complete with (data may still flow
+ * for COR_ETRUNC) and sets *take to the bytes to copy. */
+static int accept_into(struct cor_req *r, cor_type_t type, size_t count, size_t bytes,
+                       size_t *take)
+{
+    *take = 0;
+    if (r->core_alloc) {
+        if (!r->buf) {
+            r->buf = cor__buf_alloc(type, count);
+            if (!r->buf) return COR_ENOMEM;
+            r->cap = bytes;
+        }
+    } else if (r->type != COR_BYTE && r->type != type) {
+        return COR_ETYPE;
+    }
+    *take = bytes < r->cap ? bytes : r->cap;
+    return bytes > r->cap ? COR_ETRUNC : COR_OK;
+}
+
+/* Delivers a whole message held in memory (eager or local) into a matched receive. */
+static void complete_recv_with(struct cor_req *r, cor_idp_t src, cor_idp_t ctx, int tag,
+                               cor_type_t type, size_t count, const void *data, size_t bytes)
+{
+    fill_status(r, src, ctx, tag, type, count);
+    size_t take;
+    int err = accept_into(r, type, count, bytes, &take);
+    if (take) memcpy(r->buf, data, take);
+    atomic_fetch_add_explicit(&g.msgs_received, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g.bytes_received, take, memory_order_relaxed);
+    cor__req_complete(r, err);
+}
+
+static int send_local(struct cor_task *t, struct cor_req *r, unsigned dst_index)
+{
+    struct cor_task *dt = cor__task_get(dst_index);
+    if (!dt) return COR_EINVAL;
+    cor_idp_t src = cor__task_idp(g.rank, t->index);
+    COR_LOCK(&dt->lock);
+    struct cor_req *rr = cor__posted_take(dt, src, r->ctx, r->tag);
+    if (rr) {
+        COR_UNLOCK(&dt->lock);
+        complete_recv_with(rr, src, r->ctx, r->tag, r->type, r->count, r->buf, r->cap);
+        cor__req_complete(r, COR_OK);
+        return COR_OK;
+    }
+    struct cor_umsg *m = calloc(1, sizeof *m);
+    if (!m) {
+        COR_UNLOCK(&dt->lock);
+        return COR_ENOMEM;
+    }
+    *m = (struct cor_umsg){.src = src, .ctx = r->ctx, .tag = r->tag, .type = r->type,
+                           .count = r->count, .bytes = r->cap};
+    /* Small messages are buffered so the sender goes on; large ones wait for the receive
+     * (bounded memory), the receiver then copying straight from the sender's buffer. */
+    if (r->cap <= 65536 && (m->data = cor__buf_alloc(COR_BYTE, r->cap))) {
+        m->kind = UM_EAGER;
+        memcpy(m->data, r->buf, r->cap);
+    } else {
+        m->kind = UM_LOCAL;
+        m->lsend = r;
+    }
+    cor__unexp_append(dt, m);
+    atomic_fetch_add_explicit(&g.unexpected_now, 1, memory_order_relaxed);
+    COR_UNLOCK(&dt->lock);
+    if (m->kind == UM_EAGER) cor__req_complete(r, COR_OK);
+    return COR_OK;
+}
+
+int cor__send_start(struct cor_task *t, struct cor_req *r)
+{
+    cor_idp_t dest = r->peer;
+    unsigned d = cor_idp_domain(dest), index = cor_idp_index(dest);
+    if (cor_idp_kind(dest) != COR_KIND_TASK || cor_idp_macro(dest) != g.macro ||
+        d >= (unsigned)g.size || index >= (unsigned)g.max_tasks)
+        return COR_EINVAL;
+    atomic_fetch_add_explicit(&g.msgs_sent, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g.bytes_sent, r->cap, memory_order_relaxed);
+    if (d == (unsigned)g.rank) return send_local(t, r, index);
+    if (atomic_load(&g.dead[d])) return COR_EPEERDEAD;
+
+    struct cor_port *port = cor__task_port(t);
+    if (!port) return g.nroutes ? COR_ENOMEM : COR_EROUTE;
+    if (!t->send_seq && !(t->send_seq = calloc((size_t)g.size, sizeof *t->send_seq)))
+        return COR_ENOMEM;
+    struct cor_hport *hp = port->hp;
+    struct send_op *op = op_new(hp, d);
+    if (!op) return COR_ENOMEM;
+    r->remote_rank = (int)d;
+    r->hp = hp;
+    r->peer_rank = d;
+    op->hdr = (struct frame_hdr){.dtype = (uint8_t)r->type, .src_task = (uint16_t)t->index,
+                                 .dst_task = (uint16_t)index, .seq = t->send_seq[d]++,
+                                 .tag = r->tag, .ctx = r->ctx, .count = r->count,
+                                 .len = r->cap, .sreq = r->handle};
+    COR_LOCK(&hp->send_lock);
+    struct peer_link *l = &hp->links[d];
+    if (r->cap <= hp->eager_limit && l->credits > 1) {
+        l->credits--;
+        op->hdr.type = F_EAGER;
+        op->payload = r->buf;
+        op->plen = r->cap;
+        op->req = r;
+        atomic_fetch_add_explicit(&g.eager_sent, 1, memory_order_relaxed);
+    } else {
+        if (r->cap <= hp->eager_limit)
+            atomic_fetch_add_explicit(&g.credit_stalls, 1, memory_order_relaxed);
+        op->hdr.type = F_RTS;
+        atomic_fetch_add_explicit(&g.rndv_sent, 1, memory_order_relaxed);
+    }
+    submit_locked(hp, op);
+    COR_UNLOCK(&hp->send_lock);
+    return COR_OK;
+}
+
+/* ---- receiving ---- */
+
+/* A matched rendezvous: answer CTS with what the receive can take. */
+static void rndv_accept(struct cor_req *r, struct cor_hport *hp, uint32_t peer, uint64_t sreq,
+                        cor_idp_t src, cor_idp_t ctx, int tag, cor_type_t type, size_t count,
+                        size_t bytes, uint16_t src_task, uint16_t dst_task)
+{
+    fill_status(r, src, ctx, tag, type, count);
+    size_t take;
+    int err = accept_into(r, type, count, bytes, &take);
+    r->status.error = err;
+    r->hp = hp;
+    r->peer_rank = peer;
+    r->remote_rank = (int)peer;
+    r->remote_req = sreq;
+    r->expect = take;
+    struct frame_hdr h = {.type = F_CTS, .src_task = dst_task, .dst_task = src_task,
+                          .len = take, .sreq = sreq, .rreq = r->handle};
+    if (cor__frame_send(hp, peer, &h, sizeof h, NULL, 0, NULL) != COR_OK) {
+        cor__req_complete(r, COR_ENOMEM);
+        return;
+    }
+    atomic_fetch_add_explicit(&g.msgs_received, 1, memory_order_relaxed);
+    if (take == 0 || (err != COR_OK && err != COR_ETRUNC)) cor__req_complete(r, err);
+}
+
+void cor__umsg_free(struct cor_umsg *m)
+{
+    if (m->data) cor_releaseBuffer(m->data);
+    free(m);
+}
+
+/* Consumes an unexpected message into receive r (r already off every list). */
+static void consume(struct cor_req *r, struct cor_umsg *m)
+{
+    atomic_fetch_sub_explicit(&g.unexpected_now, 1, memory_order_relaxed);
+    switch (m->kind) {
+    case UM_EAGER:
+        atomic_fetch_sub_explicit(&g.unexpected_bytes_now, m->hp ? m->bytes : 0,
+                                  memory_order_relaxed);
+        if (r->core_alloc) {
+            /* hand the buffer over instead of copying it */
+            struct cor_bufhdr *bh = cor__buf_hdr(m->data);
+            bh->type = m->type;
+            bh->n = m->count;
+            r->buf = m->data;
+            r->cap = m->bytes;
+            m->data = NULL;
+        }
+        complete_recv_with(r, m->src, m->ctx, m->tag, m->type, m->count, m->data ? m->data : r->buf,
+                           m->bytes);
+        if (m->hp) cor__return_credit(m->hp, m->peer_rank);
+        break;
+    case UM_RNDV:
+        rndv_accept(r, m->hp, m->peer_rank, m->sreq, m->src, m->ctx, m->tag, m->type, m->count,
+                    m->bytes, (uint16_t)cor_idp_index(m->src), (uint16_t)r->owner->index);
+        break;
+    case UM_LOCAL:
+        complete_recv_with(r, m->src, m->ctx, m->tag, m->type, m->count, m->lsend->buf,
+                           m->bytes);
+        cor__req_complete(m->lsend, COR_OK);
+        break;
+    }
+    cor__umsg_free(m);
+}
+
+int cor__recv_start(struct cor_task *t, struct cor_req *r)
+{
+    if (r->peer != COR_ANY_SOURCE) {
+        unsigned d = cor_idp_domain(r->peer);
+        if (cor_idp_kind(r->peer) != COR_KIND_TASK || d >= (unsigned)g.size) return COR_EINVAL;
+        if (d != (unsigned)g.rank) {
+            if (atomic_load(&g.dead[d])) return COR_EPEERDEAD;
+            r->remote_rank = (int)d;
+        }
+    }
+    COR_LOCK(&t->lock);
+    struct cor_umsg *m = cor__unexp_take(t, r->peer, r->ctx, r->tag);
+    if (!m) cor__posted_append(t, r);
+    else atomic_store(&r->state, RS_MATCHED);
+    COR_UNLOCK(&t->lock);
+    if (m) consume(r, m);
+    else if (r->remote_rank >= 0 && atomic_load(&g.dead[r->remote_rank]))
+        cor__req_fail_peer((unsigned)r->remote_rank, COR_EPEERDEAD); /* died meanwhile */
+    return COR_OK;
+}
+
+/* An EAGER or RTS frame whose turn has come. */
+static void on_message(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *h,
+                       const void *payload, size_t plen)
+{
+    struct cor_task *dt = cor__task_get(h->dst_task);
+    size_t es = cor_type_size(h->dtype);
+    if (!dt || !es || h->count > h->len || h->len != h->count * es ||
+        (h->type == F_EAGER && (plen != h->len || h->len > hp->eager_limit)) ||
+        (h->type == F_RTS && plen != 0) || h->tag < 0) {
+        drop("malformed message header", peer);
+        return;
+    }
+    cor_idp_t src = cor__task_idp(peer, h->src_task);
+    COR_LOCK(&dt->lock);
+    struct cor_req *r = cor__posted_take(dt, src, h->ctx, h->tag);
+    struct cor_umsg *m = NULL;
+    if (!r) {
+        m = calloc(1, sizeof *m);
+        if (m) {
+            *m = (struct cor_umsg){.src = src, .ctx = h->ctx, .tag = h->tag,
+                                   .type = (cor_type_t)h->dtype, .count = h->count,
+                                   .bytes = h->len, .hp = hp, .peer_rank = peer,
+                                   .sreq = h->sreq};
+            if (h->type == F_EAGER) {
+                m->kind = UM_EAGER;
+                m->data = cor__buf_alloc(COR_BYTE, plen);
+                if (m->data) memcpy(m->data, payload, plen);
+                else {
+                    free(m);
+                    m = NULL;
+                }
+            } else {
+                m->kind = UM_RNDV;
+            }
+        }
+        if (m) {
+            cor__unexp_append(dt, m);
+            atomic_fetch_add_explicit(&g.unexpected_now, 1, memory_order_relaxed);
+            if (m->kind == UM_EAGER)
+                atomic_fetch_add_explicit(&g.unexpected_bytes_now, plen, memory_order_relaxed);
+        }
+    }
+    COR_UNLOCK(&dt->lock);
+    if (r) {
+        if (h->type == F_EAGER) {
+            complete_recv_with(r, src, h->ctx, h->tag, h->dtype, h->count, payload, plen);
+            cor__return_credit(hp, peer);
+        } else {
+            rndv_accept(r, hp, peer, h->sreq, src, h->ctx, h->tag, h->dtype, h->count, h->len,
+                        h->src_task, h->dst_task);
+        }
+    } else if (!m) {
+        cor__log("out of memory keeping a message from domain %u: it is lost", peer);
+    }
+}
+
+static void on_cts(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *h)
+{
+    struct cor_req *r = cor__req_lookup(h->sreq);
+    if (!r || r->kind != REQ_SEND || r->peer_rank != peer || r->hp != hp ||
+        atomic_load(&r->state) != RS_PENDING || h->len > r->cap) {
+        drop("clear-to-send for no pending send", peer);
+        return;
+    }
+    atomic_store(&r->state, RS_MATCHED);
+    r->remote_req = h->rreq;
+    r->expect = h->len;
+    if (h->len == 0) {
+        cor__req_complete(r, COR_OK);
+        return;
+    }
+    struct send_op *job = op_new(hp, peer);
+    if (!job) {
+        cor__req_complete(r, COR_ENOMEM);
+        return;
+    }
+    job->kind = OP_DATA_JOB;
+    job->data = r;
+    job->hdr.src_task = h->dst_task;
+    job->hdr.dst_task = h->src_task;
+    COR_LOCK(&hp->send_lock);
+    submit_locked(hp, job);
+    COR_UNLOCK(&hp->send_lock);
+}
+
+static void on_data(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *h,
+                    const void *payload, size_t plen)
+{
+    struct cor_req *r = cor__req_lookup(h->rreq);
+    if (!r || r->kind != REQ_RECV || r->peer_rank != peer || atomic_load(&r->state) != RS_MATCHED ||
+        plen != h->len || h->offset > r->expect || plen > r->expect - h->offset) {
+        drop("rendezvous data for no matching receive", peer);
+        return;
+    }
+    memcpy((char *)r->buf + h->offset, payload, plen);
+    /* DATA for one request arrives on one port, in order: no lock needed for done_bytes */
+    r->done_bytes += plen;
+    atomic_fetch_add_explicit(&g.bytes_received, plen, memory_order_relaxed);
+    if (r->done_bytes == r->expect) cor__req_complete(r, r->status.error);
+}
+
+static void on_svc(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *h,
+                   const void *payload, size_t plen)
+{
+    if (plen != sizeof(struct svc_msg)) {
+        drop("service frame of wrong size", peer);
+        return;
+    }
+    if (h->type == F_SVC_REQ) {
+        struct svc_msg m;
+        memcpy(&m, payload, sizeof m);
+        m.name[COR_NAME_MAX - 1] = 0;
+        cor__svc_handle(&m);
+        struct frame_hdr rep = {.type = F_SVC_REP, .sreq = h->sreq};
+        cor__frame_send_copy(hp, peer, &rep, sizeof rep, &m, sizeof m);
+        return;
+    }
+    struct cor_req *r = cor__req_lookup(h->sreq);
+    if (!r || r->kind != REQ_SVC || r->peer_rank != peer || !r->svc_reply) {
+        drop("service reply for no pending call", peer);
+        return;
+    }
+    memcpy(r->svc_reply, payload, sizeof(struct svc_msg));
+    cor__req_complete(r, COR_OK);
+}
+
+static void process(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *h,
+                    const void *payload, size_t plen);
+
+/* Matches messages in each sender task's order, holding any that overtook an earlier one
+ * (possible only when a task switched hard ports or routes). */
+static void in_order(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *h,
+                     const unsigned char *frame, size_t len)
+{
+    struct peer_state *ps = &g.peers[peer];
+    if (h->src_task >= g.max_tasks) {
+        drop("sender task index out of range", peer);
+        return;
+    }
+    COR_LOCK(&ps->lock);
+    uint32_t *next = &ps->recv_seq[h->src_task];
+    if (h->seq != *next) {
+        if ((int32_t)(h->seq - *next) < 0) {
+            COR_UNLOCK(&ps->lock);
+            drop("duplicate message number", peer);
+            return;
+        }
+        struct held_frame *hf = malloc(sizeof *hf + len);
+        if (hf) {
+            *hf = (struct held_frame){.next = ps->held, .hp = hp, .src_task = h->src_task,
+                                      .seq = h->seq, .len = len};
+            memcpy(hf->frame, frame, len);
+            ps->held = hf;
+        }
+        COR_UNLOCK(&ps->lock);
+        return;
+    }
+    on_message(hp, peer, h, frame + FRAME_HDR_SIZE, len - FRAME_HDR_SIZE);
+    (*next)++;
+    for (struct held_frame **pp = &ps->held; *pp;) {
+        struct held_frame *hf = *pp;
+        if (hf->src_task != h->src_task || hf->seq != *next) {
+            pp = &hf->next;
+            continue;
+        }
+        *pp = hf->next;
+        struct frame_hdr hh;
+        memcpy(&hh, hf->frame, sizeof hh);
+        on_message(hf->hp, peer, &hh, hf->frame + FRAME_HDR_SIZE, hf->len - FRAME_HDR_SIZE);
+        (*next)++;
+        free(hf);
+        pp = &ps->held; /* the next one may be anywhere */
+    }
+    COR_UNLOCK(&ps->lock);
+}
+
+void cor__upcall_deliver(void *core, cor_peer_t peer, const void *frame, size_t len)
+{
+    struct cor_hport *hp = core;
+    if (hp->index < 0) { /* a raw port (raw.c) */
+        if (hp->raw_deliver) hp->raw_deliver(hp, peer, frame, len);
+        return;
+    }
+    if (peer >= (uint32_t)g.size || len < FRAME_HDR_SIZE) {
+        drop("frame shorter than a header or from an unknown peer", peer);
+        return;
+    }
+    struct frame_hdr h;
+    memcpy(&h, frame, sizeof h);
+    if (h.type == 0 || h.type >= F_TYPE_END) {
+        drop("unknown frame type", peer);
+        return;
+    }
+    if (h.credits) {
+        COR_LOCK(&hp->send_lock);
+        hp->links[peer].credits += h.credits;
+        if (hp->links[peer].credits > g.credits) hp->links[peer].credits = g.credits;
+        COR_UNLOCK(&hp->send_lock);
+    }
+    const unsigned char *p = frame;
+    if (h.type == F_EAGER || h.type == F_RTS) in_order(hp, peer, &h, p, len);
+    else process(hp, peer, &h, p + FRAME_HDR_SIZE, len - FRAME_HDR_SIZE);
+}
+
+static void process(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *h,
+                    const void *payload, size_t plen)
+{
+    switch (h->type) {
+    case F_CTS: on_cts(hp, peer, h); break;
+    case F_DATA: on_data(hp, peer, h, payload, plen); break;
+    case F_CREDIT: break;
+    case F_SVC_REQ:
+    case F_SVC_REP: on_svc(hp, peer, h, payload, plen); break;
+    default: drop("unexpected frame type", peer);
+    }
+}
+
+void cor__upcall_peer_failed(void *core, cor_peer_t peer, int err)
+{
+    if (peer < (uint32_t)g.size) cor__peer_died(peer, err ? err : COR_EPEERDEAD);
+}
+
+/* Frames the route never took fail with COR_ECLOSED (the port is closing). */
+void cor__queue_discard(struct cor_hport *hp)
+{
+    COR_LOCK(&hp->send_lock);
+    struct send_op *op = hp->q_head;
+    hp->q_head = hp->q_tail = NULL;
+    COR_UNLOCK(&hp->send_lock);
+    while (op) {
+        struct send_op *next = op->next;
+        op_fail(op, COR_ECLOSED);
+        op = next;
+    }
+}

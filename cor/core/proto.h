@@ -1,0 +1,40 @@
+/*
+ * The wire protocol between domain cores, carried in route frames: a fixed header, then the
+ * payload. Every field is checked on arrival (proto.c): frames come from peers of the session
+ * but are still not trusted.
+ */
+#ifndef COR_PROTO_H
+#define COR_PROTO_H
+
+#include <stdint.h>
+
+enum frame_type {
+    F_EAGER = 1, /* header + the whole message */
+    F_RTS,       /* rendezvous: request to send `len` bytes */
+    F_CTS,       /* clear to send `len` bytes into request `rreq` */
+    F_DATA,      /* rendezvous data at `offset` for `rreq` */
+    F_CREDIT,    /* credits only */
+    F_SVC_REQ,   /* service call (names, logical domains) */
+    F_SVC_REP,
+    F_TYPE_END
+};
+
+struct frame_hdr {
+    uint8_t type;
+    uint8_t dtype;     /* cor_type_t of the message */
+    uint16_t credits;  /* eager credits returned to the receiver of this frame */
+    uint16_t src_task; /* sender's task index */
+    uint16_t dst_task; /* receiver's task index */
+    uint32_t seq;      /* EAGER/RTS: per (sender task, receiving domain) message number */
+    int32_t tag;
+    uint64_t ctx;
+    uint64_t count; /* elements */
+    uint64_t len;   /* message bytes (EAGER/RTS), bytes allowed (CTS), payload bytes (DATA) */
+    uint64_t sreq;  /* sender's request handle */
+    uint64_t rreq;  /* receiver's request handle */
+    uint64_t offset;
+};
+
+#define FRAME_HDR_SIZE sizeof(struct frame_hdr)
+
+#endif

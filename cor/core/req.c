@@ -1,0 +1,284 @@
+/*
+ * Requests and their handles. A handle is a slot index plus a generation, so a stale or
+ * forged handle (from a user or from the wire) is recognised instead of touching freed memory:
+ * request structs are recycled, never returned to malloc.
+ *
+ * Completion happens exactly once (CAS on state); the owner task's condvar is signalled under
+ * its lock, so a waiter that checked the state under that lock cannot miss it.
+ */
+#include <sched.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+#define CHUNK 1024
+#define CHUNKS 1024 /* up to 1M requests alive at once */
+
+static pthread_mutex_t req_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cor_req *_Atomic chunks[CHUNKS]; /* written under req_lock, read lock-free */
+static uint32_t nslots;                       /* req_lock */
+static struct cor_req *free_list;             /* req_lock; linked through ->next */
+
+struct cor_req *cor__req_new(enum req_kind kind)
+{
+    COR_LOCK(&req_lock);
+    struct cor_req *r = free_list;
+    if (r) {
+        free_list = r->next;
+    } else if (nslots < CHUNK * CHUNKS) {
+        if (nslots % CHUNK == 0) {
+            struct cor_req *c = calloc(CHUNK, sizeof *c);
+            if (!c) {
+                COR_UNLOCK(&req_lock);
+                return NULL;
+            }
+            atomic_store(&chunks[nslots / CHUNK], c);
+        }
+        r = &atomic_load(&chunks[nslots / CHUNK])[nslots % CHUNK];
+        r->slot = nslots++;
+    }
+    COR_UNLOCK(&req_lock);
+    if (!r) return NULL;
+    size_t keep = offsetof(struct cor_req, gen) + sizeof r->gen;
+    memset((char *)r + keep, 0, sizeof *r - keep);
+    if (++r->gen == 0) r->gen = 1;
+    r->kind = kind;
+    r->remote_rank = -1;
+    r->owner = cor__task_self();
+    atomic_store(&r->handle, ((cor_req_t)r->gen << 32) | r->slot);
+    return r;
+}
+
+struct cor_req *cor__req_lookup(cor_req_t h)
+{
+    uint32_t index = (uint32_t)h;
+    if (h == COR_REQ_NULL || index >= CHUNK * CHUNKS) return NULL;
+    struct cor_req *c = atomic_load(&chunks[index / CHUNK]);
+    if (!c) return NULL;
+    struct cor_req *r = &c[index % CHUNK];
+    return atomic_load(&r->handle) == h ? r : NULL;
+}
+
+void cor__req_free(struct cor_req *r)
+{
+    atomic_store(&r->handle, 0);
+    COR_LOCK(&req_lock);
+    r->next = free_list;
+    free_list = r;
+    COR_UNLOCK(&req_lock);
+}
+
+static inline bool req_done(struct cor_req *r)
+{
+    return atomic_load_explicit(&r->state, memory_order_acquire) == RS_DONE;
+}
+
+bool cor__req_complete(struct cor_req *r, int err)
+{
+    int s = atomic_load(&r->state);
+    do {
+        if (s == RS_DONE) return false;
+    } while (!atomic_compare_exchange_weak(&r->state, &s, RS_DONE + 16));
+    /* RS_DONE+16 = "completing": we own the status until we publish RS_DONE */
+    r->status.error = err;
+    struct cor_task *t = r->owner;
+    COR_LOCK(&t->lock);
+    atomic_store_explicit(&r->state, RS_DONE, memory_order_release);
+    if (t->sleepers) pthread_cond_broadcast(&t->cond);
+    COR_UNLOCK(&t->lock);
+    return true;
+}
+
+/*
+ * Waiting. Spin first (one task per domain at a time), polling the ports ourselves so the
+ * reply is processed in this thread; then block on the task's condvar and let the listener
+ * threads make progress. COR_SPIN_US sets the spin budget.
+ */
+typedef bool (*pred_fn)(void *arg);
+
+static void wait_until(pred_fn done, void *arg)
+{
+    if (done(arg)) return;
+    if (g.nroutes > 0 && g.spin_ns > 0) {
+        if (atomic_fetch_add(&g.spinners, 1) == 0) {
+            uint64_t start = cor__now_ns();
+            unsigned n = 0;
+            while (!done(arg)) {
+                if (cor__progress_all() == 0 && (++n & 63) == 0 &&
+                    cor__now_ns() - start > (uint64_t)g.spin_ns)
+                    break;
+            }
+        }
+        if (atomic_fetch_sub(&g.spinners, 1) == 1) {
+            COR_LOCK(&g.spin_lock);
+            pthread_cond_broadcast(&g.spin_cond);
+            COR_UNLOCK(&g.spin_lock);
+        }
+        if (done(arg)) return;
+    }
+    struct cor_task *t = cor__task_self();
+    COR_LOCK(&t->lock);
+    t->sleepers++;
+    while (!done(arg)) {
+        /* Requests of other tasks signal their owner, not us: poll them every ms. */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&t->cond, &t->lock, &ts);
+    }
+    t->sleepers--;
+    COR_UNLOCK(&t->lock);
+}
+
+static bool one_done(void *arg)
+{
+    return req_done(arg);
+}
+
+void cor__req_block(struct cor_req *r)
+{
+    wait_until(one_done, r);
+}
+
+/* Hands a completed request's results to the caller and frees it. */
+static int finish(cor_req_t *h, struct cor_req *r, cor_status_t *status)
+{
+    int err = r->status.error;
+    if (status) *status = r->status;
+    if (r->out_ptr) *r->out_ptr = err == COR_OK || err == COR_ETRUNC ? r->buf : NULL;
+    cor__req_free(r);
+    *h = COR_REQ_NULL;
+    return err;
+}
+
+COR_API int cor_test(cor_req_t *req, int *done, cor_status_t *status)
+{
+    if (!req || !done) return COR_EINVAL;
+    struct cor_req *r = cor__req_lookup(*req);
+    if (!r) return COR_EBADHANDLE;
+    if (!req_done(r)) {
+        cor__progress_all();
+        if (!req_done(r)) {
+            *done = 0;
+            return COR_OK;
+        }
+    }
+    *done = 1;
+    return finish(req, r, status);
+}
+
+COR_API int cor_wait(cor_req_t *req, cor_status_t *status)
+{
+    if (!req) return COR_EINVAL;
+    struct cor_req *r = cor__req_lookup(*req);
+    if (!r) return COR_EBADHANDLE;
+    cor__req_block(r);
+    return finish(req, r, status);
+}
+
+struct many {
+    size_t n;
+    cor_req_t *reqs;
+    bool all;
+    size_t found;
+};
+
+static bool many_done(void *arg)
+{
+    struct many *m = arg;
+    size_t live = 0, done = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        struct cor_req *r = cor__req_lookup(m->reqs[i]);
+        if (!r) continue;
+        live++;
+        if (req_done(r)) {
+            done++;
+            if (!m->all) {
+                m->found = i;
+                return true;
+            }
+        }
+    }
+    return m->all ? done == live : live == 0;
+}
+
+COR_API int cor_waitany(size_t n, cor_req_t *reqs, size_t *index, cor_status_t *status)
+{
+    if ((!reqs && n) || !index) return COR_EINVAL;
+    struct many m = {n, reqs, false, (size_t)-1};
+    size_t live = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (reqs[i] == COR_REQ_NULL) continue;
+        if (!cor__req_lookup(reqs[i])) return COR_EBADHANDLE;
+        live++;
+    }
+    if (!live) {
+        *index = (size_t)-1;
+        return COR_EINVAL;
+    }
+    wait_until(many_done, &m);
+    *index = m.found;
+    return finish(&reqs[m.found], cor__req_lookup(reqs[m.found]), status);
+}
+
+COR_API int cor_waitall(size_t n, cor_req_t *reqs, cor_status_t *statuses)
+{
+    if (!reqs && n) return COR_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (reqs[i] != COR_REQ_NULL && !cor__req_lookup(reqs[i])) return COR_EBADHANDLE;
+    struct many m = {n, reqs, true, 0};
+    wait_until(many_done, &m);
+    int first = COR_OK;
+    for (size_t i = 0; i < n; i++) {
+        struct cor_req *r = cor__req_lookup(reqs[i]);
+        if (!r) continue;
+        int err = finish(&reqs[i], r, statuses ? &statuses[i] : NULL);
+        if (err && first == COR_OK) first = err;
+    }
+    return first;
+}
+
+COR_API int cor_cancel(cor_req_t *req)
+{
+    if (!req) return COR_EINVAL;
+    struct cor_req *r = cor__req_lookup(*req);
+    if (!r) return COR_EBADHANDLE;
+    if (r->kind != REQ_RECV) return COR_EINVAL;
+    struct cor_task *t = r->owner;
+    COR_LOCK(&t->lock);
+    bool removed = atomic_load(&r->state) == RS_PENDING && cor__posted_remove(t, r);
+    COR_UNLOCK(&t->lock);
+    if (removed) cor__req_complete(r, COR_ECANCELED);
+    return COR_OK;
+}
+
+/* Fails what waits on a dead domain. Handles are collected first so no lock is held while
+ * completing; a handle that went stale meanwhile is skipped by the lookup. */
+void cor__req_fail_peer(unsigned rank, int err)
+{
+    COR_LOCK(&req_lock);
+    uint32_t n = nslots;
+    COR_UNLOCK(&req_lock);
+    for (uint32_t i = 0; i < n; i++) {
+        struct cor_req *c = atomic_load(&chunks[i / CHUNK]);
+        if (!c) break;
+        cor_req_t h = atomic_load(&c[i % CHUNK].handle);
+        struct cor_req *r = cor__req_lookup(h);
+        if (!r || req_done(r) || r->remote_rank != (int)rank) continue;
+        if (r->kind == REQ_RECV && atomic_load(&r->state) == RS_PENDING) {
+            struct cor_task *t = r->owner;
+            COR_LOCK(&t->lock);
+            bool removed = cor__posted_remove(t, r);
+            COR_UNLOCK(&t->lock);
+            if (!removed) continue; /* matched meanwhile: the data path completes it */
+        }
+        cor__req_complete(r, err);
+    }
+}

@@ -1,0 +1,199 @@
+/*
+ * Tasks: threads scheduled by the domain core. Slots are made on demand, also for tasks not
+ * spawned yet, so a message for a task that starts later waits in its mailbox.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static _Thread_local struct cor_task *self;
+
+struct cor_task *cor__task_get(unsigned index)
+{
+    if (!g.tasks || index >= (unsigned)g.max_tasks) return NULL;
+    struct cor_task *t = __atomic_load_n(&g.tasks[index], __ATOMIC_ACQUIRE);
+    if (t) return t;
+    COR_LOCK(&g.lock);
+    t = g.tasks[index];
+    if (!t && (t = calloc(1, sizeof *t))) {
+        t->index = index;
+        pthread_mutex_init(&t->lock, NULL);
+        pthread_cond_init(&t->cond, NULL);
+        __atomic_store_n(&g.tasks[index], t, __ATOMIC_RELEASE);
+    }
+    COR_UNLOCK(&g.lock);
+    return t;
+}
+
+/* Takes the next free index for a new task; g.lock held. */
+static struct cor_task *claim(const char *name)
+{
+    while (g.ntasks < (unsigned)g.max_tasks) {
+        unsigned i = g.ntasks++;
+        COR_UNLOCK(&g.lock);
+        struct cor_task *t = cor__task_get(i);
+        COR_LOCK(&g.lock);
+        if (!t) return NULL;
+        if (t->used) continue;
+        unsigned same = 0;
+        for (unsigned k = 0; k < i; k++)
+            if (g.tasks[k] && g.tasks[k]->used && !strcmp(g.tasks[k]->name, name)) same++;
+        t->used = true;
+        snprintf(t->name, sizeof t->name, "%s", name);
+        t->name_index = same;
+        return t;
+    }
+    return NULL;
+}
+
+/* Threads CoR did not start (the main thread before cor_init, a user's pthread) become tasks
+ * the first time they call the API, so every call has a task to own its requests. */
+struct cor_task *cor__task_self(void)
+{
+    if (self) return self;
+    if (!g.tasks) return NULL;
+    COR_LOCK(&g.lock);
+    struct cor_task *t = claim("thread");
+    COR_UNLOCK(&g.lock);
+    self = t;
+    return t;
+}
+
+void cor__task_adopt_main(void)
+{
+    COR_LOCK(&g.lock);
+    self = claim("main");
+    COR_UNLOCK(&g.lock);
+}
+
+void cor__task_forget_self(void)
+{
+    self = NULL;
+}
+
+static void *task_main(void *arg)
+{
+    struct cor_task *t = arg;
+    self = t;
+    t->exit_status = t->fn(t->arg);
+    atomic_store(&t->finished, true);
+    return NULL;
+}
+
+COR_API int cor_task_spawn(const char *name, cor_task_fn fn, void *arg, cor_idp_t *task)
+{
+    int err = cor__check_init();
+    if (err) return err;
+    if (!fn || (name && strlen(name) >= COR_NAME_MAX)) return COR_EINVAL;
+    COR_LOCK(&g.lock);
+    struct cor_task *t = claim(name ? name : "task");
+    COR_UNLOCK(&g.lock);
+    if (!t) return COR_ELIMIT;
+    t->fn = fn;
+    t->arg = arg;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 1 << 20);
+    int rc = pthread_create(&t->thread, &attr, task_main, t);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        cor__log("pthread_create for task %s: %s", t->name, strerror(rc));
+        COR_LOCK(&g.lock);
+        t->used = false;
+        COR_UNLOCK(&g.lock);
+        return COR_ENOMEM;
+    }
+    t->has_thread = true;
+    if (task) *task = cor__task_idp(g.rank, t->index);
+    return COR_OK;
+}
+
+COR_API int cor_task_join(cor_idp_t task, int *exit_status)
+{
+    int err = cor__check_init();
+    if (err) return err;
+    if (cor_idp_kind(task) != COR_KIND_TASK || cor_idp_domain(task) != (unsigned)g.rank ||
+        cor_idp_macro(task) != g.macro)
+        return COR_EINVAL;
+    struct cor_task *t = cor__task_get(cor_idp_index(task));
+    if (!t || !t->used || !t->has_thread) return COR_ENOTFOUND;
+    if (t == cor__task_self()) return COR_EINVAL;
+    COR_LOCK(&g.lock);
+    bool mine = !t->joined;
+    t->joined = true;
+    COR_UNLOCK(&g.lock);
+    if (!mine) return COR_ESTATE;
+    pthread_join(t->thread, NULL);
+    if (exit_status) *exit_status = t->exit_status;
+    return COR_OK;
+}
+
+/* Joins tasks nobody joined (cor_finalize). */
+void cor__task_join_all(void)
+{
+    for (int i = 0; i < g.max_tasks; i++) {
+        struct cor_task *t = g.tasks[i];
+        if (!t || !t->has_thread) continue;
+        COR_LOCK(&g.lock);
+        bool mine = !t->joined;
+        t->joined = true;
+        COR_UNLOCK(&g.lock);
+        if (mine) pthread_join(t->thread, NULL);
+    }
+}
+
+COR_API cor_idp_t cor_task_self(void)
+{
+    if (cor__check_init()) return COR_IDP_NULL;
+    struct cor_task *t = cor__task_self();
+    return t ? cor__task_idp(g.rank, t->index) : COR_IDP_NULL;
+}
+
+cor_idp_t cor__task_idp(unsigned rank, unsigned index)
+{
+    return cor_idp_make(g.macro, COR_KIND_TASK, rank, index);
+}
+
+COR_API cor_idp_t cor_task_idp(int domain_rank, unsigned index)
+{
+    if (cor__check_init() || domain_rank < 0 || domain_rank >= g.size || index > COR_MAX_INDEX)
+        return COR_IDP_NULL;
+    return cor__task_idp((unsigned)domain_rank, index);
+}
+
+COR_API int cor_task_name(cor_idp_t task, cor_name_t *name)
+{
+    int err = cor__check_init();
+    if (err) return err;
+    if (!name || cor_idp_kind(task) != COR_KIND_TASK || cor_idp_macro(task) != g.macro)
+        return COR_EINVAL;
+    if (cor_idp_domain(task) != (unsigned)g.rank) return COR_EINVAL;
+    struct cor_task *t = cor__task_get(cor_idp_index(task));
+    COR_LOCK(&g.lock);
+    bool used = t && t->used;
+    if (used) {
+        memcpy(name->name, t->name, sizeof name->name);
+        name->index = t->name_index;
+        name->ascendant = cor_domain_self();
+    }
+    COR_UNLOCK(&g.lock);
+    return used ? COR_OK : COR_ENOTFOUND;
+}
+
+/* Local half of cor_task_lookup; also answers other domains' service calls. */
+int cor__task_find(const char *name, unsigned index, unsigned *out)
+{
+    int err = COR_ENOTFOUND;
+    COR_LOCK(&g.lock);
+    for (int i = 0; i < g.max_tasks && g.tasks; i++) {
+        struct cor_task *t = g.tasks[i];
+        if (t && t->used && t->name_index == index && !strcmp(t->name, name)) {
+            *out = t->index;
+            err = COR_OK;
+            break;
+        }
+    }
+    COR_UNLOCK(&g.lock);
+    return err;
+}
