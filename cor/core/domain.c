@@ -52,7 +52,7 @@ static int open_routes(bool required)
             return COR_ELIMIT;
         }
         struct cor_route *r;
-        int err = cor__route_load(name, &r);
+        int err = cor__route_load(name, !required && !explicit_route, &r);
         if (err) {
             if (!required && !explicit_route) return COR_OK; /* one domain needs no route */
             return err;

@@ -203,7 +203,7 @@ struct cor_hport {
     void *raw_state;
 };
 
-int cor__route_load(const char *name, struct cor_route **out);
+int cor__route_load(const char *name, bool quiet, struct cor_route **out);
 void cor__route_unload(struct cor_route *r);
 struct cor_route *cor__route_find(const char *name); /* NULL: not opened */
 int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out);

@@ -27,7 +27,7 @@ static int check_ops(const struct cor_route_ops *ops, const char *name)
 #define ROUTE_HAS(ops, slot)                                                                 \
     ((ops)->size >= offsetof(struct cor_route_ops, slot) + sizeof((ops)->slot) && (ops)->slot)
 
-int cor__route_load(const char *name, struct cor_route **out)
+int cor__route_load(const char *name, bool quiet, struct cor_route **out)
 {
     if (!name || !*name || strlen(name) >= 32 || strpbrk(name, "/.")) {
         cor__log("route name '%s' is not valid", name ? name : "(null)");
@@ -52,6 +52,7 @@ int cor__route_load(const char *name, struct cor_route **out)
         }
     }
     if (!dl) {
+        if (quiet) return COR_EROUTE;
         cor__log("cannot load route '%s' (%s): %s; set COR_ROUTE_PATH to its folder", name,
                  file, why);
         return COR_EROUTE;
