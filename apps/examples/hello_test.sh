@@ -3,7 +3,7 @@
 set -u
 b=${COR_BUILDDIR:?run me through make check}/apps
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT INT TERM
+trap 'rm -f "$out" "$out.readme"' EXIT INT TERM
 timeout 60 "$b/cor-run" -n 2 "$b/examples/hello" >"$out" 2>&1
 rc=$?
 cat "$out"
@@ -20,4 +20,16 @@ for line in 'domain 0 task 0 got "hello from task 0 of domain 1"' \
         exit 1
     fi
 done
+# The README reproduces this program: it must be the same text.
+readme=${COR_SRCDIR:-}/README.md
+if [ -f "$readme" ]; then
+    awk '/^### A complete program/ { f = 1 } f && /^```c$/ { on = 1; next }
+         on && /^```$/ { exit } on { print }' "$readme" >"$out.readme"
+    if ! diff -u "$COR_SRCDIR/apps/examples/hello.c" "$out.readme"; then
+        rm -f "$out.readme"
+        echo "FAIL: the example in README.md differs from apps/examples/hello.c (diff above)"
+        exit 1
+    fi
+    rm -f "$out.readme"
+fi
 echo "PASS: 4 greetings"
