@@ -1,0 +1,157 @@
+/*
+ * CoRudpRoute internals shared by its files: knobs, frames, peers and the hard port.
+ *
+ * Locking: one mutex per port (`lock`) guards every peer's windows, frame queues, the timer
+ * and the socket's send side. progress() receives without the lock (the receive buffers and
+ * the callback lists belong to the one thread running progress()), takes the lock to apply
+ * what arrived, and drops it before making callbacks, so a callback may call send().
+ */
+#ifndef UDP_PORT_H
+#define UDP_PORT_H
+
+#include <pthread.h>
+
+#include "route.h"
+#include "udp_reasm.h"
+#include "udp_sock.h"
+#include "udp_window.h"
+#include "udp_wire.h"
+
+/* Frames up to 1 MiB of payload plus a core header of up to 4 KiB (the core's rendezvous
+ * chunks are 1 MiB). */
+#define UDP_FRAME_MAX ((1u << 20) + 4096)
+/* iovecs kept by reference; a frame given in more pieces is copied into one buffer. */
+#define UDP_IOV_INLINE 6
+/* Datagrams per sendmmsg/recvmmsg batch. */
+#define UDP_BATCH_MAX 64
+
+/* Environment knobs, read at open (README.md lists them). */
+struct udp_knobs {
+    int sndbuf, rcvbuf;
+    uint32_t window;       /* datagrams in flight per peer (power of two) */
+    size_t window_bytes;   /* payload bytes in flight per peer */
+    size_t queue_bytes;    /* bytes accepted but not yet sent, per peer, before EAGAIN */
+    uint32_t queue_frames; /* frames accepted and not completed, per peer, before EAGAIN */
+    uint64_t rto_init_ns, rto_min_ns, rto_max_ns;
+    uint64_t dead_ns;
+    uint32_t dgram;        /* datagram size override (0 = by interface) */
+    uint64_t ack_delay_ns; /* how long an idle receiver waits to piggy-back an ack */
+    uint32_t ack_every;    /* datagrams received before an ack is sent at once */
+    uint32_t batch;        /* datagrams per recvmmsg */
+    size_t eager_limit;
+    const char *bind;      /* COR_UDP_BIND */
+    const char *faults;    /* COR_UDP_FAULTS */
+};
+/* Fills k from the environment; returns 0 or -1 (a value out of range, logged). */
+int udp_knobs_read(struct udp_knobs *k);
+
+/* A frame accepted by send(), until its last datagram is acknowledged. */
+struct udp_frame {
+    struct udp_frame *next;
+    void *cookie;
+    uint32_t len;  /* frame length */
+    uint32_t sent; /* bytes already put into datagrams */
+    int iovcnt;
+    const struct iovec *iov; /* iov_inline, or one entry over `flat` */
+    struct iovec iov_inline[UDP_IOV_INLINE];
+    uint8_t *flat; /* private copy when the caller gave too many pieces */
+    int status;    /* send_done status once on the done list */
+};
+
+enum udp_peer_state { UDP_PEER_NONE = 0, UDP_PEER_UP, UDP_PEER_DEAD };
+
+struct udp_peer {
+    int state;
+    cor_peer_t rank;
+    struct sockaddr_in sa;
+    uint32_t dgram; /* largest datagram towards this peer, header included */
+    struct udp_swin sw;
+    struct udp_rwin rw;
+    struct udp_reasm ra;
+    struct udp_frame *head, *tail; /* accepted frames, oldest first */
+    struct udp_frame *unsent;      /* first frame with bytes not yet in a datagram */
+    size_t queued_bytes;           /* bytes of frames not yet in a datagram */
+    uint32_t nframes;              /* frames accepted and not completed */
+    uint32_t ack_owed;             /* data datagrams received since our last ack */
+    int ack_now;                   /* send an ack at the end of this batch */
+    uint64_t ack_due;              /* a delayed ack is due then (0 = none) */
+    int touched;                   /* in the current batch's touched list */
+};
+
+/* Callbacks collected under the lock and made after it is released. */
+struct udp_delivery {
+    cor_peer_t peer;
+    const void *frame;
+    size_t len;
+    void *to_free;
+};
+struct udp_failure {
+    cor_peer_t peer;
+    int err;
+};
+
+struct cor_rport {
+    struct cor_route_upcalls up;
+    uint64_t cookie;
+    uint32_t self, npeers;
+    int port_index;
+    struct udp_knobs k;
+    uint32_t dgram_local, dgram_iface; /* datagram sizes for same-host and other peers */
+
+    pthread_mutex_t lock;
+    int closing;                /* lock */
+    struct udp_sock sock;       /* send side: lock */
+    struct udp_peer *peers;     /* [npeers]; lock */
+    uint32_t *active;           /* ranks that were added, for timer scans; lock */
+    uint32_t nactive;           /* lock */
+    uint64_t timer_ns;          /* earliest time a timer may fire (atomic reads; writes under lock) */
+    uint64_t dropped;           /* foreign or malformed datagrams; lock */
+    uint64_t retransmits;       /* lock */
+    uint64_t dups, beyond;      /* duplicates and early-beyond-window datagrams; lock */
+
+    /* Send scratch (lock). */
+    struct mmsghdr tx_msg[UDP_BATCH_MAX];
+    struct iovec tx_iov[UDP_BATCH_MAX][UDP_IOV_INLINE + 1];
+    uint8_t tx_hdr[UDP_BATCH_MAX][UDP_HDR_LEN];
+
+    /* Receive side: only the thread in progress(). */
+    struct mmsghdr rx_msg[UDP_BATCH_MAX];
+    struct iovec rx_iov[UDP_BATCH_MAX];
+    struct sockaddr_in rx_from[UDP_BATCH_MAX];
+    uint8_t *rx_buf; /* batch * (UDP_DGRAM_MAX + 1) bytes */
+    uint32_t *touched; /* [npeers] ranks that sent something in this batch */
+    uint32_t ntouched;
+    struct udp_delivery *dl; /* frames to deliver after unlocking */
+    size_t ndl, cap_dl;
+    struct udp_failure *fl; /* [npeers] peers given up, to report after unlocking (lock) */
+    size_t nfl;
+    struct udp_failure *fl_out; /* [npeers] the same, being reported (progress only) */
+
+    /* Completed frames waiting for send_done (lock; taken by progress/close). */
+    struct udp_frame *done_head, *done_tail;
+    /* Recycled frame records (lock). */
+    struct udp_frame *free_frames;
+    uint32_t nfree;
+};
+
+/* udp_tx.c (port lock held) */
+void udp_pump(struct cor_rport *p, struct udp_peer *peer, uint64_t now);
+void udp_send_ack(struct cor_rport *p, struct udp_peer *peer, uint64_t now);
+void udp_resend(struct cor_rport *p, struct udp_peer *peer, const uint32_t *seqs, int n,
+                uint64_t now);
+void udp_timer_at(struct cor_rport *p, uint64_t t);
+/* Appends a finished frame to the done list. */
+void udp_done_push(struct cor_rport *p, struct udp_frame *f, int status);
+void udp_fail_peer(struct cor_rport *p, struct udp_peer *peer, int err);
+/* Moves every frame of the peer to the done list with `status`. */
+void udp_peer_flush(struct cor_rport *p, struct udp_peer *peer, int status);
+/* Makes the send_done callbacks of a detached done list, then recycles the records.
+ * Called without the lock. Returns how many. */
+int udp_done_run(struct cor_rport *p, struct udp_frame *list);
+/* udp_tx.c: the send() op */
+int udp_op_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov, int iovcnt,
+                void *cookie);
+/* udp_rx.c: the progress() op */
+int udp_op_progress(struct cor_rport *p);
+
+#endif

@@ -1,0 +1,226 @@
+/*
+ * CoRudpRoute: reliable, ordered frames over UDP (cor_route_udp.so).
+ * This file holds the port's life cycle and the operations table, the plugin's only exported
+ * symbol; sending is in udp_tx.c, receiving and timers in udp_rx.c.
+ */
+#include <arpa/inet.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "udp_port.h"
+
+static void port_free(struct cor_rport *p)
+{
+    if (p->peers)
+        for (uint32_t i = 0; i < p->npeers; i++) {
+            udp_swin_free(&p->peers[i].sw);
+            udp_rwin_free(&p->peers[i].rw);
+            udp_reasm_reset(&p->peers[i].ra);
+        }
+    while (p->free_frames) {
+        struct udp_frame *f = p->free_frames;
+        p->free_frames = f->next;
+        free(f);
+    }
+    free(p->peers);
+    free(p->active);
+    free(p->touched);
+    free(p->fl);
+    free(p->fl_out);
+    free(p->dl);
+    free(p->rx_buf);
+    free(p);
+}
+
+static int udp_open(const struct cor_route_config *cfg, const struct cor_route_upcalls *up,
+                    struct cor_rport **out)
+{
+    if (!cfg || !up || !out || !up->deliver || !up->send_done || !up->peer_failed ||
+        cfg->npeers == 0 || cfg->npeers > (1u << 20) || cfg->self >= cfg->npeers) {
+        udp_log("open: invalid configuration or upcalls");
+        return COR_EINVAL;
+    }
+    *out = NULL;
+    struct cor_rport *p = calloc(1, sizeof(*p));
+    if (!p)
+        return COR_ENOMEM;
+    p->sock.fd = -1;
+    p->up = *up;
+    p->cookie = cfg->session_cookie;
+    p->self = cfg->self;
+    p->npeers = cfg->npeers;
+    p->port_index = cfg->port_index;
+    p->timer_ns = UINT64_MAX;
+    int rc = COR_EINVAL;
+    if (udp_knobs_read(&p->k) != 0)
+        goto fail;
+    if (udp_faults_parse(p->k.faults, &p->sock.faults) != 0) {
+        udp_log("COR_UDP_FAULTS='%s': expected drop=P,dup=P,reorder=P,delay_us=N,seed=N",
+                p->k.faults);
+        goto fail;
+    }
+    udp_faults_reseed(&p->sock.faults, ((uint64_t)cfg->self << 16) ^ (uint64_t)cfg->port_index);
+    const char *hint = p->k.bind ? p->k.bind : cfg->bind_hint;
+    char ip[INET_ADDRSTRLEN];
+    uint32_t dgram;
+    int loop;
+    if (udp_addr_pick(hint, ip, &dgram, &loop) != 0) {
+        udp_log("bind hint '%s': expected loopback, auto or an IPv4 address", hint);
+        goto fail;
+    }
+    p->dgram_local = p->k.dgram ? p->k.dgram : UDP_DGRAM_MAX;
+    p->dgram_iface = p->k.dgram ? p->k.dgram : dgram;
+    rc = COR_ENOMEM;
+    p->peers = calloc(p->npeers, sizeof(*p->peers));
+    p->active = calloc(p->npeers, sizeof(*p->active));
+    p->touched = calloc(p->npeers, sizeof(*p->touched));
+    p->fl = calloc(p->npeers, sizeof(*p->fl));
+    p->fl_out = calloc(p->npeers, sizeof(*p->fl_out));
+    p->rx_buf = malloc((size_t)p->k.batch * (UDP_DGRAM_MAX + 1));
+    if (!p->peers || !p->active || !p->touched || !p->fl || !p->fl_out || !p->rx_buf)
+        goto fail;
+    for (uint32_t i = 0; i < p->npeers; i++)
+        p->peers[i].rank = i;
+    for (unsigned i = 0; i < p->k.batch; i++) {
+        p->rx_iov[i] = (struct iovec){p->rx_buf + (size_t)i * (UDP_DGRAM_MAX + 1),
+                                      UDP_DGRAM_MAX + 1};
+        p->rx_msg[i].msg_hdr = (struct msghdr){.msg_name = &p->rx_from[i],
+                                               .msg_namelen = sizeof(p->rx_from[i]),
+                                               .msg_iov = &p->rx_iov[i],
+                                               .msg_iovlen = 1};
+    }
+    rc = COR_EIO;
+    if (udp_sock_open(&p->sock, ip, p->k.sndbuf, p->k.rcvbuf) != 0)
+        goto fail;
+    if (pthread_mutex_init(&p->lock, NULL) != 0) {
+        udp_sock_close(&p->sock);
+        goto fail;
+    }
+    *out = p;
+    return COR_OK;
+fail:
+    port_free(p);
+    return rc;
+}
+
+static void udp_close(struct cor_rport *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->closing = 1;
+    for (uint32_t i = 0; i < p->nactive; i++)
+        udp_peer_flush(p, &p->peers[p->active[i]], COR_ECLOSED);
+    struct udp_frame *done = p->done_head;
+    p->done_head = p->done_tail = NULL;
+    pthread_mutex_unlock(&p->lock);
+    udp_done_run(p, done);
+    if (getenv("COR_UDP_STATS"))
+        udp_log("port %u.%d: dropped %llu retransmits %llu duplicates %llu beyond-window %llu",
+                p->self, p->port_index, (unsigned long long)p->dropped,
+                (unsigned long long)p->retransmits, (unsigned long long)p->dups,
+                (unsigned long long)p->beyond);
+    udp_sock_close(&p->sock);
+    pthread_mutex_destroy(&p->lock);
+    port_free(p);
+}
+
+static int udp_address(struct cor_rport *p, char *buf, size_t len)
+{
+    if (!p || !buf)
+        return COR_EINVAL;
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &p->sock.local.sin_addr, ip, sizeof(ip));
+    int n = snprintf(buf, len, "%s:%u", ip, (unsigned)ntohs(p->sock.local.sin_port));
+    return n < 0 || (size_t)n >= len ? COR_EINVAL : COR_OK;
+}
+
+static int udp_add_peer(struct cor_rport *p, cor_peer_t rank, const char *addr)
+{
+    struct sockaddr_in sa;
+    if (!p || rank >= p->npeers || udp_addr_parse(addr, &sa) != 0) {
+        udp_log("add_peer %u: bad rank or address '%s' (expected a.b.c.d:port)", rank,
+                addr ? addr : "(null)");
+        return COR_EINVAL;
+    }
+    /* Same-host peers get loopback-sized datagrams; others what the interface carries. */
+    uint32_t dgram = udp_addr_is_local(sa.sin_addr) ? p->dgram_local : p->dgram_iface;
+    int rc = COR_OK;
+    pthread_mutex_lock(&p->lock);
+    struct udp_peer *peer = &p->peers[rank];
+    if (p->closing) {
+        rc = COR_ECLOSED;
+    } else if (peer->state != UDP_PEER_NONE) {
+        if (peer->sa.sin_addr.s_addr != sa.sin_addr.s_addr || peer->sa.sin_port != sa.sin_port)
+            rc = COR_EEXIST;
+    } else if (udp_swin_init(&peer->sw, p->k.window, p->k.rto_init_ns, p->k.rto_min_ns,
+                             p->k.rto_max_ns) != 0 ||
+               udp_rwin_init(&peer->rw, p->k.window, 2 * p->k.window_bytes + UDP_DGRAM_MAX) !=
+                   0) {
+        udp_swin_free(&peer->sw);
+        rc = COR_ENOMEM;
+    } else {
+        peer->sa = sa;
+        peer->dgram = dgram;
+        peer->state = UDP_PEER_UP;
+        p->active[p->nactive++] = rank;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+static int udp_wait_fd(struct cor_rport *p) { return p ? p->sock.fd : -1; }
+
+static int udp_timeout_ms(struct cor_rport *p)
+{
+    if (!p)
+        return -1;
+    uint64_t t = __atomic_load_n(&p->timer_ns, __ATOMIC_RELAXED);
+    if (t == UINT64_MAX)
+        return -1;
+    uint64_t now = udp_now();
+    if (t <= now)
+        return 0;
+    uint64_t ms = (t - now + 999999) / 1000000;
+    return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+static void udp_caps(struct cor_rport *p, struct cor_route_caps *c)
+{
+    if (!c)
+        return;
+    c->frame_max = UDP_FRAME_MAX;
+    c->eager_limit = p ? p->k.eager_limit : 16384;
+    c->has_rma = 0;
+    c->zero_copy_send = 1; /* frames are sent (and resent) from the caller's iov until acked */
+}
+
+static void udp_counters(struct cor_rport *p, uint64_t *dropped, uint64_t *retransmits)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    if (dropped)
+        *dropped = p->dropped;
+    if (retransmits)
+        *retransmits = p->retransmits;
+    pthread_mutex_unlock(&p->lock);
+}
+
+COR_ROUTE_DECLARE(udp) = {
+    .size = sizeof(struct cor_route_ops),
+    .abi = COR_ROUTE_ABI,
+    .name = "udp",
+    .open = udp_open,
+    .close = udp_close,
+    .address = udp_address,
+    .add_peer = udp_add_peer,
+    .send = udp_op_send,
+    .progress = udp_op_progress,
+    .wait_fd = udp_wait_fd,
+    .timeout_ms = udp_timeout_ms,
+    .caps = udp_caps,
+    .counters = udp_counters,
+};

@@ -1,0 +1,274 @@
+/*
+ * Receive side and timers of CoRudpRoute: the progress() op. One non-blocking recvmmsg per
+ * round; each datagram is checked (parser, cookie, ranks, source address) before anything in
+ * it is believed, then its acknowledgement and its fragment are applied under the port lock.
+ * Frames are handed to the core after the lock is released, straight from the receive
+ * buffer when a frame fits one datagram.
+ */
+#include <arpa/inet.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "udp_port.h"
+
+/* Receive rounds per progress() call: bounds the work done in one call. */
+#define UDP_ROUNDS 4
+/* Seqs resent per timer or ack. */
+#define UDP_RESEND_MAX 32
+
+struct ack_ctx {
+    struct cor_rport *p;
+    struct udp_peer *peer;
+};
+
+/* A datagram was released by a cumulative ack; its frame is done after its last one.
+ * Frames complete in order, so that frame is the peer's head. */
+static void released(void *vctx, struct udp_sslot *s)
+{
+    struct ack_ctx *c = vctx;
+    struct udp_frame *f = s->frame;
+    if (!s->last || f != c->peer->head)
+        return;
+    c->peer->head = f->next;
+    if (!c->peer->head)
+        c->peer->tail = NULL;
+    c->peer->nframes--;
+    udp_done_push(c->p, f, COR_OK);
+}
+
+static int dl_push(struct cor_rport *p, cor_peer_t peer, const void *frame, size_t len,
+                   void *to_free)
+{
+    if (p->ndl == p->cap_dl) {
+        size_t cap = p->cap_dl ? 2 * p->cap_dl : 64;
+        struct udp_delivery *d = realloc(p->dl, cap * sizeof(*d));
+        if (!d)
+            return -1;
+        p->dl = d;
+        p->cap_dl = cap;
+    }
+    p->dl[p->ndl++] = (struct udp_delivery){peer, frame, len, to_free};
+    return 0;
+}
+
+/* Feeds one in-order fragment; `stored` is its malloc'd copy or NULL (in the rx buffer).
+ * Returns 0 when consumed, -1 when it must stay where it is (no memory, or peer failed). */
+static int take_fragment(struct cor_rport *p, struct udp_peer *peer, const struct udp_hdr *h,
+                         const uint8_t *payload, uint8_t *stored)
+{
+    /* Reserve the delivery slot first, so a completed frame is never lost. */
+    if (p->ndl == p->cap_dl) {
+        if (dl_push(p, 0, NULL, 0, NULL) != 0)
+            return -1;
+        p->ndl--;
+    }
+    uint8_t *frame = NULL;
+    size_t len = 0;
+    switch (udp_reasm_feed(&peer->ra, h, payload, &frame, &len)) {
+    case UDP_RA_SINGLE:
+        dl_push(p, peer->rank, frame, len, stored);
+        return 0;
+    case UDP_RA_DONE:
+        dl_push(p, peer->rank, frame, len, frame);
+        free(stored);
+        return 0;
+    case UDP_RA_MORE:
+        free(stored);
+        return 0;
+    case UDP_RA_NOMEM:
+        return -1;
+    default: /* a session member breaking the protocol: give up on it */
+        p->dropped++;
+        udp_log("peer %u sent an inconsistent fragment (seq %u off %u len %u of %u): giving up",
+                peer->rank, h->seq, h->frag_off, h->len, h->frame_len);
+        udp_fail_peer(p, peer, COR_EPROTO);
+        return -1;
+    }
+}
+
+static void data_in(struct cor_rport *p, struct udp_peer *peer, const struct udp_hdr *h,
+                    const uint8_t *payload, uint64_t now)
+{
+    struct udp_rwin *rw = &peer->rw;
+    peer->ack_owed++;
+    if (h->flags & UDP_F_ACKNOW)
+        peer->ack_now = 1;
+    if ((h->flags & UDP_F_ACKREQ) && !peer->ack_due) {
+        peer->ack_due = now + p->k.ack_delay_ns;
+        udp_timer_at(p, peer->ack_due);
+    }
+    switch (udp_rwin_classify(rw, h->seq)) {
+    case UDP_RX_NEXT:
+        if (take_fragment(p, peer, h, payload, NULL) != 0)
+            return;
+        udp_rwin_advance(rw);
+        /* Early datagrams that are now in order. */
+        for (struct udp_rslot *s; peer->state == UDP_PEER_UP && (s = udp_rwin_ready(rw));) {
+            struct udp_hdr sh = s->hdr;
+            if (take_fragment(p, peer, &sh, s->data, s->data) != 0)
+                break;
+            /* take_fragment now owns the copy (freed, or freed after delivery). */
+            s->data = NULL;
+            udp_rwin_advance(rw);
+        }
+        if (peer->state == UDP_PEER_UP && rw->stored)
+            peer->ack_now = 1; /* a hole remains: tell the sender at once */
+        break;
+    case UDP_RX_STORE:
+        udp_rwin_store(rw, h, payload); /* over budget: dropped, it will be resent */
+        peer->ack_now = 1;              /* a hole: the selective ack triggers a resend */
+        break;
+    case UDP_RX_DUP:
+        p->dups++;
+        peer->ack_now = 1; /* our ack was probably lost */
+        break;
+    default:
+        p->beyond++;
+        peer->ack_now = 1;
+        break;
+    }
+}
+
+static void datagram_in(struct cor_rport *p, const uint8_t *buf, size_t n,
+                        const struct sockaddr_in *from, int truncated, uint64_t now)
+{
+    struct udp_hdr h;
+    if (truncated || udp_wire_parse(buf, n, UDP_FRAME_MAX, &h) != UDP_W_OK ||
+        h.cookie != p->cookie || h.dst != p->self || h.src >= p->npeers) {
+        p->dropped++;
+        return;
+    }
+    struct udp_peer *peer = &p->peers[h.src];
+    if (peer->state != UDP_PEER_UP || from->sin_family != AF_INET ||
+        from->sin_addr.s_addr != peer->sa.sin_addr.s_addr || from->sin_port != peer->sa.sin_port) {
+        p->dropped++;
+        return;
+    }
+    struct ack_ctx c = {p, peer};
+    int released_n = udp_swin_ack(&peer->sw, h.ack, h.sack, now, released, &c);
+    if (released_n >= 0 && h.sack) {
+        uint32_t seqs[UDP_RESEND_MAX];
+        int k = udp_swin_fast(&peer->sw, now, seqs, UDP_RESEND_MAX);
+        if (k)
+            udp_resend(p, peer, seqs, k, now);
+    }
+    if (!peer->touched) {
+        peer->touched = 1;
+        p->touched[p->ntouched++] = peer->rank;
+    }
+    if (h.type == UDP_T_DATA)
+        data_in(p, peer, &h, buf + UDP_HDR_LEN, now);
+}
+
+/* Peers heard from in this batch: send what the opened window allows, then owed acks. */
+static void after_batch(struct cor_rport *p, uint64_t now)
+{
+    for (uint32_t i = 0; i < p->ntouched; i++) {
+        struct udp_peer *peer = &p->peers[p->touched[i]];
+        peer->touched = 0;
+        if (peer->state != UDP_PEER_UP)
+            continue;
+        udp_pump(p, peer, now);
+        if (peer->ack_owed && (peer->ack_now || peer->ack_owed >= p->k.ack_every))
+            udp_send_ack(p, peer, now);
+        udp_timer_at(p, udp_swin_deadline(&peer->sw));
+    }
+    p->ntouched = 0;
+}
+
+/* Timers: retransmission, dead peers, delayed acks, held datagrams. Recomputes timer_ns. */
+static void run_timers(struct cor_rport *p, uint64_t now)
+{
+    uint64_t next = UINT64_MAX;
+    udp_sock_release(&p->sock, now);
+    for (uint32_t i = 0; i < p->nactive; i++) {
+        struct udp_peer *peer = &p->peers[p->active[i]];
+        if (peer->state != UDP_PEER_UP)
+            continue;
+        struct udp_swin *sw = &peer->sw;
+        if (udp_swin_dead(sw, now, p->k.dead_ns)) {
+            udp_log("peer %u acknowledged nothing for %llu ms: giving up", peer->rank,
+                    (unsigned long long)(p->k.dead_ns / 1000000));
+            udp_fail_peer(p, peer, COR_EPEERDEAD);
+            continue;
+        }
+        uint32_t seqs[UDP_RESEND_MAX];
+        int k = udp_swin_timeout(sw, now, seqs, UDP_RESEND_MAX);
+        if (k)
+            udp_resend(p, peer, seqs, k, now);
+        if (peer->unsent)
+            udp_pump(p, peer, now);
+        if (peer->ack_owed && peer->ack_due && now >= peer->ack_due)
+            udp_send_ack(p, peer, now);
+        uint64_t t[4] = {udp_swin_deadline(sw),
+                         udp_swin_inflight(sw) ? sw->last_progress_ns + p->k.dead_ns : 0,
+                         peer->ack_owed ? (peer->ack_due ? peer->ack_due : now + 100000) : 0,
+                         peer->unsent && !udp_swin_inflight(sw) ? now + 100000 : 0};
+        for (int j = 0; j < 4; j++)
+            if (t[j] && t[j] < next)
+                next = t[j];
+    }
+    uint64_t held = udp_sock_held_due(&p->sock);
+    if (held && held < next)
+        next = held;
+    __atomic_store_n(&p->timer_ns, next, __ATOMIC_RELAXED);
+}
+
+/* Makes the callbacks collected under the lock; the lock is not held. */
+static int callbacks(struct cor_rport *p, struct udp_failure *fl, size_t nfl,
+                     struct udp_frame *done)
+{
+    int events = 0;
+    for (size_t i = 0; i < nfl; i++)
+        p->up.peer_failed(p->up.core, fl[i].peer, fl[i].err);
+    for (size_t i = 0; i < p->ndl; i++) {
+        struct udp_delivery *d = &p->dl[i];
+        p->up.deliver(p->up.core, d->peer, d->frame, d->len);
+        free(d->to_free);
+        events++;
+    }
+    p->ndl = 0;
+    events += udp_done_run(p, done);
+    return events;
+}
+
+int udp_op_progress(struct cor_rport *p)
+{
+    if (!p)
+        return 0;
+    int events = 0;
+    unsigned batch = p->k.batch;
+    for (int round = 0; round < UDP_ROUNDS; round++) {
+        for (unsigned i = 0; i < batch; i++) {
+            p->rx_msg[i].msg_hdr.msg_namelen = sizeof(p->rx_from[i]);
+            p->rx_msg[i].msg_hdr.msg_flags = 0;
+        }
+        int n = udp_sock_recv(&p->sock, p->rx_msg, batch);
+        uint64_t now = udp_now();
+        int timers = now >= __atomic_load_n(&p->timer_ns, __ATOMIC_RELAXED);
+        if (n <= 0 && !timers)
+            break;
+        pthread_mutex_lock(&p->lock);
+        if (p->closing) {
+            pthread_mutex_unlock(&p->lock);
+            break;
+        }
+        for (int i = 0; i < n; i++)
+            datagram_in(p, p->rx_iov[i].iov_base, p->rx_msg[i].msg_len, &p->rx_from[i],
+                        !!(p->rx_msg[i].msg_hdr.msg_flags & MSG_TRUNC), now);
+        after_batch(p, now);
+        if (timers)
+            run_timers(p, now);
+        struct udp_frame *done = p->done_head;
+        p->done_head = p->done_tail = NULL;
+        /* Each peer fails at most once, so fl_out ([npeers]) always has room. */
+        size_t nfl = p->nfl;
+        memcpy(p->fl_out, p->fl, nfl * sizeof(*p->fl));
+        p->nfl = 0;
+        pthread_mutex_unlock(&p->lock);
+        events += callbacks(p, p->fl_out, nfl, done);
+        if (n < (int)batch)
+            break;
+    }
+    return events;
+}

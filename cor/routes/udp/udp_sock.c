@@ -1,0 +1,203 @@
+/* Socket I/O and fault injection of CoRudpRoute (see udp_sock.h). */
+#include "udp_sock.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct udp_held {
+    struct udp_held *next;
+    uint64_t due;
+    struct sockaddr_in to;
+    size_t len;
+    uint8_t data[];
+};
+
+uint64_t udp_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void udp_log(const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "cor udp: %s\n", line);
+}
+
+static void set_buf(int fd, int force_opt, int opt, int bytes, const char *name)
+{
+    if (bytes <= 0)
+        return;
+    /* The FORCE variants pass rmem_max/wmem_max when privileged; fall back silently. */
+    if (setsockopt(fd, SOL_SOCKET, force_opt, &bytes, sizeof(bytes)) == 0)
+        return;
+    if (setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof(bytes)) != 0)
+        udp_log("setsockopt(%s, %d): %s", name, bytes, strerror(errno));
+}
+
+int udp_sock_open(struct udp_sock *s, const char *ip, int sndbuf, int rcvbuf)
+{
+    s->held_head = s->held_tail = NULL;
+    s->logged_error = 0;
+    s->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (s->fd < 0) {
+        int e = errno;
+        udp_log("socket(AF_INET, SOCK_DGRAM): %s", strerror(e));
+        return -e;
+    }
+    set_buf(s->fd, SO_SNDBUFFORCE, SO_SNDBUF, sndbuf, "SO_SNDBUF");
+    set_buf(s->fd, SO_RCVBUFFORCE, SO_RCVBUF, rcvbuf, "SO_RCVBUF");
+    memset(&s->local, 0, sizeof(s->local));
+    s->local.sin_family = AF_INET;
+    if (inet_pton(AF_INET, ip, &s->local.sin_addr) != 1) {
+        udp_log("bad bind address '%s'", ip);
+        close(s->fd);
+        s->fd = -1;
+        return -EINVAL;
+    }
+    socklen_t sl = sizeof(s->local);
+    if (bind(s->fd, (struct sockaddr *)&s->local, sizeof(s->local)) != 0 ||
+        getsockname(s->fd, (struct sockaddr *)&s->local, &sl) != 0) {
+        int e = errno;
+        udp_log("bind(%s:0): %s", ip, strerror(e));
+        close(s->fd);
+        s->fd = -1;
+        return -e;
+    }
+    return 0;
+}
+
+void udp_sock_close(struct udp_sock *s)
+{
+    while (s->held_head) {
+        struct udp_held *h = s->held_head;
+        s->held_head = h->next;
+        free(h);
+    }
+    s->held_tail = NULL;
+    if (s->fd >= 0)
+        close(s->fd);
+    s->fd = -1;
+}
+
+static int soft_error(int e) { return e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS || e == EINTR; }
+
+/* Raw batched send; returns messages accepted, counting hard-error losses as sent. */
+static int send_raw(struct udp_sock *s, struct mmsghdr *m, unsigned n)
+{
+    unsigned done = 0;
+    while (done < n) {
+        int r = sendmmsg(s->fd, m + done, n - done, MSG_DONTWAIT);
+        if (r > 0) {
+            done += (unsigned)r;
+            continue;
+        }
+        int e = r < 0 ? errno : EAGAIN;
+        if (soft_error(e))
+            break;
+        /* A hard error (unreachable network...) loses this datagram; retransmission and the
+         * dead-peer timeout deal with it. */
+        if (!s->logged_error) {
+            udp_log("sendmmsg: %s (datagram dropped, further errors not logged)", strerror(e));
+            s->logged_error = 1;
+        }
+        done++;
+    }
+    return (int)done;
+}
+
+static int hold(struct udp_sock *s, const struct msghdr *mh, uint64_t now)
+{
+    size_t len = 0;
+    for (size_t i = 0; i < mh->msg_iovlen; i++)
+        len += mh->msg_iov[i].iov_len;
+    struct udp_held *h = malloc(sizeof(*h) + len);
+    if (!h)
+        return -1;
+    h->next = NULL;
+    h->due = now + s->faults.delay_ns;
+    memcpy(&h->to, mh->msg_name, sizeof(h->to));
+    h->len = len;
+    size_t off = 0;
+    for (size_t i = 0; i < mh->msg_iovlen; i++) {
+        memcpy(h->data + off, mh->msg_iov[i].iov_base, mh->msg_iov[i].iov_len);
+        off += mh->msg_iov[i].iov_len;
+    }
+    if (s->held_tail)
+        s->held_tail->next = h;
+    else
+        s->held_head = h;
+    s->held_tail = h;
+    return 0;
+}
+
+int udp_sock_send(struct udp_sock *s, struct mmsghdr *m, unsigned n, uint64_t now)
+{
+    if (!s->faults.on)
+        return send_raw(s, m, n);
+    udp_sock_release(s, now);
+    for (unsigned i = 0; i < n; i++) {
+        switch (udp_faults_decide(&s->faults)) {
+        case UDP_FX_DROP:
+            break;
+        case UDP_FX_HOLD:
+            if (hold(s, &m[i].msg_hdr, now) == 0)
+                break;
+            /* could not hold it: send it now */
+            __attribute__((fallthrough));
+        case UDP_FX_SEND:
+            if (send_raw(s, &m[i], 1) == 0)
+                return (int)i;
+            break;
+        case UDP_FX_DUP:
+            if (send_raw(s, &m[i], 1) == 0)
+                return (int)i;
+            send_raw(s, &m[i], 1);
+            break;
+        }
+    }
+    return (int)n;
+}
+
+void udp_sock_release(struct udp_sock *s, uint64_t now)
+{
+    while (s->held_head && s->held_head->due <= now) {
+        struct udp_held *h = s->held_head;
+        struct iovec iov = {h->data, h->len};
+        struct mmsghdr m = {.msg_hdr = {.msg_name = &h->to,
+                                        .msg_namelen = sizeof(h->to),
+                                        .msg_iov = &iov,
+                                        .msg_iovlen = 1}};
+        if (send_raw(s, &m, 1) == 0)
+            return; /* socket full: try again later */
+        s->held_head = h->next;
+        if (!s->held_head)
+            s->held_tail = NULL;
+        free(h);
+    }
+}
+
+uint64_t udp_sock_held_due(const struct udp_sock *s) { return s->held_head ? s->held_head->due : 0; }
+
+int udp_sock_recv(struct udp_sock *s, struct mmsghdr *m, unsigned n)
+{
+    int r = recvmmsg(s->fd, m, n, MSG_DONTWAIT, NULL);
+    if (r >= 0)
+        return r;
+    int e = errno;
+    if (soft_error(e) || e == ECONNREFUSED)
+        return 0;
+    return -e;
+}

@@ -1,0 +1,57 @@
+/*
+ * Socket layer of CoRudpRoute: one non-blocking UDP socket per hard port, batched sends and
+ * receives (sendmmsg/recvmmsg), the fault injector (udp_fault.h) applied on send, and the
+ * choice of the local address. Sends are made under the port lock; receives only from
+ * progress(), which the core never runs twice at once on a port.
+ */
+#ifndef UDP_SOCK_H
+#define UDP_SOCK_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "udp_fault.h"
+
+struct udp_held; /* a datagram the injector holds back */
+
+struct udp_sock {
+    int fd;
+    struct sockaddr_in local;
+    struct udp_faults faults;
+    struct udp_held *held_head, *held_tail; /* FIFO, oldest due first; port lock */
+    int logged_error;                       /* hard send errors are logged once */
+};
+
+/* Opens a socket bound to ip (dotted quad) with a kernel-chosen port; 0 or -errno. */
+int udp_sock_open(struct udp_sock *s, const char *ip, int sndbuf, int rcvbuf);
+void udp_sock_close(struct udp_sock *s);
+/* Sends the first n messages (faults applied); returns how many the kernel accepted, counting
+ * datagrams lost to a hard error (logged) or to the injector as sent. Stops at EAGAIN. */
+int udp_sock_send(struct udp_sock *s, struct mmsghdr *m, unsigned n, uint64_t now);
+/* Sends held datagrams that are due. */
+void udp_sock_release(struct udp_sock *s, uint64_t now);
+/* When the oldest held datagram is due (ns), or 0 when none is held. */
+uint64_t udp_sock_held_due(const struct udp_sock *s);
+/* Receives up to n datagrams without blocking; returns the count (0 = none) or -errno. */
+int udp_sock_recv(struct udp_sock *s, struct mmsghdr *m, unsigned n);
+
+/* Address selection. hint: "loopback", "auto" or a dotted quad. Writes the IP to bind
+ * (ip[16]) and the largest datagram that needs no IP fragmentation on that interface
+ * (*dgram: MTU - 28, or UDP_DGRAM_MAX on loopback). Returns 0 or -1 (bad hint). */
+int udp_addr_pick(const char *hint, char *ip, uint32_t *dgram, int *loopback);
+/* Parses "a.b.c.d:port" strictly. 0 or -1. */
+int udp_addr_parse(const char *s, struct sockaddr_in *sa);
+/* Nonzero if the address belongs to this host (127/8 or a local interface). */
+int udp_addr_is_local(struct in_addr a);
+
+/* Monotonic clock in ns. */
+uint64_t udp_now(void);
+/* Logs a message prefixed "cor udp:" to stderr. */
+void udp_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif
