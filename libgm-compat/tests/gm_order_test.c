@@ -1,0 +1,201 @@
+/* Suite gm_order: 100,000 messages of mixed sizes (0 B .. 64 KiB, size
+ * classes 3..16) at both priorities, sent through the full token window:
+ * per priority every message arrives exactly once, in order, intact
+ * (gm-api.md section 1: order is kept for the same priority to the same
+ * port).  GMT_ORDER_COUNT overrides the count (sanitizer runs). */
+#include "gmt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_LEN = 65528, MIN_SIZE = 3, MAX_SIZE = 16, BUFS_PER_CLASS = 8 };
+
+static struct gmt_pair pr;
+static unsigned char pattern[MAX_LEN];
+
+/* Lengths: mostly small, some medium, a few large (as a real mix). */
+static uint32_t rng_state = 12345;
+static uint32_t rng(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 17;
+    rng_state ^= rng_state << 5;
+    return rng_state;
+}
+static size_t pick_len(void)
+{
+    uint32_t r = rng() % 100;
+    if (r < 5)
+        return rng() % 8; /* 0..7: below the header */
+    if (r < 60)
+        return 8 + rng() % 120;
+    if (r < 90)
+        return 128 + rng() % (4096 - 128);
+    return 4096 + rng() % (MAX_LEN - 4096 + 1);
+}
+
+/* Payload: 8-byte header (index, ~index) then pattern bytes 8..len. */
+static void make_payload(unsigned char *b, size_t len, uint32_t idx)
+{
+    unsigned char hdr[8];
+    uint32_t inv = ~idx;
+    memcpy(hdr, &idx, 4);
+    memcpy(hdr + 4, &inv, 4);
+    memcpy(b, hdr, len < 8 ? len : 8);
+    if (len > 8)
+        memcpy(b + 8, pattern + 8, len - 8);
+}
+static int payload_ok(const unsigned char *b, size_t len, uint32_t idx)
+{
+    unsigned char hdr[8];
+    uint32_t inv = ~idx;
+    memcpy(hdr, &idx, 4);
+    memcpy(hdr + 4, &inv, 4);
+    if (memcmp(b, hdr, len < 8 ? len : 8) != 0)
+        return 0;
+    return len <= 8 || memcmp(b + 8, pattern + 8, len - 8) == 0;
+}
+
+struct slot {
+    unsigned char *buf;
+    int busy;
+};
+static int cb_errors, cb_outside, cb_done;
+static void order_cb(struct gm_port *p, void *ctx, gm_status_t st)
+{
+    struct slot *s = ctx;
+    (void)p;
+    s->busy = 0;
+    cb_done++;
+    if (st != GM_SUCCESS)
+        cb_errors++;
+    if (!gmt_in_unknown)
+        cb_outside++;
+}
+
+static void test_order_mixed(void)
+{
+    unsigned long n = 100000;
+    const char *env = getenv("GMT_ORDER_COUNT");
+    if (env && atol(env) > 0)
+        n = (unsigned long)atol(env);
+    if (gmt_pair_open(&pr) != 0) {
+        GMT_TRUE_FATAL("open two ports", 0);
+        return;
+    }
+    gmt_fill(pattern, sizeof pattern, 7);
+    /* The whole sequence is fixed in advance so the receiver knows, per
+     * priority, which message must come next. */
+    size_t *len = malloc(n * sizeof *len);
+    unsigned char *prio = malloc(n);
+    uint32_t *order[2] = {malloc(n * sizeof(uint32_t)), malloc(n * sizeof(uint32_t))};
+    unsigned long count[2] = {0, 0}, cursor[2] = {0, 0};
+    GMT_TRUE_FATAL("malloc", len && prio && order[0] && order[1]);
+    for (unsigned long i = 0; i < n; i++) {
+        len[i] = pick_len();
+        prio[i] = (rng() & 3) == 0 ? GM_HIGH_PRIORITY : GM_LOW_PRIORITY;
+        order[prio[i]][count[prio[i]]++] = (uint32_t)i;
+    }
+
+    /* Receive buffers: BUFS_PER_CLASS for each (size, priority). */
+    unsigned nclass = (MAX_SIZE - MIN_SIZE + 1) * 2, nrbuf = nclass * BUFS_PER_CLASS;
+    GMT_TRUE_FATAL("enough receive tokens", nrbuf <= gm_num_receive_tokens(pr.b));
+    char **rbuf = calloc(nrbuf, sizeof *rbuf);
+    GMT_TRUE_FATAL("calloc", rbuf != NULL);
+    unsigned k = 0;
+    for (unsigned s = MIN_SIZE; s <= MAX_SIZE; s++)
+        for (unsigned p = 0; p < 2; p++)
+            for (unsigned j = 0; j < BUFS_PER_CLASS; j++) {
+                rbuf[k] = gm_dma_malloc(pr.b, gm_max_length_for_size(s));
+                GMT_TRUE_FATAL("gm_dma_malloc", rbuf[k] != NULL);
+                gm_provide_receive_buffer(pr.b, rbuf[k], s, p);
+                k++;
+            }
+    unsigned nslot = gm_num_send_tokens(pr.a);
+    struct slot *slots = calloc(nslot, sizeof *slots);
+    GMT_TRUE_FATAL("calloc", slots != NULL);
+    for (unsigned i = 0; i < nslot; i++) {
+        slots[i].buf = gm_dma_malloc(pr.a, MAX_LEN);
+        GMT_TRUE_FATAL("gm_dma_malloc", slots[i].buf != NULL);
+    }
+
+    cb_errors = cb_outside = cb_done = 0;
+    unsigned long sent = 0, recv = 0, bad_len = 0, bad_data = 0, bad_size = 0, extra = 0;
+    unsigned long first_bad = (unsigned long)-1;
+    uint64_t t0 = gmt_now_us(), deadline = t0 + 400u * 1000000u;
+    unsigned free_hint = 0;
+    while ((recv < n || (unsigned long)cb_done < sent) && gmt_now_us() < deadline) {
+        /* Send while a slot (= send token) is free. */
+        for (unsigned tries = 0; tries < nslot && sent < n; tries++) {
+            struct slot *s = &slots[free_hint];
+            free_hint = (free_hint + 1) % nslot;
+            if (s->busy)
+                continue;
+            s->busy = 1;
+            make_payload(s->buf, len[sent], (uint32_t)sent);
+            gm_send_with_callback(pr.a, s->buf, gm_min_size_for_length(len[sent]), len[sent],
+                                  prio[sent], pr.node_b, pr.port_b, order_cb, s);
+            sent++;
+        }
+        /* Drain what arrived; repost each buffer at once. */
+        for (int burst = 0; burst < 64; burst++) {
+            struct gmt_msg m;
+            if (gmt_poll_once(pr.b, &m) != 1)
+                break;
+            unsigned p = m.prio;
+            if (cursor[p] >= count[p]) {
+                extra++;
+            } else {
+                uint32_t idx = order[p][cursor[p]++];
+                if (m.length != len[idx])
+                    bad_len++;
+                else if (!payload_ok(m.data, m.length, idx))
+                    bad_data++;
+                if (m.size != gm_min_size_for_length(len[idx]))
+                    bad_size++;
+                if ((m.length != len[idx] || !payload_ok(m.data, m.length, idx)) &&
+                    first_bad == (unsigned long)-1)
+                    first_bad = idx;
+            }
+            gm_provide_receive_buffer(pr.b, m.buffer, m.size, p);
+            recv++;
+        }
+        gmt_poll_once(pr.a, NULL);
+    }
+    uint64_t el = gmt_now_us() - t0;
+    printf("\n  gm_order: %lu messages in %.2f s (%.0f msg/s)\n", recv, el / 1e6,
+           el ? recv * 1e6 / el : 0.0);
+    if (first_bad != (unsigned long)-1)
+        printf("  first message out of order or corrupt: index %lu\n", first_bad);
+    GMT_EQ("messages sent", sent, n);
+    GMT_EQ("messages received", recv, n);
+    GMT_EQ("low-priority messages received", cursor[0], count[0]);
+    GMT_EQ("high-priority messages received", cursor[1], count[1]);
+    GMT_EQ("messages with the wrong length for their place in the order", bad_len, 0);
+    GMT_EQ("messages with corrupt or misplaced payload", bad_data, 0);
+    GMT_EQ("messages in the wrong size class", bad_size, 0);
+    GMT_EQ("messages beyond those sent", extra, 0);
+    GMT_EQ("send callbacks", cb_done, sent);
+    GMT_EQ("send callbacks with an error", cb_errors, 0);
+    GMT_EQ("send callbacks outside gm_unknown", cb_outside, 0);
+    /* Nothing more may arrive. */
+    GMT_EQ("messages after the last one", gmt_drain(pr.b, pr.a, 50000), 0);
+
+    gmt_pair_close(&pr); /* releases provided buffers and dma memory */
+    free(rbuf);
+    free(slots);
+    free(len);
+    free(prio);
+    free(order[0]);
+    free(order[1]);
+}
+
+int main(void)
+{
+    static const struct gmt_test tests[] = {
+        {"100,000 mixed-size messages at two priorities, in order", test_order_mixed},
+        {NULL, NULL},
+    };
+    return gmt_run_suite("gm_order", tests);
+}

@@ -1,0 +1,269 @@
+/* Suite gm_rdma: directed sends (gm_directed_send_with_callback, gm_put) and
+ * gm_get into memory the target registered (gm_dma_malloc or
+ * gm_register_memory) after gm_allow_remote_memory_access; no event at the
+ * target; a put is ordered before a later send at the same priority
+ * (put-then-notify); puts without permission do not land (gm-api.md
+ * sections 1, 2, 5.6). */
+#include "gmt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct gmt_pair pr;
+
+static int open_pair(int allow)
+{
+    if (gmt_pair_open(&pr) != 0) {
+        GMT_TRUE_FATAL("open two ports in one process", 0);
+        return -1;
+    }
+    if (allow)
+        GMT_EQ("gm_allow_remote_memory_access", gm_allow_remote_memory_access(pr.b), GM_SUCCESS);
+    return 0;
+}
+
+static gm_remote_ptr_t rptr(const void *p)
+{
+    return (gm_remote_ptr_t)(uintptr_t)p;
+}
+
+typedef void (*put_fn)(struct gm_port *, void *, gm_remote_ptr_t, gm_size_t, enum gm_priority,
+                       unsigned, unsigned, gm_send_completion_callback_t, void *);
+
+static void put_and_check(put_fn put, const char *name, size_t len, unsigned prio)
+{
+    char *dst = gm_dma_malloc(pr.b, len + 128);
+    char *src = gm_dma_malloc(pr.a, len);
+    GMT_TRUE_FATAL("gm_dma_malloc", dst && src);
+    memset(dst, 0xee, len + 128);
+    gmt_fill(src, len, (uint32_t)len + prio);
+    struct gmt_send s = {0};
+    put(pr.a, src, rptr(dst + 64), len, (enum gm_priority)prio, pr.node_b, pr.port_b, gmt_send_cb,
+        &s);
+    /* Poll the target as well: a target-side library may need progress. */
+    unsigned events_at_target = 0;
+    uint64_t deadline = gmt_now_us() + GMT_WAIT_US;
+    while (s.calls == 0 && gmt_now_us() < deadline) {
+        gmt_poll_once(pr.a, NULL);
+        if (gmt_poll_once(pr.b, NULL) == 1)
+            events_at_target++;
+    }
+    char what[128];
+    snprintf(what, sizeof what, "%s %zu bytes prio %u: callback", name, len, prio);
+    GMT_EQ(what, s.calls, 1);
+    snprintf(what, sizeof what, "%s %zu bytes prio %u: status", name, len, prio);
+    GMT_EQ(what, s.status, GM_SUCCESS);
+    snprintf(what, sizeof what, "%s %zu bytes: callback inside gm_unknown", name, len);
+    GMT_EQ(what, s.outside_unknown, 0);
+    /* The callback may precede the landing by a little; allow a short
+     * settle with both ports polled. */
+    deadline = gmt_now_us() + 2000000;
+    while (gmt_check(dst + 64, len, (uint32_t)len + prio) != -1 && gmt_now_us() < deadline)
+        if (gmt_poll_once(pr.b, NULL) == 1)
+            events_at_target++;
+    snprintf(what, sizeof what, "%s %zu bytes: data landed (first bad byte, -1 = none)", name, len);
+    GMT_EQ(what, gmt_check(dst + 64, len, (uint32_t)len + prio), -1);
+    int guard_ok = 1;
+    for (int i = 0; i < 64; i++)
+        guard_ok &= (unsigned char)dst[i] == 0xee && (unsigned char)dst[64 + len + i] == 0xee;
+    snprintf(what, sizeof what, "%s %zu bytes: bytes around the target untouched", name, len);
+    GMT_TRUE(what, guard_ok);
+    events_at_target += gmt_drain(pr.b, NULL, 5000);
+    snprintf(what, sizeof what, "%s %zu bytes: no receive event at the target", name, len);
+    GMT_EQ(what, events_at_target, 0);
+    gm_dma_free(pr.b, dst);
+    gm_dma_free(pr.a, src);
+}
+
+static void test_directed_send(void)
+{
+    if (open_pair(1))
+        return;
+    static const size_t lens[] = {1, 64, 100, 4096, 65536, 1048576};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
+        for (unsigned prio = 0; prio < 2; prio++)
+            put_and_check(gm_directed_send_with_callback, "gm_directed_send_with_callback", lens[i],
+                          prio);
+    gmt_pair_close(&pr);
+}
+
+static void test_put(void)
+{
+    if (open_pair(1))
+        return;
+    static const size_t lens[] = {8, 4095, 262144};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
+        put_and_check(gm_put, "gm_put", lens[i], GM_LOW_PRIORITY);
+    gmt_pair_close(&pr);
+}
+
+/* gm_register_memory'd (not gm_dma_malloc'd) target memory. */
+static void test_put_registered_memory(void)
+{
+    if (open_pair(1))
+        return;
+    size_t len = 20000;
+    char *dst = malloc(len), *src = gm_dma_malloc(pr.a, len);
+    GMT_TRUE_FATAL("alloc", dst && src);
+    memset(dst, 0, len);
+    GMT_EQ("gm_register_memory", gm_register_memory(pr.b, dst, len), GM_SUCCESS);
+    gmt_fill(src, len, 99);
+    struct gmt_send s = {0};
+    gm_put(pr.a, src, rptr(dst), len, GM_LOW_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb, &s);
+    gmt_wait_sent(pr.a, pr.b, &s.calls, 1, GMT_WAIT_US);
+    GMT_EQ("put into registered memory: status", s.status, GM_SUCCESS);
+    uint64_t deadline = gmt_now_us() + 2000000;
+    while (gmt_check(dst, len, 99) != -1 && gmt_now_us() < deadline)
+        gmt_poll_once(pr.b, NULL);
+    GMT_EQ("put into registered memory: data (first bad byte)", gmt_check(dst, len, 99), -1);
+    GMT_EQ("gm_deregister_memory", gm_deregister_memory(pr.b, dst, len), GM_SUCCESS);
+    gm_dma_free(pr.a, src);
+    gmt_pair_close(&pr);
+    free(dst);
+}
+
+/* GASNet: high-priority put then, without waiting, a high-priority message;
+ * when the message arrives the put's data must be there. */
+static void test_put_then_notify(void)
+{
+    if (open_pair(1))
+        return;
+    enum { ROUNDS = 50 };
+    size_t len = 32768;
+    char *dst = gm_dma_malloc(pr.b, len);
+    char *src = gm_dma_malloc(pr.a, len);
+    char *note = gm_dma_malloc(pr.a, 8);
+    char *rbuf = gm_dma_malloc(pr.b, gm_max_length_for_size(4));
+    GMT_TRUE_FATAL("gm_dma_malloc", dst && src && note && rbuf);
+    gm_provide_receive_buffer(pr.b, rbuf, 4, GM_HIGH_PRIORITY);
+    int late = 0, got_all = 1;
+    for (int r = 0; r < ROUNDS; r++) {
+        gmt_fill(src, len, 1000 + (uint32_t)r);
+        struct gmt_send ps = {0}, ns = {0};
+        gm_put(pr.a, src, rptr(dst), len, GM_HIGH_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb, &ps);
+        memcpy(note, &r, sizeof r);
+        gm_send_with_callback(pr.a, note, 4, 4, GM_HIGH_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb,
+                              &ns);
+        struct gmt_msg m;
+        if (!gmt_wait_msg(pr.b, pr.a, &m, GMT_WAIT_US, NULL)) {
+            got_all = 0;
+            break;
+        }
+        /* Check before any further polling: the put must already be there. */
+        if (gmt_check(dst, len, 1000 + (uint32_t)r) != -1)
+            late++;
+        gm_provide_receive_buffer(pr.b, rbuf, 4, GM_HIGH_PRIORITY);
+        /* Both callbacks before src is rewritten. */
+        gmt_wait_sent(pr.a, pr.b, &ps.calls, 1, GMT_WAIT_US);
+        gmt_wait_sent(pr.a, pr.b, &ns.calls, 1, GMT_WAIT_US);
+        if (ps.status != GM_SUCCESS || ns.status != GM_SUCCESS || ps.calls != 1 || ns.calls != 1) {
+            GMT_TRUE("put and notify callbacks succeed once each", 0);
+            break;
+        }
+    }
+    GMT_TRUE("every notification arrived", got_all);
+    GMT_EQ("notifications that arrived before their put's data", late, 0);
+    gmt_pair_close(&pr);
+}
+
+static void test_get(void)
+{
+    if (open_pair(1))
+        return;
+    static const size_t lens[] = {1, 64, 5000, 1048576};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        size_t len = lens[i];
+        char *remote = gm_dma_malloc(pr.b, len);
+        char *local = gm_dma_malloc(pr.a, len + 128);
+        GMT_TRUE_FATAL("gm_dma_malloc", remote && local);
+        gmt_fill(remote, len, 500 + (uint32_t)i);
+        memset(local, 0xee, len + 128);
+        struct gmt_send s = {0};
+        gm_get(pr.a, rptr(remote), local + 64, len, GM_LOW_PRIORITY, pr.node_b, pr.port_b,
+               gmt_send_cb, &s);
+        unsigned ev = 0;
+        uint64_t deadline = gmt_now_us() + GMT_WAIT_US;
+        while (s.calls == 0 && gmt_now_us() < deadline) {
+            gmt_poll_once(pr.a, NULL);
+            if (gmt_poll_once(pr.b, NULL) == 1)
+                ev++;
+        }
+        char what[96];
+        snprintf(what, sizeof what, "gm_get %zu bytes: callback", len);
+        GMT_EQ(what, s.calls, 1);
+        snprintf(what, sizeof what, "gm_get %zu bytes: status", len);
+        GMT_EQ(what, s.status, GM_SUCCESS);
+        snprintf(what, sizeof what, "gm_get %zu bytes: data in place at callback (first bad)", len);
+        GMT_EQ(what, gmt_check(local + 64, len, 500 + (uint32_t)i), -1);
+        int guard_ok = 1;
+        for (int g = 0; g < 64; g++)
+            guard_ok &= (unsigned char)local[g] == 0xee && (unsigned char)local[64 + len + g] == 0xee;
+        snprintf(what, sizeof what, "gm_get %zu bytes: bytes around the local buffer untouched", len);
+        GMT_TRUE(what, guard_ok);
+        snprintf(what, sizeof what, "gm_get %zu bytes: no receive event at the target", len);
+        GMT_EQ(what, ev, 0);
+        gm_dma_free(pr.b, remote);
+        gm_dma_free(pr.a, local);
+    }
+    gmt_pair_close(&pr);
+}
+
+/* Without gm_allow_remote_memory_access, or outside registered memory, a put
+ * must not land; its callback reports an error, in bounded time. */
+static void expect_put_refused(const char *what, char *dst, size_t len, int poll_b)
+{
+    char *src = gm_dma_malloc(pr.a, len);
+    GMT_TRUE_FATAL("gm_dma_malloc", src != NULL);
+    memset(dst, 0x11, len);
+    memset(src, 0x22, len);
+    struct gmt_send s = {0};
+    gm_put(pr.a, src, rptr(dst), len, GM_LOW_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb, &s);
+    gmt_wait_sent(pr.a, poll_b ? pr.b : NULL, &s.calls, 1, GMT_WAIT_US);
+    gmt_drain(pr.a, pr.b, 50000);
+    char w[160];
+    snprintf(w, sizeof w, "%s: callback ran once", what);
+    GMT_EQ(w, s.calls, 1);
+    snprintf(w, sizeof w, "%s: status is an error (got %d)", what, (int)s.status);
+    GMT_TRUE(w, s.status != GM_SUCCESS);
+    int untouched = 1;
+    for (size_t i = 0; i < len; i++)
+        untouched &= (unsigned char)dst[i] == 0x11;
+    snprintf(w, sizeof w, "%s: target memory untouched", what);
+    GMT_TRUE(w, untouched);
+    gm_dma_free(pr.a, src);
+}
+
+static void test_put_refused(void)
+{
+    if (open_pair(0))
+        return;
+    char *dst = gm_dma_malloc(pr.b, 4096);
+    GMT_TRUE_FATAL("gm_dma_malloc", dst != NULL);
+    expect_put_refused("put without gm_allow_remote_memory_access", dst, 4096, 1);
+    GMT_EQ("gm_allow_remote_memory_access", gm_allow_remote_memory_access(pr.b), GM_SUCCESS);
+    /* After an error GM wants gm_resume_sending before the next send. */
+    struct gmt_send r = {0};
+    gm_resume_sending(pr.a, GM_LOW_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb, &r);
+    gmt_wait_sent(pr.a, pr.b, &r.calls, 1, GMT_WAIT_US);
+    char *plain = malloc(4096); /* never registered */
+    GMT_TRUE_FATAL("malloc", plain != NULL);
+    expect_put_refused("put into unregistered memory", plain, 4096, 1);
+    gm_dma_free(pr.b, dst);
+    gmt_pair_close(&pr);
+    free(plain);
+}
+
+int main(void)
+{
+    static const struct gmt_test tests[] = {
+        {"directed send, 1 B .. 1 MiB, both priorities", test_directed_send},
+        {"gm_put", test_put},
+        {"put into gm_register_memory memory", test_put_registered_memory},
+        {"put then notify: data lands before the message", test_put_then_notify},
+        {"gm_get, 1 B .. 1 MiB", test_get},
+        {"puts without permission or registration are refused", test_put_refused},
+        {NULL, NULL},
+    };
+    return gmt_run_suite("gm_rdma", tests);
+}

@@ -1,0 +1,264 @@
+/* Suite gm_sizes: receive buffers match exactly on (size, priority); a
+ * message waits until a matching buffer is provided; event fields; tags;
+ * acceptable-size masks (gm-api.md sections 1-3). */
+#include "gmt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct gmt_pair pr;
+
+static int open_pair(void)
+{
+    if (gmt_pair_open(&pr) != 0) {
+        GMT_TRUE_FATAL("open two ports in one process", 0);
+        return -1;
+    }
+    return 0;
+}
+
+/* Check a received message against what was sent. */
+static void check_msg(const char *what, const struct gmt_msg *m, unsigned size, unsigned prio,
+                      size_t len, uint32_t seed, const void *posted, unsigned tag)
+{
+    char w[160];
+    snprintf(w, sizeof w, "%s: length", what);
+    GMT_EQ(w, m->length, len);
+    snprintf(w, sizeof w, "%s: size", what);
+    GMT_EQ(w, m->size, size);
+    snprintf(w, sizeof w, "%s: priority from event type %u", what, m->type);
+    GMT_EQ(w, m->prio, prio);
+    snprintf(w, sizeof w, "%s: tag", what);
+    GMT_EQ(w, m->tag, tag);
+    snprintf(w, sizeof w, "%s: sender node", what);
+    GMT_EQ(w, m->sender_node, pr.node_a);
+    snprintf(w, sizeof w, "%s: sender port", what);
+    GMT_EQ(w, m->sender_port, pr.port_a);
+    snprintf(w, sizeof w, "%s: buffer is the one provided", what);
+    GMT_TRUE(w, m->buffer == posted);
+    snprintf(w, sizeof w, "%s: not a PEER event (port ids differ)", what);
+    GMT_TRUE(w, m->type != GM_PEER_RECV_EVENT && m->type != GM_HIGH_PEER_RECV_EVENT &&
+                    m->type != GM_FAST_PEER_RECV_EVENT && m->type != GM_FAST_HIGH_PEER_RECV_EVENT);
+    if (!gmt_is_fast_type(m->type)) {
+        snprintf(w, sizeof w, "%s: non-FAST event has message == buffer", what);
+        GMT_TRUE(w, m->data == m->buffer);
+    }
+    if (m->data && m->length == len) {
+        snprintf(w, sizeof w, "%s: payload intact (first bad byte, -1 = none)", what);
+        GMT_EQ(w, gmt_check(m->data, len, seed), -1);
+    }
+}
+
+/* Every size class 3..21, both priorities, shortest and longest length. */
+static void test_all_sizes_both_priorities(void)
+{
+    if (open_pair())
+        return;
+    for (unsigned size = 3; size <= 21; size++) {
+        gm_size_t maxlen = gm_max_length_for_size(size);
+        gm_size_t lens[2] = {size == 3 ? 0 : gm_max_length_for_size(size - 1) + 1, maxlen};
+        for (unsigned prio = 0; prio < 2; prio++) {
+            for (int k = 0; k < 2; k++) {
+                size_t len = lens[k];
+                uint32_t seed = size * 100 + prio * 10 + (unsigned)k;
+                char *rbuf = gm_dma_malloc(pr.b, maxlen ? maxlen : 8);
+                char *sbuf = gm_dma_malloc(pr.a, len ? len : 8);
+                GMT_TRUE_FATAL("gm_dma_malloc", rbuf && sbuf);
+                gmt_fill(sbuf, len, seed);
+                gm_provide_receive_buffer(pr.b, rbuf, size, prio);
+                struct gmt_send s = {0};
+                gm_send_with_callback(pr.a, sbuf, size, len, prio, pr.node_b, pr.port_b,
+                                      gmt_send_cb, &s);
+                struct gmt_msg m;
+                char what[96];
+                snprintf(what, sizeof what, "size %u prio %u len %zu", size, prio, len);
+                int got = gmt_wait_msg(pr.b, pr.a, &m, GMT_WAIT_US, NULL);
+                GMT_TRUE(what, got);
+                if (got)
+                    check_msg(what, &m, size, prio, len, seed, rbuf, 0);
+                GMT_TRUE("send callback ran", gmt_wait_sent(pr.a, pr.b, &s.calls, 1, GMT_WAIT_US));
+                GMT_EQ("send status", s.status, GM_SUCCESS);
+                GMT_EQ("send callback ran once", s.calls, 1);
+                gm_dma_free(pr.b, rbuf);
+                gm_dma_free(pr.a, sbuf);
+                if (!got)
+                    goto out;
+            }
+        }
+    }
+out:
+    gmt_pair_close(&pr);
+}
+
+/* A message is never delivered into a buffer of another size or priority;
+ * it waits until the matching buffer is provided. */
+static void test_exact_match_and_wait(void)
+{
+    if (open_pair())
+        return;
+    const unsigned size = 10;
+    const size_t len = 600;
+    char *wrong_size_lo = gm_dma_malloc(pr.b, gm_max_length_for_size(size + 1));
+    char *wrong_size_hi = gm_dma_malloc(pr.b, gm_max_length_for_size(size + 1));
+    char *smaller_lo = gm_dma_malloc(pr.b, gm_max_length_for_size(size));
+    char *wrong_prio = gm_dma_malloc(pr.b, gm_max_length_for_size(size));
+    char *right = gm_dma_malloc(pr.b, gm_max_length_for_size(size));
+    char *sbuf = gm_dma_malloc(pr.a, len);
+    GMT_TRUE_FATAL("gm_dma_malloc", wrong_size_lo && wrong_size_hi && smaller_lo && wrong_prio &&
+                                        right && sbuf);
+    gmt_fill(sbuf, len, 42);
+
+    /* Bigger size class, both priorities; same size class at high priority. */
+    gm_provide_receive_buffer(pr.b, wrong_size_lo, size + 1, GM_LOW_PRIORITY);
+    gm_provide_receive_buffer(pr.b, wrong_size_hi, size + 1, GM_HIGH_PRIORITY);
+    gm_provide_receive_buffer(pr.b, wrong_prio, size, GM_HIGH_PRIORITY);
+    gm_provide_receive_buffer(pr.b, smaller_lo, size - 1, GM_LOW_PRIORITY);
+    struct gmt_send s = {0};
+    gm_send_with_callback(pr.a, sbuf, size, len, GM_LOW_PRIORITY, pr.node_b, pr.port_b,
+                          gmt_send_cb, &s);
+    unsigned early = gmt_drain(pr.b, pr.a, 300000);
+    GMT_EQ("no delivery into a buffer of another size or priority", early, 0);
+    GMT_EQ("no send callback before the message is received", s.calls, 0);
+
+    gm_provide_receive_buffer_with_tag(pr.b, right, size, GM_LOW_PRIORITY, 201);
+    struct gmt_msg m;
+    int got = gmt_wait_msg(pr.b, pr.a, &m, GMT_WAIT_US, NULL);
+    GMT_TRUE("delivered once the matching buffer is provided", got);
+    if (got)
+        check_msg("waiting message", &m, size, GM_LOW_PRIORITY, len, 42, right, 201);
+    GMT_TRUE("send callback ran", gmt_wait_sent(pr.a, pr.b, &s.calls, 1, GMT_WAIT_US));
+    GMT_EQ("send status", s.status, GM_SUCCESS);
+
+    /* The other buffers are still there and still match exactly. */
+    gmt_fill(sbuf, len, 43);
+    struct gmt_send s2 = {0};
+    gm_send_with_callback(pr.a, sbuf, size, len, GM_HIGH_PRIORITY, pr.node_b, pr.port_b,
+                          gmt_send_cb, &s2);
+    got = gmt_wait_msg(pr.b, pr.a, &m, GMT_WAIT_US, NULL);
+    GMT_TRUE("high-priority message uses the high-priority buffer", got);
+    if (got)
+        check_msg("high priority", &m, size, GM_HIGH_PRIORITY, len, 43, wrong_prio, 0);
+    GMT_TRUE("send callback ran", gmt_wait_sent(pr.a, pr.b, &s2.calls, 1, GMT_WAIT_US));
+    GMT_EQ("event priority is HIGH", m.prio, GM_HIGH_PRIORITY);
+
+    /* Use up the remaining buffers so they can be freed: each still matches
+     * only its own (size, priority). */
+    static const struct { unsigned size, prio; } rest[] = {
+        {size + 1, GM_LOW_PRIORITY}, {size + 1, GM_HIGH_PRIORITY}, {size - 1, GM_LOW_PRIORITY}};
+    char *const rest_buf[] = {wrong_size_lo, wrong_size_hi, smaller_lo};
+    for (int i = 0; i < 3; i++) {
+        struct gmt_send s3 = {0};
+        size_t l = gm_max_length_for_size(rest[i].size) < len ? gm_max_length_for_size(rest[i].size)
+                                                               : len;
+        gmt_fill(sbuf, l, 50 + (uint32_t)i);
+        gm_send_with_callback(pr.a, sbuf, rest[i].size, l, rest[i].prio, pr.node_b, pr.port_b,
+                              gmt_send_cb, &s3);
+        got = gmt_wait_msg(pr.b, pr.a, &m, GMT_WAIT_US, NULL);
+        GMT_TRUE("message for a remaining buffer delivered", got);
+        if (got)
+            check_msg("remaining buffer", &m, rest[i].size, rest[i].prio, l, 50 + (uint32_t)i,
+                      rest_buf[i], 0);
+        GMT_TRUE("send callback ran", gmt_wait_sent(pr.a, pr.b, &s3.calls, 1, GMT_WAIT_US));
+    }
+    gm_dma_free(pr.b, wrong_size_lo);
+    gm_dma_free(pr.b, wrong_size_hi);
+    gm_dma_free(pr.b, smaller_lo);
+    gm_dma_free(pr.b, wrong_prio);
+    gm_dma_free(pr.b, right);
+    gm_dma_free(pr.a, sbuf);
+    gmt_pair_close(&pr);
+}
+
+/* Tags 0..255 come back in the event, one per buffer. */
+static void test_tags(void)
+{
+    if (open_pair())
+        return;
+    enum { N = 8 };
+    static const unsigned tags[N] = {0, 1, 7, 100, 128, 200, 254, 255};
+    char *bufs[N];
+    char *sbuf = gm_dma_malloc(pr.a, 16);
+    GMT_TRUE_FATAL("gm_dma_malloc", sbuf != NULL);
+    for (int i = 0; i < N; i++) {
+        bufs[i] = gm_dma_malloc(pr.b, gm_max_length_for_size(5));
+        GMT_TRUE_FATAL("gm_dma_malloc", bufs[i] != NULL);
+        gm_provide_receive_buffer_with_tag(pr.b, bufs[i], 5, GM_LOW_PRIORITY, tags[i]);
+    }
+    int seen[N] = {0};
+    struct gmt_send s = {0};
+    for (int i = 0; i < N; i++) {
+        gm_send_with_callback(pr.a, sbuf, 5, 16, GM_LOW_PRIORITY, pr.node_b, pr.port_b,
+                              gmt_send_cb, &s);
+        struct gmt_msg m;
+        if (!gmt_wait_msg(pr.b, pr.a, &m, GMT_WAIT_US, NULL)) {
+            GMT_TRUE("message with a tagged buffer arrives", 0);
+            break;
+        }
+        int found = 0;
+        for (int j = 0; j < N; j++)
+            if (m.buffer == bufs[j]) {
+                char w[80];
+                snprintf(w, sizeof w, "tag of buffer %d", j);
+                GMT_EQ(w, m.tag, tags[j]);
+                seen[j]++;
+                found = 1;
+            }
+        GMT_TRUE("event buffer is one of the provided buffers", found);
+    }
+    for (int j = 0; j < N; j++)
+        GMT_EQ("each tagged buffer used once", seen[j], 1);
+    gmt_wait_sent(pr.a, pr.b, &s.calls, N, GMT_WAIT_US);
+    GMT_EQ("send callbacks", s.calls, N);
+    gmt_pair_close(&pr);
+}
+
+/* gm_set_acceptable_sizes: a size outside the mask makes the send fail with
+ * GM_SEND_REJECTED; sizes inside still work. */
+static void test_acceptable_sizes(void)
+{
+    if (open_pair())
+        return;
+    GMT_EQ("gm_set_acceptable_sizes(low, 1<<6)",
+           gm_set_acceptable_sizes(pr.b, GM_LOW_PRIORITY, (gm_size_t)1 << 6), GM_SUCCESS);
+    char *sbuf = gm_dma_malloc(pr.a, 64);
+    char *r6 = gm_dma_malloc(pr.b, gm_max_length_for_size(6));
+    char *r7 = gm_dma_malloc(pr.b, gm_max_length_for_size(7));
+    GMT_TRUE_FATAL("gm_dma_malloc", sbuf && r6 && r7);
+    gm_provide_receive_buffer(pr.b, r7, 7, GM_LOW_PRIORITY);
+    gm_provide_receive_buffer(pr.b, r6, 6, GM_LOW_PRIORITY);
+    struct gmt_send rej = {0}, ok = {0};
+    gm_send_with_callback(pr.a, sbuf, 7, 60, GM_LOW_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb,
+                          &rej);
+    int done = gmt_wait_sent(pr.a, pr.b, &rej.calls, 1, GMT_WAIT_US);
+    GMT_TRUE("send of an unacceptable size completes", done);
+    GMT_EQ("send of an unacceptable size: status", rej.status, GM_SEND_REJECTED);
+    GMT_EQ("rejected callback ran inside gm_unknown", rej.outside_unknown, 0);
+    /* After an error GM disables the target until resume; resume then send. */
+    struct gmt_send res = {0};
+    gm_resume_sending(pr.a, GM_LOW_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb, &res);
+    gmt_wait_sent(pr.a, pr.b, &res.calls, 1, GMT_WAIT_US);
+    GMT_EQ("gm_resume_sending callback status", res.status, GM_SUCCESS);
+    gm_send_with_callback(pr.a, sbuf, 6, 30, GM_LOW_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb,
+                          &ok);
+    struct gmt_msg m;
+    int got = gmt_wait_msg(pr.b, pr.a, &m, GMT_WAIT_US, NULL);
+    GMT_TRUE("acceptable size still delivered", got);
+    if (got)
+        GMT_EQ("delivered size", m.size, 6);
+    gmt_wait_sent(pr.a, pr.b, &ok.calls, 1, GMT_WAIT_US);
+    GMT_EQ("acceptable send status", ok.status, GM_SUCCESS);
+    gmt_pair_close(&pr);
+}
+
+int main(void)
+{
+    static const struct gmt_test tests[] = {
+        {"every size class 3..21 at both priorities", test_all_sizes_both_priorities},
+        {"exact (size, priority) match; waits for a buffer", test_exact_match_and_wait},
+        {"tags come back in the event", test_tags},
+        {"acceptable sizes reject other sizes", test_acceptable_sizes},
+        {NULL, NULL},
+    };
+    return gmt_run_suite("gm_sizes", tests);
+}
