@@ -1,0 +1,268 @@
+/* config.c - the node map and environment knobs (see README.md). */
+#include "gm_internal.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct gmx_config gmx_cfg;
+
+const struct gmx_node *gmx_node_find(unsigned id)
+{
+    for (unsigned i = 0; i < gmx_cfg.num_nodes; i++)
+        if (gmx_cfg.nodes[i].id == id)
+            return &gmx_cfg.nodes[i];
+    return NULL;
+}
+
+/* Accepts "host" and GM's "host:board" form (board 0 only). */
+const struct gmx_node *gmx_node_by_name(const char *name)
+{
+    if (!name)
+        return NULL;
+    size_t n = strnlen(name, GM_MAX_HOST_NAME_LEN + 1);
+    const char *colon = memchr(name, ':', n);
+    if (colon) {
+        if (strcmp(colon, ":0") != 0)
+            return NULL;
+        n = (size_t)(colon - name);
+    }
+    for (unsigned i = 0; i < gmx_cfg.num_nodes; i++) {
+        const char *h = gmx_cfg.nodes[i].host;
+        if (strlen(h) == n && strncmp(h, name, n) == 0)
+            return &gmx_cfg.nodes[i];
+    }
+    return NULL;
+}
+
+static int parse_uint(const char *s, unsigned long max, unsigned long *out)
+{
+    char *end;
+    if (!s || !isdigit((unsigned char)*s))
+        return -1;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || *end || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* One entry: "<id> <host> [<ipv4>[:<port_base>]]"; where names the source. */
+static int parse_entry(char *line, const char *where, unsigned lineno)
+{
+    char *save = NULL;
+    char *id_s = strtok_r(line, " \t\r\n", &save);
+    if (!id_s)
+        return 0; /* blank */
+    char *host = strtok_r(NULL, " \t\r\n", &save);
+    char *addr = strtok_r(NULL, " \t\r\n", &save);
+    char *extra = strtok_r(NULL, " \t\r\n", &save);
+    unsigned long id, base = 0;
+    if (parse_uint(id_s, GMX_MAX_NODE_ID, &id) || id == 0 || !host || extra) {
+        fprintf(stderr, "libgm: %s:%u: expected '<node_id 1..65535> <host> "
+                        "[<ipv4>[:<port_base>]]'\n", where, lineno);
+        return -1;
+    }
+    if (strlen(host) >= GM_MAX_HOST_NAME_LEN || strchr(host, ':')) {
+        fprintf(stderr, "libgm: %s:%u: bad host name '%s' (max %d chars, no ':')\n",
+                where, lineno, host, GM_MAX_HOST_NAME_LEN - 1);
+        return -1;
+    }
+    if (gmx_node_find((unsigned)id)) {
+        fprintf(stderr, "libgm: %s:%u: node id %lu listed twice\n", where, lineno, id);
+        return -1;
+    }
+    struct gmx_node node = {.id = (unsigned)id};
+    strcpy(node.host, host);
+    if (addr) {
+        char *colon = strchr(addr, ':');
+        if (colon) {
+            *colon = '\0';
+            if (parse_uint(colon + 1, 65535 - GMX_NUM_PORTS, &base) || base == 0) {
+                fprintf(stderr, "libgm: %s:%u: bad port base '%s'\n", where, lineno,
+                        colon + 1);
+                return -1;
+            }
+        }
+        struct in_addr in;
+        if (inet_pton(AF_INET, addr, &in) != 1) {
+            fprintf(stderr, "libgm: %s:%u: bad IPv4 address '%s'\n", where, lineno, addr);
+            return -1;
+        }
+        node.has_addr = 1;
+        node.ipv4 = in.s_addr;
+    }
+    node.port_base = (unsigned)base;
+    struct gmx_node *grown =
+        realloc(gmx_cfg.nodes, (gmx_cfg.num_nodes + 1) * sizeof *grown);
+    if (!grown) {
+        fprintf(stderr, "libgm: out of memory reading the node map\n");
+        return -1;
+    }
+    gmx_cfg.nodes = grown;
+    gmx_cfg.nodes[gmx_cfg.num_nodes++] = node;
+    if (id > gmx_cfg.max_node_id)
+        gmx_cfg.max_node_id = (unsigned)id;
+    return 0;
+}
+
+static int parse_text(char *text, const char *seps, const char *where)
+{
+    unsigned lineno = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(text, seps, &save); line;
+         line = strtok_r(NULL, seps, &save)) {
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        if (parse_entry(line, where, lineno))
+            return -1;
+    }
+    return 0;
+}
+
+static int load_map(void)
+{
+    const char *path = getenv("GM_NODE_MAP");
+    const char *inl = getenv("GM_NODES");
+    if (path && *path) {
+        FILE *f = fopen(path, "r");
+        if (!f) {
+            fprintf(stderr, "libgm: GM_NODE_MAP=%s: %s\n", path, strerror(errno));
+            return -1;
+        }
+        char line[512];
+        unsigned lineno = 0;
+        int rc = 0;
+        while (rc == 0 && fgets(line, sizeof line, f)) {
+            lineno++;
+            if (!strchr(line, '\n') && !feof(f)) {
+                fprintf(stderr, "libgm: %s:%u: line too long\n", path, lineno);
+                rc = -1;
+                break;
+            }
+            char *hash = strchr(line, '#');
+            if (hash)
+                *hash = '\0';
+            rc = parse_entry(line, path, lineno);
+        }
+        fclose(f);
+        return rc;
+    }
+    if (inl && *inl) {
+        char *copy = strdup(inl);
+        if (!copy)
+            return -1;
+        int rc = parse_text(copy, ";\n", "GM_NODES");
+        free(copy);
+        return rc;
+    }
+    return 0;
+}
+
+static void own_host_name(char *buf, size_t len)
+{
+    const char *env = getenv("GM_HOST_NAME");
+    if (env && *env) {
+        snprintf(buf, len, "%s", env);
+        return;
+    }
+    if (gethostname(buf, len) != 0)
+        snprintf(buf, len, "localhost");
+    buf[len - 1] = '\0';
+    char *colon = strchr(buf, ':');
+    if (colon)
+        *colon = '\0';
+}
+
+static unsigned env_uint(const char *name, unsigned def, unsigned long max)
+{
+    const char *s = getenv(name);
+    unsigned long v;
+    if (!s || !*s)
+        return def;
+    if (parse_uint(s, max, &v)) {
+        fprintf(stderr, "libgm: ignoring %s=%s (not a number <= %lu)\n", name, s, max);
+        return def;
+    }
+    return (unsigned)v;
+}
+
+int gmx_config_load(void)
+{
+    memset(&gmx_cfg, 0, sizeof gmx_cfg);
+    gmx_cfg.verbose = (int)env_uint("GM_VERBOSE", 0, 10);
+    if (load_map())
+        goto fail;
+
+    char host[GM_MAX_HOST_NAME_LEN];
+    own_host_name(host, sizeof host);
+    if (gmx_cfg.num_nodes == 0) {
+        char line[GM_MAX_HOST_NAME_LEN + 8];
+        snprintf(line, sizeof line, "1 %s", host);
+        if (parse_entry(line, "default node map", 1))
+            goto fail;
+    }
+
+    const char *id_s = getenv("GM_NODE_ID");
+    if (id_s && *id_s) {
+        unsigned long id;
+        if (parse_uint(id_s, GMX_MAX_NODE_ID, &id) || !gmx_node_find((unsigned)id)) {
+            fprintf(stderr, "libgm: GM_NODE_ID=%s is not a node of the node map\n", id_s);
+            goto fail;
+        }
+        gmx_cfg.self = (unsigned)id;
+    } else {
+        const struct gmx_node *me = gmx_node_by_name(host);
+        if (!me && gmx_cfg.num_nodes == 1)
+            me = &gmx_cfg.nodes[0];
+        if (!me) {
+            fprintf(stderr, "libgm: host '%s' is not in the node map; set GM_NODE_ID "
+                            "or GM_HOST_NAME\n", host);
+            goto fail;
+        }
+        gmx_cfg.self = me->id;
+    }
+
+    unsigned base = env_uint("GM_PORT_BASE", 27000, 65535 - GMX_NUM_PORTS);
+    int any_addr = 0;
+    for (unsigned i = 0; i < gmx_cfg.num_nodes; i++) {
+        if (gmx_cfg.nodes[i].port_base == 0)
+            gmx_cfg.nodes[i].port_base = base;
+        any_addr |= gmx_cfg.nodes[i].has_addr;
+    }
+
+    const char *prov = getenv("GM_PROVIDER");
+    snprintf(gmx_cfg.provider, sizeof gmx_cfg.provider, "%s",
+             prov && *prov ? prov : any_addr ? "tcp;ofi_rxm" : "shm");
+    const char *ns = getenv("GM_SHM_NAMESPACE");
+    if (ns && *ns) {
+        if (strlen(ns) > 40 || strpbrk(ns, "/: ")) {
+            fprintf(stderr, "libgm: GM_SHM_NAMESPACE must be <= 40 chars without '/', ':' "
+                            "or spaces\n");
+            goto fail;
+        }
+        snprintf(gmx_cfg.shm_ns, sizeof gmx_cfg.shm_ns, "%s", ns);
+    } else {
+        snprintf(gmx_cfg.shm_ns, sizeof gmx_cfg.shm_ns, "gm%u", (unsigned)getuid());
+    }
+    gmx_cfg.send_timeout_ms = env_uint("GM_SEND_TIMEOUT_MS", 1000, 3600000);
+    gmx_log("node %u of %u, provider %s, shm namespace %s\n", gmx_cfg.self,
+            gmx_cfg.num_nodes, gmx_cfg.provider, gmx_cfg.shm_ns);
+    return 0;
+fail:
+    gmx_config_free();
+    return -1;
+}
+
+void gmx_config_free(void)
+{
+    free(gmx_cfg.nodes);
+    gmx_cfg.nodes = NULL;
+    gmx_cfg.num_nodes = 0;
+}

@@ -1,0 +1,127 @@
+/* memory.c - "DMA-able" memory and registrations.  On libfabric nothing needs
+ * pinning for messages; the table says which memory other ports may put to
+ * or get from. */
+#include "gm_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int region_add(struct gm_port *p, uintptr_t base, size_t len, int dma)
+{
+    for (unsigned i = 0; i < p->nregions; i++) {
+        struct gmx_region *g = &p->regions[i];
+        if (g->base == base && g->len == len && g->dma == dma) {
+            g->refs++;
+            return 0;
+        }
+    }
+    if (p->nregions == p->regions_cap) {
+        unsigned cap = p->regions_cap ? p->regions_cap * 2 : 16;
+        struct gmx_region *grown = realloc(p->regions, cap * sizeof *grown);
+        if (!grown)
+            return -1;
+        p->regions = grown;
+        p->regions_cap = cap;
+    }
+    p->regions[p->nregions++] = (struct gmx_region){base, len, 1, dma};
+    return 0;
+}
+
+/* Drops one reference; for dma regions only base must match. */
+static int region_del(struct gm_port *p, uintptr_t base, size_t len, int dma)
+{
+    for (unsigned i = 0; i < p->nregions; i++) {
+        struct gmx_region *g = &p->regions[i];
+        if (g->base == base && g->dma == dma && (dma || g->len == len)) {
+            if (--g->refs == 0)
+                p->regions[i] = p->regions[--p->nregions];
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int gmx_region_covers(struct gm_port *p, uint64_t addr, uint64_t len)
+{
+    if (addr + len < addr)
+        return 0;
+    for (unsigned i = 0; i < p->nregions; i++) {
+        const struct gmx_region *g = &p->regions[i];
+        if (addr >= g->base && addr + len <= (uint64_t)g->base + g->len)
+            return 1;
+    }
+    return 0;
+}
+
+void gmx_regions_free(struct gm_port *p)
+{
+    for (unsigned i = 0; i < p->nregions; i++)
+        if (p->regions[i].dma)
+            free((void *)p->regions[i].base);
+    free(p->regions);
+    p->regions = NULL;
+    p->nregions = p->regions_cap = 0;
+}
+
+GMX_EXPORT void *gm_dma_malloc(struct gm_port *p, gm_size_t length)
+{
+    void *mem = NULL;
+    if (!p || length == 0 || length > (gm_size_t)1 << 46)
+        return NULL;
+    if (posix_memalign(&mem, GM_RDMA_GRANULARITY, length) != 0)
+        return NULL;
+    if (region_add(p, (uintptr_t)mem, length, 1) != 0) {
+        free(mem);
+        return NULL;
+    }
+    return mem;
+}
+
+GMX_EXPORT void *gm_dma_calloc(struct gm_port *p, gm_size_t count, gm_size_t length)
+{
+    if (count && length > ((gm_size_t)-1) / count)
+        return NULL;
+    void *mem = gm_dma_malloc(p, count * length);
+    if (mem)
+        memset(mem, 0, count * length);
+    return mem;
+}
+
+GMX_EXPORT void gm_dma_free(struct gm_port *p, void *addr)
+{
+    if (!p || !addr)
+        return;
+    if (region_del(p, (uintptr_t)addr, 0, 1) == 0)
+        free(addr);
+    else
+        fprintf(stderr, "libgm: gm_dma_free(%p): not from gm_dma_malloc; ignored\n", addr);
+}
+
+GMX_EXPORT gm_status_t gm_register_memory(struct gm_port *p, void *ptr, gm_size_t length)
+{
+    if (!p || !ptr || length == 0 || (uintptr_t)ptr + length < (uintptr_t)ptr)
+        return GM_INVALID_PARAMETER;
+    return region_add(p, (uintptr_t)ptr, length, 0) ? GM_OUT_OF_MEMORY : GM_SUCCESS;
+}
+
+GMX_EXPORT gm_status_t gm_register_memory_ex(struct gm_port *p, void *ptr, gm_size_t length,
+                                             void *pvma)
+{
+    (void)pvma;
+    return gm_register_memory(p, ptr, length);
+}
+
+GMX_EXPORT gm_status_t gm_deregister_memory(struct gm_port *p, void *ptr, gm_size_t length)
+{
+    if (!p || !ptr)
+        return GM_INVALID_PARAMETER;
+    return region_del(p, (uintptr_t)ptr, length, 0) ? GM_INVALID_PARAMETER : GM_SUCCESS;
+}
+
+GMX_EXPORT gm_status_t gm_allow_remote_memory_access(struct gm_port *p)
+{
+    if (!p)
+        return GM_INVALID_PARAMETER;
+    p->remote_access = 1;
+    return GM_SUCCESS;
+}

@@ -1,0 +1,82 @@
+/* pool.c - send and receive request records, from free lists that grow in
+ * chunks, so the hot path never calls malloc once warmed up. */
+#include "gm_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define GMX_CHUNK 64
+
+static void *chunk_new(struct gm_port *p, size_t size)
+{
+    if (p->nchunks == p->chunks_cap) {
+        unsigned cap = p->chunks_cap ? p->chunks_cap * 2 : 16;
+        void **grown = realloc(p->chunks, cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        p->chunks = grown;
+        p->chunks_cap = cap;
+    }
+    void *c = calloc(GMX_CHUNK, size);
+    if (c)
+        p->chunks[p->nchunks++] = c;
+    return c;
+}
+
+struct gmx_sreq *gmx_sreq_get(struct gm_port *p)
+{
+    if (!p->sfree) {
+        struct gmx_sreq *c = chunk_new(p, sizeof *c);
+        if (!c)
+            return NULL;
+        for (unsigned i = 0; i < GMX_CHUNK; i++) {
+            c[i].next = p->sfree;
+            p->sfree = &c[i];
+        }
+    }
+    struct gmx_sreq *s = p->sfree;
+    p->sfree = s->next;
+    memset(s, 0, sizeof *s);
+    return s;
+}
+
+void gmx_sreq_put(struct gm_port *p, struct gmx_sreq *s)
+{
+    s->next = p->sfree;
+    p->sfree = s;
+}
+
+struct gmx_rreq *gmx_rreq_get(struct gm_port *p)
+{
+    if (!p->rfree) {
+        struct gmx_rreq *c = chunk_new(p, sizeof *c);
+        if (!c)
+            return NULL;
+        for (unsigned i = 0; i < GMX_CHUNK; i++) {
+            c[i].next = p->rfree;
+            p->rfree = &c[i];
+        }
+    }
+    struct gmx_rreq *r = p->rfree;
+    p->rfree = r->next;
+    memset(r, 0, sizeof *r);
+    r->is_recv = 1;
+    return r;
+}
+
+void gmx_rreq_put(struct gm_port *p, struct gmx_rreq *r)
+{
+    r->next = p->rfree;
+    p->rfree = r;
+}
+
+void gmx_pool_free(struct gm_port *p)
+{
+    for (unsigned i = 0; i < p->nchunks; i++)
+        free(p->chunks[i]);
+    free(p->chunks);
+    p->chunks = NULL;
+    p->nchunks = p->chunks_cap = 0;
+    p->sfree = NULL;
+    p->rfree = NULL;
+}
