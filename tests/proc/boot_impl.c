@@ -1,0 +1,3 @@
+/* The bootstrap compiled into proc/boot_check on its own, without the rest of libcor, so
+ * that cor-run and the bootstrap protocol can be tested in isolation. */
+#include "bootstrap.c"

@@ -1,0 +1,320 @@
+/*
+ * peerdeath: the last domain (the victim) streams messages to the others until the test
+ * script kills it with SIGKILL. The survivors keep receives and large sends toward it
+ * pending; they must all complete (receives with COR_EPEERDEAD, sends with COR_OK or
+ * COR_EPEERDEAD) within a few seconds, the death callback must name the victim, new
+ * operations toward it must fail, and the survivors must still talk to each other. A survivor
+ * that passes exits with status 42 (so the script can tell it from any other ending).
+ *
+ *   peerdeath DIR [-t TASKS]
+ * Each domain writes DIR/pid.RANK (its pid) once the session is up.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cor/cor.h"
+
+#define PASS_STATUS 42
+#define NRECV 4
+#define NSEND 2
+#define BIG (256u << 10)
+#define STALL_S 15 /* no completion for this long = something hangs */
+
+static int rank, ndom, victim, ntasks = 4;
+static const char *dir;
+static _Atomic long ticks, failures;
+static atomic_int death_rank = -1, death_err, death_calls, finished;
+static _Atomic long first_err_ns, last_ok_ns;
+
+static long now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fail(const char *fmt, ...)
+{
+    atomic_fetch_add(&failures, 1);
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "peerdeath: domain %d: FAIL %s\n", rank, msg);
+}
+
+static void on_death(int r, int err, void *arg)
+{
+    atomic_store(&death_rank, r);
+    atomic_store(&death_err, err);
+    atomic_fetch_add(&death_calls, 1);
+}
+
+static void *watchdog(void *arg)
+{
+    long last = -1;
+    int idle = 0;
+    while (!atomic_load(&finished)) {
+        sleep(1);
+        long t = atomic_load(&ticks);
+        idle = t == last ? idle + 1 : 0;
+        last = t;
+        if (idle >= STALL_S) {
+            fprintf(stderr, "peerdeath: domain %d: FAIL nothing completed for %d s: operations "
+                            "toward the dead domain hang\n", rank, STALL_S);
+            _exit(1);
+        }
+    }
+    return arg;
+}
+
+/* The victim's tasks: stream small messages to task i of every survivor, absorb what comes. */
+static int victim_task(void *arg)
+{
+    unsigned index = (unsigned)(uintptr_t)arg;
+    long deadline = now_ns() + 120L * 1000000000L; /* the script kills us long before */
+    cor_req_t rr[NRECV] = {0};
+    void *rp[NRECV];
+    int seq = 0;
+    while (now_ns() < deadline) {
+        for (int i = 0; i < NRECV; i++)
+            if (rr[i] == COR_REQ_NULL)
+                cor_recvI(COR_ANY_SOURCE, COR_CTX_WORLD, COR_ANY_TAG, &rp[i], &rr[i]);
+        for (int r = 0; r < ndom; r++) {
+            if (r == victim)
+                continue;
+            char msg[64];
+            snprintf(msg, sizeof msg, "message %d from the victim", seq);
+            cor_send(cor_task_idp(r, index), COR_CTX_WORLD, seq, COR_BYTE, msg, sizeof msg);
+        }
+        seq++;
+        for (int i = 0; i < NRECV; i++) {
+            int done = 0;
+            cor_status_t st;
+            if (rr[i] != COR_REQ_NULL && cor_test(&rr[i], &done, &st) == COR_OK && done &&
+                rp[i])
+                cor_releaseBuffer(rp[i]);
+        }
+        usleep(500);
+    }
+    fprintf(stderr, "peerdeath: victim %d was not killed within 120 s\n", rank);
+    _exit(5);
+}
+
+/* A survivor's task: receives from and large sends to the victim's task of the same index. */
+static int survivor_task(void *arg)
+{
+    unsigned index = (unsigned)(uintptr_t)arg;
+    cor_idp_t peer = cor_task_idp(victim, index);
+    cor_req_t reqs[NRECV + NSEND] = {0};
+    void *rp[NRECV] = {0};
+    void *sbuf[NSEND];
+    long oks = 0, recv_dead = 0, send_done = 0;
+    int dead_seen = 0;
+    for (int i = 0; i < NSEND; i++) {
+        sbuf[i] = cor_getBuffer(COR_BYTE, BIG);
+        if (!sbuf[i]) {
+            fail("cor_getBuffer");
+            return 1;
+        }
+        memset(sbuf[i], 0x5a, BIG);
+    }
+    for (;;) {
+        if (!dead_seen) {
+            for (int i = 0; i < NRECV; i++)
+                if (reqs[i] == COR_REQ_NULL &&
+                    cor_recvI(peer, COR_CTX_WORLD, COR_ANY_TAG, &rp[i], &reqs[i]) != COR_OK)
+                    fail("recvI from the victim failed before its death");
+            for (int i = 0; i < NSEND; i++) {
+                int rc;
+                if (reqs[NRECV + i] == COR_REQ_NULL &&
+                    (rc = cor_sendI(peer, COR_CTX_WORLD, 7, sbuf[i], BIG,
+                                    &reqs[NRECV + i])) != COR_OK &&
+                    rc != COR_EPEERDEAD)
+                    fail("sendI to the victim: %s", cor_strerror(rc));
+            }
+        }
+        int pending = 0;
+        for (int i = 0; i < NRECV + NSEND; i++)
+            pending += reqs[i] != COR_REQ_NULL;
+        if (!pending)
+            break;
+        size_t idx;
+        cor_status_t st;
+        int rc = cor_waitany(NRECV + NSEND, reqs, &idx, &st);
+        atomic_fetch_add(&ticks, 1);
+        if (idx >= NRECV + NSEND) {
+            fail("waitany: index %zu, %s", idx, cor_strerror(rc));
+            return 1;
+        }
+        if (idx < NRECV) {
+            if (rc == COR_OK) {
+                if (dead_seen)
+                    ; /* matched before the death, completed after: fine */
+                oks++;
+                atomic_store(&last_ok_ns, now_ns());
+                if (rp[idx])
+                    cor_releaseBuffer(rp[idx]);
+                rp[idx] = NULL;
+            } else if (rc == COR_EPEERDEAD) {
+                recv_dead++;
+                long expect = 0;
+                atomic_compare_exchange_strong(&first_err_ns, &expect, now_ns());
+                dead_seen = 1;
+            } else {
+                fail("receive from the victim completed with %s, expected COR_OK or "
+                     "COR_EPEERDEAD", cor_strerror(rc));
+                dead_seen = 1;
+            }
+        } else {
+            send_done++;
+            if (rc == COR_EPEERDEAD) {
+                dead_seen = 1;
+                long expect = 0;
+                atomic_compare_exchange_strong(&first_err_ns, &expect, now_ns());
+            } else if (rc != COR_OK) {
+                fail("send to the victim completed with %s", cor_strerror(rc));
+            }
+        }
+    }
+    if (oks == 0)
+        fail("task %u received nothing from the victim before it died", index);
+    if (recv_dead == 0)
+        fail("task %u: no receive completed with COR_EPEERDEAD", index);
+    for (int i = 0; i < NSEND; i++)
+        cor_releaseBuffer(sbuf[i]);
+
+    /* After the death: new operations toward the victim fail, promptly. */
+    cor_req_t r = COR_REQ_NULL;
+    void *p = NULL;
+    int rc = cor_recvI(peer, COR_CTX_WORLD, COR_ANY_TAG, &p, &r);
+    if (rc == COR_OK)
+        rc = cor_wait(&r, NULL);
+    atomic_fetch_add(&ticks, 1);
+    if (rc != COR_EPEERDEAD)
+        fail("a receive from the dead victim returned %s, expected COR_EPEERDEAD",
+             cor_strerror(rc));
+    char one = 1;
+    rc = cor_send(peer, COR_CTX_WORLD, 1, COR_BYTE, &one, 1);
+    atomic_fetch_add(&ticks, 1);
+    if (rc != COR_EPEERDEAD)
+        fail("a send to the dead victim returned %s, expected COR_EPEERDEAD", cor_strerror(rc));
+    return 0;
+}
+
+static void write_pid(void)
+{
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/pid.%d", dir, rank);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fail("cannot write %s", tmp);
+        return;
+    }
+    fprintf(f, "%ld\n", (long)getpid());
+    fclose(f);
+    rename(tmp, path);
+}
+
+/* Survivors ping each other: the session goes on without the victim. */
+static void survivors_talk(void)
+{
+    int next = (rank + 1) % ndom, prev = (rank - 1 + ndom) % ndom;
+    if (next == victim)
+        next = (next + 1) % ndom;
+    if (prev == victim)
+        prev = (prev - 1 + ndom) % ndom;
+    if (next == rank)
+        return; /* the only survivor */
+    int v = rank, got = -1;
+    cor_req_t r;
+    int rc = cor_recvI_into(cor_task_idp(prev, 0), COR_CTX_WORLD, 99, COR_INT, &got, 1, &r);
+    if (rc == COR_OK)
+        rc = cor_send(cor_task_idp(next, 0), COR_CTX_WORLD, 99, COR_INT, &v, 1);
+    if (rc == COR_OK)
+        rc = cor_wait(&r, NULL);
+    atomic_fetch_add(&ticks, 1);
+    if (rc != COR_OK || got != prev)
+        fail("survivors' ring after the death: %s, got %d from domain %d", cor_strerror(rc), got,
+             prev);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: peerdeath DIR [-t TASKS]\n");
+        return 2;
+    }
+    dir = argv[1];
+    if (argc > 3 && strcmp(argv[2], "-t") == 0)
+        ntasks = atoi(argv[3]);
+    if (ntasks < 1 || ntasks > 64)
+        return 2;
+    int rc = cor_init(&argc, &argv);
+    if (rc != COR_OK) {
+        fprintf(stderr, "peerdeath: cor_init: %s\n", cor_strerror(rc));
+        return 1;
+    }
+    rank = cor_domain_rank();
+    ndom = cor_domain_count();
+    victim = ndom - 1;
+    if (ndom < 2) {
+        fprintf(stderr, "peerdeath: needs at least 2 domains\n");
+        return 2;
+    }
+    cor_domain_on_death(on_death, NULL);
+    cor_idp_t ids[64];
+    for (int i = 0; i < ntasks; i++) {
+        rc = cor_task_spawn("pd", rank == victim ? victim_task : survivor_task,
+                            (void *)(uintptr_t)(i + 1), &ids[i]);
+        if (rc != COR_OK) {
+            fail("spawn: %s", cor_strerror(rc));
+            return 1;
+        }
+    }
+    rc = cor_barrier();
+    if (rc != COR_OK)
+        fail("first barrier: %s", cor_strerror(rc));
+    write_pid();
+    if (rank == victim) {
+        for (int i = 0; i < ntasks; i++)
+            cor_task_join(ids[i], NULL);
+        return 5; /* not reached: the victim is killed */
+    }
+    pthread_t wd;
+    pthread_create(&wd, NULL, watchdog, NULL);
+    pthread_detach(wd);
+    for (int i = 0; i < ntasks; i++) {
+        int st = 0;
+        rc = cor_task_join(ids[i], &st);
+        if (rc != COR_OK || st != 0)
+            fail("task %d: join %s, status %d", i + 1, cor_strerror(rc), st);
+    }
+    survivors_talk();
+    for (int i = 0; i < 100 && atomic_load(&death_calls) == 0; i++)
+        usleep(10000);
+    if (atomic_load(&death_calls) != 1 || atomic_load(&death_rank) != victim)
+        fail("death callback: %d calls, last for domain %d; expected 1 call for domain %d",
+             atomic_load(&death_calls), atomic_load(&death_rank), victim);
+    long lag = atomic_load(&first_err_ns) - atomic_load(&last_ok_ns);
+    printf("peerdeath: domain %d: %s: pending operations toward domain %d failed %.3f s after "
+           "its last message arrived\n",
+           rank, atomic_load(&failures) ? "FAIL" : "PASS", victim, (double)lag / 1e9);
+    fflush(stdout);
+    atomic_store(&finished, 1);
+    alarm(20); /* cor_finalize with a dead domain must not hang either */
+    rc = cor_finalize();
+    if (rc != COR_OK && rc != COR_EPEERDEAD)
+        fail("cor_finalize: %s", cor_strerror(rc));
+    return atomic_load(&failures) ? 1 : PASS_STATUS;
+}
