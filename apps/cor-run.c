@@ -441,6 +441,21 @@ static void try_release(void)
 {
     for (;;) {
         unsigned next = g.released + 1;
+        int waiting = 0, gone = -1;
+        for (int r = 0; r < g.n; r++) {
+            if (g.dom[r].barrier >= next && !g.dom[r].finished)
+                waiting = 1;
+            else if (g.dom[r].barrier < next && g.dom[r].finished)
+                gone = r;
+        }
+        if (waiting && gone >= 0) {
+            /* A domain that finished will never enter: fail the barrier, do not hang it. */
+            for (int r = 0; r < g.n; r++)
+                if (g.dom[r].barrier >= next)
+                    conn_send_domain(r, "ERR barrier %u cannot complete: domain %d finished "
+                                        "without entering it\n", next, gone);
+            return;
+        }
         for (int r = 0; r < g.n; r++)
             if (g.dom[r].barrier < next)
                 return;
@@ -567,10 +582,13 @@ static int handle_line(int ci, char *line)
         return 0;
     }
     if (strcmp(w[0], "FINISH") == 0 && nw == 1) {
+        if (!d->published && !g.table_sent) /* the others' exchange cannot complete */
+            declare_dead(d->rank, "left the session before publishing its addresses");
         d->finished = 1;
         conn_printf(ci, "BYE\n");
         if (verbose)
             say("domain %d finished", d->rank);
+        try_release();
         return 0;
     }
     return -1;

@@ -266,7 +266,7 @@ static int handle_line(struct cor_boot *b, char *line)
     }
     if (strncmp(line, "ERR ", 4) == 0) {
         pthread_mutex_lock(&b->mu);
-        snprintf(b->err, sizeof b->err, "%s", line + 4);
+        snprintf(b->err, sizeof b->err, "%.200s", line + 4);
         pthread_cond_broadcast(&b->cv);
         pthread_mutex_unlock(&b->mu);
         boot_log(b, "cor-run says: %s", line + 4);
