@@ -1,0 +1,18 @@
+#!/bin/sh
+# The in-process CUnit suites again, over tcp;ofi_rxm on loopback (a one-node
+# map; gmt.c sets it up when GM_TEST_PROVIDER=tcp).  Ordering uses 20,000
+# messages here to keep the run short.
+. "$(dirname "$0")/gm-proc-lib.sh"
+fail=0
+for t in gm_basic_test gm_sizes_test gm_tokens_test gm_callbacks_test gm_rdma_test \
+    gm_errors_test gm_order_test; do
+    gmt_need "$GMT_BUILDDIR/tests/$t"
+    gmt_bg "$t" env GM_TEST_PROVIDER=tcp GMT_ORDER_COUNT=20000 "$GMT_BUILDDIR/tests/$t"
+    if gmt_wait "$t"; then
+        echo "PASS: $t over tcp"
+    else
+        echo "FAIL: $t over tcp"
+        fail=1
+    fi
+done
+exit $fail
