@@ -1,7 +1,7 @@
 /*
  * getBuffer: typed buffers allocated by the core. A header in front of the data records type
- * and size, so sendI needs no type argument and a misuse (releasing a foreign pointer) is
- * detected instead of corrupting the heap.
+ * and size, so sendI needs no type argument. Live buffers are kept in a hash set, so a foreign
+ * or released pointer is recognised before any of its memory is read.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +10,69 @@
 
 #define BUF_MAGIC 0xC0B0FFE5C0B0FFE5ull
 #define BUF_DEAD 0xDEADC0B0DEADC0B0ull
+
+/* Open-addressing set of live data pointers; TOMB marks a removed slot. */
+#define TOMB ((uintptr_t)1)
+static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
+static uintptr_t *set; /* set_lock */
+static size_t set_cap, set_used;
+
+static size_t slot_of(uintptr_t p, size_t cap)
+{
+    return (size_t)((p >> 6) * 0x9E3779B97F4A7C15ull) & (cap - 1);
+}
+
+static bool set_grow(void)
+{
+    size_t cap = set_cap ? set_cap * 2 : 1024;
+    uintptr_t *n = calloc(cap, sizeof *n);
+    if (!n) return false;
+    size_t used = 0;
+    for (size_t i = 0; i < set_cap; i++) {
+        if (set[i] <= TOMB) continue;
+        size_t k = slot_of(set[i], cap);
+        while (n[k]) k = (k + 1) & (cap - 1);
+        n[k] = set[i];
+        used++;
+    }
+    free(set);
+    set = n;
+    set_cap = cap;
+    set_used = used;
+    return true;
+}
+
+static bool set_add(uintptr_t p)
+{
+    COR_LOCK(&set_lock);
+    bool ok = (set_used + 1) * 2 <= set_cap || set_grow();
+    if (ok) {
+        size_t k = slot_of(p, set_cap);
+        while (set[k] > TOMB) k = (k + 1) & (set_cap - 1);
+        if (!set[k]) set_used++; /* tombstones already count as used */
+        set[k] = p;
+    }
+    COR_UNLOCK(&set_lock);
+    return ok;
+}
+
+/* Finds p; removes it too when `take`. */
+static bool set_has(uintptr_t p, bool take)
+{
+    bool found = false;
+    COR_LOCK(&set_lock);
+    if (set_cap) {
+        for (size_t k = slot_of(p, set_cap), n = 0; set[k] && n < set_cap;
+             k = (k + 1) & (set_cap - 1), n++) {
+            if (set[k] != p) continue;
+            found = true;
+            if (take) set[k] = TOMB;
+            break;
+        }
+    }
+    COR_UNLOCK(&set_lock);
+    return found;
+}
 
 void *cor__buf_alloc(cor_type_t type, size_t n)
 {
@@ -24,12 +87,16 @@ void *cor__buf_alloc(cor_type_t type, size_t n)
     h->type = type;
     h->n = n;
     h->bytes = n * es;
+    if (!set_add((uintptr_t)(h + 1))) {
+        free((char *)(h + 1) - 64);
+        return NULL;
+    }
     return h + 1;
 }
 
 struct cor_bufhdr *cor__buf_hdr(const void *data)
 {
-    if (!data || ((uintptr_t)data & 63)) return NULL;
+    if (!data || ((uintptr_t)data & 63) || !set_has((uintptr_t)data, false)) return NULL;
     struct cor_bufhdr *h = (struct cor_bufhdr *)data - 1;
     return h->magic == BUF_MAGIC ? h : NULL;
 }
@@ -41,8 +108,8 @@ COR_API void *cor_getBuffer(cor_type_t type, size_t n)
 
 COR_API int cor_releaseBuffer(void *buf)
 {
-    struct cor_bufhdr *h = cor__buf_hdr(buf);
-    if (!h) return COR_EINVAL;
+    if (!buf || ((uintptr_t)buf & 63) || !set_has((uintptr_t)buf, true)) return COR_EINVAL;
+    struct cor_bufhdr *h = (struct cor_bufhdr *)buf - 1;
     h->magic = BUF_DEAD;
     free((char *)(h + 1) - 64);
     return COR_OK;
