@@ -212,9 +212,12 @@ COR_API int cor_init(int *argc, char ***argv)
     err = connect_peers();
     if (err) goto fail;
     if (g.boot) cor__boot_on_death(g.boot, on_boot_death, NULL);
-    for (int i = 0; i < g.nroutes; i++)
-        for (int k = 0; k < g.routes[i]->nports; k++)
-            if ((err = cor__hport_start(g.routes[i]->ports[k]))) goto fail;
+    for (int i = 0; i < g.nroutes; i++) {
+        struct cor_route *r = g.routes[i];
+        for (int k = 0; k < r->nports; k++)
+            if ((err = cor__hport_start(r->ports[k]))) goto fail;
+        if (r->raw && (err = cor__hport_start(r->raw))) goto fail;
+    }
     atomic_store(&g.initialized, 1);
     (void)argc;
     (void)argv;

@@ -1,6 +1,9 @@
 /*
- * Raw route access (include/cor/raw.h): frames over a hard port reserved for it, driven only
- * by the calling thread, so benchmarks see the route's own cost beside the task layer's.
+ * Raw route access (include/cor/raw.h): frames over a hard port reserved for it, driven by the
+ * calling thread, so benchmarks see the route's own cost beside the task layer's. While a raw
+ * port is open the domain counts as spinning, which keeps the listeners off the sockets; once
+ * closed, the port's listener goes on acknowledging for peers that still need it.
+ * The raw state is protected by the port's progress lock, held around every progress call.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +24,8 @@ struct cor_raw {
     void *want;                    /* a waiting cor_raw_recv's buffer */
     size_t want_max, got_len;
     int got_peer, got;
-    long outstanding; /* sends the route has not finished */
+    _Atomic long outstanding; /* sends the route has not finished */
+    bool open;
     int send_error;
 };
 
@@ -87,14 +91,25 @@ COR_API int cor_raw_open(const char *route, cor_raw_t **out)
     struct cor_route *r = cor__route_find(route);
     if (!r) return COR_ENOTFOUND;
     if (!r->raw || !r->raw->raw_state) return COR_ESTATE;
-    *out = r->raw->raw_state;
+    struct cor_raw *raw = r->raw->raw_state;
+    if (raw->open) return COR_EBUSY;
+    raw->open = true;
+    atomic_fetch_add(&g.spinners, 1);
+    *out = raw;
     return COR_OK;
 }
 
 COR_API int cor_raw_close(cor_raw_t *raw)
 {
-    if (!raw) return COR_EINVAL;
-    return cor_raw_flush(raw);
+    if (!raw || !raw->open) return COR_EINVAL;
+    int err = cor_raw_flush(raw);
+    raw->open = false;
+    if (atomic_fetch_sub(&g.spinners, 1) == 1) {
+        COR_LOCK(&g.spin_lock);
+        pthread_cond_broadcast(&g.spin_cond);
+        COR_UNLOCK(&g.spin_lock);
+    }
+    return err;
 }
 
 COR_API size_t cor_raw_frame_max(cor_raw_t *raw)
@@ -104,7 +119,10 @@ COR_API size_t cor_raw_frame_max(cor_raw_t *raw)
 
 static int poll_once(cor_raw_t *raw)
 {
-    return raw->hp->route->ops->progress(raw->hp->rp);
+    COR_LOCK(&raw->hp->progress_lock);
+    int n = raw->hp->route->ops->progress(raw->hp->rp);
+    COR_UNLOCK(&raw->hp->progress_lock);
+    return n;
 }
 
 COR_API int cor_raw_send(cor_raw_t *raw, int peer, const void *buf, size_t len)
@@ -127,29 +145,35 @@ COR_API int cor_raw_send(cor_raw_t *raw, int peer, const void *buf, size_t len)
 COR_API int cor_raw_recv(cor_raw_t *raw, void *buf, size_t max, size_t *len, int *peer)
 {
     if (!raw || (!buf && max)) return COR_EINVAL;
+    struct cor_hport *hp = raw->hp;
     uint64_t deadline = cor__now_ns() + 60ull * 1000000000u;
+    COR_LOCK(&hp->progress_lock);
     if (!raw->head) {
+        /* wait for a frame, letting it land straight in buf */
         raw->want = buf;
         raw->want_max = max;
         raw->got = 0;
         unsigned n = 0;
         while (!raw->got && !raw->head) {
-            poll_once(raw);
-            if ((++n & 1023) == 0 && cor__now_ns() > deadline) {
-                raw->want = NULL;
-                return COR_ETIMEDOUT;
-            }
+            hp->route->ops->progress(hp->rp);
+            if ((++n & 1023) == 0 && cor__now_ns() > deadline) break;
         }
         raw->want = NULL;
         if (raw->got) {
+            COR_UNLOCK(&hp->progress_lock);
             if (len) *len = raw->got_len;
             if (peer) *peer = raw->got_peer;
             return raw->got_len > max ? COR_ETRUNC : COR_OK;
+        }
+        if (!raw->head) {
+            COR_UNLOCK(&hp->progress_lock);
+            return COR_ETIMEDOUT;
         }
     }
     struct raw_frame *f = raw->head;
     raw->head = f->next;
     if (!raw->head) raw->tail = NULL;
+    COR_UNLOCK(&hp->progress_lock);
     size_t n = f->len < max ? f->len : max;
     memcpy(buf, f->data, n);
     if (len) *len = f->len;
@@ -163,11 +187,13 @@ COR_API int cor_raw_flush(cor_raw_t *raw)
 {
     if (!raw) return COR_EINVAL;
     uint64_t deadline = cor__now_ns() + 60ull * 1000000000u;
-    while (raw->outstanding > 0) {
+    while (atomic_load(&raw->outstanding) > 0) {
         poll_once(raw);
         if (cor__now_ns() > deadline) return COR_ETIMEDOUT;
     }
+    COR_LOCK(&raw->hp->progress_lock);
     int err = raw->send_error;
     raw->send_error = 0;
+    COR_UNLOCK(&raw->hp->progress_lock);
     return err;
 }
