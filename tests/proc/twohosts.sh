@@ -20,6 +20,15 @@ for r in 0 1; do
     ip -n ${PFX}$r link set veth$r up || die "cannot bring veth$r up"
     ip -n ${PFX}$r link set lo up
 done
+# The carrier (IFF_RUNNING) comes up asynchronously; the udp route's "auto" wants it.
+for r in 0 1; do
+    i=0
+    until ip -n ${PFX}$r link show veth$r | grep -q 'state UP'; do
+        i=$((i + 1))
+        [ $i -gt 100 ] && die "veth$r did not come up within 10 s"
+        sleep 0.1
+    done
+done
 say "namespaces ${PFX}0 (${NET}1) and ${PFX}1 (${NET}2) joined by a veth pair"
 
 say "2 domains x 4 tasks, $MSGS messages of 0..$MAX bytes, started with --agent"
