@@ -40,8 +40,9 @@ static int post_recv(const struct bench *b, cor_idp_t peer, void *rbuf, size_t s
     return cor_recvI_into(peer, COR_CTX_WORLD, BENCH_TAG_DATA, COR_BYTE, rbuf, size, req);
 }
 
-/* Waits for a data receive and checks what arrived. */
-static int finish_recv(const struct bench *b, cor_req_t *req, size_t size, void *rbuf, void *ptr)
+/* Waits for a data receive and checks what arrived. With --recv-alloc the core fills *ptr
+ * when the request completes, so it is read only after the wait. */
+static int finish_recv(const struct bench *b, cor_req_t *req, size_t size, void *rbuf, void **ptr)
 {
     cor_status_t st;
     int err = cor_wait(req, &st);
@@ -51,10 +52,10 @@ static int finish_recv(const struct bench *b, cor_req_t *req, size_t size, void 
         fprintf(stderr, "cor-bench: received %zu bytes, expected %zu\n", st.count, size);
         return COR_EPROTO;
     }
-    void *data = b->recv_alloc ? ptr : rbuf;
+    void *data = b->recv_alloc ? *ptr : rbuf;
     if (b->verify && (err = bench_check(data, size)))
         return err;
-    if (b->recv_alloc && (err = cor_releaseBuffer(ptr)))
+    if (b->recv_alloc && (err = cor_releaseBuffer(*ptr)))
         return bench_fail("cor_releaseBuffer", err);
     return COR_OK;
 }
@@ -98,7 +99,7 @@ int bench_stream_recv(const struct bench *b, cor_idp_t peer, void *const *rbufs,
         return bench_fail("sending READY", err);
     for (long i = 0; i < total; i++) {
         long slot = i % w;
-        if ((err = finish_recv(b, &req[slot], size, rbufs[slot], ptr[slot])))
+        if ((err = finish_recv(b, &req[slot], size, rbufs[slot], &ptr[slot])))
             return err;
         if (i == warm)
             t0 = bench_now_ns();
@@ -184,7 +185,7 @@ static int pingpong_measure(const struct bench *b, struct task_bufs *tb, cor_idp
             return bench_fail("cor_sendI", err);
         if ((err = cor_wait(&sreq, NULL)))
             return bench_fail("cor_wait (send)", err);
-        if ((err = finish_recv(b, &rreq, size, tb->rbufs[0], ptr)))
+        if ((err = finish_recv(b, &rreq, size, tb->rbufs[0], &ptr)))
             return err;
     }
     *rtt_us = (double)(bench_now_ns() - t0) / 1e3 / (double)n;
@@ -202,7 +203,7 @@ static int pingpong_answer(const struct bench *b, struct task_bufs *tb, cor_idp_
         return bench_fail("cor_recvI", err);
     for (long i = 0; i < total; i++) {
         int cur = (int)(i & 1), nxt = !cur;
-        if ((err = finish_recv(b, &rreq, size, tb->rbufs[cur], ptr[cur])))
+        if ((err = finish_recv(b, &rreq, size, tb->rbufs[cur], &ptr[cur])))
             return err;
         if (i + 1 < total &&
             (err = post_recv(b, peer, tb->rbufs[nxt], size, &ptr[nxt], &rreq)))

@@ -197,7 +197,7 @@ static int bad_usage(const char *fmt, const char *arg)
 {
     fprintf(stderr, "cor-bench: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n%s", usage);
+    fprintf(stderr, " (cor-bench --help for the usage)\n");
     return 2;
 }
 
