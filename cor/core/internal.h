@@ -74,7 +74,7 @@ struct cor_req {
     bool core_alloc; /* recvI with a core buffer: buf allocated at match */
     void **out_ptr;  /* where test/wait stores buf for core_alloc receives */
 
-    int remote_rank; /* the domain whose death fails this request, -1 none */
+    _Atomic int remote_rank; /* the domain whose death fails this request, -1 none */
 
     /* rendezvous state */
     struct cor_hport *hp; /* port the message travels on */

@@ -85,19 +85,24 @@ static int route_send(struct cor_hport *hp, struct send_op *op)
         l->owed -= op->hdr.credits;
     }
     struct iovec iov[2] = {{&op->hdr, FRAME_HDR_SIZE}, {(void *)op->payload, op->plen}};
+    /* Once the route accepted it, op may be finished and freed by another thread's progress:
+     * take what we need from it before. A copying route is done with an eager payload at
+     * once, so that send completes now rather than at send_done. */
+    struct cor_req *early = NULL;
+    if (op->req && !hp->caps.zero_copy_send && op->hdr.type == F_EAGER) {
+        early = op->req;
+        op->req = NULL;
+    }
     atomic_fetch_add(&hp->inflight, 1);
     int rc = hp->route->ops->send(hp->rp, op->peer, iov, op->plen ? 2 : 1, op);
     if (rc != COR_OK) {
         atomic_fetch_sub(&hp->inflight, 1);
+        op->req = early;
         l->owed += op->hdr.credits; /* not sent: still owed */
         if (op->hdr.type != F_CREDIT) op->hdr.credits = 0;
         return rc;
     }
-    /* A copying route is done with an eager payload already: complete the send now. */
-    if (op->req && !hp->caps.zero_copy_send && op->hdr.type == F_EAGER) {
-        cor__req_complete(op->req, COR_OK);
-        op->req = NULL;
-    }
+    if (early) cor__req_complete(early, COR_OK);
     return COR_OK;
 }
 
@@ -114,12 +119,15 @@ void cor__dispatch_queue(struct cor_hport *hp)
     struct send_op *op;
     while ((op = hp->q_head)) {
         if (op->kind == OP_DATA_JOB) {
+            /* After its last chunk is accepted, r may complete and be recycled at any
+             * moment: nothing of it is touched after that. */
             struct cor_req *r = op->data;
-            while (r->sent_bytes < r->expect) {
+            for (bool last = false; !last;) {
                 struct send_op *c = op_new(hp, op->peer);
                 if (!c) return; /* retried on the next pass */
                 size_t off = r->sent_bytes, n = r->expect - off;
                 if (n > hp->chunk) n = hp->chunk;
+                last = off + n == r->expect;
                 c->hdr = (struct frame_hdr){.type = F_DATA, .src_task = op->hdr.src_task,
                                             .dst_task = op->hdr.dst_task, .len = n,
                                             .rreq = r->remote_req, .offset = off,
@@ -127,8 +135,10 @@ void cor__dispatch_queue(struct cor_hport *hp)
                 c->payload = (const char *)r->buf + off;
                 c->plen = n;
                 c->data = r;
+                r->sent_bytes += n;
                 int rc = route_send(hp, c);
                 if (rc == COR_EAGAIN) {
+                    r->sent_bytes -= n;
                     free(c);
                     return;
                 }
@@ -139,7 +149,6 @@ void cor__dispatch_queue(struct cor_hport *hp)
                     op_fail(op, rc);
                     goto next;
                 }
-                r->sent_bytes += n;
             }
             hp->q_head = op->next;
             if (!hp->q_head) hp->q_tail = NULL;
@@ -455,14 +464,15 @@ int cor__recv_start(struct cor_task *t, struct cor_req *r)
             r->remote_rank = (int)d;
         }
     }
+    int from = r->remote_rank; /* once posted, r belongs to whoever matches it */
     COR_LOCK(&t->lock);
     struct cor_umsg *m = cor__unexp_take(t, r->peer, r->ctx, r->tag);
     if (!m) cor__posted_append(t, r);
     else atomic_store(&r->state, RS_MATCHED);
     COR_UNLOCK(&t->lock);
     if (m) consume(r, m);
-    else if (r->remote_rank >= 0 && atomic_load(&g.dead[r->remote_rank]))
-        cor__req_fail_peer((unsigned)r->remote_rank, COR_EPEERDEAD); /* died meanwhile */
+    else if (from >= 0 && atomic_load(&g.dead[from]))
+        cor__req_fail_peer((unsigned)from, COR_EPEERDEAD); /* died meanwhile */
     return COR_OK;
 }
 
