@@ -335,10 +335,11 @@ static int send_local(struct cor_task *t, struct cor_req *r, unsigned dst_index)
         m->kind = UM_LOCAL;
         m->lsend = r;
     }
+    bool buffered = m->kind == UM_EAGER; /* m is the receiver's once unlocked */
     cor__unexp_append(dt, m);
     atomic_fetch_add_explicit(&g.unexpected_now, 1, memory_order_relaxed);
     COR_UNLOCK(&dt->lock);
-    if (m->kind == UM_EAGER) cor__req_complete(r, COR_OK);
+    if (buffered) cor__req_complete(r, COR_OK);
     return COR_OK;
 }
 

@@ -95,16 +95,17 @@ COR_API int cor_task_spawn(const char *name, cor_task_fn fn, void *arg, cor_idp_
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 1 << 20);
+    /* Under g.lock, so a join from any task sees the thread id once the task exists. */
+    COR_LOCK(&g.lock);
     int rc = pthread_create(&t->thread, &attr, task_main, t);
+    if (rc == 0) t->has_thread = true;
+    else t->used = false;
+    COR_UNLOCK(&g.lock);
     pthread_attr_destroy(&attr);
     if (rc != 0) {
-        cor__log("pthread_create for task %s: %s", t->name, strerror(rc));
-        COR_LOCK(&g.lock);
-        t->used = false;
-        COR_UNLOCK(&g.lock);
+        cor__log("pthread_create for task %s: %s", name ? name : "task", strerror(rc));
         return COR_ENOMEM;
     }
-    t->has_thread = true;
     if (task) *task = cor__task_idp(g.rank, t->index);
     return COR_OK;
 }
@@ -117,14 +118,15 @@ COR_API int cor_task_join(cor_idp_t task, int *exit_status)
         cor_idp_macro(task) != g.macro)
         return COR_EINVAL;
     struct cor_task *t = cor__task_get(cor_idp_index(task));
-    if (!t || !t->used || !t->has_thread) return COR_ENOTFOUND;
+    if (!t) return COR_ENOTFOUND;
     if (t == cor__task_self()) return COR_EINVAL;
     COR_LOCK(&g.lock);
-    bool mine = !t->joined;
-    t->joined = true;
+    int err2 = !t->used || !t->has_thread ? COR_ENOTFOUND : t->joined ? COR_ESTATE : COR_OK;
+    pthread_t th = t->thread;
+    if (!err2) t->joined = true;
     COR_UNLOCK(&g.lock);
-    if (!mine) return COR_ESTATE;
-    pthread_join(t->thread, NULL);
+    if (err2) return err2;
+    pthread_join(th, NULL);
     if (exit_status) *exit_status = t->exit_status;
     return COR_OK;
 }
@@ -133,13 +135,14 @@ COR_API int cor_task_join(cor_idp_t task, int *exit_status)
 void cor__task_join_all(void)
 {
     for (int i = 0; i < g.max_tasks; i++) {
-        struct cor_task *t = g.tasks[i];
-        if (!t || !t->has_thread) continue;
+        struct cor_task *me = cor__task_self();
         COR_LOCK(&g.lock);
-        bool mine = !t->joined;
-        t->joined = true;
+        struct cor_task *t = g.tasks[i];
+        bool mine = t && t->has_thread && !t->joined && t != me;
+        pthread_t th = t ? t->thread : (pthread_t)0;
+        if (mine) t->joined = true;
         COR_UNLOCK(&g.lock);
-        if (mine) pthread_join(t->thread, NULL);
+        if (mine) pthread_join(th, NULL);
     }
 }
 
