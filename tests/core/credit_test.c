@@ -1,0 +1,755 @@
+/*
+ * The message protocols of cor/core/proto.c over a fake route, with the test playing the
+ * peer domain: eager sends while credits last (the last one reserved), rendezvous when they
+ * run out or the message is above the eager limit, credits coming back piggy-backed or in
+ * credit-only frames, unexpected-memory accounting, rendezvous receives, order of frames
+ * that overtook each other, and malformed frames dropped and counted.
+ *
+ * The core's sources are compiled in; the domain is set up by hand as rank 0 of 2 with one
+ * hard port on the fake route and no core threads: the test pumps progress itself.
+ */
+#include "internal.h"
+#include "proto.h"
+#include "ctest.h"
+
+#define CREDITS 4
+#define THRESHOLD 2
+#define EAGER_LIMIT 1024
+#define FRAME_MAX (2048 + FRAME_HDR_SIZE)
+#define PEER 1
+
+/* ---- the fake route: frames sent are captured, frames injected are delivered ---- */
+
+struct frame {
+    uint32_t peer;
+    size_t len;
+    unsigned char *data;
+};
+
+struct cor_rport {
+    struct cor_route_upcalls up;
+};
+
+#define FK_MAX 4096
+static struct {
+    pthread_mutex_t lock;
+    struct frame out[FK_MAX]; /* sent by the core, in order */
+    int nout, seen;           /* seen: consumed by the test */
+    void *cookies[FK_MAX];    /* send_done still due */
+    int ncookies;
+    struct frame in[FK_MAX];  /* to deliver at the next progress */
+    int nin;
+    int refuse;               /* send() says COR_EAGAIN */
+} fk = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int fk_open(const struct cor_route_config *cfg, const struct cor_route_upcalls *up,
+                   struct cor_rport **port)
+{
+    (void)cfg;
+    struct cor_rport *p = calloc(1, sizeof *p);
+    if (!p) return COR_ENOMEM;
+    p->up = *up;
+    *port = p;
+    return COR_OK;
+}
+static void fk_close(struct cor_rport *p) { free(p); }
+static int fk_address(struct cor_rport *p, char *buf, size_t len)
+{
+    (void)p;
+    snprintf(buf, len, "fake");
+    return COR_OK;
+}
+static int fk_add_peer(struct cor_rport *p, cor_peer_t peer, const char *addr)
+{
+    (void)p, (void)peer, (void)addr;
+    return COR_OK;
+}
+static int fk_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov, int iovcnt,
+                   void *cookie)
+{
+    (void)p;
+    size_t len = 0;
+    for (int i = 0; i < iovcnt; i++) len += iov[i].iov_len;
+    if (len > FRAME_MAX) return COR_EINVAL;
+    COR_LOCK(&fk.lock);
+    if (fk.refuse || fk.nout == FK_MAX || fk.ncookies == FK_MAX) {
+        COR_UNLOCK(&fk.lock);
+        return COR_EAGAIN;
+    }
+    unsigned char *d = malloc(len ? len : 1);
+    size_t off = 0;
+    for (int i = 0; i < iovcnt; i++) {
+        memcpy(d + off, iov[i].iov_base, iov[i].iov_len);
+        off += iov[i].iov_len;
+    }
+    fk.out[fk.nout++] = (struct frame){peer, len, d};
+    fk.cookies[fk.ncookies++] = cookie;
+    COR_UNLOCK(&fk.lock);
+    return COR_OK;
+}
+static int fk_progress(struct cor_rport *p)
+{
+    static void *cookies[FK_MAX];
+    static struct frame in[FK_MAX];
+    COR_LOCK(&fk.lock);
+    int nc = fk.ncookies, ni = fk.nin;
+    memcpy(cookies, fk.cookies, (size_t)nc * sizeof *cookies);
+    memcpy(in, fk.in, (size_t)ni * sizeof *in);
+    fk.ncookies = fk.nin = 0;
+    COR_UNLOCK(&fk.lock);
+    /* callbacks without our lock held, as route.h requires */
+    for (int i = 0; i < nc; i++) p->up.send_done(p->up.core, cookies[i], COR_OK);
+    for (int i = 0; i < ni; i++) {
+        p->up.deliver(p->up.core, in[i].peer, in[i].data, in[i].len);
+        free(in[i].data);
+    }
+    return nc + ni;
+}
+static int fk_wait_fd(struct cor_rport *p) { (void)p; return -1; }
+static int fk_timeout(struct cor_rport *p) { (void)p; return -1; }
+static void fk_caps(struct cor_rport *p, struct cor_route_caps *c)
+{
+    (void)p;
+    *c = (struct cor_route_caps){.frame_max = FRAME_MAX, .eager_limit = EAGER_LIMIT};
+}
+
+static const struct cor_route_ops fake_ops = {
+    .size = sizeof(struct cor_route_ops), .abi = COR_ROUTE_ABI, .name = "fake",
+    .open = fk_open, .close = fk_close, .address = fk_address, .add_peer = fk_add_peer,
+    .send = fk_send, .progress = fk_progress, .wait_fd = fk_wait_fd, .timeout_ms = fk_timeout,
+    .caps = fk_caps,
+};
+
+/* ---- the domain, set up by hand ---- */
+
+static struct cor_route route = {.ops = &fake_ops, .name = "fake"};
+static struct cor_hport *hp;
+static cor_idp_t peer_task, me;
+static uint32_t peer_seq[COR_MAX_INDEX + 1]; /* next message number per peer sender task */
+
+static int setup(void)
+{
+    g.rank = 0;
+    g.size = 2;
+    g.cookie = 0x1122334455667788ull;
+    g.macro = 0x55667788;
+    g.max_tasks = 64;
+    g.spin_ns = 0;
+    g.credits = CREDITS;
+    g.credit_threshold = THRESHOLD;
+    g.eager_override = -1;
+    g.tasks = calloc((size_t)g.max_tasks, sizeof *g.tasks);
+    g.dead = calloc(2, sizeof *g.dead);
+    g.peers = calloc(2, sizeof *g.peers);
+    if (!g.tasks || !g.dead || !g.peers) return 1;
+    for (int i = 0; i < 2; i++) {
+        pthread_mutex_init(&g.peers[i].lock, NULL);
+        g.peers[i].recv_seq = calloc((size_t)g.max_tasks, sizeof(uint32_t));
+        if (!g.peers[i].recv_seq) return 1;
+    }
+    cor__task_adopt_main();
+    g.routes[0] = &route;
+    g.nroutes = 1;
+    if (cor__hport_open(&route, 0, &route.ports[0]) != COR_OK) return 1;
+    route.nports = 1;
+    hp = route.ports[0];
+    atomic_store(&g.initialized, 1);
+    peer_task = cor_idp_make(g.macro, COR_KIND_TASK, PEER, 0);
+    me = cor_task_self();
+    return cor_idp_index(me) == 0 && hp->eager_limit == EAGER_LIMIT ? 0 : 1;
+}
+
+/* Runs progress until nothing happens (bounded). */
+static void pump(void)
+{
+    for (int i = 0; i < 1000 && cor__progress_all() > 0; i++) continue;
+}
+
+static void inject(const struct frame_hdr *h, const void *payload, size_t plen, uint32_t from)
+{
+    unsigned char *d = malloc(FRAME_HDR_SIZE + plen);
+    memcpy(d, h, FRAME_HDR_SIZE);
+    if (plen) memcpy(d + FRAME_HDR_SIZE, payload, plen);
+    COR_LOCK(&fk.lock);
+    fk.in[fk.nin++] = (struct frame){from, FRAME_HDR_SIZE + plen, d};
+    COR_UNLOCK(&fk.lock);
+}
+
+static void inject_raw(const void *bytes, size_t len, uint32_t from)
+{
+    unsigned char *d = malloc(len ? len : 1);
+    memcpy(d, bytes, len);
+    COR_LOCK(&fk.lock);
+    fk.in[fk.nin++] = (struct frame){from, len, d};
+    COR_UNLOCK(&fk.lock);
+}
+
+/* An eager message from the peer's task `src` to our main task. */
+static void inject_eager(uint16_t src, int tag, const int *v, size_t n)
+{
+    struct frame_hdr h = {.type = F_EAGER, .dtype = COR_INT, .src_task = src, .dst_task = 0,
+                          .seq = peer_seq[src]++, .tag = tag, .ctx = COR_CTX_WORLD,
+                          .count = n, .len = n * sizeof(int), .sreq = 0x1000 + tag};
+    inject(&h, v, n * sizeof(int), PEER);
+}
+
+/* The next frame the core sent (NULL if none); header copied out. */
+static const struct frame *next_out(struct frame_hdr *h)
+{
+    COR_LOCK(&fk.lock);
+    const struct frame *f = fk.seen < fk.nout ? &fk.out[fk.seen++] : NULL;
+    COR_UNLOCK(&fk.lock);
+    if (f && h) memcpy(h, f->data, FRAME_HDR_SIZE);
+    return f;
+}
+
+static int pending_out(void)
+{
+    COR_LOCK(&fk.lock);
+    int n = fk.nout - fk.seen;
+    COR_UNLOCK(&fk.lock);
+    return n;
+}
+
+static void drain_out(void)
+{
+    while (next_out(NULL)) continue;
+}
+
+static cor_stats_t stats(void)
+{
+    cor_stats_t s;
+    memset(&s, 0, sizeof s);
+    cor_stats_get(&s);
+    return s;
+}
+
+static int link_credits(void)
+{
+    COR_LOCK(&hp->send_lock);
+    int c = hp->links[PEER].credits;
+    COR_UNLOCK(&hp->send_lock);
+    return c;
+}
+
+static int link_owed(void)
+{
+    COR_LOCK(&hp->send_lock);
+    int c = hp->links[PEER].owed;
+    COR_UNLOCK(&hp->send_lock);
+    return c;
+}
+
+/* Gives the core `n` credits back in a credit-only frame. */
+static void give_credits(int n)
+{
+    struct frame_hdr h = {.type = F_CREDIT, .credits = (uint16_t)n};
+    inject(&h, NULL, 0, PEER);
+    pump();
+}
+
+/* Tests until done (bounded); returns the request's result, or 999 if it never completed. */
+static int finish(cor_req_t *r, cor_status_t *st)
+{
+    for (int i = 0; i < 1000; i++) {
+        int done = 0;
+        int err = cor_test(r, &done, st);
+        if (done || err == COR_EBADHANDLE) return err;
+        pump();
+    }
+    return 999;
+}
+
+/* Plays the receiver of a rendezvous send: CTS for `take` bytes, then checks the DATA. */
+static void answer_rts(const struct frame_hdr *rts, size_t take, const void *expect)
+{
+    struct frame_hdr cts = {.type = F_CTS, .src_task = rts->dst_task, .dst_task = rts->src_task,
+                            .len = take, .sreq = rts->sreq, .rreq = 0x77770000 + rts->seq};
+    inject(&cts, NULL, 0, PEER);
+    pump();
+    size_t got = 0;
+    int frames = 0, bad = 0;
+    struct frame_hdr d;
+    const struct frame *f;
+    while (got < take && (f = next_out(&d)) && frames < 100) {
+        frames++;
+        if (d.type != F_DATA || d.rreq != cts.rreq || d.offset != got ||
+            f->len != FRAME_HDR_SIZE + d.len || d.len > FRAME_MAX - FRAME_HDR_SIZE ||
+            memcmp(f->data + FRAME_HDR_SIZE, (const char *)expect + got, d.len)) {
+            bad++;
+            break;
+        }
+        got += d.len;
+        pump();
+    }
+    EXPECT_EQ(bad, 0);
+    EXPECT_EQ(got, take);
+    if (take) EXPECT_EQ(frames, (take + (FRAME_MAX - FRAME_HDR_SIZE) - 1) / (FRAME_MAX - FRAME_HDR_SIZE));
+}
+
+/* ---- sending ---- */
+
+static void test_eager_until_reserved_credit(void)
+{
+    drain_out();
+    EXPECT_EQ(link_credits(), CREDITS);
+    cor_stats_t s0 = stats();
+    int v[5] = {10, 11, 12, 13, 14};
+    cor_req_t r[5];
+    for (int i = 0; i < 5; i++)
+        EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, i, COR_INT, &v[i], 1, &r[i]), COR_OK);
+    cor_stats_t s1 = stats();
+    EXPECT_EQ(s1.eager_sent - s0.eager_sent, CREDITS - 1); /* the last credit is reserved */
+    EXPECT_EQ(s1.rndv_sent - s0.rndv_sent, 5 - (CREDITS - 1));
+    EXPECT_EQ(s1.credit_stalls - s0.credit_stalls, 5 - (CREDITS - 1));
+    EXPECT_EQ(link_credits(), 1);
+    struct frame_hdr h[5];
+    for (int i = 0; i < 5; i++) {
+        const struct frame *f = next_out(&h[i]);
+        REQUIRE(f != NULL);
+        EXPECT_EQ(f->peer, PEER);
+        EXPECT_EQ(h[i].seq, i);
+        EXPECT_EQ(h[i].tag, i);
+        EXPECT_EQ(h[i].ctx, COR_CTX_WORLD);
+        EXPECT_EQ(h[i].src_task, 0);
+        EXPECT_EQ(h[i].dst_task, 0);
+        EXPECT_EQ(h[i].count, 1);
+        EXPECT_EQ(h[i].len, sizeof(int));
+        if (i < CREDITS - 1) {
+            EXPECT_EQ(h[i].type, F_EAGER);
+            EXPECT_EQ(f->len, FRAME_HDR_SIZE + sizeof(int));
+            EXPECT_EQ(memcmp(f->data + FRAME_HDR_SIZE, &v[i], sizeof(int)), 0);
+        } else {
+            EXPECT_EQ(h[i].type, F_RTS);
+            EXPECT_EQ(f->len, FRAME_HDR_SIZE);
+        }
+    }
+    /* eager sends are done (the route copied); rendezvous ones wait for CTS */
+    for (int i = 0; i < CREDITS - 1; i++) EXPECT_ERR(finish(&r[i], NULL), COR_OK);
+    int done = 1;
+    EXPECT_ERR(cor_test(&r[CREDITS - 1], &done, NULL), COR_OK);
+    EXPECT_EQ(done, 0);
+    /* CTS for all its bytes: one DATA frame, then the send completes */
+    answer_rts(&h[CREDITS - 1], sizeof(int), &v[CREDITS - 1]);
+    EXPECT_ERR(finish(&r[CREDITS - 1], NULL), COR_OK);
+    /* CTS for 0 bytes (the receiver truncated to nothing): completes without data */
+    answer_rts(&h[4], 0, NULL);
+    EXPECT_ERR(finish(&r[4], NULL), COR_OK);
+    EXPECT_EQ(pending_out(), 0);
+    give_credits(CREDITS);
+    EXPECT_EQ(link_credits(), CREDITS); /* capped at the configured number */
+}
+
+static void test_credits_come_back(void)
+{
+    drain_out();
+    REQUIRE(link_credits() == CREDITS);
+    int v = 1;
+    cor_req_t r;
+    for (int i = 0; i < CREDITS - 1; i++) {
+        EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 1, COR_INT, &v, 1, &r), COR_OK);
+        EXPECT_ERR(finish(&r, NULL), COR_OK);
+    }
+    EXPECT_EQ(link_credits(), 1);
+    drain_out();
+    /* two credits back, piggy-backed on an ordinary frame (a credit-only one here) */
+    give_credits(2);
+    EXPECT_EQ(link_credits(), 3);
+    cor_stats_t s0 = stats();
+    for (int i = 0; i < 3; i++) {
+        EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 2, COR_INT, &v, 1, &r), COR_OK);
+        if (i < 2) EXPECT_ERR(finish(&r, NULL), COR_OK);
+    }
+    cor_stats_t s1 = stats();
+    EXPECT_EQ(s1.eager_sent - s0.eager_sent, 2);
+    EXPECT_EQ(s1.credit_stalls - s0.credit_stalls, 1);
+    struct frame_hdr h;
+    next_out(&h);
+    next_out(&h);
+    REQUIRE(next_out(&h) != NULL);
+    EXPECT_EQ(h.type, F_RTS);
+    answer_rts(&h, sizeof v, &v);
+    EXPECT_ERR(finish(&r, NULL), COR_OK);
+    /* credits piggy-backed on a data-carrying frame count too */
+    int w = 5;
+    struct frame_hdr e = {.type = F_EAGER, .dtype = COR_INT, .credits = 100, .src_task = 3,
+                          .seq = peer_seq[3]++, .tag = 9, .ctx = COR_CTX_WORLD, .count = 1,
+                          .len = sizeof w};
+    inject(&e, &w, sizeof w, PEER);
+    pump();
+    EXPECT_EQ(link_credits(), CREDITS); /* never above the configured number */
+    EXPECT_ERR(cor_recv(COR_ANY_SOURCE, COR_CTX_WORLD, 9, COR_INT, &w, 1, NULL), COR_OK);
+    EXPECT_EQ(w, 5);
+    pump();
+    drain_out();
+}
+
+/* A burst far above the credits: memory at the receiver stays bounded. */
+static void test_burst(void)
+{
+    enum { N = 100 };
+    drain_out();
+    give_credits(CREDITS);
+    REQUIRE(link_credits() == CREDITS);
+    int v[N];
+    cor_req_t r[N];
+    cor_stats_t s0 = stats();
+    for (int i = 0; i < N; i++) {
+        v[i] = i;
+        EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 3, COR_INT, &v[i], 1, &r[i]), COR_OK);
+    }
+    cor_stats_t s1 = stats();
+    EXPECT_EQ(s1.eager_sent - s0.eager_sent, CREDITS - 1);
+    EXPECT_EQ(s1.rndv_sent - s0.rndv_sent, N - (CREDITS - 1));
+    EXPECT_EQ(s1.credit_stalls - s0.credit_stalls, N - (CREDITS - 1));
+    /* the peer would hold at most credits-1 eager payloads; answer the rest in order */
+    int eager = 0, bad_seq = 0;
+    static struct frame_hdr h[N];
+    for (int i = 0; i < N; i++) {
+        REQUIRE(next_out(&h[i]) != NULL);
+        if (h[i].seq != h[0].seq + (uint32_t)i) bad_seq++;
+    }
+    EXPECT_EQ(pending_out(), 0); /* nothing else went out */
+    for (int i = 0; i < N; i++) {
+        if (h[i].type == F_EAGER) {
+            eager++;
+            EXPECT_ERR(finish(&r[i], NULL), COR_OK);
+        } else {
+            answer_rts(&h[i], sizeof(int), &v[i]);
+            EXPECT_ERR(finish(&r[i], NULL), COR_OK);
+        }
+    }
+    EXPECT_EQ(eager, CREDITS - 1);
+    EXPECT_EQ(bad_seq, 0);
+    give_credits(CREDITS);
+}
+
+static void test_above_eager_limit(void)
+{
+    drain_out();
+    give_credits(CREDITS);
+    size_t n = 5000;
+    unsigned char *big = malloc(n);
+    REQUIRE(big != NULL);
+    for (size_t i = 0; i < n; i++) big[i] = (unsigned char)(i * 13);
+    cor_stats_t s0 = stats();
+    cor_req_t r;
+    EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 4, COR_BYTE, big, n, &r), COR_OK);
+    cor_stats_t s1 = stats();
+    EXPECT_EQ(s1.rndv_sent - s0.rndv_sent, 1);
+    EXPECT_EQ(s1.credit_stalls - s0.credit_stalls, 0); /* not a stall: just large */
+    EXPECT_EQ(link_credits(), CREDITS);
+    struct frame_hdr h;
+    REQUIRE(next_out(&h) != NULL);
+    EXPECT_EQ(h.type, F_RTS);
+    EXPECT_EQ(h.len, n);
+    /* the receiver takes only 3000 bytes: exactly those are streamed in chunks */
+    answer_rts(&h, 3000, big);
+    EXPECT_ERR(finish(&r, NULL), COR_OK);
+    /* exactly the limit still goes eager */
+    EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 4, COR_BYTE, big, EAGER_LIMIT, &r), COR_OK);
+    REQUIRE(next_out(&h) != NULL);
+    EXPECT_EQ(h.type, F_EAGER);
+    EXPECT_ERR(finish(&r, NULL), COR_OK);
+    free(big);
+    give_credits(CREDITS);
+}
+
+/* A full window queues frames; they leave in order when it opens. */
+static void test_window_full(void)
+{
+    drain_out();
+    give_credits(CREDITS);
+    COR_LOCK(&fk.lock);
+    fk.refuse = 1;
+    COR_UNLOCK(&fk.lock);
+    int v[2] = {21, 22};
+    cor_req_t r[2];
+    for (int i = 0; i < 2; i++)
+        EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 5, COR_INT, &v[i], 1, &r[i]), COR_OK);
+    EXPECT_EQ(pending_out(), 0);
+    int done = 1;
+    EXPECT_ERR(cor_test(&r[0], &done, NULL), COR_OK);
+    EXPECT_EQ(done, 0);
+    COR_LOCK(&fk.lock);
+    fk.refuse = 0;
+    COR_UNLOCK(&fk.lock);
+    COR_LOCK(&hp->send_lock);
+    cor__dispatch_queue(hp); /* what the dispatcher thread does */
+    COR_UNLOCK(&hp->send_lock);
+    struct frame_hdr h;
+    for (int i = 0; i < 2; i++) {
+        const struct frame *f = next_out(&h);
+        REQUIRE(f != NULL);
+        EXPECT_EQ(h.type, F_EAGER);
+        EXPECT_EQ(memcmp(f->data + FRAME_HDR_SIZE, &v[i], sizeof(int)), 0);
+        EXPECT_ERR(finish(&r[i], NULL), COR_OK);
+    }
+    give_credits(CREDITS);
+}
+
+/* ---- receiving ---- */
+
+/* Sends what the core owes the peer (piggy-backed on a message), so counts start at 0. */
+static void flush_owed(void)
+{
+    give_credits(CREDITS);
+    if (link_owed() == 0) return;
+    int v = 0;
+    cor_req_t r;
+    EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 99, COR_INT, &v, 1, &r), COR_OK);
+    EXPECT_ERR(finish(&r, NULL), COR_OK);
+    EXPECT_EQ(link_owed(), 0);
+    give_credits(CREDITS);
+}
+
+static void test_receiver_returns_credits(void)
+{
+    flush_owed();
+    drain_out();
+    cor_stats_t s0 = stats();
+    int v[3] = {31, 32, 33};
+    for (int i = 0; i < 3; i++) inject_eager(1, 40, &v[i], 1);
+    pump();
+    cor_stats_t s1 = stats();
+    EXPECT_EQ(s1.unexpected_now - s0.unexpected_now, 3);
+    EXPECT_EQ(s1.unexpected_bytes_now - s0.unexpected_bytes_now, 3 * sizeof(int));
+    EXPECT_EQ(pending_out(), 0);
+    int w = 0;
+    cor_status_t st;
+    /* one consumed: one credit owed, below the threshold: no frame yet */
+    EXPECT_ERR(cor_recv(COR_ANY_SOURCE, COR_CTX_WORLD, 40, COR_INT, &w, 1, &st), COR_OK);
+    EXPECT_EQ(w, 31);
+    EXPECT_EQ(st.source, cor_idp_make(g.macro, COR_KIND_TASK, PEER, 1));
+    EXPECT_EQ(link_owed(), 1);
+    EXPECT_EQ(pending_out(), 0);
+    /* two: the threshold, a credit-only frame goes out */
+    EXPECT_ERR(cor_recv(COR_ANY_SOURCE, COR_CTX_WORLD, 40, COR_INT, &w, 1, NULL), COR_OK);
+    EXPECT_EQ(w, 32);
+    struct frame_hdr h;
+    const struct frame *f = next_out(&h);
+    REQUIRE(f != NULL);
+    EXPECT_EQ(h.type, F_CREDIT);
+    EXPECT_EQ(h.credits, THRESHOLD);
+    EXPECT_EQ(f->peer, PEER);
+    EXPECT_EQ(link_owed(), 0);
+    cor_stats_t s2 = stats();
+    EXPECT_EQ(s2.credit_frames - s1.credit_frames, 1);
+    /* three: one owed again, which rides on the next frame we send */
+    EXPECT_ERR(cor_recv(COR_ANY_SOURCE, COR_CTX_WORLD, 40, COR_INT, &w, 1, NULL), COR_OK);
+    EXPECT_EQ(w, 33);
+    EXPECT_EQ(link_owed(), 1);
+    cor_req_t r;
+    EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 41, COR_INT, &w, 1, &r), COR_OK);
+    REQUIRE(next_out(&h) != NULL);
+    EXPECT_EQ(h.type, F_EAGER);
+    EXPECT_EQ(h.credits, 1);
+    EXPECT_EQ(link_owed(), 0);
+    EXPECT_ERR(finish(&r, NULL), COR_OK);
+    cor_stats_t s3 = stats();
+    EXPECT_EQ(s3.unexpected_now, s0.unexpected_now);
+    EXPECT_EQ(s3.unexpected_bytes_now, s0.unexpected_bytes_now);
+    EXPECT_EQ(s3.credit_frames - s2.credit_frames, 0);
+    give_credits(CREDITS);
+    /* posted first: the credit comes back as well */
+    cor_req_t rr[2];
+    for (int i = 0; i < 2; i++)
+        EXPECT_ERR(cor_recvI_into(COR_ANY_SOURCE, COR_CTX_WORLD, 42, COR_INT, &v[i], 1, &rr[i]), COR_OK);
+    int x[2] = {51, 52};
+    inject_eager(1, 42, &x[0], 1);
+    inject_eager(1, 42, &x[1], 1);
+    pump();
+    EXPECT_ERR(finish(&rr[0], NULL), COR_OK);
+    EXPECT_ERR(finish(&rr[1], NULL), COR_OK);
+    EXPECT_EQ(v[0], 51);
+    EXPECT_EQ(v[1], 52);
+    REQUIRE(next_out(&h) != NULL);
+    EXPECT_EQ(h.type, F_CREDIT);
+    EXPECT_EQ(h.credits, 2);
+    drain_out();
+}
+
+static void test_rendezvous_receive(void)
+{
+    drain_out();
+    enum { N = 3000 };
+    unsigned char *src = malloc(N), *dst = malloc(N);
+    REQUIRE(src && dst);
+    for (int i = 0; i < N; i++) src[i] = (unsigned char)(i * 7 + 1);
+    for (int round = 0; round < 2; round++) {
+        size_t cap = round == 0 ? N : 1000;
+        memset(dst, 0, N);
+        cor_stats_t s0 = stats();
+        struct frame_hdr rts = {.type = F_RTS, .dtype = COR_BYTE, .src_task = 2, .dst_task = 0,
+                                .seq = peer_seq[2]++, .tag = 60, .ctx = COR_CTX_WORLD,
+                                .count = N, .len = N, .sreq = 0xabc0 + (uint64_t)round};
+        inject(&rts, NULL, 0, PEER);
+        pump();
+        cor_stats_t s1 = stats();
+        EXPECT_EQ(s1.unexpected_now - s0.unexpected_now, 1);
+        EXPECT_EQ(s1.unexpected_bytes_now - s0.unexpected_bytes_now, 0); /* a header only */
+        cor_req_t r;
+        EXPECT_ERR(cor_recvI_into(COR_ANY_SOURCE, COR_CTX_WORLD, 60, COR_BYTE, dst, cap, &r), COR_OK);
+        struct frame_hdr cts;
+        REQUIRE(next_out(&cts) != NULL);
+        EXPECT_EQ(cts.type, F_CTS);
+        EXPECT_EQ(cts.sreq, rts.sreq);
+        EXPECT_EQ(cts.len, cap);
+        EXPECT_EQ(cts.dst_task, 2);
+        EXPECT_EQ(cts.rreq, r);
+        /* a DATA frame for another request is dropped */
+        struct frame_hdr bad = {.type = F_DATA, .rreq = cts.rreq + 1, .len = 10};
+        inject(&bad, src, 10, PEER);
+        /* DATA past the bytes allowed is dropped */
+        struct frame_hdr over = {.type = F_DATA, .rreq = cts.rreq, .len = 10, .offset = cap - 5};
+        inject(&over, src, 10, PEER);
+        pump();
+        cor_stats_t s2 = stats();
+        EXPECT_EQ(s2.frames_dropped - s1.frames_dropped, 2);
+        /* the data in two pieces, the second first */
+        size_t half = cap / 2;
+        struct frame_hdr d2 = {.type = F_DATA, .rreq = cts.rreq, .len = cap - half, .offset = half};
+        struct frame_hdr d1 = {.type = F_DATA, .rreq = cts.rreq, .len = half, .offset = 0};
+        inject(&d2, src + half, cap - half, PEER);
+        pump();
+        int done = 1;
+        EXPECT_ERR(cor_test(&r, &done, NULL), COR_OK);
+        EXPECT_EQ(done, 0);
+        inject(&d1, src, half, PEER);
+        pump();
+        cor_status_t st;
+        EXPECT_ERR(finish(&r, &st), round == 0 ? COR_OK : COR_ETRUNC);
+        EXPECT_EQ(st.count, N);
+        EXPECT_EQ(st.type, COR_BYTE);
+        EXPECT_EQ(memcmp(dst, src, cap), 0);
+        if (cap < N) EXPECT_EQ(dst[cap], 0);
+        EXPECT_EQ(stats().unexpected_now, s0.unexpected_now);
+    }
+    free(src);
+    free(dst);
+    drain_out();
+}
+
+/* Frames of one sender that overtook each other are matched in the sender's order. */
+static void test_order_held(void)
+{
+    drain_out();
+    int a = 1, b = 2, c = 3;
+    uint32_t s = peer_seq[4];
+    struct frame_hdr h2 = {.type = F_EAGER, .dtype = COR_INT, .src_task = 4, .seq = s + 1,
+                           .tag = 70, .ctx = COR_CTX_WORLD, .count = 1, .len = sizeof b};
+    struct frame_hdr h3 = h2, h1 = h2;
+    h3.seq = s + 2;
+    h1.seq = s;
+    inject(&h3, &c, sizeof c, PEER);
+    inject(&h2, &b, sizeof b, PEER);
+    pump();
+    uint64_t u0 = stats().unexpected_now;
+    EXPECT_EQ(u0, 0); /* held back: message s is missing */
+    inject(&h1, &a, sizeof a, PEER);
+    pump();
+    peer_seq[4] = s + 3;
+    EXPECT_EQ(stats().unexpected_now, u0 + 3);
+    for (int want = 1; want <= 3; want++) {
+        int v = 0;
+        EXPECT_ERR(cor_recv(COR_ANY_SOURCE, COR_CTX_WORLD, COR_ANY_TAG, COR_INT, &v, 1, NULL), COR_OK);
+        EXPECT_EQ(v, want);
+    }
+    /* a repeated number is a duplicate: dropped */
+    cor_stats_t s0 = stats();
+    inject(&h2, &b, sizeof b, PEER);
+    pump();
+    EXPECT_EQ(stats().frames_dropped - s0.frames_dropped, 1);
+    EXPECT_EQ(stats().unexpected_now, 0);
+    pump();
+    drain_out();
+}
+
+/* Frames that lie are dropped and counted; nothing reaches a task. */
+static void test_malformed(void)
+{
+    drain_out();
+    int v[4] = {0};
+    cor_stats_t s0 = stats();
+    int n = 0;
+    uint16_t fresh = 20; /* a sender task of its own per frame: sequence numbers start at 0 */
+#define BAD(set)                                                                             \
+    do {                                                                                     \
+        struct frame_hdr h = {.dtype = COR_INT, .src_task = fresh++, .ctx = COR_CTX_WORLD,   \
+                              .count = 1, .len = 4};                                         \
+        set;                                                                                 \
+        inject(&h, v, h.type == F_EAGER ? sizeof(int) : 0, PEER);                            \
+        n++;                                                                                 \
+    } while (0)
+    BAD(h.type = 0);
+    BAD(h.type = F_TYPE_END);
+    BAD(h.type = 200);
+    BAD(h.type = F_EAGER; h.len = 8; h.count = 2);   /* payload shorter than len */
+    BAD(h.type = F_EAGER; h.dtype = 77);             /* no such type */
+    BAD(h.type = F_EAGER; h.count = 2);              /* count * size != len */
+    BAD(h.type = F_EAGER; h.tag = -4);               /* negative tag */
+    BAD(h.type = F_EAGER; h.dst_task = 64);          /* beyond max tasks */
+    BAD(h.type = F_EAGER; h.src_task = 64);          /* beyond max tasks */
+    BAD(h.type = F_RTS; h.len = 5; h.count = 5);     /* count * size != len */
+    BAD(h.type = F_CTS; h.sreq = 0xdead);            /* no such send */
+    BAD(h.type = F_DATA; h.rreq = 0xbeef);           /* no such receive */
+    BAD(h.type = F_SVC_REQ);                         /* wrong size */
+    BAD(h.type = F_SVC_REP; h.sreq = 5);             /* wrong size */
+#undef BAD
+    /* an eager message above the eager limit */
+    static int big[EAGER_LIMIT / sizeof(int) + 1];
+    struct frame_hdr e = {.type = F_EAGER, .dtype = COR_INT, .src_task = fresh++,
+                          .ctx = COR_CTX_WORLD, .count = sizeof big / sizeof(int),
+                          .len = sizeof big};
+    inject(&e, big, sizeof big, PEER);
+    n++;
+    /* a valid RTS announcing 1 GiB: kept as a header only */
+    struct frame_hdr huge = {.type = F_RTS, .dtype = COR_INT, .src_task = fresh++,
+                             .ctx = COR_CTX_WORLD, .tag = 1, .count = 1u << 28, .len = 1u << 30,
+                             .sreq = 1};
+    inject(&huge, NULL, 0, PEER);
+    /* shorter than a header, and from a peer outside the session */
+    inject_raw(v, 7, PEER);
+    n++;
+    struct frame_hdr ok = {.type = F_EAGER, .dtype = COR_INT, .src_task = fresh++,
+                           .ctx = COR_CTX_WORLD, .count = 1, .len = 4};
+    inject(&ok, v, 4, 5);
+    n++;
+    pump();
+    cor_stats_t s1 = stats();
+    EXPECT_EQ(s1.frames_dropped - s0.frames_dropped, n);
+    EXPECT_EQ(s1.unexpected_now - s0.unexpected_now, 1); /* the one valid RTS */
+    EXPECT_EQ(s1.msgs_received, s0.msgs_received);
+    /* the huge RTS is harmless: the receive says how much it takes */
+    cor_req_t r;
+    int w[2];
+    EXPECT_ERR(cor_recvI_into(COR_ANY_SOURCE, COR_CTX_WORLD, 1, COR_INT, w, 2, &r), COR_OK);
+    struct frame_hdr cts;
+    REQUIRE(next_out(&cts) != NULL);
+    EXPECT_EQ(cts.type, F_CTS);
+    EXPECT_EQ(cts.len, sizeof w);
+    struct frame_hdr d = {.type = F_DATA, .rreq = cts.rreq, .len = sizeof w};
+    inject(&d, v, sizeof w, PEER);
+    pump();
+    cor_status_t st;
+    EXPECT_ERR(finish(&r, &st), COR_ETRUNC);
+    EXPECT_EQ(st.count, 1u << 28);
+    drain_out();
+}
+
+int main(void)
+{
+    static const struct ct_test tests[] = {
+        {"eager until the reserved credit, then rendezvous", test_eager_until_reserved_credit},
+        {"credits come back", test_credits_come_back},
+        {"burst of 100: bounded eager, order kept", test_burst},
+        {"above the eager limit: rendezvous in chunks", test_above_eager_limit},
+        {"full window: queued in order", test_window_full},
+        {"receiver returns credits", test_receiver_returns_credits},
+        {"rendezvous receive, truncation, bad DATA", test_rendezvous_receive},
+        {"overtaking frames held in order", test_order_held},
+        {"malformed frames dropped and counted", test_malformed},
+        {NULL, NULL},
+    };
+    return ct_main("credit", setup, NULL, tests, 60);
+}
