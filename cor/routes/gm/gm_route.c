@@ -1,0 +1,2 @@
+/* CoRgmRoute: being written (issue 4). */
+#include "route.h"
