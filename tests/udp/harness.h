@@ -45,7 +45,7 @@ size_t h_frame_len(uint32_t src, uint32_t dst, uint64_t seq, size_t max);
 /* Sends the next frame from ports[from] to rank `to`; returns the send() result. */
 int h_send_next(struct h_port *ports, int from, uint32_t to, size_t max);
 
-/* Exchanges `frames` frames in each direction between ports 0 and 1 (and all pairs when
+/* Exchanges frames until `frames` (a total, counting earlier calls) went in each direction between ports 0 and 1 (and all pairs when
  * n > 2), at most `limit_s` seconds. Returns 0 when everything arrived exactly once, in
  * order, with correct content, and every send completed OK. */
 int h_exchange(struct h_port *ports, int n, uint64_t frames, size_t max, double limit_s);

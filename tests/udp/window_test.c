@@ -26,12 +26,16 @@ static void test_wire(void)
     struct udp_hdr h = data_hdr(0xfffffffeu, 100, 90, 10), g;
     h.flags = UDP_F_ACKREQ;
     h.sack = 0x8000000000000001ull;
+    h.tsval = 0xdeadbeef;
+    h.tsecr = 17;
     udp_wire_put(b, &h);
     CU_ASSERT_EQUAL(udp_wire_parse(b, UDP_HDR_LEN + 10, 1000, &g), UDP_W_OK);
     CU_ASSERT_EQUAL(g.seq, h.seq);
     CU_ASSERT_EQUAL(g.sack, h.sack);
     CU_ASSERT_EQUAL(g.cookie, 7);
     CU_ASSERT_EQUAL(g.flags, UDP_F_ACKREQ);
+    CU_ASSERT_EQUAL(g.tsval, 0xdeadbeef);
+    CU_ASSERT_EQUAL(g.tsecr, 17);
     CU_ASSERT_EQUAL(udp_wire_parse(b, UDP_HDR_LEN - 1, 1000, &g), UDP_W_SHORT);
     CU_ASSERT_EQUAL(udp_wire_parse(NULL, 0, 1000, &g), UDP_W_SHORT);
     CU_ASSERT_EQUAL(udp_wire_parse(b, UDP_HDR_LEN + 9, 1000, &g), UDP_W_LEN);
@@ -131,23 +135,17 @@ static void test_swin_rto(void)
     for (int i = 0; i < 5; i++)
         udp_swin_timeout(&sw, 1000 * MS, out, 4);
     CU_ASSERT_EQUAL(sw.rto, 40 * MS); /* clamped at rto_max */
-    /* Karn: acking resent datagrams gives no RTT sample. */
+    /* Acks alone give no RTT sample (samples come from echoed timestamps). */
     CU_ASSERT_EQUAL(udp_swin_ack(&sw, 2, 0, 1001 * MS, NULL, NULL), 2);
     CU_ASSERT_EQUAL(sw.srtt, 0);
-    /* Fresh datagrams: samples of 100 us bring the timeout down to its floor. */
-    for (int i = 0; i < 20; i++) {
-        uint64_t t = 2000 * MS + (uint64_t)i * MS;
-        udp_swin_add(&sw, NULL, 0, 1, 1, t);
-        udp_swin_ack(&sw, sw.nxt, 0, t + 100 * US, NULL, NULL);
-    }
+    /* Samples of 100 us bring the timeout down to its floor. */
+    for (int i = 0; i < 20; i++)
+        udp_swin_rtt(&sw, 100 * US);
     CU_ASSERT(sw.srtt > 90 * US && sw.srtt < 110 * US);
     CU_ASSERT_EQUAL(sw.rto, MS);
     /* Slower samples raise it again. */
-    for (int i = 0; i < 20; i++) {
-        uint64_t t = 3000 * MS + (uint64_t)i * 10 * MS;
-        udp_swin_add(&sw, NULL, 0, 1, 1, t);
-        udp_swin_ack(&sw, sw.nxt, 0, t + 3 * MS, NULL, NULL);
-    }
+    for (int i = 0; i < 20; i++)
+        udp_swin_rtt(&sw, 3 * MS);
     CU_ASSERT(sw.rto > 3 * MS && sw.rto < 10 * MS);
     udp_swin_free(&sw);
 }

@@ -76,6 +76,8 @@ struct udp_peer {
     int ack_now;                   /* send an ack at the end of this batch */
     uint64_t ack_due;              /* a delayed ack is due then (0 = none) */
     int touched;                   /* in the current batch's touched list */
+    uint32_t ts_echo;              /* tsval to echo in our next datagram to this peer */
+    int ts_echo_valid;
 };
 
 /* Callbacks collected under the lock and made after it is released. */
@@ -108,6 +110,7 @@ struct cor_rport {
     uint64_t dropped;           /* foreign or malformed datagrams; lock */
     uint64_t retransmits;       /* lock */
     uint64_t dups, beyond;      /* duplicates and early-beyond-window datagrams; lock */
+    uint64_t timeouts;          /* retransmission timer expiries; lock */
 
     /* Send scratch (lock). */
     struct mmsghdr tx_msg[UDP_BATCH_MAX];
@@ -133,6 +136,13 @@ struct cor_rport {
     struct udp_frame *free_frames;
     uint32_t nfree;
 };
+
+/* Wire timestamps: microseconds, wrapping; never 0 (0 = no timestamp). */
+static inline uint32_t udp_ts(uint64_t now_ns)
+{
+    uint32_t t = (uint32_t)(now_ns / 1000);
+    return t ? t : 1;
+}
 
 /* udp_tx.c (port lock held) */
 void udp_pump(struct cor_rport *p, struct udp_peer *peer, uint64_t now);

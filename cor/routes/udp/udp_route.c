@@ -117,11 +117,21 @@ static void udp_close(struct cor_rport *p)
     p->done_head = p->done_tail = NULL;
     pthread_mutex_unlock(&p->lock);
     udp_done_run(p, done);
-    if (getenv("COR_UDP_STATS"))
-        udp_log("port %u.%d: dropped %llu retransmits %llu duplicates %llu beyond-window %llu",
+    pthread_mutex_lock(&p->lock); /* quiesce: a straggling send() sees `closing` */
+    pthread_mutex_unlock(&p->lock);
+    if (getenv("COR_UDP_STATS")) {
+        udp_log("port %u.%d: dropped %llu retransmits %llu (timeouts %llu) duplicates %llu "
+                "beyond-window %llu",
                 p->self, p->port_index, (unsigned long long)p->dropped,
-                (unsigned long long)p->retransmits, (unsigned long long)p->dups,
-                (unsigned long long)p->beyond);
+                (unsigned long long)p->retransmits, (unsigned long long)p->timeouts,
+                (unsigned long long)p->dups, (unsigned long long)p->beyond);
+        for (uint32_t i = 0; i < p->nactive; i++) {
+            struct udp_peer *peer = &p->peers[p->active[i]];
+            udp_log("  peer %u: srtt %llu us rto %llu us", peer->rank,
+                    (unsigned long long)(peer->sw.srtt / 1000),
+                    (unsigned long long)(peer->sw.rto / 1000));
+        }
+    }
     udp_sock_close(&p->sock);
     pthread_mutex_destroy(&p->lock);
     port_free(p);

@@ -93,12 +93,20 @@ static void data_in(struct cor_rport *p, struct udp_peer *peer, const struct udp
     peer->ack_owed++;
     if (h->flags & UDP_F_ACKNOW)
         peer->ack_now = 1;
-    if ((h->flags & UDP_F_ACKREQ) && !peer->ack_due) {
+    /* Every datagram is acknowledged within ack_delay even if its ACKREQ flag was lost with
+     * a later datagram; a reply sent sooner carries the ack for free. */
+    if (!peer->ack_due) {
         peer->ack_due = now + p->k.ack_delay_ns;
         udp_timer_at(p, peer->ack_due);
     }
     switch (udp_rwin_classify(rw, h->seq)) {
     case UDP_RX_NEXT:
+        /* Echo the timestamp of the datagram that moves our window (RFC 7323's rule): a
+         * resend that fills a hole measures the resend's own round trip. */
+        if (!peer->ts_echo_valid) {
+            peer->ts_echo = h->tsval;
+            peer->ts_echo_valid = 1;
+        }
         if (take_fragment(p, peer, h, payload, NULL) != 0)
             return;
         udp_rwin_advance(rw);
@@ -146,6 +154,11 @@ static void datagram_in(struct cor_rport *p, const uint8_t *buf, size_t n,
     }
     struct ack_ctx c = {p, peer};
     int released_n = udp_swin_ack(&peer->sw, h.ack, h.sack, now, released, &c);
+    if (released_n >= 0 && h.tsecr) {
+        uint32_t rtt_us = udp_ts(now) - h.tsecr;
+        if (rtt_us < 60000000u) /* else a stale or bogus echo */
+            udp_swin_rtt(&peer->sw, (uint64_t)rtt_us * 1000);
+    }
     if (released_n >= 0 && h.sack) {
         uint32_t seqs[UDP_RESEND_MAX];
         int k = udp_swin_fast(&peer->sw, now, seqs, UDP_RESEND_MAX);
@@ -194,8 +207,10 @@ static void run_timers(struct cor_rport *p, uint64_t now)
         }
         uint32_t seqs[UDP_RESEND_MAX];
         int k = udp_swin_timeout(sw, now, seqs, UDP_RESEND_MAX);
-        if (k)
+        if (k) {
+            p->timeouts++;
             udp_resend(p, peer, seqs, k, now);
+        }
         if (peer->unsent)
             udp_pump(p, peer, now);
         if (peer->ack_owed && peer->ack_due && now >= peer->ack_due)

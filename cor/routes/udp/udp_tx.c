@@ -44,7 +44,8 @@ static int slice(const struct udp_frame *f, uint32_t off, uint32_t len, struct i
     return n;
 }
 
-static void fill_hdr(struct cor_rport *p, struct udp_peer *peer, struct udp_hdr *h, int type)
+static void fill_hdr(struct cor_rport *p, struct udp_peer *peer, struct udp_hdr *h, int type,
+                     uint64_t now)
 {
     memset(h, 0, sizeof(*h));
     h->type = (uint8_t)type;
@@ -53,6 +54,8 @@ static void fill_hdr(struct cor_rport *p, struct udp_peer *peer, struct udp_hdr 
     h->dst = peer->rank;
     h->ack = peer->rw.next;
     h->sack = udp_rwin_sack(&peer->rw);
+    h->tsval = udp_ts(now);
+    h->tsecr = peer->ts_echo_valid ? peer->ts_echo : 0;
 }
 
 /* Our ack went out (alone or piggy-backed). */
@@ -61,6 +64,7 @@ static void acked(struct udp_peer *peer)
     peer->ack_owed = 0;
     peer->ack_now = 0;
     peer->ack_due = 0;
+    peer->ts_echo_valid = 0; /* each timestamp is echoed once */
 }
 
 static void set_msg(struct cor_rport *p, unsigned k, struct udp_peer *peer, int niov)
@@ -84,7 +88,7 @@ void udp_pump(struct cor_rport *p, struct udp_peer *peer, uint64_t now)
         if (room > UDP_BATCH_MAX)
             room = UDP_BATCH_MAX;
         struct udp_hdr h;
-        fill_hdr(p, peer, &h, UDP_T_DATA);
+        fill_hdr(p, peer, &h, UDP_T_DATA, now);
         struct udp_frame *f = peer->unsent;
         uint32_t off = f->sent;
         size_t bytes = sw->bytes;
@@ -144,7 +148,7 @@ void udp_pump(struct cor_rport *p, struct udp_peer *peer, uint64_t now)
 void udp_send_ack(struct cor_rport *p, struct udp_peer *peer, uint64_t now)
 {
     struct udp_hdr h;
-    fill_hdr(p, peer, &h, UDP_T_ACK);
+    fill_hdr(p, peer, &h, UDP_T_ACK, now);
     udp_wire_put(p->tx_hdr[0], &h);
     p->tx_iov[0][0] = (struct iovec){p->tx_hdr[0], UDP_HDR_LEN};
     set_msg(p, 0, peer, 1);
@@ -158,7 +162,7 @@ void udp_resend(struct cor_rport *p, struct udp_peer *peer, const uint32_t *seqs
                 uint64_t now)
 {
     struct udp_hdr h;
-    fill_hdr(p, peer, &h, UDP_T_DATA);
+    fill_hdr(p, peer, &h, UDP_T_DATA, now);
     h.flags = UDP_F_ACKNOW; /* the receiver answers at once, so recovery takes one RTT */
     unsigned k = 0;
     for (int i = 0; i < n && k < UDP_BATCH_MAX; i++) {

@@ -93,14 +93,8 @@ int udp_swin_ack(struct udp_swin *sw, uint32_t ack, uint64_t sack, uint64_t now,
     if (udp_seq_lt(ack, sw->una) || udp_seq_lt(sw->nxt, ack))
         return -1;
     int progressed = 0, released = 0;
-    uint64_t sample = 0;
-    int have_sample = 0;
     while (sw->una != ack) {
         struct udp_sslot *s = &sw->slot[sw->una & sw->mask];
-        if (s->tx == 1 && now >= s->sent_ns) { /* Karn: only never-resent datagrams */
-            sample = now - s->sent_ns;
-            have_sample = 1;
-        }
         sw->bytes -= s->len;
         sw->una++;
         released++;
@@ -120,14 +114,8 @@ int udp_swin_ack(struct udp_swin *sw, uint32_t ack, uint64_t sack, uint64_t now,
         if (!s->sacked) {
             s->sacked = 1;
             progressed = 1;
-            if (s->tx == 1 && now >= s->sent_ns && !have_sample) {
-                sample = now - s->sent_ns;
-                have_sample = 1;
-            }
         }
     }
-    if (have_sample)
-        udp_swin_rtt(sw, sample);
     if (progressed)
         sw->last_progress_ns = now;
     return released;

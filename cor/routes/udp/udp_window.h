@@ -6,8 +6,9 @@
  * was last sent and whether the peer acknowledged it selectively. Acknowledgements are
  * cumulative (ack = next seq the peer expects) plus a 64-bit selective bitmap above it. The
  * retransmission timeout adapts to the measured round-trip time (smoothed RTT and variance,
- * Karn's rule: no samples from retransmitted datagrams), doubles on each timeout, and stays
- * within [rto_min, rto_max].
+ * fed with udp_swin_rtt from echoed timestamps, so retransmissions and datagrams that waited
+ * behind a hole give true samples), doubles on each timeout, and stays within
+ * [rto_min, rto_max].
  *
  * Receive window: the next expected seq plus room for `size` datagrams that arrived early;
  * duplicates and datagrams beyond the window are recognised so they can be dropped.
@@ -72,7 +73,7 @@ uint64_t udp_swin_deadline(const struct udp_swin *sw);
 int udp_swin_timeout(struct udp_swin *sw, uint64_t now, uint32_t *out, int max);
 /* Nonzero when datagrams are in flight and nothing was acknowledged for dead_ns. */
 int udp_swin_dead(const struct udp_swin *sw, uint64_t now, uint64_t dead_ns);
-/* Feeds one round-trip sample (ns) to the estimator (exposed for tests). */
+/* Feeds one round-trip sample (ns) to the estimator. */
 void udp_swin_rtt(struct udp_swin *sw, uint64_t sample);
 
 struct udp_rslot {

@@ -39,6 +39,8 @@ void udp_wire_put(uint8_t *out, const struct udp_hdr *h)
     put32(out + 40, h->frame_len);
     put32(out + 44, h->frag_off);
     put32(out + 48, h->len);
+    put32(out + 52, h->tsval);
+    put32(out + 56, h->tsecr);
 }
 
 int udp_wire_parse(const uint8_t *buf, size_t n, size_t frame_max, struct udp_hdr *h)
@@ -58,6 +60,8 @@ int udp_wire_parse(const uint8_t *buf, size_t n, size_t frame_max, struct udp_hd
     h->frame_len = get32(buf + 40);
     h->frag_off = get32(buf + 44);
     h->len = get32(buf + 48);
+    h->tsval = get32(buf + 52);
+    h->tsecr = get32(buf + 56);
     if ((h->type != UDP_T_DATA && h->type != UDP_T_ACK) || (h->flags & ~UDP_F_ALL))
         return UDP_W_TYPE;
     if (n > UDP_DGRAM_MAX || (size_t)h->len != n - UDP_HDR_LEN)

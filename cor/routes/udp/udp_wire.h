@@ -15,6 +15,9 @@
  *   40   4  frame_len: total length of the frame this fragment belongs to
  *   44   4  frag_off: offset of this fragment in the frame
  *   48   4  len: payload bytes after the header (must equal datagram length - header)
+ *   52   4  tsval: sender's clock (microseconds, wrapping) when this datagram left
+ *   56   4  tsecr: a tsval received from the destination, echoed once (0 = none); the
+ *           destination measures its round-trip time from it
  *
  * The parser is a pure function of the bytes: everything it accepts is self-consistent and
  * bounded by frame_max, so callers may allocate frame_len bytes after a successful parse.
@@ -27,7 +30,7 @@
 
 #define UDP_WIRE_MAGIC 0x75526f43u /* "CoRu" read as little-endian */
 #define UDP_WIRE_VERSION 1
-#define UDP_HDR_LEN 52
+#define UDP_HDR_LEN 60
 /* Largest UDP payload over IPv4 (65535 - 20 IP - 8 UDP): nothing larger can arrive. */
 #define UDP_DGRAM_MAX 65507
 
@@ -44,6 +47,7 @@ struct udp_hdr {
     uint64_t sack;
     uint32_t seq;
     uint32_t frame_len, frag_off, len;
+    uint32_t tsval, tsecr;
 };
 
 /* Why a datagram was refused (0 = accepted). */
