@@ -330,7 +330,7 @@ static int send_local(struct cor_task *t, struct cor_req *r, unsigned dst_index)
      * (bounded memory), the receiver then copying straight from the sender's buffer. */
     if (r->cap <= 65536 && (m->data = cor__buf_alloc(COR_BYTE, r->cap))) {
         m->kind = UM_EAGER;
-        memcpy(m->data, r->buf, r->cap);
+        if (r->cap) memcpy(m->data, r->buf, r->cap);
     } else {
         m->kind = UM_LOCAL;
         m->lsend = r;
@@ -503,7 +503,9 @@ static void on_message(struct cor_hport *hp, uint32_t peer, const struct frame_h
             if (h->type == F_EAGER) {
                 m->kind = UM_EAGER;
                 m->data = cor__buf_alloc(COR_BYTE, plen);
-                if (m->data) memcpy(m->data, payload, plen);
+                if (m->data) {
+                    if (plen) memcpy(m->data, payload, plen);
+                }
                 else {
                     free(m);
                     m = NULL;
@@ -571,7 +573,7 @@ static void on_data(struct cor_hport *hp, uint32_t peer, const struct frame_hdr 
         drop("rendezvous data for no matching receive", peer);
         return;
     }
-    memcpy((char *)r->buf + h->offset, payload, plen);
+    if (plen) memcpy((char *)r->buf + h->offset, payload, plen);
     /* DATA for one request arrives on one port, in order: no lock needed for done_bytes */
     r->done_bytes += plen;
     atomic_fetch_add_explicit(&g.bytes_received, plen, memory_order_relaxed);

@@ -9,31 +9,37 @@
 
 static _Thread_local struct cor_task *self;
 
-struct cor_task *cor__task_get(unsigned index)
+/* The slot for `index`, made if missing; g.lock held. */
+static struct cor_task *slot_locked(unsigned index)
 {
-    if (!g.tasks || index >= (unsigned)g.max_tasks) return NULL;
-    struct cor_task *t = __atomic_load_n(&g.tasks[index], __ATOMIC_ACQUIRE);
-    if (t) return t;
-    COR_LOCK(&g.lock);
-    t = g.tasks[index];
+    struct cor_task *t = g.tasks[index];
     if (!t && (t = calloc(1, sizeof *t))) {
         t->index = index;
         pthread_mutex_init(&t->lock, NULL);
         pthread_cond_init(&t->cond, NULL);
         __atomic_store_n(&g.tasks[index], t, __ATOMIC_RELEASE);
     }
+    return t;
+}
+
+struct cor_task *cor__task_get(unsigned index)
+{
+    if (!g.tasks || index >= (unsigned)g.max_tasks) return NULL;
+    struct cor_task *t = __atomic_load_n(&g.tasks[index], __ATOMIC_ACQUIRE);
+    if (t) return t;
+    COR_LOCK(&g.lock);
+    t = slot_locked(index);
     COR_UNLOCK(&g.lock);
     return t;
 }
 
-/* Takes the next free index for a new task; g.lock held. */
+/* Takes the next free index for a new task; g.lock held throughout, so concurrent spawns
+ * get distinct indices and name indices. */
 static struct cor_task *claim(const char *name)
 {
     while (g.ntasks < (unsigned)g.max_tasks) {
         unsigned i = g.ntasks++;
-        COR_UNLOCK(&g.lock);
-        struct cor_task *t = cor__task_get(i);
-        COR_LOCK(&g.lock);
+        struct cor_task *t = slot_locked(i);
         if (!t) return NULL;
         if (t->used) continue;
         unsigned same = 0;
