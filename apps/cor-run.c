@@ -253,10 +253,12 @@ static void conn_write(int i, const char *text, size_t len)
         c->out_len = c->out_off = 0;
         return;
     }
-    if (c->out_len + len > c->out_cap) {
+    if (c->out_len + len > c->out_cap && c->out) {
         memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
         c->out_len -= c->out_off;
         c->out_off = 0;
+    }
+    if (c->out_len + len > c->out_cap) {
         size_t cap = c->out_cap ? c->out_cap : 4096;
         while (cap < c->out_len + len)
             cap *= 2;
@@ -1065,10 +1067,13 @@ static void run_loop(void)
             }
         }
         /* Sends queued by handlers (DEAD, RELEASE, TABLE) go out without waiting a turn. */
-        for (int i = 0; i < g.nconns; i++)
+        for (int i = 0; i < g.nconns; i++) {
             if (g.conns[i].fd >= 0 && g.conns[i].out_len > g.conns[i].out_off &&
                 conn_flush(i) < 0)
                 conn_close(i);
+            else if (g.conns[i].fd >= 0 && g.conns[i].closing)
+                conn_close(i); /* gave up on it (does not read, or out of memory) */
+        }
         reap();
         check_timers();
     }
