@@ -1,5 +1,7 @@
 /* CoRudpRoute through its operations table: exchange, order, backpressure, errors, close. */
 #include <CUnit/Basic.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +143,77 @@ static void test_address(void)
     h_close(p, 2);
 }
 
+/* The core's threading: a task thread sends on port 0 while another thread runs progress()
+ * on it (callbacks there), and the main thread drives port 1 and sends back. */
+struct thr {
+    struct h_port *p;
+    uint64_t frames;
+    int stop; /* atomic */
+    int rc;
+};
+
+static void *sender_main(void *arg)
+{
+    struct thr *t = arg;
+    double t0 = h_seconds();
+    while (t->p[0].tx_next[1] < t->frames && h_seconds() - t0 < 60) {
+        if (t->p[0].tx_next[1] - __atomic_load_n(&t->p[0].done_ok, __ATOMIC_RELAXED) >= 1000) {
+            sched_yield();
+            continue;
+        }
+        int rc = h_send_next(t->p, 0, 1, 20000);
+        if (rc == COR_EAGAIN)
+            sched_yield();
+        else if (rc != COR_OK) {
+            t->rc = rc;
+            break;
+        }
+    }
+    return NULL;
+}
+
+static void *progress_main(void *arg)
+{
+    struct thr *t = arg;
+    while (!__atomic_load_n(&t->stop, __ATOMIC_ACQUIRE))
+        h_route()->progress(t->p[0].port);
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    struct h_port p[2];
+    CU_ASSERT_EQUAL_FATAL(h_open(p, 2, COOKIE), COR_OK);
+    p[0].rx_max = p[1].rx_max = 20000;
+    struct thr t = {p, 3000, 0, 0};
+    pthread_t ts, tp;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&tp, NULL, progress_main, &t), 0);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&ts, NULL, sender_main, &t), 0);
+    double t0 = h_seconds();
+    uint64_t back = 0;
+    while ((p[1].rx_next[0] < t.frames ||
+            __atomic_load_n(&p[0].done_ok, __ATOMIC_RELAXED) < t.frames ||
+            p[1].done_ok < back) &&
+           h_seconds() - t0 < 60) {
+        if (back < 500 && h_send_next(p, 1, 0, 20000) == COR_OK)
+            back++;
+        h_route()->progress(p[1].port);
+    }
+    pthread_join(ts, NULL);
+    /* Port 0's progress thread still runs: wait for the replies to land there. */
+    while (p[1].done_ok < back && h_seconds() - t0 < 60)
+        h_route()->progress(p[1].port);
+    __atomic_store_n(&t.stop, 1, __ATOMIC_RELEASE);
+    pthread_join(tp, NULL);
+    CU_ASSERT_EQUAL(t.rc, COR_OK);
+    CU_ASSERT_EQUAL(p[1].rx_next[0], t.frames);
+    CU_ASSERT_EQUAL(p[0].done_ok, t.frames);
+    CU_ASSERT_EQUAL(p[0].rx_next[1], back);
+    CU_ASSERT_EQUAL(p[1].done_ok, back);
+    CU_ASSERT_EQUAL(p[0].rx_bad + p[1].rx_bad, 0);
+    h_close(p, 2);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -152,6 +225,7 @@ int main(void)
     CU_add_test(s, "three ports, all pairs", test_exchange_three);
     CU_add_test(s, "backpressure: EAGAIN then everything arrives", test_backpressure);
     CU_add_test(s, "close completes pending sends with ECLOSED", test_close_pending);
+    CU_add_test(s, "sender thread + progress thread on one port", test_threads);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
