@@ -1,2 +1,297 @@
-/* CoRgmRoute: being written (issue 4). */
-#include "route.h"
+/*
+ * CoRgmRoute: reliable, ordered frames over the GM API (cor_route_gm.so), written against
+ * gm.h only (libgm-compat runs it on libfabric). This file holds the port's life cycle,
+ * addressing and the operations table, the plugin's only exported symbol; sending is in
+ * gm_tx.c, receiving and progress in gm_rx.c, memory in gm_mem.c, knobs in gm_env.c.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gm_port.h"
+
+/* GM port ids a hard port may use, in probing order (0, 1 and 3 are GM's own). */
+static const unsigned port_ids[] = {2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+#define NPORT_IDS (sizeof port_ids / sizeof port_ids[0])
+
+static int open_gm_port(struct cor_rport *p, int index)
+{
+    unsigned start = index < 0 ? NPORT_IDS - 1 : (unsigned)index % NPORT_IDS;
+    gm_status_t st = GM_BUSY;
+    for (unsigned i = 0; i < NPORT_IDS; i++) {
+        unsigned id = port_ids[(start + i) % NPORT_IDS];
+        st = gm_open(&p->gp, 0, id, "cor", (enum gm_api_version)GM_API_VERSION_2_0_16);
+        if (st == GM_SUCCESS) {
+            p->port_id = id;
+            return COR_OK;
+        }
+        if (st != GM_BUSY)
+            break;
+    }
+    gmr_log("cannot open a GM port for hard port %d: %s", index, gm_strerror(st));
+    return st == GM_BUSY ? COR_EBUSY : COR_EROUTE;
+}
+
+static void port_free(struct cor_rport *p)
+{
+    if (p->gp) {
+        gmr_mem_fini(p);
+        gm_close(p->gp); /* releases DMA memory too */
+    }
+    if (p->joined)
+        gmr_session_fini();
+    free(p->peers);
+    free(p->hash);
+    free(p->tx);
+    free(p->done);
+    free(p->failed);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+static int gmr_open(const struct cor_route_config *cfg, const struct cor_route_upcalls *up,
+                    struct cor_rport **out)
+{
+    if (!out)
+        return COR_EINVAL;
+    *out = NULL;
+    if (!cfg || !up || !up->deliver || !up->send_done || !up->peer_failed ||
+        cfg->npeers == 0 || cfg->npeers > 65535 || cfg->self >= cfg->npeers) {
+        gmr_log("open: invalid configuration or upcalls");
+        return COR_EINVAL;
+    }
+    struct cor_rport *p = calloc(1, sizeof *p);
+    if (!p)
+        return COR_ENOMEM;
+    pthread_mutex_init(&p->lock, NULL);
+    p->up = *up;
+    p->cookie = cfg->session_cookie;
+    p->self = cfg->self;
+    p->npeers = cfg->npeers;
+    int rc = COR_EINVAL;
+    if (gmr_knobs_read(&p->k))
+        goto fail;
+    rc = COR_ENOMEM;
+    unsigned slots = 4;
+    while (slots < 2 * p->npeers)
+        slots *= 2;
+    p->hash_mask = slots - 1;
+    p->peers = calloc(p->npeers, sizeof *p->peers);
+    p->hash = calloc(slots, sizeof *p->hash);
+    if (!p->peers || !p->hash)
+        goto fail;
+    if ((rc = gmr_session_init(cfg)) != COR_OK)
+        goto fail;
+    p->joined = 1;
+    if ((rc = open_gm_port(p, cfg->port_index)) != COR_OK)
+        goto fail;
+    if (gm_get_node_id(p->gp, &p->node_id) != GM_SUCCESS ||
+        gm_get_host_name(p->gp, p->host) != GM_SUCCESS) {
+        rc = COR_EROUTE;
+        goto fail;
+    }
+    p->host[GM_MAX_HOST_NAME_LEN] = '\0';
+    if ((rc = gmr_tx_setup(p)) != COR_OK || (rc = gmr_rx_setup(p)) != COR_OK)
+        goto fail;
+    gm_allow_remote_memory_access(p->gp);
+    *out = p;
+    return COR_OK;
+fail:
+    port_free(p);
+    return rc;
+}
+
+static void on_ctrl_sent(struct gm_port *gp, void *ctx, gm_status_t st)
+{
+    (void)gp;
+    (void)st;
+    unsigned *pending = ctx;
+    (*pending)--;
+}
+
+/* Tells every live peer we are going, so its sends fail at once instead of timing out;
+ * waits (briefly, bounded) until GM has taken the messages. Lock held. */
+static void say_bye(struct cor_rport *p)
+{
+    unsigned pending = 0;
+    for (uint32_t i = 0; i < p->npeers; i++) {
+        struct gmr_peer *q = &p->peers[i];
+        if (!q->added || q->dead || q->closed || i == p->self)
+            continue;
+        char *m = p->ctrl_tx + (size_t)GMR_CTRL_LEN * i;
+        uint32_t op = GMR_OP_BYE, arg = 0;
+        memcpy(m, &p->cookie, 8);
+        memcpy(m + 8, &op, 4);
+        memcpy(m + 12, &arg, 4);
+        pending++;
+        gm_send_with_callback(p->gp, m, GMR_CTRL_CLASS, GMR_CTRL_LEN, GM_HIGH_PRIORITY, q->node,
+                              q->port, on_ctrl_sent, &pending);
+    }
+    for (int i = 0; i < 20000 && pending > 0; i++) {
+        gm_recv_event_t *e = gm_receive(p->gp);
+        unsigned type = GM_RECV_EVENT_TYPE(e);
+        if (type == GM_NO_RECV_EVENT)
+            continue;
+        if (type == GM_RECV_EVENT || type == GM_HIGH_RECV_EVENT)
+            continue; /* closing: frames are no longer delivered */
+        gm_unknown(p->gp, e);
+    }
+    /* Callbacks that did not run yet touch nothing after gm_close (GM drops them). */
+}
+
+static void gmr_close(struct cor_rport *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->closing = 1;
+    say_bye(p);
+    /* Every accepted frame not yet reported completes with COR_ECLOSED (or its status). */
+    size_t n = (size_t)(p->d_head - p->d_tail);
+    struct {
+        void *cookie;
+        int status;
+    } *rep = calloc(n ? n : 1, sizeof *rep);
+    size_t nrep = 0;
+    for (uint64_t i = p->d_tail; i < p->d_head; i++) {
+        struct gmr_tx *t = &p->tx[i % p->k.tx_frames];
+        if (t->state == TX_FREE)
+            continue;
+        int st = t->state == TX_DONE ? t->status : COR_ECLOSED;
+        if (rep)
+            rep[nrep++] = (typeof(*rep)){t->cookie, st};
+        t->state = TX_FREE;
+    }
+    p->ndone = 0;
+    if (p->k.stats)
+        gmr_log("port node %u id %u: frames out %" PRIu64 " in %" PRIu64 ", puts %" PRIu64
+                ", dropped %" PRIu64 ", deepest software queue %" PRIu64,
+                p->node_id, p->port_id, p->frames_out, p->frames_in, p->puts, p->dropped,
+                p->queued_max);
+    pthread_mutex_unlock(&p->lock);
+    for (size_t i = 0; i < nrep; i++)
+        p->up.send_done(p->up.core, rep[i].cookie, rep[i].status);
+    free(rep);
+    port_free(p);
+}
+
+static int gmr_address(struct cor_rport *p, char *buf, size_t len)
+{
+    if (!p || !buf)
+        return COR_EINVAL;
+    int w = snprintf(buf, len, "%u:%u:%s", p->node_id, p->port_id, p->host);
+    return w < 0 || (size_t)w >= len || (size_t)w >= COR_ADDR_MAX ? COR_EINVAL : COR_OK;
+}
+
+/* Parses "node:port:host"; the host must be what our node map calls that node, so both
+ * sides use the same map (same session). */
+static int parse_addr(struct cor_rport *p, const char *addr, unsigned *node, unsigned *port)
+{
+    char *end;
+    if (!addr || strnlen(addr, COR_ADDR_MAX) >= COR_ADDR_MAX || addr[0] < '0' || addr[0] > '9')
+        return -1;
+    unsigned long n = strtoul(addr, &end, 10);
+    if (*end != ':' || n == 0 || n > 65535 || end[1] < '0' || end[1] > '9')
+        return -1;
+    unsigned long q = strtoul(end + 1, &end, 10);
+    if (*end != ':' || q >= gm_num_ports(NULL) || q == 0 || q == 1 || q == 3)
+        return -1;
+    const char *host = end + 1;
+    char known[GM_MAX_HOST_NAME_LEN + 1];
+    if (gm_node_id_to_host_name_ex(p->gp, 0, (unsigned)n, &known) != GM_SUCCESS)
+        return -1;
+    known[GM_MAX_HOST_NAME_LEN] = '\0';
+    if (strcmp(known, host) != 0)
+        return -1;
+    *node = (unsigned)n;
+    *port = (unsigned)q;
+    return 0;
+}
+
+static int gmr_add_peer(struct cor_rport *p, cor_peer_t peer, const char *addr)
+{
+    if (!p || peer >= p->npeers)
+        return COR_EINVAL;
+    unsigned node, port;
+    pthread_mutex_lock(&p->lock);
+    int rc = COR_EEXIST;
+    if (p->peers[peer].added)
+        goto out;
+    rc = COR_EINVAL;
+    if (parse_addr(p, addr, &node, &port) != 0) {
+        gmr_log("domain %u: bad or foreign address '%.64s'", peer, addr ? addr : "(null)");
+        goto out;
+    }
+    uint32_t other;
+    if (gmr_lookup(p, node, port, &other) == 0) {
+        gmr_log("domain %u: address %s is already domain %u's", peer, addr, other);
+        goto out;
+    }
+    uint32_t key = node << 8 | port;
+    unsigned h = (unsigned)((key * 2654435761u) >> 8) & p->hash_mask;
+    while (p->hash[h].key)
+        h = (h + 1) & p->hash_mask;
+    p->hash[h] = (struct gmr_hslot){key, peer};
+    p->peers[peer] = (struct gmr_peer){.node = node, .port = port, .added = 1};
+    rc = COR_OK;
+out:
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+/* GM has no file descriptor to poll: the core's listener sleeps timeout_ms() instead. */
+static int gmr_wait_fd(struct cor_rport *p)
+{
+    (void)p;
+    return -1;
+}
+
+static int gmr_timeout_ms(struct cor_rport *p)
+{
+    (void)p;
+    return 1;
+}
+
+static void gmr_caps(struct cor_rport *p, struct cor_route_caps *caps)
+{
+    if (!p || !caps)
+        return;
+    caps->frame_max = gm_max_length_for_size(p->k.data_class) - GMR_HDR;
+    caps->eager_limit = p->k.eager;
+    caps->has_rma = 1;
+    caps->zero_copy_send = 0;
+}
+
+static void gmr_counters(struct cor_rport *p, uint64_t *dropped, uint64_t *retransmits)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    if (dropped)
+        *dropped = p->dropped;
+    if (retransmits)
+        *retransmits = 0; /* GM retransmits below us */
+    pthread_mutex_unlock(&p->lock);
+}
+
+COR_ROUTE_DECLARE(gm) = {
+    .size = sizeof(struct cor_route_ops),
+    .abi = COR_ROUTE_ABI,
+    .name = "gm",
+    .open = gmr_open,
+    .close = gmr_close,
+    .address = gmr_address,
+    .add_peer = gmr_add_peer,
+    .send = gmr_send,
+    .progress = gmr_progress,
+    .wait_fd = gmr_wait_fd,
+    .timeout_ms = gmr_timeout_ms,
+    .caps = gmr_caps,
+    .counters = gmr_counters,
+    .mem_register = gmr_mem_register,
+    .mem_deregister = gmr_mem_deregister,
+    .put = gmr_put,
+    .mem_alloc = gmr_mem_alloc,
+    .mem_free = gmr_mem_free,
+};

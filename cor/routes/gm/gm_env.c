@@ -1,0 +1,187 @@
+/*
+ * Knobs of the gm route and the session setup of libgm-compat.
+ *
+ * libgm-compat reads its node map once, at the first gm_init() of the process. When the user
+ * gave no map (GM_NODES / GM_NODE_MAP unset), each domain of the session becomes its own node
+ * ("1 d0; 2 d1; ..."; node = rank + 1), so every domain has all 13 usable GM port ids, and
+ * the shared-memory namespace is private to the session (from its cookie). The variables we
+ * set only for that gm_init are removed again, so children of the domain do not inherit them.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gm_port.h"
+
+void gmr_log(const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "cor route gm: %s\n", msg);
+}
+
+/* An unsigned knob in [lo, hi]; -1 (with a message) when set to anything else. */
+static int knob(const char *name, unsigned long def, unsigned long lo, unsigned long hi,
+                unsigned long *out)
+{
+    const char *s = getenv(name);
+    *out = def;
+    if (!s || !*s)
+        return 0;
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 0);
+    if (errno || *end || s[0] == '-' || v < lo || v > hi) {
+        gmr_log("%s='%s': expected a number in %lu..%lu", name, s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int gmr_knobs_read(struct gmr_knobs *k)
+{
+    unsigned long cls, rx, eager, txb, txf, rc, st;
+    if (knob("COR_GM_CLASS", 16, 12, 20, &cls) || knob("COR_GM_RX_BUFS", 64, 4, 240, &rx) ||
+        knob("COR_GM_EAGER", 16384, 64, 1u << 20, &eager) ||
+        knob("COR_GM_TX_BYTES", 4u << 20, 1u << 16, 1u << 30, &txb) ||
+        knob("COR_GM_TX_FRAMES", 1024, 64, 1u << 20, &txf) ||
+        knob("COR_GM_REGCACHE", 64, 0, 1u << 16, &rc) || knob("COR_GM_STATS", 0, 0, 1, &st))
+        return -1;
+    k->data_class = (unsigned)cls;
+    k->rx_bufs = (unsigned)rx;
+    k->eager = eager;
+    k->tx_bytes = txb;
+    k->tx_frames = (unsigned)txf;
+    k->regcache = (unsigned)rc;
+    k->stats = (int)st;
+    size_t frame_max = gm_max_length_for_size(k->data_class) - GMR_HDR;
+    if (k->eager > frame_max / 2)
+        k->eager = frame_max / 2;
+    if (k->tx_bytes < 2 * gm_max_length_for_size(k->data_class))
+        k->tx_bytes = 2 * gm_max_length_for_size(k->data_class);
+    return 0;
+}
+
+/* ---- session setup -------------------------------------------------------------------- */
+
+static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned session_refs; /* gm_init calls made by this route, guarded by session_lock */
+
+/* Sets name=value for the coming gm_init; remembers to remove it afterwards. */
+static int set_temp(const char *name, const char *value, const char **undo, int *nundo)
+{
+    if (setenv(name, value, 1) != 0)
+        return -1;
+    undo[(*nundo)++] = name;
+    return 0;
+}
+
+/* The node id COR_GM_NODE_ID asks for: "rank" = rank + 1, a number, or 0 (not set). */
+static int node_knob(const struct cor_route_config *cfg, unsigned *node)
+{
+    const char *s = getenv("COR_GM_NODE_ID");
+    *node = 0;
+    if (!s || !*s)
+        return 0;
+    if (strcmp(s, "rank") == 0) {
+        if (cfg->self >= 65535)
+            return -1;
+        *node = cfg->self + 1;
+        return 0;
+    }
+    char *end;
+    unsigned long v = strtoul(s, &end, 10);
+    if (*end || v == 0 || v > 65535) {
+        gmr_log("COR_GM_NODE_ID='%s': expected 'rank' or a node id 1..65535", s);
+        return -1;
+    }
+    *node = (unsigned)v;
+    return 0;
+}
+
+int gmr_session_init(const struct cor_route_config *cfg)
+{
+    unsigned node;
+    if (node_knob(cfg, &node))
+        return COR_EINVAL;
+    pthread_mutex_lock(&session_lock);
+    if (session_refs > 0) { /* the process already configured libgm */
+        session_refs++;
+        pthread_mutex_unlock(&session_lock);
+        return gm_init() == GM_SUCCESS ? COR_OK : COR_EROUTE;
+    }
+    const char *undo[4];
+    int nundo = 0, err = COR_OK;
+    char *map = NULL;
+    const char *m1 = getenv("GM_NODES"), *m2 = getenv("GM_NODE_MAP");
+    int user_map = (m1 && *m1) || (m2 && *m2);
+    if (!user_map) {
+        if (cfg->npeers > 65535) {
+            err = COR_ELIMIT;
+            goto out;
+        }
+        /* "N dK; " per domain: at most 16 bytes each. */
+        size_t cap = (size_t)cfg->npeers * 16 + 1, used = 0;
+        map = malloc(cap);
+        if (!map) {
+            err = COR_ENOMEM;
+            goto out;
+        }
+        map[0] = '\0';
+        for (uint32_t i = 0; i < cfg->npeers; i++)
+            used += (size_t)snprintf(map + used, cap - used, "%u d%u;", i + 1, i);
+        if (!node)
+            node = cfg->self + 1;
+        if (set_temp("GM_NODES", map, undo, &nundo)) {
+            err = COR_ENOMEM;
+            goto out;
+        }
+    }
+    const char *id = getenv("GM_NODE_ID");
+    if (node && !(id && *id)) {
+        char num[16];
+        snprintf(num, sizeof num, "%u", node);
+        if (set_temp("GM_NODE_ID", num, undo, &nundo)) {
+            err = COR_ENOMEM;
+            goto out;
+        }
+    }
+    const char *ns = getenv("GM_SHM_NAMESPACE");
+    if (!(ns && *ns)) {
+        char name[32];
+        snprintf(name, sizeof name, "cor%016" PRIx64, cfg->session_cookie);
+        if (set_temp("GM_SHM_NAMESPACE", name, undo, &nundo)) {
+            err = COR_ENOMEM;
+            goto out;
+        }
+    }
+    if (gm_init() != GM_SUCCESS) {
+        gmr_log("gm_init failed (node map / GM_* environment; libgm said why above)");
+        err = COR_EROUTE;
+        goto out;
+    }
+    session_refs++;
+out:
+    for (int i = 0; i < nundo; i++)
+        unsetenv(undo[i]);
+    free(map);
+    pthread_mutex_unlock(&session_lock);
+    return err;
+}
+
+void gmr_session_fini(void)
+{
+    pthread_mutex_lock(&session_lock);
+    if (session_refs > 0) {
+        session_refs--;
+        gm_finalize();
+    }
+    pthread_mutex_unlock(&session_lock);
+}

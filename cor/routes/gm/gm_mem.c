@@ -1,0 +1,126 @@
+/*
+ * Memory: DMA allocations (mem_alloc) and registrations of user buffers for puts, with a
+ * cache: a region stays registered after its last deregister, so sending from or receiving
+ * into the same buffer again costs no new GM registration. At most k.regcache unused
+ * regions are kept; the least recently used goes first.
+ *
+ * The key a peer needs to put into a region is its virtual address (GM directed sends
+ * address remote memory by virtual address); we return the region's base.
+ */
+#include <stdlib.h>
+
+#include "gm_port.h"
+
+static unsigned unused_count(struct cor_rport *p)
+{
+    unsigned n = 0;
+    for (struct cor_route_mr *m = p->mrs; m; m = m->next)
+        n += m->refs == 0;
+    return n;
+}
+
+static void mr_drop(struct cor_rport *p, struct cor_route_mr **link)
+{
+    struct cor_route_mr *m = *link;
+    *link = m->next;
+    gm_deregister_memory(p->gp, m->addr, m->len);
+    free(m);
+    p->nmrs--;
+}
+
+/* Evicts least recently used unreferenced regions until at most `keep` remain. */
+static void evict(struct cor_rport *p, unsigned keep)
+{
+    while (unused_count(p) > keep) {
+        struct cor_route_mr **victim = NULL;
+        for (struct cor_route_mr **l = &p->mrs; *l; l = &(*l)->next)
+            if ((*l)->refs == 0 && (!victim || (*l)->used < (*victim)->used))
+                victim = l;
+        mr_drop(p, victim);
+    }
+}
+
+int gmr_mem_register(struct cor_rport *p, void *addr, size_t len, struct cor_route_mr **mr,
+                     uint64_t *key)
+{
+    if (!p || !addr || !len || !mr || (uintptr_t)addr + len < (uintptr_t)addr)
+        return COR_EINVAL;
+    char *a = addr;
+    pthread_mutex_lock(&p->lock);
+    int rc = COR_OK;
+    if (p->closing) {
+        rc = COR_ECLOSED;
+        goto out;
+    }
+    struct cor_route_mr *m;
+    for (m = p->mrs; m; m = m->next)
+        if (a >= m->addr && len <= m->len && (size_t)(a - m->addr) <= m->len - len)
+            break;
+    if (!m) {
+        m = calloc(1, sizeof *m);
+        if (!m) {
+            rc = COR_ENOMEM;
+            goto out;
+        }
+        gm_status_t st = gm_register_memory(p->gp, addr, len);
+        if (st != GM_SUCCESS) {
+            free(m);
+            rc = st == GM_OUT_OF_MEMORY ? COR_ENOMEM : COR_EINVAL;
+            goto out;
+        }
+        m->addr = a;
+        m->len = len;
+        m->next = p->mrs;
+        p->mrs = m;
+        p->nmrs++;
+    }
+    m->refs++;
+    m->used = ++p->mr_clock;
+    *mr = m;
+    if (key)
+        *key = (uint64_t)(uintptr_t)m->addr;
+out:
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+void gmr_mem_deregister(struct cor_rport *p, struct cor_route_mr *mr)
+{
+    if (!p || !mr)
+        return;
+    pthread_mutex_lock(&p->lock);
+    for (struct cor_route_mr *m = p->mrs; m; m = m->next)
+        if (m == mr && m->refs > 0) { /* ignore a stale or foreign handle */
+            m->refs--;
+            if (m->refs == 0)
+                evict(p, p->k.regcache);
+            break;
+        }
+    pthread_mutex_unlock(&p->lock);
+}
+
+void *gmr_mem_alloc(struct cor_rport *p, size_t len)
+{
+    if (!p || !len)
+        return NULL;
+    pthread_mutex_lock(&p->lock);
+    void *ptr = p->closing ? NULL : gm_dma_malloc(p->gp, len);
+    pthread_mutex_unlock(&p->lock);
+    return ptr;
+}
+
+void gmr_mem_free(struct cor_rport *p, void *ptr)
+{
+    if (!p || !ptr)
+        return;
+    pthread_mutex_lock(&p->lock);
+    gm_dma_free(p->gp, ptr);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* Lock held; before gm_close. */
+void gmr_mem_fini(struct cor_rport *p)
+{
+    while (p->mrs)
+        mr_drop(p, &p->mrs);
+}

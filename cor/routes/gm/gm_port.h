@@ -1,0 +1,146 @@
+/*
+ * CoRgmRoute internals: one GM port per hard port (see README.md for the design).
+ *
+ * Locking: everything in struct cor_rport, including the GM port (not thread-safe, as in GM),
+ * is guarded by `lock`. GM callbacks run inside gm_unknown() under that lock and only record
+ * completions; upcalls into the core are made after the lock is dropped.
+ */
+#ifndef GM_PORT_H
+#define GM_PORT_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gm.h"
+#include "route.h"
+
+/* Every GM message starts with this. Data frames (low priority) carry the session cookie and
+ * then the core's frame; control messages (high priority) add an opcode. */
+#define GMR_HDR 8
+#define GMR_CTRL_LEN 16
+#define GMR_CTRL_CLASS 6 /* 56-byte buffers for control messages */
+#define GMR_CTRL_BUFS 8
+#define GMR_OP_BYE 1 /* the sender closed its port: sends to it will fail */
+
+/* Tunables, read once per open from the environment (gm_knobs.c). */
+struct gmr_knobs {
+    unsigned data_class; /* GM size class of every data frame buffer */
+    unsigned rx_bufs;    /* low-priority receive buffers provided */
+    size_t eager;        /* caps.eager_limit */
+    size_t tx_bytes;     /* send ring: DMA memory for copied frames */
+    unsigned tx_frames;  /* send descriptors (frames accepted, not yet completed) */
+    unsigned regcache;   /* cached user registrations kept after deregister */
+    int stats;           /* print counters at close */
+};
+int gmr_knobs_read(struct gmr_knobs *k);
+void gmr_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Session setup of libgm-compat before the first gm_init (gm_session.c). */
+int gmr_session_init(const struct cor_route_config *cfg);
+void gmr_session_fini(void);
+
+struct gmr_peer {
+    unsigned node, port;
+    int added;
+    int dead;     /* sends refused with COR_EPEERDEAD */
+    int closed;   /* it said BYE: the next send to it declares it dead */
+    int reported; /* peer_failed made (or queued) */
+};
+
+enum gmr_tx_state { TX_FREE = 0, TX_QUEUED, TX_INFLIGHT, TX_DONE };
+enum gmr_tx_kind { TX_SEND = 0, TX_PUT };
+
+/* One accepted send or put, in a FIFO ring of descriptors (order of acceptance). */
+struct gmr_tx {
+    struct cor_rport *port;
+    void *cookie;
+    uint32_t peer;
+    uint8_t kind, state;
+    int status;
+    char *buf;     /* TX_SEND: the copy in the byte ring; TX_PUT: the local source */
+    size_t len;    /* bytes on the wire (header included for TX_SEND) */
+    size_t end;    /* TX_SEND: byte ring offset after this frame (reclaim point) */
+    uint64_t raddr; /* TX_PUT */
+};
+
+
+struct cor_route_mr {
+    char *addr;
+    size_t len;
+    unsigned refs;
+    uint64_t used; /* LRU stamp */
+    struct cor_route_mr *next;
+};
+
+struct gmr_hslot {
+    uint32_t key; /* node << 8 | port, 0 = empty */
+    uint32_t rank;
+};
+
+struct cor_rport {
+    pthread_mutex_t lock;
+    struct gm_port *gp;
+    struct cor_route_upcalls up;
+    struct gmr_knobs k;
+    uint64_t cookie;
+    uint32_t self, npeers;
+    unsigned node_id, port_id;
+    char host[GM_MAX_HOST_NAME_LEN + 1];
+    int closing;
+    int joined; /* gmr_session_init done */
+
+    struct gmr_peer *peers;
+    struct gmr_hslot *hash; /* (node, port) -> rank */
+    unsigned hash_mask;
+
+    /* receive buffers: one DMA block, rx_bufs data buffers then the control buffers */
+    char *rx_mem;
+    size_t rx_len, data_buf_len;
+
+    /* send side */
+    unsigned tokens; /* GM send tokens left */
+    char *tx_mem;    /* byte ring (DMA memory) */
+    size_t tx_head, tx_tail;
+    struct gmr_tx *tx; /* descriptor ring, k.tx_frames entries */
+    uint64_t d_head, d_tail, d_queue; /* alloc, oldest live, first not yet given to GM */
+    struct gmr_tx **done; /* completed (TX_DONE), not yet reported; reclaimed after */
+    unsigned ndone;
+    uint32_t *failed; /* peers to report with peer_failed */
+    unsigned nfailed;
+    char *ctrl_tx; /* DMA memory for outgoing control messages */
+
+    struct cor_route_mr *mrs; /* registration cache */
+    unsigned nmrs;
+    uint64_t mr_clock;
+
+    /* counters */
+    uint64_t dropped, frames_in, frames_out, queued_max, puts;
+};
+
+/* gm_tx.c */
+int gmr_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov, int iovcnt,
+             void *cookie);
+int gmr_put(struct cor_rport *p, cor_peer_t peer, const void *local, size_t len,
+            struct cor_route_mr *mr, uint64_t raddr, uint64_t rkey, void *cookie);
+void gmr_pump(struct cor_rport *p); /* lock held: hands queued frames to GM */
+void gmr_reclaim(struct cor_rport *p);
+void gmr_peer_dead(struct cor_rport *p, uint32_t peer); /* lock held */
+int gmr_tx_setup(struct cor_rport *p);
+
+/* gm_rx.c */
+int gmr_progress(struct cor_rport *p);
+int gmr_rx_setup(struct cor_rport *p);
+int gmr_lookup(struct cor_rport *p, unsigned node, unsigned port, uint32_t *rank);
+/* Lock held on entry; drops it to make the upcalls; returns with it held. Returns events. */
+int gmr_report(struct cor_rport *p);
+
+/* gm_mem.c */
+int gmr_mem_register(struct cor_rport *p, void *addr, size_t len, struct cor_route_mr **mr,
+                     uint64_t *key);
+void gmr_mem_deregister(struct cor_rport *p, struct cor_route_mr *mr);
+void *gmr_mem_alloc(struct cor_rport *p, size_t len);
+void gmr_mem_free(struct cor_rport *p, void *ptr);
+void gmr_mem_fini(struct cor_rport *p);
+
+#endif

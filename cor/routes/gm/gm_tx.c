@@ -1,0 +1,269 @@
+/*
+ * Sending: frames are copied into a ring of DMA memory and handed to GM while send tokens
+ * last; beyond that they wait, in acceptance order, in the descriptor ring (the software
+ * queue) and go out from progress() as GM callbacks return tokens. Puts share the same FIFO,
+ * so a put is ordered before every later send to its peer. All data and puts travel at low
+ * priority, where GM keeps order per target port.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gm_port.h"
+
+#define ALIGN 64
+
+static struct gmr_tx *tx_at(struct cor_rport *p, uint64_t i)
+{
+    return &p->tx[i % p->k.tx_frames];
+}
+
+int gmr_tx_setup(struct cor_rport *p)
+{
+    p->tokens = gm_num_send_tokens(p->gp);
+    if (p->tokens > 1)
+        p->tokens--; /* one kept for the control messages of close() */
+    p->tx = calloc(p->k.tx_frames, sizeof *p->tx);
+    p->done = calloc(p->k.tx_frames, sizeof *p->done);
+    p->failed = calloc(p->npeers, sizeof *p->failed);
+    p->tx_mem = gm_dma_malloc(p->gp, p->k.tx_bytes);
+    p->ctrl_tx = gm_dma_malloc(p->gp, (size_t)GMR_CTRL_LEN * (p->npeers + 1));
+    if (!p->tx || !p->done || !p->failed || !p->tx_mem || !p->ctrl_tx)
+        return COR_ENOMEM;
+    for (unsigned i = 0; i < p->k.tx_frames; i++)
+        p->tx[i].port = p;
+    return COR_OK;
+}
+
+/* Reserves n bytes of the byte ring; NULL when full. Live bytes are [tail, head), or
+ * [tail, R) + [0, head) once wrapped; head == tail only when no frame holds bytes (a frame
+ * never fills the gap exactly). */
+static char *ring_alloc(struct cor_rport *p, size_t n, size_t *end)
+{
+    n = (n + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+    size_t R = p->k.tx_bytes, off;
+    if (p->tx_head == p->tx_tail)
+        p->tx_head = p->tx_tail = 0;
+    if (p->tx_head >= p->tx_tail) {
+        if (R - p->tx_head >= n)
+            off = p->tx_head;
+        else if (n < p->tx_tail)
+            off = 0;
+        else
+            return NULL;
+    } else if (p->tx_tail - p->tx_head > n) {
+        off = p->tx_head;
+    } else {
+        return NULL;
+    }
+    p->tx_head = off + n;
+    *end = p->tx_head;
+    return p->tx_mem + off;
+}
+
+/* Frees descriptors (and their bytes) from the oldest while they are done and reported. */
+void gmr_reclaim(struct cor_rport *p)
+{
+    while (p->d_tail < p->d_queue) {
+        struct gmr_tx *t = tx_at(p, p->d_tail);
+        if (t->state != TX_FREE)
+            break;
+        if (t->kind == TX_SEND)
+            p->tx_tail = t->end;
+        p->d_tail++;
+    }
+    if (p->d_tail == p->d_head)
+        p->tx_head = p->tx_tail = 0;
+}
+
+/* The descriptor stays taken until gmr_report() has made its send_done upcall, so at most
+ * tx_frames completions wait. */
+static void complete(struct cor_rport *p, struct gmr_tx *t, int status)
+{
+    t->status = status;
+    t->state = TX_DONE;
+    p->done[p->ndone++] = t;
+}
+
+void gmr_peer_dead(struct cor_rport *p, uint32_t peer)
+{
+    struct gmr_peer *q = &p->peers[peer];
+    q->dead = 1;
+    if (!q->reported) {
+        q->reported = 1;
+        p->failed[p->nfailed++] = peer;
+    }
+}
+
+static int is_peer_error(gm_status_t st)
+{
+    return st == GM_SEND_TARGET_PORT_CLOSED || st == GM_SEND_TARGET_NODE_UNREACHABLE ||
+           st == GM_SEND_TIMED_OUT || st == GM_SEND_REJECTED || st == GM_SEND_ORPHANED;
+}
+
+/* GM completion of a send or put; runs in gm_unknown() under p->lock. */
+static void on_sent(struct gm_port *gp, void *ctx, gm_status_t st)
+{
+    struct gmr_tx *t = ctx;
+    struct cor_rport *p = t->port;
+    (void)gp;
+    p->tokens++;
+    if (t->state != TX_INFLIGHT)
+        return; /* cannot happen: GM calls back once */
+    if (st == GM_SUCCESS) {
+        complete(p, t, COR_OK);
+        return;
+    }
+    if (is_peer_error(st)) {
+        gmr_peer_dead(p, t->peer);
+    } else {
+        gmr_log("send to domain %u: %s", t->peer, gm_strerror(st));
+    }
+    complete(p, t, COR_EPEERDEAD);
+}
+
+static void start(struct cor_rport *p, struct gmr_tx *t)
+{
+    struct gmr_peer *q = &p->peers[t->peer];
+    p->tokens--;
+    t->state = TX_INFLIGHT;
+    if (t->kind == TX_SEND) {
+        gm_send_with_callback(p->gp, t->buf, p->k.data_class, t->len, GM_LOW_PRIORITY, q->node,
+                              q->port, on_sent, t);
+        p->frames_out++;
+    } else {
+        gm_put(p->gp, t->buf, t->raddr, t->len, GM_LOW_PRIORITY, q->node, q->port, on_sent, t);
+        p->puts++;
+    }
+}
+
+void gmr_pump(struct cor_rport *p)
+{
+    while (p->d_queue < p->d_head && p->tokens > 0) {
+        struct gmr_tx *t = tx_at(p, p->d_queue++);
+        if (p->peers[t->peer].dead)
+            complete(p, t, COR_EPEERDEAD);
+        else
+            start(p, t);
+    }
+    gmr_reclaim(p);
+}
+
+/* Takes the next descriptor, or NULL (window full). */
+static struct gmr_tx *tx_new(struct cor_rport *p, uint32_t peer, void *cookie, int kind)
+{
+    if (p->d_head - p->d_tail >= p->k.tx_frames)
+        return NULL;
+    struct gmr_tx *t = tx_at(p, p->d_head);
+    t->cookie = cookie;
+    t->peer = peer;
+    t->kind = (uint8_t)kind;
+    t->status = COR_OK;
+    return t;
+}
+
+/* Starts it now if nothing waits ahead and a token is free, else queues it. */
+static void tx_commit(struct cor_rport *p, struct gmr_tx *t)
+{
+    p->d_head++;
+    if (p->d_queue == p->d_head - 1 && p->tokens > 0) {
+        p->d_queue++;
+        start(p, t);
+    } else {
+        t->state = TX_QUEUED;
+        uint64_t q = p->d_head - p->d_queue;
+        if (q > p->queued_max)
+            p->queued_max = q;
+    }
+}
+
+/* COR_OK to go on, or why a send/put to `peer` is refused now. */
+static int peer_check(struct cor_rport *p, cor_peer_t peer)
+{
+    if (p->closing)
+        return COR_ECLOSED;
+    if (peer >= p->npeers || !p->peers[peer].added)
+        return COR_EINVAL;
+    struct gmr_peer *q = &p->peers[peer];
+    if (q->closed && !q->dead)
+        gmr_peer_dead(p, peer); /* reported by the next progress() */
+    return q->dead ? COR_EPEERDEAD : COR_OK;
+}
+
+int gmr_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov, int iovcnt,
+             void *cookie)
+{
+    if (!p || iovcnt < 0 || (iovcnt > 0 && !iov))
+        return COR_EINVAL;
+    size_t len = 0;
+    for (int i = 0; i < iovcnt; i++) {
+        if (iov[i].iov_len && !iov[i].iov_base)
+            return COR_EINVAL;
+        len += iov[i].iov_len;
+        if (len < iov[i].iov_len)
+            return COR_EINVAL;
+    }
+    size_t max = gm_max_length_for_size(p->k.data_class) - GMR_HDR;
+    if (len > max)
+        return COR_EINVAL;
+    pthread_mutex_lock(&p->lock);
+    int rc = peer_check(p, peer);
+    if (rc != COR_OK)
+        goto out;
+    rc = COR_EAGAIN;
+    struct gmr_tx *t = tx_new(p, peer, cookie, TX_SEND);
+    if (!t)
+        goto out;
+    char *buf = ring_alloc(p, len + GMR_HDR, &t->end);
+    if (!buf)
+        goto out;
+    memcpy(buf, &p->cookie, GMR_HDR);
+    size_t off = GMR_HDR;
+    for (int i = 0; i < iovcnt; i++) {
+        if (iov[i].iov_len)
+            memcpy(buf + off, iov[i].iov_base, iov[i].iov_len);
+        off += iov[i].iov_len;
+    }
+    t->buf = buf;
+    t->len = off;
+    tx_commit(p, t);
+    rc = COR_OK;
+out:
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+static struct cor_route_mr *mr_valid(struct cor_rport *p, struct cor_route_mr *mr)
+{
+    for (struct cor_route_mr *m = p->mrs; m; m = m->next)
+        if (m == mr && m->refs > 0)
+            return m;
+    return NULL;
+}
+
+int gmr_put(struct cor_rport *p, cor_peer_t peer, const void *local, size_t len,
+            struct cor_route_mr *mr, uint64_t raddr, uint64_t rkey, void *cookie)
+{
+    (void)rkey; /* GM needs only the remote virtual address */
+    if (!p || !mr || (!local && len) || raddr + len < raddr)
+        return COR_EINVAL;
+    pthread_mutex_lock(&p->lock);
+    int rc = peer_check(p, peer);
+    if (rc != COR_OK)
+        goto out;
+    rc = COR_EINVAL;
+    const char *l = local;
+    if (!mr_valid(p, mr) || l < mr->addr || len > mr->len || l - mr->addr > (ptrdiff_t)(mr->len - len))
+        goto out;
+    rc = COR_EAGAIN;
+    struct gmr_tx *t = tx_new(p, peer, cookie, TX_PUT);
+    if (!t)
+        goto out;
+    t->buf = (char *)local;
+    t->len = len;
+    t->raddr = raddr;
+    tx_commit(p, t);
+    rc = COR_OK;
+out:
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
