@@ -146,6 +146,7 @@ void cor__peer_died(unsigned rank, int err)
 
 static void teardown(void)
 {
+    cor__ports_free_all();
     for (int i = 0; i < g.nroutes; i++) {
         struct cor_route *r = g.routes[i];
         for (int k = 0; k < r->nports; k++) cor__hport_close(r->ports[k]);

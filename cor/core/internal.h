@@ -72,6 +72,7 @@ struct cor_req {
     void *buf;       /* user buffer or core buffer */
     size_t cap;      /* bytes available in buf (recv) / message bytes (send) */
     bool core_alloc; /* recvI with a core buffer: buf allocated at match */
+    _Atomic bool eager; /* send: went eager (the route may hold buf until send_done) */
     void **out_ptr;  /* where test/wait stores buf for core_alloc receives */
 
     _Atomic int remote_rank; /* the domain whose death fails this request, -1 none */
@@ -217,6 +218,7 @@ int cor__progress_all(void); /* one poll of every hard port */
 /* ---- soft-ports ---- */
 struct cor_port {
     uint64_t magic;
+    struct cor_port *next, *prev; /* every open soft-port (g.lock), freed at finalize */
     struct cor_route *route;
     struct cor_hport *hp;
     int hard_index;
@@ -224,6 +226,7 @@ struct cor_port {
     struct cor_task *owner;
 };
 struct cor_port *cor__task_port(struct cor_task *t); /* current, mapped on first use */
+void cor__ports_free_all(void);
 
 /* ---- protocol (proto.c) ---- */
 int cor__send_start(struct cor_task *t, struct cor_req *r);
@@ -286,6 +289,7 @@ struct cor_global {
     struct cor_route *routes[COR_ROUTES_MAX];
     _Atomic bool *dead;   /* [size] */
     struct peer_state *peers; /* [size] */
+    struct cor_port *ports;   /* open soft-ports (lock) */
     cor_death_fn death_fn;
     void *death_arg;
 

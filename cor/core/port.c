@@ -58,6 +58,11 @@ COR_API int cor_port_open(const cor_port_attr_t *attr, cor_port_t *port)
     }
     *p = (struct cor_port){.magic = PORT_MAGIC, .route = r, .hp = r->ports[h], .hard_index = h,
                            .exclusive = a.exclusive != 0, .owner = cor__task_self()};
+    COR_LOCK(&g.lock);
+    p->next = g.ports;
+    if (g.ports) g.ports->prev = p;
+    g.ports = p;
+    COR_UNLOCK(&g.lock);
     *port = p;
     return COR_OK;
 }
@@ -75,6 +80,9 @@ COR_API int cor_port_close(cor_port_t p)
     COR_LOCK(&g.lock);
     p->route->soft_count[p->hard_index]--;
     if (p->exclusive) p->route->exclusive[p->hard_index] = false;
+    if (p->prev) p->prev->next = p->next;
+    else g.ports = p->next;
+    if (p->next) p->next->prev = p->prev;
     COR_UNLOCK(&g.lock);
     p->magic = 0;
     free(p);
@@ -134,4 +142,19 @@ COR_API int cor_route_address(const char *route, int hard_port, char *buf, size_
     if (!r) return COR_ENOTFOUND;
     if (hard_port < 0 || hard_port >= r->nports || !buf) return COR_EINVAL;
     return r->ops->address(r->ports[hard_port]->rp, buf, len);
+}
+
+/* At finalize: soft-ports nobody closed (the ones mapped for tasks among them). */
+void cor__ports_free_all(void)
+{
+    COR_LOCK(&g.lock);
+    struct cor_port *p = g.ports;
+    g.ports = NULL;
+    COR_UNLOCK(&g.lock);
+    while (p) {
+        struct cor_port *next = p->next;
+        p->magic = 0;
+        free(p);
+        p = next;
+    }
 }

@@ -377,6 +377,7 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
         op->payload = r->buf;
         op->plen = r->cap;
         op->req = r;
+        r->eager = true;
         atomic_fetch_add_explicit(&g.eager_sent, 1, memory_order_relaxed);
     } else {
         if (r->cap <= hp->eager_limit)

@@ -272,6 +272,10 @@ void cor__req_fail_peer(unsigned rank, int err)
         cor_req_t h = atomic_load(&c[i % CHUNK].handle);
         struct cor_req *r = cor__req_lookup(h);
         if (!r || req_done(r) || r->remote_rank != (int)rank) continue;
+        /* A send whose data the route may still hold (eager, or rendezvous data under way)
+         * is completed by the route's send_done, never before: the caller could free the
+         * buffer while a retransmission reads it. */
+        if (r->kind == REQ_SEND && (r->eager || atomic_load(&r->state) != RS_PENDING)) continue;
         if (r->kind == REQ_RECV && atomic_load(&r->state) == RS_PENDING) {
             struct cor_task *t = r->owner;
             COR_LOCK(&t->lock);
