@@ -143,6 +143,40 @@ static void test_address(void)
     h_close(p, 2);
 }
 
+/* Interface-MTU-sized datagrams (as towards another host): a 1 MiB frame is ~720 datagrams,
+ * more than the window, so it also goes through the send queue in pieces. */
+static void test_small_datagrams(void)
+{
+    setenv("COR_UDP_DGRAM", "1500", 1);
+    struct h_port p[2];
+    int rc = h_open(p, 2, COOKIE);
+    unsetenv("COR_UDP_DGRAM");
+    CU_ASSERT_EQUAL_FATAL(rc, COR_OK);
+    CU_ASSERT_EQUAL(h_exchange(p, 2, frames_from_env(20000) / 10, (size_t)-1, 60.0), 0);
+    h_close(p, 2);
+}
+
+/* Knobs with bad values make open() fail with COR_EINVAL, not a crash or a silent default. */
+static void test_bad_knobs(void)
+{
+    const char *bad[][2] = {{"COR_UDP_WINDOW", "100"},      {"COR_UDP_WINDOW", "-1"},
+                            {"COR_UDP_DEAD_MS", "x"},       {"COR_UDP_DGRAM", "100"},
+                            {"COR_UDP_FAULTS", "drop=0.5,"}, {"COR_UDP_FAULTS", "drop=7"},
+                            {"COR_UDP_BIND", "nowhere"},    {"COR_UDP_BATCH", "1000"}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        setenv(bad[i][0], bad[i][1], 1);
+        struct h_port p[2];
+        int rc = h_open(p, 2, COOKIE);
+        unsetenv(bad[i][0]);
+        if (rc == COR_OK)
+            h_close(p, 2);
+        if (rc != COR_EINVAL)
+            fprintf(stderr, "%s=%s: open returned %d, expected COR_EINVAL\n", bad[i][0],
+                    bad[i][1], rc);
+        CU_ASSERT_EQUAL(rc, COR_EINVAL);
+    }
+}
+
 /* The core's threading: a task thread sends on port 0 while another thread runs progress()
  * on it (callbacks there), and the main thread drives port 1 and sends back. */
 struct thr {
@@ -226,6 +260,8 @@ int main(void)
     CU_add_test(s, "backpressure: EAGAIN then everything arrives", test_backpressure);
     CU_add_test(s, "close completes pending sends with ECLOSED", test_close_pending);
     CU_add_test(s, "sender thread + progress thread on one port", test_threads);
+    CU_add_test(s, "MTU-sized datagrams, frames larger than the window", test_small_datagrams);
+    CU_add_test(s, "bad knob values refused", test_bad_knobs);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();

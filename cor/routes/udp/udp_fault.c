@@ -45,7 +45,9 @@ int udp_faults_parse(const char *spec, struct udp_faults *f)
     if (!spec || !*spec)
         return 0;
     char buf[256];
-    if (strlen(spec) >= sizeof(buf))
+    size_t n = strlen(spec);
+    /* strtok would skip empty items: refuse them, a typo should not pass silently. */
+    if (n >= sizeof(buf) || spec[0] == ',' || spec[n - 1] == ',' || strstr(spec, ",,"))
         return -1;
     strcpy(buf, spec);
     char *save = NULL;

@@ -73,6 +73,7 @@ struct udp_peer {
     size_t queued_bytes;           /* bytes of frames not yet in a datagram */
     uint32_t nframes;              /* frames accepted and not completed */
     uint32_t ack_owed;             /* data datagrams received since our last ack */
+    size_t ack_owed_bytes;         /* and their payload bytes */
     int ack_now;                   /* send an ack at the end of this batch */
     uint64_t ack_due;              /* a delayed ack is due then (0 = none) */
     int touched;                   /* in the current batch's touched list */

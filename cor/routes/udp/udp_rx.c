@@ -91,6 +91,11 @@ static void data_in(struct cor_rport *p, struct udp_peer *peer, const struct udp
 {
     struct udp_rwin *rw = &peer->rw;
     peer->ack_owed++;
+    peer->ack_owed_bytes += h->len;
+    /* A quarter of a window unacknowledged: ack now, so the sender never stalls on a full
+     * window while we sit on its acks. */
+    if (peer->ack_owed_bytes >= p->k.window_bytes / 4)
+        peer->ack_now = 1;
     if (h->flags & UDP_F_ACKNOW)
         peer->ack_now = 1;
     /* Every datagram is acknowledged within ack_delay even if its ACKREQ flag was lost with

@@ -62,6 +62,7 @@ static void fill_hdr(struct cor_rport *p, struct udp_peer *peer, struct udp_hdr 
 static void acked(struct udp_peer *peer)
 {
     peer->ack_owed = 0;
+    peer->ack_owed_bytes = 0;
     peer->ack_now = 0;
     peer->ack_due = 0;
     peer->ts_echo_valid = 0; /* each timestamp is echoed once */
