@@ -150,6 +150,35 @@ static void test_swin_rto(void)
     udp_swin_free(&sw);
 }
 
+/* After a timeout, acks of the resent datagrams release the next old ones at once. */
+static void test_swin_recovery(void)
+{
+    struct udp_swin sw;
+    CU_ASSERT_EQUAL_FATAL(udp_swin_init(&sw, 64, 5 * MS, MS, 40 * MS), 0);
+    for (int i = 0; i < 40; i++)
+        udp_swin_add(&sw, NULL, 0, 1, 1, 10 * MS);
+    uint32_t out[32];
+    CU_ASSERT_EQUAL(udp_swin_recovery(&sw, 5, out, 32), 0); /* no timeout yet */
+    CU_ASSERT_EQUAL(udp_swin_timeout(&sw, 20 * MS, out, 4), 4); /* all 40 lost: resend 4 */
+    for (int i = 0; i < 4; i++)
+        udp_swin_resent(&sw, out[i], 20 * MS);
+    CU_ASSERT_EQUAL(udp_swin_ack(&sw, 4, 0, 21 * MS, NULL, NULL), 4);
+    int n = udp_swin_recovery(&sw, 4, out, 32);
+    CU_ASSERT_EQUAL(n, 10); /* 2 * released + 2 */
+    CU_ASSERT_EQUAL(out[0], 4);
+    CU_ASSERT_EQUAL(out[9], 13);
+    for (int i = 0; i < n; i++)
+        udp_swin_resent(&sw, out[i], 21 * MS);
+    CU_ASSERT_EQUAL(udp_swin_ack(&sw, 6, 0, 22 * MS, NULL, NULL), 2);
+    n = udp_swin_recovery(&sw, 2, out, 32);
+    CU_ASSERT_EQUAL(n, 6);
+    CU_ASSERT_EQUAL(out[0], 14); /* 6..13 were resent after the timeout: not again */
+    CU_ASSERT_EQUAL(udp_swin_ack(&sw, 40, 0, 23 * MS, NULL, NULL), 34);
+    CU_ASSERT_EQUAL(udp_swin_recovery(&sw, 34, out, 32), 0);
+    CU_ASSERT_EQUAL(sw.in_recovery, 0);
+    udp_swin_free(&sw);
+}
+
 static void test_swin_dead_and_wrap(void)
 {
     struct udp_swin sw;
@@ -288,6 +317,7 @@ int main(void)
     CU_add_test(s, "wire format and parser", test_wire);
     CU_add_test(s, "send window: cumulative/selective acks, fast resend", test_swin_ack);
     CU_add_test(s, "send window: timeout, backoff, RTT estimate, Karn", test_swin_rto);
+    CU_add_test(s, "send window: recovery after a timeout", test_swin_recovery);
     CU_add_test(s, "send window: dead peer, sequence wrap", test_swin_dead_and_wrap);
     CU_add_test(s, "receive window: classify, store, sack, budget", test_rwin);
     CU_add_test(s, "reassembly", test_reasm);

@@ -164,6 +164,12 @@ static void datagram_in(struct cor_rport *p, const uint8_t *buf, size_t n,
         if (rtt_us < 60000000u) /* else a stale or bogus echo */
             udp_swin_rtt(&peer->sw, (uint64_t)rtt_us * 1000);
     }
+    if (released_n > 0 && peer->sw.in_recovery) {
+        uint32_t seqs[UDP_RESEND_MAX];
+        int k = udp_swin_recovery(&peer->sw, released_n, seqs, UDP_RESEND_MAX);
+        if (k)
+            udp_resend(p, peer, seqs, k, now);
+    }
     if (released_n >= 0 && h.sack) {
         uint32_t seqs[UDP_RESEND_MAX];
         int k = udp_swin_fast(&peer->sw, now, seqs, UDP_RESEND_MAX);

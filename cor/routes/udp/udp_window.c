@@ -160,6 +160,29 @@ int udp_swin_timeout(struct udp_swin *sw, uint64_t now, uint32_t *out, int max)
             out[n++] = seq;
     }
     sw->rto = sw->rto * 2 > sw->rto_max ? sw->rto_max : sw->rto * 2;
+    sw->in_recovery = 1;
+    sw->recover = sw->nxt;
+    sw->recover_ns = now;
+    return n;
+}
+
+int udp_swin_recovery(struct udp_swin *sw, int released, uint32_t *out, int max)
+{
+    if (!sw->in_recovery || released <= 0)
+        return 0;
+    if (!udp_seq_lt(sw->una, sw->recover)) {
+        sw->in_recovery = 0;
+        return 0;
+    }
+    int want = 2 * released + 2;
+    if (want > max)
+        want = max;
+    int n = 0;
+    for (uint32_t seq = sw->una; udp_seq_lt(seq, sw->recover) && n < want; seq++) {
+        struct udp_sslot *s = &sw->slot[seq & sw->mask];
+        if (!s->sacked && s->sent_ns < sw->recover_ns)
+            out[n++] = seq;
+    }
     return n;
 }
 

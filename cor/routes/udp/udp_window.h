@@ -38,6 +38,9 @@ struct udp_swin {
     uint64_t srtt, rttvar; /* ns; srtt == 0: no sample yet */
     uint64_t rto, rto_min, rto_max;
     uint64_t last_progress_ns; /* last time the peer acknowledged something new */
+    int in_recovery;           /* after a timeout, until una passes `recover` */
+    uint32_t recover;          /* nxt when the timer fired */
+    uint64_t recover_ns;       /* when it fired: older datagrams still need a resend */
     uint64_t retransmits;
 };
 
@@ -71,6 +74,10 @@ int udp_swin_fast(struct udp_swin *sw, uint64_t now, uint32_t *out, int max);
 uint64_t udp_swin_deadline(const struct udp_swin *sw);
 /* If the timer fired: writes up to max seqs to resend, backs the timeout off, returns count. */
 int udp_swin_timeout(struct udp_swin *sw, uint64_t now, uint32_t *out, int max);
+/* After a timeout, each ack that moves una lets the next datagrams sent before the timeout
+ * go again at once (up to max, growing with what the ack released), instead of one timeout
+ * per lost batch. Returns the count written to out. */
+int udp_swin_recovery(struct udp_swin *sw, int released, uint32_t *out, int max);
 /* Nonzero when datagrams are in flight and nothing was acknowledged for dead_ns. */
 int udp_swin_dead(const struct udp_swin *sw, uint64_t now, uint64_t dead_ns);
 /* Feeds one round-trip sample (ns) to the estimator. */
