@@ -173,9 +173,29 @@ static void test_swin_recovery(void)
     n = udp_swin_recovery(&sw, 2, out, 32);
     CU_ASSERT_EQUAL(n, 6);
     CU_ASSERT_EQUAL(out[0], 14); /* 6..13 were resent after the timeout: not again */
+    /* An echo of a resend (sent after the timeout) is not a sign of a needless timeout. */
+    udp_swin_echo(&sw, 21 * MS);
+    CU_ASSERT_EQUAL(sw.in_recovery, 1);
     CU_ASSERT_EQUAL(udp_swin_ack(&sw, 40, 0, 23 * MS, NULL, NULL), 34);
     CU_ASSERT_EQUAL(udp_swin_recovery(&sw, 34, out, 32), 0);
     CU_ASSERT_EQUAL(sw.in_recovery, 0);
+    udp_swin_free(&sw);
+}
+
+/* A timeout followed by the echo of an original: needless, undone. */
+static void test_swin_spurious(void)
+{
+    struct udp_swin sw;
+    CU_ASSERT_EQUAL_FATAL(udp_swin_init(&sw, 64, 4 * MS, MS, 40 * MS), 0);
+    for (int i = 0; i < 10; i++)
+        udp_swin_add(&sw, NULL, 0, 1, 1, 10 * MS);
+    uint32_t out[4];
+    CU_ASSERT_EQUAL(udp_swin_timeout(&sw, 14 * MS, out, 4), 4);
+    CU_ASSERT_EQUAL(sw.rto, 8 * MS);
+    udp_swin_echo(&sw, 10 * MS);
+    CU_ASSERT_EQUAL(sw.in_recovery, 0);
+    CU_ASSERT_EQUAL(sw.rto, 4 * MS);
+    CU_ASSERT_EQUAL(sw.spurious, 1);
     udp_swin_free(&sw);
 }
 
@@ -318,6 +338,7 @@ int main(void)
     CU_add_test(s, "send window: cumulative/selective acks, fast resend", test_swin_ack);
     CU_add_test(s, "send window: timeout, backoff, RTT estimate, Karn", test_swin_rto);
     CU_add_test(s, "send window: recovery after a timeout", test_swin_recovery);
+    CU_add_test(s, "send window: needless timeout detected", test_swin_spurious);
     CU_add_test(s, "send window: dead peer, sequence wrap", test_swin_dead_and_wrap);
     CU_add_test(s, "receive window: classify, store, sack, budget", test_rwin);
     CU_add_test(s, "reassembly", test_reasm);

@@ -127,9 +127,10 @@ static void udp_close(struct cor_rport *p)
                 (unsigned long long)p->dups, (unsigned long long)p->beyond);
         for (uint32_t i = 0; i < p->nactive; i++) {
             struct udp_peer *peer = &p->peers[p->active[i]];
-            udp_log("  peer %u: srtt %llu us rto %llu us", peer->rank,
+            udp_log("  peer %u: srtt %llu us rto %llu us, needless timeouts %llu", peer->rank,
                     (unsigned long long)(peer->sw.srtt / 1000),
-                    (unsigned long long)(peer->sw.rto / 1000));
+                    (unsigned long long)(peer->sw.rto / 1000),
+                    (unsigned long long)peer->sw.spurious);
         }
     }
     udp_sock_close(&p->sock);

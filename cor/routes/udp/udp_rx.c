@@ -161,8 +161,10 @@ static void datagram_in(struct cor_rport *p, const uint8_t *buf, size_t n,
     int released_n = udp_swin_ack(&peer->sw, h.ack, h.sack, now, released, &c);
     if (released_n >= 0 && h.tsecr) {
         uint32_t rtt_us = udp_ts(now) - h.tsecr;
-        if (rtt_us < 60000000u) /* else a stale or bogus echo */
+        if (rtt_us < 60000000u) { /* else a stale or bogus echo */
+            udp_swin_echo(&peer->sw, now - (uint64_t)rtt_us * 1000);
             udp_swin_rtt(&peer->sw, (uint64_t)rtt_us * 1000);
+        }
     }
     if (released_n > 0 && peer->sw.in_recovery) {
         uint32_t seqs[UDP_RESEND_MAX];

@@ -159,11 +159,23 @@ int udp_swin_timeout(struct udp_swin *sw, uint64_t now, uint32_t *out, int max)
         if (!s->sacked && now - s->sent_ns >= sw->rto)
             out[n++] = seq;
     }
+    if (!sw->in_recovery)
+        sw->rto_before = sw->rto;
     sw->rto = sw->rto * 2 > sw->rto_max ? sw->rto_max : sw->rto * 2;
     sw->in_recovery = 1;
     sw->recover = sw->nxt;
     sw->recover_ns = now;
     return n;
+}
+
+void udp_swin_echo(struct udp_swin *sw, uint64_t sent_ns)
+{
+    /* Resends leave at recover_ns or later; originals at least rto_min before it. */
+    if (sw->in_recovery && sent_ns + sw->rto_min / 2 < sw->recover_ns) {
+        sw->in_recovery = 0;
+        sw->rto = sw->rto_before;
+        sw->spurious++;
+    }
 }
 
 int udp_swin_recovery(struct udp_swin *sw, int released, uint32_t *out, int max)

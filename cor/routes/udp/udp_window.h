@@ -41,6 +41,8 @@ struct udp_swin {
     int in_recovery;           /* after a timeout, until una passes `recover` */
     uint32_t recover;          /* nxt when the timer fired */
     uint64_t recover_ns;       /* when it fired: older datagrams still need a resend */
+    uint64_t rto_before;       /* rto before the timeout's backoff */
+    uint64_t spurious;         /* timeouts found needless */
     uint64_t retransmits;
 };
 
@@ -78,6 +80,10 @@ int udp_swin_timeout(struct udp_swin *sw, uint64_t now, uint32_t *out, int max);
  * go again at once (up to max, growing with what the ack released), instead of one timeout
  * per lost batch. Returns the count written to out. */
 int udp_swin_recovery(struct udp_swin *sw, int released, uint32_t *out, int max);
+/* The peer echoed the timestamp of a datagram we sent at sent_ns. If that was an original
+ * sent before the last timeout, the timeout was needless (the originals are getting
+ * through): recovery stops and the backoff is undone (Eifel detection, RFC 3522). */
+void udp_swin_echo(struct udp_swin *sw, uint64_t sent_ns);
 /* Nonzero when datagrams are in flight and nothing was acknowledged for dead_ns. */
 int udp_swin_dead(const struct udp_swin *sw, uint64_t now, uint64_t dead_ns);
 /* Feeds one round-trip sample (ns) to the estimator. */
