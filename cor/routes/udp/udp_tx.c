@@ -20,6 +20,14 @@ void udp_timer_at(struct cor_rport *p, uint64_t t)
         __atomic_store_n(&p->timer_ns, t, __ATOMIC_RELAXED);
 }
 
+/* Sends tx_msg[0..k); datagrams the fault injector holds back get a timer. */
+static int sock_send(struct cor_rport *p, unsigned k, uint64_t now)
+{
+    int sent = udp_sock_send(&p->sock, p->tx_msg, k, now);
+    udp_timer_at(p, udp_sock_held_due(&p->sock));
+    return sent;
+}
+
 /* Points out[] at bytes [off, off+len) of the frame; returns the iovec count. */
 static int slice(const struct udp_frame *f, uint32_t off, uint32_t len, struct iovec *out)
 {
@@ -123,7 +131,7 @@ void udp_pump(struct cor_rport *p, struct udp_peer *peer, uint64_t now)
         p->tx_hdr[k - 1][6] = (uint8_t)flags;
         p->tx_hdr[k - 1][7] = (uint8_t)(flags >> 8);
 
-        int sent = udp_sock_send(&p->sock, p->tx_msg, k, now);
+        int sent = sock_send(p, k, now);
         for (int i = 0; i < sent; i++) {
             struct udp_frame *cf = peer->unsent;
             uint32_t len = cf->len - cf->sent < payload_max ? cf->len - cf->sent : payload_max;
@@ -153,7 +161,7 @@ void udp_send_ack(struct cor_rport *p, struct udp_peer *peer, uint64_t now)
     udp_wire_put(p->tx_hdr[0], &h);
     p->tx_iov[0][0] = (struct iovec){p->tx_hdr[0], UDP_HDR_LEN};
     set_msg(p, 0, peer, 1);
-    if (udp_sock_send(&p->sock, p->tx_msg, 1, now) == 1)
+    if (sock_send(p, 1, now) == 1)
         acked(peer);
     else
         udp_timer_at(p, now + UDP_SOCK_RETRY_NS);
@@ -182,7 +190,7 @@ void udp_resend(struct cor_rport *p, struct udp_peer *peer, const uint32_t *seqs
     }
     if (k == 0)
         return;
-    int sent = udp_sock_send(&p->sock, p->tx_msg, k, now);
+    int sent = sock_send(p, k, now);
     for (int i = 0; i < sent; i++) {
         uint8_t *hb = p->tx_hdr[i];
         uint32_t seq = (uint32_t)hb[36] | ((uint32_t)hb[37] << 8) | ((uint32_t)hb[38] << 16) |
