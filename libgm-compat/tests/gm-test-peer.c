@@ -50,6 +50,8 @@ static unsigned peer_node, port_id;
 static unsigned long errors;
 static uint64_t deadline_us;
 static int is_server;
+/* Progress, printed on a timeout to show where the exchange stopped. */
+static unsigned prog_sent, prog_recv, prog_cursor[2];
 
 static uint64_t now_us(void)
 {
@@ -69,8 +71,11 @@ static void fail(const char *fmt, const char *a, unsigned long b)
 static void check_deadline(const char *doing)
 {
     if (now_us() > deadline_us) {
-        fprintf(stderr, "gm-test-peer (%s): timed out while %s\n", is_server ? "server" : "client",
-                doing);
+        fprintf(stderr,
+                "gm-test-peer (%s): timed out while %s (sent %u, received %u, "
+                "low %u, high %u, errors %lu)\n",
+                is_server ? "server" : "client", doing, prog_sent, prog_recv, prog_cursor[0],
+                prog_cursor[1], errors);
         exit(2);
     }
 }
@@ -259,7 +264,7 @@ static void provide_all(void)
             continue;
         for (unsigned p = 0; p < 2; p++)
             for (unsigned k = 0; k < BUFS_PER_CLASS; k++) {
-                void *b = gm_dma_malloc(port, gm_max_length_for_size(s));
+                void *b = gm_dma_malloc(port, gm_max_length_for_size(s) + 8);
                 if (!b) {
                     fprintf(stderr, "gm-test-peer: gm_dma_malloc failed\n");
                     exit(1);
@@ -269,10 +274,10 @@ static void provide_all(void)
     }
     for (unsigned p = 0; p < 2; p++)
         for (unsigned k = 0; k < 2; k++)
-            gm_provide_receive_buffer(port, gm_dma_malloc(port, gm_max_length_for_size(BIG_SIZE)),
+            gm_provide_receive_buffer(port, gm_dma_malloc(port, gm_max_length_for_size(BIG_SIZE) + 8),
                                       BIG_SIZE, p);
     for (unsigned k = 0; k < BUFS_PER_CLASS; k++) {
-        ctrl_bufs[k] = gm_dma_malloc(port, gm_max_length_for_size(CTRL_SIZE));
+        ctrl_bufs[k] = gm_dma_malloc(port, gm_max_length_for_size(CTRL_SIZE) + 8);
         gm_provide_receive_buffer(port, ctrl_bufs[k], CTRL_SIZE, GM_HIGH_PRIORITY);
     }
 }
@@ -290,6 +295,7 @@ static void check_data(gm_recv_event_t *e, const char *what)
         return;
     }
     unsigned idx = order[prio][cursor[prio]++];
+    prog_cursor[prio] = cursor[prio];
     if (len != seq[idx].len)
         fail("%s: message out of order or wrong length (%lu)", what, len);
     else if (!check(gm_ntohp(e->recv.message), len, idx))
@@ -355,6 +361,7 @@ static int run_server(void)
         }
         check_data(e, "server");
         received++;
+        prog_recv = received;
         struct echo *ec = calloc(1, sizeof *ec);
         ec->sc = (struct send_ctx){.done = echo_done, .buf = gm_ntohp(e->recv.buffer),
                                    .size = size, .prio = event_prio(e)};
@@ -443,12 +450,14 @@ static int run_client(void)
                 gm_send_with_callback(port, sc->buf, gm_min_size_for_length(it->len), it->len,
                                       it->prio, peer_node, port_id, send_cb, sc);
             sent++;
+            prog_sent = sent;
         }
         gm_recv_event_t *e = poll_once();
         if (!e)
             continue;
         check_data(e, "client (echo)");
         echoed++;
+        prog_recv = echoed;
         gm_provide_receive_buffer(port, gm_ntohp(e->recv.buffer), gm_ntoh_u8(e->recv.size),
                                   event_prio(e));
     }

@@ -107,7 +107,7 @@ static void test_bad_arguments(void)
     if (open_pair())
         return;
     char *sbuf = gm_dma_malloc(pr.a, 4096);
-    char *rbuf = gm_dma_malloc(pr.b, gm_max_length_for_size(6));
+    char *rbuf = gm_dma_malloc(pr.b, gm_max_length_for_size(6) + 8);
     GMT_TRUE_FATAL("gm_dma_malloc", sbuf && rbuf);
     gm_provide_receive_buffer(pr.b, rbuf, 6, GM_LOW_PRIORITY);
     static const struct { unsigned size; size_t len; unsigned prio; const char *what; } bad[] = {
@@ -178,7 +178,7 @@ static void test_drop_sends(void)
     }
     char *rbuf[HELD + 1];
     for (int i = 0; i <= HELD; i++) {
-        rbuf[i] = gm_dma_malloc(pr.b, gm_max_length_for_size(7));
+        rbuf[i] = gm_dma_malloc(pr.b, gm_max_length_for_size(7) + 8);
         gm_provide_receive_buffer(pr.b, rbuf[i], 7, GM_LOW_PRIORITY);
     }
     /* Sends after the error are held until drop or resume. */
@@ -230,7 +230,7 @@ static void test_drop_sends_idle(void)
     if (open_pair())
         return;
     char *sbuf = gm_dma_malloc(pr.a, 16);
-    char *rbuf = gm_dma_malloc(pr.b, gm_max_length_for_size(5));
+    char *rbuf = gm_dma_malloc(pr.b, gm_max_length_for_size(5) + 8);
     GMT_TRUE_FATAL("gm_dma_malloc", sbuf && rbuf);
     struct gmt_send drop = {0};
     gm_drop_sends(pr.a, GM_LOW_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb, &drop);
@@ -265,7 +265,7 @@ static void test_close_with_pending(void)
     char *sbuf = gm_dma_malloc(pr.a, 1000);
     GMT_TRUE_FATAL("gm_dma_malloc", sbuf != NULL);
     for (int i = 0; i < 4; i++) {
-        char *r = gm_dma_malloc(pr.a, gm_max_length_for_size(12));
+        char *r = gm_dma_malloc(pr.a, gm_max_length_for_size(12) + 8);
         gm_provide_receive_buffer(pr.a, r, 12, GM_LOW_PRIORITY);
     }
     struct gmt_send s[20];
@@ -283,7 +283,7 @@ static void test_close_with_pending(void)
         calls += s[i].calls;
     GMT_EQ("no callbacks after gm_close", calls, 0);
     /* b still works: it can talk to itself. */
-    char *rb = gm_dma_malloc(pr.b, gm_max_length_for_size(5));
+    char *rb = gm_dma_malloc(pr.b, gm_max_length_for_size(5) + 8);
     char *sb = gm_dma_malloc(pr.b, 8);
     gm_provide_receive_buffer(pr.b, rb, 5, GM_LOW_PRIORITY);
     struct gmt_send self = {0};

@@ -134,7 +134,7 @@ static void test_put_then_notify(void)
     char *dst = gm_dma_malloc(pr.b, len);
     char *src = gm_dma_malloc(pr.a, len);
     char *note = gm_dma_malloc(pr.a, 8);
-    char *rbuf = gm_dma_malloc(pr.b, gm_max_length_for_size(4));
+    char *rbuf = gm_dma_malloc(pr.b, gm_max_length_for_size(4) + 8);
     GMT_TRUE_FATAL("gm_dma_malloc", dst && src && note && rbuf);
     gm_provide_receive_buffer(pr.b, rbuf, 4, GM_HIGH_PRIORITY);
     int late = 0, got_all = 1;

@@ -99,11 +99,11 @@ static void test_exact_match_and_wait(void)
         return;
     const unsigned size = 10;
     const size_t len = 600;
-    char *wrong_size_lo = gm_dma_malloc(pr.b, gm_max_length_for_size(size + 1));
-    char *wrong_size_hi = gm_dma_malloc(pr.b, gm_max_length_for_size(size + 1));
-    char *smaller_lo = gm_dma_malloc(pr.b, gm_max_length_for_size(size));
-    char *wrong_prio = gm_dma_malloc(pr.b, gm_max_length_for_size(size));
-    char *right = gm_dma_malloc(pr.b, gm_max_length_for_size(size));
+    char *wrong_size_lo = gm_dma_malloc(pr.b, gm_max_length_for_size(size + 1) + 8);
+    char *wrong_size_hi = gm_dma_malloc(pr.b, gm_max_length_for_size(size + 1) + 8);
+    char *smaller_lo = gm_dma_malloc(pr.b, gm_max_length_for_size(size) + 8);
+    char *wrong_prio = gm_dma_malloc(pr.b, gm_max_length_for_size(size) + 8);
+    char *right = gm_dma_malloc(pr.b, gm_max_length_for_size(size) + 8);
     char *sbuf = gm_dma_malloc(pr.a, len);
     GMT_TRUE_FATAL("gm_dma_malloc", wrong_size_lo && wrong_size_hi && smaller_lo && wrong_prio &&
                                         right && sbuf);
@@ -181,7 +181,7 @@ static void test_tags(void)
     char *sbuf = gm_dma_malloc(pr.a, 16);
     GMT_TRUE_FATAL("gm_dma_malloc", sbuf != NULL);
     for (int i = 0; i < N; i++) {
-        bufs[i] = gm_dma_malloc(pr.b, gm_max_length_for_size(5));
+        bufs[i] = gm_dma_malloc(pr.b, gm_max_length_for_size(5) + 8);
         GMT_TRUE_FATAL("gm_dma_malloc", bufs[i] != NULL);
         gm_provide_receive_buffer_with_tag(pr.b, bufs[i], 5, GM_LOW_PRIORITY, tags[i]);
     }
@@ -222,8 +222,8 @@ static void test_acceptable_sizes(void)
     GMT_EQ("gm_set_acceptable_sizes(low, 1<<6)",
            gm_set_acceptable_sizes(pr.b, GM_LOW_PRIORITY, (gm_size_t)1 << 6), GM_SUCCESS);
     char *sbuf = gm_dma_malloc(pr.a, 64);
-    char *r6 = gm_dma_malloc(pr.b, gm_max_length_for_size(6));
-    char *r7 = gm_dma_malloc(pr.b, gm_max_length_for_size(7));
+    char *r6 = gm_dma_malloc(pr.b, gm_max_length_for_size(6) + 8);
+    char *r7 = gm_dma_malloc(pr.b, gm_max_length_for_size(7) + 8);
     GMT_TRUE_FATAL("gm_dma_malloc", sbuf && r6 && r7);
     gm_provide_receive_buffer(pr.b, r7, 7, GM_LOW_PRIORITY);
     gm_provide_receive_buffer(pr.b, r6, 6, GM_LOW_PRIORITY);

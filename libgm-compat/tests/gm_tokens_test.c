@@ -55,7 +55,7 @@ static void test_full_windows(void)
     struct window_slot *slot = calloc(S, sizeof *slot);
     GMT_TRUE_FATAL("calloc", rbuf && sbuf && slot);
     for (unsigned i = 0; i < R; i++) {
-        rbuf[i] = gm_dma_malloc(pr.b, gm_max_length_for_size(size));
+        rbuf[i] = gm_dma_malloc(pr.b, gm_max_length_for_size(size) + 8);
         GMT_TRUE_FATAL("gm_dma_malloc", rbuf[i] != NULL);
     }
     for (unsigned i = 0; i < S; i++) {
@@ -141,7 +141,7 @@ static void test_token_pool_loop(void)
     char *rbuf[32];
     GMT_TRUE_FATAL("gm_dma_malloc", sbuf != NULL);
     for (int i = 0; i < NBUF; i++) {
-        rbuf[i] = gm_dma_malloc(pr.b, gm_max_length_for_size(size));
+        rbuf[i] = gm_dma_malloc(pr.b, gm_max_length_for_size(size) + 8);
         GMT_TRUE_FATAL("gm_dma_malloc", rbuf[i] != NULL);
         gm_provide_receive_buffer(pr.b, rbuf[i], size, GM_HIGH_PRIORITY);
     }
@@ -182,7 +182,7 @@ static void test_unknown_reprovides(void)
         return;
     }
     char *sbuf = gm_dma_malloc(pr.a, 32);
-    char *rbuf = gm_dma_malloc(pr.b, gm_max_length_for_size(6));
+    char *rbuf = gm_dma_malloc(pr.b, gm_max_length_for_size(6) + 8);
     GMT_TRUE_FATAL("gm_dma_malloc", sbuf && rbuf);
     gm_provide_receive_buffer(pr.b, rbuf, 6, GM_LOW_PRIORITY);
     struct gmt_send s = {0};

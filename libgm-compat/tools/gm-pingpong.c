@@ -74,7 +74,7 @@ static unsigned pool_count[MAX_CLASS + 1];
 static void pool_ensure(unsigned s, unsigned want)
 {
     while (pool_count[s] < want && recv_tokens > 0) {
-        void *b = gm_dma_malloc(port, gm_max_length_for_size(s));
+        void *b = gm_dma_malloc(port, gm_max_length_for_size(s) + 8);
         if (!b)
             die("gm_dma_malloc for a receive buffer", GM_OUT_OF_MEMORY);
         gm_provide_receive_buffer(port, b, s, GM_LOW_PRIORITY);
@@ -156,7 +156,7 @@ static struct pp_ctrl *ctrl_out;
 static void ctrl_provide_all(void)
 {
     for (int i = 0; i < CTRL_BUFS; i++) {
-        void *b = gm_dma_malloc(port, gm_max_length_for_size(PP_CTRL_SIZE));
+        void *b = gm_dma_malloc(port, gm_max_length_for_size(PP_CTRL_SIZE) + 8);
         if (!b)
             die("gm_dma_malloc for a control buffer", GM_OUT_OF_MEMORY);
         gm_provide_receive_buffer(port, b, PP_CTRL_SIZE, GM_HIGH_PRIORITY);
@@ -693,7 +693,7 @@ int main(int argc, char **argv)
     }
     tokens = gm_num_send_tokens(port);
     recv_tokens = gm_num_receive_tokens(port);
-    ctrl_out = gm_dma_malloc(port, gm_max_length_for_size(PP_CTRL_SIZE));
+    ctrl_out = gm_dma_malloc(port, gm_max_length_for_size(PP_CTRL_SIZE) + 8);
     if (!ctrl_out)
         die("gm_dma_malloc", GM_OUT_OF_MEMORY);
     ctrl_provide_all();
