@@ -331,7 +331,6 @@ COR_API int cor_barrier(void)
     return g.boot && g.size > 1 ? cor__boot_barrier(g.boot) : COR_OK;
 }
 
-int cor__route_has_counters(const struct cor_route_ops *ops);
 
 COR_API int cor_stats_get(cor_stats_t *s)
 {

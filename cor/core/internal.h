@@ -84,6 +84,9 @@ struct cor_req {
     size_t expect;       /* receiver: bytes to arrive; sender: bytes to send */
     size_t done_bytes;   /* receiver: bytes arrived; sender: bytes acknowledged by route */
     size_t sent_bytes;   /* sender: bytes handed to the route */
+    bool rma;            /* data moves by remote write (route put), then F_FIN */
+    uint64_t raddr, rkey;             /* sender: where to put */
+    struct cor_route_mr *mr;          /* registration of buf for the transfer */
     _Atomic int chunks_out;
 
     /* service calls */
@@ -185,6 +188,7 @@ struct cor_hport {
     struct cor_route_caps caps;
     size_t eager_limit; /* payload bytes */
     size_t chunk;       /* rendezvous data bytes per frame */
+    bool rma;           /* the route offers mem_register + put: rendezvous by remote write */
 
     /* Tried-locked by whoever makes progress: listener, spinning tasks, dispatcher. */
     pthread_mutex_t progress_lock;
@@ -205,6 +209,8 @@ struct cor_hport {
 };
 
 int cor__route_load(const char *name, bool quiet, struct cor_route **out);
+int cor__route_has_rma(const struct cor_route_ops *ops);
+int cor__route_has_counters(const struct cor_route_ops *ops);
 void cor__route_unload(struct cor_route *r);
 struct cor_route *cor__route_find(const char *name); /* NULL: not opened */
 int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out);

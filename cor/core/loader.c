@@ -98,3 +98,8 @@ int cor__route_has_counters(const struct cor_route_ops *ops)
 {
     return ROUTE_HAS(ops, counters);
 }
+
+int cor__route_has_rma(const struct cor_route_ops *ops)
+{
+    return ROUTE_HAS(ops, mem_register) && ROUTE_HAS(ops, mem_deregister) && ROUTE_HAS(ops, put);
+}

@@ -58,6 +58,9 @@ int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out)
     hp->eager_limit = g.eager_override >= 0 ? (size_t)g.eager_override : hp->caps.eager_limit;
     if (hp->eager_limit > room) hp->eager_limit = room;
     hp->chunk = room;
+    const struct cor_route_ops *ops = r->ops;
+    hp->rma = hp->caps.has_rma && cor__route_has_rma(ops) &&
+              cor__env_long("COR_RMA", 1, 0, 1) == 1;
     *out = hp;
     return COR_OK;
 }

@@ -118,6 +118,46 @@ void cor__dispatch_queue(struct cor_hport *hp)
 {
     struct send_op *op;
     while ((op = hp->q_head)) {
+        if (op->kind == OP_DATA_JOB && op->data->rma) {
+            /* One remote write of the whole message, then F_FIN, which the route orders
+             * after the write. The put's completion completes the send. */
+            struct cor_req *r = op->data;
+            struct send_op *put = op_new(hp, op->peer), *fin = op_new(hp, op->peer);
+            if (!put || !fin) {
+                free(put);
+                free(fin);
+                return;
+            }
+            put->data = r;
+            put->plen = r->expect;
+            fin->hdr = (struct frame_hdr){.type = F_FIN, .src_task = op->hdr.src_task,
+                                          .dst_task = op->hdr.dst_task, .len = r->expect,
+                                          .rreq = r->remote_req, .sreq = r->handle};
+            atomic_fetch_add(&hp->inflight, 1);
+            int rc = hp->route->ops->put(hp->rp, op->peer, r->buf, r->expect, r->mr, r->raddr,
+                                         r->rkey, put);
+            if (rc == COR_EAGAIN) {
+                atomic_fetch_sub(&hp->inflight, 1);
+                free(put);
+                free(fin);
+                return;
+            }
+            hp->q_head = op->next;
+            if (!hp->q_head) hp->q_tail = NULL;
+            if (rc != COR_OK) {
+                atomic_fetch_sub(&hp->inflight, 1);
+                free(put);
+                free(fin);
+                op_fail(op, rc);
+                continue;
+            }
+            op_free(op);
+            /* F_FIN goes next in order; if the window is full it waits at the queue head */
+            fin->next = hp->q_head;
+            hp->q_head = fin;
+            if (!hp->q_tail) hp->q_tail = fin;
+            continue;
+        }
         if (op->kind == OP_DATA_JOB) {
             /* After its last chunk is accepted, r may complete and be recycled at any
              * moment: nothing of it is touched after that. */
@@ -232,6 +272,14 @@ void cor__return_credit(struct cor_hport *hp, uint32_t peer)
     COR_UNLOCK(&hp->send_lock);
 }
 
+static void release_mr(struct cor_req *r)
+{
+    if (r->mr) {
+        r->hp->route->ops->mem_deregister(r->hp->rp, r->mr);
+        r->mr = NULL;
+    }
+}
+
 void cor__upcall_send_done(void *core, void *cookie, int status)
 {
     struct cor_hport *hp = core;
@@ -245,11 +293,15 @@ void cor__upcall_send_done(void *core, void *cookie, int status)
     if (op->data) {
         struct cor_req *r = op->data;
         if (status != COR_OK) {
+            release_mr(r);
             cor__req_complete(r, status);
         } else {
             /* done_bytes is only touched here, under the port's progress lock */
             r->done_bytes += op->plen;
-            if (r->done_bytes >= r->expect) cor__req_complete(r, COR_OK);
+            if (r->done_bytes >= r->expect) {
+                release_mr(r);
+                cor__req_complete(r, COR_OK);
+            }
         }
     }
     op_free(op);
@@ -408,6 +460,14 @@ static void rndv_accept(struct cor_req *r, struct cor_hport *hp, uint32_t peer, 
     r->expect = take;
     struct frame_hdr h = {.type = F_CTS, .src_task = dst_task, .dst_task = src_task,
                           .len = take, .sreq = sreq, .rreq = r->handle};
+    uint64_t key;
+    if (hp->rma && take && (err == COR_OK || err == COR_ETRUNC) &&
+        hp->route->ops->mem_register(hp->rp, r->buf, take, &r->mr, &key) == COR_OK) {
+        r->rma = true;
+        h.count = CTS_RMA;
+        h.offset = (uint64_t)(uintptr_t)r->buf;
+        h.ctx = key;
+    }
     if (cor__frame_send(hp, peer, &h, sizeof h, NULL, 0, NULL) != COR_OK) {
         cor__req_complete(r, COR_ENOMEM);
         return;
@@ -544,9 +604,22 @@ static void on_cts(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *
         drop("clear-to-send for no pending send", peer);
         return;
     }
-    atomic_store(&r->state, RS_MATCHED);
     r->remote_req = h->rreq;
     r->expect = h->len;
+    if (h->count == CTS_RMA) {
+        if (!hp->rma || h->len == 0 ||
+            hp->route->ops->mem_register(hp->rp, r->buf, h->len, &r->mr, &r->rkey) != COR_OK) {
+            /* the sender cannot write remotely: the receiver waits for F_FIN forever
+             * otherwise, so this is a protocol failure both sides must see */
+            drop("remote-write clear-to-send on a port without RMA", peer);
+            cor__req_complete(r, COR_EPROTO);
+            return;
+        }
+        r->rma = true;
+        r->raddr = h->offset;
+        r->rkey = h->ctx;
+    }
+    atomic_store(&r->state, RS_MATCHED);
     if (h->len == 0) {
         cor__req_complete(r, COR_OK);
         return;
@@ -579,6 +652,20 @@ static void on_data(struct cor_hport *hp, uint32_t peer, const struct frame_hdr 
     r->done_bytes += plen;
     atomic_fetch_add_explicit(&g.bytes_received, plen, memory_order_relaxed);
     if (r->done_bytes == r->expect) cor__req_complete(r, r->status.error);
+}
+
+static void on_fin(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *h)
+{
+    struct cor_req *r = cor__req_lookup(h->rreq);
+    if (!r || r->kind != REQ_RECV || r->peer_rank != peer || !r->rma ||
+        atomic_load(&r->state) != RS_MATCHED || h->len != r->expect) {
+        drop("remote-write completion for no matching receive", peer);
+        return;
+    }
+    release_mr(r);
+    r->done_bytes = r->expect;
+    atomic_fetch_add_explicit(&g.bytes_received, r->expect, memory_order_relaxed);
+    cor__req_complete(r, r->status.error);
 }
 
 static void on_svc(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *h,
@@ -691,6 +778,7 @@ static void process(struct cor_hport *hp, uint32_t peer, const struct frame_hdr 
     case F_CTS: on_cts(hp, peer, h); break;
     case F_DATA: on_data(hp, peer, h, payload, plen); break;
     case F_CREDIT: break;
+    case F_FIN: on_fin(hp, peer, h); break;
     case F_SVC_REQ:
     case F_SVC_REP: on_svc(hp, peer, h, payload, plen); break;
     default: drop("unexpected frame type", peer);

@@ -16,6 +16,7 @@ enum frame_type {
     F_CREDIT,    /* credits only */
     F_SVC_REQ,   /* service call (names, logical domains) */
     F_SVC_REP,
+    F_FIN,       /* rendezvous by remote write: the data of `rreq` is in place */
     F_TYPE_END
 };
 
@@ -36,5 +37,8 @@ struct frame_hdr {
 };
 
 #define FRAME_HDR_SIZE sizeof(struct frame_hdr)
+
+/* A CTS with count == CTS_RMA asks for a remote write: offset = target address, ctx = key. */
+#define CTS_RMA 1
 
 #endif
