@@ -51,6 +51,7 @@ static void *echo_main(void *a)
 
 static double route_pingpong(void)
 {
+    got[0] = got[1] = 0;
     pthread_t t;
     pthread_create(&t, NULL, echo_main, NULL);
     struct iovec iov = {msg, sizeof(msg)};
@@ -175,6 +176,40 @@ static double raw_stream(double secs)
     return raw_bytes / dt / 1e6;
 }
 
+/* One thread drives both ends: the CPU cost of a one-way trip, free of scheduling. */
+static double route_cost(void)
+{
+    struct iovec iov = {msg, sizeof(msg)};
+    uint64_t g0 = got[0], g1 = got[1];
+    double t0 = h_seconds();
+    for (int i = 0; i < iters; i++) {
+        ops->send(port[0], 1, &iov, 1, NULL);
+        while (got[1] == g1)
+            ops->progress(port[1]);
+        g1++;
+        ops->send(port[1], 0, &iov, 1, NULL);
+        while (got[0] == g0)
+            ops->progress(port[0]);
+        g0++;
+    }
+    return (h_seconds() - t0) / iters / 2 * 1e6;
+}
+
+static double raw_cost(void)
+{
+    char b[16] = {0};
+    double t0 = h_seconds();
+    for (int i = 0; i < iters; i++) {
+        sendto(rs[0], b, 8, 0, (struct sockaddr *)&ra[1], sizeof(ra[1]));
+        while (recv(rs[1], b, sizeof(b), MSG_DONTWAIT) < 0)
+            ;
+        sendto(rs[1], b, 8, 0, (struct sockaddr *)&ra[0], sizeof(ra[0]));
+        while (recv(rs[0], b, sizeof(b), MSG_DONTWAIT) < 0)
+            ;
+    }
+    return (h_seconds() - t0) / iters / 2 * 1e6;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -197,13 +232,20 @@ int main(int argc, char **argv)
         for (int j = 0; j < 2; j++)
             ops->add_peer(port[i], (cor_peer_t)j, addr[j]);
     raw_open();
-    printf("one-way latency, 8 B: raw UDP %.2f us, udp route %.2f us\n", raw_pingpong(),
+    double rawc = raw_cost();
+    printf("one-way cost, one thread driving both ends, 8 B: raw UDP %.2f us, udp route %.2f us\n",
+           rawc, route_cost());
+    double rawl = raw_pingpong();
+    printf("one-way latency, 8 B: raw UDP %.2f us, udp route %.2f us\n", rawl,
            route_pingpong());
     double raw = raw_stream(1.0);
     printf("raw UDP streaming, 65507 B datagrams: %.0f MB/s\n", raw);
     size_t sizes[] = {1024, 16384, 65536, 1 << 20};
     int counts[] = {100000, 40000, 20000, 1500};
+    const char *only = getenv("UDP_BENCH_SIZE");
     for (int i = 0; i < 4; i++) {
+        if (only && (size_t)atol(only) != sizes[i])
+            continue;
         double r = route_stream(sizes[i], counts[i]);
         printf("udp route streaming %7zu B frames: %.0f MB/s (%.0f%% of raw)\n", sizes[i], r,
                100 * r / raw);
