@@ -1,2 +1,166 @@
 #!/bin/sh
-echo placeholder
+# bench-vs-fabric.sh: raw GM (gm-pingpong over libgm-compat) beside raw
+# libfabric (fi_pingpong, Debian libfabric-bin) in the same run, on shm and
+# on tcp (127.0.0.1), with the ratios the libgm-compat targets name:
+#   shm: small-message one-way latency <= 1.5x fi_pingpong's;
+#        1 MiB one-way rate >= 70% of fi_pingpong's;
+#   tcp: small-message one-way latency <= 1.5x fi_pingpong's.
+# A benchmark, not a test: it reports, it never fails because of timing
+# (exit 0 unless a tool is missing or the options are wrong).
+#
+# usage: bench-vs-fabric.sh [--builddir DIR] [--providers "shm tcp"]
+#                           [--small BYTES] [--iters N] [--csv FILE]
+# DIR is the libgm-compat build directory (default: the current directory,
+# else /tmp/b-gmtests/libgm-compat).  fi_pingpong's usec/xfer is one way
+# (half a round trip); its MB/sec at 1 MiB is size / one-way time.
+
+builddir=
+providers="shm tcp"
+small=8
+iters=20000
+big=1048576
+big_iters=300
+csv=
+while [ $# -gt 0 ]; do
+    case $1 in
+    --builddir) builddir=$2; shift 2 ;;
+    --providers) providers=$2; shift 2 ;;
+    --small) small=$2; shift 2 ;;
+    --iters) iters=$2; shift 2 ;;
+    --csv) csv=$2; shift 2 ;;
+    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "bench-vs-fabric.sh: unknown option $1" >&2; exit 64 ;;
+    esac
+done
+if [ -z "$builddir" ]; then
+    if [ -x ./tools/gm-pingpong ]; then builddir=.; else builddir=/tmp/b-gmtests/libgm-compat; fi
+fi
+pp="$builddir/tools/gm-pingpong"
+if [ ! -x "$pp" ]; then
+    echo "bench-vs-fabric.sh: $pp not built (make -C libgm-compat)" >&2
+    exit 1
+fi
+if ! command -v fi_pingpong >/dev/null 2>&1; then
+    echo "bench-vs-fabric.sh: fi_pingpong not found (Debian package libfabric-bin)" >&2
+    exit 1
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/gmbench.XXXXXX") || exit 1
+pids=""
+cleanup() {
+    for p in $pids; do kill "$p" 2>/dev/null; done
+    for p in $pids; do wait "$p" 2>/dev/null; done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ctl_port=$((40000 + $$ % 5000))
+
+# fi_one PROV SIZE ITERS: prints "one_way_us MBps" from the client's line.
+fi_one() {
+    prov=$1 size=$2 n=$3
+    ctl_port=$((ctl_port + 1))
+    timeout 120 fi_pingpong -p "$prov" -e rdm -S "$size" -I "$n" -B "$ctl_port" \
+        >"$tmp/fi_srv.log" 2>&1 &
+    spid=$!
+    pids="$pids $spid"
+    sleep 0.5
+    timeout 120 fi_pingpong -p "$prov" -e rdm -S "$size" -I "$n" -P "$ctl_port" 127.0.0.1 \
+        >"$tmp/fi_cli.log" 2>&1
+    wait "$spid" 2>/dev/null
+    # bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
+    awk 'NR == 2 { print $7, $6 }' "$tmp/fi_cli.log"
+}
+
+# gm_one PROV SIZE ITERS: runs both modes; prints
+# "pingpong_one_way_us pingpong_MBps stream_one_way_us stream_MBps".
+gm_one() {
+    prov=$1 size=$2 n=$3
+    case $prov in
+    shm)
+        nodes='1 gmbench-a; 2 gmbench-b'
+        fprov=shm
+        ;;
+    tcp)
+        base=$((12000 + ($$ % 40) * 200))
+        nodes="1 gmbench-a 127.0.0.1:$base; 2 gmbench-b 127.0.0.1:$((base + 100))"
+        fprov='tcp;ofi_rxm'
+        ;;
+    esac
+    out="$tmp/gm_${prov}_${size}.csv"
+    rm -f "$out"
+    env GM_NODES="$nodes" GM_PROVIDER="$fprov" GM_SHM_NAMESPACE="gmbench$$" GM_NODE_ID=1 \
+        timeout 300 "$pp" --server --port 5 --timeout 280 >"$tmp/gm_srv.log" 2>&1 &
+    spid=$!
+    pids="$pids $spid"
+    env GM_NODES="$nodes" GM_PROVIDER="$fprov" GM_SHM_NAMESPACE="gmbench$$" GM_NODE_ID=2 \
+        timeout 300 "$pp" --client gmbench-a --port 5 --min-size "$size" --max-size "$size" \
+        --iters "$n" --csv "$out" --timeout 280 >"$tmp/gm_cli.log" 2>&1
+    rc=$?
+    wait "$spid" 2>/dev/null
+    if [ $rc -ne 0 ] || [ ! -f "$out" ]; then
+        echo "gm-pingpong ($prov, $size B) failed (exit $rc):" >&2
+        cat "$tmp/gm_cli.log" "$tmp/gm_srv.log" >&2
+        echo "- - - -"
+        return
+    fi
+    [ -n "$csv" ] && tail -n +2 "$out" >>"$csv.gmrows"
+    awk -F, '$2 == "pingpong" { p = $6 " " $7 } $2 == "stream" { s = $6 " " $7 }
+        END { print (p ? p : "- -"), (s ? s : "- -") }' "$out"
+}
+
+ratio() { # ratio A B -> A/B with 2 decimals, or "-"
+    awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'
+}
+verdict() { # verdict RATIO OP LIMIT
+    awk -v r="$1" -v op="$2" -v l="$3" 'BEGIN {
+        if (r == "-") { print "n/a"; exit }
+        ok = (op == "le") ? (r + 0 <= l + 0) : (r + 0 >= l + 0)
+        print ok ? "meets target" : "MISSES target" }'
+}
+
+echo "# bench-vs-fabric: gm-pingpong (libgm-compat) vs fi_pingpong, same run, $(date -u +%FT%TZ)"
+echo "# host $(uname -n), $(nproc) cpus; small message = $small B, large = $big B"
+printf "%-5s %-28s %12s %12s %7s  %s\n" prov measure fi_pingpong gm-pingpong ratio target
+for prov in $providers; do
+    case $prov in
+    shm) fprov=shm ;;
+    tcp) fprov='tcp;ofi_rxm' ;;
+    *) echo "bench-vs-fabric.sh: provider $prov not known (shm, tcp)" >&2; continue ;;
+    esac
+    set -- $(fi_one "$fprov" "$small" "$iters")
+    fi_lat=${1:--}
+    set -- $(gm_one "$prov" "$small" "$iters")
+    gm_lat=${1:--} gm_stream_small=${4:--}
+    r=$(ratio "$gm_lat" "$fi_lat")
+    printf "%-5s %-28s %12s %12s %7s  %s\n" "$prov" "one-way us, $small B (pingpong)" \
+        "$fi_lat" "$gm_lat" "$r" "<= 1.5: $(verdict "$r" le 1.5)"
+    [ -n "$csv" ] && [ "$fi_lat" != - ] &&
+        echo "fi_pingpong-$prov,pingpong,$small,1,1,$fi_lat,$(awk -v s="$small" -v l="$fi_lat" 'BEGIN{printf "%.3f", s/l}')" >>"$csv.firows"
+    if [ "$prov" = shm ]; then
+        set -- $(fi_one "$fprov" "$big" "$big_iters")
+        fi_big_lat=${1:--} fi_big_rate=${2:--}
+        set -- $(gm_one "$prov" "$big" "$iters")
+        gm_big_pp_rate=${2:--} gm_big_stream_rate=${4:--}
+        # fi_pingpong's MB/sec counts both directions of the round trip:
+        # size / one-way time, the same as its one-way rate.
+        fi_rate=$(awk -v s="$big" -v l="$fi_big_lat" 'BEGIN { if (l + 0 > 0) printf "%.1f", s / l; else print "-" }')
+        r=$(ratio "$gm_big_stream_rate" "$fi_rate")
+        printf "%-5s %-28s %12s %12s %7s  %s\n" "$prov" "MB/s, 1 MiB (gm stream)" "$fi_rate" \
+            "$gm_big_stream_rate" "$r" ">= 0.70: $(verdict "$r" ge 0.70)"
+        r=$(ratio "$gm_big_pp_rate" "$fi_rate")
+        printf "%-5s %-28s %12s %12s %7s  %s\n" "$prov" "MB/s, 1 MiB (gm pingpong)" "$fi_rate" \
+            "$gm_big_pp_rate" "$r" "(for reference)"
+        [ -n "$csv" ] && [ "$fi_big_lat" != - ] &&
+            echo "fi_pingpong-$prov,pingpong,$big,1,1,$fi_big_lat,$fi_rate" >>"$csv.firows"
+    fi
+    echo "      (gm stream rate at $small B: $gm_stream_small MB/s)"
+done
+if [ -n "$csv" ]; then
+    [ -s "$csv" ] || echo "route,mode,bytes,ports,pairs,one_way_us,MBps" >"$csv"
+    cat "$csv.gmrows" "$csv.firows" 2>/dev/null >>"$csv"
+    rm -f "$csv.gmrows" "$csv.firows"
+    echo "# rows appended to $csv"
+fi
+exit 0
