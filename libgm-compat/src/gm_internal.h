@@ -1,11 +1,16 @@
 /*
  * gm_internal.h - private state of libgm-compat.
  *
- * Locking: the node map and the table of open ports are global and guarded
- * by gmx_lock (set up by gm_init, read-only while any port is open).
- * Everything reachable from a struct gm_port belongs to that port and is
- * touched only by calls on that port, which the client serialises, as GM
- * requires: no per-port locks on the hot path.
+ * Locking: the node map and the registry of open ports are global and
+ * guarded by gmx_lock (the map is set up by gm_init and read-only while any
+ * port is open).  Everything reachable from a struct gm_port (endpoint,
+ * lists, pools, regions) is guarded by its `lock', which every entry point
+ * takes (uncontended in the normal case: GM clients serialise calls on a
+ * port) and drops around client callbacks.  It exists because a port of
+ * this process may progress another one: GM's NIC moved data without the
+ * host, so a program that sends on port A and then polls only port B must
+ * see A's stuck sends (and B's connection setup) move on.  Alarms are
+ * touched only by the port's own caller.
  */
 #ifndef GM_INTERNAL_H
 #define GM_INTERNAL_H
@@ -18,8 +23,11 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #define GMX_EXPORT __attribute__((visibility("default")))
 
@@ -160,6 +168,7 @@ struct gmx_rreq {
     struct gmx_sreq *get; /* GETDATA: the client's request */
     struct gmx_peer *peer; /* PUTDATA: whose stream waits for it */
     int truncated;
+    int posted; /* handed to the provider, not completed */
     /* for a post the provider refused for now (post backlog) */
     size_t post_len;
     uint64_t post_tag, post_ignore;
@@ -170,11 +179,15 @@ struct gmx_peer {
     unsigned node, port;
     fi_addr_t addr;
     int resolved;              /* addr valid */
+    char shm_name[128];        /* shm: the address addr was made from */
+    uint64_t last_check_ns;    /* shm: last look at the target's lock file */
+    unsigned close_epoch;      /* gmx_close_epoch when last validated */
     int reached;               /* a send to it ever completed */
     uint32_t send_seq[GM_NUM_PRIORITIES];
     uint32_t recv_seq[GM_NUM_PRIORITIES]; /* next expected */
     unsigned put_stall[GM_NUM_PRIORITIES]; /* PUTDATA not yet landed */
     int seen_prio[GM_NUM_PRIORITIES];      /* recv_seq valid */
+    int disabled[GM_NUM_PRIORITIES];       /* a send failed: hold the rest */
     struct gmx_rreq *held[GM_NUM_PRIORITIES]; /* out of order, by seq */
     struct gmx_sreq *backlog, *backlog_tail; /* sends that got EAGAIN */
     struct gmx_peer *next_backlogged;
@@ -189,6 +202,8 @@ struct gmx_region {
 };
 
 struct gm_port {
+    pthread_mutex_t lock;
+    struct gm_port *reg_next; /* registry of open ports; gmx_lock */
     unsigned node_id, port_id;
     uint64_t self_bits;
     char name[GM_MAX_PORT_NAME_LEN + 1];
@@ -202,7 +217,6 @@ struct gm_port {
     struct fid_av *av;
     size_t inject_size;
     int addr_is_str; /* shm-style names */
-    char shm_suffix[32];
 
     /* peers: peers[node][port], node rows allocated lazily */
     struct gmx_peer ***peers;
@@ -214,6 +228,8 @@ struct gm_port {
     struct gmx_rreq *rfree;
     void **chunks;
     unsigned nchunks, chunks_cap;
+    void **rchunks; /* receive request chunks, to cancel at close */
+    unsigned nrchunks, rchunks_cap;
 
     /* send completions waiting for gm_unknown */
     struct gmx_sreq *done, *done_tail;
@@ -243,7 +259,22 @@ struct gm_port {
 };
 
 /* port.c */
+extern atomic_int gmx_backlogged_ports; /* ports with sends waiting */
+extern atomic_uint gmx_close_epoch;     /* bumped by every gm_close */
+void gmx_help_others(struct gm_port *self);
+static inline void gmx_port_lock(struct gm_port *p)
+{
+    if (pthread_mutex_lock(&p->lock) != 0)
+        abort(); /* a broken invariant of our own */
+}
+static inline void gmx_port_unlock(struct gm_port *p)
+{
+    if (pthread_mutex_unlock(&p->lock) != 0)
+        abort();
+}
 struct gmx_peer *gmx_peer_get(struct gm_port *p, unsigned node, unsigned port);
+int gmx_peer_resolve(struct gm_port *p, struct gmx_peer *peer);
+int gmx_peer_closed(struct gm_port *p, const struct gmx_peer *peer);
 uint64_t gmx_now_ns(void);
 
 /* pool.c */
@@ -252,9 +283,12 @@ void gmx_sreq_put(struct gm_port *p, struct gmx_sreq *s);
 struct gmx_rreq *gmx_rreq_get(struct gm_port *p);
 void gmx_rreq_put(struct gm_port *p, struct gmx_rreq *r);
 void gmx_pool_free(struct gm_port *p);
+void gmx_rreq_cancel_all(struct gm_port *p);
 
 /* send.c */
 void gmx_send_done(struct gm_port *p, struct gmx_sreq *s, gm_status_t st);
+void gmx_stream_failed(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq *s,
+                       gm_status_t st);
 void gmx_backlog_progress(struct gm_port *p);
 void gmx_backlog_fail_all(struct gm_port *p);
 int gmx_send_internal(struct gm_port *p, struct gmx_peer *peer, const void *buf,

@@ -70,7 +70,10 @@ GMX_EXPORT void *gm_dma_malloc(struct gm_port *p, gm_size_t length)
         return NULL;
     if (posix_memalign(&mem, GM_RDMA_GRANULARITY, length) != 0)
         return NULL;
-    if (region_add(p, (uintptr_t)mem, length, 1) != 0) {
+    gmx_port_lock(p);
+    int rc = region_add(p, (uintptr_t)mem, length, 1);
+    gmx_port_unlock(p);
+    if (rc != 0) {
         free(mem);
         return NULL;
     }
@@ -91,7 +94,10 @@ GMX_EXPORT void gm_dma_free(struct gm_port *p, void *addr)
 {
     if (!p || !addr)
         return;
-    if (region_del(p, (uintptr_t)addr, 0, 1) == 0)
+    gmx_port_lock(p);
+    int rc = region_del(p, (uintptr_t)addr, 0, 1);
+    gmx_port_unlock(p);
+    if (rc == 0)
         free(addr);
     else
         fprintf(stderr, "libgm: gm_dma_free(%p): not from gm_dma_malloc; ignored\n", addr);
@@ -101,7 +107,10 @@ GMX_EXPORT gm_status_t gm_register_memory(struct gm_port *p, void *ptr, gm_size_
 {
     if (!p || !ptr || length == 0 || (uintptr_t)ptr + length < (uintptr_t)ptr)
         return GM_INVALID_PARAMETER;
-    return region_add(p, (uintptr_t)ptr, length, 0) ? GM_OUT_OF_MEMORY : GM_SUCCESS;
+    gmx_port_lock(p);
+    int rc = region_add(p, (uintptr_t)ptr, length, 0);
+    gmx_port_unlock(p);
+    return rc ? GM_OUT_OF_MEMORY : GM_SUCCESS;
 }
 
 GMX_EXPORT gm_status_t gm_register_memory_ex(struct gm_port *p, void *ptr, gm_size_t length,
@@ -115,13 +124,18 @@ GMX_EXPORT gm_status_t gm_deregister_memory(struct gm_port *p, void *ptr, gm_siz
 {
     if (!p || !ptr)
         return GM_INVALID_PARAMETER;
-    return region_del(p, (uintptr_t)ptr, length, 0) ? GM_INVALID_PARAMETER : GM_SUCCESS;
+    gmx_port_lock(p);
+    int rc = region_del(p, (uintptr_t)ptr, length, 0);
+    gmx_port_unlock(p);
+    return rc ? GM_INVALID_PARAMETER : GM_SUCCESS;
 }
 
 GMX_EXPORT gm_status_t gm_allow_remote_memory_access(struct gm_port *p)
 {
     if (!p)
         return GM_INVALID_PARAMETER;
+    gmx_port_lock(p);
     p->remote_access = 1;
+    gmx_port_unlock(p);
     return GM_SUCCESS;
 }

@@ -7,26 +7,26 @@
 
 #define GMX_CHUNK 64
 
-static void *chunk_new(struct gm_port *p, size_t size)
+static void *chunk_new(void ***chunks, unsigned *n, unsigned *cap, size_t size)
 {
-    if (p->nchunks == p->chunks_cap) {
-        unsigned cap = p->chunks_cap ? p->chunks_cap * 2 : 16;
-        void **grown = realloc(p->chunks, cap * sizeof *grown);
+    if (*n == *cap) {
+        unsigned ncap = *cap ? *cap * 2 : 16;
+        void **grown = realloc(*chunks, ncap * sizeof *grown);
         if (!grown)
             return NULL;
-        p->chunks = grown;
-        p->chunks_cap = cap;
+        *chunks = grown;
+        *cap = ncap;
     }
     void *c = calloc(GMX_CHUNK, size);
     if (c)
-        p->chunks[p->nchunks++] = c;
+        (*chunks)[(*n)++] = c;
     return c;
 }
 
 struct gmx_sreq *gmx_sreq_get(struct gm_port *p)
 {
     if (!p->sfree) {
-        struct gmx_sreq *c = chunk_new(p, sizeof *c);
+        struct gmx_sreq *c = chunk_new(&p->chunks, &p->nchunks, &p->chunks_cap, sizeof *c);
         if (!c)
             return NULL;
         for (unsigned i = 0; i < GMX_CHUNK; i++) {
@@ -49,7 +49,7 @@ void gmx_sreq_put(struct gm_port *p, struct gmx_sreq *s)
 struct gmx_rreq *gmx_rreq_get(struct gm_port *p)
 {
     if (!p->rfree) {
-        struct gmx_rreq *c = chunk_new(p, sizeof *c);
+        struct gmx_rreq *c = chunk_new(&p->rchunks, &p->nrchunks, &p->rchunks_cap, sizeof *c);
         if (!c)
             return NULL;
         for (unsigned i = 0; i < GMX_CHUNK; i++) {
@@ -77,6 +77,22 @@ void gmx_pool_free(struct gm_port *p)
     free(p->chunks);
     p->chunks = NULL;
     p->nchunks = p->chunks_cap = 0;
+    for (unsigned i = 0; i < p->nrchunks; i++)
+        free(p->rchunks[i]);
+    free(p->rchunks);
+    p->rchunks = NULL;
+    p->nrchunks = p->rchunks_cap = 0;
     p->sfree = NULL;
     p->rfree = NULL;
+}
+
+/* Takes back every receive still posted (before memory it points to goes). */
+void gmx_rreq_cancel_all(struct gm_port *p)
+{
+    for (unsigned i = 0; i < p->nrchunks; i++) {
+        struct gmx_rreq *c = p->rchunks[i];
+        for (unsigned k = 0; k < GMX_CHUNK; k++)
+            if (c[k].posted)
+                fi_cancel(&p->ep->fid, &c[k]);
+    }
 }

@@ -14,6 +14,43 @@
 
 static pthread_mutex_t gmx_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned gmx_init_count; /* guarded by gmx_lock */
+static struct gm_port *gmx_registry; /* open ports; guarded by gmx_lock */
+atomic_int gmx_backlogged_ports;
+atomic_uint gmx_close_epoch;
+
+/* Fabric objects of shm ports closed while other ports of this process were
+ * open.  libfabric's shm provider does not survive an endpoint closing under
+ * a peer endpoint of the same process that has talked to it, so those wait
+ * here (receives cancelled, address unpublished) until the last port
+ * closes.  Guarded by gmx_lock. */
+struct zombie {
+    struct zombie *next;
+    struct fi_info *info;
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_ep *ep;
+    struct fid_cq *cq;
+    struct fid_av *av;
+};
+static struct zombie *gmx_zombies;
+static _Thread_local int gmx_helping;
+
+/* Progresses the other open ports of this process that we can lock right
+ * now (never waits: the caller holds its own port lock). */
+void gmx_help_others(struct gm_port *self)
+{
+    if (gmx_helping || pthread_mutex_trylock(&gmx_lock) != 0)
+        return;
+    gmx_helping = 1;
+    for (struct gm_port *q = gmx_registry; q; q = q->reg_next) {
+        if (q == self || pthread_mutex_trylock(&q->lock) != 0)
+            continue;
+        gmx_progress(q);
+        gmx_port_unlock(q);
+    }
+    gmx_helping = 0;
+    pthread_mutex_unlock(&gmx_lock);
+}
 
 uint64_t gmx_now_ns(void)
 {
@@ -42,17 +79,34 @@ GMX_EXPORT void gm_finalize(void)
     pthread_mutex_unlock(&gmx_lock);
 }
 
+/* Lock file of (node, port) in this host's namespace.  Its owner holds an
+ * flock while the port is open and writes its shm address into it: the shm
+ * provider appends a per-process counter to endpoint names, so a peer's
+ * exact address is read from here. */
+static void lock_path(unsigned node, unsigned port, char *buf, size_t len)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(buf, len, "%s/%s-%u-%u.lock", dir && *dir ? dir : "/tmp", gmx_cfg.shm_ns,
+             node, port);
+}
+
 /* The fabric address of (node, port) in the provider's format. */
 static int peer_address(struct gm_port *p, const struct gmx_node *n, unsigned port,
                         void *buf, size_t *len)
 {
     if (p->addr_is_str) {
-        int w = snprintf(buf, *len, "fi_shm://%s-%u-%u%s", gmx_cfg.shm_ns, n->id, port,
-                         p->shm_suffix);
-        if (w < 0 || (size_t)w >= *len)
+        char path[256];
+        lock_path(n->id, port, path, sizeof path);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
             return -1;
-        *len = (size_t)w + 1;
-        return 0;
+        ssize_t got = pread(fd, buf, *len - 1, 0);
+        close(fd);
+        if (got <= 0)
+            return -1;
+        ((char *)buf)[got] = '\0';
+        *len = strlen(buf) + 1;
+        return *len > 1 ? 0 : -1;
     }
     if (!n->has_addr || *len < sizeof(struct sockaddr_in))
         return -1;
@@ -62,6 +116,51 @@ static int peer_address(struct gm_port *p, const struct gmx_node *n, unsigned po
     memcpy(buf, &sin, sizeof sin);
     *len = sizeof sin;
     return 0;
+}
+
+/* (Re)resolves peer->addr; 1 if resolved.  For shm this follows the target
+ * if another process reopened it since. */
+int gmx_peer_resolve(struct gm_port *p, struct gmx_peer *peer)
+{
+    const struct gmx_node *n = gmx_node_find(peer->node);
+    if (!n)
+        return 0;
+    if (peer->resolved && !p->addr_is_str)
+        return 1;
+    char addr[sizeof peer->shm_name];
+    size_t alen = sizeof addr;
+    if (peer_address(p, n, peer->port, addr, &alen) != 0)
+        return peer->resolved;
+    if (peer->resolved) {
+        if (strcmp(addr, peer->shm_name) == 0)
+            return 1;
+        fi_av_remove(p->av, &peer->addr, 1, 0);
+        peer->resolved = 0;
+    }
+    int rc = fi_av_insert(p->av, addr, 1, &peer->addr, 0, NULL);
+    if (rc != 1) {
+        gmx_log("fi_av_insert(node %u port %u) -> %d\n", peer->node, peer->port, rc);
+        return 0;
+    }
+    if (p->addr_is_str)
+        memcpy(peer->shm_name, addr, alen);
+    peer->resolved = 1;
+    return 1;
+}
+
+/* 1 if the target port is known not to be open (shm: nobody holds its lock). */
+int gmx_peer_closed(struct gm_port *p, const struct gmx_peer *peer)
+{
+    if (!p->addr_is_str)
+        return 0;
+    char path[256];
+    lock_path(peer->node, peer->port, path, sizeof path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 1;
+    int closed = flock(fd, LOCK_SH | LOCK_NB) == 0;
+    close(fd); /* also drops our probe lock */
+    return closed;
 }
 
 /* The peer record for (node, port), created on first use; NULL if the node is
@@ -78,22 +177,14 @@ struct gmx_peer *gmx_peer_get(struct gm_port *p, unsigned node, unsigned port)
     struct gmx_peer *peer = p->peers[node][port];
     if (peer)
         return peer;
-    const struct gmx_node *n = gmx_node_find(node);
-    if (!n)
+    if (!gmx_node_find(node))
         return NULL;
     peer = calloc(1, sizeof *peer);
     if (!peer)
         return NULL;
     peer->node = node;
     peer->port = port;
-    char addr[160];
-    size_t alen = sizeof addr;
-    if (peer_address(p, n, port, addr, &alen) == 0) {
-        int rc = fi_av_insert(p->av, addr, 1, &peer->addr, 0, NULL);
-        peer->resolved = rc == 1;
-        if (rc != 1)
-            gmx_log("fi_av_insert(node %u port %u) -> %d\n", node, port, rc);
-    }
+    gmx_peer_resolve(p, peer);
     p->peers[node][port] = peer;
     return peer;
 }
@@ -101,16 +192,18 @@ struct gmx_peer *gmx_peer_get(struct gm_port *p, unsigned node, unsigned port)
 /* One process per (namespace, node, port): GM says GM_BUSY to the second. */
 static int take_port_lock(unsigned node, unsigned port)
 {
-    const char *dir = getenv("TMPDIR");
     char path[256];
-    snprintf(path, sizeof path, "%s/%s-%u-%u.lock", dir && *dir ? dir : "/tmp",
-             gmx_cfg.shm_ns, node, port);
+    lock_path(node, port, path, sizeof path);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0)
         return -2;
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         close(fd);
         return -1;
+    }
+    if (ftruncate(fd, 0) != 0) {
+        close(fd);
+        return -2;
     }
     return fd;
 }
@@ -185,13 +278,14 @@ static gm_status_t open_fabric(struct gm_port *p, const struct gmx_node *self)
         goto out;
     }
     if (is_str) {
-        /* Peers' names carry the same suffix the provider appended to ours. */
-        char got[160];
+        /* Publish our exact address for peers (see lock_path). */
+        char got[128];
         size_t glen = sizeof got;
-        size_t plen = strlen(name);
-        if (fi_getname(&p->ep->fid, got, &glen) == 0 && glen <= sizeof got &&
-            strncmp(got, name, plen) == 0 && strlen(got + plen) < sizeof p->shm_suffix)
-            strcpy(p->shm_suffix, got + plen);
+        if ((rc = fi_getname(&p->ep->fid, got, &glen)) != 0 || glen > sizeof got ||
+            pwrite(p->lock_fd, got, strnlen(got, glen), 0) <= 0) {
+            fprintf(stderr, "libgm: cannot publish the address of port %u\n", p->port_id);
+            goto out;
+        }
     }
     st = GM_SUCCESS;
 out:
@@ -199,20 +293,38 @@ out:
     return st;
 }
 
+static void close_fids(struct fid_ep *ep, struct fid_av *av, struct fid_cq *cq,
+                       struct fid_domain *domain, struct fid_fabric *fabric,
+                       struct fi_info *info)
+{
+    if (ep)
+        fi_close(&ep->fid);
+    if (av)
+        fi_close(&av->fid);
+    if (cq)
+        fi_close(&cq->fid);
+    if (domain)
+        fi_close(&domain->fid);
+    if (fabric)
+        fi_close(&fabric->fid);
+    if (info)
+        fi_freeinfo(info);
+}
+
+/* Called with gmx_lock held, when no port is open any more. */
+static void bury_zombies(void)
+{
+    while (gmx_zombies) {
+        struct zombie *z = gmx_zombies;
+        gmx_zombies = z->next;
+        close_fids(z->ep, z->av, z->cq, z->domain, z->fabric, z->info);
+        free(z);
+    }
+}
+
 static void close_fabric(struct gm_port *p)
 {
-    if (p->ep)
-        fi_close(&p->ep->fid);
-    if (p->av)
-        fi_close(&p->av->fid);
-    if (p->cq)
-        fi_close(&p->cq->fid);
-    if (p->domain)
-        fi_close(&p->domain->fid);
-    if (p->fabric)
-        fi_close(&p->fabric->fid);
-    if (p->info)
-        fi_freeinfo(p->info);
+    close_fids(p->ep, p->av, p->cq, p->domain, p->fabric, p->info);
     p->ep = NULL;
     p->av = NULL;
     p->cq = NULL;
@@ -238,8 +350,13 @@ static void free_port(struct gm_port *p)
     gmx_pool_free(p);
     free(p->ring);
     free(p->ctrl_mem);
-    if (p->lock_fd >= 0)
+    if (p->lock_fd >= 0) {
+        /* Unpublish our address before the lock goes. */
+        if (ftruncate(p->lock_fd, 0) != 0)
+            gmx_log("cannot clear the lock file of port %u\n", p->port_id);
         close(p->lock_fd);
+    }
+    pthread_mutex_destroy(&p->lock);
     free(p);
 }
 
@@ -269,6 +386,7 @@ GMX_EXPORT gm_status_t gm_open(struct gm_port **pp, unsigned int unit, unsigned 
     if (!p)
         goto fail_init;
     p->lock_fd = -1;
+    pthread_mutex_init(&p->lock, NULL);
     p->node_id = gmx_cfg.self;
     p->port_id = port;
     p->self_bits = gmx_sender_bits(p->node_id, port);
@@ -306,6 +424,10 @@ GMX_EXPORT gm_status_t gm_open(struct gm_port **pp, unsigned int unit, unsigned 
         }
     }
     gmx_log("opened port %u on node %u\n", port, p->node_id);
+    pthread_mutex_lock(&gmx_lock);
+    p->reg_next = gmx_registry;
+    gmx_registry = p;
+    pthread_mutex_unlock(&gmx_lock);
     *pp = p;
     return GM_SUCCESS;
 fail:
@@ -320,6 +442,36 @@ GMX_EXPORT void gm_close(struct gm_port *p)
 {
     if (!p)
         return;
+    /* Once out of the registry (under gmx_lock) no helper can reach it. */
+    pthread_mutex_lock(&gmx_lock);
+    for (struct gm_port **link = &gmx_registry; *link; link = &(*link)->reg_next) {
+        if (*link == p) {
+            *link = p->reg_next;
+            break;
+        }
+    }
+    struct zombie *z = NULL;
+    if (p->addr_is_str && gmx_registry && p->ep && (z = calloc(1, sizeof *z))) {
+        gmx_rreq_cancel_all(p);
+        *z = (struct zombie){gmx_zombies, p->info, p->fabric, p->domain, p->ep, p->cq, p->av};
+        gmx_zombies = z;
+        p->info = NULL;
+        p->fabric = NULL;
+        p->domain = NULL;
+        p->ep = NULL;
+        p->cq = NULL;
+        p->av = NULL;
+    }
+    pthread_mutex_unlock(&gmx_lock);
+    for (gm_alarm_t *a = p->alarms; a; a = a->next)
+        a->state = GM_ALARM_FREE;
+    if (p->backlogged)
+        atomic_fetch_sub(&gmx_backlogged_ports, 1);
     free_port(p);
+    atomic_fetch_add(&gmx_close_epoch, 1);
+    pthread_mutex_lock(&gmx_lock);
+    if (!gmx_registry)
+        bury_zombies();
+    pthread_mutex_unlock(&gmx_lock);
     gm_finalize();
 }

@@ -37,8 +37,10 @@ int gmx_post_recv(struct gm_port *p, struct gmx_rreq *r, void *buf, size_t len,
         return 0;
     }
     ssize_t rc = fi_trecv(p->ep, buf, len, NULL, FI_ADDR_UNSPEC, tag, ignore, r);
-    if (rc == 0)
+    if (rc == 0) {
+        r->posted = 1;
         return 0;
+    }
     if (rc == -FI_EAGAIN) {
         post_backlog_push(p, r);
         return 0;
@@ -58,6 +60,7 @@ static void post_backlog_progress(struct gm_port *p)
         p->post_backlog = r->next;
         if (!p->post_backlog)
             p->post_backlog_tail = NULL;
+        r->posted = rc == 0;
         if (rc != 0)
             fprintf(stderr, "libgm: fi_trecv: %s; buffer %p dropped\n",
                     fi_strerror((int)-rc), r->buf);
@@ -70,9 +73,8 @@ int gmx_post_ctrl(struct gm_port *p, struct gmx_rreq *r)
                          (uint64_t)GMX_KIND_CTRL << GMX_TAG_KIND_SHIFT, ~GMX_TAG_KIND_MASK);
 }
 
-GMX_EXPORT void gm_provide_receive_buffer_with_tag(struct gm_port *p, void *ptr,
-                                                   unsigned int size, unsigned int priority,
-                                                   unsigned int tag)
+static void provide_locked(struct gm_port *p, void *ptr, unsigned int size,
+                           unsigned int priority, unsigned int tag)
 {
     if (!p)
         return;
@@ -95,6 +97,17 @@ GMX_EXPORT void gm_provide_receive_buffer_with_tag(struct gm_port *p, void *ptr,
                       gmx_tag(GMX_KIND_MSG, size, priority, 0, 0),
                       GMX_TAG_SEQ_MASK | GMX_TAG_SENDER_MASK) != 0)
         gmx_rreq_put(p, r);
+}
+
+GMX_EXPORT void gm_provide_receive_buffer_with_tag(struct gm_port *p, void *ptr,
+                                                   unsigned int size, unsigned int priority,
+                                                   unsigned int tag)
+{
+    if (!p)
+        return;
+    gmx_port_lock(p);
+    provide_locked(p, ptr, size, priority, tag);
+    gmx_port_unlock(p);
 }
 
 GMX_EXPORT void gm_provide_receive_buffer(struct gm_port *p, void *ptr, unsigned int size,
@@ -350,10 +363,11 @@ static void read_error(struct gm_port *p)
         struct gmx_sreq *s = err.op_context;
         gmx_log("send to node %u port %u failed: %s\n", s->peer ? s->peer->node : 0,
                 s->peer ? s->peer->port : 0, fi_strerror(err.err));
-        gmx_send_done(p, s, gmx_status_from_fi(err.err, s->peer));
+        gmx_stream_failed(p, s->peer, s, gmx_status_from_fi(err.err, s->peer));
         return;
     }
     struct gmx_rreq *r = err.op_context;
+    r->posted = 0;
     if (err.err == FI_ECANCELED) {
         if (r->kind == GMX_R_GETDATA)
             gmx_send_done(p, r->get, r->get->status ? r->get->status : GM_SEND_DROPPED);
@@ -397,6 +411,7 @@ int gmx_progress(struct gm_port *p)
                 gmx_send_done(p, s, GM_SUCCESS);
             } else {
                 struct gmx_rreq *r = ce[i].op_context;
+                r->posted = 0;
                 r->rtag = ce[i].tag;
                 r->rlen = ce[i].len;
                 recv_done(p, r);
@@ -412,6 +427,8 @@ int gmx_progress(struct gm_port *p)
     p->in_progress = 0;
     if (p->backlogged)
         gmx_backlog_progress(p);
+    if (atomic_load_explicit(&gmx_backlogged_ports, memory_order_relaxed))
+        gmx_help_others(p);
     return handled;
 }
 
@@ -423,8 +440,17 @@ static gm_recv_event_t *set_type(struct gm_port *p, unsigned type)
     return &p->cur;
 }
 
-/* The next event, or NULL when idle. */
+/* The next event, or NULL when idle.  Takes the port lock. */
+static gm_recv_event_t *next_event_locked(struct gm_port *p);
 static gm_recv_event_t *next_event(struct gm_port *p)
+{
+    gmx_port_lock(p);
+    gm_recv_event_t *e = next_event_locked(p);
+    gmx_port_unlock(p);
+    return e;
+}
+
+static gm_recv_event_t *next_event_locked(struct gm_port *p)
 {
     if (p->done)
         return set_type(p, GM_SENT_TOKENS_EVENT);
@@ -480,28 +506,43 @@ GMX_EXPORT gm_recv_event_t *gm_blocking_receive_no_spin(struct gm_port *p)
     return e ? e : set_type(p, _GM_SLEEP_EVENT);
 }
 
-GMX_EXPORT int gm_receive_pending(struct gm_port *p)
+static int pending_locked(struct gm_port *p)
 {
-    if (!p)
-        return 0;
     if (!p->ring_count && !p->done)
         gmx_progress(p);
     return p->ring_count || p->done || (p->alarms && gmx_alarm_due(p, gmx_now_ns()));
 }
 
+GMX_EXPORT int gm_receive_pending(struct gm_port *p)
+{
+    if (!p)
+        return 0;
+    gmx_port_lock(p);
+    int r = pending_locked(p);
+    gmx_port_unlock(p);
+    return r;
+}
+
 GMX_EXPORT int gm_next_event_peek(struct gm_port *p, gm_u16_t *sender)
 {
-    if (!gm_receive_pending(p))
+    if (!p)
         return GM_NO_RECV_EVENT;
-    if (p->done)
-        return GM_SENT_TOKENS_EVENT;
-    if (p->ring_count) {
+    int type = GM_NO_RECV_EVENT;
+    gmx_port_lock(p);
+    if (!pending_locked(p)) {
+        type = GM_NO_RECV_EVENT;
+    } else if (p->done) {
+        type = GM_SENT_TOKENS_EVENT;
+    } else if (p->ring_count) {
         gm_recv_event_t *e = &p->ring[p->ring_head];
         if (sender)
             *sender = gm_ntoh_u16(e->recv.sender_node_id);
-        return GM_RECV_EVENT_TYPE(e);
+        type = GM_RECV_EVENT_TYPE(e);
+    } else {
+        type = GM_ALARM_EVENT;
     }
-    return GM_ALARM_EVENT;
+    gmx_port_unlock(p);
+    return type;
 }
 
 /* Sleeps until an event is ready, the next alarm, or GMX_NAP_NS. */
@@ -509,12 +550,15 @@ static void nap(struct gm_port *p)
 {
     uint64_t now = gmx_now_ns();
     uint64_t until = now + GMX_NAP_NS;
-    uint64_t alarm = p->alarms ? gmx_alarm_next(p) : 0;
+    uint64_t alarm = gmx_alarm_next(p);
     if (alarm && alarm < until)
         until = alarm;
-    while (!p->ring_count && !p->done) {
-        if (gmx_progress(p))
-            continue;
+    for (;;) {
+        gmx_port_lock(p);
+        int ready = p->ring_count || p->done || gmx_progress(p);
+        gmx_port_unlock(p);
+        if (ready)
+            return;
         now = gmx_now_ns();
         if (now >= until)
             return;
@@ -527,14 +571,19 @@ static void run_callbacks(struct gm_port *p)
 {
     /* Detach first: callbacks may send, and those completions go on a new
      * list. */
+    gmx_port_lock(p);
     struct gmx_sreq *s = p->done;
     p->done = p->done_tail = NULL;
+    gmx_port_unlock(p);
     while (s) {
+        /* Callbacks run without the port lock: they call back into GM. */
+        gmx_port_lock(p);
         struct gmx_sreq *next = s->next;
         gm_send_completion_callback_t cb = s->cb;
         void *ctx = s->ctx;
         gm_status_t st = s->status;
         gmx_sreq_put(p, s);
+        gmx_port_unlock(p);
         if (cb)
             cb(p, ctx, st);
         s = next;

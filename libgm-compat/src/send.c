@@ -7,6 +7,15 @@
 #include <string.h>
 #include <sys/uio.h>
 
+/* A client send failed: report it and hold that stream (GM semantics). */
+void gmx_stream_failed(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq *s,
+                       gm_status_t st)
+{
+    if (s->kind == GMX_S_CLIENT && peer && s->prio < GM_NUM_PRIORITIES)
+        peer->disabled[s->prio] = 1;
+    gmx_send_done(p, s, st);
+}
+
 /* Queues a finished request for its callback (run by gm_unknown). */
 void gmx_send_done(struct gm_port *p, struct gmx_sreq *s, gm_status_t st)
 {
@@ -65,6 +74,8 @@ static void backlog_push(struct gm_port *p, struct gmx_peer *peer, struct gmx_sr
     peer->backlog_tail = s;
     if (!peer->in_backlog_list) {
         peer->in_backlog_list = 1;
+        if (!p->backlogged)
+            atomic_fetch_add(&gmx_backlogged_ports, 1);
         peer->next_backlogged = p->backlogged;
         p->backlogged = peer;
     }
@@ -74,60 +85,99 @@ static void backlog_push(struct gm_port *p, struct gmx_peer *peer, struct gmx_sr
 static void submit(struct gm_port *p, struct gmx_sreq *s)
 {
     struct gmx_peer *peer = s->peer;
-    if (!peer->backlog) {
+    if (p->addr_is_str) {
+        /* A port of this process closed since we last looked: check that
+         * this target is still the one we resolved (one load otherwise). */
+        unsigned epoch = atomic_load_explicit(&gmx_close_epoch, memory_order_relaxed);
+        if (peer->close_epoch != epoch) {
+            peer->close_epoch = epoch;
+            if (peer->resolved && gmx_peer_closed(p, peer)) {
+                fi_av_remove(p->av, &peer->addr, 1, 0);
+                peer->resolved = 0;
+                peer->shm_name[0] = '\0';
+            }
+        }
+    }
+    if (!peer->backlog && !peer->disabled[s->prio] &&
+        (peer->resolved || gmx_peer_resolve(p, peer))) {
         ssize_t rc = send_now(p, s);
-        if (rc == -FI_EAGAIN) {
-            /* Let the provider make room (or connect), then try once more. */
+        /* Let the provider make room (or connect), then try a few times
+         * more: a first send to a target often needs a setup round. */
+        for (int i = 0; rc == -FI_EAGAIN && i < (peer->reached ? 1 : 16); i++) {
             gmx_progress(p);
-            if (!peer->backlog)
-                rc = send_now(p, s);
+            if (peer->backlog)
+                break;
+            rc = send_now(p, s);
         }
         if (rc == 0)
             return;
         if (rc != -FI_EAGAIN) {
             gmx_log("send to node %u port %u: %s\n", peer->node, peer->port,
                     fi_strerror((int)-rc));
-            gmx_send_done(p, s, gmx_status_from_fi((int)rc, peer));
+            gmx_stream_failed(p, peer, s, gmx_status_from_fi((int)rc, peer));
             return;
         }
     }
     backlog_push(p, peer, s);
 }
 
+/* Why the head of a stuck backlog should fail now, or GM_SUCCESS to wait. */
+static gm_status_t stuck_verdict(struct gm_port *p, struct gmx_peer *peer,
+                                 const struct gmx_sreq *s, uint64_t now)
+{
+    uint64_t waited = now - s->first_try_ns;
+    if (p->addr_is_str && now - peer->last_check_ns >= 10000000u) {
+        /* shm: the target's lock file says whether it is open, and where. */
+        peer->last_check_ns = now;
+        if (gmx_peer_closed(p, peer)) {
+            if (waited >= 50000000u)
+                return GM_SEND_TARGET_PORT_CLOSED;
+        } else {
+            gmx_peer_resolve(p, peer);
+        }
+    }
+    uint64_t limit = (uint64_t)gmx_cfg.send_timeout_ms * 1000000u;
+    /* A target that took sends before may just be slow to poll: give it a
+     * much longer grace than one never reached. */
+    if (peer->reached)
+        limit *= 60;
+    return waited >= limit ? gmx_status_from_fi(FI_EAGAIN, peer) : GM_SUCCESS;
+}
+
 void gmx_backlog_progress(struct gm_port *p)
 {
+    if (!p->backlogged)
+        return;
     struct gmx_peer **link = &p->backlogged;
     uint64_t now = 0;
     while (*link) {
         struct gmx_peer *peer = *link;
         while (peer->backlog) {
             struct gmx_sreq *s = peer->backlog;
-            ssize_t rc = send_now(p, s);
+            if (peer->disabled[s->prio])
+                break; /* held until gm_drop_sends / gm_resume_sending */
+            /* Unlink first: a successful inject completes s at once, which
+             * reuses its link. */
+            struct gmx_sreq *rest = s->next;
+            ssize_t rc = peer->resolved ? send_now(p, s) : -FI_EAGAIN;
             if (rc == -FI_EAGAIN) {
                 if (!now)
                     now = gmx_now_ns();
-                uint64_t limit = (uint64_t)gmx_cfg.send_timeout_ms * 1000000u;
-                /* A target that took sends before may just be slow: give it
-                 * a much longer grace than one never reached. */
-                if (peer->reached)
-                    limit *= 60;
-                if (now - s->first_try_ns < limit)
+                gm_status_t st = stuck_verdict(p, peer, s, now);
+                if (st == GM_SUCCESS)
                     break;
-                gm_status_t st = gmx_status_from_fi(FI_EAGAIN, peer);
                 gmx_log("node %u port %u unreachable for %u ms: %s\n", peer->node,
                         peer->port, (unsigned)((now - s->first_try_ns) / 1000000u),
                         gm_strerror(st));
-                /* Fail everything queued to it: later sends cannot pass. */
-                while (peer->backlog) {
-                    struct gmx_sreq *f = peer->backlog;
-                    peer->backlog = f->next;
-                    gmx_send_done(p, f, st);
-                }
-                break;
+                /* Fail it; GM then holds later sends to this stream until the
+                 * client drops them or resumes. */
+                peer->backlog = rest;
+                gmx_stream_failed(p, peer, s, st);
+                continue;
             }
-            peer->backlog = s->next;
+            peer->backlog = rest;
             if (rc != 0)
-                gmx_send_done(p, s, gmx_status_from_fi((int)rc, peer));
+                gmx_stream_failed(p, peer, s, gmx_status_from_fi((int)rc, peer));
         }
         if (!peer->backlog) {
             peer->backlog_tail = NULL;
@@ -137,6 +187,8 @@ void gmx_backlog_progress(struct gm_port *p)
             link = &peer->next_backlogged;
         }
     }
+    if (!p->backlogged)
+        atomic_fetch_sub(&gmx_backlogged_ports, 1);
 }
 
 /* Sends an internal message (no callback); 0 or -1 when out of memory. */
@@ -175,14 +227,15 @@ static struct gmx_sreq *client_req(struct gm_port *p, unsigned prio, unsigned no
         return NULL;
     }
     s->peer = gmx_peer_get(p, node, port);
-    if (!s->peer || !s->peer->resolved) {
+    /* shm targets not open yet resolve later (see stuck_verdict). */
+    if (!s->peer || (!s->peer->resolved && !p->addr_is_str)) {
         gmx_send_done(p, s, GM_SEND_TARGET_NODE_UNREACHABLE);
         return NULL;
     }
     return s;
 }
 
-GMX_EXPORT void gm_send_with_callback(struct gm_port *p, void *message, unsigned int size,
+static void send_locked(struct gm_port *p, void *message, unsigned int size,
                                       gm_size_t len, unsigned int priority,
                                       unsigned int target_node_id,
                                       unsigned int target_port_id,
@@ -241,7 +294,7 @@ GMX_EXPORT void gm_datagram_send(struct gm_port *p, void *message, unsigned int 
                           callback, context);
 }
 
-GMX_EXPORT void gm_put(struct gm_port *p, void *local_buffer, gm_remote_ptr_t remote_buffer,
+static void put_locked(struct gm_port *p, void *local_buffer, gm_remote_ptr_t remote_buffer,
                        gm_size_t len, enum gm_priority priority,
                        unsigned int target_node_id, unsigned int target_port_id,
                        gm_send_completion_callback_t callback, void *context)
@@ -309,7 +362,7 @@ GMX_EXPORT void gm_directed_send(struct gm_port *p, void *source_buffer,
            NULL, NULL);
 }
 
-GMX_EXPORT void gm_get(struct gm_port *p, gm_remote_ptr_t remote_buffer, void *local_buffer,
+static void get_locked(struct gm_port *p, gm_remote_ptr_t remote_buffer, void *local_buffer,
                        gm_size_t len, enum gm_priority priority,
                        unsigned int target_node_id, unsigned int target_port_id,
                        gm_send_completion_callback_t callback, void *context)
@@ -357,7 +410,7 @@ GMX_EXPORT void gm_get(struct gm_port *p, gm_remote_ptr_t remote_buffer, void *l
     submit(p, h);
 }
 
-GMX_EXPORT void gm_drop_sends(struct gm_port *p, unsigned int priority,
+static void drop_locked(struct gm_port *p, unsigned int priority,
                               unsigned int target_node_id, unsigned int target_port_id,
                               gm_send_completion_callback_t callback, void *context)
 {
@@ -380,6 +433,8 @@ GMX_EXPORT void gm_drop_sends(struct gm_port *p, unsigned int priority,
                 link = &s->next;
             }
         }
+        if (priority < GM_NUM_PRIORITIES)
+            peer->disabled[priority] = 0;
     }
     struct gmx_sreq *d = gmx_sreq_get(p);
     if (d) {
@@ -390,12 +445,19 @@ GMX_EXPORT void gm_drop_sends(struct gm_port *p, unsigned int priority,
     }
 }
 
-GMX_EXPORT void gm_resume_sending(struct gm_port *p, unsigned int priority,
+static void resume_locked(struct gm_port *p, unsigned int priority,
                                   unsigned int target_node_id, unsigned int target_port_id,
                                   gm_send_completion_callback_t callback, void *context)
 {
     if (!p)
         return;
+    struct gmx_peer *peer = target_port_id < GMX_NUM_PORTS &&
+                                    target_node_id <= gmx_cfg.max_node_id &&
+                                    p->peers[target_node_id]
+                                ? p->peers[target_node_id][target_port_id]
+                                : NULL;
+    if (peer && priority < GM_NUM_PRIORITIES)
+        peer->disabled[priority] = 0;
     struct gmx_sreq *d = gmx_sreq_get(p);
     if (d) {
         d->kind = GMX_S_CLIENT;
@@ -403,4 +465,69 @@ GMX_EXPORT void gm_resume_sending(struct gm_port *p, unsigned int priority,
         d->ctx = context;
         gmx_send_done(p, d, GM_SUCCESS);
     }
+}
+
+/* ---- exported entry points: each holds the port lock (see gm_internal.h) */
+
+GMX_EXPORT void gm_send_with_callback(struct gm_port *p, void *message, unsigned int size,
+                                      gm_size_t len, unsigned int priority,
+                                      unsigned int target_node_id,
+                                      unsigned int target_port_id,
+                                      gm_send_completion_callback_t callback,
+                                      void *context)
+{
+    if (!p)
+        return;
+    gmx_port_lock(p);
+    send_locked(p, message, size, len, priority, target_node_id, target_port_id, callback,
+                context);
+    gmx_port_unlock(p);
+}
+
+GMX_EXPORT void gm_put(struct gm_port *p, void *local_buffer, gm_remote_ptr_t remote_buffer,
+                       gm_size_t len, enum gm_priority priority,
+                       unsigned int target_node_id, unsigned int target_port_id,
+                       gm_send_completion_callback_t callback, void *context)
+{
+    if (!p)
+        return;
+    gmx_port_lock(p);
+    put_locked(p, local_buffer, remote_buffer, len, priority, target_node_id, target_port_id,
+               callback, context);
+    gmx_port_unlock(p);
+}
+
+GMX_EXPORT void gm_get(struct gm_port *p, gm_remote_ptr_t remote_buffer, void *local_buffer,
+                       gm_size_t len, enum gm_priority priority,
+                       unsigned int target_node_id, unsigned int target_port_id,
+                       gm_send_completion_callback_t callback, void *context)
+{
+    if (!p)
+        return;
+    gmx_port_lock(p);
+    get_locked(p, remote_buffer, local_buffer, len, priority, target_node_id, target_port_id,
+               callback, context);
+    gmx_port_unlock(p);
+}
+
+GMX_EXPORT void gm_drop_sends(struct gm_port *p, unsigned int priority,
+                              unsigned int target_node_id, unsigned int target_port_id,
+                              gm_send_completion_callback_t callback, void *context)
+{
+    if (!p)
+        return;
+    gmx_port_lock(p);
+    drop_locked(p, priority, target_node_id, target_port_id, callback, context);
+    gmx_port_unlock(p);
+}
+
+GMX_EXPORT void gm_resume_sending(struct gm_port *p, unsigned int priority,
+                                  unsigned int target_node_id, unsigned int target_port_id,
+                                  gm_send_completion_callback_t callback, void *context)
+{
+    if (!p)
+        return;
+    gmx_port_lock(p);
+    resume_locked(p, priority, target_node_id, target_port_id, callback, context);
+    gmx_port_unlock(p);
 }
