@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define BENCH_MAX_SIZES 64
+#define BENCH_MAX_SIZES 256 /* after repetition (--reps) */
 #define BENCH_MAX_PAIRS 16
 #define BENCH_MAX_PORTS 4
 #define BENCH_MAX_SIZE ((size_t)1 << 30)
@@ -33,7 +33,8 @@ struct bench {
     int raw;            /* --raw: the route alone, through cor/raw.h */
     int baseline_udp;   /* --baseline udp: plain UDP sockets */
     size_t sizes[BENCH_MAX_SIZES];
-    int nsizes;
+    int nsizes;         /* each size appears `reps` times in a row */
+    int reps;           /* --reps: measurements per size; the best one is reported */
     double iters_scale; /* --iters */
     int pairs[BENCH_MAX_PAIRS]; /* multitask: pair counts to measure */
     int npairs;
@@ -70,8 +71,12 @@ struct bench_row {
     double one_way_us;
     double mbps;
 };
+/* bench_row keeps the best (lowest one_way_us) of consecutive rows with the same route, mode,
+ * bytes, ports and pairs (the --reps repetitions) and prints it when the next key comes, or at
+ * bench_flush. */
 void bench_header(const struct bench *b);
 void bench_row(const struct bench *b, const struct bench_row *row);
+void bench_flush(const struct bench *b);
 
 /* Prints "cor-bench: what: error text" to stderr and returns err. */
 int bench_fail(const char *what, int err);
