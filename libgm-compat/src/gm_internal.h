@@ -55,6 +55,7 @@ enum gmx_kind {
     GMX_KIND_CTRL = 1,
     GMX_KIND_PUTDATA = 2,
     GMX_KIND_GETDATA = 3,
+    GMX_KIND_ACK = 4, /* receiver processed stream item `seq' (0 bytes) */
 };
 #define GMX_TAG_SIZE_MASK 0x3fULL
 #define GMX_TAG_PRIO_SHIFT 6
@@ -95,6 +96,11 @@ struct gmx_ctrl {
 #define GMX_PUT_INLINE_MAX 4096
 #define GMX_CTRL_BUF_LEN (sizeof(struct gmx_ctrl) + GMX_PUT_INLINE_MAX)
 #define GMX_CTRL_BUFS 16
+#define GMX_ACK_BUFS 32
+/* Stream items a sender may have unacknowledged per target port.  Bounds
+ * what waits in the provider's unexpected queue (shm loses order beyond
+ * a few dozen), and makes send callbacks mean "delivered", as in GM. */
+#define GMX_WINDOW 16
 
 /* ---- node map --------------------------------------------------------- */
 struct gmx_node {
@@ -145,6 +151,9 @@ struct gmx_sreq {
     unsigned prio;
     uint64_t first_try_ns;
     int use_hdr;          /* send hdr, then buf, as one message */
+    int stream;           /* an ordered-stream item (MSG, CTRL): acked */
+    int local_done, acked;
+    uint32_t seq;
     struct gmx_ctrl hdr;  /* put/get header */
     struct gmx_rreq *get_rreq; /* GET_REQ: the GETDATA receive waiting */
 };
@@ -154,6 +163,7 @@ enum gmx_rreq_kind {
     GMX_R_CTRL,    /* library buffer for control messages */
     GMX_R_PUTDATA, /* direct receive of put data into target memory */
     GMX_R_GETDATA, /* direct receive of get data into local buffer */
+    GMX_R_ACK,     /* zero-length acknowledgement */
 };
 
 struct gmx_rreq {
@@ -190,6 +200,13 @@ struct gmx_peer {
     int disabled[GM_NUM_PRIORITIES];       /* a send failed: hold the rest */
     struct gmx_rreq *held[GM_NUM_PRIORITIES]; /* out of order, by seq */
     struct gmx_sreq *backlog, *backlog_tail; /* sends that got EAGAIN */
+    struct gmx_sreq *unacked[GM_NUM_PRIORITIES]; /* stream items sent, in order */
+    struct gmx_sreq *unacked_tail[GM_NUM_PRIORITIES];
+    unsigned inflight;                        /* length of unacked */
+    uint32_t ack_due[GM_NUM_PRIORITIES];      /* last processed seq to ack */
+    int ack_pending[GM_NUM_PRIORITIES];
+    struct gmx_peer *next_ack;
+    int in_ack_list;
     struct gmx_peer *next_backlogged;
     int in_backlog_list;
 };
@@ -250,6 +267,7 @@ struct gm_port {
 
     uint32_t next_xfer;
     struct gmx_rreq *ctrl_reqs[GMX_CTRL_BUFS];
+    struct gmx_peer *ack_list; /* peers owed an ack */
     char *ctrl_mem;
 
     struct gmx_rreq *post_backlog, *post_backlog_tail;
@@ -299,6 +317,9 @@ int gmx_progress(struct gm_port *p);
 int gmx_post_recv(struct gm_port *p, struct gmx_rreq *r, void *buf, size_t len,
                   uint64_t tag, uint64_t ignore);
 int gmx_post_ctrl(struct gm_port *p, struct gmx_rreq *r);
+int gmx_post_ack(struct gm_port *p, struct gmx_rreq *r);
+void gmx_send_local_done(struct gm_port *p, struct gmx_sreq *s);
+void gmx_ack_arrived(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uint32_t seq);
 gm_recv_event_t *gmx_event_push(struct gm_port *p);
 
 /* memory.c */

@@ -423,6 +423,13 @@ GMX_EXPORT gm_status_t gm_open(struct gm_port **pp, unsigned int unit, unsigned 
             goto fail;
         }
     }
+    for (unsigned i = 0; i < GMX_ACK_BUFS; i++) {
+        struct gmx_rreq *r = gmx_rreq_get(p);
+        if (!r || gmx_post_ack(p, r) != 0) {
+            st = GM_NO_SUCH_DEVICE;
+            goto fail;
+        }
+    }
     gmx_log("opened port %u on node %u\n", port, p->node_id);
     pthread_mutex_lock(&gmx_lock);
     p->reg_next = gmx_registry;

@@ -99,6 +99,52 @@ static void provide_locked(struct gm_port *p, void *ptr, unsigned int size,
         gmx_rreq_put(p, r);
 }
 
+int gmx_post_ack(struct gm_port *p, struct gmx_rreq *r)
+{
+    r->kind = GMX_R_ACK;
+    return gmx_post_recv(p, r, NULL, 0, (uint64_t)GMX_KIND_ACK << GMX_TAG_KIND_SHIFT,
+                         ~GMX_TAG_KIND_MASK);
+}
+
+/* Owes peer an ack for stream item seq; sent at the end of this progress
+ * round, so one ack covers a batch and the event reaches the client first. */
+static void ack_owe(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uint32_t seq)
+{
+    peer->ack_due[prio] = seq;
+    peer->ack_pending[prio] = 1;
+    if (!peer->in_ack_list) {
+        peer->in_ack_list = 1;
+        peer->next_ack = p->ack_list;
+        p->ack_list = peer;
+    }
+}
+
+static void acks_flush(struct gm_port *p)
+{
+    struct gmx_peer **link = &p->ack_list;
+    while (*link) {
+        struct gmx_peer *peer = *link;
+        for (unsigned prio = 0; prio < GM_NUM_PRIORITIES; prio++) {
+            if (!peer->ack_pending[prio])
+                continue;
+            if (!peer->resolved && !gmx_peer_resolve(p, peer)) {
+                peer->ack_pending[prio] = 0; /* nowhere to send it */
+                continue;
+            }
+            uint64_t tag = gmx_tag(GMX_KIND_ACK, 0, prio, peer->ack_due[prio], p->self_bits);
+            ssize_t rc = fi_tinject(p->ep, NULL, 0, peer->addr, tag);
+            if (rc == 0 || rc != -FI_EAGAIN)
+                peer->ack_pending[prio] = 0;
+        }
+        if (!peer->ack_pending[0] && !peer->ack_pending[1]) {
+            peer->in_ack_list = 0;
+            *link = peer->next_ack;
+        } else {
+            link = &peer->next_ack;
+        }
+    }
+}
+
 GMX_EXPORT void gm_provide_receive_buffer_with_tag(struct gm_port *p, void *ptr,
                                                    unsigned int size, unsigned int priority,
                                                    unsigned int tag)
@@ -241,6 +287,9 @@ static void serve_ctrl(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
 static void process(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
                     struct gmx_rreq *r)
 {
+    if (peer)
+        ack_owe(p, peer, prio,
+                (uint32_t)(r->rtag >> GMX_TAG_SEQ_SHIFT) & GMX_SEQ_MASK);
     if (r->kind == GMX_R_CLIENT) {
         deliver_client(p, r);
         return;
@@ -312,6 +361,8 @@ static void stream_arrive(struct gm_port *p, struct gmx_rreq *r)
         return;
     }
     if (d > 0 || peer->put_stall[prio]) {
+        gmx_log("holding seq %u (expected %u) from node %u port %u\n", seq,
+                peer->recv_seq[prio], node, port);
         hold(peer, prio, r);
         return;
     }
@@ -336,6 +387,17 @@ static void recv_done(struct gm_port *p, struct gmx_rreq *r)
         if (peer->put_stall[prio])
             peer->put_stall[prio]--;
         drain(p, peer, prio);
+        return;
+    }
+    case GMX_R_ACK: {
+        unsigned node = (unsigned)(r->rtag >> GMX_TAG_NODE_SHIFT) & 0xffff;
+        unsigned port = (unsigned)(r->rtag >> GMX_TAG_PORT_SHIFT) & 0xff;
+        unsigned prio = (unsigned)(r->rtag >> GMX_TAG_PRIO_SHIFT) & 1;
+        struct gmx_peer *peer = gmx_peer_get(p, node, port);
+        if (peer)
+            gmx_ack_arrived(p, peer, prio, seq_of(r->rtag));
+        if (gmx_post_ack(p, r) != 0)
+            gmx_rreq_put(p, r);
         return;
     }
     case GMX_R_GETDATA: {
@@ -408,7 +470,7 @@ int gmx_progress(struct gm_port *p)
             if (!*(int *)ce[i].op_context) {
                 struct gmx_sreq *s = ce[i].op_context;
                 s->peer->reached = 1;
-                gmx_send_done(p, s, GM_SUCCESS);
+                gmx_send_local_done(p, s);
             } else {
                 struct gmx_rreq *r = ce[i].op_context;
                 r->posted = 0;
@@ -424,6 +486,8 @@ int gmx_progress(struct gm_port *p)
     }
     if (p->post_backlog)
         post_backlog_progress(p);
+    if (p->ack_list)
+        acks_flush(p);
     p->in_progress = 0;
     if (p->backlogged)
         gmx_backlog_progress(p);

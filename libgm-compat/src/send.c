@@ -7,6 +7,45 @@
 #include <string.h>
 #include <sys/uio.h>
 
+/* The provider is done with s's buffer.  A stream item completes when its
+ * ack has come too. */
+void gmx_send_local_done(struct gm_port *p, struct gmx_sreq *s)
+{
+    s->local_done = 1;
+    if (!s->stream || s->acked)
+        gmx_send_done(p, s, GM_SUCCESS);
+}
+
+/* The target processed every stream item up to seq (acks come in order). */
+void gmx_ack_arrived(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uint32_t seq)
+{
+    while (peer->unacked[prio]) {
+        struct gmx_sreq *s = peer->unacked[prio];
+        uint32_t d = (seq - s->seq) & GMX_SEQ_MASK;
+        if (d & 0x200000u)
+            break; /* s is after seq */
+        peer->unacked[prio] = s->next;
+        if (!peer->unacked[prio])
+            peer->unacked_tail[prio] = NULL;
+        peer->inflight--;
+        s->acked = 1;
+        if (s->local_done)
+            gmx_send_done(p, s, GM_SUCCESS);
+    }
+}
+
+static void unacked_push(struct gmx_peer *peer, struct gmx_sreq *s)
+{
+    unsigned prio = s->prio;
+    s->next = NULL;
+    if (peer->unacked_tail[prio])
+        peer->unacked_tail[prio]->next = s;
+    else
+        peer->unacked[prio] = s;
+    peer->unacked_tail[prio] = s;
+    peer->inflight++;
+}
+
 /* A client send failed: report it and hold that stream (GM semantics). */
 void gmx_stream_failed(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq *s,
                        gm_status_t st)
@@ -14,6 +53,18 @@ void gmx_stream_failed(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq
     if (s->kind == GMX_S_CLIENT && peer && s->prio < GM_NUM_PRIORITIES)
         peer->disabled[s->prio] = 1;
     gmx_send_done(p, s, st);
+    if (peer && s->stream && s->prio < GM_NUM_PRIORITIES) {
+        /* Items sent before it will not be acknowledged either. */
+        while (peer->unacked[s->prio]) {
+            struct gmx_sreq *u = peer->unacked[s->prio];
+            peer->unacked[s->prio] = u->next;
+            peer->inflight--;
+            u->acked = 1;
+            if (u->local_done)
+                gmx_send_done(p, u, st);
+        }
+        peer->unacked_tail[s->prio] = NULL;
+    }
 }
 
 /* Queues a finished request for its callback (run by gm_unknown). */
@@ -39,7 +90,21 @@ void gmx_send_done(struct gm_port *p, struct gmx_sreq *s, gm_status_t st)
 }
 
 /* Hands one request to the provider: 0, -FI_EAGAIN, or another error. */
+static ssize_t send_now_raw(struct gm_port *p, struct gmx_sreq *s);
 static ssize_t send_now(struct gm_port *p, struct gmx_sreq *s)
+{
+    struct gmx_peer *peer = s->peer;
+    if (!s->stream)
+        return send_now_raw(p, s);
+    if (peer->inflight >= GMX_WINDOW)
+        return -FI_EAGAIN;
+    ssize_t rc = send_now_raw(p, s);
+    if (rc == 0 && !s->acked)
+        unacked_push(peer, s);
+    return rc;
+}
+
+static ssize_t send_now_raw(struct gm_port *p, struct gmx_sreq *s)
 {
     ssize_t rc;
     struct gmx_peer *peer = s->peer;
@@ -53,7 +118,7 @@ static ssize_t send_now(struct gm_port *p, struct gmx_sreq *s)
         rc = fi_tinject(p->ep, s->buf, s->len, peer->addr, s->tag);
         if (rc == 0) {
             peer->reached = 1;
-            gmx_send_done(p, s, GM_SUCCESS);
+            gmx_send_local_done(p, s);
         }
         return rc;
     } else {
@@ -253,7 +318,9 @@ static void send_locked(struct gm_port *p, void *message, unsigned int size,
     struct gmx_peer *peer = s->peer;
     s->buf = message;
     s->len = len;
-    s->tag = gmx_tag(GMX_KIND_MSG, size, priority, peer->send_seq[priority]++, p->self_bits);
+    s->stream = 1;
+    s->seq = peer->send_seq[priority]++ & GMX_SEQ_MASK;
+    s->tag = gmx_tag(GMX_KIND_MSG, size, priority, s->seq, p->self_bits);
     submit(p, s);
 }
 
@@ -308,8 +375,8 @@ static void put_locked(struct gm_port *p, void *local_buffer, gm_remote_ptr_t re
         return;
     struct gmx_peer *peer = s->peer;
     unsigned prio = (unsigned)priority;
-    uint64_t ctrl_tag =
-        gmx_tag(GMX_KIND_CTRL, 0, prio, peer->send_seq[prio]++, p->self_bits);
+    uint32_t ctrl_seq = peer->send_seq[prio]++ & GMX_SEQ_MASK;
+    uint64_t ctrl_tag = gmx_tag(GMX_KIND_CTRL, 0, prio, ctrl_seq, p->self_bits);
     if (len <= GMX_PUT_INLINE_MAX) {
         s->use_hdr = 1;
         s->hdr = (struct gmx_ctrl){.op = GMX_CTRL_PUT_INLINE, .addr = remote_buffer,
@@ -317,6 +384,8 @@ static void put_locked(struct gm_port *p, void *local_buffer, gm_remote_ptr_t re
         s->buf = local_buffer;
         s->len = len;
         s->tag = ctrl_tag;
+        s->stream = 1;
+        s->seq = ctrl_seq;
         submit(p, s);
         return;
     }
@@ -334,6 +403,9 @@ static void put_locked(struct gm_port *p, void *local_buffer, gm_remote_ptr_t re
     h->hdr = (struct gmx_ctrl){.op = GMX_CTRL_PUT_RNDV, .xfer = xfer, .addr = remote_buffer,
                                .len = len};
     h->tag = ctrl_tag;
+    h->stream = 1;
+    h->seq = ctrl_seq;
+    h->prio = prio;
     submit(p, h);
     s->buf = local_buffer;
     s->len = len;
@@ -406,7 +478,10 @@ static void get_locked(struct gm_port *p, gm_remote_ptr_t remote_buffer, void *l
     h->get_rreq = r;
     h->hdr = (struct gmx_ctrl){.op = GMX_CTRL_GET_REQ, .xfer = xfer, .addr = remote_buffer,
                                .len = len};
-    h->tag = gmx_tag(GMX_KIND_CTRL, 0, prio, peer->send_seq[prio]++, p->self_bits);
+    h->stream = 1;
+    h->prio = prio;
+    h->seq = peer->send_seq[prio]++ & GMX_SEQ_MASK;
+    h->tag = gmx_tag(GMX_KIND_CTRL, 0, prio, h->seq, p->self_bits);
     submit(p, h);
 }
 
