@@ -152,6 +152,7 @@ struct gmx_sreq {
     uint64_t first_try_ns;
     int use_hdr;          /* send hdr, then buf, as one message */
     int stream;           /* an ordered-stream item (MSG, CTRL): acked */
+    gm_status_t ack_status; /* what the target said */
     int local_done, acked;
     uint32_t seq;
     struct gmx_ctrl hdr;  /* put/get header */
@@ -164,6 +165,7 @@ enum gmx_rreq_kind {
     GMX_R_PUTDATA, /* direct receive of put data into target memory */
     GMX_R_GETDATA, /* direct receive of get data into local buffer */
     GMX_R_ACK,     /* zero-length acknowledgement */
+    GMX_R_REJECT,  /* catches messages of a size the client does not accept */
 };
 
 struct gmx_rreq {
@@ -268,6 +270,7 @@ struct gm_port {
     uint32_t next_xfer;
     struct gmx_rreq *ctrl_reqs[GMX_CTRL_BUFS];
     struct gmx_peer *ack_list; /* peers owed an ack */
+    struct gmx_rreq *reject[GM_NUM_PRIORITIES][GMX_MAX_SIZE + 1];
     char *ctrl_mem;
 
     struct gmx_rreq *post_backlog, *post_backlog_tail;
@@ -319,7 +322,9 @@ int gmx_post_recv(struct gm_port *p, struct gmx_rreq *r, void *buf, size_t len,
 int gmx_post_ctrl(struct gm_port *p, struct gmx_rreq *r);
 int gmx_post_ack(struct gm_port *p, struct gmx_rreq *r);
 void gmx_send_local_done(struct gm_port *p, struct gmx_sreq *s);
-void gmx_ack_arrived(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uint32_t seq);
+void gmx_ack_arrived(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uint32_t seq,
+                     gm_status_t st);
+void gmx_reject_update(struct gm_port *p, unsigned prio, gm_size_t old_mask, gm_size_t mask);
 gm_recv_event_t *gmx_event_push(struct gm_port *p);
 
 /* memory.c */

@@ -119,6 +119,26 @@ static void ack_owe(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uin
     }
 }
 
+/* An error ack goes out at once; it also acks every earlier item. */
+static void ack_now(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uint32_t seq,
+                    gm_status_t st)
+{
+    if (!peer->resolved && !gmx_peer_resolve(p, peer))
+        return;
+    uint64_t tag = gmx_tag(GMX_KIND_ACK, (unsigned)st & GMX_TAG_SIZE_MASK, prio, seq,
+                           p->self_bits);
+    ssize_t rc = -FI_EAGAIN;
+    for (int i = 0; i < 1000 && rc == -FI_EAGAIN; i++) {
+        rc = fi_tinject(p->ep, NULL, 0, peer->addr, tag);
+        if (rc == -FI_EAGAIN)
+            fi_cq_read(p->cq, NULL, 0); /* drive the provider only */
+    }
+    if (rc == 0)
+        peer->ack_pending[prio] = 0;
+    else
+        ack_owe(p, peer, prio, seq); /* at least the window moves on */
+}
+
 static void acks_flush(struct gm_port *p)
 {
     struct gmx_peer **link = &p->ack_list;
@@ -218,8 +238,8 @@ static int access_ok(struct gm_port *p, uint64_t addr, uint64_t len)
     return p->remote_access && gmx_region_covers(p, addr, len);
 }
 
-static void serve_ctrl(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
-                       struct gmx_rreq *r)
+static gm_status_t serve_ctrl(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
+                              struct gmx_rreq *r)
 {
     struct gmx_ctrl h;
     unsigned node = (unsigned)(r->rtag >> GMX_TAG_NODE_SHIFT) & 0xffff;
@@ -227,7 +247,7 @@ static void serve_ctrl(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
     if (r->truncated || r->rlen < sizeof h) {
         gmx_log("bad control message (%zu bytes) from node %u port %u\n", r->rlen, node,
                 port);
-        return;
+        return GM_INVALID_PARAMETER;
     }
     memcpy(&h, r->buf, sizeof h);
     size_t data_len = r->rlen - sizeof h;
@@ -236,16 +256,16 @@ static void serve_ctrl(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
         if (h.len != data_len || !access_ok(p, h.addr, h.len)) {
             gmx_log("put of %llu bytes at %#llx from node %u port %u refused\n",
                     (unsigned long long)h.len, (unsigned long long)h.addr, node, port);
-            return;
+            return GM_PERMISSION_DENIED;
         }
         memcpy((void *)(uintptr_t)h.addr, (char *)r->buf + sizeof h, data_len);
-        return;
+        return GM_SUCCESS;
     case GMX_CTRL_PUT_RNDV: {
         if (!peer)
-            return;
+            return GM_FAILURE;
         struct gmx_rreq *d = gmx_rreq_get(p);
         if (!d)
-            return;
+            return GM_OUT_OF_MEMORY;
         int ok = access_ok(p, h.addr, h.len);
         if (!ok)
             gmx_log("put of %llu bytes at %#llx from node %u port %u refused\n",
@@ -259,14 +279,14 @@ static void serve_ctrl(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
         if (gmx_post_recv(p, d, ok ? (void *)(uintptr_t)h.addr : NULL, ok ? h.len : 0, tag,
                           1ULL << GMX_TAG_PRIO_SHIFT) != 0) {
             gmx_rreq_put(p, d);
-            return;
+            return GM_FAILURE;
         }
         peer->put_stall[prio]++;
-        return;
+        return ok ? GM_SUCCESS : GM_PERMISSION_DENIED;
     }
     case GMX_CTRL_GET_REQ: {
         if (!peer || !peer->resolved)
-            return;
+            return GM_FAILURE;
         int ok = access_ok(p, h.addr, h.len);
         uint64_t tag = gmx_tag(GMX_KIND_GETDATA, 0, prio, h.xfer, p->self_bits);
         if (!ok) {
@@ -276,10 +296,11 @@ static void serve_ctrl(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
         } else {
             gmx_send_internal(p, peer, (void *)(uintptr_t)h.addr, h.len, tag);
         }
-        return;
+        return GM_SUCCESS; /* the get completes with its answer */
     }
     default:
         gmx_log("unknown control op %u from node %u port %u\n", h.op, node, port);
+        return GM_INVALID_PARAMETER;
     }
 }
 
@@ -287,14 +308,32 @@ static void serve_ctrl(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
 static void process(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
                     struct gmx_rreq *r)
 {
-    if (peer)
-        ack_owe(p, peer, prio,
-                (uint32_t)(r->rtag >> GMX_TAG_SEQ_SHIFT) & GMX_SEQ_MASK);
+    uint32_t seq = (uint32_t)(r->rtag >> GMX_TAG_SEQ_SHIFT) & GMX_SEQ_MASK;
     if (r->kind == GMX_R_CLIENT) {
+        if (peer)
+            ack_owe(p, peer, prio, seq);
         deliver_client(p, r);
         return;
     }
-    serve_ctrl(p, peer, prio, r);
+    if (r->kind == GMX_R_REJECT) {
+        if (peer)
+            ack_now(p, peer, prio, seq, GM_SEND_REJECTED);
+        unsigned size = r->size;
+        if (p->reject[prio][size] == r && gmx_post_recv(p, r, NULL, 0, r->post_tag,
+                                                        r->post_ignore) == 0)
+            return;
+        if (p->reject[prio][size] == r)
+            p->reject[prio][size] = NULL;
+        gmx_rreq_put(p, r);
+        return;
+    }
+    gm_status_t st = serve_ctrl(p, peer, prio, r);
+    if (peer) {
+        if (st == GM_SUCCESS)
+            ack_owe(p, peer, prio, seq);
+        else
+            ack_now(p, peer, prio, seq, st);
+    }
     if (gmx_post_ctrl(p, r) != 0)
         gmx_rreq_put(p, r);
 }
@@ -378,6 +417,7 @@ static void recv_done(struct gm_port *p, struct gmx_rreq *r)
     switch (r->kind) {
     case GMX_R_CLIENT:
     case GMX_R_CTRL:
+    case GMX_R_REJECT:
         stream_arrive(p, r);
         return;
     case GMX_R_PUTDATA: {
@@ -395,7 +435,8 @@ static void recv_done(struct gm_port *p, struct gmx_rreq *r)
         unsigned prio = (unsigned)(r->rtag >> GMX_TAG_PRIO_SHIFT) & 1;
         struct gmx_peer *peer = gmx_peer_get(p, node, port);
         if (peer)
-            gmx_ack_arrived(p, peer, prio, seq_of(r->rtag));
+            gmx_ack_arrived(p, peer, prio, seq_of(r->rtag),
+                            (gm_status_t)(r->rtag & GMX_TAG_SIZE_MASK));
         if (gmx_post_ack(p, r) != 0)
             gmx_rreq_put(p, r);
         return;
@@ -431,6 +472,8 @@ static void read_error(struct gm_port *p)
     struct gmx_rreq *r = err.op_context;
     r->posted = 0;
     if (err.err == FI_ECANCELED) {
+        if (r->kind == GMX_R_REJECT && p->reject[r->prio][r->size] == r)
+            p->reject[r->prio][r->size] = NULL;
         if (r->kind == GMX_R_GETDATA)
             gmx_send_done(p, r->get, r->get->status ? r->get->status : GM_SEND_DROPPED);
         gmx_rreq_put(p, r);
@@ -688,5 +731,34 @@ GMX_EXPORT void gm_unknown(struct gm_port *p, gm_recv_event_t *e)
     }
     default:
         break;
+    }
+}
+
+/* Posts (or cancels) a zero-length catcher per size class newly rejected
+ * (or accepted again): a message of a rejected size matches it, and the
+ * sender gets GM_SEND_REJECTED through the ack. */
+void gmx_reject_update(struct gm_port *p, unsigned prio, gm_size_t old_mask, gm_size_t mask)
+{
+    for (unsigned size = GMX_MIN_SIZE; size <= GMX_MAX_SIZE; size++) {
+        int was = (old_mask >> size) & 1, now = (mask >> size) & 1;
+        if (was && !now && !p->reject[prio][size]) {
+            struct gmx_rreq *r = gmx_rreq_get(p);
+            if (!r)
+                return;
+            r->kind = GMX_R_REJECT;
+            r->size = size;
+            r->prio = prio;
+            p->reject[prio][size] = r;
+            if (gmx_post_recv(p, r, NULL, 0, gmx_tag(GMX_KIND_MSG, size, prio, 0, 0),
+                              GMX_TAG_SEQ_MASK | GMX_TAG_SENDER_MASK) != 0) {
+                p->reject[prio][size] = NULL;
+                gmx_rreq_put(p, r);
+            }
+        } else if (!was && now && p->reject[prio][size]) {
+            struct gmx_rreq *r = p->reject[prio][size];
+            p->reject[prio][size] = NULL;
+            if (r->posted)
+                fi_cancel(&p->ep->fid, r); /* completes as cancelled: freed then */
+        }
     }
 }

@@ -13,11 +13,12 @@ void gmx_send_local_done(struct gm_port *p, struct gmx_sreq *s)
 {
     s->local_done = 1;
     if (!s->stream || s->acked)
-        gmx_send_done(p, s, GM_SUCCESS);
+        gmx_send_done(p, s, s->ack_status);
 }
 
 /* The target processed every stream item up to seq (acks come in order). */
-void gmx_ack_arrived(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uint32_t seq)
+void gmx_ack_arrived(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uint32_t seq,
+                     gm_status_t st)
 {
     while (peer->unacked[prio]) {
         struct gmx_sreq *s = peer->unacked[prio];
@@ -29,8 +30,10 @@ void gmx_ack_arrived(struct gm_port *p, struct gmx_peer *peer, unsigned prio, ui
             peer->unacked_tail[prio] = NULL;
         peer->inflight--;
         s->acked = 1;
+        if (s->seq == seq)
+            s->ack_status = st;
         if (s->local_done)
-            gmx_send_done(p, s, GM_SUCCESS);
+            gmx_send_done(p, s, s->ack_status);
     }
 }
 
