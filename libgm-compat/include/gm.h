@@ -500,8 +500,9 @@ GM_ENTRY_POINT gm_size_t gm_max_length_for_size(unsigned int size);
 GM_ENTRY_POINT unsigned int gm_min_message_size(struct gm_port *p); /* 3 */
 GM_ENTRY_POINT unsigned int gm_mtu(struct gm_port *p);              /* 4096 */
 /* Bit s of mask set = messages of size class s accepted at this priority
- * (all accepted by default).  A rejected message completes at its sender
- * with GM_SEND_REJECTED.  GM_INVALID_PARAMETER for a bad priority. */
+ * (all accepted by default).  A rejected message is meant to complete at its
+ * sender with GM_SEND_REJECTED (see README.md: not reliable yet).
+ * GM_INVALID_PARAMETER for a bad priority. */
 GM_ENTRY_POINT gm_status_t gm_set_acceptable_sizes(struct gm_port *p,
                                                    enum gm_priority priority,
                                                    gm_size_t mask);
