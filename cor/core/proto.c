@@ -89,7 +89,8 @@ static int route_send(struct cor_hport *hp, struct send_op *op)
      * take what we need from it before. A copying route is done with an eager payload at
      * once, so that send completes now rather than at send_done. */
     struct cor_req *early = NULL;
-    if (op->req && !hp->caps.zero_copy_send && op->hdr.type == F_EAGER) {
+    if (op->req && (!hp->caps.zero_copy_send || op->owned || !op->plen) &&
+        op->hdr.type == F_EAGER) {
         early = op->req;
         op->req = NULL;
     }
@@ -429,6 +430,17 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
         op->payload = r->buf;
         op->plen = r->cap;
         op->req = r;
+        /* A route that sends from our memory would hold the send until acknowledged; an
+         * eager message is small, so copy it and complete the send at once (MPI's buffered
+         * eager send). */
+        if (hp->caps.zero_copy_send && r->cap) {
+            void *copy = malloc(r->cap);
+            if (copy) {
+                memcpy(copy, r->buf, r->cap);
+                op->payload = copy;
+                op->owned = true;
+            }
+        }
         r->eager = true;
         atomic_fetch_add_explicit(&g.eager_sent, 1, memory_order_relaxed);
     } else {
