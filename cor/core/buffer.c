@@ -74,24 +74,48 @@ static bool set_has(uintptr_t p, bool take)
     return found;
 }
 
+/* Memory from the route that can send it without a copy (GM DMA memory), else the heap;
+ * data is 64-byte aligned, the header sits right before it. */
+static void *raw_alloc(size_t len, struct cor_hport **dma)
+{
+    struct cor_hport *hp = g.dma_port;
+    *dma = NULL;
+    if (hp) {
+        void *p = hp->route->ops->mem_alloc(hp->rp, len + 64);
+        if (p) {
+            *dma = hp;
+            return p;
+        }
+    }
+    return malloc(len + 64);
+}
+
+static void raw_free(struct cor_bufhdr *h)
+{
+    if (h->dma) h->dma->route->ops->mem_free(h->dma->rp, h->base);
+    else free(h->base);
+}
+
 void *cor__buf_alloc(cor_type_t type, size_t n)
 {
     size_t es = cor_type_size(type);
-    if (!es || n > (SIZE_MAX - sizeof(struct cor_bufhdr)) / es) return NULL;
-    struct cor_bufhdr *h;
-    /* 64-byte alignment suits DMA and vector loads; the header is 40 bytes, so data starts
-     * 64 bytes in. */
-    if (posix_memalign((void **)&h, 64, 64 + n * es + (n == 0)) != 0) return NULL;
-    h = (struct cor_bufhdr *)((char *)h + 64 - sizeof *h);
+    if (!es || n > (SIZE_MAX - 256) / es) return NULL;
+    struct cor_hport *dma;
+    char *base = raw_alloc(64 + n * es + (n == 0), &dma);
+    if (!base) return NULL;
+    char *data = (char *)(((uintptr_t)base + 64 + 63) & ~(uintptr_t)63);
+    struct cor_bufhdr *h = (struct cor_bufhdr *)data - 1;
     h->magic = BUF_MAGIC;
     h->type = type;
     h->n = n;
     h->bytes = n * es;
-    if (!set_add((uintptr_t)(h + 1))) {
-        free((char *)(h + 1) - 64);
+    h->base = base;
+    h->dma = dma;
+    if (!set_add((uintptr_t)data)) {
+        raw_free(h);
         return NULL;
     }
-    return h + 1;
+    return data;
 }
 
 struct cor_bufhdr *cor__buf_hdr(const void *data)
@@ -111,7 +135,7 @@ COR_API int cor_releaseBuffer(void *buf)
     if (!buf || ((uintptr_t)buf & 63) || !set_has((uintptr_t)buf, true)) return COR_EINVAL;
     struct cor_bufhdr *h = (struct cor_bufhdr *)buf - 1;
     h->magic = BUF_DEAD;
-    free((char *)(h + 1) - 64);
+    raw_free(h);
     return COR_OK;
 }
 
@@ -122,4 +146,20 @@ COR_API int cor_buffer_info(const void *buf, cor_type_t *type, size_t *n)
     if (type) *type = h->type;
     if (n) *n = h->n;
     return COR_OK;
+}
+
+/* Before the routes close: route memory of buffers the program still holds goes away with
+ * the port, so forget it here rather than free it into a closed port later. */
+void cor__buf_forget_dma(void)
+{
+    COR_LOCK(&set_lock);
+    for (size_t i = 0; i < set_cap; i++) {
+        if (set[i] <= TOMB) continue;
+        struct cor_bufhdr *h = (struct cor_bufhdr *)set[i] - 1;
+        if (h->dma) {
+            h->dma = NULL;
+            h->base = NULL;
+        }
+    }
+    COR_UNLOCK(&set_lock);
 }

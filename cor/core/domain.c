@@ -147,6 +147,10 @@ void cor__peer_died(unsigned rank, int err)
 static void teardown(void)
 {
     cor__ports_free_all();
+    if (g.dma_port) {
+        g.dma_port = NULL;
+        cor__buf_forget_dma();
+    }
     for (int i = 0; i < g.nroutes; i++) {
         struct cor_route *r = g.routes[i];
         for (int k = 0; k < r->nports; k++) cor__hport_close(r->ports[k]);
@@ -212,6 +216,11 @@ COR_API int cor_init(int *argc, char ***argv)
     if (err) goto fail;
     err = connect_peers();
     if (err) goto fail;
+    /* getBuffer memory: the first route that can send from its own memory without a copy */
+    for (int i = 0; i < g.nroutes && !g.dma_port; i++)
+        if (cor__route_has_mem(g.routes[i]->ops) && g.routes[i]->nports &&
+            cor__env_long("COR_DMA_BUFFERS", 1, 0, 1))
+            g.dma_port = g.routes[i]->ports[0];
     if (g.boot) cor__boot_on_death(g.boot, on_boot_death, NULL);
     for (int i = 0; i < g.nroutes; i++) {
         struct cor_route *r = g.routes[i];

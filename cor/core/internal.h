@@ -41,10 +41,12 @@ struct cor_bufhdr {
     cor_type_t type;
     size_t n;     /* elements */
     size_t bytes; /* n * type size */
-    uint64_t pad; /* keeps data 32-byte aligned */
+    void *base;   /* what the allocator returned */
+    struct cor_hport *dma; /* route memory (mem_alloc) to give back with mem_free, or NULL */
 };
 void *cor__buf_alloc(cor_type_t type, size_t n);
 struct cor_bufhdr *cor__buf_hdr(const void *data); /* NULL if not a live core buffer */
+void cor__buf_forget_dma(void);
 
 /* ---- requests ---- */
 enum req_kind { REQ_SEND, REQ_RECV, REQ_SVC };
@@ -210,6 +212,7 @@ struct cor_hport {
 
 int cor__route_load(const char *name, bool quiet, struct cor_route **out);
 int cor__route_has_rma(const struct cor_route_ops *ops);
+int cor__route_has_mem(const struct cor_route_ops *ops);
 int cor__route_has_counters(const struct cor_route_ops *ops);
 void cor__route_unload(struct cor_route *r);
 struct cor_route *cor__route_find(const char *name); /* NULL: not opened */
@@ -296,6 +299,7 @@ struct cor_global {
     _Atomic bool *dead;   /* [size] */
     struct peer_state *peers; /* [size] */
     struct cor_port *ports;   /* open soft-ports (lock) */
+    struct cor_hport *dma_port; /* getBuffer memory comes from this route's mem_alloc */
     cor_death_fn death_fn;
     void *death_arg;
 
