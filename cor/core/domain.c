@@ -31,6 +31,7 @@ static void read_knobs(void)
     g.credits = (int)cor__env_long("COR_CREDITS", 32, 2, 65535);
     g.credit_threshold = (int)cor__env_long("COR_CREDIT_THRESHOLD", g.credits / 2, 1, g.credits - 1);
     g.eager_override = cor__env_long("COR_EAGER_LIMIT", -1, -1, 1L << 30);
+    g.stripe_min = cor__env_long("COR_STRIPE_MIN", 512 * 1024, 0, 1L << 40);
     const char *raw = getenv("COR_RAW");
     g.raw_enabled = raw && *raw && strcmp(raw, "0") != 0;
 }

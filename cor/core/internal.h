@@ -84,8 +84,8 @@ struct cor_req {
     uint32_t peer_rank;
     uint64_t remote_req; /* the other side's request handle */
     size_t expect;       /* receiver: bytes to arrive; sender: bytes to send */
-    size_t done_bytes;   /* receiver: bytes arrived; sender: bytes acknowledged by route */
-    size_t sent_bytes;   /* sender: bytes handed to the route */
+    _Atomic size_t done_bytes; /* receiver: bytes arrived; sender: bytes the route finished
+                                  (frames of one message may travel on several ports) */
     bool rma;            /* data moves by remote write (route put), then F_FIN */
     uint64_t raddr, rkey;             /* sender: where to put */
     struct cor_route_mr *mr;          /* registration of buf for the transfer */
@@ -289,6 +289,7 @@ struct cor_global {
     long spin_ns;
     int credits, credit_threshold;
     long eager_override; /* COR_EAGER_LIMIT, -1 = route default */
+    long stripe_min;     /* COR_STRIPE_MIN: rendezvous data this large is striped over ports */
     bool raw_enabled;
 
     pthread_mutex_t lock; /* tasks table growth, names, death callbacks */

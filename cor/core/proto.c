@@ -31,6 +31,7 @@ struct send_op {
     struct cor_req *req;  /* OP_FRAME: complete when the route is done (eager, svc reply) */
     struct cor_req *data; /* OP_FRAME of a DATA chunk, or OP_DATA_JOB: the send request */
     bool owned;           /* payload is a copy freed with the op */
+    size_t job_off, job_end; /* OP_DATA_JOB: the byte range this port sends */
 };
 
 static void op_free(struct send_op *op)
@@ -160,26 +161,23 @@ void cor__dispatch_queue(struct cor_hport *hp)
             continue;
         }
         if (op->kind == OP_DATA_JOB) {
-            /* After its last chunk is accepted, r may complete and be recycled at any
-             * moment: nothing of it is touched after that. */
+            /* Once its last chunk is accepted, r may complete and be recycled at any moment:
+             * the job keeps its own copy of what the chunks need (range, buffer, handles). */
             struct cor_req *r = op->data;
-            for (bool last = false; !last;) {
+            while (op->job_off < op->job_end) {
                 struct send_op *c = op_new(hp, op->peer);
                 if (!c) return; /* retried on the next pass */
-                size_t off = r->sent_bytes, n = r->expect - off;
+                size_t off = op->job_off, n = op->job_end - off;
                 if (n > hp->chunk) n = hp->chunk;
-                last = off + n == r->expect;
                 c->hdr = (struct frame_hdr){.type = F_DATA, .src_task = op->hdr.src_task,
                                             .dst_task = op->hdr.dst_task, .len = n,
-                                            .rreq = r->remote_req, .offset = off,
-                                            .sreq = r->handle};
-                c->payload = (const char *)r->buf + off;
+                                            .rreq = op->hdr.rreq, .offset = off,
+                                            .sreq = op->hdr.sreq};
+                c->payload = (const char *)op->payload + off;
                 c->plen = n;
                 c->data = r;
-                r->sent_bytes += n;
                 int rc = route_send(hp, c);
                 if (rc == COR_EAGAIN) {
-                    r->sent_bytes -= n;
                     free(c);
                     return;
                 }
@@ -190,6 +188,7 @@ void cor__dispatch_queue(struct cor_hport *hp)
                     op_fail(op, rc);
                     goto next;
                 }
+                op->job_off += n;
             }
             hp->q_head = op->next;
             if (!hp->q_head) hp->q_tail = NULL;
@@ -297,9 +296,7 @@ void cor__upcall_send_done(void *core, void *cookie, int status)
             release_mr(r);
             cor__req_complete(r, status);
         } else {
-            /* done_bytes is only touched here, under the port's progress lock */
-            r->done_bytes += op->plen;
-            if (r->done_bytes >= r->expect) {
+            if (atomic_fetch_add(&r->done_bytes, op->plen) + op->plen == r->expect) {
                 release_mr(r);
                 cor__req_complete(r, COR_OK);
             }
@@ -636,18 +633,31 @@ static void on_cts(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *
         cor__req_complete(r, COR_OK);
         return;
     }
-    struct send_op *job = op_new(hp, peer);
-    if (!job) {
-        cor__req_complete(r, COR_ENOMEM);
-        return;
+    /* Large messages are striped over the route's hard ports, one slice per port. */
+    struct cor_route *rt = hp->route;
+    size_t slices = r->expect >= (size_t)g.stripe_min && !r->rma ? (size_t)rt->nports : 1;
+    size_t slice = (r->expect + slices - 1) / slices;
+    slice = (slice + 4095) & ~(size_t)4095;
+    for (size_t i = 0, off = 0; off < r->expect; i++, off += slice) {
+        struct cor_hport *jp = slices > 1 ? rt->ports[(hp->index + i) % rt->nports] : hp;
+        struct send_op *job = op_new(jp, peer);
+        if (!job) {
+            cor__req_complete(r, COR_ENOMEM); /* slices already queued still finish */
+            return;
+        }
+        job->kind = OP_DATA_JOB;
+        job->data = r;
+        job->payload = r->buf;
+        job->job_off = off;
+        job->job_end = off + slice < r->expect ? off + slice : r->expect;
+        job->hdr.src_task = h->dst_task;
+        job->hdr.dst_task = h->src_task;
+        job->hdr.rreq = r->remote_req;
+        job->hdr.sreq = r->handle;
+        COR_LOCK(&jp->send_lock);
+        submit_locked(jp, job);
+        COR_UNLOCK(&jp->send_lock);
     }
-    job->kind = OP_DATA_JOB;
-    job->data = r;
-    job->hdr.src_task = h->dst_task;
-    job->hdr.dst_task = h->src_task;
-    COR_LOCK(&hp->send_lock);
-    submit_locked(hp, job);
-    COR_UNLOCK(&hp->send_lock);
 }
 
 static void on_data(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *h,
@@ -660,10 +670,11 @@ static void on_data(struct cor_hport *hp, uint32_t peer, const struct frame_hdr 
         return;
     }
     if (plen) memcpy((char *)r->buf + h->offset, payload, plen);
-    /* DATA for one request arrives on one port, in order: no lock needed for done_bytes */
-    r->done_bytes += plen;
+    /* frames of a striped message arrive on several ports at once: the one that brings
+     * the last byte completes */
     atomic_fetch_add_explicit(&g.bytes_received, plen, memory_order_relaxed);
-    if (r->done_bytes == r->expect) cor__req_complete(r, r->status.error);
+    if (atomic_fetch_add(&r->done_bytes, plen) + plen == r->expect)
+        cor__req_complete(r, r->status.error);
 }
 
 static void on_fin(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *h)
@@ -675,7 +686,7 @@ static void on_fin(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *
         return;
     }
     release_mr(r);
-    r->done_bytes = r->expect;
+    atomic_store(&r->done_bytes, r->expect);
     atomic_fetch_add_explicit(&g.bytes_received, r->expect, memory_order_relaxed);
     cor__req_complete(r, r->status.error);
 }
