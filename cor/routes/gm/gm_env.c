@@ -48,14 +48,14 @@ static int knob(const char *name, unsigned long def, unsigned long lo, unsigned 
 int gmr_knobs_read(struct gmr_knobs *k)
 {
     unsigned long cls, rx, eager, txb, txf, rc, st;
-    if (knob("COR_GM_CLASS", 16, 12, 20, &cls) || knob("COR_GM_RX_BUFS", 64, 4, 240, &rx) ||
+    if (knob("COR_GM_CLASS", 15, 12, 20, &cls) || knob("COR_GM_CREDITS", 32, 2, 200, &rx) ||
         knob("COR_GM_EAGER", 16384, 64, 1u << 20, &eager) ||
         knob("COR_GM_TX_BYTES", 4u << 20, 1u << 16, 1u << 30, &txb) ||
         knob("COR_GM_TX_FRAMES", 1024, 64, 1u << 20, &txf) ||
         knob("COR_GM_REGCACHE", 64, 0, 1u << 16, &rc) || knob("COR_GM_STATS", 0, 0, 1, &st))
         return -1;
     k->data_class = (unsigned)cls;
-    k->rx_bufs = (unsigned)rx;
+    k->credits = (unsigned)rx;
     k->eager = eager;
     k->tx_bytes = txb;
     k->tx_frames = (unsigned)txf;
@@ -182,6 +182,48 @@ void gmr_session_fini(void)
     if (session_refs > 0) {
         session_refs--;
         gm_finalize();
+    }
+    pthread_mutex_unlock(&session_lock);
+}
+
+/* ---- ports of this process ------------------------------------------------------------ */
+
+static struct cor_rport *local_ports; /* guarded by session_lock */
+
+void gmr_local_add(struct cor_rport *p)
+{
+    pthread_mutex_lock(&session_lock);
+    p->local_next = local_ports;
+    local_ports = p;
+    pthread_mutex_unlock(&session_lock);
+}
+
+int gmr_local_is(unsigned node, unsigned port)
+{
+    int found = 0;
+    pthread_mutex_lock(&session_lock);
+    for (struct cor_rport *q = local_ports; q && !found; q = q->local_next)
+        found = q->node_id == node && q->port_id == port;
+    pthread_mutex_unlock(&session_lock);
+    return found;
+}
+
+/* Unlinks p; every other local port that has p as a peer marks it closed (as a BYE would).
+ * Called without p->lock; takes the other ports' locks. */
+void gmr_local_remove_and_notify(struct cor_rport *p)
+{
+    pthread_mutex_lock(&session_lock);
+    for (struct cor_rport **l = &local_ports; *l; l = &(*l)->local_next)
+        if (*l == p) {
+            *l = p->local_next;
+            break;
+        }
+    for (struct cor_rport *q = local_ports; q; q = q->local_next) {
+        uint32_t rank;
+        pthread_mutex_lock(&q->lock);
+        if (gmr_lookup(q, p->node_id, p->port_id, &rank) == 0)
+            q->peers[rank].closed = 1;
+        pthread_mutex_unlock(&q->lock);
     }
     pthread_mutex_unlock(&session_lock);
 }

@@ -15,18 +15,20 @@
 #include "gm.h"
 #include "route.h"
 
-/* Every GM message starts with this. Data frames (low priority) carry the session cookie and
- * then the core's frame; control messages (high priority) add an opcode. */
+/* Every GM message starts with a header. Data frames (low priority): 32 bits of the session
+ * cookie and the receive-buffer credits returned to the receiver, then the core's frame.
+ * Control messages (high priority): the whole cookie, an opcode and an argument. */
 #define GMR_HDR 8
 #define GMR_CTRL_LEN 16
 #define GMR_CTRL_CLASS 6 /* 56-byte buffers for control messages */
-#define GMR_CTRL_BUFS 8
-#define GMR_OP_BYE 1 /* the sender closed its port: sends to it will fail */
+#define GMR_OP_BYE 1     /* the sender closed its port: sends to it will fail */
+#define GMR_OP_CREDIT 2  /* arg = data buffers the sender provided again for us */
+#define GMR_RX_TOKENS 252 /* receive buffers we provide at most (GM has 254 tokens) */
 
 /* Tunables, read once per open from the environment (gm_knobs.c). */
 struct gmr_knobs {
     unsigned data_class; /* GM size class of every data frame buffer */
-    unsigned rx_bufs;    /* low-priority receive buffers provided */
+    unsigned credits;    /* data buffers per peer (receive credits), at most */
     size_t eager;        /* caps.eager_limit */
     size_t tx_bytes;     /* send ring: DMA memory for copied frames */
     unsigned tx_frames;  /* send descriptors (frames accepted, not yet completed) */
@@ -39,6 +41,11 @@ void gmr_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Session setup of libgm-compat before the first gm_init (gm_session.c). */
 int gmr_session_init(const struct cor_route_config *cfg);
 void gmr_session_fini(void);
+/* Ports of this process: a port that closes tells the others directly (no GM message: GM
+ * sends to a port closed in the same process are not safe on every provider). */
+void gmr_local_add(struct cor_rport *p);
+void gmr_local_remove_and_notify(struct cor_rport *p);
+int gmr_local_is(unsigned node, unsigned port);
 
 struct gmr_peer {
     unsigned node, port;
@@ -46,6 +53,13 @@ struct gmr_peer {
     int dead;     /* sends refused with COR_EPEERDEAD */
     int closed;   /* it said BYE: the next send to it declares it dead */
     int reported; /* peer_failed made (or queued) */
+    int local;    /* a port of this process */
+    unsigned credits;  /* data frames we may still send it (its buffers for us) */
+    unsigned owed;     /* its frames whose buffers we provided again, not yet told */
+    int ctrl_busy;     /* our control message to it is with GM */
+    int credit_wanted; /* a CREDIT message is due once ctrl_busy clears */
+    int blocked;       /* pump: no credit for it in this pass */
+    struct cor_rport *port_of;
 };
 
 enum gmr_tx_state { TX_FREE = 0, TX_QUEUED, TX_INFLIGHT, TX_DONE };
@@ -89,6 +103,7 @@ struct cor_rport {
     char host[GM_MAX_HOST_NAME_LEN + 1];
     int closing;
     int joined; /* gmr_session_init done */
+    struct cor_rport *local_next; /* list of this process's ports (gm_env.c) */
 
     struct gmr_peer *peers;
     struct gmr_hslot *hash; /* (node, port) -> rank */
@@ -97,6 +112,9 @@ struct cor_rport {
     /* receive buffers: one DMA block, rx_bufs data buffers then the control buffers */
     char *rx_mem;
     size_t rx_len, data_buf_len;
+    unsigned rx_bufs, ctrl_bufs, credits; /* buffers provided; credits per peer */
+    uint32_t cookie32;
+    int credit_due; /* some peer has credit_wanted set */
 
     /* send side */
     unsigned tokens; /* GM send tokens left */
@@ -107,6 +125,7 @@ struct cor_rport {
     struct gmr_tx **done; /* completed (TX_DONE), not yet reported; reclaimed after */
     unsigned ndone;
     uint32_t *failed; /* peers to report with peer_failed */
+    uint32_t *blocked; /* pump scratch */
     unsigned nfailed;
     char *ctrl_tx; /* DMA memory for outgoing control messages */
 
@@ -126,6 +145,8 @@ int gmr_put(struct cor_rport *p, cor_peer_t peer, const void *local, size_t len,
 void gmr_pump(struct cor_rport *p); /* lock held: hands queued frames to GM */
 void gmr_reclaim(struct cor_rport *p);
 void gmr_peer_dead(struct cor_rport *p, uint32_t peer); /* lock held */
+void gmr_credit_return(struct cor_rport *p, uint32_t peer); /* lock held: maybe send CREDIT */
+void gmr_send_ctrl(struct cor_rport *p, uint32_t peer, uint32_t op, uint32_t arg);
 int gmr_tx_setup(struct cor_rport *p);
 
 /* gm_rx.c */

@@ -46,6 +46,7 @@ static void port_free(struct cor_rport *p)
     free(p->tx);
     free(p->done);
     free(p->failed);
+    free(p->blocked);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
@@ -95,6 +96,7 @@ static int gmr_open(const struct cor_route_config *cfg, const struct cor_route_u
     if ((rc = gmr_tx_setup(p)) != COR_OK || (rc = gmr_rx_setup(p)) != COR_OK)
         goto fail;
     gm_allow_remote_memory_access(p->gp);
+    gmr_local_add(p);
     *out = p;
     return COR_OK;
 fail:
@@ -102,48 +104,35 @@ fail:
     return rc;
 }
 
-static void on_ctrl_sent(struct gm_port *gp, void *ctx, gm_status_t st)
-{
-    (void)gp;
-    (void)st;
-    unsigned *pending = ctx;
-    (*pending)--;
-}
-
 /* Tells every live peer we are going, so its sends fail at once instead of timing out;
  * waits (briefly, bounded) until GM has taken the messages. Lock held. */
 static void say_bye(struct cor_rport *p)
 {
-    unsigned pending = 0;
+    int any = 0;
     for (uint32_t i = 0; i < p->npeers; i++) {
         struct gmr_peer *q = &p->peers[i];
-        if (!q->added || q->dead || q->closed || i == p->self)
-            continue;
-        char *m = p->ctrl_tx + (size_t)GMR_CTRL_LEN * i;
-        uint32_t op = GMR_OP_BYE, arg = 0;
-        memcpy(m, &p->cookie, 8);
-        memcpy(m + 8, &op, 4);
-        memcpy(m + 12, &arg, 4);
-        pending++;
-        gm_send_with_callback(p->gp, m, GMR_CTRL_CLASS, GMR_CTRL_LEN, GM_HIGH_PRIORITY, q->node,
-                              q->port, on_ctrl_sent, &pending);
+        if (!q->added || q->dead || q->closed || i == p->self || q->local)
+            continue; /* local ports learn it from gmr_local_remove_and_notify */
+        gmr_send_ctrl(p, i, GMR_OP_BYE, 0);
+        any = 1;
     }
-    for (int i = 0; i < 20000 && pending > 0; i++) {
+    /* Let GM push them out; receives are no longer delivered. */
+    double spins = any ? 20000 : 0;
+    for (int i = 0; i < spins; i++) {
         gm_recv_event_t *e = gm_receive(p->gp);
         unsigned type = GM_RECV_EVENT_TYPE(e);
-        if (type == GM_NO_RECV_EVENT)
-            continue;
-        if (type == GM_RECV_EVENT || type == GM_HIGH_RECV_EVENT)
-            continue; /* closing: frames are no longer delivered */
-        gm_unknown(p->gp, e);
+        if (type == GM_NO_RECV_EVENT && i > 200)
+            break;
+        if (type != GM_NO_RECV_EVENT && type != GM_RECV_EVENT && type != GM_HIGH_RECV_EVENT)
+            gm_unknown(p->gp, e);
     }
-    /* Callbacks that did not run yet touch nothing after gm_close (GM drops them). */
 }
 
 static void gmr_close(struct cor_rport *p)
 {
     if (!p)
         return;
+    gmr_local_remove_and_notify(p);
     pthread_mutex_lock(&p->lock);
     p->closing = 1;
     say_bye(p);
@@ -169,6 +158,15 @@ static void gmr_close(struct cor_rport *p)
                 ", dropped %" PRIu64 ", deepest software queue %" PRIu64,
                 p->node_id, p->port_id, p->frames_out, p->frames_in, p->puts, p->dropped,
                 p->queued_max);
+    if (p->k.stats)
+        gmr_log("  ring: d_tail %llu d_queue %llu d_head %llu tx_tail %zu tx_head %zu ndone %u",
+                (unsigned long long)p->d_tail, (unsigned long long)p->d_queue,
+                (unsigned long long)p->d_head, p->tx_tail, p->tx_head, p->ndone);
+    if (p->k.stats)
+        for (uint32_t i = 0; i < p->npeers; i++)
+            gmr_log("  peer %u: credits %u owed %u ctrl_busy %d wanted %d dead %d tokens %u",
+                    i, p->peers[i].credits, p->peers[i].owed, p->peers[i].ctrl_busy,
+                    p->peers[i].credit_wanted, p->peers[i].dead, p->tokens);
     pthread_mutex_unlock(&p->lock);
     for (size_t i = 0; i < nrep; i++)
         p->up.send_done(p->up.core, rep[i].cookie, rep[i].status);
@@ -214,15 +212,16 @@ static int gmr_add_peer(struct cor_rport *p, cor_peer_t peer, const char *addr)
     if (!p || peer >= p->npeers)
         return COR_EINVAL;
     unsigned node, port;
+    if (parse_addr(p, addr, &node, &port) != 0) {
+        gmr_log("domain %u: bad or foreign address '%.64s'", peer, addr ? addr : "(null)");
+        return COR_EINVAL;
+    }
+    int local = gmr_local_is(node, port);
     pthread_mutex_lock(&p->lock);
     int rc = COR_EEXIST;
     if (p->peers[peer].added)
         goto out;
     rc = COR_EINVAL;
-    if (parse_addr(p, addr, &node, &port) != 0) {
-        gmr_log("domain %u: bad or foreign address '%.64s'", peer, addr ? addr : "(null)");
-        goto out;
-    }
     uint32_t other;
     if (gmr_lookup(p, node, port, &other) == 0) {
         gmr_log("domain %u: address %s is already domain %u's", peer, addr, other);
@@ -233,7 +232,8 @@ static int gmr_add_peer(struct cor_rport *p, cor_peer_t peer, const char *addr)
     while (p->hash[h].key)
         h = (h + 1) & p->hash_mask;
     p->hash[h] = (struct gmr_hslot){key, peer};
-    p->peers[peer] = (struct gmr_peer){.node = node, .port = port, .added = 1};
+    p->peers[peer] = (struct gmr_peer){.node = node, .port = port, .added = 1, .local = local,
+                                       .credits = p->credits, .port_of = p};
     rc = COR_OK;
 out:
     pthread_mutex_unlock(&p->lock);

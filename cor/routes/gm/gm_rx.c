@@ -14,21 +14,30 @@
 
 int gmr_rx_setup(struct cor_rport *p)
 {
-    p->data_buf_len = gm_max_length_for_size(p->k.data_class);
-    size_t ctrl_len = gm_max_length_for_size(GMR_CTRL_CLASS);
+    /* Control buffers: a peer has at most a BYE and a couple of CREDITs in flight to us. */
+    p->ctrl_bufs = 3 * p->npeers + 4;
+    if (p->ctrl_bufs > 32)
+        p->ctrl_bufs = 32;
+    unsigned per = (GMR_RX_TOKENS - p->ctrl_bufs) / p->npeers;
+    p->credits = per < p->k.credits ? per : p->k.credits;
+    if (p->credits < 2) {
+        gmr_log("%u domains: too many for GM's %u receive tokens per port", p->npeers,
+                GMR_RX_TOKENS);
+        return COR_ELIMIT;
+    }
+    p->rx_bufs = p->credits * p->npeers;
     /* Buffers start 64-byte aligned: the data class is a power of two minus 8, rounded up. */
-    size_t stride = (p->data_buf_len + 63) & ~(size_t)63;
-    p->rx_len = stride * p->k.rx_bufs + 64 * GMR_CTRL_BUFS;
+    size_t stride = (gm_max_length_for_size(p->k.data_class) + 63) & ~(size_t)63;
+    p->data_buf_len = stride;
+    p->rx_len = stride * p->rx_bufs + 64 * (size_t)p->ctrl_bufs;
     p->rx_mem = gm_dma_malloc(p->gp, p->rx_len);
     if (!p->rx_mem)
         return COR_ENOMEM;
-    p->data_buf_len = stride;
-    for (unsigned i = 0; i < p->k.rx_bufs; i++)
+    for (unsigned i = 0; i < p->rx_bufs; i++)
         gm_provide_receive_buffer_with_tag(p->gp, p->rx_mem + stride * i, p->k.data_class,
                                            GM_LOW_PRIORITY, 0);
-    char *ctrl = p->rx_mem + stride * p->k.rx_bufs;
-    (void)ctrl_len;
-    for (unsigned i = 0; i < GMR_CTRL_BUFS; i++)
+    char *ctrl = p->rx_mem + stride * p->rx_bufs;
+    for (unsigned i = 0; i < p->ctrl_bufs; i++)
         gm_provide_receive_buffer_with_tag(p->gp, ctrl + 64 * i, GMR_CTRL_CLASS,
                                            GM_HIGH_PRIORITY, 1);
     return COR_OK;
@@ -55,7 +64,7 @@ int gmr_lookup(struct cor_rport *p, unsigned node, unsigned port, uint32_t *rank
 /* Is buf one of our data (data = 1) or control buffers? */
 static int own_buffer(struct cor_rport *p, const char *buf, int data)
 {
-    size_t ctrl_off = p->data_buf_len * p->k.rx_bufs;
+    size_t ctrl_off = p->data_buf_len * p->rx_bufs;
     if (buf < p->rx_mem || buf >= p->rx_mem + p->rx_len)
         return 0;
     size_t off = (size_t)(buf - p->rx_mem);
@@ -80,11 +89,18 @@ static void on_control(struct cor_rport *p, const char *m, size_t len, uint32_t 
     }
     memcpy(&cookie, m, 8);
     memcpy(&op, m + 8, 4);
-    if (cookie != p->cookie || op != GMR_OP_BYE) {
+    uint32_t arg;
+    memcpy(&arg, m + 12, 4);
+    struct gmr_peer *q = &p->peers[peer];
+    if (cookie != p->cookie || (op != GMR_OP_BYE && op != GMR_OP_CREDIT) ||
+        (op == GMR_OP_CREDIT && (arg == 0 || arg > p->credits - q->credits))) {
         p->dropped++;
         return;
     }
-    p->peers[peer].closed = 1; /* its frames sent before BYE may still come: keep receiving */
+    if (op == GMR_OP_CREDIT)
+        q->credits += arg;
+    else
+        q->closed = 1; /* its frames sent before BYE may still come: keep receiving */
 }
 
 /* Drains one receive event into `it` (data to deliver) or handles it; lock held. Returns 1
@@ -112,11 +128,13 @@ static int on_recv(struct cor_rport *p, gm_recv_event_t *e, struct rx_item *it)
         gm_provide_receive_buffer_with_tag(p->gp, buf, GMR_CTRL_CLASS, GM_HIGH_PRIORITY, 1);
         return 0;
     }
-    uint64_t cookie;
+    uint32_t hdr[2];
     if (ok && size == p->k.data_class && len >= GMR_HDR &&
         len <= gm_max_length_for_size(p->k.data_class)) {
-        memcpy(&cookie, buf, GMR_HDR);
-        if (cookie == p->cookie) {
+        memcpy(hdr, buf, GMR_HDR);
+        struct gmr_peer *q = &p->peers[peer];
+        if (hdr[0] == p->cookie32 && hdr[1] <= p->credits - q->credits) {
+            q->credits += hdr[1]; /* piggy-backed receive credits */
             *it = (struct rx_item){peer, buf, len};
             return 1;
         }
@@ -187,7 +205,7 @@ int gmr_progress(struct cor_rport *p)
                 other++;
             }
         }
-        if (p->d_queue < p->d_head)
+        if (p->d_queue < p->d_head || p->credit_due)
             gmr_pump(p);
         events += gmr_report(p);
         if (n) {
@@ -197,9 +215,12 @@ int gmr_progress(struct cor_rport *p)
                 p->up.deliver(p->up.core, items[i].peer, items[i].buf + GMR_HDR,
                               items[i].len - GMR_HDR);
             pthread_mutex_lock(&p->lock);
-            for (unsigned i = 0; i < n && !p->closing; i++)
+            for (unsigned i = 0; i < n && !p->closing; i++) {
                 gm_provide_receive_buffer_with_tag(p->gp, items[i].buf, p->k.data_class,
                                                    GM_LOW_PRIORITY, 0);
+                p->peers[items[i].peer].owed++;
+                gmr_credit_return(p, items[i].peer);
+            }
             events += (int)n;
         }
         if (n < BUDGET && !other)

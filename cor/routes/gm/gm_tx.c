@@ -25,9 +25,12 @@ int gmr_tx_setup(struct cor_rport *p)
     p->tx = calloc(p->k.tx_frames, sizeof *p->tx);
     p->done = calloc(p->k.tx_frames, sizeof *p->done);
     p->failed = calloc(p->npeers, sizeof *p->failed);
+    p->blocked = calloc(p->npeers, sizeof *p->blocked);
     p->tx_mem = gm_dma_malloc(p->gp, p->k.tx_bytes);
-    p->ctrl_tx = gm_dma_malloc(p->gp, (size_t)GMR_CTRL_LEN * (p->npeers + 1));
-    if (!p->tx || !p->done || !p->failed || !p->tx_mem || !p->ctrl_tx)
+    /* two control slots per peer: CREDIT and BYE */
+    p->ctrl_tx = gm_dma_malloc(p->gp, (size_t)GMR_CTRL_LEN * 2 * p->npeers);
+    p->cookie32 = (uint32_t)(p->cookie ^ (p->cookie >> 32));
+    if (!p->tx || !p->done || !p->failed || !p->blocked || !p->tx_mem || !p->ctrl_tx)
         return COR_ENOMEM;
     for (unsigned i = 0; i < p->k.tx_frames; i++)
         p->tx[i].port = p;
@@ -127,6 +130,10 @@ static void start(struct cor_rport *p, struct gmr_tx *t)
     p->tokens--;
     t->state = TX_INFLIGHT;
     if (t->kind == TX_SEND) {
+        q->credits--;
+        uint32_t back = q->owed; /* credits ride on the frame as it leaves, never earlier */
+        q->owed = 0;
+        memcpy(t->buf + 4, &back, 4);
         gm_send_with_callback(p->gp, t->buf, p->k.data_class, t->len, GM_LOW_PRIORITY, q->node,
                               q->port, on_sent, t);
         p->frames_out++;
@@ -136,15 +143,83 @@ static void start(struct cor_rport *p, struct gmr_tx *t)
     }
 }
 
+static void on_ctrl_sent(struct gm_port *gp, void *ctx, gm_status_t st)
+{
+    struct gmr_peer *q = ctx;
+    (void)gp;
+    q->ctrl_busy = 0;
+    q->port_of->tokens++;
+    if (st != GM_SUCCESS && is_peer_error(st))
+        gmr_peer_dead(q->port_of, (uint32_t)(q - q->port_of->peers));
+}
+
+void gmr_send_ctrl(struct cor_rport *p, uint32_t peer, uint32_t op, uint32_t arg)
+{
+    struct gmr_peer *q = &p->peers[peer];
+    char *m = p->ctrl_tx + (size_t)GMR_CTRL_LEN * (2 * peer + (op == GMR_OP_BYE));
+    memcpy(m, &p->cookie, 8);
+    memcpy(m + 8, &op, 4);
+    memcpy(m + 12, &arg, 4);
+    p->tokens--;
+    if (op == GMR_OP_CREDIT)
+        q->ctrl_busy = 1;
+    gm_send_with_callback(p->gp, m, GMR_CTRL_CLASS, GMR_CTRL_LEN, GM_HIGH_PRIORITY, q->node,
+                          q->port, op == GMR_OP_CREDIT ? on_ctrl_sent : NULL, q);
+}
+
+/* The receiver side of flow control: after `owed` of the peer's frames have their buffers
+ * back, tell it (on the next frame to it, or by a CREDIT message once half are owed). */
+void gmr_credit_return(struct cor_rport *p, uint32_t peer)
+{
+    struct gmr_peer *q = &p->peers[peer];
+    if (q->owed < (p->credits + 1) / 2 || q->dead)
+        return;
+    if (!q->ctrl_busy && p->tokens > 0) {
+        q->credit_wanted = 0;
+        uint32_t n = q->owed;
+        q->owed = 0;
+        gmr_send_ctrl(p, peer, GMR_OP_CREDIT, n);
+    } else {
+        q->credit_wanted = 1;
+        p->credit_due = 1;
+    }
+}
+
 void gmr_pump(struct cor_rport *p)
 {
-    while (p->d_queue < p->d_head && p->tokens > 0) {
-        struct gmr_tx *t = tx_at(p, p->d_queue++);
-        if (p->peers[t->peer].dead)
-            complete(p, t, COR_EPEERDEAD);
-        else
-            start(p, t);
+    if (p->credit_due) {
+        p->credit_due = 0;
+        for (uint32_t i = 0; i < p->npeers; i++)
+            if (p->peers[i].credit_wanted) {
+                p->peers[i].credit_wanted = 0;
+                gmr_credit_return(p, i);
+            }
     }
+    /* Frames wait in acceptance order; one without a credit holds back only later frames
+     * (and puts) to the same peer. */
+    unsigned nblocked = 0;
+    for (uint64_t i = p->d_queue; i < p->d_head && p->tokens > 0; i++) {
+        struct gmr_tx *t = tx_at(p, i);
+        if (t->state != TX_QUEUED)
+            continue;
+        struct gmr_peer *q = &p->peers[t->peer];
+        if (q->blocked)
+            continue;
+        if (q->closed && !q->dead)
+            gmr_peer_dead(p, t->peer);
+        if (q->dead) {
+            complete(p, t, COR_EPEERDEAD);
+        } else if (t->kind == TX_SEND && q->credits == 0) {
+            q->blocked = 1;
+            p->blocked[nblocked++] = t->peer;
+        } else {
+            start(p, t);
+        }
+    }
+    for (unsigned i = 0; i < nblocked; i++)
+        p->peers[p->blocked[i]].blocked = 0;
+    while (p->d_queue < p->d_head && tx_at(p, p->d_queue)->state != TX_QUEUED)
+        p->d_queue++;
     gmr_reclaim(p);
 }
 
@@ -161,19 +236,22 @@ static struct gmr_tx *tx_new(struct cor_rport *p, uint32_t peer, void *cookie, i
     return t;
 }
 
-/* Starts it now if nothing waits ahead and a token is free, else queues it. */
+/* Starts it now if nothing waits ahead and a token and a credit are free, else queues it. */
 static void tx_commit(struct cor_rport *p, struct gmr_tx *t)
 {
     p->d_head++;
-    if (p->d_queue == p->d_head - 1 && p->tokens > 0) {
+    if (p->d_queue == p->d_head - 1 && p->tokens > 0 &&
+        (t->kind == TX_PUT || p->peers[t->peer].credits > 0)) {
         p->d_queue++;
         start(p, t);
-    } else {
-        t->state = TX_QUEUED;
-        uint64_t q = p->d_head - p->d_queue;
-        if (q > p->queued_max)
-            p->queued_max = q;
+        return;
     }
+    t->state = TX_QUEUED;
+    uint64_t q = p->d_head - p->d_queue;
+    if (q > p->queued_max)
+        p->queued_max = q;
+    if (q > 1)
+        gmr_pump(p); /* others may be waiting for credits, not this one */
 }
 
 /* COR_OK to go on, or why a send/put to `peer` is refused now. */
@@ -216,7 +294,7 @@ int gmr_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov, int 
     char *buf = ring_alloc(p, len + GMR_HDR, &t->end);
     if (!buf)
         goto out;
-    memcpy(buf, &p->cookie, GMR_HDR);
+    memcpy(buf, &p->cookie32, 4); /* credits: filled in when it leaves */
     size_t off = GMR_HDR;
     for (int i = 0; i < iovcnt; i++) {
         if (iov[i].iov_len)

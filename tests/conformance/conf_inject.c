@@ -1,0 +1,119 @@
+/*
+ * Foreign data fed to a route's hard port, per route: what a stray or hostile sender can do.
+ * udp: datagrams of random bytes and truncated headers to the port's address.
+ * gm: GM messages from a port that is not a peer, with a wrong cookie, too short, and
+ * garbage at high priority (needs libgm: built with CONF_HAVE_GM).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "conf_inject.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#ifdef CONF_HAVE_GM
+#include "gm.h"
+#endif
+
+static int inject_udp(const char *addr)
+{
+    char ip[64];
+    const char *colon = strrchr(addr, ':');
+    if (!colon || (size_t)(colon - addr) >= sizeof ip)
+        return -1;
+    memcpy(ip, addr, (size_t)(colon - addr));
+    ip[colon - addr] = '\0';
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+    if (inet_pton(AF_INET, ip, &sin.sin_addr) != 1)
+        return -1;
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    if (fd < 0)
+        return -1;
+    unsigned seed = 99;
+    int sent = 0;
+    for (int i = 0; i < 50; i++) {
+        uint8_t buf[1500];
+        size_t len = (size_t)(rand_r(&seed) % (i < 25 ? 40 : 1500)) + 1;
+        for (size_t k = 0; k < len; k++)
+            buf[k] = (uint8_t)rand_r(&seed);
+        if (sendto(fd, buf, len, 0, (struct sockaddr *)&sin, sizeof sin) == (ssize_t)len)
+            sent++;
+    }
+    close(fd);
+    return sent;
+}
+
+#ifdef CONF_HAVE_GM
+struct gm_sent_count {
+    int pending;
+};
+
+static void sent_cb(struct gm_port *p, void *ctx, gm_status_t st)
+{
+    (void)p;
+    (void)st;
+    ((struct gm_sent_count *)ctx)->pending--;
+}
+
+/* addr is "node:port:host". */
+static int inject_gm(const char *addr, uint64_t cookie)
+{
+    unsigned node, port;
+    if (sscanf(addr, "%u:%u:", &node, &port) != 2)
+        return -1;
+    struct gm_port *gp = NULL;
+    unsigned id;
+    for (id = 15; id > 3; id--)
+        if (gm_open(&gp, 0, id, "conf-inject", (enum gm_api_version)GM_API_VERSION_2_0_16) ==
+            GM_SUCCESS)
+            break;
+    if (!gp)
+        return -1;
+    char *m = gm_dma_malloc(gp, 4096);
+    if (!m) {
+        gm_close(gp);
+        return -1;
+    }
+    struct gm_sent_count c = {0};
+    int sent = 0;
+    /* 1: a well-formed data frame (right cookie) from a port that is not a peer */
+    memcpy(m, &cookie, 8);
+    memset(m + 8, 0x5a, 100);
+    c.pending++;
+    const char *cls = getenv("COR_GM_CLASS"); /* the route's data size class */
+    gm_send_with_callback(gp, m, cls && *cls ? (unsigned)atoi(cls) : 15, 108, GM_LOW_PRIORITY,
+                          node, port, sent_cb, &c);
+    sent++;
+    /* 2: high-priority garbage from a non-peer */
+    memset(m + 1024, 0xee, 16);
+    c.pending++;
+    gm_send_with_callback(gp, m + 1024, 6, 16, GM_HIGH_PRIORITY, node, port, sent_cb, &c);
+    sent++;
+    for (int i = 0; i < 200000 && c.pending > 0; i++) {
+        gm_recv_event_t *e = gm_receive(gp);
+        if (GM_RECV_EVENT_TYPE(e) != GM_NO_RECV_EVENT)
+            gm_unknown(gp, e);
+    }
+    gm_dma_free(gp, m);
+    gm_close(gp);
+    return c.pending == 0 ? sent : -1;
+}
+#endif
+
+int conf_inject(const char *route, const char *addr, uint64_t cookie)
+{
+    (void)cookie;
+    if (strcmp(route, "udp") == 0)
+        return inject_udp(addr);
+#ifdef CONF_HAVE_GM
+    if (strcmp(route, "gm") == 0)
+        return inject_gm(addr, cookie);
+#endif
+    return -1;
+}
