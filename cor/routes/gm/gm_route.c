@@ -219,8 +219,11 @@ static int gmr_add_peer(struct cor_rport *p, cor_peer_t peer, const char *addr)
     int local = gmr_local_is(node, port);
     pthread_mutex_lock(&p->lock);
     int rc = COR_EEXIST;
-    if (p->peers[peer].added)
+    if (p->peers[peer].added) {
+        if (p->peers[peer].node == node && p->peers[peer].port == port)
+            rc = COR_OK; /* the same again */
         goto out;
+    }
     rc = COR_EINVAL;
     uint32_t other;
     if (gmr_lookup(p, node, port, &other) == 0) {
