@@ -25,11 +25,12 @@
 #define SOCK_BUF (8u << 20)            /* asked for both socket buffers */
 #define WINDOW_BYTES (2u << 20)        /* unacknowledged bytes in flight */
 #define WINDOW_DGRAMS 256u             /* unacknowledged datagrams in flight */
-#define LOSS_TIMEOUT_NS 3000000000ull  /* no progress for this long: datagrams were lost */
+#define LOSS_TIMEOUT_NS 10000000000ull /* no progress for this long: datagrams were lost */
 
 struct sock_ctx {
     const struct bench *b;
     int fd;
+    size_t window_bytes; /* what the receive buffer we got can hold without a drop */
     char *sbuf, *rbuf;
 };
 
@@ -61,6 +62,16 @@ static int sock_open(const struct bench *b, struct sock_ctx *c)
         return sys_fail("socket");
     set_buf(c->fd, SO_RCVBUFFORCE, SO_RCVBUF);
     set_buf(c->fd, SO_SNDBUFFORCE, SO_SNDBUF);
+    /* Without root the buffer stays at net.core.rmem_max: keep the window well inside it
+     * (the kernel counts a datagram's whole allocation, about twice a 64 KiB payload). */
+    int rcv = 0;
+    socklen_t rlen = sizeof rcv;
+    if (getsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &rcv, &rlen) < 0)
+        return sys_fail("getsockopt SO_RCVBUF");
+    c->window_bytes = (size_t)rcv / 4 < WINDOW_BYTES ? (size_t)rcv / 4 : WINDOW_BYTES;
+    if (c->window_bytes < WINDOW_BYTES && b->rank == 0)
+        fprintf(stderr, "cor-bench: UDP receive buffer of %d bytes only (not root?): the "
+                        "socket stream keeps %zu bytes in flight\n", rcv, c->window_bytes);
     if (bind(c->fd, (struct sockaddr *)&a, sizeof a) < 0)
         return sys_fail("bind 127.0.0.1");
     if (getsockname(c->fd, (struct sockaddr *)&a, &alen) < 0)
@@ -141,8 +152,9 @@ static int dgram_recv(struct sock_ctx *c, void *buf, size_t max, size_t *len)
             if (!start)
                 start = now;
             else if (now - start > LOSS_TIMEOUT_NS) {
-                fprintf(stderr, "cor-bench: no UDP datagram for %.0f s: datagrams lost\n",
-                        LOSS_TIMEOUT_NS / 1e9);
+                fprintf(stderr, "cor-bench: domain %d: no UDP datagram for %.0f s: "
+                                "datagrams lost or the peer stalled\n",
+                        c->b->rank, LOSS_TIMEOUT_NS / 1e9);
                 return COR_ETIMEDOUT;
             }
         }
@@ -201,6 +213,9 @@ int bench_socket_pingpong(struct bench *b)
                 err = msg_send(&c, size);
             }
         }
+        if (err)
+            fprintf(stderr, "cor-bench: domain %d: UDP ping-pong of %zu bytes failed\n",
+                    b->rank, size);
         if (err || b->rank != 0)
             continue;
         double rtt = (double)(bench_now_ns() - t0) / 1e3 / (double)n;
@@ -223,22 +238,22 @@ struct plan {
     uint64_t ack_every;
 };
 
-static struct plan make_plan(size_t size, long msgs)
+static struct plan make_plan(const struct sock_ctx *c, size_t size, long msgs)
 {
     struct plan p;
     p.total = (uint64_t)size * (uint64_t)msgs;
     p.dgram = size < UDP_DGRAM_MAX ? size : UDP_DGRAM_MAX;
     p.dgrams = p.dgram ? (p.total + p.dgram - 1) / p.dgram : (uint64_t)msgs;
-    p.window = p.dgram ? WINDOW_BYTES / p.dgram : WINDOW_DGRAMS;
-    p.window = p.window > WINDOW_DGRAMS ? WINDOW_DGRAMS : p.window < 8 ? 8 : p.window;
-    p.ack_every = p.window / 4;
+    p.window = p.dgram ? c->window_bytes / p.dgram : WINDOW_DGRAMS;
+    p.window = p.window > WINDOW_DGRAMS ? WINDOW_DGRAMS : p.window < 2 ? 2 : p.window;
+    p.ack_every = p.window / 4 ? p.window / 4 : 1;
     return p;
 }
 
 /* Acks carry the number of datagrams received so far. */
 static int stream_sender(struct sock_ctx *c, const struct plan *p)
 {
-    uint64_t sent = 0, acked = 0, ack;
+    uint64_t sent = 0, acked = 0, ack = 0;
     size_t len;
     int err;
     while (acked < p->dgrams) {
@@ -251,8 +266,12 @@ static int stream_sender(struct sock_ctx *c, const struct plan *p)
             sent++;
             continue;
         }
-        if ((err = dgram_recv(c, &ack, sizeof ack, &len)))
+        if ((err = dgram_recv(c, &ack, sizeof ack, &len))) {
+            fprintf(stderr, "cor-bench: sender: %llu of %llu datagrams sent, %llu acknowledged\n",
+                    (unsigned long long)sent, (unsigned long long)p->dgrams,
+                    (unsigned long long)acked);
             return err;
+        }
         if (len != sizeof ack || ack > p->dgrams || ack < acked) {
             fprintf(stderr, "cor-bench: bad UDP ack (%zu bytes)\n", len);
             return COR_EPROTO;
@@ -268,8 +287,11 @@ static int stream_receiver(struct sock_ctx *c, const struct plan *p, struct benc
     int err;
     while (got < p->dgrams) {
         size_t len;
-        if ((err = dgram_recv(c, c->rbuf, UDP_DGRAM_MAX, &len)))
+        if ((err = dgram_recv(c, c->rbuf, UDP_DGRAM_MAX, &len))) {
+            fprintf(stderr, "cor-bench: receiver: %llu of %llu datagrams received\n",
+                    (unsigned long long)got, (unsigned long long)p->dgrams);
             return err;
+        }
         if (got == 0) {
             r->t0_ns = bench_now_ns();
             first = len;
@@ -300,7 +322,8 @@ int bench_socket_stream(struct bench *b)
     for (int i = 0; !err && i < b->nsizes; i++) {
         size_t size = b->sizes[i];
         long n = bench_iters_stream(b, size), warm = bench_warmup(n);
-        struct plan p = make_plan(size, n);
+        struct plan p = make_plan(&c, size, n);
+        struct bench_stream_result r = {0};
         /* Warm-up: a few untimed round trips of this size; they also line the two sides up. */
         for (long k = 0; !err && k < warm; k++) {
             if (b->rank == 0) {
@@ -310,15 +333,15 @@ int bench_socket_stream(struct bench *b)
                 err = msg_recv(&c, 0);
             }
         }
-        if (err)
+        if (!err)
+            err = b->rank == 1 ? stream_sender(&c, &p) : stream_receiver(&c, &p, &r);
+        if (err) {
+            fprintf(stderr, "cor-bench: domain %d: UDP stream of %zu-byte messages failed\n",
+                    b->rank, size);
             break;
-        if (b->rank == 1) {
-            err = stream_sender(&c, &p);
-            continue;
         }
-        struct bench_stream_result r = {0};
-        if ((err = stream_receiver(&c, &p, &r)))
-            break;
+        if (b->rank == 1)
+            continue;
         /* The clock starts at the first datagram: count the messages after it. */
         r.msgs = size ? (long)(r.bytes / size) : n - 1;
         bench_stream_row(b, "udp-socket", "stream", size, 1, 1, &r);
