@@ -47,12 +47,13 @@ static int knob(const char *name, unsigned long def, unsigned long lo, unsigned 
 
 int gmr_knobs_read(struct gmr_knobs *k)
 {
-    unsigned long cls, rx, eager, txb, txf, rc, st;
+    unsigned long cls, rx, eager, txb, txf, rc, st, dead;
     if (knob("COR_GM_CLASS", 15, 12, 20, &cls) || knob("COR_GM_CREDITS", 32, 2, 200, &rx) ||
         knob("COR_GM_EAGER", 16384, 64, 1u << 20, &eager) ||
         knob("COR_GM_TX_BYTES", 4u << 20, 1u << 16, 1u << 30, &txb) ||
         knob("COR_GM_TX_FRAMES", 1024, 64, 1u << 20, &txf) ||
-        knob("COR_GM_REGCACHE", 64, 0, 1u << 16, &rc) || knob("COR_GM_STATS", 0, 0, 1, &st))
+        knob("COR_GM_REGCACHE", 64, 0, 1u << 16, &rc) || knob("COR_GM_STATS", 0, 0, 1, &st) ||
+        knob("COR_GM_DEAD_MS", 5000, 10, 86400000, &dead))
         return -1;
     k->data_class = (unsigned)cls;
     k->credits = (unsigned)rx;
@@ -61,6 +62,7 @@ int gmr_knobs_read(struct gmr_knobs *k)
     k->tx_frames = (unsigned)txf;
     k->regcache = (unsigned)rc;
     k->stats = (int)st;
+    k->dead_ms = (unsigned)dead;
     size_t frame_max = gm_max_length_for_size(k->data_class) - GMR_HDR;
     if (k->eager > frame_max / 2)
         k->eager = frame_max / 2;

@@ -34,6 +34,7 @@ struct gmr_knobs {
     unsigned tx_frames;  /* send descriptors (frames accepted, not yet completed) */
     unsigned regcache;   /* cached user registrations kept after deregister */
     int stats;           /* print counters at close */
+    unsigned dead_ms;    /* silent peer holding our frames for lack of credits: dead */
 };
 int gmr_knobs_read(struct gmr_knobs *k);
 void gmr_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -60,6 +61,8 @@ struct gmr_peer {
     int credit_wanted; /* a CREDIT message is due once ctrl_busy clears */
     int blocked;       /* pump: no credit for it in this pass */
     struct cor_rport *port_of;
+    int heard;              /* something arrived from it since the last starvation check */
+    uint64_t starved_since; /* ns: frames wait for its credits and it is silent */
 };
 
 enum gmr_tx_state { TX_FREE = 0, TX_QUEUED, TX_INFLIGHT, TX_DONE };

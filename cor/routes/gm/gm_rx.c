@@ -97,6 +97,7 @@ static void on_control(struct cor_rport *p, const char *m, size_t len, uint32_t 
         p->dropped++;
         return;
     }
+    q->heard = 1;
     if (op == GMR_OP_CREDIT)
         q->credits += arg;
     else
@@ -135,6 +136,7 @@ static int on_recv(struct cor_rport *p, gm_recv_event_t *e, struct rx_item *it)
         struct gmr_peer *q = &p->peers[peer];
         if (hdr[0] == p->cookie32 && hdr[1] <= p->credits - q->credits) {
             q->credits += hdr[1]; /* piggy-backed receive credits */
+            q->heard = 1;
             *it = (struct rx_item){peer, buf, len};
             return 1;
         }

@@ -7,6 +7,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gm_port.h"
 
@@ -185,6 +186,30 @@ void gmr_credit_return(struct cor_rport *p, uint32_t peer)
     }
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Frames wait for `peer`'s credits. A peer that stays silent that long while holding our
+ * frames is given up (GM does not tell us of a process killed on shm; the core cannot tell
+ * a route either): its frames complete with COR_EPEERDEAD instead of hanging. */
+static void starving(struct cor_rport *p, uint32_t peer)
+{
+    struct gmr_peer *q = &p->peers[peer];
+    uint64_t now = now_ns();
+    if (q->heard || !q->starved_since) {
+        q->heard = 0;
+        q->starved_since = now;
+    } else if (now - q->starved_since > (uint64_t)p->k.dead_ms * 1000000u) {
+        gmr_log("domain %u returned no receive credits for %u ms: giving up", peer,
+                p->k.dead_ms);
+        gmr_peer_dead(p, peer);
+    }
+}
+
 void gmr_pump(struct cor_rport *p)
 {
     if (p->credit_due) {
@@ -212,6 +237,7 @@ void gmr_pump(struct cor_rport *p)
         } else if (t->kind == TX_SEND && q->credits == 0) {
             q->blocked = 1;
             p->blocked[nblocked++] = t->peer;
+            starving(p, t->peer);
         } else {
             start(p, t);
         }
