@@ -22,6 +22,7 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -39,68 +40,85 @@
 #define GMX_MAX_SIZE 40 /* largest size class accepted */
 #define GMX_MAX_NODE_ID 65535
 
-/* ---- tag layout -------------------------------------------------------
- * bits  0-5  size class            (MSG)
- * bit   6    priority
- * bits  7-9  kind
- * bits 10-31 sequence number: per (sender, target port, priority) for MSG and
- *            CTRL, which the receiver uses to deliver in send order; the
- *            transfer id for PUTDATA/GETDATA, which are matched exactly.
- * bits 32-47 sender node id
- * bits 48-55 sender port id
- * bit  63    error flag (GETDATA refused by the target)
- */
-enum gmx_kind {
-    GMX_KIND_MSG = 0,
-    GMX_KIND_CTRL = 1,
-    GMX_KIND_PUTDATA = 2,
-    GMX_KIND_GETDATA = 3,
-    GMX_KIND_ACK = 4, /* receiver processed stream item `seq' (0 bytes) */
+/* ---- wire format ------------------------------------------------------
+ * Two kinds of traffic, both tagged sends with EXACT tags: libfabric 1.17's
+ * shm provider ignores the ignore mask when a newly posted receive is
+ * matched against messages that arrived before it (only equal tags match),
+ * so nothing here may depend on a wildcard receive catching a message that
+ * is already waiting.
+ *
+ * - The eager channel (tag GMX_TAG_EAGER): every library message (client
+ *   messages up to GMX_EAGER_MAX bytes, headers of larger ones, puts, gets,
+ *   acks) starts with a struct gmx_hdr and lands in a library bounce
+ *   buffer; the library matches client messages to provided buffers by
+ *   (size, priority) itself, and a message without a buffer waits in the
+ *   library.  The provider delivers one sender's eager messages in order
+ *   (FI_ORDER_SAS), which gives GM's per-priority order.
+ * - Bulk data of large messages and puts (DATA) and get answers (GETDATA):
+ *   tag = kind | transfer id | sender; DATA is received with the exact tag
+ *   into the final buffer once its header is processed (no copy).
+ *
+ * tag bits 7-9 kind, 10-31 transfer id, 32-47 sender node, 48-55 sender
+ * port, 63 error flag (GETDATA refused by the target). */
+enum gmx_tag_kind {
+    GMX_TK_EAGER = 0,
+    GMX_TK_DATA = 2,
+    GMX_TK_GETDATA = 3,
 };
-#define GMX_TAG_SIZE_MASK 0x3fULL
-#define GMX_TAG_PRIO_SHIFT 6
 #define GMX_TAG_KIND_SHIFT 7
-#define GMX_TAG_KIND_MASK (7ULL << GMX_TAG_KIND_SHIFT)
 #define GMX_TAG_SEQ_SHIFT 10
 #define GMX_SEQ_MASK 0x3fffffU
 #define GMX_TAG_NODE_SHIFT 32
 #define GMX_TAG_PORT_SHIFT 48
 #define GMX_TAG_ERR (1ULL << 63)
-#define GMX_TAG_SENDER_MASK (0xffffffULL << GMX_TAG_NODE_SHIFT)
-#define GMX_TAG_SEQ_MASK ((uint64_t)GMX_SEQ_MASK << GMX_TAG_SEQ_SHIFT)
+#define GMX_TAG_EAGER 0ULL
 
-static inline uint64_t gmx_tag(unsigned kind, unsigned size, unsigned prio,
-                               uint32_t seq, uint64_t sender_bits)
+static inline uint64_t gmx_tag(unsigned kind, uint32_t xfer, uint64_t sender_bits)
 {
-    return (uint64_t)size | (uint64_t)prio << GMX_TAG_PRIO_SHIFT |
-           (uint64_t)kind << GMX_TAG_KIND_SHIFT |
-           (uint64_t)(seq & GMX_SEQ_MASK) << GMX_TAG_SEQ_SHIFT | sender_bits;
+    return (uint64_t)kind << GMX_TAG_KIND_SHIFT |
+           (uint64_t)(xfer & GMX_SEQ_MASK) << GMX_TAG_SEQ_SHIFT | sender_bits;
 }
 static inline uint64_t gmx_sender_bits(unsigned node, unsigned port)
 {
     return (uint64_t)node << GMX_TAG_NODE_SHIFT | (uint64_t)port << GMX_TAG_PORT_SHIFT;
 }
 
-/* ---- control messages (puts and gets on the ordered channel) ---------- */
-enum gmx_ctrl_op {
-    GMX_CTRL_PUT_INLINE = 1, /* header + data; target copies */
-    GMX_CTRL_PUT_RNDV = 2,   /* header; data follows as PUTDATA(xfer) */
-    GMX_CTRL_GET_REQ = 3,    /* target answers with GETDATA(xfer) */
+/* Eager-channel message kinds.  Stream items (MSG..GET) carry a sequence
+ * number per (sender, target port, priority) and are acknowledged once the
+ * target processed them. */
+enum gmx_kind {
+    GMX_K_MSG = 1,      /* client message, payload follows */
+    GMX_K_MSG_RNDV = 2, /* client message header; payload comes as DATA(xfer) */
+    GMX_K_PUT = 3,      /* put, payload follows; addr = target address */
+    GMX_K_PUT_RNDV = 4, /* put header; payload comes as DATA(xfer) */
+    GMX_K_GET = 5,      /* get request; answered with GETDATA(xfer) */
+    GMX_K_ACK = 6,      /* only the piggy-backed acks */
+    GMX_K_NACK = 7,     /* item (prio, seq) failed with status (acks earlier ones) */
+    GMX_K_KEY = 8,      /* registration of the target: addr, len, key */
+    GMX_K_UNKEY = 9,    /* that registration is gone: addr */
 };
-struct gmx_ctrl {
-    uint32_t op;
-    uint32_t xfer; /* transfer id for PUTDATA / GETDATA */
-    uint64_t addr; /* target virtual address */
-    uint64_t len;
+#define GMX_IS_STREAM(k) ((k) >= GMX_K_MSG && (k) <= GMX_K_GET)
+
+struct gmx_hdr {
+    uint8_t kind, size, prio, status;
+    uint16_t node;   /* sender */
+    uint8_t port;    /* sender */
+    uint8_t acks;    /* bit p: ack[p] is valid */
+    uint32_t seq;    /* stream items, NACK */
+    uint32_t ack[GM_NUM_PRIORITIES]; /* last item of ours processed, per prio */
+    uint32_t xfer;   /* DATA / GETDATA transfer id */
+    uint64_t addr;   /* put/get target address; KEY/UNKEY region base */
+    uint64_t len;    /* payload or transfer length; KEY region length */
+    uint64_t key;    /* KEY */
 };
-#define GMX_PUT_INLINE_MAX 4096
-#define GMX_CTRL_BUF_LEN (sizeof(struct gmx_ctrl) + GMX_PUT_INLINE_MAX)
-#define GMX_CTRL_BUFS 16
-#define GMX_ACK_BUFS 32
+#define GMX_EAGER_MAX 4096 /* larger payloads go as DATA */
+#define GMX_BOUNCE_LEN (sizeof(struct gmx_hdr) + GMX_EAGER_MAX)
+#define GMX_BOUNCE_POSTED 64 /* eager receives kept posted */
 /* Stream items a sender may have unacknowledged per target port.  Bounds
- * what waits in the provider's unexpected queue (shm loses order beyond
- * a few dozen), and makes send callbacks mean "delivered", as in GM. */
+ * what waits at the target, and makes send callbacks mean "delivered", as
+ * in GM. */
 #define GMX_WINDOW 16
+#define GMX_KEY_CACHE 8 /* remote registrations remembered per target port */
 
 /* ---- node map --------------------------------------------------------- */
 struct gmx_node {
@@ -120,6 +138,7 @@ struct gmx_config {
     char shm_ns[64];
     unsigned send_timeout_ms;
     int verbose;
+    int rma; /* GM_RMA: use the provider's RMA when it has it */
 };
 extern struct gmx_config gmx_cfg;
 
@@ -131,14 +150,15 @@ void gmx_config_free(void);
 /* ---- requests ------------------------------------------------------------ */
 enum gmx_sreq_kind {
     GMX_S_CLIENT,   /* callback when done */
-    GMX_S_INTERNAL, /* nothing to report (put header, get answer) */
+    GMX_S_INTERNAL, /* nothing to report (acks, get answers, DATA of a client item) */
 };
 
 struct gmx_peer;
+struct gmx_rreq;
 
 struct gmx_sreq {
     int is_recv; /* 0: tells a CQ context apart from gmx_rreq */
-    struct gmx_sreq *next; /* free list, backlog, done list */
+    struct gmx_sreq *next; /* free list, backlog, unacked list, done list */
     enum gmx_sreq_kind kind;
     gm_status_t status;
     gm_send_completion_callback_t cb;
@@ -147,30 +167,33 @@ struct gmx_sreq {
     /* what to (re)send */
     const void *buf;
     size_t len;
-    uint64_t tag;
+    uint64_t tag;         /* DATA / GETDATA sends */
     unsigned prio;
     uint64_t first_try_ns;
-    int use_hdr;          /* send hdr, then buf, as one message */
-    int stream;           /* an ordered-stream item (MSG, CTRL): acked */
+    int eager;            /* hdr (+ buf) on the eager channel */
+    int stream;           /* a stream item: acknowledged by the target */
+    int rma;              /* 1 = fi_write, 2 = fi_read (buf = local buffer) */
+    uint64_t raddr, rkey; /* rma target */
     gm_status_t ack_status; /* what the target said */
-    int local_done, acked;
+    int acked;
+    unsigned local_pending; /* provider completions still due (own + child) */
     uint32_t seq;
-    struct gmx_ctrl hdr;  /* put/get header */
-    struct gmx_rreq *get_rreq; /* GET_REQ: the GETDATA receive waiting */
+    struct gmx_hdr hdr;
+    struct gmx_sreq *child;  /* DATA that follows this header */
+    struct gmx_sreq *parent; /* of a DATA send */
+    struct gmx_rreq *get_rreq; /* GET: the GETDATA receive waiting */
 };
 
 enum gmx_rreq_kind {
+    GMX_R_EAGER,   /* library bounce buffer on the eager channel */
     GMX_R_CLIENT,  /* a gm_provide_receive_buffer buffer */
-    GMX_R_CTRL,    /* library buffer for control messages */
     GMX_R_PUTDATA, /* direct receive of put data into target memory */
     GMX_R_GETDATA, /* direct receive of get data into local buffer */
-    GMX_R_ACK,     /* zero-length acknowledgement */
-    GMX_R_REJECT,  /* catches messages of a size the client does not accept */
 };
 
 struct gmx_rreq {
     int is_recv; /* 1 */
-    struct gmx_rreq *next; /* free list, held list, post backlog */
+    struct gmx_rreq *next; /* free list, buffer list, held list, post backlog */
     enum gmx_rreq_kind kind;
     void *buf;
     unsigned size, prio, gmtag;
@@ -178,7 +201,8 @@ struct gmx_rreq {
     uint64_t rtag;
     size_t rlen;
     struct gmx_sreq *get; /* GETDATA: the client's request */
-    struct gmx_peer *peer; /* PUTDATA: whose stream waits for it */
+    struct gmx_peer *peer; /* CLIENT/PUTDATA receiving DATA: whose stream waits */
+    uint32_t seq;          /* ... and which item it is */
     int truncated;
     int posted; /* handed to the provider, not completed */
     /* for a post the provider refused for now (post backlog) */
@@ -186,31 +210,48 @@ struct gmx_rreq {
     uint64_t post_tag, post_ignore;
 };
 
+/* A registration of a remote port that allows RMA (learnt from GMX_K_KEY). */
+struct gmx_rkey {
+    uint64_t base, len, key;
+};
+
 /* What this port knows of one remote (node, port). */
 struct gmx_peer {
     unsigned node, port;
+    uint64_t bits;             /* gmx_sender_bits(node, port) */
     fi_addr_t addr;
     int resolved;              /* addr valid */
     char shm_name[128];        /* shm: the address addr was made from */
     uint64_t last_check_ns;    /* shm: last look at the target's lock file */
     unsigned close_epoch;      /* gmx_close_epoch when last validated */
     int reached;               /* a send to it ever completed */
+    /* sending */
     uint32_t send_seq[GM_NUM_PRIORITIES];
-    uint32_t recv_seq[GM_NUM_PRIORITIES]; /* next expected */
-    unsigned put_stall[GM_NUM_PRIORITIES]; /* PUTDATA not yet landed */
-    int seen_prio[GM_NUM_PRIORITIES];      /* recv_seq valid */
     int disabled[GM_NUM_PRIORITIES];       /* a send failed: hold the rest */
-    struct gmx_rreq *held[GM_NUM_PRIORITIES]; /* out of order, by seq */
-    struct gmx_sreq *backlog, *backlog_tail; /* sends that got EAGAIN */
+    struct gmx_sreq *backlog, *backlog_tail; /* waiting for the window / provider */
+    struct gmx_sreq *dataq, *dataq_tail;   /* DATA behind sent headers: first */
     struct gmx_sreq *unacked[GM_NUM_PRIORITIES]; /* stream items sent, in order */
     struct gmx_sreq *unacked_tail[GM_NUM_PRIORITIES];
-    unsigned inflight;                        /* length of unacked */
-    uint32_t ack_due[GM_NUM_PRIORITIES];      /* last processed seq to ack */
+    unsigned inflight;                     /* length of unacked */
+    unsigned rma_busy;                     /* puts by fi_write not completed */
+    struct gmx_peer *next_backlogged;
+    int in_backlog_list;
+    struct gmx_rkey keys[GMX_KEY_CACHE];
+    unsigned nkeys, key_next;
+    /* receiving */
+    uint32_t recv_seq[GM_NUM_PRIORITIES]; /* next expected */
+    int seen_prio[GM_NUM_PRIORITIES];      /* recv_seq valid */
+    unsigned stall[GM_NUM_PRIORITIES];     /* DATA of the item in process not landed */
+    int blocked[GM_NUM_PRIORITIES];        /* head item waits for a buffer */
+    struct gmx_rreq *held[GM_NUM_PRIORITIES]; /* items not processed yet, FIFO */
+    struct gmx_rreq *held_tail[GM_NUM_PRIORITIES];
+    uint32_t ack_due[GM_NUM_PRIORITIES];   /* last processed seq to ack */
     int ack_pending[GM_NUM_PRIORITIES];
     struct gmx_peer *next_ack;
     int in_ack_list;
-    struct gmx_peer *next_backlogged;
-    int in_backlog_list;
+    struct gmx_peer *next_wait;
+    int in_wait_list;
+    int keyed; /* was sent a GMX_K_KEY (gets GMX_K_UNKEY when it goes) */
 };
 
 struct gmx_region {
@@ -218,6 +259,8 @@ struct gmx_region {
     size_t len;
     unsigned refs;
     int dma; /* from gm_dma_malloc */
+    struct fid_mr *mr; /* registered with the provider for RMA (lazily) */
+    uint64_t key;
 };
 
 struct gm_port {
@@ -236,6 +279,10 @@ struct gm_port {
     struct fid_av *av;
     size_t inject_size;
     int addr_is_str; /* shm-style names */
+    int rma;         /* provider does fi_write/fi_read without our help */
+    int mr_virt;     /* RMA addresses are virtual addresses (else offsets) */
+    int mr_prov_key; /* the provider picks keys */
+    uint64_t next_key;
 
     /* peers: peers[node][port], node rows allocated lazily */
     struct gmx_peer ***peers;
@@ -249,6 +296,18 @@ struct gm_port {
     unsigned nchunks, chunks_cap;
     void **rchunks; /* receive request chunks, to cancel at close */
     unsigned nrchunks, rchunks_cap;
+
+    /* eager bounce buffers */
+    struct gmx_rreq *bfree; /* not posted, not held */
+    unsigned bposted;       /* posted to the provider */
+    char **bmem;            /* every bounce buffer, freed at close */
+    unsigned nbmem, bmem_cap;
+
+    /* provided client buffers, FIFO per (priority, size) */
+    struct gmx_rreq *bufs[GM_NUM_PRIORITIES][GMX_MAX_SIZE + 1];
+    struct gmx_rreq *bufs_tail[GM_NUM_PRIORITIES][GMX_MAX_SIZE + 1];
+    struct gmx_peer *wait_list; /* peers whose stream waits for a buffer */
+    int kick;                   /* a buffer came: retry the waiting streams */
 
     /* send completions waiting for gm_unknown */
     struct gmx_sreq *done, *done_tail;
@@ -268,10 +327,7 @@ struct gm_port {
     gm_size_t acceptable[GM_NUM_PRIORITIES];
 
     uint32_t next_xfer;
-    struct gmx_rreq *ctrl_reqs[GMX_CTRL_BUFS];
     struct gmx_peer *ack_list; /* peers owed an ack */
-    struct gmx_rreq *reject[GM_NUM_PRIORITIES][GMX_MAX_SIZE + 1];
-    char *ctrl_mem;
 
     struct gmx_rreq *post_backlog, *post_backlog_tail;
     int in_progress; /* guards against progress re-entering itself */
@@ -314,21 +370,29 @@ void gmx_backlog_progress(struct gm_port *p);
 void gmx_backlog_fail_all(struct gm_port *p);
 int gmx_send_internal(struct gm_port *p, struct gmx_peer *peer, const void *buf,
                       size_t len, uint64_t tag);
+void gmx_send_failed(struct gm_port *p, struct gmx_sreq *s, gm_status_t st);
+int gmx_send_ctl(struct gm_port *p, struct gmx_peer *peer, const struct gmx_hdr *h);
+void gmx_hdr_acks(struct gmx_peer *peer, struct gmx_hdr *h);
+void gmx_key_learn(struct gmx_peer *peer, const struct gmx_hdr *h);
+void gmx_key_forget(struct gmx_peer *peer, uint64_t base);
 
 /* recv.c */
 int gmx_progress(struct gm_port *p);
 int gmx_post_recv(struct gm_port *p, struct gmx_rreq *r, void *buf, size_t len,
                   uint64_t tag, uint64_t ignore);
-int gmx_post_ctrl(struct gm_port *p, struct gmx_rreq *r);
-int gmx_post_ack(struct gm_port *p, struct gmx_rreq *r);
+int gmx_bounce_fill(struct gm_port *p);
+void gmx_bounce_free(struct gm_port *p);
+void gmx_acks_flush(struct gm_port *p);
 void gmx_send_local_done(struct gm_port *p, struct gmx_sreq *s);
 void gmx_ack_arrived(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uint32_t seq,
                      gm_status_t st);
-void gmx_reject_update(struct gm_port *p, unsigned prio, gm_size_t old_mask, gm_size_t mask);
 gm_recv_event_t *gmx_event_push(struct gm_port *p);
 
 /* memory.c */
 int gmx_region_covers(struct gm_port *p, uint64_t addr, uint64_t len);
+struct gmx_region *gmx_region_find(struct gm_port *p, uint64_t addr, uint64_t len);
+int gmx_region_export(struct gm_port *p, struct gmx_region *g);
+void gmx_regions_unexport_all(struct gm_port *p);
 void gmx_regions_free(struct gm_port *p);
 
 /* alarm.c */

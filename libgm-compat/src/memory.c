@@ -23,7 +23,56 @@ static int region_add(struct gm_port *p, uintptr_t base, size_t len, int dma)
         p->regions = grown;
         p->regions_cap = cap;
     }
-    p->regions[p->nregions++] = (struct gmx_region){base, len, 1, dma};
+    p->regions[p->nregions++] = (struct gmx_region){base, len, 1, dma, NULL, 0};
+    return 0;
+}
+
+/* Tells every port that learnt our key for g that it is gone (best effort:
+ * a put already on its way may still land, as GM's could). */
+static void unexport(struct gm_port *p, struct gmx_region *g)
+{
+    if (!g->mr)
+        return;
+    fi_close(&g->mr->fid);
+    g->mr = NULL;
+    struct gmx_hdr h = {.kind = GMX_K_UNKEY, .addr = g->base, .len = g->len};
+    for (unsigned n = 0; n < p->peers_rows; n++) {
+        if (!p->peers[n])
+            continue;
+        for (unsigned q = 0; q < GMX_NUM_PORTS; q++) {
+            struct gmx_peer *peer = p->peers[n][q];
+            if (peer && peer->keyed)
+                gmx_send_ctl(p, peer, &h);
+        }
+    }
+}
+
+void gmx_regions_unexport_all(struct gm_port *p)
+{
+    for (unsigned i = 0; i < p->nregions; i++)
+        unexport(p, &p->regions[i]);
+}
+
+/* Registers g with the provider for remote access (once); 0 or -1. */
+int gmx_region_export(struct gm_port *p, struct gmx_region *g)
+{
+    if (g->mr)
+        return 0;
+    uint64_t want = p->mr_prov_key ? 0 : ++p->next_key;
+    int rc = fi_mr_reg(p->domain, (void *)g->base, g->len, FI_REMOTE_READ | FI_REMOTE_WRITE,
+                       0, want, 0, &g->mr, NULL);
+    if (rc != 0) {
+        gmx_log("fi_mr_reg(%zu bytes): %s; puts there stay messages\n", g->len,
+                fi_strerror(-rc));
+        g->mr = NULL;
+        return -1;
+    }
+    g->key = fi_mr_key(g->mr);
+    if (g->key == FI_KEY_NOTAVAIL) {
+        fi_close(&g->mr->fid);
+        g->mr = NULL;
+        return -1;
+    }
     return 0;
 }
 
@@ -33,24 +82,31 @@ static int region_del(struct gm_port *p, uintptr_t base, size_t len, int dma)
     for (unsigned i = 0; i < p->nregions; i++) {
         struct gmx_region *g = &p->regions[i];
         if (g->base == base && g->dma == dma && (dma || g->len == len)) {
-            if (--g->refs == 0)
+            if (--g->refs == 0) {
+                unexport(p, g);
                 p->regions[i] = p->regions[--p->nregions];
+            }
             return 0;
         }
     }
     return -1;
 }
 
-int gmx_region_covers(struct gm_port *p, uint64_t addr, uint64_t len)
+struct gmx_region *gmx_region_find(struct gm_port *p, uint64_t addr, uint64_t len)
 {
     if (addr + len < addr)
-        return 0;
+        return NULL;
     for (unsigned i = 0; i < p->nregions; i++) {
-        const struct gmx_region *g = &p->regions[i];
+        struct gmx_region *g = &p->regions[i];
         if (addr >= g->base && addr + len <= (uint64_t)g->base + g->len)
-            return 1;
+            return g;
     }
-    return 0;
+    return NULL;
+}
+
+int gmx_region_covers(struct gm_port *p, uint64_t addr, uint64_t len)
+{
+    return gmx_region_find(p, addr, len) != NULL;
 }
 
 void gmx_regions_free(struct gm_port *p)

@@ -137,6 +137,7 @@ int gmx_peer_resolve(struct gm_port *p, struct gmx_peer *peer)
         fi_av_remove(p->av, &peer->addr, 1, 0);
         peer->resolved = 0;
     }
+    peer->nkeys = 0; /* a new incarnation: its registrations are unknown */
     int rc = fi_av_insert(p->av, addr, 1, &peer->addr, 0, NULL);
     if (rc != 1) {
         gmx_log("fi_av_insert(node %u port %u) -> %d\n", peer->node, peer->port, rc);
@@ -184,6 +185,7 @@ struct gmx_peer *gmx_peer_get(struct gm_port *p, unsigned node, unsigned port)
         return NULL;
     peer->node = node;
     peer->port = port;
+    peer->bits = gmx_sender_bits(node, port);
     gmx_peer_resolve(p, peer);
     p->peers[node][port] = peer;
     return peer;
@@ -251,7 +253,20 @@ static gm_status_t open_fabric(struct gm_port *p, const struct gmx_node *self)
             hints->src_addrlen = sizeof sin;
         }
     }
-    rc = fi_getinfo(FI_VERSION(1, 10), NULL, NULL, 0, hints, &p->info);
+    /* RMA if the provider has it without local registration (then puts and
+     * gets need no target CPU); else messages only. */
+    rc = -FI_ENODATA;
+    if (gmx_cfg.rma) {
+        hints->caps = FI_TAGGED | FI_RMA;
+        hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED;
+        rc = fi_getinfo(FI_VERSION(1, 10), NULL, NULL, 0, hints, &p->info);
+        p->rma = rc == 0;
+    }
+    if (rc) {
+        hints->caps = FI_TAGGED;
+        hints->domain_attr->mr_mode = 0;
+        rc = fi_getinfo(FI_VERSION(1, 10), NULL, NULL, 0, hints, &p->info);
+    }
     if (rc) {
         fprintf(stderr, "libgm: no libfabric provider '%s' with tagged RDM endpoints: %s\n",
                 gmx_cfg.provider, fi_strerror(-rc));
@@ -259,6 +274,15 @@ static gm_status_t open_fabric(struct gm_port *p, const struct gmx_node *self)
     }
     p->addr_is_str = is_str;
     p->inject_size = p->info->tx_attr->inject_size;
+    if (p->rma) {
+        int mode = p->info->domain_attr->mr_mode;
+        p->mr_virt = (mode & FI_MR_VIRT_ADDR) != 0;
+        p->mr_prov_key = (mode & FI_MR_PROV_KEY) != 0;
+        /* Requested keys differ between incarnations of a port, so a
+         * sender's stale key never names a new registration. */
+        p->next_key = (gmx_now_ns() & 0xffffffffffULL) << 20;
+        gmx_log("port %u: RMA on (mr_mode %#x)\n", p->port_id, mode);
+    }
     if ((rc = fi_fabric(p->info->fabric_attr, &p->fabric, NULL)) ||
         (rc = fi_domain(p->fabric, p->info, &p->domain, NULL))) {
         fprintf(stderr, "libgm: fabric/domain: %s\n", fi_strerror(-rc));
@@ -335,6 +359,12 @@ static void close_fabric(struct gm_port *p)
 
 static void free_port(struct gm_port *p)
 {
+    for (unsigned i = 0; i < p->nregions; i++) {
+        if (p->regions[i].mr) {
+            fi_close(&p->regions[i].mr->fid);
+            p->regions[i].mr = NULL;
+        }
+    }
     close_fabric(p);
     if (p->peers) {
         for (unsigned n = 0; n < p->peers_rows; n++) {
@@ -348,8 +378,8 @@ static void free_port(struct gm_port *p)
     }
     gmx_regions_free(p);
     gmx_pool_free(p);
+    gmx_bounce_free(p);
     free(p->ring);
-    free(p->ctrl_mem);
     if (p->lock_fd >= 0) {
         /* Unpublish our address before the lock goes. */
         if (ftruncate(p->lock_fd, 0) != 0)
@@ -402,33 +432,15 @@ GMX_EXPORT gm_status_t gm_open(struct gm_port **pp, unsigned int unit, unsigned 
     p->peers = calloc(p->peers_rows, sizeof *p->peers);
     p->ring_cap = 512;
     p->ring = malloc(p->ring_cap * sizeof *p->ring);
-    p->ctrl_mem = malloc(GMX_CTRL_BUFS * GMX_CTRL_BUF_LEN);
-    if (!p->peers || !p->ring || !p->ctrl_mem)
+    if (!p->peers || !p->ring)
         goto fail;
 
     st = open_fabric(p, gmx_node_find(p->node_id));
     if (st != GM_SUCCESS)
         goto fail;
-    for (unsigned i = 0; i < GMX_CTRL_BUFS; i++) {
-        struct gmx_rreq *r = gmx_rreq_get(p);
-        if (!r) {
-            st = GM_OUT_OF_MEMORY;
-            goto fail;
-        }
-        r->kind = GMX_R_CTRL;
-        r->buf = p->ctrl_mem + (size_t)i * GMX_CTRL_BUF_LEN;
-        p->ctrl_reqs[i] = r;
-        if (gmx_post_ctrl(p, r) != 0) {
-            st = GM_NO_SUCH_DEVICE;
-            goto fail;
-        }
-    }
-    for (unsigned i = 0; i < GMX_ACK_BUFS; i++) {
-        struct gmx_rreq *r = gmx_rreq_get(p);
-        if (!r || gmx_post_ack(p, r) != 0) {
-            st = GM_NO_SUCH_DEVICE;
-            goto fail;
-        }
+    if (gmx_bounce_fill(p) != 0) {
+        st = GM_NO_SUCH_DEVICE;
+        goto fail;
     }
     gmx_log("opened port %u on node %u\n", port, p->node_id);
     pthread_mutex_lock(&gmx_lock);
@@ -450,6 +462,12 @@ GMX_EXPORT void gm_close(struct gm_port *p)
     if (!p)
         return;
     /* Once out of the registry (under gmx_lock) no helper can reach it. */
+    /* Acks we owe go out now (senders wait for them), and senders forget
+     * our registrations. */
+    gmx_port_lock(p);
+    gmx_acks_flush(p);
+    gmx_regions_unexport_all(p);
+    gmx_port_unlock(p);
     pthread_mutex_lock(&gmx_lock);
     for (struct gm_port **link = &gmx_registry; *link; link = &(*link)->reg_next) {
         if (*link == p) {

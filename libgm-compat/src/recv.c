@@ -1,6 +1,7 @@
-/* recv.c - receive buffers, the completion loop, in-order delivery per
- * (sender, priority), put/get service at the target, and the event loop
- * calls (gm_receive, gm_blocking_receive*, gm_unknown). */
+/* recv.c - the eager channel (bounce buffers), matching messages to the
+ * client's buffers by (size, priority), in-order processing per (sender,
+ * priority), acks, put/get service at the target, and the event loop calls
+ * (gm_receive, gm_blocking_receive*, gm_unknown). */
 #include "gm_internal.h"
 
 #include <stdlib.h>
@@ -24,7 +25,7 @@ static void post_backlog_push(struct gm_port *p, struct gmx_rreq *r)
 }
 
 /* Posts a tagged receive; if the provider has no room now it is queued and
- * retried from the progress loop, so a provided buffer is never lost. */
+ * retried from the progress loop, so a receive is never lost. */
 int gmx_post_recv(struct gm_port *p, struct gmx_rreq *r, void *buf, size_t len,
                   uint64_t tag, uint64_t ignore)
 {
@@ -61,23 +62,80 @@ static void post_backlog_progress(struct gm_port *p)
         if (!p->post_backlog)
             p->post_backlog_tail = NULL;
         r->posted = rc == 0;
-        if (rc != 0)
+        if (rc != 0) {
             fprintf(stderr, "libgm: fi_trecv: %s; buffer %p dropped\n",
                     fi_strerror((int)-rc), r->buf);
+            if (r->kind == GMX_R_EAGER)
+                p->bposted--;
+        }
     }
 }
 
-int gmx_post_ctrl(struct gm_port *p, struct gmx_rreq *r)
+/* ---- bounce buffers of the eager channel ----------------------------------- */
+
+static struct gmx_rreq *bounce_new(struct gm_port *p)
 {
-    return gmx_post_recv(p, r, r->buf, GMX_CTRL_BUF_LEN,
-                         (uint64_t)GMX_KIND_CTRL << GMX_TAG_KIND_SHIFT, ~GMX_TAG_KIND_MASK);
+    if (p->nbmem == p->bmem_cap) {
+        unsigned cap = p->bmem_cap ? p->bmem_cap * 2 : 64;
+        char **grown = realloc(p->bmem, cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        p->bmem = grown;
+        p->bmem_cap = cap;
+    }
+    char *mem = malloc(GMX_BOUNCE_LEN);
+    struct gmx_rreq *r = mem ? gmx_rreq_get(p) : NULL;
+    if (!r) {
+        free(mem);
+        return NULL;
+    }
+    p->bmem[p->nbmem++] = mem;
+    r->kind = GMX_R_EAGER;
+    r->buf = mem;
+    return r;
 }
+
+static void bounce_release(struct gm_port *p, struct gmx_rreq *r)
+{
+    r->next = p->bfree;
+    p->bfree = r;
+}
+
+/* Keeps GMX_BOUNCE_POSTED eager receives posted, whatever the streams hold
+ * (they hold at most a window each); 0, or -1 if none could be posted. */
+int gmx_bounce_fill(struct gm_port *p)
+{
+    while (p->bposted < GMX_BOUNCE_POSTED) {
+        struct gmx_rreq *r = p->bfree;
+        if (r)
+            p->bfree = r->next;
+        else if (!(r = bounce_new(p)))
+            return p->bposted ? 0 : -1;
+        r->truncated = 0;
+        if (gmx_post_recv(p, r, r->buf, GMX_BOUNCE_LEN, GMX_TAG_EAGER, 0) != 0) {
+            bounce_release(p, r);
+            return p->bposted ? 0 : -1;
+        }
+        p->bposted++;
+    }
+    return 0;
+}
+
+void gmx_bounce_free(struct gm_port *p)
+{
+    for (unsigned i = 0; i < p->nbmem; i++)
+        free(p->bmem[i]);
+    free(p->bmem);
+    p->bmem = NULL;
+    p->nbmem = p->bmem_cap = 0;
+    p->bfree = NULL;
+}
+
+/* ---- client buffers -------------------------------------------------------- */
 
 static void provide_locked(struct gm_port *p, void *ptr, unsigned int size,
                            unsigned int priority, unsigned int tag)
 {
-    if (!p)
-        return;
     if (!ptr || size < GMX_MIN_SIZE || size > GMX_MAX_SIZE ||
         priority >= GM_NUM_PRIORITIES) {
         fprintf(stderr, "libgm: gm_provide_receive_buffer: bad buffer %p size %u "
@@ -90,79 +148,29 @@ static void provide_locked(struct gm_port *p, void *ptr, unsigned int size,
         return;
     }
     r->kind = GMX_R_CLIENT;
+    r->buf = ptr;
     r->size = size;
     r->prio = priority;
     r->gmtag = tag & 0xff;
-    if (gmx_post_recv(p, r, ptr, gm_max_length_for_size(size),
-                      gmx_tag(GMX_KIND_MSG, size, priority, 0, 0),
-                      GMX_TAG_SEQ_MASK | GMX_TAG_SENDER_MASK) != 0)
-        gmx_rreq_put(p, r);
-}
-
-int gmx_post_ack(struct gm_port *p, struct gmx_rreq *r)
-{
-    r->kind = GMX_R_ACK;
-    return gmx_post_recv(p, r, NULL, 0, (uint64_t)GMX_KIND_ACK << GMX_TAG_KIND_SHIFT,
-                         ~GMX_TAG_KIND_MASK);
-}
-
-/* Owes peer an ack for stream item seq; sent at the end of this progress
- * round, so one ack covers a batch and the event reaches the client first. */
-static void ack_owe(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uint32_t seq)
-{
-    peer->ack_due[prio] = seq;
-    peer->ack_pending[prio] = 1;
-    if (!peer->in_ack_list) {
-        peer->in_ack_list = 1;
-        peer->next_ack = p->ack_list;
-        p->ack_list = peer;
-    }
-}
-
-/* An error ack goes out at once; it also acks every earlier item. */
-static void ack_now(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uint32_t seq,
-                    gm_status_t st)
-{
-    if (!peer->resolved && !gmx_peer_resolve(p, peer))
-        return;
-    uint64_t tag = gmx_tag(GMX_KIND_ACK, (unsigned)st & GMX_TAG_SIZE_MASK, prio, seq,
-                           p->self_bits);
-    ssize_t rc = -FI_EAGAIN;
-    for (int i = 0; i < 1000 && rc == -FI_EAGAIN; i++) {
-        rc = fi_tinject(p->ep, NULL, 0, peer->addr, tag);
-        if (rc == -FI_EAGAIN)
-            fi_cq_read(p->cq, NULL, 0); /* drive the provider only */
-    }
-    if (rc == 0)
-        peer->ack_pending[prio] = 0;
+    if (p->bufs_tail[priority][size])
+        p->bufs_tail[priority][size]->next = r;
     else
-        ack_owe(p, peer, prio, seq); /* at least the window moves on */
+        p->bufs[priority][size] = r;
+    p->bufs_tail[priority][size] = r;
+    if (p->wait_list)
+        p->kick = 1;
 }
 
-static void acks_flush(struct gm_port *p)
+static struct gmx_rreq *buffer_take(struct gm_port *p, unsigned prio, unsigned size)
 {
-    struct gmx_peer **link = &p->ack_list;
-    while (*link) {
-        struct gmx_peer *peer = *link;
-        for (unsigned prio = 0; prio < GM_NUM_PRIORITIES; prio++) {
-            if (!peer->ack_pending[prio])
-                continue;
-            if (!peer->resolved && !gmx_peer_resolve(p, peer)) {
-                peer->ack_pending[prio] = 0; /* nowhere to send it */
-                continue;
-            }
-            uint64_t tag = gmx_tag(GMX_KIND_ACK, 0, prio, peer->ack_due[prio], p->self_bits);
-            ssize_t rc = fi_tinject(p->ep, NULL, 0, peer->addr, tag);
-            if (rc == 0 || rc != -FI_EAGAIN)
-                peer->ack_pending[prio] = 0;
-        }
-        if (!peer->ack_pending[0] && !peer->ack_pending[1]) {
-            peer->in_ack_list = 0;
-            *link = peer->next_ack;
-        } else {
-            link = &peer->next_ack;
-        }
+    struct gmx_rreq *r = p->bufs[prio][size];
+    if (r) {
+        p->bufs[prio][size] = r->next;
+        if (!r->next)
+            p->bufs_tail[prio][size] = NULL;
+        r->next = NULL;
     }
+    return r;
 }
 
 GMX_EXPORT void gm_provide_receive_buffer_with_tag(struct gm_port *p, void *ptr,
@@ -182,13 +190,57 @@ GMX_EXPORT void gm_provide_receive_buffer(struct gm_port *p, void *ptr, unsigned
     gm_provide_receive_buffer_with_tag(p, ptr, size, priority, 0);
 }
 
+/* ---- acks ------------------------------------------------------------------ */
+
+/* Owes peer an ack for stream item seq: sent at the end of this progress
+ * round (one ack covers the batch), or piggy-backed on a header going to
+ * peer before that. */
+static void ack_owe(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uint32_t seq)
+{
+    peer->ack_due[prio] = seq;
+    peer->ack_pending[prio] = 1;
+    if (!peer->in_ack_list) {
+        peer->in_ack_list = 1;
+        peer->next_ack = p->ack_list;
+        p->ack_list = peer;
+    }
+}
+
+/* An error goes out at once (it also acks every earlier item). */
+static void nack(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uint32_t seq,
+                 gm_status_t st)
+{
+    struct gmx_hdr h = {.kind = GMX_K_NACK, .prio = (uint8_t)prio, .seq = seq,
+                        .status = (uint8_t)st};
+    if (gmx_send_ctl(p, peer, &h) != 0)
+        ack_owe(p, peer, prio, seq); /* at least the window moves on */
+}
+
+void gmx_acks_flush(struct gm_port *p)
+{
+    struct gmx_peer **link = &p->ack_list;
+    while (*link) {
+        struct gmx_peer *peer = *link;
+        if (peer->ack_pending[0] || peer->ack_pending[1]) {
+            struct gmx_hdr h = {.kind = GMX_K_ACK};
+            if (gmx_send_ctl(p, peer, &h) != 0 && !peer->resolved)
+                peer->ack_pending[0] = peer->ack_pending[1] = 0; /* nowhere to go */
+        }
+        if (!peer->ack_pending[0] && !peer->ack_pending[1]) {
+            peer->in_ack_list = 0;
+            *link = peer->next_ack;
+        } else {
+            link = &peer->next_ack;
+        }
+    }
+}
+
 /* ---- events -------------------------------------------------------------- */
 
 gm_recv_event_t *gmx_event_push(struct gm_port *p)
 {
     if (p->ring_count == p->ring_cap) {
-        /* Rare: more completions than slots (held messages released at
-         * once).  Grow and unwrap. */
+        /* Rare: more completions than slots.  Grow and unwrap. */
         unsigned cap = p->ring_cap * 2;
         gm_recv_event_t *ring = malloc(cap * sizeof *ring);
         if (!ring)
@@ -203,211 +255,273 @@ gm_recv_event_t *gmx_event_push(struct gm_port *p)
     return &p->ring[(p->ring_head + p->ring_count++) % p->ring_cap];
 }
 
-static void deliver_client(struct gm_port *p, struct gmx_rreq *r)
+/* The client buffer c holds a message of len bytes from peer. */
+static void deliver(struct gm_port *p, struct gmx_rreq *c, const struct gmx_peer *peer,
+                    size_t len)
 {
     gm_recv_event_t *ev = gmx_event_push(p);
     if (!ev) {
         fprintf(stderr, "libgm: out of memory; a received message is lost\n");
-        gmx_rreq_put(p, r);
+        gmx_rreq_put(p, c);
         return;
     }
-    unsigned node = (unsigned)(r->rtag >> GMX_TAG_NODE_SHIFT) & 0xffff;
-    unsigned port = (unsigned)(r->rtag >> GMX_TAG_PORT_SHIFT) & 0xff;
     gm_recv_t *rv = &ev->recv;
     memset(ev, 0, sizeof *ev);
-    rv->message = rv->buffer = (gm_up_n_t){0};
 #if GM_SIZEOF_UP_T == 8
-    rv->buffer.n = _GM_SW64((gm_up_t)(uintptr_t)r->buf);
+    rv->buffer.n = _GM_SW64((gm_up_t)(uintptr_t)c->buf);
 #else
-    rv->buffer.n = _GM_SW32((gm_up_t)(uintptr_t)r->buf);
+    rv->buffer.n = _GM_SW32((gm_up_t)(uintptr_t)c->buf);
 #endif
     rv->message = rv->buffer;
-    rv->length = gm_hton_u32((gm_u32_t)r->rlen);
-    rv->sender_node_id = gm_hton_u16((gm_u16_t)node);
-    rv->tag = gm_hton_u8((gm_u8_t)r->gmtag);
-    rv->size = gm_hton_u8((gm_u8_t)r->size);
-    rv->sender_port_id = gm_hton_u8((gm_u8_t)port);
-    rv->type = gm_hton_u8(r->prio ? GM_HIGH_RECV_EVENT : GM_RECV_EVENT);
-    gmx_rreq_put(p, r);
+    rv->length = gm_hton_u32((gm_u32_t)len);
+    rv->sender_node_id = gm_hton_u16((gm_u16_t)peer->node);
+    rv->tag = gm_hton_u8((gm_u8_t)c->gmtag);
+    rv->size = gm_hton_u8((gm_u8_t)c->size);
+    rv->sender_port_id = gm_hton_u8((gm_u8_t)peer->port);
+    rv->type = gm_hton_u8(c->prio ? GM_HIGH_RECV_EVENT : GM_RECV_EVENT);
+    gmx_rreq_put(p, c);
 }
 
-/* ---- put/get service (target side) --------------------------------------- */
+/* ---- processing stream items, in order --------------------------------------- */
 
 static int access_ok(struct gm_port *p, uint64_t addr, uint64_t len)
 {
     return p->remote_access && gmx_region_covers(p, addr, len);
 }
 
-static gm_status_t serve_ctrl(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
-                              struct gmx_rreq *r)
+/* After a put or get served by messages: tell the sender our registration,
+ * so that its next ones are RMA. */
+static void offer_key(struct gm_port *p, struct gmx_peer *peer, uint64_t addr, uint64_t len)
 {
-    struct gmx_ctrl h;
-    unsigned node = (unsigned)(r->rtag >> GMX_TAG_NODE_SHIFT) & 0xffff;
-    unsigned port = (unsigned)(r->rtag >> GMX_TAG_PORT_SHIFT) & 0xff;
-    if (r->truncated || r->rlen < sizeof h) {
-        gmx_log("bad control message (%zu bytes) from node %u port %u\n", r->rlen, node,
-                port);
-        return GM_INVALID_PARAMETER;
-    }
+    if (!p->rma)
+        return;
+    struct gmx_region *g = gmx_region_find(p, addr, len);
+    if (!g || gmx_region_export(p, g) != 0)
+        return;
+    struct gmx_hdr h = {.kind = GMX_K_KEY, .addr = g->base, .len = g->len, .key = g->key};
+    if (gmx_send_ctl(p, peer, &h) == 0)
+        peer->keyed = 1;
+}
+
+/* Posts the receive of DATA(xfer) from peer into buf (or, with buf NULL,
+ * into nothing, to take it out of the provider's queue). */
+static int post_data(struct gm_port *p, struct gmx_rreq *d, struct gmx_peer *peer,
+                     unsigned prio, const struct gmx_hdr *h, void *buf, size_t cap)
+{
+    d->peer = peer;
+    d->prio = prio;
+    d->seq = h->seq;
+    return gmx_post_recv(p, d, buf, cap, gmx_tag(GMX_TK_DATA, h->xfer, peer->bits), 0);
+}
+
+/* Acts on the stream item in bounce buffer r; 1 if it must wait for a
+ * client buffer (r untouched), else 0 (r released). */
+static int process(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
+                   struct gmx_rreq *r)
+{
+    struct gmx_hdr h;
     memcpy(&h, r->buf, sizeof h);
-    size_t data_len = r->rlen - sizeof h;
-    switch (h.op) {
-    case GMX_CTRL_PUT_INLINE:
-        if (h.len != data_len || !access_ok(p, h.addr, h.len)) {
-            gmx_log("put of %llu bytes at %#llx from node %u port %u refused\n",
-                    (unsigned long long)h.len, (unsigned long long)h.addr, node, port);
-            return GM_PERMISSION_DENIED;
-        }
-        memcpy((void *)(uintptr_t)h.addr, (char *)r->buf + sizeof h, data_len);
-        return GM_SUCCESS;
-    case GMX_CTRL_PUT_RNDV: {
-        if (!peer)
-            return GM_FAILURE;
-        struct gmx_rreq *d = gmx_rreq_get(p);
-        if (!d)
-            return GM_OUT_OF_MEMORY;
-        int ok = access_ok(p, h.addr, h.len);
-        if (!ok)
-            gmx_log("put of %llu bytes at %#llx from node %u port %u refused\n",
-                    (unsigned long long)h.len, (unsigned long long)h.addr, node, port);
-        d->kind = GMX_R_PUTDATA;
-        d->peer = peer;
-        d->prio = prio;
-        /* A refused put is still received (into nothing, truncated) so that
-         * it does not sit in the provider's queue forever. */
-        uint64_t tag = gmx_tag(GMX_KIND_PUTDATA, 0, 0, h.xfer, gmx_sender_bits(node, port));
-        if (gmx_post_recv(p, d, ok ? (void *)(uintptr_t)h.addr : NULL, ok ? h.len : 0, tag,
-                          1ULL << GMX_TAG_PRIO_SHIFT) != 0) {
-            gmx_rreq_put(p, d);
-            return GM_FAILURE;
-        }
-        peer->put_stall[prio]++;
-        return ok ? GM_SUCCESS : GM_PERMISSION_DENIED;
+    const char *payload = (const char *)r->buf + sizeof h;
+    size_t plen = r->rlen - sizeof h;
+    int eager = h.kind == GMX_K_MSG || h.kind == GMX_K_PUT;
+    if (r->truncated || (eager ? h.len != plen : plen != 0)) {
+        gmx_log("bad item (kind %u, %llu bytes, %zu received) from node %u port %u\n",
+                h.kind, (unsigned long long)h.len, plen, peer->node, peer->port);
+        nack(p, peer, prio, h.seq, GM_INVALID_PARAMETER);
+        bounce_release(p, r);
+        return 0;
     }
-    case GMX_CTRL_GET_REQ: {
-        if (!peer || !peer->resolved)
-            return GM_FAILURE;
+    switch (h.kind) {
+    case GMX_K_MSG:
+    case GMX_K_MSG_RNDV: {
+        unsigned size = h.size;
+        if (size < GMX_MIN_SIZE || size > GMX_MAX_SIZE || h.len > gm_max_length_for_size(size)) {
+            nack(p, peer, prio, h.seq, GM_INVALID_PARAMETER);
+            break;
+        }
+        if (!((p->acceptable[prio] >> size) & 1)) {
+            nack(p, peer, prio, h.seq, GM_SEND_REJECTED);
+            break;
+        }
+        struct gmx_rreq *c = buffer_take(p, prio, size);
+        if (!c)
+            return 1;
+        if (h.kind == GMX_K_MSG) {
+            memcpy(c->buf, payload, plen);
+            deliver(p, c, peer, plen);
+            ack_owe(p, peer, prio, h.seq);
+            break;
+        }
+        /* Large: the DATA lands straight in the client buffer; the stream
+         * waits for it. */
+        if (post_data(p, c, peer, prio, &h, c->buf, gm_max_length_for_size(size)) != 0) {
+            gmx_rreq_put(p, c);
+            nack(p, peer, prio, h.seq, GM_FAILURE);
+            break;
+        }
+        peer->stall[prio]++;
+        break;
+    }
+    case GMX_K_PUT:
+        if (!access_ok(p, h.addr, h.len)) {
+            gmx_log("put of %llu bytes at %#llx from node %u port %u refused\n",
+                    (unsigned long long)h.len, (unsigned long long)h.addr, peer->node,
+                    peer->port);
+            nack(p, peer, prio, h.seq, GM_PERMISSION_DENIED);
+            break;
+        }
+        memcpy((void *)(uintptr_t)h.addr, payload, plen);
+        ack_owe(p, peer, prio, h.seq);
+        offer_key(p, peer, h.addr, h.len);
+        break;
+    case GMX_K_PUT_RNDV: {
+        struct gmx_rreq *d = gmx_rreq_get(p);
+        if (!d) {
+            nack(p, peer, prio, h.seq, GM_OUT_OF_MEMORY);
+            break;
+        }
+        d->kind = GMX_R_PUTDATA;
         int ok = access_ok(p, h.addr, h.len);
-        uint64_t tag = gmx_tag(GMX_KIND_GETDATA, 0, prio, h.xfer, p->self_bits);
         if (!ok) {
+            gmx_log("put of %llu bytes at %#llx from node %u port %u refused\n",
+                    (unsigned long long)h.len, (unsigned long long)h.addr, peer->node,
+                    peer->port);
+            /* Still taken out of the provider's queue (into nothing). */
+            d->gmtag = 1;
+            if (post_data(p, d, peer, prio, &h, NULL, 0) != 0)
+                gmx_rreq_put(p, d);
+            nack(p, peer, prio, h.seq, GM_PERMISSION_DENIED);
+            break;
+        }
+        if (post_data(p, d, peer, prio, &h, (void *)(uintptr_t)h.addr, h.len) != 0) {
+            gmx_rreq_put(p, d);
+            nack(p, peer, prio, h.seq, GM_FAILURE);
+            break;
+        }
+        peer->stall[prio]++;
+        offer_key(p, peer, h.addr, h.len);
+        break;
+    }
+    case GMX_K_GET: {
+        uint64_t tag = gmx_tag(GMX_TK_GETDATA, h.xfer, p->self_bits);
+        if (!access_ok(p, h.addr, h.len)) {
             gmx_log("get of %llu bytes at %#llx from node %u port %u refused\n",
-                    (unsigned long long)h.len, (unsigned long long)h.addr, node, port);
+                    (unsigned long long)h.len, (unsigned long long)h.addr, peer->node,
+                    peer->port);
             gmx_send_internal(p, peer, NULL, 0, tag | GMX_TAG_ERR);
         } else {
             gmx_send_internal(p, peer, (void *)(uintptr_t)h.addr, h.len, tag);
+            offer_key(p, peer, h.addr, h.len);
         }
-        return GM_SUCCESS; /* the get completes with its answer */
+        ack_owe(p, peer, prio, h.seq); /* the get completes with its answer */
+        break;
     }
     default:
-        gmx_log("unknown control op %u from node %u port %u\n", h.op, node, port);
-        return GM_INVALID_PARAMETER;
+        nack(p, peer, prio, h.seq, GM_INVALID_PARAMETER);
+        break;
     }
+    bounce_release(p, r);
+    return 0;
 }
 
-/* Acts on one message of a stream, in order. */
-static void process(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
-                    struct gmx_rreq *r)
+static void wait_for_buffer(struct gm_port *p, struct gmx_peer *peer)
 {
-    uint32_t seq = (uint32_t)(r->rtag >> GMX_TAG_SEQ_SHIFT) & GMX_SEQ_MASK;
-    if (r->kind == GMX_R_CLIENT) {
-        if (peer)
-            ack_owe(p, peer, prio, seq);
-        deliver_client(p, r);
-        return;
+    if (!peer->in_wait_list) {
+        peer->in_wait_list = 1;
+        peer->next_wait = p->wait_list;
+        p->wait_list = peer;
     }
-    if (r->kind == GMX_R_REJECT) {
-        if (peer)
-            ack_now(p, peer, prio, seq, GM_SEND_REJECTED);
-        unsigned size = r->size;
-        if (p->reject[prio][size] == r && gmx_post_recv(p, r, NULL, 0, r->post_tag,
-                                                        r->post_ignore) == 0)
-            return;
-        if (p->reject[prio][size] == r)
-            p->reject[prio][size] = NULL;
-        gmx_rreq_put(p, r);
-        return;
-    }
-    gm_status_t st = serve_ctrl(p, peer, prio, r);
-    if (peer) {
-        if (st == GM_SUCCESS)
-            ack_owe(p, peer, prio, seq);
-        else
-            ack_now(p, peer, prio, seq, st);
-    }
-    if (gmx_post_ctrl(p, r) != 0)
-        gmx_rreq_put(p, r);
 }
 
-static uint32_t seq_of(uint64_t tag)
-{
-    return (uint32_t)(tag >> GMX_TAG_SEQ_SHIFT) & GMX_SEQ_MASK;
-}
-
-/* Signed distance of seq from the expected one, modulo 2^22. */
-static int32_t seq_diff(uint32_t seq, uint32_t expected)
-{
-    uint32_t d = (seq - expected) & GMX_SEQ_MASK;
-    return d & 0x200000u ? (int32_t)d - 0x400000 : (int32_t)d;
-}
-
+/* Processes what (peer, prio) holds, in order, until an item must wait. */
 static void drain(struct gm_port *p, struct gmx_peer *peer, unsigned prio)
 {
-    while (peer->held[prio] && !peer->put_stall[prio] &&
-           seq_of(peer->held[prio]->rtag) == peer->recv_seq[prio]) {
+    while (peer->held[prio] && !peer->stall[prio]) {
         struct gmx_rreq *r = peer->held[prio];
         peer->held[prio] = r->next;
-        peer->recv_seq[prio] = (peer->recv_seq[prio] + 1) & GMX_SEQ_MASK;
-        process(p, peer, prio, r);
+        if (!r->next)
+            peer->held_tail[prio] = NULL;
+        if (process(p, peer, prio, r)) {
+            r->next = peer->held[prio];
+            peer->held[prio] = r;
+            if (!r->next)
+                peer->held_tail[prio] = r;
+            peer->blocked[prio] = 1;
+            wait_for_buffer(p, peer);
+            return;
+        }
+        peer->blocked[prio] = 0;
     }
 }
 
-static void hold(struct gmx_peer *peer, unsigned prio, struct gmx_rreq *r)
+/* Buffers were provided (or acceptable sizes changed): retry the streams
+ * that wait. */
+static void retry_waiting(struct gm_port *p)
 {
-    int32_t d = seq_diff(seq_of(r->rtag), peer->recv_seq[prio]);
-    struct gmx_rreq **link = &peer->held[prio];
-    while (*link && seq_diff(seq_of((*link)->rtag), peer->recv_seq[prio]) < d)
-        link = &(*link)->next;
-    r->next = *link;
-    *link = r;
+    p->kick = 0;
+    struct gmx_peer *list = p->wait_list;
+    p->wait_list = NULL;
+    while (list) {
+        struct gmx_peer *peer = list;
+        list = peer->next_wait;
+        peer->in_wait_list = 0;
+        for (unsigned prio = 0; prio < GM_NUM_PRIORITIES; prio++)
+            if (peer->blocked[prio])
+                drain(p, peer, prio);
+    }
 }
 
-/* A message or control message arrived: deliver it in stream order. */
-static void stream_arrive(struct gm_port *p, struct gmx_rreq *r)
+/* A message arrived on the eager channel (bounce buffer r). */
+static void eager_arrived(struct gm_port *p, struct gmx_rreq *r)
 {
-    unsigned node = (unsigned)(r->rtag >> GMX_TAG_NODE_SHIFT) & 0xffff;
-    unsigned port = (unsigned)(r->rtag >> GMX_TAG_PORT_SHIFT) & 0xff;
-    unsigned prio = (unsigned)(r->rtag >> GMX_TAG_PRIO_SHIFT) & 1;
-    uint32_t seq = seq_of(r->rtag);
-    struct gmx_peer *peer = gmx_peer_get(p, node, port);
-    if (!peer) { /* sender outside our map: no ordering state to keep */
-        process(p, NULL, prio, r);
+    struct gmx_hdr h;
+    if (r->rlen < sizeof h) {
+        gmx_log("eager message of %zu bytes: too short; dropped\n", r->rlen);
+        bounce_release(p, r);
         return;
     }
-    if (!peer->seen_prio[prio]) {
-        peer->seen_prio[prio] = 1;
-        peer->recv_seq[prio] = seq;
-    }
-    int32_t d = seq_diff(seq, peer->recv_seq[prio]);
-    if (d != 0 && seq == 0) {
-        /* The sender reopened its port and started over. */
-        gmx_log("node %u port %u restarted its stream\n", node, port);
-        peer->recv_seq[prio] = 0;
-        peer->put_stall[prio] = 0;
-        d = 0;
-    }
-    if (d < 0) { /* stale: from before a restart; never lose it */
-        process(p, peer, prio, r);
+    memcpy(&h, r->buf, sizeof h);
+    struct gmx_peer *peer = gmx_peer_get(p, h.node, h.port);
+    if (!peer) {
+        gmx_log("message from node %u port %u (not in the node map); dropped\n", h.node,
+                h.port);
+        bounce_release(p, r);
         return;
     }
-    if (d > 0 || peer->put_stall[prio]) {
-        gmx_log("holding seq %u (expected %u) from node %u port %u\n", seq,
-                peer->recv_seq[prio], node, port);
-        hold(peer, prio, r);
+    for (unsigned prio = 0; prio < GM_NUM_PRIORITIES; prio++)
+        if ((h.acks >> prio) & 1)
+            gmx_ack_arrived(p, peer, prio, h.ack[prio] & GMX_SEQ_MASK, GM_SUCCESS);
+    unsigned prio = h.prio & 1;
+    switch (h.kind) {
+    case GMX_K_ACK:
+        break;
+    case GMX_K_NACK:
+        gmx_ack_arrived(p, peer, prio, h.seq & GMX_SEQ_MASK,
+                        h.status ? (gm_status_t)h.status : GM_FAILURE);
+        break;
+    case GMX_K_KEY:
+        gmx_key_learn(peer, &h);
+        break;
+    case GMX_K_UNKEY:
+        gmx_key_forget(peer, h.addr);
+        break;
+    default:
+        if (!GMX_IS_STREAM(h.kind)) {
+            gmx_log("unknown message kind %u from node %u port %u\n", h.kind, h.node,
+                    h.port);
+            break;
+        }
+        r->next = NULL;
+        if (peer->held_tail[prio])
+            peer->held_tail[prio]->next = r;
+        else
+            peer->held[prio] = r;
+        peer->held_tail[prio] = r;
+        if (!peer->blocked[prio])
+            drain(p, peer, prio);
         return;
     }
-    peer->recv_seq[prio] = (seq + 1) & GMX_SEQ_MASK;
-    process(p, peer, prio, r);
-    drain(p, peer, prio);
+    bounce_release(p, r);
 }
 
 /* ---- completions --------------------------------------------------------- */
@@ -415,30 +529,34 @@ static void stream_arrive(struct gm_port *p, struct gmx_rreq *r)
 static void recv_done(struct gm_port *p, struct gmx_rreq *r)
 {
     switch (r->kind) {
-    case GMX_R_CLIENT:
-    case GMX_R_CTRL:
-    case GMX_R_REJECT:
-        stream_arrive(p, r);
+    case GMX_R_EAGER:
+        p->bposted--;
+        eager_arrived(p, r);
         return;
-    case GMX_R_PUTDATA: {
+    case GMX_R_CLIENT: { /* DATA of a large message */
         struct gmx_peer *peer = r->peer;
         unsigned prio = r->prio;
-        gmx_rreq_put(p, r);
-        if (peer->put_stall[prio])
-            peer->put_stall[prio]--;
+        if (r->truncated)
+            fprintf(stderr, "libgm: message truncated to its size-%u buffer\n", r->size);
+        ack_owe(p, peer, prio, r->seq);
+        deliver(p, r, peer, r->rlen);
+        if (peer->stall[prio])
+            peer->stall[prio]--;
         drain(p, peer, prio);
         return;
     }
-    case GMX_R_ACK: {
-        unsigned node = (unsigned)(r->rtag >> GMX_TAG_NODE_SHIFT) & 0xffff;
-        unsigned port = (unsigned)(r->rtag >> GMX_TAG_PORT_SHIFT) & 0xff;
-        unsigned prio = (unsigned)(r->rtag >> GMX_TAG_PRIO_SHIFT) & 1;
-        struct gmx_peer *peer = gmx_peer_get(p, node, port);
-        if (peer)
-            gmx_ack_arrived(p, peer, prio, seq_of(r->rtag),
-                            (gm_status_t)(r->rtag & GMX_TAG_SIZE_MASK));
-        if (gmx_post_ack(p, r) != 0)
-            gmx_rreq_put(p, r);
+    case GMX_R_PUTDATA: {
+        struct gmx_peer *peer = r->peer;
+        unsigned prio = r->prio;
+        int discard = r->gmtag;
+        uint32_t seq = r->seq;
+        gmx_rreq_put(p, r);
+        if (discard)
+            return;
+        ack_owe(p, peer, prio, seq);
+        if (peer->stall[prio])
+            peer->stall[prio]--;
+        drain(p, peer, prio);
         return;
     }
     case GMX_R_GETDATA: {
@@ -466,37 +584,39 @@ static void read_error(struct gm_port *p)
         struct gmx_sreq *s = err.op_context;
         gmx_log("send to node %u port %u failed: %s\n", s->peer ? s->peer->node : 0,
                 s->peer ? s->peer->port : 0, fi_strerror(err.err));
-        gmx_stream_failed(p, s->peer, s, gmx_status_from_fi(err.err, s->peer));
+        gm_status_t st = gmx_status_from_fi(err.err, s->peer);
+        if (s->rma && (err.err == FI_EINVAL || err.err == FI_EACCES ||
+                       err.err == FI_EPERM || err.err == FI_EIO))
+            st = GM_PERMISSION_DENIED; /* a stale or wrong key */
+        gmx_send_failed(p, s, st);
         return;
     }
     struct gmx_rreq *r = err.op_context;
     r->posted = 0;
     if (err.err == FI_ECANCELED) {
-        if (r->kind == GMX_R_REJECT && p->reject[r->prio][r->size] == r)
-            p->reject[r->prio][r->size] = NULL;
-        if (r->kind == GMX_R_GETDATA)
+        switch (r->kind) {
+        case GMX_R_EAGER:
+            p->bposted--;
+            bounce_release(p, r);
+            return;
+        case GMX_R_GETDATA:
             gmx_send_done(p, r->get, r->get->status ? r->get->status : GM_SEND_DROPPED);
+            break;
+        default:
+            break;
+        }
         gmx_rreq_put(p, r);
         return;
     }
-    if (err.err == FI_ETRUNC || err.err == FI_ETOOSMALL) {
-        /* Wire data is untrusted: a message longer than the buffer is
-         * delivered truncated to the buffer, flagged for control messages. */
-        if (r->kind == GMX_R_CLIENT)
-            fprintf(stderr, "libgm: message of %zu bytes truncated to its size-%u "
-                            "buffer\n", err.len + err.olen, r->size);
-        r->truncated = 1;
-        r->rtag = err.tag;
-        r->rlen = err.len;
-        recv_done(p, r);
-        return;
-    }
-    fprintf(stderr, "libgm: receive failed: %s\n", fi_strerror(err.err));
-    if (r->kind == GMX_R_GETDATA)
-        gmx_send_done(p, r->get, gmx_status_from_fi(err.err, NULL));
-    if (r->kind == GMX_R_CTRL && gmx_post_ctrl(p, r) == 0)
-        return;
-    gmx_rreq_put(p, r);
+    if (err.err != FI_ETRUNC && err.err != FI_ETOOSMALL)
+        fprintf(stderr, "libgm: receive failed: %s\n", fi_strerror(err.err));
+    /* Wire data is untrusted: a message longer than its buffer is taken
+     * truncated and flagged; other failures count as landed (truncated),
+     * so that no stream waits forever. */
+    r->truncated = 1;
+    r->rtag = err.tag;
+    r->rlen = err.err == FI_ETRUNC || err.err == FI_ETOOSMALL ? err.len : 0;
+    recv_done(p, r);
 }
 
 /* Polls the completion queue once; returns how many completions it handled. */
@@ -510,9 +630,14 @@ int gmx_progress(struct gm_port *p)
     ssize_t n = fi_cq_read(p->cq, ce, GMX_CQ_BATCH);
     if (n > 0) {
         for (ssize_t i = 0; i < n; i++) {
+            if (!ce[i].op_context)
+                continue;
             if (!*(int *)ce[i].op_context) {
                 struct gmx_sreq *s = ce[i].op_context;
-                s->peer->reached = 1;
+                struct gmx_peer *peer = s->peer;
+                peer->reached = 1;
+                if (s->rma == 1 && peer->rma_busy)
+                    peer->rma_busy--;
                 gmx_send_local_done(p, s);
             } else {
                 struct gmx_rreq *r = ce[i].op_context;
@@ -527,10 +652,16 @@ int gmx_progress(struct gm_port *p)
         read_error(p);
         handled = 1;
     }
+    if (p->kick)
+        retry_waiting(p);
+    if (p->bposted < GMX_BOUNCE_POSTED)
+        gmx_bounce_fill(p);
     if (p->post_backlog)
         post_backlog_progress(p);
+    /* Acks go out in the round that delivered: the sender's callback must
+     * not wait for the receiver to poll again (GM's NIC acked by itself). */
     if (p->ack_list)
-        acks_flush(p);
+        gmx_acks_flush(p);
     p->in_progress = 0;
     if (p->backlogged)
         gmx_backlog_progress(p);
@@ -734,31 +865,3 @@ GMX_EXPORT void gm_unknown(struct gm_port *p, gm_recv_event_t *e)
     }
 }
 
-/* Posts (or cancels) a zero-length catcher per size class newly rejected
- * (or accepted again): a message of a rejected size matches it, and the
- * sender gets GM_SEND_REJECTED through the ack. */
-void gmx_reject_update(struct gm_port *p, unsigned prio, gm_size_t old_mask, gm_size_t mask)
-{
-    for (unsigned size = GMX_MIN_SIZE; size <= GMX_MAX_SIZE; size++) {
-        int was = (old_mask >> size) & 1, now = (mask >> size) & 1;
-        if (was && !now && !p->reject[prio][size]) {
-            struct gmx_rreq *r = gmx_rreq_get(p);
-            if (!r)
-                return;
-            r->kind = GMX_R_REJECT;
-            r->size = size;
-            r->prio = prio;
-            p->reject[prio][size] = r;
-            if (gmx_post_recv(p, r, NULL, 0, gmx_tag(GMX_KIND_MSG, size, prio, 0, 0),
-                              GMX_TAG_SEQ_MASK | GMX_TAG_SENDER_MASK) != 0) {
-                p->reject[prio][size] = NULL;
-                gmx_rreq_put(p, r);
-            }
-        } else if (!was && now && p->reject[prio][size]) {
-            struct gmx_rreq *r = p->reject[prio][size];
-            p->reject[prio][size] = NULL;
-            if (r->posted)
-                fi_cancel(&p->ep->fid, r); /* completes as cancelled: freed then */
-        }
-    }
-}

@@ -1,80 +1,22 @@
-/* send.c - sends, puts, gets, drop/resume.  Every operation is a tagged send
- * on the per-(target, priority) ordered stream; sends the provider cannot
- * take right now wait in the target's backlog (FIFO, so order holds) and are
- * retried from the progress loop until GM_SEND_TIMEOUT_MS runs out. */
+/* send.c - sends, puts, gets, drop/resume.  Messages, puts and gets are
+ * items of the per-(target, priority) ordered stream on the eager channel
+ * (see gm_internal.h); sends the window or the provider cannot take now
+ * wait in the target's backlog (FIFO, so order holds) and are retried from
+ * the progress loop until GM_SEND_TIMEOUT_MS runs out.  Where the provider
+ * has RMA and the target told us its registration, puts and gets are
+ * fi_write/fi_read, without the target's CPU. */
 #include "gm_internal.h"
 
 #include <string.h>
 #include <sys/uio.h>
 
-/* The provider is done with s's buffer.  A stream item completes when its
- * ack has come too. */
-void gmx_send_local_done(struct gm_port *p, struct gmx_sreq *s)
-{
-    s->local_done = 1;
-    if (!s->stream || s->acked)
-        gmx_send_done(p, s, s->ack_status);
-}
-
-/* The target processed every stream item up to seq (acks come in order). */
-void gmx_ack_arrived(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uint32_t seq,
-                     gm_status_t st)
-{
-    while (peer->unacked[prio]) {
-        struct gmx_sreq *s = peer->unacked[prio];
-        uint32_t d = (seq - s->seq) & GMX_SEQ_MASK;
-        if (d & 0x200000u)
-            break; /* s is after seq */
-        peer->unacked[prio] = s->next;
-        if (!peer->unacked[prio])
-            peer->unacked_tail[prio] = NULL;
-        peer->inflight--;
-        s->acked = 1;
-        if (s->seq == seq)
-            s->ack_status = st;
-        if (s->local_done)
-            gmx_send_done(p, s, s->ack_status);
-    }
-}
-
-static void unacked_push(struct gmx_peer *peer, struct gmx_sreq *s)
-{
-    unsigned prio = s->prio;
-    s->next = NULL;
-    if (peer->unacked_tail[prio])
-        peer->unacked_tail[prio]->next = s;
-    else
-        peer->unacked[prio] = s;
-    peer->unacked_tail[prio] = s;
-    peer->inflight++;
-}
-
-/* A client send failed: report it and hold that stream (GM semantics). */
-void gmx_stream_failed(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq *s,
-                       gm_status_t st)
-{
-    if (s->kind == GMX_S_CLIENT && peer && s->prio < GM_NUM_PRIORITIES)
-        peer->disabled[s->prio] = 1;
-    gmx_send_done(p, s, st);
-    if (peer && s->stream && s->prio < GM_NUM_PRIORITIES) {
-        /* Items sent before it will not be acknowledged either. */
-        while (peer->unacked[s->prio]) {
-            struct gmx_sreq *u = peer->unacked[s->prio];
-            peer->unacked[s->prio] = u->next;
-            peer->inflight--;
-            u->acked = 1;
-            if (u->local_done)
-                gmx_send_done(p, u, st);
-        }
-        peer->unacked_tail[s->prio] = NULL;
-    }
-}
+/* ---- completion ------------------------------------------------------------ */
 
 /* Queues a finished request for its callback (run by gm_unknown). */
 void gmx_send_done(struct gm_port *p, struct gmx_sreq *s, gm_status_t st)
 {
     if (s->kind == GMX_S_INTERNAL) {
-        if (st != GM_SUCCESS && s->get_rreq) {
+        if (st != GM_SUCCESS && s->get_rreq && s->get_rreq->posted) {
             /* The GET request never got out: fail the get once its receive
              * is cancelled. */
             s->get_rreq->get->status = st;
@@ -92,42 +34,249 @@ void gmx_send_done(struct gm_port *p, struct gmx_sreq *s, gm_status_t st)
     p->done_tail = s;
 }
 
-/* Hands one request to the provider: 0, -FI_EAGAIN, or another error. */
-static ssize_t send_now_raw(struct gm_port *p, struct gmx_sreq *s);
-static ssize_t send_now(struct gm_port *p, struct gmx_sreq *s)
+static void fail_unacked(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
+                         gm_status_t st);
+
+/* The provider is done with one part of s (its own send or its DATA).  A
+ * stream item completes when its ack has come too. */
+void gmx_send_local_done(struct gm_port *p, struct gmx_sreq *s)
+{
+    struct gmx_sreq *parent = s->parent;
+    if (parent) {
+        gmx_sreq_put(p, s);
+        gmx_send_local_done(p, parent);
+        return;
+    }
+    if (s->local_pending)
+        s->local_pending--;
+    if (!s->local_pending && (!s->stream || s->acked))
+        gmx_send_done(p, s, s->ack_status);
+}
+
+/* The target processed every stream item up to seq (acks come in order). */
+void gmx_ack_arrived(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uint32_t seq,
+                     gm_status_t st)
+{
+    while (peer->unacked[prio]) {
+        struct gmx_sreq *s = peer->unacked[prio];
+        uint32_t d = (seq - s->seq) & GMX_SEQ_MASK;
+        if (d & 0x200000u)
+            break; /* s is after seq */
+        peer->unacked[prio] = s->next;
+        if (!peer->unacked[prio])
+            peer->unacked_tail[prio] = NULL;
+        peer->inflight--;
+        s->acked = 1;
+        if (s->seq == seq && st != GM_SUCCESS) {
+            s->ack_status = st;
+            /* GM disables the target after an error until the client
+             * drops or resumes. */
+            if (s->kind == GMX_S_CLIENT)
+                peer->disabled[prio] = 1;
+        }
+        if (!s->local_pending)
+            gmx_send_done(p, s, s->ack_status);
+    }
+}
+
+static void unacked_push(struct gmx_peer *peer, struct gmx_sreq *s)
+{
+    unsigned prio = s->prio;
+    s->next = NULL;
+    if (peer->unacked_tail[prio])
+        peer->unacked_tail[prio]->next = s;
+    else
+        peer->unacked[prio] = s;
+    peer->unacked_tail[prio] = s;
+    peer->inflight++;
+}
+
+/* Items sent on (peer, prio) will not be acknowledged: fail them. */
+static void fail_unacked(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
+                         gm_status_t st)
+{
+    while (peer->unacked[prio]) {
+        struct gmx_sreq *u = peer->unacked[prio];
+        peer->unacked[prio] = u->next;
+        peer->inflight--;
+        u->acked = 1;
+        u->ack_status = st;
+        if (!u->local_pending)
+            gmx_send_done(p, u, st);
+    }
+    peer->unacked_tail[prio] = NULL;
+}
+
+/* A send that never reached the provider failed: report it and hold that
+ * stream (GM semantics); items sent before it are failed too. */
+void gmx_stream_failed(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq *s,
+                       gm_status_t st)
+{
+    if (s->kind == GMX_S_CLIENT && peer && s->prio < GM_NUM_PRIORITIES)
+        peer->disabled[s->prio] = 1;
+    if (s->parent) {
+        /* DATA of a sent header: the target waits for it in vain. */
+        struct gmx_sreq *h = s->parent;
+        if (h->stream && peer)
+            fail_unacked(p, peer, h->prio, st);
+        gmx_send_local_done(p, s);
+        return;
+    }
+    if (s->child) {
+        gmx_sreq_put(p, s->child);
+        s->child = NULL;
+    }
+    s->local_pending = 0;
+    s->acked = 1;
+    gmx_send_done(p, s, st);
+    if (peer && s->stream && s->prio < GM_NUM_PRIORITIES)
+        fail_unacked(p, peer, s->prio, st);
+}
+
+/* The provider reported an error for a send it had taken. */
+void gmx_send_failed(struct gm_port *p, struct gmx_sreq *s, gm_status_t st)
 {
     struct gmx_peer *peer = s->peer;
-    if (!s->stream)
-        return send_now_raw(p, s);
-    if (peer->inflight >= GMX_WINDOW)
-        return -FI_EAGAIN;
-    ssize_t rc = send_now_raw(p, s);
-    if (rc == 0 && !s->acked)
-        unacked_push(peer, s);
+    if (s->rma == 1 && peer && peer->rma_busy)
+        peer->rma_busy--;
+    if (s->parent) {
+        gmx_stream_failed(p, peer, s, st);
+        return;
+    }
+    if (s->stream && peer) {
+        if (s->kind == GMX_S_CLIENT)
+            peer->disabled[s->prio] = 1;
+        fail_unacked(p, peer, s->prio, st); /* includes s */
+    } else {
+        s->ack_status = st;
+    }
+    gmx_send_local_done(p, s);
+}
+
+/* ---- handing requests to the provider -------------------------------------- */
+
+/* Piggy-backs the acks we owe peer on a header going to it. */
+void gmx_hdr_acks(struct gmx_peer *peer, struct gmx_hdr *h)
+{
+    h->acks = 0;
+    for (unsigned prio = 0; prio < GM_NUM_PRIORITIES; prio++) {
+        if (peer->ack_pending[prio]) {
+            h->acks |= (uint8_t)(1u << prio);
+            h->ack[prio] = peer->ack_due[prio];
+        }
+    }
+}
+
+static void acks_sent(struct gmx_peer *peer, const struct gmx_hdr *h)
+{
+    for (unsigned prio = 0; prio < GM_NUM_PRIORITIES; prio++)
+        if ((h->acks >> prio) & 1)
+            peer->ack_pending[prio] = 0;
+}
+
+/* Sends hdr + payload on the eager channel: 0, -FI_EAGAIN or an error.  Small
+ * ones are injected (done at once, reported through *done). */
+static ssize_t eager_send(struct gm_port *p, struct gmx_peer *peer, struct gmx_hdr *h,
+                          const void *buf, size_t len, void *ctx, int *done)
+{
+    ssize_t rc;
+    gmx_hdr_acks(peer, h);
+    size_t total = sizeof *h + len;
+    *done = 0;
+    if (total <= p->inject_size && total <= GMX_BOUNCE_LEN) {
+        char b[GMX_BOUNCE_LEN];
+        memcpy(b, h, sizeof *h);
+        if (len)
+            memcpy(b + sizeof *h, buf, len);
+        rc = fi_tinject(p->ep, b, total, peer->addr, GMX_TAG_EAGER);
+        *done = rc == 0;
+    } else {
+        struct iovec iov[2] = {{h, sizeof *h}, {(void *)buf, len}};
+        struct fi_msg_tagged msg = {.msg_iov = iov, .iov_count = len ? 2 : 1,
+                                    .addr = peer->addr, .tag = GMX_TAG_EAGER,
+                                    .context = ctx};
+        rc = fi_tsendmsg(p->ep, &msg, FI_COMPLETION);
+    }
+    if (rc == 0)
+        acks_sent(peer, h);
     return rc;
 }
+
+static void dataq_push(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq *s);
 
 static ssize_t send_now_raw(struct gm_port *p, struct gmx_sreq *s)
 {
     ssize_t rc;
     struct gmx_peer *peer = s->peer;
-    if (s->use_hdr) {
-        struct iovec iov[2] = {{&s->hdr, sizeof s->hdr}, {(void *)s->buf, s->len}};
-        struct fi_msg_tagged msg = {.msg_iov = iov, .iov_count = s->len ? 2 : 1,
-                                    .addr = peer->addr, .tag = s->tag, .context = s};
-        rc = fi_tsendmsg(p->ep, &msg, FI_COMPLETION);
+    int done = 0;
+    if (s->eager) {
+        rc = eager_send(p, peer, &s->hdr, s->buf, s->len, s, &done);
+    } else if (s->rma == 1) {
+        rc = fi_write(p->ep, s->buf, s->len, NULL, peer->addr, s->raddr, s->rkey, s);
+        if (rc == 0)
+            peer->rma_busy++;
+    } else if (s->rma == 2) {
+        rc = fi_read(p->ep, (void *)s->buf, s->len, NULL, peer->addr, s->raddr, s->rkey, s);
     } else if (s->len <= p->inject_size) {
-        /* Small: the provider copies it now, so the request is done. */
         rc = fi_tinject(p->ep, s->buf, s->len, peer->addr, s->tag);
-        if (rc == 0) {
-            peer->reached = 1;
-            gmx_send_local_done(p, s);
-        }
-        return rc;
+        done = rc == 0;
     } else {
         rc = fi_tsend(p->ep, s->buf, s->len, NULL, peer->addr, s->tag, s);
     }
-    return rc;
+    if (rc != 0)
+        return rc;
+    peer->reached |= done;
+    struct gmx_sreq *child = s->child;
+    s->child = NULL;
+    if (s->stream)
+        unacked_push(peer, s);
+    if (done)
+        gmx_send_local_done(p, s); /* may complete s: not touched after */
+    if (child) {
+        /* The DATA goes right behind its header, ahead of the backlog. */
+        ssize_t crc = peer->dataq ? -FI_EAGAIN : send_now_raw(p, child);
+        if (crc == -FI_EAGAIN)
+            dataq_push(p, peer, child);
+        else if (crc != 0)
+            gmx_stream_failed(p, peer, child, gmx_status_from_fi((int)crc, peer));
+    }
+    return 0;
+}
+
+/* Hands one request to the provider: 0, -FI_EAGAIN, or another error. */
+static ssize_t send_now(struct gm_port *p, struct gmx_sreq *s)
+{
+    struct gmx_peer *peer = s->peer;
+    if (s->stream && peer->inflight >= GMX_WINDOW)
+        return -FI_EAGAIN;
+    /* A put by fi_write must land before anything after it. */
+    if (peer->rma_busy && (s->stream || s->rma == 1))
+        return -FI_EAGAIN;
+    return send_now_raw(p, s);
+}
+
+static void mark_backlogged(struct gm_port *p, struct gmx_peer *peer)
+{
+    if (!peer->in_backlog_list) {
+        peer->in_backlog_list = 1;
+        if (!p->backlogged)
+            atomic_fetch_add(&gmx_backlogged_ports, 1);
+        peer->next_backlogged = p->backlogged;
+        p->backlogged = peer;
+    }
+}
+
+static void dataq_push(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq *s)
+{
+    s->next = NULL;
+    if (!s->first_try_ns)
+        s->first_try_ns = gmx_now_ns();
+    if (peer->dataq_tail)
+        peer->dataq_tail->next = s;
+    else
+        peer->dataq = s;
+    peer->dataq_tail = s;
+    mark_backlogged(p, peer);
 }
 
 static void backlog_push(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq *s)
@@ -140,12 +289,21 @@ static void backlog_push(struct gm_port *p, struct gmx_peer *peer, struct gmx_sr
     else
         peer->backlog = s;
     peer->backlog_tail = s;
-    if (!peer->in_backlog_list) {
-        peer->in_backlog_list = 1;
-        if (!p->backlogged)
-            atomic_fetch_add(&gmx_backlogged_ports, 1);
-        peer->next_backlogged = p->backlogged;
-        p->backlogged = peer;
+    mark_backlogged(p, peer);
+}
+
+/* shm: a port of this process closed since we last looked: check that the
+ * target is still the one we resolved (one atomic load otherwise). */
+static void revalidate(struct gm_port *p, struct gmx_peer *peer)
+{
+    unsigned epoch = atomic_load_explicit(&gmx_close_epoch, memory_order_relaxed);
+    if (peer->close_epoch == epoch)
+        return;
+    peer->close_epoch = epoch;
+    if (peer->resolved && gmx_peer_closed(p, peer)) {
+        fi_av_remove(p->av, &peer->addr, 1, 0);
+        peer->resolved = 0;
+        peer->shm_name[0] = '\0';
     }
 }
 
@@ -153,27 +311,20 @@ static void backlog_push(struct gm_port *p, struct gmx_peer *peer, struct gmx_sr
 static void submit(struct gm_port *p, struct gmx_sreq *s)
 {
     struct gmx_peer *peer = s->peer;
-    if (p->addr_is_str) {
-        /* A port of this process closed since we last looked: check that
-         * this target is still the one we resolved (one load otherwise). */
-        unsigned epoch = atomic_load_explicit(&gmx_close_epoch, memory_order_relaxed);
-        if (peer->close_epoch != epoch) {
-            peer->close_epoch = epoch;
-            if (peer->resolved && gmx_peer_closed(p, peer)) {
-                fi_av_remove(p->av, &peer->addr, 1, 0);
-                peer->resolved = 0;
-                peer->shm_name[0] = '\0';
-            }
-        }
-    }
-    if (!peer->backlog && !peer->disabled[s->prio] &&
+    if (p->addr_is_str)
+        revalidate(p, peer);
+    if (!peer->backlog && !peer->dataq && !peer->disabled[s->prio] &&
         (peer->resolved || gmx_peer_resolve(p, peer))) {
         ssize_t rc = send_now(p, s);
         /* Let the provider make room (or connect), then try a few times
-         * more: a first send to a target often needs a setup round. */
-        for (int i = 0; rc == -FI_EAGAIN && i < (peer->reached ? 1 : 16); i++) {
+         * more: a first send to a target often needs a setup round.  Not
+         * when the window or a put holds it: that takes an ack. */
+        int retries = peer->reached ? 1 : 16;
+        for (int i = 0; rc == -FI_EAGAIN && i < retries; i++) {
+            if ((s->stream && peer->inflight >= GMX_WINDOW) || peer->rma_busy)
+                break;
             gmx_progress(p);
-            if (peer->backlog)
+            if (peer->backlog || peer->dataq)
                 break;
             rc = send_now(p, s);
         }
@@ -212,6 +363,46 @@ static gm_status_t stuck_verdict(struct gm_port *p, struct gmx_peer *peer,
     return waited >= limit ? gmx_status_from_fi(FI_EAGAIN, peer) : GM_SUCCESS;
 }
 
+/* Retries one queue (dataq or backlog) of peer; 1 if it is empty now. */
+static int queue_progress(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq **head,
+                          struct gmx_sreq **tail, uint64_t *now)
+{
+    while (*head) {
+        struct gmx_sreq *s = *head;
+        if (!s->parent && peer->disabled[s->prio])
+            return 0; /* held until gm_drop_sends / gm_resume_sending */
+        if (s->stream && peer->inflight >= GMX_WINDOW)
+            return 0; /* waits for an ack, not for the provider */
+        if (peer->rma_busy && (s->stream || s->rma == 1))
+            return 0;
+        /* Unlink first: a successful inject may complete s at once. */
+        *head = s->next;
+        if (!*head)
+            *tail = NULL;
+        ssize_t rc = peer->resolved ? send_now(p, s) : -FI_EAGAIN;
+        if (rc == 0)
+            continue;
+        if (rc == -FI_EAGAIN) {
+            if (!*now)
+                *now = gmx_now_ns();
+            gm_status_t st = stuck_verdict(p, peer, s, *now);
+            if (st == GM_SUCCESS) {
+                s->next = *head; /* back at the front */
+                *head = s;
+                if (!*tail)
+                    *tail = s;
+                return 0;
+            }
+            gmx_log("node %u port %u unreachable for %u ms: %s\n", peer->node, peer->port,
+                    (unsigned)((*now - s->first_try_ns) / 1000000u), gm_strerror(st));
+            gmx_stream_failed(p, peer, s, st);
+            continue;
+        }
+        gmx_stream_failed(p, peer, s, gmx_status_from_fi((int)rc, peer));
+    }
+    return 1;
+}
+
 void gmx_backlog_progress(struct gm_port *p)
 {
     if (!p->backlogged)
@@ -220,35 +411,9 @@ void gmx_backlog_progress(struct gm_port *p)
     uint64_t now = 0;
     while (*link) {
         struct gmx_peer *peer = *link;
-        while (peer->backlog) {
-            struct gmx_sreq *s = peer->backlog;
-            if (peer->disabled[s->prio])
-                break; /* held until gm_drop_sends / gm_resume_sending */
-            /* Unlink first: a successful inject completes s at once, which
-             * reuses its link. */
-            struct gmx_sreq *rest = s->next;
-            ssize_t rc = peer->resolved ? send_now(p, s) : -FI_EAGAIN;
-            if (rc == -FI_EAGAIN) {
-                if (!now)
-                    now = gmx_now_ns();
-                gm_status_t st = stuck_verdict(p, peer, s, now);
-                if (st == GM_SUCCESS)
-                    break;
-                gmx_log("node %u port %u unreachable for %u ms: %s\n", peer->node,
-                        peer->port, (unsigned)((now - s->first_try_ns) / 1000000u),
-                        gm_strerror(st));
-                /* Fail it; GM then holds later sends to this stream until the
-                 * client drops them or resumes. */
-                peer->backlog = rest;
-                gmx_stream_failed(p, peer, s, st);
-                continue;
-            }
-            peer->backlog = rest;
-            if (rc != 0)
-                gmx_stream_failed(p, peer, s, gmx_status_from_fi((int)rc, peer));
-        }
-        if (!peer->backlog) {
-            peer->backlog_tail = NULL;
+        if (queue_progress(p, peer, &peer->dataq, &peer->dataq_tail, &now))
+            queue_progress(p, peer, &peer->backlog, &peer->backlog_tail, &now);
+        if (!peer->backlog && !peer->dataq) {
             peer->in_backlog_list = 0;
             *link = peer->next_backlogged;
         } else {
@@ -259,7 +424,8 @@ void gmx_backlog_progress(struct gm_port *p)
         atomic_fetch_sub(&gmx_backlogged_ports, 1);
 }
 
-/* Sends an internal message (no callback); 0 or -1 when out of memory. */
+/* Sends an internal DATA/GETDATA message (no callback); 0 or -1 when out of
+ * memory. */
 int gmx_send_internal(struct gm_port *p, struct gmx_peer *peer, const void *buf,
                       size_t len, uint64_t tag)
 {
@@ -271,9 +437,87 @@ int gmx_send_internal(struct gm_port *p, struct gmx_peer *peer, const void *buf,
     s->buf = buf;
     s->len = len;
     s->tag = tag;
+    s->local_pending = 1;
     submit(p, s);
     return 0;
 }
+
+/* Sends a header-only control message (ack, nack, key) at once, outside
+ * the stream and the backlog; 0, or -1 if the provider would not take it. */
+int gmx_send_ctl(struct gm_port *p, struct gmx_peer *peer, const struct gmx_hdr *h)
+{
+    if (!peer->resolved && !gmx_peer_resolve(p, peer))
+        return -1;
+    struct gmx_hdr copy = *h;
+    copy.node = (uint16_t)p->node_id;
+    copy.port = (uint8_t)p->port_id;
+    int done = 0;
+    ssize_t rc = -FI_EAGAIN;
+    for (int i = 0; i < 1000 && rc == -FI_EAGAIN; i++) {
+        rc = eager_send(p, peer, &copy, NULL, 0, NULL, &done);
+        if (rc == -FI_EAGAIN)
+            fi_cq_read(p->cq, NULL, 0); /* drive the provider only */
+    }
+    return rc == 0 ? 0 : -1;
+}
+
+/* ---- remote registrations (RMA) ------------------------------------------- */
+
+void gmx_key_learn(struct gmx_peer *peer, const struct gmx_hdr *h)
+{
+    if (h->addr + h->len < h->addr)
+        return;
+    for (unsigned i = 0; i < peer->nkeys; i++) {
+        if (peer->keys[i].base == h->addr) {
+            peer->keys[i] = (struct gmx_rkey){h->addr, h->len, h->key};
+            return;
+        }
+    }
+    unsigned i = peer->nkeys < GMX_KEY_CACHE ? peer->nkeys++
+                                             : peer->key_next++ % GMX_KEY_CACHE;
+    peer->keys[i] = (struct gmx_rkey){h->addr, h->len, h->key};
+}
+
+void gmx_key_forget(struct gmx_peer *peer, uint64_t base)
+{
+    for (unsigned i = 0; i < peer->nkeys; i++) {
+        if (peer->keys[i].base == base) {
+            peer->keys[i] = peer->keys[--peer->nkeys];
+            return;
+        }
+    }
+}
+
+static const struct gmx_rkey *key_find(struct gmx_peer *peer, uint64_t addr, uint64_t len)
+{
+    for (unsigned i = 0; i < peer->nkeys; i++) {
+        const struct gmx_rkey *k = &peer->keys[i];
+        if (addr >= k->base && addr + len <= k->base + k->len)
+            return k;
+    }
+    return NULL;
+}
+
+/* Turns s into an fi_write/fi_read if the target's registration is known;
+ * 1 if it did. */
+static int try_rma(struct gm_port *p, struct gmx_sreq *s, int op, uint64_t raddr,
+                   uint64_t len)
+{
+    if (!p->rma || len == 0)
+        return 0;
+    /* Take in any news of deregistrations first. */
+    gmx_progress(p);
+    const struct gmx_rkey *k = key_find(s->peer, raddr, len);
+    if (!k)
+        return 0;
+    s->rma = op;
+    s->raddr = p->mr_virt ? raddr : raddr - k->base;
+    s->rkey = k->key;
+    s->local_pending = 1;
+    return 1;
+}
+
+/* ---- client calls ---------------------------------------------------------- */
 
 /* A client request; on bad arguments or an unknown target it completes at
  * once (through gm_unknown) with the status, as GM reports send errors. */
@@ -303,28 +547,219 @@ static struct gmx_sreq *client_req(struct gm_port *p, unsigned prio, unsigned no
     return s;
 }
 
-static void send_locked(struct gm_port *p, void *message, unsigned int size,
-                                      gm_size_t len, unsigned int priority,
-                                      unsigned int target_node_id,
-                                      unsigned int target_port_id,
-                                      gm_send_completion_callback_t callback,
-                                      void *context)
+/* Makes s a stream item of kind (small) or kind_rndv with its payload as
+ * DATA; NULL-safe on memory failure (completes s). */
+static int stream_item(struct gm_port *p, struct gmx_sreq *s, unsigned kind,
+                       unsigned kind_rndv, const void *buf, size_t len)
 {
-    if (!p)
-        return;
+    struct gmx_peer *peer = s->peer;
+    unsigned prio = s->prio;
+    s->eager = 1;
+    s->stream = 1;
+    s->local_pending = 1;
+    s->seq = peer->send_seq[prio]++ & GMX_SEQ_MASK;
+    s->hdr.prio = (uint8_t)prio;
+    s->hdr.seq = s->seq;
+    s->hdr.node = (uint16_t)p->node_id;
+    s->hdr.port = (uint8_t)p->port_id;
+    s->hdr.len = len;
+    if (len <= GMX_EAGER_MAX) {
+        s->hdr.kind = (uint8_t)kind;
+        s->buf = buf;
+        s->len = len;
+        return 0;
+    }
+    struct gmx_sreq *d = gmx_sreq_get(p);
+    if (!d) {
+        peer->send_seq[prio]--; /* never used */
+        gmx_send_done(p, s, GM_OUT_OF_MEMORY);
+        return -1;
+    }
+    uint32_t xfer = p->next_xfer++ & GMX_SEQ_MASK;
+    s->hdr.kind = (uint8_t)kind_rndv;
+    s->hdr.xfer = xfer;
+    s->buf = NULL;
+    s->len = 0;
+    d->kind = GMX_S_INTERNAL;
+    d->peer = peer;
+    d->parent = s;
+    d->prio = prio;
+    d->buf = buf;
+    d->len = len;
+    d->tag = gmx_tag(GMX_TK_DATA, xfer, p->self_bits);
+    s->child = d;
+    s->local_pending = 2;
+    return 0;
+}
+
+static void send_locked(struct gm_port *p, void *message, unsigned int size, gm_size_t len,
+                        unsigned int priority, unsigned int target_node_id,
+                        unsigned int target_port_id, gm_send_completion_callback_t callback,
+                        void *context)
+{
     int ok = size >= GMX_MIN_SIZE && size <= GMX_MAX_SIZE &&
              len <= gm_max_length_for_size(size) && (message || len == 0);
-    struct gmx_sreq *s = client_req(p, priority, target_node_id, target_port_id,
+    struct gmx_sreq *s = client_req(p, priority, target_node_id, target_port_id, callback,
+                                    context, ok);
+    if (!s)
+        return;
+    s->hdr.size = (uint8_t)size;
+    if (stream_item(p, s, GMX_K_MSG, GMX_K_MSG_RNDV, message, len) == 0)
+        submit(p, s);
+}
+
+static void put_locked(struct gm_port *p, void *local_buffer, gm_remote_ptr_t remote_buffer,
+                       gm_size_t len, enum gm_priority priority, unsigned int target_node_id,
+                       unsigned int target_port_id, gm_send_completion_callback_t callback,
+                       void *context)
+{
+    int ok = (local_buffer || len == 0) && remote_buffer + len >= remote_buffer;
+    struct gmx_sreq *s = client_req(p, (unsigned)priority, target_node_id, target_port_id,
+                                    callback, context, ok);
+    if (!s)
+        return;
+    if (try_rma(p, s, 1, remote_buffer, len)) {
+        s->buf = local_buffer;
+        s->len = len;
+        submit(p, s);
+        return;
+    }
+    /* The target checks and copies (or receives the DATA straight into the
+     * target address); it tells us its registration for next time. */
+    s->hdr.addr = remote_buffer;
+    if (stream_item(p, s, GMX_K_PUT, GMX_K_PUT_RNDV, local_buffer, len) == 0)
+        submit(p, s);
+}
+
+static void get_locked(struct gm_port *p, gm_remote_ptr_t remote_buffer, void *local_buffer,
+                       gm_size_t len, enum gm_priority priority, unsigned int target_node_id,
+                       unsigned int target_port_id, gm_send_completion_callback_t callback,
+                       void *context)
+{
+    int ok = (local_buffer || len == 0) && remote_buffer + len >= remote_buffer;
+    struct gmx_sreq *s = client_req(p, (unsigned)priority, target_node_id, target_port_id,
                                     callback, context, ok);
     if (!s)
         return;
     struct gmx_peer *peer = s->peer;
-    s->buf = message;
-    s->len = len;
-    s->stream = 1;
-    s->seq = peer->send_seq[priority]++ & GMX_SEQ_MASK;
-    s->tag = gmx_tag(GMX_KIND_MSG, size, priority, s->seq, p->self_bits);
-    submit(p, s);
+    if (try_rma(p, s, 2, remote_buffer, len)) {
+        s->buf = local_buffer;
+        s->len = len;
+        submit(p, s);
+        return;
+    }
+    struct gmx_rreq *r = gmx_rreq_get(p);
+    struct gmx_sreq *h = gmx_sreq_get(p);
+    if (!r || !h) {
+        if (r)
+            gmx_rreq_put(p, r);
+        if (h)
+            gmx_sreq_put(p, h);
+        gmx_send_done(p, s, GM_OUT_OF_MEMORY);
+        return;
+    }
+    uint32_t xfer = p->next_xfer++ & GMX_SEQ_MASK;
+    /* The answer lands directly in local_buffer.  Posted before asking, so
+     * the wildcard on the error bit is safe. */
+    r->kind = GMX_R_GETDATA;
+    r->get = s;
+    if (gmx_post_recv(p, r, local_buffer, len, gmx_tag(GMX_TK_GETDATA, xfer, peer->bits),
+                      GMX_TAG_ERR) != 0) {
+        gmx_rreq_put(p, r);
+        gmx_sreq_put(p, h);
+        gmx_send_done(p, s, GM_FAILURE);
+        return;
+    }
+    h->kind = GMX_S_INTERNAL;
+    h->peer = peer;
+    h->prio = (unsigned)priority;
+    h->get_rreq = r;
+    h->hdr.addr = remote_buffer;
+    h->hdr.xfer = xfer;
+    stream_item(p, h, GMX_K_GET, GMX_K_GET, NULL, 0);
+    h->hdr.len = len;
+    submit(p, h);
+}
+
+static struct gmx_peer *known_peer(struct gm_port *p, unsigned node, unsigned port)
+{
+    if (port >= GMX_NUM_PORTS || node > gmx_cfg.max_node_id || !p->peers[node])
+        return NULL;
+    return p->peers[node][port];
+}
+
+/* The drop/resume request itself: a token, its callback always GM_SUCCESS. */
+static void token_done(struct gm_port *p, gm_send_completion_callback_t cb, void *ctx)
+{
+    struct gmx_sreq *d = gmx_sreq_get(p);
+    if (d) {
+        d->kind = GMX_S_CLIENT;
+        d->cb = cb;
+        d->ctx = ctx;
+        gmx_send_done(p, d, GM_SUCCESS);
+    }
+}
+
+static void drop_locked(struct gm_port *p, unsigned int priority, unsigned int target_node_id,
+                        unsigned int target_port_id, gm_send_completion_callback_t callback,
+                        void *context)
+{
+    struct gmx_peer *peer = known_peer(p, target_node_id, target_port_id);
+    if (peer) {
+        struct gmx_sreq **link = &peer->backlog;
+        peer->backlog_tail = NULL;
+        while (*link) {
+            struct gmx_sreq *s = *link;
+            if (s->prio == priority && s->kind == GMX_S_CLIENT) {
+                *link = s->next;
+                if (s->stream) {
+                    /* Its sequence number was never used: the target
+                     * expects the next item to take it. */
+                    peer->send_seq[priority]--;
+                    for (struct gmx_sreq *t = s->next; t; t = t->next)
+                        if (t->stream && t->prio == priority)
+                            t->hdr.seq = t->seq = (t->seq - 1) & GMX_SEQ_MASK;
+                }
+                if (s->child) {
+                    gmx_sreq_put(p, s->child);
+                    s->child = NULL;
+                }
+                gmx_send_done(p, s, GM_SEND_DROPPED);
+            } else {
+                peer->backlog_tail = s;
+                link = &s->next;
+            }
+        }
+        if (priority < GM_NUM_PRIORITIES)
+            peer->disabled[priority] = 0;
+    }
+    token_done(p, callback, context);
+}
+
+static void resume_locked(struct gm_port *p, unsigned int priority,
+                          unsigned int target_node_id, unsigned int target_port_id,
+                          gm_send_completion_callback_t callback, void *context)
+{
+    struct gmx_peer *peer = known_peer(p, target_node_id, target_port_id);
+    if (peer && priority < GM_NUM_PRIORITIES)
+        peer->disabled[priority] = 0;
+    token_done(p, callback, context);
+}
+
+/* ---- exported entry points: each holds the port lock (see gm_internal.h) */
+
+GMX_EXPORT void gm_send_with_callback(struct gm_port *p, void *message, unsigned int size,
+                                      gm_size_t len, unsigned int priority,
+                                      unsigned int target_node_id,
+                                      unsigned int target_port_id,
+                                      gm_send_completion_callback_t callback, void *context)
+{
+    if (!p)
+        return;
+    gmx_port_lock(p);
+    send_locked(p, message, size, len, priority, target_node_id, target_port_id, callback,
+                context);
+    gmx_port_unlock(p);
 }
 
 GMX_EXPORT void gm_send_to_peer_with_callback(struct gm_port *p, void *message,
@@ -364,56 +799,17 @@ GMX_EXPORT void gm_datagram_send(struct gm_port *p, void *message, unsigned int 
                           callback, context);
 }
 
-static void put_locked(struct gm_port *p, void *local_buffer, gm_remote_ptr_t remote_buffer,
-                       gm_size_t len, enum gm_priority priority,
-                       unsigned int target_node_id, unsigned int target_port_id,
-                       gm_send_completion_callback_t callback, void *context)
+GMX_EXPORT void gm_put(struct gm_port *p, void *local_buffer, gm_remote_ptr_t remote_buffer,
+                       gm_size_t len, enum gm_priority priority, unsigned int target_node_id,
+                       unsigned int target_port_id, gm_send_completion_callback_t callback,
+                       void *context)
 {
     if (!p)
         return;
-    int ok = (local_buffer || len == 0) && remote_buffer + len >= remote_buffer;
-    struct gmx_sreq *s = client_req(p, (unsigned)priority, target_node_id, target_port_id,
-                                    callback, context, ok);
-    if (!s)
-        return;
-    struct gmx_peer *peer = s->peer;
-    unsigned prio = (unsigned)priority;
-    uint32_t ctrl_seq = peer->send_seq[prio]++ & GMX_SEQ_MASK;
-    uint64_t ctrl_tag = gmx_tag(GMX_KIND_CTRL, 0, prio, ctrl_seq, p->self_bits);
-    if (len <= GMX_PUT_INLINE_MAX) {
-        s->use_hdr = 1;
-        s->hdr = (struct gmx_ctrl){.op = GMX_CTRL_PUT_INLINE, .addr = remote_buffer,
-                                   .len = len};
-        s->buf = local_buffer;
-        s->len = len;
-        s->tag = ctrl_tag;
-        s->stream = 1;
-        s->seq = ctrl_seq;
-        submit(p, s);
-        return;
-    }
-    /* Large: a header on the ordered stream, then the data, which the target
-     * receives straight into the target address. */
-    struct gmx_sreq *h = gmx_sreq_get(p);
-    if (!h) {
-        gmx_send_done(p, s, GM_OUT_OF_MEMORY);
-        return;
-    }
-    uint32_t xfer = p->next_xfer++ & GMX_SEQ_MASK;
-    h->kind = GMX_S_INTERNAL;
-    h->peer = peer;
-    h->use_hdr = 1;
-    h->hdr = (struct gmx_ctrl){.op = GMX_CTRL_PUT_RNDV, .xfer = xfer, .addr = remote_buffer,
-                               .len = len};
-    h->tag = ctrl_tag;
-    h->stream = 1;
-    h->seq = ctrl_seq;
-    h->prio = prio;
-    submit(p, h);
-    s->buf = local_buffer;
-    s->len = len;
-    s->tag = gmx_tag(GMX_KIND_PUTDATA, 0, prio, xfer, p->self_bits);
-    submit(p, s);
+    gmx_port_lock(p);
+    put_locked(p, local_buffer, remote_buffer, len, priority, target_node_id, target_port_id,
+               callback, context);
+    gmx_port_unlock(p);
 }
 
 GMX_EXPORT void gm_directed_send_with_callback(struct gm_port *p, void *source_buffer,
@@ -437,148 +833,10 @@ GMX_EXPORT void gm_directed_send(struct gm_port *p, void *source_buffer,
            NULL, NULL);
 }
 
-static void get_locked(struct gm_port *p, gm_remote_ptr_t remote_buffer, void *local_buffer,
-                       gm_size_t len, enum gm_priority priority,
-                       unsigned int target_node_id, unsigned int target_port_id,
-                       gm_send_completion_callback_t callback, void *context)
-{
-    if (!p)
-        return;
-    int ok = (local_buffer || len == 0) && remote_buffer + len >= remote_buffer;
-    struct gmx_sreq *s = client_req(p, (unsigned)priority, target_node_id, target_port_id,
-                                    callback, context, ok);
-    if (!s)
-        return;
-    struct gmx_peer *peer = s->peer;
-    unsigned prio = (unsigned)priority;
-    struct gmx_rreq *r = gmx_rreq_get(p);
-    struct gmx_sreq *h = gmx_sreq_get(p);
-    if (!r || !h) {
-        if (r)
-            gmx_rreq_put(p, r);
-        if (h)
-            gmx_sreq_put(p, h);
-        gmx_send_done(p, s, GM_OUT_OF_MEMORY);
-        return;
-    }
-    uint32_t xfer = p->next_xfer++ & GMX_SEQ_MASK;
-    /* The answer lands directly in local_buffer; post before asking. */
-    r->kind = GMX_R_GETDATA;
-    r->get = s;
-    r->buf = local_buffer;
-    uint64_t tag = gmx_tag(GMX_KIND_GETDATA, 0, 0, xfer,
-                           gmx_sender_bits(peer->node, peer->port));
-    if (gmx_post_recv(p, r, local_buffer, len, tag, GMX_TAG_ERR |
-                      (1ULL << GMX_TAG_PRIO_SHIFT)) != 0) {
-        gmx_rreq_put(p, r);
-        gmx_sreq_put(p, h);
-        gmx_send_done(p, s, GM_FAILURE);
-        return;
-    }
-    h->kind = GMX_S_INTERNAL;
-    h->peer = peer;
-    h->use_hdr = 1;
-    h->get_rreq = r;
-    h->hdr = (struct gmx_ctrl){.op = GMX_CTRL_GET_REQ, .xfer = xfer, .addr = remote_buffer,
-                               .len = len};
-    h->stream = 1;
-    h->prio = prio;
-    h->seq = peer->send_seq[prio]++ & GMX_SEQ_MASK;
-    h->tag = gmx_tag(GMX_KIND_CTRL, 0, prio, h->seq, p->self_bits);
-    submit(p, h);
-}
-
-static void drop_locked(struct gm_port *p, unsigned int priority,
-                              unsigned int target_node_id, unsigned int target_port_id,
-                              gm_send_completion_callback_t callback, void *context)
-{
-    if (!p)
-        return;
-    struct gmx_peer *peer = target_port_id < GMX_NUM_PORTS && target_node_id <= gmx_cfg.max_node_id &&
-                                    p->peers[target_node_id]
-                                ? p->peers[target_node_id][target_port_id]
-                                : NULL;
-    if (peer) {
-        struct gmx_sreq **link = &peer->backlog;
-        peer->backlog_tail = NULL;
-        while (*link) {
-            struct gmx_sreq *s = *link;
-            if (s->prio == priority && s->kind == GMX_S_CLIENT) {
-                *link = s->next;
-                gmx_send_done(p, s, GM_SEND_DROPPED);
-            } else {
-                peer->backlog_tail = s;
-                link = &s->next;
-            }
-        }
-        if (priority < GM_NUM_PRIORITIES)
-            peer->disabled[priority] = 0;
-    }
-    struct gmx_sreq *d = gmx_sreq_get(p);
-    if (d) {
-        d->kind = GMX_S_CLIENT;
-        d->cb = callback;
-        d->ctx = context;
-        gmx_send_done(p, d, GM_SUCCESS);
-    }
-}
-
-static void resume_locked(struct gm_port *p, unsigned int priority,
-                                  unsigned int target_node_id, unsigned int target_port_id,
-                                  gm_send_completion_callback_t callback, void *context)
-{
-    if (!p)
-        return;
-    struct gmx_peer *peer = target_port_id < GMX_NUM_PORTS &&
-                                    target_node_id <= gmx_cfg.max_node_id &&
-                                    p->peers[target_node_id]
-                                ? p->peers[target_node_id][target_port_id]
-                                : NULL;
-    if (peer && priority < GM_NUM_PRIORITIES)
-        peer->disabled[priority] = 0;
-    struct gmx_sreq *d = gmx_sreq_get(p);
-    if (d) {
-        d->kind = GMX_S_CLIENT;
-        d->cb = callback;
-        d->ctx = context;
-        gmx_send_done(p, d, GM_SUCCESS);
-    }
-}
-
-/* ---- exported entry points: each holds the port lock (see gm_internal.h) */
-
-GMX_EXPORT void gm_send_with_callback(struct gm_port *p, void *message, unsigned int size,
-                                      gm_size_t len, unsigned int priority,
-                                      unsigned int target_node_id,
-                                      unsigned int target_port_id,
-                                      gm_send_completion_callback_t callback,
-                                      void *context)
-{
-    if (!p)
-        return;
-    gmx_port_lock(p);
-    send_locked(p, message, size, len, priority, target_node_id, target_port_id, callback,
-                context);
-    gmx_port_unlock(p);
-}
-
-GMX_EXPORT void gm_put(struct gm_port *p, void *local_buffer, gm_remote_ptr_t remote_buffer,
-                       gm_size_t len, enum gm_priority priority,
-                       unsigned int target_node_id, unsigned int target_port_id,
-                       gm_send_completion_callback_t callback, void *context)
-{
-    if (!p)
-        return;
-    gmx_port_lock(p);
-    put_locked(p, local_buffer, remote_buffer, len, priority, target_node_id, target_port_id,
-               callback, context);
-    gmx_port_unlock(p);
-}
-
 GMX_EXPORT void gm_get(struct gm_port *p, gm_remote_ptr_t remote_buffer, void *local_buffer,
-                       gm_size_t len, enum gm_priority priority,
-                       unsigned int target_node_id, unsigned int target_port_id,
-                       gm_send_completion_callback_t callback, void *context)
+                       gm_size_t len, enum gm_priority priority, unsigned int target_node_id,
+                       unsigned int target_port_id, gm_send_completion_callback_t callback,
+                       void *context)
 {
     if (!p)
         return;

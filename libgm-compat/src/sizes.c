@@ -81,8 +81,9 @@ GMX_EXPORT gm_status_t gm_set_acceptable_sizes(struct gm_port *p, enum gm_priori
     if (!p || (unsigned)priority >= GM_NUM_PRIORITIES)
         return GM_INVALID_PARAMETER;
     gmx_port_lock(p);
-    gmx_reject_update(p, (unsigned)priority, p->acceptable[priority], mask);
     p->acceptable[priority] = mask;
+    if (p->wait_list)
+        p->kick = 1; /* a waiting message may be rejected now */
     gmx_port_unlock(p);
     return GM_SUCCESS;
 }
