@@ -137,6 +137,12 @@ static void on_boot_death(void *arg, int rank, const char *why)
 void cor__peer_died(unsigned rank, int err)
 {
     if (rank == (unsigned)g.rank || atomic_exchange(&g.dead[rank], true)) return;
+    for (int i = 0; i < g.nroutes; i++) {
+        struct cor_route *r = g.routes[i];
+        if (!cor__route_has_peer_dead(r->ops)) continue;
+        for (int k = 0; k < r->nports; k++) r->ops->peer_dead(r->ports[k]->rp, rank);
+        if (r->raw) r->ops->peer_dead(r->raw->rp, rank);
+    }
     cor__req_fail_peer(rank, err);
     COR_LOCK(&g.lock);
     cor_death_fn fn = g.death_fn;

@@ -213,6 +213,8 @@ struct cor_hport {
 int cor__route_load(const char *name, bool quiet, struct cor_route **out);
 int cor__route_has_rma(const struct cor_route_ops *ops);
 int cor__route_has_mem(const struct cor_route_ops *ops);
+int cor__route_has_peer_dead(const struct cor_route_ops *ops);
+int cor__route_has_wait(const struct cor_route_ops *ops);
 int cor__route_has_counters(const struct cor_route_ops *ops);
 void cor__route_unload(struct cor_route *r);
 struct cor_route *cor__route_find(const char *name); /* NULL: not opened */

@@ -108,3 +108,13 @@ int cor__route_has_mem(const struct cor_route_ops *ops)
 {
     return ROUTE_HAS(ops, mem_alloc) && ROUTE_HAS(ops, mem_free);
 }
+
+int cor__route_has_peer_dead(const struct cor_route_ops *ops)
+{
+    return ROUTE_HAS(ops, peer_dead);
+}
+
+int cor__route_has_wait(const struct cor_route_ops *ops)
+{
+    return ROUTE_HAS(ops, wait);
+}

@@ -88,6 +88,7 @@ static void *listener(void *arg)
     struct cor_hport *hp = arg;
     const struct cor_route_ops *ops = hp->route->ops;
     struct pollfd pfd = {.fd = ops->wait_fd(hp->rp), .events = POLLIN};
+    bool has_wait = cor__route_has_wait(ops);
     while (!atomic_load(&hp->stop)) {
         if (atomic_load(&g.spinners) > 0) {
             COR_LOCK(&g.spin_lock);
@@ -106,7 +107,14 @@ static void *listener(void *arg)
         }
         int timeout = ops->timeout_ms(hp->rp);
         if (timeout < 0 || timeout > 50) timeout = 50; /* notice stop requests */
-        if (poll(&pfd, 1, timeout) < 0) continue;
+        if (pfd.fd >= 0) {
+            if (poll(&pfd, 1, timeout) < 0) continue;
+        } else if (has_wait) {
+            ops->wait(hp->rp, timeout);
+        } else {
+            struct timespec ts = {timeout / 1000, (long)(timeout % 1000) * 1000000};
+            nanosleep(&ts, NULL);
+        }
         int budget = 64, n;
         while (budget-- > 0 && (n = cor__hport_poll(hp)) > 0)
             ;

@@ -97,7 +97,9 @@ struct cor_route_ops {
     /* Does bounded work: receives, acknowledges, retransmits, makes callbacks. Returns the
      * number of frames delivered or sends completed (0 = nothing happened). */
     int (*progress)(struct cor_rport *port);
-    /* A file descriptor that becomes readable when progress() has work, for poll(). */
+    /* A file descriptor that becomes readable when progress() has work, for poll(); -1 if
+     * the route has none (then it should provide wait(), else the core polls every
+     * timeout_ms). */
     int (*wait_fd)(struct cor_rport *port);
     /* Milliseconds the core may sleep before progress() must run again (timers); -1 = none. */
     int (*timeout_ms)(struct cor_rport *port);
@@ -119,6 +121,15 @@ struct cor_route_ops {
     /* Allocates/free memory the route can send without a copy (DMA memory). */
     void *(*mem_alloc)(struct cor_rport *port, size_t len);
     void (*mem_free)(struct cor_rport *port, void *ptr);
+
+    /* The core learnt (from the launcher) that `peer` died: frames to it that the route still
+     * holds must finish (send_done with COR_EPEERDEAD) at the next progress(), and later
+     * sends are refused. Makes no upcall itself. */
+    void (*peer_dead)(struct cor_rport *port, cor_peer_t peer);
+    /* For routes without a file descriptor (wait_fd() returns -1): blocks until progress()
+     * may have work or timeout_ms passed; returns at once if work is pending. The core's
+     * listener calls it with no lock held. */
+    int (*wait)(struct cor_rport *port, int timeout_ms);
 };
 
 /* A route defines its table with this, the only exported symbol of the plugin. */
