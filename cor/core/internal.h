@@ -33,6 +33,7 @@ void cor__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
     } while (0)
 void cor__fatal(const char *what, const char *file, int line) __attribute__((noreturn));
 uint64_t cor__now_ns(void);
+void cor__cond_wait_ns(pthread_cond_t *cond, pthread_mutex_t *lock, long ns);
 long cor__env_long(const char *name, long dflt, long min, long max);
 
 /* ---- buffers (getBuffer): a header before the data says what they hold ---- */

@@ -44,3 +44,17 @@ long cor__env_long(const char *name, long dflt, long min, long max)
     }
     return v;
 }
+
+/* pthread_cond_timedwait for a relative time. */
+void cor__cond_wait_ns(pthread_cond_t *cond, pthread_mutex_t *lock, long ns)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ns / 1000000000;
+    ts.tv_nsec += ns % 1000000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(cond, lock, &ts);
+}

@@ -92,16 +92,8 @@ static void *listener(void *arg)
     while (!atomic_load(&hp->stop)) {
         if (atomic_load(&g.spinners) > 0) {
             COR_LOCK(&g.spin_lock);
-            if (atomic_load(&g.spinners) > 0 && !atomic_load(&hp->stop)) {
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                ts.tv_nsec += 2000000;
-                if (ts.tv_nsec >= 1000000000) {
-                    ts.tv_sec++;
-                    ts.tv_nsec -= 1000000000;
-                }
-                pthread_cond_timedwait(&g.spin_cond, &g.spin_lock, &ts);
-            }
+            if (atomic_load(&g.spinners) > 0 && !atomic_load(&hp->stop))
+                cor__cond_wait_ns(&g.spin_cond, &g.spin_lock, 2000000);
             COR_UNLOCK(&g.spin_lock);
             continue;
         }

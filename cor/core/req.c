@@ -99,7 +99,9 @@ bool cor__req_complete(struct cor_req *r, int err)
  */
 typedef bool (*pred_fn)(void *arg);
 
-static void wait_until(pred_fn done, void *arg)
+/* `foreign`: some awaited request belongs to another task, whose completion signals that
+ * task rather than us, so we look again every millisecond. */
+static void wait_until(pred_fn done, void *arg, bool foreign)
 {
     if (done(arg)) return;
     if (g.nroutes > 0 && g.spin_ns > 0) {
@@ -122,17 +124,7 @@ static void wait_until(pred_fn done, void *arg)
     struct cor_task *t = cor__task_self();
     COR_LOCK(&t->lock);
     t->sleepers++;
-    while (!done(arg)) {
-        /* Requests of other tasks signal their owner, not us: poll them every ms. */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&t->cond, &t->lock, &ts);
-    }
+    while (!done(arg)) cor__cond_wait_ns(&t->cond, &t->lock, foreign ? 1000000 : 100000000);
     t->sleepers--;
     COR_UNLOCK(&t->lock);
 }
@@ -144,7 +136,17 @@ static bool one_done(void *arg)
 
 void cor__req_block(struct cor_req *r)
 {
-    wait_until(one_done, r);
+    wait_until(one_done, r, r->owner != cor__task_self());
+}
+
+static bool any_foreign(size_t n, const cor_req_t *reqs)
+{
+    struct cor_task *me = cor__task_self();
+    for (size_t i = 0; i < n; i++) {
+        struct cor_req *r = cor__req_lookup(reqs[i]);
+        if (r && r->owner != me) return true;
+    }
+    return false;
 }
 
 /* Hands a completed request's results to the caller and frees it. */
@@ -223,7 +225,7 @@ COR_API int cor_waitany(size_t n, cor_req_t *reqs, size_t *index, cor_status_t *
         *index = (size_t)-1;
         return COR_EINVAL;
     }
-    wait_until(many_done, &m);
+    wait_until(many_done, &m, any_foreign(n, reqs));
     *index = m.found;
     return finish(&reqs[m.found], cor__req_lookup(reqs[m.found]), status);
 }
@@ -234,7 +236,7 @@ COR_API int cor_waitall(size_t n, cor_req_t *reqs, cor_status_t *statuses)
     for (size_t i = 0; i < n; i++)
         if (reqs[i] != COR_REQ_NULL && !cor__req_lookup(reqs[i])) return COR_EBADHANDLE;
     struct many m = {n, reqs, true, 0};
-    wait_until(many_done, &m);
+    wait_until(many_done, &m, any_foreign(n, reqs));
     int first = COR_OK;
     for (size_t i = 0; i < n; i++) {
         struct cor_req *r = cor__req_lookup(reqs[i]);
