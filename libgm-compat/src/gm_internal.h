@@ -236,6 +236,8 @@ struct gmx_peer {
     unsigned rma_busy;                     /* puts by fi_write not completed */
     struct gmx_peer *next_backlogged;
     int in_backlog_list;
+    struct gmx_peer *next_watch; /* in p->watch: has items in flight */
+    int in_watch;
     struct gmx_rkey keys[GMX_KEY_CACHE];
     unsigned nkeys, key_next;
     /* receiving */
@@ -288,6 +290,9 @@ struct gm_port {
     struct gmx_peer ***peers;
     unsigned peers_rows;
     struct gmx_peer *backlogged; /* peers with a backlog */
+    struct gmx_peer *watch;      /* peers with items in flight */
+    uint64_t watch_ns;           /* last look at them */
+    unsigned watch_tick;
 
     /* request pools */
     struct gmx_sreq *sfree;
@@ -367,6 +372,8 @@ void gmx_send_done(struct gm_port *p, struct gmx_sreq *s, gm_status_t st);
 void gmx_stream_failed(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq *s,
                        gm_status_t st);
 void gmx_backlog_progress(struct gm_port *p);
+void gmx_watch_progress(struct gm_port *p);
+void gmx_nack_held(struct gm_port *p);
 void gmx_backlog_fail_all(struct gm_port *p);
 int gmx_send_internal(struct gm_port *p, struct gmx_peer *peer, const void *buf,
                       size_t len, uint64_t tag);

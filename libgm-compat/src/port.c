@@ -466,6 +466,7 @@ GMX_EXPORT void gm_close(struct gm_port *p)
      * our registrations. */
     gmx_port_lock(p);
     gmx_acks_flush(p);
+    gmx_nack_held(p);
     gmx_regions_unexport_all(p);
     gmx_port_unlock(p);
     pthread_mutex_lock(&gmx_lock);

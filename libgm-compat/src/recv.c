@@ -235,6 +235,29 @@ void gmx_acks_flush(struct gm_port *p)
     }
 }
 
+/* At close: items taken but never processed fail at their senders
+ * (instead of waiting for the in-flight timeout). */
+void gmx_nack_held(struct gm_port *p)
+{
+    for (unsigned n = 0; n < p->peers_rows; n++) {
+        if (!p->peers[n])
+            continue;
+        for (unsigned q = 0; q < GMX_NUM_PORTS; q++) {
+            struct gmx_peer *peer = p->peers[n][q];
+            for (unsigned prio = 0; peer && prio < GM_NUM_PRIORITIES; prio++) {
+                for (struct gmx_rreq *r = peer->held[prio]; r; r = r->next) {
+                    struct gmx_hdr h;
+                    memcpy(&h, r->buf, sizeof h);
+                    struct gmx_hdr n_h = {.kind = GMX_K_NACK, .prio = (uint8_t)prio,
+                                          .seq = h.seq,
+                                          .status = GM_SEND_TARGET_PORT_CLOSED};
+                    gmx_send_ctl(p, peer, &n_h);
+                }
+            }
+        }
+    }
+}
+
 /* ---- events -------------------------------------------------------------- */
 
 gm_recv_event_t *gmx_event_push(struct gm_port *p)
@@ -662,6 +685,8 @@ int gmx_progress(struct gm_port *p)
      * not wait for the receiver to poll again (GM's NIC acked by itself). */
     if (p->ack_list)
         gmx_acks_flush(p);
+    if (p->watch && (++p->watch_tick & 255) == 0)
+        gmx_watch_progress(p);
     p->in_progress = 0;
     if (p->backlogged)
         gmx_backlog_progress(p);

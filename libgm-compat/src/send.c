@@ -79,8 +79,15 @@ void gmx_ack_arrived(struct gm_port *p, struct gmx_peer *peer, unsigned prio, ui
     }
 }
 
-static void unacked_push(struct gmx_peer *peer, struct gmx_sreq *s)
+static void unacked_push(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq *s)
 {
+    if (!peer->in_watch) {
+        peer->in_watch = 1;
+        peer->next_watch = p->watch;
+        p->watch = peer;
+    }
+    if (!s->first_try_ns)
+        s->first_try_ns = gmx_now_ns();
     unsigned prio = s->prio;
     s->next = NULL;
     if (peer->unacked_tail[prio])
@@ -105,6 +112,77 @@ static void fail_unacked(struct gm_port *p, struct gmx_peer *peer, unsigned prio
             gmx_send_done(p, u, st);
     }
     peer->unacked_tail[prio] = NULL;
+}
+
+/* Reports s to the client now although the provider may still hold it (a
+ * dead target never answers): a stand-in carries the callback, and s itself
+ * becomes internal, freed if its completions ever come. */
+static void abandon(struct gm_port *p, struct gmx_sreq *s, gm_status_t st)
+{
+    if (s->kind == GMX_S_CLIENT) {
+        struct gmx_sreq *proxy = gmx_sreq_get(p);
+        if (proxy) {
+            proxy->kind = GMX_S_CLIENT;
+            proxy->cb = s->cb;
+            proxy->ctx = s->ctx;
+            gmx_send_done(p, proxy, st);
+        }
+        s->kind = GMX_S_INTERNAL;
+    }
+}
+
+/* Fails the items in flight to peer on both priorities (target gone). */
+static void peer_dead(struct gm_port *p, struct gmx_peer *peer, gm_status_t st)
+{
+    for (unsigned prio = 0; prio < GM_NUM_PRIORITIES; prio++) {
+        if (!peer->unacked[prio])
+            continue;
+        if (peer->unacked[prio]->kind == GMX_S_CLIENT)
+            peer->disabled[prio] = 1;
+        for (struct gmx_sreq *u = peer->unacked[prio]; u; u = u->next)
+            if (u->local_pending)
+                abandon(p, u, st);
+        fail_unacked(p, peer, prio, st);
+    }
+}
+
+/* Looks (every 10 ms) at the oldest item in flight to each target: a shm
+ * target whose lock is gone died or closed; any target that has not
+ * processed an item for 60 x GM_SEND_TIMEOUT_MS timed out. */
+void gmx_watch_progress(struct gm_port *p)
+{
+    uint64_t now = gmx_now_ns();
+    if (now - p->watch_ns < 10000000u)
+        return;
+    p->watch_ns = now;
+    uint64_t limit = (uint64_t)gmx_cfg.send_timeout_ms * 1000000u * 60;
+    struct gmx_peer **link = &p->watch;
+    while (*link) {
+        struct gmx_peer *peer = *link;
+        uint64_t oldest = 0;
+        for (unsigned prio = 0; prio < GM_NUM_PRIORITIES; prio++) {
+            struct gmx_sreq *u = peer->unacked[prio];
+            if (u && (!oldest || u->first_try_ns < oldest))
+                oldest = u->first_try_ns;
+        }
+        if (oldest && now - oldest >= 50000000u) {
+            if (p->addr_is_str && gmx_peer_closed(p, peer)) {
+                gmx_log("node %u port %u closed with items in flight\n", peer->node,
+                        peer->port);
+                peer_dead(p, peer, GM_SEND_TARGET_PORT_CLOSED);
+            } else if (now - oldest >= limit) {
+                gmx_log("node %u port %u processed nothing for %u ms\n", peer->node,
+                        peer->port, (unsigned)((now - oldest) / 1000000u));
+                peer_dead(p, peer, GM_SEND_TIMED_OUT);
+            }
+        }
+        if (!peer->inflight) {
+            peer->in_watch = 0;
+            *link = peer->next_watch;
+        } else {
+            link = &peer->next_watch;
+        }
+    }
 }
 
 /* A send that never reached the provider failed: report it and hold that
@@ -229,7 +307,7 @@ static ssize_t send_now_raw(struct gm_port *p, struct gmx_sreq *s)
     struct gmx_sreq *child = s->child;
     s->child = NULL;
     if (s->stream)
-        unacked_push(peer, s);
+        unacked_push(p, peer, s);
     if (done)
         gmx_send_local_done(p, s); /* may complete s: not touched after */
     if (child) {

@@ -1,0 +1,48 @@
+#!/bin/sh
+# A target killed with SIGKILL while messages to it (100 B: in flight;
+# 32 KiB: their data waiting at the sender) are outstanding:
+# every send completes (GM_SEND_TARGET_PORT_CLOSED / GM_SEND_TIMED_OUT, the
+# held rest GM_SEND_DROPPED after gm_drop_sends), never a hang.  shm (the
+# dead port's lock file goes) and tcp;ofi_rxm (in-flight timeout, 60 x
+# GM_SEND_TIMEOUT_MS).
+. "$(dirname "$0")/gm-proc-lib.sh"
+GMT_BLAST="$GMT_BUILDDIR/tests/gm-blast"
+gmt_need "$GMT_BLAST"
+unset GM_NODE_MAP
+fail=0
+
+# run_case NAME LEN: the sink (node 1) takes messages but provides no
+# buffer; the sender (node 2) sends 40 of LEN bytes; the sink is killed.
+run_case() {
+    cn=$1 len=$2
+    gmt_bg "${cn}_sink" env GM_NODE_ID=1 "$GMT_BLAST" --sink --port 5 --timeout 60
+    eval "sink=\$GMT_PID_${cn}_sink"
+    i=0
+    until grep -q ready "$GMT_TMP/${cn}_sink.log" 2>/dev/null || [ $i -ge 100 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    gmt_bg "${cn}_sender" env GM_NODE_ID=2 "$GMT_BLAST" --to 1 --port 5 --count 40 \
+        --len "$len" --timeout 40
+    sleep 1
+    # timeout(1) runs the sink as its child: kill that one.
+    pkill -KILL -P "$sink" 2>/dev/null
+    kill -KILL "$sink" 2>/dev/null
+    if gmt_wait "${cn}_sender"; then
+        echo "PASS: $cn: $(tail -n 1 "$GMT_TMP/${cn}_sender.log")"
+    else
+        echo "FAIL: $cn"
+        fail=1
+    fi
+}
+
+export GM_NODES='1 gmt-sink; 2 gmt-sender' GM_PROVIDER=shm GM_SHM_NAMESPACE="gmtpd$$"
+export GM_SEND_TIMEOUT_MS=300
+run_case shm_kill_small 100
+run_case shm_kill_large 32768
+
+base=$(gmt_port_base)
+export GM_NODES="1 gmt-sink 127.0.0.1:$base; 2 gmt-sender 127.0.0.1:$((base + 100))"
+export GM_PROVIDER='tcp;ofi_rxm' GM_SEND_TIMEOUT_MS=100
+run_case tcp_kill_small 100
+exit $fail
