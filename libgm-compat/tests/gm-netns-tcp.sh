@@ -35,9 +35,9 @@ unset GM_NODE_MAP
 export GM_NODES='1 gmt-host-a 10.231.0.1; 2 gmt-host-b 10.231.0.2' GM_PROVIDER='tcp;ofi_rxm'
 fail=0
 gmt_bg ns_server ip netns exec "$nsa" env GM_NODE_ID=1 "$GMT_PEER" --server --port 6 \
-    --count 2000 --timeout 60
+    --count "$(gmt_scaled 2000)" --timeout 60
 gmt_bg ns_client ip netns exec "$nsb" env GM_NODE_ID=2 "$GMT_PEER" --client gmt-host-a \
-    --port 6 --count 2000 --timeout 60
+    --port 6 --count "$(gmt_scaled 2000)" --timeout 60
 gmt_wait ns_client || fail=1
 gmt_wait ns_server || fail=1
 [ $fail -eq 0 ] && echo "PASS: peer test across namespaces: $(tail -n 1 "$GMT_TMP/ns_client.log")"

@@ -79,3 +79,8 @@ gmt_pair() {
     echo "FAIL: $tag (client $c, server $s)"
     return 1
 }
+
+# gmt_scaled N: N, or N/4 under COR_TEST_SCALE=small (sanitizer builds).
+gmt_scaled() {
+    if [ "$COR_TEST_SCALE" = small ]; then echo $(($1 / 4)); else echo "$1"; fi
+}

@@ -9,7 +9,7 @@ gmt_need "$GMT_PEER"
 unset GM_NODE_MAP
 export GM_NODES='1 gmt-srv; 2 gmt-cli' GM_PROVIDER=shm GM_SHM_NAMESPACE="gmt2p$$"
 fail=0
-gmt_pair shm_server_first "GM_NODE_ID=1" "GM_NODE_ID=2" gmt-srv --port 6 --count 3000 \
+gmt_pair shm_server_first "GM_NODE_ID=1" "GM_NODE_ID=2" gmt-srv --port 6 --count "$(gmt_scaled 3000)" \
     --timeout 60 || fail=1
 
 gmt_bg late_client env GM_NODE_ID=2 "$GMT_PEER" --client 1 --port 7 --count 500 --timeout 60

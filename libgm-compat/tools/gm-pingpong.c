@@ -188,6 +188,8 @@ static gm_status_t ctrl_send(const struct pp_ctrl *c, int retry)
         }
         if (op.status != GM_SEND_TARGET_PORT_CLOSED || !retry)
             return op.status;
+        /* The server's port is not open yet: not an error, try again. */
+        send_errors--;
         struct sendop r = {0};
         tokens--;
         gm_resume_sending(port, GM_HIGH_PRIORITY, peer_node, port_id, send_cb, &r);
@@ -509,7 +511,7 @@ static void csv_append(const char *path, const struct result *r, unsigned n)
     if (ftell(f) == 0)
         fprintf(f, "route,mode,bytes,ports,pairs,one_way_us,MBps\n");
     for (unsigned i = 0; i < n; i++)
-        fprintf(f, "gm-raw,%s,%u,1,1,%.3f,%.3f\n", r[i].mode, r[i].len, r[i].one_way_us,
+        fprintf(f, "gm-raw,%s,%u,1,1,%.3f,%.6f\n", r[i].mode, r[i].len, r[i].one_way_us,
                 r[i].mbps);
     fclose(f);
 }
