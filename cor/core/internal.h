@@ -310,6 +310,8 @@ struct cor_global {
     /* Adaptive waiting: one task at a time spins on the ports; listeners stay off the fds
      * while it does, so a wake-up doesn't cost a thread hand-off. */
     _Atomic int spinners;
+    _Atomic uint64_t last_spin_end; /* when the last successful spin ended (0: none lately) */
+    long linger_ns;                 /* COR_LINGER_US: listeners stay parked this long after */
     pthread_mutex_t spin_lock;
     pthread_cond_t spin_cond;
 

@@ -83,6 +83,15 @@ int cor__progress_all(void)
     return n;
 }
 
+/* Whether a task polls the ports now, or did so a moment ago and probably will again: then
+ * the listeners keep off the sockets, where a wake-up per frame would compete with it. */
+static bool tasks_polling(void)
+{
+    if (atomic_load(&g.spinners) > 0) return true;
+    uint64_t end = atomic_load(&g.last_spin_end);
+    return end && cor__now_ns() - end < (uint64_t)g.linger_ns;
+}
+
 static void *listener(void *arg)
 {
     struct cor_hport *hp = arg;
@@ -90,10 +99,10 @@ static void *listener(void *arg)
     struct pollfd pfd = {.fd = ops->wait_fd(hp->rp), .events = POLLIN};
     bool has_wait = cor__route_has_wait(ops);
     while (!atomic_load(&hp->stop)) {
-        if (atomic_load(&g.spinners) > 0) {
+        if (tasks_polling()) {
             COR_LOCK(&g.spin_lock);
-            if (atomic_load(&g.spinners) > 0 && !atomic_load(&hp->stop))
-                cor__cond_wait_ns(&g.spin_cond, &g.spin_lock, 2000000);
+            if (tasks_polling() && !atomic_load(&hp->stop))
+                cor__cond_wait_ns(&g.spin_cond, &g.spin_lock, 500000);
             COR_UNLOCK(&g.spin_lock);
             continue;
         }

@@ -105,21 +105,28 @@ static void wait_until(pred_fn done, void *arg, bool foreign)
 {
     if (done(arg)) return;
     if (g.nroutes > 0 && g.spin_ns > 0) {
+        bool spun = false;
         if (atomic_fetch_add(&g.spinners, 1) == 0) {
             uint64_t start = cor__now_ns();
             unsigned n = 0;
+            spun = true;
             while (!done(arg)) {
                 if (cor__progress_all() == 0 && (++n & 63) == 0 &&
                     cor__now_ns() - start > (uint64_t)g.spin_ns)
                     break;
             }
         }
-        if (atomic_fetch_sub(&g.spinners, 1) == 1) {
+        bool ok = done(arg);
+        /* A spinner that succeeded will likely spin again soon: the listeners linger off the
+         * sockets a while instead of being woken for nothing. One that gives up is about to
+         * sleep and needs them at once. */
+        if (spun) atomic_store(&g.last_spin_end, ok ? cor__now_ns() : 0);
+        if (atomic_fetch_sub(&g.spinners, 1) == 1 && !ok) {
             COR_LOCK(&g.spin_lock);
             pthread_cond_broadcast(&g.spin_cond);
             COR_UNLOCK(&g.spin_lock);
         }
-        if (done(arg)) return;
+        if (ok) return;
     }
     struct cor_task *t = cor__task_self();
     COR_LOCK(&t->lock);
