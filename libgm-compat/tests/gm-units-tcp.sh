@@ -1,6 +1,7 @@
 #!/bin/sh
 # The in-process CUnit suites again, over tcp;ofi_rxm on loopback (a one-node
-# map; gmt.c sets it up when GM_TEST_PROVIDER=tcp).  Ordering uses 20,000
+# map; gmt.c sets it up when GM_TEST_PROVIDER=tcp), and gm_rdma_test over shm
+# without RMA (GM_RMA=0).  Ordering uses 20,000
 # messages here to keep the run short.
 . "$(dirname "$0")/gm-proc-lib.sh"
 fail=0
@@ -17,4 +18,12 @@ for t in gm_basic_test gm_sizes_test gm_tokens_test gm_callbacks_test gm_rdma_te
         fail=1
     fi
 done
+# The message path of puts and gets (providers without RMA), over shm.
+gmt_bg rdma_no_rma env GM_RMA=0 "$GMT_BUILDDIR/tests/gm_rdma_test"
+if gmt_wait rdma_no_rma; then
+    echo "PASS: gm_rdma_test with GM_RMA=0"
+else
+    echo "FAIL: gm_rdma_test with GM_RMA=0"
+    fail=1
+fi
 exit $fail

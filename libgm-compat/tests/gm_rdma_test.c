@@ -254,6 +254,76 @@ static void test_put_refused(void)
     free(plain);
 }
 
+/* Repeated puts and gets into one registered region: after the first (the
+ * target then tells the sender its registration) the library uses the
+ * provider's RMA where it has it; on shm (in one process) those complete
+ * while only the initiator polls - the target's CPU is not needed.  After
+ * gm_deregister_memory the target's registration is gone and a put there
+ * is refused again. */
+static void test_rma_reuse(void)
+{
+    if (open_pair(1))
+        return;
+    enum { REGION = 1 << 20 };
+    const char *prov = getenv("GM_TEST_PROVIDER");
+    const char *rma_env = getenv("GM_RMA");
+    int target_idle_ok = !(prov && strcmp(prov, "tcp") == 0) &&
+                         !(rma_env && strcmp(rma_env, "0") == 0);
+    char *dst = malloc(REGION);
+    char *src = gm_dma_malloc(pr.a, REGION);
+    char *local = gm_dma_malloc(pr.a, REGION);
+    GMT_TRUE_FATAL("allocations", dst && src && local);
+    memset(dst, 0x11, REGION);
+    GMT_EQ("gm_register_memory", gm_register_memory(pr.b, dst, REGION), GM_SUCCESS);
+    struct gmt_send s = {0};
+    gmt_fill(src, 1024, 1);
+    gm_put(pr.a, src, rptr(dst), 1024, GM_LOW_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb, &s);
+    GMT_TRUE("first put completes", gmt_wait_sent(pr.a, pr.b, &s.calls, 1, GMT_WAIT_US));
+    GMT_EQ("first put status", s.status, GM_SUCCESS);
+    gmt_drain(pr.a, pr.b, 20000); /* the target's registration arrives */
+    static const size_t lens[] = {8, 4096, 65536, REGION - 64};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        char what[128];
+        size_t len = lens[i];
+        uint32_t seed = 100 + (uint32_t)i;
+        gmt_fill(src, len, seed);
+        struct gmt_send ps = {0};
+        gm_put(pr.a, src, rptr(dst + 64), len, GM_LOW_PRIORITY, pr.node_b, pr.port_b,
+               gmt_send_cb, &ps);
+        int done = gmt_wait_sent(pr.a, target_idle_ok ? NULL : pr.b, &ps.calls, 1, GMT_WAIT_US);
+        snprintf(what, sizeof what, "put %zu bytes completes%s", len,
+                 target_idle_ok ? " while only the initiator polls" : "");
+        GMT_TRUE(what, done);
+        snprintf(what, sizeof what, "put %zu bytes: status", len);
+        GMT_EQ(what, ps.status, GM_SUCCESS);
+        snprintf(what, sizeof what, "put %zu bytes: data in place at callback (first bad)", len);
+        GMT_EQ(what, gmt_check(dst + 64, len, seed), -1);
+        struct gmt_send gs = {0};
+        memset(local, 0, len);
+        gm_get(pr.a, rptr(dst + 64), local, len, GM_LOW_PRIORITY, pr.node_b, pr.port_b,
+               gmt_send_cb, &gs);
+        done = gmt_wait_sent(pr.a, target_idle_ok ? NULL : pr.b, &gs.calls, 1, GMT_WAIT_US);
+        snprintf(what, sizeof what, "get %zu bytes completes", len);
+        GMT_TRUE(what, done);
+        snprintf(what, sizeof what, "get %zu bytes: status", len);
+        GMT_EQ(what, gs.status, GM_SUCCESS);
+        snprintf(what, sizeof what, "get %zu bytes: data (first bad)", len);
+        GMT_EQ(what, gmt_check(local, len, seed), -1);
+    }
+    GMT_EQ("gm_deregister_memory", gm_deregister_memory(pr.b, dst, REGION), GM_SUCCESS);
+    gmt_drain(pr.a, pr.b, 20000); /* the sender learns it is gone */
+    memset(dst, 0x11, REGION);
+    s = (struct gmt_send){0};
+    gm_put(pr.a, src, rptr(dst + 64), 4096, GM_LOW_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb,
+           &s);
+    gmt_wait_sent(pr.a, pr.b, &s.calls, 1, GMT_WAIT_US);
+    GMT_EQ("put after gm_deregister_memory: callback ran", s.calls, 1);
+    GMT_TRUE("put after gm_deregister_memory: refused", s.status != GM_SUCCESS);
+    GMT_EQ("put after gm_deregister_memory: memory untouched", dst[100], 0x11);
+    gmt_pair_close(&pr);
+    free(dst);
+}
+
 int main(void)
 {
     static const struct gmt_test tests[] = {
@@ -263,6 +333,7 @@ int main(void)
         {"put then notify: data lands before the message", test_put_then_notify},
         {"gm_get, 1 B .. 1 MiB", test_get},
         {"puts without permission or registration are refused", test_put_refused},
+        {"repeated puts and gets use RMA; deregistration refuses again", test_rma_reuse},
         {NULL, NULL},
     };
     return gmt_run_suite("gm_rdma", tests);
