@@ -46,6 +46,7 @@ int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out)
         free(hp);
         return err;
     }
+    memset(&hp->caps, 0, sizeof hp->caps); /* fields a route does not know stay 0 */
     r->ops->caps(hp->rp, &hp->caps);
     if (hp->caps.frame_max <= FRAME_HDR_SIZE + 64) {
         cor__log("route '%s': frame_max %zu is too small", r->name, hp->caps.frame_max);
@@ -58,6 +59,8 @@ int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out)
     hp->eager_limit = g.eager_override >= 0 ? (size_t)g.eager_override : hp->caps.eager_limit;
     if (hp->eager_limit > room) hp->eager_limit = room;
     hp->chunk = room;
+    if (hp->caps.frame_pref > FRAME_HDR_SIZE + 4096 && hp->caps.frame_pref < hp->caps.frame_max)
+        hp->chunk = hp->caps.frame_pref - FRAME_HDR_SIZE;
     const struct cor_route_ops *ops = r->ops;
     hp->rma = hp->caps.has_rma && cor__route_has_rma(ops) &&
               cor__env_long("COR_RMA", 1, 0, 1) == 1;

@@ -67,6 +67,8 @@ struct cor_route_caps {
     size_t eager_limit; /* default eager threshold measured on this route */
     int has_rma;        /* mem_register and put are provided */
     int zero_copy_send; /* send() keeps a reference to the iov until send_done, no copy */
+    size_t frame_pref;  /* frames up to this size travel in one piece, without reassembly;
+                         * the core cuts rendezvous data to fit (0: no preference) */
 };
 
 struct cor_route_mr; /* a registered memory region */

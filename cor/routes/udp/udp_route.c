@@ -206,6 +206,11 @@ static void udp_caps(struct cor_rport *p, struct cor_route_caps *c)
     c->eager_limit = p ? p->k.eager_limit : 16384;
     c->has_rma = 0;
     c->zero_copy_send = 1; /* frames are sent (and resent) from the caller's iov until acked */
+    /* one datagram to every peer, whichever interface it is behind */
+    if (p) {
+        uint32_t d = p->dgram_local < p->dgram_iface ? p->dgram_local : p->dgram_iface;
+        c->frame_pref = d > UDP_HDR_LEN ? d - UDP_HDR_LEN : 0;
+    }
 }
 
 static void udp_counters(struct cor_rport *p, uint64_t *dropped, uint64_t *retransmits)
