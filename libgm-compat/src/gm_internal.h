@@ -343,6 +343,7 @@ struct gm_port {
 /* port.c */
 extern atomic_int gmx_backlogged_ports; /* ports with sends waiting */
 extern atomic_uint gmx_close_epoch;     /* bumped by every gm_close */
+extern atomic_int gmx_open_ports;       /* ports open in this process */
 void gmx_help_others(struct gm_port *self);
 static inline void gmx_port_lock(struct gm_port *p)
 {

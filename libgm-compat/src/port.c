@@ -17,6 +17,8 @@ static unsigned gmx_init_count; /* guarded by gmx_lock */
 static struct gm_port *gmx_registry; /* open ports; guarded by gmx_lock */
 atomic_int gmx_backlogged_ports;
 atomic_uint gmx_close_epoch;
+atomic_int gmx_open_ports;
+static pthread_once_t gmx_atexit_once = PTHREAD_ONCE_INIT;
 
 /* Fabric objects of shm ports closed while other ports of this process were
  * open.  libfabric's shm provider does not survive an endpoint closing under
@@ -59,8 +61,29 @@ uint64_t gmx_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* At exit, acks the open ports still owe go out: their senders' callbacks
+ * must not wait for a process that is gone. */
+static void flush_at_exit(void)
+{
+    if (pthread_mutex_trylock(&gmx_lock) != 0)
+        return;
+    for (struct gm_port *q = gmx_registry; q; q = q->reg_next) {
+        if (pthread_mutex_trylock(&q->lock) != 0)
+            continue;
+        gmx_acks_flush(q);
+        gmx_port_unlock(q);
+    }
+    pthread_mutex_unlock(&gmx_lock);
+}
+
+static void register_atexit(void)
+{
+    atexit(flush_at_exit);
+}
+
 GMX_EXPORT gm_status_t gm_init(void)
 {
+    pthread_once(&gmx_atexit_once, register_atexit);
     gm_status_t st = GM_SUCCESS;
     pthread_mutex_lock(&gmx_lock);
     if (gmx_init_count == 0 && gmx_config_load() != 0)
@@ -446,6 +469,7 @@ GMX_EXPORT gm_status_t gm_open(struct gm_port **pp, unsigned int unit, unsigned 
     pthread_mutex_lock(&gmx_lock);
     p->reg_next = gmx_registry;
     gmx_registry = p;
+    atomic_fetch_add(&gmx_open_ports, 1);
     pthread_mutex_unlock(&gmx_lock);
     *pp = p;
     return GM_SUCCESS;
@@ -473,6 +497,7 @@ GMX_EXPORT void gm_close(struct gm_port *p)
     for (struct gm_port **link = &gmx_registry; *link; link = &(*link)->reg_next) {
         if (*link == p) {
             *link = p->reg_next;
+            atomic_fetch_sub(&gmx_open_ports, 1);
             break;
         }
     }

@@ -192,9 +192,10 @@ GMX_EXPORT void gm_provide_receive_buffer(struct gm_port *p, void *ptr, unsigned
 
 /* ---- acks ------------------------------------------------------------------ */
 
-/* Owes peer an ack for stream item seq: sent at the end of this progress
- * round (one ack covers the batch), or piggy-backed on a header going to
- * peer before that. */
+/* Owes peer an ack for stream item seq.  It rides on the next header going
+ * to peer (a reply), else goes alone at the start of the next progress
+ * round, at the end of the next send call, from another port's progress in
+ * this process, at gm_close or at exit (one ack covers a batch). */
 static void ack_owe(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uint32_t seq)
 {
     peer->ack_due[prio] = seq;
@@ -648,6 +649,10 @@ int gmx_progress(struct gm_port *p)
     if (p->in_progress)
         return 0;
     p->in_progress = 1;
+    /* Acks owed since the last round (a reply sent meanwhile carried them
+     * if it went to the same port). */
+    if (p->ack_list)
+        gmx_acks_flush(p);
     struct fi_cq_tagged_entry ce[GMX_CQ_BATCH];
     int handled = 0;
     ssize_t n = fi_cq_read(p->cq, ce, GMX_CQ_BATCH);
@@ -681,16 +686,15 @@ int gmx_progress(struct gm_port *p)
         gmx_bounce_fill(p);
     if (p->post_backlog)
         post_backlog_progress(p);
-    /* Acks go out in the round that delivered: the sender's callback must
-     * not wait for the receiver to poll again (GM's NIC acked by itself). */
-    if (p->ack_list)
-        gmx_acks_flush(p);
     if (p->watch && (++p->watch_tick & 255) == 0)
         gmx_watch_progress(p);
     p->in_progress = 0;
     if (p->backlogged)
         gmx_backlog_progress(p);
-    if (atomic_load_explicit(&gmx_backlogged_ports, memory_order_relaxed))
+    /* Other ports of this process may owe us acks (or be stuck): GM's NIC
+     * moved them without their host, so progress them too. */
+    if (atomic_load_explicit(&gmx_backlogged_ports, memory_order_relaxed) ||
+        (p->watch && atomic_load_explicit(&gmx_open_ports, memory_order_relaxed) > 1))
         gmx_help_others(p);
     return handled;
 }
