@@ -225,6 +225,8 @@ struct gmx_peer {
     uint64_t last_check_ns;    /* shm: last look at the target's lock file */
     unsigned close_epoch;      /* gmx_close_epoch when last validated */
     int reached;               /* a send to it ever completed */
+    uint64_t heard_ns;         /* shm: last sign of life (message, completion) */
+    uint64_t gone_ns;          /* shm: when its lock was last found free */
     /* sending */
     uint32_t send_seq[GM_NUM_PRIORITIES];
     int disabled[GM_NUM_PRIORITIES];       /* a send failed: hold the rest */
@@ -292,6 +294,7 @@ struct gm_port {
     struct gmx_peer *backlogged; /* peers with a backlog */
     struct gmx_peer *watch;      /* peers with items in flight */
     uint64_t watch_ns;           /* last look at them */
+    uint64_t round_ns;           /* clock of the last progress round with work */
     unsigned watch_tick;
 
     /* request pools */
@@ -358,6 +361,7 @@ static inline void gmx_port_unlock(struct gm_port *p)
 struct gmx_peer *gmx_peer_get(struct gm_port *p, unsigned node, unsigned port);
 int gmx_peer_resolve(struct gm_port *p, struct gmx_peer *peer);
 int gmx_peer_closed(struct gm_port *p, const struct gmx_peer *peer);
+int gmx_peer_gone(struct gm_port *p, struct gmx_peer *peer);
 uint64_t gmx_now_ns(void);
 
 /* pool.c */

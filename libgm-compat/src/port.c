@@ -187,6 +187,28 @@ int gmx_peer_closed(struct gm_port *p, const struct gmx_peer *peer)
     return closed;
 }
 
+/* shm: 1 if peer must not be touched through libfabric now.  A process
+ * killed while it held its shm region's spin lock leaves every later send
+ * to it spinning forever inside the provider, so a peer silent for more
+ * than 1 ms is checked (its lock file) before each operation; a dead one
+ * is remembered for 10 ms.  Otherwise one clock read. */
+int gmx_peer_gone(struct gm_port *p, struct gmx_peer *peer)
+{
+    if (!p->addr_is_str)
+        return 0;
+    uint64_t now = gmx_now_ns();
+    if (now - peer->heard_ns < 1000000u)
+        return 0;
+    if (peer->gone_ns && now - peer->gone_ns < 10000000u)
+        return 1;
+    if (!gmx_peer_closed(p, peer)) {
+        peer->gone_ns = 0;
+        return 0;
+    }
+    peer->gone_ns = now;
+    return 1;
+}
+
 /* The peer record for (node, port), created on first use; NULL if the node is
  * not in the map (or memory ran out). */
 struct gmx_peer *gmx_peer_get(struct gm_port *p, unsigned node, unsigned port)

@@ -224,7 +224,7 @@ void gmx_acks_flush(struct gm_port *p)
         struct gmx_peer *peer = *link;
         if (peer->ack_pending[0] || peer->ack_pending[1]) {
             struct gmx_hdr h = {.kind = GMX_K_ACK};
-            if (gmx_send_ctl(p, peer, &h) != 0 && !peer->resolved)
+            if (gmx_send_ctl(p, peer, &h) != 0 && (!peer->resolved || peer->gone_ns))
                 peer->ack_pending[0] = peer->ack_pending[1] = 0; /* nowhere to go */
         }
         if (!peer->ack_pending[0] && !peer->ack_pending[1]) {
@@ -512,6 +512,7 @@ static void eager_arrived(struct gm_port *p, struct gmx_rreq *r)
         bounce_release(p, r);
         return;
     }
+    peer->heard_ns = p->round_ns;
     for (unsigned prio = 0; prio < GM_NUM_PRIORITIES; prio++)
         if ((h.acks >> prio) & 1)
             gmx_ack_arrived(p, peer, prio, h.ack[prio] & GMX_SEQ_MASK, GM_SUCCESS);
@@ -657,6 +658,8 @@ int gmx_progress(struct gm_port *p)
     int handled = 0;
     ssize_t n = fi_cq_read(p->cq, ce, GMX_CQ_BATCH);
     if (n > 0) {
+        if (p->addr_is_str)
+            p->round_ns = gmx_now_ns();
         for (ssize_t i = 0; i < n; i++) {
             if (!ce[i].op_context)
                 continue;
@@ -664,6 +667,7 @@ int gmx_progress(struct gm_port *p)
                 struct gmx_sreq *s = ce[i].op_context;
                 struct gmx_peer *peer = s->peer;
                 peer->reached = 1;
+                peer->heard_ns = p->round_ns;
                 if (s->rma == 1 && peer->rma_busy)
                     peer->rma_busy--;
                 gmx_send_local_done(p, s);

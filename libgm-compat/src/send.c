@@ -287,6 +287,8 @@ static ssize_t send_now_raw(struct gm_port *p, struct gmx_sreq *s)
     ssize_t rc;
     struct gmx_peer *peer = s->peer;
     int done = 0;
+    if (gmx_peer_gone(p, peer))
+        return -FI_EAGAIN; /* the backlog decides (GM_SEND_TARGET_PORT_CLOSED) */
     if (s->eager) {
         rc = eager_send(p, peer, &s->hdr, s->buf, s->len, s, &done);
     } else if (s->rma == 1) {
@@ -532,7 +534,7 @@ int gmx_send_internal(struct gm_port *p, struct gmx_peer *peer, const void *buf,
  * the stream and the backlog; 0, or -1 if the provider would not take it. */
 int gmx_send_ctl(struct gm_port *p, struct gmx_peer *peer, const struct gmx_hdr *h)
 {
-    if (!peer->resolved && !gmx_peer_resolve(p, peer))
+    if ((!peer->resolved && !gmx_peer_resolve(p, peer)) || gmx_peer_gone(p, peer))
         return -1;
     struct gmx_hdr copy = *h;
     copy.node = (uint16_t)p->node_id;
