@@ -107,6 +107,8 @@ struct gmx_hdr {
     uint32_t seq;    /* stream items, NACK */
     uint32_t ack[GM_NUM_PRIORITIES]; /* last item of ours processed, per prio */
     uint32_t xfer;   /* DATA / GETDATA transfer id */
+    uint32_t epoch;  /* incarnation of the sending port */
+    uint32_t aepoch; /* incarnation of the receiving port the acks are for */
     uint64_t addr;   /* put/get target address; KEY/UNKEY region base */
     uint64_t len;    /* payload or transfer length; KEY region length */
     uint64_t key;    /* KEY */
@@ -243,9 +245,9 @@ struct gmx_peer {
     struct gmx_rkey keys[GMX_KEY_CACHE];
     unsigned nkeys, key_next;
     /* receiving */
-    uint32_t recv_seq[GM_NUM_PRIORITIES]; /* next expected */
-    int seen_prio[GM_NUM_PRIORITIES];      /* recv_seq valid */
+    uint32_t rx_epoch;                     /* incarnation of the peer we hear from */
     unsigned stall[GM_NUM_PRIORITIES];     /* DATA of the item in process not landed */
+    struct gmx_rreq *stall_req[GM_NUM_PRIORITIES]; /* ... its posted receive */
     int blocked[GM_NUM_PRIORITIES];        /* head item waits for a buffer */
     struct gmx_rreq *held[GM_NUM_PRIORITIES]; /* items not processed yet, FIFO */
     struct gmx_rreq *held_tail[GM_NUM_PRIORITIES];
@@ -271,6 +273,7 @@ struct gm_port {
     pthread_mutex_t lock;
     struct gm_port *reg_next; /* registry of open ports; gmx_lock */
     unsigned node_id, port_id;
+    uint32_t epoch; /* this incarnation of (node, port), in every header */
     uint64_t self_bits;
     char name[GM_MAX_PORT_NAME_LEN + 1];
     int lock_fd;

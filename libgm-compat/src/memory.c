@@ -122,8 +122,10 @@ void gmx_regions_free(struct gm_port *p)
 GMX_EXPORT void *gm_dma_malloc(struct gm_port *p, gm_size_t length)
 {
     void *mem = NULL;
-    if (!p || length == 0 || length > (gm_size_t)1 << 46)
+    if (!p || length > (gm_size_t)1 << 46)
         return NULL;
+    if (length == 0)
+        length = 1; /* malloc-like: a valid pointer (a size-3 buffer holds 0 bytes) */
     if (posix_memalign(&mem, GM_RDMA_GRANULARITY, length) != 0)
         return NULL;
     gmx_port_lock(p);

@@ -465,6 +465,7 @@ GMX_EXPORT gm_status_t gm_open(struct gm_port **pp, unsigned int unit, unsigned 
     p->node_id = gmx_cfg.self;
     p->port_id = port;
     p->self_bits = gmx_sender_bits(p->node_id, port);
+    p->epoch = (uint32_t)(gmx_now_ns() ^ (uint64_t)getpid() << 16) | 1u;
     snprintf(p->name, sizeof p->name, "%s", port_name ? port_name : "");
     p->acceptable[0] = p->acceptable[1] = ~(gm_size_t)0;
 

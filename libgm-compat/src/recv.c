@@ -173,6 +173,15 @@ static struct gmx_rreq *buffer_take(struct gm_port *p, unsigned prio, unsigned s
     return r;
 }
 
+/* A client buffer that was taken but not filled goes back, first in line. */
+static void buffer_return(struct gm_port *p, struct gmx_rreq *c)
+{
+    c->next = p->bufs[c->prio][c->size];
+    p->bufs[c->prio][c->size] = c;
+    if (!c->next)
+        p->bufs_tail[c->prio][c->size] = c;
+}
+
 GMX_EXPORT void gm_provide_receive_buffer_with_tag(struct gm_port *p, void *ptr,
                                                    unsigned int size, unsigned int priority,
                                                    unsigned int tag)
@@ -384,6 +393,7 @@ static int process(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
             break;
         }
         peer->stall[prio]++;
+        peer->stall_req[prio] = c;
         break;
     }
     case GMX_K_PUT:
@@ -423,6 +433,7 @@ static int process(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
             break;
         }
         peer->stall[prio]++;
+        peer->stall_req[prio] = d;
         offer_key(p, peer, h.addr, h.len);
         break;
     }
@@ -495,6 +506,33 @@ static void retry_waiting(struct gm_port *p)
     }
 }
 
+/* The peer's port was closed and opened again (a new incarnation): what its
+ * predecessor left here is dropped (as GM would lose it), so that the new
+ * stream starts clean. */
+static void peer_restarted(struct gm_port *p, struct gmx_peer *peer)
+{
+    gmx_log("node %u port %u was reopened; dropping what its predecessor left\n",
+            peer->node, peer->port);
+    for (unsigned prio = 0; prio < GM_NUM_PRIORITIES; prio++) {
+        while (peer->held[prio]) {
+            struct gmx_rreq *r = peer->held[prio];
+            peer->held[prio] = r->next;
+            bounce_release(p, r);
+        }
+        peer->held_tail[prio] = NULL;
+        peer->blocked[prio] = 0;
+        peer->ack_pending[prio] = 0;
+        struct gmx_rreq *d = peer->stall_req[prio];
+        if (d) {
+            d->peer = NULL; /* orphan: its completion or cancel just frees it */
+            if (d->posted)
+                fi_cancel(&p->ep->fid, d);
+        }
+        peer->stall_req[prio] = NULL;
+        peer->stall[prio] = 0;
+    }
+}
+
 /* A message arrived on the eager channel (bounce buffer r). */
 static void eager_arrived(struct gm_port *p, struct gmx_rreq *r)
 {
@@ -513,7 +551,17 @@ static void eager_arrived(struct gm_port *p, struct gmx_rreq *r)
         return;
     }
     peer->heard_ns = p->round_ns;
-    for (unsigned prio = 0; prio < GM_NUM_PRIORITIES; prio++)
+    if (h.epoch != peer->rx_epoch) {
+        if (peer->rx_epoch) {
+            peer_restarted(p, peer);
+            if (p->addr_is_str)
+                gmx_peer_resolve(p, peer); /* shm: its new address */
+        }
+        peer->rx_epoch = h.epoch;
+    }
+    /* Acks meant for an earlier incarnation of this port are not ours. */
+    int acks_ours = h.aepoch == p->epoch;
+    for (unsigned prio = 0; acks_ours && prio < GM_NUM_PRIORITIES; prio++)
         if ((h.acks >> prio) & 1)
             gmx_ack_arrived(p, peer, prio, h.ack[prio] & GMX_SEQ_MASK, GM_SUCCESS);
     unsigned prio = h.prio & 1;
@@ -521,8 +569,9 @@ static void eager_arrived(struct gm_port *p, struct gmx_rreq *r)
     case GMX_K_ACK:
         break;
     case GMX_K_NACK:
-        gmx_ack_arrived(p, peer, prio, h.seq & GMX_SEQ_MASK,
-                        h.status ? (gm_status_t)h.status : GM_FAILURE);
+        if (acks_ours)
+            gmx_ack_arrived(p, peer, prio, h.seq & GMX_SEQ_MASK,
+                            h.status ? (gm_status_t)h.status : GM_FAILURE);
         break;
     case GMX_K_KEY:
         gmx_key_learn(peer, &h);
@@ -561,6 +610,11 @@ static void recv_done(struct gm_port *p, struct gmx_rreq *r)
     case GMX_R_CLIENT: { /* DATA of a large message */
         struct gmx_peer *peer = r->peer;
         unsigned prio = r->prio;
+        if (!peer) { /* its sender's predecessor: the buffer is unused */
+            buffer_return(p, r);
+            return;
+        }
+        peer->stall_req[prio] = NULL;
         if (r->truncated)
             fprintf(stderr, "libgm: message truncated to its size-%u buffer\n", r->size);
         ack_owe(p, peer, prio, r->seq);
@@ -573,11 +627,12 @@ static void recv_done(struct gm_port *p, struct gmx_rreq *r)
     case GMX_R_PUTDATA: {
         struct gmx_peer *peer = r->peer;
         unsigned prio = r->prio;
-        int discard = r->gmtag;
+        int discard = r->gmtag || !peer;
         uint32_t seq = r->seq;
         gmx_rreq_put(p, r);
         if (discard)
             return;
+        peer->stall_req[prio] = NULL;
         ack_owe(p, peer, prio, seq);
         if (peer->stall[prio])
             peer->stall[prio]--;
@@ -626,6 +681,12 @@ static void read_error(struct gm_port *p)
             return;
         case GMX_R_GETDATA:
             gmx_send_done(p, r->get, r->get->status ? r->get->status : GM_SEND_DROPPED);
+            break;
+        case GMX_R_CLIENT:
+            if (!r->peer) {
+                buffer_return(p, r); /* cancelled by peer_restarted */
+                return;
+            }
             break;
         default:
             break;

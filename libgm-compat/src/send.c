@@ -237,6 +237,7 @@ void gmx_send_failed(struct gm_port *p, struct gmx_sreq *s, gm_status_t st)
 void gmx_hdr_acks(struct gmx_peer *peer, struct gmx_hdr *h)
 {
     h->acks = 0;
+    h->aepoch = peer->rx_epoch;
     for (unsigned prio = 0; prio < GM_NUM_PRIORITIES; prio++) {
         if (peer->ack_pending[prio]) {
             h->acks |= (uint8_t)(1u << prio);
@@ -259,6 +260,7 @@ static ssize_t eager_send(struct gm_port *p, struct gmx_peer *peer, struct gmx_h
 {
     ssize_t rc;
     gmx_hdr_acks(peer, h);
+    h->epoch = p->epoch;
     size_t total = sizeof *h + len;
     *done = 0;
     if (total <= p->inject_size && total <= GMX_BOUNCE_LEN) {
@@ -532,8 +534,12 @@ int gmx_send_internal(struct gm_port *p, struct gmx_peer *peer, const void *buf,
 
 /* Sends a header-only control message (ack, nack, key) at once, outside
  * the stream and the backlog; 0, or -1 if the provider would not take it. */
+static void revalidate(struct gm_port *p, struct gmx_peer *peer);
+
 int gmx_send_ctl(struct gm_port *p, struct gmx_peer *peer, const struct gmx_hdr *h)
 {
+    if (p->addr_is_str)
+        revalidate(p, peer);
     if ((!peer->resolved && !gmx_peer_resolve(p, peer)) || gmx_peer_gone(p, peer))
         return -1;
     struct gmx_hdr copy = *h;

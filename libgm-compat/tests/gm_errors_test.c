@@ -301,6 +301,52 @@ static void test_close_with_pending(void)
     gmt_pair_close(&pr);
 }
 
+/* A sender port closed while its messages wait at the target (no buffer)
+ * and opened again: the new incarnation's message is the one delivered,
+ * its callback reports the delivery, and nothing of the predecessor's shows
+ * up (GM drops a closed port's undelivered sends). */
+static void test_sender_reopened(void)
+{
+    struct gmt_pair pr;
+    if (gmt_pair_open(&pr) != 0) {
+        GMT_TRUE_FATAL("open two ports", 0);
+        return;
+    }
+    char old_msg[16], new_msg[16];
+    memset(old_msg, 'o', sizeof old_msg);
+    memset(new_msg, 'n', sizeof new_msg);
+    struct gmt_send olds[3] = {{0}};
+    for (int i = 0; i < 3; i++)
+        gm_send_with_callback(pr.a, old_msg, 5, sizeof old_msg, GM_LOW_PRIORITY, pr.node_b,
+                              pr.port_b, gmt_send_cb, &olds[i]);
+    gmt_drain(pr.a, pr.b, 50000); /* they reach b and wait for a buffer */
+    unsigned port_a = pr.port_a;
+    gm_close(pr.a);
+    GMT_EQ("reopen the sender's port id",
+           gm_open(&pr.a, 0, port_a, "gmt-a2", (enum gm_api_version)GM_API_VERSION_2_0),
+           GM_SUCCESS);
+    struct gmt_send s = {0};
+    gm_send_with_callback(pr.a, new_msg, 5, sizeof new_msg, GM_LOW_PRIORITY, pr.node_b,
+                          pr.port_b, gmt_send_cb, &s);
+    gmt_drain(pr.a, pr.b, 50000);
+    char *bufs[4];
+    for (int i = 0; i < 4; i++) {
+        bufs[i] = gm_dma_malloc(pr.b, 32);
+        GMT_TRUE_FATAL("gm_dma_malloc", bufs[i] != NULL);
+        gm_provide_receive_buffer(pr.b, bufs[i], 5, GM_LOW_PRIORITY);
+    }
+    struct gmt_msg m;
+    int got = gmt_wait_msg(pr.b, pr.a, &m, GMT_WAIT_US, NULL);
+    GMT_TRUE("the new incarnation's message arrives", got);
+    if (got)
+        GMT_TRUE("it is the new message, not a predecessor's",
+                 m.length == sizeof new_msg && memcmp(m.data, new_msg, sizeof new_msg) == 0);
+    GMT_TRUE("its callback runs", gmt_wait_sent(pr.a, pr.b, &s.calls, 1, GMT_WAIT_US));
+    GMT_EQ("its callback status", s.status, GM_SUCCESS);
+    GMT_EQ("nothing else arrives", gmt_drain(pr.b, pr.a, 100000), 0);
+    gmt_pair_close(&pr);
+}
+
 int main(void)
 {
     static const struct gmt_test tests[] = {
@@ -310,6 +356,7 @@ int main(void)
         {"gm_drop_sends after an error, then resume", test_drop_sends},
         {"gm_drop_sends with nothing queued", test_drop_sends_idle},
         {"gm_close with sends and buffers pending", test_close_with_pending},
+        {"a sender port reopened while its messages wait", test_sender_reopened},
         {NULL, NULL},
     };
     return gmt_run_suite("gm_errors", tests);

@@ -9,7 +9,10 @@
 # (exit 0 unless a tool is missing or the options are wrong).
 #
 # usage: bench-vs-fabric.sh [--builddir DIR] [--providers "shm tcp"]
-#                           [--small BYTES] [--iters N] [--csv FILE]
+#                           [--small BYTES] [--iters N] [--reps N] [--csv FILE]
+# Each measurement runs REPS times (default 3), fi_pingpong and gm-pingpong
+# alternating, and the best of each is kept (lowest latency, highest rate):
+# shared machines are noisy.
 # DIR is the libgm-compat build directory (default: the current directory,
 # else /tmp/b-gmtests/libgm-compat).  fi_pingpong's usec/xfer is one way
 # (half a round trip); its MB/sec at 1 MiB is size / one-way time.
@@ -18,6 +21,7 @@ builddir=
 providers="shm tcp"
 small=8
 iters=20000
+reps=3
 big=1048576
 big_iters=300
 csv=
@@ -27,8 +31,9 @@ while [ $# -gt 0 ]; do
     --providers) providers=$2; shift 2 ;;
     --small) small=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
+    --reps) reps=$2; shift 2 ;;
     --csv) csv=$2; shift 2 ;;
-    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "bench-vs-fabric.sh: unknown option $1" >&2; exit 64 ;;
     esac
 done
@@ -110,6 +115,31 @@ gm_one() {
         END { print (p ? p : "- -"), (s ? s : "- -") }' "$out"
 }
 
+# best_of FILE: per column, the lowest (odd columns: latencies) or highest
+# (even columns: rates) value of the lines in FILE, "-" kept where a run failed.
+best_of() {
+    awk '{ for (i = 1; i <= NF; i++) if ($i != "-") {
+               if (!(i in b) || (i % 2 ? $i + 0 < b[i] : $i + 0 > b[i])) b[i] = $i + 0 }
+           if (NF > n) n = NF }
+         END { for (i = 1; i <= n; i++) printf "%s%s", (i in b ? sprintf("%.3f", b[i]) : "-"),
+               (i < n ? " " : "\n") }' "$1"
+}
+
+# measure PROV SIZE FI_ITERS GM_ITERS: REPS alternating runs; sets fi_res
+# ("lat rate") and gm_res ("pp_lat pp_rate stream_lat stream_rate"), best of each.
+measure() {
+    : >"$tmp/fi_runs"
+    : >"$tmp/gm_runs"
+    r=0
+    while [ $r -lt "$reps" ]; do
+        fi_one "$2" "$3" "$4" >>"$tmp/fi_runs"
+        gm_one "$1" "$3" "$5" >>"$tmp/gm_runs"
+        r=$((r + 1))
+    done
+    fi_res=$(best_of "$tmp/fi_runs")
+    gm_res=$(best_of "$tmp/gm_runs")
+}
+
 ratio() { # ratio A B -> A/B with 2 decimals, or "-"
     awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'
 }
@@ -121,7 +151,8 @@ verdict() { # verdict RATIO OP LIMIT
 }
 
 echo "# bench-vs-fabric: gm-pingpong (libgm-compat) vs fi_pingpong, same run, $(date -u +%FT%TZ)"
-echo "# host $(uname -n), $(nproc) cpus; small message = $small B, large = $big B"
+echo "# host $(uname -n), $(nproc) cpus, load average $(cut -d' ' -f1-3 /proc/loadavg);" \
+    "small message = $small B, large = $big B; best of $reps"
 printf "%-5s %-28s %12s %12s %7s  %s\n" prov measure fi_pingpong gm-pingpong ratio target
 for prov in $providers; do
     case $prov in
@@ -129,9 +160,10 @@ for prov in $providers; do
     tcp) fprov='tcp;ofi_rxm' ;;
     *) echo "bench-vs-fabric.sh: provider $prov not known (shm, tcp)" >&2; continue ;;
     esac
-    set -- $(fi_one "$fprov" "$small" "$iters")
+    measure "$prov" "$fprov" "$small" "$iters" "$iters"
+    set -- $fi_res
     fi_lat=${1:--}
-    set -- $(gm_one "$prov" "$small" "$iters")
+    set -- $gm_res
     gm_lat=${1:--} gm_stream_small=${4:--}
     r=$(ratio "$gm_lat" "$fi_lat")
     printf "%-5s %-28s %12s %12s %7s  %s\n" "$prov" "one-way us, $small B (pingpong)" \
@@ -139,9 +171,10 @@ for prov in $providers; do
     [ -n "$csv" ] && [ "$fi_lat" != - ] &&
         echo "fi_pingpong-$prov,pingpong,$small,1,1,$fi_lat,$(awk -v s="$small" -v l="$fi_lat" 'BEGIN{printf "%.3f", s/l}')" >>"$csv.firows"
     if [ "$prov" = shm ]; then
-        set -- $(fi_one "$fprov" "$big" "$big_iters")
-        fi_big_lat=${1:--} fi_big_rate=${2:--}
-        set -- $(gm_one "$prov" "$big" "$iters")
+        measure "$prov" "$fprov" "$big" "$big_iters" "$iters"
+        set -- $fi_res
+        fi_big_lat=${1:--}
+        set -- $gm_res
         gm_big_pp_rate=${2:--} gm_big_stream_rate=${4:--}
         # fi_pingpong's MB/sec counts both directions of the round trip:
         # size / one-way time, the same as its one-way rate.
@@ -157,6 +190,7 @@ for prov in $providers; do
     fi
     echo "      (gm stream rate at $small B: $gm_stream_small MB/s)"
 done
+echo "# load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ -n "$csv" ]; then
     [ -s "$csv" ] || echo "route,mode,bytes,ports,pairs,one_way_us,MBps" >"$csv"
     cat "$csv.gmrows" "$csv.firows" 2>/dev/null >>"$csv"
