@@ -62,7 +62,7 @@ static void sent_cb(struct gm_port *p, void *ctx, gm_status_t st)
 }
 
 /* addr is "node:port:host". */
-static int inject_gm(const char *addr, uint64_t cookie)
+static int inject_gm(const char *addr, uint64_t cookie, void (*pump)(void *), void *arg)
 {
     unsigned node, port;
     if (sscanf(addr, "%u:%u:", &node, &port) != 2)
@@ -99,6 +99,8 @@ static int inject_gm(const char *addr, uint64_t cookie)
         gm_recv_event_t *e = gm_receive(gp);
         if (GM_RECV_EVENT_TYPE(e) != GM_NO_RECV_EVENT)
             gm_unknown(gp, e);
+        else if (pump)
+            pump(arg); /* GM completes a send once the target took it into a buffer */
     }
     gm_dma_free(gp, m);
     gm_close(gp);
@@ -106,14 +108,17 @@ static int inject_gm(const char *addr, uint64_t cookie)
 }
 #endif
 
-int conf_inject(const char *route, const char *addr, uint64_t cookie)
+int conf_inject(const char *route, const char *addr, uint64_t cookie, void (*pump)(void *),
+                void *arg)
 {
     (void)cookie;
+    (void)pump;
+    (void)arg;
     if (strcmp(route, "udp") == 0)
         return inject_udp(addr);
 #ifdef CONF_HAVE_GM
     if (strcmp(route, "gm") == 0)
-        return inject_gm(addr, cookie);
+        return inject_gm(addr, cookie, pump, arg);
 #endif
     return -1;
 }

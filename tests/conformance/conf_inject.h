@@ -7,6 +7,9 @@
 /* Returns how many foreign messages were sent (each must be dropped and counted), or -1 when
  * this build cannot inject into that route. `cookie` is the session's (a stray sender may know
  * it). */
-int conf_inject(const char *route, const char *addr, uint64_t cookie);
+/* `pump(arg)` is called while the injector waits for its sends to complete (the target's
+ * route must make progress for GM to complete a send); NULL for none. */
+int conf_inject(const char *route, const char *addr, uint64_t cookie, void (*pump)(void *),
+                void *arg);
 
 #endif

@@ -40,8 +40,9 @@ static void test_address(void)
     CU_ASSERT(ops->wait_fd(p[0].port) >= -1);
     int t = ops->timeout_ms(p[0].port);
     CU_ASSERT(t >= -1);
-    /* With no fd to poll the core can only sleep timeout_ms: it must be short. */
-    if (ops->wait_fd(p[0].port) < 0)
+    /* With no fd to poll and no wait() the core can only sleep timeout_ms: it must be
+     * short. A route with wait() blocks there and may have no timer at all (-1). */
+    if (ops->wait_fd(p[0].port) < 0 && !ops->wait)
         CU_ASSERT(t >= 0 && t <= 10);
     ops->caps(p[0].port, &caps);
     CU_ASSERT(caps.frame_max >= 4096);
@@ -290,6 +291,11 @@ static uint64_t dropped_now(struct h_port *hp)
     return d;
 }
 
+static void inject_pump(void *arg)
+{
+    h_progress(arg, 2);
+}
+
 static void test_foreign(void)
 {
     if (!ops->counters) {
@@ -299,7 +305,7 @@ static void test_foreign(void)
     struct h_port p[2];
     uint64_t cookie = h_cookie();
     CU_ASSERT_EQUAL_FATAL(h_open(p, 2, cookie), COR_OK);
-    int n = conf_inject(h_route_name, p[0].addr, cookie);
+    int n = conf_inject(h_route_name, p[0].addr, cookie, inject_pump, p);
     if (n < 0) {
         printf("\n  this build cannot inject into route %s: skipped\n", h_route_name);
         h_close(p, 2);
@@ -316,6 +322,89 @@ static void test_foreign(void)
     CU_ASSERT_EQUAL(h_exchange(p, 2, 200, 5000, 20.0), 0);
     printf("\n  %d foreign messages, %llu dropped and counted\n", n, (unsigned long long)d);
     h_close(p, 2);
+}
+
+/* ---- optional slots: wait, peer_dead ------------------------------------------------- */
+
+/* wait(): an idle port blocks about timeout_ms (bounded), and a frame sent to it ends the
+ * wait early. */
+static void test_wait(void)
+{
+    if (!ops->wait) {
+        printf("\n  no wait slot: skipped\n");
+        return;
+    }
+    struct h_port p[2];
+    CU_ASSERT_EQUAL_FATAL(h_open(p, 2, h_cookie()), COR_OK);
+    CU_ASSERT_EQUAL_FATAL(h_exchange(p, 2, 10, 100, 10.0), 0);
+    for (int i = 0; i < 100; i++)
+        h_progress(p, 2); /* let acknowledgements settle */
+    double t0 = h_seconds();
+    ops->wait(p[0].port, 60);
+    double idle = h_seconds() - t0;
+    CU_ASSERT(idle < 1.0); /* expected ~0.06 s; never much longer than asked */
+    /* A frame for port 0: wait returns long before its 2 s timeout. */
+    CU_ASSERT_EQUAL(h_send_next(p, 1, 0, 100), COR_OK);
+    t0 = h_seconds();
+    int woke = 0;
+    for (int i = 0; i < 10 && !woke; i++) { /* a route may wake for its own work first */
+        ops->wait(p[0].port, 2000);
+        woke = ops->progress(p[0].port) > 0 && p[0].rx_next[1] == p[1].tx_next[0];
+        ops->progress(p[1].port);
+    }
+    double wake = h_seconds() - t0;
+    CU_ASSERT(woke);
+    CU_ASSERT(wake < 0.5); /* expected well under 10 ms */
+    printf("\n  idle wait(60 ms) took %.1f ms; a frame ended wait(2 s) after %.2f ms\n",
+           idle * 1e3, wake * 1e3);
+    h_close(p, 2);
+}
+
+/* peer_dead(): the core says port 1's domain died. Frames port 0 still holds for it (port 1
+ * makes no progress, so they pile up) finish at port 0's next progress(), with COR_OK or
+ * COR_EPEERDEAD; later sends to it are refused; port 0 <-> 2 still work. */
+static void test_peer_dead_slot(void)
+{
+    if (!ops->peer_dead) {
+        printf("\n  no peer_dead slot: skipped\n");
+        return;
+    }
+    struct h_port p[3];
+    CU_ASSERT_EQUAL_FATAL(h_open(p, 3, h_cookie()), COR_OK);
+    CU_ASSERT_EQUAL_FATAL(h_exchange(p, 3, 20, 1000, 10.0), 0);
+    uint64_t done0 = p[0].done_ok + p[0].done_err;
+    int rc = COR_OK, accepted = 0;
+    for (int i = 0; i < 5000 && rc == COR_OK; i++) {
+        rc = h_send_next(p, 0, 1, 4000);
+        accepted += rc == COR_OK;
+        if (i % 64 == 0)
+            ops->progress(p[0].port); /* port 1 never progresses */
+    }
+    CU_ASSERT(accepted > 0);
+    ops->peer_dead(p[0].port, 1);
+    ops->progress(p[0].port);
+    uint64_t finished = p[0].done_ok + p[0].done_err - done0;
+    CU_ASSERT_EQUAL(finished, (uint64_t)accepted);
+    CU_ASSERT(p[0].done_err == 0 || p[0].last_err == COR_EPEERDEAD);
+    CU_ASSERT_EQUAL(h_send_next(p, 0, 1, 100), COR_EPEERDEAD);
+    /* 0 <-> 2 still work (port 1 is left alone: its domain is "dead"). */
+    p[2].check = 0;
+    uint64_t before = p[2].rx_next[0];
+    rc = COR_EAGAIN;
+    for (int i = 0; i < 1000 && rc == COR_EAGAIN; i++) {
+        rc = h_send_next(p, 0, 2, 100);
+        ops->progress(p[0].port);
+        ops->progress(p[2].port);
+    }
+    CU_ASSERT_EQUAL(rc, COR_OK);
+    for (int i = 0; i < 100000 && p[2].rx_next[0] == before; i++) {
+        ops->progress(p[0].port);
+        ops->progress(p[2].port);
+    }
+    CU_ASSERT(p[2].rx_next[0] > before);
+    printf("\n  %d frames held for the dead peer, %llu finished at the next progress\n",
+           accepted, (unsigned long long)finished);
+    h_close(p, 3);
 }
 
 /* ---- RMA: mem_register / put / mem_alloc ------------------------------------------------ */
@@ -468,6 +557,9 @@ int main(int argc, char **argv)
     add(s, "order under load: mixed frames both ways", test_order_load);
     add(s, "three ports, all pairs", test_three);
     add(s, "backpressure: EAGAIN, then everything arrives", test_backpressure);
+    add(s, "wait: idle blocks, a frame wakes it", test_wait);
+    add(s, "peer_dead: held frames finish at the next progress, later sends refused",
+        test_peer_dead_slot);
     add(s, "close with frames pending: one send_done each", test_close_pending);
     add(s, "peer death: sends fail, peer_failed once, others unaffected",
                 test_peer_death);

@@ -60,6 +60,8 @@ struct gmr_peer {
     int ctrl_busy;     /* our control message to it is with GM */
     int credit_wanted; /* a CREDIT message is due once ctrl_busy clears */
     int blocked;       /* pump: no credit for it in this pass */
+    int core_dead;      /* the core said it died: its frames still arriving are dropped */
+    int ctrl_abandoned; /* its CREDIT was given up (peer dead): ignore the late callback */
     struct cor_rport *port_of;
     int heard;              /* something arrived from it since the last starvation check */
     uint64_t starved_since; /* ns: frames wait for its credits and it is silent */
@@ -70,7 +72,8 @@ enum gmr_tx_kind { TX_SEND = 0, TX_PUT };
 
 /* One accepted send or put, in a FIFO ring of descriptors (order of acceptance). */
 struct gmr_tx {
-    struct cor_rport *port;
+    uint64_t seq; /* descriptor number; the GM callback context (a late callback of a
+                   * descriptor given up and reused must not complete the new one) */
     void *cookie;
     uint32_t peer;
     uint8_t kind, state;
@@ -137,8 +140,15 @@ struct cor_rport {
     uint64_t mr_clock;
 
     /* counters */
-    uint64_t dropped, frames_in, frames_out, queued_max, puts;
+    uint64_t dropped, frames_in, frames_out, queued_max, puts, abandoned, from_dead;
+    uint64_t active_ns; /* last progress() that did something (wait() backs off from it) */
 };
+
+/* The port whose gm_unknown() is running in this thread: GM callbacks get only the GM port
+ * and a context (the descriptor number), so they find their route port here. */
+extern __thread struct cor_rport *gmr_cb_port;
+void gmr_unknown(struct cor_rport *p, gm_recv_event_t *e); /* gm_unknown with gmr_cb_port */
+uint64_t gmr_now_ns(void);
 
 /* gm_tx.c */
 int gmr_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov, int iovcnt,
@@ -148,6 +158,8 @@ int gmr_put(struct cor_rport *p, cor_peer_t peer, const void *local, size_t len,
 void gmr_pump(struct cor_rport *p); /* lock held: hands queued frames to GM */
 void gmr_reclaim(struct cor_rport *p);
 void gmr_peer_dead(struct cor_rport *p, uint32_t peer); /* lock held */
+/* The core says peer died: give up every frame held for it (lock held). */
+void gmr_abandon_peer(struct cor_rport *p, uint32_t peer);
 void gmr_credit_return(struct cor_rport *p, uint32_t peer); /* lock held: maybe send CREDIT */
 void gmr_send_ctrl(struct cor_rport *p, uint32_t peer, uint32_t op, uint32_t arg);
 int gmr_tx_setup(struct cor_rport *p);

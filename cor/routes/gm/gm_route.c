@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gm_port.h"
 
@@ -96,6 +97,7 @@ static int gmr_open(const struct cor_route_config *cfg, const struct cor_route_u
     if ((rc = gmr_tx_setup(p)) != COR_OK || (rc = gmr_rx_setup(p)) != COR_OK)
         goto fail;
     gm_allow_remote_memory_access(p->gp);
+    p->active_ns = gmr_now_ns();
     gmr_local_add(p);
     *out = p;
     return COR_OK;
@@ -124,7 +126,7 @@ static void say_bye(struct cor_rport *p)
         if (type == GM_NO_RECV_EVENT && i > 200)
             break;
         if (type != GM_NO_RECV_EVENT && type != GM_RECV_EVENT && type != GM_HIGH_RECV_EVENT)
-            gm_unknown(p->gp, e);
+            gmr_unknown(p, e);
     }
 }
 
@@ -167,6 +169,9 @@ static void gmr_close(struct cor_rport *p)
             gmr_log("  peer %u: credits %u owed %u ctrl_busy %d wanted %d dead %d tokens %u",
                     i, p->peers[i].credits, p->peers[i].owed, p->peers[i].ctrl_busy,
                     p->peers[i].credit_wanted, p->peers[i].dead, p->tokens);
+    if (p->k.stats && p->abandoned)
+        gmr_log("  %" PRIu64 " frames in flight to dead domains given up, %" PRIu64
+                " from them dropped", p->abandoned, p->from_dead);
     pthread_mutex_unlock(&p->lock);
     for (size_t i = 0; i < nrep; i++)
         p->up.send_done(p->up.core, rep[i].cookie, rep[i].status);
@@ -243,17 +248,79 @@ out:
     return rc;
 }
 
-/* GM has no file descriptor to poll: the core's listener sleeps timeout_ms() instead. */
+/* GM has no file descriptor to poll: the core's listener calls gmr_wait() instead. */
 static int gmr_wait_fd(struct cor_rport *p)
 {
     (void)p;
     return -1;
 }
 
+/* Our only timer: frames waiting for a silent peer's credits (COR_GM_DEAD_MS). libgm's own
+ * (alarms, its in-flight watchdog) run inside gm_receive_pending(), which gmr_wait() calls. */
 static int gmr_timeout_ms(struct cor_rport *p)
 {
-    (void)p;
-    return 1;
+    if (!p)
+        return -1;
+    pthread_mutex_lock(&p->lock);
+    int queued = p->d_queue < p->d_head;
+    pthread_mutex_unlock(&p->lock);
+    return queued ? 100 : -1;
+}
+
+/* Work for progress() that GM does not show as an event. */
+static int route_work(struct cor_rport *p)
+{
+    pthread_mutex_lock(&p->lock);
+    int w = p->closing || p->ndone || p->nfailed || p->credit_due ||
+            (p->d_queue < p->d_head && p->tokens > 0);
+    pthread_mutex_unlock(&p->lock);
+    return w;
+}
+
+/* Blocks until GM has an event, or timeout_ms passed. GM (and libgm-compat) offers no
+ * descriptor to sleep on, so this polls gm_receive_pending() (which also runs libgm's
+ * progress and watchdog) with naps that start short right after traffic (a task that
+ * blocked waiting for a reply gets it within tens of microseconds) and grow the longer the
+ * port has been idle, up to 4 ms: an idle domain wakes ~250 times a second, not 1000+.
+ * No route lock is held while napping (libgm locks its port itself). */
+static int gmr_wait(struct cor_rport *p, int timeout_ms)
+{
+    if (!p || route_work(p))
+        return 1;
+    uint64_t start = gmr_now_ns();
+    uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000u;
+    pthread_mutex_lock(&p->lock);
+    uint64_t idle = start > p->active_ns ? start - p->active_ns : 0;
+    pthread_mutex_unlock(&p->lock);
+    uint64_t nap = idle / 16;
+    if (nap < 20000)
+        nap = 20000;
+    if (nap > 4000000)
+        nap = 4000000;
+    for (;;) {
+        if (gm_receive_pending(p->gp))
+            return 1;
+        uint64_t now = gmr_now_ns();
+        if (now >= deadline)
+            return 0;
+        uint64_t d = deadline - now < nap ? deadline - now : nap;
+        struct timespec ts = {(time_t)(d / 1000000000u), (long)(d % 1000000000u)};
+        nanosleep(&ts, NULL);
+        if (nap < 4000000)
+            nap += nap / 2;
+    }
+}
+
+/* The launcher told the core that `peer` died: frames held for it finish with
+ * COR_EPEERDEAD at the next progress(), later sends are refused. */
+static void gmr_peer_dead_slot(struct cor_rport *p, cor_peer_t peer)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    if (peer < p->npeers && peer != p->self && p->peers[peer].added && !p->closing)
+        gmr_abandon_peer(p, peer);
+    pthread_mutex_unlock(&p->lock);
 }
 
 static void gmr_caps(struct cor_rport *p, struct cor_route_caps *caps)
@@ -297,4 +364,6 @@ COR_ROUTE_DECLARE(gm) = {
     .put = gmr_put,
     .mem_alloc = gmr_mem_alloc,
     .mem_free = gmr_mem_free,
+    .peer_dead = gmr_peer_dead_slot,
+    .wait = gmr_wait,
 };

@@ -129,6 +129,13 @@ static int on_recv(struct cor_rport *p, gm_recv_event_t *e, struct rx_item *it)
         gm_provide_receive_buffer_with_tag(p->gp, buf, GMR_CTRL_CLASS, GM_HIGH_PRIORITY, 1);
         return 0;
     }
+    if (ok && p->peers[peer].core_dead) {
+        /* The core already failed everything toward it: late frames would only match
+         * requests that no longer wait (or new ones posted after the death was known). */
+        p->from_dead++;
+        gm_provide_receive_buffer_with_tag(p->gp, buf, p->k.data_class, GM_LOW_PRIORITY, 0);
+        return 0;
+    }
     uint32_t hdr[2];
     if (ok && size == p->k.data_class && len >= GMR_HDR &&
         len <= gm_max_length_for_size(p->k.data_class)) {
@@ -203,7 +210,7 @@ int gmr_progress(struct cor_rport *p)
             if (type == GM_RECV_EVENT || type == GM_HIGH_RECV_EVENT) {
                 n += (unsigned)on_recv(p, e, &items[n]);
             } else {
-                gm_unknown(p->gp, e); /* send callbacks, alarms */
+                gmr_unknown(p, e); /* send callbacks, alarms */
                 other++;
             }
         }
@@ -228,6 +235,8 @@ int gmr_progress(struct cor_rport *p)
         if (n < BUDGET && !other)
             break;
     }
+    if (events)
+        p->active_ns = gmr_now_ns();
     pthread_mutex_unlock(&p->lock);
     return events;
 }

@@ -33,8 +33,6 @@ int gmr_tx_setup(struct cor_rport *p)
     p->cookie32 = (uint32_t)(p->cookie ^ (p->cookie >> 32));
     if (!p->tx || !p->done || !p->failed || !p->blocked || !p->tx_mem || !p->ctrl_tx)
         return COR_ENOMEM;
-    for (unsigned i = 0; i < p->k.tx_frames; i++)
-        p->tx[i].port = p;
     return COR_OK;
 }
 
@@ -98,26 +96,77 @@ void gmr_peer_dead(struct cor_rport *p, uint32_t peer)
     }
 }
 
+void gmr_abandon_peer(struct cor_rport *p, uint32_t peer)
+{
+    struct gmr_peer *q = &p->peers[peer];
+    q->dead = 1;
+    q->core_dead = 1;
+    q->reported = 1; /* the core knows: no peer_failed upcall */
+    q->credit_wanted = 0;
+    for (uint64_t i = p->d_tail; i < p->d_head; i++) {
+        struct gmr_tx *t = tx_at(p, i);
+        if (t->peer != peer || (t->state != TX_QUEUED && t->state != TX_INFLIGHT))
+            continue;
+        if (t->state == TX_INFLIGHT) {
+            p->tokens++; /* GM may never call back for a dead target */
+            p->abandoned++;
+        }
+        complete(p, t, COR_EPEERDEAD);
+    }
+    if (q->ctrl_busy) {
+        q->ctrl_busy = 0;
+        q->ctrl_abandoned = 1;
+        p->tokens++;
+    }
+    /* What libgm still holds for it need not go out (no callbacks: contexts are stale). */
+    gm_drop_sends(p->gp, GM_LOW_PRIORITY, q->node, q->port, NULL, NULL);
+    gm_drop_sends(p->gp, GM_HIGH_PRIORITY, q->node, q->port, NULL, NULL);
+}
+
 static int is_peer_error(gm_status_t st)
 {
     return st == GM_SEND_TARGET_PORT_CLOSED || st == GM_SEND_TARGET_NODE_UNREACHABLE ||
            st == GM_SEND_TIMED_OUT || st == GM_SEND_REJECTED || st == GM_SEND_ORPHANED;
 }
 
+__thread struct cor_rport *gmr_cb_port;
+
+void gmr_unknown(struct cor_rport *p, gm_recv_event_t *e)
+{
+    struct cor_rport *outer = gmr_cb_port;
+    gmr_cb_port = p;
+    gm_unknown(p->gp, e);
+    gmr_cb_port = outer;
+}
+
+/* The live in-flight descriptor number ctx names, or NULL (given up: its peer died). */
+static struct gmr_tx *inflight(struct cor_rport *p, void *ctx)
+{
+    uint64_t seq = (uint64_t)(uintptr_t)ctx;
+    if (seq < p->d_tail || seq >= p->d_head)
+        return NULL;
+    struct gmr_tx *t = tx_at(p, seq);
+    return t->seq == seq && t->state == TX_INFLIGHT ? t : NULL;
+}
+
 /* GM completion of a send or put; runs in gm_unknown() under p->lock. */
 static void on_sent(struct gm_port *gp, void *ctx, gm_status_t st)
 {
-    struct gmr_tx *t = ctx;
-    struct cor_rport *p = t->port;
-    (void)gp;
+    struct cor_rport *p = gmr_cb_port;
+    if (!p || p->gp != gp)
+        return; /* cannot happen: only gmr_unknown() runs callbacks */
+    struct gmr_tx *t = inflight(p, ctx);
+    if (!t)
+        return; /* given up when its peer died; its token came back then */
     p->tokens++;
-    if (t->state != TX_INFLIGHT)
-        return; /* cannot happen: GM calls back once */
     if (st == GM_SUCCESS) {
         complete(p, t, COR_OK);
         return;
     }
     if (is_peer_error(st)) {
+        if (!p->peers[t->peer].dead)
+            gmr_log("%s to domain %u failed: %s; giving the domain up",
+                    t->kind == TX_PUT ? "put" : "send", t->peer, gm_strerror(st));
         gmr_peer_dead(p, t->peer);
     } else {
         gmr_log("send to domain %u: %s", t->peer, gm_strerror(st));
@@ -136,10 +185,11 @@ static void start(struct cor_rport *p, struct gmr_tx *t)
         q->owed = 0;
         memcpy(t->buf + 4, &back, 4);
         gm_send_with_callback(p->gp, t->buf, p->k.data_class, t->len, GM_LOW_PRIORITY, q->node,
-                              q->port, on_sent, t);
+                              q->port, on_sent, (void *)(uintptr_t)t->seq);
         p->frames_out++;
     } else {
-        gm_put(p->gp, t->buf, t->raddr, t->len, GM_LOW_PRIORITY, q->node, q->port, on_sent, t);
+        gm_put(p->gp, t->buf, t->raddr, t->len, GM_LOW_PRIORITY, q->node, q->port, on_sent,
+               (void *)(uintptr_t)t->seq);
         p->puts++;
     }
 }
@@ -148,10 +198,18 @@ static void on_ctrl_sent(struct gm_port *gp, void *ctx, gm_status_t st)
 {
     struct gmr_peer *q = ctx;
     (void)gp;
+    if (q->ctrl_abandoned) { /* its token came back when the peer was given up */
+        q->ctrl_abandoned = 0;
+        return;
+    }
     q->ctrl_busy = 0;
     q->port_of->tokens++;
-    if (st != GM_SUCCESS && is_peer_error(st))
+    if (st != GM_SUCCESS && is_peer_error(st)) {
+        if (!q->dead)
+            gmr_log("control message to domain %u failed: %s; giving the domain up",
+                    (unsigned)(q - q->port_of->peers), gm_strerror(st));
         gmr_peer_dead(q->port_of, (uint32_t)(q - q->port_of->peers));
+    }
 }
 
 void gmr_send_ctrl(struct cor_rport *p, uint32_t peer, uint32_t op, uint32_t arg)
@@ -186,7 +244,7 @@ void gmr_credit_return(struct cor_rport *p, uint32_t peer)
     }
 }
 
-static uint64_t now_ns(void)
+uint64_t gmr_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -199,7 +257,7 @@ static uint64_t now_ns(void)
 static void starving(struct cor_rport *p, uint32_t peer)
 {
     struct gmr_peer *q = &p->peers[peer];
-    uint64_t now = now_ns();
+    uint64_t now = gmr_now_ns();
     if (q->heard || !q->starved_since) {
         q->heard = 0;
         q->starved_since = now;
@@ -255,6 +313,7 @@ static struct gmr_tx *tx_new(struct cor_rport *p, uint32_t peer, void *cookie, i
     if (p->d_head - p->d_tail >= p->k.tx_frames)
         return NULL;
     struct gmr_tx *t = tx_at(p, p->d_head);
+    t->seq = p->d_head;
     t->cookie = cookie;
     t->peer = peer;
     t->kind = (uint8_t)kind;
