@@ -14,7 +14,8 @@ unset GM_NODES GM_NODE_MAP GM_NODE_ID GM_PROVIDER GM_SHM_NAMESPACE COR_ROUTES
 run_exchange() { # TAG N [env assignments...]
     tag=$1 n=$2
     shift 2
-    run_bg $tag env "$@" timeout $LIMIT "$CORRUN" -n $n --route gm "$X" -t 8 -m $MSGS -x $MAX
+    run_bg $tag env "$@" timeout $LIMIT "$CORRUN" -n $n --route gm --ports ${NPORTS:-1} "$X" \
+        -t 8 -m $MSGS -x $MAX
     wait_bg $tag
     [ $RC = 0 ] || { show $tag; die "$tag: cor-run exited $RC (124 = timed out after $LIMIT s)"; }
     npass=$(grep -c ": PASS " "$WORK/$tag.out")
@@ -30,6 +31,15 @@ for n in 2 4; do
 done
 say "shm: 4 domains x 8 tasks over gm, rendezvous data as frames (COR_RMA=0)"
 run_exchange shmframes4 4 COR_RMA=0
+
+# Several ports: 4 GM ports (hard ports) per domain, soft-ports mapped over them; with
+# COR_RMA=0 the core also stripes large rendezvous messages over the 4 ports.
+NPORTS=4
+say "shm: 2 domains x 8 tasks over gm, 4 hard ports per domain (RMA)"
+run_exchange shm2p4 2
+say "shm: 2 domains x 8 tasks over gm, 4 hard ports per domain, striped frames (COR_RMA=0)"
+run_exchange shm2p4s 2 COR_RMA=0 COR_STRIPE_MIN=65536
+NPORTS=1
 
 BASE=$((30000 + ($$ % 500) * 64))
 MAP="1 d0 127.0.0.1:$BASE; 2 d1 127.0.0.1:$((BASE + 16)); 3 d2 127.0.0.1:$((BASE + 32)); 4 d3 127.0.0.1:$((BASE + 48))"
