@@ -25,7 +25,7 @@
 #define GMR_OP_CREDIT 2  /* arg = data buffers the sender provided again for us */
 #define GMR_RX_TOKENS 252 /* receive buffers we provide at most (GM has 254 tokens) */
 
-/* Tunables, read once per open from the environment (gm_knobs.c). */
+/* Tunables, read once per open from the environment (gm_env.c). */
 struct gmr_knobs {
     unsigned data_class; /* GM size class of every data frame buffer */
     unsigned credits;    /* data buffers per peer (receive credits), at most */
@@ -39,7 +39,7 @@ struct gmr_knobs {
 int gmr_knobs_read(struct gmr_knobs *k);
 void gmr_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Session setup of libgm-compat before the first gm_init (gm_session.c). */
+/* Session setup of libgm-compat before the first gm_init (gm_env.c). */
 int gmr_session_init(const struct cor_route_config *cfg);
 void gmr_session_fini(void);
 /* Ports of this process: a port that closes tells the others directly (no GM message: GM
