@@ -88,9 +88,11 @@ struct cor_req {
     _Atomic size_t done_bytes; /* receiver: bytes arrived; sender: bytes the route finished
                                   (frames of one message may travel on several ports) */
     bool rma;            /* data moves by remote write (route put), then F_FIN */
+    _Atomic bool awaiting_data; /* receiver: CTS sent, data frames or F_FIN to come */
     uint64_t raddr, rkey;             /* sender: where to put */
     struct cor_route_mr *mr;          /* registration of buf for the transfer */
-    _Atomic int chunks_out;
+    _Atomic int chunks_out; /* sender: data jobs, frames and puts naming this request */
+    _Atomic int send_err;   /* sender: the first error one of them saw */
 
     /* service calls */
     void *svc_reply;

@@ -108,10 +108,36 @@ static int route_send(struct cor_hport *hp, struct send_op *op)
     return COR_OK;
 }
 
+static void release_mr(struct cor_req *r)
+{
+    if (r->mr) {
+        r->hp->route->ops->mem_deregister(r->hp->rp, r->mr);
+        r->mr = NULL;
+    }
+}
+
+/* A rendezvous send is referenced by its data jobs and by every data frame or put the route
+ * holds; it completes when the last of them lets go, with the first error any of them saw.
+ * Completing it earlier would let the caller free it while the route still names it. */
+static void send_hold(struct cor_req *r)
+{
+    atomic_fetch_add(&r->chunks_out, 1);
+}
+
+static void send_release(struct cor_req *r, int err)
+{
+    int none = COR_OK;
+    if (err) atomic_compare_exchange_strong(&r->send_err, &none, err);
+    if (atomic_fetch_sub(&r->chunks_out, 1) == 1) {
+        release_mr(r);
+        cor__req_complete(r, atomic_load(&r->send_err));
+    }
+}
+
 static void op_fail(struct send_op *op, int err)
 {
     if (op->req) cor__req_complete(op->req, err);
-    if (op->data) cor__req_complete(op->data, err);
+    if (op->data) send_release(op->data, err);
     op_free(op);
 }
 
@@ -132,6 +158,7 @@ void cor__dispatch_queue(struct cor_hport *hp)
             }
             put->data = r;
             put->plen = r->expect;
+            send_hold(r);
             fin->hdr = (struct frame_hdr){.type = F_FIN, .src_task = op->hdr.src_task,
                                           .dst_task = op->hdr.dst_task, .len = r->expect,
                                           .rreq = r->remote_req, .sreq = r->handle};
@@ -140,6 +167,7 @@ void cor__dispatch_queue(struct cor_hport *hp)
                                          r->rkey, put);
             if (rc == COR_EAGAIN) {
                 atomic_fetch_sub(&hp->inflight, 1);
+                send_release(r, COR_OK); /* the job still holds r */
                 free(put);
                 free(fin);
                 return;
@@ -148,12 +176,13 @@ void cor__dispatch_queue(struct cor_hport *hp)
             if (!hp->q_head) hp->q_tail = NULL;
             if (rc != COR_OK) {
                 atomic_fetch_sub(&hp->inflight, 1);
+                send_release(r, rc);
                 free(put);
                 free(fin);
                 op_fail(op, rc);
                 continue;
             }
-            op_free(op);
+            op_fail(op, COR_OK); /* the job is done; the put holds r now */
             /* F_FIN goes next in order; if the window is full it waits at the queue head */
             fin->next = hp->q_head;
             hp->q_head = fin;
@@ -161,9 +190,7 @@ void cor__dispatch_queue(struct cor_hport *hp)
             continue;
         }
         if (op->kind == OP_DATA_JOB) {
-            /* Once its last chunk is accepted, r may complete and be recycled at any moment:
-             * the job keeps its own copy of what the chunks need (range, buffer, handles). */
-            struct cor_req *r = op->data;
+            struct cor_req *r = op->data; /* held by the job until it is freed */
             while (op->job_off < op->job_end) {
                 struct send_op *c = op_new(hp, op->peer);
                 if (!c) return; /* retried on the next pass */
@@ -176,12 +203,15 @@ void cor__dispatch_queue(struct cor_hport *hp)
                 c->payload = (const char *)op->payload + off;
                 c->plen = n;
                 c->data = r;
+                send_hold(r);
                 int rc = route_send(hp, c);
                 if (rc == COR_EAGAIN) {
+                    send_release(r, COR_OK);
                     free(c);
                     return;
                 }
                 if (rc != COR_OK) {
+                    send_release(r, rc);
                     free(c);
                     hp->q_head = op->next;
                     if (!hp->q_head) hp->q_tail = NULL;
@@ -192,7 +222,7 @@ void cor__dispatch_queue(struct cor_hport *hp)
             }
             hp->q_head = op->next;
             if (!hp->q_head) hp->q_tail = NULL;
-            op_free(op);
+            op_fail(op, COR_OK); /* drops the job's hold */
         } else {
             int rc = route_send(hp, op);
             if (rc == COR_EAGAIN) return;
@@ -272,14 +302,6 @@ void cor__return_credit(struct cor_hport *hp, uint32_t peer)
     COR_UNLOCK(&hp->send_lock);
 }
 
-static void release_mr(struct cor_req *r)
-{
-    if (r->mr) {
-        r->hp->route->ops->mem_deregister(r->hp->rp, r->mr);
-        r->mr = NULL;
-    }
-}
-
 void cor__upcall_send_done(void *core, void *cookie, int status)
 {
     struct cor_hport *hp = core;
@@ -291,16 +313,8 @@ void cor__upcall_send_done(void *core, void *cookie, int status)
     atomic_fetch_sub(&hp->inflight, 1);
     if (op->req) cor__req_complete(op->req, status);
     if (op->data) {
-        struct cor_req *r = op->data;
-        if (status != COR_OK) {
-            release_mr(r);
-            cor__req_complete(r, status);
-        } else {
-            if (atomic_fetch_add(&r->done_bytes, op->plen) + op->plen == r->expect) {
-                release_mr(r);
-                cor__req_complete(r, COR_OK);
-            }
-        }
+        if (status == COR_OK) atomic_fetch_add(&op->data->done_bytes, op->plen);
+        send_release(op->data, status);
     }
     op_free(op);
     /* The window opened: push queued frames from this thread rather than waking another. */
@@ -483,6 +497,7 @@ static void rndv_accept(struct cor_req *r, struct cor_hport *hp, uint32_t peer, 
     }
     atomic_fetch_add_explicit(&g.msgs_received, 1, memory_order_relaxed);
     if (take == 0 || (err != COR_OK && err != COR_ETRUNC)) cor__req_complete(r, err);
+    else atomic_store(&r->awaiting_data, true);
 }
 
 void cor__umsg_free(struct cor_umsg *m)
@@ -628,7 +643,11 @@ static void on_cts(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *
         r->raddr = h->offset;
         r->rkey = h->ctx;
     }
-    atomic_store(&r->state, RS_MATCHED);
+    int pending = RS_PENDING; /* a peer death may have completed it meanwhile */
+    if (!atomic_compare_exchange_strong(&r->state, &pending, RS_MATCHED)) {
+        release_mr(r);
+        return;
+    }
     if (h->len == 0) {
         cor__req_complete(r, COR_OK);
         return;
@@ -638,11 +657,12 @@ static void on_cts(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *
     size_t slices = r->expect >= (size_t)g.stripe_min && !r->rma ? (size_t)rt->nports : 1;
     size_t slice = (r->expect + slices - 1) / slices;
     slice = (slice + 4095) & ~(size_t)4095;
+    send_hold(r); /* until every slice is queued */
     for (size_t i = 0, off = 0; off < r->expect; i++, off += slice) {
         struct cor_hport *jp = slices > 1 ? rt->ports[(hp->index + i) % rt->nports] : hp;
         struct send_op *job = op_new(jp, peer);
         if (!job) {
-            cor__req_complete(r, COR_ENOMEM); /* slices already queued still finish */
+            send_release(r, COR_ENOMEM);
             return;
         }
         job->kind = OP_DATA_JOB;
@@ -654,10 +674,12 @@ static void on_cts(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *
         job->hdr.dst_task = h->src_task;
         job->hdr.rreq = r->remote_req;
         job->hdr.sreq = r->handle;
+        send_hold(r);
         COR_LOCK(&jp->send_lock);
         submit_locked(jp, job);
         COR_UNLOCK(&jp->send_lock);
     }
+    send_release(r, COR_OK);
 }
 
 static void on_data(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *h,
@@ -669,7 +691,14 @@ static void on_data(struct cor_hport *hp, uint32_t peer, const struct frame_hdr 
         drop("rendezvous data for no matching receive", peer);
         return;
     }
-    if (plen) memcpy((char *)r->buf + h->offset, payload, plen);
+    /* Copy under the owner's lock: a completion by peer death (req.c) publishes under that
+     * lock too, so the caller cannot free the buffer while we write into it. */
+    struct cor_task *t = r->owner;
+    COR_LOCK(&t->lock);
+    bool live = atomic_load(&r->state) == RS_MATCHED;
+    if (live && plen) memcpy((char *)r->buf + h->offset, payload, plen);
+    COR_UNLOCK(&t->lock);
+    if (!live) return;
     /* frames of a striped message arrive on several ports at once: the one that brings
      * the last byte completes */
     atomic_fetch_add_explicit(&g.bytes_received, plen, memory_order_relaxed);

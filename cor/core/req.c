@@ -24,6 +24,7 @@ static struct cor_req *free_list;             /* req_lock; linked through ->next
 
 struct cor_req *cor__req_new(enum req_kind kind)
 {
+    struct cor_task *owner = cor__task_self();
     COR_LOCK(&req_lock);
     struct cor_req *r = free_list;
     if (r) {
@@ -40,15 +41,16 @@ struct cor_req *cor__req_new(enum req_kind kind)
         r = &atomic_load(&chunks[nslots / CHUNK])[nslots % CHUNK];
         r->slot = nslots++;
     }
+    if (r) { /* initialised under the lock: a peer-death scan reads requests under it */
+        size_t keep = offsetof(struct cor_req, gen) + sizeof r->gen;
+        memset((char *)r + keep, 0, sizeof *r - keep);
+        if (++r->gen == 0) r->gen = 1;
+        r->kind = kind;
+        r->remote_rank = -1;
+        r->owner = owner;
+        atomic_store(&r->handle, ((cor_req_t)r->gen << 32) | r->slot);
+    }
     COR_UNLOCK(&req_lock);
-    if (!r) return NULL;
-    size_t keep = offsetof(struct cor_req, gen) + sizeof r->gen;
-    memset((char *)r + keep, 0, sizeof *r - keep);
-    if (++r->gen == 0) r->gen = 1;
-    r->kind = kind;
-    r->remote_rank = -1;
-    r->owner = cor__task_self();
-    atomic_store(&r->handle, ((cor_req_t)r->gen << 32) | r->slot);
     return r;
 }
 
@@ -268,30 +270,30 @@ COR_API int cor_cancel(cor_req_t *req)
     return COR_OK;
 }
 
-/* Fails what waits on a dead domain. Handles are collected first so no lock is held while
- * completing; a handle that went stale meanwhile is skipped by the lookup. */
+/* Fails what waits on a dead domain. The scan holds req_lock, so no request is freed or
+ * recycled under it; completing takes only task locks, which are never held while
+ * req_lock is wanted. */
 void cor__req_fail_peer(unsigned rank, int err)
 {
     COR_LOCK(&req_lock);
-    uint32_t n = nslots;
-    COR_UNLOCK(&req_lock);
-    for (uint32_t i = 0; i < n; i++) {
-        struct cor_req *c = atomic_load(&chunks[i / CHUNK]);
-        if (!c) break;
-        cor_req_t h = atomic_load(&c[i % CHUNK].handle);
-        struct cor_req *r = cor__req_lookup(h);
-        if (!r || req_done(r) || r->remote_rank != (int)rank) continue;
+    for (uint32_t i = 0; i < nslots; i++) {
+        struct cor_req *r = &atomic_load(&chunks[i / CHUNK])[i % CHUNK];
+        if (!atomic_load(&r->handle) || req_done(r) || r->remote_rank != (int)rank) continue;
         /* A send whose data the route may still hold (eager, or rendezvous data under way)
          * is completed by the route's send_done, never before: the caller could free the
          * buffer while a retransmission reads it. */
         if (r->kind == REQ_SEND && (r->eager || atomic_load(&r->state) != RS_PENDING)) continue;
-        if (r->kind == REQ_RECV && atomic_load(&r->state) == RS_PENDING) {
+        if (r->kind == REQ_RECV) {
+            /* Posted: take it off the list. Matched: only a rendezvous that waits for data
+             * is ours to fail; an eager match is being completed by the data path. */
             struct cor_task *t = r->owner;
             COR_LOCK(&t->lock);
-            bool removed = cor__posted_remove(t, r);
+            bool ours = atomic_load(&r->state) == RS_PENDING ? cor__posted_remove(t, r)
+                                                             : atomic_load(&r->awaiting_data);
             COR_UNLOCK(&t->lock);
-            if (!removed) continue; /* matched meanwhile: the data path completes it */
+            if (!ours) continue;
         }
         cor__req_complete(r, err);
     }
+    COR_UNLOCK(&req_lock);
 }
