@@ -366,6 +366,7 @@ int gmx_peer_resolve(struct gm_port *p, struct gmx_peer *peer);
 int gmx_peer_closed(struct gm_port *p, const struct gmx_peer *peer);
 int gmx_peer_gone(struct gm_port *p, struct gmx_peer *peer);
 uint64_t gmx_now_ns(void);
+uint64_t gmx_coarse_ns(void);
 
 /* pool.c */
 struct gmx_sreq *gmx_sreq_get(struct gm_port *p);

@@ -61,6 +61,15 @@ uint64_t gmx_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The same clock at tick resolution (a few ms), cheaper: for timeouts and
+ * liveness, never for alarms. */
+uint64_t gmx_coarse_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* At exit, acks the open ports still owe go out: their senders' callbacks
  * must not wait for a process that is gone. */
 static void flush_at_exit(void)
@@ -190,13 +199,14 @@ int gmx_peer_closed(struct gm_port *p, const struct gmx_peer *peer)
 /* shm: 1 if peer must not be touched through libfabric now.  A process
  * killed while it held its shm region's spin lock leaves every later send
  * to it spinning forever inside the provider, so a peer silent for more
- * than 1 ms is checked (its lock file) before each operation; a dead one
- * is remembered for 10 ms.  Otherwise one clock read. */
+ * than a clock tick (1-4 ms) is checked (its lock file) before each
+ * operation; a dead one is remembered for 10 ms.  Otherwise one coarse
+ * clock read. */
 int gmx_peer_gone(struct gm_port *p, struct gmx_peer *peer)
 {
     if (!p->addr_is_str)
         return 0;
-    uint64_t now = gmx_now_ns();
+    uint64_t now = gmx_coarse_ns();
     if (now - peer->heard_ns < 1000000u)
         return 0;
     if (peer->gone_ns && now - peer->gone_ns < 10000000u)

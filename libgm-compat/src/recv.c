@@ -720,7 +720,7 @@ int gmx_progress(struct gm_port *p)
     ssize_t n = fi_cq_read(p->cq, ce, GMX_CQ_BATCH);
     if (n > 0) {
         if (p->addr_is_str)
-            p->round_ns = gmx_now_ns();
+            p->round_ns = gmx_coarse_ns();
         for (ssize_t i = 0; i < n; i++) {
             if (!ce[i].op_context)
                 continue;
@@ -788,6 +788,8 @@ static gm_recv_event_t *next_event_locked(struct gm_port *p)
         return set_type(p, GM_SENT_TOKENS_EVENT);
     if (!p->ring_count) {
         gmx_progress(p);
+        /* Callbacks first: on GM the ack of a message reaches its sender
+         * before any reply the target sent after receiving it. */
         if (p->done)
             return set_type(p, GM_SENT_TOKENS_EVENT);
     }

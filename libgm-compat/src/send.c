@@ -87,7 +87,7 @@ static void unacked_push(struct gm_port *p, struct gmx_peer *peer, struct gmx_sr
         p->watch = peer;
     }
     if (!s->first_try_ns)
-        s->first_try_ns = gmx_now_ns();
+        s->first_try_ns = gmx_coarse_ns();
     unsigned prio = s->prio;
     s->next = NULL;
     if (peer->unacked_tail[prio])
@@ -151,7 +151,7 @@ static void peer_dead(struct gm_port *p, struct gmx_peer *peer, gm_status_t st)
  * processed an item for 60 x GM_SEND_TIMEOUT_MS timed out. */
 void gmx_watch_progress(struct gm_port *p)
 {
-    uint64_t now = gmx_now_ns();
+    uint64_t now = gmx_coarse_ns();
     if (now - p->watch_ns < 10000000u)
         return;
     p->watch_ns = now;
@@ -360,7 +360,7 @@ static void dataq_push(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq
 {
     s->next = NULL;
     if (!s->first_try_ns)
-        s->first_try_ns = gmx_now_ns();
+        s->first_try_ns = gmx_coarse_ns();
     if (peer->dataq_tail)
         peer->dataq_tail->next = s;
     else
@@ -373,7 +373,7 @@ static void backlog_push(struct gm_port *p, struct gmx_peer *peer, struct gmx_sr
 {
     s->next = NULL;
     if (!s->first_try_ns)
-        s->first_try_ns = gmx_now_ns();
+        s->first_try_ns = gmx_coarse_ns();
     if (peer->backlog_tail)
         peer->backlog_tail->next = s;
     else
@@ -474,7 +474,7 @@ static int queue_progress(struct gm_port *p, struct gmx_peer *peer, struct gmx_s
             continue;
         if (rc == -FI_EAGAIN) {
             if (!*now)
-                *now = gmx_now_ns();
+                *now = gmx_coarse_ns();
             gm_status_t st = stuck_verdict(p, peer, s, *now);
             if (st == GM_SUCCESS) {
                 s->next = *head; /* back at the front */

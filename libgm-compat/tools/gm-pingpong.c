@@ -107,8 +107,9 @@ static void send_cb(struct gm_port *p, void *ctx, gm_status_t st)
     (void)p;
     tokens++;
     if (st != GM_SUCCESS) {
+        static unsigned printed;
         send_errors++;
-        if (send_errors < 5)
+        if (printed++ < 5)
             fprintf(stderr, "%s: send failed: %s\n", side, gm_strerror(st));
     }
     if (op) {
