@@ -48,7 +48,7 @@ static int knob(const char *name, unsigned long def, unsigned long lo, unsigned 
 int gmr_knobs_read(struct gmr_knobs *k)
 {
     unsigned long cls, rx, eager, txb, txf, rc, st, dead;
-    if (knob("COR_GM_CLASS", 15, 12, 20, &cls) || knob("COR_GM_CREDITS", 32, 2, 200, &rx) ||
+    if (knob("COR_GM_CLASS", 15, 12, 20, &cls) || knob("COR_GM_CREDITS", 64, 2, 200, &rx) ||
         knob("COR_GM_EAGER", 16384, 64, 1u << 20, &eager) ||
         knob("COR_GM_TX_BYTES", 4u << 20, 1u << 16, 1u << 30, &txb) ||
         knob("COR_GM_TX_FRAMES", 1024, 64, 1u << 20, &txf) ||
