@@ -224,7 +224,10 @@ void gmr_local_remove_and_notify(struct cor_rport *p)
         uint32_t rank;
         pthread_mutex_lock(&q->lock);
         if (gmr_lookup(q, p->node_id, p->port_id, &rank) == 0)
+        {
             q->peers[rank].closed = 1;
+            q->pump_dirty = 1;
+        }
         pthread_mutex_unlock(&q->lock);
     }
     pthread_mutex_unlock(&session_lock);

@@ -60,6 +60,7 @@ struct gmr_peer {
     int ctrl_busy;     /* our control message to it is with GM */
     int credit_wanted; /* a CREDIT message is due once ctrl_busy clears */
     int blocked;       /* pump: no credit for it in this pass */
+    unsigned nqueued;   /* its frames/puts waiting in the software queue */
     int core_dead;      /* the core said it died: its frames still arriving are dropped */
     int ctrl_abandoned; /* its CREDIT was given up (peer dead): ignore the late callback */
     struct cor_rport *port_of;
@@ -121,6 +122,8 @@ struct cor_rport {
     unsigned rx_bufs, ctrl_bufs, credits; /* buffers provided; credits per peer */
     uint32_t cookie32;
     int credit_due; /* some peer has credit_wanted set */
+    int pump_dirty; /* tokens or credits came back, or a peer died: the queue may move */
+    uint64_t pump_ns; /* last pump (the starvation check needs one now and then) */
 
     /* send side */
     unsigned tokens; /* GM send tokens left */

@@ -102,6 +102,7 @@ static void on_control(struct cor_rport *p, const char *m, size_t len, uint32_t 
         q->credits += arg;
     else
         q->closed = 1; /* its frames sent before BYE may still come: keep receiving */
+    p->pump_dirty = 1;
 }
 
 /* Drains one receive event into `it` (data to deliver) or handles it; lock held. Returns 1
@@ -143,6 +144,8 @@ static int on_recv(struct cor_rport *p, gm_recv_event_t *e, struct rx_item *it)
         struct gmr_peer *q = &p->peers[peer];
         if (hdr[0] == p->cookie32 && hdr[1] <= p->credits - q->credits) {
             q->credits += hdr[1]; /* piggy-backed receive credits */
+            if (hdr[1])
+                p->pump_dirty = 1;
             q->heard = 1;
             *it = (struct rx_item){peer, buf, len};
             return 1;
@@ -214,7 +217,10 @@ int gmr_progress(struct cor_rport *p)
                 other++;
             }
         }
-        if (p->d_queue < p->d_head || p->credit_due)
+        /* The queue is walked only when it may move (walking it on every poll of a
+         * spinning task costs O(queue) each), or every 50 ms for the starvation check. */
+        if (p->credit_due ||
+            (p->d_queue < p->d_head && (p->pump_dirty || gmr_now_ns() - p->pump_ns > 50000000u)))
             gmr_pump(p);
         events += gmr_report(p);
         if (n) {

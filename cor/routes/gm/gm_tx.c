@@ -90,6 +90,7 @@ void gmr_peer_dead(struct cor_rport *p, uint32_t peer)
 {
     struct gmr_peer *q = &p->peers[peer];
     q->dead = 1;
+    p->pump_dirty = 1;
     if (!q->reported) {
         q->reported = 1;
         p->failed[p->nfailed++] = peer;
@@ -113,6 +114,8 @@ void gmr_abandon_peer(struct cor_rport *p, uint32_t peer)
         }
         complete(p, t, COR_EPEERDEAD);
     }
+    q->nqueued = 0;
+    p->pump_dirty = 1;
     if (q->ctrl_busy) {
         q->ctrl_busy = 0;
         q->ctrl_abandoned = 1;
@@ -159,6 +162,7 @@ static void on_sent(struct gm_port *gp, void *ctx, gm_status_t st)
     if (!t)
         return; /* given up when its peer died; its token came back then */
     p->tokens++;
+    p->pump_dirty = 1;
     if (st == GM_SUCCESS) {
         complete(p, t, COR_OK);
         return;
@@ -204,6 +208,7 @@ static void on_ctrl_sent(struct gm_port *gp, void *ctx, gm_status_t st)
     }
     q->ctrl_busy = 0;
     q->port_of->tokens++;
+    q->port_of->pump_dirty = 1;
     if (st != GM_SUCCESS && is_peer_error(st)) {
         if (!q->dead)
             gmr_log("control message to domain %u failed: %s; giving the domain up",
@@ -280,6 +285,8 @@ void gmr_pump(struct cor_rport *p)
     }
     /* Frames wait in acceptance order; one without a credit holds back only later frames
      * (and puts) to the same peer. */
+    p->pump_dirty = 0;
+    p->pump_ns = gmr_now_ns();
     unsigned nblocked = 0;
     for (uint64_t i = p->d_queue; i < p->d_head && p->tokens > 0; i++) {
         struct gmr_tx *t = tx_at(p, i);
@@ -291,12 +298,14 @@ void gmr_pump(struct cor_rport *p)
         if (q->closed && !q->dead)
             gmr_peer_dead(p, t->peer);
         if (q->dead) {
+            q->nqueued--;
             complete(p, t, COR_EPEERDEAD);
         } else if (t->kind == TX_SEND && q->credits == 0) {
             q->blocked = 1;
             p->blocked[nblocked++] = t->peer;
             starving(p, t->peer);
         } else {
+            q->nqueued--;
             start(p, t);
         }
     }
@@ -321,22 +330,24 @@ static struct gmr_tx *tx_new(struct cor_rport *p, uint32_t peer, void *cookie, i
     return t;
 }
 
-/* Starts it now if nothing waits ahead and a token and a credit are free, else queues it. */
+/* Starts it now if nothing waits ahead of it for its peer and a token and a credit are
+ * free (frames to other peers that wait for their credits do not hold it back; order is
+ * per peer), else queues it. */
 static void tx_commit(struct cor_rport *p, struct gmr_tx *t)
 {
     p->d_head++;
-    if (p->d_queue == p->d_head - 1 && p->tokens > 0 &&
-        (t->kind == TX_PUT || p->peers[t->peer].credits > 0)) {
-        p->d_queue++;
+    struct gmr_peer *q = &p->peers[t->peer];
+    if (q->nqueued == 0 && p->tokens > 0 && (t->kind == TX_PUT || q->credits > 0)) {
+        if (p->d_queue == p->d_head - 1)
+            p->d_queue++;
         start(p, t);
         return;
     }
     t->state = TX_QUEUED;
-    uint64_t q = p->d_head - p->d_queue;
-    if (q > p->queued_max)
-        p->queued_max = q;
-    if (q > 1)
-        gmr_pump(p); /* others may be waiting for credits, not this one */
+    q->nqueued++;
+    uint64_t n = p->d_head - p->d_queue;
+    if (n > p->queued_max)
+        p->queued_max = n;
 }
 
 /* COR_OK to go on, or why a send/put to `peer` is refused now. */
