@@ -11,18 +11,12 @@
 
 #include "gm_port.h"
 
-static unsigned unused_count(struct cor_rport *p)
-{
-    unsigned n = 0;
-    for (struct cor_route_mr *m = p->mrs; m; m = m->next)
-        n += m->refs == 0;
-    return n;
-}
-
 static void mr_drop(struct cor_rport *p, struct cor_route_mr **link)
 {
     struct cor_route_mr *m = *link;
     *link = m->next;
+    if (m->refs == 0)
+        p->nunused--;
     gm_deregister_memory(p->gp, m->addr, m->len);
     free(m);
     p->nmrs--;
@@ -31,11 +25,13 @@ static void mr_drop(struct cor_rport *p, struct cor_route_mr **link)
 /* Evicts least recently used unreferenced regions until at most `keep` remain. */
 static void evict(struct cor_rport *p, unsigned keep)
 {
-    while (unused_count(p) > keep) {
+    while (p->nunused > keep) {
         struct cor_route_mr **victim = NULL;
         for (struct cor_route_mr **l = &p->mrs; *l; l = &(*l)->next)
             if ((*l)->refs == 0 && (!victim || (*l)->used < (*victim)->used))
                 victim = l;
+        if (!victim)
+            break;
         mr_drop(p, victim);
     }
 }
@@ -56,6 +52,8 @@ int gmr_mem_register(struct cor_rport *p, void *addr, size_t len, struct cor_rou
     for (m = p->mrs; m; m = m->next)
         if (a >= m->addr && len <= m->len && (size_t)(a - m->addr) <= m->len - len)
             break;
+    if (m && m->refs == 0)
+        p->nunused--; /* a cached region in use again */
     if (!m) {
         m = calloc(1, sizeof *m);
         if (!m) {
@@ -92,8 +90,10 @@ void gmr_mem_deregister(struct cor_rport *p, struct cor_route_mr *mr)
     for (struct cor_route_mr *m = p->mrs; m; m = m->next)
         if (m == mr && m->refs > 0) { /* ignore a stale or foreign handle */
             m->refs--;
-            if (m->refs == 0)
+            if (m->refs == 0) {
+                p->nunused++;
                 evict(p, p->k.regcache);
+            }
             break;
         }
     pthread_mutex_unlock(&p->lock);

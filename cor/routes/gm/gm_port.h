@@ -139,7 +139,7 @@ struct cor_rport {
     char *ctrl_tx; /* DMA memory for outgoing control messages */
 
     struct cor_route_mr *mrs; /* registration cache */
-    unsigned nmrs;
+    unsigned nmrs, nunused; /* regions; of them with no reference (cached) */
     uint64_t mr_clock;
 
     /* counters */
