@@ -318,9 +318,11 @@ void cor__upcall_send_done(void *core, void *cookie, int status)
     }
     op_free(op);
     /* The window opened: push queued frames from this thread rather than waking another. */
-    if (hp->q_head && pthread_mutex_trylock(&hp->send_lock) == 0) {
-        cor__dispatch_queue(hp);
-        if (hp->q_head) pthread_cond_signal(&hp->send_cond);
+    if (pthread_mutex_trylock(&hp->send_lock) == 0) {
+        if (hp->q_head) {
+            cor__dispatch_queue(hp);
+            if (hp->q_head) pthread_cond_signal(&hp->send_cond);
+        }
         COR_UNLOCK(&hp->send_lock);
     }
 }
