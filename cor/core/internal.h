@@ -314,6 +314,7 @@ struct cor_global {
     _Atomic int spinners;
     _Atomic uint64_t last_spin_end; /* when the last successful spin ended (0: none lately) */
     long linger_ns;                 /* COR_LINGER_US: listeners stay parked this long after */
+    _Atomic int blocked;            /* tasks asleep in a wait: they need the listeners */
     pthread_mutex_t spin_lock;
     pthread_cond_t spin_cond;
 

@@ -91,6 +91,7 @@ int cor__progress_all(void)
 static bool tasks_polling(void)
 {
     if (atomic_load(&g.spinners) > 0) return true;
+    if (atomic_load(&g.blocked) > 0) return false; /* sleeping tasks wait on us */
     uint64_t end = atomic_load(&g.last_spin_end);
     return end && cor__now_ns() - end < (uint64_t)g.linger_ns;
 }

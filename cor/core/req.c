@@ -78,6 +78,11 @@ static inline bool req_done(struct cor_req *r)
     return atomic_load_explicit(&r->state, memory_order_acquire) == RS_DONE;
 }
 
+/* Set when this thread woke a sleeping task: a spinner then yields its core, so the task it
+ * woke runs now rather than at the scheduler's next tick (the spinners of two domains would
+ * otherwise hold both cores of a small machine). */
+static _Thread_local bool woke_a_task;
+
 bool cor__req_complete(struct cor_req *r, int err)
 {
     int s = atomic_load(&r->state);
@@ -89,8 +94,10 @@ bool cor__req_complete(struct cor_req *r, int err)
     struct cor_task *t = r->owner;
     COR_LOCK(&t->lock);
     atomic_store_explicit(&r->state, RS_DONE, memory_order_release);
-    if (t->sleepers) pthread_cond_broadcast(&t->cond);
+    bool wake = t->sleepers > 0;
+    if (wake) pthread_cond_broadcast(&t->cond);
     COR_UNLOCK(&t->lock);
+    if (wake) woke_a_task = true;
     return true;
 }
 
@@ -116,6 +123,10 @@ static void wait_until(pred_fn done, void *arg, bool foreign)
                 if (cor__progress_all() == 0 && (++n & 63) == 0 &&
                     cor__now_ns() - start > (uint64_t)g.spin_ns)
                     break;
+                if (woke_a_task) {
+                    woke_a_task = false;
+                    sched_yield();
+                }
             }
         }
         bool ok = done(arg);
@@ -133,7 +144,9 @@ static void wait_until(pred_fn done, void *arg, bool foreign)
     struct cor_task *t = cor__task_self();
     COR_LOCK(&t->lock);
     t->sleepers++;
+    atomic_fetch_add(&g.blocked, 1);
     while (!done(arg)) cor__cond_wait_ns(&t->cond, &t->lock, foreign ? 1000000 : 100000000);
+    atomic_fetch_sub(&g.blocked, 1);
     t->sleepers--;
     COR_UNLOCK(&t->lock);
 }
