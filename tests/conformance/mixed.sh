@@ -23,6 +23,10 @@ run_mixed() { # TAG [env assignments...]
 say "2 domains, udp and gm at once (gm on shm), 4 senders x 4 receivers, $MSGS messages per pair"
 run_mixed shm
 BASE=$((40000 + ($$ % 500) * 32))
-say "the same with gm on tcp (node map on 127.0.0.1, TCP ports $BASE..$((BASE + 31)))"
-run_mixed tcp "GM_NODES=1 d0 127.0.0.1:$BASE; 2 d1 127.0.0.1:$((BASE + 16))" COR_GM_NODE_ID=rank
+# tcp: gm's rendezvous data as frames unless COR_GM_TEST_TCP_RMA=1 (see gm-proc.sh)
+RMA=0
+[ "${COR_GM_TEST_TCP_RMA:-0}" = 1 ] && RMA=1
+say "the same with gm on tcp (COR_RMA=$RMA, node map on 127.0.0.1, TCP ports $BASE..$((BASE + 31)))"
+run_mixed tcp "GM_NODES=1 d0 127.0.0.1:$BASE; 2 d1 127.0.0.1:$((BASE + 16))" COR_GM_NODE_ID=rank \
+    COR_RMA=$RMA
 say "PASS"
