@@ -109,6 +109,9 @@ struct gmx_hdr {
     uint32_t xfer;   /* DATA / GETDATA transfer id */
     uint32_t epoch;  /* incarnation of the sending port */
     uint32_t aepoch; /* incarnation of the receiving port the acks are for */
+    uint32_t base;   /* stream items: oldest item of this priority the sender
+                        still waits for (earlier ones are done or given up) */
+    uint32_t pad;
     uint64_t addr;   /* put/get target address; KEY/UNKEY region base */
     uint64_t len;    /* payload or transfer length; KEY region length */
     uint64_t key;    /* KEY */
@@ -178,6 +181,8 @@ struct gmx_sreq {
     uint64_t raddr, rkey; /* rma target */
     gm_status_t ack_status; /* what the target said */
     int acked;
+    int retried;          /* requeued after a transient provider error */
+    uint64_t retry_ns;    /* ... when */
     unsigned local_pending; /* provider completions still due (own + child) */
     uint32_t seq;
     struct gmx_hdr hdr;
@@ -229,6 +234,8 @@ struct gmx_peer {
     int reached;               /* a send to it ever completed */
     uint64_t heard_ns;         /* shm: last sign of life (message, completion) */
     uint64_t gone_ns;          /* shm: when its lock was last found free */
+    int reconnect;             /* tcp: the provider's connection broke: renew */
+    uint64_t reconnect_ns;     /* last renewal */
     /* sending */
     uint32_t send_seq[GM_NUM_PRIORITIES];
     int disabled[GM_NUM_PRIORITIES];       /* a send failed: hold the rest */
@@ -246,10 +253,12 @@ struct gmx_peer {
     unsigned nkeys, key_next;
     /* receiving */
     uint32_t rx_epoch;                     /* incarnation of the peer we hear from */
+    uint32_t recv_seq[GM_NUM_PRIORITIES];  /* next item to process */
+    int seen[GM_NUM_PRIORITIES];           /* recv_seq is valid */
     unsigned stall[GM_NUM_PRIORITIES];     /* DATA of the item in process not landed */
     struct gmx_rreq *stall_req[GM_NUM_PRIORITIES]; /* ... its posted receive */
     int blocked[GM_NUM_PRIORITIES];        /* head item waits for a buffer */
-    struct gmx_rreq *held[GM_NUM_PRIORITIES]; /* items not processed yet, FIFO */
+    struct gmx_rreq *held[GM_NUM_PRIORITIES]; /* items not processed yet, by seq */
     struct gmx_rreq *held_tail[GM_NUM_PRIORITIES];
     uint32_t ack_due[GM_NUM_PRIORITIES];   /* last processed seq to ack */
     int ack_pending[GM_NUM_PRIORITIES];
@@ -365,6 +374,7 @@ struct gmx_peer *gmx_peer_get(struct gm_port *p, unsigned node, unsigned port);
 int gmx_peer_resolve(struct gm_port *p, struct gmx_peer *peer);
 int gmx_peer_closed(struct gm_port *p, const struct gmx_peer *peer);
 int gmx_peer_gone(struct gm_port *p, struct gmx_peer *peer);
+void gmx_peer_reconnect(struct gm_port *p, struct gmx_peer *peer);
 uint64_t gmx_now_ns(void);
 uint64_t gmx_coarse_ns(void);
 
@@ -387,6 +397,7 @@ void gmx_backlog_fail_all(struct gm_port *p);
 int gmx_send_internal(struct gm_port *p, struct gmx_peer *peer, const void *buf,
                       size_t len, uint64_t tag);
 void gmx_send_failed(struct gm_port *p, struct gmx_sreq *s, gm_status_t st);
+int gmx_send_retry(struct gm_port *p, struct gmx_sreq *s);
 int gmx_send_ctl(struct gm_port *p, struct gmx_peer *peer, const struct gmx_hdr *h);
 void gmx_hdr_acks(struct gmx_peer *peer, struct gmx_hdr *h);
 void gmx_key_learn(struct gmx_peer *peer, const struct gmx_hdr *h);

@@ -219,6 +219,24 @@ int gmx_peer_gone(struct gm_port *p, struct gmx_peer *peer)
     return 1;
 }
 
+/* Connection-based providers: a connection the provider reports broken
+ * (FI_ENOTCONN on every send, seen with tcp;ofi_rxm when both sides connect
+ * at once) is dropped by taking the address out of the AV; inserting it
+ * again makes the next send connect anew.  At most every 20 ms. */
+void gmx_peer_reconnect(struct gm_port *p, struct gmx_peer *peer)
+{
+    uint64_t now = gmx_coarse_ns();
+    if (p->addr_is_str || now - peer->reconnect_ns < 20000000u)
+        return;
+    peer->reconnect_ns = now;
+    peer->reconnect = 0;
+    if (peer->resolved)
+        fi_av_remove(p->av, &peer->addr, 1, 0);
+    peer->resolved = 0;
+    gmx_log("reconnecting to node %u port %u\n", peer->node, peer->port);
+    gmx_peer_resolve(p, peer);
+}
+
 /* The peer record for (node, port), created on first use; NULL if the node is
  * not in the map (or memory ran out). */
 struct gmx_peer *gmx_peer_get(struct gm_port *p, unsigned node, unsigned port)

@@ -469,9 +469,17 @@ static void wait_for_buffer(struct gm_port *p, struct gmx_peer *peer)
 }
 
 /* Processes what (peer, prio) holds, in order, until an item must wait. */
+/* Signed distance of seq from the expected one, modulo 2^22. */
+static int32_t seq_diff(uint32_t seq, uint32_t expected)
+{
+    uint32_t d = (seq - expected) & GMX_SEQ_MASK;
+    return d & 0x200000u ? (int32_t)d - 0x400000 : (int32_t)d;
+}
+
 static void drain(struct gm_port *p, struct gmx_peer *peer, unsigned prio)
 {
-    while (peer->held[prio] && !peer->stall[prio]) {
+    while (peer->held[prio] && !peer->stall[prio] &&
+           peer->held[prio]->seq == peer->recv_seq[prio]) {
         struct gmx_rreq *r = peer->held[prio];
         peer->held[prio] = r->next;
         if (!r->next)
@@ -486,7 +494,49 @@ static void drain(struct gm_port *p, struct gmx_peer *peer, unsigned prio)
             return;
         }
         peer->blocked[prio] = 0;
+        peer->recv_seq[prio] = (peer->recv_seq[prio] + 1) & GMX_SEQ_MASK;
     }
+}
+
+/* Files stream item r (seq, base from its header) in sequence order: the
+ * provider may deliver out of order when it had to be retried.  Items
+ * before the sender's base are done or given up by the sender. */
+static void stream_arrive(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
+                          struct gmx_rreq *r, uint32_t base)
+{
+    if (!peer->seen[prio]) {
+        peer->seen[prio] = 1;
+        peer->recv_seq[prio] = base;
+    } else if (seq_diff(base, peer->recv_seq[prio]) > 0 && !peer->blocked[prio] &&
+               !peer->stall[prio]) {
+        /* The sender gave up the items before base (failed sends). */
+        peer->recv_seq[prio] = base;
+        while (peer->held[prio] && seq_diff(peer->held[prio]->seq, base) < 0) {
+            struct gmx_rreq *old = peer->held[prio];
+            peer->held[prio] = old->next;
+            bounce_release(p, old);
+        }
+        if (!peer->held[prio])
+            peer->held_tail[prio] = NULL;
+    }
+    int32_t d = seq_diff(r->seq, peer->recv_seq[prio]);
+    struct gmx_rreq **link = &peer->held[prio];
+    while (*link && seq_diff((*link)->seq, peer->recv_seq[prio]) < d)
+        link = &(*link)->next;
+    if (d < 0 || (*link && (*link)->seq == r->seq)) {
+        /* A duplicate (sent again after a provider error): processed or
+         * held already.  Ack what is done, so the sender moves on. */
+        if (d < 0)
+            ack_owe(p, peer, prio, (peer->recv_seq[prio] - 1) & GMX_SEQ_MASK);
+        bounce_release(p, r);
+        return;
+    }
+    r->next = *link;
+    *link = r;
+    if (!r->next)
+        peer->held_tail[prio] = r;
+    if (!peer->blocked[prio])
+        drain(p, peer, prio);
 }
 
 /* Buffers were provided (or acceptable sizes changed): retry the streams
@@ -521,6 +571,7 @@ static void peer_restarted(struct gm_port *p, struct gmx_peer *peer)
         }
         peer->held_tail[prio] = NULL;
         peer->blocked[prio] = 0;
+        peer->seen[prio] = 0;
         peer->ack_pending[prio] = 0;
         struct gmx_rreq *d = peer->stall_req[prio];
         if (d) {
@@ -585,14 +636,8 @@ static void eager_arrived(struct gm_port *p, struct gmx_rreq *r)
                     h.port);
             break;
         }
-        r->next = NULL;
-        if (peer->held_tail[prio])
-            peer->held_tail[prio]->next = r;
-        else
-            peer->held[prio] = r;
-        peer->held_tail[prio] = r;
-        if (!peer->blocked[prio])
-            drain(p, peer, prio);
+        r->seq = h.seq & GMX_SEQ_MASK;
+        stream_arrive(p, peer, prio, r, h.base & GMX_SEQ_MASK);
         return;
     }
     bounce_release(p, r);
@@ -664,7 +709,16 @@ static void read_error(struct gm_port *p)
         struct gmx_sreq *s = err.op_context;
         gmx_log("send to node %u port %u failed: %s\n", s->peer ? s->peer->node : 0,
                 s->peer ? s->peer->port : 0, fi_strerror(err.err));
+        /* Transient on connection-based providers: try again (in order). */
+        /* (We never cancel sends: rxm cancels the ones queued on a
+         * connection that failed.) */
+        int transient = (err.err == FI_ENOTCONN || err.err == FI_EAGAIN ||
+                         err.err == FI_ECANCELED) && !p->addr_is_str;
+        if (transient && gmx_send_retry(p, s))
+            return;
         gm_status_t st = gmx_status_from_fi(err.err, s->peer);
+        if (transient && s->retried)
+            st = GM_SEND_TIMED_OUT; /* the target is open, we could not reach it */
         if (s->rma && (err.err == FI_EINVAL || err.err == FI_EACCES ||
                        err.err == FI_EPERM || err.err == FI_EIO))
             st = GM_PERMISSION_DENIED; /* a stale or wrong key */

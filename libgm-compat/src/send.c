@@ -231,6 +231,58 @@ void gmx_send_failed(struct gm_port *p, struct gmx_sreq *s, gm_status_t st)
     gmx_send_local_done(p, s);
 }
 
+static void mark_backlogged(struct gm_port *p, struct gmx_peer *peer);
+
+/* The provider failed s for a reason that may pass (a TCP connection being
+ * set up, or both sides connecting at once): s goes back to be sent again,
+ * in order (before the items not sent yet; failures come in send order),
+ * until the backlog's timeout decides.  1 if it was requeued. */
+int gmx_send_retry(struct gm_port *p, struct gmx_sreq *s)
+{
+    struct gmx_peer *peer = s->peer;
+    if (!peer || (s->kind == GMX_S_INTERNAL && !s->parent && !s->stream && !s->tag))
+        return 0;
+    uint64_t now = gmx_coarse_ns();
+    if (s->retried && now - s->first_try_ns >= (uint64_t)gmx_cfg.send_timeout_ms * 1000000u)
+        return 0; /* the provider never recovered: the caller fails it */
+    if (s->rma == 1 && peer->rma_busy)
+        peer->rma_busy--;
+    if (s->stream) {
+        /* Out of the unacked list: it was not delivered. */
+        struct gmx_sreq **link = &peer->unacked[s->prio];
+        struct gmx_sreq *prev = NULL;
+        while (*link && *link != s) {
+            prev = *link;
+            link = &(*link)->next;
+        }
+        if (!*link)
+            return 0; /* already failed or acked */
+        *link = s->next;
+        if (peer->unacked_tail[s->prio] == s)
+            peer->unacked_tail[s->prio] = prev;
+        peer->inflight--;
+    }
+    if (!s->first_try_ns)
+        s->first_try_ns = gmx_coarse_ns();
+    struct gmx_sreq **head = s->parent ? &peer->dataq : &peer->backlog;
+    struct gmx_sreq **tail = s->parent ? &peer->dataq_tail : &peer->backlog_tail;
+    /* After the ones requeued before it (they carry first_try_ns of an
+     * earlier try and are not newer items). */
+    struct gmx_sreq **link = head;
+    while (*link && (*link)->retried && (*link)->first_try_ns <= s->first_try_ns)
+        link = &(*link)->next;
+    s->retried = 1;
+    s->retry_ns = now;
+    peer->reconnect = 1;
+    s->next = *link;
+    *link = s;
+    if (!s->next)
+        *tail = s;
+    mark_backlogged(p, peer);
+    gmx_log("retrying a send to node %u port %u\n", peer->node, peer->port);
+    return 1;
+}
+
 /* ---- handing requests to the provider -------------------------------------- */
 
 /* Piggy-backs the acks we owe peer on a header going to it. */
@@ -292,6 +344,14 @@ static ssize_t send_now_raw(struct gm_port *p, struct gmx_sreq *s)
     if (gmx_peer_gone(p, peer))
         return -FI_EAGAIN; /* the backlog decides (GM_SEND_TARGET_PORT_CLOSED) */
     if (s->eager) {
+        if (s->stream) {
+            /* The oldest item still unacknowledged (retries may have put
+             * the list out of order; it is at most a window long). */
+            s->hdr.base = s->seq;
+            for (struct gmx_sreq *u = peer->unacked[s->prio]; u; u = u->next)
+                if (((s->hdr.base - u->seq) & GMX_SEQ_MASK) - 1 < 0x1fffffu)
+                    s->hdr.base = u->seq;
+        }
         rc = eager_send(p, peer, &s->hdr, s->buf, s->len, s, &done);
     } else if (s->rma == 1) {
         /* The callback means "landed": shm's writes are synchronous copies
@@ -313,6 +373,8 @@ static ssize_t send_now_raw(struct gm_port *p, struct gmx_sreq *s)
     } else {
         rc = fi_tsend(p->ep, s->buf, s->len, NULL, peer->addr, s->tag, s);
     }
+    if (rc == -FI_ENOTCONN && !p->addr_is_str)
+        return -FI_EAGAIN; /* a connection being set up: the backlog retries */
     if (rc != 0)
         return rc;
     peer->reached |= done;
@@ -457,6 +519,8 @@ static gm_status_t stuck_verdict(struct gm_port *p, struct gmx_peer *peer,
 static int queue_progress(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq **head,
                           struct gmx_sreq **tail, uint64_t *now)
 {
+    if (peer->reconnect && *head)
+        gmx_peer_reconnect(p, peer);
     while (*head) {
         struct gmx_sreq *s = *head;
         if (!s->parent && peer->disabled[s->prio])
@@ -465,6 +529,8 @@ static int queue_progress(struct gm_port *p, struct gmx_peer *peer, struct gmx_s
             return 0; /* waits for an ack, not for the provider */
         if (peer->rma_busy && (s->stream || s->rma == 1))
             return 0;
+        if (s->retried && gmx_coarse_ns() - s->retry_ns < 1000000u)
+            return 0; /* give a failed connection a moment */
         /* Unlink first: a successful inject may complete s at once. */
         *head = s->next;
         if (!*head)
