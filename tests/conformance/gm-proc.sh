@@ -47,11 +47,15 @@ MAP="1 d0 127.0.0.1:$BASE; 2 d1 127.0.0.1:$((BASE + 16)); 3 d2 127.0.0.1:$((BASE
 # libgm-compat now and then reports a live port closed (FI_ENOTCONN, see /tmp/gm-bugs.md and
 # cor/routes/gm/README.md). COR_GM_TEST_TCP_RMA=1 runs them with RMA rendezvous instead.
 # (route_conf's RMA case covers gm_put over tcp in one process: gm-tcp.sh.)
+# Sanitizer builds (COR_TEST_SCALE=small) set up TCP connections slowly: libgm-compat calls
+# a port it never reached closed after GM_SEND_TIMEOUT_MS (1 s), so give them 10 s.
+SLOWTCP=GM_SEND_TIMEOUT_MS=1000
+[ $SMALL = 1 ] && SLOWTCP=GM_SEND_TIMEOUT_MS=10000
 TCPRMA=COR_RMA=0
 [ "${COR_GM_TEST_TCP_RMA:-0}" = 1 ] && TCPRMA=COR_RMA=1
 for n in 2 4; do
     say "tcp: $n domains x 8 tasks over gm ($TCPRMA), node map on 127.0.0.1 (TCP ports $BASE..$((BASE + 63)))"
-    run_exchange tcp$n $n "GM_NODES=$MAP" COR_GM_NODE_ID=rank $TCPRMA
+    run_exchange tcp$n $n "GM_NODES=$MAP" COR_GM_NODE_ID=rank $TCPRMA $SLOWTCP
 done
 
 # kill -9 of a domain: cor-run tells the survivors, the core calls the route's peer_dead, and

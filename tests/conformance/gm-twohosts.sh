@@ -38,7 +38,8 @@ MAP="1 host0 ${NET}1; 2 host1 ${NET}2"
 RMA=0
 [ "${COR_GM_TEST_TCP_RMA:-0}" = 1 ] && RMA=1
 say "2 domains x 4 tasks over gm (tcp between the namespaces, COR_RMA=$RMA), $MSGS messages of 0..$MAX bytes"
-run_bg th env "GM_NODES=$MAP" COR_GM_NODE_ID=rank COR_RMA=$RMA timeout $LIMIT "$CORRUN" -n 2 --route gm \
+run_bg th env "GM_NODES=$MAP" COR_GM_NODE_ID=rank COR_RMA=$RMA \
+    GM_SEND_TIMEOUT_MS=$((SMALL ? 10000 : 1000)) timeout $LIMIT "$CORRUN" -n 2 --route gm \
     --agent "ip netns exec ${PFX}{rank}" "$X" -t 4 -m $MSGS -x $MAX
 wait_bg th
 [ $RC = 0 ] || { show th; die "cor-run exited $RC (124 = timed out after $LIMIT s)"; }

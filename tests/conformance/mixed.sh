@@ -28,5 +28,5 @@ RMA=0
 [ "${COR_GM_TEST_TCP_RMA:-0}" = 1 ] && RMA=1
 say "the same with gm on tcp (COR_RMA=$RMA, node map on 127.0.0.1, TCP ports $BASE..$((BASE + 31)))"
 run_mixed tcp "GM_NODES=1 d0 127.0.0.1:$BASE; 2 d1 127.0.0.1:$((BASE + 16))" COR_GM_NODE_ID=rank \
-    COR_RMA=$RMA
+    COR_RMA=$RMA GM_SEND_TIMEOUT_MS=$((SMALL ? 10000 : 1000))
 say "PASS"
