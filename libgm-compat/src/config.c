@@ -252,7 +252,11 @@ int gmx_config_load(void)
         snprintf(gmx_cfg.shm_ns, sizeof gmx_cfg.shm_ns, "gm%u", (unsigned)getuid());
     }
     gmx_cfg.send_timeout_ms = env_uint("GM_SEND_TIMEOUT_MS", 1000, 3600000);
-    gmx_cfg.rma = (int)env_uint("GM_RMA", 1, 1);
+    /* RMA by default only on shm: with tcp;ofi_rxm (libfabric 1.17) RMA
+     * traffic sometimes leaves a connection failing every send with
+     * FI_ENOTCONN for good, and the target's CPU is needed there anyway. */
+    int is_shm = strncmp(gmx_cfg.provider, "shm", 3) == 0;
+    gmx_cfg.rma = (int)env_uint("GM_RMA", is_shm ? 1 : 0, 1);
     gmx_log("node %u of %u, provider %s, shm namespace %s\n", gmx_cfg.self,
             gmx_cfg.num_nodes, gmx_cfg.provider, gmx_cfg.shm_ns);
     return 0;
