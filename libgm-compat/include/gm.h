@@ -500,8 +500,8 @@ GM_ENTRY_POINT gm_size_t gm_max_length_for_size(unsigned int size);
 GM_ENTRY_POINT unsigned int gm_min_message_size(struct gm_port *p); /* 3 */
 GM_ENTRY_POINT unsigned int gm_mtu(struct gm_port *p);              /* 4096 */
 /* Bit s of mask set = messages of size class s accepted at this priority
- * (all accepted by default).  A rejected message is meant to complete at its
- * sender with GM_SEND_REJECTED (see README.md: not reliable yet).
+ * (all accepted by default).  A message of another size completes at its
+ * sender with GM_SEND_REJECTED (also one already waiting for a buffer).
  * GM_INVALID_PARAMETER for a bad priority. */
 GM_ENTRY_POINT gm_status_t gm_set_acceptable_sizes(struct gm_port *p,
                                                    enum gm_priority priority,
@@ -531,11 +531,16 @@ GM_ENTRY_POINT gm_status_t gm_allow_remote_memory_access(struct gm_port *p);
 /* Sends len bytes (len <= gm_max_length_for_size(size)) of message at
  * `priority' to (target_node_id, target_port_id).  Uses one send token;
  * `message' must stay unchanged until the callback, which runs in
- * gm_unknown() with GM_SUCCESS or an error: GM_SEND_TARGET_PORT_CLOSED,
- * GM_SEND_TARGET_NODE_UNREACHABLE, GM_SEND_REJECTED, GM_SEND_DROPPED,
+ * gm_unknown() once the message is in a receive buffer of the target
+ * (GM_SUCCESS) or with an error: GM_SEND_TARGET_PORT_CLOSED,
+ * GM_SEND_TARGET_NODE_UNREACHABLE, GM_SEND_TIMED_OUT (no buffer provided,
+ * or the target unreachable, for long), GM_SEND_REJECTED, GM_SEND_DROPPED,
  * GM_INVALID_PARAMETER (bad size/length/priority; reported through the
  * callback, never a crash).  Delivery is reliable and ordered per
- * (target port, priority). */
+ * (target port, priority); a message waits at the target (never lost)
+ * until a buffer of exactly its size and priority is provided.  After an
+ * error, later sends to that (port, priority) wait for gm_drop_sends() or
+ * gm_resume_sending(). */
 GM_ENTRY_POINT void gm_send_with_callback(struct gm_port *p, void *message,
                                           unsigned int size, gm_size_t len,
                                           unsigned int priority,
@@ -550,8 +555,11 @@ GM_ENTRY_POINT void gm_send_to_peer_with_callback(
     gm_send_completion_callback_t callback, void *context);
 /* PUT: writes len bytes from source_buffer to target_buffer, a virtual
  * address registered by the target port, which must have called
- * gm_allow_remote_memory_access().  No event at the target.  Ordered with
- * the sender's later sends to that port at the same priority. */
+ * gm_allow_remote_memory_access() (else the callback gets
+ * GM_PERMISSION_DENIED and nothing lands).  No event at the target; the
+ * callback means the data landed.  Ordered with the sender's later sends
+ * to that port.  After the first put into a region, RMA where the provider
+ * has it (see README.md: GM_RMA). */
 GM_ENTRY_POINT void gm_directed_send_with_callback(
     struct gm_port *p, void *source_buffer, gm_remote_ptr_t target_buffer,
     gm_size_t len, enum gm_priority priority, unsigned int target_node_id,
