@@ -47,16 +47,25 @@ static int knob(const char *name, unsigned long def, unsigned long lo, unsigned 
 
 int gmr_knobs_read(struct gmr_knobs *k)
 {
-    unsigned long cls, rx, eager, txb, txf, rc, st, dead;
+    unsigned long cls, rx, eager, txb, txf, rc, st, dead, scls, srx;
     if (knob("COR_GM_CLASS", 15, 12, 20, &cls) || knob("COR_GM_CREDITS", 64, 2, 200, &rx) ||
+        knob("COR_GM_SMALL_CLASS", 11, 0, 14, &scls) ||
+        knob("COR_GM_SMALL_CREDITS", 64, 2, 200, &srx) ||
         knob("COR_GM_EAGER", 16384, 64, 1u << 20, &eager) ||
         knob("COR_GM_TX_BYTES", 4u << 20, 1u << 16, 1u << 30, &txb) ||
         knob("COR_GM_TX_FRAMES", 1024, 64, 1u << 20, &txf) ||
         knob("COR_GM_REGCACHE", 64, 0, 1u << 16, &rc) || knob("COR_GM_STATS", 0, 0, 1, &st) ||
         knob("COR_GM_DEAD_MS", 5000, 10, 86400000, &dead))
         return -1;
+    if (scls && (scls < 8 || scls >= cls)) {
+        gmr_log("COR_GM_SMALL_CLASS=%lu: expected 0 (none) or 8..%lu (below COR_GM_CLASS)", scls,
+                cls - 1);
+        return -1;
+    }
     k->data_class = (unsigned)cls;
+    k->small_class = (unsigned)scls;
     k->credits = (unsigned)rx;
+    k->small_credits = (unsigned)srx;
     k->eager = eager;
     k->tx_bytes = txb;
     k->tx_frames = (unsigned)txf;

@@ -27,8 +27,10 @@
 
 /* Tunables, read once per open from the environment (gm_env.c). */
 struct gmr_knobs {
-    unsigned data_class; /* GM size class of every data frame buffer */
-    unsigned credits;    /* data buffers per peer (receive credits), at most */
+    unsigned data_class; /* GM size class of the large data frame buffers */
+    unsigned small_class; /* GM size class of the small ones; 0 = none (all frames large) */
+    unsigned credits;    /* large data buffers per peer (receive credits), at most */
+    unsigned small_credits; /* small ones per peer, at most */
     size_t eager;        /* caps.eager_limit */
     size_t tx_bytes;     /* send ring: DMA memory for copied frames */
     unsigned tx_frames;  /* send descriptors (frames accepted, not yet completed) */
@@ -55,8 +57,8 @@ struct gmr_peer {
     int closed;   /* it said BYE: the next send to it declares it dead */
     int reported; /* peer_failed made (or queued) */
     int local;    /* a port of this process */
-    unsigned credits;  /* data frames we may still send it (its buffers for us) */
-    unsigned owed;     /* its frames whose buffers we provided again, not yet told */
+    unsigned credits[2]; /* per class (0 small, 1 large): frames we may still send it */
+    unsigned owed[2];    /* its frames whose buffers we provided again, not yet told */
     int ctrl_busy;     /* our control message to it is with GM */
     int credit_wanted; /* a CREDIT message is due once ctrl_busy clears */
     int blocked;       /* pump: no credit for it in this pass */
@@ -77,7 +79,7 @@ struct gmr_tx {
                    * descriptor given up and reused must not complete the new one) */
     void *cookie;
     uint32_t peer;
-    uint8_t kind, state;
+    uint8_t kind, state, cls; /* cls: TX_SEND's buffer class, 0 small / 1 large */
     int status;
     char *buf;     /* TX_SEND: the copy in the byte ring; TX_PUT: the local source */
     size_t len;    /* bytes on the wire (header included for TX_SEND) */
@@ -116,10 +118,14 @@ struct cor_rport {
     struct gmr_hslot *hash; /* (node, port) -> rank */
     unsigned hash_mask;
 
-    /* receive buffers: one DMA block, rx_bufs data buffers then the control buffers */
+    /* receive buffers: one DMA block holding the small pool, the large pool, then the
+     * control buffers. Class c (0 small, 1 large) is GM size class cls[c]; each peer gets
+     * allot[c] buffers of it (its credits); allot[0] = 0 when there is no small class. */
     char *rx_mem;
-    size_t rx_len, data_buf_len;
-    unsigned rx_bufs, ctrl_bufs, credits; /* buffers provided; credits per peer */
+    size_t rx_len;
+    unsigned cls[2], allot[2], pool_bufs[2];
+    size_t pool_off[2], stride[2], small_max; /* small_max: largest frame+header in a small */
+    unsigned ctrl_bufs;
     uint32_t cookie32;
     int credit_due; /* some peer has credit_wanted set */
     int pump_dirty; /* tokens or credits came back, or a peer died: the queue may move */
@@ -143,7 +149,7 @@ struct cor_rport {
     uint64_t mr_clock;
 
     /* counters */
-    uint64_t dropped, frames_in, frames_out, queued_max, puts, abandoned, from_dead;
+    uint64_t dropped, frames_in, frames_out, queued_max, puts, abandoned, from_dead, small_out;
     uint64_t active_ns; /* last progress() that did something (wait() backs off from it) */
 };
 

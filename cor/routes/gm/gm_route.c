@@ -157,18 +157,19 @@ static void gmr_close(struct cor_rport *p)
     }
     p->ndone = 0;
     if (p->k.stats)
-        gmr_log("port node %u id %u: frames out %" PRIu64 " in %" PRIu64 ", puts %" PRIu64
-                ", dropped %" PRIu64 ", deepest software queue %" PRIu64,
-                p->node_id, p->port_id, p->frames_out, p->frames_in, p->puts, p->dropped,
-                p->queued_max);
+        gmr_log("port node %u id %u: frames out %" PRIu64 " (%" PRIu64 " small) in %" PRIu64
+                ", puts %" PRIu64 ", dropped %" PRIu64 ", deepest software queue %" PRIu64,
+                p->node_id, p->port_id, p->frames_out, p->small_out, p->frames_in, p->puts,
+                p->dropped, p->queued_max);
     if (p->k.stats)
         gmr_log("  ring: d_tail %llu d_queue %llu d_head %llu tx_tail %zu tx_head %zu ndone %u",
                 (unsigned long long)p->d_tail, (unsigned long long)p->d_queue,
                 (unsigned long long)p->d_head, p->tx_tail, p->tx_head, p->ndone);
     if (p->k.stats)
         for (uint32_t i = 0; i < p->npeers; i++)
-            gmr_log("  peer %u: credits %u owed %u ctrl_busy %d wanted %d dead %d tokens %u",
-                    i, p->peers[i].credits, p->peers[i].owed, p->peers[i].ctrl_busy,
+            gmr_log("  peer %u: credits %u+%u owed %u+%u ctrl_busy %d wanted %d dead %d tokens %u",
+                    i, p->peers[i].credits[0], p->peers[i].credits[1], p->peers[i].owed[0],
+                    p->peers[i].owed[1], p->peers[i].ctrl_busy,
                     p->peers[i].credit_wanted, p->peers[i].dead, p->tokens);
     if (p->k.stats && p->abandoned)
         gmr_log("  %" PRIu64 " frames in flight to dead domains given up, %" PRIu64
@@ -242,7 +243,8 @@ static int gmr_add_peer(struct cor_rport *p, cor_peer_t peer, const char *addr)
         h = (h + 1) & p->hash_mask;
     p->hash[h] = (struct gmr_hslot){key, peer};
     p->peers[peer] = (struct gmr_peer){.node = node, .port = port, .added = 1, .local = local,
-                                       .credits = p->credits, .port_of = p};
+                                       .credits = {p->allot[0], p->allot[1]},
+                                       .port_of = p};
     rc = COR_OK;
 out:
     pthread_mutex_unlock(&p->lock);

@@ -1,10 +1,12 @@
 /*
- * Receiving and progress. Data frames arrive at low priority into buffers of one size class
- * (GM matches a message only to a buffer of exactly its class, and libgm keeps per-sender
- * order by holding later messages until earlier ones land: with several classes, held
- * messages of one class could starve another and stall every stream; one class cannot).
+ * Receiving and progress. Data frames arrive at low priority into buffers of two size
+ * classes: small (COR_GM_SMALL_CLASS, default 11: frames up to 2 KiB, i.e. control frames and
+ * small eager messages) and large (COR_GM_CLASS, default 15). GM matches a message only to a
+ * buffer of exactly its class, and libgm keeps per-sender order by holding later messages
+ * until earlier ones land; so a sender never sends a frame without a receive credit of its
+ * class (gm_tx.c): no message ever waits for a buffer, and no class can stall another.
  * Each buffer is handed to the core's deliver() and provided again right after it returns.
- * Control messages (BYE) arrive at high priority into a few small buffers.
+ * Control messages (CREDIT, BYE) arrive at high priority into a few small buffers.
  */
 #include <string.h>
 
@@ -19,24 +21,42 @@ int gmr_rx_setup(struct cor_rport *p)
     if (p->ctrl_bufs > 32)
         p->ctrl_bufs = 32;
     unsigned per = (GMR_RX_TOKENS - p->ctrl_bufs) / p->npeers;
-    p->credits = per < p->k.credits ? per : p->k.credits;
-    if (p->credits < 2) {
+    p->cls[0] = p->k.small_class;
+    p->cls[1] = p->k.data_class;
+    /* GM's receive tokens (not memory) are what is scarce, and every frame fits a large
+     * buffer: large buffers get their full share first, and the small class only the tokens
+     * left over (at least 8 per peer, else no small class on this port: with 4 or more
+     * domains at the default 64 credits). Same numbers in every domain (same knobs and
+     * npeers), so senders and receivers agree. */
+    p->allot[1] = per < p->k.credits ? per : p->k.credits;
+    unsigned left = per - p->allot[1];
+    p->allot[0] = 0;
+    if (p->k.small_class && left >= 8) {
+        p->allot[0] = left < p->k.small_credits ? left : p->k.small_credits;
+        p->small_max = gm_max_length_for_size(p->cls[0]);
+    }
+    if (p->allot[1] < 2) {
         gmr_log("%u domains: too many for GM's %u receive tokens per port", p->npeers,
                 GMR_RX_TOKENS);
         return COR_ELIMIT;
     }
-    p->rx_bufs = p->credits * p->npeers;
-    /* Buffers start 64-byte aligned: the data class is a power of two minus 8, rounded up. */
-    size_t stride = (gm_max_length_for_size(p->k.data_class) + 63) & ~(size_t)63;
-    p->data_buf_len = stride;
-    p->rx_len = stride * p->rx_bufs + 64 * (size_t)p->ctrl_bufs;
+    /* Buffers start 64-byte aligned: a class holds a power of two minus 8, rounded up. */
+    size_t off = 0;
+    for (int c = 0; c < 2; c++) {
+        p->pool_bufs[c] = p->allot[c] * p->npeers;
+        p->stride[c] = p->allot[c] ? (gm_max_length_for_size(p->cls[c]) + 63) & ~(size_t)63 : 64;
+        p->pool_off[c] = off;
+        off += p->stride[c] * p->pool_bufs[c];
+    }
+    p->rx_len = off + 64 * (size_t)p->ctrl_bufs;
     p->rx_mem = gm_dma_malloc(p->gp, p->rx_len);
     if (!p->rx_mem)
         return COR_ENOMEM;
-    for (unsigned i = 0; i < p->rx_bufs; i++)
-        gm_provide_receive_buffer_with_tag(p->gp, p->rx_mem + stride * i, p->k.data_class,
-                                           GM_LOW_PRIORITY, 0);
-    char *ctrl = p->rx_mem + stride * p->rx_bufs;
+    for (int c = 0; c < 2; c++)
+        for (unsigned i = 0; i < p->pool_bufs[c]; i++)
+            gm_provide_receive_buffer_with_tag(p->gp, p->rx_mem + p->pool_off[c] + p->stride[c] * i,
+                                               p->cls[c], GM_LOW_PRIORITY, 0);
+    char *ctrl = p->rx_mem + off;
     for (unsigned i = 0; i < p->ctrl_bufs; i++)
         gm_provide_receive_buffer_with_tag(p->gp, ctrl + 64 * i, GMR_CTRL_CLASS,
                                            GM_HIGH_PRIORITY, 1);
@@ -61,22 +81,41 @@ int gmr_lookup(struct cor_rport *p, unsigned node, unsigned port, uint32_t *rank
     }
 }
 
-/* Is buf one of our data (data = 1) or control buffers? */
-static int own_buffer(struct cor_rport *p, const char *buf, int data)
+/* Is buf one of our buffers of data class c (0, 1), or (c = -1) a control buffer? */
+static int own_buffer(struct cor_rport *p, const char *buf, int c)
 {
-    size_t ctrl_off = p->data_buf_len * p->rx_bufs;
     if (buf < p->rx_mem || buf >= p->rx_mem + p->rx_len)
         return 0;
     size_t off = (size_t)(buf - p->rx_mem);
-    if (data)
-        return off < ctrl_off && off % p->data_buf_len == 0;
-    return off >= ctrl_off && (off - ctrl_off) % 64 == 0;
+    if (c < 0) {
+        size_t ctrl_off = p->pool_off[1] + p->stride[1] * p->pool_bufs[1];
+        return off >= ctrl_off && (off - ctrl_off) % 64 == 0;
+    }
+    return off >= p->pool_off[c] && off < p->pool_off[c] + p->stride[c] * p->pool_bufs[c] &&
+           (off - p->pool_off[c]) % p->stride[c] == 0;
+}
+
+/* Credits returned by a peer, packed as small | large << 16: valid if neither class gets
+ * more back than it has out. */
+static int credits_ok(struct cor_rport *p, const struct gmr_peer *q, uint32_t packed)
+{
+    uint32_t b0 = packed & 0xffff, b1 = packed >> 16;
+    return b0 <= p->allot[0] - q->credits[0] && b1 <= p->allot[1] - q->credits[1];
+}
+
+static void credits_add(struct cor_rport *p, struct gmr_peer *q, uint32_t packed)
+{
+    q->credits[0] += packed & 0xffff;
+    q->credits[1] += packed >> 16;
+    if (packed)
+        p->pump_dirty = 1;
 }
 
 struct rx_item {
     uint32_t peer;
     char *buf;
     size_t len;
+    int c; /* buffer class */
 };
 
 static void on_control(struct cor_rport *p, const char *m, size_t len, uint32_t peer)
@@ -93,13 +132,13 @@ static void on_control(struct cor_rport *p, const char *m, size_t len, uint32_t 
     memcpy(&arg, m + 12, 4);
     struct gmr_peer *q = &p->peers[peer];
     if (cookie != p->cookie || (op != GMR_OP_BYE && op != GMR_OP_CREDIT) ||
-        (op == GMR_OP_CREDIT && (arg == 0 || arg > p->credits - q->credits))) {
+        (op == GMR_OP_CREDIT && (arg == 0 || !credits_ok(p, q, arg)))) {
         p->dropped++;
         return;
     }
     q->heard = 1;
     if (op == GMR_OP_CREDIT)
-        q->credits += arg;
+        credits_add(p, q, arg);
     else
         q->closed = 1; /* its frames sent before BYE may still come: keep receiving */
     p->pump_dirty = 1;
@@ -115,7 +154,9 @@ static int on_recv(struct cor_rport *p, gm_recv_event_t *e, struct rx_item *it)
     unsigned node = gm_ntoh_u16(e->recv.sender_node_id);
     unsigned port = gm_ntoh_u8(e->recv.sender_port_id);
     unsigned size = gm_ntoh_u8(e->recv.size);
-    if (!own_buffer(p, buf, !high)) {
+    /* Which of our pools: control (high), else by the class GM says it matched. */
+    int c = high ? -1 : (p->allot[0] && size == p->cls[0]) ? 0 : 1;
+    if (!own_buffer(p, buf, c)) {
         /* Not ours (cannot happen with a correct libgm): never touch or re-provide it. */
         p->dropped++;
         return 0;
@@ -134,25 +175,22 @@ static int on_recv(struct cor_rport *p, gm_recv_event_t *e, struct rx_item *it)
         /* The core already failed everything toward it: late frames would only match
          * requests that no longer wait (or new ones posted after the death was known). */
         p->from_dead++;
-        gm_provide_receive_buffer_with_tag(p->gp, buf, p->k.data_class, GM_LOW_PRIORITY, 0);
+        gm_provide_receive_buffer_with_tag(p->gp, buf, p->cls[c], GM_LOW_PRIORITY, 0);
         return 0;
     }
     uint32_t hdr[2];
-    if (ok && size == p->k.data_class && len >= GMR_HDR &&
-        len <= gm_max_length_for_size(p->k.data_class)) {
+    if (ok && size == p->cls[c] && len >= GMR_HDR && len <= gm_max_length_for_size(p->cls[c])) {
         memcpy(hdr, buf, GMR_HDR);
         struct gmr_peer *q = &p->peers[peer];
-        if (hdr[0] == p->cookie32 && hdr[1] <= p->credits - q->credits) {
-            q->credits += hdr[1]; /* piggy-backed receive credits */
-            if (hdr[1])
-                p->pump_dirty = 1;
+        if (hdr[0] == p->cookie32 && credits_ok(p, q, hdr[1])) {
+            credits_add(p, q, hdr[1]); /* piggy-backed receive credits */
             q->heard = 1;
-            *it = (struct rx_item){peer, buf, len};
+            *it = (struct rx_item){peer, buf, len, c};
             return 1;
         }
     }
     p->dropped++;
-    gm_provide_receive_buffer_with_tag(p->gp, buf, p->k.data_class, GM_LOW_PRIORITY, 0);
+    gm_provide_receive_buffer_with_tag(p->gp, buf, p->cls[c], GM_LOW_PRIORITY, 0);
     return 0;
 }
 
@@ -231,9 +269,9 @@ int gmr_progress(struct cor_rport *p)
                               items[i].len - GMR_HDR);
             pthread_mutex_lock(&p->lock);
             for (unsigned i = 0; i < n && !p->closing; i++) {
-                gm_provide_receive_buffer_with_tag(p->gp, items[i].buf, p->k.data_class,
+                gm_provide_receive_buffer_with_tag(p->gp, items[i].buf, p->cls[items[i].c],
                                                    GM_LOW_PRIORITY, 0);
-                p->peers[items[i].peer].owed++;
+                p->peers[items[i].peer].owed[items[i].c]++;
                 gmr_credit_return(p, items[i].peer);
             }
             events += (int)n;

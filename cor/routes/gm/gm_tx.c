@@ -184,13 +184,15 @@ static void start(struct cor_rport *p, struct gmr_tx *t)
     p->tokens--;
     t->state = TX_INFLIGHT;
     if (t->kind == TX_SEND) {
-        q->credits--;
-        uint32_t back = q->owed; /* credits ride on the frame as it leaves, never earlier */
-        q->owed = 0;
+        q->credits[t->cls]--;
+        /* credits ride on the frame as it leaves, never earlier: small | large << 16 */
+        uint32_t back = q->owed[0] | q->owed[1] << 16;
+        q->owed[0] = q->owed[1] = 0;
         memcpy(t->buf + 4, &back, 4);
-        gm_send_with_callback(p->gp, t->buf, p->k.data_class, t->len, GM_LOW_PRIORITY, q->node,
+        gm_send_with_callback(p->gp, t->buf, p->cls[t->cls], t->len, GM_LOW_PRIORITY, q->node,
                               q->port, on_sent, (void *)(uintptr_t)t->seq);
         p->frames_out++;
+        p->small_out += t->cls == 0;
     } else {
         gm_put(p->gp, t->buf, t->raddr, t->len, GM_LOW_PRIORITY, q->node, q->port, on_sent,
                (void *)(uintptr_t)t->seq);
@@ -232,16 +234,18 @@ void gmr_send_ctrl(struct cor_rport *p, uint32_t peer, uint32_t op, uint32_t arg
 }
 
 /* The receiver side of flow control: after `owed` of the peer's frames have their buffers
- * back, tell it (on the next frame to it, or by a CREDIT message once half are owed). */
+ * back, tell it (on the next frame to it, or by a CREDIT message once half of a class's
+ * buffers are owed). */
 void gmr_credit_return(struct cor_rport *p, uint32_t peer)
 {
     struct gmr_peer *q = &p->peers[peer];
-    if (q->owed < (p->credits + 1) / 2 || q->dead)
+    if (q->dead || ((!p->allot[0] || q->owed[0] < (p->allot[0] + 1) / 2) &&
+                    q->owed[1] < (p->allot[1] + 1) / 2))
         return;
     if (!q->ctrl_busy && p->tokens > 0) {
         q->credit_wanted = 0;
-        uint32_t n = q->owed;
-        q->owed = 0;
+        uint32_t n = q->owed[0] | q->owed[1] << 16;
+        q->owed[0] = q->owed[1] = 0;
         gmr_send_ctrl(p, peer, GMR_OP_CREDIT, n);
     } else {
         q->credit_wanted = 1;
@@ -300,7 +304,7 @@ void gmr_pump(struct cor_rport *p)
         if (q->dead) {
             q->nqueued--;
             complete(p, t, COR_EPEERDEAD);
-        } else if (t->kind == TX_SEND && q->credits == 0) {
+        } else if (t->kind == TX_SEND && q->credits[t->cls] == 0) {
             q->blocked = 1;
             p->blocked[nblocked++] = t->peer;
             starving(p, t->peer);
@@ -337,7 +341,7 @@ static void tx_commit(struct cor_rport *p, struct gmr_tx *t)
 {
     p->d_head++;
     struct gmr_peer *q = &p->peers[t->peer];
-    if (q->nqueued == 0 && p->tokens > 0 && (t->kind == TX_PUT || q->credits > 0)) {
+    if (q->nqueued == 0 && p->tokens > 0 && (t->kind == TX_PUT || q->credits[t->cls] > 0)) {
         if (p->d_queue == p->d_head - 1)
             p->d_queue++;
         start(p, t);
@@ -379,6 +383,7 @@ int gmr_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov, int 
     size_t max = gm_max_length_for_size(p->k.data_class) - GMR_HDR;
     if (len > max)
         return COR_EINVAL;
+    int cls = p->allot[0] && len + GMR_HDR <= p->small_max ? 0 : 1;
     pthread_mutex_lock(&p->lock);
     int rc = peer_check(p, peer);
     if (rc != COR_OK)
@@ -399,6 +404,7 @@ int gmr_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov, int 
     }
     t->buf = buf;
     t->len = off;
+    t->cls = (uint8_t)cls;
     tx_commit(p, t);
     rc = COR_OK;
 out:
