@@ -390,6 +390,7 @@ void gmx_rreq_cancel_all(struct gm_port *p);
 void gmx_send_done(struct gm_port *p, struct gmx_sreq *s, gm_status_t st);
 void gmx_stream_failed(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq *s,
                        gm_status_t st);
+void gmx_submit(struct gm_port *p, struct gmx_sreq *s);
 void gmx_backlog_progress(struct gm_port *p);
 void gmx_watch_progress(struct gm_port *p);
 void gmx_nack_held(struct gm_port *p);
