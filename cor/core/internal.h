@@ -151,6 +151,7 @@ struct cor_task {
 };
 
 struct cor_task *cor__task_self(void);      /* the calling thread's task (main = 0) */
+struct cor_task *cor__task_current(void);   /* the same, or NULL: never adopts the thread */
 void cor__task_adopt_main(void);
 void cor__task_forget_self(void);
 void cor__task_join_all(void);

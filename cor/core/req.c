@@ -78,9 +78,9 @@ static inline bool req_done(struct cor_req *r)
     return atomic_load_explicit(&r->state, memory_order_acquire) == RS_DONE;
 }
 
-/* Set when this thread woke a sleeping task: a spinner then yields its core, so the task it
- * woke runs now rather than at the scheduler's next tick (the spinners of two domains would
- * otherwise hold both cores of a small machine). */
+/* Set when this thread completed another task's request: a spinner then yields its core, so
+ * that task runs now rather than at the scheduler's next tick (the spinners of two domains
+ * would otherwise hold both cores of a small machine). */
 static _Thread_local bool woke_a_task;
 
 bool cor__req_complete(struct cor_req *r, int err)
@@ -94,10 +94,9 @@ bool cor__req_complete(struct cor_req *r, int err)
     struct cor_task *t = r->owner;
     COR_LOCK(&t->lock);
     atomic_store_explicit(&r->state, RS_DONE, memory_order_release);
-    bool wake = t->sleepers > 0;
-    if (wake) pthread_cond_broadcast(&t->cond);
+    if (t->sleepers > 0) pthread_cond_broadcast(&t->cond);
     COR_UNLOCK(&t->lock);
-    if (wake) woke_a_task = true;
+    if (t != cor__task_current()) woke_a_task = true;
     return true;
 }
 
@@ -113,33 +112,39 @@ typedef bool (*pred_fn)(void *arg);
 static void wait_until(pred_fn done, void *arg, bool foreign)
 {
     if (done(arg)) return;
-    if (g.nroutes > 0 && g.spin_ns > 0) {
-        bool spun = false;
-        if (atomic_fetch_add(&g.spinners, 1) == 0) {
-            uint64_t start = cor__now_ns();
-            unsigned n = 0;
-            spun = true;
-            while (!done(arg)) {
-                if (cor__progress_all() == 0 && (++n & 63) == 0 &&
-                    cor__now_ns() - start > (uint64_t)g.spin_ns)
-                    break;
-                if (woke_a_task) {
-                    woke_a_task = false;
-                    sched_yield();
-                }
+    uint64_t start = cor__now_ns();
+    while (g.nroutes > 0 && g.spin_ns > 0) {
+        if (atomic_fetch_add(&g.spinners, 1) != 0) {
+            /* Another task polls the ports and completes our requests too: stay runnable
+             * and hand the core over, which costs far less than a sleep and a wake-up. */
+            atomic_fetch_sub(&g.spinners, 1);
+            sched_yield();
+            if (done(arg)) return;
+            if (cor__now_ns() - start > (uint64_t)g.spin_ns) break;
+            continue;
+        }
+        unsigned n = 0;
+        while (!done(arg)) {
+            if (cor__progress_all() == 0 && (++n & 63) == 0 &&
+                cor__now_ns() - start > (uint64_t)g.spin_ns)
+                break;
+            if (woke_a_task) { /* let the task whose request we completed run now */
+                woke_a_task = false;
+                sched_yield();
             }
         }
         bool ok = done(arg);
         /* A spinner that succeeded will likely spin again soon: the listeners linger off the
          * sockets a while instead of being woken for nothing. One that gives up is about to
          * sleep and needs them at once. */
-        if (spun) atomic_store(&g.last_spin_end, ok ? cor__now_ns() : 0);
+        atomic_store(&g.last_spin_end, ok ? cor__now_ns() : 0);
         if (atomic_fetch_sub(&g.spinners, 1) == 1 && !ok) {
             COR_LOCK(&g.spin_lock);
             pthread_cond_broadcast(&g.spin_cond);
             COR_UNLOCK(&g.spin_lock);
         }
         if (ok) return;
+        break;
     }
     struct cor_task *t = cor__task_self();
     COR_LOCK(&t->lock);

@@ -66,6 +66,12 @@ struct cor_task *cor__task_self(void)
     return t;
 }
 
+/* The calling thread's task if it has one; never adopts (core threads have none). */
+struct cor_task *cor__task_current(void)
+{
+    return self;
+}
+
 void cor__task_adopt_main(void)
 {
     COR_LOCK(&g.lock);
