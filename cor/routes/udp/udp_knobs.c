@@ -68,7 +68,9 @@ int udp_knobs_read(struct udp_knobs *k)
     k->ack_every = (uint32_t)v;
     bad |= knob("COR_UDP_BATCH", 1, UDP_BATCH_MAX, 16, &v);
     k->batch = (uint32_t)v;
-    bad |= knob("COR_UDP_EAGER", 0, UDP_FRAME_MAX - 4096, 16384, &v);
+    /* Eager up to what, with the core's header, still fits one loopback datagram: larger
+     * messages pay a rendezvous round trip, smaller ones nothing extra. */
+    bad |= knob("COR_UDP_EAGER", 0, UDP_FRAME_MAX - 4096, 65280, &v);
     k->eager_limit = v;
     k->bind = getenv("COR_UDP_BIND");
     if (k->bind && !*k->bind)

@@ -9,6 +9,9 @@
 
 #include "udp_port.h"
 
+/* Unacknowledged bytes from which the end of a burst asks for an immediate ack. */
+#define UDP_BURST_ACK_BYTES (48u << 10)
+
 /* Retry delay after the socket refused a datagram (send buffer full). */
 #define UDP_SOCK_RETRY_NS 100000ull
 /* Frame records kept for reuse per port. */
@@ -122,10 +125,13 @@ void udp_pump(struct cor_rport *p, struct udp_peer *peer, uint64_t now)
         }
         if (k == 0)
             break;
-        /* Tell the receiver when we go idle (ack soon) or run out of window (ack now). */
+        /* Tell the receiver when we go idle (ack soon) or run out of window (ack now). A
+         * burst of large frames that ends asks for the ack at once: its sender waits for
+         * that ack to reuse its memory, and the receiver may have nothing to piggy-back it
+         * on for a while (small frames are copied by the core and need no such hurry). */
         uint16_t flags = 0;
         if (!f)
-            flags |= UDP_F_ACKREQ;
+            flags |= sw->bytes + bytes >= UDP_BURST_ACK_BYTES ? UDP_F_ACKNOW : UDP_F_ACKREQ;
         if (k == udp_swin_room(sw) || bytes >= p->k.window_bytes)
             flags |= UDP_F_ACKNOW;
         p->tx_hdr[k - 1][6] = (uint8_t)flags;
