@@ -130,10 +130,20 @@ static int survivor_task(void *arg)
     }
     for (;;) {
         if (!dead_seen) {
-            for (int i = 0; i < NRECV; i++)
-                if (reqs[i] == COR_REQ_NULL &&
-                    cor_recvI(peer, COR_CTX_WORLD, COR_ANY_TAG, &rp[i], &reqs[i]) != COR_OK)
-                    fail("recvI from the victim failed before its death");
+            for (int i = 0; i < NRECV && !dead_seen; i++) {
+                if (reqs[i] != COR_REQ_NULL) continue;
+                int rc = cor_recvI(peer, COR_CTX_WORLD, COR_ANY_TAG, &rp[i], &reqs[i]);
+                if (rc == COR_EPEERDEAD) {
+                    /* the core heard of the death before one of our requests showed it:
+                     * a new receive from a dead domain is refused at once, as it should */
+                    long expect = 0;
+                    atomic_compare_exchange_strong(&first_err_ns, &expect, now_ns());
+                    recv_dead++;
+                    dead_seen = 1;
+                } else if (rc != COR_OK) {
+                    fail("recvI from the victim: %s", cor_strerror(rc));
+                }
+            }
             for (int i = 0; i < NSEND; i++) {
                 int rc;
                 if (reqs[NRECV + i] == COR_REQ_NULL &&
