@@ -74,7 +74,6 @@ static void queue_append(struct cor_hport *hp, struct send_op *op)
     if (hp->q_tail) hp->q_tail->next = op;
     else hp->q_head = op;
     hp->q_tail = op;
-    pthread_cond_signal(&hp->send_cond);
 }
 
 /* Offers one frame to the route; send_lock held. Returns COR_EAGAIN if the window is full. */
@@ -245,8 +244,12 @@ static void submit_locked(struct cor_hport *hp, struct send_op *op)
             return;
         }
     }
+    bool was_empty = !hp->q_head;
     queue_append(hp, op);
     if (op->kind == OP_DATA_JOB && hp->q_head == op) cor__dispatch_queue(hp);
+    /* Wake the dispatcher only for a queue that just stopped being empty: a queue that
+     * was not empty already has it at work, and one we drained inline needs nobody. */
+    if (was_empty && hp->q_head) pthread_cond_signal(&hp->send_cond);
 }
 
 int cor__frame_send(struct cor_hport *hp, uint32_t peer, const void *hdr, size_t hlen,
@@ -319,10 +322,7 @@ void cor__upcall_send_done(void *core, void *cookie, int status)
     op_free(op);
     /* The window opened: push queued frames from this thread rather than waking another. */
     if (pthread_mutex_trylock(&hp->send_lock) == 0) {
-        if (hp->q_head) {
-            cor__dispatch_queue(hp);
-            if (hp->q_head) pthread_cond_signal(&hp->send_cond);
-        }
+        if (hp->q_head) cor__dispatch_queue(hp); /* the dispatcher works on what remains */
         COR_UNLOCK(&hp->send_lock);
     }
 }
