@@ -42,6 +42,7 @@ struct bench {
     int nports;
     int window;         /* messages in flight in a stream */
     int verify;         /* --verify: check every received byte */
+    int distinct;       /* each receive in flight has its own buffer (--distinct-buffers, --verify) */
     int recv_alloc;     /* --recv-alloc: cor_recvI (core buffers) instead of cor_recvI_into */
     FILE *csv;          /* --csv FILE (domain 0 only), or NULL */
     int quiet;          /* no table on stdout */
@@ -83,7 +84,8 @@ int bench_fail(const char *what, int err);
 
 /* One stream over the task API between the calling task and task `peer` (COR_CTX_WORLD):
  * `total` messages of `size` bytes from the getBuffer buffer `sbuf`; the receiver posts
- * b->window receives into `rbufs` (window buffers of size bytes, unused with --recv-alloc),
+ * b->window receives into `rbufs` (bench_rbufs(b) buffers of size bytes, used in turn; unused
+ * with --recv-alloc),
  * starts its clock when message `warm` arrived and stops it at the last one, then acks. */
 struct bench_stream_result {
     uint64_t t0_ns, t1_ns; /* first and last measured arrival */
@@ -95,6 +97,9 @@ int bench_stream_send(const struct bench *b, uint64_t peer, const void *sbuf, si
 int bench_stream_recv(const struct bench *b, uint64_t peer, void *const *rbufs, size_t size,
                       long total, long warm, struct bench_stream_result *res);
 size_t bench_max_size(const struct bench *b);
+/* Receive buffers a stream needs: one shared by every receive in flight, as osu_bw does, so the
+ * rate is the transport's and not the memory system's; b->window with b->distinct. */
+int bench_rbufs(const struct bench *b);
 /* The row of a stream result (one_way_us = time per message). */
 void bench_stream_row(const struct bench *b, const char *route, const char *mode, size_t size,
                       int ports, int pairs, const struct bench_stream_result *r);

@@ -15,7 +15,7 @@
 #include "bench.h"
 #include "cor/cor.h"
 
-#define MULTI_WINDOW_MAX 4 /* 16 pairs x 4 x 1 MiB of receive buffers is enough */
+#define MULTI_WINDOW_MAX 4 /* 16 pairs x 4 x 1 MiB in flight is enough */
 
 struct pair_task {
     struct bench *b;
@@ -70,7 +70,7 @@ static int pair_run(struct pair_task *t)
             err = bench_stream_send(b, peer, sbuf, t->size, t->total);
         }
     } else {
-        for (int i = 0; !err && i < b->window; i++)
+        for (int i = 0; !err && i < bench_rbufs(b); i++)
             if (!(rbufs[i] = cor_getBuffer(COR_BYTE, alloc)))
                 err = bench_fail("cor_getBuffer", COR_ENOMEM);
         if (!err)

@@ -10,6 +10,11 @@
 
 static int dummy_byte;
 
+int bench_rbufs(const struct bench *b)
+{
+    return b->distinct ? b->window : 1;
+}
+
 size_t bench_max_size(const struct bench *b)
 {
     size_t max = 1;
@@ -89,21 +94,22 @@ int bench_stream_recv(const struct bench *b, cor_idp_t peer, void *const *rbufs,
     cor_req_t req[64] = {0};
     void *ptr[64] = {0};
     long w = b->window < total ? b->window : total;
-    int err;
+    int nbufs = bench_rbufs(b), err;
     uint64_t t0 = 0;
 
     for (long slot = 0; slot < w; slot++)
-        if ((err = post_recv(b, peer, rbufs[slot], size, &ptr[slot], &req[slot])))
+        if ((err = post_recv(b, peer, rbufs[slot % nbufs], size, &ptr[slot], &req[slot])))
             return bench_fail("cor_recvI", err);
     if ((err = ctl_send(peer, BENCH_TAG_READY)))
         return bench_fail("sending READY", err);
     for (long i = 0; i < total; i++) {
         long slot = i % w;
-        if ((err = finish_recv(b, &req[slot], size, rbufs[slot], &ptr[slot])))
+        if ((err = finish_recv(b, &req[slot], size, rbufs[slot % nbufs], &ptr[slot])))
             return err;
         if (i == warm)
             t0 = bench_now_ns();
-        if (i + w < total && (err = post_recv(b, peer, rbufs[slot], size, &ptr[slot], &req[slot])))
+        if (i + w < total &&
+            (err = post_recv(b, peer, rbufs[slot % nbufs], size, &ptr[slot], &req[slot])))
             return bench_fail("cor_recvI", err);
     }
     res->t1_ns = bench_now_ns();
@@ -128,7 +134,8 @@ void bench_stream_row(const struct bench *b, const char *route, const char *mode
     bench_row(b, &row);
 }
 
-/* The task-API buffers: one send buffer and `window` receive buffers of the largest size. */
+/* The task-API buffers: one send buffer and bench_rbufs() receive buffers of the largest size
+ * (ping-pong alternates between the first two). */
 struct task_bufs {
     void *sbuf;
     void *rbufs[64];
@@ -138,7 +145,7 @@ struct task_bufs {
 static int bufs_get(const struct bench *b, struct task_bufs *tb)
 {
     size_t max = bench_max_size(b);
-    tb->n = b->window;
+    tb->n = bench_rbufs(b) < 2 ? 2 : bench_rbufs(b);
     tb->sbuf = cor_getBuffer(COR_BYTE, max);
     if (!tb->sbuf)
         return bench_fail("cor_getBuffer", COR_ENOMEM);

@@ -37,7 +37,9 @@ static const char usage[] =
     "  --ports LIST      multiport port counts (default 1..min(4, ports opened))\n"
     "  --window N        stream messages in flight (default 8)\n"
     "  --recv-alloc      receive into core buffers (cor_recvI) instead of cor_recvI_into\n"
-    "  --verify          check the content of every received message\n"
+    "  --distinct-buffers  each receive in flight gets its own buffer (default: one\n"
+    "                    shared buffer, as osu_bw does, so memory bandwidth stays out)\n"
+    "  --verify          check the content of every received message (distinct buffers)\n"
     "  --csv FILE        write rows route,mode,bytes,ports,pairs,one_way_us,MBps\n"
     "  --quiet           no table on standard output\n";
 
@@ -251,7 +253,9 @@ static int parse_args(int argc, char **argv, struct bench *b, const char **csv_p
         } else if (!strcmp(a, "--raw")) {
             b->raw = 1;
         } else if (!strcmp(a, "--verify")) {
-            b->verify = 1;
+            b->verify = b->distinct = 1;
+        } else if (!strcmp(a, "--distinct-buffers")) {
+            b->distinct = 1;
         } else if (!strcmp(a, "--recv-alloc")) {
             b->recv_alloc = 1;
         } else if (!strcmp(a, "--quiet")) {
