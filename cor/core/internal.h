@@ -229,6 +229,7 @@ void cor__hport_stop(struct cor_hport *hp);
 /* Runs route progress if nobody else is; returns events handled (0 if busy or idle). */
 int cor__hport_poll(struct cor_hport *hp);
 int cor__progress_all(void); /* one poll of every hard port */
+void cor__listeners_resume(void); /* parked listeners go back to the ports now */
 
 /* ---- soft-ports ---- */
 struct cor_port {
@@ -293,6 +294,7 @@ struct cor_global {
     struct cor_boot *boot;
     int max_tasks;
     long spin_ns;
+    long yield_ns;
     int credits, credit_threshold;
     long eager_override; /* COR_EAGER_LIMIT, -1 = route default */
     long stripe_min;     /* COR_STRIPE_MIN: rendezvous data this large is striped over ports */
@@ -316,6 +318,7 @@ struct cor_global {
     _Atomic uint64_t last_spin_end; /* when the last successful spin ended (0: none lately) */
     long linger_ns;                 /* COR_LINGER_US: listeners stay parked this long after */
     _Atomic int blocked;            /* tasks asleep in a wait: they need the listeners */
+    _Atomic int listeners_parked;   /* listeners waiting on spin_cond (under spin_lock) */
     pthread_mutex_t spin_lock;
     pthread_cond_t spin_cond;
 

@@ -96,6 +96,14 @@ static bool tasks_polling(void)
     return end && cor__now_ns() - end < (uint64_t)g.linger_ns;
 }
 
+void cor__listeners_resume(void)
+{
+    if (atomic_load(&g.listeners_parked) == 0) return;
+    COR_LOCK(&g.spin_lock);
+    pthread_cond_broadcast(&g.spin_cond);
+    COR_UNLOCK(&g.spin_lock);
+}
+
 static void *listener(void *arg)
 {
     struct cor_hport *hp = arg;
@@ -104,14 +112,21 @@ static void *listener(void *arg)
     bool has_wait = cor__route_has_wait(ops);
     while (!atomic_load(&hp->stop)) {
         if (tasks_polling()) {
+            /* Counted as parked before the second look: a task that starts to sleep after
+             * that look sees the count and wakes us (cor__listeners_resume). */
             COR_LOCK(&g.spin_lock);
+            atomic_fetch_add(&g.listeners_parked, 1);
             if (tasks_polling() && !atomic_load(&hp->stop))
                 cor__cond_wait_ns(&g.spin_cond, &g.spin_lock, 500000);
+            atomic_fetch_sub(&g.listeners_parked, 1);
             COR_UNLOCK(&g.spin_lock);
             continue;
         }
         int timeout = ops->timeout_ms(hp->rp);
         if (timeout < 0 || timeout > 50) timeout = 50; /* notice stop requests */
+        /* A route without a descriptor naps inside wait(): come back often enough to park
+         * when a task starts polling, rather than compete with it. */
+        if (pfd.fd < 0 && has_wait && timeout > 1) timeout = 1;
         if (pfd.fd >= 0) {
             if (poll(&pfd, 1, timeout) < 0) continue;
         } else if (has_wait) {

@@ -104,11 +104,7 @@ COR_API int cor_raw_close(cor_raw_t *raw)
     if (!raw || !raw->open) return COR_EINVAL;
     int err = cor_raw_flush(raw);
     raw->open = false;
-    if (atomic_fetch_sub(&g.spinners, 1) == 1) {
-        COR_LOCK(&g.spin_lock);
-        pthread_cond_broadcast(&g.spin_cond);
-        COR_UNLOCK(&g.spin_lock);
-    }
+    if (atomic_fetch_sub(&g.spinners, 1) == 1) cor__listeners_resume();
     return err;
 }
 

@@ -103,9 +103,41 @@ bool cor__req_complete(struct cor_req *r, int err)
 /*
  * Waiting. Spin first (one task per domain at a time), polling the ports ourselves so the
  * reply is processed in this thread; then block on the task's condvar and let the listener
- * threads make progress. COR_SPIN_US sets the spin budget.
+ * threads make progress. COR_SPIN_US sets the spin budget; tasks that find another one
+ * spinning yield for COR_YIELD_US, then sleep.
  */
 typedef bool (*pred_fn)(void *arg);
+
+/* A spinner that found nothing for this long yields its core now and then: with more
+ * runnable threads than cores (two domains and their tasks on 2 cores), the thread whose
+ * work we wait for may be queued behind us, and the scheduler would let us spin a whole
+ * time slice first. Short enough to matter, long enough to stay off the latency path. */
+#define SPIN_IDLE_YIELD_NS 10000
+
+/* Polls every port until done(arg) or the spin budget from `start` is spent. */
+static void spin(pred_fn done, void *arg, uint64_t start)
+{
+    unsigned n = 0;
+    uint64_t idle_since = start;
+    while (!done(arg)) {
+        if (cor__progress_all() > 0) {
+            idle_since = 0;
+        } else if ((++n & 63) == 0) {
+            uint64_t now = cor__now_ns();
+            if (now - start > (uint64_t)g.spin_ns) return;
+            if (!idle_since) {
+                idle_since = now;
+            } else if (now - idle_since > SPIN_IDLE_YIELD_NS) {
+                idle_since = now;
+                sched_yield();
+            }
+        }
+        if (woke_a_task) { /* let the task whose request we completed run now */
+            woke_a_task = false;
+            sched_yield();
+        }
+    }
+}
 
 /* `foreign`: some awaited request belongs to another task, whose completion signals that
  * task rather than us, so we look again every millisecond. */
@@ -120,29 +152,16 @@ static void wait_until(pred_fn done, void *arg, bool foreign)
             atomic_fetch_sub(&g.spinners, 1);
             sched_yield();
             if (done(arg)) return;
-            if (cor__now_ns() - start > (uint64_t)g.spin_ns) break;
+            if (cor__now_ns() - start > (uint64_t)g.yield_ns) break;
             continue;
         }
-        unsigned n = 0;
-        while (!done(arg)) {
-            if (cor__progress_all() == 0 && (++n & 63) == 0 &&
-                cor__now_ns() - start > (uint64_t)g.spin_ns)
-                break;
-            if (woke_a_task) { /* let the task whose request we completed run now */
-                woke_a_task = false;
-                sched_yield();
-            }
-        }
+        spin(done, arg, start);
         bool ok = done(arg);
         /* A spinner that succeeded will likely spin again soon: the listeners linger off the
          * sockets a while instead of being woken for nothing. One that gives up is about to
          * sleep and needs them at once. */
         atomic_store(&g.last_spin_end, ok ? cor__now_ns() : 0);
-        if (atomic_fetch_sub(&g.spinners, 1) == 1 && !ok) {
-            COR_LOCK(&g.spin_lock);
-            pthread_cond_broadcast(&g.spin_cond);
-            COR_UNLOCK(&g.spin_lock);
-        }
+        if (atomic_fetch_sub(&g.spinners, 1) == 1 && !ok) cor__listeners_resume();
         if (ok) return;
         break;
     }
@@ -150,6 +169,9 @@ static void wait_until(pred_fn done, void *arg, bool foreign)
     COR_LOCK(&t->lock);
     t->sleepers++;
     atomic_fetch_add(&g.blocked, 1);
+    /* Listeners parked for a spinner that has since left would otherwise sleep out their
+     * linger while we wait on them. */
+    if (atomic_load(&g.spinners) == 0) cor__listeners_resume();
     while (!done(arg)) cor__cond_wait_ns(&t->cond, &t->lock, foreign ? 1000000 : 100000000);
     atomic_fetch_sub(&g.blocked, 1);
     t->sleepers--;

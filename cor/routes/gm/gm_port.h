@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "gm.h"
@@ -150,7 +151,8 @@ struct cor_rport {
 
     /* counters */
     uint64_t dropped, frames_in, frames_out, queued_max, puts, abandoned, from_dead, small_out;
-    uint64_t active_ns; /* last progress() that did something (wait() backs off from it) */
+    _Atomic uint64_t active_ns; /* last progress() that did something, by any thread: wait()
+                                 * naps in proportion to the time since */
 };
 
 /* The port whose gm_unknown() is running in this thread: GM callbacks get only the GM port

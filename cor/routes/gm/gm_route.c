@@ -300,15 +300,15 @@ static int gmr_wait(struct cor_rport *p, int timeout_ms)
     }
     uint64_t start = gmr_now_ns();
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000u;
-    pthread_mutex_lock(&p->lock);
-    uint64_t active = p->active_ns;
-    pthread_mutex_unlock(&p->lock);
     for (;;) {
         if (gm_receive_pending(p->gp))
             return 1;
         uint64_t now = gmr_now_ns();
         if (now >= deadline)
             return 0;
+        /* read each time: tasks polling meanwhile keep the port active, and a task that
+         * stops polling to sleep must not find us deep in a long nap */
+        uint64_t active = atomic_load(&p->active_ns);
         uint64_t nap = now > active ? (now - active) / 16 : 0;
         if (nap < 20000)
             nap = 20000;
