@@ -119,7 +119,8 @@ struct cor_umsg {
     int tag;
     cor_type_t type;
     size_t count, bytes;
-    void *data;              /* UM_EAGER: core buffer holding the payload */
+    void *data;              /* UM_EAGER: core buffer holding the payload; UM_RNDV: the tail */
+    size_t tail;             /* UM_RNDV: bytes ending the message that came with the RTS */
     struct cor_hport *hp;    /* where to return the credit / send CTS */
     uint32_t peer_rank;
     uint64_t sreq;           /* UM_RNDV: sender's request; UM_LOCAL: sender req handle */

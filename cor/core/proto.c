@@ -409,6 +409,22 @@ static int send_local(struct cor_task *t, struct cor_req *r, unsigned dst_index)
     return COR_OK;
 }
 
+/* Without RMA the data follows the CTS in frames of hp->chunk bytes. A short last frame costs
+ * as much as a full one (64 KiB over udp is 65375 + 161 bytes), so the RTS carries that tail
+ * when it is small; a copy, since the route may hold the RTS past the send's completion. */
+static void rts_carry_tail(struct cor_hport *hp, struct send_op *op, const struct cor_req *r)
+{
+    size_t tail = r->cap % hp->chunk;
+    if (hp->rma || tail == 0 || tail > RTS_TAIL_MAX || tail == r->cap) return;
+    void *copy = malloc(tail);
+    if (!copy) return; /* the data frames bring it instead */
+    memcpy(copy, (const char *)r->buf + r->cap - tail, tail);
+    op->payload = copy;
+    op->plen = tail;
+    op->owned = true;
+    op->hdr.offset = r->cap - tail;
+}
+
 int cor__send_start(struct cor_task *t, struct cor_req *r)
 {
     cor_idp_t dest = r->peer;
@@ -460,6 +476,7 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
         if (r->cap <= hp->eager_limit)
             atomic_fetch_add_explicit(&g.credit_stalls, 1, memory_order_relaxed);
         op->hdr.type = F_RTS;
+        rts_carry_tail(hp, op, r);
         atomic_fetch_add_explicit(&g.rndv_sent, 1, memory_order_relaxed);
     }
     submit_locked(hp, op);
@@ -469,10 +486,12 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
 
 /* ---- receiving ---- */
 
-/* A matched rendezvous: answer CTS with what the receive can take. */
+/* A matched rendezvous: answer CTS with what the receive can take, less the message's tail
+ * that came with the RTS (`tail` bytes ending the message, or none). */
 static void rndv_accept(struct cor_req *r, struct cor_hport *hp, uint32_t peer, uint64_t sreq,
                         cor_idp_t src, cor_idp_t ctx, int tag, cor_type_t type, size_t count,
-                        size_t bytes, uint16_t src_task, uint16_t dst_task)
+                        size_t bytes, uint16_t src_task, uint16_t dst_task, const void *tail,
+                        size_t tail_len)
 {
     fill_status(r, src, ctx, tag, type, count);
     size_t take;
@@ -483,10 +502,24 @@ static void rndv_accept(struct cor_req *r, struct cor_hport *hp, uint32_t peer, 
     r->remote_rank = (int)peer;
     r->remote_req = sreq;
     r->expect = take;
+    size_t ask = take, tail_at = bytes - tail_len;
+    bool taking = err == COR_OK || err == COR_ETRUNC;
+    if (tail_len && taking && take > tail_at) {
+        /* under the owner's lock, as on_data copies: a peer death may complete r meanwhile */
+        COR_LOCK(&r->owner->lock);
+        bool live = atomic_load(&r->state) == RS_MATCHED;
+        if (live) memcpy((char *)r->buf + tail_at, tail, take - tail_at);
+        COR_UNLOCK(&r->owner->lock);
+        if (!live) return;
+        atomic_fetch_add_explicit(&g.bytes_received, take - tail_at, memory_order_relaxed);
+        atomic_store(&r->done_bytes, take - tail_at); /* before the CTS lets data in */
+        ask = tail_at;
+    }
     struct frame_hdr h = {.type = F_CTS, .src_task = dst_task, .dst_task = src_task,
-                          .len = take, .sreq = sreq, .rreq = r->handle};
+                          .len = ask, .sreq = sreq, .rreq = r->handle};
     uint64_t key;
-    if (hp->rma && take && (err == COR_OK || err == COR_ETRUNC) &&
+    /* remote write covers whole receives only: F_FIN reports the bytes written */
+    if (hp->rma && take && ask == take && taking &&
         hp->route->ops->mem_register(hp->rp, r->buf, take, &r->mr, &key) == COR_OK) {
         r->rma = true;
         h.count = CTS_RMA;
@@ -531,7 +564,8 @@ static void consume(struct cor_req *r, struct cor_umsg *m)
         break;
     case UM_RNDV:
         rndv_accept(r, m->hp, m->peer_rank, m->sreq, m->src, m->ctx, m->tag, m->type, m->count,
-                    m->bytes, (uint16_t)cor_idp_index(m->src), (uint16_t)r->owner->index);
+                    m->bytes, (uint16_t)cor_idp_index(m->src), (uint16_t)r->owner->index,
+                    m->data, m->tail);
         break;
     case UM_LOCAL:
         complete_recv_with(r, m->src, m->ctx, m->tag, m->type, m->count, m->lsend->buf,
@@ -572,7 +606,9 @@ static void on_message(struct cor_hport *hp, uint32_t peer, const struct frame_h
     size_t es = cor_type_size(h->dtype);
     if (!dt || !es || h->count > h->len || h->len != h->count * es ||
         (h->type == F_EAGER && (plen != h->len || h->len > hp->eager_limit)) ||
-        (h->type == F_RTS && plen != 0) || h->tag < 0) {
+        (h->type == F_RTS && plen && (plen > RTS_TAIL_MAX || plen >= h->len ||
+                                      h->offset != h->len - plen)) ||
+        h->tag < 0) {
         drop("malformed message header", peer);
         return;
     }
@@ -599,6 +635,13 @@ static void on_message(struct cor_hport *hp, uint32_t peer, const struct frame_h
                 }
             } else {
                 m->kind = UM_RNDV;
+                if (plen && (m->data = cor__buf_alloc(COR_BYTE, plen))) {
+                    memcpy(m->data, payload, plen);
+                    m->tail = plen;
+                } else if (plen) {
+                    free(m);
+                    m = NULL;
+                }
             }
         }
         if (m) {
@@ -615,7 +658,7 @@ static void on_message(struct cor_hport *hp, uint32_t peer, const struct frame_h
             cor__return_credit(hp, peer);
         } else {
             rndv_accept(r, hp, peer, h->sreq, src, h->ctx, h->tag, h->dtype, h->count, h->len,
-                        h->src_task, h->dst_task);
+                        h->src_task, h->dst_task, payload, plen);
         }
     } else if (!m) {
         cor__log("out of memory keeping a message from domain %u: it is lost", peer);

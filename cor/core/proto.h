@@ -38,6 +38,10 @@ struct frame_hdr {
 
 #define FRAME_HDR_SIZE sizeof(struct frame_hdr)
 
+/* An RTS may carry the message's last bytes (at most RTS_TAIL_MAX; offset = where they start);
+ * the CTS then asks only for the bytes before them. */
+#define RTS_TAIL_MAX 1024
+
 /* A CTS with count == CTS_RMA asks for a remote write: offset = target address, ctx = key. */
 #define CTS_RMA 1
 

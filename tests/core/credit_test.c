@@ -630,6 +630,102 @@ static void test_rendezvous_receive(void)
     drain_out();
 }
 
+/* A rendezvous send whose last frame would be short carries those bytes in the RTS, and the
+ * receiver asks only for the rest; a long tail travels as data. */
+static void test_rts_tail_send(void)
+{
+    drain_out();
+    enum { CHUNK = FRAME_MAX - FRAME_HDR_SIZE };
+    size_t n = 2 * CHUNK + 904; /* tail 904 <= RTS_TAIL_MAX */
+    unsigned char *big = malloc(n);
+    REQUIRE(big != NULL);
+    for (size_t i = 0; i < n; i++) big[i] = (unsigned char)(i * 11 + 3);
+    cor_req_t r;
+    EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 4, COR_BYTE, big, n, &r), COR_OK);
+    struct frame_hdr h;
+    const struct frame *f = next_out(&h);
+    REQUIRE(f != NULL);
+    EXPECT_EQ(h.type, F_RTS);
+    EXPECT_EQ(h.len, n);
+    EXPECT_EQ(h.offset, 2 * CHUNK);
+    EXPECT_EQ(f->len, FRAME_HDR_SIZE + 904);
+    EXPECT_EQ(memcmp(f->data + FRAME_HDR_SIZE, big + 2 * CHUNK, 904), 0);
+    answer_rts(&h, 2 * CHUNK, big);
+    EXPECT_ERR(finish(&r, NULL), COR_OK);
+    /* a tail above RTS_TAIL_MAX stays with the data */
+    n = CHUNK + RTS_TAIL_MAX + 1;
+    EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 4, COR_BYTE, big, n, &r), COR_OK);
+    f = next_out(&h);
+    REQUIRE(f != NULL);
+    EXPECT_EQ(h.type, F_RTS);
+    EXPECT_EQ(f->len, FRAME_HDR_SIZE);
+    answer_rts(&h, n, big);
+    EXPECT_ERR(finish(&r, NULL), COR_OK);
+    free(big);
+    give_credits(CREDITS);
+}
+
+/* The receiving side of a tail: unexpected or posted, whole, cut by a short receive, or not
+ * needed at all. */
+static void test_rts_tail_receive(void)
+{
+    drain_out();
+    enum { N = 3000, TAIL = 200, AT = N - TAIL };
+    unsigned char *src = malloc(N), *dst = malloc(N);
+    REQUIRE(src && dst);
+    for (int i = 0; i < N; i++) src[i] = (unsigned char)(i * 5 + 2);
+    const size_t caps[] = {N, AT + 50, 1000};
+    for (int round = 0; round < 3; round++) {
+        size_t cap = caps[round];
+        memset(dst, 0, N);
+        struct frame_hdr rts = {.type = F_RTS, .dtype = COR_BYTE, .src_task = 3, .dst_task = 0,
+                                .seq = peer_seq[3]++, .tag = 61, .ctx = COR_CTX_WORLD,
+                                .count = N, .len = N, .offset = AT,
+                                .sreq = 0xbc00 + (uint64_t)round};
+        cor_req_t r;
+        if (round == 1) /* posted first */
+            EXPECT_ERR(cor_recvI_into(COR_ANY_SOURCE, COR_CTX_WORLD, 61, COR_BYTE, dst, cap, &r),
+                       COR_OK);
+        inject(&rts, src + AT, TAIL, PEER);
+        pump();
+        if (round != 1)
+            EXPECT_ERR(cor_recvI_into(COR_ANY_SOURCE, COR_CTX_WORLD, 61, COR_BYTE, dst, cap, &r),
+                       COR_OK);
+        struct frame_hdr cts;
+        REQUIRE(next_out(&cts) != NULL);
+        EXPECT_EQ(cts.type, F_CTS);
+        size_t ask = cap > AT ? AT : cap;
+        EXPECT_EQ(cts.len, ask);
+        struct frame_hdr d = {.type = F_DATA, .rreq = cts.rreq, .len = ask};
+        inject(&d, src, ask, PEER);
+        pump();
+        cor_status_t st;
+        EXPECT_ERR(finish(&r, &st), cap == N ? COR_OK : COR_ETRUNC);
+        EXPECT_EQ(st.count, N);
+        EXPECT_EQ(memcmp(dst, src, cap), 0);
+        if (cap < N) EXPECT_EQ(dst[cap], 0);
+    }
+    /* tails that do not fit their header are dropped and counted */
+    cor_stats_t s0 = stats();
+    struct frame_hdr bad = {.type = F_RTS, .dtype = COR_BYTE, .src_task = 3, .dst_task = 0,
+                            .tag = 61, .ctx = COR_CTX_WORLD, .count = N, .len = N};
+    bad.seq = peer_seq[3]++;
+    bad.offset = AT + 1; /* not where the tail starts */
+    inject(&bad, src, TAIL, PEER);
+    bad.seq = peer_seq[3]++;
+    bad.offset = N - (RTS_TAIL_MAX + 1); /* too long */
+    inject(&bad, src, RTS_TAIL_MAX + 1, PEER);
+    bad.seq = peer_seq[3]++;
+    bad.count = bad.len = 100, bad.offset = 0; /* the whole message */
+    inject(&bad, src, 100, PEER);
+    pump();
+    EXPECT_EQ(stats().frames_dropped - s0.frames_dropped, 3);
+    EXPECT_EQ(stats().unexpected_now, s0.unexpected_now);
+    free(src);
+    free(dst);
+    drain_out();
+}
+
 /* Frames of one sender that overtook each other are matched in the sender's order. */
 static void test_order_held(void)
 {
@@ -747,6 +843,8 @@ int main(void)
         {"full window: queued in order", test_window_full},
         {"receiver returns credits", test_receiver_returns_credits},
         {"rendezvous receive, truncation, bad DATA", test_rendezvous_receive},
+        {"RTS carries a short tail", test_rts_tail_send},
+        {"RTS tail received: unexpected, posted, truncated", test_rts_tail_receive},
         {"overtaking frames held in order", test_order_held},
         {"malformed frames dropped and counted", test_malformed},
         {NULL, NULL},
