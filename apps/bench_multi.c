@@ -8,6 +8,7 @@
  * cor_task_idp(peer_rank, own_index). multiport binds task k's soft-port to hard port k,
  * exclusively; multitask lets the core map the soft-ports.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,8 +18,36 @@
 
 #define MULTI_WINDOW_MAX 4 /* 16 pairs x 4 x 1 MiB in flight is enough */
 
+/* The pairs of a domain start streaming together, once all are set up: spawning them one by
+ * one would otherwise skew the aggregate. `open` lets them go early when a spawn failed. */
+struct start_gate {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int waiting, expected, open;
+};
+
+static void gate_wait(struct start_gate *g)
+{
+    pthread_mutex_lock(&g->lock);
+    if (++g->waiting >= g->expected)
+        g->open = 1;
+    while (!g->open)
+        pthread_cond_wait(&g->cond, &g->lock);
+    pthread_cond_broadcast(&g->cond);
+    pthread_mutex_unlock(&g->lock);
+}
+
+static void gate_open(struct start_gate *g)
+{
+    pthread_mutex_lock(&g->lock);
+    g->open = 1;
+    pthread_cond_broadcast(&g->cond);
+    pthread_mutex_unlock(&g->lock);
+}
+
 struct pair_task {
     struct bench *b;
+    struct start_gate *start;
     int multiport;
     int index;  /* pair number, = hard port in multiport */
     size_t size;
@@ -58,6 +87,7 @@ static int pair_run(struct pair_task *t)
         err = open_port(t, &port);
     else if ((err = cor_setTransport(b->route)))
         bench_fail("cor_setTransport", err);
+    gate_wait(t->start);
     if (err)
         return err;
 
@@ -101,24 +131,26 @@ static int run_pairs(struct bench *b, int multiport, int pairs, int ports, size_
 {
     struct pair_task tasks[BENCH_MAX_PAIRS];
     cor_idp_t ids[BENCH_MAX_PAIRS];
-    /* Each pair streams long enough to reach its steady state (a few windows), or the
-     * aggregate measures pipeline fill and spawn skew rather than the rate. */
+    /* Each pair streams long enough (16 windows) that filling and draining its pipeline,
+     * and the skew of spawning the pairs, stay small beside the steady state measured. */
     long total = bench_iters_stream(b, size) / pairs;
-    if (total < 4L * b->window)
-        total = 4L * b->window;
+    if (total < 16L * b->window)
+        total = 16L * b->window;
     long warm = bench_warmup(total);
     int err, spawned = 0;
+    struct start_gate start = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, pairs, 0};
 
     /* Both domains start each measurement together (the bootstrap channel, not a port). */
     if ((err = cor_barrier()))
         return bench_fail("cor_barrier", err);
     for (int i = 0; i < pairs; i++) {
         tasks[i] = (struct pair_task){
-            .b = b, .multiport = multiport, .index = i, .size = size,
+            .b = b, .start = &start, .multiport = multiport, .index = i, .size = size,
             .total = total + warm, .warm = warm,
         };
         if ((err = cor_task_spawn("bench-pair", pair_main, &tasks[i], &ids[i]))) {
             bench_fail("cor_task_spawn", err);
+            gate_open(&start);
             break;
         }
         spawned++;
