@@ -28,7 +28,6 @@ static void read_knobs(void)
 {
     g.max_tasks = (int)cor__env_long("COR_MAX_TASKS", 1024, 64, COR_MAX_INDEX + 1);
     g.spin_ns = cor__env_long("COR_SPIN_US", 2000, 0, 10000000) * 1000;
-    g.yield_ns = cor__env_long("COR_YIELD_US", 200, 0, 10000000) * 1000;
     g.linger_ns = cor__env_long("COR_LINGER_US", 1000, 0, 1000000) * 1000;
     g.credits = (int)cor__env_long("COR_CREDITS", 32, 2, 65535);
     g.credit_threshold = (int)cor__env_long("COR_CREDIT_THRESHOLD", g.credits / 2, 1, g.credits - 1);

@@ -295,7 +295,6 @@ struct cor_global {
     struct cor_boot *boot;
     int max_tasks;
     long spin_ns;
-    long yield_ns;
     int credits, credit_threshold;
     long eager_override; /* COR_EAGER_LIMIT, -1 = route default */
     long stripe_min;     /* COR_STRIPE_MIN: rendezvous data this large is striped over ports */

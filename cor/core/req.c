@@ -103,8 +103,8 @@ bool cor__req_complete(struct cor_req *r, int err)
 /*
  * Waiting. Spin first (one task per domain at a time), polling the ports ourselves so the
  * reply is processed in this thread; then block on the task's condvar and let the listener
- * threads make progress. COR_SPIN_US sets the spin budget; tasks that find another one
- * spinning yield for COR_YIELD_US, then sleep.
+ * threads make progress. COR_SPIN_US sets the budget, spent spinning or, while another task
+ * spins, yielding to it.
  */
 typedef bool (*pred_fn)(void *arg);
 
@@ -152,7 +152,7 @@ static void wait_until(pred_fn done, void *arg, bool foreign)
             atomic_fetch_sub(&g.spinners, 1);
             sched_yield();
             if (done(arg)) return;
-            if (cor__now_ns() - start > (uint64_t)g.yield_ns) break;
+            if (cor__now_ns() - start > (uint64_t)g.spin_ns) break;
             continue;
         }
         spin(done, arg, start);
