@@ -188,6 +188,8 @@ struct cor_route {
     bool exclusive[COR_HPORTS_MAX];
 };
 
+#define COPY_CACHE 32 /* eager copy blocks kept per hard port */
+
 struct cor_hport {
     struct cor_route *route;
     struct cor_rport *rp;
@@ -207,6 +209,13 @@ struct cor_hport {
     struct send_op *q_head, *q_tail;
     struct peer_link *links; /* [g.size] */
     _Atomic long inflight;   /* send ops the route still holds */
+
+    /* Blocks of eager_limit bytes for eager copies on zero-copy routes, kept for reuse:
+     * malloc/free of 32-64 KiB per message made glibc trim and refault its heap (8% of a
+     * 32 KiB stream's time went to page faults). */
+    pthread_mutex_t copy_lock;
+    void *copies[COPY_CACHE];
+    int ncopies;
 
     pthread_t listener, dispatcher;
     bool threads;
@@ -231,6 +240,8 @@ void cor__hport_stop(struct cor_hport *hp);
 int cor__hport_poll(struct cor_hport *hp);
 int cor__progress_all(void); /* one poll of every hard port */
 void cor__listeners_resume(void); /* parked listeners go back to the ports now */
+void *cor__copy_get(struct cor_hport *hp);         /* an eager_limit-byte block, or NULL */
+void cor__copy_put(struct cor_hport *hp, void *b); /* back to the cache, or freed */
 
 /* ---- soft-ports ---- */
 struct cor_port {

@@ -30,6 +30,7 @@ int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out)
     for (int i = 0; i < g.size; i++) hp->links[i].credits = g.credits;
     pthread_mutex_init(&hp->progress_lock, NULL);
     pthread_mutex_init(&hp->send_lock, NULL);
+    pthread_mutex_init(&hp->copy_lock, NULL);
     pthread_cond_init(&hp->send_cond, NULL);
 
     const char *bind = getenv("COR_BIND");
@@ -66,6 +67,25 @@ int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out)
               cor__env_long("COR_RMA", 1, 0, 1) == 1;
     *out = hp;
     return COR_OK;
+}
+
+void *cor__copy_get(struct cor_hport *hp)
+{
+    COR_LOCK(&hp->copy_lock);
+    void *b = hp->ncopies ? hp->copies[--hp->ncopies] : NULL;
+    COR_UNLOCK(&hp->copy_lock);
+    return b ? b : malloc(hp->eager_limit ? hp->eager_limit : 1);
+}
+
+void cor__copy_put(struct cor_hport *hp, void *b)
+{
+    COR_LOCK(&hp->copy_lock);
+    if (hp->ncopies < COPY_CACHE) {
+        hp->copies[hp->ncopies++] = b;
+        b = NULL;
+    }
+    COR_UNLOCK(&hp->copy_lock);
+    free(b);
 }
 
 int cor__hport_poll(struct cor_hport *hp)
@@ -199,6 +219,7 @@ void cor__hport_close(struct cor_hport *hp)
     cor__hport_stop(hp);
     hp->route->ops->close(hp->rp);
     cor__queue_discard(hp);
+    for (int i = 0; i < hp->ncopies; i++) free(hp->copies[i]);
     free(hp->links);
     free(hp);
 }

@@ -31,12 +31,14 @@ struct send_op {
     struct cor_req *req;  /* OP_FRAME: complete when the route is done (eager, svc reply) */
     struct cor_req *data; /* OP_FRAME of a DATA chunk, or OP_DATA_JOB: the send request */
     bool owned;           /* payload is a copy freed with the op */
+    bool cached;          /* that copy is a block of hp's copy cache */
     size_t job_off, job_end; /* OP_DATA_JOB: the byte range this port sends */
 };
 
 static void op_free(struct send_op *op)
 {
-    if (op->owned) free((void *)op->payload);
+    if (op->cached) cor__copy_put(op->hp, (void *)op->payload);
+    else if (op->owned) free((void *)op->payload);
     free(op);
 }
 
@@ -463,11 +465,11 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
          * eager message is small, so copy it and complete the send at once (MPI's buffered
          * eager send). */
         if (hp->caps.zero_copy_send && r->cap) {
-            void *copy = malloc(r->cap);
+            void *copy = cor__copy_get(hp);
             if (copy) {
                 memcpy(copy, r->buf, r->cap);
                 op->payload = copy;
-                op->owned = true;
+                op->owned = op->cached = true;
             }
         }
         r->eager = true;

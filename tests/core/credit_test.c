@@ -726,6 +726,27 @@ static void test_rts_tail_receive(void)
     drain_out();
 }
 
+/* Eager copies come from a per-port cache that keeps at most COPY_CACHE blocks and hands
+ * the kept ones out again. */
+static void test_copy_cache(void)
+{
+    enum { N = COPY_CACHE + 8 };
+    void *b[N];
+    for (int i = 0; i < N; i++) {
+        b[i] = cor__copy_get(hp);
+        REQUIRE(b[i] != NULL);
+        memset(b[i], i, hp->eager_limit); /* the whole block is ours */
+    }
+    for (int i = 0; i < N; i++) cor__copy_put(hp, b[i]);
+    EXPECT_EQ(hp->ncopies, COPY_CACHE);
+    void *again = cor__copy_get(hp);
+    int kept = 0;
+    for (int i = 0; i < N; i++) kept += again == b[i];
+    EXPECT_EQ(kept, 1);
+    EXPECT_EQ(hp->ncopies, COPY_CACHE - 1);
+    cor__copy_put(hp, again);
+}
+
 /* Frames of one sender that overtook each other are matched in the sender's order. */
 static void test_order_held(void)
 {
@@ -845,6 +866,7 @@ int main(void)
         {"rendezvous receive, truncation, bad DATA", test_rendezvous_receive},
         {"RTS carries a short tail", test_rts_tail_send},
         {"RTS tail received: unexpected, posted, truncated", test_rts_tail_receive},
+        {"eager copy cache: bounded, reused", test_copy_cache},
         {"overtaking frames held in order", test_order_held},
         {"malformed frames dropped and counted", test_malformed},
         {NULL, NULL},
