@@ -304,7 +304,7 @@ GMX_EXPORT void gm_send_with_callback(struct gm_port *p, void *message, unsigned
     send_locked(p, message, size, len, priority, target_node_id, target_port_id, callback,
                 context);
     if (p->ack_list)
-        gmx_acks_flush(p); /* the acks this send did not carry */
+        gmx_acks_flush(p, 0); /* acks due that this send did not carry */
     gmx_port_unlock(p);
 }
 
@@ -356,7 +356,7 @@ GMX_EXPORT void gm_put(struct gm_port *p, void *local_buffer, gm_remote_ptr_t re
     put_locked(p, local_buffer, remote_buffer, len, priority, target_node_id, target_port_id,
                callback, context);
     if (p->ack_list)
-        gmx_acks_flush(p); /* the acks this send did not carry */
+        gmx_acks_flush(p, 0); /* acks due that this send did not carry */
     gmx_port_unlock(p);
 }
 
@@ -392,7 +392,7 @@ GMX_EXPORT void gm_get(struct gm_port *p, gm_remote_ptr_t remote_buffer, void *l
     get_locked(p, remote_buffer, local_buffer, len, priority, target_node_id, target_port_id,
                callback, context);
     if (p->ack_list)
-        gmx_acks_flush(p); /* the acks this send did not carry */
+        gmx_acks_flush(p, 0); /* acks due that this send did not carry */
     gmx_port_unlock(p);
 }
 

@@ -123,6 +123,12 @@ struct gmx_hdr {
  * what waits at the target, and makes send callbacks mean "delivered", as
  * in GM. */
 #define GMX_WINDOW 16
+/* An ack waits for a header going back to its sender (a reply) until this
+ * many items are owed or the oldest is this old; then it goes alone.  Acks
+ * sent at once would cost every request/reply exchange a message each way:
+ * a target's next progress round usually comes before its reply. */
+#define GMX_ACK_BATCH (GMX_WINDOW / 2)
+#define GMX_ACK_DELAY_NS 20000u
 #define GMX_KEY_CACHE 8 /* remote registrations remembered per target port */
 
 /* ---- node map --------------------------------------------------------- */
@@ -262,6 +268,8 @@ struct gmx_peer {
     struct gmx_rreq *held_tail[GM_NUM_PRIORITIES];
     uint32_t ack_due[GM_NUM_PRIORITIES];   /* last processed seq to ack */
     int ack_pending[GM_NUM_PRIORITIES];
+    unsigned acks_owed;   /* items processed since an ack last went */
+    uint64_t ack_owed_ns; /* when the oldest of them was */
     struct gmx_peer *next_ack;
     int in_ack_list;
     struct gmx_peer *next_wait;
@@ -410,7 +418,8 @@ int gmx_post_recv(struct gm_port *p, struct gmx_rreq *r, void *buf, size_t len,
                   uint64_t tag, uint64_t ignore);
 int gmx_bounce_fill(struct gm_port *p);
 void gmx_bounce_free(struct gm_port *p);
-void gmx_acks_flush(struct gm_port *p);
+/* Sends the acks that are due (all of them with `all`: close, exit). */
+void gmx_acks_flush(struct gm_port *p, int all);
 void gmx_send_local_done(struct gm_port *p, struct gmx_sreq *s);
 void gmx_ack_arrived(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uint32_t seq,
                      gm_status_t st);

@@ -79,7 +79,7 @@ static void flush_at_exit(void)
     for (struct gm_port *q = gmx_registry; q; q = q->reg_next) {
         if (pthread_mutex_trylock(&q->lock) != 0)
             continue;
-        gmx_acks_flush(q);
+        gmx_acks_flush(q, 1);
         gmx_port_unlock(q);
     }
     pthread_mutex_unlock(&gmx_lock);
@@ -540,7 +540,7 @@ GMX_EXPORT void gm_close(struct gm_port *p)
     /* Acks we owe go out now (senders wait for them), and senders forget
      * our registrations. */
     gmx_port_lock(p);
-    gmx_acks_flush(p);
+    gmx_acks_flush(p, 1);
     gmx_nack_held(p);
     gmx_regions_unexport_all(p);
     gmx_port_unlock(p);

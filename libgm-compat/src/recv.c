@@ -200,13 +200,16 @@ GMX_EXPORT void gm_provide_receive_buffer(struct gm_port *p, void *ptr, unsigned
 /* ---- acks ------------------------------------------------------------------ */
 
 /* Owes peer an ack for stream item seq.  It rides on the next header going
- * to peer (a reply), else goes alone at the start of the next progress
- * round, at the end of the next send call, from another port's progress in
- * this process, at gm_close or at exit (one ack covers a batch). */
+ * to peer (a reply), else goes alone once due (GMX_ACK_BATCH items or
+ * GMX_ACK_DELAY_NS), from a progress round or a send call of this port or
+ * another port's progress in this process; at the latest at gm_close or at
+ * exit (one ack covers a batch). */
 static void ack_owe(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uint32_t seq)
 {
     peer->ack_due[prio] = seq;
     peer->ack_pending[prio] = 1;
+    if (peer->acks_owed++ == 0)
+        peer->ack_owed_ns = gmx_now_ns();
     if (!peer->in_ack_list) {
         peer->in_ack_list = 1;
         peer->next_ack = p->ack_list;
@@ -224,12 +227,22 @@ static void nack(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uint32
         ack_owe(p, peer, prio, seq); /* at least the window moves on */
 }
 
-void gmx_acks_flush(struct gm_port *p)
+static int ack_due(const struct gmx_peer *peer, uint64_t *now)
+{
+    if (peer->acks_owed >= GMX_ACK_BATCH)
+        return 1;
+    if (!*now)
+        *now = gmx_now_ns();
+    return *now - peer->ack_owed_ns >= GMX_ACK_DELAY_NS;
+}
+
+void gmx_acks_flush(struct gm_port *p, int all)
 {
     struct gmx_peer **link = &p->ack_list;
+    uint64_t now = 0;
     while (*link) {
         struct gmx_peer *peer = *link;
-        if (peer->ack_pending[0] || peer->ack_pending[1]) {
+        if ((peer->ack_pending[0] || peer->ack_pending[1]) && (all || ack_due(peer, &now))) {
             struct gmx_hdr h = {.kind = GMX_K_ACK};
             if (gmx_send_ctl(p, peer, &h) != 0 && (!peer->resolved || peer->gone_ns))
                 peer->ack_pending[0] = peer->ack_pending[1] = 0; /* nowhere to go */
@@ -571,6 +584,7 @@ static void peer_restarted(struct gm_port *p, struct gmx_peer *peer)
         peer->blocked[prio] = 0;
         peer->seen[prio] = 0;
         peer->ack_pending[prio] = 0;
+        peer->acks_owed = 0;
         struct gmx_rreq *d = peer->stall_req[prio];
         if (d) {
             d->peer = NULL; /* orphan: its completion or cancel just frees it */
@@ -763,10 +777,9 @@ int gmx_progress(struct gm_port *p)
     if (p->in_progress)
         return 0;
     p->in_progress = 1;
-    /* Acks owed since the last round (a reply sent meanwhile carried them
-     * if it went to the same port). */
+    /* Acks owed that no reply carried in time. */
     if (p->ack_list)
-        gmx_acks_flush(p);
+        gmx_acks_flush(p, 0);
     struct fi_cq_tagged_entry ce[GMX_CQ_BATCH];
     int handled = 0;
     ssize_t n = fi_cq_read(p->cq, ce, GMX_CQ_BATCH);

@@ -303,6 +303,8 @@ static void acks_sent(struct gmx_peer *peer, const struct gmx_hdr *h)
     for (unsigned prio = 0; prio < GM_NUM_PRIORITIES; prio++)
         if ((h->acks >> prio) & 1)
             peer->ack_pending[prio] = 0;
+    if (!peer->ack_pending[0] && !peer->ack_pending[1])
+        peer->acks_owed = 0;
 }
 
 /* Sends hdr + payload on the eager channel: 0, -FI_EAGAIN or an error.  Small
