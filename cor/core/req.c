@@ -120,8 +120,13 @@ static void spin(pred_fn done, void *arg, uint64_t start)
     unsigned n = 0;
     uint64_t idle_since = start;
     while (!done(arg)) {
-        if (cor__progress_all() > 0) {
+        if (cor__progress_all() > 0) { /* more may be ready: drain before handing over */
             idle_since = 0;
+            continue;
+        }
+        if (woke_a_task) { /* let the task whose request we completed run now */
+            woke_a_task = false;
+            sched_yield();
         } else if ((++n & 63) == 0) {
             uint64_t now = cor__now_ns();
             if (now - start > (uint64_t)g.spin_ns) return;
@@ -131,10 +136,6 @@ static void spin(pred_fn done, void *arg, uint64_t start)
                 idle_since = now;
                 sched_yield();
             }
-        }
-        if (woke_a_task) { /* let the task whose request we completed run now */
-            woke_a_task = false;
-            sched_yield();
         }
     }
 }

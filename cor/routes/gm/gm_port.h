@@ -89,6 +89,14 @@ struct gmr_tx {
 };
 
 
+/* A data frame received: handed to the core, then its buffer goes back to GM. */
+struct gmr_rx_item {
+    uint32_t peer;
+    char *buf;
+    size_t len;
+    int c; /* buffer class */
+};
+
 struct cor_route_mr {
     char *addr;
     size_t len;
@@ -128,6 +136,8 @@ struct cor_rport {
     size_t pool_off[2], stride[2], small_max; /* small_max: largest frame+header in a small */
     unsigned ctrl_bufs;
     uint32_t cookie32;
+    struct gmr_rx_item returns[1]; /* delivered, buffer not yet provided again */
+    unsigned nreturns;
     int credit_due; /* some peer has credit_wanted set */
     int pump_dirty; /* tokens or credits came back, or a peer died: the queue may move */
     uint64_t pump_ns; /* last pump (the starvation check needs one now and then) */

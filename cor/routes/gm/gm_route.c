@@ -274,7 +274,7 @@ static int gmr_timeout_ms(struct cor_rport *p)
 static int route_work(struct cor_rport *p)
 {
     pthread_mutex_lock(&p->lock);
-    int w = p->closing || p->ndone || p->nfailed || p->credit_due ||
+    int w = p->closing || p->ndone || p->nfailed || p->credit_due || p->nreturns ||
             (p->d_queue < p->d_head && p->tokens > 0);
     pthread_mutex_unlock(&p->lock);
     return w;

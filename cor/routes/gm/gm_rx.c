@@ -111,12 +111,20 @@ static void credits_add(struct cor_rport *p, struct gmr_peer *q, uint32_t packed
         p->pump_dirty = 1;
 }
 
-struct rx_item {
-    uint32_t peer;
-    char *buf;
-    size_t len;
-    int c; /* buffer class */
-};
+/* Buffers delivered by the last progress() go back to GM (and count toward the credits we
+ * return) at the start of the next one: off the latency path, where the task whose receive
+ * just completed is waiting to run. */
+static void give_back(struct cor_rport *p)
+{
+    unsigned n = p->nreturns;
+    p->nreturns = 0;
+    for (unsigned i = 0; i < n && !p->closing; i++) {
+        struct gmr_rx_item *it = &p->returns[i];
+        gm_provide_receive_buffer_with_tag(p->gp, it->buf, p->cls[it->c], GM_LOW_PRIORITY, 0);
+        p->peers[it->peer].owed[it->c]++;
+        gmr_credit_return(p, it->peer);
+    }
+}
 
 static void on_control(struct cor_rport *p, const char *m, size_t len, uint32_t peer)
 {
@@ -146,7 +154,7 @@ static void on_control(struct cor_rport *p, const char *m, size_t len, uint32_t 
 
 /* Drains one receive event into `it` (data to deliver) or handles it; lock held. Returns 1
  * if a data frame was queued for delivery. */
-static int on_recv(struct cor_rport *p, gm_recv_event_t *e, struct rx_item *it)
+static int on_recv(struct cor_rport *p, gm_recv_event_t *e, struct gmr_rx_item *it)
 {
     int high = GM_RECV_EVENT_TYPE(e) == GM_HIGH_RECV_EVENT;
     char *buf = gm_ntohp(e->recv.buffer);
@@ -185,7 +193,7 @@ static int on_recv(struct cor_rport *p, gm_recv_event_t *e, struct rx_item *it)
         if (hdr[0] == p->cookie32 && credits_ok(p, q, hdr[1])) {
             credits_add(p, q, hdr[1]); /* piggy-backed receive credits */
             q->heard = 1;
-            *it = (struct rx_item){peer, buf, len, c};
+            *it = (struct gmr_rx_item){peer, buf, len, c};
             return 1;
         }
     }
@@ -229,55 +237,47 @@ int gmr_report(struct cor_rport *p)
     return events;
 }
 
+/* Polls GM until an event brings a data frame (or BUDGET events, or none is left) and delivers
+ * it at once: a task spinning for that frame sees its receive complete without waiting for
+ * more polls or for the buffer to go back (give_back, next time). */
 int gmr_progress(struct cor_rport *p)
 {
     if (!p)
         return 0;
-    struct rx_item items[BUDGET];
     int events = 0;
     pthread_mutex_lock(&p->lock);
     if (p->closing) {
         pthread_mutex_unlock(&p->lock);
         return 0;
     }
-    for (int round = 0; round < 4; round++) {
-        unsigned n = 0;
-        int other = 0;
-        for (int i = 0; i < BUDGET && n < BUDGET; i++) {
-            gm_recv_event_t *e = gm_receive(p->gp);
-            unsigned type = GM_RECV_EVENT_TYPE(e);
-            if (type == GM_NO_RECV_EVENT)
-                break;
-            if (type == GM_RECV_EVENT || type == GM_HIGH_RECV_EVENT) {
-                n += (unsigned)on_recv(p, e, &items[n]);
-            } else {
-                gmr_unknown(p, e); /* send callbacks, alarms */
-                other++;
-            }
-        }
-        /* The queue is walked only when it may move (walking it on every poll of a
-         * spinning task costs O(queue) each), or every 50 ms for the starvation check. */
-        if (p->credit_due ||
-            (p->d_queue < p->d_head && (p->pump_dirty || gmr_now_ns() - p->pump_ns > 50000000u)))
-            gmr_pump(p);
-        events += gmr_report(p);
-        if (n) {
-            p->frames_in += n;
-            pthread_mutex_unlock(&p->lock);
-            for (unsigned i = 0; i < n; i++)
-                p->up.deliver(p->up.core, items[i].peer, items[i].buf + GMR_HDR,
-                              items[i].len - GMR_HDR);
-            pthread_mutex_lock(&p->lock);
-            for (unsigned i = 0; i < n && !p->closing; i++) {
-                gm_provide_receive_buffer_with_tag(p->gp, items[i].buf, p->cls[items[i].c],
-                                                   GM_LOW_PRIORITY, 0);
-                p->peers[items[i].peer].owed[items[i].c]++;
-                gmr_credit_return(p, items[i].peer);
-            }
-            events += (int)n;
-        }
-        if (n < BUDGET && !other)
+    give_back(p);
+    struct gmr_rx_item *items = p->returns;
+    unsigned n = 0;
+    for (int i = 0; i < BUDGET && n == 0; i++) {
+        gm_recv_event_t *e = gm_receive(p->gp);
+        unsigned type = GM_RECV_EVENT_TYPE(e);
+        if (type == GM_NO_RECV_EVENT)
             break;
+        if (type == GM_RECV_EVENT || type == GM_HIGH_RECV_EVENT)
+            n += (unsigned)on_recv(p, e, &items[n]);
+        else
+            gmr_unknown(p, e); /* send callbacks, alarms */
+        events++;
+    }
+    /* The queue is walked only when it may move (walking it on every poll of a spinning task
+     * costs O(queue) each), or every 50 ms for the starvation check. */
+    if (p->credit_due ||
+        (p->d_queue < p->d_head && (p->pump_dirty || gmr_now_ns() - p->pump_ns > 50000000u)))
+        gmr_pump(p);
+    events += gmr_report(p);
+    if (n) {
+        p->frames_in += n;
+        pthread_mutex_unlock(&p->lock);
+        for (unsigned i = 0; i < n; i++)
+            p->up.deliver(p->up.core, items[i].peer, items[i].buf + GMR_HDR,
+                          items[i].len - GMR_HDR);
+        pthread_mutex_lock(&p->lock);
+        p->nreturns = n;
     }
     if (events)
         p->active_ns = gmr_now_ns();
