@@ -64,9 +64,11 @@ long bench_iters_pingpong(const struct bench *b, size_t size)
     return scaled(b, n, 2);
 }
 
+/* A stream moves 512 MiB (at most 20000 messages): at several GB/s that is a tenth of a second,
+ * long enough that a scheduler tick or a neighbour's burst on a shared machine stays small. */
 long bench_iters_stream(const struct bench *b, size_t size)
 {
-    long n = size ? (long)((64u << 20) / size) : 20000;
+    long n = size ? (long)((512u << 20) / size) : 20000;
     n = n < 64 ? 64 : n > 20000 ? 20000 : n;
     return scaled(b, n, 3);
 }
