@@ -7,6 +7,11 @@
  * task k of domain 0 and task k of domain 1 get the same local index and find each other with
  * cor_task_idp(peer_rank, own_index). multiport binds task k's soft-port to hard port k,
  * exclusively; multitask lets the core map the soft-ports.
+ *
+ * The pairs of a domain send from one buffer and receive into one, as a single pair does:
+ * with a buffer pair each, 16 pairs at 64 KiB touch 2 MiB per domain, the size of a core's
+ * L2 on the reference machine, and the aggregate would measure the caches rather than the
+ * runtime (the rate fell by a quarter). --distinct-buffers gives every pair its own.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -45,9 +50,16 @@ static void gate_open(struct start_gate *g)
     pthread_mutex_unlock(&g->lock);
 }
 
+/* A domain's buffers for one measurement; NULL entries: each pair allocates its own. */
+struct pair_bufs {
+    void *send;
+    void *recv[MULTI_WINDOW_MAX];
+};
+
 struct pair_task {
     struct bench *b;
     struct start_gate *start;
+    const struct pair_bufs *shared;
     int multiport;
     int index;  /* pair number, = hard port in multiport */
     size_t size;
@@ -75,42 +87,61 @@ static int open_port(struct pair_task *t, cor_port_t *port)
     return COR_OK;
 }
 
+/* Allocates what `shared` does not provide; `own` (which may be `use`) records it for
+ * pair_bufs_release, also after a failure. */
+static int pair_bufs_get(const struct bench *b, size_t size, int sender,
+                         const struct pair_bufs *shared, struct pair_bufs *use,
+                         struct pair_bufs *own)
+{
+    size_t alloc = size ? size : 1;
+    *use = shared ? *shared : (struct pair_bufs){0};
+    *own = (struct pair_bufs){0};
+    if (sender) {
+        if (!use->send) {
+            if (!(use->send = own->send = cor_getBuffer(COR_BYTE, alloc)))
+                return bench_fail("cor_getBuffer", COR_ENOMEM);
+            bench_fill(own->send, size);
+        }
+        return COR_OK;
+    }
+    for (int i = 0; i < bench_rbufs(b); i++)
+        if (!use->recv[i] && !(use->recv[i] = own->recv[i] = cor_getBuffer(COR_BYTE, alloc)))
+            return bench_fail("cor_getBuffer", COR_ENOMEM);
+    return COR_OK;
+}
+
+static void pair_bufs_release(struct pair_bufs *own)
+{
+    if (own->send)
+        cor_releaseBuffer(own->send);
+    for (int i = 0; i < MULTI_WINDOW_MAX; i++)
+        if (own->recv[i])
+            cor_releaseBuffer(own->recv[i]);
+    *own = (struct pair_bufs){0};
+}
+
 static int pair_run(struct pair_task *t)
 {
     struct bench *b = t->b;
     cor_port_t port = NULL;
-    void *sbuf = NULL, *rbufs[MULTI_WINDOW_MAX] = {0};
-    size_t alloc = t->size ? t->size : 1;
+    struct pair_bufs use, own;
     int err;
 
     if (t->multiport)
         err = open_port(t, &port);
     else if ((err = cor_setTransport(b->route)))
         bench_fail("cor_setTransport", err);
+    if (!err)
+        err = pair_bufs_get(b, t->size, b->rank == 1, t->shared, &use, &own);
     gate_wait(t->start);
-    if (err)
-        return err;
-
-    cor_idp_t peer = cor_task_idp(1 - b->rank, cor_idp_index(cor_task_self()));
-    if (b->rank == 1) {
-        if (!(sbuf = cor_getBuffer(COR_BYTE, alloc)))
-            err = bench_fail("cor_getBuffer", COR_ENOMEM);
-        else {
-            bench_fill(sbuf, t->size);
-            err = bench_stream_send(b, peer, sbuf, t->size, t->total);
-        }
-    } else {
-        for (int i = 0; !err && i < bench_rbufs(b); i++)
-            if (!(rbufs[i] = cor_getBuffer(COR_BYTE, alloc)))
-                err = bench_fail("cor_getBuffer", COR_ENOMEM);
-        if (!err)
-            err = bench_stream_recv(b, peer, rbufs, t->size, t->total, t->warm, &t->res);
+    if (!err) {
+        cor_idp_t peer = cor_task_idp(1 - b->rank, cor_idp_index(cor_task_self()));
+        if (b->rank == 1)
+            err = bench_stream_send(b, peer, use.send, t->size, t->total);
+        else
+            err = bench_stream_recv(b, peer, use.recv, t->size, t->total, t->warm, &t->res);
     }
-    if (sbuf)
-        cor_releaseBuffer(sbuf);
-    for (int i = 0; i < MULTI_WINDOW_MAX; i++)
-        if (rbufs[i])
-            cor_releaseBuffer(rbufs[i]);
+    pair_bufs_release(&own);
     if (port) {
         int cerr = cor_port_close(port);
         if (cerr && !err)
@@ -140,13 +171,22 @@ static int run_pairs(struct bench *b, int multiport, int pairs, int ports, size_
     int err, spawned = 0;
     struct start_gate start = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, pairs, 0};
 
+    struct pair_bufs shared = {0};
+    if (!b->distinct && (err = pair_bufs_get(b, size, b->rank == 1, NULL, &shared, &shared))) {
+        pair_bufs_release(&shared);
+        return err;
+    }
+
     /* Both domains start each measurement together (the bootstrap channel, not a port). */
-    if ((err = cor_barrier()))
+    if ((err = cor_barrier())) {
+        pair_bufs_release(&shared);
         return bench_fail("cor_barrier", err);
+    }
     for (int i = 0; i < pairs; i++) {
         tasks[i] = (struct pair_task){
-            .b = b, .start = &start, .multiport = multiport, .index = i, .size = size,
-            .total = total + warm, .warm = warm,
+            .b = b, .start = &start, .shared = b->distinct ? NULL : &shared,
+            .multiport = multiport, .index = i, .size = size, .total = total + warm,
+            .warm = warm,
         };
         if ((err = cor_task_spawn("bench-pair", pair_main, &tasks[i], &ids[i]))) {
             bench_fail("cor_task_spawn", err);
@@ -162,6 +202,7 @@ static int run_pairs(struct bench *b, int multiport, int pairs, int ports, size_
         if (!err && tasks[i].err)
             err = tasks[i].err;
     }
+    pair_bufs_release(&shared);
     if (err || b->rank != 0)
         return err;
 

@@ -7,15 +7,18 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT INT TERM
 fails=0
 
-# run NAME ROWS [cor-run options --] cor-bench args: expects ROWS data rows in the CSV.
+# run NAME ROWS [--ports P] [--shared] cor-bench args: expects ROWS data rows in the CSV.
+# Every run checks the data (--verify) except with --shared, which keeps the default shared
+# buffers that --verify would replace.
 run() {
     name=$1 rows=$2
     shift 2
-    ropts=
+    ropts= verify=--verify
     if [ "$1" = --ports ]; then ropts="--ports $2"; shift 2; fi
+    if [ "$1" = --shared ]; then verify=; shift; fi
     csv=$dir/$name.csv
     # shellcheck disable=SC2086
-    if ! timeout 120 "$b/cor-run" -n 2 $ropts "$b/cor-bench" "$@" --verify --quiet --csv "$csv" \
+    if ! timeout 120 "$b/cor-run" -n 2 $ropts "$b/cor-bench" "$@" $verify --quiet --csv "$csv" \
         >"$dir/$name.out" 2>&1; then
         echo "FAIL: $name: cor-bench $* exited with an error:"
         cat "$dir/$name.out"
@@ -49,6 +52,7 @@ run raw-stream 5 stream --raw --sizes $sizes --iters 0.02
 run udp-raw 10 udp-raw --sizes $sizes --iters 0.02
 run multiport 4 --ports 2 multiport --sizes 1000,70000 --iters 0.02
 run multitask 6 multitask --sizes 1000,70000 --pairs 1,2,3 --iters 0.02
+run multitask-shared 4 --shared multitask --sizes 1000,70000 --pairs 1,3 --iters 0.02
 
 # Bad input is an error with a message, not a crash.
 if "$b/cor-bench" pingpong --sizes 1,banana >"$dir/bad.out" 2>&1 ||

@@ -37,8 +37,9 @@ static const char usage[] =
     "  --ports LIST      multiport port counts (default 1..min(4, ports opened))\n"
     "  --window N        stream messages in flight (default 8)\n"
     "  --recv-alloc      receive into core buffers (cor_recvI) instead of cor_recvI_into\n"
-    "  --distinct-buffers  each receive in flight gets its own buffer (default: one\n"
-    "                    shared buffer, as osu_bw does, so memory bandwidth stays out)\n"
+    "  --distinct-buffers  each receive in flight, and each multiport/multitask pair,\n"
+    "                    gets its own buffers (default: shared, as osu_bw does, so the\n"
+    "                    caches and memory bandwidth stay out)\n"
     "  --verify          check the content of every received message (distinct buffers)\n"
     "  --csv FILE        write rows route,mode,bytes,ports,pairs,one_way_us,MBps\n"
     "  --quiet           no table on standard output\n";
