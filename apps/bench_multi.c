@@ -11,7 +11,9 @@
  * The pairs of a domain send from one buffer and receive into one, as a single pair does:
  * with a buffer pair each, 16 pairs at 64 KiB touch 2 MiB per domain, the size of a core's
  * L2 on the reference machine, and the aggregate would measure the caches rather than the
- * runtime (the rate fell by a quarter). --distinct-buffers gives every pair its own.
+ * runtime (the rate fell by a quarter). Receives then write into the one buffer at once, as
+ * in osu_bw's window; nobody reads it (--verify implies --distinct-buffers, which gives every
+ * pair its own).
  */
 #include <pthread.h>
 #include <stdio.h>

@@ -52,7 +52,14 @@ run raw-stream 5 stream --raw --sizes $sizes --iters 0.02
 run udp-raw 10 udp-raw --sizes $sizes --iters 0.02
 run multiport 4 --ports 2 multiport --sizes 1000,70000 --iters 0.02
 run multitask 6 multitask --sizes 1000,70000 --pairs 1,2,3 --iters 0.02
-run multitask-shared 4 --shared multitask --sizes 1000,70000 --pairs 1,3 --iters 0.02
+# The default buffers are shared: the pairs' receives write into one buffer at once, on
+# purpose (as osu_bw's window does). ThreadSanitizer rightly calls that a race of the
+# benchmark's, so its build checks only the distinct buffers above.
+if grep -q '^SAN_CFLAGS = -fsanitize=thread' "$COR_BUILDDIR/Makefile" 2>/dev/null; then
+    echo "skip: multitask-shared (ThreadSanitizer build)"
+else
+    run multitask-shared 4 --shared multitask --sizes 1000,70000 --pairs 1,3 --iters 0.02
+fi
 
 # Bad input is an error with a message, not a crash.
 if "$b/cor-bench" pingpong --sizes 1,banana >"$dir/bad.out" 2>&1 ||
