@@ -137,6 +137,12 @@ static void on_boot_death(void *arg, int rank, const char *why)
 
 void cor__peer_died(unsigned rank, int err)
 {
+    cor__peer_gone(rank, err, true);
+}
+
+/* A peer left (notify = false: it exited normally, nobody is told) or died. */
+void cor__peer_gone(unsigned rank, int err, bool notify)
+{
     if (rank == (unsigned)g.rank || atomic_exchange(&g.dead[rank], true)) return;
     for (int i = 0; i < g.nroutes; i++) {
         struct cor_route *r = g.routes[i];
@@ -145,6 +151,7 @@ void cor__peer_died(unsigned rank, int err)
         if (r->raw) r->ops->peer_dead(r->raw->rp, rank);
     }
     cor__req_fail_peer(rank, err);
+    if (!notify) return;
     COR_LOCK(&g.lock);
     cor_death_fn fn = g.death_fn;
     void *arg = g.death_arg;
@@ -201,29 +208,23 @@ static void teardown(void)
     cor__task_forget_self();
 }
 
-COR_API int cor_init(int *argc, char ***argv)
+/* What cor_init and cor_init_join share once rank, size and cookie are known. */
+static int init_domain(void)
 {
-    int expected = 0;
-    if (!atomic_compare_exchange_strong(&g.initialized, &expected, 2)) return COR_ESTATE;
-    read_knobs();
-    g.ntasks = 0;
-    int err = cor__boot_init(&g.boot, &g.rank, &g.size, &g.cookie);
-    if (err) goto fail;
+    int err = COR_ENOMEM;
     g.macro = (uint32_t)g.cookie ? (uint32_t)g.cookie : 1;
     g.tasks = calloc((size_t)g.max_tasks, sizeof *g.tasks);
     g.dead = calloc((size_t)g.size, sizeof *g.dead);
     g.peers = calloc((size_t)g.size, sizeof *g.peers);
-    err = COR_ENOMEM;
-    if (!g.tasks || !g.dead || !g.peers) goto fail;
+    if (!g.tasks || !g.dead || !g.peers) return err;
     for (int i = 0; i < g.size; i++) {
         pthread_mutex_init(&g.peers[i].lock, NULL);
-        if (!(g.peers[i].recv_seq = calloc((size_t)g.max_tasks, sizeof(uint32_t)))) goto fail;
+        if (!(g.peers[i].recv_seq = calloc((size_t)g.max_tasks, sizeof(uint32_t)))) return err;
     }
     cor__task_adopt_main();
     err = open_routes(g.size > 1);
-    if (err) goto fail;
-    err = connect_peers();
-    if (err) goto fail;
+    if (err) return err;
+    if (!g.dynamic && (err = connect_peers())) return err;
     /* getBuffer memory: the first route that can send from its own memory without a copy */
     for (int i = 0; i < g.nroutes && !g.dma_port; i++)
         if (cor__route_has_mem(g.routes[i]->ops) && g.routes[i]->nports &&
@@ -233,20 +234,142 @@ COR_API int cor_init(int *argc, char ***argv)
     for (int i = 0; i < g.nroutes; i++) {
         struct cor_route *r = g.routes[i];
         for (int k = 0; k < r->nports; k++)
-            if ((err = cor__hport_start(r->ports[k]))) goto fail;
-        if (r->raw && (err = cor__hport_start(r->raw))) goto fail;
+            if ((err = cor__hport_start(r->ports[k]))) return err;
+        if (r->raw && (err = cor__hport_start(r->raw))) return err;
     }
-    atomic_store(&g.initialized, 1);
-    (void)argc;
-    (void)argv;
     return COR_OK;
-fail:
+}
+
+static int init_failed(int err)
+{
     cor__log("cor_init failed: %s", cor_strerror(err));
     teardown();
     if (g.boot) cor__boot_finish(g.boot);
     g.boot = NULL;
     atomic_store(&g.initialized, 0);
     return err;
+}
+
+COR_API int cor_init(int *argc, char ***argv)
+{
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&g.initialized, &expected, 2)) {
+        /* A library (libcorpvm) joined a dynamic session for this process: the program's
+         * own cor_init shares it, and the last cor_finalize ends it. */
+        if (expected == 1 && g.dynamic) {
+            atomic_fetch_add(&g.init_refs, 1);
+            return COR_OK;
+        }
+        return COR_ESTATE;
+    }
+    atomic_store(&g.init_refs, 1);
+    read_knobs();
+    g.ntasks = 0;
+    g.dynamic = false;
+    int err = cor__boot_init(&g.boot, &g.rank, &g.size, &g.cookie);
+    if (!err) err = init_domain();
+    if (err) return init_failed(err);
+    atomic_store(&g.initialized, 1);
+    (void)argc;
+    (void)argv;
+    return COR_OK;
+}
+
+COR_API int cor_init_join(const cor_join_t *join)
+{
+    if (!join || join->capacity < 1 || join->capacity > COR_MAX_DOMAINS || join->rank < 0 ||
+        join->rank >= join->capacity || join->session == 0)
+        return COR_EINVAL;
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&g.initialized, &expected, 2)) return COR_ESTATE;
+    read_knobs();
+    g.ntasks = 0;
+    g.dynamic = true;
+    g.boot = NULL;
+    g.rank = join->rank;
+    g.size = join->capacity;
+    g.cookie = join->session;
+    atomic_store(&g.init_refs, 1);
+    int err = init_domain();
+    if (err) return init_failed(err);
+    atomic_store(&g.initialized, 1);
+    return COR_OK;
+}
+
+/* "route port_index address" per hard port, separated by spaces: what a peer's
+ * cor_domain_connect takes. Raw ports are not published in dynamic sessions. */
+COR_API int cor_domain_address(char *buf, size_t len)
+{
+    int err = cor__check_init();
+    if (err) return err;
+    if (!buf || len == 0) return COR_EINVAL;
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < g.nroutes; i++) {
+        struct cor_route *r = g.routes[i];
+        for (int k = 0; k < r->nports; k++) {
+            char addr[COR_ADDR_MAX];
+            if ((err = r->ops->address(r->ports[k]->rp, addr, sizeof addr))) return err;
+            int w = snprintf(buf + used, len - used, "%s%s %d %s", used ? " " : "", r->name, k,
+                             addr);
+            if (w < 0 || (size_t)w >= len - used) return COR_ELIMIT;
+            used += (size_t)w;
+        }
+    }
+    return COR_OK;
+}
+
+/* The hard port of ours that `route`/`index` names, or NULL. */
+static struct cor_hport *hport_named(const char *route, int index)
+{
+    for (int i = 0; i < g.nroutes; i++)
+        if (!strcmp(g.routes[i]->name, route) && index >= 0 && index < g.routes[i]->nports)
+            return g.routes[i]->ports[index];
+    return NULL;
+}
+
+COR_API int cor_domain_connect(int rank, const char *addresses)
+{
+    int err = cor__check_init();
+    if (err) return err;
+    if (!g.dynamic) return COR_ESTATE;
+    if (rank < 0 || rank >= g.size || rank == g.rank || !addresses) return COR_EINVAL;
+    if (atomic_load(&g.dead[rank])) return COR_EPEERDEAD;
+    char copy[1024];
+    if (strlen(addresses) >= sizeof copy) return COR_EINVAL;
+    strcpy(copy, addresses);
+    int matched = 0;
+    char *save, *route = strtok_r(copy, " ", &save);
+    while (route) {
+        char *index = strtok_r(NULL, " ", &save), *addr = strtok_r(NULL, " ", &save), *end;
+        if (!index || !addr) return COR_EINVAL;
+        long k = strtol(index, &end, 10);
+        if (*end || k < 0 || k >= COR_HPORTS_MAX) return COR_EINVAL;
+        struct cor_hport *hp = hport_named(route, (int)k);
+        if (hp) {
+            err = hp->route->ops->add_peer(hp->rp, (cor_peer_t)rank, addr);
+            if (err) {
+                cor__log("route '%s': cannot reach domain %d at %s: %s", route, rank, addr,
+                         cor_strerror(err));
+                return err;
+            }
+            matched++;
+        }
+        route = strtok_r(NULL, " ", &save);
+    }
+    /* Every hard port we might map a soft-port to must reach the peer. */
+    int ours = 0;
+    for (int i = 0; i < g.nroutes; i++) ours += g.routes[i]->nports;
+    return matched == ours ? COR_OK : COR_EROUTE;
+}
+
+COR_API int cor_domain_leave(int rank, int err)
+{
+    int e = cor__check_init();
+    if (e) return e;
+    if (rank < 0 || rank >= g.size || rank == g.rank) return COR_EINVAL;
+    cor__peer_gone((unsigned)rank, err ? err : COR_EPEERDEAD, err != 0);
+    return COR_OK;
 }
 
 /* Waits (bounded) until the routes hold none of our frames, so peers got everything. */
@@ -272,6 +395,7 @@ static void flush_sends(void)
 
 COR_API int cor_finalize(void)
 {
+    if (cor__check_init() == COR_OK && atomic_fetch_sub(&g.init_refs, 1) > 1) return COR_OK;
     int expected = 1;
     if (!atomic_compare_exchange_strong(&g.initialized, &expected, 3)) return COR_ESTATE;
     atomic_store(&g.initialized, 1); /* tasks still running may call the API */

@@ -131,6 +131,7 @@ struct cor_umsg {
 struct cor_task {
     unsigned index;
     bool used;               /* slot taken (g.lock) */
+    bool reserved;           /* cor_task_reserve: no thread, any thread acts for it */
     char name[COR_NAME_MAX];
     unsigned name_index;
     pthread_t thread;
@@ -153,6 +154,7 @@ struct cor_task {
 
 struct cor_task *cor__task_self(void);      /* the calling thread's task (main = 0) */
 struct cor_task *cor__task_current(void);   /* the same, or NULL: never adopts the thread */
+struct cor_task *cor__task_reserved(cor_idp_t idp); /* a cor_task_reserve task, or NULL */
 void cor__task_adopt_main(void);
 void cor__task_forget_self(void);
 void cor__task_join_all(void);
@@ -310,6 +312,8 @@ struct cor_global {
     long eager_override; /* COR_EAGER_LIMIT, -1 = route default */
     long stripe_min;     /* COR_STRIPE_MIN: rendezvous data this large is striped over ports */
     bool raw_enabled;
+    bool dynamic; /* cor_init_join: peers connect at run time (cor_domain_connect) */
+    _Atomic int init_refs; /* cor_init calls sharing a dynamic session, not yet finalized */
 
     pthread_mutex_t lock; /* tasks table growth, names, death callbacks */
     struct cor_task **tasks; /* [max_tasks] */
@@ -343,6 +347,7 @@ extern struct cor_global cor__g;
 
 int cor__check_init(void);
 void cor__peer_died(unsigned rank, int err);
+void cor__peer_gone(unsigned rank, int err, bool notify);
 cor_idp_t cor__task_idp(unsigned rank, unsigned index);
 
 #endif

@@ -10,13 +10,13 @@ static int check_peer(cor_idp_t idp, bool wildcard_ok)
     return COR_OK;
 }
 
-static int post_send(cor_idp_t dest, cor_idp_t ctx, int tag, cor_type_t type, const void *data,
-                     size_t count, cor_req_t *req)
+static int post_send(struct cor_task *t, cor_idp_t dest, cor_idp_t ctx, int tag, cor_type_t type,
+                     const void *data, size_t count, cor_req_t *req)
 {
-    struct cor_task *t = cor__task_self();
     if (!t) return COR_ESTATE;
     struct cor_req *r = cor__req_new(REQ_SEND);
     if (!r) return COR_ENOMEM;
+    r->owner = t;
     r->peer = dest;
     r->ctx = ctx;
     r->tag = tag;
@@ -40,11 +40,11 @@ COR_API int cor_sendI(cor_idp_t dest, cor_idp_t ctx, int tag, const void *buf, s
     if (err) return err;
     struct cor_bufhdr *h = cor__buf_hdr(buf);
     if (!req || tag < 0 || !h || count > h->n || check_peer(dest, false)) return COR_EINVAL;
-    return post_send(dest, ctx, tag, h->type, buf, count, req);
+    return post_send(cor__task_self(), dest, ctx, tag, h->type, buf, count, req);
 }
 
-COR_API int cor_sendI_typed(cor_idp_t dest, cor_idp_t ctx, int tag, cor_type_t type,
-                            const void *data, size_t count, cor_req_t *req)
+static int check_typed_send(cor_idp_t dest, int tag, cor_type_t type, const void *data,
+                            size_t count, cor_req_t *req)
 {
     int err = cor__check_init();
     if (err) return err;
@@ -52,7 +52,23 @@ COR_API int cor_sendI_typed(cor_idp_t dest, cor_idp_t ctx, int tag, cor_type_t t
     if (!req || tag < 0 || !es || (!data && count) || count > SIZE_MAX / es ||
         check_peer(dest, false))
         return COR_EINVAL;
-    return post_send(dest, ctx, tag, type, data, count, req);
+    return COR_OK;
+}
+
+COR_API int cor_sendI_typed(cor_idp_t dest, cor_idp_t ctx, int tag, cor_type_t type,
+                            const void *data, size_t count, cor_req_t *req)
+{
+    int err = check_typed_send(dest, tag, type, data, count, req);
+    return err ? err : post_send(cor__task_self(), dest, ctx, tag, type, data, count, req);
+}
+
+COR_API int cor_sendI_as(cor_idp_t as, cor_idp_t dest, cor_idp_t ctx, int tag, cor_type_t type,
+                         const void *data, size_t count, cor_req_t *req)
+{
+    int err = check_typed_send(dest, tag, type, data, count, req);
+    if (err) return err;
+    struct cor_task *t = cor__task_reserved(as);
+    return t ? post_send(t, dest, ctx, tag, type, data, count, req) : COR_EINVAL;
 }
 
 static int post_recv(cor_idp_t src, cor_idp_t ctx, int tag, struct cor_req *r, cor_req_t *req)
@@ -69,18 +85,35 @@ static int post_recv(cor_idp_t src, cor_idp_t ctx, int tag, struct cor_req *r, c
     return COR_OK;
 }
 
+static int recv_core_buffer(struct cor_task *t, cor_idp_t src, cor_idp_t ctx, int tag,
+                            void **ptr, cor_req_t *req)
+{
+    struct cor_req *r = cor__req_new(REQ_RECV);
+    if (!r) return COR_ENOMEM;
+    r->owner = t;
+    *ptr = NULL;
+    r->core_alloc = true;
+    r->out_ptr = ptr;
+    return post_recv(src, ctx, tag, r, req);
+}
+
 COR_API int cor_recvI(cor_idp_t src, cor_idp_t ctx, int tag, void **ptr, cor_req_t *req)
 {
     int err = cor__check_init();
     if (err) return err;
     if (!req || !ptr || tag < COR_ANY_TAG || check_peer(src, true)) return COR_EINVAL;
-    if (!cor__task_self()) return COR_ESTATE;
-    struct cor_req *r = cor__req_new(REQ_RECV);
-    if (!r) return COR_ENOMEM;
-    *ptr = NULL;
-    r->core_alloc = true;
-    r->out_ptr = ptr;
-    return post_recv(src, ctx, tag, r, req);
+    struct cor_task *t = cor__task_self();
+    return t ? recv_core_buffer(t, src, ctx, tag, ptr, req) : COR_ESTATE;
+}
+
+COR_API int cor_recvI_as(cor_idp_t as, cor_idp_t src, cor_idp_t ctx, int tag, void **ptr,
+                         cor_req_t *req)
+{
+    int err = cor__check_init();
+    if (err) return err;
+    if (!req || !ptr || tag < COR_ANY_TAG || check_peer(src, true)) return COR_EINVAL;
+    struct cor_task *t = cor__task_reserved(as);
+    return t ? recv_core_buffer(t, src, ctx, tag, ptr, req) : COR_EINVAL;
 }
 
 COR_API int cor_recvI_into(cor_idp_t src, cor_idp_t ctx, int tag, cor_type_t type, void *buf,

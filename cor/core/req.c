@@ -120,7 +120,7 @@ typedef bool (*pred_fn)(void *arg);
 #define SPIN_IDLE_YIELD_NS 10000
 
 /* Polls every port until done(arg) or the spin budget from `start` is spent. */
-static void spin(pred_fn done, void *arg, uint64_t start)
+static void spin(pred_fn done, void *arg, uint64_t start, long spin_ns)
 {
     unsigned n = 0;
     uint64_t idle_since = start;
@@ -135,7 +135,7 @@ static void spin(pred_fn done, void *arg, uint64_t start)
             sched_yield();
         } else if ((++n & 63) == 0) {
             uint64_t now = cor__now_ns();
-            if (now - start > (uint64_t)g.spin_ns) return;
+            if (now - start > (uint64_t)spin_ns) return;
             if (!idle_since) {
                 idle_since = now;
             } else if (now - idle_since > SPIN_IDLE_YIELD_NS) {
@@ -148,21 +148,24 @@ static void spin(pred_fn done, void *arg, uint64_t start)
 
 /* `foreign`: some awaited request belongs to another task, whose completion signals that
  * task rather than us, so we look again every millisecond. */
-static void wait_until(pred_fn done, void *arg, bool foreign)
+/* Waits until done(arg). `sleeper`: whose condvar to block on (NULL: the caller's task);
+ * `deadline` (0: none): done(arg) turns true by then, so blocking stops there. */
+static void wait_until(pred_fn done, void *arg, bool foreign, struct cor_task *sleeper,
+                       long spin_ns, uint64_t deadline)
 {
     if (done(arg)) return;
     uint64_t start = cor__now_ns();
-    while (g.nroutes > 0 && g.spin_ns > 0) {
+    while (g.nroutes > 0 && spin_ns > 0) {
         if (atomic_fetch_add(&g.spinners, 1) != 0) {
             /* Another task polls the ports and completes our requests too: stay runnable
              * and hand the core over, which costs far less than a sleep and a wake-up. */
             atomic_fetch_sub(&g.spinners, 1);
             sched_yield();
             if (done(arg)) return;
-            if (cor__now_ns() - start > (uint64_t)g.spin_ns) break;
+            if (cor__now_ns() - start > (uint64_t)spin_ns) break;
             continue;
         }
-        spin(done, arg, start);
+        spin(done, arg, start, spin_ns);
         bool ok = done(arg);
         /* A spinner that succeeded will likely spin again soon: the listeners linger off the
          * sockets a while instead of being woken for nothing. One that gives up is about to
@@ -172,14 +175,19 @@ static void wait_until(pred_fn done, void *arg, bool foreign)
         if (ok) return;
         break;
     }
-    struct cor_task *t = cor__task_self();
+    struct cor_task *t = sleeper ? sleeper : cor__task_self();
     COR_LOCK(&t->lock);
     t->sleepers++;
     atomic_fetch_add(&g.blocked, 1);
     /* Listeners parked for a spinner that has since left would otherwise sleep out their
      * linger while we wait on them. */
     if (atomic_load(&g.spinners) == 0) cor__listeners_resume();
-    while (!done(arg)) cor__cond_wait_ns(&t->cond, &t->lock, foreign ? 1000000 : 100000000);
+    while (!done(arg)) {
+        long ns = foreign ? 1000000 : 100000000;
+        uint64_t now = deadline ? cor__now_ns() : 0;
+        if (deadline && deadline - now < (uint64_t)ns) ns = now >= deadline ? 0 : (long)(deadline - now);
+        if (ns > 0) cor__cond_wait_ns(&t->cond, &t->lock, ns);
+    }
     atomic_fetch_sub(&g.blocked, 1);
     t->sleepers--;
     COR_UNLOCK(&t->lock);
@@ -192,7 +200,10 @@ static bool one_done(void *arg)
 
 void cor__req_block(struct cor_req *r)
 {
-    wait_until(one_done, r, r->owner != cor__task_self());
+    /* A reserved task has no thread: whoever waits for its request sleeps on its condvar. */
+    struct cor_task *me = cor__task_self();
+    bool shared = r->owner->reserved;
+    wait_until(one_done, r, r->owner != me && !shared, shared ? r->owner : NULL, g.spin_ns, 0);
 }
 
 static bool any_foreign(size_t n, const cor_req_t *reqs)
@@ -241,6 +252,38 @@ COR_API int cor_wait(cor_req_t *req, cor_status_t *status)
     return finish(req, r, status);
 }
 
+struct timed {
+    struct cor_req *r;
+    uint64_t deadline;
+    int (*stop)(void *arg);
+    void *stop_arg;
+};
+
+static bool timed_out_or_done(void *arg)
+{
+    struct timed *t = arg;
+    return req_done(t->r) || cor__now_ns() >= t->deadline || (t->stop && t->stop(t->stop_arg));
+}
+
+COR_API int cor_wait_timeout(cor_req_t *req, long spin_us, long timeout_us,
+                             int (*stop)(void *arg), void *stop_arg, int *done,
+                             cor_status_t *status)
+{
+    if (!req || !done || timeout_us < 0) return COR_EINVAL;
+    struct cor_req *r = cor__req_lookup(*req);
+    if (!r) return COR_EBADHANDLE;
+    struct timed t = {r, cor__now_ns() + (uint64_t)timeout_us * 1000u, stop, stop_arg};
+    bool shared = r->owner->reserved;
+    wait_until(timed_out_or_done, &t, r->owner != cor__task_self() && !shared,
+               shared ? r->owner : NULL, spin_us < 0 ? g.spin_ns : spin_us * 1000, t.deadline);
+    if (!req_done(r)) {
+        *done = 0;
+        return COR_OK;
+    }
+    *done = 1;
+    return finish(req, r, status);
+}
+
 struct many {
     size_t n;
     cor_req_t *reqs;
@@ -281,7 +324,7 @@ COR_API int cor_waitany(size_t n, cor_req_t *reqs, size_t *index, cor_status_t *
         *index = (size_t)-1;
         return COR_EINVAL;
     }
-    wait_until(many_done, &m, any_foreign(n, reqs));
+    wait_until(many_done, &m, any_foreign(n, reqs), NULL, g.spin_ns, 0);
     *index = m.found;
     return finish(&reqs[m.found], cor__req_lookup(reqs[m.found]), status);
 }
@@ -292,7 +335,7 @@ COR_API int cor_waitall(size_t n, cor_req_t *reqs, cor_status_t *statuses)
     for (size_t i = 0; i < n; i++)
         if (reqs[i] != COR_REQ_NULL && !cor__req_lookup(reqs[i])) return COR_EBADHANDLE;
     struct many m = {n, reqs, true, 0};
-    wait_until(many_done, &m, any_foreign(n, reqs));
+    wait_until(many_done, &m, any_foreign(n, reqs), NULL, g.spin_ns, 0);
     int first = COR_OK;
     for (size_t i = 0; i < n; i++) {
         struct cor_req *r = cor__req_lookup(reqs[i]);

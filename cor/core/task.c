@@ -122,6 +122,29 @@ COR_API int cor_task_spawn(const char *name, cor_task_fn fn, void *arg, cor_idp_
     return COR_OK;
 }
 
+COR_API int cor_task_reserve(const char *name, cor_idp_t *task)
+{
+    int err = cor__check_init();
+    if (err) return err;
+    if (!task || (name && strlen(name) >= COR_NAME_MAX)) return COR_EINVAL;
+    COR_LOCK(&g.lock);
+    struct cor_task *t = claim(name ? name : "mailbox");
+    if (t) t->reserved = true;
+    COR_UNLOCK(&g.lock);
+    if (!t) return COR_ELIMIT;
+    *task = cor__task_idp(g.rank, t->index);
+    return COR_OK;
+}
+
+struct cor_task *cor__task_reserved(cor_idp_t idp)
+{
+    if (cor_idp_kind(idp) != COR_KIND_TASK || cor_idp_macro(idp) != g.macro ||
+        cor_idp_domain(idp) != (unsigned)g.rank)
+        return NULL;
+    struct cor_task *t = cor__task_get(cor_idp_index(idp));
+    return t && t->reserved ? t : NULL;
+}
+
 COR_API int cor_task_join(cor_idp_t task, int *exit_status)
 {
     int err = cor__check_init();

@@ -105,7 +105,9 @@ typedef struct cor_name {
 
 /* ---- Session and domains --------------------------------------------------------------- */
 
-/* Joins the session (or makes a one-domain session). argc/argv may be NULL. */
+/* Joins the session (or makes a one-domain session). argc/argv may be NULL. In a process
+ * whose dynamic session a library already joined (a PVM task under libcorpvm), it shares
+ * that session: each cor_init then needs its cor_finalize, and the last one ends it. */
 COR_API int cor_init(int *argc, char ***argv);
 /* Waits for every domain to reach cor_finalize, then stops the core. Tasks still running
  * are joined first. */
@@ -125,6 +127,32 @@ COR_API int cor_domain_children(int rank, int *children, int max); /* returns ho
 /* A notification when a peer domain dies: called from a core thread, must not block. */
 typedef void (*cor_death_fn)(int rank, int err, void *arg);
 COR_API int cor_domain_on_death(cor_death_fn fn, void *arg);
+
+/*
+ * Dynamic sessions (domains that join a running session, as PVM spawns them): instead of
+ * cor_init, a domain calls cor_init_join with the session cookie every member shares, a rank
+ * unique in the session, and the capacity (largest rank + 1 any member may have; every member
+ * passes the same). No launcher is involved: peers learn each other's route addresses from
+ * an exchange of their own (cor_domain_address on one side, cor_domain_connect on the other)
+ * before any message flows between them; cor_barrier is not available.
+ */
+typedef struct cor_join {
+    uint64_t session; /* nonzero; its low 32 bits become the idp macro part */
+    int rank;         /* 0 .. capacity-1 */
+    int capacity;     /* 1 .. COR_MAX_DOMAINS */
+} cor_join_t;
+COR_API int cor_init_join(const cor_join_t *join);
+/* This domain's hard ports as one string ("route index address ..."), for a peer's connect.
+ * COR_ELIMIT if len is too small. */
+COR_API int cor_domain_address(char *buf, size_t len);
+/* Makes domain `rank`, whose cor_domain_address is `addresses`, reachable. Every hard port of
+ * ours must find its counterpart (else COR_EROUTE: the peer opened other routes). Calling it
+ * again with the same addresses is harmless. COR_ESTATE outside dynamic sessions. */
+COR_API int cor_domain_connect(int rank, const char *addresses);
+/* Domain `rank` is gone: err 0 means it left normally (nobody is notified), else it died (the
+ * cor_domain_on_death callback runs). Either way operations toward it fail with
+ * COR_EPEERDEAD from now on, and its rank is never reachable again in this domain. */
+COR_API int cor_domain_leave(int rank, int err);
 
 /* Barrier of all domains (the main threads' tasks call it; any one task per domain). */
 COR_API int cor_barrier(void);
@@ -156,6 +184,12 @@ COR_API cor_idp_t cor_task_idp(int domain_rank, unsigned index);
 COR_API int cor_task_name(cor_idp_t task, cor_name_t *name); /* local tasks only */
 /* Finds a task by local name in any domain (remote domains are asked over the route). */
 COR_API int cor_task_lookup(int domain_rank, const char *name, unsigned index, cor_idp_t *task);
+/*
+ * A task slot without a thread: a mailbox that a library's threads share (libcorpvm's inbound
+ * queue). Messages to it are received with cor_recvI_as and sent from it with cor_sendI_as by
+ * any thread; the caller serializes those calls (one at a time per reserved task).
+ */
+COR_API int cor_task_reserve(const char *name, cor_idp_t *task);
 
 /* ---- Ports and transports -------------------------------------------------------------- */
 
@@ -257,6 +291,14 @@ COR_API int cor_recvI_into(cor_idp_t src, cor_idp_t ctx, int tag, cor_type_t typ
  * filled. The return value is the request's own result (status->error). */
 COR_API int cor_test(cor_req_t *req, int *done, cor_status_t *status);
 COR_API int cor_wait(cor_req_t *req, cor_status_t *status);
+/* cor_wait for at most timeout_us, or until stop(stop_arg) returns nonzero (stop may be NULL;
+ * it is called often while polling, and at wake-ups while blocked): *done says whether the
+ * request completed (then as cor_wait), else it stays pending. It polls the routes for at
+ * most spin_us (-1: COR_SPIN_US), then blocks. A request of a reserved task
+ * (cor_task_reserve) wakes whichever thread waits for it. */
+COR_API int cor_wait_timeout(cor_req_t *req, long spin_us, long timeout_us,
+                             int (*stop)(void *arg), void *stop_arg, int *done,
+                             cor_status_t *status);
 /* Completes one of n; *index gets which (COR_REQ_NULL entries are skipped). */
 COR_API int cor_waitany(size_t n, cor_req_t *reqs, size_t *index, cor_status_t *status);
 /* Completes all; returns COR_OK or the first error (statuses may be NULL). */
@@ -264,6 +306,13 @@ COR_API int cor_waitall(size_t n, cor_req_t *reqs, cor_status_t *statuses);
 /* Cancels a pending receive: it then completes with COR_ECANCELED, unless it already matched
  * (then it completes normally). Sends cannot be canceled (COR_EINVAL). */
 COR_API int cor_cancel(cor_req_t *req);
+
+/* The same on behalf of a local task made by cor_task_reserve (order per destination is that
+ * task's, whichever thread calls). COR_EINVAL if `as` is not such a task of this domain. */
+COR_API int cor_sendI_as(cor_idp_t as, cor_idp_t dest, cor_idp_t ctx, int tag, cor_type_t type,
+                         const void *data, size_t count, cor_req_t *req);
+COR_API int cor_recvI_as(cor_idp_t as, cor_idp_t src, cor_idp_t ctx, int tag, void **ptr,
+                         cor_req_t *req);
 
 /* Blocking conveniences. */
 COR_API int cor_send(cor_idp_t dest, cor_idp_t ctx, int tag, cor_type_t type, const void *data,
