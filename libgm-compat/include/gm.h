@@ -460,6 +460,13 @@ GM_ENTRY_POINT gm_status_t gm_host_name_to_node_id_ex(struct gm_port *p,
 GM_ENTRY_POINT gm_status_t gm_node_id_to_host_name_ex(
     struct gm_port *p, unsigned int timeout_usecs, unsigned int node_id,
     char (*name)[GM_MAX_HOST_NAME_LEN + 1]);
+/* libgm-compat extension (not in GM 2.0): gives node `node_id` of the node map, listed
+ * without an address, its IPv4 address and TCP port base, for processes that learn their
+ * peers at run time (a node map entry "<id> <host>" first, then this). Only while the
+ * provider is TCP-like; an address already set may only be set again to the same.
+ * GM_SUCCESS, GM_INVALID_PARAMETER (unknown node, bad address or base, another address). */
+GM_ENTRY_POINT gm_status_t gm_node_set_address(unsigned int node_id, const char *ipv4,
+                                               unsigned int port_base);
 /* 6-byte board ids, derived from the node id (or given in the node map). */
 GM_ENTRY_POINT gm_status_t gm_get_unique_board_id(struct gm_port *p,
                                                   char unique[6]);

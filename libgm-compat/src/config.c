@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -36,6 +37,29 @@ const struct gmx_node *gmx_node_by_name(const char *name)
             return &gmx_cfg.nodes[i];
     }
     return NULL;
+}
+
+/* Nodes are never added after the map is read, only given an address (for peers learnt at
+ * run time): readers take has_addr with acquire, so they see ipv4 and port_base too. */
+int gmx_node_set_address(unsigned id, const char *ipv4, unsigned port_base)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    struct gmx_node *n = (struct gmx_node *)gmx_node_find(id);
+    struct in_addr in;
+    if (!n || !ipv4 || inet_pton(AF_INET, ipv4, &in) != 1 || port_base == 0 ||
+        port_base > 65535 - GMX_NUM_PORTS || strncmp(gmx_cfg.provider, "shm", 3) == 0)
+        return -1;
+    pthread_mutex_lock(&lock);
+    int rc = 0;
+    if (__atomic_load_n(&n->has_addr, __ATOMIC_ACQUIRE)) {
+        rc = n->ipv4 == in.s_addr && n->port_base == port_base ? 0 : -1;
+    } else {
+        n->ipv4 = in.s_addr;
+        n->port_base = port_base;
+        __atomic_store_n(&n->has_addr, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
 }
 
 static int parse_uint(const char *s, unsigned long max, unsigned long *out)
@@ -252,6 +276,7 @@ int gmx_config_load(void)
         snprintf(gmx_cfg.shm_ns, sizeof gmx_cfg.shm_ns, "gm%u", (unsigned)getuid());
     }
     gmx_cfg.send_timeout_ms = env_uint("GM_SEND_TIMEOUT_MS", 1000, 3600000);
+    gmx_cfg.close_linger_ms = env_uint("GM_CLOSE_LINGER_MS", 2000, 3600000);
     /* RMA by default only on shm: with tcp;ofi_rxm (libfabric 1.17) RMA
      * traffic sometimes leaves a connection failing every send with
      * FI_ENOTCONN for good, and the target's CPU is needed there anyway. */

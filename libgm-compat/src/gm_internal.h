@@ -135,7 +135,7 @@ struct gmx_hdr {
 struct gmx_node {
     unsigned id;
     char host[GM_MAX_HOST_NAME_LEN];
-    int has_addr;
+    int has_addr; /* set last (release) when gmx_node_set_address fills ipv4/port_base */
     uint32_t ipv4;      /* network order */
     unsigned port_base; /* TCP port of GM port 0 */
 };
@@ -148,6 +148,7 @@ struct gmx_config {
     char provider[64];
     char shm_ns[64];
     unsigned send_timeout_ms;
+    unsigned close_linger_ms; /* GM_CLOSE_LINGER_MS: gm_close waits for acks this long */
     int verbose;
     int rma; /* GM_RMA: use the provider's RMA when it has it */
 };
@@ -155,6 +156,7 @@ extern struct gmx_config gmx_cfg;
 
 const struct gmx_node *gmx_node_find(unsigned id);
 const struct gmx_node *gmx_node_by_name(const char *name);
+int gmx_node_set_address(unsigned id, const char *ipv4, unsigned port_base); /* 0 or -1 */
 int gmx_config_load(void);   /* 0 or -1 with a message on stderr */
 void gmx_config_free(void);
 

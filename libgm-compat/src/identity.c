@@ -78,6 +78,12 @@ GMX_EXPORT gm_status_t gm_node_id_to_host_name_ex(struct gm_port *p, unsigned in
     return GM_SUCCESS;
 }
 
+GMX_EXPORT gm_status_t gm_node_set_address(unsigned int node_id, const char *ipv4,
+                                           unsigned int port_base)
+{
+    return gmx_node_set_address(node_id, ipv4, port_base) ? GM_INVALID_PARAMETER : GM_SUCCESS;
+}
+
 GMX_EXPORT char *gm_node_id_to_host_name(struct gm_port *p, unsigned int node_id)
 {
     /* The node map lives until the last gm_finalize. */

@@ -140,7 +140,7 @@ static int peer_address(struct gm_port *p, const struct gmx_node *n, unsigned po
         *len = strlen(buf) + 1;
         return *len > 1 ? 0 : -1;
     }
-    if (!n->has_addr || *len < sizeof(struct sockaddr_in))
+    if (!__atomic_load_n(&n->has_addr, __ATOMIC_ACQUIRE) || *len < sizeof(struct sockaddr_in))
         return -1;
     struct sockaddr_in sin = {.sin_family = AF_INET};
     sin.sin_addr.s_addr = n->ipv4;
@@ -532,10 +532,38 @@ fail_init:
     return st;
 }
 
+/* shm: before our endpoint (and its shared region) goes, every live target must have
+ * processed what we sent it, and with it our connection request: libfabric 1.17's shm
+ * provider dereferences a NULL region when it handles a connection request from an
+ * endpoint that no longer exists (the target crashes in fi_cq_read). Processes that come
+ * and go at any time (PVM tasks) hit this whenever one exits right after its first message
+ * to a peer. Bounded by GM_CLOSE_LINGER_MS. */
+static void linger_for_acks(struct gm_port *p)
+{
+    if (!p->addr_is_str || !gmx_cfg.close_linger_ms)
+        return;
+    uint64_t deadline = gmx_now_ns() + (uint64_t)gmx_cfg.close_linger_ms * 1000000u;
+    for (;;) {
+        gmx_port_lock(p);
+        gmx_progress(p);
+        int waiting = 0;
+        for (struct gmx_peer *q = p->watch; q && !waiting; q = q->next_watch)
+            waiting = q->inflight && !gmx_peer_gone(p, q);
+        for (struct gmx_peer *q = p->backlogged; q && !waiting; q = q->next_backlogged)
+            waiting = (q->backlog || q->dataq) && !gmx_peer_gone(p, q);
+        gmx_port_unlock(p);
+        if (!waiting || gmx_now_ns() > deadline)
+            return;
+        struct timespec nap = {0, 50000};
+        nanosleep(&nap, NULL);
+    }
+}
+
 GMX_EXPORT void gm_close(struct gm_port *p)
 {
     if (!p)
         return;
+    linger_for_acks(p);
     /* Once out of the registry (under gmx_lock) no helper can reach it. */
     /* Acks we owe go out now (senders wait for them), and senders forget
      * our registrations. */
