@@ -84,6 +84,33 @@ int gmr_knobs_read(struct gmr_knobs *k)
 
 static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned session_refs; /* gm_init calls made by this route, guarded by session_lock */
+/* COR_GM_PROVIDER=tcp without a user's node map: "ip:port_base" of our node, which we
+ * publish with our address (peers give it to libgm with gm_node_set_address). */
+static char tcp_self[64]; /* written at the first session init, under session_lock */
+
+const char *gmr_tcp_address(void)
+{
+    return tcp_self[0] ? tcp_self : NULL;
+}
+
+/* Our node's TCP endpoint when domains learn each other at run time: the bind address the
+ * core was given and a port base of our own (GM_PORT_BASE + 16 x rank). */
+static int tcp_endpoint(const struct cor_route_config *cfg)
+{
+    const char *ip = cfg->bind_hint;
+    if (!ip || !strcmp(ip, "loopback") || !strcmp(ip, "auto"))
+        ip = "127.0.0.1";
+    const char *b = getenv("GM_PORT_BASE");
+    unsigned long base = b && *b ? strtoul(b, NULL, 10) : 27000;
+    base += 16ul * cfg->self;
+    if (base == 0 || base > 65535 - 16) {
+        gmr_log("domain %u: no TCP port base left for it (GM_PORT_BASE + 16 x rank > 65519)",
+                cfg->self);
+        return -1;
+    }
+    snprintf(tcp_self, sizeof tcp_self, "%s:%lu", ip, base);
+    return 0;
+}
 
 /* Sets name=value for the coming gm_init; remembers to remove it afterwards. */
 static int set_temp(const char *name, const char *value, const char **undo, int *nundo)
@@ -133,13 +160,19 @@ int gmr_session_init(const struct cor_route_config *cfg)
     char *map = NULL;
     const char *m1 = getenv("GM_NODES"), *m2 = getenv("GM_NODE_MAP");
     int user_map = (m1 && *m1) || (m2 && *m2);
+    const char *want = getenv("COR_GM_PROVIDER");
+    int tcp = !user_map && want && !strcmp(want, "tcp");
+    if (tcp && (tcp_endpoint(cfg) || set_temp("GM_PROVIDER", "tcp;ofi_rxm", undo, &nundo))) {
+        err = COR_EINVAL;
+        goto out;
+    }
     if (!user_map) {
         if (cfg->npeers > 65535) {
             err = COR_ELIMIT;
             goto out;
         }
-        /* "N dK; " per domain: at most 16 bytes each. */
-        size_t cap = (size_t)cfg->npeers * 16 + 1, used = 0;
+        /* "N dK; " per domain: at most 16 bytes each, and our address. */
+        size_t cap = (size_t)cfg->npeers * 16 + sizeof tcp_self + 1, used = 0;
         map = malloc(cap);
         if (!map) {
             err = COR_ENOMEM;
@@ -147,7 +180,9 @@ int gmr_session_init(const struct cor_route_config *cfg)
         }
         map[0] = '\0';
         for (uint32_t i = 0; i < cfg->npeers; i++)
-            used += (size_t)snprintf(map + used, cap - used, "%u d%u;", i + 1, i);
+            used += (size_t)snprintf(map + used, cap - used, "%u d%u%s%s;", i + 1, i,
+                                     tcp && i == cfg->self ? " " : "",
+                                     tcp && i == cfg->self ? tcp_self : "");
         if (!node)
             node = cfg->self + 1;
         if (set_temp("GM_NODES", map, undo, &nundo)) {

@@ -44,6 +44,8 @@ void gmr_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Session setup of libgm-compat before the first gm_init (gm_env.c). */
 int gmr_session_init(const struct cor_route_config *cfg);
+/* "ip:port_base" of our node when peers are learnt at run time over TCP, else NULL. */
+const char *gmr_tcp_address(void);
 void gmr_session_fini(void);
 /* Ports of this process: a port that closes tells the others directly (no GM message: GM
  * sends to a port closed in the same process are not safe on every provider). */

@@ -185,12 +185,15 @@ static int gmr_address(struct cor_rport *p, char *buf, size_t len)
 {
     if (!p || !buf)
         return COR_EINVAL;
-    int w = snprintf(buf, len, "%u:%u:%s", p->node_id, p->port_id, p->host);
+    const char *tcp = gmr_tcp_address();
+    int w = snprintf(buf, len, "%u:%u:%s%s%s", p->node_id, p->port_id, p->host, tcp ? "@" : "",
+                     tcp ? tcp : "");
     return w < 0 || (size_t)w >= len || (size_t)w >= COR_ADDR_MAX ? COR_EINVAL : COR_OK;
 }
 
-/* Parses "node:port:host"; the host must be what our node map calls that node, so both
- * sides use the same map (same session). */
+/* Parses "node:port:host[@ip:port_base]"; the host must be what our node map calls that node,
+ * so both sides use the same map (same session). The TCP endpoint, when given, goes to
+ * libgm's node map (peers learnt at run time). */
 static int parse_addr(struct cor_rport *p, const char *addr, unsigned *node, unsigned *port)
 {
     char *end;
@@ -202,13 +205,32 @@ static int parse_addr(struct cor_rport *p, const char *addr, unsigned *node, uns
     unsigned long q = strtoul(end + 1, &end, 10);
     if (*end != ':' || q >= gm_num_ports(NULL) || q == 0 || q == 1 || q == 3)
         return -1;
-    const char *host = end + 1;
+    char host[GM_MAX_HOST_NAME_LEN + 1];
+    const char *at = strchr(end + 1, '@');
+    size_t hlen = at ? (size_t)(at - end - 1) : strlen(end + 1);
+    if (hlen > GM_MAX_HOST_NAME_LEN)
+        return -1;
+    memcpy(host, end + 1, hlen);
+    host[hlen] = '\0';
     char known[GM_MAX_HOST_NAME_LEN + 1];
     if (gm_node_id_to_host_name_ex(p->gp, 0, (unsigned)n, &known) != GM_SUCCESS)
         return -1;
     known[GM_MAX_HOST_NAME_LEN] = '\0';
     if (strcmp(known, host) != 0)
         return -1;
+    if (at) {
+        char ip[48];
+        const char *colon = strrchr(at + 1, ':');
+        if (!colon || colon[1] < '0' || colon[1] > '9' || (size_t)(colon - at - 1) >= sizeof ip)
+            return -1;
+        unsigned long base = strtoul(colon + 1, &end, 10);
+        if (*end || base > 65535)
+            return -1;
+        memcpy(ip, at + 1, (size_t)(colon - at - 1));
+        ip[colon - at - 1] = '\0';
+        if (gm_node_set_address((unsigned)n, ip, (unsigned)base) != GM_SUCCESS)
+            return -1;
+    }
     *node = (unsigned)n;
     *port = (unsigned)q;
     return 0;

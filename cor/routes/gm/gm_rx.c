@@ -20,7 +20,13 @@ int gmr_rx_setup(struct cor_rport *p)
     p->ctrl_bufs = 3 * p->npeers + 4;
     if (p->ctrl_bufs > 32)
         p->ctrl_bufs = 32;
-    unsigned per = (GMR_RX_TOKENS - p->ctrl_bufs) / p->npeers;
+    /* GM's 254 receive tokens bound the buffers, except where they would leave a domain fewer
+     * than 2 large ones (over ~110 domains, as dynamic PVM sessions have): then the port
+     * provides 2 per domain anyway, which libgm-compat allows (it does not count tokens). */
+    unsigned budget = GMR_RX_TOKENS;
+    if (budget < p->ctrl_bufs + 2 * p->npeers)
+        budget = p->ctrl_bufs + 2 * p->npeers;
+    unsigned per = (budget - p->ctrl_bufs) / p->npeers;
     p->cls[0] = p->k.small_class;
     p->cls[1] = p->k.data_class;
     /* GM's receive tokens (not memory) are what is scarce, and every frame fits a large

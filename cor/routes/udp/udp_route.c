@@ -225,6 +225,18 @@ static void udp_counters(struct cor_rport *p, uint64_t *dropped, uint64_t *retra
     pthread_mutex_unlock(&p->lock);
 }
 
+/* The core heard (from the launcher, or libcorpvm's exit notices) that `rank` is gone: its
+ * frames finish now instead of after the dead-peer timeout (cor_finalize waits for them). */
+static void udp_peer_dead(struct cor_rport *p, cor_peer_t rank)
+{
+    if (!p || rank >= p->npeers)
+        return;
+    pthread_mutex_lock(&p->lock);
+    udp_fail_peer(p, &p->peers[rank], COR_EPEERDEAD);
+    udp_timer_at(p, udp_now()); /* the next progress() reports them, even with nothing to read */
+    pthread_mutex_unlock(&p->lock);
+}
+
 COR_ROUTE_DECLARE(udp) = {
     .size = sizeof(struct cor_route_ops),
     .abi = COR_ROUTE_ABI,
@@ -239,4 +251,5 @@ COR_ROUTE_DECLARE(udp) = {
     .timeout_ms = udp_timeout_ms,
     .caps = udp_caps,
     .counters = udp_counters,
+    .peer_dead = udp_peer_dead,
 };
