@@ -1,0 +1,51 @@
+/* CoR -> PVM status codes, in one place; counters and the log. */
+#include <stdio.h>
+#include <string.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "pvmcompat.h"
+
+struct cpvm_stats cpvm_stats;
+
+int cpvm_error(int err)
+{
+    switch (err) {
+    case COR_OK: return PvmOk;
+    case COR_EINVAL: case COR_ETYPE: return PvmBadParam;
+    case COR_ENOMEM: case COR_ELIMIT: return PvmNoMem;
+    case COR_ETRUNC: return PvmNoData;
+    case COR_EPEERDEAD: case COR_ENOTFOUND: return PvmNoTask;
+    case COR_EEXIST: return PvmExists;
+    case COR_EPROTO: return PvmBadMsg;
+    case COR_EAGAIN: case COR_EBUSY: return PvmOutOfRes;
+    case COR_ETIMEDOUT: return PvmSysErr;
+    default: return PvmSysErr; /* route, bootstrap, system call: the transport failed */
+    }
+}
+
+void cpvm_log(const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "libcorpvm[t%x]: %s\n", pvmmytid > 0 ? (unsigned)pvmmytid : 0u, msg);
+}
+
+void cpvm_stats_print(void)
+{
+    const char *s = getenv("COR_PVM_STATS");
+    if (!s || !*s || !strcmp(s, "0")) return;
+    struct cpvm_stats *c = &cpvm_stats;
+    cpvm_log("routed sent %llu (%llu B) received %llu (%llu B); via pvm sent %llu received "
+             "%llu; hello %llu ack %llu nak %llu switch %llu held %llu dropped %llu gone %llu",
+             (unsigned long long)c->routed_sent, (unsigned long long)c->routed_bytes_sent,
+             (unsigned long long)c->routed_recv, (unsigned long long)c->routed_bytes_recv,
+             (unsigned long long)c->pvm_sent, (unsigned long long)c->pvm_recv,
+             (unsigned long long)c->hello_sent, (unsigned long long)c->acks,
+             (unsigned long long)c->naks, (unsigned long long)c->switches,
+             (unsigned long long)c->held, (unsigned long long)c->dropped,
+             (unsigned long long)c->peers_gone);
+}

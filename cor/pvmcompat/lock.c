@@ -1,0 +1,131 @@
+/*
+ * The big lock and the per-thread PVM state.
+ *
+ * libpvm3 keeps one active send buffer, one receive buffer and one context per process. Each
+ * thread here has its own: the lock's holder finds its own installed in libpvm3. Installing
+ * is lazy: a program with one thread never pays for it; when the lock changes hands between
+ * threads, the previous owner's state is read back and the new one's set.
+ */
+#include <stdlib.h>
+
+#include "pvmcompat.h"
+
+_Thread_local int cpvm_in_real;
+
+struct pvm_thread {
+    int sbuf, rbuf, ctx;
+};
+
+static pthread_mutex_t big = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local int depth;          /* how often this thread holds big */
+static struct pvm_thread *installed;     /* whose state libpvm3 holds now (big) */
+static struct pvm_thread orphan;         /* state left by a thread that ended (big) */
+static int base_ctx;                     /* context of new threads (big) */
+static bool base_known;                  /* big */
+static _Thread_local struct pvm_thread *me;
+static _Atomic int threads_seen;
+static pthread_key_t key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+
+static void thread_gone(void *p)
+{
+    pthread_mutex_lock(&big);
+    if (installed == p) {
+        orphan = *(struct pvm_thread *)p;
+        installed = &orphan;
+    }
+    pthread_mutex_unlock(&big);
+    free(p);
+}
+
+static void make_key(void)
+{
+    pthread_key_create(&key, thread_gone);
+}
+
+int cpvm_base_context(void)
+{
+    return base_ctx;
+}
+
+/* Makes libpvm3's active state the calling thread's. */
+static void install(void)
+{
+    if (!me) {
+        pthread_once(&key_once, make_key);
+        me = calloc(1, sizeof *me);
+        if (!me) abort(); /* nothing sensible to do without 12 bytes */
+        pthread_setspecific(key, me);
+        atomic_fetch_add(&threads_seen, 1);
+        if (!installed) { /* the first thread owns what libpvm3 has */
+            installed = me;
+            return;
+        }
+        me->ctx = base_ctx;
+    }
+    if (installed == me) return;
+    struct pvm_thread *prev = installed;
+    prev->sbuf = REAL(pvm_getsbuf);
+    prev->rbuf = REAL(pvm_getrbuf);
+    prev->ctx = REAL(pvm_getcontext);
+    /* Detach first: a buffer cannot be the send and the receive buffer at once. */
+    REAL(pvm_setsbuf, 0);
+    REAL(pvm_setrbuf, 0);
+    if (me->sbuf > 0 && REAL(pvm_setsbuf, me->sbuf) < 0) me->sbuf = 0;
+    if (me->rbuf > 0 && REAL(pvm_setrbuf, me->rbuf) < 0) me->rbuf = 0;
+    if (me->ctx != prev->ctx) REAL(pvm_setcontext, me->ctx);
+    installed = me;
+}
+
+void cpvm_enter(void)
+{
+    cpvm_real_load();
+    if (depth > 0) {
+        depth++;
+        return;
+    }
+    if (pthread_mutex_lock(&big) != 0) abort();
+    depth = 1;
+    install();
+}
+
+void cpvm_leave(void)
+{
+    if (depth == 1) {
+        if (!cpvm_is_setup() && pvmmytid > 0) {
+            if (!base_known) {
+                base_ctx = REAL(pvm_getcontext);
+                base_known = true;
+            }
+            cpvm_setup();
+        }
+        if (cpvm_has_deferred()) cpvm_run_deferred();
+        if (cpvm_waiters()) cpvm_wake_waiters();
+    }
+    if (--depth == 0) pthread_mutex_unlock(&big);
+}
+
+bool cpvm_single_thread(void)
+{
+    return atomic_load(&threads_seen) <= 1;
+}
+
+bool cpvm_nested(void)
+{
+    return depth > 1;
+}
+
+int cpvm_unlock_all(void)
+{
+    int d = depth;
+    depth = 0;
+    pthread_mutex_unlock(&big);
+    return d;
+}
+
+void cpvm_relock_all(int d)
+{
+    if (pthread_mutex_lock(&big) != 0) abort();
+    depth = d;
+    install();
+}

@@ -1,0 +1,172 @@
+/*
+ * libcorpvm internals (prefix cpvm_). Nothing here is exported: the library exports pvm_*
+ * only.
+ *
+ * The library sits between a PVM program and the system's libpvm3: every pvm_* call enters
+ * here first (link order or LD_PRELOAD), takes the one big lock, installs the calling
+ * thread's active buffers and context in libpvm3, and calls the real function found with
+ * dlsym(RTLD_NEXT). Message calls toward peers that also run libcorpvm with a CoR route go
+ * over that route instead (route.c); everything else is libpvm3's own work.
+ *
+ * libpvm3 calls its own exported functions through the PLT, so its inner calls land here too;
+ * while a real call runs (cpvm_in_real > 0 in that thread) they pass straight through.
+ */
+#ifndef CPVM_PVMCOMPAT_H
+#define CPVM_PVMCOMPAT_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <pvm3.h>
+#include <pvmtev.h>
+
+#include "cor/cor.h"
+#include "cor/pvm.h"
+
+#define CPVM_API __attribute__((visibility("default")))
+
+/* ---- the real libpvm3 (real.c) ---- */
+
+/* Exported by libpvm3 but not declared in pvm3.h. */
+struct pmsg;
+int pvm_vpackf(const char *fmt, va_list ap);
+int pvm_vunpackf(const char *fmt, va_list ap);
+struct pmsg *midtobuf(int mid);
+int mesg_input(struct pmsg *up);
+extern int pvmmytid, pvmmydsig;
+
+/* Every libpvm3/libgpvm3 function libcorpvm calls or wraps. */
+#define CPVM_REAL_CALLS(X)                                                                   \
+    X(pvm_addhosts) X(pvm_addmhf) X(pvm_archcode) X(pvm_bufinfo) X(pvm_catchout)             \
+    X(pvm_config) X(pvm_delete) X(pvm_delhosts) X(pvm_delinfo) X(pvm_delmhf) X(pvm_exit)     \
+    X(pvm_export) X(pvm_freebuf) X(pvm_freecontext) X(pvm_getcontext) X(pvm_getfds)          \
+    X(pvm_getmboxinfo) X(pvm_getminfo) X(pvm_getnoresets) X(pvm_getopt) X(pvm_getrbuf)       \
+    X(pvm_getsbuf) X(pvm_gettmask) X(pvm_halt) X(pvm_hostsync) X(pvm_initsend)               \
+    X(pvm_insert) X(pvm_kill) X(pvm_lookup) X(pvm_mcast) X(pvm_mkbuf) X(pvm_mstat)           \
+    X(pvm_mytid) X(pvm_newcontext) X(pvm_notify) X(pvm_nrecv) X(pvm_parent) X(pvm_perror)    \
+    X(pvm_pkbyte) X(pvm_pkcplx) X(pvm_pkdcplx) X(pvm_pkdouble) X(pvm_pkfloat) X(pvm_pkint)  \
+    X(pvm_pklong) X(pvm_pkmesg) X(pvm_pkmesgbody) X(pvm_pkshort) X(pvm_pkstr) X(pvm_pkuint) \
+    X(pvm_pkulong) X(pvm_pkushort) X(pvm_precv) X(pvm_probe) X(pvm_psend) X(pvm_pstat)       \
+    X(pvm_putinfo) X(pvm_recv) X(pvm_recvf) X(pvm_recvinfo) X(pvm_reg_hoster)                \
+    X(pvm_reg_rm) X(pvm_reg_tasker) X(pvm_reg_tracer) X(pvm_send) X(pvm_sendsig)             \
+    X(pvm_setcontext) X(pvm_setminfo) X(pvm_setopt) X(pvm_setrbuf) X(pvm_setsbuf)           \
+    X(pvm_settmask) X(pvm_siblings) X(pvm_spawn) X(pvm_start_pvmd) X(pvm_tasks)              \
+    X(pvm_tickle) X(pvm_tidtohost) X(pvm_trecv) X(pvm_unexport) X(pvm_upkbyte)              \
+    X(pvm_upkcplx) X(pvm_upkdcplx) X(pvm_upkdouble) X(pvm_upkfloat) X(pvm_upkint)           \
+    X(pvm_upklong) X(pvm_upkmesg) X(pvm_upkshort) X(pvm_upkstr) X(pvm_upkuint)              \
+    X(pvm_upkulong) X(pvm_upkushort) X(pvm_version) X(pvm_vpackf) X(pvm_vunpackf)           \
+    X(midtobuf) X(mesg_input)
+
+/* libgpvm3, present only in programs that link it. */
+#define CPVM_GROUP_CALLS(X)                                                                  \
+    X(pvm_barrier) X(pvm_bcast) X(pvm_freezegroup) X(pvm_gather) X(pvm_getinst)            \
+    X(pvm_gettid) X(pvm_gsize) X(pvm_joingroup) X(pvm_lvgroup) X(pvm_reduce) X(pvm_scatter)
+
+#define CPVM_REAL_MEMBER(name) __typeof__(name) *name;
+struct cpvm_real {
+    CPVM_REAL_CALLS(CPVM_REAL_MEMBER)
+    CPVM_GROUP_CALLS(CPVM_REAL_MEMBER)
+};
+extern struct cpvm_real cpvm_real;
+extern bool cpvm_bypass; /* this process is pvmd, the console or pvmgs: pass everything */
+void cpvm_real_load(void); /* once, before the first call; aborts if libpvm3 is missing */
+
+/* ---- the big lock and per-thread state (lock.c) ---- */
+
+extern _Thread_local int cpvm_in_real; /* > 0 while this thread runs a real libpvm3 call */
+
+/* Calls real libpvm3 function `fn`: its inner calls into pvm_* pass straight through. */
+#define REAL(fn, ...)                                                                        \
+    ({                                                                                       \
+        cpvm_in_real++;                                                                      \
+        __typeof__(cpvm_real.fn(__VA_ARGS__)) r_ = cpvm_real.fn(__VA_ARGS__);                \
+        cpvm_in_real--;                                                                      \
+        r_;                                                                                  \
+    })
+
+/* Takes the big lock (re-entrant) and installs this thread's buffers and context. */
+void cpvm_enter(void);
+/* At the outermost level: runs deferred protocol work, wakes waiters, releases the lock. */
+void cpvm_leave(void);
+/* For waiting: releases the lock entirely (all levels) and takes it back. */
+int cpvm_unlock_all(void);
+void cpvm_relock_all(int depth);
+/* Nonzero when this thread holds the lock more than once (inside a group call). */
+bool cpvm_nested(void);
+/* True while only one thread ever called into libcorpvm. */
+bool cpvm_single_thread(void);
+/* The base context of new threads. */
+int cpvm_base_context(void);
+
+/* Straight to libpvm3: inside a real call, or in PVM's own programs. */
+#define CPVM_PASS (cpvm_in_real || cpvm_bypass)
+
+/* Wrapper bodies: pass through inside real calls, else lock around the real call. */
+#define CPVM_WRAP(fn, ...)                                                                   \
+    do {                                                                                     \
+        if (CPVM_PASS) return cpvm_real.fn(__VA_ARGS__);                                     \
+        cpvm_enter();                                                                        \
+        __typeof__(cpvm_real.fn(__VA_ARGS__)) w_ = REAL(fn, __VA_ARGS__);                    \
+        cpvm_leave();                                                                        \
+        return w_;                                                                           \
+    } while (0)
+
+/* ---- waiting for messages (wait.c) ---- */
+
+/* Somebody may have queued a message: waiters look again. Lock held. */
+void cpvm_wake_waiters(void);
+int cpvm_waiters(void);
+/* Blocks without the lock until a routed message completed, PVM's sockets have data, another
+ * thread queued something, or `deadline_ns` (0 = none) passed. Lock held on entry and exit. */
+void cpvm_wait_activity(uint64_t deadline_ns);
+/* While a routed send completes: lets other threads in for a moment. */
+void cpvm_wait_activity_send(cor_req_t *req);
+uint64_t cpvm_now_ns(void);
+
+/* ---- CoR routes (route.c) ---- */
+
+/* After the task enrolled: reads COR_PVM_ROUTE, installs the control handler. Lock held. */
+void cpvm_setup(void);
+bool cpvm_is_setup(void);
+/* Deferred work of control messages (handshakes, exits). Lock held, outermost level. */
+void cpvm_run_deferred(void);
+bool cpvm_has_deferred(void);
+/* Moves completed routed messages into libpvm3's receive queue; returns how many. */
+int cpvm_pump(void);
+/* True if a routed receive completed since the last pump (no lock needed). */
+bool cpvm_routed_ready(void);
+/* The same, waiting for one at most timeout_us (polling the routes at most spin_us) or until
+ * stop(arg); false at once when the task has no route. No lock needed. */
+bool cpvm_routed_wait(long spin_us, long timeout_us, int (*stop)(void *), void *arg);
+
+/* Route option of the task (PvmRoute), as the program set it. */
+int cpvm_route_get(void);
+int cpvm_route_set(int value); /* PVM status */
+
+/* Sends the active send buffer `sbuf` to tid over the CoR route if the peer takes it.
+ * Returns 1 if sent (status in *rc), 0 if the caller must use PVM's path. */
+int cpvm_route_send(int tid, int tag, int *rc);
+/* Before PVM's path carries a message to tid: start the handshake if it is new. */
+void cpvm_route_touch(int tid);
+/* At pvm_exit: says goodbye to routed peers and leaves the CoR session. */
+void cpvm_route_exit(void);
+
+/* ---- errors and counters ---- */
+int cpvm_error(int cor_err); /* CoR status -> PVM status (errors.c) */
+
+struct cpvm_stats {
+    _Atomic uint64_t routed_sent, routed_recv, routed_bytes_sent, routed_bytes_recv;
+    _Atomic uint64_t pvm_sent, pvm_recv; /* sends and receives that went PVM's way */
+    _Atomic uint64_t hello_sent, acks, naks, switches, held, dropped, peers_gone;
+};
+extern struct cpvm_stats cpvm_stats;
+void cpvm_stats_print(void); /* stderr, when COR_PVM_STATS is set */
+
+void cpvm_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

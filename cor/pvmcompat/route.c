@@ -1,0 +1,625 @@
+/*
+ * CoR routes for PVM messages: the task's route option, its CoR domain, and the handshake
+ * that switches a sender->receiver pair from PVM's path to the route without reordering.
+ *
+ * The handshake follows PVM's own direct route (TC_CONREQ/TC_CONACK), without blocking:
+ * control messages travel on PVM's path in a context of their own (CTL_CTX).
+ *   S -> R  HELLO  (S's session, rank, inbox task, route and addresses)
+ *   R -> S  ACK    (the same of R's) after R made S reachable; or NAK (no common route)
+ *   S -> R  SWITCH after S made R reachable; from then on S's messages to R go routed.
+ * Until the ACK, S keeps sending on PVM's path. SWITCH is the last message of S's on PVM's
+ * path before the routed ones, so R takes routed messages from S only after SWITCH (earlier
+ * ones are held): PVM's per-pair order survives the switch. A peer that never answers (plain
+ * PVM) just keeps PVM's path.
+ *
+ * Control messages are read by a PVM message handler inside whichever libpvm3 call reads
+ * them; the handler only queues an event, handled when the outermost pvm_* call leaves.
+ *
+ * Domain ranks come from pvmd's mailbox: a persistent multi-instance entry per rank,
+ * claimed with PvmMboxFirstAvail, so ranks are unique for the virtual machine's lifetime
+ * and never reused; the session cookie is a persistent entry too.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <sys/random.h>
+
+#include "route.h"
+
+struct cpvm_route cpvm_rt = {.opt = PvmAllowDirect, .connect_ms = -1};
+#define rt cpvm_rt
+
+/* ---- peers ---------------------------------------------------------------------------- */
+
+static struct cpvm_peer **by_tid; /* open addressing on tid, size tid_cap (power of 2) */
+static unsigned tid_cap, tid_used;
+
+static unsigned tid_hash(int tid, unsigned cap)
+{
+    return ((unsigned)tid * 2654435761u >> 7) & (cap - 1);
+}
+
+struct cpvm_peer *cpvm_peer_find(int tid)
+{
+    if (!tid_cap) return NULL;
+    for (unsigned h = tid_hash(tid, tid_cap);; h = (h + 1) & (tid_cap - 1)) {
+        if (!by_tid[h]) return NULL;
+        if (by_tid[h]->tid == tid) return by_tid[h];
+    }
+}
+
+static bool table_insert(struct cpvm_peer **t, unsigned cap, struct cpvm_peer *p)
+{
+    for (unsigned h = tid_hash(p->tid, cap);; h = (h + 1) & (cap - 1))
+        if (!t[h]) {
+            t[h] = p;
+            return true;
+        }
+}
+
+struct cpvm_peer *cpvm_peer_get(int tid)
+{
+    struct cpvm_peer *p = cpvm_peer_find(tid);
+    if (p) return p;
+    if (2 * (tid_used + 1) > tid_cap) {
+        unsigned cap = tid_cap ? 2 * tid_cap : 64;
+        struct cpvm_peer **t = calloc(cap, sizeof *t);
+        if (!t) return NULL;
+        for (unsigned i = 0; i < tid_cap; i++)
+            if (by_tid[i]) table_insert(t, cap, by_tid[i]);
+        free(by_tid);
+        by_tid = t;
+        tid_cap = cap;
+    }
+    if (!(p = calloc(1, sizeof *p))) return NULL;
+    p->tid = tid;
+    p->rank = -1;
+    table_insert(by_tid, tid_cap, p);
+    tid_used++;
+    return p;
+}
+
+struct cpvm_peer *cpvm_peer_of_rank(int rank)
+{
+    return rank >= 0 && rank < rt.capacity && rt.by_rank ? rt.by_rank[rank] : NULL;
+}
+
+/* ---- control messages ------------------------------------------------------------------ */
+
+static struct cpvm_ctl *events;
+static size_t nevents, cap_events;
+
+bool cpvm_has_deferred(void)
+{
+    return nevents > 0;
+}
+
+/* Sends a control message of `kind` to tid on PVM's path. Lock held. */
+static void ctl_send(int tid, int kind)
+{
+    int buf = REAL(pvm_mkbuf, PvmDataDefault);
+    if (buf < 0) return;
+    int old = REAL(pvm_setsbuf, buf);
+    int head[CPVM_CTL_INTS];
+    cpvm_ctl_encode(kind, rt.session, rt.rank, (int)rt.inbox_index, rt.route, head);
+    int alen = (int)strlen(rt.addr);
+    REAL(pvm_pkint, head, CPVM_CTL_INTS, 1);
+    REAL(pvm_pkint, &alen, 1, 1);
+    if (alen) REAL(pvm_pkbyte, rt.addr, alen, 1);
+    int ctx = REAL(pvm_setcontext, CTL_CTX);
+    REAL(pvm_send, tid, CTL_TAG);
+    REAL(pvm_setcontext, ctx);
+    REAL(pvm_setsbuf, old);
+    REAL(pvm_freebuf, buf);
+}
+
+static void queue_event(const struct cpvm_ctl *c)
+{
+    if (nevents == cap_events) {
+        size_t cap = cap_events ? 2 * cap_events : 16;
+        struct cpvm_ctl *e = realloc(events, cap * sizeof *e);
+        if (!e) {
+            atomic_fetch_add(&cpvm_stats.dropped, 1);
+            return;
+        }
+        events = e;
+        cap_events = cap;
+    }
+    events[nevents++] = *c;
+}
+
+/* Runs inside libpvm3 (a real call is under way): unpack, check, queue. */
+static int ctl_handler(int mid)
+{
+    int bytes = 0, tag = 0, src = 0, alen = -1;
+    int head[CPVM_CTL_INTS];
+    char addr[CPVM_ADDR_MAX];
+    struct cpvm_ctl c;
+    /* The message is the active receive buffer while the handler runs. */
+    if (REAL(pvm_bufinfo, mid, &bytes, &tag, &src) >= 0 &&
+        bytes <= (int)sizeof head + 4 + CPVM_ADDR_MAX + 64 &&
+        REAL(pvm_upkint, head, CPVM_CTL_INTS, 1) >= 0 && REAL(pvm_upkint, &alen, 1, 1) >= 0 &&
+        alen >= 0 && alen < CPVM_ADDR_MAX && (!alen || REAL(pvm_upkbyte, addr, alen, 1) >= 0) &&
+        cpvm_ctl_decode(head, alen, addr, src, &c))
+        queue_event(&c);
+    else
+        atomic_fetch_add(&cpvm_stats.dropped, 1);
+    return 0;
+}
+
+/* pvm_notify's PvmTaskExit: one int, the tid that ended (also after a SIGKILL). */
+static int exit_handler(int mid)
+{
+    int tid = 0;
+    (void)mid;
+    if (REAL(pvm_upkint, &tid, 1, 1) >= 0 && tid > 0)
+        queue_event(&(struct cpvm_ctl){.kind = CTL_EXITED, .tid = tid});
+    return 0;
+}
+
+/* Makes peer p (rank, addresses) reachable over our route; false if it cannot be. */
+static bool connect_peer(struct cpvm_peer *p, const struct cpvm_ctl *c)
+{
+    if (c->session != rt.session || c->route != rt.route || c->rank >= rt.capacity ||
+        c->rank == rt.rank)
+        return false;
+    struct cpvm_peer *other = cpvm_peer_of_rank(c->rank);
+    if (other && other != p) return false; /* ranks are never reused: a forgery */
+    if (p->connected) return p->rank == c->rank && p->inbox_index == (unsigned)c->inbox;
+    int err = cor_domain_connect(c->rank, c->addr);
+    if (err) {
+        cpvm_log("cannot reach t%x (domain %d at '%s'): %s; it stays on PVM's path",
+                 (unsigned)p->tid, c->rank, c->addr, cor_strerror(err));
+        return false;
+    }
+    p->rank = c->rank;
+    p->inbox_index = (unsigned)c->inbox;
+    p->connected = true;
+    rt.by_rank[c->rank] = p;
+    /* Its exit makes its rank unreachable (a kill is detected the same way). */
+    int ctx = REAL(pvm_setcontext, CTL_CTX);
+    REAL(pvm_notify, PvmTaskExit, EXIT_TAG, 1, &p->tid);
+    REAL(pvm_setcontext, ctx);
+    return true;
+}
+
+static void handle(const struct cpvm_ctl *c)
+{
+    struct cpvm_peer *p = cpvm_peer_get(c->tid);
+    if (!p) return;
+    if (rt.leaving && c->kind != CTL_HELLO) return; /* after pvm_exit began */
+    switch (c->kind) {
+    case CTL_HELLO:
+        if (rt.joined && connect_peer(p, c)) {
+            ctl_send(c->tid, CTL_ACK);
+            atomic_fetch_add(&cpvm_stats.acks, 1);
+        } else {
+            ctl_send(c->tid, CTL_NAK);
+            atomic_fetch_add(&cpvm_stats.naks, 1);
+        }
+        break;
+    case CTL_ACK:
+        if (p->tx != TX_HELLO) break; /* not asked: ignore */
+        if (connect_peer(p, c)) {
+            ctl_send(c->tid, CTL_SWITCH);
+            p->tx = TX_ROUTED;
+        } else {
+            p->tx = TX_REFUSED;
+        }
+        break;
+    case CTL_NAK:
+        if (p->tx == TX_HELLO) p->tx = TX_REFUSED;
+        break;
+    case CTL_SWITCH:
+        if (!p->connected) {
+            atomic_fetch_add(&cpvm_stats.dropped, 1);
+            break;
+        }
+        p->rx_switched = true;
+        atomic_fetch_add(&cpvm_stats.switches, 1);
+        cpvm_release_held(p);
+        break;
+    case CTL_BYE:
+        p->said_bye = true;
+        break;
+    case CTL_EXITED:
+        if (p->connected && !p->gone) {
+            p->gone = true;
+            p->tx = TX_GONE;
+            atomic_fetch_add(&cpvm_stats.peers_gone, 1);
+            cor_domain_leave(p->rank, p->said_bye ? 0 : COR_EPEERDEAD);
+        }
+        break;
+    }
+}
+
+void cpvm_run_deferred(void)
+{
+    /* handle() may send, and sending may read more control messages: take a batch. */
+    for (int rounds = 0; nevents && rounds < 64; rounds++) {
+        size_t n = nevents;
+        struct cpvm_ctl *batch = malloc(n * sizeof *batch);
+        if (!batch) return;
+        memcpy(batch, events, n * sizeof *batch);
+        memmove(events, events + n, (nevents - n) * sizeof *events);
+        nevents -= n;
+        for (size_t i = 0; i < n; i++) handle(&batch[i]);
+        free(batch);
+    }
+}
+
+/* ---- the route option and the task's domain -------------------------------------------- */
+
+static int route_of_env(void)
+{
+    const char *s = getenv("COR_PVM_ROUTE");
+    if (!s || !*s || !strcmp(s, "none") || !strcmp(s, "pvm")) return 0;
+    if (!strcmp(s, "udp")) return PvmRouteDirectUDP;
+    if (!strcmp(s, "myrinet") || !strcmp(s, "gm")) return PvmRouteDirectMyrinet;
+    cpvm_log("COR_PVM_ROUTE='%s': expected udp, myrinet (or gm) or none; using PVM's routes", s);
+    return 0;
+}
+
+static const char *route_name(int opt)
+{
+    return opt == PvmRouteDirectUDP ? "udp" : opt == PvmRouteDirectMyrinet ? "gm" : NULL;
+}
+
+/* A persistent mailbox entry `name` holding the session cookie, made if missing. */
+static int mailbox_session(uint64_t *session)
+{
+    for (int attempt = 0; attempt < 3; attempt++) {
+        /* recvinfo frees the active receive buffer and makes its own active: keep ours. */
+        int saved = REAL(pvm_setrbuf, 0);
+        int buf = REAL(pvm_recvinfo, CPVM_MBOX_SESSION, 0, PvmMboxDefault);
+        if (buf > 0) {
+            int w[2] = {0, 0};
+            REAL(pvm_setrbuf, buf);
+            int rc = REAL(pvm_upkint, w, 2, 1);
+            REAL(pvm_setrbuf, saved);
+            REAL(pvm_freebuf, buf);
+            *session = (uint64_t)(uint32_t)w[0] << 32 | (uint32_t)w[1];
+            return rc < 0 || *session == 0 ? PvmBadMsg : PvmOk;
+        }
+        REAL(pvm_setrbuf, saved);
+        uint64_t s = 0;
+        while (s == 0 || (uint32_t)s == 0)
+            if (getrandom(&s, sizeof s, 0) != sizeof s) return PvmSysErr;
+        int mine = REAL(pvm_mkbuf, PvmDataDefault), old = REAL(pvm_setsbuf, mine);
+        int w[2] = {(int)(uint32_t)(s >> 32), (int)(uint32_t)s};
+        REAL(pvm_pkint, w, 2, 1);
+        int rc = REAL(pvm_putinfo, CPVM_MBOX_SESSION, mine, PvmMboxPersistent);
+        REAL(pvm_setsbuf, old);
+        REAL(pvm_freebuf, mine);
+        if (rc >= 0) {
+            *session = s;
+            return PvmOk;
+        }
+        /* Somebody else made it first: read theirs. */
+    }
+    return PvmSysErr;
+}
+
+/* A rank of our own: the first free instance of a persistent multi-instance entry. */
+static int mailbox_rank(int *rank)
+{
+    int mine = REAL(pvm_mkbuf, PvmDataDefault), old = REAL(pvm_setsbuf, mine);
+    int tid = pvmmytid;
+    REAL(pvm_pkint, &tid, 1, 1);
+    int rc = REAL(pvm_putinfo, CPVM_MBOX_RANKS, mine,
+                  PvmMboxPersistent | PvmMboxMultiInstance | PvmMboxFirstAvail);
+    REAL(pvm_setsbuf, old);
+    REAL(pvm_freebuf, mine);
+    if (rc < 0) return rc;
+    *rank = rc;
+    return PvmOk;
+}
+
+/* Where our route listens: loopback while the virtual machine has one host, else the
+ * address of our host as pvmd knows it (what the other hosts reach us at). */
+static const char *bind_address(char *ip, size_t len)
+{
+    int nhost = 0, narch = 0;
+    struct pvmhostinfo *hosts = NULL;
+    if (REAL(pvm_config, &nhost, &narch, &hosts) < 0 || nhost <= 1 || !hosts)
+        return "loopback";
+    int me = REAL(pvm_tidtohost, pvmmytid);
+    for (int i = 0; i < nhost; i++) {
+        if (hosts[i].hi_tid != me || !hosts[i].hi_name) continue;
+        struct addrinfo hints = {.ai_family = AF_INET}, *res = NULL;
+        if (getaddrinfo(hosts[i].hi_name, NULL, &hints, &res) || !res) break;
+        inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, ip, (socklen_t)len);
+        freeaddrinfo(res);
+        return ip;
+    }
+    return "auto";
+}
+
+static void tid_entry(int tid, char *name, size_t len);
+
+/* Tells senders (through pvmd's mailbox) that this task takes CoR routes; the entry goes
+ * with the task. */
+static void announce(void)
+{
+    char name[64];
+    tid_entry(pvmmytid, name, sizeof name);
+    int buf = REAL(pvm_mkbuf, PvmDataDefault), old = REAL(pvm_setsbuf, buf);
+    REAL(pvm_pkint, &rt.rank, 1, 1);
+    if (REAL(pvm_putinfo, name, buf, PvmMboxDefault) < 0)
+        cpvm_log("cannot announce the route in pvmd's mailbox: peers keep PVM's path");
+    REAL(pvm_setsbuf, old);
+    REAL(pvm_freebuf, buf);
+}
+
+/* Joins the VM's CoR session over route `opt`. Lock held. */
+static int join(int opt)
+{
+    if (rt.joined) return opt == rt.route ? PvmOk : PvmNotImpl;
+    if (rt.join_failed) return PvmSysErr;
+    rt.join_failed = true; /* until it worked: one attempt per task */
+    const char *name = route_name(opt);
+    rt.capacity = (int)strtol(getenv("COR_PVM_DOMAINS") ? getenv("COR_PVM_DOMAINS") : "", NULL, 10);
+    if (rt.capacity <= 0) rt.capacity = CPVM_DOMAINS_DEFAULT;
+    if (rt.capacity > COR_MAX_DOMAINS) rt.capacity = COR_MAX_DOMAINS;
+    int rc = mailbox_session(&rt.session);
+    if (rc < 0) {
+        cpvm_log("no CoR session in pvmd's mailbox (%d): PVM's routes only", rc);
+        return rc;
+    }
+    if ((rc = mailbox_rank(&rt.rank)) < 0) {
+        cpvm_log("cannot claim a CoR domain rank in pvmd's mailbox (%d)", rc);
+        return rc;
+    }
+    if (rt.rank >= rt.capacity) {
+        cpvm_log("domain rank %d exceeds COR_PVM_DOMAINS=%d: PVM's routes only", rt.rank,
+                 rt.capacity);
+        return PvmOutOfRes;
+    }
+    int err;
+    if (cor_initialized()) {
+        cpvm_log("CoR is already initialized in this process (cor_init before the first pvm "
+                 "call?): PVM's routes only");
+        return PvmExists;
+    }
+    /* The route the core opens: ours, whatever COR_ROUTE says. */
+    setenv("COR_ROUTE", name, 1);
+    unsetenv("COR_ROUTES");
+    char ip[64];
+    const char *bind = getenv("COR_BIND");
+    if (!bind) setenv("COR_BIND", bind = bind_address(ip, sizeof ip), 1);
+    /* Between hosts, the gm route runs libgm-compat over TCP, peers' endpoints learnt at
+     * run time; on one host, over shared memory. */
+    if (opt == PvmRouteDirectMyrinet && strcmp(bind, "loopback") && !getenv("COR_GM_PROVIDER"))
+        setenv("COR_GM_PROVIDER", "tcp", 1);
+    err = cor_init_join(&(cor_join_t){rt.session, rt.rank, rt.capacity});
+    if (err) {
+        cpvm_log("cannot start CoR's %s route: %s; PVM's routes only", name, cor_strerror(err));
+        return cpvm_error(err);
+    }
+    if (!(rt.by_rank = calloc((size_t)rt.capacity, sizeof *rt.by_rank)) ||
+        (err = cor_task_reserve("pvm", &rt.inbox)) ||
+        (err = cor_domain_address(rt.addr, sizeof rt.addr))) {
+        cpvm_log("CoR domain setup: %s", cor_strerror(err ? err : COR_ENOMEM));
+        cor_finalize();
+        return PvmNoMem;
+    }
+    rt.inbox_index = cor_idp_index(rt.inbox);
+    rt.ctx = cor_idp_make(cor_session(), COR_KIND_CONTEXT, 0, CPVM_COR_CTX);
+    rt.route = opt;
+    rt.joined = true;
+    rt.join_failed = false;
+    announce();
+    if ((err = cpvm_inbound_start())) {
+        cpvm_log("cannot post routed receives: %s", cor_strerror(err));
+        return cpvm_error(err);
+    }
+    return PvmOk;
+}
+
+void cpvm_read_sockets(void)
+{
+    /* probe reads the sockets only when nothing queued matches: ask for what never comes. */
+    int ctx = REAL(pvm_setcontext, CTL_CTX);
+    REAL(pvm_probe, -1, NEVER_TAG);
+    REAL(pvm_setcontext, ctx);
+}
+
+bool cpvm_is_setup(void)
+{
+    return rt.setup;
+}
+
+void cpvm_setup(void)
+{
+    rt.setup = true;
+    REAL(pvm_addmhf, -1, CTL_TAG, CTL_CTX, ctl_handler);
+    REAL(pvm_addmhf, -1, EXIT_TAG, CTL_CTX, exit_handler);
+    rt.env_route = route_of_env();
+    if (rt.env_route) {
+        rt.opt = rt.env_route;
+        join(rt.env_route);
+    }
+}
+
+int cpvm_route_get(void)
+{
+    return rt.opt;
+}
+
+/* Called with the lock held by pvm_setopt. */
+int cpvm_route_set(int value)
+{
+    int old = rt.opt;
+    if (value == PvmRouteDirectUDP || value == PvmRouteDirectMyrinet) {
+        if (pvmmytid > 0 && !rt.setup) cpvm_setup();
+        int rc = join(value);
+        if (rc == PvmNotImpl) { /* joined with the other route: a task has one */
+            cpvm_log("PvmRoute %d: this task already runs CoR's %s route; option unchanged", value,
+                     route_name(rt.route));
+            return PvmNotImpl;
+        }
+        if (rc < 0) cpvm_log("PvmRoute %d: messages keep PVM's path", value);
+        rt.opt = value;
+        return old;
+    }
+    int rc = REAL(pvm_setopt, PvmRoute, value);
+    if (rc < 0) return rc;
+    /* A program asking for PvmRouteDirect gets the CoR route the environment chose. */
+    rt.opt = value == PvmRouteDirect && rt.env_route ? rt.env_route : value;
+    return old;
+}
+
+bool cpvm_routing(void)
+{
+    return rt.joined && rt.opt == rt.route;
+}
+
+/* The name of a task's mailbox entry saying it runs libcorpvm with a route. */
+static void tid_entry(int tid, char *name, size_t len)
+{
+    snprintf(name, len, "%s%x", CPVM_MBOX_TID, (unsigned)tid);
+}
+
+/* True if tid said (in pvmd's mailbox) that it takes CoR routes. Lock held. */
+static bool runs_cor(int tid)
+{
+    char name[64];
+    tid_entry(tid, name, sizeof name);
+    int saved = REAL(pvm_setrbuf, 0); /* recvinfo frees the active receive buffer */
+    int buf = REAL(pvm_recvinfo, name, 0, PvmMboxDefault);
+    if (buf > 0) REAL(pvm_freebuf, buf);
+    REAL(pvm_setrbuf, saved);
+    return buf > 0;
+}
+
+void cpvm_route_touch(int tid)
+{
+    if (!cpvm_routing() || tid == pvmmytid || tid <= 0) return;
+    struct cpvm_peer *p = cpvm_peer_get(tid);
+    if (!p || p->tx != TX_NEW) return;
+    /* Only tasks that said so can answer (not pvmd, whose tids have no local part, nor a
+     * plain PVM task, nor the group server). A task that has not said so may still be
+     * starting: look again later, less and less often (1 ms doubling to 1 s: a pvmd round
+     * trip each time). */
+    if ((tid & CPVM_TIDLOCAL) == 0) {
+        p->tx = TX_REFUSED;
+        return;
+    }
+    uint64_t now = cpvm_now_ns();
+    if (now < p->next_look_ns) return;
+    if (!runs_cor(tid)) {
+        p->look_gap_ns = p->look_gap_ns ? p->look_gap_ns * 2 : 1000000;
+        if (p->look_gap_ns > 1000000000u) p->look_gap_ns = 1000000000u;
+        p->next_look_ns = now + p->look_gap_ns;
+        return;
+    }
+    ctl_send(tid, CTL_HELLO);
+    p->tx = TX_HELLO;
+    atomic_fetch_add(&cpvm_stats.hello_sent, 1);
+    /* Like PVM's PvmRouteDirect, the first message waits for the answer (the peer gives it
+     * from inside any pvm call), so even a program that sends one message per pair gets
+     * the route; but at most COR_PVM_CONNECT_MS (default 1000): a busy peer's first
+     * messages go PVM's way and the switch happens when it answers. */
+    if (rt.connect_ms < 0) {
+        const char *s = getenv("COR_PVM_CONNECT_MS");
+        rt.connect_ms = s && *s ? atol(s) : 1000;
+        if (rt.connect_ms < 0) rt.connect_ms = 0;
+    }
+    uint64_t deadline = cpvm_now_ns() + (uint64_t)rt.connect_ms * 1000000u;
+    while (p->tx == TX_HELLO) {
+        cpvm_read_sockets(); /* the answer runs the handler */
+        cpvm_run_deferred();
+        if (p->tx != TX_HELLO || cpvm_now_ns() >= deadline) break;
+        cpvm_wait_activity(deadline);
+    }
+}
+
+void cpvm_route_exit(void)
+{
+    cpvm_stats_print();
+    if (!rt.joined) return;
+    /* Exit notices and goodbyes already on PVM's path: peers gone need not acknowledge our
+     * last frames (the udp route would wait 5 s for them). */
+    cpvm_read_sockets();
+    cpvm_run_deferred();
+    rt.leaving = true;
+    for (unsigned i = 0; i < tid_cap; i++) {
+        struct cpvm_peer *p = by_tid[i];
+        if (!p || !p->connected || p->gone) continue;
+        if (p->said_bye) {
+            p->gone = true;
+            cor_domain_leave(p->rank, 0);
+        } else {
+            ctl_send(p->tid, CTL_BYE);
+        }
+    }
+    cpvm_inbound_stop();
+    cor_finalize();
+    rt.joined = false;
+}
+
+CPVM_API int pvm_setopt(int what, int value)
+{
+    if (CPVM_PASS || what != PvmRoute) CPVM_WRAP(pvm_setopt, what, value);
+    cpvm_enter();
+    int rc = cpvm_route_set(value);
+    cpvm_leave();
+    return rc;
+}
+
+CPVM_API int pvm_getopt(int what)
+{
+    if (CPVM_PASS || what != PvmRoute) CPVM_WRAP(pvm_getopt, what);
+    cpvm_enter();
+    int rc = cpvm_route_get();
+    cpvm_leave();
+    return rc;
+}
+
+CPVM_API int pvm_exit(void)
+{
+    if (CPVM_PASS) return cpvm_real.pvm_exit();
+    cpvm_enter();
+    cpvm_route_exit();
+    int rc = REAL(pvm_exit);
+    cpvm_leave();
+    return rc;
+}
+
+/* ---- the bridge ----------------------------------------------------------------------- */
+
+CPVM_API int pvm_cor_domain(int tid, int *rank)
+{
+    if (!rank) return PvmBadParam;
+    cpvm_enter();
+    int rc = PvmNoTask;
+    if (tid == pvmmytid && rt.joined) {
+        *rank = rt.rank;
+        rc = PvmOk;
+    } else if (cpvm_routing()) {
+        /* Connected already (its own HELLO reached us): no need to ask. */
+        struct cpvm_peer *p = cpvm_peer_find(tid);
+        if (!p || !p->connected) {
+            cpvm_route_touch(tid);
+            p = cpvm_peer_find(tid);
+        }
+        if (p && p->connected) {
+            *rank = p->rank;
+            rc = PvmOk;
+        }
+    }
+    cpvm_leave();
+    return rc;
+}
+
+CPVM_API int pvm_cor_task(int tid, unsigned index, cor_idp_t *task)
+{
+    int rank;
+    if (!task || index > COR_MAX_INDEX) return PvmBadParam;
+    int rc = pvm_cor_domain(tid, &rank);
+    if (rc == PvmOk) *task = cor_task_idp(rank, index);
+    return rc;
+}

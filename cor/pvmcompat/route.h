@@ -1,0 +1,63 @@
+/* libcorpvm's route state, shared by route.c, msgio.c and wait.c. Lock: the big lock. */
+#ifndef CPVM_ROUTE_H
+#define CPVM_ROUTE_H
+
+#include "pvmcompat.h"
+#include "wire.h"
+
+#define CTL_CTX 0x7fff5    /* PVM context of control messages: below PVM's system contexts */
+#define CTL_TAG 0x434f5201 /* "COR" 1 */
+#define EXIT_TAG 0x434f5202
+#define NEVER_TAG 0x434f52ff /* no message has it: a probe for it reads PVM's sockets */
+
+#define CPVM_MBOX_SESSION "CoR.session"
+#define CPVM_MBOX_RANKS "CoR.ranks"
+#define CPVM_MBOX_TID "CoR.tid."  /* + the tid in hex: the task runs a CoR route */
+#define CPVM_DOMAINS_DEFAULT 64
+#define CPVM_COR_CTX 0x7f5  /* local index of the CoR context of routed PVM messages */
+#define CPVM_DATA_TAG 1
+#define CPVM_TIDLOCAL 0x3ffff
+
+enum tx_state { TX_NEW = 0, TX_HELLO, TX_ROUTED, TX_REFUSED, TX_GONE };
+
+struct held; /* a routed message waiting for its sender's SWITCH (msgio.c) */
+
+struct cpvm_peer {
+    int tid;
+    int rank;             /* CoR domain, -1 until connected */
+    unsigned inbox_index; /* its reserved task */
+    enum tx_state tx;     /* our messages to it */
+    bool connected, rx_switched, said_bye, gone;
+    uint64_t next_look_ns, look_gap_ns; /* when to look for its mailbox entry again */
+    struct held *held_head, *held_tail;
+};
+
+struct cpvm_route {
+    bool setup;
+    int opt;       /* PvmRoute as the program set it (or COR_PVM_ROUTE) */
+    int env_route; /* COR_PVM_ROUTE's choice, 0 none */
+    int route;     /* the CoR route we joined with (PvmRouteDirectUDP/Myrinet) */
+    bool joined, join_failed, leaving;
+    uint64_t session;
+    int rank, capacity;
+    cor_idp_t inbox, ctx;
+    unsigned inbox_index;
+    char addr[CPVM_ADDR_MAX];
+    struct cpvm_peer **by_rank; /* [capacity] */
+    long connect_ms; /* COR_PVM_CONNECT_MS, -1 until read */
+};
+extern struct cpvm_route cpvm_rt;
+
+struct cpvm_peer *cpvm_peer_find(int tid);
+struct cpvm_peer *cpvm_peer_get(int tid); /* made if new; NULL out of memory */
+struct cpvm_peer *cpvm_peer_of_rank(int rank);
+bool cpvm_routing(void); /* the task's option names the route it joined */
+/* Reads what PVM's sockets hold now (control messages run their handlers). Lock held. */
+void cpvm_read_sockets(void);
+
+/* msgio.c */
+int cpvm_inbound_start(void);
+void cpvm_inbound_stop(void);
+void cpvm_release_held(struct cpvm_peer *p);
+
+#endif

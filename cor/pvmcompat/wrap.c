@@ -1,0 +1,201 @@
+/*
+ * The pvm_* entry points that need nothing but the lock: each runs the real call with the
+ * calling thread's buffers and context installed. The message calls live in send.c and
+ * recv.c, the options and exit in route.c.
+ */
+#include "pvmcompat.h"
+
+#define WRAP0(fn)                                                                            \
+    CPVM_API int fn(void) { CPVM_WRAP(fn); }
+#define WRAP1(fn, t1)                                                                        \
+    CPVM_API int fn(t1 a) { CPVM_WRAP(fn, a); }
+#define WRAP2(fn, t1, t2)                                                                    \
+    CPVM_API int fn(t1 a, t2 b) { CPVM_WRAP(fn, a, b); }
+#define WRAP3(fn, t1, t2, t3)                                                                \
+    CPVM_API int fn(t1 a, t2 b, t3 c) { CPVM_WRAP(fn, a, b, c); }
+#define WRAP4(fn, t1, t2, t3, t4)                                                            \
+    CPVM_API int fn(t1 a, t2 b, t3 c, t4 d) { CPVM_WRAP(fn, a, b, c, d); }
+
+/* Packing and unpacking the thread's active buffers. */
+#define PACKER(T, pk, upk) WRAP3(pk, T *, int, int) WRAP3(upk, T *, int, int)
+PACKER(char, pvm_pkbyte, pvm_upkbyte)
+PACKER(float, pvm_pkcplx, pvm_upkcplx)
+PACKER(double, pvm_pkdcplx, pvm_upkdcplx)
+PACKER(double, pvm_pkdouble, pvm_upkdouble)
+PACKER(float, pvm_pkfloat, pvm_upkfloat)
+PACKER(int, pvm_pkint, pvm_upkint)
+PACKER(long, pvm_pklong, pvm_upklong)
+PACKER(short, pvm_pkshort, pvm_upkshort)
+PACKER(unsigned int, pvm_pkuint, pvm_upkuint)
+PACKER(unsigned long, pvm_pkulong, pvm_upkulong)
+PACKER(unsigned short, pvm_pkushort, pvm_upkushort)
+WRAP1(pvm_pkstr, char *)
+WRAP1(pvm_upkstr, char *)
+WRAP1(pvm_pkmesg, int)
+WRAP1(pvm_pkmesgbody, int)
+WRAP0(pvm_upkmesg)
+
+/* packf/unpackf: their va_list forms do the work, under the lock unless inside libpvm3. */
+static int formatted(int (*fn)(const char *, va_list), const char *fmt, va_list ap)
+{
+    if (CPVM_PASS) return fn(fmt, ap);
+    cpvm_enter();
+    cpvm_in_real++;
+    int rc = fn(fmt, ap);
+    cpvm_in_real--;
+    cpvm_leave();
+    return rc;
+}
+
+CPVM_API int pvm_packf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = formatted(cpvm_real.pvm_vpackf, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+CPVM_API int pvm_unpackf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = formatted(cpvm_real.pvm_vunpackf, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+CPVM_API int pvm_vpackf(const char *fmt, va_list ap)
+{
+    CPVM_WRAP(pvm_vpackf, fmt, ap);
+}
+
+CPVM_API int pvm_vunpackf(const char *fmt, va_list ap)
+{
+    CPVM_WRAP(pvm_vunpackf, fmt, ap);
+}
+
+/* Buffers and contexts: per thread, because the lock installs the caller's. */
+WRAP1(pvm_initsend, int)
+WRAP1(pvm_mkbuf, int)
+WRAP1(pvm_freebuf, int)
+WRAP0(pvm_getsbuf)
+WRAP0(pvm_getrbuf)
+WRAP1(pvm_setsbuf, int)
+WRAP1(pvm_setrbuf, int)
+WRAP4(pvm_bufinfo, int, int *, int *, int *)
+WRAP2(pvm_getminfo, int, struct pvmminfo *)
+WRAP2(pvm_setminfo, int, struct pvmminfo *)
+WRAP0(pvm_newcontext)
+WRAP1(pvm_freecontext, int)
+WRAP1(pvm_setcontext, int)
+WRAP0(pvm_getcontext)
+
+/* Virtual-machine services: PVM's own. */
+WRAP0(pvm_mytid)
+WRAP0(pvm_parent)
+WRAP3(pvm_addhosts, char **, int, int *)
+WRAP3(pvm_delhosts, char **, int, int *)
+WRAP1(pvm_archcode, char *)
+WRAP1(pvm_catchout, FILE *)
+WRAP3(pvm_config, int *, int *, struct pvmhostinfo **)
+WRAP2(pvm_delete, char *, int)
+WRAP3(pvm_insert, char *, int, int)
+WRAP3(pvm_lookup, char *, int, int *)
+WRAP3(pvm_delinfo, char *, int, int)
+WRAP3(pvm_putinfo, char *, int, int)
+WRAP3(pvm_recvinfo, char *, int, int)
+WRAP3(pvm_getmboxinfo, char *, int *, struct pvmmboxinfo **)
+typedef int (*handler_fn)(int);
+WRAP4(pvm_addmhf, int, int, int, handler_fn)
+WRAP1(pvm_delmhf, int)
+WRAP1(pvm_export, char *)
+WRAP1(pvm_unexport, char *)
+WRAP1(pvm_getfds, int **)
+WRAP2(pvm_getnoresets, int **, int *)
+WRAP2(pvm_gettmask, int, Pvmtmask)
+WRAP2(pvm_settmask, int, Pvmtmask)
+WRAP0(pvm_halt)
+WRAP3(pvm_hostsync, int, struct timeval *, struct timeval *)
+WRAP1(pvm_kill, int)
+WRAP1(pvm_mstat, char *)
+WRAP1(pvm_perror, char *)
+WRAP1(pvm_pstat, int)
+WRAP2(pvm_sendsig, int, int)
+WRAP1(pvm_siblings, int **)
+WRAP3(pvm_start_pvmd, int, char **, int)
+WRAP3(pvm_tasks, int, int *, struct pvmtaskinfo **)
+WRAP4(pvm_tickle, int, int *, int *, int *)
+WRAP1(pvm_tidtohost, int)
+WRAP0(pvm_reg_hoster)
+WRAP1(pvm_reg_rm, struct pvmhostinfo **)
+WRAP0(pvm_reg_tasker)
+
+CPVM_API int pvm_reg_tracer(int a, int b, int c, int d, char *e, int f, int g)
+{
+    CPVM_WRAP(pvm_reg_tracer, a, b, c, d, e, f, g);
+}
+
+CPVM_API int pvm_spawn(char *file, char **argv, int flags, char *where, int n, int *tids)
+{
+    CPVM_WRAP(pvm_spawn, file, argv, flags, where, n, tids);
+}
+
+CPVM_API int pvm_notify(int what, int tag, int cnt, int *tids)
+{
+    CPVM_WRAP(pvm_notify, what, tag, cnt, tids);
+}
+
+typedef int (*match_fn)(int, int, int);
+/* pvm3.h declares the old matcher as returned with this odd type; ours follows it. */
+CPVM_API __typeof__(pvm_recvf((match_fn)0)) pvm_recvf(match_fn match)
+{
+    CPVM_WRAP(pvm_recvf, match);
+}
+
+CPVM_API char *pvm_version(void)
+{
+    CPVM_WRAP(pvm_version);
+}
+
+/*
+ * Group calls (libgpvm3): under the lock for their own state, but not as real calls, so the
+ * messages they send and receive through pvm_mcast/pvm_send/pvm_recv take the task's route.
+ * A group call that waits keeps the lock (libgpvm3 is not re-entrant): other threads' pvm
+ * calls wait for it.
+ */
+#define GROUP(fn, ...)                                                                       \
+    do {                                                                                     \
+        if (CPVM_PASS) return cpvm_real.fn ? cpvm_real.fn(__VA_ARGS__) : PvmNotImpl;      \
+        cpvm_enter();                                                                        \
+        int g_ = cpvm_real.fn ? cpvm_real.fn(__VA_ARGS__) : PvmNotImpl;                      \
+        cpvm_leave();                                                                        \
+        return g_;                                                                           \
+    } while (0)
+
+CPVM_API int pvm_joingroup(char *group) { GROUP(pvm_joingroup, group); }
+CPVM_API int pvm_lvgroup(char *group) { GROUP(pvm_lvgroup, group); }
+CPVM_API int pvm_getinst(char *group, int tid) { GROUP(pvm_getinst, group, tid); }
+CPVM_API int pvm_gettid(char *group, int inst) { GROUP(pvm_gettid, group, inst); }
+CPVM_API int pvm_gsize(char *group) { GROUP(pvm_gsize, group); }
+CPVM_API int pvm_barrier(char *group, int count) { GROUP(pvm_barrier, group, count); }
+CPVM_API int pvm_bcast(char *group, int tag) { GROUP(pvm_bcast, group, tag); }
+CPVM_API int pvm_freezegroup(char *group, int size) { GROUP(pvm_freezegroup, group, size); }
+
+CPVM_API int pvm_gather(void *result, void *data, int count, int type, int tag, char *group,
+                        int root)
+{
+    GROUP(pvm_gather, result, data, count, type, tag, group, root);
+}
+
+CPVM_API int pvm_scatter(void *result, void *data, int count, int type, int tag, char *group,
+                         int root)
+{
+    GROUP(pvm_scatter, result, data, count, type, tag, group, root);
+}
+
+CPVM_API int pvm_reduce(void (*func)(int *, void *, void *, int *, int *), void *data, int count,
+                        int type, int tag, char *group, int root)
+{
+    GROUP(pvm_reduce, func, data, count, type, tag, group, root);
+}

@@ -1,0 +1,31 @@
+#!/bin/bash
+# kill -9 of a routed task in the middle of an exchange (killpeer.c), over each route: the
+# master gets PVM's exit notification, its sends to the dead task fail at once, nothing
+# hangs, and it exits promptly. Exit 0 pass, 1 fail, 77 skip.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/pvmlib.sh"
+NAME=killpeer
+BUILD=${COR_BUILDDIR:-$(cd "$HERE/../.." && pwd)/build}
+KP=$BUILD/tests/pvm/killpeer
+say() { echo "$NAME: $*"; }
+fail() { say "FAIL: $*"; exit 1; }
+[ "$(id -u)" = 0 ] || { say "SKIP: not root"; exit 77; }
+pvm_available || { say "SKIP: $PVM_WHY"; exit 77; }
+[ -x "$KP" ] || fail "$KP not built"
+export COR_ROUTE_PATH=${COR_ROUTE_PATH:-$BUILD/cor/routes/udp/.libs:$BUILD/cor/routes/gm/.libs}
+EXTRA_EP=$(dirname "$KP") pvm_vm_start || fail "cannot start a PVM virtual machine"
+exports=COR_PVM_ROUTE:COR_ROUTE_PATH
+for v in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
+    [ -z "${!v:-}" ] || exports=$exports:$v
+done
+for route in ${COR_PVM_TEST_ROUTES:-myrinet udp}; do
+    PVM_MASTER_TIMEOUT=60 pvm_run_master env COR_PVM_ROUTE=$route PVM_EXPORT=$exports "$KP"
+    # killpeer checks its own times: the notice and the failed send within 5 s, pvm_exit
+    # within 3 (the udp route would wait 5 s for a silent peer without the notice).
+    grep -q 'exit notified yes' "$PVM_OUT" && [ "$PVM_RC" = 0 ] ||
+        { cat "$PVM_OUT" "$PVM_ERR"; fail "$route: exit $PVM_RC"; }
+    say "$route: $(grep '^killpeer:' "$PVM_OUT" | sed 's/^killpeer: //')"
+done
+pvm_vm_stop
+say "PASS"

@@ -1,0 +1,154 @@
+/*
+ * libcorpvm's wire checks (cor/pvmcompat/wire.c): routed images and control messages, as a
+ * receiver sees them from the wire or from another task.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "../core/ctest.h"
+#include "wire.h"
+
+/* An image of `nfrag` fragments of the given lengths, as pvm_pkmesg lays it out. */
+static size_t build(char *img, size_t cap, int enc, const int *flen, int nfrag)
+{
+    int hdr[H_INTS] = {0};
+    size_t off = CPVM_HDR_BYTES;
+    int body = 0;
+    for (int i = 0; i < nfrag; i++) {
+        if (off + 4 + (size_t)flen[i] > cap) return 0;
+        memcpy(img + off, &flen[i], 4);
+        memset(img + off + 4, 'a' + i, (size_t)flen[i]);
+        off += 4 + (size_t)flen[i];
+        body += flen[i];
+    }
+    hdr[H_LEN] = enc == CPVM_ENC_INPLACE ? 0 : body; /* pkmesg leaves InPlace's at 0 */
+    hdr[H_ENC] = enc;
+    memcpy(img, hdr, sizeof hdr);
+    return off;
+}
+
+static int word(const char *img, int i)
+{
+    int v;
+    memcpy(&v, img + i * 4, 4);
+    return v;
+}
+
+static void image_good(void)
+{
+    char img[256];
+    int f[] = {10, 0, 33};
+    size_t len = build(img, sizeof img, 1, f, 3);
+    EXPECT_TRUE(cpvm_image_check(img, len));
+    EXPECT_TRUE(cpvm_image_seal(img, len, 7, 42, 0x40001, 0x40002, 0x4f));
+    EXPECT_EQ(word(img, H_CTX), 7);
+    EXPECT_EQ(word(img, H_TAG), 42);
+    EXPECT_EQ(cpvm_image_src(img), 0x40001);
+    EXPECT_EQ(word(img, H_DST), 0x40002);
+    EXPECT_EQ(word(img, H_ENC), 1); /* not InPlace: untouched */
+    EXPECT_TRUE(cpvm_image_check(img, len));
+    /* no fragment at all: an empty message */
+    len = build(img, sizeof img, 0, NULL, 0);
+    EXPECT_EQ(len, CPVM_HDR_BYTES);
+    EXPECT_TRUE(cpvm_image_check(img, len));
+}
+
+static void image_inplace(void)
+{
+    char img[256];
+    int f[] = {16, 8};
+    size_t len = build(img, sizeof img, CPVM_ENC_INPLACE, f, 2);
+    /* as pkmesg leaves it: refused until sealed */
+    EXPECT_TRUE(!cpvm_image_check(img, len));
+    EXPECT_TRUE(cpvm_image_seal(img, len, 0, 1, 2, 3, 0x4f));
+    EXPECT_EQ(word(img, H_ENC), 0x4f);
+    EXPECT_EQ(word(img, H_LEN), 24);
+    EXPECT_TRUE(cpvm_image_check(img, len));
+}
+
+static void image_bad(void)
+{
+    char img[256];
+    int f[] = {10, 20};
+    size_t len = build(img, sizeof img, 1, f, 2);
+    EXPECT_TRUE(!cpvm_image_check(img, 0));
+    EXPECT_TRUE(!cpvm_image_check(img, CPVM_HDR_BYTES - 1)); /* short header */
+    EXPECT_TRUE(!cpvm_image_check(img, len - 1));            /* last fragment cut */
+    EXPECT_TRUE(!cpvm_image_check(img, len + 2));            /* bytes over */
+    int big = 1 << 30;
+    memcpy(img + CPVM_HDR_BYTES, &big, 4); /* a fragment longer than the image */
+    EXPECT_TRUE(!cpvm_image_check(img, len));
+    EXPECT_TRUE(!cpvm_image_seal(img, len, 0, 0, 0, 0, 0));
+    int neg = -4;
+    memcpy(img + CPVM_HDR_BYTES, &neg, 4);
+    EXPECT_TRUE(!cpvm_image_check(img, len));
+    len = build(img, sizeof img, 1, f, 2);
+    int lie = 31; /* header body length disagrees with the fragments */
+    memcpy(img, &lie, 4);
+    EXPECT_TRUE(!cpvm_image_check(img, len));
+}
+
+static void ctl_roundtrip(void)
+{
+    int head[CPVM_CTL_INTS];
+    uint64_t session = 0x0123456789abcdefull;
+    cpvm_ctl_encode(CTL_HELLO, session, 12, 1, 8, head);
+    struct cpvm_ctl c;
+    const char *addr = "udp 0 127.0.0.1:4000";
+    EXPECT_TRUE(cpvm_ctl_decode(head, (int)strlen(addr), addr, 0x40003, &c));
+    EXPECT_EQ(c.kind, CTL_HELLO);
+    EXPECT_EQ(c.tid, 0x40003);
+    EXPECT_TRUE(c.session == session);
+    EXPECT_EQ(c.rank, 12);
+    EXPECT_EQ(c.inbox, 1);
+    EXPECT_EQ(c.route, 8);
+    EXPECT_TRUE(!strcmp(c.addr, addr));
+    /* SWITCH and BYE carry no address */
+    cpvm_ctl_encode(CTL_SWITCH, session, 12, 1, 8, head);
+    EXPECT_TRUE(cpvm_ctl_decode(head, 0, NULL, 0x40003, &c));
+    EXPECT_EQ(c.kind, CTL_SWITCH);
+}
+
+static void ctl_bad(void)
+{
+    int head[CPVM_CTL_INTS];
+    struct cpvm_ctl c;
+    const char *addr = "gm 0 2:2:d1";
+    int alen = (int)strlen(addr);
+    cpvm_ctl_encode(CTL_ACK, 5, 3, 1, 8, head);
+    EXPECT_TRUE(cpvm_ctl_decode(head, alen, addr, 0x40003, &c));
+    EXPECT_TRUE(!cpvm_ctl_decode(head, alen, addr, 0, &c));        /* no sender */
+    EXPECT_TRUE(!cpvm_ctl_decode(head, -1, addr, 0x40003, &c));    /* no length */
+    EXPECT_TRUE(!cpvm_ctl_decode(head, CPVM_ADDR_MAX, addr, 0x40003, &c)); /* too long */
+    EXPECT_TRUE(!cpvm_ctl_decode(head, 0, NULL, 0x40003, &c));     /* ACK needs an address */
+    char nul[] = {'g', 'm', 0, 'x'};
+    EXPECT_TRUE(!cpvm_ctl_decode(head, 4, nul, 0x40003, &c));      /* NUL inside */
+    head[1] = CPVM_CTL_VERSION + 1;
+    EXPECT_TRUE(!cpvm_ctl_decode(head, alen, addr, 0x40003, &c));  /* other version */
+    int kinds[] = {0, CTL_EXITED, -1, 99};
+    for (unsigned i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        cpvm_ctl_encode(kinds[i], 5, 3, 1, 8, head);
+        EXPECT_TRUE(!cpvm_ctl_decode(head, alen, addr, 0x40003, &c));
+    }
+    cpvm_ctl_encode(CTL_HELLO, 0, 3, 1, 8, head); /* no session */
+    EXPECT_TRUE(!cpvm_ctl_decode(head, alen, addr, 0x40003, &c));
+    cpvm_ctl_encode(CTL_HELLO, 5, 4096, 1, 8, head); /* rank out of range */
+    EXPECT_TRUE(!cpvm_ctl_decode(head, alen, addr, 0x40003, &c));
+    cpvm_ctl_encode(CTL_HELLO, 5, -1, 1, 8, head);
+    EXPECT_TRUE(!cpvm_ctl_decode(head, alen, addr, 0x40003, &c));
+    cpvm_ctl_encode(CTL_HELLO, 5, 3, 70000, 8, head); /* inbox index out of range */
+    EXPECT_TRUE(!cpvm_ctl_decode(head, alen, addr, 0x40003, &c));
+}
+
+int main(void)
+{
+    static const struct ct_test tests[] = {
+        {"routed image: good ones, sealed", image_good},
+        {"routed image: InPlace becomes native", image_inplace},
+        {"routed image: malformed ones refused", image_bad},
+        {"control message: encode/decode", ctl_roundtrip},
+        {"control message: out-of-range fields refused", ctl_bad},
+        {NULL, NULL},
+    };
+    return ct_main("libcorpvm wire", NULL, NULL, tests, 30);
+}
