@@ -85,8 +85,8 @@ static int post_recv(cor_idp_t src, cor_idp_t ctx, int tag, struct cor_req *r, c
     return COR_OK;
 }
 
-static int recv_core_buffer(struct cor_task *t, cor_idp_t src, cor_idp_t ctx, int tag,
-                            void **ptr, cor_req_t *req)
+static int recv_core_buffer(struct cor_task *t, cor_idp_t src, cor_idp_t ctx, int tag, void **ptr,
+                            cor_req_t *req)
 {
     struct cor_req *r = cor__req_new(REQ_RECV);
     if (!r) return COR_ENOMEM;
@@ -116,23 +116,39 @@ COR_API int cor_recvI_as(cor_idp_t as, cor_idp_t src, cor_idp_t ctx, int tag, vo
     return t ? recv_core_buffer(t, src, ctx, tag, ptr, req) : COR_EINVAL;
 }
 
-COR_API int cor_recvI_into(cor_idp_t src, cor_idp_t ctx, int tag, cor_type_t type, void *buf,
-                           size_t count, cor_req_t *req)
+static int recv_user_buffer(struct cor_task *t, cor_idp_t src, cor_idp_t ctx, int tag,
+                            cor_type_t type, void *buf, size_t count, cor_req_t *req)
 {
-    int err = cor__check_init();
-    if (err) return err;
     size_t es = cor_type_size(type);
     if (!req || !es || (!buf && count) || count > SIZE_MAX / es || tag < COR_ANY_TAG ||
         check_peer(src, true))
         return COR_EINVAL;
-    if (!cor__task_self()) return COR_ESTATE;
+    if (!t) return COR_ESTATE;
     struct cor_req *r = cor__req_new(REQ_RECV);
     if (!r) return COR_ENOMEM;
+    r->owner = t;
     r->type = type;
     r->buf = buf;
     r->count = count;
     r->cap = count * es;
     return post_recv(src, ctx, tag, r, req);
+}
+
+COR_API int cor_recvI_into(cor_idp_t src, cor_idp_t ctx, int tag, cor_type_t type, void *buf,
+                           size_t count, cor_req_t *req)
+{
+    int err = cor__check_init();
+    if (err) return err;
+    return recv_user_buffer(cor__task_self(), src, ctx, tag, type, buf, count, req);
+}
+
+COR_API int cor_recvI_into_as(cor_idp_t as, cor_idp_t src, cor_idp_t ctx, int tag, cor_type_t type,
+                              void *buf, size_t count, cor_req_t *req)
+{
+    int err = cor__check_init();
+    if (err) return err;
+    struct cor_task *t = cor__task_reserved(as);
+    return t ? recv_user_buffer(t, src, ctx, tag, type, buf, count, req) : COR_EINVAL;
 }
 
 COR_API int cor_send(cor_idp_t dest, cor_idp_t ctx, int tag, cor_type_t type, const void *data,

@@ -1,87 +1,38 @@
 /*
- * Message calls: a message to a routed peer travels as the bytes of its packed image
- * (pvm_pkmesg: a 32-byte header of native ints, then the fragments) over the CoR route, and
- * becomes a libpvm3 message again at the receiver (pvm_upkmesg, then mesg_input queues it or
- * runs its handler), so every receive call, encoding and handler of libpvm3 works unchanged.
- * Everything else goes PVM's way.
+ * Message calls: a message to a routed peer travels over the CoR route as an image (header
+ * and small fragments) followed by its large fragments, each a message of its own, sent from
+ * and received into libpvm3's own fragments without a copy (pmsg.c). At the receiver it
+ * becomes a libpvm3 message again and mesg_input queues it or runs its handler, so every
+ * receive call, encoding and handler of libpvm3 works unchanged. Everything else goes PVM's
+ * way.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "pmsg.h"
 #include "route.h"
 
+#define CPVM_FRAG_TAG 2 /* a detached fragment, after its image (CPVM_DATA_TAG) */
 
 /* ---- sending ------------------------------------------------------------------------- */
 
-/* One cor_getBuffer block kept for outgoing images. A send that waits releases the lock, so
- * another thread's send may come meanwhile: it gets a block of its own. */
-static void *spare;       /* (lock) */
-static size_t spare_cap;  /* (lock) */
-
-static void *image_get(size_t len, size_t *cap)
-{
-    void *b = NULL;
-    if (spare && spare_cap >= len) {
-        b = spare;
-        *cap = spare_cap;
-        spare = NULL;
-        return b;
-    }
-    *cap = len < 4096 ? 4096 : len;
-    return cor_getBuffer(COR_BYTE, *cap);
-}
-
-static void image_put(void *b, size_t cap)
-{
-    if (!b) return;
-    if (!spare || spare_cap < cap) { /* keep the larger one */
-        if (spare) cor_releaseBuffer(spare);
-        spare = b;
-        spare_cap = cap;
-    } else {
-        cor_releaseBuffer(b);
-    }
-}
-
-/* Serializes message `mid` into a new image (*out, of *cap bytes, for image_put); returns
- * its length or a PVM error. Lock held. */
-static int make_image(int mid, int tid, int tag, int ctx, void **out, size_t *cap)
-{
-    *out = NULL;
-    int tmp = REAL(pvm_mkbuf, PvmDataRaw);
-    if (tmp < 0) return tmp;
-    int old_s = REAL(pvm_setsbuf, tmp);
-    int rc = REAL(pvm_pkmesg, mid);
-    REAL(pvm_setsbuf, old_s);
-    int len = 0, t, s;
-    if (rc >= 0) rc = REAL(pvm_bufinfo, tmp, &len, &t, &s);
-    if (rc >= 0 && !(*out = image_get((size_t)len, cap))) rc = PvmNoMem;
-    if (rc >= 0) {
-        int old_r = REAL(pvm_setrbuf, tmp);
-        rc = REAL(pvm_upkbyte, *out, len, 1);
-        REAL(pvm_setrbuf, old_r);
-    }
-    REAL(pvm_freebuf, tmp);
-    if (rc >= 0 && !cpvm_image_seal(*out, (size_t)len, ctx, tag, pvmmytid, tid, pvmmydsig))
-        rc = PvmBadMsg;
-    if (rc < 0) {
-        image_put(*out, *cap);
-        *out = NULL;
-        return rc;
-    }
-    return len;
-}
-
-/* Waits for a routed send, receiving meanwhile (two tasks sending each other large messages
- * must not wait on each other). Lock held. */
-static int finish_send(cor_req_t *req)
+/* Waits for the routed sends of a message, receiving meanwhile (two tasks sending each
+ * other large messages must not wait on each other). Returns the first error. Lock held. */
+static int finish_sends(cor_req_t *req, int n)
 {
     uint64_t next_look = cpvm_now_ns() + 1000000;
+    int first_err = COR_OK;
     for (;;) {
-        int done = 0;
-        cor_status_t st;
-        int err = cor_test(req, &done, &st);
-        if (err || done) return err;
+        int left = 0;
+        for (int i = 0; i < n; i++) {
+            if (!req[i]) continue;
+            int done = 0;
+            cor_status_t st;
+            int err = cor_test(&req[i], &done, &st);
+            if (err && !first_err) first_err = err;
+            left += !done;
+        }
+        if (!left) return first_err;
         cpvm_pump();
         /* The peer's exit notice arrives on PVM's path: look every millisecond, and let
          * it fail the send instead of waiting for the route to give up. */
@@ -91,46 +42,53 @@ static int finish_send(cor_req_t *req)
             cpvm_read_sockets();
             if (cpvm_has_deferred()) cpvm_run_deferred();
         }
-        cpvm_wait_activity_send(req);
+        cpvm_wait_activity_send();
     }
+}
+
+/* Sends a built message to peer p: the image, then its detached pieces. PVM status. */
+static int send_out(struct cpvm_peer *p, struct cpvm_out *o)
+{
+    cor_req_t req[1 + CPVM_DETACH_MAX] = {0};
+    cor_idp_t to = cor_task_idp(p->rank, p->inbox_index);
+    int n = 0, err = cor_sendI_as(cpvm_rt.inbox, to, cpvm_rt.ctx, CPVM_DATA_TAG, COR_BYTE, o->image,
+                                  o->image_len, &req[n]);
+    for (int i = 0; !err && i < o->npiece; i++)
+        err = cor_sendI_as(cpvm_rt.inbox, to, cpvm_rt.ctx, CPVM_FRAG_TAG, COR_BYTE,
+                           o->piece[i].data, (size_t)o->piece[i].len, &req[++n]);
+    int werr = finish_sends(req, n + !err);
+    if (err || werr) return cpvm_error(err ? err : werr);
+    atomic_fetch_add_explicit(&cpvm_stats.routed_sent, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&cpvm_stats.routed_bytes_sent,
+                              (uint64_t)cpvm_image_word(o->image, H_LEN), memory_order_relaxed);
+    return PvmOk;
+}
+
+/* The peer tid if messages to it take the route now. Lock held. */
+static struct cpvm_peer *routed_peer(int tid)
+{
+    if (!cpvm_routing()) return NULL;
+    struct cpvm_peer *p = cpvm_peer_find(tid);
+    if (p && p->tx == TX_ROUTED) return p;
+    /* The handshake may switch the pair now; then this message must go routed too: the
+     * SWITCH marker is already on PVM's path ahead of it. */
+    cpvm_route_touch(tid);
+    p = cpvm_peer_find(tid);
+    return p && p->tx == TX_ROUTED ? p : NULL;
 }
 
 /* Sends the thread's send buffer to tid over the route; 1 = done (status in *rc), 0 = the
  * caller must use PVM's path. Lock held. */
 static int route_send(int tid, int tag, int *rc)
 {
-    if (!cpvm_routing()) return 0;
-    struct cpvm_peer *p = cpvm_peer_find(tid);
-    if (!p || p->tx != TX_ROUTED) {
-        /* The handshake may switch the pair now; then this message must go routed too:
-         * the SWITCH marker is already on PVM's path ahead of it. */
-        cpvm_route_touch(tid);
-        if (!(p = cpvm_peer_find(tid)) || p->tx != TX_ROUTED) return 0;
-    }
+    struct cpvm_peer *p = routed_peer(tid);
+    if (!p) return 0;
     int sbuf = REAL(pvm_getsbuf);
-    if (sbuf <= 0) {
-        *rc = PvmNoBuf;
-        return 1;
-    }
-    void *image;
-    size_t cap;
-    int len = make_image(sbuf, tid, tag, REAL(pvm_getcontext), &image, &cap);
-    if (len < 0) {
-        *rc = len;
-        return 1;
-    }
-    cor_req_t req;
-    int err = cor_sendI_as(cpvm_rt.inbox, cor_task_idp(p->rank, p->inbox_index), cpvm_rt.ctx,
-                           CPVM_DATA_TAG, COR_BYTE, image, (size_t)len, &req);
-    if (!err) err = finish_send(&req);
-    image_put(image, cap);
-    if (err) {
-        *rc = cpvm_error(err);
-        return 1;
-    }
-    atomic_fetch_add_explicit(&cpvm_stats.routed_sent, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&cpvm_stats.routed_bytes_sent, (uint64_t)len, memory_order_relaxed);
-    *rc = PvmOk;
+    struct cpvm_out o;
+    *rc = sbuf <= 0 ? PvmNoBuf : cpvm_out_message(sbuf, tid, tag, REAL(pvm_getcontext), &o);
+    if (*rc < 0) return 1;
+    *rc = send_out(p, &o);
+    cpvm_out_release(&o);
     return 1;
 }
 
@@ -157,7 +115,8 @@ CPVM_API int pvm_mcast(int *tids, int n, int tag)
     /* Handshakes first (they may wait, and switch pairs); then PVM's path for the peers
      * that are not routed, at once, before anything can send another SWITCH; then the
      * routed ones. */
-    for (int i = 0; i < n && rc >= 0; i++) cpvm_route_touch(tids[i]);
+    for (int i = 0; i < n && rc >= 0; i++)
+        cpvm_route_touch(tids[i]);
     for (int i = 0; i < n && rc >= 0; i++) {
         struct cpvm_peer *p = cpvm_routing() ? cpvm_peer_find(tids[i]) : NULL;
         if (!p || p->tx != TX_ROUTED) rest[nrest++] = tids[i];
@@ -183,15 +142,27 @@ CPVM_API int pvm_mcast(int *tids, int n, int tag)
 static int type_size(int type)
 {
     switch (type) {
-    case PVM_BYTE: return 1;
-    case PVM_SHORT: case PVM_USHORT: return (int)sizeof(short);
-    case PVM_INT: case PVM_UINT: return (int)sizeof(int);
-    case PVM_FLOAT: return (int)sizeof(float);
-    case PVM_CPLX: return 2 * (int)sizeof(float);
-    case PVM_DOUBLE: return (int)sizeof(double);
-    case PVM_DCPLX: return 2 * (int)sizeof(double);
-    case PVM_LONG: case PVM_ULONG: return (int)sizeof(long);
-    default: return 0; /* PVM_STR and unknown types */
+    case PVM_BYTE:
+        return 1;
+    case PVM_SHORT:
+    case PVM_USHORT:
+        return (int)sizeof(short);
+    case PVM_INT:
+    case PVM_UINT:
+        return (int)sizeof(int);
+    case PVM_FLOAT:
+        return (int)sizeof(float);
+    case PVM_CPLX:
+        return 2 * (int)sizeof(float);
+    case PVM_DOUBLE:
+        return (int)sizeof(double);
+    case PVM_DCPLX:
+        return 2 * (int)sizeof(double);
+    case PVM_LONG:
+    case PVM_ULONG:
+        return (int)sizeof(long);
+    default:
+        return 0; /* PVM_STR and unknown types */
     }
 }
 
@@ -199,24 +170,20 @@ CPVM_API int pvm_psend(int tid, int tag, void *buf, int len, int type)
 {
     if (CPVM_PASS) return cpvm_real.pvm_psend(tid, tag, buf, len, type);
     cpvm_enter();
-    int rc;
-    if (cpvm_routing()) cpvm_route_touch(tid);
-    struct cpvm_peer *p = cpvm_routing() ? cpvm_peer_find(tid) : NULL;
-    if (!p || p->tx != TX_ROUTED) {
+    int rc, size = type_size(type);
+    struct cpvm_peer *p = routed_peer(tid);
+    struct cpvm_out o;
+    if (!p) {
         rc = REAL(pvm_psend, tid, tag, buf, len, type);
         atomic_fetch_add_explicit(&cpvm_stats.pvm_sent, 1, memory_order_relaxed);
-    } else if (!type_size(type)) {
+    } else if (!size) {
         rc = type == PVM_STR ? PvmNotImpl : PvmBadParam;
-    } else if (len < 0) {
+    } else if (len < 0 || (long)len * size > INT32_MAX || (len && !buf)) {
         rc = PvmBadParam;
-    } else {
-        /* The bytes of the data, as libpvm3's psend packs them (its InPlace buffer would be
-         * read at send just the same). */
-        int mid = REAL(pvm_mkbuf, PvmDataRaw), old = REAL(pvm_setsbuf, mid);
-        rc = REAL(pvm_pkbyte, buf, len * type_size(type), 1);
-        if (rc >= 0) route_send(tid, tag, &rc);
-        REAL(pvm_setsbuf, old);
-        REAL(pvm_freebuf, mid);
+    } else if ((rc = cpvm_out_bytes(buf, len * size, tid, tag, REAL(pvm_getcontext), &o)) >= 0) {
+        /* The bytes of the data, as libpvm3's psend packs them. */
+        rc = send_out(p, &o);
+        cpvm_out_release(&o);
     }
     cpvm_leave();
     return rc < 0 ? rc : PvmOk;
@@ -226,8 +193,7 @@ CPVM_API int pvm_psend(int tid, int tag, void *buf, int len, int type)
 
 struct held {
     struct held *next;
-    void *data;
-    size_t len;
+    struct lp_msg *msg;
 };
 
 #define RING 8 /* routed receives kept posted */
@@ -238,58 +204,109 @@ static struct inbound {
     bool done; /* completed by cpvm_routed_ready, not yet pumped */
 } ring[RING];
 static unsigned ring_head;
-static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER; /* ring, also without big */
+
+/* The oldest routed message, waiting for its detached fragments (they follow its image from
+ * the same sender); the messages behind it wait too, as PVM's order wants. */
+static struct pending {
+    struct lp_msg *msg; /* NULL: none */
+    struct cpvm_peer *peer;
+    int n;
+    cor_req_t req[CPVM_DETACH_MAX];
+    int len[CPVM_DETACH_MAX];
+    bool failed;
+} pend;
+
+static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER; /* ring, pend; also without big */
 static _Atomic bool inbound_on;
+
+static int post(struct inbound *in)
+{
+    return cor_recvI_as(cpvm_rt.inbox, COR_ANY_SOURCE, cpvm_rt.ctx, CPVM_DATA_TAG, &in->ptr,
+                        &in->req);
+}
 
 int cpvm_inbound_start(void)
 {
     for (int i = 0; i < RING; i++) {
-        int err = cor_recvI_as(cpvm_rt.inbox, COR_ANY_SOURCE, cpvm_rt.ctx, CPVM_DATA_TAG,
-                               &ring[i].ptr, &ring[i].req);
+        int err = post(&ring[i]);
         if (err) return err;
     }
     atomic_store(&inbound_on, true);
     return COR_OK;
 }
 
+static void cancel(cor_req_t *req)
+{
+    if (!*req) return;
+    cor_cancel(req);
+    cor_wait(req, NULL);
+}
+
+/* Lock held. */
 void cpvm_inbound_stop(void)
 {
     atomic_store(&inbound_on, false);
     pthread_mutex_lock(&ring_lock);
     for (int i = 0; i < RING; i++) {
-        if (ring[i].req) {
-            cor_cancel(&ring[i].req);
-            cor_wait(&ring[i].req, &ring[i].st);
-        }
+        cancel(&ring[i].req);
         if (ring[i].ptr) cor_releaseBuffer(ring[i].ptr);
         ring[i] = (struct inbound){0};
     }
+    for (int i = 0; i < pend.n; i++)
+        cancel(&pend.req[i]);
+    if (pend.msg) cpvm_in_discard(pend.msg);
+    pend = (struct pending){0};
     pthread_mutex_unlock(&ring_lock);
 }
 
-/* Completes the head receive if it is done; ring_lock held. */
+/* True when the oldest routed message is complete; ring_lock held. */
 static bool head_done(void)
 {
+    int done = 0;
+    cor_status_t st;
+    if (pend.msg) {
+        for (int i = 0; i < pend.n; i++) {
+            if (!pend.req[i]) continue;
+            cor_test(&pend.req[i], &done, &st);
+            if (!done) return false;
+            if (st.error || st.count != (size_t)pend.len[i]) pend.failed = true;
+        }
+        return true;
+    }
     struct inbound *in = &ring[ring_head % RING];
     if (in->done) return true;
     if (!in->req) return false;
-    int done = 0;
     cor_test(&in->req, &done, &in->st);
     if (done) in->done = true;
     return done;
+}
+
+/* What the oldest routed message waits for; ring_lock held. */
+static cor_req_t *head_request(void)
+{
+    for (int i = 0; pend.msg && i < pend.n; i++)
+        if (pend.req[i]) return &pend.req[i];
+    struct inbound *in = &ring[ring_head % RING];
+    return pend.msg || in->done || !in->req ? NULL : &in->req;
 }
 
 bool cpvm_routed_wait(long spin_us, long timeout_us, int (*stop)(void *), void *arg)
 {
     if (!atomic_load(&inbound_on)) return false;
     pthread_mutex_lock(&ring_lock);
-    struct inbound *in = &ring[ring_head % RING];
-    bool ready = in->done;
-    if (!ready && in->req) {
+    cor_req_t *req = head_request();
+    if (req) {
         int done = 0;
-        cor_wait_timeout(&in->req, spin_us, timeout_us, stop, arg, &done, &in->st);
-        ready = in->done = done;
+        cor_status_t st;
+        cor_wait_timeout(req, spin_us, timeout_us, stop, arg, &done, &st);
+        if (done && pend.msg) {
+            if (st.error || st.count != (size_t)pend.len[req - pend.req]) pend.failed = true;
+        } else if (done) {
+            ring[ring_head % RING].st = st;
+            ring[ring_head % RING].done = true;
+        }
     }
+    bool ready = head_done();
     pthread_mutex_unlock(&ring_lock);
     return ready;
 }
@@ -303,28 +320,34 @@ bool cpvm_routed_ready(void)
     return ready;
 }
 
-/* Queues an image as a libpvm3 message (or runs its handler). Lock held. */
-static void inject(const void *data, size_t len)
+/* A complete routed message: held until its sender's SWITCH, else queued. Lock held. */
+static void finish(struct lp_msg *m, struct cpvm_peer *p, bool failed)
 {
-    int b = REAL(pvm_mkbuf, PvmDataRaw);
-    if (b < 0) goto drop;
-    int old_s = REAL(pvm_setsbuf, b);
-    int rc = REAL(pvm_pkbyte, (char *)data, (int)len, 1);
-    REAL(pvm_setsbuf, old_s);
-    int m = -1;
-    if (rc >= 0) {
-        int old_r = REAL(pvm_setrbuf, b);
-        m = REAL(pvm_upkmesg);
-        REAL(pvm_setrbuf, old_r);
+    if (failed) {
+        cpvm_in_discard(m);
+        atomic_fetch_add(&cpvm_stats.dropped, 1);
+        return;
     }
-    REAL(pvm_freebuf, b);
-    if (m <= 0) goto drop;
     atomic_fetch_add_explicit(&cpvm_stats.routed_recv, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&cpvm_stats.routed_bytes_recv, len, memory_order_relaxed);
-    REAL(mesg_input, REAL(midtobuf, m));
-    return;
-drop:
-    atomic_fetch_add(&cpvm_stats.dropped, 1);
+    atomic_fetch_add_explicit(&cpvm_stats.routed_bytes_recv, (uint64_t)m->len,
+                              memory_order_relaxed);
+    if (p->rx_switched) {
+        cpvm_in_deliver(m);
+        return;
+    }
+    /* Its SWITCH is still on PVM's path: keep the order. */
+    struct held *h = malloc(sizeof *h);
+    if (!h) { /* nothing better to do than deliver early */
+        cpvm_in_deliver(m);
+        return;
+    }
+    *h = (struct held){NULL, m};
+    if (p->held_tail)
+        p->held_tail->next = h;
+    else
+        p->held_head = h;
+    p->held_tail = h;
+    atomic_fetch_add(&cpvm_stats.held, 1);
 }
 
 void cpvm_release_held(struct cpvm_peer *p)
@@ -332,40 +355,42 @@ void cpvm_release_held(struct cpvm_peer *p)
     while (p->held_head) {
         struct held *h = p->held_head;
         p->held_head = h->next;
-        inject(h->data, h->len);
-        cor_releaseBuffer(h->data);
+        cpvm_in_deliver(h->msg);
         free(h);
     }
     p->held_tail = NULL;
     cpvm_wake_waiters();
 }
 
-/* One completed routed receive: check where it comes from, hold or inject. Lock held. */
+/* One routed image: check where it comes from, build the message, receive its detached
+ * fragments or finish it. Lock held. */
 static void take(void *data, const cor_status_t *st)
 {
     struct cpvm_peer *p = cpvm_peer_of_rank((int)cor_idp_domain(st->source));
-    if (st->error || !data || !p || !p->connected || !cpvm_image_check(data, st->count) ||
-        cpvm_image_src(data) != p->tid) {
+    struct lp_msg *m = NULL;
+    char *dst[CPVM_DETACH_MAX];
+    int len[CPVM_DETACH_MAX], n = 0;
+    if (!st->error && data && p && p->connected && cpvm_image_check(data, st->count) &&
+        cpvm_image_word(data, H_SRC) == p->tid)
+        m = cpvm_in_message(data, st->count, dst, len, &n);
+    if (data) cor_releaseBuffer(data);
+    if (!m) {
         atomic_fetch_add(&cpvm_stats.dropped, 1);
-        cor_releaseBuffer(data);
         return;
     }
-    if (!p->rx_switched) { /* its SWITCH is still on PVM's path: keep the order */
-        struct held *h = malloc(sizeof *h);
-        if (!h) { /* nothing better to do than deliver early */
-            inject(data, st->count);
-            cor_releaseBuffer(data);
-            return;
-        }
-        *h = (struct held){NULL, data, st->count};
-        if (p->held_tail) p->held_tail->next = h;
-        else p->held_head = h;
-        p->held_tail = h;
-        atomic_fetch_add(&cpvm_stats.held, 1);
+    if (!n) {
+        finish(m, p, false);
         return;
     }
-    inject(data, st->count);
-    cor_releaseBuffer(data);
+    pthread_mutex_lock(&ring_lock);
+    pend = (struct pending){.msg = m, .peer = p, .n = n};
+    for (int i = 0; i < n; i++) {
+        pend.len[i] = len[i];
+        if (cor_recvI_into_as(cpvm_rt.inbox, st->source, cpvm_rt.ctx, CPVM_FRAG_TAG, COR_BYTE,
+                              dst[i], (size_t)len[i], &pend.req[i]))
+            pend.failed = true;
+    }
+    pthread_mutex_unlock(&ring_lock);
 }
 
 int cpvm_pump(void)
@@ -374,17 +399,24 @@ int cpvm_pump(void)
     int n = 0;
     for (;;) {
         pthread_mutex_lock(&ring_lock);
-        struct inbound *in = &ring[ring_head % RING];
         if (!head_done()) {
             pthread_mutex_unlock(&ring_lock);
             break;
         }
+        if (pend.msg) {
+            struct pending done = pend;
+            pend = (struct pending){0};
+            pthread_mutex_unlock(&ring_lock);
+            finish(done.msg, done.peer, done.failed);
+            n++;
+            continue;
+        }
+        struct inbound *in = &ring[ring_head % RING];
         void *data = in->ptr;
         cor_status_t st = in->st;
         in->ptr = NULL;
         in->done = false;
-        int err = cor_recvI_as(cpvm_rt.inbox, COR_ANY_SOURCE, cpvm_rt.ctx, CPVM_DATA_TAG,
-                               &in->ptr, &in->req);
+        int err = post(in);
         ring_head++;
         pthread_mutex_unlock(&ring_lock);
         if (err) cpvm_log("cannot post a routed receive: %s", cor_strerror(err));

@@ -38,6 +38,11 @@ int pvm_vpackf(const char *fmt, va_list ap);
 int pvm_vunpackf(const char *fmt, va_list ap);
 struct pmsg *midtobuf(int mid);
 int mesg_input(struct pmsg *up);
+struct frag;
+struct pmsg *umbuf_new(void);
+struct frag *fr_new(int len);
+int pmsg_setlen(struct pmsg *mp);
+int pmsg_setenc(struct pmsg *mp, int enc);
 extern int pvmmytid, pvmmydsig;
 
 /* Every libpvm3/libgpvm3 function libcorpvm calls or wraps. */
@@ -60,7 +65,7 @@ extern int pvmmytid, pvmmydsig;
     X(pvm_upkcplx) X(pvm_upkdcplx) X(pvm_upkdouble) X(pvm_upkfloat) X(pvm_upkint)           \
     X(pvm_upklong) X(pvm_upkmesg) X(pvm_upkshort) X(pvm_upkstr) X(pvm_upkuint)              \
     X(pvm_upkulong) X(pvm_upkushort) X(pvm_version) X(pvm_vpackf) X(pvm_vunpackf)           \
-    X(midtobuf) X(mesg_input)
+    X(midtobuf) X(mesg_input) X(umbuf_new) X(fr_new) X(pmsg_setlen) X(pmsg_setenc)
 
 /* libgpvm3, present only in programs that link it. */
 #define CPVM_GROUP_CALLS(X)                                                                  \
@@ -125,7 +130,7 @@ int cpvm_waiters(void);
  * thread queued something, or `deadline_ns` (0 = none) passed. Lock held on entry and exit. */
 void cpvm_wait_activity(uint64_t deadline_ns);
 /* While a routed send completes: lets other threads in for a moment. */
-void cpvm_wait_activity_send(cor_req_t *req);
+void cpvm_wait_activity_send(void);
 uint64_t cpvm_now_ns(void);
 
 /* ---- CoR routes (route.c) ---- */

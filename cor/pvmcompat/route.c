@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <sys/random.h>
 
+#include "pmsg.h"
 #include "route.h"
 
 struct cpvm_route cpvm_rt = {.opt = PvmAllowDirect, .connect_ms = -1};
@@ -360,6 +361,10 @@ static int join(int opt)
     if (rt.joined) return opt == rt.route ? PvmOk : PvmNotImpl;
     if (rt.join_failed) return PvmSysErr;
     rt.join_failed = true; /* until it worked: one attempt per task */
+    if (!cpvm_layout_check()) {
+        cpvm_log("this libpvm3's messages are not laid out as 3.4.6's: PVM's routes only");
+        return PvmNotImpl;
+    }
     const char *name = route_name(opt);
     rt.capacity = (int)strtol(getenv("COR_PVM_DOMAINS") ? getenv("COR_PVM_DOMAINS") : "", NULL, 10);
     if (rt.capacity <= 0) rt.capacity = CPVM_DOMAINS_DEFAULT;

@@ -146,12 +146,11 @@ void cpvm_wait_activity(uint64_t deadline_ns)
     cpvm_relock_all(depth);
 }
 
-void cpvm_wait_activity_send(cor_req_t *req)
+void cpvm_wait_activity_send(void)
 {
     /* A routed send completes by itself through the core; let other threads in briefly. */
     if (cpvm_nested()) return;
     int depth = cpvm_unlock_all();
     sched_yield();
     cpvm_relock_all(depth);
-    (void)req;
 }

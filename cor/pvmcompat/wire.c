@@ -13,55 +13,63 @@ static int word(const void *img, int i)
     return v;
 }
 
-static void set_word(void *img, int i, int v)
+bool cpvm_image_next(const void *img, size_t len, size_t *pos, struct cpvm_frag *f)
 {
-    memcpy((char *)img + (size_t)i * sizeof v, &v, sizeof v);
+    if (*pos > len || len - *pos < sizeof(int)) return false;
+    int n;
+    memcpy(&n, (const char *)img + *pos, sizeof n);
+    size_t at = *pos + sizeof n;
+    if (n == INT32_MIN || (n > 0 && (size_t)n > len - at)) return false; /* malformed: stop */
+    *f = (struct cpvm_frag){at, n < 0 ? -n : n, n < 0};
+    *pos = at + (n > 0 ? (size_t)n : 0);
+    return true;
 }
 
-/* Sum of the fragment lengths, or -1 if they overrun len or leave bytes over. */
-static long body_length(const void *img, size_t len)
-{
-    if (len < (size_t)CPVM_HDR_BYTES || len > (size_t)INT32_MAX) return -1;
-    size_t off = CPVM_HDR_BYTES;
-    long body = 0;
-    while (off < len) {
-        int flen;
-        if (len - off < sizeof flen) return -1;
-        memcpy(&flen, (const char *)img + off, sizeof flen);
-        off += sizeof flen;
-        if (flen < 0 || (size_t)flen > len - off) return -1;
-        off += (size_t)flen;
-        body += flen;
-    }
-    return body;
-}
-
+/* A malformed entry stops the walk short of len. */
 bool cpvm_image_check(const void *img, size_t len)
 {
-    long body = body_length(img, len);
-    return body >= 0 && word(img, H_LEN) == body && word(img, H_ENC) != CPVM_ENC_INPLACE;
-}
-
-bool cpvm_image_seal(void *img, size_t len, int ctx, int tag, int src, int dst, int dsig)
-{
-    long body = body_length(img, len);
-    if (body < 0) return false;
-    set_word(img, H_CTX, ctx);
-    set_word(img, H_TAG, tag);
-    set_word(img, H_SRC, src);
-    set_word(img, H_DST, dst);
-    /* InPlace data was read just now by pkmesg: it is native bytes now, and libpvm3 never
-     * computed its length. */
-    if (word(img, H_ENC) == CPVM_ENC_INPLACE) {
-        set_word(img, H_ENC, dsig);
-        set_word(img, H_LEN, (int)body);
+    if (len < (size_t)CPVM_HDR_BYTES || len > (size_t)INT32_MAX) return false;
+    size_t pos = CPVM_HDR_BYTES;
+    long body = 0;
+    int detached = 0;
+    struct cpvm_frag f;
+    while (cpvm_image_next(img, len, &pos, &f)) {
+        if (f.detached && ++detached > CPVM_DETACH_MAX) return false;
+        if ((body += f.len) > INT32_MAX) return false;
     }
-    return word(img, H_LEN) == body;
+    return pos == len && cpvm_image_word(img, H_LEN) == body &&
+           cpvm_image_word(img, H_ENC) != CPVM_ENC_INPLACE;
 }
 
-int cpvm_image_src(const void *img)
+int cpvm_image_word(const void *img, int field)
 {
-    return word(img, H_SRC);
+    return word(img, field);
+}
+
+void cpvm_image_header(void *img, int body, int ctx, int tag, int wid, int enc, int src, int dst)
+{
+    int h[H_INTS] = {[H_LEN] = body, [H_CTX] = ctx, [H_TAG] = tag, [H_WID] = wid,
+                     [H_ENC] = enc,  [H_CRC] = 0,   [H_SRC] = src, [H_DST] = dst};
+    memcpy(img, h, sizeof h);
+}
+
+size_t cpvm_image_entry(const void *data, int len)
+{
+    return sizeof(int) + (data ? (size_t)len : 0);
+}
+
+size_t cpvm_image_open(void *img, size_t off, int len)
+{
+    memcpy((char *)img + off, &len, sizeof len);
+    return off + sizeof len;
+}
+
+size_t cpvm_image_put(void *img, size_t off, const void *data, int len)
+{
+    if (!data) return cpvm_image_open(img, off, -len);
+    off = cpvm_image_open(img, off, len);
+    if (len) memcpy((char *)img + off, data, (size_t)len);
+    return off + (size_t)len;
 }
 
 bool cpvm_ctl_decode(const int head[CPVM_CTL_INTS], int alen, const char *addr, int src_tid,

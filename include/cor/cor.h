@@ -313,6 +313,8 @@ COR_API int cor_sendI_as(cor_idp_t as, cor_idp_t dest, cor_idp_t ctx, int tag, c
                          const void *data, size_t count, cor_req_t *req);
 COR_API int cor_recvI_as(cor_idp_t as, cor_idp_t src, cor_idp_t ctx, int tag, void **ptr,
                          cor_req_t *req);
+COR_API int cor_recvI_into_as(cor_idp_t as, cor_idp_t src, cor_idp_t ctx, int tag,
+                              cor_type_t type, void *buf, size_t count, cor_req_t *req);
 
 /* Blocking conveniences. */
 COR_API int cor_send(cor_idp_t dest, cor_idp_t ctx, int tag, cor_type_t type, const void *data,

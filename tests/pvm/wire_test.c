@@ -8,30 +8,23 @@
 #include "../core/ctest.h"
 #include "wire.h"
 
-/* An image of `nfrag` fragments of the given lengths, as pvm_pkmesg lays it out. */
+/* An image of `nfrag` fragments of the given lengths (negative: detached), built as the
+ * sender builds one. */
 static size_t build(char *img, size_t cap, int enc, const int *flen, int nfrag)
 {
-    int hdr[H_INTS] = {0};
+    static char bytes[200];
+    memset(bytes, 'x', sizeof bytes);
     size_t off = CPVM_HDR_BYTES;
-    int body = 0;
+    long body = 0;
     for (int i = 0; i < nfrag; i++) {
-        if (off + 4 + (size_t)flen[i] > cap) return 0;
-        memcpy(img + off, &flen[i], 4);
-        memset(img + off + 4, 'a' + i, (size_t)flen[i]);
-        off += 4 + (size_t)flen[i];
-        body += flen[i];
+        int n = flen[i] < 0 ? -flen[i] : flen[i];
+        const void *data = flen[i] < 0 ? NULL : bytes;
+        if ((data && n > (int)sizeof bytes) || off + cpvm_image_entry(data, n) > cap) return 0;
+        off = cpvm_image_put(img, off, data, n);
+        body += n;
     }
-    hdr[H_LEN] = enc == CPVM_ENC_INPLACE ? 0 : body; /* pkmesg leaves InPlace's at 0 */
-    hdr[H_ENC] = enc;
-    memcpy(img, hdr, sizeof hdr);
+    cpvm_image_header(img, (int)body, 7, 42, 0, enc, 0x40001, 0x40002);
     return off;
-}
-
-static int word(const char *img, int i)
-{
-    int v;
-    memcpy(&v, img + i * 4, 4);
-    return v;
 }
 
 static void image_good(void)
@@ -40,30 +33,52 @@ static void image_good(void)
     int f[] = {10, 0, 33};
     size_t len = build(img, sizeof img, 1, f, 3);
     EXPECT_TRUE(cpvm_image_check(img, len));
-    EXPECT_TRUE(cpvm_image_seal(img, len, 7, 42, 0x40001, 0x40002, 0x4f));
-    EXPECT_EQ(word(img, H_CTX), 7);
-    EXPECT_EQ(word(img, H_TAG), 42);
-    EXPECT_EQ(cpvm_image_src(img), 0x40001);
-    EXPECT_EQ(word(img, H_DST), 0x40002);
-    EXPECT_EQ(word(img, H_ENC), 1); /* not InPlace: untouched */
-    EXPECT_TRUE(cpvm_image_check(img, len));
+    EXPECT_EQ(cpvm_image_word(img, H_CTX), 7);
+    EXPECT_EQ(cpvm_image_word(img, H_TAG), 42);
+    EXPECT_EQ(cpvm_image_word(img, H_SRC), 0x40001);
+    EXPECT_EQ(cpvm_image_word(img, H_DST), 0x40002);
+    EXPECT_EQ(cpvm_image_word(img, H_LEN), 43);
+    size_t pos = CPVM_HDR_BYTES;
+    struct cpvm_frag fr;
+    int seen = 0;
+    while (cpvm_image_next(img, len, &pos, &fr)) {
+        EXPECT_EQ(fr.len, f[seen]);
+        EXPECT_TRUE(!fr.detached);
+        EXPECT_TRUE(fr.len == 0 || img[fr.off] == 'x');
+        seen++;
+    }
+    EXPECT_EQ(seen, 3);
+    EXPECT_EQ(pos, len);
     /* no fragment at all: an empty message */
     len = build(img, sizeof img, 0, NULL, 0);
     EXPECT_EQ(len, CPVM_HDR_BYTES);
     EXPECT_TRUE(cpvm_image_check(img, len));
 }
 
-static void image_inplace(void)
+static void image_detached(void)
 {
-    char img[256];
-    int f[] = {16, 8};
-    size_t len = build(img, sizeof img, CPVM_ENC_INPLACE, f, 2);
-    /* as pkmesg leaves it: refused until sealed */
-    EXPECT_TRUE(!cpvm_image_check(img, len));
-    EXPECT_TRUE(cpvm_image_seal(img, len, 0, 1, 2, 3, 0x4f));
-    EXPECT_EQ(word(img, H_ENC), 0x4f);
-    EXPECT_EQ(word(img, H_LEN), 24);
+    char img[512];
+    int f[] = {8, -100000, 4, -70000};
+    size_t len = build(img, sizeof img, 1, f, 4);
+    EXPECT_EQ(len, CPVM_HDR_BYTES + 4 * 4 + 8 + 4);
     EXPECT_TRUE(cpvm_image_check(img, len));
+    EXPECT_EQ(cpvm_image_word(img, H_LEN), 170012);
+    size_t pos = CPVM_HDR_BYTES;
+    struct cpvm_frag fr;
+    for (int i = 0; i < 4; i++) {
+        EXPECT_TRUE(cpvm_image_next(img, len, &pos, &fr));
+        EXPECT_EQ(fr.detached, f[i] < 0);
+        EXPECT_EQ(fr.len, f[i] < 0 ? -f[i] : f[i]);
+    }
+    EXPECT_TRUE(!cpvm_image_next(img, len, &pos, &fr));
+    /* at most CPVM_DETACH_MAX detached fragments */
+    int many[CPVM_DETACH_MAX + 1];
+    for (int i = 0; i <= CPVM_DETACH_MAX; i++)
+        many[i] = -1;
+    len = build(img, sizeof img, 1, many, CPVM_DETACH_MAX);
+    EXPECT_TRUE(cpvm_image_check(img, len));
+    len = build(img, sizeof img, 1, many, CPVM_DETACH_MAX + 1);
+    EXPECT_TRUE(!cpvm_image_check(img, len));
 }
 
 static void image_bad(void)
@@ -78,13 +93,20 @@ static void image_bad(void)
     int big = 1 << 30;
     memcpy(img + CPVM_HDR_BYTES, &big, 4); /* a fragment longer than the image */
     EXPECT_TRUE(!cpvm_image_check(img, len));
-    EXPECT_TRUE(!cpvm_image_seal(img, len, 0, 0, 0, 0, 0));
-    int neg = -4;
+    int neg = -4; /* now detached: the body no longer adds up, and bytes are over */
     memcpy(img + CPVM_HDR_BYTES, &neg, 4);
+    EXPECT_TRUE(!cpvm_image_check(img, len));
+    int least = INT32_MIN;
+    memcpy(img + CPVM_HDR_BYTES, &least, 4);
     EXPECT_TRUE(!cpvm_image_check(img, len));
     len = build(img, sizeof img, 1, f, 2);
     int lie = 31; /* header body length disagrees with the fragments */
     memcpy(img, &lie, 4);
+    EXPECT_TRUE(!cpvm_image_check(img, len));
+    len = build(img, sizeof img, CPVM_ENC_INPLACE, f, 2); /* InPlace never travels */
+    EXPECT_TRUE(!cpvm_image_check(img, len));
+    int huge[] = {-0x7fffffff, -0x7fffffff}; /* the body overflows an int */
+    len = build(img, sizeof img, 1, huge, 2);
     EXPECT_TRUE(!cpvm_image_check(img, len));
 }
 
@@ -117,14 +139,14 @@ static void ctl_bad(void)
     int alen = (int)strlen(addr);
     cpvm_ctl_encode(CTL_ACK, 5, 3, 1, 8, head);
     EXPECT_TRUE(cpvm_ctl_decode(head, alen, addr, 0x40003, &c));
-    EXPECT_TRUE(!cpvm_ctl_decode(head, alen, addr, 0, &c));        /* no sender */
-    EXPECT_TRUE(!cpvm_ctl_decode(head, -1, addr, 0x40003, &c));    /* no length */
+    EXPECT_TRUE(!cpvm_ctl_decode(head, alen, addr, 0, &c));                /* no sender */
+    EXPECT_TRUE(!cpvm_ctl_decode(head, -1, addr, 0x40003, &c));            /* no length */
     EXPECT_TRUE(!cpvm_ctl_decode(head, CPVM_ADDR_MAX, addr, 0x40003, &c)); /* too long */
-    EXPECT_TRUE(!cpvm_ctl_decode(head, 0, NULL, 0x40003, &c));     /* ACK needs an address */
+    EXPECT_TRUE(!cpvm_ctl_decode(head, 0, NULL, 0x40003, &c)); /* ACK needs an address */
     char nul[] = {'g', 'm', 0, 'x'};
-    EXPECT_TRUE(!cpvm_ctl_decode(head, 4, nul, 0x40003, &c));      /* NUL inside */
+    EXPECT_TRUE(!cpvm_ctl_decode(head, 4, nul, 0x40003, &c)); /* NUL inside */
     head[1] = CPVM_CTL_VERSION + 1;
-    EXPECT_TRUE(!cpvm_ctl_decode(head, alen, addr, 0x40003, &c));  /* other version */
+    EXPECT_TRUE(!cpvm_ctl_decode(head, alen, addr, 0x40003, &c)); /* other version */
     int kinds[] = {0, CTL_EXITED, -1, 99};
     for (unsigned i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         cpvm_ctl_encode(kinds[i], 5, 3, 1, 8, head);
@@ -143,8 +165,8 @@ static void ctl_bad(void)
 int main(void)
 {
     static const struct ct_test tests[] = {
-        {"routed image: good ones, sealed", image_good},
-        {"routed image: InPlace becomes native", image_inplace},
+        {"routed image: good ones, walked", image_good},
+        {"routed image: detached fragments", image_detached},
         {"routed image: malformed ones refused", image_bad},
         {"control message: encode/decode", ctl_roundtrip},
         {"control message: out-of-range fields refused", ctl_bad},

@@ -1,0 +1,270 @@
+/* Routed messages from and into libpvm3's own fragments (see pmsg.h). Lock: the big lock. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pmsg.h"
+
+/* A fragment this large travels detached, without a copy (COR_PVM_DETACH_MIN). */
+static long detach_min = -1;
+#define DETACH_MIN detach_min
+
+static int headroom = -1; /* libpvm3 keeps this much room before a fragment's data */
+
+static struct lp_msg *msg_of(int mid)
+{
+    return (struct lp_msg *)REAL(midtobuf, mid);
+}
+
+/* Packs a known int into a Raw message, copies it with pvm_pkmesg/pvm_upkmesg, and reads
+ * both through the mirror: the sender's side and a received message's (its headroom). */
+bool cpvm_layout_check(void)
+{
+    if (headroom >= 0) return true;
+    const int magic = 0x5a17c0de;
+    int ok = 0, mid = REAL(pvm_mkbuf, PvmDataRaw), img = REAL(pvm_mkbuf, PvmDataRaw), copy = -1;
+    int old_s = REAL(pvm_setsbuf, mid);
+    REAL(pvm_pkint, (int *)&magic, 1, 1);
+    REAL(pvm_setsbuf, img);
+    if (REAL(pvm_pkmesg, mid) >= 0) {
+        int old_r = REAL(pvm_setrbuf, img);
+        copy = REAL(pvm_upkmesg);
+        REAL(pvm_setrbuf, old_r);
+    }
+    REAL(pvm_setsbuf, old_s);
+    struct lp_msg *m = mid > 0 ? msg_of(mid) : NULL, *c = copy > 0 ? msg_of(copy) : NULL;
+    if (m && c && m->mid == mid && c->mid == copy && m->enc == pvmmydsig && c->enc == pvmmydsig &&
+        m->frag && !m->frag->buf && c->frag && !c->frag->buf) {
+        struct lp_frag *f = m->frag->link, *g = c->frag->link;
+        ok = f != m->frag && f->link == m->frag && f->len == 4 && !memcmp(f->dat, &magic, 4) &&
+             g != c->frag && g->link == c->frag && g->len == 4 && !memcmp(g->dat, &magic, 4) &&
+             g->dat >= g->buf && g->dat - g->buf < 4096 && g->max >= 4 + (g->dat - g->buf);
+        if (ok) headroom = (int)(g->dat - g->buf);
+    }
+    REAL(pvm_freebuf, mid);
+    REAL(pvm_freebuf, img);
+    if (copy > 0) REAL(pvm_freebuf, copy);
+    return ok;
+}
+
+/* ---- sending ---- */
+
+/* Buffers of the core (sent without a copy), two kept for the next messages. */
+static struct {
+    void *p;
+    size_t cap;
+} spare[2];
+
+static void *buffer_get(size_t len, size_t *cap)
+{
+    for (int i = 0; i < 2; i++)
+        if (spare[i].p && spare[i].cap >= len) {
+            void *b = spare[i].p;
+            *cap = spare[i].cap;
+            spare[i].p = NULL;
+            return b;
+        }
+    *cap = len < 4096 ? 4096 : len;
+    return cor_getBuffer(COR_BYTE, *cap);
+}
+
+static void buffer_put(void *b, size_t cap)
+{
+    if (!b) return;
+    int i = !spare[0].p ? 0 : !spare[1].p ? 1 : spare[0].cap < spare[1].cap ? 0 : 1;
+    if (spare[i].p && spare[i].cap >= cap) {
+        cor_releaseBuffer(b);
+        return;
+    }
+    if (spare[i].p) cor_releaseBuffer(spare[i].p);
+    spare[i].p = b;
+    spare[i].cap = cap;
+}
+
+void cpvm_out_release(struct cpvm_out *o)
+{
+    for (int i = 0; i < o->npiece; i++)
+        buffer_put(o->piece[i].owned, o->piece[i].owned_cap);
+    buffer_put(o->image, o->image_cap);
+    memset(o, 0, sizeof *o);
+}
+
+struct span {
+    const char *data;
+    int len;
+};
+
+/* How the spans travel. Native data (Raw, InPlace, psend) may be regrouped: a span of at
+ * least DETACH_MIN goes detached as it is, each run of smaller ones between them as one
+ * fragment (detached, gathered into a buffer, if the run is that large). Other encodings
+ * keep their fragments, inline. run_end[i] marks where a run starting at i ends. */
+static int plan(const struct span *s, int n, bool native, bool *detach, int *run_end)
+{
+    if (detach_min < 0) {
+        const char *e = getenv("COR_PVM_DETACH_MIN");
+        detach_min = e && *e ? atol(e) : 32 * 1024;
+    }
+    int ndetached = 0;
+    for (int i = 0; i < n;) {
+        if (!native || s[i].len >= DETACH_MIN) {
+            detach[i] = native;
+            ndetached += native;
+            run_end[i] = i + 1;
+            i++;
+            continue;
+        }
+        int j = i;
+        long bytes = 0;
+        while (j < n && s[j].len < DETACH_MIN)
+            bytes += s[j++].len;
+        detach[i] = bytes >= DETACH_MIN;
+        ndetached += detach[i];
+        run_end[i] = j;
+        i = j;
+    }
+    return ndetached;
+}
+
+static int build(const struct span *s, int n, long body, bool native, int wid, int enc, int tid,
+                 int tag, int ctx, struct cpvm_out *o)
+{
+    memset(o, 0, sizeof *o);
+    bool *detach = malloc((size_t)n * sizeof *detach + 1);
+    int *run_end = malloc((size_t)n * sizeof *run_end + 1);
+    int rc = PvmNoMem;
+    if (!detach || !run_end) goto out;
+    if (plan(s, n, native, detach, run_end) > CPVM_DETACH_MAX) {
+        /* Too many pieces: all of it one gathered run. */
+        for (int i = 0; i < n; i++)
+            detach[i] = false;
+        detach[0] = body >= DETACH_MIN;
+        run_end[0] = n;
+    }
+    size_t len = CPVM_HDR_BYTES;
+    for (int i = 0; i < n; i = run_end[i]) {
+        long bytes = 0;
+        for (int j = i; j < run_end[i]; j++)
+            bytes += s[j].len;
+        len += sizeof(int) + (detach[i] ? 0 : (size_t)bytes);
+    }
+    if (!(o->image = buffer_get(len, &o->image_cap))) goto out;
+    cpvm_image_header(o->image, (int)body, ctx, tag, wid, enc, pvmmytid, tid);
+    size_t off = CPVM_HDR_BYTES;
+    for (int i = 0; i < n; i = run_end[i]) {
+        long bytes = 0;
+        for (int j = i; j < run_end[i]; j++)
+            bytes += s[j].len;
+        if (!detach[i]) { /* inline: the run's bytes after their length */
+            off = cpvm_image_open(o->image, off, (int)bytes);
+            for (int j = i; j < run_end[i]; j++) {
+                memcpy((char *)o->image + off, s[j].data, (size_t)s[j].len);
+                off += (size_t)s[j].len;
+            }
+            continue;
+        }
+        struct cpvm_piece *p = &o->piece[o->npiece++];
+        p->len = (int)bytes;
+        if (run_end[i] == i + 1) {
+            p->data = s[i].data;
+        } else {
+            char *g = buffer_get((size_t)bytes, &p->owned_cap);
+            if (!(p->owned = g)) goto out;
+            for (int j = i; j < run_end[i]; j++, g += s[j - 1].len)
+                memcpy(g, s[j].data, (size_t)s[j].len);
+            p->data = p->owned;
+        }
+        off = cpvm_image_put(o->image, off, NULL, p->len);
+    }
+    o->image_len = off;
+    rc = PvmOk;
+out:
+    free(detach);
+    free(run_end);
+    if (rc < 0) cpvm_out_release(o);
+    return rc;
+}
+
+int cpvm_out_message(int mid, int tid, int tag, int ctx, struct cpvm_out *o)
+{
+    struct lp_msg *m = mid > 0 ? msg_of(mid) : NULL;
+    if (!m || !m->frag) return PvmNoSuchBuf;
+    if (m->flag & LP_MM_PACK) REAL(pmsg_setlen, (struct pmsg *)m); /* XDR's lengths */
+    int n = 0;
+    long body = 0;
+    for (struct lp_frag *f = m->frag->link; f != m->frag; f = f->link)
+        n += f->len > 0;
+    struct span one, *s = n <= 1 ? &one : malloc((size_t)n * sizeof *s);
+    if (!s) return PvmNoMem;
+    n = 0;
+    for (struct lp_frag *f = m->frag->link; f != m->frag; f = f->link)
+        if (f->len > 0) {
+            s[n++] = (struct span){f->dat, f->len};
+            body += f->len;
+        }
+    int rc = PvmBadParam;
+    if (body <= INT32_MAX) {
+        /* InPlace data is read now: native bytes from here on. */
+        int enc = m->enc == CPVM_ENC_INPLACE ? pvmmydsig : m->enc;
+        rc = build(s, n, body, enc == pvmmydsig, m->wid, enc, tid, tag, ctx, o);
+    }
+    if (s != &one) free(s);
+    return rc;
+}
+
+int cpvm_out_bytes(const void *data, int len, int tid, int tag, int ctx, struct cpvm_out *o)
+{
+    struct span s = {data, len};
+    return build(&s, len > 0, len, true, 0, pvmmydsig, tid, tag, ctx, o);
+}
+
+/* ---- receiving ---- */
+
+struct lp_msg *cpvm_in_message(const void *image, size_t len, char *dst[CPVM_DETACH_MAX],
+                               int dlen[CPVM_DETACH_MAX], int *ndetached)
+{
+    struct lp_msg *m = (struct lp_msg *)REAL(umbuf_new);
+    *ndetached = 0;
+    if (!m) return NULL;
+    m->ctx = cpvm_image_word(image, H_CTX);
+    m->tag = cpvm_image_word(image, H_TAG);
+    m->wid = cpvm_image_word(image, H_WID);
+    m->crc = cpvm_image_word(image, H_CRC);
+    m->src = cpvm_image_word(image, H_SRC);
+    m->dst = cpvm_image_word(image, H_DST);
+    m->len = 0;
+    size_t pos = CPVM_HDR_BYTES;
+    struct cpvm_frag f;
+    while (cpvm_image_next(image, len, &pos, &f)) {
+        if (!f.len) continue;
+        struct lp_frag *fp = (struct lp_frag *)REAL(fr_new, f.len + headroom);
+        if (!fp) {
+            cpvm_in_discard(m);
+            return NULL;
+        }
+        fp->dat += headroom;
+        fp->len = f.len;
+        if (f.detached) {
+            dst[*ndetached] = fp->dat;
+            dlen[(*ndetached)++] = f.len;
+        } else {
+            memcpy(fp->dat, (const char *)image + f.off, (size_t)f.len);
+        }
+        /* at the end of the list, before the master */
+        fp->link = m->frag;
+        fp->rlink = m->frag->rlink;
+        m->frag->rlink->link = fp;
+        m->frag->rlink = fp;
+        m->len += f.len;
+    }
+    REAL(pmsg_setenc, (struct pmsg *)m, cpvm_image_word(image, H_ENC));
+    return m;
+}
+
+void cpvm_in_deliver(struct lp_msg *m)
+{
+    REAL(mesg_input, (struct pmsg *)m);
+}
+
+void cpvm_in_discard(struct lp_msg *m)
+{
+    REAL(pvm_freebuf, m->mid);
+}
