@@ -19,8 +19,8 @@
 
 static pthread_mutex_t req_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cor_req *_Atomic chunks[CHUNKS]; /* written under req_lock, read lock-free */
-static uint32_t nslots;                       /* req_lock */
-static struct cor_req *free_list;             /* req_lock; linked through ->next */
+static uint32_t nslots;                        /* req_lock */
+static struct cor_req *free_list;              /* req_lock; linked through ->next */
 
 struct cor_req *cor__req_new(enum req_kind kind)
 {
@@ -185,7 +185,8 @@ static void wait_until(pred_fn done, void *arg, bool foreign, struct cor_task *s
     while (!done(arg)) {
         long ns = foreign ? 1000000 : 100000000;
         uint64_t now = deadline ? cor__now_ns() : 0;
-        if (deadline && deadline - now < (uint64_t)ns) ns = now >= deadline ? 0 : (long)(deadline - now);
+        if (deadline && deadline - now < (uint64_t)ns)
+            ns = now >= deadline ? 0 : (long)(deadline - now);
         if (ns > 0) cor__cond_wait_ns(&t->cond, &t->lock, ns);
     }
     atomic_fetch_sub(&g.blocked, 1);
@@ -243,6 +244,15 @@ COR_API int cor_test(cor_req_t *req, int *done, cor_status_t *status)
     return finish(req, r, status);
 }
 
+COR_API int cor_peek(cor_req_t req, int *done)
+{
+    if (!done) return COR_EINVAL;
+    struct cor_req *r = cor__req_lookup(req);
+    if (!r) return COR_EBADHANDLE;
+    *done = req_done(r);
+    return COR_OK;
+}
+
 COR_API int cor_wait(cor_req_t *req, cor_status_t *status)
 {
     if (!req) return COR_EINVAL;
@@ -265,9 +275,8 @@ static bool timed_out_or_done(void *arg)
     return req_done(t->r) || cor__now_ns() >= t->deadline || (t->stop && t->stop(t->stop_arg));
 }
 
-COR_API int cor_wait_timeout(cor_req_t *req, long spin_us, long timeout_us,
-                             int (*stop)(void *arg), void *stop_arg, int *done,
-                             cor_status_t *status)
+COR_API int cor_wait_timeout(cor_req_t *req, long spin_us, long timeout_us, int (*stop)(void *arg),
+                             void *stop_arg, int *done, cor_status_t *status)
 {
     if (!req || !done || timeout_us < 0) return COR_EINVAL;
     struct cor_req *r = cor__req_lookup(*req);

@@ -11,16 +11,30 @@ struct cpvm_stats cpvm_stats;
 int cpvm_error(int err)
 {
     switch (err) {
-    case COR_OK: return PvmOk;
-    case COR_EINVAL: case COR_ETYPE: return PvmBadParam;
-    case COR_ENOMEM: case COR_ELIMIT: return PvmNoMem;
-    case COR_ETRUNC: return PvmNoData;
-    case COR_EPEERDEAD: case COR_ENOTFOUND: return PvmNoTask;
-    case COR_EEXIST: return PvmExists;
-    case COR_EPROTO: return PvmBadMsg;
-    case COR_EAGAIN: case COR_EBUSY: return PvmOutOfRes;
-    case COR_ETIMEDOUT: return PvmSysErr;
-    default: return PvmSysErr; /* route, bootstrap, system call: the transport failed */
+    case COR_OK:
+        return PvmOk;
+    case COR_EINVAL:
+    case COR_ETYPE:
+        return PvmBadParam;
+    case COR_ENOMEM:
+    case COR_ELIMIT:
+        return PvmNoMem;
+    case COR_ETRUNC:
+        return PvmNoData;
+    case COR_EPEERDEAD:
+    case COR_ENOTFOUND:
+        return PvmNoTask;
+    case COR_EEXIST:
+        return PvmExists;
+    case COR_EPROTO:
+        return PvmBadMsg;
+    case COR_EAGAIN:
+    case COR_EBUSY:
+        return PvmOutOfRes;
+    case COR_ETIMEDOUT:
+        return PvmSysErr;
+    default:
+        return PvmSysErr; /* route, bootstrap, system call: the transport failed */
     }
 }
 

@@ -17,11 +17,11 @@ struct pvm_thread {
 };
 
 static pthread_mutex_t big = PTHREAD_MUTEX_INITIALIZER;
-static _Thread_local int depth;          /* how often this thread holds big */
-static struct pvm_thread *installed;     /* whose state libpvm3 holds now (big) */
-static struct pvm_thread orphan;         /* state left by a thread that ended (big) */
-static int base_ctx;                     /* context of new threads (big) */
-static bool base_known;                  /* big */
+static _Thread_local int depth;      /* how often this thread holds big */
+static struct pvm_thread *installed; /* whose state libpvm3 holds now (big) */
+static struct pvm_thread orphan;     /* state left by a thread that ended (big) */
+static int base_ctx;                 /* context of new threads (big) */
+static bool base_known;              /* big */
 static _Thread_local struct pvm_thread *me;
 static _Atomic int threads_seen;
 static pthread_key_t key;

@@ -16,23 +16,37 @@
 
 /* ---- sending ------------------------------------------------------------------------- */
 
-/* Waits for the routed sends of a message, receiving meanwhile (two tasks sending each
- * other large messages must not wait on each other). Returns the first error. Lock held. */
+static int arrived(void *arg)
+{
+    (void)arg;
+    return cpvm_routed_arrived();
+}
+
+/* Waits for the routed sends of a message, without the lock (other threads' calls go on),
+ * and receives meanwhile: two tasks sending each other large messages must each take the
+ * other's. Returns the first error. Lock held on entry and exit. */
 static int finish_sends(cor_req_t *req, int n)
 {
     uint64_t next_look = cpvm_now_ns() + 1000000;
     int first_err = COR_OK;
-    for (;;) {
-        int left = 0;
-        for (int i = 0; i < n; i++) {
-            if (!req[i]) continue;
-            int done = 0;
-            cor_status_t st;
-            int err = cor_test(&req[i], &done, &st);
-            if (err && !first_err) first_err = err;
-            left += !done;
+    for (int i = 0; i < n;) {
+        int done = 0, err;
+        if (!req[i]) {
+            i++;
+            continue;
         }
-        if (!left) return first_err;
+        if (cpvm_nested()) { /* inside a group call, which keeps the lock */
+            err = cor_test(&req[i], &done, NULL);
+        } else {
+            int depth = cpvm_unlock_all();
+            err = cor_wait_timeout(&req[i], -1, 1000, arrived, NULL, &done, NULL);
+            cpvm_relock_all(depth);
+        }
+        if (done || err) {
+            if (err && !first_err) first_err = err;
+            req[i++] = COR_REQ_NULL;
+            continue;
+        }
         cpvm_pump();
         /* The peer's exit notice arrives on PVM's path: look every millisecond, and let
          * it fail the send instead of waiting for the route to give up. */
@@ -42,8 +56,8 @@ static int finish_sends(cor_req_t *req, int n)
             cpvm_read_sockets();
             if (cpvm_has_deferred()) cpvm_run_deferred();
         }
-        cpvm_wait_activity_send();
     }
+    return first_err;
 }
 
 /* Sends a built message to peer p: the image, then its detached pieces. PVM status. */
@@ -309,6 +323,19 @@ bool cpvm_routed_wait(long spin_us, long timeout_us, int (*stop)(void *), void *
     bool ready = head_done();
     pthread_mutex_unlock(&ring_lock);
     return ready;
+}
+
+bool cpvm_routed_arrived(void)
+{
+    if (!atomic_load(&inbound_on) || pthread_mutex_trylock(&ring_lock)) return false;
+    cor_req_t *req = head_request();
+    int done = 0;
+    if (req)
+        cor_peek(*req, &done);
+    else
+        done = pend.msg || ring[ring_head % RING].done;
+    pthread_mutex_unlock(&ring_lock);
+    return done;
 }
 
 bool cpvm_routed_ready(void)

@@ -46,31 +46,41 @@ int pmsg_setenc(struct pmsg *mp, int enc);
 extern int pvmmytid, pvmmydsig;
 
 /* Every libpvm3/libgpvm3 function libcorpvm calls or wraps. */
-#define CPVM_REAL_CALLS(X)                                                                   \
-    X(pvm_addhosts) X(pvm_addmhf) X(pvm_archcode) X(pvm_bufinfo) X(pvm_catchout)             \
-    X(pvm_config) X(pvm_delete) X(pvm_delhosts) X(pvm_delinfo) X(pvm_delmhf) X(pvm_exit)     \
-    X(pvm_export) X(pvm_freebuf) X(pvm_freecontext) X(pvm_getcontext) X(pvm_getfds)          \
-    X(pvm_getmboxinfo) X(pvm_getminfo) X(pvm_getnoresets) X(pvm_getopt) X(pvm_getrbuf)       \
-    X(pvm_getsbuf) X(pvm_gettmask) X(pvm_halt) X(pvm_hostsync) X(pvm_initsend)               \
-    X(pvm_insert) X(pvm_kill) X(pvm_lookup) X(pvm_mcast) X(pvm_mkbuf) X(pvm_mstat)           \
-    X(pvm_mytid) X(pvm_newcontext) X(pvm_notify) X(pvm_nrecv) X(pvm_parent) X(pvm_perror)    \
-    X(pvm_pkbyte) X(pvm_pkcplx) X(pvm_pkdcplx) X(pvm_pkdouble) X(pvm_pkfloat) X(pvm_pkint)  \
-    X(pvm_pklong) X(pvm_pkmesg) X(pvm_pkmesgbody) X(pvm_pkshort) X(pvm_pkstr) X(pvm_pkuint) \
-    X(pvm_pkulong) X(pvm_pkushort) X(pvm_precv) X(pvm_probe) X(pvm_psend) X(pvm_pstat)       \
-    X(pvm_putinfo) X(pvm_recv) X(pvm_recvf) X(pvm_recvinfo) X(pvm_reg_hoster)                \
-    X(pvm_reg_rm) X(pvm_reg_tasker) X(pvm_reg_tracer) X(pvm_send) X(pvm_sendsig)             \
-    X(pvm_setcontext) X(pvm_setminfo) X(pvm_setopt) X(pvm_setrbuf) X(pvm_setsbuf)           \
-    X(pvm_settmask) X(pvm_siblings) X(pvm_spawn) X(pvm_start_pvmd) X(pvm_tasks)              \
-    X(pvm_tickle) X(pvm_tidtohost) X(pvm_trecv) X(pvm_unexport) X(pvm_upkbyte)              \
-    X(pvm_upkcplx) X(pvm_upkdcplx) X(pvm_upkdouble) X(pvm_upkfloat) X(pvm_upkint)           \
-    X(pvm_upklong) X(pvm_upkmesg) X(pvm_upkshort) X(pvm_upkstr) X(pvm_upkuint)              \
-    X(pvm_upkulong) X(pvm_upkushort) X(pvm_version) X(pvm_vpackf) X(pvm_vunpackf)           \
-    X(midtobuf) X(mesg_input) X(umbuf_new) X(fr_new) X(pmsg_setlen) X(pmsg_setenc)
+#define CPVM_REAL_CALLS(X)                                                                         \
+    X(pvm_addhosts)                                                                                \
+    X(pvm_addmhf) X(pvm_archcode) X(pvm_bufinfo) X(pvm_catchout) X(pvm_config) X(pvm_delete) X(    \
+        pvm_delhosts) X(pvm_delinfo) X(pvm_delmhf) X(pvm_exit) X(pvm_export) X(pvm_freebuf)        \
+        X(pvm_freecontext) X(pvm_getcontext) X(pvm_getfds) X(pvm_getmboxinfo) X(pvm_getminfo) X(   \
+            pvm_getnoresets) X(pvm_getopt) X(pvm_getrbuf) X(pvm_getsbuf) X(pvm_gettmask)           \
+            X(pvm_halt) X(pvm_hostsync) X(pvm_initsend) X(pvm_insert) X(pvm_kill) X(pvm_lookup) X( \
+                pvm_mcast) X(pvm_mkbuf) X(pvm_mstat) X(pvm_mytid) X(pvm_newcontext) X(pvm_notify)  \
+                X(pvm_nrecv) X(pvm_parent) X(pvm_perror) X(pvm_pkbyte) X(pvm_pkcplx)               \
+                    X(pvm_pkdcplx) X(pvm_pkdouble) X(pvm_pkfloat) X(pvm_pkint) X(pvm_pklong) X(    \
+                        pvm_pkmesg) X(pvm_pkmesgbody) X(pvm_pkshort) X(pvm_pkstr) X(pvm_pkuint)    \
+                        X(pvm_pkulong) X(pvm_pkushort) X(pvm_precv) X(pvm_probe) X(pvm_psend) X(   \
+                            pvm_pstat) X(pvm_putinfo) X(pvm_recv) X(pvm_recvf) X(pvm_recvinfo)     \
+                            X(pvm_reg_hoster) X(pvm_reg_rm) X(pvm_reg_tasker) X(pvm_reg_tracer)    \
+                                X(pvm_send) X(pvm_sendsig) X(pvm_setcontext) X(pvm_setminfo)       \
+                                    X(pvm_setopt) X(pvm_setrbuf) X(pvm_setsbuf) X(pvm_settmask) X( \
+                                        pvm_siblings) X(pvm_spawn) X(pvm_start_pvmd) X(pvm_tasks)  \
+                                        X(pvm_tickle) X(pvm_tidtohost) X(pvm_trecv)                \
+                                            X(pvm_unexport) X(pvm_upkbyte) X(pvm_upkcplx)          \
+                                                X(pvm_upkdcplx) X(pvm_upkdouble) X(pvm_upkfloat)   \
+                                                    X(pvm_upkint) X(pvm_upklong) X(pvm_upkmesg)    \
+                                                        X(pvm_upkshort) X(pvm_upkstr)              \
+                                                            X(pvm_upkuint) X(pvm_upkulong)         \
+                                                                X(pvm_upkushort) X(pvm_version)    \
+                                                                    X(pvm_vpackf) X(pvm_vunpackf)  \
+                                                                        X(midtobuf) X(mesg_input)  \
+                                                                            X(umbuf_new) X(fr_new) \
+                                                                                X(pmsg_setlen)     \
+                                                                                    X(pmsg_setenc)
 
 /* libgpvm3, present only in programs that link it. */
-#define CPVM_GROUP_CALLS(X)                                                                  \
-    X(pvm_barrier) X(pvm_bcast) X(pvm_freezegroup) X(pvm_gather) X(pvm_getinst)            \
-    X(pvm_gettid) X(pvm_gsize) X(pvm_joingroup) X(pvm_lvgroup) X(pvm_reduce) X(pvm_scatter)
+#define CPVM_GROUP_CALLS(X)                                                                        \
+    X(pvm_barrier)                                                                                 \
+    X(pvm_bcast) X(pvm_freezegroup) X(pvm_gather) X(pvm_getinst) X(pvm_gettid) X(pvm_gsize)        \
+        X(pvm_joingroup) X(pvm_lvgroup) X(pvm_reduce) X(pvm_scatter)
 
 #define CPVM_REAL_MEMBER(name) __typeof__(name) *name;
 struct cpvm_real {
@@ -78,7 +88,7 @@ struct cpvm_real {
     CPVM_GROUP_CALLS(CPVM_REAL_MEMBER)
 };
 extern struct cpvm_real cpvm_real;
-extern bool cpvm_bypass; /* this process is pvmd, the console or pvmgs: pass everything */
+extern bool cpvm_bypass;   /* this process is pvmd, the console or pvmgs: pass everything */
 void cpvm_real_load(void); /* once, before the first call; aborts if libpvm3 is missing */
 
 /* ---- the big lock and per-thread state (lock.c) ---- */
@@ -86,12 +96,12 @@ void cpvm_real_load(void); /* once, before the first call; aborts if libpvm3 is 
 extern _Thread_local int cpvm_in_real; /* > 0 while this thread runs a real libpvm3 call */
 
 /* Calls real libpvm3 function `fn`: its inner calls into pvm_* pass straight through. */
-#define REAL(fn, ...)                                                                        \
-    ({                                                                                       \
-        cpvm_in_real++;                                                                      \
-        __typeof__(cpvm_real.fn(__VA_ARGS__)) r_ = cpvm_real.fn(__VA_ARGS__);                \
-        cpvm_in_real--;                                                                      \
-        r_;                                                                                  \
+#define REAL(fn, ...)                                                                              \
+    ({                                                                                             \
+        cpvm_in_real++;                                                                            \
+        __typeof__(cpvm_real.fn(__VA_ARGS__)) r_ = cpvm_real.fn(__VA_ARGS__);                      \
+        cpvm_in_real--;                                                                            \
+        r_;                                                                                        \
     })
 
 /* Takes the big lock (re-entrant) and installs this thread's buffers and context. */
@@ -112,13 +122,13 @@ int cpvm_base_context(void);
 #define CPVM_PASS (cpvm_in_real || cpvm_bypass)
 
 /* Wrapper bodies: pass through inside real calls, else lock around the real call. */
-#define CPVM_WRAP(fn, ...)                                                                   \
-    do {                                                                                     \
-        if (CPVM_PASS) return cpvm_real.fn(__VA_ARGS__);                                     \
-        cpvm_enter();                                                                        \
-        __typeof__(cpvm_real.fn(__VA_ARGS__)) w_ = REAL(fn, __VA_ARGS__);                    \
-        cpvm_leave();                                                                        \
-        return w_;                                                                           \
+#define CPVM_WRAP(fn, ...)                                                                         \
+    do {                                                                                           \
+        if (CPVM_PASS) return cpvm_real.fn(__VA_ARGS__);                                           \
+        cpvm_enter();                                                                              \
+        __typeof__(cpvm_real.fn(__VA_ARGS__)) w_ = REAL(fn, __VA_ARGS__);                          \
+        cpvm_leave();                                                                              \
+        return w_;                                                                                 \
     } while (0)
 
 /* ---- waiting for messages (wait.c) ---- */
@@ -129,8 +139,6 @@ int cpvm_waiters(void);
 /* Blocks without the lock until a routed message completed, PVM's sockets have data, another
  * thread queued something, or `deadline_ns` (0 = none) passed. Lock held on entry and exit. */
 void cpvm_wait_activity(uint64_t deadline_ns);
-/* While a routed send completes: lets other threads in for a moment. */
-void cpvm_wait_activity_send(void);
 uint64_t cpvm_now_ns(void);
 
 /* ---- CoR routes (route.c) ---- */
@@ -143,6 +151,9 @@ void cpvm_run_deferred(void);
 bool cpvm_has_deferred(void);
 /* Moves completed routed messages into libpvm3's receive queue; returns how many. */
 int cpvm_pump(void);
+/* True if the oldest routed message looks complete, without progress and without waiting
+ * (false when another thread watches); for stop hooks. No lock needed. */
+bool cpvm_routed_arrived(void);
 /* True if a routed receive completed since the last pump (no lock needed). */
 bool cpvm_routed_ready(void);
 /* The same, waiting for one at most timeout_us (polling the routes at most spin_us) or until

@@ -26,11 +26,13 @@ static void load(void)
 {
     /* RTLD_NEXT finds the definition after ours: libpvm3 when we are preloaded or linked
      * before it. Group calls exist only when the program links libgpvm3. */
-#define LOAD_REQUIRED(name)                                                                  \
-    if (!(cpvm_real.name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name))) {                   \
-        fprintf(stderr, "libcorpvm: %s not found behind libcorpvm (link -lcorpvm before "    \
-                        "-lpvm3, or preload libcorpvm into a PVM program)\n", #name);       \
-        abort();                                                                             \
+#define LOAD_REQUIRED(name)                                                                        \
+    if (!(cpvm_real.name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name))) {                         \
+        fprintf(stderr,                                                                            \
+                "libcorpvm: %s not found behind libcorpvm (link -lcorpvm before "                  \
+                "-lpvm3, or preload libcorpvm into a PVM program)\n",                              \
+                #name);                                                                            \
+        abort();                                                                                   \
     }
 #define LOAD_OPTIONAL(name) cpvm_real.name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name);
     CPVM_REAL_CALLS(LOAD_REQUIRED)

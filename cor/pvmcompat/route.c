@@ -247,7 +247,8 @@ void cpvm_run_deferred(void)
         memcpy(batch, events, n * sizeof *batch);
         memmove(events, events + n, (nevents - n) * sizeof *events);
         nevents -= n;
-        for (size_t i = 0; i < n; i++) handle(&batch[i]);
+        for (size_t i = 0; i < n; i++)
+            handle(&batch[i]);
         free(batch);
     }
 }
@@ -325,8 +326,7 @@ static const char *bind_address(char *ip, size_t len)
 {
     int nhost = 0, narch = 0;
     struct pvmhostinfo *hosts = NULL;
-    if (REAL(pvm_config, &nhost, &narch, &hosts) < 0 || nhost <= 1 || !hosts)
-        return "loopback";
+    if (REAL(pvm_config, &nhost, &narch, &hosts) < 0 || nhost <= 1 || !hosts) return "loopback";
     int me = REAL(pvm_tidtohost, pvmmytid);
     for (int i = 0; i < nhost; i++) {
         if (hosts[i].hi_tid != me || !hosts[i].hi_name) continue;

@@ -9,7 +9,6 @@
  * sockets 1 ms at a time, still checking the route between naps.
  */
 #include <poll.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -52,7 +51,8 @@ static int pvm_fds(struct pollfd *pfd)
     int n = REAL(pvm_getfds, &fds);
     if (n < 0 || !fds) return 0;
     if (n > MAX_FDS) n = MAX_FDS;
-    for (int i = 0; i < n; i++) pfd[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+    for (int i = 0; i < n; i++)
+        pfd[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
     return n;
 }
 
@@ -143,14 +143,5 @@ void cpvm_wait_activity(uint64_t deadline_ns)
         pthread_mutex_unlock(&arrived_lock);
         atomic_fetch_sub(&nwaiters, 1);
     }
-    cpvm_relock_all(depth);
-}
-
-void cpvm_wait_activity_send(void)
-{
-    /* A routed send completes by itself through the core; let other threads in briefly. */
-    if (cpvm_nested()) return;
-    int depth = cpvm_unlock_all();
-    sched_yield();
     cpvm_relock_all(depth);
 }

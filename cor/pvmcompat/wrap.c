@@ -5,16 +5,31 @@
  */
 #include "pvmcompat.h"
 
-#define WRAP0(fn)                                                                            \
-    CPVM_API int fn(void) { CPVM_WRAP(fn); }
-#define WRAP1(fn, t1)                                                                        \
-    CPVM_API int fn(t1 a) { CPVM_WRAP(fn, a); }
-#define WRAP2(fn, t1, t2)                                                                    \
-    CPVM_API int fn(t1 a, t2 b) { CPVM_WRAP(fn, a, b); }
-#define WRAP3(fn, t1, t2, t3)                                                                \
-    CPVM_API int fn(t1 a, t2 b, t3 c) { CPVM_WRAP(fn, a, b, c); }
-#define WRAP4(fn, t1, t2, t3, t4)                                                            \
-    CPVM_API int fn(t1 a, t2 b, t3 c, t4 d) { CPVM_WRAP(fn, a, b, c, d); }
+#define WRAP0(fn)                                                                                  \
+    CPVM_API int fn(void)                                                                          \
+    {                                                                                              \
+        CPVM_WRAP(fn);                                                                             \
+    }
+#define WRAP1(fn, t1)                                                                              \
+    CPVM_API int fn(t1 a)                                                                          \
+    {                                                                                              \
+        CPVM_WRAP(fn, a);                                                                          \
+    }
+#define WRAP2(fn, t1, t2)                                                                          \
+    CPVM_API int fn(t1 a, t2 b)                                                                    \
+    {                                                                                              \
+        CPVM_WRAP(fn, a, b);                                                                       \
+    }
+#define WRAP3(fn, t1, t2, t3)                                                                      \
+    CPVM_API int fn(t1 a, t2 b, t3 c)                                                              \
+    {                                                                                              \
+        CPVM_WRAP(fn, a, b, c);                                                                    \
+    }
+#define WRAP4(fn, t1, t2, t3, t4)                                                                  \
+    CPVM_API int fn(t1 a, t2 b, t3 c, t4 d)                                                        \
+    {                                                                                              \
+        CPVM_WRAP(fn, a, b, c, d);                                                                 \
+    }
 
 /* Packing and unpacking the thread's active buffers. */
 #define PACKER(T, pk, upk) WRAP3(pk, T *, int, int) WRAP3(upk, T *, int, int)
@@ -164,23 +179,47 @@ CPVM_API char *pvm_version(void)
  * A group call that waits keeps the lock (libgpvm3 is not re-entrant): other threads' pvm
  * calls wait for it.
  */
-#define GROUP(fn, ...)                                                                       \
-    do {                                                                                     \
-        if (CPVM_PASS) return cpvm_real.fn ? cpvm_real.fn(__VA_ARGS__) : PvmNotImpl;      \
-        cpvm_enter();                                                                        \
-        int g_ = cpvm_real.fn ? cpvm_real.fn(__VA_ARGS__) : PvmNotImpl;                      \
-        cpvm_leave();                                                                        \
-        return g_;                                                                           \
+#define GROUP(fn, ...)                                                                             \
+    do {                                                                                           \
+        if (CPVM_PASS) return cpvm_real.fn ? cpvm_real.fn(__VA_ARGS__) : PvmNotImpl;               \
+        cpvm_enter();                                                                              \
+        int g_ = cpvm_real.fn ? cpvm_real.fn(__VA_ARGS__) : PvmNotImpl;                            \
+        cpvm_leave();                                                                              \
+        return g_;                                                                                 \
     } while (0)
 
-CPVM_API int pvm_joingroup(char *group) { GROUP(pvm_joingroup, group); }
-CPVM_API int pvm_lvgroup(char *group) { GROUP(pvm_lvgroup, group); }
-CPVM_API int pvm_getinst(char *group, int tid) { GROUP(pvm_getinst, group, tid); }
-CPVM_API int pvm_gettid(char *group, int inst) { GROUP(pvm_gettid, group, inst); }
-CPVM_API int pvm_gsize(char *group) { GROUP(pvm_gsize, group); }
-CPVM_API int pvm_barrier(char *group, int count) { GROUP(pvm_barrier, group, count); }
-CPVM_API int pvm_bcast(char *group, int tag) { GROUP(pvm_bcast, group, tag); }
-CPVM_API int pvm_freezegroup(char *group, int size) { GROUP(pvm_freezegroup, group, size); }
+CPVM_API int pvm_joingroup(char *group)
+{
+    GROUP(pvm_joingroup, group);
+}
+CPVM_API int pvm_lvgroup(char *group)
+{
+    GROUP(pvm_lvgroup, group);
+}
+CPVM_API int pvm_getinst(char *group, int tid)
+{
+    GROUP(pvm_getinst, group, tid);
+}
+CPVM_API int pvm_gettid(char *group, int inst)
+{
+    GROUP(pvm_gettid, group, inst);
+}
+CPVM_API int pvm_gsize(char *group)
+{
+    GROUP(pvm_gsize, group);
+}
+CPVM_API int pvm_barrier(char *group, int count)
+{
+    GROUP(pvm_barrier, group, count);
+}
+CPVM_API int pvm_bcast(char *group, int tag)
+{
+    GROUP(pvm_bcast, group, tag);
+}
+CPVM_API int pvm_freezegroup(char *group, int size)
+{
+    GROUP(pvm_freezegroup, group, size);
+}
 
 CPVM_API int pvm_gather(void *result, void *data, int count, int type, int tag, char *group,
                         int root)

@@ -291,6 +291,9 @@ COR_API int cor_recvI_into(cor_idp_t src, cor_idp_t ctx, int tag, cor_type_t typ
  * filled. The return value is the request's own result (status->error). */
 COR_API int cor_test(cor_req_t *req, int *done, cor_status_t *status);
 COR_API int cor_wait(cor_req_t *req, cor_status_t *status);
+/* Whether a request has completed, without completing it or making progress: cheap enough
+ * for a cor_wait_timeout stop hook watching other requests. */
+COR_API int cor_peek(cor_req_t req, int *done);
 /* cor_wait for at most timeout_us, or until stop(stop_arg) returns nonzero (stop may be NULL;
  * it is called often while polling, and at wake-ups while blocked): *done says whether the
  * request completed (then as cor_wait), else it stays pending. It polls the routes for at
