@@ -35,9 +35,8 @@ static int finish_sends(cor_req_t *req, int n)
             i++;
             continue;
         }
-        if (cpvm_nested()) { /* inside a group call, which keeps the lock */
-            err = cor_test(&req[i], &done, NULL);
-        } else {
+        err = cor_test(&req[i], &done, NULL);  /* eager sends are done by now */
+        if (!done && !err && !cpvm_nested()) { /* (a group call keeps the lock) */
             int depth = cpvm_unlock_all();
             err = cor_wait_timeout(&req[i], -1, 1000, arrived, NULL, &done, NULL);
             cpvm_relock_all(depth);
@@ -461,12 +460,24 @@ static bool blocking_ok(void)
     return !cpvm_rt.joined && cpvm_single_thread();
 }
 
+/* Whether libpvm3 has to look (a queued match, or its sockets are due); lock held. */
+static bool worth_looking(int tid, int tag)
+{
+    return cpvm_queued(tid, tag) || cpvm_sockets_due();
+}
+
 CPVM_API int pvm_nrecv(int tid, int tag)
 {
     if (CPVM_PASS) return cpvm_real.pvm_nrecv(tid, tag);
     cpvm_enter();
     cpvm_pump();
-    int rc = REAL(pvm_nrecv, tid, tag);
+    int rc = 0;
+    if (worth_looking(tid, tag)) {
+        rc = REAL(pvm_nrecv, tid, tag);
+    } else { /* what pvm_nrecv does when it finds nothing: the receive buffer goes */
+        int old = REAL(pvm_setrbuf, 0);
+        if (old > 0) REAL(pvm_freebuf, old);
+    }
     cpvm_leave();
     return rc;
 }
@@ -476,7 +487,7 @@ CPVM_API int pvm_probe(int tid, int tag)
     if (CPVM_PASS) return cpvm_real.pvm_probe(tid, tag);
     cpvm_enter();
     cpvm_pump();
-    int rc = REAL(pvm_probe, tid, tag);
+    int rc = worth_looking(tid, tag) ? REAL(pvm_probe, tid, tag) : 0;
     cpvm_leave();
     return rc;
 }
@@ -487,7 +498,7 @@ static int recv_until(int tid, int tag, uint64_t deadline_ns)
     for (;;) {
         cpvm_pump();
         if (cpvm_has_deferred()) cpvm_run_deferred();
-        int rc = REAL(pvm_nrecv, tid, tag);
+        int rc = worth_looking(tid, tag) ? REAL(pvm_nrecv, tid, tag) : 0;
         if (rc != 0) return rc;
         if (deadline_ns && cpvm_now_ns() >= deadline_ns) return 0;
         cpvm_wait_activity(deadline_ns);

@@ -128,8 +128,10 @@ static int build(const struct span *s, int n, long body, bool native, int wid, i
                  int tag, int ctx, struct cpvm_out *o)
 {
     memset(o, 0, sizeof *o);
-    bool *detach = malloc((size_t)n * sizeof *detach + 1);
-    int *run_end = malloc((size_t)n * sizeof *run_end + 1);
+    bool detach_few[16];
+    int run_end_few[16];
+    bool *detach = n <= 16 ? detach_few : malloc((size_t)n * sizeof *detach);
+    int *run_end = n <= 16 ? run_end_few : malloc((size_t)n * sizeof *run_end);
     int rc = PvmNoMem;
     if (!detach || !run_end) goto out;
     if (plan(s, n, native, detach, run_end) > CPVM_DETACH_MAX) {
@@ -177,8 +179,8 @@ static int build(const struct span *s, int n, long body, bool native, int wid, i
     o->image_len = off;
     rc = PvmOk;
 out:
-    free(detach);
-    free(run_end);
+    if (detach != detach_few) free(detach);
+    if (run_end != run_end_few) free(run_end);
     if (rc < 0) cpvm_out_release(o);
     return rc;
 }
@@ -267,4 +269,20 @@ void cpvm_in_deliver(struct lp_msg *m)
 void cpvm_in_discard(struct lp_msg *m)
 {
     REAL(pvm_freebuf, m->mid);
+}
+
+/* ---- looking at the receive queue ---- */
+
+extern struct lp_msg *pvmrxlist; /* its head: a master node */
+extern int pvmmyctx;
+bool cpvm_custom_match;
+
+bool cpvm_queued(int tid, int tag)
+{
+    if (!pvmrxlist) return false;
+    for (struct lp_msg *m = pvmrxlist->link; m != pvmrxlist; m = m->link)
+        if (cpvm_custom_match || ((tid == -1 || tid == m->src) && (tag == -1 || tag == m->tag) &&
+                                  (pvmmyctx == -1 || pvmmyctx == m->ctx)))
+            return true;
+    return false;
 }

@@ -69,4 +69,11 @@ struct lp_msg *cpvm_in_message(const void *image, size_t len, char *dst[CPVM_DET
 void cpvm_in_deliver(struct lp_msg *m);
 void cpvm_in_discard(struct lp_msg *m);
 
+/* True if libpvm3's receive queue holds a message that pvm_nrecv(tid, tag) would take now,
+ * by libpvm3's own matching rule (also when the program set its own with pvm_recvf: then
+ * every message counts). Looking costs nothing, unlike pvm_nrecv, which reads PVM's sockets
+ * (a select) whenever nothing matches. Lock held. */
+bool cpvm_queued(int tid, int tag);
+extern bool cpvm_custom_match; /* pvm_recvf installed a matcher of the program's */
+
 #endif

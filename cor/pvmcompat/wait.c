@@ -56,6 +56,8 @@ static int pvm_fds(struct pollfd *pfd)
     return n;
 }
 
+static _Atomic bool sockets_readable;
+
 static bool sockets_ready(struct pollfd *pfd, int n, int timeout_ms)
 {
     if (n == 0) {
@@ -65,7 +67,9 @@ static bool sockets_ready(struct pollfd *pfd, int n, int timeout_ms)
         }
         return false;
     }
-    return poll(pfd, (nfds_t)n, timeout_ms) > 0;
+    if (poll(pfd, (nfds_t)n, timeout_ms) <= 0) return false;
+    atomic_store(&sockets_readable, true);
+    return true;
 }
 
 /* What ends a wait besides a routed message: another thread queued something, or PVM's
@@ -85,6 +89,21 @@ static int something_else(void *arg)
     if (now < w->next_poll) return 0;
     w->next_poll = now + 20000;
     return sockets_ready(w->pfd, w->nfd, 0);
+}
+
+/* libpvm3 reads its sockets (a select: microseconds) in every receive call that finds nothing
+ * queued; routed messages never need that. So receives let it read them only when a waiter
+ * saw data there or SOCKETS_GAP_NS passed since the last time. */
+#define SOCKETS_GAP_NS 20000
+static uint64_t sockets_read_ns; /* (lock) */
+
+bool cpvm_sockets_due(void)
+{
+    uint64_t now = cpvm_now_ns();
+    if (!atomic_exchange(&sockets_readable, false) && now - sockets_read_ns < SOCKETS_GAP_NS)
+        return false;
+    sockets_read_ns = now;
+    return true;
 }
 
 /* The spinner's wait; no lock held. Inside the core (which polls the routes COR_PVM_SPIN_US,
