@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "pvmcompat.h"
+#include "route.h"
 
 struct cpvm_stats cpvm_stats;
 
@@ -62,4 +62,12 @@ void cpvm_stats_print(void)
              (unsigned long long)c->naks, (unsigned long long)c->switches,
              (unsigned long long)c->held, (unsigned long long)c->dropped,
              (unsigned long long)c->peers_gone);
+    cor_stats_t k;
+    if (cpvm_rt.joined && cor_stats_get(&k) == COR_OK)
+        cpvm_log("core: sent %llu (eager %llu, rendezvous %llu) received %llu; credit frames "
+                 "%llu, stalls %llu; frames dropped %llu",
+                 (unsigned long long)k.msgs_sent, (unsigned long long)k.eager_sent,
+                 (unsigned long long)k.rndv_sent, (unsigned long long)k.msgs_received,
+                 (unsigned long long)k.credit_frames, (unsigned long long)k.credit_stalls,
+                 (unsigned long long)k.frames_dropped);
 }

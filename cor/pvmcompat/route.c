@@ -20,6 +20,7 @@
  * and never reused; the session cookie is a persistent entry too.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
@@ -355,12 +356,26 @@ static void announce(void)
     REAL(pvm_freebuf, buf);
 }
 
+/* libpvm3 packs into fragments it mallocs and frees message by message; glibc gives freed
+ * memory back to the kernel (heap trimmed, large blocks unmapped), so every message pays page
+ * faults again (1 MiB of PvmDataRaw: 3-5 ms on a virtual machine instead of 0.2) and routes
+ * re-register buffers. Keep it, as MPI libraries with registration caches do, unless
+ * COR_PVM_KEEP_MEMORY=0. */
+static void keep_memory(void)
+{
+    const char *e = getenv("COR_PVM_KEEP_MEMORY");
+    if (e && !strcmp(e, "0")) return;
+    mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's largest: blocks below come from the heap */
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+}
+
 /* Joins the VM's CoR session over route `opt`. Lock held. */
 static int join(int opt)
 {
     if (rt.joined) return opt == rt.route ? PvmOk : PvmNotImpl;
     if (rt.join_failed) return PvmSysErr;
     rt.join_failed = true; /* until it worked: one attempt per task */
+    keep_memory();
     if (!cpvm_layout_check()) {
         cpvm_log("this libpvm3's messages are not laid out as 3.4.6's: PVM's routes only");
         return PvmNotImpl;
