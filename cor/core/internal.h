@@ -99,7 +99,8 @@ struct cor_req {
     size_t svc_reply_len;
 };
 
-struct cor_req *cor__req_new(enum req_kind kind);
+/* owner: the task the request belongs to (the caller's own, or a reserved one) */
+struct cor_req *cor__req_new(enum req_kind kind, struct cor_task *owner);
 struct cor_req *cor__req_lookup(cor_req_t h); /* NULL if stale */
 void cor__req_free(struct cor_req *r);
 /* Completes r with `err` exactly once (from PENDING or MATCHED); returns false if it was

@@ -14,9 +14,8 @@ static int post_send(struct cor_task *t, cor_idp_t dest, cor_idp_t ctx, int tag,
                      const void *data, size_t count, cor_req_t *req)
 {
     if (!t) return COR_ESTATE;
-    struct cor_req *r = cor__req_new(REQ_SEND);
+    struct cor_req *r = cor__req_new(REQ_SEND, t);
     if (!r) return COR_ENOMEM;
-    r->owner = t;
     r->peer = dest;
     r->ctx = ctx;
     r->tag = tag;
@@ -88,9 +87,8 @@ static int post_recv(cor_idp_t src, cor_idp_t ctx, int tag, struct cor_req *r, c
 static int recv_core_buffer(struct cor_task *t, cor_idp_t src, cor_idp_t ctx, int tag, void **ptr,
                             cor_req_t *req)
 {
-    struct cor_req *r = cor__req_new(REQ_RECV);
+    struct cor_req *r = cor__req_new(REQ_RECV, t);
     if (!r) return COR_ENOMEM;
-    r->owner = t;
     *ptr = NULL;
     r->core_alloc = true;
     r->out_ptr = ptr;
@@ -124,9 +122,8 @@ static int recv_user_buffer(struct cor_task *t, cor_idp_t src, cor_idp_t ctx, in
         check_peer(src, true))
         return COR_EINVAL;
     if (!t) return COR_ESTATE;
-    struct cor_req *r = cor__req_new(REQ_RECV);
+    struct cor_req *r = cor__req_new(REQ_RECV, t);
     if (!r) return COR_ENOMEM;
-    r->owner = t;
     r->type = type;
     r->buf = buf;
     r->count = count;

@@ -22,9 +22,8 @@ static struct cor_req *_Atomic chunks[CHUNKS]; /* written under req_lock, read l
 static uint32_t nslots;                        /* req_lock */
 static struct cor_req *free_list;              /* req_lock; linked through ->next */
 
-struct cor_req *cor__req_new(enum req_kind kind)
+struct cor_req *cor__req_new(enum req_kind kind, struct cor_task *owner)
 {
-    struct cor_task *owner = cor__task_self();
     COR_LOCK(&req_lock);
     struct cor_req *r = free_list;
     if (r) {
@@ -185,8 +184,10 @@ static void wait_until(pred_fn done, void *arg, bool foreign, struct cor_task *s
     while (!done(arg)) {
         long ns = foreign ? 1000000 : 100000000;
         uint64_t now = deadline ? cor__now_ns() : 0;
-        if (deadline && deadline - now < (uint64_t)ns)
-            ns = now >= deadline ? 0 : (long)(deadline - now);
+        if (deadline && now >= deadline)
+            ns = 0; /* (deadline - now would wrap) */
+        else if (deadline && deadline - now < (uint64_t)ns)
+            ns = (long)(deadline - now);
         if (ns > 0) cor__cond_wait_ns(&t->cond, &t->lock, ns);
     }
     atomic_fetch_sub(&g.blocked, 1);
@@ -202,9 +203,9 @@ static bool one_done(void *arg)
 void cor__req_block(struct cor_req *r)
 {
     /* A reserved task has no thread: whoever waits for its request sleeps on its condvar. */
-    struct cor_task *me = cor__task_self();
-    bool shared = r->owner->reserved;
-    wait_until(one_done, r, r->owner != me && !shared, shared ? r->owner : NULL, g.spin_ns, 0);
+    bool shared = r->owner->reserved; /* (a thread waiting for it needs no task of its own) */
+    wait_until(one_done, r, !shared && r->owner != cor__task_self(), shared ? r->owner : NULL,
+               g.spin_ns, 0);
 }
 
 static bool any_foreign(size_t n, const cor_req_t *reqs)
@@ -283,7 +284,7 @@ COR_API int cor_wait_timeout(cor_req_t *req, long spin_us, long timeout_us, int 
     if (!r) return COR_EBADHANDLE;
     struct timed t = {r, cor__now_ns() + (uint64_t)timeout_us * 1000u, stop, stop_arg};
     bool shared = r->owner->reserved;
-    wait_until(timed_out_or_done, &t, r->owner != cor__task_self() && !shared,
+    wait_until(timed_out_or_done, &t, !shared && r->owner != cor__task_self(),
                shared ? r->owner : NULL, spin_us < 0 ? g.spin_ns : spin_us * 1000, t.deadline);
     if (!req_done(r)) {
         *done = 0;

@@ -33,7 +33,8 @@ static int nlds;
 void cor__resources_fini(void)
 {
     COR_LOCK(&reg_lock);
-    for (int i = 0; i < nlds; i++) free(lds[i].members);
+    for (int i = 0; i < nlds; i++)
+        free(lds[i].members);
     free(lds);
     lds = NULL;
     nlds = 0;
@@ -101,8 +102,10 @@ void cor__svc_handle(struct svc_msg *m)
     }
     case SVC_LD_LOOKUP: {
         int i = ld_find(m->name);
-        if (i < 0) m->status = COR_ENOTFOUND;
-        else m->a = (uint64_t)i;
+        if (i < 0)
+            m->status = COR_ENOTFOUND;
+        else
+            m->a = (uint64_t)i;
         break;
     }
     case SVC_LD_JOIN: {
@@ -136,14 +139,20 @@ void cor__svc_handle(struct svc_msg *m)
     }
     case SVC_LD_RANK: {
         int r = ld_rank(ld, m->b);
-        if (r < 0) m->status = COR_ENOTFOUND;
-        else m->a = (uint64_t)r;
+        if (r < 0)
+            m->status = COR_ENOTFOUND;
+        else
+            m->a = (uint64_t)r;
         break;
     }
-    case SVC_LD_SIZE: m->a = (uint64_t)ld->n; break;
+    case SVC_LD_SIZE:
+        m->a = (uint64_t)ld->n;
+        break;
     case SVC_LD_MEMBER:
-        if (m->b >= (uint64_t)ld->n) m->status = COR_ENOTFOUND;
-        else m->a = ld->members[m->b];
+        if (m->b >= (uint64_t)ld->n)
+            m->status = COR_ENOTFOUND;
+        else
+            m->a = ld->members[m->b];
         break;
     }
 out:
@@ -160,7 +169,7 @@ int cor__svc_call(unsigned rank, struct svc_msg *m)
     if (atomic_load(&g.dead[rank])) return COR_EPEERDEAD;
     struct cor_route *rt = cor__route_find(NULL);
     if (!rt || !rt->nports) return COR_EROUTE;
-    struct cor_req *r = cor__req_new(REQ_SVC);
+    struct cor_req *r = cor__req_new(REQ_SVC, cor__task_self());
     if (!r) return COR_ENOMEM;
     r->svc_reply = m;
     r->peer_rank = rank;
@@ -262,8 +271,7 @@ COR_API int cor_task_lookup(int domain_rank, const char *name, unsigned index, c
 {
     int err = cor__check_init();
     if (err) return err;
-    if (!name || !task || strlen(name) >= COR_NAME_MAX || domain_rank < 0 ||
-        domain_rank >= g.size)
+    if (!name || !task || strlen(name) >= COR_NAME_MAX || domain_rank < 0 || domain_rank >= g.size)
         return COR_EINVAL;
     struct svc_msg m = {.op = SVC_TASK_LOOKUP, .b = index};
     strcpy(m.name, name);
