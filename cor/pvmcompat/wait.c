@@ -9,6 +9,7 @@
  * sockets 1 ms at a time, still checking the route between naps.
  */
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -17,7 +18,8 @@
 static pthread_cond_t arrived = PTHREAD_COND_INITIALIZER;
 static pthread_mutex_t arrived_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t generation; /* bumped whenever waiters should look again */
-static _Atomic int nwaiters;
+static _Atomic int nwaiters;        /* asleep on `arrived` */
+static _Atomic int nyielders;       /* yielding to the spinner */
 static _Atomic bool spinner_busy;
 static long spin_ns = -1;
 
@@ -30,7 +32,8 @@ uint64_t cpvm_now_ns(void)
 
 int cpvm_waiters(void)
 {
-    return atomic_load_explicit(&nwaiters, memory_order_relaxed);
+    return atomic_load_explicit(&nwaiters, memory_order_relaxed) +
+           atomic_load_explicit(&nyielders, memory_order_relaxed);
 }
 
 void cpvm_wake_waiters(void)
@@ -110,12 +113,18 @@ bool cpvm_sockets_due(void)
  * default 2000 us, as its own waits do, with the listeners parked), then blocked for at most
  * a millisecond (the core's listeners deliver, the reserved task's condvar wakes us); PVM's
  * sockets are looked at in between. Returns when the caller should look under the lock. */
-static void spin(struct watch *w, uint64_t deadline_ns)
+static long spin_budget_ns(void)
 {
     if (spin_ns < 0) {
         const char *s = getenv("COR_PVM_SPIN_US");
         spin_ns = (s && *s ? atol(s) : 2000) * 1000L;
     }
+    return spin_ns;
+}
+
+static void spin(struct watch *w, uint64_t deadline_ns)
+{
+    spin_budget_ns();
     uint64_t now = cpvm_now_ns();
     long left_us = deadline_ns ? (long)((deadline_ns > now ? deadline_ns - now : 0) / 1000) : -1;
     long budget_us = spin_ns / 1000 + 1000;
@@ -147,6 +156,21 @@ void cpvm_wait_activity(uint64_t deadline_ns)
         spin(&w, deadline_ns);
         atomic_store(&spinner_busy, false);
     } else {
+        /* Another thread spins and queues our messages too: stay runnable and hand the core
+         * over (far cheaper than a sleep and a wake-up, with more threads than cores), for
+         * as long as a spinner would spin; then sleep. */
+        atomic_fetch_add(&nyielders, 1);
+        uint64_t until = cpvm_now_ns() + (uint64_t)spin_budget_ns();
+        if (deadline_ns && deadline_ns < until) until = deadline_ns;
+        while (atomic_load(&generation) == gen0 && atomic_load(&spinner_busy) &&
+               cpvm_now_ns() < until)
+            sched_yield();
+        atomic_fetch_sub(&nyielders, 1);
+        if (atomic_load(&generation) != gen0 || !atomic_load(&spinner_busy) ||
+            (deadline_ns && cpvm_now_ns() >= deadline_ns)) {
+            cpvm_relock_all(depth);
+            return;
+        }
         atomic_fetch_add(&nwaiters, 1);
         pthread_mutex_lock(&arrived_lock);
         if (atomic_load(&generation) == gen0) {
