@@ -6,8 +6,10 @@
  * receive call, encoding and handler of libpvm3 works unchanged. Everything else goes PVM's
  * way.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "pmsg.h"
 #include "route.h"
@@ -230,6 +232,7 @@ static struct pending {
 } pend;
 
 static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER; /* ring, pend; also without big */
+static cor_req_t *watched; /* (ring_lock) the request a waiter waits for without ring_lock */
 static _Atomic bool inbound_on;
 
 static int post(struct inbound *in)
@@ -260,6 +263,13 @@ void cpvm_inbound_stop(void)
 {
     atomic_store(&inbound_on, false);
     pthread_mutex_lock(&ring_lock);
+    /* A thread still waiting for a routed message completes it itself: let it finish (its
+     * wait is bounded by a few milliseconds). */
+    for (int n = 0; watched && n < 1000; n++) {
+        pthread_mutex_unlock(&ring_lock);
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+        pthread_mutex_lock(&ring_lock);
+    }
     for (int i = 0; i < RING; i++) {
         cancel(&ring[i].req);
         if (ring[i].ptr) cor_releaseBuffer(ring[i].ptr);
@@ -280,6 +290,7 @@ static bool head_done(void)
     if (pend.msg) {
         for (int i = 0; i < pend.n; i++) {
             if (!pend.req[i]) continue;
+            if (&pend.req[i] == watched) return false; /* its waiter completes it */
             cor_test(&pend.req[i], &done, &st);
             if (!done) return false;
             if (st.error || st.count != (size_t)pend.len[i]) pend.failed = true;
@@ -288,7 +299,7 @@ static bool head_done(void)
     }
     struct inbound *in = &ring[ring_head % RING];
     if (in->done) return true;
-    if (!in->req) return false;
+    if (!in->req || &in->req == watched) return false;
     cor_test(&in->req, &done, &in->st);
     if (done) in->done = true;
     return done;
@@ -303,20 +314,32 @@ static cor_req_t *head_request(void)
     return pend.msg || in->done || !in->req ? NULL : &in->req;
 }
 
+/* Waits for the oldest routed message without ring_lock (pumps of other threads go on); the
+ * request is marked watched meanwhile, so that only this waiter completes it. */
 bool cpvm_routed_wait(long spin_us, long timeout_us, int (*stop)(void *), void *arg)
 {
     if (!atomic_load(&inbound_on)) return false;
     pthread_mutex_lock(&ring_lock);
-    cor_req_t *req = head_request();
+    cor_req_t *req = watched ? NULL : head_request();
     if (req) {
+        cor_req_t handle = *req;
+        watched = req;
+        pthread_mutex_unlock(&ring_lock);
         int done = 0;
         cor_status_t st;
-        cor_wait_timeout(req, spin_us, timeout_us, stop, arg, &done, &st);
-        if (done && pend.msg) {
-            if (st.error || st.count != (size_t)pend.len[req - pend.req]) pend.failed = true;
-        } else if (done) {
-            ring[ring_head % RING].st = st;
-            ring[ring_head % RING].done = true;
+        cor_wait_timeout(&handle, spin_us, timeout_us, stop, arg, &done, &st);
+        pthread_mutex_lock(&ring_lock);
+        watched = NULL;
+        if (done) { /* (pend may have been set meanwhile: the request says which it was) */
+            *req = COR_REQ_NULL;
+            if (req >= pend.req && req < pend.req + CPVM_DETACH_MAX) {
+                if (st.error || st.count != (size_t)pend.len[req - pend.req]) pend.failed = true;
+            } else {
+                struct inbound *in =
+                    (struct inbound *)((char *)req - offsetof(struct inbound, req));
+                in->st = st;
+                in->done = true;
+            }
         }
     }
     bool ready = head_done();
