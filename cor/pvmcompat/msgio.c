@@ -6,6 +6,7 @@
  * receive call, encoding and handler of libpvm3 works unchanged. Everything else goes PVM's
  * way.
  */
+#include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,18 @@
 #define CPVM_FRAG_TAG 2 /* a detached fragment, after its image (CPVM_DATA_TAG) */
 
 /* ---- sending ------------------------------------------------------------------------- */
+
+/* A peer's exit notice arrives on PVM's path: a send waiting for it looks every millisecond,
+ * so that the notice fails the send instead of the route giving up after seconds. Lock held,
+ * outermost level. */
+static void look_for_exits(uint64_t *next_look)
+{
+    uint64_t now = cpvm_now_ns();
+    if (now < *next_look) return;
+    *next_look = now + 1000000;
+    cpvm_read_sockets();
+    if (cpvm_has_deferred()) cpvm_run_deferred();
+}
 
 static int arrived(void *arg)
 {
@@ -49,33 +62,108 @@ static int finish_sends(cor_req_t *req, int n)
             continue;
         }
         cpvm_pump();
-        /* The peer's exit notice arrives on PVM's path: look every millisecond, and let
-         * it fail the send instead of waiting for the route to give up. */
-        uint64_t now = cpvm_now_ns();
-        if (now >= next_look && !cpvm_nested()) {
-            next_look = now + 1000000;
-            cpvm_read_sockets();
-            if (cpvm_has_deferred()) cpvm_run_deferred();
-        }
+        if (!cpvm_nested()) look_for_exits(&next_look);
     }
     return first_err;
 }
 
-/* Sends a built message to peer p: the image, then its detached pieces. PVM status. */
+/* Sends whose bytes are all libcorpvm's own (the image, gathered pieces) complete in the
+ * background, as PVM's own sends return once the data is handed over: pvm_send does not wait
+ * for them (the sender packs its next message meanwhile). They are reaped, oldest first, by
+ * later calls; at most BACKLOG_MAX wait, and pvm_exit waits for all. Lock: the big lock (they
+ * are only ever tested under it, never waited for without it). */
+#define BACKLOG_MAX 16
+static struct backlog {
+    cor_req_t req[1 + CPVM_DETACH_MAX];
+    int n;
+    struct cpvm_out out;
+} backlog[BACKLOG_MAX];
+static unsigned bl_first, bl_count;
+
+/* Tests one background send (progressing the routes): true once it is complete. */
+static bool background_done(cor_req_t *req)
+{
+    int done = 0, err = *req ? cor_test(req, &done, NULL) : COR_OK;
+    if (*req && !done) return false;
+    if (err) { /* too late to tell the caller: the peer is gone, or going */
+        atomic_fetch_add(&cpvm_stats.dropped, 1);
+        cpvm_log("a routed message failed after pvm_send returned: %s", cor_strerror(err));
+    }
+    return true;
+}
+
+/* Completes the oldest background sends that are done; returns how many are left. */
+static unsigned reap(void)
+{
+    while (bl_count) {
+        struct backlog *b = &backlog[bl_first];
+        for (int i = 0; i < b->n; i++) {
+            int done = 0;
+            if (b->req[i] && cor_peek(b->req[i], &done) == COR_OK && !done) return bl_count;
+        }
+        for (int i = 0; i < b->n; i++)
+            background_done(&b->req[i]);
+        cpvm_out_release(&b->out);
+        bl_first = (bl_first + 1) % BACKLOG_MAX;
+        bl_count--;
+    }
+    return 0;
+}
+
+/* Until at most `most` background sends are left. Lock held (let go while yielding). */
+static void reap_until(unsigned most)
+{
+    uint64_t next_look = cpvm_now_ns() + 1000000;
+    while (reap() > most) {
+        struct backlog *b = &backlog[bl_first];
+        for (int i = 0; i < b->n; i++)
+            if (!background_done(&b->req[i])) break;
+        if (cpvm_nested()) continue;
+        look_for_exits(&next_look);
+        int depth = cpvm_unlock_all();
+        sched_yield();
+        cpvm_relock_all(depth);
+    }
+}
+
+void cpvm_sends_drain(void)
+{
+    reap_until(0);
+}
+
+/* Sends a built message to peer p: the image, then its detached pieces. Takes o over when the
+ * sends go on in the background (o is then emptied). PVM status. */
 static int send_out(struct cpvm_peer *p, struct cpvm_out *o)
 {
     cor_req_t req[1 + CPVM_DETACH_MAX] = {0};
     cor_idp_t to = cor_task_idp(p->rank, p->inbox_index);
+    bool ours = true;
+    reap();
     int n = 0, err = cor_sendI_as(cpvm_rt.inbox, to, cpvm_rt.ctx, CPVM_DATA_TAG, COR_BYTE, o->image,
                                   o->image_len, &req[n]);
-    for (int i = 0; !err && i < o->npiece; i++)
+    for (int i = 0; !err && i < o->npiece; i++) {
+        ours = ours && o->piece[i].owned;
         err = cor_sendI_as(cpvm_rt.inbox, to, cpvm_rt.ctx, CPVM_FRAG_TAG, COR_BYTE,
                            o->piece[i].data, (size_t)o->piece[i].len, &req[++n]);
-    int werr = finish_sends(req, n + !err);
+    }
+    n += !err;
+    uint64_t body = (uint64_t)cpvm_image_word(o->image, H_LEN);
+    int werr = COR_OK;
+    if (!err && ours) {
+        for (int i = 0; i < n; i++) /* small sends are done by now */
+            if (!background_done(&req[i])) break;
+        reap_until(BACKLOG_MAX - 1);
+        struct backlog *b = &backlog[(bl_first + bl_count++) % BACKLOG_MAX];
+        memcpy(b->req, req, sizeof req);
+        b->n = n;
+        b->out = *o;
+        memset(o, 0, sizeof *o);
+    } else {
+        werr = finish_sends(req, n);
+    }
     if (err || werr) return cpvm_error(err ? err : werr);
     atomic_fetch_add_explicit(&cpvm_stats.routed_sent, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&cpvm_stats.routed_bytes_sent,
-                              (uint64_t)cpvm_image_word(o->image, H_LEN), memory_order_relaxed);
+    atomic_fetch_add_explicit(&cpvm_stats.routed_bytes_sent, body, memory_order_relaxed);
     return PvmOk;
 }
 

@@ -48,36 +48,50 @@ bool cpvm_layout_check(void)
 
 /* ---- sending ---- */
 
-/* Buffers of the core (sent without a copy), two kept for the next messages. */
+/* Buffers of the core (sent without a copy), some kept for the next messages (sends going on
+ * in the background hold theirs a while). */
+#define SPARES 8
 static struct {
     void *p;
     size_t cap;
-} spare[2];
+} spare[SPARES];
 
+/* The smallest kept buffer that fits, else a new one. */
 static void *buffer_get(size_t len, size_t *cap)
 {
-    for (int i = 0; i < 2; i++)
-        if (spare[i].p && spare[i].cap >= len) {
-            void *b = spare[i].p;
-            *cap = spare[i].cap;
-            spare[i].p = NULL;
-            return b;
-        }
+    int best = -1;
+    for (int i = 0; i < SPARES; i++)
+        if (spare[i].p && spare[i].cap >= len && (best < 0 || spare[i].cap < spare[best].cap))
+            best = i;
+    if (best >= 0) {
+        void *b = spare[best].p;
+        *cap = spare[best].cap;
+        spare[best].p = NULL;
+        return b;
+    }
     *cap = len < 4096 ? 4096 : len;
     return cor_getBuffer(COR_BYTE, *cap);
 }
 
+/* Kept in a free place, else in place of the smallest kept one if it is larger. */
 static void buffer_put(void *b, size_t cap)
 {
     if (!b) return;
-    int i = !spare[0].p ? 0 : !spare[1].p ? 1 : spare[0].cap < spare[1].cap ? 0 : 1;
-    if (spare[i].p && spare[i].cap >= cap) {
+    int slot = 0;
+    for (int i = 0; i < SPARES; i++) {
+        if (!spare[i].p) {
+            slot = i;
+            break;
+        }
+        if (spare[i].cap < spare[slot].cap) slot = i;
+    }
+    if (spare[slot].p && spare[slot].cap >= cap) {
         cor_releaseBuffer(b);
         return;
     }
-    if (spare[i].p) cor_releaseBuffer(spare[i].p);
-    spare[i].p = b;
-    spare[i].cap = cap;
+    if (spare[slot].p) cor_releaseBuffer(spare[slot].p);
+    spare[slot].p = b;
+    spare[slot].cap = cap;
 }
 
 void cpvm_out_release(struct cpvm_out *o)

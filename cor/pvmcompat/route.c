@@ -563,6 +563,7 @@ void cpvm_route_exit(void)
     if (!rt.joined) return;
     /* Exit notices and goodbyes already on PVM's path: peers gone need not acknowledge our
      * last frames (the udp route would wait 5 s for them). */
+    cpvm_sends_drain(); /* our last messages before our goodbyes */
     cpvm_read_sockets();
     cpvm_run_deferred();
     rt.leaving = true;

@@ -59,5 +59,6 @@ void cpvm_read_sockets(void);
 int cpvm_inbound_start(void);
 void cpvm_inbound_stop(void);
 void cpvm_release_held(struct cpvm_peer *p);
+void cpvm_sends_drain(void); /* waits for the sends still going on in the background */
 
 #endif
