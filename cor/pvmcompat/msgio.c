@@ -67,9 +67,9 @@ static int finish_sends(cor_req_t *req, int n)
     return first_err;
 }
 
-/* Sends whose bytes are all libcorpvm's own (the image, gathered pieces) complete in the
- * background, as PVM's own sends return once the data is handed over: pvm_send does not wait
- * for them (the sender packs its next message meanwhile). They are reaped, oldest first, by
+/* Sends of an image alone (a message without detached pieces: all bytes are libcorpvm's own)
+ * complete in the background, as PVM's own sends return once the data is handed over:
+ * pvm_send does not wait for them. They are reaped, oldest first, by
  * later calls; at most BACKLOG_MAX wait, and pvm_exit waits for all. Lock: the big lock (they
  * are only ever tested under it, never waited for without it). */
 #define BACKLOG_MAX 16
@@ -137,19 +137,21 @@ static int send_out(struct cpvm_peer *p, struct cpvm_out *o)
 {
     cor_req_t req[1 + CPVM_DETACH_MAX] = {0};
     cor_idp_t to = cor_task_idp(p->rank, p->inbox_index);
-    bool ours = true;
+    /* Only images go on in the background: a detached piece moves by rendezvous, which a
+     * waiting sender drives itself, while in the background it would wait for the core's
+     * listener naps. */
+    bool background = o->npiece == 0;
     reap();
     int n = 0, err = cor_sendI_as(cpvm_rt.inbox, to, cpvm_rt.ctx, CPVM_DATA_TAG, COR_BYTE, o->image,
                                   o->image_len, &req[n]);
     for (int i = 0; !err && i < o->npiece; i++) {
-        ours = ours && o->piece[i].owned;
         err = cor_sendI_as(cpvm_rt.inbox, to, cpvm_rt.ctx, CPVM_FRAG_TAG, COR_BYTE,
                            o->piece[i].data, (size_t)o->piece[i].len, &req[++n]);
     }
     n += !err;
     uint64_t body = (uint64_t)cpvm_image_word(o->image, H_LEN);
     int werr = COR_OK;
-    if (!err && ours) {
+    if (!err && background) {
         for (int i = 0; i < n; i++) /* small sends are done by now */
             if (!background_done(&req[i])) break;
         reap_until(BACKLOG_MAX - 1);
