@@ -310,16 +310,28 @@ static struct inbound {
 } ring[RING];
 static unsigned ring_head;
 
-/* The oldest routed message, waiting for its detached fragments (they follow its image from
- * the same sender); the messages behind it wait too, as PVM's order wants. */
+/* Routed messages taken from the ring, in arrival order, each waiting for its detached
+ * fragments (they follow its image from the same sender and are received straight into the
+ * message). They are delivered from the front as they complete: PVM's order holds while the
+ * transfers of several messages go on together. */
+#define PENDING_MAX 16
+#define PENDING_BYTES (256 * 1024) /* more at once only competes for the caches (measured) */
 static struct pending {
-    struct lp_msg *msg; /* NULL: none */
+    struct lp_msg *msg;
     struct cpvm_peer *peer;
     int n;
     cor_req_t req[CPVM_DETACH_MAX];
     int len[CPVM_DETACH_MAX];
     bool failed;
-} pend;
+} pend[PENDING_MAX];
+static unsigned pend_first, pend_count;
+static size_t pend_bytes; /* detached bytes of the pending messages */
+
+/* Room to take one more image (and post its fragment receives); ring_lock held. */
+static bool pend_room(void)
+{
+    return pend_count == 0 || (pend_count < PENDING_MAX && pend_bytes < PENDING_BYTES);
+}
 
 static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER; /* ring, pend; also without big */
 static cor_req_t *watched; /* (ring_lock) the request a waiter waits for without ring_lock */
@@ -365,43 +377,83 @@ void cpvm_inbound_stop(void)
         if (ring[i].ptr) cor_releaseBuffer(ring[i].ptr);
         ring[i] = (struct inbound){0};
     }
-    for (int i = 0; i < pend.n; i++)
-        cancel(&pend.req[i]);
-    if (pend.msg) cpvm_in_discard(pend.msg);
-    pend = (struct pending){0};
+    for (; pend_count; pend_count--, pend_first = (pend_first + 1) % PENDING_MAX) {
+        struct pending *e = &pend[pend_first];
+        for (int i = 0; i < e->n; i++)
+            cancel(&e->req[i]);
+        cpvm_in_discard(e->msg);
+        *e = (struct pending){0};
+    }
+    pend_bytes = 0;
     pthread_mutex_unlock(&ring_lock);
 }
 
-/* True when the oldest routed message is complete; ring_lock held. */
-static bool head_done(void)
+/* A fragment receive of e completed with st. */
+static void note(struct pending *e, int i, const cor_status_t *st)
 {
-    int done = 0;
-    cor_status_t st;
-    if (pend.msg) {
-        for (int i = 0; i < pend.n; i++) {
-            if (!pend.req[i]) continue;
-            if (&pend.req[i] == watched) return false; /* its waiter completes it */
-            cor_test(&pend.req[i], &done, &st);
-            if (!done) return false;
-            if (st.error || st.count != (size_t)pend.len[i]) pend.failed = true;
-        }
-        return true;
+    if (st->error || st->count != (size_t)e->len[i]) e->failed = true;
+}
+
+/* True when every fragment of e arrived; ring_lock held. */
+static bool pending_done(struct pending *e)
+{
+    for (int i = 0; i < e->n; i++) {
+        if (!e->req[i]) continue;
+        if (&e->req[i] == watched) return false; /* its waiter completes it */
+        int done = 0;
+        cor_status_t st;
+        cor_test(&e->req[i], &done, &st);
+        if (!done) return false;
+        note(e, i, &st);
     }
+    return true;
+}
+
+/* True when the ring's oldest image arrived; ring_lock held. */
+static bool image_done(void)
+{
     struct inbound *in = &ring[ring_head % RING];
     if (in->done) return true;
     if (!in->req || &in->req == watched) return false;
+    int done = 0;
     cor_test(&in->req, &done, &in->st);
     if (done) in->done = true;
     return done;
 }
 
-/* What the oldest routed message waits for; ring_lock held. */
+/* Whether a pump has work: the front message is complete, or an image to take; ring_lock. */
+static bool ready_locked(void)
+{
+    if (pend_count && pending_done(&pend[pend_first])) return true;
+    return pend_room() && image_done();
+}
+
+/* What the oldest routed message waits for (NULL: nothing to wait for); ring_lock held. */
 static cor_req_t *head_request(void)
 {
-    for (int i = 0; pend.msg && i < pend.n; i++)
-        if (pend.req[i]) return &pend.req[i];
+    if (pend_count) {
+        struct pending *e = &pend[pend_first];
+        for (int i = 0; i < e->n; i++)
+            if (e->req[i]) return &e->req[i];
+        return NULL;
+    }
     struct inbound *in = &ring[ring_head % RING];
-    return pend.msg || in->done || !in->req ? NULL : &in->req;
+    return in->done || !in->req ? NULL : &in->req;
+}
+
+/* A new image stops a wait for an older message's fragments: taking it posts its own. */
+struct wait_stop {
+    int (*stop)(void *);
+    void *arg;
+    cor_req_t image; /* the ring's oldest image, if the wait is for fragments */
+};
+
+static int stop_or_image(void *arg)
+{
+    struct wait_stop *w = arg;
+    int done = 0;
+    if (w->image && cor_peek(w->image, &done) == COR_OK && done) return 1;
+    return w->stop ? w->stop(w->arg) : 0;
 }
 
 /* Waits for the oldest routed message without ring_lock (pumps of other threads go on); the
@@ -412,27 +464,30 @@ bool cpvm_routed_wait(long spin_us, long timeout_us, int (*stop)(void *), void *
     pthread_mutex_lock(&ring_lock);
     cor_req_t *req = watched ? NULL : head_request();
     if (req) {
+        struct inbound *head = &ring[ring_head % RING];
+        struct wait_stop w = {stop, arg,
+                              pend_count && pend_room() && !head->done ? head->req : COR_REQ_NULL};
         cor_req_t handle = *req;
         watched = req;
         pthread_mutex_unlock(&ring_lock);
         int done = 0;
         cor_status_t st;
-        cor_wait_timeout(&handle, spin_us, timeout_us, stop, arg, &done, &st);
+        cor_wait_timeout(&handle, spin_us, timeout_us, stop_or_image, &w, &done, &st);
         pthread_mutex_lock(&ring_lock);
         watched = NULL;
-        if (done) { /* (pend may have been set meanwhile: the request says which it was) */
+        if (done) {
             *req = COR_REQ_NULL;
-            if (req >= pend.req && req < pend.req + CPVM_DETACH_MAX) {
-                if (st.error || st.count != (size_t)pend.len[req - pend.req]) pend.failed = true;
-            } else {
-                struct inbound *in =
-                    (struct inbound *)((char *)req - offsetof(struct inbound, req));
+            if ((char *)req >= (char *)ring && (char *)req < (char *)(ring + RING)) {
+                struct inbound *in = &ring[((char *)req - (char *)ring) / sizeof *ring];
                 in->st = st;
                 in->done = true;
+            } else {
+                struct pending *e = &pend[((char *)req - (char *)pend) / sizeof *pend];
+                note(e, (int)(req - e->req), &st);
             }
         }
     }
-    bool ready = head_done();
+    bool ready = ready_locked();
     pthread_mutex_unlock(&ring_lock);
     return ready;
 }
@@ -445,7 +500,7 @@ bool cpvm_routed_arrived(void)
     if (req)
         cor_peek(*req, &done);
     else
-        done = pend.msg || ring[ring_head % RING].done;
+        done = pend_count || ring[ring_head % RING].done;
     pthread_mutex_unlock(&ring_lock);
     return done;
 }
@@ -454,7 +509,7 @@ bool cpvm_routed_ready(void)
 {
     if (!atomic_load(&inbound_on)) return false;
     pthread_mutex_lock(&ring_lock);
-    bool ready = head_done();
+    bool ready = ready_locked();
     pthread_mutex_unlock(&ring_lock);
     return ready;
 }
@@ -501,8 +556,8 @@ void cpvm_release_held(struct cpvm_peer *p)
     cpvm_wake_waiters();
 }
 
-/* One routed image: check where it comes from, build the message, receive its detached
- * fragments or finish it. Lock held. */
+/* One routed image: check where it comes from, build the message, then receive its detached
+ * fragments behind the messages still pending, or deliver it. Lock held. */
 static void take(void *data, const cor_status_t *st)
 {
     struct cpvm_peer *p = cpvm_peer_of_rank((int)cor_idp_domain(st->source));
@@ -517,17 +572,20 @@ static void take(void *data, const cor_status_t *st)
         atomic_fetch_add(&cpvm_stats.dropped, 1);
         return;
     }
-    if (!n) {
+    pthread_mutex_lock(&ring_lock);
+    if (!n && !pend_count) {
+        pthread_mutex_unlock(&ring_lock);
         finish(m, p, false);
         return;
     }
-    pthread_mutex_lock(&ring_lock);
-    pend = (struct pending){.msg = m, .peer = p, .n = n};
+    struct pending *e = &pend[(pend_first + pend_count++) % PENDING_MAX];
+    *e = (struct pending){.msg = m, .peer = p, .n = n};
     for (int i = 0; i < n; i++) {
-        pend.len[i] = len[i];
+        e->len[i] = len[i];
+        pend_bytes += (size_t)len[i];
         if (cor_recvI_into_as(cpvm_rt.inbox, st->source, cpvm_rt.ctx, CPVM_FRAG_TAG, COR_BYTE,
-                              dst[i], (size_t)len[i], &pend.req[i]))
-            pend.failed = true;
+                              dst[i], (size_t)len[i], &e->req[i]))
+            e->failed = true;
     }
     pthread_mutex_unlock(&ring_lock);
 }
@@ -538,17 +596,21 @@ int cpvm_pump(void)
     int n = 0;
     for (;;) {
         pthread_mutex_lock(&ring_lock);
-        if (!head_done()) {
+        if (pend_count && pending_done(&pend[pend_first])) {
+            struct pending e = pend[pend_first];
+            for (int i = 0; i < e.n; i++)
+                pend_bytes -= (size_t)e.len[i];
+            pend[pend_first] = (struct pending){0};
+            pend_first = (pend_first + 1) % PENDING_MAX;
+            pend_count--;
             pthread_mutex_unlock(&ring_lock);
-            break;
-        }
-        if (pend.msg) {
-            struct pending done = pend;
-            pend = (struct pending){0};
-            pthread_mutex_unlock(&ring_lock);
-            finish(done.msg, done.peer, done.failed);
+            finish(e.msg, e.peer, e.failed);
             n++;
             continue;
+        }
+        if (!pend_room() || !image_done()) {
+            pthread_mutex_unlock(&ring_lock);
+            break;
         }
         struct inbound *in = &ring[ring_head % RING];
         void *data = in->ptr;
