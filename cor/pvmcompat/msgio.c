@@ -74,9 +74,9 @@ static int finish_sends(cor_req_t *req, int n)
  * are only ever tested under it, never waited for without it). */
 #define BACKLOG_MAX 16
 static struct backlog {
-    cor_req_t req[1 + CPVM_DETACH_MAX];
-    int n;
-    struct cpvm_out out;
+    cor_req_t req;
+    void *image;
+    size_t cap;
 } backlog[BACKLOG_MAX];
 static unsigned bl_first, bl_count;
 
@@ -97,13 +97,10 @@ static unsigned reap(void)
 {
     while (bl_count) {
         struct backlog *b = &backlog[bl_first];
-        for (int i = 0; i < b->n; i++) {
-            int done = 0;
-            if (b->req[i] && cor_peek(b->req[i], &done) == COR_OK && !done) return bl_count;
-        }
-        for (int i = 0; i < b->n; i++)
-            background_done(&b->req[i]);
-        cpvm_out_release(&b->out);
+        int done = 0;
+        if (cor_peek(b->req, &done) == COR_OK && !done) return bl_count;
+        background_done(&b->req);
+        cpvm_image_release(b->image, b->cap);
         bl_first = (bl_first + 1) % BACKLOG_MAX;
         bl_count--;
     }
@@ -115,9 +112,7 @@ static void reap_until(unsigned most)
 {
     uint64_t next_look = cpvm_now_ns() + 1000000;
     while (reap() > most) {
-        struct backlog *b = &backlog[bl_first];
-        for (int i = 0; i < b->n; i++)
-            if (!background_done(&b->req[i])) break;
+        background_done(&backlog[bl_first].req); /* progresses the routes */
         if (cpvm_nested()) continue;
         look_for_exits(&next_look);
         int depth = cpvm_unlock_all();
@@ -131,16 +126,12 @@ void cpvm_sends_drain(void)
     reap_until(0);
 }
 
-/* Sends a built message to peer p: the image, then its detached pieces. Takes o over when the
- * sends go on in the background (o is then emptied). PVM status. */
+/* Sends a built message to peer p: the image, then its detached pieces. An image alone goes
+ * on in the background (o's image is then taken over). PVM status. */
 static int send_out(struct cpvm_peer *p, struct cpvm_out *o)
 {
     cor_req_t req[1 + CPVM_DETACH_MAX] = {0};
     cor_idp_t to = cor_task_idp(p->rank, p->inbox_index);
-    /* Only images go on in the background: a detached piece moves by rendezvous, which a
-     * waiting sender drives itself, while in the background it would wait for the core's
-     * listener naps. */
-    bool background = o->npiece == 0;
     reap();
     int n = 0, err = cor_sendI_as(cpvm_rt.inbox, to, cpvm_rt.ctx, CPVM_DATA_TAG, COR_BYTE, o->image,
                                   o->image_len, &req[n]);
@@ -151,15 +142,14 @@ static int send_out(struct cpvm_peer *p, struct cpvm_out *o)
     n += !err;
     uint64_t body = (uint64_t)cpvm_image_word(o->image, H_LEN);
     int werr = COR_OK;
-    if (!err && background) {
-        for (int i = 0; i < n; i++) /* small sends are done by now */
-            if (!background_done(&req[i])) break;
+    /* Only images go on in the background: a detached piece moves by rendezvous, which a
+     * waiting sender drives itself, while in the background it would wait for the core's
+     * listener naps. */
+    if (!err && !o->npiece) {
         reap_until(BACKLOG_MAX - 1);
-        struct backlog *b = &backlog[(bl_first + bl_count++) % BACKLOG_MAX];
-        memcpy(b->req, req, sizeof req);
-        b->n = n;
-        b->out = *o;
-        memset(o, 0, sizeof *o);
+        backlog[(bl_first + bl_count++) % BACKLOG_MAX] =
+            (struct backlog){req[0], o->image, o->image_cap};
+        o->image = NULL;
     } else {
         werr = finish_sends(req, n);
     }

@@ -94,6 +94,11 @@ static void buffer_put(void *b, size_t cap)
     spare[slot].cap = cap;
 }
 
+void cpvm_image_release(void *image, size_t cap)
+{
+    buffer_put(image, cap);
+}
+
 void cpvm_out_release(struct cpvm_out *o)
 {
     for (int i = 0; i < o->npiece; i++)

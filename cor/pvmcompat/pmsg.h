@@ -57,6 +57,8 @@ int cpvm_out_message(int mid, int tid, int tag, int ctx, struct cpvm_out *o);
 /* The same for len bytes at data (pvm_psend), as a native-encoded message. */
 int cpvm_out_bytes(const void *data, int len, int tid, int tag, int ctx, struct cpvm_out *o);
 void cpvm_out_release(struct cpvm_out *o);
+/* Gives back an image buffer taken out of a cpvm_out (for sends that outlive it). */
+void cpvm_image_release(void *image, size_t cap);
 
 /* ---- receiving ---- */
 
