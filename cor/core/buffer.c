@@ -31,7 +31,8 @@ static bool set_grow(void)
     for (size_t i = 0; i < set_cap; i++) {
         if (set[i] <= TOMB) continue;
         size_t k = slot_of(set[i], cap);
-        while (n[k]) k = (k + 1) & (cap - 1);
+        while (n[k])
+            k = (k + 1) & (cap - 1);
         n[k] = set[i];
         used++;
     }
@@ -48,7 +49,8 @@ static bool set_add(uintptr_t p)
     bool ok = (set_used + 1) * 2 <= set_cap || set_grow();
     if (ok) {
         size_t k = slot_of(p, set_cap);
-        while (set[k] > TOMB) k = (k + 1) & (set_cap - 1);
+        while (set[k] > TOMB)
+            k = (k + 1) & (set_cap - 1);
         if (!set[k]) set_used++; /* tombstones already count as used */
         set[k] = p;
     }
@@ -74,12 +76,42 @@ static bool set_has(uintptr_t p, bool take)
     return found;
 }
 
+/* Small buffers come and go with every message (cor_recvI's core buffers): some are kept for
+ * reuse rather than given back to the route's allocator (a lock, an aligned allocation and a
+ * region record each way). */
+#define SMALL_RAW (4096 + 128) /* raw bytes of every small block */
+#ifdef __SANITIZE_ADDRESS__
+#define SMALL_KEEP 1 /* (none kept: AddressSanitizer sees every use after release) */
+#define SMALL_LIMIT 0
+#else
+#define SMALL_KEEP 64
+#define SMALL_LIMIT SMALL_KEEP
+#endif
+static pthread_mutex_t small_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct small_block {
+    void *base;
+    struct cor_hport *dma;
+} small[SMALL_KEEP]; /* small_lock */
+static int nsmall;
+
 /* Memory from the route that can send it without a copy (GM DMA memory), else the heap;
  * data is 64-byte aligned, the header sits right before it. */
 static void *raw_alloc(size_t len, struct cor_hport **dma)
 {
     struct cor_hport *hp = g.dma_port;
     *dma = NULL;
+    if (len <= SMALL_RAW) {
+        void *p = NULL;
+        COR_LOCK(&small_lock);
+        if (nsmall && small[nsmall - 1].dma == hp) {
+            nsmall--;
+            p = small[nsmall].base;
+            *dma = small[nsmall].dma;
+        }
+        COR_UNLOCK(&small_lock);
+        if (p) return p;
+        len = SMALL_RAW;
+    }
     if (hp) {
         void *p = hp->route->ops->mem_alloc(hp->rp, len + 64);
         if (p) {
@@ -90,10 +122,24 @@ static void *raw_alloc(size_t len, struct cor_hport **dma)
     return malloc(len + 64);
 }
 
+static void raw_release(void *base, struct cor_hport *dma)
+{
+    if (dma)
+        dma->route->ops->mem_free(dma->rp, base);
+    else
+        free(base);
+}
+
 static void raw_free(struct cor_bufhdr *h)
 {
-    if (h->dma) h->dma->route->ops->mem_free(h->dma->rp, h->base);
-    else free(h->base);
+    if (64 + h->bytes + (h->n == 0) <= SMALL_RAW) {
+        COR_LOCK(&small_lock);
+        bool kept = h->base && nsmall < SMALL_LIMIT && h->dma == g.dma_port;
+        if (kept) small[nsmall++] = (struct small_block){h->base, h->dma};
+        COR_UNLOCK(&small_lock);
+        if (kept) return;
+    }
+    raw_release(h->base, h->dma);
 }
 
 void *cor__buf_alloc(cor_type_t type, size_t n)
@@ -152,6 +198,12 @@ COR_API int cor_buffer_info(const void *buf, cor_type_t *type, size_t *n)
  * the port, so forget it here rather than free it into a closed port later. */
 void cor__buf_forget_dma(void)
 {
+    COR_LOCK(&small_lock);
+    while (nsmall > 0) {
+        nsmall--;
+        raw_release(small[nsmall].base, small[nsmall].dma);
+    }
+    COR_UNLOCK(&small_lock);
     COR_LOCK(&set_lock);
     for (size_t i = 0; i < set_cap; i++) {
         if (set[i] <= TOMB) continue;
