@@ -2,12 +2,8 @@
 # apps/examples/pvm_mixed (CoR and PVM calls between the same two PVM tasks: pvm_mytid joins
 # the CoR session, cor_init shares it, pvm_cor_task names the peer's CoR tasks; the main
 # threads alternate cor_sendI/cor_recvI and pvm_send/pvm_recv, spawned CoR tasks talk to
-# each other) in a private one-host PVM virtual machine, relinked over libcorpvm, once per
-# CoR route: COR_PVM_ROUTE=myrinet (CoR's gm route) and COR_PVM_ROUTE=udp. Checks the exit
-# status, the summary line, and from the COR_PVM_STATS lines (the master's stderr, the
-# worker's in pvmd's log) that the PVM messages went routed: what one side sent routed the
-# other received routed, nothing dropped, and only the first message (the one that starts
-# the handshake) went PVM's way. Exit 0 pass, 1 fail, 77 skip (not root, no PVM).
+# each other), relinked over libcorpvm, over COR_PVM_ROUTE=myrinet (CoR's gm route) and udp:
+# the checks of example-check.sh. Exit 0 pass, 1 fail, 77 skip (not root, no PVM).
 #
 # Environment:
 #   COR_BUILDDIR        build tree (default: build/ beside tests/); the program is
@@ -21,31 +17,9 @@
 #   LD_LIBRARY_PATH, ASAN_OPTIONS, LSAN_OPTIONS, UBSAN_OPTIONS, TSAN_OPTIONS: passed on to
 #                       the worker too
 set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-. "$HERE/pvmlib.sh"
-NAME=mixed
-say() { echo "$NAME: $*"; }
-[ "$(id -u)" = 0 ] || { say "SKIP: not root (the tests run PVM as root with PVM_ALLOW_ROOT)"; exit 77; }
-pvm_available || { say "SKIP: $PVM_WHY"; exit 77; }
-
-B=${COR_BUILDDIR:-$(cd "$HERE/../.." && pwd)/build}
-PROG=$B/apps/examples/pvm_mixed
-[ -x "$PROG" ] || { say "FAIL: $PROG is not built"; exit 1; }
-export COR_ROUTE_PATH=${COR_ROUTE_PATH:-$B/cor/routes/udp/.libs:$B/cor/routes/gm/.libs}
-export COR_PVM_STATS=1 PVM_EXAMPLE_TIMEOUT=${PVM_EXAMPLE_TIMEOUT:-60}
-export PVM_EXPORT=COR_PVM_ROUTE:COR_PVM_STATS:COR_ROUTE_PATH:PVM_EXAMPLE_TIMEOUT
-# The worker gets only what PVM_EXPORT names (pvmd's environment is clean).
-for v in LD_LIBRARY_PATH ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
-    [ -z "${!v:-}" ] || PVM_EXPORT=$PVM_EXPORT:$v
-done
-# The master runs as "${RUN[@]}" PROG ARGS (with COR_PVM_LIB: under env LD_PRELOAD=..., which
-# the worker inherits through PVM_EXPORT; this script's own commands never get it).
-RUN=()
-if [ -n "${COR_PVM_LIB:-}" ]; then
-    [ -f "$COR_PVM_LIB" ] || { say "FAIL: COR_PVM_LIB=$COR_PVM_LIB not found"; exit 1; }
-    RUN=(env "LD_PRELOAD=$COR_PVM_LIB${LD_PRELOAD:+:$LD_PRELOAD}")
-    PVM_EXPORT=$PVM_EXPORT:LD_PRELOAD
-fi
+NAME=mixed EXAMPLE=pvm_mixed
+EXAMPLE_ARGS=()
+SUMMARY_RE='CoR domains [0-9]+ and [0-9]+; 20 ping-pong rounds alternating cor_sendI/pvm_send'
 # PVM messages each side sends: the partner index, 10 ping-pong halves, 20 stream messages,
 # the partner task's message and TAG_DONE (pvm_mixed.c).
 MASTER_SENDS=33
@@ -53,84 +27,4 @@ WORKER_SENDS=33
 # Sends that may precede the switch: the first one, and those of the other thread (main or
 # partner) while the first one waits for the answer.
 PVM_PATH_MAX=4
-
-# stats TEXT: the fields of the first libcorpvm stats line in TEXT for tid $2 (or any):
-# "tid routed_sent routed_bytes_sent routed_recv routed_bytes_recv pvm_sent pvm_recv dropped"
-stats() {
-    printf '%s\n' "$1" | sed -nE 's/.*libcorpvm\[t([0-9a-f]+)\]: routed sent ([0-9]+) \(([0-9]+) B\) received ([0-9]+) \(([0-9]+) B\); via pvm sent ([0-9]+) received ([0-9]+);.* dropped ([0-9]+).*/\1 \2 \3 \4 \5 \6 \7 \8/p' |
-        { if [ -n "${2:-}" ]; then grep -v "^$2 " || true; else cat; fi; } | head -1
-}
-
-fails=0 runs=0
-# run_one ROUTE: one run in a VM of its own (CoR domain ranks are never reused in a VM).
-run_one() {
-    local route=$1 off log why="" t0 t1 ms i tries
-    runs=$((runs + 1))
-    if ! EXTRA_EP=$(dirname "$PROG") PVM_LIB_QUIET=1 pvm_vm_start; then
-        say "FAIL $route: cannot start a PVM virtual machine"
-        fails=$((fails + 1))
-        return 0
-    fi
-    off=$(pvm_log_size)
-    t0=$(date +%s%N)
-    COR_PVM_ROUTE=$route pvm_run_master -t "${PVM_TEST_TIMEOUT:-90}" "${RUN[@]}" "$PROG"
-    t1=$(date +%s%N)
-    ms=$(((t1 - t0) / 1000000))
-    local m w
-    m=$(stats "$(cat "$PVM_ERR")")
-    local mtid=${m%% *}
-    # The worker's line reaches pvmd's log when it exits: wait for it a little (a worker
-    # that failed may never write it).
-    local tries=100
-    [ "$PVM_RC" = 0 ] || tries=10
-    for ((i = 0; i < tries; i++)); do
-        log=$(pvm_log_since "$off")
-        w=$(stats "$log" "${mtid:-none}")
-        [ -n "$w" ] && break
-        sleep 0.1
-    done
-    if [ "$PVM_RC" != 0 ]; then
-        why="exit status $PVM_RC"
-        [ "$PVM_RC" != 124 ] || why="$why (timed out)"
-        [ "$PVM_RC" != 3 ] || why="$why (the program's watchdog: stuck)"
-    elif [ "$(grep -cE '^pvm_mixed: ok: CoR domains [0-9]+ and [0-9]+; 20 ping-pong rounds alternating cor_sendI/pvm_send' "$PVM_OUT")" != 1 ]; then
-        why="no summary line 'pvm_mixed: ok: CoR domains A and B; 20 ping-pong rounds alternating cor_sendI/pvm_send ...'"
-    elif [ -z "$m" ]; then
-        why="no COR_PVM_STATS line on the master's stderr"
-    elif [ -z "$w" ]; then
-        why="no COR_PVM_STATS line of the worker in pvmd's log"
-    else
-        local _t mrs mrb mrr mrrb mps mpr md wrs wrb wrr wrrb wps wpr wd
-        read -r _t mrs mrb mrr mrrb mps mpr md <<<"$m"
-        read -r _t wrs wrb wrr wrrb wps wpr wd <<<"$w"
-        if [ "$mrs" -eq 0 ] || [ "$wrs" -eq 0 ]; then
-            why="nothing went routed (master sent $mrs, worker sent $wrs routed)"
-        elif [ $((mrs + mps)) -ne "$MASTER_SENDS" ] || [ $((wrs + wps)) -ne "$WORKER_SENDS" ]; then
-            why="sends counted: master $mrs routed + $mps PVM (expected $MASTER_SENDS), worker $wrs + $wps (expected $WORKER_SENDS)"
-        elif [ "$mrs" -ne "$wrr" ] || [ "$mrb" -ne "$wrrb" ] || [ "$wrs" -ne "$mrr" ] || [ "$wrb" -ne "$mrrb" ]; then
-            why="routed counts differ: master sent $mrs ($mrb B), worker received $wrr ($wrrb B); worker sent $wrs ($wrb B), master received $mrr ($mrrb B)"
-        elif [ "$mps" -gt "$PVM_PATH_MAX" ] || [ "$wps" -gt "$PVM_PATH_MAX" ] ||
-             [ "$mpr" -gt "$PVM_PATH_MAX" ] || [ "$wpr" -gt "$PVM_PATH_MAX" ]; then
-            why="too much on PVM's path: master sent $mps received $mpr, worker sent $wps received $wpr (at most $PVM_PATH_MAX)"
-        elif [ "$md" -ne 0 ] || [ "$wd" -ne 0 ]; then
-            why="dropped messages: master $md, worker $wd"
-        fi
-    fi
-    if [ -z "$why" ]; then
-        say "PASS $route: $(sed -n 's/^pvm_mixed: //p' "$PVM_OUT" | head -1) [run ${ms} ms; routed sent master $mrs, worker $wrs; PVM's path master $mps, worker $wps]"
-    else
-        say "FAIL $route: $why (run ${ms} ms)"
-        { echo "--- master stdout"; cat "$PVM_OUT"; echo "--- master stderr"; cat "$PVM_ERR"
-          echo "--- pvmd log of the run"; printf '%s\n' "$log"; } | sed 's/^/  | /'
-        fails=$((fails + 1))
-    fi
-    pvm_vm_stop
-}
-
-for route in ${COR_PVM_TEST_ROUTES:-myrinet udp}; do
-    for ((n = 0; n < ${PVM_TEST_REPEAT:-1}; n++)); do run_one "$route"; done
-done
-[ "$runs" -gt 0 ] || { say "FAIL: nothing ran (COR_PVM_TEST_ROUTES empty?)"; exit 1; }
-if [ "$fails" -ne 0 ]; then say "FAIL: $fails run(s) failed"; exit 1; fi
-say "PASS ($runs runs)"
-exit 0
+. "$(dirname "$0")/example-check.sh"
