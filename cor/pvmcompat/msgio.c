@@ -626,9 +626,9 @@ static bool blocking_ok(void)
 }
 
 /* Whether libpvm3 has to look (a queued match, or its sockets are due); lock held. */
-static bool worth_looking(int tid, int tag)
+static bool worth_looking(int tid, int tag, bool waiting)
 {
-    return cpvm_queued(tid, tag) || cpvm_sockets_due();
+    return cpvm_queued(tid, tag) || cpvm_sockets_due(waiting);
 }
 
 CPVM_API int pvm_nrecv(int tid, int tag)
@@ -637,7 +637,7 @@ CPVM_API int pvm_nrecv(int tid, int tag)
     cpvm_enter();
     cpvm_pump();
     int rc = 0;
-    if (worth_looking(tid, tag)) {
+    if (worth_looking(tid, tag, false)) {
         rc = REAL(pvm_nrecv, tid, tag);
     } else { /* what pvm_nrecv does when it finds nothing: the receive buffer goes */
         int old = REAL(pvm_setrbuf, 0);
@@ -652,7 +652,7 @@ CPVM_API int pvm_probe(int tid, int tag)
     if (CPVM_PASS) return cpvm_real.pvm_probe(tid, tag);
     cpvm_enter();
     cpvm_pump();
-    int rc = worth_looking(tid, tag) ? REAL(pvm_probe, tid, tag) : 0;
+    int rc = worth_looking(tid, tag, false) ? REAL(pvm_probe, tid, tag) : 0;
     cpvm_leave();
     return rc;
 }
@@ -663,7 +663,7 @@ static int recv_until(int tid, int tag, uint64_t deadline_ns)
     for (;;) {
         cpvm_pump();
         if (cpvm_has_deferred()) cpvm_run_deferred();
-        int rc = worth_looking(tid, tag) ? REAL(pvm_nrecv, tid, tag) : 0;
+        int rc = worth_looking(tid, tag, true) ? REAL(pvm_nrecv, tid, tag) : 0;
         if (rc != 0) return rc;
         if (deadline_ns && cpvm_now_ns() >= deadline_ns) return 0;
         cpvm_wait_activity(deadline_ns);

@@ -49,10 +49,11 @@ extern int pvmmytid, pvmmydsig;
 #define CPVM_REAL_CALLS(X)                                                                         \
     X(pvm_addhosts)                                                                                \
     X(pvm_addmhf)                                                                                  \
-    X(pvm_archcode) X(pvm_bufinfo) X(pvm_catchout) X(pvm_config) X(pvm_delete) X(pvm_delhosts) X(  \
-        pvm_delinfo) X(pvm_delmhf) X(pvm_exit) X(pvm_export) X(pvm_freebuf) X(pvm_freecontext)     \
-        X(pvm_getcontext) X(pvm_getfds) X(pvm_getmboxinfo) X(pvm_getminfo) X(pvm_getnoresets) X(   \
-            pvm_getopt) X(pvm_getrbuf) X(pvm_getsbuf) X(pvm_gettmask) X(pvm_halt) X(pvm_hostsync)  \
+    X(pvm_archcode)                                                                                \
+    X(pvm_bufinfo) X(pvm_catchout) X(pvm_config) X(pvm_delete) X(pvm_delhosts) X(pvm_delinfo) X(   \
+        pvm_delmhf) X(pvm_exit) X(pvm_export) X(pvm_freebuf) X(pvm_freecontext) X(pvm_getcontext)  \
+        X(pvm_getfds) X(pvm_getmboxinfo) X(pvm_getminfo) X(pvm_getnoresets) X(pvm_getopt) X(       \
+            pvm_getrbuf) X(pvm_getsbuf) X(pvm_gettmask) X(pvm_halt) X(pvm_hostsync)                \
             X(pvm_initsend) X(pvm_insert) X(pvm_kill) X(pvm_lookup) X(pvm_mcast) X(pvm_mkbuf) X(   \
                 pvm_mstat) X(pvm_mytid) X(pvm_newcontext) X(pvm_notify) X(pvm_nrecv) X(pvm_parent) \
                 X(pvm_perror) X(pvm_pkbyte) X(pvm_pkcplx) X(pvm_pkdcplx) X(pvm_pkdouble)           \
@@ -79,8 +80,9 @@ extern int pvmmytid, pvmmydsig;
 #define CPVM_GROUP_CALLS(X)                                                                        \
     X(pvm_barrier)                                                                                 \
     X(pvm_bcast)                                                                                   \
-    X(pvm_freezegroup) X(pvm_gather) X(pvm_getinst) X(pvm_gettid) X(pvm_gsize) X(pvm_joingroup)    \
-        X(pvm_lvgroup) X(pvm_reduce) X(pvm_scatter)
+    X(pvm_freezegroup)                                                                             \
+    X(pvm_gather) X(pvm_getinst) X(pvm_gettid) X(pvm_gsize) X(pvm_joingroup) X(pvm_lvgroup)        \
+        X(pvm_reduce) X(pvm_scatter)
 
 #define CPVM_REAL_MEMBER(name) __typeof__(name) *name;
 struct cpvm_real {
@@ -140,8 +142,9 @@ int cpvm_waiters(void);
  * thread queued something, or `deadline_ns` (0 = none) passed. Lock held on entry and exit. */
 void cpvm_wait_activity(uint64_t deadline_ns);
 uint64_t cpvm_now_ns(void);
-/* Whether a receive that found nothing queued should let libpvm3 read PVM's sockets now. */
-bool cpvm_sockets_due(void);
+/* Whether a receive that found nothing queued should let libpvm3 read PVM's sockets now
+ * (`waiting`: a blocking receive, whose waits poll the sockets). */
+bool cpvm_sockets_due(bool waiting);
 
 /* ---- CoR routes (route.c) ---- */
 

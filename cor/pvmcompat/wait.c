@@ -95,15 +95,17 @@ static int something_else(void *arg)
 }
 
 /* libpvm3 reads its sockets (a select: microseconds) in every receive call that finds nothing
- * queued; routed messages never need that. So receives let it read them only when a waiter
- * saw data there or SOCKETS_GAP_NS passed since the last time. */
+ * queued; routed messages never need that. A waiting receive lets it read them only when a
+ * waiter's poll saw data there (waiters poll every 20 us); a non-blocking one (pvm_nrecv,
+ * pvm_probe in a loop) also when SOCKETS_GAP_NS passed since the last read. */
 #define SOCKETS_GAP_NS 20000
 static uint64_t sockets_read_ns; /* (lock) */
 
-bool cpvm_sockets_due(void)
+bool cpvm_sockets_due(bool waiting)
 {
     uint64_t now = cpvm_now_ns();
-    if (!atomic_exchange(&sockets_readable, false) && now - sockets_read_ns < SOCKETS_GAP_NS)
+    if (!atomic_exchange(&sockets_readable, false) &&
+        (waiting || now - sockets_read_ns < SOCKETS_GAP_NS))
         return false;
     sockets_read_ns = now;
     return true;
