@@ -631,6 +631,14 @@ static bool worth_looking(int tid, int tag, bool waiting)
     return cpvm_queued(tid, tag) || cpvm_sockets_due(waiting);
 }
 
+/* A receive call's result: counts a message that came PVM's way. Lock held. */
+static int received(int mid)
+{
+    if (mid > 0 && !cpvm_msg_routed(mid))
+        atomic_fetch_add_explicit(&cpvm_stats.pvm_recv, 1, memory_order_relaxed);
+    return mid;
+}
+
 CPVM_API int pvm_nrecv(int tid, int tag)
 {
     if (CPVM_PASS) return cpvm_real.pvm_nrecv(tid, tag);
@@ -638,7 +646,7 @@ CPVM_API int pvm_nrecv(int tid, int tag)
     cpvm_pump();
     int rc = 0;
     if (worth_looking(tid, tag, false)) {
-        rc = REAL(pvm_nrecv, tid, tag);
+        rc = received(REAL(pvm_nrecv, tid, tag));
     } else { /* what pvm_nrecv does when it finds nothing: the receive buffer goes */
         int old = REAL(pvm_setrbuf, 0);
         if (old > 0) REAL(pvm_freebuf, old);
@@ -664,7 +672,7 @@ static int recv_until(int tid, int tag, uint64_t deadline_ns)
         cpvm_pump();
         if (cpvm_has_deferred()) cpvm_run_deferred();
         int rc = worth_looking(tid, tag, true) ? REAL(pvm_nrecv, tid, tag) : 0;
-        if (rc != 0) return rc;
+        if (rc != 0) return received(rc);
         if (deadline_ns && cpvm_now_ns() >= deadline_ns) return 0;
         cpvm_wait_activity(deadline_ns);
     }
@@ -674,7 +682,7 @@ CPVM_API int pvm_recv(int tid, int tag)
 {
     if (CPVM_PASS) return cpvm_real.pvm_recv(tid, tag);
     cpvm_enter();
-    int rc = blocking_ok() ? REAL(pvm_recv, tid, tag) : recv_until(tid, tag, 0);
+    int rc = blocking_ok() ? received(REAL(pvm_recv, tid, tag)) : recv_until(tid, tag, 0);
     cpvm_leave();
     return rc;
 }
@@ -685,16 +693,17 @@ CPVM_API int pvm_trecv(int tid, int tag, struct timeval *tmout)
     cpvm_enter();
     int rc;
     if (!tmout) {
-        rc = blocking_ok() ? REAL(pvm_recv, tid, tag) : recv_until(tid, tag, 0);
+        rc = blocking_ok() ? received(REAL(pvm_recv, tid, tag)) : recv_until(tid, tag, 0);
     } else if (tmout->tv_sec < 0 || tmout->tv_usec < 0) {
         rc = PvmBadParam;
     } else if (blocking_ok()) {
-        rc = REAL(pvm_trecv, tid, tag, tmout);
+        rc = received(REAL(pvm_trecv, tid, tag, tmout));
     } else {
         uint64_t d = cpvm_now_ns() + (uint64_t)tmout->tv_sec * 1000000000u +
                      (uint64_t)tmout->tv_usec * 1000u;
         rc = recv_until(tid, tag, d);
-        if (rc == 0 && tmout->tv_sec == 0 && tmout->tv_usec == 0) rc = REAL(pvm_nrecv, tid, tag);
+        if (rc == 0 && tmout->tv_sec == 0 && tmout->tv_usec == 0)
+            rc = received(REAL(pvm_nrecv, tid, tag));
     }
     cpvm_leave();
     return rc;
@@ -708,6 +717,8 @@ CPVM_API int pvm_precv(int tid, int tag, void *buf, int len, int type, int *rtid
     int rc;
     if (blocking_ok()) {
         rc = REAL(pvm_precv, tid, tag, buf, len, type, rtid, rtag, rlen);
+        if (rc >= 0) /* (no route here: the message came PVM's way) */
+            atomic_fetch_add_explicit(&cpvm_stats.pvm_recv, 1, memory_order_relaxed);
     } else {
         /* As libpvm3 does: receive, unpack into buf, and leave the active receive buffer
          * as it was. */

@@ -277,6 +277,7 @@ struct lp_msg *cpvm_in_message(const void *image, size_t len, char *dst[CPVM_DET
         m->len += f.len;
     }
     REAL(pmsg_setenc, (struct pmsg *)m, cpvm_image_word(image, H_ENC));
+    m->flag |= LP_MM_ROUTED;
     return m;
 }
 
@@ -304,4 +305,10 @@ bool cpvm_queued(int tid, int tag)
                                   (pvmmyctx == -1 || pvmmyctx == m->ctx)))
             return true;
     return false;
+}
+
+bool cpvm_msg_routed(int mid)
+{
+    struct lp_msg *m = msg_of(mid);
+    return m && (m->flag & LP_MM_ROUTED);
 }

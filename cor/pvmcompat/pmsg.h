@@ -32,6 +32,9 @@ struct lp_msg {
 };
 
 #define LP_MM_PACK 1 /* being packed: fragment lengths need pmsg_setlen */
+/* Ours: marks a message that came over a CoR route (3.4.6 uses bits 1, 2, 4 and, on CSPP
+ * only, 256; its unpackers keep the others). */
+#define LP_MM_ROUTED 0x4000
 
 /* Once per task, lock held: true if libpvm3's messages look as mirrored. */
 bool cpvm_layout_check(void);
@@ -70,6 +73,8 @@ struct lp_msg *cpvm_in_message(const void *image, size_t len, char *dst[CPVM_DET
 /* Queues it (or runs its handler), as a message read from PVM's sockets would be. */
 void cpvm_in_deliver(struct lp_msg *m);
 void cpvm_in_discard(struct lp_msg *m);
+/* Whether message mid came over a CoR route (for the counters). Lock held. */
+bool cpvm_msg_routed(int mid);
 
 /* True if libpvm3's receive queue holds a message that pvm_nrecv(tid, tag) would take now,
  * by libpvm3's own matching rule (also when the program set its own with pvm_recvf: then
