@@ -65,12 +65,16 @@ done
 run_peerdeath() { # TAG [env assignments...]
     tag=$1
     shift
-    rm -f "$WORK"/pid.*
+    rm -f "$WORK"/pid.* "$WORK"/flowing.*
     run_bg $tag env "$@" timeout 120 "$CORRUN" -n 3 --route gm --grace 25 "$P" "$WORK" -t 4
     for r in 0 1 2; do
         wait_file "$WORK/pid.$r" 60 || { show $tag; die "$tag: domain $r did not start"; }
     done
-    sleep 1
+    # Messages from the victim reached every survivor task (slow under sanitizers, on tcp).
+    for r in 0 1; do
+        wait_file "$WORK/flowing.$r" 60 || { show $tag; die "$tag: survivor $r got nothing from the victim"; }
+    done
+    sleep 0.2
     vpid=$(cat "$WORK/pid.2")
     kill -KILL "$vpid"
     start=$(date +%s.%N)

@@ -7,7 +7,9 @@
  * that passes exits with status 42 (so the script can tell it from any other ending).
  *
  *   peerdeath DIR [-t TASKS]
- * Each domain writes DIR/pid.RANK (its pid) once the session is up.
+ * Each domain writes DIR/pid.RANK (its pid) once the session is up, and each survivor
+ * DIR/flowing.RANK once every one of its tasks received a message from the victim (the
+ * script kills the victim after that, however slow the start: sanitizers, tcp).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -32,6 +34,7 @@ static const char *dir;
 static _Atomic long ticks, failures;
 static atomic_int death_rank = -1, death_err, death_calls, finished;
 static _Atomic long first_err_ns, last_ok_ns;
+static atomic_int tasks_flowing; /* survivor tasks that received from the victim */
 
 static long now_ns(void)
 {
@@ -51,6 +54,8 @@ static void fail(const char *fmt, ...)
     va_end(ap);
     fprintf(stderr, "peerdeath: domain %d: FAIL %s\n", rank, msg);
 }
+
+static void write_mark(const char *name);
 
 static void on_death(int r, int err, void *arg)
 {
@@ -168,7 +173,9 @@ static int survivor_task(void *arg)
         }
         if (idx < NRECV) {
             if (rc == COR_OK) {
-                oks++; /* also fine after a death: it matched before */
+                if (oks++ == 0 && atomic_fetch_add(&tasks_flowing, 1) + 1 == ntasks)
+                    write_mark("flowing");
+                /* (also fine after a death: it matched before) */
                 atomic_store(&last_ok_ns, now_ns());
                 if (rp[idx])
                     cor_releaseBuffer(rp[idx]);
@@ -219,10 +226,11 @@ static int survivor_task(void *arg)
     return 0;
 }
 
-static void write_pid(void)
+/* DIR/NAME.RANK, holding our pid, written whole (rename). */
+static void write_mark(const char *name)
 {
     char path[4096], tmp[4200];
-    snprintf(path, sizeof path, "%s/pid.%d", dir, rank);
+    snprintf(path, sizeof path, "%s/%s.%d", dir, name, rank);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     if (!f) {
@@ -293,7 +301,7 @@ int main(int argc, char **argv)
     rc = cor_barrier();
     if (rc != COR_OK)
         fail("first barrier: %s", cor_strerror(rc));
-    write_pid();
+    write_mark("pid");
     if (rank == victim) {
         for (int i = 0; i < ntasks; i++)
             cor_task_join(ids[i], NULL);

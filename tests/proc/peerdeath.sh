@@ -11,7 +11,11 @@ run_bg pd timeout 120 "$CORRUN" -n 3 --grace $LIMIT "$P" "$WORK" -t 4
 for r in 0 1 2; do
     wait_file "$WORK/pid.$r" 60 || { show pd; die "domain $r did not start"; }
 done
-sleep 1
+# Messages from the victim reached every survivor task (slow under sanitizers).
+for r in 0 1; do
+    wait_file "$WORK/flowing.$r" 60 || { show pd; die "survivor $r got nothing from the victim"; }
+done
+sleep 0.2
 vpid=$(cat "$WORK/pid.2")
 kill -KILL "$vpid"
 start=$(date +%s.%N)
