@@ -296,7 +296,7 @@ static struct inbound {
     cor_req_t req;
     void *ptr;
     cor_status_t st;
-    bool done; /* completed by cpvm_routed_ready, not yet pumped */
+    bool done; /* completed (by a waiter or a test), not yet pumped */
 } ring[RING];
 static unsigned ring_head;
 
@@ -493,15 +493,6 @@ bool cpvm_routed_arrived(void)
         done = pend_count || ring[ring_head % RING].done;
     pthread_mutex_unlock(&ring_lock);
     return done;
-}
-
-bool cpvm_routed_ready(void)
-{
-    if (!atomic_load(&inbound_on)) return false;
-    pthread_mutex_lock(&ring_lock);
-    bool ready = ready_locked();
-    pthread_mutex_unlock(&ring_lock);
-    return ready;
 }
 
 /* A complete routed message: held until its sender's SWITCH, else queued. Lock held. */

@@ -161,10 +161,9 @@ int cpvm_pump(void);
 /* True if the oldest routed message looks complete, without progress and without waiting
  * (false when another thread watches); for stop hooks. No lock needed. */
 bool cpvm_routed_arrived(void);
-/* True if a routed receive completed since the last pump (no lock needed). */
-bool cpvm_routed_ready(void);
-/* The same, waiting for one at most timeout_us (polling the routes at most spin_us) or until
- * stop(arg); false at once when the task has no route. No lock needed. */
+/* Waits for the oldest routed message at most timeout_us (polling the routes at most
+ * spin_us) or until stop(arg); true if there is something to pump; false at once when the
+ * task has no route. No lock needed. */
 bool cpvm_routed_wait(long spin_us, long timeout_us, int (*stop)(void *), void *arg);
 
 /* Route option of the task (PvmRoute), as the program set it. */
