@@ -69,9 +69,9 @@ static int finish_sends(cor_req_t *req, int n)
 
 /* Sends of an image alone (a message without detached pieces: all bytes are libcorpvm's own)
  * complete in the background, as PVM's own sends return once the data is handed over:
- * pvm_send does not wait for them. They are reaped, oldest first, by
- * later calls; at most BACKLOG_MAX wait, and pvm_exit waits for all. Lock: the big lock (they
- * are only ever tested under it, never waited for without it). */
+ * pvm_send does not wait for them. They are reaped, oldest first, by later calls; at most
+ * BACKLOG_MAX wait, and pvm_exit waits for all. Lock: the big lock (they are only ever tested
+ * under it, never waited for without it). */
 #define BACKLOG_MAX 16
 static struct backlog {
     cor_req_t req;

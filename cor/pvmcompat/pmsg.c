@@ -143,6 +143,17 @@ static int plan(const struct span *s, int n, bool native, bool *detach, int *run
     return ndetached;
 }
 
+/* The bytes of spans [from, to), copied to dst (unless NULL); returns how many. */
+static size_t concat(char *dst, const struct span *s, int from, int to)
+{
+    size_t bytes = 0;
+    for (int j = from; j < to; j++) {
+        if (dst) memcpy(dst + bytes, s[j].data, (size_t)s[j].len);
+        bytes += (size_t)s[j].len;
+    }
+    return bytes;
+}
+
 static int build(const struct span *s, int n, long body, bool native, int wid, int enc, int tid,
                  int tag, int ctx, struct cpvm_out *o)
 {
@@ -161,36 +172,24 @@ static int build(const struct span *s, int n, long body, bool native, int wid, i
         run_end[0] = n;
     }
     size_t len = CPVM_HDR_BYTES;
-    for (int i = 0; i < n; i = run_end[i]) {
-        long bytes = 0;
-        for (int j = i; j < run_end[i]; j++)
-            bytes += s[j].len;
-        len += sizeof(int) + (detach[i] ? 0 : (size_t)bytes);
-    }
+    for (int i = 0; i < n; i = run_end[i])
+        len += sizeof(int) + (detach[i] ? 0 : (size_t)concat(NULL, s, i, run_end[i]));
     if (!(o->image = buffer_get(len, &o->image_cap))) goto out;
     cpvm_image_header(o->image, (int)body, ctx, tag, wid, enc, pvmmytid, tid);
     size_t off = CPVM_HDR_BYTES;
     for (int i = 0; i < n; i = run_end[i]) {
-        long bytes = 0;
-        for (int j = i; j < run_end[i]; j++)
-            bytes += s[j].len;
+        int bytes = (int)concat(NULL, s, i, run_end[i]);
         if (!detach[i]) { /* inline: the run's bytes after their length */
-            off = cpvm_image_open(o->image, off, (int)bytes);
-            for (int j = i; j < run_end[i]; j++) {
-                memcpy((char *)o->image + off, s[j].data, (size_t)s[j].len);
-                off += (size_t)s[j].len;
-            }
+            off = cpvm_image_open(o->image, off, bytes);
+            off += concat((char *)o->image + off, s, i, run_end[i]);
             continue;
         }
         struct cpvm_piece *p = &o->piece[o->npiece++];
-        p->len = (int)bytes;
-        if (run_end[i] == i + 1) {
-            p->data = s[i].data;
-        } else {
-            char *g = buffer_get((size_t)bytes, &p->owned_cap);
-            if (!(p->owned = g)) goto out;
-            for (int j = i; j < run_end[i]; j++, g += s[j - 1].len)
-                memcpy(g, s[j].data, (size_t)s[j].len);
+        p->len = bytes;
+        p->data = s[i].data;
+        if (run_end[i] > i + 1) { /* a run of small ones, gathered */
+            if (!(p->owned = buffer_get((size_t)bytes, &p->owned_cap))) goto out;
+            concat(p->owned, s, i, run_end[i]);
             p->data = p->owned;
         }
         off = cpvm_image_put(o->image, off, NULL, p->len);
