@@ -223,7 +223,11 @@ static int finish(cor_req_t *h, struct cor_req *r, cor_status_t *status)
 {
     int err = r->status.error;
     if (status) *status = r->status;
-    if (r->out_ptr) *r->out_ptr = err == COR_OK || err == COR_ETRUNC ? r->buf : NULL;
+    if (r->out_ptr) {
+        bool keep = err == COR_OK || err == COR_ETRUNC || r->alloc; /* the caller's memory */
+        *r->out_ptr = keep ? r->buf : NULL;
+        if (!keep && r->buf) cor_releaseBuffer(r->buf); /* a core buffer nobody will get */
+    }
     cor__req_free(r);
     *h = COR_REQ_NULL;
     return err;
