@@ -85,15 +85,13 @@ static int post_recv(cor_idp_t src, cor_idp_t ctx, int tag, struct cor_req *r, c
 }
 
 static int recv_core_buffer(struct cor_task *t, cor_idp_t src, cor_idp_t ctx, int tag, void **ptr,
-                            cor_alloc_fn alloc, void *alloc_arg, cor_req_t *req)
+                            cor_req_t *req)
 {
     struct cor_req *r = cor__req_new(REQ_RECV, t);
     if (!r) return COR_ENOMEM;
     *ptr = NULL;
     r->core_alloc = true;
     r->out_ptr = ptr;
-    r->alloc = alloc;
-    r->alloc_arg = alloc_arg;
     return post_recv(src, ctx, tag, r, req);
 }
 
@@ -103,7 +101,7 @@ COR_API int cor_recvI(cor_idp_t src, cor_idp_t ctx, int tag, void **ptr, cor_req
     if (err) return err;
     if (!req || !ptr || tag < COR_ANY_TAG || check_peer(src, true)) return COR_EINVAL;
     struct cor_task *t = cor__task_self();
-    return t ? recv_core_buffer(t, src, ctx, tag, ptr, NULL, NULL, req) : COR_ESTATE;
+    return t ? recv_core_buffer(t, src, ctx, tag, ptr, req) : COR_ESTATE;
 }
 
 COR_API int cor_recvI_as(cor_idp_t as, cor_idp_t src, cor_idp_t ctx, int tag, void **ptr,
@@ -113,17 +111,7 @@ COR_API int cor_recvI_as(cor_idp_t as, cor_idp_t src, cor_idp_t ctx, int tag, vo
     if (err) return err;
     if (!req || !ptr || tag < COR_ANY_TAG || check_peer(src, true)) return COR_EINVAL;
     struct cor_task *t = cor__task_reserved(as);
-    return t ? recv_core_buffer(t, src, ctx, tag, ptr, NULL, NULL, req) : COR_EINVAL;
-}
-
-COR_API int cor_recvI_alloc_as(cor_idp_t as, cor_idp_t src, cor_idp_t ctx, int tag,
-                               cor_alloc_fn alloc, void *arg, void **ptr, cor_req_t *req)
-{
-    int err = cor__check_init();
-    if (err) return err;
-    if (!req || !ptr || !alloc || tag < COR_ANY_TAG || check_peer(src, true)) return COR_EINVAL;
-    struct cor_task *t = cor__task_reserved(as);
-    return t ? recv_core_buffer(t, src, ctx, tag, ptr, alloc, arg, req) : COR_EINVAL;
+    return t ? recv_core_buffer(t, src, ctx, tag, ptr, req) : COR_EINVAL;
 }
 
 static int recv_user_buffer(struct cor_task *t, cor_idp_t src, cor_idp_t ctx, int tag,

@@ -224,7 +224,7 @@ static int finish(cor_req_t *h, struct cor_req *r, cor_status_t *status)
     int err = r->status.error;
     if (status) *status = r->status;
     if (r->out_ptr) {
-        bool keep = err == COR_OK || err == COR_ETRUNC || r->alloc; /* the caller's memory */
+        bool keep = err == COR_OK || err == COR_ETRUNC;
         *r->out_ptr = keep ? r->buf : NULL;
         if (!keep && r->buf) cor_releaseBuffer(r->buf); /* a core buffer nobody will get */
     }

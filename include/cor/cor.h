@@ -29,26 +29,26 @@ extern "C" {
 /* ---- Errors ---------------------------------------------------------------------------- */
 
 /* X(name, value, text): the one list of error codes; generates the enum and cor_strerror. */
-#define COR_ERRNO_MAP(X)                                                                           \
-    X(OK, 0, "success")                                                                            \
-    X(EAGAIN, -1, "resource temporarily unavailable, try again")                                   \
-    X(EINVAL, -2, "invalid argument")                                                              \
-    X(ENOMEM, -3, "out of memory")                                                                 \
-    X(EBADHANDLE, -4, "bad or already completed request handle")                                   \
-    X(ETRUNC, -5, "message truncated: receive buffer too small")                                   \
-    X(ETYPE, -6, "data type of message and receive differ")                                        \
-    X(ECANCELED, -7, "operation canceled")                                                         \
-    X(EPEERDEAD, -8, "peer domain died or is unreachable")                                         \
-    X(ENOTFOUND, -9, "no such resource or name")                                                   \
-    X(EROUTE, -10, "route plugin missing or broken")                                               \
-    X(ECLOSED, -11, "port closed")                                                                 \
-    X(EBUSY, -12, "resource busy (exclusive or in use)")                                           \
-    X(ESTATE, -13, "call not valid in this state (not initialized, already joined...)")            \
-    X(ELIMIT, -14, "a configured limit was reached")                                               \
-    X(EBOOT, -15, "cannot join the session (bootstrap failed)")                                    \
-    X(EIO, -16, "system call failed")                                                              \
-    X(EPROTO, -17, "protocol violation from a peer")                                               \
-    X(ETIMEDOUT, -18, "timed out")                                                                 \
+#define COR_ERRNO_MAP(X)                                                                     \
+    X(OK, 0, "success")                                                                      \
+    X(EAGAIN, -1, "resource temporarily unavailable, try again")                             \
+    X(EINVAL, -2, "invalid argument")                                                        \
+    X(ENOMEM, -3, "out of memory")                                                           \
+    X(EBADHANDLE, -4, "bad or already completed request handle")                             \
+    X(ETRUNC, -5, "message truncated: receive buffer too small")                             \
+    X(ETYPE, -6, "data type of message and receive differ")                                  \
+    X(ECANCELED, -7, "operation canceled")                                                   \
+    X(EPEERDEAD, -8, "peer domain died or is unreachable")                                   \
+    X(ENOTFOUND, -9, "no such resource or name")                                             \
+    X(EROUTE, -10, "route plugin missing or broken")                                         \
+    X(ECLOSED, -11, "port closed")                                                           \
+    X(EBUSY, -12, "resource busy (exclusive or in use)")                                     \
+    X(ESTATE, -13, "call not valid in this state (not initialized, already joined...)")      \
+    X(ELIMIT, -14, "a configured limit was reached")                                         \
+    X(EBOOT, -15, "cannot join the session (bootstrap failed)")                              \
+    X(EIO, -16, "system call failed")                                                        \
+    X(EPROTO, -17, "protocol violation from a peer")                                         \
+    X(ETIMEDOUT, -18, "timed out")                                                           \
     X(EEXIST, -19, "name already exists")
 
 #define COR_ERR_ENUM_(name, value, text) COR_##name = value,
@@ -86,26 +86,11 @@ static inline cor_idp_t cor_idp_make(uint32_t macro, enum cor_kind kind, unsigne
     return ((cor_idp_t)macro << 32) | ((cor_idp_t)(kind & 0xf) << 28) |
            ((cor_idp_t)(domain & 0xfff) << 16) | (index & 0xffff);
 }
-static inline uint32_t cor_idp_macro(cor_idp_t i)
-{
-    return (uint32_t)(i >> 32);
-}
-static inline uint32_t cor_idp_micro(cor_idp_t i)
-{
-    return (uint32_t)i;
-}
-static inline enum cor_kind cor_idp_kind(cor_idp_t i)
-{
-    return (enum cor_kind)((i >> 28) & 0xf);
-}
-static inline unsigned cor_idp_domain(cor_idp_t i)
-{
-    return (unsigned)((i >> 16) & 0xfff);
-}
-static inline unsigned cor_idp_index(cor_idp_t i)
-{
-    return (unsigned)(i & 0xffff);
-}
+static inline uint32_t cor_idp_macro(cor_idp_t i) { return (uint32_t)(i >> 32); }
+static inline uint32_t cor_idp_micro(cor_idp_t i) { return (uint32_t)i; }
+static inline enum cor_kind cor_idp_kind(cor_idp_t i) { return (enum cor_kind)((i >> 28) & 0xf); }
+static inline unsigned cor_idp_domain(cor_idp_t i) { return (unsigned)((i >> 16) & 0xfff); }
+static inline unsigned cor_idp_index(cor_idp_t i) { return (unsigned)(i & 0xffff); }
 
 /* Writes "macro:kind:domain.index" into buf; returns buf. */
 COR_API char *cor_idp_format(cor_idp_t idp, char *buf, size_t len);
@@ -129,14 +114,14 @@ COR_API int cor_init(int *argc, char ***argv);
 COR_API int cor_finalize(void);
 COR_API int cor_initialized(void);
 
-COR_API cor_idp_t cor_domain_self(void);    /* this domain's idp */
-COR_API int cor_domain_rank(void);          /* this domain's number, 0..size-1 */
-COR_API int cor_domain_count(void);         /* domains in the session */
-COR_API cor_idp_t cor_domain_idp(int rank); /* idp of domain `rank` */
-COR_API uint32_t cor_session(void);         /* the macro part of every idp here */
+COR_API cor_idp_t cor_domain_self(void);       /* this domain's idp */
+COR_API int cor_domain_rank(void);             /* this domain's number, 0..size-1 */
+COR_API int cor_domain_count(void);            /* domains in the session */
+COR_API cor_idp_t cor_domain_idp(int rank);    /* idp of domain `rank` */
+COR_API uint32_t cor_session(void);            /* the macro part of every idp here */
 
 /* The domain tree: domain 0 is the root; domain d's ascendant is (d-1)/2. */
-COR_API int cor_domain_parent(int rank);                           /* -1 for the root */
+COR_API int cor_domain_parent(int rank);       /* -1 for the root */
 COR_API int cor_domain_children(int rank, int *children, int max); /* returns how many */
 
 /* A notification when a peer domain dies: called from a core thread, must not block. */
@@ -270,12 +255,12 @@ typedef uint64_t cor_req_t; /* a handle; COR_REQ_NULL after it completes */
 #define COR_ANY_TAG (-1)
 
 typedef struct cor_status {
-    cor_idp_t source; /* sending task */
+    cor_idp_t source;  /* sending task */
     cor_idp_t context;
     int tag;
     cor_type_t type;
-    size_t count; /* elements in the message (even when truncated) */
-    int error;    /* COR_OK, COR_ETRUNC, COR_ECANCELED, COR_EPEERDEAD... */
+    size_t count;      /* elements in the message (even when truncated) */
+    int error;         /* COR_OK, COR_ETRUNC, COR_ECANCELED, COR_EPEERDEAD... */
 } cor_status_t;
 
 /*
@@ -314,8 +299,9 @@ COR_API int cor_peek(cor_req_t req, int *done);
  * request completed (then as cor_wait), else it stays pending. It polls the routes for at
  * most spin_us (-1: COR_SPIN_US), then blocks. A request of a reserved task
  * (cor_task_reserve) wakes whichever thread waits for it. */
-COR_API int cor_wait_timeout(cor_req_t *req, long spin_us, long timeout_us, int (*stop)(void *arg),
-                             void *stop_arg, int *done, cor_status_t *status);
+COR_API int cor_wait_timeout(cor_req_t *req, long spin_us, long timeout_us,
+                             int (*stop)(void *arg), void *stop_arg, int *done,
+                             cor_status_t *status);
 /* Completes one of n; *index gets which (COR_REQ_NULL entries are skipped). */
 COR_API int cor_waitany(size_t n, cor_req_t *reqs, size_t *index, cor_status_t *status);
 /* Completes all; returns COR_OK or the first error (statuses may be NULL). */
@@ -330,19 +316,8 @@ COR_API int cor_sendI_as(cor_idp_t as, cor_idp_t dest, cor_idp_t ctx, int tag, c
                          const void *data, size_t count, cor_req_t *req);
 COR_API int cor_recvI_as(cor_idp_t as, cor_idp_t src, cor_idp_t ctx, int tag, void **ptr,
                          cor_req_t *req);
-COR_API int cor_recvI_into_as(cor_idp_t as, cor_idp_t src, cor_idp_t ctx, int tag, cor_type_t type,
-                              void *buf, size_t count, cor_req_t *req);
-
-/* A receive into memory the caller allocates once the message's size is known: alloc(bytes,
- * arg) runs in whichever thread matches the message (a core thread, the caller's own...), so
- * it must be thread-safe, quick, and must not call into the core; it is not called for an
- * empty message. When the request completes, *ptr is what alloc returned (NULL if it was not
- * called), whatever the result: the caller frees it. alloc returning NULL fails the receive
- * with COR_ENOMEM. Lets a library receive straight into memory of its own kind while no thread
- * of it is listening (libcorpvm: libpvm3 fragments). */
-typedef void *(*cor_alloc_fn)(size_t bytes, void *arg);
-COR_API int cor_recvI_alloc_as(cor_idp_t as, cor_idp_t src, cor_idp_t ctx, int tag,
-                               cor_alloc_fn alloc, void *arg, void **ptr, cor_req_t *req);
+COR_API int cor_recvI_into_as(cor_idp_t as, cor_idp_t src, cor_idp_t ctx, int tag,
+                              cor_type_t type, void *buf, size_t count, cor_req_t *req);
 
 /* Blocking conveniences. */
 COR_API int cor_send(cor_idp_t dest, cor_idp_t ctx, int tag, cor_type_t type, const void *data,

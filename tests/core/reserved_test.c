@@ -8,7 +8,6 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdbool.h>
 #include <stdint.h>
 
 #include "cor/cor.h"
@@ -545,94 +544,6 @@ static void test_truncation(void)
     expect_no_unexpected();
 }
 
-/* ---- cor_recvI_alloc_as ---- */
-
-struct alloc_log {
-    atomic_int calls;
-    _Atomic size_t last_bytes;
-    bool fail;
-};
-
-static void *log_alloc(size_t bytes, void *arg)
-{
-    struct alloc_log *log = arg;
-    atomic_fetch_add(&log->calls, 1);
-    atomic_store(&log->last_bytes, bytes);
-    return log->fail ? NULL : malloc(bytes);
-}
-
-static void test_alloc(void)
-{
-    cor_idp_t as = reserve("rsv-alloc"), other = reserve("rsv-alloc-src");
-    struct alloc_log log = {0};
-    cor_status_t st;
-
-    /* unexpected, small: the allocator gets the exact size, the data lands in its memory */
-    int out[3] = {4, 5, 6};
-    EXPECT_ERR(cor_send(as, COR_CTX_WORLD, 1, COR_INT, out, 3), COR_OK);
-    void *p = (void *)1;
-    cor_req_t r = COR_REQ_NULL;
-    EXPECT_ERR(cor_recvI_alloc_as(as, me, COR_CTX_WORLD, 1, log_alloc, &log, &p, &r), COR_OK);
-    EXPECT_ERR(wait_done(&r, &st), COR_OK);
-    check_status(&st, me, 1, COR_INT, 3, COR_OK);
-    EXPECT_EQ(atomic_load(&log.calls), 1);
-    EXPECT_EQ(atomic_load(&log.last_bytes), sizeof out);
-    REQUIRE(p != NULL && p != (void *)1);
-    EXPECT_EQ(memcmp(p, out, sizeof out), 0);
-    free(p);
-
-    /* posted first, large: allocated when the message comes, not before */
-    int *big = malloc(LARGE * sizeof(int));
-    REQUIRE(big != NULL);
-    for (int i = 0; i < LARGE; i++)
-        big[i] = 7 * i - 3;
-    EXPECT_ERR(cor_recvI_alloc_as(as, other, COR_CTX_WORLD, 2, log_alloc, &log, &p, &r), COR_OK);
-    expect_pending(&r);
-    EXPECT_EQ(atomic_load(&log.calls), 1);
-    cor_req_t s = COR_REQ_NULL;
-    EXPECT_ERR(cor_sendI_as(other, as, COR_CTX_WORLD, 2, COR_INT, big, LARGE, &s), COR_OK);
-    EXPECT_ERR(wait_done(&r, &st), COR_OK);
-    EXPECT_ERR(wait_done(&s, NULL), COR_OK);
-    check_status(&st, other, 2, COR_INT, LARGE, COR_OK);
-    EXPECT_EQ(atomic_load(&log.calls), 2);
-    EXPECT_EQ(atomic_load(&log.last_bytes), LARGE * sizeof(int));
-    REQUIRE(p != NULL);
-    EXPECT_EQ(memcmp(p, big, LARGE * sizeof(int)), 0);
-    free(p);
-    free(big);
-
-    /* an empty message needs no memory */
-    EXPECT_ERR(cor_send(as, COR_CTX_WORLD, 3, COR_INT, NULL, 0), COR_OK);
-    p = (void *)1;
-    EXPECT_ERR(cor_recvI_alloc_as(as, me, COR_CTX_WORLD, 3, log_alloc, &log, &p, &r), COR_OK);
-    EXPECT_ERR(wait_done(&r, &st), COR_OK);
-    EXPECT_EQ(st.count, 0);
-    EXPECT_EQ(p, NULL);
-    EXPECT_EQ(atomic_load(&log.calls), 2);
-
-    /* the allocator refuses: the receive fails with COR_ENOMEM */
-    log.fail = true;
-    EXPECT_ERR(cor_send(as, COR_CTX_WORLD, 4, COR_INT, out, 3), COR_OK);
-    EXPECT_ERR(cor_recvI_alloc_as(as, me, COR_CTX_WORLD, 4, log_alloc, &log, &p, &r), COR_OK);
-    EXPECT_ERR(wait_done(&r, &st), COR_ENOMEM);
-    EXPECT_EQ(p, NULL);
-    EXPECT_EQ(atomic_load(&log.calls), 3);
-    log.fail = false;
-
-    /* canceled before a message came: nothing allocated */
-    EXPECT_ERR(cor_recvI_alloc_as(as, me, COR_CTX_WORLD, 5, log_alloc, &log, &p, &r), COR_OK);
-    EXPECT_ERR(cor_cancel(&r), COR_OK);
-    EXPECT_ERR(wait_done(&r, &st), COR_ECANCELED);
-    EXPECT_EQ(p, NULL);
-    EXPECT_EQ(atomic_load(&log.calls), 3);
-
-    /* bad arguments */
-    EXPECT_ERR(cor_recvI_alloc_as(as, me, COR_CTX_WORLD, 1, NULL, &log, &p, &r), COR_EINVAL);
-    EXPECT_ERR(cor_recvI_alloc_as(as, me, COR_CTX_WORLD, 1, log_alloc, &log, NULL, &r), COR_EINVAL);
-    EXPECT_ERR(cor_recvI_alloc_as(me, me, COR_CTX_WORLD, 1, log_alloc, &log, &p, &r), COR_EINVAL);
-    expect_no_unexpected();
-}
-
 /* ---- cor_wait_timeout ---- */
 
 static void test_timeout(void)
@@ -1165,7 +1076,6 @@ int main(void)
         {"order per source", test_order},
         {"wildcard source, separate mailboxes", test_wildcard},
         {"truncation and types", test_truncation},
-        {"receives into the caller's allocations", test_alloc},
         {"wait_timeout: timeouts, completion", test_timeout},
         {"wait_timeout: stop hook", test_stop_hook},
         {"posted by one thread, completed by another", test_cross_thread},
