@@ -605,8 +605,7 @@ int cpvm_pump(void)
         take(data, &st);
         n++;
     }
-    if (n) cpvm_wake_waiters();
-    return n;
+    return n; /* waiters are woken when the lock is released (lock.c) */
 }
 
 /* The receive calls: pump routed messages into libpvm3's queue, look, wait, repeat. */

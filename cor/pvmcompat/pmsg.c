@@ -306,6 +306,15 @@ bool cpvm_queued(int tid, int tag)
     return false;
 }
 
+uint64_t cpvm_queue_signature(void)
+{
+    if (!pvmrxlist) return 0;
+    uint64_t sig = 0;
+    for (struct lp_msg *m = pvmrxlist->link; m != pvmrxlist; m = m->link)
+        sig = sig * 31 + (uint64_t)(uintptr_t)m + (uint64_t)m->mid;
+    return sig;
+}
+
 bool cpvm_msg_routed(int mid)
 {
     struct lp_msg *m = msg_of(mid);

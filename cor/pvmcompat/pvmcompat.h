@@ -139,6 +139,9 @@ int cpvm_base_context(void);
 
 /* Somebody may have queued a message: waiters look again. Lock held. */
 void cpvm_wake_waiters(void);
+/* What libpvm3's receive queue holds, as a number that changes when it does (up to collisions,
+ * which cost a waiter a millisecond at most). Lock held. */
+uint64_t cpvm_queue_signature(void);
 int cpvm_waiters(void);
 /* Blocks without the lock until a routed message completed, PVM's sockets have data, another
  * thread queued something, or `deadline_ns` (0 = none) passed. Lock held on entry and exit. */

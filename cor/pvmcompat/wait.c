@@ -33,7 +33,8 @@ uint64_t cpvm_now_ns(void)
 int cpvm_waiters(void)
 {
     return atomic_load_explicit(&nwaiters, memory_order_relaxed) +
-           atomic_load_explicit(&nyielders, memory_order_relaxed);
+           atomic_load_explicit(&nyielders, memory_order_relaxed) +
+           atomic_load_explicit(&spinner_busy, memory_order_relaxed);
 }
 
 void cpvm_wake_waiters(void)
