@@ -240,6 +240,7 @@ static void handle(const struct cpvm_ctl *c)
 
 void cpvm_run_deferred(void)
 {
+    if (!nevents) return;
     /* handle() may send, and sending may read more control messages: take a batch. */
     for (int rounds = 0; nevents && rounds < 64; rounds++) {
         size_t n = nevents;
@@ -252,6 +253,9 @@ void cpvm_run_deferred(void)
             handle(&batch[i]);
         free(batch);
     }
+    /* A peer connected, switched or left: a thread waiting for that (a first send waiting
+     * for its answer) looks again, though libpvm3's queue did not change. */
+    cpvm_wake_waiters();
 }
 
 /* ---- the route option and the task's domain -------------------------------------------- */
