@@ -70,6 +70,7 @@ int dsm_obj_apply(struct dsm_obj *o, const struct dsm_req *r, void *out, uint64_
     case DSM_OP_GET:
     case DSM_OP_PUT:
         if (r->offset > o->count || r->count > o->count - r->offset) return COR_DSM_ERANGE;
+        if (r->count == 0) return COR_OK; /* no data at all: nothing to copy from or to */
         if (r->op == DSM_OP_GET)
             memcpy(out, o->data + r->offset * ts, r->count * ts);
         else

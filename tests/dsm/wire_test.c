@@ -280,6 +280,11 @@ static void test_obj_ops(void)
     EXPECT_EQ(dsm_obj_out_len(&get), sizeof out);
     EXPECT_ERR(dsm_obj_apply(&o, &get, out, NULL), COR_OK);
     EXPECT_EQ(memcmp(out, v, sizeof v), 0);
+    /* zero elements: valid, and nothing is read from a NULL data pointer */
+    struct dsm_req put0 = {.op = DSM_OP_PUT, .type = COR_INT, .offset = 10, .count = 0};
+    EXPECT_ERR(dsm_obj_apply(&o, &put0, NULL, NULL), COR_OK);
+    struct dsm_req get0 = {.op = DSM_OP_GET, .type = COR_INT, .offset = 10, .count = 0};
+    EXPECT_ERR(dsm_obj_apply(&o, &get0, NULL, NULL), COR_OK);
     get.type = COR_FLOAT;
     EXPECT_ERR(dsm_obj_apply(&o, &get, out, NULL), COR_ETYPE);
 
