@@ -155,7 +155,15 @@ void cor__peer_gone(unsigned rank, int err, bool notify)
     COR_LOCK(&g.lock);
     cor_death_fn fn = g.death_fn;
     void *arg = g.death_arg;
+    int nl = g.ndeath_listeners;
+    cor_death_fn lfn[COR_DEATH_LISTENERS];
+    void *larg[COR_DEATH_LISTENERS];
+    for (int i = 0; i < nl; i++) {
+        lfn[i] = g.death_listeners[i].fn;
+        larg[i] = g.death_listeners[i].arg;
+    }
     COR_UNLOCK(&g.lock);
+    for (int i = 0; i < nl; i++) lfn[i]((int)rank, err, larg[i]);
     if (fn) fn((int)rank, err, arg);
 }
 
@@ -461,6 +469,28 @@ COR_API int cor_domain_on_death(cor_death_fn fn, void *arg)
     COR_LOCK(&g.lock);
     g.death_fn = fn;
     g.death_arg = arg;
+    COR_UNLOCK(&g.lock);
+    return COR_OK;
+}
+
+COR_API int cor_domain_on_death_add(cor_death_fn fn, void *arg)
+{
+    int err = cor__check_init();
+    if (err) return err;
+    if (!fn) return COR_EINVAL;
+    COR_LOCK(&g.lock);
+    for (int i = 0; i < g.ndeath_listeners; i++)
+        if (g.death_listeners[i].fn == fn && g.death_listeners[i].arg == arg) {
+            COR_UNLOCK(&g.lock);
+            return COR_OK;
+        }
+    if (g.ndeath_listeners == COR_DEATH_LISTENERS) {
+        COR_UNLOCK(&g.lock);
+        return COR_ELIMIT;
+    }
+    g.death_listeners[g.ndeath_listeners].fn = fn;
+    g.death_listeners[g.ndeath_listeners].arg = arg;
+    g.ndeath_listeners++;
     COR_UNLOCK(&g.lock);
     return COR_OK;
 }

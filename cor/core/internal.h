@@ -20,6 +20,7 @@
 
 #define COR_ROUTES_MAX 4
 #define COR_HPORTS_MAX 8 /* per route */
+#define COR_DEATH_LISTENERS 8 /* cor_domain_on_death_add */
 
 /* ---- logging and lock wrappers (abort only on broken invariants of our own) ---- */
 void cor__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -327,6 +328,12 @@ struct cor_global {
     struct cor_hport *dma_port; /* getBuffer memory comes from this route's mem_alloc */
     cor_death_fn death_fn;
     void *death_arg;
+    /* Libraries' listeners (cor_domain_on_death_add), beside the application's one. */
+    struct {
+        cor_death_fn fn;
+        void *arg;
+    } death_listeners[COR_DEATH_LISTENERS];
+    int ndeath_listeners;
 
     /* Adaptive waiting: one task at a time spins on the ports; listeners stay off the fds
      * while it does, so a wake-up doesn't cost a thread hand-off. */

@@ -127,6 +127,10 @@ COR_API int cor_domain_children(int rank, int *children, int max); /* returns ho
 /* A notification when a peer domain dies: called from a core thread, must not block. */
 typedef void (*cor_death_fn)(int rank, int err, void *arg);
 COR_API int cor_domain_on_death(cor_death_fn fn, void *arg);
+/* The same for libraries (libcordsm): adds a listener beside the one cor_domain_on_death sets,
+ * so neither replaces the other. Listeners run before that one, in the order added; adding the
+ * same (fn, arg) again does nothing. COR_EINVAL for a NULL fn, COR_ELIMIT beyond 8. */
+COR_API int cor_domain_on_death_add(cor_death_fn fn, void *arg);
 
 /*
  * Dynamic sessions (domains that join a running session, as PVM spawns them): instead of

@@ -1,0 +1,1582 @@
+/*
+ * libcordsm's runtime, on libcor's public API only.
+ *
+ * Each domain runs a service: a reserved task ("cor.dsm") whose mailbox receives every DSM
+ * request sent to this domain, in a context of its own, and a thread that waits on that
+ * mailbox (the core's listener completes the receive and wakes it, so no user task has to
+ * poll) and serves: operations on objects homed here, the directory entries of the names that
+ * hash here, the locks that live here, and barrier messages.
+ *
+ * Who owns what:
+ * - D.lock guards the resource table (objects and locks homed here, by index), the barrier
+ *   list and every barrier's state. An object's data is guarded by its own mutex, so the
+ *   home's tasks operate on it directly (no message) while the service serves remote ones.
+ * - Only the service thread touches the directory, the locks' queues, the errors kept for
+ *   QUIET and the list of its pending reply sends; none of them needs a lock.
+ * - A client's request is two core requests of the calling task: a receive of the reply
+ *   (posted first, tag = the request id) and the send of the request.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dsm_internal.h"
+
+#define SVC_NAME "cor.dsm"
+#define RES_MAX COR_MAX_INDEX /* resource indices 1..65535 per domain */
+#define DIR_BUCKETS 256
+#define ADD_RING 64         /* non-fetching adds in flight per task */
+#define QERR_MAX 65536      /* tasks with unreported add errors kept by a service */
+#define WAIT_SLICE_US 20000 /* the service looks at deaths and stop at least this often */
+
+enum res_kind { RES_OBJ = 1, RES_LOCK = 2 };
+
+struct res {
+    enum res_kind kind;
+    unsigned index;
+    _Atomic int refs; /* one for the table, one per user of the moment */
+    char name[COR_NAME_MAX];
+    cor_dsm_protocol_t protocol;
+    pthread_mutex_t mu;   /* guards obj */
+    struct dsm_obj obj;   /* RES_OBJ */
+    struct dsm_lock lock; /* RES_LOCK; the service thread only */
+};
+
+struct dir_entry {
+    struct dir_entry *next;
+    enum res_kind kind;
+    char name[COR_NAME_MAX];
+    cor_idp_t idp;
+    cor_type_t type;
+    uint64_t count;
+    cor_dsm_protocol_t protocol;
+};
+
+struct qerr {
+    struct qerr *next;
+    cor_idp_t who;
+    int err;
+};
+
+struct pend {
+    cor_req_t req;
+    void *buf;
+};
+
+struct cor_dsm_barrier {
+    struct cor_dsm_barrier *next; /* D.bars */
+    uint64_t id;                  /* hash of the name */
+    bool created;                 /* by a local cor_dsm_barrier_create (else only messages) */
+    int *members;                 /* domain ranks, ascending */
+    int err;                      /* COR_EPEERDEAD once a member died */
+    pthread_cond_t cv;            /* episode ended or failed */
+    struct dsm_bar st;
+};
+
+static struct {
+    _Atomic int up;
+    _Atomic int stopping;
+    int rank, size;
+    uint32_t session;
+    cor_idp_t svc, ctx;
+    long spin_us;
+    pthread_t thread;
+    _Atomic cor_idp_t *svcs; /* [size] services, looked up on first use */
+    _Atomic bool *dead;      /* [size] */
+    _Atomic int deaths_pending;
+
+    pthread_mutex_t lock; /* res, next_index, bars (and each barrier's state) */
+    struct res **res;     /* [RES_MAX + 1] */
+    unsigned next_index;
+    struct cor_dsm_barrier *bars;
+
+    /* the service thread's own */
+    struct dir_entry *dir[DIR_BUCKETS];
+    struct qerr *qerrs;
+    size_t nqerrs;
+    struct pend *pend;
+    size_t npend, cappend;
+    bool *death_done; /* [size] */
+
+    pthread_mutex_t ready_mu;
+    pthread_cond_t ready_cv;
+    int ready; /* 0 starting, 1 up, <0 failed */
+
+    _Atomic uint64_t served, dropped, local_ops, remote_ops;
+} D = {.lock = PTHREAD_MUTEX_INITIALIZER,
+       .ready_mu = PTHREAD_MUTEX_INITIALIZER,
+       .ready_cv = PTHREAD_COND_INITIALIZER};
+
+static void lock_or_die(pthread_mutex_t *m)
+{
+    if (pthread_mutex_lock(m)) abort(); /* a broken invariant of ours, not bad input */
+}
+static void unlock_or_die(pthread_mutex_t *m)
+{
+    if (pthread_mutex_unlock(m)) abort();
+}
+
+COR_API const char *cor_dsm_strerror(int err)
+{
+#define DSM_STR_(name, value, text)                                                                \
+    case value:                                                                                    \
+        return text;
+    switch (err) {
+        COR_DSM_ERRNO_MAP(DSM_STR_)
+    default:
+        return cor_strerror(err);
+    }
+#undef DSM_STR_
+}
+
+static bool is_up(void)
+{
+    return atomic_load(&D.up) && !atomic_load(&D.stopping);
+}
+
+static bool name_ok(const char *name)
+{
+    if (!name) return false;
+    size_t n = strnlen(name, COR_NAME_MAX);
+    return n > 0 && n < COR_NAME_MAX;
+}
+
+static int dir_home(const char *name)
+{
+    return (int)(dsm_hash(name, strlen(name)) % (uint64_t)D.size);
+}
+
+static bool our_idp(cor_idp_t idp)
+{
+    return cor_idp_kind(idp) == COR_KIND_OBJECT && cor_idp_macro(idp) == D.session &&
+           cor_idp_domain(idp) < (unsigned)D.size && cor_idp_index(idp) != 0;
+}
+
+/* ---- Resources homed here ------------------------------------------------------------ */
+
+static void res_free(struct res *x)
+{
+    if (x->kind == RES_OBJ) free(x->obj.data);
+    dsm_lock_free(&x->lock);
+    pthread_mutex_destroy(&x->mu);
+    free(x);
+}
+
+static void res_put(struct res *x)
+{
+    if (atomic_fetch_sub(&x->refs, 1) == 1) res_free(x);
+}
+
+static struct res *res_get(cor_idp_t idp, enum res_kind kind)
+{
+    if (!our_idp(idp) || cor_idp_domain(idp) != (unsigned)D.rank) return NULL;
+    lock_or_die(&D.lock);
+    struct res *x = D.res ? D.res[cor_idp_index(idp)] : NULL;
+    if (x && x->kind == kind)
+        atomic_fetch_add(&x->refs, 1);
+    else
+        x = NULL;
+    unlock_or_die(&D.lock);
+    return x;
+}
+
+/* Gives x an index (reused last: a stale idp meets ENOTFOUND for as long as possible). */
+static int res_add(struct res *x)
+{
+    lock_or_die(&D.lock);
+    for (unsigned k = 0; k < RES_MAX; k++) {
+        unsigned i = (D.next_index + k) % RES_MAX + 1;
+        if (!D.res[i]) {
+            D.res[i] = x;
+            x->index = i;
+            D.next_index = i % RES_MAX;
+            unlock_or_die(&D.lock);
+            return COR_OK;
+        }
+    }
+    unlock_or_die(&D.lock);
+    return COR_ELIMIT;
+}
+
+/* Takes resource `index` of `kind` out of the table; returns it (with the table's
+ * reference) or NULL. */
+static struct res *res_remove(unsigned index, enum res_kind kind)
+{
+    if (index == 0 || index > RES_MAX) return NULL;
+    lock_or_die(&D.lock);
+    struct res *x = D.res[index];
+    if (x && x->kind == kind)
+        D.res[index] = NULL;
+    else
+        x = NULL;
+    unlock_or_die(&D.lock);
+    return x;
+}
+
+static struct res *res_new(enum res_kind kind, const char *name)
+{
+    struct res *x = calloc(1, sizeof *x);
+    if (!x) return NULL;
+    x->kind = kind;
+    atomic_init(&x->refs, 1);
+    snprintf(x->name, sizeof x->name, "%s", name);
+    pthread_mutex_init(&x->mu, NULL);
+    return x;
+}
+
+/* ---- Services of other domains -------------------------------------------------------- */
+
+static int svc_of(int rank, cor_idp_t *svc)
+{
+    if (rank < 0 || rank >= D.size) return COR_EINVAL;
+    if (atomic_load(&D.dead[rank])) return COR_EPEERDEAD;
+    cor_idp_t s = atomic_load(&D.svcs[rank]);
+    if (s == COR_IDP_NULL) {
+        int err = rank == D.rank ? (s = D.svc, COR_OK) : cor_task_lookup(rank, SVC_NAME, 0, &s);
+        if (err) return err;
+        atomic_store(&D.svcs[rank], s);
+    }
+    *svc = s;
+    return COR_OK;
+}
+
+static void on_death(int rank, int err, void *arg)
+{
+    (void)err;
+    (void)arg;
+    /* Called from a core thread: no locks, just marks (the service does the rest). */
+    if (!D.dead || rank < 0 || rank >= D.size) return;
+    atomic_store(&D.dead[rank], true);
+    atomic_store(&D.deaths_pending, 1);
+}
+
+/* ---- Client operations ---------------------------------------------------------------- */
+
+struct cor_dsm_op {
+    bool done;
+    int result;
+    uint8_t op;
+    uint32_t id;
+    cor_req_t sreq, rreq;
+    unsigned char *sbuf, *rbuf;
+    size_t rcap;
+    void *out; /* reply data (GET, old values) */
+    size_t out_len;
+    uint64_t *slot;       /* APPEND */
+    cor_dsm_info_t *info; /* QUERY, DIR_GET */
+    cor_idp_t *idp_out;   /* DIR_GET, LOCK_OPEN */
+    unsigned char small[DSM_REQ_HDR + COR_NAME_MAX + 32];
+    unsigned char rsmall[DSM_REP_HDR + DSM_INFO_HDR + COR_NAME_MAX];
+};
+
+static __thread uint32_t tls_id;
+
+static uint32_t next_id(void)
+{
+    tls_id = (tls_id + 1) & DSM_ID_MAX;
+    if (tls_id == 0) tls_id = 1;
+    return tls_id;
+}
+
+static void op_release(struct cor_dsm_op *o)
+{
+    if (o->sbuf && o->sbuf != o->small) free(o->sbuf);
+    if (o->rbuf && o->rbuf != o->rsmall) free(o->rbuf);
+    o->sbuf = o->rbuf = NULL;
+}
+
+static void op_init(struct cor_dsm_op *o, const struct dsm_req *r)
+{
+    memset(o, 0, offsetof(struct cor_dsm_op, small));
+    o->op = r->op;
+    o->id = r->id;
+}
+
+/* Sends the request to domain `home`'s service, the reply (rep_data bytes of data at most)
+ * to be received into o->rbuf. */
+static int op_start(struct cor_dsm_op *o, int home, const struct dsm_req *r, size_t rep_data)
+{
+    cor_idp_t svc;
+    int err = svc_of(home, &svc);
+    if (err) return err;
+    size_t n = dsm_req_size(r);
+    if (n == 0) return COR_EINVAL;
+    o->sbuf = n <= sizeof o->small ? o->small : malloc(n);
+    o->rcap = DSM_REP_HDR + rep_data;
+    o->rbuf = o->rcap <= sizeof o->rsmall ? o->rsmall : malloc(o->rcap);
+    if (!o->sbuf || !o->rbuf) {
+        op_release(o);
+        return COR_ENOMEM;
+    }
+    dsm_req_encode(o->sbuf, n, r);
+    err = cor_recvI_into(svc, D.ctx, (int)r->id, COR_BYTE, o->rbuf, o->rcap, &o->rreq);
+    if (err) goto fail;
+    err = cor_sendI_typed(svc, D.ctx, (int)r->id, COR_BYTE, o->sbuf, n, &o->sreq);
+    if (err) {
+        cor_cancel(&o->rreq);
+        cor_wait(&o->rreq, NULL);
+        goto fail;
+    }
+    atomic_fetch_add(&D.remote_ops, 1);
+    return COR_OK;
+fail:
+    op_release(o);
+    return err;
+}
+
+/* Checks the reply (it comes from a peer: untrusted) and delivers its results. */
+static int op_finish(struct cor_dsm_op *o, size_t len)
+{
+    struct dsm_rep rep;
+    if (dsm_rep_decode(o->rbuf, len, &rep) || rep.op != o->op || rep.id != o->id) return COR_EPROTO;
+    if (rep.status != COR_OK) return rep.status;
+    switch (o->op) {
+    case DSM_OP_GET:
+    case DSM_OP_SWAP:
+    case DSM_OP_FADD:
+    case DSM_OP_CAS:
+        if (rep.data_len != o->out_len) return COR_EPROTO;
+        if (o->out && o->out_len) memcpy(o->out, rep.data, o->out_len);
+        return COR_OK;
+    case DSM_OP_APPEND:
+        if (rep.data_len) return COR_EPROTO;
+        if (o->slot) *o->slot = rep.value;
+        return COR_OK;
+    case DSM_OP_QUERY:
+    case DSM_OP_DIR_GET: {
+        cor_dsm_info_t info;
+        if (dsm_info_decode(rep.data, rep.data_len, &info) || !our_idp(rep.value) ||
+            cor_idp_domain(rep.value) != (unsigned)info.home)
+            return COR_EPROTO;
+        if (o->info) *o->info = info;
+        if (o->idp_out) *o->idp_out = rep.value;
+        return COR_OK;
+    }
+    case DSM_OP_LOCK_OPEN:
+        if (rep.data_len || !our_idp(rep.value)) return COR_EPROTO;
+        if (o->idp_out) *o->idp_out = rep.value;
+        return COR_OK;
+    default:
+        return rep.data_len ? COR_EPROTO : COR_OK;
+    }
+}
+
+/* The send failed: the reply cannot come; take the receive back. */
+static int op_abort(struct cor_dsm_op *o, int err)
+{
+    if (o->rreq != COR_REQ_NULL) {
+        cor_cancel(&o->rreq);
+        cor_wait(&o->rreq, NULL);
+    }
+    return err;
+}
+
+static int op_wait(struct cor_dsm_op *o)
+{
+    if (!o->done) {
+        int err = o->sreq != COR_REQ_NULL ? cor_wait(&o->sreq, NULL) : COR_OK;
+        if (err) {
+            o->result = op_abort(o, err);
+        } else {
+            cor_status_t st;
+            err = cor_wait(&o->rreq, &st);
+            o->result = err ? err : op_finish(o, st.count);
+        }
+        o->done = true;
+    }
+    op_release(o);
+    return o->result;
+}
+
+static int op_test(struct cor_dsm_op *o, int *done)
+{
+    *done = 0;
+    if (!o->done) {
+        int d = 0, err;
+        if (o->sreq != COR_REQ_NULL) {
+            err = cor_test(&o->sreq, &d, NULL);
+            if (d && err) {
+                o->result = op_abort(o, err);
+                o->done = true;
+            }
+            if (!d) return COR_OK;
+        }
+        if (!o->done) {
+            cor_status_t st;
+            err = cor_test(&o->rreq, &d, &st);
+            if (!d) return COR_OK;
+            o->result = err ? err : op_finish(o, st.count);
+            o->done = true;
+        }
+    }
+    op_release(o);
+    *done = 1;
+    return o->result;
+}
+
+/* Fills o for an operation on an object and runs it here (home = this domain: o->done) or
+ * starts it at the home. */
+static int obj_op(struct cor_dsm_op *o, cor_idp_t obj, uint8_t op, size_t offset, size_t count,
+                  cor_type_t type, const void *data, size_t data_len, void *out, uint64_t *slot)
+{
+    if (!is_up()) return COR_ESTATE;
+    if (!our_idp(obj) || (unsigned)type >= COR_TYPE_COUNT) return COR_EINVAL;
+    if (data_len && !data) return COR_EINVAL;
+    struct dsm_req r = {.op = op,
+                        .type = (uint8_t)type,
+                        .id = next_id(),
+                        .obj = obj,
+                        .offset = offset,
+                        .count = count,
+                        .data = data,
+                        .data_len = data_len};
+    if (dsm_req_size(&r) == 0) {
+        size_t ts = cor_type_size(type);
+        return ts && count > COR_DSM_MAX_BYTES / ts ? COR_ELIMIT : COR_EINVAL;
+    }
+    op_init(o, &r);
+    o->out = out;
+    o->out_len = dsm_obj_out_len(&r);
+    o->slot = slot;
+    if (op == DSM_OP_GET && o->out_len && !out) return COR_EINVAL;
+    int home = (int)cor_idp_domain(obj);
+    if (home != D.rank) return op_start(o, home, &r, o->out_len);
+
+    atomic_fetch_add(&D.local_ops, 1);
+    struct res *x = res_get(obj, RES_OBJ);
+    if (!x) {
+        o->result = COR_ENOTFOUND;
+    } else {
+        uint64_t value = 0;
+        lock_or_die(&x->mu);
+        o->result = dsm_obj_apply(&x->obj, &r, out, &value);
+        unlock_or_die(&x->mu);
+        res_put(x);
+        if (!o->result && slot) *slot = value;
+    }
+    o->done = true;
+    return COR_OK;
+}
+
+/* A blocking request of any kind to domain `home`. */
+static int call(int home, const struct dsm_req *r, struct cor_dsm_op *o, size_t rep_data)
+{
+    int err = op_start(o, home, r, rep_data);
+    return err ? err : op_wait(o);
+}
+
+static int run_blocking(struct cor_dsm_op *o, int err)
+{
+    return err ? err : op_wait(o);
+}
+
+static int run_nb(struct cor_dsm_op *o, int err, cor_dsm_req_t *req)
+{
+    if (err) {
+        free(o);
+        *req = NULL;
+        return err;
+    }
+    *req = o;
+    return COR_OK;
+}
+
+#define NB_ALLOC(o, req)                                                                           \
+    if (!(req)) return COR_EINVAL;                                                                 \
+    struct cor_dsm_op *o = malloc(sizeof *o);                                                      \
+    if (!o) return COR_ENOMEM
+
+static size_t tsz(cor_type_t type)
+{
+    return (unsigned)type < COR_TYPE_COUNT ? cor_type_size(type) : 0;
+}
+
+/* Bytes of `count` elements, or SIZE_MAX (dsm_req_size then refuses the request). */
+static size_t nbytes(cor_type_t type, size_t count)
+{
+    size_t ts = tsz(type);
+    if (!ts || count > COR_DSM_MAX_BYTES / ts) return SIZE_MAX;
+    return count * ts;
+}
+
+COR_API int cor_dsm_get(cor_idp_t obj, size_t offset, size_t count, cor_type_t type, void *buf)
+{
+    struct cor_dsm_op o;
+    return run_blocking(&o, obj_op(&o, obj, DSM_OP_GET, offset, count, type, NULL, 0, buf, NULL));
+}
+
+COR_API int cor_dsm_getI(cor_idp_t obj, size_t offset, size_t count, cor_type_t type, void *buf,
+                         cor_dsm_req_t *req)
+{
+    NB_ALLOC(o, req);
+    return run_nb(o, obj_op(o, obj, DSM_OP_GET, offset, count, type, NULL, 0, buf, NULL), req);
+}
+
+COR_API int cor_dsm_put(cor_idp_t obj, size_t offset, size_t count, cor_type_t type,
+                        const void *buf)
+{
+    struct cor_dsm_op o;
+    size_t n = nbytes(type, count);
+    if (n == SIZE_MAX) return tsz(type) ? COR_ELIMIT : COR_EINVAL;
+    return run_blocking(&o, obj_op(&o, obj, DSM_OP_PUT, offset, count, type, buf, n, NULL, NULL));
+}
+
+COR_API int cor_dsm_putI(cor_idp_t obj, size_t offset, size_t count, cor_type_t type,
+                         const void *buf, cor_dsm_req_t *req)
+{
+    size_t n = nbytes(type, count);
+    if (n == SIZE_MAX) return tsz(type) ? COR_ELIMIT : COR_EINVAL;
+    NB_ALLOC(o, req);
+    return run_nb(o, obj_op(o, obj, DSM_OP_PUT, offset, count, type, buf, n, NULL, NULL), req);
+}
+
+/* One-element operations: value (and desired, for CAS) travel as the request's data. */
+static int elem_op(struct cor_dsm_op *o, cor_idp_t obj, uint8_t op, size_t index, cor_type_t type,
+                   const void *value, const void *desired, void *old)
+{
+    size_t ts = tsz(type);
+    if (!ts || !value || (op == DSM_OP_CAS && !desired)) return COR_EINVAL;
+    unsigned char in[32];
+    memcpy(in, value, ts);
+    if (op == DSM_OP_CAS) memcpy(in + ts, desired, ts);
+    return obj_op(o, obj, op, index, 1, type, in, op == DSM_OP_CAS ? 2 * ts : ts, old, NULL);
+}
+
+COR_API int cor_dsm_swap(cor_idp_t obj, size_t index, cor_type_t type, const void *value, void *old)
+{
+    struct cor_dsm_op o;
+    return run_blocking(&o, elem_op(&o, obj, DSM_OP_SWAP, index, type, value, NULL, old));
+}
+
+COR_API int cor_dsm_swapI(cor_idp_t obj, size_t index, cor_type_t type, const void *value,
+                          void *old, cor_dsm_req_t *req)
+{
+    NB_ALLOC(o, req);
+    return run_nb(o, elem_op(o, obj, DSM_OP_SWAP, index, type, value, NULL, old), req);
+}
+
+COR_API int cor_dsm_fetch_add(cor_idp_t obj, size_t index, cor_type_t type, const void *value,
+                              void *old)
+{
+    struct cor_dsm_op o;
+    return run_blocking(&o, elem_op(&o, obj, DSM_OP_FADD, index, type, value, NULL, old));
+}
+
+COR_API int cor_dsm_fetch_addI(cor_idp_t obj, size_t index, cor_type_t type, const void *value,
+                               void *old, cor_dsm_req_t *req)
+{
+    NB_ALLOC(o, req);
+    return run_nb(o, elem_op(o, obj, DSM_OP_FADD, index, type, value, NULL, old), req);
+}
+
+COR_API int cor_dsm_cas(cor_idp_t obj, size_t index, cor_type_t type, const void *expected,
+                        const void *desired, void *old)
+{
+    struct cor_dsm_op o;
+    return run_blocking(&o, elem_op(&o, obj, DSM_OP_CAS, index, type, expected, desired, old));
+}
+
+COR_API int cor_dsm_casI(cor_idp_t obj, size_t index, cor_type_t type, const void *expected,
+                         const void *desired, void *old, cor_dsm_req_t *req)
+{
+    NB_ALLOC(o, req);
+    return run_nb(o, elem_op(o, obj, DSM_OP_CAS, index, type, expected, desired, old), req);
+}
+
+COR_API int cor_dsm_append(cor_idp_t obj, cor_type_t type, const void *data, size_t count,
+                           uint64_t *slot)
+{
+    struct cor_dsm_op o;
+    size_t n = nbytes(type, count);
+    if (n == SIZE_MAX) return tsz(type) ? COR_ELIMIT : COR_EINVAL;
+    return run_blocking(&o, obj_op(&o, obj, DSM_OP_APPEND, 0, count, type, data, n, NULL, slot));
+}
+
+COR_API int cor_dsm_appendI(cor_idp_t obj, cor_type_t type, const void *data, size_t count,
+                            uint64_t *slot, cor_dsm_req_t *req)
+{
+    size_t n = nbytes(type, count);
+    if (n == SIZE_MAX) return tsz(type) ? COR_ELIMIT : COR_EINVAL;
+    NB_ALLOC(o, req);
+    return run_nb(o, obj_op(o, obj, DSM_OP_APPEND, 0, count, type, data, n, NULL, slot), req);
+}
+
+COR_API int cor_dsm_test(cor_dsm_req_t *req, int *done)
+{
+    if (!req || !*req || !done) return COR_EBADHANDLE;
+    int err = op_test(*req, done);
+    if (*done) {
+        free(*req);
+        *req = NULL;
+    }
+    return err;
+}
+
+COR_API int cor_dsm_wait(cor_dsm_req_t *req)
+{
+    if (!req || !*req) return COR_EBADHANDLE;
+    int err = op_wait(*req);
+    free(*req);
+    *req = NULL;
+    return err;
+}
+
+/* ---- Non-fetching adds and quiet ------------------------------------------------------- */
+
+struct add_slot {
+    cor_req_t req;
+    unsigned char buf[DSM_REQ_HDR + 16];
+};
+
+/* Per task (tasks are threads): adds in flight, homes to quiet, the first error seen. */
+static __thread struct add_slot tls_adds[ADD_RING];
+static __thread unsigned tls_add_next;
+static __thread int tls_add_err;
+static __thread uint64_t tls_homes[COR_MAX_DOMAINS / 64];
+
+static void add_note(int err)
+{
+    if (err && !tls_add_err) tls_add_err = err;
+}
+
+COR_API int cor_dsm_add(cor_idp_t obj, size_t index, cor_type_t type, const void *value)
+{
+    if (!is_up()) return COR_ESTATE;
+    size_t ts = tsz(type);
+    if (!our_idp(obj) || !ts || !value) return COR_EINVAL;
+    struct dsm_req r = {.op = DSM_OP_ADD,
+                        .type = (uint8_t)type,
+                        .id = next_id(),
+                        .obj = obj,
+                        .offset = index,
+                        .count = 1,
+                        .data = value,
+                        .data_len = ts};
+    int home = (int)cor_idp_domain(obj);
+    if (home == D.rank) {
+        atomic_fetch_add(&D.local_ops, 1);
+        struct res *x = res_get(obj, RES_OBJ);
+        if (!x) {
+            add_note(COR_ENOTFOUND);
+            return COR_OK;
+        }
+        lock_or_die(&x->mu);
+        add_note(dsm_obj_apply(&x->obj, &r, NULL, NULL));
+        unlock_or_die(&x->mu);
+        res_put(x);
+        return COR_OK;
+    }
+    cor_idp_t svc;
+    int err = svc_of(home, &svc);
+    if (err) return err;
+    struct add_slot *s = &tls_adds[tls_add_next++ % ADD_RING];
+    if (s->req != COR_REQ_NULL) add_note(cor_wait(&s->req, NULL));
+    size_t n = dsm_req_encode(s->buf, sizeof s->buf, &r);
+    if (n == 0) return COR_EINVAL;
+    err = cor_sendI_typed(svc, D.ctx, (int)r.id, COR_BYTE, s->buf, n, &s->req);
+    if (err) return err;
+    atomic_fetch_add(&D.remote_ops, 1);
+    tls_homes[home / 64] |= 1ull << (home % 64);
+    return COR_OK;
+}
+
+COR_API int cor_dsm_quiet(void)
+{
+    if (!is_up()) return COR_ESTATE;
+    for (int i = 0; i < ADD_RING; i++)
+        if (tls_adds[i].req != COR_REQ_NULL) add_note(cor_wait(&tls_adds[i].req, NULL));
+    int nh = 0;
+    for (int h = 0; h < D.size; h++)
+        nh += (tls_homes[h / 64] >> (h % 64)) & 1;
+    if (nh) {
+        struct cor_dsm_op *ops = calloc((size_t)nh, sizeof *ops);
+        int *started = calloc((size_t)nh, sizeof *started);
+        if (!ops || !started) {
+            free(ops);
+            free(started);
+            return COR_ENOMEM;
+        }
+        int k = 0;
+        for (int h = 0; h < D.size; h++) {
+            if (!((tls_homes[h / 64] >> (h % 64)) & 1)) continue;
+            struct dsm_req r = {.op = DSM_OP_QUIET, .id = next_id()};
+            op_init(&ops[k], &r);
+            int err = op_start(&ops[k], h, &r, 0);
+            if (err)
+                add_note(err);
+            else
+                started[k] = 1;
+            k++;
+        }
+        for (int i = 0; i < k; i++)
+            if (started[i]) add_note(op_wait(&ops[i]));
+        free(ops);
+        free(started);
+        memset(tls_homes, 0, sizeof tls_homes);
+    }
+    int err = tls_add_err;
+    tls_add_err = COR_OK;
+    return err;
+}
+
+/* ---- Objects: create, lookup, query, destroy ------------------------------------------ */
+
+COR_API int cor_dsm_create(const char *name, cor_type_t type, size_t count,
+                           cor_dsm_protocol_t protocol, cor_idp_t *obj)
+{
+    if (!is_up()) return COR_ESTATE;
+    size_t ts = tsz(type);
+    if (!name_ok(name) || !ts || count == 0 || !obj || protocol != COR_DSM_HOME_ONLY)
+        return COR_EINVAL;
+    if (count > COR_DSM_MAX_BYTES / ts) return COR_ELIMIT;
+    struct res *x = res_new(RES_OBJ, name);
+    if (!x) return COR_ENOMEM;
+    x->protocol = protocol;
+    x->obj.type = type;
+    x->obj.tsize = ts;
+    x->obj.count = count;
+    x->obj.data = calloc(count, ts);
+    if (!x->obj.data) {
+        res_free(x);
+        return COR_ENOMEM;
+    }
+    int err = res_add(x);
+    if (err) {
+        res_free(x);
+        return err;
+    }
+    cor_idp_t idp = cor_idp_make(D.session, COR_KIND_OBJECT, (unsigned)D.rank, x->index);
+    struct dsm_req r = {.op = DSM_OP_DIR_PUT,
+                        .type = (uint8_t)type,
+                        .id = next_id(),
+                        .flags = protocol,
+                        .obj = idp,
+                        .count = count,
+                        .name = name,
+                        .name_len = strlen(name)};
+    struct cor_dsm_op o;
+    op_init(&o, &r);
+    err = call(dir_home(name), &r, &o, 0);
+    if (err) {
+        struct res *y = res_remove(x->index, RES_OBJ);
+        if (y) res_put(y);
+        return err;
+    }
+    *obj = idp;
+    return COR_OK;
+}
+
+COR_API int cor_dsm_lookup(const char *name, cor_idp_t *obj)
+{
+    if (!is_up()) return COR_ESTATE;
+    if (!name_ok(name) || !obj) return COR_EINVAL;
+    struct dsm_req r = {
+        .op = DSM_OP_DIR_GET, .id = next_id(), .name = name, .name_len = strlen(name)};
+    struct cor_dsm_op o;
+    op_init(&o, &r);
+    o.idp_out = obj;
+    return call(dir_home(name), &r, &o, DSM_INFO_HDR + COR_NAME_MAX);
+}
+
+static void local_info(struct res *x, cor_dsm_info_t *info)
+{
+    memset(info, 0, sizeof *info);
+    lock_or_die(&x->mu);
+    info->type = x->obj.type;
+    info->count = x->obj.count;
+    info->bytes = x->obj.count * x->obj.tsize;
+    info->appended = x->obj.appended;
+    unlock_or_die(&x->mu);
+    info->home = D.rank;
+    info->protocol = x->protocol;
+    snprintf(info->name, sizeof info->name, "%s", x->name);
+}
+
+COR_API int cor_dsm_query(cor_idp_t obj, cor_dsm_info_t *info)
+{
+    if (!is_up()) return COR_ESTATE;
+    if (!our_idp(obj) || !info) return COR_EINVAL;
+    int home = (int)cor_idp_domain(obj);
+    if (home == D.rank) {
+        struct res *x = res_get(obj, RES_OBJ);
+        if (!x) return COR_ENOTFOUND;
+        local_info(x, info);
+        res_put(x);
+        return COR_OK;
+    }
+    struct dsm_req r = {.op = DSM_OP_QUERY, .id = next_id(), .obj = obj};
+    struct cor_dsm_op o;
+    op_init(&o, &r);
+    o.info = info;
+    return call(home, &r, &o, DSM_INFO_HDR + COR_NAME_MAX);
+}
+
+COR_API int cor_dsm_destroy(cor_idp_t obj)
+{
+    if (!is_up()) return COR_ESTATE;
+    if (!our_idp(obj) || cor_idp_domain(obj) != (unsigned)D.rank) return COR_EINVAL;
+    struct res *x = res_remove(cor_idp_index(obj), RES_OBJ);
+    if (!x) return COR_ENOTFOUND;
+    struct dsm_req r = {.op = DSM_OP_DIR_DEL,
+                        .id = next_id(),
+                        .obj = obj,
+                        .name = x->name,
+                        .name_len = strlen(x->name)};
+    struct cor_dsm_op o;
+    op_init(&o, &r);
+    int err = call(dir_home(x->name), &r, &o, 0);
+    res_put(x); /* freed when the last operation in progress on it ends */
+    return err;
+}
+
+/* ---- Locks ----------------------------------------------------------------------------- */
+
+COR_API int cor_dsm_lock_open(const char *name, cor_idp_t *lock)
+{
+    if (!is_up()) return COR_ESTATE;
+    if (!name_ok(name) || !lock) return COR_EINVAL;
+    struct dsm_req r = {
+        .op = DSM_OP_LOCK_OPEN, .id = next_id(), .name = name, .name_len = strlen(name)};
+    struct cor_dsm_op o;
+    op_init(&o, &r);
+    o.idp_out = lock;
+    return call(dir_home(name), &r, &o, 0);
+}
+
+static int lock_op(struct cor_dsm_op *o, cor_idp_t lock, uint8_t op)
+{
+    if (!is_up()) return COR_ESTATE;
+    if (!our_idp(lock)) return COR_EINVAL;
+    struct dsm_req r = {.op = op, .id = next_id(), .obj = lock};
+    op_init(o, &r);
+    return op_start(o, (int)cor_idp_domain(lock), &r, 0);
+}
+
+COR_API int cor_dsm_lock(cor_idp_t lock)
+{
+    struct cor_dsm_op o;
+    return run_blocking(&o, lock_op(&o, lock, DSM_OP_LOCK_ACQ));
+}
+
+COR_API int cor_dsm_lockI(cor_idp_t lock, cor_dsm_req_t *req)
+{
+    NB_ALLOC(o, req);
+    return run_nb(o, lock_op(o, lock, DSM_OP_LOCK_ACQ), req);
+}
+
+COR_API int cor_dsm_trylock(cor_idp_t lock)
+{
+    struct cor_dsm_op o;
+    return run_blocking(&o, lock_op(&o, lock, DSM_OP_LOCK_TRY));
+}
+
+COR_API int cor_dsm_unlock(cor_idp_t lock)
+{
+    struct cor_dsm_op o;
+    return run_blocking(&o, lock_op(&o, lock, DSM_OP_LOCK_REL));
+}
+
+/* ---- Barriers --------------------------------------------------------------------------- */
+
+/* Under D.lock. */
+static struct cor_dsm_barrier *bar_find(uint64_t id, bool make)
+{
+    for (struct cor_dsm_barrier *b = D.bars; b; b = b->next)
+        if (b->id == id) return b;
+    if (!make) return NULL;
+    struct cor_dsm_barrier *b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    b->id = id;
+    pthread_cond_init(&b->cv, NULL);
+    b->next = D.bars;
+    D.bars = b;
+    return b;
+}
+
+static void bar_free(struct cor_dsm_barrier *b)
+{
+    pthread_cond_destroy(&b->cv);
+    free(b->members);
+    free(b);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    return *(const int *)a - *(const int *)b;
+}
+
+COR_API int cor_dsm_barrier_create(const char *name, cor_idp_t ldom, int local_tasks,
+                                   cor_dsm_barrier_t *bar)
+{
+    if (!is_up()) return COR_ESTATE;
+    if (!name_ok(name) || local_tasks < 1 || !bar) return COR_EINVAL;
+    int n = 0, *members = malloc((size_t)D.size * sizeof *members);
+    if (!members) return COR_ENOMEM;
+    int err = COR_OK;
+    if (ldom == COR_IDP_NULL) {
+        for (int r = 0; r < D.size; r++)
+            members[n++] = r;
+    } else {
+        int size = 0;
+        err = cor_ldomain_size(ldom, &size);
+        bool *seen = calloc((size_t)D.size, sizeof *seen);
+        if (!err && !seen) err = COR_ENOMEM;
+        for (int i = 0; !err && i < size; i++) {
+            cor_idp_t m;
+            err = cor_ldomain_member(ldom, i, &m);
+            if (err) break;
+            unsigned d = cor_idp_domain(m);
+            if (cor_idp_macro(m) != D.session || d >= (unsigned)D.size) continue;
+            if (!seen[d]) members[n++] = (int)d;
+            seen[d] = true;
+        }
+        free(seen);
+        qsort(members, (size_t)n, sizeof *members, cmp_int);
+    }
+    int pos = -1;
+    for (int i = 0; i < n; i++)
+        if (members[i] == D.rank) pos = i;
+    if (!err && pos < 0) err = COR_EINVAL;
+    if (err) {
+        free(members);
+        return err;
+    }
+    uint64_t id = dsm_hash(name, strlen(name));
+    lock_or_die(&D.lock);
+    struct cor_dsm_barrier *b = bar_find(id, true);
+    if (!b)
+        err = COR_ENOMEM;
+    else if (b->created)
+        err = COR_EEXIST;
+    if (!err) {
+        b->created = true;
+        b->members = members;
+        dsm_bar_setup(&b->st, n, pos, local_tasks);
+        for (int i = 0; i < n; i++)
+            if (atomic_load(&D.dead[members[i]])) b->err = COR_EPEERDEAD;
+        *bar = b;
+    }
+    unlock_or_die(&D.lock);
+    if (err) free(members);
+    return err;
+}
+
+/* Sends barrier messages as the calling task (user task or, with svc_send, the service). */
+static int bar_send(struct cor_dsm_barrier *b, const struct dsm_bar_msg *m, int n, bool service);
+
+COR_API int cor_dsm_barrier_wait(cor_dsm_barrier_t b)
+{
+    if (!is_up()) return COR_ESTATE;
+    if (!b || !b->created) return COR_EINVAL;
+    struct dsm_bar_msg msgs[DSM_MAX_ROUNDS];
+    int nmsg = 0;
+    bool completed = false;
+    lock_or_die(&D.lock);
+    int err = b->err;
+    uint64_t epoch = b->st.epoch;
+    if (!err && dsm_bar_arrive(&b->st)) nmsg = dsm_bar_advance(&b->st, msgs, &completed);
+    if (completed) pthread_cond_broadcast(&b->cv);
+    unlock_or_die(&D.lock);
+    if (err) return err;
+    err = bar_send(b, msgs, nmsg, false);
+    lock_or_die(&D.lock);
+    if (err && !b->err) {
+        b->err = err;
+        pthread_cond_broadcast(&b->cv);
+    }
+    while (b->st.epoch == epoch && !b->err) {
+        for (int i = 0; i < b->st.n; i++)
+            if (atomic_load(&D.dead[b->members[i]])) b->err = COR_EPEERDEAD;
+        if (b->err) {
+            pthread_cond_broadcast(&b->cv);
+            break;
+        }
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += 10 * 1000000L;
+        if (t.tv_nsec >= 1000000000L) {
+            t.tv_sec++;
+            t.tv_nsec -= 1000000000L;
+        }
+        int rc = pthread_cond_timedwait(&b->cv, &D.lock, &t);
+        if (rc && rc != ETIMEDOUT) abort();
+    }
+    err = b->st.epoch != epoch ? COR_OK : b->err;
+    unlock_or_die(&D.lock);
+    return err;
+}
+
+COR_API int cor_dsm_barrier_destroy(cor_dsm_barrier_t b)
+{
+    if (!is_up()) return COR_ESTATE;
+    if (!b || !b->created) return COR_EINVAL;
+    lock_or_die(&D.lock);
+    if (b->st.arrived > 0) {
+        unlock_or_die(&D.lock);
+        return COR_EBUSY;
+    }
+    for (struct cor_dsm_barrier **p = &D.bars; *p; p = &(*p)->next)
+        if (*p == b) {
+            *p = b->next;
+            break;
+        }
+    unlock_or_die(&D.lock);
+    bar_free(b);
+    return COR_OK;
+}
+
+/* ---- The service ------------------------------------------------------------------------ */
+
+/* Sends buf (malloc'd, ours until the send completes) from the service to `to`. */
+static void svc_send(cor_idp_t to, uint32_t tag, void *buf, size_t n)
+{
+    cor_req_t req;
+    if (cor_sendI_as(D.svc, to, D.ctx, (int)tag, COR_BYTE, buf, n, &req) != COR_OK) {
+        free(buf); /* the peer died or left: nobody waits for this any more */
+        return;
+    }
+    if (D.npend == D.cappend) {
+        size_t cap = D.cappend ? D.cappend * 2 : 64;
+        struct pend *p = realloc(D.pend, cap * sizeof *p);
+        if (!p) {
+            cor_wait(&req, NULL);
+            free(buf);
+            return;
+        }
+        D.pend = p;
+        D.cappend = cap;
+    }
+    D.pend[D.npend++] = (struct pend){req, buf};
+}
+
+static void reap(bool all)
+{
+    for (size_t i = 0; i < D.npend;) {
+        int done = 1;
+        if (all)
+            cor_wait(&D.pend[i].req, NULL);
+        else
+            cor_test(&D.pend[i].req, &done, NULL);
+        if (!done) {
+            i++;
+            continue;
+        }
+        free(D.pend[i].buf);
+        D.pend[i] = D.pend[--D.npend];
+    }
+}
+
+/* A reply whose data (dlen bytes) is already in place after the header in buf. */
+static void reply_buf(cor_idp_t to, uint8_t op, uint8_t type, uint32_t id, int status,
+                      uint64_t value, unsigned char *buf, size_t dlen)
+{
+    struct dsm_rep p = {.op = op,
+                        .type = type,
+                        .status = status,
+                        .id = id,
+                        .value = value,
+                        .data_len = status ? 0 : dlen};
+    size_t n = dsm_rep_encode(buf, DSM_REP_HDR + dlen, &p);
+    if (n == 0) {
+        free(buf);
+        return;
+    }
+    svc_send(to, id, buf, n);
+}
+
+static void reply(cor_idp_t to, const struct dsm_req *r, int status, uint64_t value,
+                  const void *data, size_t dlen)
+{
+    if (status) dlen = 0;
+    unsigned char *buf = malloc(DSM_REP_HDR + dlen);
+    if (!buf) return; /* the client sees its home as unresponsive; nothing better to do */
+    if (dlen) memcpy(buf + DSM_REP_HDR, data, dlen);
+    reply_buf(to, r->op, r->type, r->id, status, value, buf, dlen);
+}
+
+static void grant(const struct dsm_grant *g)
+{
+    struct dsm_req r = {.op = DSM_OP_LOCK_ACQ, .id = g->id};
+    reply(g->who, &r, g->status, 0, NULL, 0);
+}
+
+static struct dir_entry **dir_slot(enum res_kind kind, const char *name, size_t len)
+{
+    struct dir_entry **p = &D.dir[dsm_hash(name, len) % DIR_BUCKETS];
+    for (; *p; p = &(*p)->next)
+        if ((*p)->kind == kind && strlen((*p)->name) == len && !memcmp((*p)->name, name, len))
+            break;
+    return p;
+}
+
+static void qerr_note(cor_idp_t who, int err)
+{
+    for (struct qerr *q = D.qerrs; q; q = q->next)
+        if (q->who == who) return; /* the first error is kept */
+    if (D.nqerrs >= QERR_MAX) return;
+    struct qerr *q = malloc(sizeof *q);
+    if (!q) return;
+    *q = (struct qerr){D.qerrs, who, err};
+    D.qerrs = q;
+    D.nqerrs++;
+}
+
+static int qerr_take(cor_idp_t who)
+{
+    for (struct qerr **p = &D.qerrs; *p; p = &(*p)->next)
+        if ((*p)->who == who) {
+            struct qerr *q = *p;
+            int err = q->err;
+            *p = q->next;
+            free(q);
+            D.nqerrs--;
+            return err;
+        }
+    return COR_OK;
+}
+
+static void serve_obj(cor_idp_t src, const struct dsm_req *r)
+{
+    struct res *x = res_get(r->obj, RES_OBJ);
+    if (r->op == DSM_OP_ADD) {
+        int err = COR_ENOTFOUND;
+        if (x) {
+            lock_or_die(&x->mu);
+            err = dsm_obj_apply(&x->obj, r, NULL, NULL);
+            unlock_or_die(&x->mu);
+        }
+        if (err) qerr_note(src, err);
+        if (x) res_put(x);
+        return;
+    }
+    if (!x) {
+        reply(src, r, COR_ENOTFOUND, 0, NULL, 0);
+        return;
+    }
+    size_t olen = dsm_obj_out_len(r);
+    unsigned char *buf = malloc(DSM_REP_HDR + olen);
+    if (!buf) {
+        res_put(x);
+        reply(src, r, COR_ENOMEM, 0, NULL, 0);
+        return;
+    }
+    uint64_t value = 0;
+    lock_or_die(&x->mu);
+    int err = dsm_obj_apply(&x->obj, r, buf + DSM_REP_HDR, &value);
+    unlock_or_die(&x->mu);
+    res_put(x);
+    reply_buf(src, r->op, r->type, r->id, err, value, buf, olen);
+}
+
+static void serve_info(cor_idp_t src, const struct dsm_req *r, const cor_dsm_info_t *info,
+                       cor_idp_t idp)
+{
+    unsigned char data[DSM_INFO_HDR + COR_NAME_MAX];
+    size_t n = dsm_info_encode(data, sizeof data, info);
+    reply(src, r, n ? COR_OK : COR_EPROTO, idp, data, n);
+}
+
+static void serve_dir(cor_idp_t src, const struct dsm_req *r)
+{
+    char name[COR_NAME_MAX];
+    memcpy(name, r->name, r->name_len);
+    name[r->name_len] = '\0';
+    if (dir_home(name) != D.rank) {
+        reply(src, r, COR_EINVAL, 0, NULL, 0); /* misrouted */
+        return;
+    }
+    struct dir_entry **p =
+        dir_slot(r->op == DSM_OP_LOCK_OPEN ? RES_LOCK : RES_OBJ, name, r->name_len);
+    struct dir_entry *e = *p;
+    switch (r->op) {
+    case DSM_OP_DIR_PUT:
+        /* Only the home registers its objects. */
+        if (!our_idp(r->obj) || cor_idp_domain(r->obj) != cor_idp_domain(src) ||
+            r->flags != COR_DSM_HOME_ONLY) {
+            reply(src, r, COR_EINVAL, 0, NULL, 0);
+            return;
+        }
+        if (e) {
+            reply(src, r, COR_EEXIST, 0, NULL, 0);
+            return;
+        }
+        e = calloc(1, sizeof *e);
+        if (!e) {
+            reply(src, r, COR_ENOMEM, 0, NULL, 0);
+            return;
+        }
+        e->kind = RES_OBJ;
+        memcpy(e->name, name, sizeof name);
+        e->idp = r->obj;
+        e->type = (cor_type_t)r->type;
+        e->count = r->count;
+        e->protocol = (cor_dsm_protocol_t)r->flags;
+        *p = e;
+        reply(src, r, COR_OK, 0, NULL, 0);
+        return;
+    case DSM_OP_DIR_GET: {
+        if (!e) {
+            reply(src, r, COR_ENOTFOUND, 0, NULL, 0);
+            return;
+        }
+        cor_dsm_info_t info = {.type = e->type,
+                               .count = (size_t)e->count,
+                               .home = (int)cor_idp_domain(e->idp),
+                               .protocol = e->protocol};
+        memcpy(info.name, e->name, sizeof info.name);
+        serve_info(src, r, &info, e->idp);
+        return;
+    }
+    case DSM_OP_DIR_DEL:
+        if (!e || e->idp != r->obj) {
+            reply(src, r, COR_ENOTFOUND, 0, NULL, 0);
+            return;
+        }
+        if (cor_idp_domain(e->idp) != cor_idp_domain(src)) {
+            reply(src, r, COR_EINVAL, 0, NULL, 0);
+            return;
+        }
+        *p = e->next;
+        free(e);
+        reply(src, r, COR_OK, 0, NULL, 0);
+        return;
+    case DSM_OP_LOCK_OPEN: {
+        if (e) {
+            reply(src, r, COR_OK, e->idp, NULL, 0);
+            return;
+        }
+        struct res *x = res_new(RES_LOCK, name);
+        e = calloc(1, sizeof *e);
+        int err = !x || !e ? COR_ENOMEM : res_add(x);
+        if (err) {
+            if (x) res_free(x);
+            free(e);
+            reply(src, r, err, 0, NULL, 0);
+            return;
+        }
+        e->kind = RES_LOCK;
+        memcpy(e->name, name, sizeof name);
+        e->idp = cor_idp_make(D.session, COR_KIND_OBJECT, (unsigned)D.rank, x->index);
+        *p = e;
+        reply(src, r, COR_OK, e->idp, NULL, 0);
+        return;
+    }
+    }
+}
+
+static void serve_lock(cor_idp_t src, const struct dsm_req *r)
+{
+    struct res *x = res_get(r->obj, RES_LOCK);
+    if (!x) {
+        reply(src, r, COR_ENOTFOUND, 0, NULL, 0);
+        return;
+    }
+    struct dsm_grant g;
+    bool granted = false;
+    if (r->op == DSM_OP_LOCK_REL) {
+        int err = dsm_lock_release(&x->lock, src, &g, &granted);
+        reply(src, r, err, 0, NULL, 0);
+        if (granted) grant(&g);
+    } else if (atomic_load(&D.dead[cor_idp_domain(src)])) {
+        /* a request that arrived after its domain's death was handled: never grant it */
+    } else {
+        int rc = dsm_lock_acquire(&x->lock, src, r->id, r->op == DSM_OP_LOCK_TRY, &g);
+        if (rc == DSM_LOCK_GRANTED)
+            reply(src, r, g.status, 0, NULL, 0);
+        else if (rc != DSM_LOCK_QUEUED)
+            reply(src, r, rc, 0, NULL, 0);
+    }
+    res_put(x);
+}
+
+static void serve_barrier(const struct dsm_req *r)
+{
+    struct dsm_bar_msg msgs[DSM_MAX_ROUNDS];
+    int nmsg = 0;
+    bool completed = false;
+    lock_or_die(&D.lock);
+    struct cor_dsm_barrier *b = bar_find(r->obj, true);
+    if (b && dsm_bar_recv(&b->st, r->offset) == COR_OK && b->created && !b->err) {
+        nmsg = dsm_bar_advance(&b->st, msgs, &completed);
+        if (completed) pthread_cond_broadcast(&b->cv);
+    } else if (!b || b->st.n > 0) {
+        atomic_fetch_add(&D.dropped, 1);
+    }
+    unlock_or_die(&D.lock);
+    if (b && nmsg) bar_send(b, msgs, nmsg, true);
+}
+
+/* b->members is set once at create and never changes, so reading it unlocked is safe. */
+static int bar_send(struct cor_dsm_barrier *b, const struct dsm_bar_msg *m, int n, bool service)
+{
+    unsigned char bufs[DSM_MAX_ROUNDS][DSM_REQ_HDR];
+    cor_req_t reqs[DSM_MAX_ROUNDS];
+    int nreq = 0, err = COR_OK;
+    for (int i = 0; i < n; i++) {
+        struct dsm_req r = {.op = DSM_OP_BARRIER,
+                            .obj = b->id,
+                            .offset = (uint64_t)m[i].round,
+                            .count = m[i].epoch};
+        cor_idp_t svc;
+        int e = svc_of(b->members[m[i].to], &svc);
+        if (e) {
+            err = err ? err : e;
+            continue;
+        }
+        if (service) {
+            unsigned char *buf = malloc(DSM_REQ_HDR);
+            if (!buf) continue;
+            svc_send(svc, 0, buf, dsm_req_encode(buf, DSM_REQ_HDR, &r));
+            continue;
+        }
+        size_t len = dsm_req_encode(bufs[nreq], DSM_REQ_HDR, &r);
+        e = cor_sendI_typed(svc, D.ctx, 0, COR_BYTE, bufs[nreq], len, &reqs[nreq]);
+        if (e)
+            err = err ? err : e;
+        else
+            nreq++;
+    }
+    for (int i = 0; i < nreq; i++) {
+        int e = cor_wait(&reqs[i], NULL);
+        if (e && !err) err = e;
+    }
+    return err;
+}
+
+static void serve(const void *buf, size_t len, cor_idp_t src)
+{
+    struct dsm_req r;
+    if (cor_idp_kind(src) != COR_KIND_TASK || cor_idp_domain(src) >= (unsigned)D.size ||
+        dsm_req_decode(buf, len, &r) != COR_OK) {
+        atomic_fetch_add(&D.dropped, 1);
+        return;
+    }
+    atomic_fetch_add(&D.served, 1);
+    switch (r.op) {
+    case DSM_OP_GET:
+    case DSM_OP_PUT:
+    case DSM_OP_SWAP:
+    case DSM_OP_FADD:
+    case DSM_OP_CAS:
+    case DSM_OP_APPEND:
+    case DSM_OP_ADD:
+        serve_obj(src, &r);
+        return;
+    case DSM_OP_QUIET:
+        reply(src, &r, qerr_take(src), 0, NULL, 0);
+        return;
+    case DSM_OP_QUERY: {
+        struct res *x = res_get(r.obj, RES_OBJ);
+        if (!x) {
+            reply(src, &r, COR_ENOTFOUND, 0, NULL, 0);
+            return;
+        }
+        cor_dsm_info_t info;
+        local_info(x, &info);
+        res_put(x);
+        serve_info(src, &r, &info, r.obj);
+        return;
+    }
+    case DSM_OP_DIR_PUT:
+    case DSM_OP_DIR_GET:
+    case DSM_OP_DIR_DEL:
+    case DSM_OP_LOCK_OPEN:
+        serve_dir(src, &r);
+        return;
+    case DSM_OP_LOCK_ACQ:
+    case DSM_OP_LOCK_TRY:
+    case DSM_OP_LOCK_REL:
+        serve_lock(src, &r);
+        return;
+    case DSM_OP_BARRIER:
+        serve_barrier(&r);
+        return;
+    }
+}
+
+static void handle_deaths(void)
+{
+    atomic_store(&D.deaths_pending, 0);
+    for (int d = 0; d < D.size; d++) {
+        if (!atomic_load(&D.dead[d]) || D.death_done[d]) continue;
+        D.death_done[d] = true;
+        /* Locks homed here: the dead domain's waiters leave, a held lock passes on. The
+         * grants are collected under D.lock and sent after. */
+        size_t ng = 0, capg = 0;
+        struct dsm_grant *gs = NULL;
+        lock_or_die(&D.lock);
+        for (unsigned i = 1; i <= RES_MAX; i++) {
+            struct res *x = D.res[i];
+            if (!x || x->kind != RES_LOCK) continue;
+            struct dsm_grant g;
+            bool granted;
+            dsm_lock_peer_dead(&x->lock, (unsigned)d, &g, &granted);
+            if (!granted) continue;
+            if (ng == capg) {
+                capg = capg ? capg * 2 : 16;
+                struct dsm_grant *n = realloc(gs, capg * sizeof *n);
+                if (!n) abort(); /* a lock would stay held by the dead: no way to recover */
+                gs = n;
+            }
+            gs[ng++] = g;
+        }
+        for (struct cor_dsm_barrier *b = D.bars; b; b = b->next) {
+            for (int i = 0; b->members && i < b->st.n; i++)
+                if (b->members[i] == d && !b->err) {
+                    b->err = COR_EPEERDEAD;
+                    pthread_cond_broadcast(&b->cv);
+                }
+        }
+        unlock_or_die(&D.lock);
+        for (size_t i = 0; i < ng; i++)
+            grant(&gs[i]);
+        free(gs);
+        for (struct qerr **p = &D.qerrs; *p;) {
+            if (cor_idp_domain((*p)->who) == (unsigned)d) {
+                struct qerr *q = *p;
+                *p = q->next;
+                free(q);
+                D.nqerrs--;
+            } else {
+                p = &(*p)->next;
+            }
+        }
+    }
+}
+
+static int svc_stop(void *arg)
+{
+    (void)arg;
+    return atomic_load(&D.stopping) || atomic_load(&D.deaths_pending);
+}
+
+static void set_ready(int v)
+{
+    lock_or_die(&D.ready_mu);
+    D.ready = v;
+    pthread_cond_broadcast(&D.ready_cv);
+    unlock_or_die(&D.ready_mu);
+}
+
+static void *service(void *arg)
+{
+    (void)arg;
+    cor_req_t rr = COR_REQ_NULL;
+    void *msg = NULL;
+    int err = cor_recvI_as(D.svc, COR_ANY_SOURCE, D.ctx, COR_ANY_TAG, &msg, &rr);
+    set_ready(err ? err : 1);
+    if (err) return NULL;
+    while (!atomic_load(&D.stopping)) {
+        if (rr == COR_REQ_NULL) {
+            msg = NULL;
+            if (cor_recvI_as(D.svc, COR_ANY_SOURCE, D.ctx, COR_ANY_TAG, &msg, &rr) != COR_OK) {
+                struct timespec t = {0, 1000000};
+                nanosleep(&t, NULL);
+                continue;
+            }
+        }
+        int done = 0;
+        cor_status_t st;
+        int rc = cor_wait_timeout(&rr, D.spin_us, WAIT_SLICE_US, svc_stop, NULL, &done, &st);
+        if (rc == COR_EBADHANDLE) rr = COR_REQ_NULL;
+        if (done) {
+            if (rc == COR_OK && msg) serve(msg, st.count * cor_type_size(st.type), st.source);
+            if (msg) cor_releaseBuffer(msg);
+            msg = NULL;
+        }
+        if (atomic_load(&D.deaths_pending)) handle_deaths();
+        if (D.npend) reap(false);
+    }
+    if (rr != COR_REQ_NULL) {
+        cor_cancel(&rr);
+        cor_status_t st;
+        if (cor_wait(&rr, &st) == COR_OK && msg) atomic_fetch_add(&D.dropped, 1);
+        if (msg) cor_releaseBuffer(msg);
+    }
+    reap(true);
+    return NULL;
+}
+
+/* ---- Setup ------------------------------------------------------------------------------- */
+
+COR_API int cor_dsm_init(void)
+{
+    if (!cor_initialized() || atomic_load(&D.up) || D.res) return COR_ESTATE;
+    D.rank = cor_domain_rank();
+    D.size = cor_domain_count();
+    D.session = cor_session();
+    /* A context no application message uses: kind "context", domain 4095, index 0xd5. */
+    D.ctx = cor_idp_make(D.session, COR_KIND_CONTEXT, COR_MAX_DOMAINS - 1, 0xd5);
+    const char *spin = getenv("COR_DSM_SPIN_US");
+    D.spin_us = spin && *spin ? strtol(spin, NULL, 10) : -1;
+    D.svcs = calloc((size_t)D.size, sizeof *D.svcs);
+    D.dead = calloc((size_t)D.size, sizeof *D.dead);
+    D.death_done = calloc((size_t)D.size, sizeof *D.death_done);
+    D.res = calloc(RES_MAX + 1, sizeof *D.res);
+    if (!D.svcs || !D.dead || !D.death_done || !D.res) return COR_ENOMEM;
+    int err = cor_task_reserve(SVC_NAME, &D.svc);
+    if (err) return err;
+    err = cor_domain_on_death_add(on_death, NULL);
+    if (err) return err;
+    D.ready = 0;
+    if (pthread_create(&D.thread, NULL, service, NULL)) return COR_EIO;
+    lock_or_die(&D.ready_mu);
+    while (D.ready == 0)
+        pthread_cond_wait(&D.ready_cv, &D.ready_mu);
+    err = D.ready < 0 ? D.ready : COR_OK;
+    unlock_or_die(&D.ready_mu);
+    if (err) {
+        pthread_join(D.thread, NULL);
+        return err;
+    }
+    atomic_store(&D.up, 1);
+    return cor_barrier();
+}
+
+COR_API int cor_dsm_finalize(void)
+{
+    if (!atomic_load(&D.up) || atomic_load(&D.stopping)) return COR_ESTATE;
+    int err = cor_barrier();
+    atomic_store(&D.stopping, 1);
+    pthread_join(D.thread, NULL);
+    for (unsigned i = 1; i <= RES_MAX; i++)
+        if (D.res[i]) {
+            res_put(D.res[i]);
+            D.res[i] = NULL;
+        }
+    for (int k = 0; k < DIR_BUCKETS; k++)
+        while (D.dir[k]) {
+            struct dir_entry *e = D.dir[k];
+            D.dir[k] = e->next;
+            free(e);
+        }
+    while (D.qerrs)
+        qerr_take(D.qerrs->who);
+    while (D.bars) {
+        struct cor_dsm_barrier *b = D.bars;
+        D.bars = b->next;
+        bar_free(b);
+    }
+    free(D.pend);
+    D.pend = NULL;
+    D.npend = D.cappend = 0;
+    /* D.dead and D.svcs stay: the core may still report a death to on_death. */
+    atomic_store(&D.up, 0);
+    return err;
+}
+
+COR_API int cor_dsm_stats_get(cor_dsm_stats_t *stats)
+{
+    if (!stats) return COR_EINVAL;
+    if (!atomic_load(&D.up)) return COR_ESTATE;
+    stats->requests_served = atomic_load(&D.served);
+    stats->requests_dropped = atomic_load(&D.dropped);
+    stats->local_ops = atomic_load(&D.local_ops);
+    stats->remote_ops = atomic_load(&D.remote_ops);
+    return COR_OK;
+}

@@ -1,0 +1,225 @@
+/*
+ * libcordsm: distributed shared memory on libcor (link with -lcordsm -lcor).
+ *
+ * Objects are typed vectors (cor_type_t x count) created by any task in its domain, which
+ * becomes the object's *home*. They are named, looked up by name from any domain, queried and
+ * operated on by idp (kind COR_KIND_OBJECT, domain = the home), and destroyed by the home.
+ * Every operation on an object is atomic at the home with respect to every other operation
+ * on that object: get, put, swap, fetch-add, compare-and-swap, FIFO append, non-fetching add.
+ * Locks (FIFO across all tasks of all domains) and barriers (dissemination between domains)
+ * are named resources too.
+ *
+ * Progress: each domain runs a DSM service (a reserved task of libcor, named "cor.dsm", plus
+ * a thread of its own) that receives requests in a private context and serves them, so remote
+ * operations progress while every task of the home computes; nobody polls.
+ *
+ * Thread safety: every call may be made from any task concurrently, except cor_dsm_init and
+ * cor_dsm_finalize (the main thread, once each, collective over all domains).
+ *
+ * Errors: every call returns COR_OK or a negative code: cor.h's (COR_EINVAL, COR_ETYPE,
+ * COR_ENOTFOUND, COR_EEXIST, COR_EPEERDEAD, ...) or one of COR_DSM_ERRNO_MAP below;
+ * cor_dsm_strerror names both kinds. An operation toward a home (or lock home, or barrier
+ * member) that died returns COR_EPEERDEAD within the core's detection time, never hangs.
+ *
+ * Only the home-only protocol exists so far (every access is an operation at the home; no
+ * copies are cached): see cor/dsm/README.md for what is missing.
+ */
+#ifndef COR_DSM_H
+#define COR_DSM_H
+
+#include <cor/cor.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Errors ---------------------------------------------------------------------------- */
+
+/* X(name, value, text): errors of the DSM layer, below cor.h's codes. */
+#define COR_DSM_ERRNO_MAP(X)                                                                       \
+    X(DSM_ERANGE, -64, "offset or count outside the object")                                       \
+    X(DSM_EOWNERDEAD, -65, "lock acquired, but its previous holder's domain died holding it")
+
+#define COR_DSM_ERR_ENUM_(name, value, text) COR_##name = value,
+enum cor_dsm_err { COR_DSM_ERRNO_MAP(COR_DSM_ERR_ENUM_) };
+#undef COR_DSM_ERR_ENUM_
+
+/* Names DSM codes and cor.h's codes alike. */
+COR_API const char *cor_dsm_strerror(int err);
+
+/* ---- Setup ----------------------------------------------------------------------------- */
+
+/*
+ * Starts this domain's DSM service. Collective: every domain's main thread calls it once,
+ * after cor_init, and it returns when every domain's service is up (it ends with
+ * cor_barrier). The service is a reserved task: it takes one task index, so tasks spawned
+ * afterwards get indices one higher than they would have (the same in every domain).
+ * COR_ESTATE if called twice or before cor_init.
+ */
+COR_API int cor_dsm_init(void);
+/*
+ * Collective, before cor_finalize: waits for every domain (cor_barrier, so no service stops
+ * while a peer may still send to it), stops the service, frees every object homed here.
+ * Objects, locks and barriers must no longer be used by any task.
+ */
+COR_API int cor_dsm_finalize(void);
+
+/* ---- Objects --------------------------------------------------------------------------- */
+
+/* The protocol of an object, chosen at creation. */
+typedef enum cor_dsm_protocol {
+    COR_DSM_HOME_ONLY = 0, /* never cached: every access is an operation at the home */
+} cor_dsm_protocol_t;
+
+#define COR_DSM_MAX_BYTES ((size_t)1 << 32) /* largest object: 4 GiB */
+
+typedef struct cor_dsm_info {
+    cor_type_t type;
+    size_t count; /* elements */
+    size_t bytes; /* count x cor_type_size(type) */
+    int home;     /* domain rank of the home */
+    cor_dsm_protocol_t protocol;
+    uint64_t appended; /* FIFO slots taken by cor_dsm_append so far */
+    char name[COR_NAME_MAX];
+} cor_dsm_info_t;
+
+/*
+ * Creates an object of `count` elements of `type`, zero-filled, homed in the calling domain,
+ * registered under `name` (1..COR_NAME_MAX-1 bytes, unique in the session among objects).
+ * COR_EEXIST if the name is taken, COR_ELIMIT if larger than COR_DSM_MAX_BYTES or if the
+ * domain has 65535 objects and locks, COR_ENOMEM.
+ */
+COR_API int cor_dsm_create(const char *name, cor_type_t type, size_t count,
+                           cor_dsm_protocol_t protocol, cor_idp_t *obj);
+/* Finds an object by name from any domain (asks the domain that keeps the name's directory
+ * entry: hash(name) % domain count). COR_ENOTFOUND. */
+COR_API int cor_dsm_lookup(const char *name, cor_idp_t *obj);
+/* Size, type, home, name of an object, by idp (asks the home). COR_ENOTFOUND. */
+COR_API int cor_dsm_query(cor_idp_t obj, cor_dsm_info_t *info);
+/* Destroys an object. Only a task of the home may (else COR_EINVAL); operations that reach
+ * the home afterwards get COR_ENOTFOUND. */
+COR_API int cor_dsm_destroy(cor_idp_t obj);
+
+/* ---- Operations -------------------------------------------------------------------------
+ *
+ * `type` is the caller's view of the data and must be the object's type (else COR_ETYPE).
+ * Offsets and indices count elements; out of range is COR_DSM_ERANGE. Atomic operations
+ * (swap, fetch_add, add, cas) act on one element; fetch_add and add take every type but
+ * COR_BYTE and COR_CHAR (integers wrap around; floats add), and cas compares bit patterns.
+ * On a home that is the caller's own domain, operations run in the calling thread.
+ */
+
+/* Copies elements [offset, offset+count) of the object into buf. */
+COR_API int cor_dsm_get(cor_idp_t obj, size_t offset, size_t count, cor_type_t type, void *buf);
+/* Copies count elements from buf into the object at offset. */
+COR_API int cor_dsm_put(cor_idp_t obj, size_t offset, size_t count, cor_type_t type,
+                        const void *buf);
+/* Writes *value into element index; *old (may be NULL) gets the previous value. */
+COR_API int cor_dsm_swap(cor_idp_t obj, size_t index, cor_type_t type, const void *value,
+                         void *old);
+/* Adds *value to element index; *old (may be NULL) gets the previous value. */
+COR_API int cor_dsm_fetch_add(cor_idp_t obj, size_t index, cor_type_t type, const void *value,
+                              void *old);
+/* If element index equals *expected, writes *desired; *old (may be NULL) gets the value it
+ * had, so the exchange happened iff *old equals *expected. */
+COR_API int cor_dsm_cas(cor_idp_t obj, size_t index, cor_type_t type, const void *expected,
+                        const void *desired, void *old);
+/* FIFO append: writes count elements at the object's next free slot; *slot (may be NULL)
+ * gets the index of the first. Appends from all tasks are totally ordered at the home.
+ * COR_ELIMIT when the object has no room for count more elements (nothing is written). */
+COR_API int cor_dsm_append(cor_idp_t obj, cor_type_t type, const void *data, size_t count,
+                           uint64_t *slot);
+
+/*
+ * Non-fetching add, for pipelining: sends the add and returns without waiting for the home
+ * (on the caller's own domain it is applied at once). Adds from one task to one home are
+ * applied in the order issued. Their errors are reported by the caller's next cor_dsm_quiet,
+ * which waits until every add the calling task issued has been applied.
+ */
+COR_API int cor_dsm_add(cor_idp_t obj, size_t index, cor_type_t type, const void *value);
+/* Waits until the calling task's earlier cor_dsm_add calls are applied at their homes.
+ * Returns the first error any of them met (COR_EPEERDEAD if a home died), else COR_OK. */
+COR_API int cor_dsm_quiet(void);
+
+/*
+ * Non-blocking forms (the paper's sendI naming): they start the operation and return a handle
+ * at once; cor_dsm_test/cor_dsm_wait complete it and return its result. Output pointers
+ * (buf, old, slot) and input buffers must stay valid until then (inputs are copied into
+ * the request before the call returns, so only outputs matter). A cor_dsm_req_t is not a
+ * cor_req_t: it is completed only by these calls, from any task, exactly once.
+ */
+typedef struct cor_dsm_op *cor_dsm_req_t; /* NULL after completion */
+
+COR_API int cor_dsm_getI(cor_idp_t obj, size_t offset, size_t count, cor_type_t type, void *buf,
+                         cor_dsm_req_t *req);
+COR_API int cor_dsm_putI(cor_idp_t obj, size_t offset, size_t count, cor_type_t type,
+                         const void *buf, cor_dsm_req_t *req);
+COR_API int cor_dsm_swapI(cor_idp_t obj, size_t index, cor_type_t type, const void *value,
+                          void *old, cor_dsm_req_t *req);
+COR_API int cor_dsm_fetch_addI(cor_idp_t obj, size_t index, cor_type_t type, const void *value,
+                               void *old, cor_dsm_req_t *req);
+COR_API int cor_dsm_casI(cor_idp_t obj, size_t index, cor_type_t type, const void *expected,
+                         const void *desired, void *old, cor_dsm_req_t *req);
+COR_API int cor_dsm_appendI(cor_idp_t obj, cor_type_t type, const void *data, size_t count,
+                            uint64_t *slot, cor_dsm_req_t *req);
+
+/* *done = 1 and the operation's result when it completed (the handle becomes NULL), else
+ * *done = 0 and COR_OK. COR_EBADHANDLE for a NULL handle. */
+COR_API int cor_dsm_test(cor_dsm_req_t *req, int *done);
+/* Waits for completion; returns the operation's result; the handle becomes NULL. */
+COR_API int cor_dsm_wait(cor_dsm_req_t *req);
+
+/* ---- Locks ----------------------------------------------------------------------------- */
+
+/*
+ * A lock is named; its home is the domain that keeps the name's directory entry. The first
+ * open of a name creates it. Acquisitions are granted first come, first served at the home
+ * across all tasks of all domains. A lock is held by a task (the one that acquired it) and
+ * is not recursive.
+ */
+COR_API int cor_dsm_lock_open(const char *name, cor_idp_t *lock);
+/* Blocks until the calling task holds the lock. COR_DSM_EOWNERDEAD: it holds the lock, and
+ * the previous holder's domain died holding it (what it protected may be half-updated).
+ * COR_ESTATE if the caller already holds it. COR_EPEERDEAD if the lock's home died. */
+COR_API int cor_dsm_lock(cor_idp_t lock);
+/* The same without blocking the caller: the handle completes when the lock is granted. */
+COR_API int cor_dsm_lockI(cor_idp_t lock, cor_dsm_req_t *req);
+/* Takes the lock if free, else COR_EBUSY at once (no queueing). */
+COR_API int cor_dsm_trylock(cor_idp_t lock);
+/* Releases it; the longest waiting task gets it. COR_ESTATE if the caller does not hold it. */
+COR_API int cor_dsm_unlock(cor_idp_t lock);
+
+/* ---- Barriers -------------------------------------------------------------------------- */
+
+typedef struct cor_dsm_barrier *cor_dsm_barrier_t;
+
+/*
+ * A barrier over the domains of logical domain `ldom` (the distinct domains of its members,
+ * taken when this is called: every member domain must call it with the same name and see
+ * the same membership), or over all domains for COR_IDP_NULL. In each member domain
+ * `local_tasks` tasks (>= 1) call cor_dsm_barrier_wait per episode; the last of them takes
+ * the domain into a dissemination exchange with the other member domains (ceil(log2 n)
+ * rounds of messages over the routes, carried on by the DSM services); all return when every
+ * member domain arrived. COR_EINVAL if this domain is not a member.
+ */
+COR_API int cor_dsm_barrier_create(const char *name, cor_idp_t ldom, int local_tasks,
+                                   cor_dsm_barrier_t *bar);
+/* COR_EPEERDEAD (now and for every later episode) if a member domain died. */
+COR_API int cor_dsm_barrier_wait(cor_dsm_barrier_t bar);
+/* No task may be waiting in it. */
+COR_API int cor_dsm_barrier_destroy(cor_dsm_barrier_t bar);
+
+/* ---- Introspection --------------------------------------------------------------------- */
+
+typedef struct cor_dsm_stats {
+    uint64_t requests_served;  /* requests this domain's service handled */
+    uint64_t requests_dropped; /* malformed requests dropped (wire data is untrusted) */
+    uint64_t local_ops;        /* operations run in the caller's thread (home = own domain) */
+    uint64_t remote_ops;       /* operations sent to another domain's service */
+} cor_dsm_stats_t;
+COR_API int cor_dsm_stats_get(cor_dsm_stats_t *stats);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* COR_DSM_H */

@@ -1,0 +1,742 @@
+/*
+ * dsm_proc: libcordsm across real domains (started by cor-run). Modes:
+ *
+ *   dsm_proc mix DIR [-t TASKS] [-i ITERS]
+ *     Every domain d homes "ctr.d" (8 longs), "fifo.d" (a FIFO of longs) and "blob.d"
+ *     (16 checksummed 4 KiB blocks). Each task, ITERS times, does on every domain's objects:
+ *     fetch-add, non-fetching add, a compare-and-swap increment loop, a non-blocking
+ *     fetch-add, an append, a lock-protected get+put increment (lock "L"), a checksummed
+ *     block put and a block get whose checksum must hold (no torn read). Then every home
+ *     checks exact final values: each counter = domains x tasks x ITERS, the FIFO holds
+ *     every value once and in each task's order.
+ *   dsm_proc lockfair DIR [-t TASKS] [-i TOTAL]
+ *     All tasks of all domains take lock "F" until TOTAL acquisitions were made (counted in
+ *     an object under the lock: the sum must be TOTAL exactly); prints max/min acquisitions
+ *     per task, which must stay within -f RATIO (FIFO grants).
+ *   dsm_proc barrier DIR [-t TASKS] [-i EPISODES]
+ *     Barrier episodes over all domains (each task fetch-adds a counter at domain 0 before,
+ *     the counter must show every arrival after), then over the logical domain of the even
+ *     domains only.
+ *   dsm_proc kill DIR [-t TASKS]
+ *     The last domain (the victim) homes an object and a lock, holds that lock and a lock
+ *     homed at domain 0; the survivors operate on its object, wait for both locks and for an
+ *     all-domain barrier. The script kills the victim (SIGKILL) after DIR/ready.RANK marks:
+ *     every survivor call must end with COR_EPEERDEAD (the lock homed at domain 0 with
+ *     COR_DSM_EOWNERDEAD: granted), the survivors still work together and exit 42.
+ *   dsm_proc bench DIR [-i ITERS]
+ *     2+ domains: median and p99 of a remote fetch-add (domain 1 to domain 0, udp or gm as
+ *     cor-run chose) beside the task API's 8-byte round trip, in the same run; pipelined
+ *     non-fetching adds per second; the fetch-add again while every task of the home
+ *     computes (attentiveness).
+ *
+ * Every domain prints "domain R: PASS ..." or "domain R: FAIL ..."; exit status 0 on pass
+ * (kill: 42 for survivors). A watchdog ends a domain that makes no progress for 60 s.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cor/cor.h"
+#include "cor/dsm.h"
+
+#define BLOCKS 16
+#define BLOCK 4096
+#define PASS_KILLED 42
+#define STALL_S 60
+
+static int rank, ndom, ntasks = 4;
+static long iters = 200;
+static double max_ratio = 1.5;
+static const char *dir;
+static _Atomic long failures, ticks;
+static atomic_int finished;
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fail(const char *fmt, ...)
+{
+    if (atomic_fetch_add(&failures, 1) > 20) return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "dsm_proc: domain %d: FAIL %s\n", rank, msg);
+}
+
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        int e_ = (call);                                                                           \
+        atomic_fetch_add(&ticks, 1);                                                               \
+        if (e_ != COR_OK) fail("%s: %s (line %d)", #call, cor_dsm_strerror(e_), __LINE__);         \
+    } while (0)
+
+static void *watchdog(void *arg)
+{
+    long last = -1;
+    int idle = 0;
+    while (!atomic_load(&finished)) {
+        sleep(1);
+        long t = atomic_load(&ticks);
+        idle = t == last ? idle + 1 : 0;
+        last = t;
+        if (idle >= STALL_S) {
+            fprintf(stderr, "dsm_proc: domain %d: FAIL nothing completed for %d s (hang)\n", rank,
+                    STALL_S);
+            _exit(3);
+        }
+    }
+    return arg;
+}
+
+static void write_mark(const char *name)
+{
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/%s.%d", dir, name, rank);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return;
+    fprintf(f, "%ld\n", (long)getpid());
+    fclose(f);
+    rename(tmp, path);
+}
+
+static int spawn_all(int (*fn)(void *))
+{
+    cor_idp_t t[256];
+    for (int i = 0; i < ntasks; i++)
+        if (cor_task_spawn("dsm", fn, (void *)(intptr_t)i, &t[i]) != COR_OK) {
+            fail("spawn");
+            return 1;
+        }
+    for (int i = 0; i < ntasks; i++) {
+        int st = 0;
+        if (cor_task_join(t[i], &st) != COR_OK || st != 0) fail("task %d ended with %d", i, st);
+    }
+    return 0;
+}
+
+static cor_idp_t lookup(const char *name)
+{
+    cor_idp_t o = COR_IDP_NULL;
+    CHECK(cor_dsm_lookup(name, &o));
+    return o;
+}
+
+static cor_idp_t lookup_n(const char *prefix, int d)
+{
+    char name[COR_NAME_MAX];
+    snprintf(name, sizeof name, "%s.%d", prefix, d);
+    return lookup(name);
+}
+
+/* ---- mix ---- */
+
+static cor_idp_t *ctr, *fifo, *blob, lockL;
+static cor_dsm_barrier_t all_bar;
+
+static uint64_t block_sum(const unsigned char *b)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 8; i < BLOCK; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+static void fill_block(unsigned char *b, uint64_t seed)
+{
+    for (int i = 8; i < BLOCK; i++)
+        b[i] = (unsigned char)((seed * 31 + (uint64_t)i) >> 3);
+    uint64_t s = block_sum(b);
+    memcpy(b, &s, 8);
+}
+
+static int mix_task(void *arg)
+{
+    int k = (int)(intptr_t)arg;
+    long me = (long)rank * 1000 + k; /* this task's tag in FIFO values */
+    unsigned char *blk = malloc(BLOCK), *in = malloc(BLOCK);
+    if (!blk || !in) return 1;
+    long one = 1, old;
+    for (long i = 0; i < iters; i++) {
+        for (int j = 0; j < ndom; j++) {
+            int d = (rank + k + j) % ndom; /* tasks start at different homes */
+            CHECK(cor_dsm_fetch_add(ctr[d], 0, COR_LONG, &one, &old));
+            CHECK(cor_dsm_add(ctr[d], 1, COR_LONG, &one));
+            long cur = 0, want;
+            CHECK(cor_dsm_get(ctr[d], 2, 1, COR_LONG, &cur));
+            for (int n = 0; n < 100000; n++) {
+                want = cur + 1;
+                CHECK(cor_dsm_cas(ctr[d], 2, COR_LONG, &cur, &want, &old));
+                if (old == cur) break;
+                cur = old;
+            }
+            cor_dsm_req_t r;
+            CHECK(cor_dsm_fetch_addI(ctr[d], 3, COR_LONG, &one, &old, &r));
+            long v = me * 1000000 + i;
+            uint64_t slot;
+            CHECK(cor_dsm_append(fifo[d], COR_LONG, &v, 1, &slot));
+            CHECK(cor_dsm_wait(&r));
+            CHECK(cor_dsm_lock(lockL));
+            long c = 0;
+            CHECK(cor_dsm_get(ctr[d], 4, 1, COR_LONG, &c));
+            c++;
+            CHECK(cor_dsm_put(ctr[d], 4, 1, COR_LONG, &c));
+            CHECK(cor_dsm_unlock(lockL));
+            int b = (int)((i + k) % BLOCKS);
+            fill_block(blk, (uint64_t)me * 7919 + (uint64_t)i);
+            CHECK(cor_dsm_put(blob[d], (size_t)b * BLOCK, BLOCK, COR_BYTE, blk));
+            CHECK(cor_dsm_get(blob[d], (size_t)((b + 5) % BLOCKS) * BLOCK, BLOCK, COR_BYTE, in));
+            uint64_t s;
+            memcpy(&s, in, 8);
+            if (s != 0 && s != block_sum(in)) fail("torn read in blob.%d", d);
+        }
+    }
+    CHECK(cor_dsm_quiet());
+    free(blk);
+    free(in);
+    return 0;
+}
+
+static int cmp_long(const void *a, const void *b)
+{
+    long x = *(const long *)a, y = *(const long *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void run_mix(void)
+{
+    ctr = calloc((size_t)ndom, sizeof *ctr);
+    fifo = calloc((size_t)ndom, sizeof *fifo);
+    blob = calloc((size_t)ndom, sizeof *blob);
+    long per = (long)ndom * ntasks * iters; /* operations of each kind on each home */
+    char name[COR_NAME_MAX];
+    snprintf(name, sizeof name, "ctr.%d", rank);
+    CHECK(cor_dsm_create(name, COR_LONG, 8, COR_DSM_HOME_ONLY, &ctr[rank]));
+    snprintf(name, sizeof name, "fifo.%d", rank);
+    CHECK(cor_dsm_create(name, COR_LONG, (size_t)per, COR_DSM_HOME_ONLY, &fifo[rank]));
+    snprintf(name, sizeof name, "blob.%d", rank);
+    CHECK(cor_dsm_create(name, COR_BYTE, BLOCKS * BLOCK, COR_DSM_HOME_ONLY, &blob[rank]));
+    CHECK(cor_dsm_lock_open("L", &lockL));
+    CHECK(cor_dsm_barrier_create("all", COR_IDP_NULL, 1, &all_bar));
+    CHECK(cor_dsm_barrier_wait(all_bar)); /* every object exists */
+    for (int d = 0; d < ndom; d++) {
+        ctr[d] = lookup_n("ctr", d);
+        fifo[d] = lookup_n("fifo", d);
+        blob[d] = lookup_n("blob", d);
+        cor_dsm_info_t info;
+        CHECK(cor_dsm_query(fifo[d], &info));
+        if (info.home != d || info.type != COR_LONG || info.count != (size_t)per)
+            fail("query fifo.%d: home %d type %d count %zu", d, info.home, info.type, info.count);
+    }
+    double t0 = now();
+    spawn_all(mix_task);
+    double el = now() - t0;
+    CHECK(cor_dsm_barrier_wait(all_bar)); /* every task of every domain is done */
+    long c[8];
+    CHECK(cor_dsm_get(ctr[rank], 0, 8, COR_LONG, c));
+    for (int k = 0; k < 5; k++)
+        if (c[k] != per) fail("ctr.%d[%d] = %ld, expected %ld", rank, k, c[k], per);
+    long *f = malloc((size_t)per * sizeof *f);
+    CHECK(cor_dsm_get(fifo[rank], 0, (size_t)per, COR_LONG, f));
+    /* each task's values in its own order, each once */
+    long *last = malloc((size_t)ndom * 1000 * sizeof *last);
+    for (long i = 0; i < (long)ndom * 1000; i++)
+        last[i] = -1;
+    for (long i = 0; i < per; i++) {
+        long who = f[i] / 1000000, seq = f[i] % 1000000;
+        if (who < 0 || who >= (long)ndom * 1000 || seq != last[who] + 1) {
+            fail("fifo.%d[%ld] = %ld out of order", rank, i, f[i]);
+            break;
+        }
+        last[who] = seq;
+    }
+    qsort(f, (size_t)per, sizeof *f, cmp_long);
+    for (long i = 1; i < per; i++)
+        if (f[i] == f[i - 1]) fail("fifo.%d holds %ld twice", rank, f[i]);
+    free(f);
+    free(last);
+    cor_dsm_stats_t s;
+    CHECK(cor_dsm_stats_get(&s));
+    printf("domain %d: %s mix: %ld operations x 8 kinds on each of %d homes from %d tasks "
+           "per domain in %.2f s; served %llu, dropped %llu\n",
+           rank, atomic_load(&failures) ? "FAIL" : "PASS", per, ndom, ntasks, el,
+           (unsigned long long)s.requests_served, (unsigned long long)s.requests_dropped);
+    if (s.requests_dropped) fail("%llu requests dropped", (unsigned long long)s.requests_dropped);
+    CHECK(cor_dsm_barrier_wait(all_bar)); /* nobody destroys while others read */
+    CHECK(cor_dsm_destroy(ctr[rank]));
+    CHECK(cor_dsm_destroy(fifo[rank]));
+    CHECK(cor_dsm_destroy(blob[rank]));
+}
+
+/* ---- lockfair ---- */
+
+static cor_idp_t lockF, fctr;
+static long *acq;
+
+static int fair_task(void *arg)
+{
+    int k = (int)(intptr_t)arg;
+    double deadline = now() + 300;
+    for (;;) {
+        CHECK(cor_dsm_lock(lockF));
+        long c = 0;
+        CHECK(cor_dsm_get(fctr, 0, 1, COR_LONG, &c));
+        int stop = c >= iters;
+        if (!stop) {
+            c++;
+            CHECK(cor_dsm_put(fctr, 0, 1, COR_LONG, &c));
+            acq[k]++;
+        }
+        CHECK(cor_dsm_unlock(lockF));
+        if (stop || atomic_load(&failures) || now() > deadline) break;
+    }
+    return 0;
+}
+
+static void run_lockfair(void)
+{
+    acq = calloc((size_t)ntasks, sizeof *acq);
+    if (rank == 0) CHECK(cor_dsm_create("fctr", COR_LONG, 2, COR_DSM_HOME_ONLY, &fctr));
+    CHECK(cor_dsm_lock_open("F", &lockF));
+    CHECK(cor_dsm_barrier_create("all", COR_IDP_NULL, 1, &all_bar));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    fctr = lookup("fctr");
+    double t0 = now();
+    spawn_all(fair_task);
+    double el = now() - t0;
+    /* gather every task's count at domain 0: appended to column 1 as a sum, and min/max */
+    long mine = 0, mn = -1, mx = 0;
+    for (int k = 0; k < ntasks; k++) {
+        mine += acq[k];
+        if (mn < 0 || acq[k] < mn) mn = acq[k];
+        if (acq[k] > mx) mx = acq[k];
+    }
+    long old;
+    CHECK(cor_dsm_fetch_add(fctr, 1, COR_LONG, &mine, &old));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    long c[2];
+    CHECK(cor_dsm_get(fctr, 0, 2, COR_LONG, c));
+    if (c[0] != iters || c[1] != iters)
+        fail("lock-protected counter %ld, sum of acquisitions %ld, expected %ld", c[0], c[1],
+             iters);
+    double ratio = mn > 0 ? (double)mx / (double)mn : 1e9;
+    printf("domain %d: %s lockfair: %ld acquisitions in %.2f s (%.1f us each); this domain's "
+           "tasks took min %ld max %ld (max/min %.2f, limit %.2f)\n",
+           rank, atomic_load(&failures) || ratio > max_ratio ? "FAIL" : "PASS", iters, el,
+           el / (double)iters * 1e6, mn, mx, ratio, max_ratio);
+    if (ratio > max_ratio) fail("unfair: max/min %.2f > %.2f", ratio, max_ratio);
+    /* the ratio across domains: each domain adds its min and max at domain 0 */
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank == 0) CHECK(cor_dsm_destroy(fctr));
+}
+
+/* ---- barrier ---- */
+
+static cor_idp_t bctr;
+static cor_dsm_barrier_t tbar, evenbar;
+
+static int bar_task(void *arg)
+{
+    long one = 1, old;
+    for (long e = 0; e < iters; e++) {
+        CHECK(cor_dsm_fetch_add(bctr, 0, COR_LONG, &one, &old));
+        CHECK(cor_dsm_barrier_wait(tbar));
+        long c = 0;
+        CHECK(cor_dsm_get(bctr, 0, 1, COR_LONG, &c));
+        if (c < (long)ndom * ntasks * (e + 1))
+            fail("episode %ld: left the barrier with %ld arrivals counted, expected %ld", e, c,
+                 (long)ndom * ntasks * (e + 1));
+        CHECK(cor_dsm_barrier_wait(tbar));
+    }
+    return 0;
+}
+
+static void run_barrier(void)
+{
+    if (rank == 0) CHECK(cor_dsm_create("bctr", COR_LONG, 2, COR_DSM_HOME_ONLY, &bctr));
+    CHECK(cor_dsm_barrier_create("tasks", COR_IDP_NULL, ntasks, &tbar));
+    CHECK(cor_dsm_barrier_create("all", COR_IDP_NULL, 1, &all_bar));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    bctr = lookup("bctr");
+    double t0 = now();
+    spawn_all(bar_task);
+    double el = now() - t0;
+    /* the even domains only: a logical domain they join */
+    cor_idp_t ld = COR_IDP_NULL;
+    if (rank == 0) CHECK(cor_ldomain_create("evens", &ld));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank != 0) CHECK(cor_ldomain_lookup("evens", &ld));
+    int r;
+    if (rank % 2 == 0) CHECK(cor_ldomain_join(ld, cor_domain_self(), &r));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    double t1 = now();
+    long even_eps = 0;
+    if (rank % 2 == 0) {
+        CHECK(cor_dsm_barrier_create("evens", ld, 1, &evenbar));
+        long one = 1, old;
+        for (long e = 0; e < iters; e++) {
+            CHECK(cor_dsm_fetch_add(bctr, 1, COR_LONG, &one, &old));
+            CHECK(cor_dsm_barrier_wait(evenbar));
+            long c = 0;
+            CHECK(cor_dsm_get(bctr, 1, 1, COR_LONG, &c));
+            if (c < ((long)ndom + 1) / 2 * (e + 1)) fail("evens episode %ld: %ld arrivals", e, c);
+            CHECK(cor_dsm_barrier_wait(evenbar));
+            even_eps++;
+        }
+        CHECK(cor_dsm_barrier_destroy(evenbar));
+    } else {
+        cor_dsm_barrier_t x;
+        int e = cor_dsm_barrier_create("evens", ld, 1, &x);
+        if (e != COR_EINVAL) fail("an odd domain joined the evens' barrier: %d", e);
+    }
+    double el2 = now() - t1;
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    printf("domain %d: %s barrier: %ld episodes x 2 over %d domains x %d tasks in %.2f s "
+           "(%.1f us per barrier); %ld x 2 over the even domains in %.2f s\n",
+           rank, atomic_load(&failures) ? "FAIL" : "PASS", iters, ndom, ntasks, el,
+           el / (double)(2 * iters) * 1e6, even_eps, el2);
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank == 0) CHECK(cor_dsm_destroy(bctr));
+}
+
+/* ---- kill ---- */
+
+static cor_idp_t vobj, vlock, hlock, d0obj;
+static cor_dsm_barrier_t kbar;
+static int victim;
+static _Atomic int ready_tasks;
+static int want_ready;
+
+static void task_ready(void)
+{
+    if (atomic_fetch_add(&ready_tasks, 1) + 1 == want_ready) write_mark("ready");
+}
+
+static char vlock_name[COR_NAME_MAX];
+
+/* Opens locks "NAME.k" until one is homed at `home`; its name goes to n. */
+static cor_idp_t lock_at(const char *name, int home, char *n)
+{
+    for (int k = 0; k < 10000; k++) {
+        snprintf(n, COR_NAME_MAX, "%s.%d", name, k);
+        cor_idp_t l;
+        if (cor_dsm_lock_open(n, &l) != COR_OK) break;
+        if ((int)cor_idp_domain(l) == home) return l;
+    }
+    fail("no lock name homed at domain %d", home);
+    return COR_IDP_NULL;
+}
+
+static void expect_err(const char *what, int got, int want, double t0)
+{
+    atomic_fetch_add(&ticks, 1);
+    if (got != want)
+        fail("%s returned %s, expected %s", what, cor_dsm_strerror(got), cor_dsm_strerror(want));
+    else
+        printf("domain %d: %s -> %s after %.2f s\n", rank, what, cor_dsm_strerror(got), now() - t0);
+}
+
+static int kill_task(void *arg)
+{
+    int k = (int)(intptr_t)arg % 4;
+    double t0 = now();
+    if (rank == victim) {
+        if (k == 0) {
+            CHECK(cor_dsm_lock(vlock));
+            CHECK(cor_dsm_lock(hlock));
+        }
+        task_ready();
+        for (;;)
+            pause(); /* killed here */
+    }
+    int err;
+    switch (k) {
+    case 0: { /* operations on the victim's object until they fail */
+        long one = 1, old;
+        task_ready();
+        for (;;) {
+            err = cor_dsm_fetch_add(vobj, 0, COR_LONG, &one, &old);
+            atomic_fetch_add(&ticks, 1);
+            if (err) break;
+            usleep(1000);
+        }
+        expect_err("fetch-add on the dead home's object", err, COR_EPEERDEAD, t0);
+        break;
+    }
+    case 1: /* waits for a lock homed at the victim (held there) */
+        task_ready();
+        err = cor_dsm_lock(vlock);
+        expect_err("lock homed at the dead domain", err, COR_EPEERDEAD, t0);
+        break;
+    case 2: /* waits for a lock homed at domain 0, held by the victim: the first survivor
+             * granted it hears of the death (the script counts those lines: exactly one) */
+        task_ready();
+        err = cor_dsm_lock(hlock);
+        atomic_fetch_add(&ticks, 1);
+        printf("domain %d: lock held by the dead domain -> %s after %.2f s\n", rank,
+               cor_dsm_strerror(err), now() - t0);
+        if (err == COR_DSM_EOWNERDEAD || err == COR_OK)
+            CHECK(cor_dsm_unlock(hlock));
+        else
+            fail("lock held by the dead domain: %s", cor_dsm_strerror(err));
+        break;
+    case 3: /* an all-domain barrier the victim never reaches */
+        task_ready();
+        err = cor_dsm_barrier_wait(kbar);
+        expect_err("barrier with a dead member", err, COR_EPEERDEAD, t0);
+        break;
+    }
+    return 0;
+}
+
+static int run_kill(void)
+{
+    victim = ndom - 1;
+    if (ntasks < 4) ntasks = 4;
+    want_ready = ntasks;
+    if (rank == victim) CHECK(cor_dsm_create("vobj", COR_LONG, 4, COR_DSM_HOME_ONLY, &vobj));
+    if (rank == 0) CHECK(cor_dsm_create("d0obj", COR_LONG, 4, COR_DSM_HOME_ONLY, &d0obj));
+    CHECK(cor_dsm_barrier_create("all", COR_IDP_NULL, 1, &all_bar));
+    /* survivors' kill_task 3 (one per survivor domain) wait in kbar */
+    int kb_local = 0;
+    for (int i = 0; i < ntasks; i++)
+        kb_local += i % 4 == 3;
+    CHECK(cor_dsm_barrier_create("kbar", COR_IDP_NULL, kb_local, &kbar));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    vobj = lookup("vobj");
+    d0obj = lookup("d0obj");
+    char hname[COR_NAME_MAX];
+    vlock = lock_at("vlock", victim, vlock_name);
+    hlock = lock_at("hlock", 0, hname);
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    pthread_t wd;
+    pthread_create(&wd, NULL, watchdog, NULL);
+    pthread_detach(wd);
+    if (rank == victim) {
+        spawn_all(kill_task); /* never returns: killed */
+        return 5;
+    }
+    /* the victim's locks must be taken before the survivors ask */
+    for (int i = 0; i < 600; i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/ready.%d", dir, victim);
+        if (access(p, F_OK) == 0) break;
+        usleep(100000);
+    }
+    spawn_all(kill_task);
+    /* afterwards: the dead home stays dead, the others still work together */
+    long one = 1, old;
+    double t0 = now();
+    expect_err("a new fetch-add on the dead home", cor_dsm_fetch_add(vobj, 1, COR_LONG, &one, &old),
+               COR_EPEERDEAD, t0);
+    cor_idp_t l;
+    expect_err("lock_open of a name homed at the dead domain", cor_dsm_lock_open(vlock_name, &l),
+               COR_EPEERDEAD, t0);
+    for (int i = 0; i < 100; i++)
+        CHECK(cor_dsm_fetch_add(d0obj, 0, COR_LONG, &one, &old));
+    long v = 0;
+    for (int i = 0; i < 600 && v < 100L * (ndom - 1); i++) {
+        CHECK(cor_dsm_get(d0obj, 0, 1, COR_LONG, &v));
+        usleep(10000);
+    }
+    if (v != 100L * (ndom - 1)) fail("survivors' counter %ld, expected %ld", v, 100L * (ndom - 1));
+    printf("domain %d: %s kill\n", rank, atomic_load(&failures) ? "FAIL" : "PASS");
+    fflush(stdout);
+    return atomic_load(&failures) ? 1 : PASS_KILLED;
+}
+
+/* ---- bench ---- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void stats(const char *what, double *v, long n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    printf("domain %d: %-44s median %7.2f us  p99 %7.2f us  (n=%ld)\n", rank, what, v[n / 2] * 1e6,
+           v[n * 99 / 100] * 1e6, n);
+}
+
+static _Atomic int computing;
+
+static int compute_task(void *arg)
+{
+    volatile double x = 1;
+    while (atomic_load(&computing))
+        for (int i = 0; i < 10000; i++)
+            x = x * 1.0000001 + 1e-9;
+    return 0;
+}
+
+static void run_bench(void)
+{
+    cor_idp_t bobj = COR_IDP_NULL;
+    if (rank == 0) CHECK(cor_dsm_create("bobj", COR_LONG, 4, COR_DSM_HOME_ONLY, &bobj));
+    CHECK(cor_dsm_barrier_create("all", COR_IDP_NULL, 1, &all_bar));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    bobj = lookup("bobj");
+    long n = iters;
+    double *v = malloc((size_t)n * sizeof *v);
+    long one = 1, old;
+    cor_idp_t peer = cor_task_idp(rank == 0 ? 1 : 0, cor_idp_index(cor_task_self()));
+    /* task API 8 B round trip between the main tasks of domains 0 and 1 */
+    if (rank <= 1) {
+        long buf = 0;
+        for (long i = -n / 10; i < n; i++) {
+            double t = now();
+            if (rank == 1) {
+                CHECK(cor_send(peer, COR_CTX_WORLD, 5, COR_BYTE, &buf, 8));
+                CHECK(cor_recv(peer, COR_CTX_WORLD, 5, COR_BYTE, &buf, 8, NULL));
+            } else {
+                CHECK(cor_recv(peer, COR_CTX_WORLD, 5, COR_BYTE, &buf, 8, NULL));
+                CHECK(cor_send(peer, COR_CTX_WORLD, 5, COR_BYTE, &buf, 8));
+            }
+            if (i >= 0) v[i] = now() - t;
+        }
+        if (rank == 1) stats("task API 8 B round trip (R)", v, n);
+    }
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank == 1) {
+        for (long i = -n / 10; i < n; i++) {
+            double t = now();
+            CHECK(cor_dsm_fetch_add(bobj, 0, COR_LONG, &one, &old));
+            if (i >= 0) v[i] = now() - t;
+        }
+        stats("remote fetch-add", v, n);
+        for (long i = -n / 10; i < n; i++) {
+            long exp = 0, des = 0;
+            double t = now();
+            CHECK(cor_dsm_cas(bobj, 1, COR_LONG, &exp, &des, &old));
+            if (i >= 0) v[i] = now() - t;
+        }
+        stats("remote compare-and-swap", v, n);
+        double t = now();
+        long adds = n * 10;
+        for (long i = 0; i < adds; i++)
+            CHECK(cor_dsm_add(bobj, 2, COR_LONG, &one));
+        CHECK(cor_dsm_quiet());
+        t = now() - t;
+        printf("domain %d: pipelined non-fetching adds: %.3f M ops/s (%ld adds + quiet)\n", rank,
+               (double)adds / t / 1e6, adds);
+    }
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank == 0) {
+        long a = 0;
+        CHECK(cor_dsm_get(bobj, 2, 1, COR_LONG, &a));
+        if (a != n * 10) fail("pipelined adds: %ld, expected %ld", a, n * 10);
+    }
+    /* attentiveness: the home's tasks all compute (as many as cores) */
+    cor_idp_t ct[2];
+    if (rank == 0) {
+        atomic_store(&computing, 1);
+        for (int i = 0; i < 2; i++)
+            cor_task_spawn("compute", compute_task, NULL, &ct[i]);
+    }
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank == 1) {
+        long m = n / 4 > 100 ? n / 4 : 100;
+        for (long i = 0; i < m; i++) {
+            double t = now();
+            CHECK(cor_dsm_fetch_add(bobj, 3, COR_LONG, &one, &old));
+            v[i] = now() - t;
+            usleep(200);
+        }
+        stats("remote fetch-add, every home task computing", v, m);
+    }
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank == 0) {
+        atomic_store(&computing, 0);
+        for (int i = 0; i < 2; i++)
+            cor_task_join(ct[i], NULL);
+    }
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    double t = now();
+    for (long i = 0; i < n; i++)
+        CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank == 0)
+        printf("domain %d: dsm barrier over %d domains: %.2f us each (mean of %ld)\n", rank, ndom,
+               (now() - t) / (double)n * 1e6, n);
+    printf("domain %d: %s bench\n", rank, atomic_load(&failures) ? "FAIL" : "PASS");
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank == 0) CHECK(cor_dsm_destroy(bobj));
+    free(v);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: dsm_proc mix|lockfair|barrier|kill|bench DIR [-t TASKS] "
+                        "[-i ITERS] [-f RATIO]\n");
+        return 2;
+    }
+    const char *mode = argv[1];
+    dir = argv[2];
+    for (int i = 3; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "-t"))
+            ntasks = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-i"))
+            iters = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "-f"))
+            max_ratio = atof(argv[i + 1]);
+    }
+    if (ntasks < 1 || ntasks > 256 || iters < 1) return 2;
+    int rc = cor_init(&argc, &argv);
+    if (rc != COR_OK) {
+        fprintf(stderr, "dsm_proc: cor_init: %s\n", cor_strerror(rc));
+        return 1;
+    }
+    rank = cor_domain_rank();
+    ndom = cor_domain_count();
+    rc = cor_dsm_init();
+    if (rc != COR_OK) {
+        fprintf(stderr, "dsm_proc: cor_dsm_init: %s\n", cor_dsm_strerror(rc));
+        return 1;
+    }
+    write_mark("pid");
+    int status = 0;
+    if (!strcmp(mode, "kill")) {
+        if (ndom < 2) return 2;
+        status = run_kill();
+        atomic_store(&finished, 1);
+        /* the session lost a domain: leave without the collective finalize calls */
+        fflush(stdout);
+        _exit(status);
+    }
+    pthread_t wd;
+    pthread_create(&wd, NULL, watchdog, NULL);
+    pthread_detach(wd);
+    if (!strcmp(mode, "mix"))
+        run_mix();
+    else if (!strcmp(mode, "lockfair"))
+        run_lockfair();
+    else if (!strcmp(mode, "barrier"))
+        run_barrier();
+    else if (!strcmp(mode, "bench") && ndom >= 2)
+        run_bench();
+    else
+        return 2;
+    atomic_store(&finished, 1);
+    CHECK(cor_dsm_finalize());
+    CHECK(cor_finalize());
+    if (atomic_load(&failures)) {
+        printf("domain %d: FAIL (%ld failures)\n", rank, atomic_load(&failures));
+        status = 1;
+    }
+    return status;
+}

@@ -1,0 +1,45 @@
+#!/bin/sh
+# libcordsm across real domains (dsm_proc under cor-run): the mixed workload on 2 and 4
+# domains x 8 tasks over udp and gm (exact counters, FIFO complete and ordered per task, no
+# torn block), the same on 2 domains over udp under the fault injector (5% drop), FIFO lock
+# fairness on 4 domains x 2 tasks, barriers (all domains, and a logical domain's subset).
+# COR_TEST_SCALE=small: fewer tasks and operations (sanitizer builds).
+. "$(dirname "$0")/../proc/common.sh"
+P=$B/tests/dsm/dsm_proc
+[ -x "$P" ] || die "dsm_proc not built"
+unset GM_NODES GM_NODE_MAP GM_NODE_ID GM_PROVIDER GM_SHM_NAMESPACE COR_ROUTES
+if [ $SMALL = 1 ]; then
+    T=4 I2=40 I4=10 FAIR=1000 EPS=100 LIMIT=300
+else
+    T=8 I2=200 I4=40 FAIR=4000 EPS=300 LIMIT=120
+fi
+
+# run TAG N MODE ROUTE [dsm_proc options...]: every domain must print PASS, cor-run exit 0.
+run() {
+    tag=$1 n=$2 mode=$3 route=$4
+    shift 4
+    run_bg $tag timeout $LIMIT "$CORRUN" -n $n --route $route "$P" $mode "$WORK" "$@"
+    wait_bg $tag
+    [ $RC = 0 ] || { show $tag; die "$tag: cor-run exited $RC (124 = timed out after $LIMIT s)"; }
+    npass=$(grep -c "^domain [0-9]*: PASS" "$WORK/$tag.out")
+    [ "$npass" = $n ] || { show $tag; die "$tag: $npass of $n domains passed"; }
+    sed 's/^/  /' "$WORK/$tag.out"
+}
+
+for route in udp gm; do
+    say "$route: mix, 2 domains x $T tasks x $I2 rounds"
+    run mix2$route 2 mix $route -t $T -i $I2
+    say "$route: mix, 4 domains x $T tasks x $I4 rounds"
+    run mix4$route 4 mix $route -t $T -i $I4
+    say "$route: lock fairness, 4 domains x 2 tasks, $FAIR acquisitions (max/min <= 1.1)"
+    run fair$route 4 lockfair $route -t 2 -i $FAIR -f 1.1
+    say "$route: barriers, 4 domains x 4 tasks, $EPS episodes; then the even domains"
+    run bar$route 4 barrier $route -t 4 -i $EPS
+    say "$route: barriers, 3 domains x 2 tasks (not a power of 2)"
+    run bar3$route 3 barrier $route -t 2 -i $EPS
+done
+say "udp with 5% of the datagrams dropped: mix, 2 domains x $T tasks"
+COR_UDP_FAULTS="drop=0.05,seed=11" COR_UDP_STATS=1 run lossy 2 mix udp -t $T -i $((I2 / 4))
+grep -q "retransmits [1-9]" "$WORK/lossy.err" || { show lossy; die "no retransmission counted: were the faults injected?"; }
+grep "retransmits" "$WORK/lossy.err" | head -2 | sed 's/^/  /'
+say "PASS"
