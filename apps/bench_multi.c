@@ -125,7 +125,7 @@ static void pair_bufs_release(struct pair_bufs *own)
 static int pair_run(struct pair_task *t)
 {
     struct bench *b = t->b;
-    cor_port_t port = NULL;
+    cor_port_t port = COR_PORT_NULL;
     struct pair_bufs use, own;
     int err;
 

@@ -207,6 +207,22 @@ static void on_signal(int sig)
     errno = saved;
 }
 
+/* cor-run itself crashed (or was sent a signal that crashes): the rendezvous goes (unlink
+ * and rmdir are async-signal-safe), then the signal does what it would have done. */
+static void on_fatal_signal(int sig)
+{
+    if (g.sock[0]) unlink(g.sock);
+    if (g.dir[0]) rmdir(g.dir);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* Signals passed on to the domains (all that end a process by default and can be caught,
+ * but those that mean a crash); cor-run then exits with them, its rendezvous removed. */
+static const int forwarded[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT,   SIGUSR1, SIGUSR2,
+                                SIGALRM, SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF};
+static const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGSYS, SIGTRAP};
+
 static int setup_signals(void)
 {
     int p[2];
@@ -219,9 +235,12 @@ static int setup_signals(void)
     struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGCHLD, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
+        sigaction(forwarded[i], &sa, NULL);
+    struct sigaction fa = {.sa_handler = on_fatal_signal, .sa_flags = SA_RESETHAND};
+    sigemptyset(&fa.sa_mask);
+    for (size_t i = 0; i < sizeof fatal / sizeof *fatal; i++)
+        sigaction(fatal[i], &fa, NULL);
     signal(SIGPIPE, SIG_IGN);
     return 0;
 }
@@ -498,6 +517,15 @@ static int check_peer_uid(int fd)
     return 0;
 }
 
+static void remove_rendezvous(void);
+
+static int all_joined(void)
+{
+    for (int r = 0; r < g.n; r++)
+        if (!g.dom[r].joined) return 0;
+    return 1;
+}
+
 static int handle_hello(int ci, char **w, int nw)
 {
     struct conn *c = &g.conns[ci];
@@ -535,6 +563,8 @@ static int handle_hello(int ci, char **w, int nw)
     conn_printf(ci, "WELCOME\n");
     if (verbose)
         say("domain %ld (pid %ld) joined", rank, pid);
+    if (all_joined())
+        remove_rendezvous(); /* nobody connects any more: even kill -9 leaves nothing now */
     check_unjoined_exits();
     return 0;
 }
@@ -1120,12 +1150,14 @@ static int make_rendezvous(void)
     return 0;
 }
 
+/* The listening socket stays open (accept still sees junk connections); only the names go. */
 static void remove_rendezvous(void)
 {
     if (g.sock[0])
         unlink(g.sock);
     if (g.dir[0])
         rmdir(g.dir);
+    g.sock[0] = g.dir[0] = 0;
 }
 
 static uint64_t session_cookie(void)

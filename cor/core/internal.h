@@ -149,7 +149,7 @@ struct cor_task {
     struct cor_req *posted_head, *posted_tail;
     struct cor_umsg *unexp_head, *unexp_tail;
 
-    struct cor_port *port;   /* current soft-port (only the task itself touches it) */
+    cor_port_t port;         /* current soft-port (whoever acts for the task) */
     uint32_t *send_seq;      /* per destination domain (g.size entries; task itself) */
     uint32_t local_seq;
 };
@@ -247,18 +247,20 @@ void cor__listeners_resume(void); /* parked listeners go back to the ports now *
 void *cor__copy_get(struct cor_hport *hp);         /* an eager_limit-byte block, or NULL */
 void cor__copy_put(struct cor_hport *hp, void *b); /* back to the cache, or freed */
 
-/* ---- soft-ports ---- */
+/* ---- soft-ports: slots of a table that is never freed, named by slot + generation ---- */
 struct cor_port {
-    uint64_t magic;
-    struct cor_port *next, *prev; /* every open soft-port (g.lock), freed at finalize */
+    _Atomic cor_port_t handle; /* tag | slot | generation << 32 while open; 0 while free */
+    uint32_t slot, gen;        /* survive recycling (port.c) */
+    struct cor_port *next_free;
+    /* written before the handle is published, read after it was checked */
     struct cor_route *route;
     struct cor_hport *hp;
     int hard_index;
     bool exclusive;
-    struct cor_task *owner;
 };
-struct cor_port *cor__task_port(struct cor_task *t); /* current, mapped on first use */
-void cor__ports_free_all(void);
+/* The task's current soft-port, a mapped one opened when it has none or it was closed. */
+struct cor_port *cor__task_port(struct cor_task *t);
+void cor__ports_free_all(void); /* at finalize: every handle becomes invalid */
 
 /* ---- protocol (proto.c) ---- */
 int cor__send_start(struct cor_task *t, struct cor_req *r);
@@ -323,8 +325,7 @@ struct cor_global {
     int nroutes;
     struct cor_route *routes[COR_ROUTES_MAX];
     _Atomic bool *dead;   /* [size] */
-    struct peer_state *peers; /* [size] */
-    struct cor_port *ports;   /* open soft-ports (lock) */
+    struct peer_state *peers;   /* [size] */
     struct cor_hport *dma_port; /* getBuffer memory comes from this route's mem_alloc */
     cor_death_fn death_fn;
     void *death_arg;

@@ -7,7 +7,62 @@
 
 #include "internal.h"
 
-#define PORT_MAGIC 0x50524f54434f5221ull
+/*
+ * Handles: a soft-port lives in a slot of a table whose memory is never returned (like
+ * requests, req.c), and its handle is the slot plus a generation bumped at each reuse, with a
+ * tag bit that no request handle carries. A closed, stale or forged handle then fails the
+ * check instead of reaching freed memory.
+ */
+#define PORT_TAG 0x80000000u
+#define PCHUNK 256
+#define PCHUNKS 1024 /* up to 256K soft-ports open at once (a mapped one per sending task) */
+
+static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cor_port *_Atomic chunks[PCHUNKS]; /* written under slot_lock, read lock-free */
+static uint32_t nslots;                          /* slot_lock */
+static struct cor_port *free_slots;              /* slot_lock; through ->next_free */
+
+static struct cor_port *slot_new(void)
+{
+    COR_LOCK(&slot_lock);
+    struct cor_port *p = free_slots;
+    if (p) {
+        free_slots = p->next_free;
+    } else if (nslots < PCHUNK * PCHUNKS) {
+        if (nslots % PCHUNK == 0) {
+            struct cor_port *c = calloc(PCHUNK, sizeof *c);
+            if (!c) {
+                COR_UNLOCK(&slot_lock);
+                return NULL;
+            }
+            atomic_store(&chunks[nslots / PCHUNK], c);
+        }
+        p = &atomic_load(&chunks[nslots / PCHUNK])[nslots % PCHUNK];
+        p->slot = nslots++;
+    }
+    if (p && ++p->gen == 0) p->gen = 1;
+    COR_UNLOCK(&slot_lock);
+    return p;
+}
+
+static void slot_free(struct cor_port *p)
+{
+    COR_LOCK(&slot_lock);
+    p->next_free = free_slots;
+    free_slots = p;
+    COR_UNLOCK(&slot_lock);
+}
+
+/* The open soft-port named by h, or NULL. */
+static struct cor_port *port_get(cor_port_t h)
+{
+    uint32_t low = (uint32_t)h, slot = low & ~PORT_TAG;
+    if (!(low & PORT_TAG) || slot >= PCHUNK * PCHUNKS) return NULL;
+    struct cor_port *c = atomic_load_explicit(&chunks[slot / PCHUNK], memory_order_acquire);
+    if (!c) return NULL;
+    struct cor_port *p = &c[slot % PCHUNK];
+    return atomic_load_explicit(&p->handle, memory_order_acquire) == h ? p : NULL;
+}
 
 static struct cor_route *route_or_default(const char *name)
 {
@@ -29,8 +84,8 @@ COR_API int cor_port_open(const cor_port_attr_t *attr, cor_port_t *port)
     if (!r) return a.route ? COR_ENOTFOUND : COR_EROUTE;
     if (a.hard_port != COR_HARD_PORT_ANY && (a.hard_port < 0 || a.hard_port >= r->nports))
         return COR_EINVAL;
-    struct cor_port *p = calloc(1, sizeof *p);
-    if (!p) return COR_ENOMEM;
+    struct cor_port *p = slot_new();
+    if (!p) return COR_ELIMIT;
 
     COR_LOCK(&g.lock);
     int h = a.hard_port;
@@ -53,54 +108,45 @@ COR_API int cor_port_open(const cor_port_attr_t *attr, cor_port_t *port)
     }
     COR_UNLOCK(&g.lock);
     if (h < 0) {
-        free(p);
+        slot_free(p);
         return COR_EBUSY;
     }
-    *p = (struct cor_port){.magic = PORT_MAGIC, .route = r, .hp = r->ports[h], .hard_index = h,
-                           .exclusive = a.exclusive != 0, .owner = cor__task_self()};
-    COR_LOCK(&g.lock);
-    p->next = g.ports;
-    if (g.ports) g.ports->prev = p;
-    g.ports = p;
-    COR_UNLOCK(&g.lock);
-    *port = p;
+    p->route = r;
+    p->hp = r->ports[h];
+    p->hard_index = h;
+    p->exclusive = a.exclusive != 0;
+    cor_port_t handle = ((cor_port_t)p->gen << 32) | PORT_TAG | p->slot;
+    atomic_store_explicit(&p->handle, handle, memory_order_release);
+    *port = handle;
     return COR_OK;
 }
 
-static bool valid(cor_port_t p)
+COR_API int cor_port_close(cor_port_t h)
 {
-    return p && p->magic == PORT_MAGIC;
-}
-
-COR_API int cor_port_close(cor_port_t p)
-{
-    if (!valid(p)) return COR_EINVAL;
-    struct cor_task *t = cor__task_self();
-    if (t && t->port == p) t->port = NULL;
+    struct cor_port *p = port_get(h);
+    /* of two closes racing, one takes the handle and the other gets COR_EINVAL */
+    if (!p || !atomic_compare_exchange_strong(&p->handle, &h, 0)) return COR_EINVAL;
     COR_LOCK(&g.lock);
     p->route->soft_count[p->hard_index]--;
     if (p->exclusive) p->route->exclusive[p->hard_index] = false;
-    if (p->prev) p->prev->next = p->next;
-    else g.ports = p->next;
-    if (p->next) p->next->prev = p->prev;
     COR_UNLOCK(&g.lock);
-    p->magic = 0;
-    free(p);
+    slot_free(p);
     return COR_OK;
 }
 
-COR_API int cor_port_use(cor_port_t p)
+COR_API int cor_port_use(cor_port_t h)
 {
-    if (!valid(p)) return COR_EINVAL;
+    if (!port_get(h)) return COR_EINVAL;
     struct cor_task *t = cor__task_self();
     if (!t) return COR_ESTATE;
-    t->port = p;
+    t->port = h;
     return COR_OK;
 }
 
-COR_API int cor_port_info(cor_port_t p, const char **route, int *hard_port)
+COR_API int cor_port_info(cor_port_t h, const char **route, int *hard_port)
 {
-    if (!valid(p)) return COR_EINVAL;
+    struct cor_port *p = port_get(h);
+    if (!p) return COR_EINVAL;
     if (route) *route = p->route->name;
     if (hard_port) *hard_port = p->hard_index;
     return COR_OK;
@@ -108,8 +154,9 @@ COR_API int cor_port_info(cor_port_t p, const char **route, int *hard_port)
 
 struct cor_port *cor__task_port(struct cor_task *t)
 {
-    if (!t->port && g.nroutes > 0) cor_port_open(NULL, &t->port);
-    return t->port;
+    struct cor_port *p = port_get(t->port);
+    if (!p && g.nroutes > 0 && cor_port_open(NULL, &t->port) == COR_OK) p = port_get(t->port);
+    return p;
 }
 
 COR_API int cor_setTransport(const char *route)
@@ -118,7 +165,7 @@ COR_API int cor_setTransport(const char *route)
     if (err) return err;
     struct cor_task *t = cor__task_self();
     if (!t || !route) return COR_EINVAL;
-    cor_port_t p;
+    cor_port_t p = COR_PORT_NULL;
     cor_port_attr_t a = {route, COR_HARD_PORT_ANY, 0};
     err = cor_port_open(&a, &p);
     if (err) return err;
@@ -144,17 +191,16 @@ COR_API int cor_route_address(const char *route, int hard_port, char *buf, size_
     return r->ops->address(r->ports[hard_port]->rp, buf, len);
 }
 
-/* At finalize: soft-ports nobody closed (the ones mapped for tasks among them). */
+/* At finalize: soft-ports nobody closed (the ones mapped for tasks among them) are closed; the
+ * slots stay, so generations keep growing and a handle of this session is invalid in the next. */
 void cor__ports_free_all(void)
 {
-    COR_LOCK(&g.lock);
-    struct cor_port *p = g.ports;
-    g.ports = NULL;
-    COR_UNLOCK(&g.lock);
-    while (p) {
-        struct cor_port *next = p->next;
-        p->magic = 0;
-        free(p);
-        p = next;
+    COR_LOCK(&slot_lock);
+    for (uint32_t i = 0; i < nslots; i++) {
+        struct cor_port *p = &atomic_load(&chunks[i / PCHUNK])[i % PCHUNK];
+        if (atomic_exchange(&p->handle, 0) == 0) continue;
+        p->next_free = free_slots;
+        free_slots = p;
     }
+    COR_UNLOCK(&slot_lock);
 }

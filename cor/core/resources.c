@@ -18,12 +18,17 @@ enum svc_op {
     SVC_LD_RANK,
     SVC_LD_SIZE,
     SVC_LD_MEMBER,
+    SVC_LD_DESTROY,
 };
 
+/* A group's idp is its handle: index = slot of lds, domain field = the slot's generation,
+ * bumped when the group is destroyed, so a destroyed or forged idp is recognised. */
+#define LD_GEN_MAX 0xfff
 struct ldomain {
-    char name[COR_NAME_MAX];
-    cor_idp_t *members; /* in rank order; a leaver's successors move down */
+    char name[COR_NAME_MAX]; /* "" while the slot is free */
+    cor_idp_t *members;      /* in rank order; a leaver's successors move down */
     int n, cap;
+    unsigned gen; /* 1..LD_GEN_MAX */
 };
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -44,8 +49,22 @@ void cor__resources_fini(void)
 static int ld_find(const char *name)
 {
     for (int i = 0; i < nlds; i++)
-        if (!strcmp(lds[i].name, name)) return i;
+        if (lds[i].name[0] && !strcmp(lds[i].name, name)) return i;
     return -1;
+}
+
+/* The wire form of a group's handle: generation << 16 | slot (the idp's micro part). */
+static uint64_t ld_handle(int i)
+{
+    return (uint64_t)lds[i].gen << 16 | (unsigned)i;
+}
+
+/* The group a handle names, or NULL (free slot, old generation, out of range). */
+static struct ldomain *ld_get(uint64_t h)
+{
+    uint64_t i = h & 0xffff;
+    if (i >= (uint64_t)nlds || !lds[i].name[0] || lds[i].gen != h >> 16) return NULL;
+    return &lds[i];
 }
 
 static int ld_rank(struct ldomain *ld, cor_idp_t m)
@@ -65,18 +84,17 @@ void cor__svc_handle(struct svc_msg *m)
         m->a = idx;
         return;
     }
-    if (g.rank != 0 || m->op < SVC_LD_CREATE || m->op > SVC_LD_MEMBER) {
+    if (g.rank != 0 || m->op < SVC_LD_CREATE || m->op > SVC_LD_DESTROY) {
         m->status = COR_EINVAL;
         return;
     }
     COR_LOCK(&reg_lock);
     struct ldomain *ld = NULL;
     if (m->op != SVC_LD_CREATE && m->op != SVC_LD_LOOKUP) {
-        if (m->a >= (uint64_t)nlds) {
-            m->status = COR_ENOTFOUND;
+        if (!(ld = ld_get(m->a))) {
+            m->status = COR_EINVAL;
             goto out;
         }
-        ld = &lds[m->a];
     }
     m->status = COR_OK;
     switch (m->op) {
@@ -85,18 +103,23 @@ void cor__svc_handle(struct svc_msg *m)
             m->status = COR_EINVAL;
         } else if (ld_find(m->name) >= 0) {
             m->status = COR_EEXIST;
-        } else if (nlds > COR_MAX_INDEX) {
-            m->status = COR_ELIMIT;
         } else {
-            struct ldomain *n = realloc(lds, (size_t)(nlds + 1) * sizeof *lds);
-            if (!n) {
-                m->status = COR_ENOMEM;
-                break;
+            int i = 0; /* a destroyed group's slot first */
+            while (i < nlds && lds[i].name[0])
+                i++;
+            if (i == nlds) {
+                struct ldomain *n =
+                    nlds > COR_MAX_INDEX ? NULL : realloc(lds, (size_t)(nlds + 1) * sizeof *lds);
+                if (!n) {
+                    m->status = nlds > COR_MAX_INDEX ? COR_ELIMIT : COR_ENOMEM;
+                    break;
+                }
+                lds = n;
+                memset(&lds[nlds++], 0, sizeof *lds);
+                lds[i].gen = 1;
             }
-            lds = n;
-            memset(&lds[nlds], 0, sizeof *lds);
-            memcpy(lds[nlds].name, m->name, sizeof m->name);
-            m->a = (uint64_t)nlds++;
+            memcpy(lds[i].name, m->name, sizeof m->name);
+            m->a = ld_handle(i);
         }
         break;
     }
@@ -105,7 +128,7 @@ void cor__svc_handle(struct svc_msg *m)
         if (i < 0)
             m->status = COR_ENOTFOUND;
         else
-            m->a = (uint64_t)i;
+            m->a = ld_handle(i);
         break;
     }
     case SVC_LD_JOIN: {
@@ -154,6 +177,10 @@ void cor__svc_handle(struct svc_msg *m)
         else
             m->a = ld->members[m->b];
         break;
+    case SVC_LD_DESTROY:
+        free(ld->members);
+        *ld = (struct ldomain){.gen = ld->gen % LD_GEN_MAX + 1};
+        break;
     }
 out:
     COR_UNLOCK(&reg_lock);
@@ -196,16 +223,17 @@ static int ld_call(enum svc_op op, cor_idp_t ldom, cor_idp_t member, const char 
     } else {
         if (cor_idp_kind(ldom) != COR_KIND_LDOMAIN || cor_idp_macro(ldom) != g.macro)
             return COR_EINVAL;
-        m.a = cor_idp_index(ldom);
+        m.a = cor_idp_micro(ldom) & 0x0fffffff; /* generation << 16 | slot */
     }
     err = cor__svc_call(0, &m);
     if (!err && out) *out = m.a;
     return err;
 }
 
-static cor_idp_t ld_idp(uint64_t index)
+static cor_idp_t ld_idp(uint64_t handle)
 {
-    return cor_idp_make(g.macro, COR_KIND_LDOMAIN, 0, (unsigned)index);
+    return cor_idp_make(g.macro, COR_KIND_LDOMAIN, (unsigned)(handle >> 16),
+                        (unsigned)handle & 0xffff);
 }
 
 COR_API int cor_ldomain_create(const char *name, cor_idp_t *ldom)
@@ -226,10 +254,16 @@ COR_API int cor_ldomain_lookup(const char *name, cor_idp_t *ldom)
     return err;
 }
 
+COR_API int cor_ldomain_destroy(cor_idp_t ldom)
+{
+    return ld_call(SVC_LD_DESTROY, ldom, 0, NULL, NULL);
+}
+
 COR_API int cor_ldomain_join(cor_idp_t ldom, cor_idp_t member, int *rank)
 {
     uint64_t r;
-    if (member == COR_IDP_NULL) return COR_EINVAL;
+    if (cor_idp_kind(member) == COR_KIND_NONE || cor_idp_kind(member) > COR_KIND_CONTEXT)
+        return COR_EINVAL; /* COR_IDP_NULL, COR_ANY_SOURCE: no resource */
     int err = ld_call(SVC_LD_JOIN, ldom, member, NULL, &r);
     if (!err && rank) *rank = (int)r;
     return err;

@@ -76,6 +76,8 @@ enum cor_kind {
     COR_KIND_CONTEXT = 6, /* user-made context */
 };
 
+/* No resource: what lookups (cor_task_idp, cor_domain_idp, cor_task_self) return on error.
+ * As a source or destination of a message it is COR_EINVAL, never a wildcard. */
 #define COR_IDP_NULL ((cor_idp_t)0)
 #define COR_MAX_DOMAINS 4096
 #define COR_MAX_INDEX 65535
@@ -163,7 +165,12 @@ COR_API int cor_barrier(void);
 
 /* ---- Logical domains (named, ordered groups of resources) ------------------------------- */
 
+/* A logical domain's idp is a handle: its index is a slot of the registry and its domain
+ * field a generation, so an idp of a destroyed group (or one never created) is COR_EINVAL in
+ * every call below; a missing member or rank is COR_ENOTFOUND. */
 COR_API int cor_ldomain_create(const char *name, cor_idp_t *ldom); /* COR_EEXIST if taken */
+/* Forgets the group (its name may be created again); its idp is invalid from now on. */
+COR_API int cor_ldomain_destroy(cor_idp_t ldom);
 COR_API int cor_ldomain_lookup(const char *name, cor_idp_t *ldom);
 COR_API int cor_ldomain_join(cor_idp_t ldom, cor_idp_t member, int *rank);
 COR_API int cor_ldomain_leave(cor_idp_t ldom, cor_idp_t member);
@@ -203,7 +210,8 @@ COR_API int cor_task_reserve(const char *name, cor_idp_t *task);
  * mapped by the core to the least-used hard port of the route. A task's messages leave through
  * its current soft-port; the first send opens a mapped one on the default route.
  */
-typedef struct cor_port *cor_port_t;
+typedef uint64_t cor_port_t; /* a handle: slot + generation, never a pointer */
+#define COR_PORT_NULL ((cor_port_t)0)
 
 #define COR_HARD_PORT_ANY (-1)
 typedef struct cor_port_attr {
@@ -212,6 +220,8 @@ typedef struct cor_port_attr {
     int exclusive;     /* nonzero: no other soft-port may bind that hard port */
 } cor_port_attr_t;
 
+/* A closed, stale or forged handle is COR_EINVAL in every call; a task whose current soft-port
+ * was closed (by any task) gets a mapped one at its next send. */
 COR_API int cor_port_open(const cor_port_attr_t *attr, cor_port_t *port);
 COR_API int cor_port_close(cor_port_t port);
 COR_API int cor_port_use(cor_port_t port); /* make it the calling task's current soft-port */
@@ -255,7 +265,9 @@ COR_API int cor_buffer_info(const void *buf, cor_type_t *type, size_t *n);
 typedef uint64_t cor_req_t; /* a handle; COR_REQ_NULL after it completes */
 #define COR_REQ_NULL ((cor_req_t)0)
 
-#define COR_ANY_SOURCE ((cor_idp_t)0)
+/* Any sender: kind 15 names no resource, so no lookup returns this value (a failed one returns
+ * COR_IDP_NULL, which is COR_EINVAL as a source). */
+#define COR_ANY_SOURCE ((cor_idp_t)UINT64_MAX)
 #define COR_ANY_TAG (-1)
 
 typedef struct cor_status {

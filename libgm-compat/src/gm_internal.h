@@ -382,6 +382,13 @@ static inline void gmx_port_unlock(struct gm_port *p)
 }
 struct gmx_peer *gmx_peer_get(struct gm_port *p, unsigned node, unsigned port);
 int gmx_peer_resolve(struct gm_port *p, struct gmx_peer *peer);
+/* lockfile.c: the per-port lock file (see there).  take: an fd holding the lock, -1 busy,
+ * -2 error; release: unpublishes and removes it; unheld: 1 if nobody holds it (and removes
+ * a dead owner's file). */
+void gmx_lock_path(unsigned node, unsigned port, char *buf, size_t len);
+int gmx_lock_take(unsigned node, unsigned port);
+void gmx_lock_release(unsigned node, unsigned port, int fd);
+int gmx_lock_unheld(unsigned node, unsigned port);
 int gmx_peer_closed(struct gm_port *p, const struct gmx_peer *peer);
 int gmx_peer_gone(struct gm_port *p, struct gmx_peer *peer);
 void gmx_peer_reconnect(struct gm_port *p, struct gmx_peer *peer);

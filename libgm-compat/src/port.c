@@ -8,7 +8,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -71,7 +70,7 @@ uint64_t gmx_coarse_ns(void)
 }
 
 /* At exit, acks the open ports still owe go out: their senders' callbacks
- * must not wait for a process that is gone. */
+ * must not wait for a process that is gone.  Their lock files go too. */
 static void flush_at_exit(void)
 {
     if (pthread_mutex_trylock(&gmx_lock) != 0)
@@ -80,6 +79,8 @@ static void flush_at_exit(void)
         if (pthread_mutex_trylock(&q->lock) != 0)
             continue;
         gmx_acks_flush(q, 1);
+        gmx_lock_release(q->node_id, q->port_id, q->lock_fd);
+        q->lock_fd = -1;
         gmx_port_unlock(q);
     }
     pthread_mutex_unlock(&gmx_lock);
@@ -111,24 +112,13 @@ GMX_EXPORT void gm_finalize(void)
     pthread_mutex_unlock(&gmx_lock);
 }
 
-/* Lock file of (node, port) in this host's namespace.  Its owner holds an
- * flock while the port is open and writes its shm address into it: the shm
- * provider appends a per-process counter to endpoint names, so a peer's
- * exact address is read from here. */
-static void lock_path(unsigned node, unsigned port, char *buf, size_t len)
-{
-    const char *dir = getenv("TMPDIR");
-    snprintf(buf, len, "%s/%s-%u-%u.lock", dir && *dir ? dir : "/tmp", gmx_cfg.shm_ns,
-             node, port);
-}
-
 /* The fabric address of (node, port) in the provider's format. */
 static int peer_address(struct gm_port *p, const struct gmx_node *n, unsigned port,
                         void *buf, size_t *len)
 {
     if (p->addr_is_str) {
         char path[256];
-        lock_path(n->id, port, path, sizeof path);
+        gmx_lock_path(n->id, port, path, sizeof path);
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
             return -1;
@@ -184,16 +174,7 @@ int gmx_peer_resolve(struct gm_port *p, struct gmx_peer *peer)
 /* 1 if the target port is known not to be open (shm: nobody holds its lock). */
 int gmx_peer_closed(struct gm_port *p, const struct gmx_peer *peer)
 {
-    if (!p->addr_is_str)
-        return 0;
-    char path[256];
-    lock_path(peer->node, peer->port, path, sizeof path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 1;
-    int closed = flock(fd, LOCK_SH | LOCK_NB) == 0;
-    close(fd); /* also drops our probe lock */
-    return closed;
+    return p->addr_is_str && gmx_lock_unheld(peer->node, peer->port);
 }
 
 /* shm: 1 if peer must not be touched through libfabric now.  A process
@@ -262,25 +243,6 @@ struct gmx_peer *gmx_peer_get(struct gm_port *p, unsigned node, unsigned port)
     gmx_peer_resolve(p, peer);
     p->peers[node][port] = peer;
     return peer;
-}
-
-/* One process per (namespace, node, port): GM says GM_BUSY to the second. */
-static int take_port_lock(unsigned node, unsigned port)
-{
-    char path[256];
-    lock_path(node, port, path, sizeof path);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return -2;
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        close(fd);
-        return -1;
-    }
-    if (ftruncate(fd, 0) != 0) {
-        close(fd);
-        return -2;
-    }
-    return fd;
 }
 
 static gm_status_t open_fabric(struct gm_port *p, const struct gmx_node *self)
@@ -453,12 +415,7 @@ static void free_port(struct gm_port *p)
     gmx_pool_free(p);
     gmx_bounce_free(p);
     free(p->ring);
-    if (p->lock_fd >= 0) {
-        /* Unpublish our address before the lock goes. */
-        if (ftruncate(p->lock_fd, 0) != 0)
-            gmx_log("cannot clear the lock file of port %u\n", p->port_id);
-        close(p->lock_fd);
-    }
+    gmx_lock_release(p->node_id, p->port_id, p->lock_fd);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
@@ -497,7 +454,11 @@ GMX_EXPORT gm_status_t gm_open(struct gm_port **pp, unsigned int unit, unsigned 
     snprintf(p->name, sizeof p->name, "%s", port_name ? port_name : "");
     p->acceptable[0] = p->acceptable[1] = ~(gm_size_t)0;
 
-    p->lock_fd = take_port_lock(p->node_id, port);
+    /* One process per (namespace, node, port): GM says GM_BUSY to the second.  Files of
+     * this node's ports whose owners died go now. */
+    for (unsigned q = 0; q < GMX_NUM_PORTS; q++)
+        if (q != port) gmx_lock_unheld(p->node_id, q);
+    p->lock_fd = gmx_lock_take(p->node_id, port);
     if (p->lock_fd < 0) {
         st = p->lock_fd == -1 ? GM_BUSY : GM_FAILURE;
         goto fail;

@@ -1,8 +1,9 @@
 /* gm-blast: helper of gm-peer-death.sh.
  *
- *   gm-blast --sink [--port N]
- *       opens the port, provides no buffer and polls until killed: messages
- *       sent to it are taken but never processed.
+ *   gm-blast --sink [--port N] [--timeout S] [--no-close]
+ *       opens the port, provides no buffer and polls until killed or the
+ *       timeout: messages sent to it are taken but never processed.  Then
+ *       closes the port, or with --no-close exits with it open.
  *   gm-blast --to NODE [--port N] [--count N] [--len BYTES] [--timeout S]
  *       sends COUNT messages of LEN bytes to (NODE, port) at low priority;
  *       after the first failed send calls gm_drop_sends once (GM holds the
@@ -47,8 +48,9 @@ static void drop_cb(struct gm_port *p, void *ctx, gm_status_t st)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: gm-blast --sink [--port N] | --to NODE [--port N] [--count N] "
-                    "[--len BYTES] [--timeout S]\n");
+    fprintf(stderr,
+            "usage: gm-blast --sink [--port N] [--no-close] | --to NODE [--port N] [--count N] "
+            "[--len BYTES] [--timeout S]\n");
     exit(64);
 }
 
@@ -56,10 +58,12 @@ int main(int argc, char **argv)
 {
     unsigned port_id = 2, node = 0, count = 40, timeout = 30;
     unsigned long len = 32768;
-    int sink = 0;
+    int sink = 0, no_close = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--sink"))
             sink = 1;
+        else if (!strcmp(argv[i], "--no-close"))
+            no_close = 1;
         else if (!strcmp(argv[i], "--to") && i + 1 < argc)
             node = (unsigned)strtoul(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--port") && i + 1 < argc)
@@ -90,7 +94,7 @@ int main(int argc, char **argv)
             if (GM_RECV_EVENT_TYPE(e) != GM_NO_RECV_EVENT)
                 gm_unknown(p, e);
         }
-        gm_close(p);
+        if (!no_close) gm_close(p);
         return 0;
     }
     unsigned size = gm_min_size_for_length(len);

@@ -71,11 +71,63 @@ static void test_bad_args(void)
     EXPECT_ERR(cor_ldomain_rank(l, member(0), NULL), COR_EINVAL);
     EXPECT_ERR(cor_ldomain_member(l, 0, NULL), COR_EINVAL);
     EXPECT_ERR(cor_ldomain_member(l, -1, &x), COR_EINVAL);
-    /* a well-formed idp of a group that does not exist */
-    cor_idp_t ghost = cor_idp_make(cor_session(), COR_KIND_LDOMAIN, 0, 5000);
-    EXPECT_ERR(cor_ldomain_size(ghost, &r), COR_ENOTFOUND);
-    EXPECT_ERR(cor_ldomain_join(ghost, member(0), &r), COR_ENOTFOUND);
-    EXPECT_ERR(cor_ldomain_leave(ghost, member(0)), COR_ENOTFOUND);
+    /* a well-formed idp of a group that does not exist is a forged handle */
+    cor_idp_t ghost = cor_idp_make(cor_session(), COR_KIND_LDOMAIN, 1, 5000);
+    EXPECT_ERR(cor_ldomain_size(ghost, &r), COR_EINVAL);
+    EXPECT_ERR(cor_ldomain_join(ghost, member(0), &r), COR_EINVAL);
+    EXPECT_ERR(cor_ldomain_leave(ghost, member(0)), COR_EINVAL);
+    EXPECT_ERR(cor_ldomain_destroy(ghost), COR_EINVAL);
+    /* wildcards and failed lookups are no members */
+    EXPECT_ERR(cor_ldomain_join(l, COR_ANY_SOURCE, &r), COR_EINVAL);
+    EXPECT_ERR(cor_ldomain_join(l, cor_task_idp(-1, 0), &r), COR_EINVAL);
+}
+
+/* Handles: an existing group's slot with another generation, and a destroyed group, are
+ * COR_EINVAL in every call; the name can be created again and gets a new handle. */
+static void test_handles(void)
+{
+    cor_idp_t l, x;
+    int r, n;
+    REQUIRE(cor_ldomain_create("handles", &l) == COR_OK);
+    EXPECT_ERR(cor_ldomain_join(l, member(1), &r), COR_OK);
+    unsigned gen = cor_idp_domain(l), slot = cor_idp_index(l);
+    const cor_idp_t forged[] = {
+        cor_idp_make(cor_session(), COR_KIND_LDOMAIN, gen + 1, slot),
+        cor_idp_make(cor_session(), COR_KIND_LDOMAIN, 0, slot),
+        cor_idp_make(cor_session(), COR_KIND_LDOMAIN, gen, slot + 1000),
+        cor_idp_make(cor_session(), COR_KIND_LDOMAIN, gen, COR_MAX_INDEX),
+    };
+    for (unsigned i = 0; i < sizeof forged / sizeof *forged; i++) {
+        EXPECT_ERR(cor_ldomain_size(forged[i], &n), COR_EINVAL);
+        EXPECT_ERR(cor_ldomain_join(forged[i], member(2), &r), COR_EINVAL);
+        EXPECT_ERR(cor_ldomain_rank(forged[i], member(1), &r), COR_EINVAL);
+        EXPECT_ERR(cor_ldomain_member(forged[i], 0, &x), COR_EINVAL);
+        EXPECT_ERR(cor_ldomain_leave(forged[i], member(1)), COR_EINVAL);
+        EXPECT_ERR(cor_ldomain_destroy(forged[i]), COR_EINVAL);
+    }
+    EXPECT_ERR(cor_ldomain_size(l, &n), COR_OK); /* the forgeries changed nothing */
+    EXPECT_EQ(n, 1);
+
+    EXPECT_ERR(cor_ldomain_destroy(l), COR_OK);
+    EXPECT_ERR(cor_ldomain_destroy(l), COR_EINVAL);
+    EXPECT_ERR(cor_ldomain_size(l, &n), COR_EINVAL);
+    EXPECT_ERR(cor_ldomain_join(l, member(2), &r), COR_EINVAL);
+    EXPECT_ERR(cor_ldomain_rank(l, member(1), &r), COR_EINVAL);
+    EXPECT_ERR(cor_ldomain_member(l, 0, &x), COR_EINVAL);
+    EXPECT_ERR(cor_ldomain_leave(l, member(1)), COR_EINVAL);
+    EXPECT_ERR(cor_ldomain_lookup("handles", &x), COR_ENOTFOUND);
+
+    /* created again: the freed slot, a new generation, empty; the old handle stays invalid */
+    cor_idp_t again;
+    REQUIRE(cor_ldomain_create("handles", &again) == COR_OK);
+    EXPECT_NE(again, l);
+    EXPECT_EQ(cor_idp_index(again), slot);
+    EXPECT_ERR(cor_ldomain_size(again, &n), COR_OK);
+    EXPECT_EQ(n, 0);
+    EXPECT_ERR(cor_ldomain_size(l, &n), COR_EINVAL);
+    EXPECT_ERR(cor_ldomain_lookup("handles", &x), COR_OK);
+    EXPECT_EQ(x, again);
+    EXPECT_ERR(cor_ldomain_destroy(again), COR_OK);
 }
 
 static void expect_members(cor_idp_t l, const unsigned *ids, int n)
@@ -208,6 +260,7 @@ int main(void)
     static const struct ct_test tests[] = {
         {"create and lookup", test_create_lookup},
         {"bad arguments", test_bad_args},
+        {"stale and forged handles", test_handles},
         {"join order, leave moves ranks down", test_join_leave},
         {"any resource may join", test_any_resource},
         {"32 tasks join at once", test_concurrent_join},

@@ -515,6 +515,41 @@ static void test_bad_args(void)
     expect_no_unexpected();
 }
 
+/* A failed lookup is no wildcard: COR_IDP_NULL (what cor_task_idp returns on error) as a
+ * source or destination is COR_EINVAL, and a message waiting for anyone stays untaken. */
+static void test_null_is_no_wildcard(void)
+{
+    EXPECT_NE(COR_ANY_SOURCE, COR_IDP_NULL);
+    EXPECT_EQ(cor_task_idp(cor_domain_count(), 0), COR_IDP_NULL);
+    EXPECT_EQ(cor_task_idp(-1, 0), COR_IDP_NULL);
+    EXPECT_TRUE(cor_idp_kind(COR_ANY_SOURCE) > COR_KIND_CONTEXT); /* names no resource */
+    int v = 5, w = 0;
+    cor_req_t r = 12345;
+    void *p = NULL;
+    cor_idp_t failed = cor_task_idp(-1, 0);
+    EXPECT_ERR(cor_sendI_typed(failed, COR_CTX_WORLD, 0, COR_INT, &v, 1, &r), COR_EINVAL);
+    EXPECT_ERR(cor_send(COR_IDP_NULL, COR_CTX_WORLD, 0, COR_INT, &v, 1), COR_EINVAL);
+    int *b = cor_getBuffer(COR_INT, 1);
+    REQUIRE(b != NULL);
+    EXPECT_ERR(cor_sendI(COR_IDP_NULL, COR_CTX_WORLD, 0, b, 1, &r), COR_EINVAL);
+    EXPECT_ERR(cor_releaseBuffer(b), COR_OK);
+    /* a message is waiting: a receive from a failed lookup must not take it */
+    EXPECT_ERR(cor_send(me, COR_CTX_WORLD, 33, COR_INT, &v, 1), COR_OK);
+    EXPECT_ERR(cor_recvI_into(failed, COR_CTX_WORLD, 33, COR_INT, &w, 1, &r), COR_EINVAL);
+    EXPECT_ERR(cor_recvI_into(COR_IDP_NULL, COR_CTX_WORLD, COR_ANY_TAG, COR_INT, &w, 1, &r),
+               COR_EINVAL);
+    EXPECT_ERR(cor_recvI(COR_IDP_NULL, COR_CTX_WORLD, 33, &p, &r), COR_EINVAL);
+    EXPECT_ERR(cor_recv(COR_IDP_NULL, COR_CTX_WORLD, 33, COR_INT, &w, 1, NULL), COR_EINVAL);
+    EXPECT_EQ(r, 12345);
+    EXPECT_EQ(w, 0);
+    /* the wildcard still takes it */
+    cor_status_t st;
+    EXPECT_ERR(cor_recv(COR_ANY_SOURCE, COR_CTX_WORLD, 33, COR_INT, &w, 1, &st), COR_OK);
+    EXPECT_EQ(w, 5);
+    EXPECT_EQ(st.source, me);
+    expect_no_unexpected();
+}
+
 static void test_stats(void)
 {
     cor_stats_t a, b, c;
@@ -593,6 +628,7 @@ int main(void)
         {"core-allocated receive buffers", test_core_buffer},
         {"4 MiB message", test_large},
         {"bad arguments", test_bad_args},
+        {"a failed lookup is no wildcard", test_null_is_no_wildcard},
         {"stats counters", test_stats},
         {"4 task pairs ping-pong", test_pairs},
         {NULL, NULL},

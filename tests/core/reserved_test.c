@@ -932,7 +932,8 @@ static void test_bad_args(void)
     const cor_idp_t not_as[] = {
         me,                                                 /* a task with a thread */
         spawned,                                            /* a finished one */
-        COR_IDP_NULL,                                       /* nothing (= COR_ANY_SOURCE) */
+        COR_IDP_NULL,                                       /* nothing (a failed lookup) */
+        COR_ANY_SOURCE,                                     /* the wildcard */
         cor_idp_make(ses, COR_KIND_TASK, 1, idx),           /* another domain */
         cor_idp_make(ses + 1, COR_KIND_TASK, 0, idx),       /* another session */
         cor_idp_make(ses, COR_KIND_PORT, 0, idx),           /* not a task */

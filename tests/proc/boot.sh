@@ -92,11 +92,54 @@ pgrep -f "$mark" >/dev/null && die "domains survived cor-run"
 say "  ok: status $RC in $el s"
 
 say "kill -9 of cor-run itself takes the domains with it"
-run_bg k9 "$CORRUN" -n 2 "$mark" 301
+run_bg k9 env TMPDIR="$WORK" "$CORRUN" -n 2 "$mark" 301 # killed before any join: its dir stays
 sleep 0.5
 kill -KILL "$(cat "$WORK/k9.corrun.pid")"
 wait_bg k9
 sleep 0.3
 pgrep -f "$mark 301" >/dev/null && die "domains survived kill -9 of cor-run"
+
+# Nothing left behind: cor-run's rendezvous directory goes on every exit it can catch, and
+# as soon as every domain joined (so even kill -9 of cor-run leaves nothing after that).
+rdv=$WORK/rdv
+mkdir -p "$rdv"
+no_rendezvous() { [ -z "$(ls -A "$rdv")" ] || { ls -la "$rdv" >&2; die "$1: $(ls "$rdv") left in TMPDIR"; }; }
+for sn in QUIT:3 USR1:10 ALRM:14; do
+    sig=${sn%:*}
+    say "SIG$sig to cor-run is passed on; its rendezvous goes"
+    run_bg "s$sig" env TMPDIR="$rdv" "$CORRUN" -n 2 "$mark" 302
+    sleep 0.5
+    [ -n "$(ls -A "$rdv")" ] || die "no rendezvous in TMPDIR while domains start"
+    kill -"$sig" "$(cat "$WORK/s$sig.corrun.pid")"
+    wait_bg "s$sig"
+    want=$((128 + ${sn#*:}))
+    [ $RC = "$want" ] || { show "s$sig"; die "exited $RC after SIG$sig, expected $want"; }
+    no_rendezvous "SIG$sig"
+done
+sleep 0.2
+pgrep -f "$mark 302" >/dev/null && die "domains survived cor-run"
+
+say "cor-run crashing (SIGSEGV) removes its rendezvous first"
+run_bg segv env TMPDIR="$rdv" "$CORRUN" -n 2 "$mark" 303
+sleep 0.5
+kill -SEGV "$(cat "$WORK/segv.corrun.pid")"
+wait_bg segv
+[ $RC = 139 ] || { show segv; die "exited $RC after SIGSEGV, expected 139"; }
+no_rendezvous "SIGSEGV"
+
+say "once every domain joined, kill -9 of cor-run leaves nothing"
+run_bg hold env TMPDIR="$rdv" "$CORRUN" -n 3 "$BC" hold
+i=0
+while [ "$(grep -c joined "$WORK/hold.out" 2>/dev/null)" != 3 ]; do
+    i=$((i + 1))
+    [ $i -gt 300 ] && { show hold; die "the domains did not join"; }
+    sleep 0.1
+done
+sleep 0.2
+no_rendezvous "all joined"
+kill -KILL "$(cat "$WORK/hold.corrun.pid")"
+wait_bg hold
+no_rendezvous "kill -9"
+say "  ok"
 
 say "PASS"

@@ -9,6 +9,7 @@
  *   boot_check nojoin R        rank R sleeps instead of joining; the others try to exchange
  *   boot_check garbage         rank 0 first sends junk to cor-run on side connections
  *   boot_check agent           like exchange, and checks AGENT_RANK == COR_RANK
+ *   boot_check hold            joins, says "joined" on stdout, then sleeps until killed
  * Exit 0 = all checks passed; 1 = a check failed (the reason is printed).
  */
 #define _GNU_SOURCE
@@ -166,6 +167,12 @@ int main(int argc, char **argv)
         CHECK(size == atoi(getenv("COR_SIZE")), "size %d", size);
     } else {
         CHECK(rank == 0 && size == 1, "alone: rank %d size %d, expected 0 and 1", rank, size);
+    }
+    if (strcmp(mode, "hold") == 0) {
+        printf("joined %d\n", rank);
+        fflush(stdout);
+        for (;;)
+            pause();
     }
     if (strcmp(mode, "agent") == 0) {
         const char *ar = getenv("AGENT_RANK");

@@ -92,9 +92,10 @@ pvm_netns_available() {
 }
 
 # The environment of pvmd and of the console: nothing from the caller but what PVM needs;
-# never LD_PRELOAD.
+# never LD_PRELOAD. TMPDIR too: the tasks pvmd spawns must find the master's gm lock files
+# (scripts/test runs everything with a private TMPDIR).
 __pvm_clean_env() {
-    local w out=(PATH=/usr/bin:/bin:/usr/sbin:/sbin HOME="${HOME:-/root}"
+    local w out=(PATH=/usr/bin:/bin:/usr/sbin:/sbin HOME="${HOME:-/root}" TMPDIR="${TMPDIR:-/tmp}"
                  PVM_TMP="$PVM_TMP" PVM_ALLOW_ROOT=1 PVM_ROOT="$PVM_ROOT"
                  COR_PVMLIB_VM="$__PVM_VM_ID")
     __PVM_EXTRA=()
