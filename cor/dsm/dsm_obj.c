@@ -87,7 +87,7 @@ int dsm_obj_apply(struct dsm_obj *o, const struct dsm_req *r, void *out, uint64_
             memcpy(old, e, ts);
             int err = add_elem(o->type, e, in);
             if (err) return err;
-            if (out) memcpy(out, old, ts);
+            if (out && r->op == DSM_OP_FADD) memcpy(out, old, ts); /* ADD: no output */
             return COR_OK;
         }
         if (out) memcpy(out, e, ts);
