@@ -9,6 +9,14 @@
  *     block put and a block get whose checksum must hold (no torn read). Then every home
  *     checks exact final values: each counter = domains x tasks x ITERS, the FIFO holds
  *     every value once and in each task's order.
+ *   dsm_proc cache DIR [-t TASKS] [-i ITERS] [-b CACHE_BYTES]
+ *     Every domain d homes cached objects "cblk.d" (512 longs: element 0 is the sum of the
+ *     others, which all move together) and "cctr.d" (counters). Each task, ITERS times, on
+ *     every domain's objects: a write section incrementing the block (checking it first), a
+ *     read section (blocking or prefetched) that must see it whole, a counter increment in a
+ *     write section, a remote fetch-add on the same cached counter (recalls copies), now and
+ *     then a get of the whole block (not torn) and a flush. The homes check exact finals.
+ *     -b sets the cache budget (0: every idle copy is evicted at once).
  *   dsm_proc lockfair DIR [-t TASKS] [-i TOTAL]
  *     All tasks of all domains take lock "F" until TOTAL acquisitions were made (counted in
  *     an object under the lock: the sum must be TOTAL exactly); prints max/min acquisitions
@@ -23,6 +31,10 @@
  *     all-domain barrier. The script kills the victim (SIGKILL) after DIR/ready.RANK marks:
  *     every survivor call must end with COR_EPEERDEAD (the lock homed at domain 0 with
  *     COR_DSM_EOWNERDEAD: granted), the survivors still work together and exit 42.
+ *     Cached objects too: the victim dies inside a write section on "kw" (homed at domain 0:
+ *     its dirty copy is lost, survivors' sections on it get COR_EPEERDEAD), inside a read
+ *     section on "kr" (a survivor's write waiting for it is granted after the death) and
+ *     inside a write section on "kh", homed at the victim (survivors' reads fail).
  *   dsm_proc bench DIR [-i ITERS]
  *     2+ domains: median and p99 of a remote fetch-add (domain 1 to domain 0, udp or gm as
  *     cor-run chose) beside the task API's 8-byte round trip, in the same run; pipelined
@@ -281,6 +293,121 @@ static void run_mix(void)
     CHECK(cor_dsm_destroy(blob[rank]));
 }
 
+/* ---- cache ---- */
+
+#define CB 512 /* longs per cached block: [0] the sum of the others, which all move together */
+static cor_idp_t *cblk, *cctr;
+static long cache_bytes = -1;
+
+static int cblk_check(const long *v)
+{
+    long sum = 0;
+    for (int k = 1; k < CB; k++) {
+        if (v[k] != v[1]) return 0;
+        sum += v[k];
+    }
+    return sum == v[0];
+}
+
+static int cache_task(void *arg)
+{
+    int k = (int)(intptr_t)arg;
+    cor_dsm_region_t *rb = calloc((size_t)ndom, sizeof *rb), *rc = calloc((size_t)ndom, sizeof *rc);
+    long *in = malloc(CB * sizeof *in);
+    if (!rb || !rc || !in) return 1;
+    for (int d = 0; d < ndom; d++) {
+        CHECK(cor_dsm_map(cblk[d], &rb[d]));
+        CHECK(cor_dsm_map(cctr[d], &rc[d]));
+    }
+    long one = 1, old;
+    for (long i = 0; i < iters; i++) {
+        for (int j = 0; j < ndom; j++) {
+            int d = (rank + k + j) % ndom;
+            long *v = cor_dsm_region_data(rb[d]), *c = cor_dsm_region_data(rc[d]);
+            /* a write section: every element moves, the sum follows */
+            CHECK(cor_dsm_start_write(rb[d]));
+            if (!cblk_check(v)) fail("torn block cblk.%d at write start", d);
+            for (int e = 1; e < CB; e++)
+                v[e]++;
+            v[0] += CB - 1;
+            CHECK(cor_dsm_end_write(rb[d]));
+            /* a read section, blocking or prefetched */
+            if ((i + k) % 2) {
+                CHECK(cor_dsm_start_read(rb[d]));
+            } else {
+                cor_dsm_req_t r;
+                CHECK(cor_dsm_start_readI(rb[d], &r));
+                CHECK(cor_dsm_wait(&r));
+            }
+            if (!cblk_check(v)) fail("torn read of cblk.%d", d);
+            CHECK(cor_dsm_end_read(rb[d]));
+            /* a counter under a write section, another by remote fetch-add (recalls) */
+            CHECK(cor_dsm_start_write(rc[d]));
+            c[0]++;
+            CHECK(cor_dsm_end_write(rc[d]));
+            CHECK(cor_dsm_fetch_add(cctr[d], 1, COR_LONG, &one, &old));
+            /* a get of the whole block: recalls the write copy, must not be torn */
+            if ((i + k) % 4 == 0) {
+                CHECK(cor_dsm_get(cblk[d], 0, CB, COR_LONG, in));
+                if (!cblk_check(in)) fail("torn get of cblk.%d", d);
+            }
+            if ((i + k) % 5 == 0) CHECK(cor_dsm_flush(rb[d]));
+        }
+    }
+    for (int d = 0; d < ndom; d++) {
+        CHECK(cor_dsm_unmap(rb[d]));
+        CHECK(cor_dsm_unmap(rc[d]));
+    }
+    free(rb);
+    free(rc);
+    free(in);
+    return 0;
+}
+
+static void run_cache(void)
+{
+    cblk = calloc((size_t)ndom, sizeof *cblk);
+    cctr = calloc((size_t)ndom, sizeof *cctr);
+    if (cache_bytes >= 0) CHECK(cor_dsm_set_cache_bytes((size_t)cache_bytes));
+    long per = (long)ndom * ntasks * iters;
+    char name[COR_NAME_MAX];
+    snprintf(name, sizeof name, "cblk.%d", rank);
+    CHECK(cor_dsm_create(name, COR_LONG, CB, COR_DSM_CACHED, &cblk[rank]));
+    snprintf(name, sizeof name, "cctr.%d", rank);
+    CHECK(cor_dsm_create(name, COR_LONG, 4, COR_DSM_CACHED, &cctr[rank]));
+    CHECK(cor_dsm_barrier_create("all", COR_IDP_NULL, 1, &all_bar));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    for (int d = 0; d < ndom; d++) {
+        cblk[d] = lookup_n("cblk", d);
+        cctr[d] = lookup_n("cctr", d);
+    }
+    double t0 = now();
+    spawn_all(cache_task);
+    double el = now() - t0;
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    long c[4], *v = malloc(CB * sizeof *v);
+    CHECK(cor_dsm_get(cctr[rank], 0, 4, COR_LONG, c));
+    if (c[0] != per || c[1] != per)
+        fail("cctr.%d = %ld (sections), %ld (fetch-adds), expected %ld", rank, c[0], c[1], per);
+    CHECK(cor_dsm_get(cblk[rank], 0, CB, COR_LONG, v));
+    if (!cblk_check(v) || v[1] != per) fail("cblk.%d[1] = %ld, expected %ld", rank, v[1], per);
+    free(v);
+    cor_dsm_stats_t s;
+    CHECK(cor_dsm_stats_get(&s));
+    printf("domain %d: %s cache: %ld write+read sections on each of %d blocks and %ld counter "
+           "sections and fetch-adds from %d tasks per domain in %.2f s; hits %llu, misses %llu, "
+           "invalidations %llu, recalls %llu, evictions %llu, dropped %llu\n",
+           rank, atomic_load(&failures) ? "FAIL" : "PASS", per, ndom, per, ntasks, el,
+           (unsigned long long)s.section_hits, (unsigned long long)s.section_misses,
+           (unsigned long long)s.invalidations, (unsigned long long)s.recalls,
+           (unsigned long long)s.evictions, (unsigned long long)s.requests_dropped);
+    if (s.requests_dropped) fail("%llu requests dropped", (unsigned long long)s.requests_dropped);
+    if (cache_bytes == 0 && s.evictions == 0 && ndom > 1) fail("a budget of 0 evicted nothing");
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    CHECK(cor_dsm_destroy(cblk[rank]));
+    CHECK(cor_dsm_destroy(cctr[rank]));
+}
+
 /* ---- lockfair ---- */
 
 static cor_idp_t lockF, fctr;
@@ -415,8 +542,10 @@ static void run_barrier(void)
 /* ---- kill ---- */
 
 static cor_idp_t vobj, vlock, hlock, d0obj;
+static cor_idp_t kw, kr, kh; /* cached: written by the victim, read by it, homed at it */
 static cor_dsm_barrier_t kbar;
 static int victim;
+#define KILL_KINDS 7
 static _Atomic int ready_tasks;
 static int want_ready;
 
@@ -451,13 +580,20 @@ static void expect_err(const char *what, int got, int want, double t0)
 
 static int kill_task(void *arg)
 {
-    int k = (int)(intptr_t)arg % 4;
+    int k = (int)(intptr_t)arg % KILL_KINDS;
     double t0 = now();
+    cor_dsm_region_t rg = NULL;
+    if (k >= 4) CHECK(cor_dsm_map(k == 4 ? kw : k == 5 ? kr : kh, &rg));
     if (rank == victim) {
         if (k == 0) {
             CHECK(cor_dsm_lock(vlock));
             CHECK(cor_dsm_lock(hlock));
         }
+        if (k == 4 || k == 6) { /* dies inside a write section: its copy is dirty */
+            CHECK(cor_dsm_start_write(rg));
+            ((long *)cor_dsm_region_data(rg))[0] = 42;
+        }
+        if (k == 5) CHECK(cor_dsm_start_read(rg)); /* dies inside a read section */
         task_ready();
         for (;;)
             pause(); /* killed here */
@@ -498,26 +634,59 @@ static int kill_task(void *arg)
         err = cor_dsm_barrier_wait(kbar);
         expect_err("barrier with a dead member", err, COR_EPEERDEAD, t0);
         break;
+    case 4: /* a write section on an object whose dirty copy dies with the victim */
+        task_ready();
+        err = cor_dsm_start_write(rg);
+        expect_err("write section on a copy that died dirty", err, COR_EPEERDEAD, t0);
+        if (!err) CHECK(cor_dsm_end_write(rg));
+        expect_err("read section on it afterwards", cor_dsm_start_read(rg), COR_EPEERDEAD, t0);
+        break;
+    case 5: /* a write section waiting for the victim's read section: the death releases it */
+        task_ready();
+        err = cor_dsm_start_write(rg);
+        atomic_fetch_add(&ticks, 1);
+        if (err) {
+            fail("write section after a reader died: %s", cor_dsm_strerror(err));
+        } else {
+            ((long *)cor_dsm_region_data(rg))[0]++;
+            CHECK(cor_dsm_end_write(rg));
+            printf("domain %d: write section after a reader died -> granted after %.2f s\n", rank,
+                   now() - t0);
+        }
+        break;
+    case 6: /* a read section on an object homed at the victim, write-held there */
+        task_ready();
+        err = cor_dsm_start_read(rg);
+        expect_err("read section homed at the dead domain", err, COR_EPEERDEAD, t0);
+        if (!err) CHECK(cor_dsm_end_read(rg));
+        break;
     }
+    if (rg) CHECK(cor_dsm_unmap(rg));
     return 0;
 }
 
 static int run_kill(void)
 {
     victim = ndom - 1;
-    if (ntasks < 4) ntasks = 4;
+    if (ntasks < KILL_KINDS) ntasks = KILL_KINDS;
     want_ready = ntasks;
     if (rank == victim) CHECK(cor_dsm_create("vobj", COR_LONG, 4, COR_DSM_HOME_ONLY, &vobj));
     if (rank == 0) CHECK(cor_dsm_create("d0obj", COR_LONG, 4, COR_DSM_HOME_ONLY, &d0obj));
+    if (rank == 0) CHECK(cor_dsm_create("kw", COR_LONG, 4, COR_DSM_CACHED, &kw));
+    if (rank == 0) CHECK(cor_dsm_create("kr", COR_LONG, 4, COR_DSM_CACHED, &kr));
+    if (rank == victim) CHECK(cor_dsm_create("kh", COR_LONG, 4, COR_DSM_CACHED, &kh));
     CHECK(cor_dsm_barrier_create("all", COR_IDP_NULL, 1, &all_bar));
     /* survivors' kill_task 3 (one per survivor domain) wait in kbar */
     int kb_local = 0;
     for (int i = 0; i < ntasks; i++)
-        kb_local += i % 4 == 3;
+        kb_local += i % KILL_KINDS == 3;
     CHECK(cor_dsm_barrier_create("kbar", COR_IDP_NULL, kb_local, &kbar));
     CHECK(cor_dsm_barrier_wait(all_bar));
     vobj = lookup("vobj");
     d0obj = lookup("d0obj");
+    kw = lookup("kw");
+    kr = lookup("kr");
+    kh = lookup("kh");
     char hname[COR_NAME_MAX];
     vlock = lock_at("vlock", victim, vlock_name);
     hlock = lock_at("hlock", 0, hname);
@@ -553,6 +722,13 @@ static int run_kill(void)
         usleep(10000);
     }
     if (v != 100L * (ndom - 1)) fail("survivors' counter %ld, expected %ld", v, 100L * (ndom - 1));
+    /* the object the dead reader held is whole: one increment per surviving domain */
+    long w = 0;
+    for (int i = 0; i < 600 && w < ndom - 1; i++) {
+        CHECK(cor_dsm_get(kr, 0, 1, COR_LONG, &w));
+        usleep(10000);
+    }
+    if (w != ndom - 1) fail("kr[0] = %ld after the reader's death, expected %d", w, ndom - 1);
     printf("domain %d: %s kill\n", rank, atomic_load(&failures) ? "FAIL" : "PASS");
     fflush(stdout);
     return atomic_load(&failures) ? 1 : PASS_KILLED;
@@ -681,8 +857,8 @@ static void run_bench(void)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: dsm_proc mix|lockfair|barrier|kill|bench DIR [-t TASKS] "
-                        "[-i ITERS] [-f RATIO]\n");
+        fprintf(stderr, "usage: dsm_proc mix|cache|lockfair|barrier|kill|bench DIR "
+                        "[-t TASKS] [-i ITERS] [-f RATIO] [-b CACHE_BYTES]\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -694,6 +870,8 @@ int main(int argc, char **argv)
             iters = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "-f"))
             max_ratio = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "-b"))
+            cache_bytes = atol(argv[i + 1]);
     }
     if (ntasks < 1 || ntasks > 256 || iters < 1) return 2;
     int rc = cor_init(&argc, &argv);
@@ -723,6 +901,8 @@ int main(int argc, char **argv)
     pthread_detach(wd);
     if (!strcmp(mode, "mix"))
         run_mix();
+    else if (!strcmp(mode, "cache"))
+        run_cache();
     else if (!strcmp(mode, "lockfair"))
         run_lockfair();
     else if (!strcmp(mode, "barrier"))
