@@ -30,7 +30,6 @@
 #define SVC_NAME "cor.dsm"
 #define RES_MAX COR_MAX_INDEX /* resource indices 1..65535 per domain */
 #define DIR_BUCKETS 256
-#define ADD_RING 64         /* non-fetching adds in flight per task */
 #define QERR_MAX 65536      /* tasks with unreported add errors kept by a service */
 #define WAIT_SLICE_US 20000 /* the service looks at deaths and stop at least this often */
 
@@ -335,8 +334,11 @@ static void op_init(struct cor_dsm_op *o, const struct dsm_req *r)
 
 /* Sends the request to domain `home`'s service, the reply (rep_data bytes of data at most)
  * to be received into o->rbuf. */
+static void adds_flush_home(int home);
+
 static int op_start(struct cor_dsm_op *o, int home, const struct dsm_req *r, size_t rep_data)
 {
+    adds_flush_home(home);
     cor_idp_t svc;
     int err = svc_of(home, &svc);
     if (err) return err;
@@ -679,16 +681,36 @@ COR_API int cor_dsm_wait(cor_dsm_req_t *req)
     return err;
 }
 
-/* ---- Non-fetching adds and quiet ------------------------------------------------------- */
+/* ---- Non-fetching adds and quiet -------------------------------------------------------
+ *
+ * A task's adds toward a home are gathered into a batch (an ADDV request of up to
+ * DSM_ADDV_MAX entries), sent when it is full, at cor_dsm_quiet, or before any other
+ * operation of the task toward that home, so they still arrive in the order issued and before
+ * what the task does next there. A few batches (one per recent home) and the sends in flight
+ * belong to the task (thread-local, freed when the thread ends).
+ */
 
-struct add_slot {
-    cor_req_t req;
-    unsigned char buf[DSM_REQ_HDR + 16];
+#define ADD_BATCHES 4 /* homes with a batch open at once, per task */
+#define ADD_INFLIGHT 16
+
+struct add_batch {
+    int home; /* -1: none */
+    uint32_t n;
+    unsigned char e[DSM_ADDV_MAX * DSM_ADDV_ENTRY];
 };
 
-/* Per task (tasks are threads): adds in flight, homes to quiet, the first error seen. */
-static __thread struct add_slot tls_adds[ADD_RING];
-static __thread unsigned tls_add_next;
+struct add_state {
+    struct add_batch b[ADD_BATCHES];
+    struct {
+        cor_req_t req;
+        unsigned char *buf;
+    } fl[ADD_INFLIGHT];
+    unsigned next;
+};
+
+static pthread_key_t add_key;
+static pthread_once_t add_once = PTHREAD_ONCE_INIT;
+static __thread struct add_state *tls_as;
 static __thread int tls_add_err;
 static __thread uint64_t tls_homes[COR_MAX_DOMAINS / 64];
 
@@ -697,21 +719,90 @@ static void add_note(int err)
     if (err && !tls_add_err) tls_add_err = err;
 }
 
+static void add_state_free(void *p)
+{
+    struct add_state *a = p;
+    for (int i = 0; i < ADD_INFLIGHT; i++)
+        if (a->fl[i].req != COR_REQ_NULL) {
+            cor_wait(&a->fl[i].req, NULL);
+            free(a->fl[i].buf);
+        }
+    free(a);
+}
+
+static void add_key_make(void)
+{
+    if (pthread_key_create(&add_key, add_state_free)) abort();
+}
+
+static struct add_state *add_state(void)
+{
+    if (tls_as) return tls_as;
+    pthread_once(&add_once, add_key_make);
+    struct add_state *a = calloc(1, sizeof *a);
+    if (!a) return NULL;
+    for (int i = 0; i < ADD_BATCHES; i++)
+        a->b[i].home = -1;
+    pthread_setspecific(add_key, a);
+    return tls_as = a;
+}
+
+/* Sends batch b to its home (an error goes to the task's next quiet). */
+static void batch_send(struct add_state *a, struct add_batch *b)
+{
+    if (b->home < 0 || b->n == 0) return;
+    int home = b->home;
+    struct dsm_req r = {.op = DSM_OP_ADDV,
+                        .id = next_id(),
+                        .count = b->n,
+                        .data = b->e,
+                        .data_len = (size_t)b->n * DSM_ADDV_ENTRY};
+    b->home = -1;
+    b->n = 0;
+    cor_idp_t svc;
+    int err = svc_of(home, &svc);
+    size_t n = dsm_req_size(&r);
+    unsigned char *buf = err ? NULL : malloc(n);
+    if (!buf) {
+        add_note(err ? err : COR_ENOMEM);
+        return;
+    }
+    dsm_req_encode(buf, n, &r);
+    unsigned k = a->next++ % ADD_INFLIGHT;
+    if (a->fl[k].req != COR_REQ_NULL) add_note(cor_wait(&a->fl[k].req, NULL));
+    free(a->fl[k].buf);
+    a->fl[k].buf = buf;
+    err = cor_sendI_typed(svc, D.ctx, (int)r.id, COR_BYTE, buf, n, &a->fl[k].req);
+    if (err) {
+        add_note(err);
+        a->fl[k].req = COR_REQ_NULL;
+        return;
+    }
+    tls_homes[home / 64] |= 1ull << (home % 64);
+}
+
+/* Before another operation of this task toward `home`: its adds go first. */
+static void adds_flush_home(int home)
+{
+    if (!tls_as) return;
+    for (int i = 0; i < ADD_BATCHES; i++)
+        if (tls_as->b[i].home == home) batch_send(tls_as, &tls_as->b[i]);
+}
+
 COR_API int cor_dsm_add(cor_idp_t obj, size_t index, cor_type_t type, const void *value)
 {
     if (!is_up()) return COR_ESTATE;
     size_t ts = tsz(type);
     if (!our_idp(obj) || !ts || !value) return COR_EINVAL;
-    struct dsm_req r = {.op = DSM_OP_ADD,
-                        .type = (uint8_t)type,
-                        .id = next_id(),
-                        .obj = obj,
-                        .offset = index,
-                        .count = 1,
-                        .data = value,
-                        .data_len = ts};
     int home = (int)cor_idp_domain(obj);
     if (home == D.rank) {
+        struct dsm_req r = {.op = DSM_OP_ADD,
+                            .type = (uint8_t)type,
+                            .obj = obj,
+                            .offset = index,
+                            .count = 1,
+                            .data = value,
+                            .data_len = ts};
         atomic_fetch_add(&D.local_ops, 1);
         struct res *x = res_get(obj, RES_OBJ);
         if (!x || x->protocol == COR_DSM_CACHED) {
@@ -725,25 +816,33 @@ COR_API int cor_dsm_add(cor_idp_t obj, size_t index, cor_type_t type, const void
         res_put(x);
         return COR_OK;
     }
-    cor_idp_t svc;
-    int err = svc_of(home, &svc);
-    if (err) return err;
-    struct add_slot *s = &tls_adds[tls_add_next++ % ADD_RING];
-    if (s->req != COR_REQ_NULL) add_note(cor_wait(&s->req, NULL));
-    size_t n = dsm_req_encode(s->buf, sizeof s->buf, &r);
-    if (n == 0) return COR_EINVAL;
-    err = cor_sendI_typed(svc, D.ctx, (int)r.id, COR_BYTE, s->buf, n, &s->req);
-    if (err) return err;
+    if (atomic_load(&D.dead[home])) return COR_EPEERDEAD;
+    struct add_state *a = add_state();
+    if (!a) return COR_ENOMEM;
+    struct add_batch *b = NULL;
+    for (int i = 0; i < ADD_BATCHES && !b; i++)
+        if (a->b[i].home == home) b = &a->b[i];
+    if (!b) {
+        b = &a->b[home % ADD_BATCHES];
+        batch_send(a, b); /* another home's batch had that place */
+        b->home = home;
+    }
+    dsm_addv_put(b->e + (size_t)b->n * DSM_ADDV_ENTRY, obj, index, type, value);
+    b->n++;
     atomic_fetch_add(&D.remote_ops, 1);
-    tls_homes[home / 64] |= 1ull << (home % 64);
+    if (b->n == DSM_ADDV_MAX) batch_send(a, b);
     return COR_OK;
 }
 
 COR_API int cor_dsm_quiet(void)
 {
     if (!is_up()) return COR_ESTATE;
-    for (int i = 0; i < ADD_RING; i++)
-        if (tls_adds[i].req != COR_REQ_NULL) add_note(cor_wait(&tls_adds[i].req, NULL));
+    if (tls_as) {
+        for (int i = 0; i < ADD_BATCHES; i++)
+            batch_send(tls_as, &tls_as->b[i]);
+        for (int i = 0; i < ADD_INFLIGHT; i++)
+            if (tls_as->fl[i].req != COR_REQ_NULL) add_note(cor_wait(&tls_as->fl[i].req, NULL));
+    }
     int nh = 0;
     for (int h = 0; h < D.size; h++)
         nh += (tls_homes[h / 64] >> (h % 64)) & 1;
@@ -2083,6 +2182,17 @@ static void serve(const void *buf, size_t len, cor_idp_t src)
     case DSM_OP_APPEND:
     case DSM_OP_ADD:
         serve_obj(src, &r);
+        return;
+    case DSM_OP_ADDV:
+        for (size_t i = 0; i < r.count; i++) {
+            struct dsm_req add;
+            if (dsm_addv_get(&r, i, &add) != COR_OK) {
+                atomic_fetch_add(&D.dropped, 1);
+                qerr_note(src, COR_EPROTO);
+                return;
+            }
+            serve_obj(src, &add);
+        }
         return;
     case DSM_OP_QUIET:
         reply(src, &r, qerr_take(src), 0, NULL, 0);

@@ -64,6 +64,7 @@ enum dsm_op {
     DSM_OP_C_INV,   /* home -> holder: offset = round seq; flags DSM_CF_WRITEBACK */
     DSM_OP_C_ACK,   /* holder -> home: offset = seq; data: the dirty copy or none */
     DSM_OP_C_FLUSH, /* holder -> home: the copy was dropped; data: the dirty copy or none */
+    DSM_OP_ADDV,    /* a batch of non-fetching adds: count entries (below); no reply */
     DSM_OP_END
 };
 
@@ -112,6 +113,20 @@ int dsm_rep_decode(const void *buf, size_t len, struct dsm_rep *r);
 /* Object information as a reply carries it (DSM_INFO_HDR + name). */
 size_t dsm_info_encode(void *buf, size_t cap, const cor_dsm_info_t *info);
 int dsm_info_decode(const void *buf, size_t len, cor_dsm_info_t *info);
+
+/*
+ * A batch of non-fetching adds (DSM_OP_ADDV, type 0, count = entries, 1..DSM_ADDV_MAX): each
+ * entry is DSM_ADDV_ENTRY bytes: 0 u64 obj, 8 u64 index, 16 u8 type, 17..23 zero, 24 the
+ * value (cor_type_size(type) bytes, the rest of 8 zero). Applied in order, as single adds.
+ */
+#define DSM_ADDV_ENTRY 32
+#define DSM_ADDV_MAX 128
+/* Writes one entry at e. */
+void dsm_addv_put(unsigned char *e, uint64_t obj, uint64_t index, cor_type_t type,
+                  const void *value);
+/* Entry i of a decoded ADDV request as a single ADD request (data points into r); COR_EPROTO
+ * if the entry is malformed. */
+int dsm_addv_get(const struct dsm_req *r, size_t i, struct dsm_req *add);
 
 /* FNV-1a of a name: the directory domain of a name is dsm_hash % domain count. */
 uint64_t dsm_hash(const char *name, size_t len);

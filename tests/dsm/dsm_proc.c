@@ -742,11 +742,113 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static double R_med; /* the task API's round trip in this run, for ratios */
+
 static void stats(const char *what, double *v, long n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
-    printf("domain %d: %-44s median %7.2f us  p99 %7.2f us  (n=%ld)\n", rank, what, v[n / 2] * 1e6,
+    printf("domain %d: %-44s median %7.2f us  p99 %7.2f us  (n=%ld)", rank, what, v[n / 2] * 1e6,
            v[n * 99 / 100] * 1e6, n);
+    if (R_med > 0) printf("  = %.2f R", v[n / 2] / R_med);
+    printf("\n");
+}
+
+/* Nanosecond-scale pairs: timed in batches of 1000, median and p99 of the batch means. */
+static void stats_ns(const char *what, double *v, long batches)
+{
+    qsort(v, (size_t)batches, sizeof *v, cmp_double);
+    printf("domain %d: %-44s median %7.1f ns  p99 %7.1f ns  (%ld x 1000)\n", rank, what,
+           v[batches / 2] * 1e9, v[batches * 99 / 100] * 1e9, batches);
+}
+
+/* Token exchange between the main tasks of domains 0 and 1 (not timed). */
+static void token(cor_idp_t peer, int send_first)
+{
+    long t = 0;
+    if (send_first) CHECK(cor_send(peer, COR_CTX_WORLD, 6, COR_BYTE, &t, 8));
+    CHECK(cor_recv(peer, COR_CTX_WORLD, 6, COR_BYTE, &t, 8, NULL));
+    if (!send_first) CHECK(cor_send(peer, COR_CTX_WORLD, 6, COR_BYTE, &t, 8));
+}
+
+/* The cached protocol and locks, each beside R (domains 0 and 1). */
+static void bench_cached(cor_idp_t peer, double *v, long n)
+{
+    cor_idp_t cb = COR_IDP_NULL, lk;
+    char lname[COR_NAME_MAX];
+    if (rank == 0) CHECK(cor_dsm_create("cbench", COR_LONG, 8, COR_DSM_CACHED, &cb));
+    lk = lock_at("benchlock", 0, lname);
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    cb = lookup("cbench");
+    cor_dsm_region_t rg;
+    CHECK(cor_dsm_map(cb, &rg));
+    long batches = n / 50 > 100 ? n / 50 : 100;
+    if (rank == 1) {
+        /* read hit: start + end on a valid copy, beside a pthread_rwlock read lock/unlock */
+        CHECK(cor_dsm_start_read(rg));
+        CHECK(cor_dsm_end_read(rg));
+        for (long b = 0; b < batches; b++) {
+            double t = now();
+            for (int i = 0; i < 1000; i++) {
+                CHECK(cor_dsm_start_read(rg));
+                CHECK(cor_dsm_end_read(rg));
+            }
+            v[b] = (now() - t) / 1000;
+        }
+        stats_ns("read section hit (start+end)", v, batches);
+        double hit = v[batches / 2];
+        pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+        for (long b = 0; b < batches; b++) {
+            double t = now();
+            for (int i = 0; i < 1000; i++) {
+                pthread_rwlock_rdlock(&rw);
+                pthread_rwlock_unlock(&rw);
+            }
+            v[b] = (now() - t) / 1000;
+        }
+        stats_ns("pthread_rwlock read lock+unlock", v, batches);
+        printf("domain %d: read hit / rwlock = %.2f\n", rank, hit / v[batches / 2]);
+        /* read miss, 64 B: the copy is flushed (not timed), the next read fetches it */
+        for (long i = -n / 10; i < n; i++) {
+            CHECK(cor_dsm_flush(rg));
+            double t = now();
+            CHECK(cor_dsm_start_read(rg));
+            CHECK(cor_dsm_end_read(rg));
+            if (i >= 0) v[i] = now() - t;
+        }
+        stats("read miss, 64 B (flushed copy)", v, n);
+    }
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    /* a write at the home invalidating one reader (domain 1 reads first, each time) */
+    if (rank <= 1) {
+        long m = n / 4 > 100 ? n / 4 : 100;
+        for (long i = -m / 10; i < m; i++) {
+            if (rank == 1) {
+                CHECK(cor_dsm_start_read(rg));
+                CHECK(cor_dsm_end_read(rg));
+                token(peer, 1);
+            } else {
+                token(peer, 0);
+                double t = now();
+                CHECK(cor_dsm_start_write(rg));
+                CHECK(cor_dsm_end_write(rg));
+                if (i >= 0) v[i] = now() - t;
+            }
+        }
+        if (rank == 0) stats("write at the home invalidating 1 reader", v, m);
+    }
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank == 1) {
+        for (long i = -n / 10; i < n; i++) {
+            double t = now();
+            CHECK(cor_dsm_lock(lk));
+            CHECK(cor_dsm_unlock(lk));
+            if (i >= 0) v[i] = now() - t;
+        }
+        stats("remote lock acquire+release, uncontended", v, n);
+    }
+    CHECK(cor_dsm_unmap(rg));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank == 0) CHECK(cor_dsm_destroy(cb));
 }
 
 static _Atomic int computing;
@@ -785,8 +887,15 @@ static void run_bench(void)
             }
             if (i >= 0) v[i] = now() - t;
         }
-        if (rank == 1) stats("task API 8 B round trip (R)", v, n);
+        if (rank == 1) {
+            stats("task API 8 B round trip (R)", v, n);
+            R_med = v[n / 2];
+        }
+        CHECK(cor_send(peer, COR_CTX_WORLD, 7, COR_BYTE, &R_med, 8)); /* both know R */
+        CHECK(cor_recv(peer, COR_CTX_WORLD, 7, COR_BYTE, &buf, 8, NULL));
+        if (rank == 0) memcpy(&R_med, &buf, 8);
     }
+    bench_cached(peer, v, n);
     CHECK(cor_dsm_barrier_wait(all_bar));
     if (rank == 1) {
         for (long i = -n / 10; i < n; i++) {
@@ -842,12 +951,16 @@ static void run_bench(void)
             cor_task_join(ct[i], NULL);
     }
     CHECK(cor_dsm_barrier_wait(all_bar));
-    double t = now();
-    for (long i = 0; i < n; i++)
+    for (long i = -n / 10; i < n; i++) {
+        double t = now();
         CHECK(cor_dsm_barrier_wait(all_bar));
-    if (rank == 0)
-        printf("domain %d: dsm barrier over %d domains: %.2f us each (mean of %ld)\n", rank, ndom,
-               (now() - t) / (double)n * 1e6, n);
+        if (i >= 0) v[i] = now() - t;
+    }
+    if (rank == 0) {
+        char what[64];
+        snprintf(what, sizeof what, "dsm barrier over %d domains", ndom);
+        stats(what, v, n);
+    }
     printf("domain %d: %s bench\n", rank, atomic_load(&failures) ? "FAIL" : "PASS");
     CHECK(cor_dsm_barrier_wait(all_bar));
     if (rank == 0) CHECK(cor_dsm_destroy(bobj));

@@ -68,6 +68,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!again || dsm_req_encode(again, size, &r) != size || memcmp(again, data, size)) abort();
         free(again);
         if (r.op >= DSM_OP_C_REQ && r.op <= DSM_OP_C_FLUSH) feed_dir(&r);
+        if (r.op == DSM_OP_ADDV) { /* every entry well formed or refused, applied in bounds */
+            long mem[16] = {0};
+            for (size_t i = 0; i < r.count; i++) {
+                struct dsm_req a;
+                if (dsm_addv_get(&r, i, &a) != COR_OK) break;
+                if (a.data_len != cor_type_size((cor_type_t)a.type) || a.data_len > 8) abort();
+                struct dsm_obj o = {.type = (cor_type_t)a.type,
+                                    .tsize = a.data_len,
+                                    .count = sizeof mem / a.data_len,
+                                    .data = (void *)mem};
+                dsm_obj_apply(&o, &a, NULL, NULL);
+            }
+        }
         /* apply to a small object of the request's type, as a home would */
         size_t ts = cor_type_size((cor_type_t)r.type);
         if (ts && r.op >= DSM_OP_GET && r.op <= DSM_OP_ADD) {

@@ -158,6 +158,55 @@ static void test_req_cached(void)
     EXPECT_EQ(enc(buf, sizeof buf, &p), 0);
 }
 
+/* Batches of non-fetching adds: entries round-trip, malformed ones are refused. */
+static void test_addv(void)
+{
+    unsigned char e[3 * DSM_ADDV_ENTRY], buf[DSM_REQ_HDR + sizeof e];
+    long lv = -5;
+    int iv = 7;
+    double dv = 0.5;
+    dsm_addv_put(e, 0x1234, 3, COR_LONG, &lv);
+    dsm_addv_put(e + DSM_ADDV_ENTRY, 0x5678, 0, COR_INT, &iv);
+    dsm_addv_put(e + 2 * DSM_ADDV_ENTRY, 0x9abc, 9, COR_DOUBLE, &dv);
+    struct dsm_req r = {.op = DSM_OP_ADDV, .id = 4, .count = 3, .data = e, .data_len = sizeof e};
+    size_t n = enc(buf, sizeof buf, &r);
+    EXPECT_EQ(n, sizeof buf);
+    struct dsm_req d, a;
+    EXPECT_ERR(dsm_req_decode(buf, n, &d), COR_OK);
+    EXPECT_ERR(dsm_addv_get(&d, 0, &a), COR_OK);
+    EXPECT_EQ(a.op, DSM_OP_ADD);
+    EXPECT_EQ(a.obj, 0x1234);
+    EXPECT_EQ(a.offset, 3);
+    EXPECT_EQ(a.data_len, sizeof(long));
+    EXPECT_EQ(memcmp(a.data, &lv, sizeof lv), 0);
+    EXPECT_ERR(dsm_addv_get(&d, 1, &a), COR_OK);
+    EXPECT_EQ(a.type, COR_INT);
+    EXPECT_EQ(memcmp(a.data, &iv, sizeof iv), 0);
+    EXPECT_ERR(dsm_addv_get(&d, 2, &a), COR_OK);
+    EXPECT_EQ(a.type, COR_DOUBLE);
+    EXPECT_ERR(dsm_addv_get(&d, 3, &a), COR_EPROTO); /* past the end */
+    /* a bad type, a nonzero pad byte, a value wider than its type */
+    unsigned char bad[sizeof buf];
+    memcpy(bad, buf, n);
+    bad[DSM_REQ_HDR + 16] = COR_TYPE_COUNT;
+    EXPECT_ERR(dsm_req_decode(bad, n, &d), COR_OK);
+    EXPECT_ERR(dsm_addv_get(&d, 0, &a), COR_EPROTO);
+    memcpy(bad, buf, n);
+    bad[DSM_REQ_HDR + 20] = 1;
+    dsm_req_decode(bad, n, &d);
+    EXPECT_ERR(dsm_addv_get(&d, 0, &a), COR_EPROTO);
+    memcpy(bad, buf, n);
+    bad[DSM_REQ_HDR + DSM_ADDV_ENTRY + 24 + 6] = 1; /* the int's unused bytes */
+    dsm_req_decode(bad, n, &d);
+    EXPECT_ERR(dsm_addv_get(&d, 1, &a), COR_EPROTO);
+    /* count and data must agree; at most DSM_ADDV_MAX entries; no empty batch */
+    EXPECT_ERR(dsm_req_decode(buf, n - DSM_ADDV_ENTRY, &d), COR_EPROTO);
+    r.count = 0, r.data_len = 0;
+    EXPECT_EQ(enc(buf, sizeof buf, &r), 0);
+    EXPECT_EQ(dsm_req_data_len(DSM_OP_ADDV, 0, DSM_ADDV_MAX + 1), SIZE_MAX);
+    EXPECT_EQ(dsm_req_data_len(DSM_OP_ADDV, COR_INT, 1), SIZE_MAX);
+}
+
 static void test_req_bad_fields(void)
 {
     unsigned char buf[256];
@@ -595,6 +644,7 @@ int main(void)
                                            {"request truncated", test_req_truncated},
                                            {"request bad fields", test_req_bad_fields},
                                            {"cached protocol messages", test_req_cached},
+                                           {"batches of adds", test_addv},
                                            {"reply", test_rep},
                                            {"info record", test_info},
                                            {"object operations", test_obj_ops},
