@@ -51,8 +51,9 @@ struct copy {
     pthread_cond_t cv;         /* grants, invalidations, section ends, deaths (under *mu) */
     struct dsm_copy st;        /* *mu */
     uint64_t hits, misses;     /* *mu */
-    _Atomic uint64_t last_use; /* coarse clock at the last section end: LRU eviction */
+    _Atomic uint64_t last_use; /* D.tick at the last section end: LRU eviction */
     _Atomic int maps;
+    _Atomic uint64_t fast; /* the read fast path of a copy homed elsewhere (FAST_*) */
     unsigned char *data;
     struct res *x; /* at the home: the object */
 };
@@ -129,7 +130,8 @@ static struct {
     pthread_mutex_t send_mu; /* calls as the service task (cor_sendI_as, cor_recvI_as), pend */
     struct copy *copies[DIR_BUCKETS]; /* copies of objects homed elsewhere (lock) */
     _Atomic size_t cache_budget, cached_bytes;
-    _Atomic uint64_t invalidations, recalls, evictions, hits_done, misses_done;
+    _Atomic uint64_t invalidations, recalls, evictions;
+    _Atomic uint64_t tick; /* the service's loop count: a cheap clock for LRU stamps */
 
     pthread_mutex_t ready_mu;
     pthread_cond_t ready_cv;
@@ -895,12 +897,16 @@ static void reply_buf(cor_idp_t to, uint8_t op, uint8_t type, uint32_t id, int s
 #define DEFAULT_CACHE_BYTES ((size_t)256 << 20)
 #define SECTION_WAIT_NS 10000000L /* waiters look at deaths at least this often */
 
-/* The sections the calling task has open. */
-static __thread struct {
+/* The sections the calling task has open. Initial-exec TLS: the hit path reads these, and
+ * the general-dynamic model of a shared library would cost a call per access. libcordsm is
+ * linked, not dlopen'ed, so the few bytes come from the static TLS block. */
+#define TLS_FAST __attribute__((tls_model("initial-exec")))
+static __thread TLS_FAST struct {
     struct copy *c;
     int mode;
+    bool fast; /* started on the fast path */
 } tls_sec[MAX_OPEN_SECTIONS];
-static __thread int tls_nsec;
+static __thread TLS_FAST int tls_nsec;
 
 static int tls_find(const struct copy *c)
 {
@@ -1109,6 +1115,64 @@ COR_API int cor_dsm_unmap(cor_dsm_region_t rgn)
     return COR_OK;
 }
 
+/*
+ * The read fast path (copies homed elsewhere): while c->fast has FAST_OPEN, a read section
+ * starts and ends with one atomic operation each, without the mutex. FAST_OPEN is set under
+ * the mutex only when a read could start there without waiting and nobody waits, and only
+ * while no fast reader is counted; every critical section on the copy begins by closing it
+ * (copy_lock), turning the fast readers of the moment into readers of the state machine: a
+ * fast reader that ends after that sees FAST_OPEN gone and ends through the mutex. The bits
+ * above the count total the fast hits (for the statistics), free of charge.
+ */
+#define FAST_OPEN (1ull << 63)
+#define FAST_COUNT 0xffffffull
+#define FAST_HIT (1ull << 24)
+
+static bool fast_read_start(struct copy *c)
+{
+    uint64_t v = atomic_load_explicit(&c->fast, memory_order_relaxed);
+    while ((v & FAST_OPEN) && (v & FAST_COUNT) != FAST_COUNT)
+        if (atomic_compare_exchange_weak_explicit(&c->fast, &v, v + 1 + FAST_HIT,
+                                                  memory_order_acquire, memory_order_relaxed))
+            return true;
+    return false;
+}
+
+/* true: ended; false: the fast path closed meanwhile, end through the mutex. */
+static bool fast_read_end(struct copy *c)
+{
+    return atomic_fetch_sub_explicit(&c->fast, 1, memory_order_release) & FAST_OPEN;
+}
+
+/* Under *c->mu: opens the fast path if a read could start now and nobody waits. */
+static void fast_reopen(struct copy *c)
+{
+    const struct dsm_copy *s = &c->st;
+    if (!s->err && !s->inv && !s->fresh && s->state >= DSM_MODE_READ && !s->writers &&
+        s->pending != DSM_MODE_WRITE && !s->waiters &&
+        (atomic_load_explicit(&c->fast, memory_order_relaxed) & FAST_COUNT) == 0)
+        atomic_fetch_or_explicit(&c->fast, FAST_OPEN, memory_order_release);
+}
+
+/* Under *c->mu: closes it; its readers of the moment join the state machine's. */
+static void fast_close(struct copy *c)
+{
+    uint64_t old = atomic_fetch_and_explicit(&c->fast, ~FAST_OPEN, memory_order_acq_rel);
+    if (old & FAST_OPEN) c->st.readers += (int)(old & FAST_COUNT);
+}
+
+static void copy_lock(struct copy *c)
+{
+    lock_or_die(c->mu);
+    if (!c->x) fast_close(c);
+}
+
+static void copy_unlock(struct copy *c)
+{
+    if (!c->x) fast_reopen(c);
+    unlock_or_die(c->mu);
+}
+
 /* Under *c->mu: asks the home for `mode`. */
 static int copy_request(struct copy *c, int mode, bool have)
 {
@@ -1150,19 +1214,26 @@ static void timed_wait(struct copy *c)
         t.tv_sec++;
         t.tv_nsec -= 1000000000L;
     }
+    if (!c->x) fast_reopen(c); /* stays shut while this task waits; for form's sake */
     int rc = pthread_cond_timedwait(&c->cv, c->mu, &t);
     if (rc && rc != ETIMEDOUT) abort();
+    if (!c->x) fast_close(c);
 }
 
 /* Tries to start a section (blocking: until it starts or fails). COR_EAGAIN: not yet (the
  * copy is requested). */
-static int section_start(struct copy *c, int mode, bool block)
+static int section_start(struct copy *c, int mode, bool block, bool *fast)
 {
-    lock_or_die(c->mu);
+    *fast = false;
+    if (mode == DSM_MODE_READ && !c->x && fast_read_start(c)) {
+        *fast = true;
+        return COR_OK;
+    }
+    copy_lock(c);
     if (dsm_copy_can_start(&c->st, mode)) { /* the hit: no message, no allocation */
         dsm_copy_start(&c->st, mode);
         c->hits++;
-        unlock_or_die(c->mu);
+        copy_unlock(c);
         return COR_OK;
     }
     int err = COR_OK;
@@ -1191,7 +1262,7 @@ static int section_start(struct copy *c, int mode, bool block)
         timed_wait(c);
     }
     c->st.waiters--;
-    unlock_or_die(c->mu);
+    copy_unlock(c);
     return err;
 }
 
@@ -1202,20 +1273,15 @@ static int section_begin(cor_dsm_region_t rgn, int mode, bool block)
     if (!is_up()) return COR_ESTATE;
     if (tls_find(c) >= 0) return COR_DSM_ESECTION;
     if (tls_nsec == MAX_OPEN_SECTIONS) return COR_ELIMIT;
-    int err = section_start(c, mode, block);
+    bool fast;
+    int err = section_start(c, mode, block, &fast);
     if (err == COR_OK) {
         tls_sec[tls_nsec].c = c;
         tls_sec[tls_nsec].mode = mode;
+        tls_sec[tls_nsec].fast = fast;
         tls_nsec++;
     }
     return err;
-}
-
-static uint64_t coarse_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
 static int section_end(cor_dsm_region_t rgn, int mode)
@@ -1224,12 +1290,18 @@ static int section_end(cor_dsm_region_t rgn, int mode)
     if (!c) return COR_EBADHANDLE;
     int i = tls_find(c);
     if (i < 0 || tls_sec[i].mode != mode) return COR_DSM_ESECTION;
+    bool fast = tls_sec[i].fast;
     tls_sec[i] = tls_sec[--tls_nsec];
-    atomic_store_explicit(&c->last_use, coarse_now(), memory_order_relaxed);
-    lock_or_die(c->mu);
+    /* the LRU stamp: the service's tick, written only when it moved (no shared-line writes
+     * on every hit; a clock read would cost as much as the rest of the hit) */
+    uint64_t tick = atomic_load_explicit(&D.tick, memory_order_relaxed);
+    if (atomic_load_explicit(&c->last_use, memory_order_relaxed) != tick)
+        atomic_store_explicit(&c->last_use, tick, memory_order_relaxed);
+    if (fast && fast_read_end(c)) return COR_OK;
+    copy_lock(c);
     if (dsm_copy_end(&c->st, mode)) copy_ack(c, c->st.inv_seq);
     if (c->st.waiters) pthread_cond_broadcast(&c->cv);
-    unlock_or_die(c->mu);
+    copy_unlock(c);
     return COR_OK;
 }
 
@@ -1257,7 +1329,7 @@ COR_API int cor_dsm_flush(cor_dsm_region_t rgn)
     if (!is_up()) return COR_ESTATE;
     if (tls_find(c) >= 0) return COR_DSM_ESECTION;
     if (c->x) return COR_OK; /* the home's copy is the object itself */
-    lock_or_die(c->mu);
+    copy_lock(c);
     c->st.waiters++;
     while ((c->st.readers || c->st.writers || c->st.pending) && !c->st.err &&
            !atomic_load(&D.dead[c->home]))
@@ -1274,7 +1346,7 @@ COR_API int cor_dsm_flush(cor_dsm_region_t rgn)
         }
     }
     int err = c->st.err;
-    unlock_or_die(c->mu);
+    copy_unlock(c);
     return err;
 }
 
@@ -1314,7 +1386,7 @@ static void evict(void)
     qsort(v, n, sizeof *v, cmp_lru);
     for (size_t i = 0; i < n && atomic_load(&D.cached_bytes) > atomic_load(&D.cache_budget); i++) {
         struct copy *c = v[i];
-        lock_or_die(c->mu);
+        copy_lock(c);
         struct dsm_copy *s = &c->st;
         if (copy_valid(c) && !s->readers && !s->writers && !s->pending && !s->inv && !s->waiters &&
             !s->err) {
@@ -1323,7 +1395,7 @@ static void evict(void)
             cmsg(c->home, DSM_OP_C_FLUSH, c, 0, 0, dirty ? c->data : NULL);
             atomic_fetch_add(&D.evictions, 1);
         }
-        unlock_or_die(c->mu);
+        copy_unlock(c);
     }
     free(v);
 }
@@ -1395,7 +1467,7 @@ static void serve_cached_copy(const struct dsm_req *r)
         }
         return;
     }
-    lock_or_die(c->mu);
+    copy_lock(c);
     bool was = copy_valid(c);
     if (r->op == DSM_OP_C_GRANT) {
         int mode = (int)(r->flags & DSM_CF_MODE);
@@ -1422,7 +1494,7 @@ static void serve_cached_copy(const struct dsm_req *r)
             pthread_cond_broadcast(&c->cv);
     }
     copy_account(c, was);
-    unlock_or_die(c->mu);
+    copy_unlock(c);
     if (r->op == DSM_OP_C_GRANT) evict();
 }
 
@@ -1480,14 +1552,14 @@ static void cached_peer_dead(int d)
     for (int k = 0; k < DIR_BUCKETS; k++)
         for (struct copy *c = D.copies[k]; c; c = c->next) {
             if (c->home != d) continue;
-            lock_or_die(c->mu); /* D.lock -> copy mutex: nowhere the other way round */
+            copy_lock(c); /* D.lock -> copy mutex: nowhere the other way round */
             bool was = copy_valid(c);
             c->st.err = COR_EPEERDEAD;
             c->st.pending = DSM_MODE_NONE;
             if (!c->st.readers && !c->st.writers) dsm_copy_drop(&c->st);
             copy_account(c, was);
             pthread_cond_broadcast(&c->cv);
-            unlock_or_die(c->mu);
+            copy_unlock(c);
         }
     unlock_or_die(&D.lock);
 }
@@ -2335,6 +2407,7 @@ static void *service(void *arg)
         }
         if (atomic_load(&D.deaths_pending)) handle_deaths();
         reap(false);
+        atomic_fetch_add_explicit(&D.tick, 1, memory_order_relaxed);
     }
     if (rr != COR_REQ_NULL) {
         cor_cancel(&rr);
@@ -2437,7 +2510,7 @@ COR_API int cor_dsm_stats_get(cor_dsm_stats_t *stats)
     for (int k = 0; k < DIR_BUCKETS; k++)
         for (struct copy *c = D.copies[k]; c; c = c->next) {
             lock_or_die(c->mu);
-            hits += c->hits;
+            hits += c->hits + ((atomic_load(&c->fast) & ~FAST_OPEN) >> 24);
             misses += c->misses;
             unlock_or_die(c->mu);
         }

@@ -1,7 +1,8 @@
 /*
  * libcordsm's private header: the wire format of requests and replies (dsm_wire.c), the
- * operations on an object's memory (dsm_obj.c), a lock's FIFO queue (dsm_lock.c) and a
- * barrier's dissemination rounds (dsm_barrier.c). These parts are pure (no libcor calls, no
+ * operations on an object's memory (dsm_obj.c), a lock's FIFO queue (dsm_lock.c), a
+ * barrier's dissemination rounds (dsm_barrier.c) and the cached protocol's directory and copy
+ * state machines (dsm_dir.c). These parts are pure (no libcor calls, no
  * locks of their own): the caller holds whatever lock protects the state, and the unit tests
  * and the fuzzer link them alone. dsm.c is the runtime on top (service, client calls).
  */

@@ -137,10 +137,13 @@ COR_API int cor_dsm_append(cor_idp_t obj, cor_type_t type, const void *data, siz
                            uint64_t *slot);
 
 /*
- * Non-fetching add, for pipelining: sends the add and returns without waiting for the home
- * (on the caller's own domain it is applied at once). Adds from one task to one home are
- * applied in the order issued. Their errors are reported by the caller's next cor_dsm_quiet,
- * which waits until every add the calling task issued has been applied.
+ * Non-fetching add, for pipelining: queues the add in the calling task's batch for the home
+ * and returns without waiting (on the caller's own domain it is applied at once). A batch
+ * (up to 128 adds, one message) leaves when full, at cor_dsm_quiet, or before any other
+ * operation of the same task toward that home; adds from one task to one home are applied in
+ * the order issued. Their errors are reported by the caller's next cor_dsm_quiet, which
+ * waits until every add the calling task issued has been applied. Not for cached objects
+ * (COR_DSM_EPROTOCOL, through quiet).
  */
 COR_API int cor_dsm_add(cor_idp_t obj, size_t index, cor_type_t type, const void *value);
 /* Waits until the calling task's earlier cor_dsm_add calls are applied at their homes.
