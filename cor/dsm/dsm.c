@@ -724,11 +724,10 @@ static void add_note(int err)
 static void add_state_free(void *p)
 {
     struct add_state *a = p;
-    for (int i = 0; i < ADD_INFLIGHT; i++)
-        if (a->fl[i].req != COR_REQ_NULL) {
-            cor_wait(&a->fl[i].req, NULL);
-            free(a->fl[i].buf);
-        }
+    for (int i = 0; i < ADD_INFLIGHT; i++) {
+        if (a->fl[i].req != COR_REQ_NULL) cor_wait(&a->fl[i].req, NULL);
+        free(a->fl[i].buf);
+    }
     free(a);
 }
 
@@ -842,8 +841,11 @@ COR_API int cor_dsm_quiet(void)
     if (tls_as) {
         for (int i = 0; i < ADD_BATCHES; i++)
             batch_send(tls_as, &tls_as->b[i]);
-        for (int i = 0; i < ADD_INFLIGHT; i++)
+        for (int i = 0; i < ADD_INFLIGHT; i++) {
             if (tls_as->fl[i].req != COR_REQ_NULL) add_note(cor_wait(&tls_as->fl[i].req, NULL));
+            free(tls_as->fl[i].buf); /* nothing stays allocated after a quiet */
+            tls_as->fl[i].buf = NULL;
+        }
     }
     int nh = 0;
     for (int h = 0; h < D.size; h++)
@@ -1099,9 +1101,13 @@ COR_API int cor_dsm_map(cor_idp_t obj, cor_dsm_region_t *rgn)
     return COR_OK;
 }
 
-COR_API void *cor_dsm_region_data(cor_dsm_region_t rgn)
+COR_API int cor_dsm_region_data(cor_dsm_region_t rgn, void **data, size_t *count)
 {
-    return rgn ? ((struct copy *)rgn)->data : NULL;
+    struct copy *c = (struct copy *)rgn;
+    if (!c || !data) return c ? COR_EINVAL : COR_EBADHANDLE;
+    *data = c->data;
+    if (count) *count = c->count;
+    return COR_OK;
 }
 
 COR_API int cor_dsm_unmap(cor_dsm_region_t rgn)
@@ -1509,7 +1515,7 @@ static void serve_cached_op(struct res *x, cor_idp_t src, const struct dsm_req *
     }
     p->src = src;
     p->r = *r;
-    memcpy(p->data, r->data, r->data_len);
+    if (r->data_len) memcpy(p->data, r->data, r->data_len); /* a GET has no data */
     p->r.data = p->data;
     p->r.name = NULL;
     p->r.name_len = 0;

@@ -209,8 +209,9 @@ typedef struct cor_dsm_region *cor_dsm_region_t;
 /* Maps a cached object (COR_DSM_EPROTOCOL for a home-only one; asks the home the first time
  * this domain maps it). Every map is matched by an unmap. */
 COR_API int cor_dsm_map(cor_idp_t obj, cor_dsm_region_t *rgn);
-/* The domain's copy (count elements of the object's type); valid only inside sections. */
-COR_API void *cor_dsm_region_data(cor_dsm_region_t rgn);
+/* *data = the domain's copy (count elements of the object's type), to be touched only inside
+ * sections; *count (may be NULL) = its elements. COR_EBADHANDLE for a NULL region. */
+COR_API int cor_dsm_region_data(cor_dsm_region_t rgn, void **data, size_t *count);
 /* The copy stays cached (within the budget) after the last unmap. */
 COR_API int cor_dsm_unmap(cor_dsm_region_t rgn);
 COR_API int cor_dsm_start_read(cor_dsm_region_t rgn);

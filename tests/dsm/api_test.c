@@ -252,7 +252,10 @@ static int cached_task(void *arg)
     (void)arg;
     cor_dsm_region_t rg;
     terr(cor_dsm_map(cobj, &rg));
-    long *v = cor_dsm_region_data(rg);
+    long *v = NULL;
+    size_t count = 0;
+    terr(cor_dsm_region_data(rg, (void **)&v, &count));
+    if (count != CW) terr(COR_EINVAL);
     long one = 1;
     for (int i = 0; i < iters / 4; i++) {
         if (i % 3 == 0) {
@@ -330,6 +333,8 @@ static void test_cached_errors(void)
     EXPECT_ERR(cor_dsm_unmap(rg), COR_DSM_ESECTION);
     EXPECT_ERR(cor_dsm_end_read(rg), COR_OK);
     EXPECT_ERR(cor_dsm_start_write(NULL), COR_EBADHANDLE);
+    void *p;
+    EXPECT_ERR(cor_dsm_region_data(NULL, &p, NULL), COR_EBADHANDLE);
     cor_dsm_req_t r;
     EXPECT_ERR(cor_dsm_start_writeI(rg, &r), COR_OK);
     int done = 0;

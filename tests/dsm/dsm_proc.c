@@ -323,7 +323,9 @@ static int cache_task(void *arg)
     for (long i = 0; i < iters; i++) {
         for (int j = 0; j < ndom; j++) {
             int d = (rank + k + j) % ndom;
-            long *v = cor_dsm_region_data(rb[d]), *c = cor_dsm_region_data(rc[d]);
+            long *v = NULL, *c = NULL;
+            CHECK(cor_dsm_region_data(rb[d], (void **)&v, NULL));
+            CHECK(cor_dsm_region_data(rc[d], (void **)&c, NULL));
             /* a write section: every element moves, the sum follows */
             CHECK(cor_dsm_start_write(rb[d]));
             if (!cblk_check(v)) fail("torn block cblk.%d at write start", d);
@@ -591,7 +593,9 @@ static int kill_task(void *arg)
         }
         if (k == 4 || k == 6) { /* dies inside a write section: its copy is dirty */
             CHECK(cor_dsm_start_write(rg));
-            ((long *)cor_dsm_region_data(rg))[0] = 42;
+            long *p = NULL;
+            CHECK(cor_dsm_region_data(rg, (void **)&p, NULL));
+            p[0] = 42;
         }
         if (k == 5) CHECK(cor_dsm_start_read(rg)); /* dies inside a read section */
         task_ready();
@@ -648,7 +652,9 @@ static int kill_task(void *arg)
         if (err) {
             fail("write section after a reader died: %s", cor_dsm_strerror(err));
         } else {
-            ((long *)cor_dsm_region_data(rg))[0]++;
+            long *p = NULL;
+            CHECK(cor_dsm_region_data(rg, (void **)&p, NULL));
+            p[0]++;
             CHECK(cor_dsm_end_write(rg));
             printf("domain %d: write section after a reader died -> granted after %.2f s\n", rank,
                    now() - t0);
@@ -770,6 +776,50 @@ static void token(cor_idp_t peer, int send_first)
     if (!send_first) CHECK(cor_send(peer, COR_CTX_WORLD, 6, COR_BYTE, &t, 8));
 }
 
+/* 3+ domains: a write at domain 1 (home 0) invalidating k readers at domains 2..k+1. Each
+ * round the readers take a read section and tell the writer (tokens between main tasks, not
+ * timed); the writer times its write section; then it releases the readers. */
+static void bench_inval(double *v, long n)
+{
+    cor_idp_t ob = COR_IDP_NULL;
+    if (rank == 0) CHECK(cor_dsm_create("ibench", COR_LONG, 8, COR_DSM_CACHED, &ob));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    ob = lookup("ibench");
+    cor_dsm_region_t rg;
+    CHECK(cor_dsm_map(ob, &rg));
+    unsigned me = cor_idp_index(cor_task_self());
+    for (int k = 1; k + 1 < ndom; k++) {
+        CHECK(cor_dsm_barrier_wait(all_bar));
+        long t = 0;
+        for (long i = -n / 10; i < n; i++) {
+            if (rank >= 2 && rank <= k + 1) {
+                CHECK(cor_dsm_start_read(rg));
+                CHECK(cor_dsm_end_read(rg));
+                CHECK(cor_send(cor_task_idp(1, me), COR_CTX_WORLD, 8, COR_BYTE, &t, 8));
+                CHECK(cor_recv(cor_task_idp(1, me), COR_CTX_WORLD, 9, COR_BYTE, &t, 8, NULL));
+            } else if (rank == 1) {
+                for (int r = 0; r < k; r++)
+                    CHECK(cor_recv(COR_ANY_SOURCE, COR_CTX_WORLD, 8, COR_BYTE, &t, 8, NULL));
+                double t0 = now();
+                CHECK(cor_dsm_start_write(rg));
+                CHECK(cor_dsm_end_write(rg));
+                if (i >= 0) v[i] = now() - t0;
+                for (int r = 0; r < k; r++)
+                    CHECK(cor_send(cor_task_idp(2 + r, me), COR_CTX_WORLD, 9, COR_BYTE, &t, 8));
+            }
+        }
+        if (rank == 1) {
+            char what[64];
+            snprintf(what, sizeof what, "write at a 3rd domain invalidating %d reader%s", k,
+                     k > 1 ? "s" : "");
+            stats(what, v, n);
+        }
+    }
+    CHECK(cor_dsm_unmap(rg));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank == 0) CHECK(cor_dsm_destroy(ob));
+}
+
 /* The cached protocol and locks, each beside R (domains 0 and 1). */
 static void bench_cached(cor_idp_t peer, double *v, long n)
 {
@@ -820,7 +870,7 @@ static void bench_cached(cor_idp_t peer, double *v, long n)
     CHECK(cor_dsm_barrier_wait(all_bar));
     /* a write at the home invalidating one reader (domain 1 reads first, each time) */
     if (rank <= 1) {
-        long m = n / 4 > 100 ? n / 4 : 100;
+        long m = n;
         for (long i = -m / 10; i < m; i++) {
             if (rank == 1) {
                 CHECK(cor_dsm_start_read(rg));
@@ -896,6 +946,7 @@ static void run_bench(void)
         if (rank == 0) memcpy(&R_med, &buf, 8);
     }
     bench_cached(peer, v, n);
+    if (ndom >= 3) bench_inval(v, n);
     CHECK(cor_dsm_barrier_wait(all_bar));
     if (rank == 1) {
         for (long i = -n / 10; i < n; i++) {
