@@ -1529,6 +1529,23 @@ static void serve_cached_op(struct res *x, cor_idp_t src, const struct dsm_req *
     unlock_or_die(&x->mu);
 }
 
+/* A cached object is destroyed: the copies elsewhere are invalidated (their data goes
+ * nowhere), requests waiting in the directory and later ones get COR_ENOTFOUND. */
+static void destroy_inv(void *ctx, int dom)
+{
+    struct res *x = ctx;
+    if (dom != D.rank) cmsg(dom, DSM_OP_C_INV, &x->hc, 0, 0, NULL);
+}
+
+static void cached_destroy(struct res *x)
+{
+    lock_or_die(&x->mu);
+    dsm_dir_fail(&x->dir, COR_ENOTFOUND, destroy_inv, x);
+    if (!x->hc.st.err) x->hc.st.err = COR_ENOTFOUND;
+    pthread_cond_broadcast(&x->hc.cv);
+    unlock_or_die(&x->mu);
+}
+
 /* Domain d died: directories forget its copies (a dirty one's data is lost), copies homed
  * there fail. */
 static void cached_peer_dead(int d)
@@ -1703,6 +1720,7 @@ COR_API int cor_dsm_destroy(cor_idp_t obj)
     if (!our_idp(obj) || cor_idp_domain(obj) != (unsigned)D.rank) return COR_EINVAL;
     struct res *x = res_remove(cor_idp_index(obj), RES_OBJ);
     if (!x) return COR_ENOTFOUND;
+    if (x->protocol == COR_DSM_CACHED) cached_destroy(x);
     struct dsm_req r = {.op = DSM_OP_DIR_DEL,
                         .id = next_id(),
                         .obj = obj,

@@ -73,8 +73,8 @@ static void complete(struct dsm_dir *d)
 {
     struct dsm_dreq r = d->cur;
     d->busy = false;
-    if (d->lost) {
-        d->cb->grant(d->ctx, &r, false, COR_EPEERDEAD);
+    if (d->lost || d->fail) {
+        d->cb->grant(d->ctx, &r, false, d->fail ? d->fail : COR_EPEERDEAD);
         return;
     }
     if (r.kind == DSM_DREQ_OP) {
@@ -103,7 +103,7 @@ static void start(struct dsm_dir *d)
     struct dsm_dreq *r = &d->cur;
     d->busy = true;
     d->nwait = 0;
-    if (d->lost) {
+    if (d->lost || d->fail) {
         complete(d);
         return;
     }
@@ -197,6 +197,22 @@ void dsm_dir_release(struct dsm_dir *d, int dom)
         return;
     }
     forget(d, dom);
+}
+
+void dsm_dir_fail(struct dsm_dir *d, int err, void (*each)(void *ctx, int dom), void *ctx)
+{
+    for (int i = 0; i < d->n; i++)
+        if (dsm_dir_holds(d, i) != DSM_MODE_NONE) {
+            each(ctx, i);
+            forget(d, i);
+        }
+    d->fail = err;
+    if (d->busy) {
+        memset(d->waiting, 0, words(d->n) * sizeof *d->waiting);
+        d->nwait = 0;
+        complete(d);
+    }
+    serve(d);
 }
 
 void dsm_dir_peer_dead(struct dsm_dir *d, int dom)

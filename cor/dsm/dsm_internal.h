@@ -265,6 +265,7 @@ struct dsm_dir {
     int nwait;
     bool busy;    /* a round is in progress for cur */
     bool lost;    /* an owner died: the data is gone, every request fails */
+    int fail;     /* nonzero: every request fails with it (the object was destroyed) */
     uint32_t seq; /* current round */
     struct dsm_dreq cur;
     struct dsm_dreq *q; /* ring of requests waiting their turn */
@@ -287,6 +288,9 @@ bool dsm_dir_ack_expected(const struct dsm_dir *d, int dom, uint32_t seq);
 bool dsm_dir_ack(struct dsm_dir *d, int dom, uint32_t seq);
 /* dom dropped its copy by itself (the caller wrote an owner's data back first). */
 void dsm_dir_release(struct dsm_dir *d, int dom);
+/* The object is going away: each(ctx, dom) for every domain holding a copy (forgotten), then
+ * the current and every queued request, and every later one, are refused with err. */
+void dsm_dir_fail(struct dsm_dir *d, int err, void (*each)(void *ctx, int dom), void *ctx);
 /* dom died: its requests leave the queue, its copy is forgotten (the data is lost if it owned
  * it), an acknowledgment awaited from it counts as given. */
 void dsm_dir_peer_dead(struct dsm_dir *d, int dom);

@@ -200,6 +200,43 @@ static void test_dir_death(void)
     dsm_dir_free(&d);
 }
 
+static int each_n, each_dom[8];
+static void rec_each(void *ctx, int dom)
+{
+    (void)ctx;
+    each_dom[each_n++] = dom;
+}
+
+static void test_dir_fail(void)
+{
+    struct rec k = {.home_now = false};
+    struct dsm_dir d;
+    REQUIRE(dsm_dir_init(&d, 4, 0, &rec_cb, &k) == COR_OK);
+    struct dsm_dreq r1 = sec(1, DSM_MODE_READ), r2 = sec(2, DSM_MODE_READ);
+    dsm_dir_request(&d, &r1); /* waits for the home's acknowledgment */
+    dsm_dir_ack(&d, 0, k.inv[0].seq);
+    dsm_dir_request(&d, &r2);
+    struct dsm_dreq w3 = sec(3, DSM_MODE_WRITE), r0 = sec(0, DSM_MODE_READ);
+    dsm_dir_request(&d, &w3); /* a round waiting for 1 and 2 */
+    dsm_dir_request(&d, &r0); /* queued */
+    int g = k.ngrant;
+    each_n = 0;
+    dsm_dir_fail(&d, COR_ENOTFOUND, rec_each, NULL);
+    /* both holders told, the waiting and the queued requests refused, in order */
+    EXPECT_EQ(each_n, 2);
+    EXPECT_EQ(each_dom[0], 1);
+    EXPECT_EQ(each_dom[1], 2);
+    EXPECT_EQ(k.ngrant, g + 2);
+    EXPECT_EQ(k.grant[g].r.who, 3);
+    EXPECT_ERR(k.grant[g].status, COR_ENOTFOUND);
+    EXPECT_EQ(k.grant[g + 1].r.who, 0);
+    EXPECT_ERR(k.grant[g + 1].status, COR_ENOTFOUND);
+    EXPECT_EQ(dsm_dir_ack(&d, 1, k.inv[k.ninv - 1].seq), false); /* late: ignored */
+    dsm_dir_request(&d, &r1);
+    EXPECT_ERR(k.grant[k.ngrant - 1].status, COR_ENOTFOUND);
+    dsm_dir_free(&d);
+}
+
 /* ---- A copy alone --------------------------------------------------------------------- */
 
 static void test_copy_states(void)
@@ -464,6 +501,7 @@ int main(void)
         {"directory: upgrade", test_dir_upgrade},
         {"directory: flush, operations", test_dir_flush_and_ops},
         {"directory: deaths", test_dir_death},
+        {"directory: destroyed object", test_dir_fail},
         {"copy states", test_copy_states},
         {"simulated domains", test_simulation},
         {NULL, NULL}};

@@ -408,6 +408,23 @@ static void run_cache(void)
     CHECK(cor_dsm_barrier_wait(all_bar));
     CHECK(cor_dsm_destroy(cblk[rank]));
     CHECK(cor_dsm_destroy(cctr[rank]));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    /* the copies other domains still hold are invalidated: their next section is refused */
+    if (ndom > 1) {
+        int d = (rank + 1) % ndom, err = COR_OK;
+        cor_dsm_region_t rg;
+        CHECK(cor_dsm_map(cblk[d], &rg)); /* the domain's copy is still known here */
+        for (int i = 0; i < 500; i++) {
+            err = cor_dsm_start_read(rg);
+            if (err) break;
+            CHECK(cor_dsm_end_read(rg));
+            usleep(10000);
+        }
+        if (err != COR_ENOTFOUND)
+            fail("a section on destroyed cblk.%d: %s, expected COR_ENOTFOUND", d,
+                 cor_dsm_strerror(err));
+        CHECK(cor_dsm_unmap(rg));
+    }
 }
 
 /* ---- lockfair ---- */
