@@ -30,11 +30,33 @@
 #define SVC_NAME "cor.dsm"
 #define RES_MAX COR_MAX_INDEX /* resource indices 1..65535 per domain */
 #define DIR_BUCKETS 256
-#define ADD_RING 64         /* non-fetching adds in flight per task */
 #define QERR_MAX 65536      /* tasks with unreported add errors kept by a service */
 #define WAIT_SLICE_US 20000 /* the service looks at deaths and stop at least this often */
 
 enum res_kind { RES_OBJ = 1, RES_LOCK = 2 };
+
+/*
+ * A domain's copy of a cached object (the region handle). Away from the home it lives in
+ * D.copies until cor_dsm_finalize; at the home it is part of the object (struct res) and its
+ * data is the object's memory.
+ */
+struct copy {
+    struct copy *next; /* D.copies bucket (D.lock) */
+    cor_idp_t idp;
+    int home;
+    cor_type_t type;
+    size_t count, bytes;
+    pthread_mutex_t *mu; /* &own_mu, or the home object's mu */
+    pthread_mutex_t own_mu;
+    pthread_cond_t cv;         /* grants, invalidations, section ends, deaths (under *mu) */
+    struct dsm_copy st;        /* *mu */
+    uint64_t hits, misses;     /* *mu */
+    _Atomic uint64_t last_use; /* D.tick at the last section end: LRU eviction */
+    _Atomic int maps;
+    _Atomic uint64_t fast; /* the read fast path of a copy homed elsewhere (FAST_*) */
+    unsigned char *data;
+    struct res *x; /* at the home: the object */
+};
 
 struct res {
     enum res_kind kind;
@@ -45,6 +67,8 @@ struct res {
     pthread_mutex_t mu;   /* guards obj */
     struct dsm_obj obj;   /* RES_OBJ */
     struct dsm_lock lock; /* RES_LOCK; the service thread only */
+    struct dsm_dir dir;   /* COR_DSM_CACHED: the directory (mu) */
+    struct copy hc;       /* COR_DSM_CACHED: the home's copy (hc.mu = &mu) */
 };
 
 struct dir_entry {
@@ -103,12 +127,19 @@ static struct {
     size_t npend, cappend;
     bool *death_done; /* [size] */
 
+    pthread_mutex_t send_mu; /* calls as the service task (cor_sendI_as, cor_recvI_as), pend */
+    struct copy *copies[DIR_BUCKETS]; /* copies of objects homed elsewhere (lock) */
+    _Atomic size_t cache_budget, cached_bytes;
+    _Atomic uint64_t invalidations, recalls, evictions;
+    _Atomic uint64_t tick; /* the service's loop count: a cheap clock for LRU stamps */
+
     pthread_mutex_t ready_mu;
     pthread_cond_t ready_cv;
     int ready; /* 0 starting, 1 up, <0 failed */
 
     _Atomic uint64_t served, dropped, local_ops, remote_ops;
 } D = {.lock = PTHREAD_MUTEX_INITIALIZER,
+       .send_mu = PTHREAD_MUTEX_INITIALIZER,
        .ready_mu = PTHREAD_MUTEX_INITIALIZER,
        .ready_cv = PTHREAD_COND_INITIALIZER};
 
@@ -162,6 +193,10 @@ static bool our_idp(cor_idp_t idp)
 static void res_free(struct res *x)
 {
     if (x->kind == RES_OBJ) free(x->obj.data);
+    if (x->protocol == COR_DSM_CACHED) {
+        dsm_dir_free(&x->dir);
+        pthread_cond_destroy(&x->hc.cv);
+    }
     dsm_lock_free(&x->lock);
     pthread_mutex_destroy(&x->mu);
     free(x);
@@ -270,6 +305,8 @@ struct cor_dsm_op {
     uint64_t *slot;       /* APPEND */
     cor_dsm_info_t *info; /* QUERY, DIR_GET */
     cor_idp_t *idp_out;   /* DIR_GET, LOCK_OPEN */
+    struct copy *section; /* a non-blocking section start */
+    int smode;
     unsigned char small[DSM_REQ_HDR + COR_NAME_MAX + 32];
     unsigned char rsmall[DSM_REP_HDR + DSM_INFO_HDR + COR_NAME_MAX];
 };
@@ -299,8 +336,11 @@ static void op_init(struct cor_dsm_op *o, const struct dsm_req *r)
 
 /* Sends the request to domain `home`'s service, the reply (rep_data bytes of data at most)
  * to be received into o->rbuf. */
+static void adds_flush_home(int home);
+
 static int op_start(struct cor_dsm_op *o, int home, const struct dsm_req *r, size_t rep_data)
 {
+    adds_flush_home(home);
     cor_idp_t svc;
     int err = svc_of(home, &svc);
     if (err) return err;
@@ -376,8 +416,14 @@ static int op_abort(struct cor_dsm_op *o, int err)
     return err;
 }
 
+static int section_begin(cor_dsm_region_t rgn, int mode, bool block);
+
 static int op_wait(struct cor_dsm_op *o)
 {
+    if (!o->done && o->section) {
+        o->result = section_begin((cor_dsm_region_t)o->section, o->smode, true);
+        o->done = true;
+    }
     if (!o->done) {
         int err = o->sreq != COR_REQ_NULL ? cor_wait(&o->sreq, NULL) : COR_OK;
         if (err) {
@@ -396,6 +442,12 @@ static int op_wait(struct cor_dsm_op *o)
 static int op_test(struct cor_dsm_op *o, int *done)
 {
     *done = 0;
+    if (!o->done && o->section) {
+        int err = section_begin((cor_dsm_region_t)o->section, o->smode, false);
+        if (err == COR_EAGAIN) return COR_OK;
+        o->result = err;
+        o->done = true;
+    }
     if (!o->done) {
         int d = 0, err;
         if (o->sreq != COR_REQ_NULL) {
@@ -447,8 +499,13 @@ static int obj_op(struct cor_dsm_op *o, cor_idp_t obj, uint8_t op, size_t offset
     int home = (int)cor_idp_domain(obj);
     if (home != D.rank) return op_start(o, home, &r, o->out_len);
 
-    atomic_fetch_add(&D.local_ops, 1);
     struct res *x = res_get(obj, RES_OBJ);
+    if (x && x->protocol == COR_DSM_CACHED) {
+        /* its turn comes through the directory, which the service keeps moving */
+        res_put(x);
+        return op_start(o, home, &r, o->out_len);
+    }
+    atomic_fetch_add(&D.local_ops, 1);
     if (!x) {
         o->result = COR_ENOTFOUND;
     } else {
@@ -626,16 +683,36 @@ COR_API int cor_dsm_wait(cor_dsm_req_t *req)
     return err;
 }
 
-/* ---- Non-fetching adds and quiet ------------------------------------------------------- */
+/* ---- Non-fetching adds and quiet -------------------------------------------------------
+ *
+ * A task's adds toward a home are gathered into a batch (an ADDV request of up to
+ * DSM_ADDV_MAX entries), sent when it is full, at cor_dsm_quiet, or before any other
+ * operation of the task toward that home, so they still arrive in the order issued and before
+ * what the task does next there. A few batches (one per recent home) and the sends in flight
+ * belong to the task (thread-local, freed when the thread ends).
+ */
 
-struct add_slot {
-    cor_req_t req;
-    unsigned char buf[DSM_REQ_HDR + 16];
+#define ADD_BATCHES 4 /* homes with a batch open at once, per task */
+#define ADD_INFLIGHT 16
+
+struct add_batch {
+    int home; /* -1: none */
+    uint32_t n;
+    unsigned char e[DSM_ADDV_MAX * DSM_ADDV_ENTRY];
 };
 
-/* Per task (tasks are threads): adds in flight, homes to quiet, the first error seen. */
-static __thread struct add_slot tls_adds[ADD_RING];
-static __thread unsigned tls_add_next;
+struct add_state {
+    struct add_batch b[ADD_BATCHES];
+    struct {
+        cor_req_t req;
+        unsigned char *buf;
+    } fl[ADD_INFLIGHT];
+    unsigned next;
+};
+
+static pthread_key_t add_key;
+static pthread_once_t add_once = PTHREAD_ONCE_INIT;
+static __thread struct add_state *tls_as;
 static __thread int tls_add_err;
 static __thread uint64_t tls_homes[COR_MAX_DOMAINS / 64];
 
@@ -644,25 +721,94 @@ static void add_note(int err)
     if (err && !tls_add_err) tls_add_err = err;
 }
 
+static void add_state_free(void *p)
+{
+    struct add_state *a = p;
+    for (int i = 0; i < ADD_INFLIGHT; i++) {
+        if (a->fl[i].req != COR_REQ_NULL) cor_wait(&a->fl[i].req, NULL);
+        free(a->fl[i].buf);
+    }
+    free(a);
+}
+
+static void add_key_make(void)
+{
+    if (pthread_key_create(&add_key, add_state_free)) abort();
+}
+
+static struct add_state *add_state(void)
+{
+    if (tls_as) return tls_as;
+    pthread_once(&add_once, add_key_make);
+    struct add_state *a = calloc(1, sizeof *a);
+    if (!a) return NULL;
+    for (int i = 0; i < ADD_BATCHES; i++)
+        a->b[i].home = -1;
+    pthread_setspecific(add_key, a);
+    return tls_as = a;
+}
+
+/* Sends batch b to its home (an error goes to the task's next quiet). */
+static void batch_send(struct add_state *a, struct add_batch *b)
+{
+    if (b->home < 0 || b->n == 0) return;
+    int home = b->home;
+    struct dsm_req r = {.op = DSM_OP_ADDV,
+                        .id = next_id(),
+                        .count = b->n,
+                        .data = b->e,
+                        .data_len = (size_t)b->n * DSM_ADDV_ENTRY};
+    b->home = -1;
+    b->n = 0;
+    cor_idp_t svc;
+    int err = svc_of(home, &svc);
+    size_t n = dsm_req_size(&r);
+    unsigned char *buf = err ? NULL : malloc(n);
+    if (!buf) {
+        add_note(err ? err : COR_ENOMEM);
+        return;
+    }
+    dsm_req_encode(buf, n, &r);
+    unsigned k = a->next++ % ADD_INFLIGHT;
+    if (a->fl[k].req != COR_REQ_NULL) add_note(cor_wait(&a->fl[k].req, NULL));
+    free(a->fl[k].buf);
+    a->fl[k].buf = buf;
+    err = cor_sendI_typed(svc, D.ctx, (int)r.id, COR_BYTE, buf, n, &a->fl[k].req);
+    if (err) {
+        add_note(err);
+        a->fl[k].req = COR_REQ_NULL;
+        return;
+    }
+    tls_homes[home / 64] |= 1ull << (home % 64);
+}
+
+/* Before another operation of this task toward `home`: its adds go first. */
+static void adds_flush_home(int home)
+{
+    if (!tls_as) return;
+    for (int i = 0; i < ADD_BATCHES; i++)
+        if (tls_as->b[i].home == home) batch_send(tls_as, &tls_as->b[i]);
+}
+
 COR_API int cor_dsm_add(cor_idp_t obj, size_t index, cor_type_t type, const void *value)
 {
     if (!is_up()) return COR_ESTATE;
     size_t ts = tsz(type);
     if (!our_idp(obj) || !ts || !value) return COR_EINVAL;
-    struct dsm_req r = {.op = DSM_OP_ADD,
-                        .type = (uint8_t)type,
-                        .id = next_id(),
-                        .obj = obj,
-                        .offset = index,
-                        .count = 1,
-                        .data = value,
-                        .data_len = ts};
     int home = (int)cor_idp_domain(obj);
     if (home == D.rank) {
+        struct dsm_req r = {.op = DSM_OP_ADD,
+                            .type = (uint8_t)type,
+                            .obj = obj,
+                            .offset = index,
+                            .count = 1,
+                            .data = value,
+                            .data_len = ts};
         atomic_fetch_add(&D.local_ops, 1);
         struct res *x = res_get(obj, RES_OBJ);
-        if (!x) {
-            add_note(COR_ENOTFOUND);
+        if (!x || x->protocol == COR_DSM_CACHED) {
+            add_note(x ? COR_DSM_EPROTOCOL : COR_ENOTFOUND);
+            if (x) res_put(x);
             return COR_OK;
         }
         lock_or_die(&x->mu);
@@ -671,25 +817,36 @@ COR_API int cor_dsm_add(cor_idp_t obj, size_t index, cor_type_t type, const void
         res_put(x);
         return COR_OK;
     }
-    cor_idp_t svc;
-    int err = svc_of(home, &svc);
-    if (err) return err;
-    struct add_slot *s = &tls_adds[tls_add_next++ % ADD_RING];
-    if (s->req != COR_REQ_NULL) add_note(cor_wait(&s->req, NULL));
-    size_t n = dsm_req_encode(s->buf, sizeof s->buf, &r);
-    if (n == 0) return COR_EINVAL;
-    err = cor_sendI_typed(svc, D.ctx, (int)r.id, COR_BYTE, s->buf, n, &s->req);
-    if (err) return err;
+    if (atomic_load(&D.dead[home])) return COR_EPEERDEAD;
+    struct add_state *a = add_state();
+    if (!a) return COR_ENOMEM;
+    struct add_batch *b = NULL;
+    for (int i = 0; i < ADD_BATCHES && !b; i++)
+        if (a->b[i].home == home) b = &a->b[i];
+    if (!b) {
+        b = &a->b[home % ADD_BATCHES];
+        batch_send(a, b); /* another home's batch had that place */
+        b->home = home;
+    }
+    dsm_addv_put(b->e + (size_t)b->n * DSM_ADDV_ENTRY, obj, index, type, value);
+    b->n++;
     atomic_fetch_add(&D.remote_ops, 1);
-    tls_homes[home / 64] |= 1ull << (home % 64);
+    if (b->n == DSM_ADDV_MAX) batch_send(a, b);
     return COR_OK;
 }
 
 COR_API int cor_dsm_quiet(void)
 {
     if (!is_up()) return COR_ESTATE;
-    for (int i = 0; i < ADD_RING; i++)
-        if (tls_adds[i].req != COR_REQ_NULL) add_note(cor_wait(&tls_adds[i].req, NULL));
+    if (tls_as) {
+        for (int i = 0; i < ADD_BATCHES; i++)
+            batch_send(tls_as, &tls_as->b[i]);
+        for (int i = 0; i < ADD_INFLIGHT; i++) {
+            if (tls_as->fl[i].req != COR_REQ_NULL) add_note(cor_wait(&tls_as->fl[i].req, NULL));
+            free(tls_as->fl[i].buf); /* nothing stays allocated after a quiet */
+            tls_as->fl[i].buf = NULL;
+        }
+    }
     int nh = 0;
     for (int h = 0; h < D.size; h++)
         nh += (tls_homes[h / 64] >> (h % 64)) & 1;
@@ -724,6 +881,737 @@ COR_API int cor_dsm_quiet(void)
     return err;
 }
 
+/* ---- Cached protocol: copies, sections, the home's directory ---------------------------
+ *
+ * The state machines are in dsm_dir.c; here they meet messages and threads. Every message of
+ * the protocol goes between two domains' services, sent as the service task under the
+ * directory's or the copy's mutex, so each pair of domains sees them in the order the state
+ * changed (the protocol needs a grant never to be overtaken by the next invalidation). A home
+ * task's request goes to the directory directly (no message); a remote domain's goes as
+ * C_REQ from any of its tasks, sent as its service.
+ */
+
+static void svc_send(cor_idp_t to, uint32_t tag, void *buf, size_t n);
+static void reply_buf(cor_idp_t to, uint8_t op, uint8_t type, uint32_t id, int status,
+                      uint64_t value, unsigned char *buf, size_t dlen);
+
+#define MAX_OPEN_SECTIONS 16
+#define DEFAULT_CACHE_BYTES ((size_t)256 << 20)
+#define SECTION_WAIT_NS 10000000L /* waiters look at deaths at least this often */
+
+/* The sections the calling task has open. Initial-exec TLS: the hit path reads these, and
+ * the general-dynamic model of a shared library would cost a call per access. libcordsm is
+ * linked, not dlopen'ed, so the few bytes come from the static TLS block. */
+#define TLS_FAST __attribute__((tls_model("initial-exec")))
+static __thread TLS_FAST struct {
+    struct copy *c;
+    int mode;
+    bool fast; /* started on the fast path */
+} tls_sec[MAX_OPEN_SECTIONS];
+static __thread TLS_FAST int tls_nsec;
+
+static int tls_find(const struct copy *c)
+{
+    for (int i = 0; i < tls_nsec; i++)
+        if (tls_sec[i].c == c) return i;
+    return -1;
+}
+
+/* An operation on a cached object, waiting for its directory turn at the home. */
+struct pop {
+    cor_idp_t src;
+    struct dsm_req r;
+    unsigned char data[];
+};
+
+/* A protocol message (service to service) carrying the copy's data if `data`. */
+static void cmsg(int dom, uint8_t op, const struct copy *c, uint64_t seq, uint32_t flags,
+                 const void *data)
+{
+    cor_idp_t svc;
+    if (svc_of(dom, &svc)) return; /* dead: its death is handled on its own */
+    struct dsm_req r = {.op = op,
+                        .type = (uint8_t)c->type,
+                        .flags = flags,
+                        .obj = c->idp,
+                        .offset = seq,
+                        .count = data ? c->count : 0,
+                        .data = data,
+                        .data_len = data ? c->bytes : 0};
+    size_t n = dsm_req_size(&r);
+    unsigned char *buf = n ? malloc(n) : NULL;
+    if (!buf) return; /* the peer sees no answer: as from a slow domain */
+    dsm_req_encode(buf, n, &r);
+    svc_send(svc, 0, buf, n);
+}
+
+static bool copy_valid(const struct copy *c)
+{
+    return c->st.state != DSM_MODE_NONE;
+}
+
+/* Accounting of the valid bytes of copies homed elsewhere, around a state change. */
+static void copy_account(const struct copy *c, bool was_valid)
+{
+    if (c->x || was_valid == copy_valid(c)) return;
+    if (was_valid)
+        atomic_fetch_sub(&D.cached_bytes, c->bytes);
+    else
+        atomic_fetch_add(&D.cached_bytes, c->bytes);
+}
+
+/* Directory callbacks, at the home under x->mu. */
+static bool dir_inv(void *ctx, int dom, uint32_t seq, bool writeback)
+{
+    struct res *x = ctx;
+    atomic_fetch_add(&D.invalidations, 1);
+    if (dom == D.rank) {
+        bool dirty;
+        bool now = dsm_copy_inv(&x->hc.st, seq, &dirty);
+        if (!now) pthread_cond_broadcast(&x->hc.cv); /* new sections must wait now */
+        return now; /* the home's copy is the memory: nothing to write back */
+    }
+    cmsg(dom, DSM_OP_C_INV, &x->hc, seq, writeback ? DSM_CF_WRITEBACK : 0, NULL);
+    return false; /* a dead one counts as acknowledged when its death is handled */
+}
+
+static void op_run(struct res *x, struct pop *p, int status)
+{
+    size_t olen = dsm_obj_out_len(&p->r);
+    unsigned char *buf = malloc(DSM_REP_HDR + olen);
+    uint64_t value = 0;
+    if (!buf) {
+        free(p);
+        return;
+    }
+    if (status == COR_OK) status = dsm_obj_apply(&x->obj, &p->r, buf + DSM_REP_HDR, &value);
+    reply_buf(p->src, p->r.op, p->r.type, p->r.id, status, value, buf, olen);
+    free(p);
+}
+
+static void dir_grant(void *ctx, const struct dsm_dreq *r, bool data, int status)
+{
+    struct res *x = ctx;
+    if (r->kind == DSM_DREQ_OP) {
+        if (r->recalled) atomic_fetch_add(&D.recalls, 1);
+        op_run(x, r->op, status);
+        /* the operation changed the memory under nobody's copy: the home's is current */
+        return;
+    }
+    if (r->who == D.rank) {
+        dsm_copy_grant(&x->hc.st, r->mode, status);
+        pthread_cond_broadcast(&x->hc.cv);
+        return;
+    }
+    if (status) {
+        uint32_t flags = (uint32_t)(-status) << DSM_CF_ERR_SHIFT;
+        cmsg(r->who, DSM_OP_C_GRANT, &x->hc, 0, flags & DSM_CF_ERR, NULL);
+        return;
+    }
+    cmsg(r->who, DSM_OP_C_GRANT, &x->hc, 0, r->mode, data ? x->obj.data : NULL);
+}
+
+static const struct dsm_dir_cb dir_cbs = {.inv = dir_inv, .grant = dir_grant};
+
+static int cached_setup(struct res *x)
+{
+    int err = dsm_dir_init(&x->dir, D.size, D.rank, &dir_cbs, x);
+    if (err) return err;
+    struct copy *c = &x->hc;
+    c->home = D.rank;
+    c->type = x->obj.type;
+    c->count = x->obj.count;
+    c->bytes = x->obj.count * x->obj.tsize;
+    c->mu = &x->mu;
+    pthread_cond_init(&c->cv, NULL);
+    c->st.state = DSM_MODE_WRITE; /* the directory starts with the home as owner */
+    c->data = x->obj.data;
+    c->x = x;
+    return COR_OK;
+}
+
+static struct copy *copy_find(cor_idp_t idp)
+{
+    lock_or_die(&D.lock);
+    struct copy *c = D.copies[idp % DIR_BUCKETS];
+    while (c && c->idp != idp)
+        c = c->next;
+    unlock_or_die(&D.lock);
+    return c;
+}
+
+static void copy_free(struct copy *c)
+{
+    pthread_mutex_destroy(&c->own_mu);
+    pthread_cond_destroy(&c->cv);
+    free(c->data);
+    free(c);
+}
+
+COR_API int cor_dsm_map(cor_idp_t obj, cor_dsm_region_t *rgn)
+{
+    if (!is_up()) return COR_ESTATE;
+    if (!our_idp(obj) || !rgn) return COR_EINVAL;
+    int home = (int)cor_idp_domain(obj);
+    if (home == D.rank) {
+        struct res *x = res_get(obj, RES_OBJ);
+        if (!x) return COR_ENOTFOUND;
+        if (x->protocol != COR_DSM_CACHED) {
+            res_put(x);
+            return COR_DSM_EPROTOCOL;
+        }
+        atomic_fetch_add(&x->hc.maps, 1);
+        *rgn = (cor_dsm_region_t)&x->hc; /* the reference is the map's */
+        return COR_OK;
+    }
+    struct copy *c = copy_find(obj);
+    if (!c) {
+        cor_dsm_info_t info;
+        int err = cor_dsm_query(obj, &info);
+        if (err) return err;
+        if (info.protocol != COR_DSM_CACHED) return COR_DSM_EPROTOCOL;
+        struct copy *n = calloc(1, sizeof *n);
+        if (n) n->data = calloc(info.count ? info.count : 1, cor_type_size(info.type));
+        if (!n || !n->data) {
+            free(n);
+            return COR_ENOMEM;
+        }
+        n->idp = obj;
+        n->home = home;
+        n->type = info.type;
+        n->count = info.count;
+        n->bytes = info.bytes;
+        n->mu = &n->own_mu;
+        pthread_mutex_init(&n->own_mu, NULL);
+        pthread_cond_init(&n->cv, NULL);
+        lock_or_die(&D.lock);
+        c = D.copies[obj % DIR_BUCKETS];
+        while (c && c->idp != obj)
+            c = c->next;
+        if (!c) {
+            n->next = D.copies[obj % DIR_BUCKETS];
+            D.copies[obj % DIR_BUCKETS] = c = n;
+            n = NULL;
+        }
+        unlock_or_die(&D.lock);
+        if (n) copy_free(n); /* another task mapped it first */
+    }
+    atomic_fetch_add(&c->maps, 1);
+    *rgn = (cor_dsm_region_t)c;
+    return COR_OK;
+}
+
+COR_API int cor_dsm_region_data(cor_dsm_region_t rgn, void **data, size_t *count)
+{
+    struct copy *c = (struct copy *)rgn;
+    if (!c || !data) return c ? COR_EINVAL : COR_EBADHANDLE;
+    *data = c->data;
+    if (count) *count = c->count;
+    return COR_OK;
+}
+
+COR_API int cor_dsm_unmap(cor_dsm_region_t rgn)
+{
+    struct copy *c = (struct copy *)rgn;
+    if (!c) return COR_EBADHANDLE;
+    if (tls_find(c) >= 0) return COR_DSM_ESECTION;
+    if (atomic_load(&c->maps) <= 0) return COR_EBADHANDLE;
+    atomic_fetch_sub(&c->maps, 1);
+    if (c->x) res_put(c->x);
+    return COR_OK;
+}
+
+/*
+ * The read fast path (copies homed elsewhere): while c->fast has FAST_OPEN, a read section
+ * starts and ends with one atomic operation each, without the mutex. FAST_OPEN is set under
+ * the mutex only when a read could start there without waiting and nobody waits, and only
+ * while no fast reader is counted; every critical section on the copy begins by closing it
+ * (copy_lock), turning the fast readers of the moment into readers of the state machine: a
+ * fast reader that ends after that sees FAST_OPEN gone and ends through the mutex. The bits
+ * above the count total the fast hits (for the statistics), free of charge.
+ */
+#define FAST_OPEN (1ull << 63)
+#define FAST_COUNT 0xffffffull
+#define FAST_HIT (1ull << 24)
+
+static bool fast_read_start(struct copy *c)
+{
+    uint64_t v = atomic_load_explicit(&c->fast, memory_order_relaxed);
+    while ((v & FAST_OPEN) && (v & FAST_COUNT) != FAST_COUNT)
+        if (atomic_compare_exchange_weak_explicit(&c->fast, &v, v + 1 + FAST_HIT,
+                                                  memory_order_acquire, memory_order_relaxed))
+            return true;
+    return false;
+}
+
+/* true: ended; false: the fast path closed meanwhile, end through the mutex. */
+static bool fast_read_end(struct copy *c)
+{
+    return atomic_fetch_sub_explicit(&c->fast, 1, memory_order_release) & FAST_OPEN;
+}
+
+/* Under *c->mu: opens the fast path if a read could start now and nobody waits. */
+static void fast_reopen(struct copy *c)
+{
+    const struct dsm_copy *s = &c->st;
+    if (!s->err && !s->inv && !s->fresh && s->state >= DSM_MODE_READ && !s->writers &&
+        s->pending != DSM_MODE_WRITE && !s->waiters &&
+        (atomic_load_explicit(&c->fast, memory_order_relaxed) & FAST_COUNT) == 0)
+        atomic_fetch_or_explicit(&c->fast, FAST_OPEN, memory_order_release);
+}
+
+/* Under *c->mu: closes it; its readers of the moment join the state machine's. */
+static void fast_close(struct copy *c)
+{
+    uint64_t old = atomic_fetch_and_explicit(&c->fast, ~FAST_OPEN, memory_order_acq_rel);
+    if (old & FAST_OPEN) c->st.readers += (int)(old & FAST_COUNT);
+}
+
+static void copy_lock(struct copy *c)
+{
+    lock_or_die(c->mu);
+    if (!c->x) fast_close(c);
+}
+
+static void copy_unlock(struct copy *c)
+{
+    if (!c->x) fast_reopen(c);
+    unlock_or_die(c->mu);
+}
+
+/* Under *c->mu: asks the home for `mode`. */
+static int copy_request(struct copy *c, int mode, bool have)
+{
+    c->misses++;
+    if (c->x) {
+        struct dsm_dreq r = {
+            .who = D.rank, .mode = (uint8_t)mode, .kind = DSM_DREQ_SECTION, .have_copy = have};
+        int err = dsm_dir_request(&c->x->dir, &r);
+        if (err) c->st.pending = DSM_MODE_NONE;
+        return err;
+    }
+    if (atomic_load(&D.dead[c->home])) {
+        c->st.pending = DSM_MODE_NONE;
+        return COR_EPEERDEAD;
+    }
+    cmsg(c->home, DSM_OP_C_REQ, c, 0, (uint32_t)mode | (have ? DSM_CF_HAVE : 0), NULL);
+    return COR_OK;
+}
+
+/* Under *c->mu: a section of the domain on c ended or the copy was dropped for a flush:
+ * acknowledges a due invalidation (round seq) to the home. */
+static void copy_ack(struct copy *c, uint32_t seq)
+{
+    bool was = copy_valid(c);
+    bool dirty = dsm_copy_drop(&c->st);
+    copy_account(c, was);
+    if (c->x)
+        dsm_dir_ack(&c->x->dir, D.rank, seq);
+    else
+        cmsg(c->home, DSM_OP_C_ACK, c, seq, 0, dirty ? c->data : NULL);
+}
+
+static void timed_wait(struct copy *c)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_nsec += SECTION_WAIT_NS;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    if (!c->x) fast_reopen(c); /* stays shut while this task waits; for form's sake */
+    int rc = pthread_cond_timedwait(&c->cv, c->mu, &t);
+    if (rc && rc != ETIMEDOUT) abort();
+    if (!c->x) fast_close(c);
+}
+
+/* Tries to start a section (blocking: until it starts or fails). COR_EAGAIN: not yet (the
+ * copy is requested). */
+static int section_start(struct copy *c, int mode, bool block, bool *fast)
+{
+    *fast = false;
+    if (mode == DSM_MODE_READ && !c->x && fast_read_start(c)) {
+        *fast = true;
+        return COR_OK;
+    }
+    copy_lock(c);
+    if (dsm_copy_can_start(&c->st, mode)) { /* the hit: no message, no allocation */
+        dsm_copy_start(&c->st, mode);
+        c->hits++;
+        copy_unlock(c);
+        return COR_OK;
+    }
+    int err = COR_OK;
+    c->st.waiters++;
+    for (;;) {
+        if (dsm_copy_can_start(&c->st, mode)) {
+            dsm_copy_start(&c->st, mode);
+            break;
+        }
+        if (!c->st.err && !c->x && atomic_load(&D.dead[c->home])) c->st.err = COR_EPEERDEAD;
+        bool have;
+        int m = dsm_copy_miss(&c->st, mode, &have);
+        if (m < 0) {
+            err = m;
+            break;
+        }
+        if (m > 0) {
+            err = copy_request(c, m, have);
+            if (err) break;
+            if (dsm_copy_can_start(&c->st, mode)) continue; /* granted at once (home) */
+        }
+        if (!block) {
+            err = COR_EAGAIN;
+            break;
+        }
+        timed_wait(c);
+    }
+    c->st.waiters--;
+    copy_unlock(c);
+    return err;
+}
+
+static int section_begin(cor_dsm_region_t rgn, int mode, bool block)
+{
+    struct copy *c = (struct copy *)rgn;
+    if (!c) return COR_EBADHANDLE;
+    if (!is_up()) return COR_ESTATE;
+    if (tls_find(c) >= 0) return COR_DSM_ESECTION;
+    if (tls_nsec == MAX_OPEN_SECTIONS) return COR_ELIMIT;
+    bool fast;
+    int err = section_start(c, mode, block, &fast);
+    if (err == COR_OK) {
+        tls_sec[tls_nsec].c = c;
+        tls_sec[tls_nsec].mode = mode;
+        tls_sec[tls_nsec].fast = fast;
+        tls_nsec++;
+    }
+    return err;
+}
+
+static int section_end(cor_dsm_region_t rgn, int mode)
+{
+    struct copy *c = (struct copy *)rgn;
+    if (!c) return COR_EBADHANDLE;
+    int i = tls_find(c);
+    if (i < 0 || tls_sec[i].mode != mode) return COR_DSM_ESECTION;
+    bool fast = tls_sec[i].fast;
+    tls_sec[i] = tls_sec[--tls_nsec];
+    /* the LRU stamp: the service's tick, written only when it moved (no shared-line writes
+     * on every hit; a clock read would cost as much as the rest of the hit) */
+    uint64_t tick = atomic_load_explicit(&D.tick, memory_order_relaxed);
+    if (atomic_load_explicit(&c->last_use, memory_order_relaxed) != tick)
+        atomic_store_explicit(&c->last_use, tick, memory_order_relaxed);
+    if (fast && fast_read_end(c)) return COR_OK;
+    copy_lock(c);
+    if (dsm_copy_end(&c->st, mode)) copy_ack(c, c->st.inv_seq);
+    if (c->st.waiters) pthread_cond_broadcast(&c->cv);
+    copy_unlock(c);
+    return COR_OK;
+}
+
+COR_API int cor_dsm_start_read(cor_dsm_region_t rgn)
+{
+    return section_begin(rgn, DSM_MODE_READ, true);
+}
+COR_API int cor_dsm_end_read(cor_dsm_region_t rgn)
+{
+    return section_end(rgn, DSM_MODE_READ);
+}
+COR_API int cor_dsm_start_write(cor_dsm_region_t rgn)
+{
+    return section_begin(rgn, DSM_MODE_WRITE, true);
+}
+COR_API int cor_dsm_end_write(cor_dsm_region_t rgn)
+{
+    return section_end(rgn, DSM_MODE_WRITE);
+}
+
+COR_API int cor_dsm_flush(cor_dsm_region_t rgn)
+{
+    struct copy *c = (struct copy *)rgn;
+    if (!c) return COR_EBADHANDLE;
+    if (!is_up()) return COR_ESTATE;
+    if (tls_find(c) >= 0) return COR_DSM_ESECTION;
+    if (c->x) return COR_OK; /* the home's copy is the object itself */
+    copy_lock(c);
+    c->st.waiters++;
+    while ((c->st.readers || c->st.writers || c->st.pending) && !c->st.err &&
+           !atomic_load(&D.dead[c->home]))
+        timed_wait(c);
+    c->st.waiters--;
+    if (copy_valid(c) && !c->st.err) {
+        if (c->st.inv) {
+            copy_ack(c, c->st.inv_seq);
+        } else {
+            bool was = copy_valid(c);
+            bool dirty = dsm_copy_drop(&c->st);
+            copy_account(c, was);
+            cmsg(c->home, DSM_OP_C_FLUSH, c, 0, 0, dirty ? c->data : NULL);
+        }
+    }
+    int err = c->st.err;
+    copy_unlock(c);
+    return err;
+}
+
+COR_API int cor_dsm_set_cache_bytes(size_t bytes)
+{
+    atomic_store(&D.cache_budget, bytes);
+    return COR_OK;
+}
+
+/* Flushes idle copies, least recently used first, until the valid ones fit the budget. The
+ * copies are never freed before cor_dsm_finalize, so pointers taken under D.lock stay good. */
+static int cmp_lru(const void *a, const void *b)
+{
+    uint64_t x = atomic_load(&(*(struct copy *const *)a)->last_use);
+    uint64_t y = atomic_load(&(*(struct copy *const *)b)->last_use);
+    return x < y ? -1 : x > y;
+}
+
+static void evict(void)
+{
+    if (atomic_load(&D.cached_bytes) <= atomic_load(&D.cache_budget)) return;
+    size_t n = 0, cap = 64;
+    struct copy **v = malloc(cap * sizeof *v);
+    if (!v) return;
+    lock_or_die(&D.lock);
+    for (int k = 0; k < DIR_BUCKETS; k++)
+        for (struct copy *c = D.copies[k]; c; c = c->next) {
+            if (n == cap) {
+                struct copy **w = realloc(v, 2 * cap * sizeof *v);
+                if (!w) break;
+                v = w;
+                cap *= 2;
+            }
+            v[n++] = c;
+        }
+    unlock_or_die(&D.lock);
+    qsort(v, n, sizeof *v, cmp_lru);
+    for (size_t i = 0; i < n && atomic_load(&D.cached_bytes) > atomic_load(&D.cache_budget); i++) {
+        struct copy *c = v[i];
+        copy_lock(c);
+        struct dsm_copy *s = &c->st;
+        if (copy_valid(c) && !s->readers && !s->writers && !s->pending && !s->inv && !s->waiters &&
+            !s->err) {
+            bool dirty = dsm_copy_drop(s);
+            copy_account(c, true);
+            cmsg(c->home, DSM_OP_C_FLUSH, c, 0, 0, dirty ? c->data : NULL);
+            atomic_fetch_add(&D.evictions, 1);
+        }
+        copy_unlock(c);
+    }
+    free(v);
+}
+
+/* The service: protocol messages. src is the sending domain's service. */
+static void serve_cached_home(int from, const struct dsm_req *r, cor_idp_t src)
+{
+    struct res *x = res_get(r->obj, RES_OBJ);
+    if (!x || x->protocol != COR_DSM_CACHED) {
+        if (r->op == DSM_OP_C_REQ) {
+            int err = x ? COR_DSM_EPROTOCOL : COR_ENOTFOUND;
+            struct dsm_req g = {.op = DSM_OP_C_GRANT,
+                                .type = r->type,
+                                .obj = r->obj,
+                                .flags = ((uint32_t)(-err) << DSM_CF_ERR_SHIFT) & DSM_CF_ERR};
+            size_t n = dsm_req_size(&g);
+            unsigned char *buf = malloc(n);
+            if (buf && dsm_req_encode(buf, n, &g))
+                svc_send(src, 0, buf, n);
+            else
+                free(buf);
+        }
+        if (x) res_put(x);
+        return;
+    }
+    size_t bytes = x->hc.bytes;
+    lock_or_die(&x->mu);
+    switch (r->op) {
+    case DSM_OP_C_REQ: {
+        struct dsm_dreq q = {.who = from,
+                             .mode = (uint8_t)(r->flags & DSM_CF_MODE),
+                             .kind = DSM_DREQ_SECTION,
+                             .have_copy = (r->flags & DSM_CF_HAVE) != 0};
+        int err = dsm_dir_request(&x->dir, &q);
+        if (err) dir_grant(x, &q, false, err);
+        break;
+    }
+    case DSM_OP_C_ACK:
+        if (!dsm_dir_ack_expected(&x->dir, from, (uint32_t)r->offset)) break; /* stale */
+        if (dsm_dir_holds(&x->dir, from) == DSM_MODE_WRITE) {
+            if (r->data_len == bytes && r->type == (uint8_t)x->obj.type)
+                memcpy(x->obj.data, r->data, bytes);
+            else
+                atomic_fetch_add(&D.dropped, 1); /* an owner's ack without its data */
+        }
+        dsm_dir_ack(&x->dir, from, (uint32_t)r->offset);
+        break;
+    case DSM_OP_C_FLUSH:
+        if (dsm_dir_holds(&x->dir, from) == DSM_MODE_WRITE && r->data_len == bytes &&
+            r->type == (uint8_t)x->obj.type)
+            memcpy(x->obj.data, r->data, bytes);
+        dsm_dir_release(&x->dir, from);
+        break;
+    }
+    unlock_or_die(&x->mu);
+    res_put(x);
+}
+
+static void serve_cached_copy(const struct dsm_req *r)
+{
+    struct copy *c = copy_find(r->obj);
+    if (!c) {
+        if (r->op == DSM_OP_C_INV) { /* we never had it: nothing to give back */
+            struct copy none = {
+                .idp = r->obj, .home = (int)cor_idp_domain(r->obj), .type = (cor_type_t)r->type};
+            cmsg(none.home, DSM_OP_C_ACK, &none, r->offset, 0, NULL);
+        } else {
+            atomic_fetch_add(&D.dropped, 1);
+        }
+        return;
+    }
+    copy_lock(c);
+    bool was = copy_valid(c);
+    if (r->op == DSM_OP_C_GRANT) {
+        int mode = (int)(r->flags & DSM_CF_MODE);
+        int err = -(int)((r->flags & DSM_CF_ERR) >> DSM_CF_ERR_SHIFT);
+        if (!c->st.pending) {
+            atomic_fetch_add(&D.dropped, 1); /* nobody asked */
+        } else {
+            if (!err && r->data_len) {
+                if (r->data_len == c->bytes && r->type == (uint8_t)c->type)
+                    memcpy(c->data, r->data, c->bytes);
+                else
+                    err = COR_EPROTO;
+            } else if (!err && !copy_valid(c)) {
+                err = COR_EPROTO; /* the home thought we had the data */
+            }
+            dsm_copy_grant(&c->st, mode, err);
+            pthread_cond_broadcast(&c->cv);
+        }
+    } else if (r->op == DSM_OP_C_INV) {
+        bool dirty;
+        if (dsm_copy_inv(&c->st, (uint32_t)r->offset, &dirty))
+            cmsg(c->home, DSM_OP_C_ACK, c, r->offset, 0, dirty ? c->data : NULL);
+        else
+            pthread_cond_broadcast(&c->cv);
+    }
+    copy_account(c, was);
+    copy_unlock(c);
+    if (r->op == DSM_OP_C_GRANT) evict();
+}
+
+/* An operation on a cached object homed here: its turn comes through the directory. */
+static void serve_cached_op(struct res *x, cor_idp_t src, const struct dsm_req *r)
+{
+    struct pop *p = malloc(sizeof *p + r->data_len);
+    if (!p) {
+        struct dsm_req q = *r;
+        reply_buf(src, q.op, q.type, q.id, COR_ENOMEM, 0, malloc(DSM_REP_HDR), 0);
+        return;
+    }
+    p->src = src;
+    p->r = *r;
+    if (r->data_len) memcpy(p->data, r->data, r->data_len); /* a GET has no data */
+    p->r.data = p->data;
+    p->r.name = NULL;
+    p->r.name_len = 0;
+    struct dsm_dreq q = {.who = D.rank,
+                         .mode = r->op == DSM_OP_GET ? DSM_MODE_READ : DSM_MODE_WRITE,
+                         .kind = DSM_DREQ_OP,
+                         .op = p};
+    lock_or_die(&x->mu);
+    int err = dsm_dir_request(&x->dir, &q);
+    if (err) op_run(x, p, err);
+    unlock_or_die(&x->mu);
+}
+
+/* A cached object is destroyed: the copies elsewhere are invalidated (their data goes
+ * nowhere), requests waiting in the directory and later ones get COR_ENOTFOUND. */
+static void destroy_inv(void *ctx, int dom)
+{
+    struct res *x = ctx;
+    if (dom != D.rank) cmsg(dom, DSM_OP_C_INV, &x->hc, 0, 0, NULL);
+}
+
+static void cached_destroy(struct res *x)
+{
+    lock_or_die(&x->mu);
+    dsm_dir_fail(&x->dir, COR_ENOTFOUND, destroy_inv, x);
+    if (!x->hc.st.err) x->hc.st.err = COR_ENOTFOUND;
+    pthread_cond_broadcast(&x->hc.cv);
+    unlock_or_die(&x->mu);
+}
+
+/* Domain d died: directories forget its copies (a dirty one's data is lost), copies homed
+ * there fail. */
+static void cached_peer_dead(int d)
+{
+    size_t n = 0;
+    struct res **xs = malloc((RES_MAX + 1) * sizeof *xs);
+    lock_or_die(&D.lock);
+    for (unsigned i = 1; xs && i <= RES_MAX; i++) {
+        struct res *x = D.res[i];
+        if (x && x->kind == RES_OBJ && x->protocol == COR_DSM_CACHED) {
+            atomic_fetch_add(&x->refs, 1);
+            xs[n++] = x;
+        }
+    }
+    unlock_or_die(&D.lock);
+    for (size_t i = 0; i < n; i++) {
+        struct res *x = xs[i];
+        lock_or_die(&x->mu);
+        dsm_dir_peer_dead(&x->dir, d);
+        if (x->dir.lost && !x->hc.st.err) x->hc.st.err = COR_EPEERDEAD;
+        pthread_cond_broadcast(&x->hc.cv);
+        unlock_or_die(&x->mu);
+        res_put(x);
+    }
+    free(xs);
+    lock_or_die(&D.lock);
+    for (int k = 0; k < DIR_BUCKETS; k++)
+        for (struct copy *c = D.copies[k]; c; c = c->next) {
+            if (c->home != d) continue;
+            copy_lock(c); /* D.lock -> copy mutex: nowhere the other way round */
+            bool was = copy_valid(c);
+            c->st.err = COR_EPEERDEAD;
+            c->st.pending = DSM_MODE_NONE;
+            if (!c->st.readers && !c->st.writers) dsm_copy_drop(&c->st);
+            copy_account(c, was);
+            pthread_cond_broadcast(&c->cv);
+            copy_unlock(c);
+        }
+    unlock_or_die(&D.lock);
+}
+
+/* Non-blocking starts: a cor_dsm_op of kind section. */
+static int section_op(struct cor_dsm_op *o, cor_dsm_region_t rgn, int mode)
+{
+    memset(o, 0, offsetof(struct cor_dsm_op, small));
+    o->section = (struct copy *)rgn;
+    o->smode = mode;
+    int err = section_begin(rgn, mode, false);
+    if (err == COR_EAGAIN) return COR_OK;
+    o->done = true;
+    o->result = err;
+    return err == COR_DSM_ESECTION || err == COR_EBADHANDLE || err == COR_ELIMIT ? err : COR_OK;
+}
+
+COR_API int cor_dsm_start_readI(cor_dsm_region_t rgn, cor_dsm_req_t *req)
+{
+    NB_ALLOC(o, req);
+    return run_nb(o, section_op(o, rgn, DSM_MODE_READ), req);
+}
+
+COR_API int cor_dsm_start_writeI(cor_dsm_region_t rgn, cor_dsm_req_t *req)
+{
+    NB_ALLOC(o, req);
+    return run_nb(o, section_op(o, rgn, DSM_MODE_WRITE), req);
+}
+
 /* ---- Objects: create, lookup, query, destroy ------------------------------------------ */
 
 COR_API int cor_dsm_create(const char *name, cor_type_t type, size_t count,
@@ -731,7 +1619,8 @@ COR_API int cor_dsm_create(const char *name, cor_type_t type, size_t count,
 {
     if (!is_up()) return COR_ESTATE;
     size_t ts = tsz(type);
-    if (!name_ok(name) || !ts || count == 0 || !obj || protocol != COR_DSM_HOME_ONLY)
+    if (!name_ok(name) || !ts || count == 0 || !obj ||
+        (protocol != COR_DSM_HOME_ONLY && protocol != COR_DSM_CACHED))
         return COR_EINVAL;
     if (count > COR_DSM_MAX_BYTES / ts) return COR_ELIMIT;
     struct res *x = res_new(RES_OBJ, name);
@@ -745,12 +1634,21 @@ COR_API int cor_dsm_create(const char *name, cor_type_t type, size_t count,
         res_free(x);
         return COR_ENOMEM;
     }
+    if (protocol == COR_DSM_CACHED) {
+        int e = cached_setup(x);
+        if (e) {
+            x->protocol = COR_DSM_HOME_ONLY; /* nothing of the cached state to free */
+            res_free(x);
+            return e;
+        }
+    }
     int err = res_add(x);
     if (err) {
         res_free(x);
         return err;
     }
     cor_idp_t idp = cor_idp_make(D.session, COR_KIND_OBJECT, (unsigned)D.rank, x->index);
+    x->hc.idp = idp;
     struct dsm_req r = {.op = DSM_OP_DIR_PUT,
                         .type = (uint8_t)type,
                         .id = next_id(),
@@ -822,6 +1720,7 @@ COR_API int cor_dsm_destroy(cor_idp_t obj)
     if (!our_idp(obj) || cor_idp_domain(obj) != (unsigned)D.rank) return COR_EINVAL;
     struct res *x = res_remove(cor_idp_index(obj), RES_OBJ);
     if (!x) return COR_ENOTFOUND;
+    if (x->protocol == COR_DSM_CACHED) cached_destroy(x);
     struct dsm_req r = {.op = DSM_OP_DIR_DEL,
                         .id = next_id(),
                         .obj = obj,
@@ -1036,7 +1935,9 @@ COR_API int cor_dsm_barrier_destroy(cor_dsm_barrier_t b)
 static void svc_send(cor_idp_t to, uint32_t tag, void *buf, size_t n)
 {
     cor_req_t req;
+    lock_or_die(&D.send_mu);
     if (cor_sendI_as(D.svc, to, D.ctx, (int)tag, COR_BYTE, buf, n, &req) != COR_OK) {
+        unlock_or_die(&D.send_mu);
         free(buf); /* the peer died or left: nobody waits for this any more */
         return;
     }
@@ -1046,16 +1947,19 @@ static void svc_send(cor_idp_t to, uint32_t tag, void *buf, size_t n)
         if (!p) {
             cor_wait(&req, NULL);
             free(buf);
+            unlock_or_die(&D.send_mu);
             return;
         }
         D.pend = p;
         D.cappend = cap;
     }
     D.pend[D.npend++] = (struct pend){req, buf};
+    unlock_or_die(&D.send_mu);
 }
 
 static void reap(bool all)
 {
+    lock_or_die(&D.send_mu);
     for (size_t i = 0; i < D.npend;) {
         int done = 1;
         if (all)
@@ -1069,6 +1973,7 @@ static void reap(bool all)
         free(D.pend[i].buf);
         D.pend[i] = D.pend[--D.npend];
     }
+    unlock_or_die(&D.send_mu);
 }
 
 /* A reply whose data (dlen bytes) is already in place after the header in buf. */
@@ -1145,7 +2050,9 @@ static void serve_obj(cor_idp_t src, const struct dsm_req *r)
     struct res *x = res_get(r->obj, RES_OBJ);
     if (r->op == DSM_OP_ADD) {
         int err = COR_ENOTFOUND;
-        if (x) {
+        if (x && x->protocol == COR_DSM_CACHED) {
+            err = COR_DSM_EPROTOCOL;
+        } else if (x) {
             lock_or_die(&x->mu);
             err = dsm_obj_apply(&x->obj, r, NULL, NULL);
             unlock_or_die(&x->mu);
@@ -1156,6 +2063,11 @@ static void serve_obj(cor_idp_t src, const struct dsm_req *r)
     }
     if (!x) {
         reply(src, r, COR_ENOTFOUND, 0, NULL, 0);
+        return;
+    }
+    if (x->protocol == COR_DSM_CACHED) {
+        serve_cached_op(x, src, r);
+        res_put(x);
         return;
     }
     size_t olen = dsm_obj_out_len(r);
@@ -1197,7 +2109,7 @@ static void serve_dir(cor_idp_t src, const struct dsm_req *r)
     case DSM_OP_DIR_PUT:
         /* Only the home registers its objects. */
         if (!our_idp(r->obj) || cor_idp_domain(r->obj) != cor_idp_domain(src) ||
-            r->flags != COR_DSM_HOME_ONLY) {
+            r->flags > COR_DSM_CACHED) {
             reply(src, r, COR_EINVAL, 0, NULL, 0);
             return;
         }
@@ -1367,6 +2279,17 @@ static void serve(const void *buf, size_t len, cor_idp_t src)
     case DSM_OP_ADD:
         serve_obj(src, &r);
         return;
+    case DSM_OP_ADDV:
+        for (size_t i = 0; i < r.count; i++) {
+            struct dsm_req add;
+            if (dsm_addv_get(&r, i, &add) != COR_OK) {
+                atomic_fetch_add(&D.dropped, 1);
+                qerr_note(src, COR_EPROTO);
+                return;
+            }
+            serve_obj(src, &add);
+        }
+        return;
     case DSM_OP_QUIET:
         reply(src, &r, qerr_take(src), 0, NULL, 0);
         return;
@@ -1395,6 +2318,19 @@ static void serve(const void *buf, size_t len, cor_idp_t src)
         return;
     case DSM_OP_BARRIER:
         serve_barrier(&r);
+        return;
+    case DSM_OP_C_REQ:
+    case DSM_OP_C_ACK:
+    case DSM_OP_C_FLUSH:
+        serve_cached_home((int)cor_idp_domain(src), &r, src);
+        return;
+    case DSM_OP_C_GRANT:
+    case DSM_OP_C_INV:
+        if (cor_idp_domain(r.obj) != cor_idp_domain(src)) { /* only the home speaks for it */
+            atomic_fetch_add(&D.dropped, 1);
+            return;
+        }
+        serve_cached_copy(&r);
         return;
     }
 }
@@ -1436,6 +2372,7 @@ static void handle_deaths(void)
         for (size_t i = 0; i < ng; i++)
             grant(&gs[i]);
         free(gs);
+        cached_peer_dead(d);
         for (struct qerr **p = &D.qerrs; *p;) {
             if (cor_idp_domain((*p)->who) == (unsigned)d) {
                 struct qerr *q = *p;
@@ -1474,7 +2411,10 @@ static void *service(void *arg)
     while (!atomic_load(&D.stopping)) {
         if (rr == COR_REQ_NULL) {
             msg = NULL;
-            if (cor_recvI_as(D.svc, COR_ANY_SOURCE, D.ctx, COR_ANY_TAG, &msg, &rr) != COR_OK) {
+            lock_or_die(&D.send_mu);
+            err = cor_recvI_as(D.svc, COR_ANY_SOURCE, D.ctx, COR_ANY_TAG, &msg, &rr);
+            unlock_or_die(&D.send_mu);
+            if (err != COR_OK) {
                 struct timespec t = {0, 1000000};
                 nanosleep(&t, NULL);
                 continue;
@@ -1490,7 +2430,8 @@ static void *service(void *arg)
             msg = NULL;
         }
         if (atomic_load(&D.deaths_pending)) handle_deaths();
-        if (D.npend) reap(false);
+        reap(false);
+        atomic_fetch_add_explicit(&D.tick, 1, memory_order_relaxed);
     }
     if (rr != COR_REQ_NULL) {
         cor_cancel(&rr);
@@ -1512,6 +2453,9 @@ COR_API int cor_dsm_init(void)
     D.session = cor_session();
     /* A context no application message uses: kind "context", domain 4095, index 0xd5. */
     D.ctx = cor_idp_make(D.session, COR_KIND_CONTEXT, COR_MAX_DOMAINS - 1, 0xd5);
+    const char *budget = getenv("COR_DSM_CACHE_BYTES");
+    atomic_store(&D.cache_budget,
+                 budget && *budget ? (size_t)strtoull(budget, NULL, 10) : DEFAULT_CACHE_BYTES);
     const char *spin = getenv("COR_DSM_SPIN_US");
     D.spin_us = spin && *spin ? strtol(spin, NULL, 10) : -1;
     D.svcs = calloc((size_t)D.size, sizeof *D.svcs);
@@ -1550,6 +2494,13 @@ COR_API int cor_dsm_finalize(void)
             D.res[i] = NULL;
         }
     for (int k = 0; k < DIR_BUCKETS; k++)
+        while (D.copies[k]) {
+            struct copy *c = D.copies[k];
+            D.copies[k] = c->next;
+            copy_free(c);
+        }
+    atomic_store(&D.cached_bytes, 0);
+    for (int k = 0; k < DIR_BUCKETS; k++)
         while (D.dir[k]) {
             struct dir_entry *e = D.dir[k];
             D.dir[k] = e->next;
@@ -1578,5 +2529,29 @@ COR_API int cor_dsm_stats_get(cor_dsm_stats_t *stats)
     stats->requests_dropped = atomic_load(&D.dropped);
     stats->local_ops = atomic_load(&D.local_ops);
     stats->remote_ops = atomic_load(&D.remote_ops);
+    uint64_t hits = 0, misses = 0;
+    lock_or_die(&D.lock);
+    for (int k = 0; k < DIR_BUCKETS; k++)
+        for (struct copy *c = D.copies[k]; c; c = c->next) {
+            lock_or_die(c->mu);
+            hits += c->hits + ((atomic_load(&c->fast) & ~FAST_OPEN) >> 24);
+            misses += c->misses;
+            unlock_or_die(c->mu);
+        }
+    for (unsigned i = 1; i <= RES_MAX; i++) {
+        struct res *x = D.res[i];
+        if (!x || x->kind != RES_OBJ || x->protocol != COR_DSM_CACHED) continue;
+        lock_or_die(&x->mu);
+        hits += x->hc.hits;
+        misses += x->hc.misses;
+        unlock_or_die(&x->mu);
+    }
+    unlock_or_die(&D.lock);
+    stats->section_hits = hits;
+    stats->section_misses = misses;
+    stats->invalidations = atomic_load(&D.invalidations);
+    stats->recalls = atomic_load(&D.recalls);
+    stats->evictions = atomic_load(&D.evictions);
+    stats->cached_bytes = atomic_load(&D.cached_bytes);
     return COR_OK;
 }

@@ -1,7 +1,8 @@
 /*
  * libcordsm's private header: the wire format of requests and replies (dsm_wire.c), the
- * operations on an object's memory (dsm_obj.c), a lock's FIFO queue (dsm_lock.c) and a
- * barrier's dissemination rounds (dsm_barrier.c). These parts are pure (no libcor calls, no
+ * operations on an object's memory (dsm_obj.c), a lock's FIFO queue (dsm_lock.c), a
+ * barrier's dissemination rounds (dsm_barrier.c) and the cached protocol's directory and copy
+ * state machines (dsm_dir.c). These parts are pure (no libcor calls, no
  * locks of their own): the caller holds whatever lock protects the state, and the unit tests
  * and the fuzzer link them alone. dsm.c is the runtime on top (service, client calls).
  */
@@ -58,8 +59,22 @@ enum dsm_op {
     DSM_OP_LOCK_TRY,  /* reply at once: granted or COR_EBUSY */
     DSM_OP_LOCK_REL,
     DSM_OP_BARRIER, /* obj = barrier id, offset = round, count = epoch; no reply */
+    /* Cached protocol, service to service only (see dsm_dir.c): */
+    DSM_OP_C_REQ,   /* copy holder -> home: flags = mode | DSM_CF_HAVE (upgrade) */
+    DSM_OP_C_GRANT, /* home -> holder: flags = mode, or DSM_CF_ERR; data: the copy or none */
+    DSM_OP_C_INV,   /* home -> holder: offset = round seq; flags DSM_CF_WRITEBACK */
+    DSM_OP_C_ACK,   /* holder -> home: offset = seq; data: the dirty copy or none */
+    DSM_OP_C_FLUSH, /* holder -> home: the copy was dropped; data: the dirty copy or none */
+    DSM_OP_ADDV,    /* a batch of non-fetching adds: count entries (below); no reply */
     DSM_OP_END
 };
+
+/* Flags of the cached protocol's messages. */
+#define DSM_CF_MODE 0x3u      /* DSM_MODE_READ or DSM_MODE_WRITE */
+#define DSM_CF_HAVE 0x4u      /* C_REQ: the requester holds a read copy (upgrade) */
+#define DSM_CF_WRITEBACK 0x1u /* C_INV: the holder has the only valid copy */
+#define DSM_CF_ERR 0xff00u    /* C_GRANT refused: -status << 8 */
+#define DSM_CF_ERR_SHIFT 8
 
 struct dsm_req {
     uint8_t op;
@@ -99,6 +114,20 @@ int dsm_rep_decode(const void *buf, size_t len, struct dsm_rep *r);
 /* Object information as a reply carries it (DSM_INFO_HDR + name). */
 size_t dsm_info_encode(void *buf, size_t cap, const cor_dsm_info_t *info);
 int dsm_info_decode(const void *buf, size_t len, cor_dsm_info_t *info);
+
+/*
+ * A batch of non-fetching adds (DSM_OP_ADDV, type 0, count = entries, 1..DSM_ADDV_MAX): each
+ * entry is DSM_ADDV_ENTRY bytes: 0 u64 obj, 8 u64 index, 16 u8 type, 17..23 zero, 24 the
+ * value (cor_type_size(type) bytes, the rest of 8 zero). Applied in order, as single adds.
+ */
+#define DSM_ADDV_ENTRY 32
+#define DSM_ADDV_MAX 128
+/* Writes one entry at e. */
+void dsm_addv_put(unsigned char *e, uint64_t obj, uint64_t index, cor_type_t type,
+                  const void *value);
+/* Entry i of a decoded ADDV request as a single ADD request (data points into r); COR_EPROTO
+ * if the entry is malformed. */
+int dsm_addv_get(const struct dsm_req *r, size_t i, struct dsm_req *add);
 
 /* FNV-1a of a name: the directory domain of a name is dsm_hash % domain count. */
 uint64_t dsm_hash(const char *name, size_t len);
@@ -188,5 +217,110 @@ int dsm_bar_recv(struct dsm_bar *b, uint64_t round);
  * out (at most DSM_MAX_ROUNDS), returns how many; *completed says whether the episode ended
  * (b->epoch counts it). */
 int dsm_bar_advance(struct dsm_bar *b, struct dsm_bar_msg *out, bool *completed);
+
+/* ---- Cached protocol: the home's directory and a domain's copy (dsm_dir.c) -----------
+ *
+ * Every domain that uses a cached object keeps one copy of it, shared by its tasks; the home's
+ * copy is the object's memory. The home keeps a directory: which domains hold a read copy
+ * (sharers) and which one, if any, holds the write copy (owner); initially the home owns it.
+ * Requests to the directory are served one at a time in arrival order: a request that
+ * conflicts with copies held elsewhere sends invalidations to all their holders at once (a
+ * round, numbered) and is granted when every holder acknowledged (the owner's acknowledgment
+ * carries its data back). A holder with a section open defers the acknowledgment until the
+ * section ends. Remote operations on a cached object are directory requests too (kind OP):
+ * reads recall the write copy, writes invalidate every copy, the home's included, then the
+ * operation runs on the home's memory. A voluntary flush releases a copy without a request.
+ * Messages between two domains' services arrive in the order sent, which the protocol needs
+ * (a grant is never overtaken by the next invalidation of the same copy).
+ */
+
+enum { DSM_MODE_NONE = 0, DSM_MODE_READ = 1, DSM_MODE_WRITE = 2 };
+enum { DSM_DREQ_SECTION = 0, DSM_DREQ_OP = 1 };
+
+struct dsm_dreq {
+    int who;        /* requesting domain (OP: the home) */
+    uint8_t mode;   /* DSM_MODE_READ or DSM_MODE_WRITE */
+    uint8_t kind;   /* DSM_DREQ_SECTION or DSM_DREQ_OP */
+    bool have_copy; /* SECTION: the requester says it holds a read copy (upgrade) */
+    bool recalled;  /* set by the directory: copies had to be invalidated first */
+    void *op;       /* OP: the runtime's pending operation */
+};
+
+struct dsm_dir_cb {
+    /* Invalidate domain dom's copy (round seq; writeback: it is the owner). Returns true if
+     * done at once (the home's own copy, no section open): no acknowledgment will come. */
+    bool (*inv)(void *ctx, int dom, uint32_t seq, bool writeback);
+    /* Grant request r. data: the grant must carry the object's data (the requester has no
+     * valid copy). status: COR_OK, or COR_EPEERDEAD when the data was lost (an owner died). */
+    void (*grant)(void *ctx, const struct dsm_dreq *r, bool data, int status);
+};
+
+struct dsm_dir {
+    int n; /* domains */
+    int home;
+    uint64_t *sharers; /* bit per domain holding a read copy */
+    uint64_t *waiting; /* bit per domain whose acknowledgment the round waits for */
+    uint64_t *dead;    /* bit per domain known dead */
+    int owner;         /* domain holding the write copy, or -1 */
+    int nwait;
+    bool busy;    /* a round is in progress for cur */
+    bool lost;    /* an owner died: the data is gone, every request fails */
+    int fail;     /* nonzero: every request fails with it (the object was destroyed) */
+    uint32_t seq; /* current round */
+    struct dsm_dreq cur;
+    struct dsm_dreq *q; /* ring of requests waiting their turn */
+    size_t head, len, cap;
+    const struct dsm_dir_cb *cb;
+    void *ctx;
+    uint64_t rounds, invals; /* statistics */
+};
+
+int dsm_dir_init(struct dsm_dir *d, int n, int home, const struct dsm_dir_cb *cb, void *ctx);
+void dsm_dir_free(struct dsm_dir *d);
+/* Queues r and serves what can be served (callbacks run inside). COR_ENOMEM. */
+int dsm_dir_request(struct dsm_dir *d, const struct dsm_dreq *r);
+/* What domain dom holds: DSM_MODE_NONE, _READ or _WRITE. */
+int dsm_dir_holds(const struct dsm_dir *d, int dom);
+/* Whether an acknowledgment (dom, seq) is awaited by the current round. */
+bool dsm_dir_ack_expected(const struct dsm_dir *d, int dom, uint32_t seq);
+/* Acknowledgment of round seq by dom (the caller wrote an owner's data back first); stale ones
+ * are ignored (returns false). */
+bool dsm_dir_ack(struct dsm_dir *d, int dom, uint32_t seq);
+/* dom dropped its copy by itself (the caller wrote an owner's data back first). */
+void dsm_dir_release(struct dsm_dir *d, int dom);
+/* The object is going away: each(ctx, dom) for every domain holding a copy (forgotten), then
+ * the current and every queued request, and every later one, are refused with err. */
+void dsm_dir_fail(struct dsm_dir *d, int err, void (*each)(void *ctx, int dom), void *ctx);
+/* dom died: its requests leave the queue, its copy is forgotten (the data is lost if it owned
+ * it), an acknowledgment awaited from it counts as given. */
+void dsm_dir_peer_dead(struct dsm_dir *d, int dom);
+
+/* A domain's copy (the holder's side), under the copy's mutex. */
+struct dsm_copy {
+    uint8_t state;   /* DSM_MODE_NONE (invalid), _READ (shared) or _WRITE (exclusive) */
+    uint8_t pending; /* mode requested from the home and not granted yet, or NONE */
+    bool inv;        /* an invalidation waits for the open sections to end */
+    bool fresh;      /* granted while tasks waited, and no section started since */
+    uint32_t inv_seq;
+    int readers, writers; /* open sections, all tasks of the domain */
+    int waiters;          /* tasks waiting to start a section */
+    int err;              /* sticky: COR_EPEERDEAD (home died, data lost) */
+};
+
+/* Whether a section of `mode` may start now without asking anyone. */
+bool dsm_copy_can_start(const struct dsm_copy *c, int mode);
+void dsm_copy_start(struct dsm_copy *c, int mode);
+/* A section that cannot start: returns the mode to request from the home (and *have: the
+ * request is an upgrade), DSM_MODE_NONE to just wait, or c->err. Marks the request pending. */
+int dsm_copy_miss(struct dsm_copy *c, int mode, bool *have);
+/* A section ends: true if a deferred invalidation is now due (call dsm_copy_drop). */
+bool dsm_copy_end(struct dsm_copy *c, int mode);
+/* The home granted `mode` (or refused with err < 0). */
+void dsm_copy_grant(struct dsm_copy *c, int mode, int err);
+/* The home invalidates the copy (round seq): true if it is dropped now (acknowledge it, with
+ * the data if *dirty), false if deferred until the open sections end. */
+bool dsm_copy_inv(struct dsm_copy *c, uint32_t seq, bool *dirty);
+/* Drops the copy (a due invalidation, or a flush): returns whether it was dirty. */
+bool dsm_copy_drop(struct dsm_copy *c);
 
 #endif

@@ -81,6 +81,16 @@ size_t dsm_req_data_len(uint8_t op, uint8_t type, uint64_t count)
         return count == 1 ? elems_bytes(type, 1) : SIZE_MAX;
     case DSM_OP_CAS:
         return count == 1 ? elems_bytes(type, 2) : SIZE_MAX;
+    case DSM_OP_C_GRANT: /* cached protocol: a whole copy, or nothing (count 0) */
+    case DSM_OP_C_ACK:
+    case DSM_OP_C_FLUSH:
+        return count == 0 ? 0 : elems_bytes(type, count);
+    case DSM_OP_C_REQ:
+    case DSM_OP_C_INV:
+        return count == 0 ? 0 : SIZE_MAX;
+    case DSM_OP_ADDV:
+        return type == 0 && count >= 1 && count <= DSM_ADDV_MAX ? (size_t)count * DSM_ADDV_ENTRY
+                                                                : SIZE_MAX;
     case DSM_OP_DIR_PUT: /* the object's type and count travel in the header */
         return elems_bytes(type, count) == SIZE_MAX ? SIZE_MAX : 0;
     case DSM_OP_BARRIER:
@@ -111,7 +121,23 @@ static bool req_valid(const struct dsm_req *r)
         return false;
     }
     if (r->op == DSM_OP_BARRIER && r->offset >= DSM_MAX_ROUNDS) return false;
-    if (r->op != DSM_OP_DIR_PUT && r->flags != 0) return false;
+    if (r->op == DSM_OP_DIR_PUT) {
+        if (r->flags > COR_DSM_CACHED) return false;
+    } else if (r->op == DSM_OP_C_REQ) {
+        uint32_t mode = r->flags & DSM_CF_MODE;
+        if ((r->flags & ~(DSM_CF_MODE | DSM_CF_HAVE)) ||
+            (mode != DSM_MODE_READ && mode != DSM_MODE_WRITE))
+            return false;
+    } else if (r->op == DSM_OP_C_GRANT) {
+        uint32_t mode = r->flags & DSM_CF_MODE;
+        if ((r->flags & ~(DSM_CF_MODE | DSM_CF_ERR)) || mode == 3) return false;
+        if ((mode == DSM_MODE_NONE) != ((r->flags & DSM_CF_ERR) != 0)) return false;
+        if ((r->flags & DSM_CF_ERR) && r->count) return false;
+    } else if (r->op == DSM_OP_C_INV) {
+        if (r->flags & ~DSM_CF_WRITEBACK) return false;
+    } else if (r->flags != 0) {
+        return false;
+    }
     return true;
 }
 
@@ -158,6 +184,38 @@ int dsm_req_decode(const void *buf, size_t len, struct dsm_req *r)
     r->data_len = len - DSM_REQ_HDR - r->name_len;
     r->data = r->data_len ? p + DSM_REQ_HDR + r->name_len : NULL;
     return req_valid(r) ? COR_OK : COR_EPROTO;
+}
+
+void dsm_addv_put(unsigned char *e, uint64_t obj, uint64_t index, cor_type_t type,
+                  const void *value)
+{
+    memset(e, 0, DSM_ADDV_ENTRY);
+    put64(e, obj);
+    put64(e + 8, index);
+    e[16] = (unsigned char)type;
+    memcpy(e + 24, value, cor_type_size(type));
+}
+
+int dsm_addv_get(const struct dsm_req *r, size_t i, struct dsm_req *add)
+{
+    if (r->op != DSM_OP_ADDV || i >= r->count) return COR_EPROTO;
+    const unsigned char *e = (const unsigned char *)r->data + i * DSM_ADDV_ENTRY;
+    size_t ts = cor_type_size((cor_type_t)e[16]);
+    if (!ts || e[16] >= COR_TYPE_COUNT) return COR_EPROTO;
+    for (int k = 17; k < 24; k++)
+        if (e[k]) return COR_EPROTO;
+    for (size_t k = 24 + ts; k < DSM_ADDV_ENTRY; k++)
+        if (e[k]) return COR_EPROTO;
+    memset(add, 0, sizeof *add);
+    add->op = DSM_OP_ADD;
+    add->type = e[16];
+    add->id = r->id;
+    add->obj = get64(e);
+    add->offset = get64(e + 8);
+    add->count = 1;
+    add->data = e + 24;
+    add->data_len = ts;
+    return COR_OK;
 }
 
 size_t dsm_rep_encode(void *buf, size_t cap, const struct dsm_rep *r)
@@ -220,8 +278,7 @@ int dsm_info_decode(const void *buf, size_t len, cor_dsm_info_t *info)
     if (nl >= COR_NAME_MAX || len != DSM_INFO_HDR + nl) return COR_EPROTO;
     if (memchr(p + DSM_INFO_HDR, '\0', nl)) return COR_EPROTO;
     size_t bytes = elems_bytes(p[0], count);
-    if (bytes == SIZE_MAX || p[1] != COR_DSM_HOME_ONLY || home >= COR_MAX_DOMAINS ||
-        appended > count)
+    if (bytes == SIZE_MAX || p[1] > COR_DSM_CACHED || home >= COR_MAX_DOMAINS || appended > count)
         return COR_EPROTO;
     memset(info, 0, sizeof *info);
     info->type = (cor_type_t)p[0];

@@ -21,8 +21,9 @@
  * cor_dsm_strerror names both kinds. An operation toward a home (or lock home, or barrier
  * member) that died returns COR_EPEERDEAD within the core's detection time, never hangs.
  *
- * Only the home-only protocol exists so far (every access is an operation at the home; no
- * copies are cached): see cor/dsm/README.md for what is missing.
+ * Two protocols, chosen per object at creation: home-only (every access is an operation at the
+ * home) and cached (CRL's regions: copies cached in the domains that use them, accessed inside
+ * read and write sections, kept coherent by the home's directory). See cor/dsm/README.md.
  */
 #ifndef COR_DSM_H
 #define COR_DSM_H
@@ -38,7 +39,11 @@ extern "C" {
 /* X(name, value, text): errors of the DSM layer, below cor.h's codes. */
 #define COR_DSM_ERRNO_MAP(X)                                                                       \
     X(DSM_ERANGE, -64, "offset or count outside the object")                                       \
-    X(DSM_EOWNERDEAD, -65, "lock acquired, but its previous holder's domain died holding it")
+    X(DSM_EOWNERDEAD, -65, "lock acquired, but its previous holder's domain died holding it")      \
+    X(DSM_ESECTION, -66,                                                                           \
+      "section misuse: end without start, or a second section of one task on one object")          \
+    X(DSM_EPROTOCOL, -67,                                                                          \
+      "the object's protocol does not allow this (sections on a home-only object)")
 
 #define COR_DSM_ERR_ENUM_(name, value, text) COR_##name = value,
 enum cor_dsm_err { COR_DSM_ERRNO_MAP(COR_DSM_ERR_ENUM_) };
@@ -69,6 +74,7 @@ COR_API int cor_dsm_finalize(void);
 /* The protocol of an object, chosen at creation. */
 typedef enum cor_dsm_protocol {
     COR_DSM_HOME_ONLY = 0, /* never cached: every access is an operation at the home */
+    COR_DSM_CACHED = 1,    /* copies cached under sections (below); the home keeps a directory */
 } cor_dsm_protocol_t;
 
 #define COR_DSM_MAX_BYTES ((size_t)1 << 32) /* largest object: 4 GiB */
@@ -131,10 +137,13 @@ COR_API int cor_dsm_append(cor_idp_t obj, cor_type_t type, const void *data, siz
                            uint64_t *slot);
 
 /*
- * Non-fetching add, for pipelining: sends the add and returns without waiting for the home
- * (on the caller's own domain it is applied at once). Adds from one task to one home are
- * applied in the order issued. Their errors are reported by the caller's next cor_dsm_quiet,
- * which waits until every add the calling task issued has been applied.
+ * Non-fetching add, for pipelining: queues the add in the calling task's batch for the home
+ * and returns without waiting (on the caller's own domain it is applied at once). A batch
+ * (up to 128 adds, one message) leaves when full, at cor_dsm_quiet, or before any other
+ * operation of the same task toward that home; adds from one task to one home are applied in
+ * the order issued. Their errors are reported by the caller's next cor_dsm_quiet, which
+ * waits until every add the calling task issued has been applied. Not for cached objects
+ * (COR_DSM_EPROTOCOL, through quiet).
  */
 COR_API int cor_dsm_add(cor_idp_t obj, size_t index, cor_type_t type, const void *value);
 /* Waits until the calling task's earlier cor_dsm_add calls are applied at their homes.
@@ -168,6 +177,56 @@ COR_API int cor_dsm_appendI(cor_idp_t obj, cor_type_t type, const void *data, si
 COR_API int cor_dsm_test(cor_dsm_req_t *req, int *done);
 /* Waits for completion; returns the operation's result; the handle becomes NULL. */
 COR_API int cor_dsm_wait(cor_dsm_req_t *req);
+
+/* ---- Sections on cached objects (CRL's regions) ------------------------------------------
+ *
+ * A task maps a COR_DSM_CACHED object to get a region: the domain's copy of the object,
+ * shared by all tasks of the domain (one copy per domain, whoever maps it; at the home the
+ * copy is the object's memory). The data is read between cor_dsm_start_read and
+ * cor_dsm_end_read, written between cor_dsm_start_write and cor_dsm_end_write, through the
+ * pointer cor_dsm_region_data gives (stable while mapped). Each section is one indivisible
+ * step: sections on an object are sequentially consistent across all tasks of all domains
+ * (many readers or one writer at any time). A start that misses asks the home (one request
+ * per copy at a time; the home invalidates the other domains' copies in parallel, and a
+ * domain with a section open defers its invalidation until the section ends); a hit sends
+ * nothing and allocates nothing. After a section the copy stays cached, within the domain's
+ * byte budget (COR_DSM_CACHE_BYTES, default 256 MiB, or cor_dsm_set_cache_bytes; the least
+ * recently used idle copies are flushed first).
+ *
+ * Rules (COR_DSM_ESECTION otherwise): a task has at most one section open per object (no
+ * write inside read, no nesting) and at most 16 at once (COR_ELIMIT); it ends what it
+ * started, with the matching end; it does not flush or unmap a region it has a section on.
+ * Sections on several objects must be taken in one global order (as with locks).
+ * Remote operations (get, put, swap, fetch_add, cas, append) on a cached object are allowed:
+ * at the home they first recall the write copy (get) or invalidate every copy (the others),
+ * waiting for open sections to end (counted in cor_dsm_stats_t.recalls); cor_dsm_add is
+ * not allowed on cached objects (COR_DSM_EPROTOCOL).
+ * Failure: a start toward a dead home, or on an object whose write copy died with its
+ * domain, returns COR_EPEERDEAD, and so does every later start on it.
+ */
+typedef struct cor_dsm_region *cor_dsm_region_t;
+
+/* Maps a cached object (COR_DSM_EPROTOCOL for a home-only one; asks the home the first time
+ * this domain maps it). Every map is matched by an unmap. */
+COR_API int cor_dsm_map(cor_idp_t obj, cor_dsm_region_t *rgn);
+/* *data = the domain's copy (count elements of the object's type), to be touched only inside
+ * sections; *count (may be NULL) = its elements. COR_EBADHANDLE for a NULL region. */
+COR_API int cor_dsm_region_data(cor_dsm_region_t rgn, void **data, size_t *count);
+/* The copy stays cached (within the budget) after the last unmap. */
+COR_API int cor_dsm_unmap(cor_dsm_region_t rgn);
+COR_API int cor_dsm_start_read(cor_dsm_region_t rgn);
+COR_API int cor_dsm_end_read(cor_dsm_region_t rgn);
+COR_API int cor_dsm_start_write(cor_dsm_region_t rgn);
+COR_API int cor_dsm_end_write(cor_dsm_region_t rgn);
+/* Non-blocking starts (prefetch): the copy is requested at once; the section starts when
+ * cor_dsm_test/cor_dsm_wait completes the handle, and belongs to the task that completes it. */
+COR_API int cor_dsm_start_readI(cor_dsm_region_t rgn, cor_dsm_req_t *req);
+COR_API int cor_dsm_start_writeI(cor_dsm_region_t rgn, cor_dsm_req_t *req);
+/* Drops the domain's copy (a dirty one goes back to the home first); waits for the domain's
+ * open sections on it to end. The next section misses. */
+COR_API int cor_dsm_flush(cor_dsm_region_t rgn);
+/* The cached-copy budget of this domain, in bytes. */
+COR_API int cor_dsm_set_cache_bytes(size_t bytes);
 
 /* ---- Locks ----------------------------------------------------------------------------- */
 
@@ -216,6 +275,12 @@ typedef struct cor_dsm_stats {
     uint64_t requests_dropped; /* malformed requests dropped (wire data is untrusted) */
     uint64_t local_ops;        /* operations run in the caller's thread (home = own domain) */
     uint64_t remote_ops;       /* operations sent to another domain's service */
+    uint64_t section_hits;     /* sections started on a valid copy, without a message */
+    uint64_t section_misses;   /* sections that had to ask the home */
+    uint64_t invalidations;    /* copies invalidated by this domain's directories */
+    uint64_t recalls;          /* remote operations that invalidated copies first */
+    uint64_t evictions;        /* copies flushed to stay within the cache budget */
+    uint64_t cached_bytes;     /* bytes of valid copies of objects homed elsewhere */
 } cor_dsm_stats_t;
 COR_API int cor_dsm_stats_get(cor_dsm_stats_t *stats);
 

@@ -241,6 +241,122 @@ static void test_atomics(void)
     EXPECT_ERR(cor_dsm_quiet(), COR_ENOTFOUND);
 }
 
+/* ---- Cached objects at their home: sections from 8 tasks, operations between them ------ */
+
+#define CW 64 /* longs per cached block: [0..CW-2] values, [CW-1] their sum */
+static cor_idp_t cobj;
+static _Atomic long torn, writes_done;
+
+static int cached_task(void *arg)
+{
+    (void)arg;
+    cor_dsm_region_t rg;
+    terr(cor_dsm_map(cobj, &rg));
+    long *v = NULL;
+    size_t count = 0;
+    terr(cor_dsm_region_data(rg, (void **)&v, &count));
+    if (count != CW) terr(COR_EINVAL);
+    long one = 1;
+    for (int i = 0; i < iters / 4; i++) {
+        if (i % 3 == 0) {
+            terr(cor_dsm_start_write(rg));
+            long sum = 0;
+            for (int k = 0; k < CW - 1; k++)
+                sum += v[k] += k + 1;
+            v[CW - 1] = sum;
+            terr(cor_dsm_end_write(rg));
+            atomic_fetch_add(&writes_done, 1);
+        } else if (i % 7 == 0) {
+            /* an operation on the cached object: it waits for the sections, then adds */
+            terr(cor_dsm_fetch_add(cobj, 0, COR_LONG, &one, NULL));
+        } else {
+            cor_dsm_req_t r;
+            terr(cor_dsm_start_readI(rg, &r));
+            terr(cor_dsm_wait(&r));
+            /* values k >= 1 move together: v[k] = (k+1) * writes so far */
+            for (int k = 2; k < CW - 1; k++)
+                if (v[k] / (k + 1) != v[1] / 2 || v[k] % (k + 1)) atomic_fetch_add(&torn, 1);
+            terr(cor_dsm_end_read(rg));
+        }
+    }
+    terr(cor_dsm_unmap(rg));
+    return 0;
+}
+
+static void test_cached_home(void)
+{
+    REQUIRE(cor_dsm_create("cached", COR_LONG, CW, COR_DSM_CACHED, &cobj) == COR_OK);
+    cor_dsm_info_t info;
+    EXPECT_ERR(cor_dsm_query(cobj, &info), COR_OK);
+    EXPECT_EQ(info.protocol, COR_DSM_CACHED);
+    cor_idp_t found;
+    EXPECT_ERR(cor_dsm_lookup("cached", &found), COR_OK);
+    EXPECT_EQ(found, cobj);
+    atomic_store(&task_errors, 0);
+    atomic_store(&torn, 0);
+    atomic_store(&writes_done, 0);
+    EXPECT_EQ(run_tasks(cached_task, NULL), 0);
+    EXPECT_EQ(atomic_load(&task_errors), 0);
+    EXPECT_EQ(atomic_load(&torn), 0);
+    /* exact: every write section added k+1 to element k, every fetch-add 1 to element 0 */
+    long w = 0, f = 0;
+    for (int i = 0; i < iters / 4; i++) {
+        w += i % 3 == 0;
+        f += i % 3 != 0 && i % 7 == 0;
+    }
+    long v[CW];
+    EXPECT_ERR(cor_dsm_get(cobj, 0, CW, COR_LONG, v), COR_OK);
+    EXPECT_EQ(v[0], NT * (w + f));
+    EXPECT_EQ(v[5], NT * w * 6);
+    cor_dsm_stats_t st;
+    EXPECT_ERR(cor_dsm_stats_get(&st), COR_OK);
+    EXPECT_TRUE(st.section_hits > 0);
+    EXPECT_TRUE(st.recalls > 0);
+}
+
+static void test_cached_errors(void)
+{
+    cor_dsm_region_t rg, rg2;
+    cor_idp_t ho;
+    REQUIRE(cor_dsm_create("homeonly", COR_INT, 4, COR_DSM_HOME_ONLY, &ho) == COR_OK);
+    EXPECT_ERR(cor_dsm_map(ho, &rg), COR_DSM_EPROTOCOL);
+    REQUIRE(cor_dsm_map(cobj, &rg) == COR_OK);
+    REQUIRE(cor_dsm_map(cobj, &rg2) == COR_OK);
+    EXPECT_TRUE(rg == rg2);                             /* one copy per domain */
+    EXPECT_ERR(cor_dsm_end_read(rg), COR_DSM_ESECTION); /* end without start */
+    EXPECT_ERR(cor_dsm_end_write(rg), COR_DSM_ESECTION);
+    EXPECT_ERR(cor_dsm_start_read(rg), COR_OK);
+    EXPECT_ERR(cor_dsm_start_write(rg), COR_DSM_ESECTION); /* write inside read */
+    EXPECT_ERR(cor_dsm_start_read(rg), COR_DSM_ESECTION);  /* nested */
+    EXPECT_ERR(cor_dsm_end_write(rg), COR_DSM_ESECTION);   /* wrong end */
+    EXPECT_ERR(cor_dsm_flush(rg), COR_DSM_ESECTION);
+    EXPECT_ERR(cor_dsm_unmap(rg), COR_DSM_ESECTION);
+    EXPECT_ERR(cor_dsm_end_read(rg), COR_OK);
+    EXPECT_ERR(cor_dsm_start_write(NULL), COR_EBADHANDLE);
+    void *p;
+    EXPECT_ERR(cor_dsm_region_data(NULL, &p, NULL), COR_EBADHANDLE);
+    cor_dsm_req_t r;
+    EXPECT_ERR(cor_dsm_start_writeI(rg, &r), COR_OK);
+    int done = 0;
+    EXPECT_ERR(cor_dsm_test(&r, &done), COR_OK);
+    EXPECT_EQ(done, 1);
+    EXPECT_ERR(cor_dsm_end_write(rg), COR_OK);
+    EXPECT_ERR(cor_dsm_flush(rg), COR_OK); /* at the home: the copy is the object */
+    /* non-fetching adds are refused on cached objects (reported by quiet) */
+    long one = 1;
+    EXPECT_ERR(cor_dsm_add(cobj, 0, COR_LONG, &one), COR_OK);
+    EXPECT_ERR(cor_dsm_quiet(), COR_DSM_EPROTOCOL);
+    /* wrong type on an operation */
+    int i1 = 1;
+    EXPECT_ERR(cor_dsm_fetch_add(cobj, 0, COR_INT, &i1, NULL), COR_ETYPE);
+    EXPECT_ERR(cor_dsm_unmap(rg), COR_OK);
+    EXPECT_ERR(cor_dsm_unmap(rg2), COR_OK);
+    EXPECT_ERR(cor_dsm_destroy(ho), COR_OK);
+    EXPECT_ERR(cor_dsm_destroy(cobj), COR_OK);
+    EXPECT_ERR(cor_dsm_map(cobj, &rg), COR_ENOTFOUND);
+    EXPECT_TRUE(strcmp(cor_dsm_strerror(COR_DSM_ESECTION), cor_strerror(COR_EINVAL)) != 0);
+}
+
 static cor_idp_t lk;
 static long in_lock; /* touched only under the DSM lock */
 static _Atomic int inside;
@@ -362,17 +478,20 @@ int main(void)
     if (!s0 || !s) return 2;
     for (const struct ct_test *t = first; t->name; t++)
         CU_add_test(s0, t->name, t->fn);
-    static const struct ct_test tests[] = {{"init", test_init},
-                                           {"task index after init", test_task_index},
-                                           {"objects", test_objects},
-                                           {"64 MiB object", test_large},
-                                           {"atomics from 8 tasks", test_atomics},
-                                           {"locks", test_locks},
-                                           {"barrier", test_barrier},
-                                           {"death listeners", test_death_listeners},
-                                           {"stats and strerror", test_stats_strerror},
-                                           {"finalize", test_finalize},
-                                           {NULL, NULL}};
+    static const struct ct_test tests[] = {
+        {"init", test_init},
+        {"task index after init", test_task_index},
+        {"objects", test_objects},
+        {"64 MiB object", test_large},
+        {"atomics from 8 tasks", test_atomics},
+        {"cached object: sections from 8 tasks", test_cached_home},
+        {"cached object: state errors", test_cached_errors},
+        {"locks", test_locks},
+        {"barrier", test_barrier},
+        {"death listeners", test_death_listeners},
+        {"stats and strerror", test_stats_strerror},
+        {"finalize", test_finalize},
+        {NULL, NULL}};
     for (const struct ct_test *t = tests; t->name; t++)
         CU_add_test(s, t->name, t->fn);
     CU_basic_set_mode(CU_BRM_VERBOSE);

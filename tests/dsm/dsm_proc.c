@@ -9,6 +9,14 @@
  *     block put and a block get whose checksum must hold (no torn read). Then every home
  *     checks exact final values: each counter = domains x tasks x ITERS, the FIFO holds
  *     every value once and in each task's order.
+ *   dsm_proc cache DIR [-t TASKS] [-i ITERS] [-b CACHE_BYTES]
+ *     Every domain d homes cached objects "cblk.d" (512 longs: element 0 is the sum of the
+ *     others, which all move together) and "cctr.d" (counters). Each task, ITERS times, on
+ *     every domain's objects: a write section incrementing the block (checking it first), a
+ *     read section (blocking or prefetched) that must see it whole, a counter increment in a
+ *     write section, a remote fetch-add on the same cached counter (recalls copies), now and
+ *     then a get of the whole block (not torn) and a flush. The homes check exact finals.
+ *     -b sets the cache budget (0: every idle copy is evicted at once).
  *   dsm_proc lockfair DIR [-t TASKS] [-i TOTAL]
  *     All tasks of all domains take lock "F" until TOTAL acquisitions were made (counted in
  *     an object under the lock: the sum must be TOTAL exactly); prints max/min acquisitions
@@ -23,6 +31,10 @@
  *     all-domain barrier. The script kills the victim (SIGKILL) after DIR/ready.RANK marks:
  *     every survivor call must end with COR_EPEERDEAD (the lock homed at domain 0 with
  *     COR_DSM_EOWNERDEAD: granted), the survivors still work together and exit 42.
+ *     Cached objects too: the victim dies inside a write section on "kw" (homed at domain 0:
+ *     its dirty copy is lost, survivors' sections on it get COR_EPEERDEAD), inside a read
+ *     section on "kr" (a survivor's write waiting for it is granted after the death) and
+ *     inside a write section on "kh", homed at the victim (survivors' reads fail).
  *   dsm_proc bench DIR [-i ITERS]
  *     2+ domains: median and p99 of a remote fetch-add (domain 1 to domain 0, udp or gm as
  *     cor-run chose) beside the task API's 8-byte round trip, in the same run; pipelined
@@ -281,6 +293,140 @@ static void run_mix(void)
     CHECK(cor_dsm_destroy(blob[rank]));
 }
 
+/* ---- cache ---- */
+
+#define CB 512 /* longs per cached block: [0] the sum of the others, which all move together */
+static cor_idp_t *cblk, *cctr;
+static long cache_bytes = -1;
+
+static int cblk_check(const long *v)
+{
+    long sum = 0;
+    for (int k = 1; k < CB; k++) {
+        if (v[k] != v[1]) return 0;
+        sum += v[k];
+    }
+    return sum == v[0];
+}
+
+static int cache_task(void *arg)
+{
+    int k = (int)(intptr_t)arg;
+    cor_dsm_region_t *rb = calloc((size_t)ndom, sizeof *rb), *rc = calloc((size_t)ndom, sizeof *rc);
+    long *in = malloc(CB * sizeof *in);
+    if (!rb || !rc || !in) return 1;
+    for (int d = 0; d < ndom; d++) {
+        CHECK(cor_dsm_map(cblk[d], &rb[d]));
+        CHECK(cor_dsm_map(cctr[d], &rc[d]));
+    }
+    long one = 1, old;
+    for (long i = 0; i < iters; i++) {
+        for (int j = 0; j < ndom; j++) {
+            int d = (rank + k + j) % ndom;
+            long *v = NULL, *c = NULL;
+            CHECK(cor_dsm_region_data(rb[d], (void **)&v, NULL));
+            CHECK(cor_dsm_region_data(rc[d], (void **)&c, NULL));
+            /* a write section: every element moves, the sum follows */
+            CHECK(cor_dsm_start_write(rb[d]));
+            if (!cblk_check(v)) fail("torn block cblk.%d at write start", d);
+            for (int e = 1; e < CB; e++)
+                v[e]++;
+            v[0] += CB - 1;
+            CHECK(cor_dsm_end_write(rb[d]));
+            /* a read section, blocking or prefetched */
+            if ((i + k) % 2) {
+                CHECK(cor_dsm_start_read(rb[d]));
+            } else {
+                cor_dsm_req_t r;
+                CHECK(cor_dsm_start_readI(rb[d], &r));
+                CHECK(cor_dsm_wait(&r));
+            }
+            if (!cblk_check(v)) fail("torn read of cblk.%d", d);
+            CHECK(cor_dsm_end_read(rb[d]));
+            /* a counter under a write section, another by remote fetch-add (recalls) */
+            CHECK(cor_dsm_start_write(rc[d]));
+            c[0]++;
+            CHECK(cor_dsm_end_write(rc[d]));
+            CHECK(cor_dsm_fetch_add(cctr[d], 1, COR_LONG, &one, &old));
+            /* a get of the whole block: recalls the write copy, must not be torn */
+            if ((i + k) % 4 == 0) {
+                CHECK(cor_dsm_get(cblk[d], 0, CB, COR_LONG, in));
+                if (!cblk_check(in)) fail("torn get of cblk.%d", d);
+            }
+            if ((i + k) % 5 == 0) CHECK(cor_dsm_flush(rb[d]));
+        }
+    }
+    for (int d = 0; d < ndom; d++) {
+        CHECK(cor_dsm_unmap(rb[d]));
+        CHECK(cor_dsm_unmap(rc[d]));
+    }
+    free(rb);
+    free(rc);
+    free(in);
+    return 0;
+}
+
+static void run_cache(void)
+{
+    cblk = calloc((size_t)ndom, sizeof *cblk);
+    cctr = calloc((size_t)ndom, sizeof *cctr);
+    if (cache_bytes >= 0) CHECK(cor_dsm_set_cache_bytes((size_t)cache_bytes));
+    long per = (long)ndom * ntasks * iters;
+    char name[COR_NAME_MAX];
+    snprintf(name, sizeof name, "cblk.%d", rank);
+    CHECK(cor_dsm_create(name, COR_LONG, CB, COR_DSM_CACHED, &cblk[rank]));
+    snprintf(name, sizeof name, "cctr.%d", rank);
+    CHECK(cor_dsm_create(name, COR_LONG, 4, COR_DSM_CACHED, &cctr[rank]));
+    CHECK(cor_dsm_barrier_create("all", COR_IDP_NULL, 1, &all_bar));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    for (int d = 0; d < ndom; d++) {
+        cblk[d] = lookup_n("cblk", d);
+        cctr[d] = lookup_n("cctr", d);
+    }
+    double t0 = now();
+    spawn_all(cache_task);
+    double el = now() - t0;
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    long c[4], *v = malloc(CB * sizeof *v);
+    CHECK(cor_dsm_get(cctr[rank], 0, 4, COR_LONG, c));
+    if (c[0] != per || c[1] != per)
+        fail("cctr.%d = %ld (sections), %ld (fetch-adds), expected %ld", rank, c[0], c[1], per);
+    CHECK(cor_dsm_get(cblk[rank], 0, CB, COR_LONG, v));
+    if (!cblk_check(v) || v[1] != per) fail("cblk.%d[1] = %ld, expected %ld", rank, v[1], per);
+    free(v);
+    cor_dsm_stats_t s;
+    CHECK(cor_dsm_stats_get(&s));
+    printf("domain %d: %s cache: %ld write+read sections on each of %d blocks and %ld counter "
+           "sections and fetch-adds from %d tasks per domain in %.2f s; hits %llu, misses %llu, "
+           "invalidations %llu, recalls %llu, evictions %llu, dropped %llu\n",
+           rank, atomic_load(&failures) ? "FAIL" : "PASS", per, ndom, per, ntasks, el,
+           (unsigned long long)s.section_hits, (unsigned long long)s.section_misses,
+           (unsigned long long)s.invalidations, (unsigned long long)s.recalls,
+           (unsigned long long)s.evictions, (unsigned long long)s.requests_dropped);
+    if (s.requests_dropped) fail("%llu requests dropped", (unsigned long long)s.requests_dropped);
+    if (cache_bytes == 0 && s.evictions == 0 && ndom > 1) fail("a budget of 0 evicted nothing");
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    CHECK(cor_dsm_destroy(cblk[rank]));
+    CHECK(cor_dsm_destroy(cctr[rank]));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    /* the copies other domains still hold are invalidated: their next section is refused */
+    if (ndom > 1) {
+        int d = (rank + 1) % ndom, err = COR_OK;
+        cor_dsm_region_t rg;
+        CHECK(cor_dsm_map(cblk[d], &rg)); /* the domain's copy is still known here */
+        for (int i = 0; i < 500; i++) {
+            err = cor_dsm_start_read(rg);
+            if (err) break;
+            CHECK(cor_dsm_end_read(rg));
+            usleep(10000);
+        }
+        if (err != COR_ENOTFOUND)
+            fail("a section on destroyed cblk.%d: %s, expected COR_ENOTFOUND", d,
+                 cor_dsm_strerror(err));
+        CHECK(cor_dsm_unmap(rg));
+    }
+}
+
 /* ---- lockfair ---- */
 
 static cor_idp_t lockF, fctr;
@@ -415,8 +561,10 @@ static void run_barrier(void)
 /* ---- kill ---- */
 
 static cor_idp_t vobj, vlock, hlock, d0obj;
+static cor_idp_t kw, kr, kh; /* cached: written by the victim, read by it, homed at it */
 static cor_dsm_barrier_t kbar;
 static int victim;
+#define KILL_KINDS 7
 static _Atomic int ready_tasks;
 static int want_ready;
 
@@ -451,13 +599,22 @@ static void expect_err(const char *what, int got, int want, double t0)
 
 static int kill_task(void *arg)
 {
-    int k = (int)(intptr_t)arg % 4;
+    int k = (int)(intptr_t)arg % KILL_KINDS;
     double t0 = now();
+    cor_dsm_region_t rg = NULL;
+    if (k >= 4) CHECK(cor_dsm_map(k == 4 ? kw : k == 5 ? kr : kh, &rg));
     if (rank == victim) {
         if (k == 0) {
             CHECK(cor_dsm_lock(vlock));
             CHECK(cor_dsm_lock(hlock));
         }
+        if (k == 4 || k == 6) { /* dies inside a write section: its copy is dirty */
+            CHECK(cor_dsm_start_write(rg));
+            long *p = NULL;
+            CHECK(cor_dsm_region_data(rg, (void **)&p, NULL));
+            p[0] = 42;
+        }
+        if (k == 5) CHECK(cor_dsm_start_read(rg)); /* dies inside a read section */
         task_ready();
         for (;;)
             pause(); /* killed here */
@@ -498,26 +655,61 @@ static int kill_task(void *arg)
         err = cor_dsm_barrier_wait(kbar);
         expect_err("barrier with a dead member", err, COR_EPEERDEAD, t0);
         break;
+    case 4: /* a write section on an object whose dirty copy dies with the victim */
+        task_ready();
+        err = cor_dsm_start_write(rg);
+        expect_err("write section on a copy that died dirty", err, COR_EPEERDEAD, t0);
+        if (!err) CHECK(cor_dsm_end_write(rg));
+        expect_err("read section on it afterwards", cor_dsm_start_read(rg), COR_EPEERDEAD, t0);
+        break;
+    case 5: /* a write section waiting for the victim's read section: the death releases it */
+        task_ready();
+        err = cor_dsm_start_write(rg);
+        atomic_fetch_add(&ticks, 1);
+        if (err) {
+            fail("write section after a reader died: %s", cor_dsm_strerror(err));
+        } else {
+            long *p = NULL;
+            CHECK(cor_dsm_region_data(rg, (void **)&p, NULL));
+            p[0]++;
+            CHECK(cor_dsm_end_write(rg));
+            printf("domain %d: write section after a reader died -> granted after %.2f s\n", rank,
+                   now() - t0);
+        }
+        break;
+    case 6: /* a read section on an object homed at the victim, write-held there */
+        task_ready();
+        err = cor_dsm_start_read(rg);
+        expect_err("read section homed at the dead domain", err, COR_EPEERDEAD, t0);
+        if (!err) CHECK(cor_dsm_end_read(rg));
+        break;
     }
+    if (rg) CHECK(cor_dsm_unmap(rg));
     return 0;
 }
 
 static int run_kill(void)
 {
     victim = ndom - 1;
-    if (ntasks < 4) ntasks = 4;
+    if (ntasks < KILL_KINDS) ntasks = KILL_KINDS;
     want_ready = ntasks;
     if (rank == victim) CHECK(cor_dsm_create("vobj", COR_LONG, 4, COR_DSM_HOME_ONLY, &vobj));
     if (rank == 0) CHECK(cor_dsm_create("d0obj", COR_LONG, 4, COR_DSM_HOME_ONLY, &d0obj));
+    if (rank == 0) CHECK(cor_dsm_create("kw", COR_LONG, 4, COR_DSM_CACHED, &kw));
+    if (rank == 0) CHECK(cor_dsm_create("kr", COR_LONG, 4, COR_DSM_CACHED, &kr));
+    if (rank == victim) CHECK(cor_dsm_create("kh", COR_LONG, 4, COR_DSM_CACHED, &kh));
     CHECK(cor_dsm_barrier_create("all", COR_IDP_NULL, 1, &all_bar));
     /* survivors' kill_task 3 (one per survivor domain) wait in kbar */
     int kb_local = 0;
     for (int i = 0; i < ntasks; i++)
-        kb_local += i % 4 == 3;
+        kb_local += i % KILL_KINDS == 3;
     CHECK(cor_dsm_barrier_create("kbar", COR_IDP_NULL, kb_local, &kbar));
     CHECK(cor_dsm_barrier_wait(all_bar));
     vobj = lookup("vobj");
     d0obj = lookup("d0obj");
+    kw = lookup("kw");
+    kr = lookup("kr");
+    kh = lookup("kh");
     char hname[COR_NAME_MAX];
     vlock = lock_at("vlock", victim, vlock_name);
     hlock = lock_at("hlock", 0, hname);
@@ -553,6 +745,13 @@ static int run_kill(void)
         usleep(10000);
     }
     if (v != 100L * (ndom - 1)) fail("survivors' counter %ld, expected %ld", v, 100L * (ndom - 1));
+    /* the object the dead reader held is whole: one increment per surviving domain */
+    long w = 0;
+    for (int i = 0; i < 600 && w < ndom - 1; i++) {
+        CHECK(cor_dsm_get(kr, 0, 1, COR_LONG, &w));
+        usleep(10000);
+    }
+    if (w != ndom - 1) fail("kr[0] = %ld after the reader's death, expected %d", w, ndom - 1);
     printf("domain %d: %s kill\n", rank, atomic_load(&failures) ? "FAIL" : "PASS");
     fflush(stdout);
     return atomic_load(&failures) ? 1 : PASS_KILLED;
@@ -566,11 +765,157 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static double R_med; /* the task API's round trip in this run, for ratios */
+
 static void stats(const char *what, double *v, long n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
-    printf("domain %d: %-44s median %7.2f us  p99 %7.2f us  (n=%ld)\n", rank, what, v[n / 2] * 1e6,
+    printf("domain %d: %-44s median %7.2f us  p99 %7.2f us  (n=%ld)", rank, what, v[n / 2] * 1e6,
            v[n * 99 / 100] * 1e6, n);
+    if (R_med > 0) printf("  = %.2f R", v[n / 2] / R_med);
+    printf("\n");
+}
+
+/* Nanosecond-scale pairs: timed in batches of 1000, median and p99 of the batch means. */
+static void stats_ns(const char *what, double *v, long batches)
+{
+    qsort(v, (size_t)batches, sizeof *v, cmp_double);
+    printf("domain %d: %-44s median %7.1f ns  p99 %7.1f ns  (%ld x 1000)\n", rank, what,
+           v[batches / 2] * 1e9, v[batches * 99 / 100] * 1e9, batches);
+}
+
+/* Token exchange between the main tasks of domains 0 and 1 (not timed). */
+static void token(cor_idp_t peer, int send_first)
+{
+    long t = 0;
+    if (send_first) CHECK(cor_send(peer, COR_CTX_WORLD, 6, COR_BYTE, &t, 8));
+    CHECK(cor_recv(peer, COR_CTX_WORLD, 6, COR_BYTE, &t, 8, NULL));
+    if (!send_first) CHECK(cor_send(peer, COR_CTX_WORLD, 6, COR_BYTE, &t, 8));
+}
+
+/* 3+ domains: a write at domain 1 (home 0) invalidating k readers at domains 2..k+1. Each
+ * round the readers take a read section and tell the writer (tokens between main tasks, not
+ * timed); the writer times its write section; then it releases the readers. */
+static void bench_inval(double *v, long n)
+{
+    cor_idp_t ob = COR_IDP_NULL;
+    if (rank == 0) CHECK(cor_dsm_create("ibench", COR_LONG, 8, COR_DSM_CACHED, &ob));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    ob = lookup("ibench");
+    cor_dsm_region_t rg;
+    CHECK(cor_dsm_map(ob, &rg));
+    unsigned me = cor_idp_index(cor_task_self());
+    for (int k = 1; k + 1 < ndom; k++) {
+        CHECK(cor_dsm_barrier_wait(all_bar));
+        long t = 0;
+        for (long i = -n / 10; i < n; i++) {
+            if (rank >= 2 && rank <= k + 1) {
+                CHECK(cor_dsm_start_read(rg));
+                CHECK(cor_dsm_end_read(rg));
+                CHECK(cor_send(cor_task_idp(1, me), COR_CTX_WORLD, 8, COR_BYTE, &t, 8));
+                CHECK(cor_recv(cor_task_idp(1, me), COR_CTX_WORLD, 9, COR_BYTE, &t, 8, NULL));
+            } else if (rank == 1) {
+                for (int r = 0; r < k; r++)
+                    CHECK(cor_recv(COR_ANY_SOURCE, COR_CTX_WORLD, 8, COR_BYTE, &t, 8, NULL));
+                double t0 = now();
+                CHECK(cor_dsm_start_write(rg));
+                CHECK(cor_dsm_end_write(rg));
+                if (i >= 0) v[i] = now() - t0;
+                for (int r = 0; r < k; r++)
+                    CHECK(cor_send(cor_task_idp(2 + r, me), COR_CTX_WORLD, 9, COR_BYTE, &t, 8));
+            }
+        }
+        if (rank == 1) {
+            char what[64];
+            snprintf(what, sizeof what, "write at a 3rd domain invalidating %d reader%s", k,
+                     k > 1 ? "s" : "");
+            stats(what, v, n);
+        }
+    }
+    CHECK(cor_dsm_unmap(rg));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank == 0) CHECK(cor_dsm_destroy(ob));
+}
+
+/* The cached protocol and locks, each beside R (domains 0 and 1). */
+static void bench_cached(cor_idp_t peer, double *v, long n)
+{
+    cor_idp_t cb = COR_IDP_NULL, lk;
+    char lname[COR_NAME_MAX];
+    if (rank == 0) CHECK(cor_dsm_create("cbench", COR_LONG, 8, COR_DSM_CACHED, &cb));
+    lk = lock_at("benchlock", 0, lname);
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    cb = lookup("cbench");
+    cor_dsm_region_t rg;
+    CHECK(cor_dsm_map(cb, &rg));
+    long batches = n / 50 > 100 ? n / 50 : 100;
+    if (rank == 1) {
+        /* read hit: start + end on a valid copy, beside a pthread_rwlock read lock/unlock */
+        CHECK(cor_dsm_start_read(rg));
+        CHECK(cor_dsm_end_read(rg));
+        for (long b = 0; b < batches; b++) {
+            double t = now();
+            for (int i = 0; i < 1000; i++) {
+                CHECK(cor_dsm_start_read(rg));
+                CHECK(cor_dsm_end_read(rg));
+            }
+            v[b] = (now() - t) / 1000;
+        }
+        stats_ns("read section hit (start+end)", v, batches);
+        double hit = v[batches / 2];
+        pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+        for (long b = 0; b < batches; b++) {
+            double t = now();
+            for (int i = 0; i < 1000; i++) {
+                pthread_rwlock_rdlock(&rw);
+                pthread_rwlock_unlock(&rw);
+            }
+            v[b] = (now() - t) / 1000;
+        }
+        stats_ns("pthread_rwlock read lock+unlock", v, batches);
+        printf("domain %d: read hit / rwlock = %.2f\n", rank, hit / v[batches / 2]);
+        /* read miss, 64 B: the copy is flushed (not timed), the next read fetches it */
+        for (long i = -n / 10; i < n; i++) {
+            CHECK(cor_dsm_flush(rg));
+            double t = now();
+            CHECK(cor_dsm_start_read(rg));
+            CHECK(cor_dsm_end_read(rg));
+            if (i >= 0) v[i] = now() - t;
+        }
+        stats("read miss, 64 B (flushed copy)", v, n);
+    }
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    /* a write at the home invalidating one reader (domain 1 reads first, each time) */
+    if (rank <= 1) {
+        long m = n;
+        for (long i = -m / 10; i < m; i++) {
+            if (rank == 1) {
+                CHECK(cor_dsm_start_read(rg));
+                CHECK(cor_dsm_end_read(rg));
+                token(peer, 1);
+            } else {
+                token(peer, 0);
+                double t = now();
+                CHECK(cor_dsm_start_write(rg));
+                CHECK(cor_dsm_end_write(rg));
+                if (i >= 0) v[i] = now() - t;
+            }
+        }
+        if (rank == 0) stats("write at the home invalidating 1 reader", v, m);
+    }
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank == 1) {
+        for (long i = -n / 10; i < n; i++) {
+            double t = now();
+            CHECK(cor_dsm_lock(lk));
+            CHECK(cor_dsm_unlock(lk));
+            if (i >= 0) v[i] = now() - t;
+        }
+        stats("remote lock acquire+release, uncontended", v, n);
+    }
+    CHECK(cor_dsm_unmap(rg));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank == 0) CHECK(cor_dsm_destroy(cb));
 }
 
 static _Atomic int computing;
@@ -609,8 +954,16 @@ static void run_bench(void)
             }
             if (i >= 0) v[i] = now() - t;
         }
-        if (rank == 1) stats("task API 8 B round trip (R)", v, n);
+        if (rank == 1) {
+            stats("task API 8 B round trip (R)", v, n);
+            R_med = v[n / 2];
+        }
+        CHECK(cor_send(peer, COR_CTX_WORLD, 7, COR_BYTE, &R_med, 8)); /* both know R */
+        CHECK(cor_recv(peer, COR_CTX_WORLD, 7, COR_BYTE, &buf, 8, NULL));
+        if (rank == 0) memcpy(&R_med, &buf, 8);
     }
+    bench_cached(peer, v, n);
+    if (ndom >= 3) bench_inval(v, n);
     CHECK(cor_dsm_barrier_wait(all_bar));
     if (rank == 1) {
         for (long i = -n / 10; i < n; i++) {
@@ -666,12 +1019,16 @@ static void run_bench(void)
             cor_task_join(ct[i], NULL);
     }
     CHECK(cor_dsm_barrier_wait(all_bar));
-    double t = now();
-    for (long i = 0; i < n; i++)
+    for (long i = -n / 10; i < n; i++) {
+        double t = now();
         CHECK(cor_dsm_barrier_wait(all_bar));
-    if (rank == 0)
-        printf("domain %d: dsm barrier over %d domains: %.2f us each (mean of %ld)\n", rank, ndom,
-               (now() - t) / (double)n * 1e6, n);
+        if (i >= 0) v[i] = now() - t;
+    }
+    if (rank == 0) {
+        char what[64];
+        snprintf(what, sizeof what, "dsm barrier over %d domains", ndom);
+        stats(what, v, n);
+    }
     printf("domain %d: %s bench\n", rank, atomic_load(&failures) ? "FAIL" : "PASS");
     CHECK(cor_dsm_barrier_wait(all_bar));
     if (rank == 0) CHECK(cor_dsm_destroy(bobj));
@@ -681,8 +1038,8 @@ static void run_bench(void)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: dsm_proc mix|lockfair|barrier|kill|bench DIR [-t TASKS] "
-                        "[-i ITERS] [-f RATIO]\n");
+        fprintf(stderr, "usage: dsm_proc mix|cache|lockfair|barrier|kill|bench DIR "
+                        "[-t TASKS] [-i ITERS] [-f RATIO] [-b CACHE_BYTES]\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -694,6 +1051,8 @@ int main(int argc, char **argv)
             iters = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "-f"))
             max_ratio = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "-b"))
+            cache_bytes = atol(argv[i + 1]);
     }
     if (ntasks < 1 || ntasks > 256 || iters < 1) return 2;
     int rc = cor_init(&argc, &argv);
@@ -723,6 +1082,8 @@ int main(int argc, char **argv)
     pthread_detach(wd);
     if (!strcmp(mode, "mix"))
         run_mix();
+    else if (!strcmp(mode, "cache"))
+        run_cache();
     else if (!strcmp(mode, "lockfair"))
         run_lockfair();
     else if (!strcmp(mode, "barrier"))

@@ -3,12 +3,57 @@
  * dsm_rep_decode and dsm_info_decode must refuse them or give fields that hold together
  * (lengths inside the buffer, data length what the op demands), and an accepted request must
  * be applied to an object without reading or writing outside it, and re-encode to the same
- * bytes. Built and run by dsm/run-fuzz.sh.
+ * bytes. Cached-protocol messages are fed to a home directory of 8 domains (the sender taken
+ * from the id), which must keep its invariants (one owner, or readers; a round waits only
+ * for holders). Built and run by dsm/run-fuzz.sh.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "dsm_internal.h"
+
+static bool f_inv(void *ctx, int dom, uint32_t seq, bool wb)
+{
+    (void)ctx, (void)seq, (void)wb;
+    return dom == 0; /* the home's own copy goes at once */
+}
+static void f_grant(void *ctx, const struct dsm_dreq *r, bool data, int status)
+{
+    (void)ctx, (void)r, (void)data, (void)status;
+}
+static const struct dsm_dir_cb f_cb = {f_inv, f_grant};
+
+static void feed_dir(const struct dsm_req *r)
+{
+    static struct dsm_dir d;
+    static bool ready;
+    if (!ready && dsm_dir_init(&d, 8, 0, &f_cb, NULL) == COR_OK) ready = true;
+    if (!ready) return;
+    int from = (int)(r->id % 8);
+    if (r->op == DSM_OP_C_REQ) {
+        struct dsm_dreq q = {.who = from,
+                             .mode = (uint8_t)(r->flags & DSM_CF_MODE),
+                             .have_copy = (r->flags & DSM_CF_HAVE) != 0,
+                             .kind = r->offset & 1 ? DSM_DREQ_OP : DSM_DREQ_SECTION};
+        if (q.kind == DSM_DREQ_OP) q.who = 0;
+        dsm_dir_request(&d, &q);
+    } else if (r->op == DSM_OP_C_ACK) {
+        dsm_dir_ack(&d, from, (uint32_t)r->offset);
+    } else if (r->op == DSM_OP_C_FLUSH) {
+        dsm_dir_release(&d, from);
+    } else if (r->op == DSM_OP_C_INV && r->offset == 0xdead) {
+        dsm_dir_peer_dead(&d, from);
+    }
+    int readers = 0;
+    for (int i = 0; i < 8; i++)
+        readers += dsm_dir_holds(&d, i) == DSM_MODE_READ;
+    if (d.owner >= 0 && readers) abort();
+    if (d.busy != (d.nwait > 0)) abort(); /* callbacks run inside: no round without waiters */
+    if (d.len > 1u << 20) {               /* bound the fuzzer's memory: start over */
+        dsm_dir_free(&d);
+        ready = false;
+    }
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -22,6 +67,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         unsigned char *again = malloc(size);
         if (!again || dsm_req_encode(again, size, &r) != size || memcmp(again, data, size)) abort();
         free(again);
+        if (r.op >= DSM_OP_C_REQ && r.op <= DSM_OP_C_FLUSH) feed_dir(&r);
+        if (r.op == DSM_OP_ADDV) { /* every entry well formed or refused, applied in bounds */
+            long mem[16] = {0};
+            for (size_t i = 0; i < r.count; i++) {
+                struct dsm_req a;
+                if (dsm_addv_get(&r, i, &a) != COR_OK) break;
+                if (a.data_len != cor_type_size((cor_type_t)a.type) || a.data_len > 8) abort();
+                struct dsm_obj o = {.type = (cor_type_t)a.type,
+                                    .tsize = a.data_len,
+                                    .count = sizeof mem / a.data_len,
+                                    .data = (void *)mem};
+                dsm_obj_apply(&o, &a, NULL, NULL);
+            }
+        }
         /* apply to a small object of the request's type, as a home would */
         size_t ts = cor_type_size((cor_type_t)r.type);
         if (ts && r.op >= DSM_OP_GET && r.op <= DSM_OP_ADD) {

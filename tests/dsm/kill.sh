@@ -1,6 +1,9 @@
 #!/bin/sh
 # kill -9 of a DSM home (3 domains, over udp and over gm on tcp): the victim homes an object
-# and a lock, and holds that lock and one homed at domain 0. The survivors' fetch-adds on the
+# and a lock, and holds that lock and one homed at domain 0; it also dies inside a write
+# section on a cached object homed at domain 0 (its dirty copy is lost: survivors' sections
+# fail with COR_EPEERDEAD), inside a read section on another (a survivor's write waiting for
+# it is granted) and inside a write section on a cached object it homes (reads fail). The survivors' fetch-adds on the
 # victim's object, their wait for its lock and their all-domain barrier must end with
 # COR_EPEERDEAD, the lock homed at domain 0 must pass to exactly one survivor with
 # COR_DSM_EOWNERDEAD, new operations toward the victim fail at once, the survivors still work
@@ -15,7 +18,7 @@ kill_run() { # TAG ROUTE [env assignments...]
     tag=$1 route=$2
     shift 2
     rm -f "$WORK"/pid.* "$WORK"/ready.*
-    run_bg $tag env "$@" timeout 120 "$CORRUN" -n 3 --route $route --grace $LIMIT "$P" kill "$WORK" -t 4
+    run_bg $tag env "$@" timeout 120 "$CORRUN" -n 3 --route $route --grace $LIMIT "$P" kill "$WORK" -t 7
     for r in 0 1 2; do
         wait_file "$WORK/ready.$r" 60 || { show $tag; die "$tag: domain $r never got ready"; }
     done
@@ -33,10 +36,14 @@ kill_run() { # TAG ROUTE [env assignments...]
         grep -q "domain $r (pid [0-9]*) exited with status 42" "$WORK/$tag.err" ||
             die "$tag: survivor $r did not exit by itself with status 42"
         for what in "fetch-add on the dead home's object" "lock homed at the dead domain" \
-            "barrier with a dead member" "a new fetch-add on the dead home"; do
+            "barrier with a dead member" "a new fetch-add on the dead home" \
+            "write section on a copy that died dirty" "read section on it afterwards" \
+            "read section homed at the dead domain"; do
             grep -q "^domain $r: $what -> peer domain died" "$WORK/$tag.out" ||
                 die "$tag: survivor $r: '$what' did not fail with COR_EPEERDEAD"
         done
+        grep -q "^domain $r: write section after a reader died -> granted" "$WORK/$tag.out" ||
+            die "$tag: survivor $r: a write waiting for a dead reader was not granted"
     done
     n=$(grep -c "lock held by the dead domain -> lock acquired, but its previous holder" "$WORK/$tag.out")
     [ "$n" = 1 ] || die "$tag: $n survivors were told the lock's holder died, expected 1"

@@ -1,7 +1,8 @@
 #!/bin/sh
 # libcordsm across real domains (dsm_proc under cor-run): the mixed workload on 2 and 4
 # domains x 8 tasks over udp and gm (exact counters, FIFO complete and ordered per task, no
-# torn block), the same on 2 domains over udp under the fault injector (5% drop), FIFO lock
+# torn block), cached objects under sections mixed with remote operations (2 and 4 domains,
+# and with a cache budget of 0), both on 2 domains over udp under the fault injector (5% drop), FIFO lock
 # fairness on 4 domains x 2 tasks, barriers (all domains, and a logical domain's subset).
 # COR_TEST_SCALE=small: fewer tasks and operations (sanitizer builds).
 . "$(dirname "$0")/../proc/common.sh"
@@ -9,9 +10,9 @@ P=$B/tests/dsm/dsm_proc
 [ -x "$P" ] || die "dsm_proc not built"
 unset GM_NODES GM_NODE_MAP GM_NODE_ID GM_PROVIDER GM_SHM_NAMESPACE COR_ROUTES
 if [ $SMALL = 1 ]; then
-    T=4 I2=40 I4=10 FAIR=1000 EPS=100 LIMIT=300
+    T=4 I2=40 I4=10 FAIR=1000 EPS=100 LIMIT=300 C2=60 C4=15
 else
-    T=8 I2=200 I4=40 FAIR=4000 EPS=300 LIMIT=120
+    T=8 I2=200 I4=40 FAIR=4000 EPS=300 LIMIT=120 C2=300 C4=60
 fi
 
 # run TAG N MODE ROUTE [dsm_proc options...]: every domain must print PASS, cor-run exit 0.
@@ -31,6 +32,10 @@ for route in udp gm; do
     run mix2$route 2 mix $route -t $T -i $I2
     say "$route: mix, 4 domains x $T tasks x $I4 rounds"
     run mix4$route 4 mix $route -t $T -i $I4
+    say "$route: cached objects, 2 domains x $T tasks x $C2 rounds (sections + operations)"
+    run cache2$route 2 cache $route -t $T -i $C2
+    say "$route: cached objects, 4 domains x $T tasks x $C4 rounds"
+    run cache4$route 4 cache $route -t $T -i $C4
     say "$route: lock fairness, 4 domains x 2 tasks, $FAIR acquisitions (max/min <= 1.1)"
     run fair$route 4 lockfair $route -t 2 -i $FAIR -f 1.1
     say "$route: barriers, 4 domains x 4 tasks, $EPS episodes; then the even domains"
@@ -38,8 +43,13 @@ for route in udp gm; do
     say "$route: barriers, 3 domains x 2 tasks (not a power of 2)"
     run bar3$route 3 barrier $route -t 2 -i $EPS
 done
+say "gm: cached objects with a cache budget of 0 (every idle copy evicted), 2 domains"
+run cache0 2 cache gm -t $T -i $C2 -b 0
 say "udp with 5% of the datagrams dropped: mix, 2 domains x $T tasks"
 COR_UDP_FAULTS="drop=0.05,seed=11" COR_UDP_STATS=1 run lossy 2 mix udp -t $T -i $((I2 / 4))
 grep -q "retransmits [1-9]" "$WORK/lossy.err" || { show lossy; die "no retransmission counted: were the faults injected?"; }
 grep "retransmits" "$WORK/lossy.err" | head -2 | sed 's/^/  /'
+say "udp with 5% of the datagrams dropped: cached objects, 2 domains x $T tasks"
+COR_UDP_FAULTS="drop=0.05,seed=12" COR_UDP_STATS=1 run lossyc 2 cache udp -t $T -i $((C2 / 3))
+grep -q "retransmits [1-9]" "$WORK/lossyc.err" || { show lossyc; die "no retransmission counted: were the faults injected?"; }
 say "PASS"

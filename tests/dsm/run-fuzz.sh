@@ -20,11 +20,15 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 src="$top/cor/dsm"
 "$cc" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -D_GNU_SOURCE -I"$top/include" -I"$top/cor/core" -I"$src" "$here/fuzz_req.c" \
-    "$src/dsm_wire.c" "$src/dsm_obj.c" "$top/cor/core/idp.c" -o "$tmp/fuzz_req"
+    "$src/dsm_wire.c" "$src/dsm_obj.c" "$src/dsm_dir.c" "$top/cor/core/idp.c" -o "$tmp/fuzz_req"
 mkdir -p "$tmp/corpus"
-# Seeds: a valid PUT of 2 ints and a valid DIR_GET of "ab", so the fuzzer starts past the magic.
+# Seeds: a valid PUT of 2 ints and a valid DIR_GET of "ab", so the fuzzer starts past the magic,
 printf 'CDS1\002\003\000\000\001\000\000\000\000\000\000\000\005\000\000\000\000\000\000\000\001\000\000\000\000\000\000\000\002\000\000\000\000\000\000\000\007\000\000\000\010\000\000\000' >"$tmp/corpus/put"
 printf 'CDS1\013\000\002\000\001\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000ab' >"$tmp/corpus/dirget"
+# and a cached-protocol read request (C_REQ, flags = read), so the directory is reached.
+printf 'CDS1\022\003\000\000\001\000\000\000\001\000\000\000\005\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000' >"$tmp/corpus/creq"
+# and a batch of one add (ADDV).
+printf 'CDS1\027\000\000\000\001\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\001\000\000\000\000\000\000\000\005\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\003\000\000\000\000\000\000\000\001\000\000\000\000\000\000\000' >"$tmp/corpus/addv"
 cd "$tmp"
 "$tmp/fuzz_req" -max_total_time="$secs" -max_len=4096 -rss_limit_mb=2048 -print_final_stats=1 \
     "$tmp/corpus" >"$tmp/log" 2>&1 || {

@@ -92,6 +92,121 @@ static void test_req_truncated(void)
 }
 
 /* Field by field: each bad value is refused. */
+/* The cached protocol's messages: flags and data lengths checked per op. */
+static void test_req_cached(void)
+{
+    unsigned char buf[256];
+    long copy[4] = {1, 2, 3, 4};
+    struct dsm_req d;
+    struct dsm_req g = {.op = DSM_OP_C_GRANT,
+                        .type = COR_LONG,
+                        .flags = DSM_MODE_WRITE,
+                        .obj = 77,
+                        .count = 4,
+                        .data = copy,
+                        .data_len = sizeof copy};
+    size_t n = enc(buf, sizeof buf, &g);
+    EXPECT_EQ(n, DSM_REQ_HDR + sizeof copy);
+    EXPECT_ERR(dsm_req_decode(buf, n, &d), COR_OK);
+    EXPECT_EQ(d.flags, DSM_MODE_WRITE);
+    EXPECT_EQ(memcmp(d.data, copy, sizeof copy), 0);
+    EXPECT_ERR(dsm_req_decode(buf, n - 8, &d), COR_EPROTO); /* a copy cut short */
+    g.count = 0, g.data = NULL, g.data_len = 0;             /* a grant without data (an upgrade) */
+    EXPECT_EQ(enc(buf, sizeof buf, &g), DSM_REQ_HDR);
+    g.flags = 3; /* no such mode */
+    EXPECT_EQ(enc(buf, sizeof buf, &g), 0);
+    g.flags = 8u << DSM_CF_ERR_SHIFT; /* refused: no mode */
+    EXPECT_EQ(enc(buf, sizeof buf, &g), DSM_REQ_HDR);
+    g.flags |= DSM_MODE_READ;
+    EXPECT_EQ(enc(buf, sizeof buf, &g), 0);
+    struct dsm_req q = {
+        .op = DSM_OP_C_REQ, .type = COR_LONG, .flags = DSM_MODE_WRITE | DSM_CF_HAVE};
+    EXPECT_EQ(enc(buf, sizeof buf, &q), DSM_REQ_HDR);
+    q.flags = DSM_MODE_NONE;
+    EXPECT_EQ(enc(buf, sizeof buf, &q), 0);
+    q.flags = DSM_MODE_READ | 0x100;
+    EXPECT_EQ(enc(buf, sizeof buf, &q), 0);
+    q.flags = DSM_MODE_READ, q.count = 1; /* a request carries no data */
+    EXPECT_EQ(enc(buf, sizeof buf, &q), 0);
+    struct dsm_req i = {
+        .op = DSM_OP_C_INV, .type = COR_LONG, .flags = DSM_CF_WRITEBACK, .offset = 9};
+    EXPECT_EQ(enc(buf, sizeof buf, &i), DSM_REQ_HDR);
+    i.flags = 2;
+    EXPECT_EQ(enc(buf, sizeof buf, &i), 0);
+    struct dsm_req a = {.op = DSM_OP_C_ACK,
+                        .type = COR_LONG,
+                        .offset = 9,
+                        .count = 4,
+                        .data = copy,
+                        .data_len = sizeof copy};
+    EXPECT_EQ(enc(buf, sizeof buf, &a), DSM_REQ_HDR + sizeof copy);
+    a.flags = 1;
+    EXPECT_EQ(enc(buf, sizeof buf, &a), 0);
+    a.flags = 0, a.op = DSM_OP_C_FLUSH;
+    EXPECT_EQ(enc(buf, sizeof buf, &a), DSM_REQ_HDR + sizeof copy);
+    a.data_len = 8;
+    EXPECT_EQ(enc(buf, sizeof buf, &a), 0);
+    /* objects registered as cached */
+    struct dsm_req p = {.op = DSM_OP_DIR_PUT,
+                        .type = COR_LONG,
+                        .flags = COR_DSM_CACHED,
+                        .count = 4,
+                        .name = "x",
+                        .name_len = 1};
+    EXPECT_EQ(enc(buf, sizeof buf, &p), DSM_REQ_HDR + 1);
+    p.flags = 2;
+    EXPECT_EQ(enc(buf, sizeof buf, &p), 0);
+}
+
+/* Batches of non-fetching adds: entries round-trip, malformed ones are refused. */
+static void test_addv(void)
+{
+    unsigned char e[3 * DSM_ADDV_ENTRY], buf[DSM_REQ_HDR + sizeof e];
+    long lv = -5;
+    int iv = 7;
+    double dv = 0.5;
+    dsm_addv_put(e, 0x1234, 3, COR_LONG, &lv);
+    dsm_addv_put(e + DSM_ADDV_ENTRY, 0x5678, 0, COR_INT, &iv);
+    dsm_addv_put(e + 2 * DSM_ADDV_ENTRY, 0x9abc, 9, COR_DOUBLE, &dv);
+    struct dsm_req r = {.op = DSM_OP_ADDV, .id = 4, .count = 3, .data = e, .data_len = sizeof e};
+    size_t n = enc(buf, sizeof buf, &r);
+    EXPECT_EQ(n, sizeof buf);
+    struct dsm_req d, a;
+    EXPECT_ERR(dsm_req_decode(buf, n, &d), COR_OK);
+    EXPECT_ERR(dsm_addv_get(&d, 0, &a), COR_OK);
+    EXPECT_EQ(a.op, DSM_OP_ADD);
+    EXPECT_EQ(a.obj, 0x1234);
+    EXPECT_EQ(a.offset, 3);
+    EXPECT_EQ(a.data_len, sizeof(long));
+    EXPECT_EQ(memcmp(a.data, &lv, sizeof lv), 0);
+    EXPECT_ERR(dsm_addv_get(&d, 1, &a), COR_OK);
+    EXPECT_EQ(a.type, COR_INT);
+    EXPECT_EQ(memcmp(a.data, &iv, sizeof iv), 0);
+    EXPECT_ERR(dsm_addv_get(&d, 2, &a), COR_OK);
+    EXPECT_EQ(a.type, COR_DOUBLE);
+    EXPECT_ERR(dsm_addv_get(&d, 3, &a), COR_EPROTO); /* past the end */
+    /* a bad type, a nonzero pad byte, a value wider than its type */
+    unsigned char bad[sizeof buf];
+    memcpy(bad, buf, n);
+    bad[DSM_REQ_HDR + 16] = COR_TYPE_COUNT;
+    EXPECT_ERR(dsm_req_decode(bad, n, &d), COR_OK);
+    EXPECT_ERR(dsm_addv_get(&d, 0, &a), COR_EPROTO);
+    memcpy(bad, buf, n);
+    bad[DSM_REQ_HDR + 20] = 1;
+    dsm_req_decode(bad, n, &d);
+    EXPECT_ERR(dsm_addv_get(&d, 0, &a), COR_EPROTO);
+    memcpy(bad, buf, n);
+    bad[DSM_REQ_HDR + DSM_ADDV_ENTRY + 24 + 6] = 1; /* the int's unused bytes */
+    dsm_req_decode(bad, n, &d);
+    EXPECT_ERR(dsm_addv_get(&d, 1, &a), COR_EPROTO);
+    /* count and data must agree; at most DSM_ADDV_MAX entries; no empty batch */
+    EXPECT_ERR(dsm_req_decode(buf, n - DSM_ADDV_ENTRY, &d), COR_EPROTO);
+    r.count = 0, r.data_len = 0;
+    EXPECT_EQ(enc(buf, sizeof buf, &r), 0);
+    EXPECT_EQ(dsm_req_data_len(DSM_OP_ADDV, 0, DSM_ADDV_MAX + 1), SIZE_MAX);
+    EXPECT_EQ(dsm_req_data_len(DSM_OP_ADDV, COR_INT, 1), SIZE_MAX);
+}
+
 static void test_req_bad_fields(void)
 {
     unsigned char buf[256];
@@ -533,6 +648,8 @@ int main(void)
     static const struct ct_test tests[] = {{"request round trip", test_req_roundtrip},
                                            {"request truncated", test_req_truncated},
                                            {"request bad fields", test_req_bad_fields},
+                                           {"cached protocol messages", test_req_cached},
+                                           {"batches of adds", test_addv},
                                            {"reply", test_rep},
                                            {"info record", test_info},
                                            {"object operations", test_obj_ops},
