@@ -676,10 +676,8 @@ static int conn_read(int ci)
             return -1;
         c->in_len += (size_t)k;
         int rc = conn_take_lines(ci);
-        if (rc == -2)
-            conn_flush(ci); /* let an ERR reach it */
-        if (rc)
-            return -1;
+        if (rc == -2) conn_flush(ci); /* let an ERR reach it */
+        if (rc) return -1;
     }
 }
 

@@ -344,8 +344,7 @@ static const char *boot_take_lines(struct cor_boot *b, char *buf, size_t *have)
         char *line = buf + start;
         size_t len = (size_t)(nl - line);
         start += len + 1;
-        if (len + 1 > BOOT_LINE_MAX || memchr(line, 0, len))
-            return "protocol error";
+        if (len + 1 > BOOT_LINE_MAX || memchr(line, 0, len)) return "protocol error";
         char copy[BOOT_LINE_MAX];
         memcpy(copy, line, len + 1);
         if (handle_line(b, copy)) {
@@ -356,8 +355,7 @@ static const char *boot_take_lines(struct cor_boot *b, char *buf, size_t *have)
     }
     memmove(buf, buf + start, *have - start);
     *have -= start;
-    if (*have >= BOOT_LINE_MAX)
-        return "line too long from cor-run";
+    if (*have >= BOOT_LINE_MAX) return "line too long from cor-run";
     return NULL;
 }
 

@@ -29,11 +29,9 @@ static unsigned fuzz_nmem;
 
 static void *fuzz_alloc(size_t n)
 {
-    if (fuzz_nmem == FUZZ_MAX)
-        return NULL;
+    if (fuzz_nmem == FUZZ_MAX) return NULL;
     void *m = calloc(1, n);
-    if (m)
-        fuzz_mem[fuzz_nmem++] = m;
+    if (m) fuzz_mem[fuzz_nmem++] = m;
     return m;
 }
 
@@ -41,8 +39,7 @@ struct gmx_rreq *gmx_rreq_get(struct gm_port *p)
 {
     (void)p;
     struct gmx_rreq *r = fuzz_alloc(sizeof *r);
-    if (r)
-        r->is_recv = 1;
+    if (r) r->is_recv = 1;
     return r;
 }
 
@@ -58,12 +55,10 @@ static struct gmx_peer *fuzz_peers[FUZZ_NODES][4];
 struct gmx_peer *gmx_peer_get(struct gm_port *p, unsigned node, unsigned port)
 {
     (void)p;
-    if (node >= FUZZ_NODES || port >= 4)
-        return NULL;
+    if (node >= FUZZ_NODES || port >= 4) return NULL;
     if (!fuzz_peers[node][port]) {
         struct gmx_peer *peer = fuzz_alloc(sizeof *peer);
-        if (!peer)
-            return NULL;
+        if (!peer) return NULL;
         peer->node = node;
         peer->port = port;
         fuzz_peers[node][port] = peer;
@@ -180,12 +175,11 @@ gm_status_t gmx_status_from_fi(int fi_err, const struct gmx_peer *peer)
 static struct gmx_rreq *fuzz_posted[FUZZ_MAX];
 static unsigned fuzz_nposted;
 
-static ssize_t fuzz_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc,
-                          fi_addr_t src_addr, uint64_t tag, uint64_t ignore, void *context)
+static ssize_t fuzz_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src_addr,
+                          uint64_t tag, uint64_t ignore, void *context)
 {
     (void)ep, (void)buf, (void)len, (void)desc, (void)src_addr, (void)tag, (void)ignore;
-    if (fuzz_nposted == FUZZ_MAX)
-        return -FI_EAGAIN;
+    if (fuzz_nposted == FUZZ_MAX) return -FI_EAGAIN;
     fuzz_posted[fuzz_nposted++] = context;
     return 0;
 }
@@ -203,8 +197,7 @@ static ssize_t fuzz_cancel(struct fid *fid, void *context)
     return 0;
 }
 
-static struct fi_ops_tagged fuzz_tagged_ops = {.size = sizeof fuzz_tagged_ops,
-                                               .recv = fuzz_trecv};
+static struct fi_ops_tagged fuzz_tagged_ops = {.size = sizeof fuzz_tagged_ops, .recv = fuzz_trecv};
 static struct fi_ops_ep fuzz_ep_ops = {.size = sizeof fuzz_ep_ops, .cancel = fuzz_cancel};
 
 static void check_peer(const struct gmx_peer *peer)
@@ -239,8 +232,7 @@ static struct gmx_rreq *bounce(struct gm_port *p)
         p->bfree = r->next;
     } else {
         r = gmx_rreq_get(p);
-        if (!r || !(r->buf = fuzz_alloc(GMX_BOUNCE_LEN)))
-            return NULL;
+        if (!r || !(r->buf = fuzz_alloc(GMX_BOUNCE_LEN))) return NULL;
         r->kind = GMX_R_EAGER;
     }
     r->next = NULL;
@@ -267,8 +259,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             take(&data, &size, 2, a);
             size_t len = (size_t)(a[0] | a[1] << 8) % (GMX_BOUNCE_LEN + 1);
             struct gmx_rreq *r = bounce(p);
-            if (!r)
-                goto out;
+            if (!r) goto out;
             memset(r->buf, 0, GMX_BOUNCE_LEN);
             r->rlen = take(&data, &size, len, r->buf);
             p->bposted++;
@@ -278,12 +269,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 1: {
             take(&data, &size, 7, a);
             struct gmx_rreq *r = bounce(p);
-            if (!r)
-                goto out;
-            struct gmx_hdr h = {.kind = a[0] % 12, .size = a[1] % 32, .prio = a[2] & 1,
-                                .node = (a[3] >> 2) % FUZZ_NODES, .port = a[3] & 3,
-                                .seq = (a[2] >> 1) & 7, .base = (a[2] >> 4) & 7,
-                                .epoch = a[4] & 1, .aepoch = 7};
+            if (!r) goto out;
+            struct gmx_hdr h = {.kind = a[0] % 12,
+                                .size = a[1] % 32,
+                                .prio = a[2] & 1,
+                                .node = (a[3] >> 2) % FUZZ_NODES,
+                                .port = a[3] & 3,
+                                .seq = (a[2] >> 1) & 7,
+                                .base = (a[2] >> 4) & 7,
+                                .epoch = a[4] & 1,
+                                .aepoch = 7};
             size_t len = (size_t)(a[5] | a[6] << 8) % (GMX_EAGER_MAX + 1);
             h.len = len;
             memset(r->buf, 0, GMX_BOUNCE_LEN);
@@ -299,14 +294,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             void *buf = sz >= GMX_MIN_SIZE && sz <= GMX_MAX_SIZE && sz <= 16
                             ? fuzz_alloc(gm_max_length_for_size(sz))
                             : NULL;
-            if (buf)
-                provide_locked(p, buf, sz, a[1] & 1, a[1] >> 1);
+            if (buf) provide_locked(p, buf, sz, a[1] & 1, a[1] >> 1);
             break;
         }
         case 3: {
             take(&data, &size, 2, a);
-            if (fuzz_nposted == 0)
-                break;
+            if (fuzz_nposted == 0) break;
             struct gmx_rreq *r = fuzz_posted[0];
             memmove(&fuzz_posted[0], &fuzz_posted[1], --fuzz_nposted * sizeof *fuzz_posted);
             r->posted = 0;
@@ -321,8 +314,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         for (unsigned n = 0; n < FUZZ_NODES; n++)
             for (unsigned q = 0; q < 4; q++)
-                if (fuzz_peers[n][q])
-                    check_peer(fuzz_peers[n][q]);
+                if (fuzz_peers[n][q]) check_peer(fuzz_peers[n][q]);
     }
 out:
     for (unsigned i = 0; i < fuzz_nmem; i++)

@@ -43,31 +43,27 @@ static void check(const struct cor_boot *b)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 2)
-        return 0;
+    if (size < 2) return 0;
     fuzz_size = 1 + (data[0] & 7);
     int rank = (data[0] >> 3) % fuzz_size;
     size_t chunk = 1 + (size_t)data[1];
     data += 2;
     size -= 2;
     struct cor_boot *b = boot_alloc(rank, fuzz_size);
-    if (!b)
-        return 0;
+    if (!b) return 0;
     b->death_fn = on_death;
     char buf[BOOT_BUF];
     size_t have = 0;
     while (size > 0) {
         size_t k = chunk < size ? chunk : size;
-        if (k > sizeof buf - have)
-            k = sizeof buf - have;
+        if (k > sizeof buf - have) k = sizeof buf - have;
         memcpy(buf + have, data, k);
         data += k;
         size -= k;
         have += k;
         const char *why = boot_take_lines(b, buf, &have);
         check(b);
-        if (why)
-            break;
+        if (why) break;
         assert(have < BOOT_LINE_MAX);
     }
     boot_free(b);

@@ -34,23 +34,20 @@ static void check_state(void)
             assert(d->conn < g.nconns && g.conns[d->conn].rank == r && d->joined);
             assert(g.conns[d->conn].fd >= 0);
         }
-        if (d->barrier < min_barrier)
-            min_barrier = d->barrier;
+        if (d->barrier < min_barrier) min_barrier = d->barrier;
     }
     assert(g.released <= min_barrier);
     for (int i = 0; i < g.nconns; i++) {
         const struct conn *c = &g.conns[i];
         assert(c->rank >= -1 && c->rank < g.n);
         assert(c->in_len < LINE_MAX_);
-        if (c->fd >= 0 && c->rank >= 0)
-            assert(g.dom[c->rank].conn == i);
+        if (c->fd >= 0 && c->rank >= 0) assert(g.dom[c->rank].conn == i);
     }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1)
-        return 0;
+    if (size < 1) return 0;
     memset(&g, 0, sizeof g);
     g.n = 1 + data[0] % 4;
     g.cookie = 0x0123456789abcdefULL;
@@ -77,20 +74,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t len = data[1];
         data += 2;
         size -= 2;
-        if (len > size)
-            len = size;
+        if (len > size) len = size;
         struct conn *c = &g.conns[ci];
         while (len > 0 && c->fd >= 0) {
             size_t k = sizeof c->in - c->in_len;
-            if (k > len)
-                k = len;
+            if (k > len) k = len;
             memcpy(c->in + c->in_len, data, k);
             c->in_len += k;
             data += k;
             size -= k;
             len -= k;
-            if (conn_take_lines(ci))
-                conn_close(ci);
+            if (conn_take_lines(ci)) conn_close(ci);
             check_state();
         }
         data += len; /* the rest of a record for a closed connection */
