@@ -626,6 +626,42 @@ static int handle_line(int ci, char *line)
     return -1;
 }
 
+/* Handles the complete lines in connection ci's input buffer and keeps a partial last line.
+ * Returns 0, -1 to drop the connection, or -2 to drop it after flushing what was written to it
+ * (an ERR). No socket I/O: conn_read feeds it, and tests/proc/fuzz_corrun.c feeds it anything. */
+static int conn_take_lines(int ci)
+{
+    struct conn *c = &g.conns[ci];
+    size_t start = 0;
+    char *nl;
+    while ((nl = memchr(c->in + start, '\n', c->in_len - start)) != NULL) {
+        size_t len = (size_t)(nl - (c->in + start));
+        char line[LINE_MAX_];
+        if (len + 1 > LINE_MAX_ || memchr(c->in + start, 0, len)) {
+            say("bootstrap line too long or with a NUL byte from %s%d; dropping it",
+                c->rank < 0 ? "unidentified connection " : "domain ", c->rank < 0 ? ci : c->rank);
+            return -1;
+        }
+        memcpy(line, c->in + start, len);
+        line[len] = 0;
+        start += len + 1;
+        if (handle_line(ci, line)) {
+            say("protocol error from %s%d on the bootstrap socket; dropping it",
+                c->rank < 0 ? "an unidentified connection " : "domain ",
+                c->rank < 0 ? ci : c->rank);
+            return -2;
+        }
+    }
+    memmove(c->in, c->in + start, c->in_len - start);
+    c->in_len -= start;
+    if (c->in_len >= LINE_MAX_) {
+        say("bootstrap line too long from %s%d; dropping it",
+            c->rank < 0 ? "unidentified connection " : "domain ", c->rank < 0 ? ci : c->rank);
+        return -1;
+    }
+    return 0;
+}
+
 /* Reads what is there (nonblocking); returns -1 at EOF, error or a protocol error. */
 static int conn_read(int ci)
 {
@@ -639,35 +675,9 @@ static int conn_read(int ci)
         if (k <= 0)
             return -1;
         c->in_len += (size_t)k;
-        size_t start = 0;
-        char *nl;
-        while ((nl = memchr(c->in + start, '\n', c->in_len - start)) != NULL) {
-            size_t len = (size_t)(nl - (c->in + start));
-            char line[LINE_MAX_];
-            if (len + 1 > LINE_MAX_ || memchr(c->in + start, 0, len)) {
-                say("bootstrap line too long or with a NUL byte from %s%d; dropping it",
-                    c->rank < 0 ? "unidentified connection " : "domain ",
-                    c->rank < 0 ? ci : c->rank);
-                return -1;
-            }
-            memcpy(line, c->in + start, len);
-            line[len] = 0;
-            start += len + 1;
-            if (handle_line(ci, line)) {
-                say("protocol error from %s%d on the bootstrap socket; dropping it",
-                    c->rank < 0 ? "an unidentified connection " : "domain ",
-                    c->rank < 0 ? ci : c->rank);
-                conn_flush(ci); /* let an ERR reach it */
-                return -1;
-            }
-        }
-        memmove(c->in, c->in + start, c->in_len - start);
-        c->in_len -= start;
-        if (c->in_len >= LINE_MAX_) {
-            say("bootstrap line too long from %s%d; dropping it",
-                c->rank < 0 ? "unidentified connection " : "domain ", c->rank < 0 ? ci : c->rank);
-            return -1;
-        }
+        int rc = conn_take_lines(ci);
+        if (rc == -2) conn_flush(ci); /* let an ERR reach it */
+        if (rc) return -1;
     }
 }
 

@@ -331,10 +331,38 @@ static void sanitize(char *s)
             *s = '?';
 }
 
+/* Handles the complete lines in buf[0 .. *have) and moves a partial last line to the start of
+ * buf (BOOT_BUF bytes). Returns NULL, or why the connection must end. No I/O: the reader
+ * thread feeds it what read() returns, and tests/core/fuzz_boot.c feeds it anything. */
+#define BOOT_BUF (2 * BOOT_LINE_MAX)
+static const char *boot_take_lines(struct cor_boot *b, char *buf, size_t *have)
+{
+    size_t start = 0;
+    char *nl;
+    while ((nl = memchr(buf + start, '\n', *have - start)) != NULL) {
+        *nl = 0;
+        char *line = buf + start;
+        size_t len = (size_t)(nl - line);
+        start += len + 1;
+        if (len + 1 > BOOT_LINE_MAX || memchr(line, 0, len)) return "protocol error";
+        char copy[BOOT_LINE_MAX];
+        memcpy(copy, line, len + 1);
+        if (handle_line(b, copy)) {
+            sanitize(line);
+            boot_log(b, "protocol error from cor-run on line '%.80s'", line);
+            return "protocol error";
+        }
+    }
+    memmove(buf, buf + start, *have - start);
+    *have -= start;
+    if (*have >= BOOT_LINE_MAX) return "line too long from cor-run";
+    return NULL;
+}
+
 static void *reader_main(void *arg)
 {
     struct cor_boot *b = arg;
-    char buf[2 * BOOT_LINE_MAX];
+    char buf[BOOT_BUF];
     size_t have = 0;
     const char *why = "connection closed by cor-run";
     for (;;) {
@@ -347,35 +375,9 @@ static void *reader_main(void *arg)
             break;
         }
         have += (size_t)k;
-        size_t start = 0;
-        char *nl;
-        int bad = 0;
-        while ((nl = memchr(buf + start, '\n', have - start)) != NULL) {
-            *nl = 0;
-            char *line = buf + start;
-            size_t len = (size_t)(nl - line);
-            start += len + 1;
-            if (len + 1 > BOOT_LINE_MAX || memchr(line, 0, len)) {
-                bad = 1;
-                break;
-            }
-            char copy[BOOT_LINE_MAX];
-            memcpy(copy, line, len + 1);
-            if (handle_line(b, copy)) {
-                sanitize(line);
-                boot_log(b, "protocol error from cor-run on line '%.80s'", line);
-                bad = 1;
-                break;
-            }
-        }
+        const char *bad = boot_take_lines(b, buf, &have);
         if (bad) {
-            why = "protocol error";
-            break;
-        }
-        memmove(buf, buf + start, have - start);
-        have -= start;
-        if (have >= BOOT_LINE_MAX) {
-            why = "line too long from cor-run";
+            why = bad;
             break;
         }
     }

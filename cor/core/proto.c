@@ -605,12 +605,7 @@ static void on_message(struct cor_hport *hp, uint32_t peer, const struct frame_h
                        const void *payload, size_t plen)
 {
     struct cor_task *dt = cor__task_get(h->dst_task);
-    size_t es = cor_type_size(h->dtype);
-    if (!dt || !es || h->count > h->len || h->len != h->count * es ||
-        (h->type == F_EAGER && (plen != h->len || h->len > hp->eager_limit)) ||
-        (h->type == F_RTS && plen && (plen > RTS_TAIL_MAX || plen >= h->len ||
-                                      h->offset != h->len - plen)) ||
-        h->tag < 0) {
+    if (!dt || !cor__frame_msg_ok(h, plen, hp->eager_limit)) {
         drop("malformed message header", peer);
         return;
     }
@@ -849,14 +844,12 @@ void cor__upcall_deliver(void *core, cor_peer_t peer, const void *frame, size_t 
         if (hp->raw_deliver) hp->raw_deliver(hp, peer, frame, len);
         return;
     }
-    if (peer >= (uint32_t)g.size || len < FRAME_HDR_SIZE) {
-        drop("frame shorter than a header or from an unknown peer", peer);
-        return;
-    }
     struct frame_hdr h;
-    memcpy(&h, frame, sizeof h);
-    if (h.type == 0 || h.type >= F_TYPE_END) {
-        drop("unknown frame type", peer);
+    int bad = peer >= (uint32_t)g.size ? -1 : cor__frame_hdr(frame, len, &h);
+    if (bad) {
+        drop(bad == -1 ? "frame shorter than a header or from an unknown peer"
+                       : "unknown frame type",
+             peer);
         return;
     }
     if (h.credits) {

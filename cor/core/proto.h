@@ -6,7 +6,11 @@
 #ifndef COR_PROTO_H
 #define COR_PROTO_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+#include "cor/cor.h"
 
 enum frame_type {
     F_EAGER = 1, /* header + the whole message */
@@ -44,5 +48,32 @@ struct frame_hdr {
 
 /* A CTS with count == CTS_RMA asks for a remote write: offset = target address, ctx = key. */
 #define CTS_RMA 1
+
+/* ---- checks that need no state (used by proto.c; fuzzed by tests/core/fuzz_frame.c) ---- */
+
+/* Copies the header of a len-byte frame into *h: 0, -1 if the frame is shorter than a header,
+ * -2 if its type is unknown. */
+static inline int cor__frame_hdr(const void *frame, size_t len, struct frame_hdr *h)
+{
+    if (len < FRAME_HDR_SIZE) return -1;
+    memcpy(h, frame, sizeof *h);
+    if (h->type == 0 || h->type >= F_TYPE_END) return -2;
+    return 0;
+}
+
+/* 1 if an EAGER or RTS header agrees with its plen payload bytes (element type, count and
+ * bytes, the eager size limit, the tail an RTS carries, tag), else 0. The caller checks the
+ * task it names. */
+static inline int cor__frame_msg_ok(const struct frame_hdr *h, size_t plen, size_t eager_limit)
+{
+    size_t es = cor_type_size((cor_type_t)h->dtype);
+    /* len / es, not count * es: the product wraps around for a count near 2^64 / es */
+    if (!es || h->len % es || h->count != h->len / es || h->tag < 0) return 0;
+    if (h->type == F_EAGER && (plen != h->len || h->len > eager_limit)) return 0;
+    if (h->type == F_RTS && plen &&
+        (plen > RTS_TAIL_MAX || plen >= h->len || h->offset != h->len - plen))
+        return 0;
+    return 1;
+}
 
 #endif

@@ -808,6 +808,8 @@ static void test_malformed(void)
     BAD(h.type = F_EAGER; h.dst_task = 64);          /* beyond max tasks */
     BAD(h.type = F_EAGER; h.src_task = 64);          /* beyond max tasks */
     BAD(h.type = F_RTS; h.len = 5; h.count = 5);     /* count * size != len */
+    /* count * size wraps around 2^64 to exactly len: was taken as a message of len bytes */
+    BAD(h.type = F_RTS; h.count = 6148914691236517206u; h.len = 6148914691236517208u);
     BAD(h.type = F_CTS; h.sreq = 0xdead);            /* no such send */
     BAD(h.type = F_DATA; h.rreq = 0xbeef);           /* no such receive */
     BAD(h.type = F_SVC_REQ);                         /* wrong size */

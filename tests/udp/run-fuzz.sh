@@ -3,35 +3,14 @@
 # (-fsanitize=fuzzer,address,undefined) in a temporary folder and runs it for SECONDS
 # (default 30). Exits non-zero if the build fails or the fuzzer finds a crash.
 # Needs clang and libclang-rt-dev (Debian: clang-14, libclang-rt-14-dev).
-set -eu
-secs=${1:-30}
-case $secs in '' | *[!0-9]*) echo "usage: $0 SECONDS" >&2; exit 2 ;; esac
-here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/../.." && pwd)
-cc=${CLANG:-}
-if [ -z "$cc" ]; then
-    for c in clang clang-14 clang-15 clang-16; do
-        if command -v "$c" >/dev/null 2>&1; then cc=$c; break; fi
-    done
-fi
-[ -n "$cc" ] || { echo "run-fuzz.sh: clang not found (Debian package clang)" >&2; exit 1; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/udp-fuzz.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT INT TERM
+. "$(dirname "$0")/../fuzz-lib.sh"
+fuzz_setup udp "$@"
+top=$fuzz_top
 src="$top/cor/routes/udp"
-"$cc" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -D_GNU_SOURCE -I"$top/include" -I"$top/cor/core" -I"$src" \
-    "$here/fuzz_parse.c" "$src/udp_wire.c" "$src/udp_window.c" "$src/udp_reasm.c" \
-    -o "$tmp/fuzz_parse"
-mkdir -p "$tmp/corpus"
+fuzz_cc -D_GNU_SOURCE -I"$top/include" -I"$top/cor/core" -I"$src" \
+    "$fuzz_here/fuzz_parse.c" "$src/udp_wire.c" "$src/udp_window.c" "$src/udp_reasm.c" \
+    -o "$fuzz_tmp/fuzz_parse"
 # A seed: two fragments of a frame, so the fuzzer starts past the magic and version checks.
 printf '\074\000CoRu\001\001\000\000\000\000\000\000\000\000\000\000\001\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\010\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000' \
-    >"$tmp/corpus/seed0"
-cd "$tmp"
-"$tmp/fuzz_parse" -max_total_time="$secs" -max_len=70000 -rss_limit_mb=2048 -print_final_stats=1 \
-    "$tmp/corpus" >"$tmp/log" 2>&1 || {
-    tail -50 "$tmp/log" >&2
-    echo "run-fuzz.sh: the fuzzer found a crash (see above)" >&2
-    exit 1
-}
-grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' "$tmp/log" || true
-echo "run-fuzz.sh: no crash in ${secs}s"
+    >"$fuzz_tmp/corpus/seed0"
+fuzz_run fuzz_parse -max_len=70000
