@@ -341,6 +341,7 @@ struct cor_global {
     _Atomic int spinners;
     _Atomic uint64_t last_spin_end; /* when the last successful spin ended (0: none lately) */
     long linger_ns;                 /* COR_LINGER_US: listeners stay parked this long after */
+    long service_slice_us;          /* COR_SERVICE_SLICE_US: see cor_thread_attentive */
     _Atomic int blocked;            /* tasks asleep in a wait: they need the listeners */
     _Atomic int listeners_parked;   /* listeners waiting on spin_cond (under spin_lock) */
     pthread_mutex_t spin_lock;

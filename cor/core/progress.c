@@ -127,6 +127,7 @@ void cor__listeners_resume(void)
 static void *listener(void *arg)
 {
     struct cor_hport *hp = arg;
+    cor_thread_attentive();
     const struct cor_route_ops *ops = hp->route->ops;
     struct pollfd pfd = {.fd = ops->wait_fd(hp->rp), .events = POLLIN};
     bool has_wait = cor__route_has_wait(ops);
@@ -166,6 +167,7 @@ static void *listener(void *arg)
 static void *dispatcher(void *arg)
 {
     struct cor_hport *hp = arg;
+    cor_thread_attentive();
     COR_LOCK(&hp->send_lock);
     while (!atomic_load(&hp->stop)) {
         if (!hp->q_head) {

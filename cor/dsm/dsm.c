@@ -2403,6 +2403,7 @@ static void set_ready(int v)
 static void *service(void *arg)
 {
     (void)arg;
+    cor_thread_attentive(); /* requests are served while every task computes */
     cor_req_t rr = COR_REQ_NULL;
     void *msg = NULL;
     int err = cor_recvI_as(D.svc, COR_ANY_SOURCE, D.ctx, COR_ANY_TAG, &msg, &rr);

@@ -49,7 +49,8 @@ extern "C" {
     X(EIO, -16, "system call failed")                                                        \
     X(EPROTO, -17, "protocol violation from a peer")                                         \
     X(ETIMEDOUT, -18, "timed out")                                                           \
-    X(EEXIST, -19, "name already exists")
+    X(EEXIST, -19, "name already exists")                                                    \
+    X(ENOTSUP, -20, "not supported by this system")
 
 #define COR_ERR_ENUM_(name, value, text) COR_##name = value,
 enum cor_err { COR_ERRNO_MAP(COR_ERR_ENUM_) };
@@ -201,6 +202,14 @@ COR_API int cor_task_lookup(int domain_rank, const char *name, unsigned index, c
  * any thread; the caller serializes those calls (one at a time per reserved task).
  */
 COR_API int cor_task_reserve(const char *name, cor_idp_t *task);
+/*
+ * Asks the scheduler to run the calling thread soon after it wakes, ahead of threads that
+ * compute: a short time slice (COR_SERVICE_SLICE_US, default 100 us; 0 leaves threads alone).
+ * For threads that serve other domains: the core's listeners and dispatchers call it, and so
+ * does libcordsm's service thread. COR_ENOTSUP where the kernel has no per-thread slice
+ * (Linux before 6.12); real-time and batch threads are left as they are.
+ */
+COR_API int cor_thread_attentive(void);
 
 /* ---- Ports and transports -------------------------------------------------------------- */
 

@@ -1,0 +1,45 @@
+/*
+ * Threads that serve others (listeners, dispatchers, a library's service thread) must run
+ * soon after they wake, even while every CPU computes. Linux's fair scheduler (EEVDF, 6.12+)
+ * lets a thread ask for a short time slice without privilege: a woken thread with a short
+ * slice has the earliest deadline and preempts a computing one at once, where with the
+ * default slice (about 3 ms on 2 CPUs) it waits for the current slice to end.
+ */
+#include <stdint.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* The kernel's struct sched_attr (sched_setattr(2)); glibc does not declare it. */
+struct sched_attr_v1 {
+    uint32_t size, policy;
+    uint64_t flags;
+    int32_t nice;
+    uint32_t priority;
+    uint64_t runtime, deadline, period;
+    uint32_t util_min, util_max;
+};
+
+COR_API int cor_thread_attentive(void)
+{
+    long us = g.service_slice_us;
+    if (us == 0) return COR_OK;
+#ifdef SYS_sched_setattr
+    struct sched_attr_v1 a;
+    memset(&a, 0, sizeof a);
+    if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0) return COR_EIO;
+    if (a.policy != 0) return COR_OK; /* SCHED_OTHER only: leave real-time or batch alone */
+    a.size = sizeof a;
+    a.flags = 0;
+    a.runtime = (uint64_t)us * 1000; /* the kernel clamps it to 0.1..100 ms */
+    if (syscall(SYS_sched_setattr, 0, &a, 0) != 0) return COR_EIO;
+    /* Kernels before 6.12 accept and ignore the slice of a fair thread. */
+    memset(&a, 0, sizeof a);
+    if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0 || a.runtime == 0) return COR_ENOTSUP;
+    return COR_OK;
+#else
+    return COR_ENOTSUP;
+#endif
+}
