@@ -4,6 +4,11 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <unistd.h>
 
 #include "cor/cor.h"
 #include "ctest.h"
@@ -228,9 +233,48 @@ static void test_foreign_thread(void)
     EXPECT_ERR(cor_task_name(got, &nm), COR_OK);
 }
 
+/* The kernel's struct sched_attr, to read back the slice cor_thread_attentive asked for. */
+struct sched_attr_v1 {
+    uint32_t size, policy;
+    uint64_t flags;
+    int32_t nice;
+    uint32_t priority;
+    uint64_t runtime, deadline, period;
+    uint32_t util_min, util_max;
+};
+
+static void *attentive_thread(void *arg)
+{
+    uint64_t *slice = arg;
+    int rc = cor_thread_attentive();
+    struct sched_attr_v1 a = {0};
+    if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0) a.runtime = 1;
+    *slice = rc == COR_OK ? a.runtime : (uint64_t)rc;
+    return NULL;
+}
+
+/* Linux 6.12+ gives a fair thread the slice it asks for (default 100 us); older kernels say
+ * COR_ENOTSUP. In a thread of its own, so the test's main thread keeps its slice. */
+static void test_attentive(void)
+{
+    struct utsname u;
+    REQUIRE(uname(&u) == 0);
+    int major = 0, minor = 0;
+    sscanf(u.release, "%d.%d", &major, &minor);
+    uint64_t slice = 0;
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, attentive_thread, &slice) == 0);
+    pthread_join(th, NULL);
+    if (major > 6 || (major == 6 && minor >= 12))
+        EXPECT_EQ(slice, 100000);
+    else
+        EXPECT_EQ(slice, (uint64_t)COR_ENOTSUP);
+}
+
 int main(void)
 {
     static const struct ct_test tests[] = {
+        {"a serving thread gets a short time slice", test_attentive},
         {"spawn and join", test_spawn_join},
         {"bad arguments", test_spawn_bad},
         {"80 tasks at once, names with index", test_many_tasks},
