@@ -297,6 +297,7 @@ struct cor_dsm_op {
     int result;
     uint8_t op;
     uint32_t id;
+    cor_idp_t lock; /* an acquisition: settles the task's record of held locks */
     cor_req_t sreq, rreq;
     unsigned char *sbuf, *rbuf;
     size_t rcap;
@@ -416,6 +417,7 @@ static int op_abort(struct cor_dsm_op *o, int err)
     return err;
 }
 
+static void held_settle(struct cor_dsm_op *o);
 static int section_begin(cor_dsm_region_t rgn, int mode, bool block);
 
 static int op_wait(struct cor_dsm_op *o)
@@ -435,6 +437,7 @@ static int op_wait(struct cor_dsm_op *o)
         }
         o->done = true;
     }
+    held_settle(o);
     op_release(o);
     return o->result;
 }
@@ -466,6 +469,7 @@ static int op_test(struct cor_dsm_op *o, int *done)
             o->done = true;
         }
     }
+    held_settle(o);
     op_release(o);
     *done = 1;
     return o->result;
@@ -1747,13 +1751,60 @@ COR_API int cor_dsm_lock_open(const char *name, cor_idp_t *lock)
     return call(dir_home(name), &r, &o, 0);
 }
 
+/*
+ * Each task keeps a record of the locks it holds or is acquiring, so that a release needs
+ * no reply: misuse (a release without holding) is answered here, and the release travels as
+ * a one-way message that the home applies before the task's next request to it (one FIFO
+ * channel per task and home). A task holds at most DSM_LOCKS_HELD locks at once.
+ */
+#define DSM_LOCKS_HELD 64
+
+static __thread struct {
+    cor_idp_t lock;
+    bool granted;
+} tls_held[DSM_LOCKS_HELD];
+static __thread int tls_nheld;
+
+static int held_find(cor_idp_t lock)
+{
+    for (int i = 0; i < tls_nheld; i++)
+        if (tls_held[i].lock == lock) return i;
+    return -1;
+}
+
+static void held_drop(int i)
+{
+    tls_held[i] = tls_held[--tls_nheld];
+}
+
+/* An acquisition ended: the lock is held (also when its last holder died), or not at all. */
+static void held_settle(struct cor_dsm_op *o)
+{
+    if (o->lock == COR_IDP_NULL) return;
+    int i = held_find(o->lock);
+    if (i >= 0) {
+        if (o->result == COR_OK || o->result == COR_DSM_EOWNERDEAD)
+            tls_held[i].granted = true;
+        else
+            held_drop(i);
+    }
+    o->lock = COR_IDP_NULL;
+}
+
 static int lock_op(struct cor_dsm_op *o, cor_idp_t lock, uint8_t op)
 {
     if (!is_up()) return COR_ESTATE;
     if (!our_idp(lock)) return COR_EINVAL;
+    if (held_find(lock) >= 0) return COR_ESTATE; /* held, or being acquired */
+    if (tls_nheld == DSM_LOCKS_HELD) return COR_ELIMIT;
     struct dsm_req r = {.op = op, .id = next_id(), .obj = lock};
     op_init(o, &r);
-    return op_start(o, (int)cor_idp_domain(lock), &r, 0);
+    int err = op_start(o, (int)cor_idp_domain(lock), &r, 0);
+    if (err) return err;
+    tls_held[tls_nheld].lock = lock;
+    tls_held[tls_nheld++].granted = false;
+    o->lock = lock;
+    return COR_OK;
 }
 
 COR_API int cor_dsm_lock(cor_idp_t lock)
@@ -1776,8 +1827,24 @@ COR_API int cor_dsm_trylock(cor_idp_t lock)
 
 COR_API int cor_dsm_unlock(cor_idp_t lock)
 {
-    struct cor_dsm_op o;
-    return run_blocking(&o, lock_op(&o, lock, DSM_OP_LOCK_REL));
+    if (!is_up()) return COR_ESTATE;
+    if (!our_idp(lock)) return COR_EINVAL;
+    int i = held_find(lock);
+    if (i < 0 || !tls_held[i].granted) return COR_ESTATE;
+    held_drop(i);
+    int home = (int)cor_idp_domain(lock);
+    adds_flush_home(home);
+    cor_idp_t svc;
+    int err = svc_of(home, &svc);
+    if (err) return err;
+    struct dsm_req r = {.op = DSM_OP_LOCK_REL, .id = next_id(), .obj = lock};
+    unsigned char buf[DSM_REQ_HDR];
+    size_t n = dsm_req_encode(buf, sizeof buf, &r);
+    cor_req_t sreq;
+    err = cor_sendI_typed(svc, D.ctx, (int)r.id, COR_BYTE, buf, n, &sreq);
+    if (!err) err = cor_wait(&sreq, NULL);
+    if (!err) atomic_fetch_add(&D.remote_ops, 1);
+    return err;
 }
 
 /* ---- Barriers --------------------------------------------------------------------------- */
@@ -2185,14 +2252,17 @@ static void serve_lock(cor_idp_t src, const struct dsm_req *r)
 {
     struct res *x = res_get(r->obj, RES_LOCK);
     if (!x) {
-        reply(src, r, COR_ENOTFOUND, 0, NULL, 0);
+        if (r->op == DSM_OP_LOCK_REL)
+            atomic_fetch_add(&D.dropped, 1); /* one-way */
+        else
+            reply(src, r, COR_ENOTFOUND, 0, NULL, 0);
         return;
     }
     struct dsm_grant g;
     bool granted = false;
     if (r->op == DSM_OP_LOCK_REL) {
-        int err = dsm_lock_release(&x->lock, src, &g, &granted);
-        reply(src, r, err, 0, NULL, 0);
+        /* one-way: the releasing task checked that it holds the lock (cor_dsm_unlock) */
+        if (dsm_lock_release(&x->lock, src, &g, &granted)) atomic_fetch_add(&D.dropped, 1);
         if (granted) grant(&g);
     } else if (atomic_load(&D.dead[cor_idp_domain(src)])) {
         /* a request that arrived after its domain's death was handled: never grant it */

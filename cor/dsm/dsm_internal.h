@@ -57,7 +57,7 @@ enum dsm_op {
     DSM_OP_LOCK_OPEN, /* find or create a lock by name (at the name's directory domain) */
     DSM_OP_LOCK_ACQ,  /* reply when granted */
     DSM_OP_LOCK_TRY,  /* reply at once: granted or COR_EBUSY */
-    DSM_OP_LOCK_REL,
+    DSM_OP_LOCK_REL,  /* no reply (the releasing task knows it holds the lock) */
     DSM_OP_BARRIER, /* obj = barrier id, offset = round, count = epoch; no reply */
     /* Cached protocol, service to service only (see dsm_dir.c): */
     DSM_OP_C_REQ,   /* copy holder -> home: flags = mode | DSM_CF_HAVE (upgrade) */

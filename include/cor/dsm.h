@@ -245,7 +245,11 @@ COR_API int cor_dsm_lock(cor_idp_t lock);
 COR_API int cor_dsm_lockI(cor_idp_t lock, cor_dsm_req_t *req);
 /* Takes the lock if free, else COR_EBUSY at once (no queueing). */
 COR_API int cor_dsm_trylock(cor_idp_t lock);
-/* Releases it; the longest waiting task gets it. COR_ESTATE if the caller does not hold it. */
+/* Releases it; the longest waiting task gets it. COR_ESTATE if the caller does not hold it.
+ * Returns once the release is on its way (no round trip): the home applies it before any later
+ * request of the same task to that home. A task holds (or is acquiring) at most 64 locks at
+ * once: one more lock, lockI or trylock is COR_ELIMIT. A lockI handle is completed by the task
+ * that started it. */
 COR_API int cor_dsm_unlock(cor_idp_t lock);
 
 /* ---- Barriers -------------------------------------------------------------------------- */
