@@ -28,6 +28,7 @@
 #include "dsm_internal.h"
 
 #define SVC_NAME "cor.dsm"
+#define BAR_NAME "cor.dsm.barrier"
 #define RES_MAX COR_MAX_INDEX /* resource indices 1..65535 per domain */
 #define DIR_BUCKETS 256
 #define QERR_MAX 65536      /* tasks with unreported add errors kept by a service */
@@ -98,7 +99,7 @@ struct cor_dsm_barrier {
     bool created;                 /* by a local cor_dsm_barrier_create (else only messages) */
     int *members;                 /* domain ranks, ascending */
     int err;                      /* COR_EPEERDEAD once a member died */
-    pthread_cond_t cv;            /* episode ended or failed */
+    int inside;                   /* tasks in cor_dsm_barrier_wait: no destroy meanwhile */
     struct dsm_bar st;
 };
 
@@ -118,6 +119,15 @@ static struct {
     struct res **res;     /* [RES_MAX + 1] */
     unsigned next_index;
     struct cor_dsm_barrier *bars;
+    pthread_cond_t bar_cv; /* an episode ended or failed, or the driver's turn ended */
+
+    /* the barrier mailbox: one waiting task at a time (the driver) receives on it */
+    cor_idp_t bar_box;
+    _Atomic cor_idp_t *bar_boxes; /* [size] looked up on first use */
+    bool bar_driving;             /* under lock */
+    _Atomic uint64_t bar_events;  /* bar_wake calls */
+    cor_req_t bar_rr;             /* the driver's */
+    void *bar_msg;
 
     /* the service thread's own */
     struct dir_entry *dir[DIR_BUCKETS];
@@ -141,6 +151,7 @@ static struct {
 } D = {.lock = PTHREAD_MUTEX_INITIALIZER,
        .send_mu = PTHREAD_MUTEX_INITIALIZER,
        .ready_mu = PTHREAD_MUTEX_INITIALIZER,
+       .bar_cv = PTHREAD_COND_INITIALIZER,
        .ready_cv = PTHREAD_COND_INITIALIZER};
 
 static void lock_or_die(pthread_mutex_t *m)
@@ -266,18 +277,30 @@ static struct res *res_new(enum res_kind kind, const char *name)
 
 /* ---- Services of other domains -------------------------------------------------------- */
 
-static int svc_of(int rank, cor_idp_t *svc)
+/* The idp of a mailbox (a reserved task: SVC_NAME or BAR_NAME) of domain `rank`. */
+static int mailbox_of(int rank, const char *name, cor_idp_t *out)
 {
     if (rank < 0 || rank >= D.size) return COR_EINVAL;
     if (atomic_load(&D.dead[rank])) return COR_EPEERDEAD;
-    cor_idp_t s = atomic_load(&D.svcs[rank]);
+    bool bar = !strcmp(name, BAR_NAME);
+    _Atomic cor_idp_t *cache = bar ? D.bar_boxes : D.svcs;
+    cor_idp_t s = atomic_load(&cache[rank]);
     if (s == COR_IDP_NULL) {
-        int err = rank == D.rank ? (s = D.svc, COR_OK) : cor_task_lookup(rank, SVC_NAME, 0, &s);
+        int err = COR_OK;
+        if (rank == D.rank)
+            s = bar ? D.bar_box : D.svc;
+        else
+            err = cor_task_lookup(rank, name, 0, &s);
         if (err) return err;
-        atomic_store(&D.svcs[rank], s);
+        atomic_store(&cache[rank], s);
     }
-    *svc = s;
+    *out = s;
     return COR_OK;
+}
+
+static int svc_of(int rank, cor_idp_t *svc)
+{
+    return mailbox_of(rank, SVC_NAME, svc);
 }
 
 static void on_death(int rank, int err, void *arg)
@@ -1858,7 +1881,6 @@ static struct cor_dsm_barrier *bar_find(uint64_t id, bool make)
     struct cor_dsm_barrier *b = calloc(1, sizeof *b);
     if (!b) return NULL;
     b->id = id;
-    pthread_cond_init(&b->cv, NULL);
     b->next = D.bars;
     D.bars = b;
     return b;
@@ -1866,7 +1888,6 @@ static struct cor_dsm_barrier *bar_find(uint64_t id, bool make)
 
 static void bar_free(struct cor_dsm_barrier *b)
 {
-    pthread_cond_destroy(&b->cv);
     free(b->members);
     free(b);
 }
@@ -1933,7 +1954,112 @@ COR_API int cor_dsm_barrier_create(const char *name, cor_idp_t ldom, int local_t
 }
 
 /* Sends barrier messages as the calling task (user task or, with svc_send, the service). */
-static int bar_send(struct cor_dsm_barrier *b, const struct dsm_bar_msg *m, int n, bool service);
+static int bar_send(uint64_t id, const struct dsm_bar_msg *m, int n);
+
+/* Under D.lock: turns the messages' member positions into domain ranks, so they can be sent
+ * after the lock is released without touching b (once an episode completed, a task of this
+ * domain may destroy the barrier). */
+static void bar_resolve(const struct cor_dsm_barrier *b, struct dsm_bar_msg *m, int n)
+{
+    for (int i = 0; i < n; i++)
+        m[i].to = b->members[m[i].to];
+}
+
+/* Wakes the barrier waiters; D.lock held. A driver polling the routes sees bar_events move. */
+static void bar_wake(void)
+{
+    atomic_fetch_add(&D.bar_events, 1);
+    pthread_cond_broadcast(&D.bar_cv);
+}
+
+/* Whether episode `epoch` of b ended or failed; D.lock held. */
+static bool bar_over(struct cor_dsm_barrier *b, uint64_t epoch)
+{
+    if (b->st.epoch != epoch || b->err) return true;
+    for (int i = 0; i < b->st.n; i++)
+        if (atomic_load(&D.dead[b->members[i]])) {
+            b->err = COR_EPEERDEAD;
+            bar_wake();
+            return true;
+        }
+    return false;
+}
+
+/* Counts a message received on the barrier mailbox toward its barrier and sends what that
+ * barrier's next rounds need. A malformed one is dropped and counted. */
+static void bar_take(const void *buf, size_t len)
+{
+    struct dsm_req r;
+    if (dsm_req_decode(buf, len, &r) || r.op != DSM_OP_BARRIER) {
+        atomic_fetch_add(&D.dropped, 1);
+        return;
+    }
+    struct dsm_bar_msg msgs[DSM_MAX_ROUNDS];
+    int nmsg = 0;
+    bool completed = false;
+    lock_or_die(&D.lock);
+    struct cor_dsm_barrier *b = bar_find(r.obj, true);
+    if (b && dsm_bar_recv(&b->st, r.offset) == COR_OK && b->created && !b->err) {
+        nmsg = dsm_bar_advance(&b->st, msgs, &completed);
+        bar_resolve(b, msgs, nmsg);
+        if (completed) bar_wake();
+    } else if (!b || b->st.n > 0) {
+        atomic_fetch_add(&D.dropped, 1);
+    }
+    unlock_or_die(&D.lock);
+    if (nmsg) bar_send(r.obj, msgs, nmsg);
+}
+
+struct bar_watch {
+    struct cor_dsm_barrier *b;
+    uint64_t epoch, events;
+    bool over; /* sticky: the hook and the driver's loop both ask */
+};
+
+/* Called at every turn of a polling wait: the lock only when something happened. */
+static int bar_watch_stop(void *arg)
+{
+    struct bar_watch *w = arg;
+    if (w->over || atomic_load(&D.stopping)) return 1;
+    uint64_t ev = atomic_load(&D.bar_events);
+    bool died = false;
+    for (int i = 0; i < w->b->st.n; i++)
+        died |= atomic_load(&D.dead[w->b->members[i]]);
+    if (ev == w->events && !died) return 0;
+    w->events = ev;
+    lock_or_die(&D.lock);
+    w->over = bar_over(w->b, w->epoch);
+    unlock_or_die(&D.lock);
+    return w->over;
+}
+
+/* The driver's turn: receives barrier messages (for any barrier) with the mailbox's one
+ * receive, polling the routes itself like any waiting task, until episode `epoch` of b is
+ * over. The receive outlives the turn: the next driver waits on it. */
+static void bar_drive(struct cor_dsm_barrier *b, uint64_t epoch)
+{
+    struct bar_watch w = {b, epoch, atomic_load(&D.bar_events) - 1, false};
+    while (!bar_watch_stop(&w)) {
+        if (D.bar_rr == COR_REQ_NULL) {
+            D.bar_msg = NULL;
+            int err =
+                cor_recvI_as(D.bar_box, COR_ANY_SOURCE, D.ctx, COR_ANY_TAG, &D.bar_msg, &D.bar_rr);
+            if (err) {
+                lock_or_die(&D.lock);
+                if (!b->err) b->err = err;
+                unlock_or_die(&D.lock);
+                return;
+            }
+        }
+        int done = 0;
+        cor_status_t st;
+        int rc = cor_wait_timeout(&D.bar_rr, -1, WAIT_SLICE_US, bar_watch_stop, &w, &done, &st);
+        if (!done) continue;
+        if (rc == COR_OK && D.bar_msg) bar_take(D.bar_msg, st.count * cor_type_size(st.type));
+        if (D.bar_msg) cor_releaseBuffer(D.bar_msg);
+        D.bar_msg = NULL;
+    }
+}
 
 COR_API int cor_dsm_barrier_wait(cor_dsm_barrier_t b)
 {
@@ -1946,33 +2072,42 @@ COR_API int cor_dsm_barrier_wait(cor_dsm_barrier_t b)
     int err = b->err;
     uint64_t epoch = b->st.epoch;
     if (!err && dsm_bar_arrive(&b->st)) nmsg = dsm_bar_advance(&b->st, msgs, &completed);
-    if (completed) pthread_cond_broadcast(&b->cv);
+    bar_resolve(b, msgs, nmsg);
+    uint64_t id = b->id;
+    if (!err) b->inside++;
+    if (completed) bar_wake();
     unlock_or_die(&D.lock);
     if (err) return err;
-    err = bar_send(b, msgs, nmsg, false);
+    err = bar_send(id, msgs, nmsg);
     lock_or_die(&D.lock);
     if (err && !b->err) {
         b->err = err;
-        pthread_cond_broadcast(&b->cv);
+        bar_wake();
     }
-    while (b->st.epoch == epoch && !b->err) {
-        for (int i = 0; i < b->st.n; i++)
-            if (atomic_load(&D.dead[b->members[i]])) b->err = COR_EPEERDEAD;
-        if (b->err) {
-            pthread_cond_broadcast(&b->cv);
-            break;
+    /* One waiting task at a time receives the barrier messages of the domain (the driver);
+     * the others sleep until their episode ends or the driver's turn does. */
+    while (!bar_over(b, epoch)) {
+        if (!D.bar_driving) {
+            D.bar_driving = true;
+            unlock_or_die(&D.lock);
+            bar_drive(b, epoch);
+            lock_or_die(&D.lock);
+            D.bar_driving = false;
+            bar_wake(); /* another waiter may drive now */
+            continue;
         }
         struct timespec t;
         clock_gettime(CLOCK_REALTIME, &t);
-        t.tv_nsec += 10 * 1000000L;
+        t.tv_nsec += SECTION_WAIT_NS;
         if (t.tv_nsec >= 1000000000L) {
             t.tv_sec++;
             t.tv_nsec -= 1000000000L;
         }
-        int rc = pthread_cond_timedwait(&b->cv, &D.lock, &t);
+        int rc = pthread_cond_timedwait(&D.bar_cv, &D.lock, &t);
         if (rc && rc != ETIMEDOUT) abort();
     }
     err = b->st.epoch != epoch ? COR_OK : b->err;
+    b->inside--;
     unlock_or_die(&D.lock);
     return err;
 }
@@ -1982,7 +2117,7 @@ COR_API int cor_dsm_barrier_destroy(cor_dsm_barrier_t b)
     if (!is_up()) return COR_ESTATE;
     if (!b || !b->created) return COR_EINVAL;
     lock_or_die(&D.lock);
-    if (b->st.arrived > 0) {
+    if (b->st.arrived > 0 || b->inside > 0) {
         unlock_or_die(&D.lock);
         return COR_EBUSY;
     }
@@ -2276,56 +2411,25 @@ static void serve_lock(cor_idp_t src, const struct dsm_req *r)
     res_put(x);
 }
 
-static void serve_barrier(const struct dsm_req *r)
+/* Sends a barrier's messages to the members' barrier mailboxes, as the service (not waiting
+ * for the sends: over udp a send completes when acknowledged, up to COR_UDP_ACK_DELAY_US
+ * later). Their order does not matter: messages are counted per round. m[i].to is a domain
+ * rank (bar_resolve): the barrier itself is not touched. */
+static int bar_send(uint64_t id, const struct dsm_bar_msg *m, int n)
 {
-    struct dsm_bar_msg msgs[DSM_MAX_ROUNDS];
-    int nmsg = 0;
-    bool completed = false;
-    lock_or_die(&D.lock);
-    struct cor_dsm_barrier *b = bar_find(r->obj, true);
-    if (b && dsm_bar_recv(&b->st, r->offset) == COR_OK && b->created && !b->err) {
-        nmsg = dsm_bar_advance(&b->st, msgs, &completed);
-        if (completed) pthread_cond_broadcast(&b->cv);
-    } else if (!b || b->st.n > 0) {
-        atomic_fetch_add(&D.dropped, 1);
-    }
-    unlock_or_die(&D.lock);
-    if (b && nmsg) bar_send(b, msgs, nmsg, true);
-}
-
-/* b->members is set once at create and never changes, so reading it unlocked is safe. */
-static int bar_send(struct cor_dsm_barrier *b, const struct dsm_bar_msg *m, int n, bool service)
-{
-    unsigned char bufs[DSM_MAX_ROUNDS][DSM_REQ_HDR];
-    cor_req_t reqs[DSM_MAX_ROUNDS];
-    int nreq = 0, err = COR_OK;
+    int err = COR_OK;
     for (int i = 0; i < n; i++) {
-        struct dsm_req r = {.op = DSM_OP_BARRIER,
-                            .obj = b->id,
-                            .offset = (uint64_t)m[i].round,
-                            .count = m[i].epoch};
-        cor_idp_t svc;
-        int e = svc_of(b->members[m[i].to], &svc);
+        struct dsm_req r = {
+            .op = DSM_OP_BARRIER, .obj = id, .offset = (uint64_t)m[i].round, .count = m[i].epoch};
+        cor_idp_t box;
+        int e = mailbox_of(m[i].to, BAR_NAME, &box);
+        unsigned char *buf = e ? NULL : malloc(DSM_REQ_HDR);
+        if (!e && !buf) e = COR_ENOMEM;
         if (e) {
             err = err ? err : e;
             continue;
         }
-        if (service) {
-            unsigned char *buf = malloc(DSM_REQ_HDR);
-            if (!buf) continue;
-            svc_send(svc, 0, buf, dsm_req_encode(buf, DSM_REQ_HDR, &r));
-            continue;
-        }
-        size_t len = dsm_req_encode(bufs[nreq], DSM_REQ_HDR, &r);
-        e = cor_sendI_typed(svc, D.ctx, 0, COR_BYTE, bufs[nreq], len, &reqs[nreq]);
-        if (e)
-            err = err ? err : e;
-        else
-            nreq++;
-    }
-    for (int i = 0; i < nreq; i++) {
-        int e = cor_wait(&reqs[i], NULL);
-        if (e && !err) err = e;
+        svc_send(box, 0, buf, dsm_req_encode(buf, DSM_REQ_HDR, &r));
     }
     return err;
 }
@@ -2386,8 +2490,8 @@ static void serve(const void *buf, size_t len, cor_idp_t src)
     case DSM_OP_LOCK_REL:
         serve_lock(src, &r);
         return;
-    case DSM_OP_BARRIER:
-        serve_barrier(&r);
+    case DSM_OP_BARRIER: /* to the barrier mailbox, not here */
+        atomic_fetch_add(&D.dropped, 1);
         return;
     case DSM_OP_C_REQ:
     case DSM_OP_C_ACK:
@@ -2435,7 +2539,7 @@ static void handle_deaths(void)
             for (int i = 0; b->members && i < b->st.n; i++)
                 if (b->members[i] == d && !b->err) {
                     b->err = COR_EPEERDEAD;
-                    pthread_cond_broadcast(&b->cv);
+                    bar_wake();
                 }
         }
         unlock_or_die(&D.lock);
@@ -2530,11 +2634,14 @@ COR_API int cor_dsm_init(void)
     const char *spin = getenv("COR_DSM_SPIN_US");
     D.spin_us = spin && *spin ? strtol(spin, NULL, 10) : -1;
     D.svcs = calloc((size_t)D.size, sizeof *D.svcs);
+    D.bar_boxes = calloc((size_t)D.size, sizeof *D.bar_boxes);
     D.dead = calloc((size_t)D.size, sizeof *D.dead);
     D.death_done = calloc((size_t)D.size, sizeof *D.death_done);
     D.res = calloc(RES_MAX + 1, sizeof *D.res);
-    if (!D.svcs || !D.dead || !D.death_done || !D.res) return COR_ENOMEM;
+    if (!D.svcs || !D.bar_boxes || !D.dead || !D.death_done || !D.res) return COR_ENOMEM;
     int err = cor_task_reserve(SVC_NAME, &D.svc);
+    if (err) return err;
+    err = cor_task_reserve(BAR_NAME, &D.bar_box);
     if (err) return err;
     err = cor_domain_on_death_add(on_death, NULL);
     if (err) return err;
@@ -2559,6 +2666,12 @@ COR_API int cor_dsm_finalize(void)
     int err = cor_barrier();
     atomic_store(&D.stopping, 1);
     pthread_join(D.thread, NULL);
+    if (D.bar_rr != COR_REQ_NULL) { /* no barrier waits now: take the receive back */
+        cor_cancel(&D.bar_rr);
+        cor_wait(&D.bar_rr, NULL);
+        if (D.bar_msg) cor_releaseBuffer(D.bar_msg);
+        D.bar_msg = NULL;
+    }
     for (unsigned i = 1; i <= RES_MAX; i++)
         if (D.res[i]) {
             res_put(D.res[i]);

@@ -57,8 +57,9 @@ COR_API const char *cor_dsm_strerror(int err);
 /*
  * Starts this domain's DSM service. Collective: every domain's main thread calls it once,
  * after cor_init, and it returns when every domain's service is up (it ends with
- * cor_barrier). The service is a reserved task: it takes one task index, so tasks spawned
- * afterwards get indices one higher than they would have (the same in every domain).
+ * cor_barrier). It reserves two tasks (the service, "cor.dsm", and the barrier mailbox,
+ * "cor.dsm.barrier"): tasks spawned afterwards get indices two higher than they would have
+ * (the same in every domain).
  * COR_ESTATE if called twice or before cor_init.
  */
 COR_API int cor_dsm_init(void);
@@ -269,7 +270,7 @@ COR_API int cor_dsm_barrier_create(const char *name, cor_idp_t ldom, int local_t
                                    cor_dsm_barrier_t *bar);
 /* COR_EPEERDEAD (now and for every later episode) if a member domain died. */
 COR_API int cor_dsm_barrier_wait(cor_dsm_barrier_t bar);
-/* No task may be waiting in it. */
+/* COR_EBUSY while a task of this domain is still in cor_dsm_barrier_wait on it. */
 COR_API int cor_dsm_barrier_destroy(cor_dsm_barrier_t bar);
 
 /* ---- Introspection --------------------------------------------------------------------- */

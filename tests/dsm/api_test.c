@@ -59,10 +59,12 @@ static int nop(void *arg)
 
 static void test_task_index(void)
 {
-    cor_idp_t svc, t;
+    cor_idp_t svc, bar, t;
     REQUIRE(cor_task_lookup(0, "cor.dsm", 0, &svc) == COR_OK);
+    REQUIRE(cor_task_lookup(0, "cor.dsm.barrier", 0, &bar) == COR_OK);
+    EXPECT_EQ(cor_idp_index(bar), cor_idp_index(svc) + 1);
     REQUIRE(cor_task_spawn("idx", nop, NULL, &t) == COR_OK);
-    EXPECT_EQ(cor_idp_index(t), cor_idp_index(svc) + 1);
+    EXPECT_EQ(cor_idp_index(t), cor_idp_index(bar) + 1);
     cor_task_join(t, NULL);
 }
 
