@@ -3,7 +3,8 @@
 # domains x 8 tasks over udp and gm (exact counters, FIFO complete and ordered per task, no
 # torn block), cached objects under sections mixed with remote operations (2 and 4 domains,
 # and with a cache budget of 0), both on 2 domains over udp under the fault injector (5% drop), FIFO lock
-# fairness on 4 domains x 2 tasks, barriers (all domains, and a logical domain's subset).
+# fairness on 4 domains x 2 tasks, barriers (all domains, and a logical domain's subset), and the
+# mixed workload over both routes at once (4 domains, the odd ones sending over udp).
 # COR_TEST_SCALE=small: fewer tasks and operations (sanitizer builds).
 . "$(dirname "$0")/../proc/common.sh"
 P=$B/tests/dsm/dsm_proc
@@ -52,4 +53,16 @@ grep "retransmits" "$WORK/lossy.err" | head -2 | sed 's/^/  /'
 say "udp with 5% of the datagrams dropped: cached objects, 2 domains x $T tasks"
 COR_UDP_FAULTS="drop=0.05,seed=12" COR_UDP_STATS=1 run lossyc 2 cache udp -t $T -i $((C2 / 3))
 grep -q "retransmits [1-9]" "$WORK/lossyc.err" || { show lossyc; die "no retransmission counted: were the faults injected?"; }
+say "both routes at once: mix, 4 domains x $T tasks, the odd domains sending over udp, the even over gm"
+cat >"$WORK/by-rank.sh" <<EOF
+#!/bin/sh
+if [ \$((COR_RANK % 2)) = 1 ]; then COR_ROUTE=udp; export COR_ROUTE; fi
+exec "$P" "\$@"
+EOF
+chmod +x "$WORK/by-rank.sh"
+saved=$P
+P=$WORK/by-rank.sh
+COR_ROUTES=udp,gm COR_UDP_STATS=1 run mixed 4 mix gm -t $T -i $I4
+P=$saved
+grep -q "cor udp: port 1.0" "$WORK/mixed.err" || { show mixed; die "mixed: domain 1 did not use the udp route"; }
 say "PASS"
