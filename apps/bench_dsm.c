@@ -28,17 +28,17 @@
 
 /* One result. Times are in `unit`; goals, when set, apply to the median (and the p99). */
 struct dsm_row {
-    char key[40];   /* stable CSV name */
-    char what[96];  /* label of the table */
-    char unit[8];   /* "us", "ns", "Mops/s", "x" */
-    long count;     /* operations (or batches) behind the median */
+    char key[40];  /* stable CSV name */
+    char what[96]; /* label of the table */
+    char unit[8];  /* "us", "ns", "Mops/s", "x" */
+    long count;    /* operations (or batches) behind the median */
     double median;
-    double p99;         /* < 0: none (rates, ratios) */
-    double goal_R;      /* median <= goal_R x R, 0: none */
-    double goal_max;    /* median <= goal_max, 0: none */
-    double goal_min;    /* median >= goal_min, 0: none */
-    double goal_p99;    /* p99 <= goal_p99, 0: none */
-    int with_R;         /* print the median's ratio to R */
+    double p99;      /* < 0: none (rates, ratios) */
+    double goal_R;   /* median <= goal_R x R, 0: none */
+    double goal_max; /* median <= goal_max, 0: none */
+    double goal_min; /* median >= goal_min, 0: none */
+    double goal_p99; /* p99 <= goal_p99, 0: none */
+    int with_R;      /* print the median's ratio to R */
 };
 
 struct dsm_ctx {
@@ -49,8 +49,8 @@ struct dsm_ctx {
     long n;      /* --count */
     cor_idp_t ho, put, cached, lock, ctr;
     cor_dsm_barrier_t all;
-    double *v;   /* n samples */
-    int gm;      /* route is gm (its goals differ from udp's) */
+    double *v; /* n samples */
+    int gm;    /* route is gm (its goals differ from udp's) */
 };
 
 static int dsm_fail(const char *what, int err)
@@ -65,7 +65,10 @@ static int dsm_fail(const char *what, int err)
         if (e_ != COR_OK) return dsm_fail(#call, e_);                                              \
     } while (0)
 
-static double now_us(void) { return (double)bench_now_ns() / 1e3; }
+static double now_us(void)
+{
+    return (double)bench_now_ns() / 1e3;
+}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -96,7 +99,10 @@ static void row_init(struct dsm_row *r, const char *key, const char *unit, const
     r->with_R = !strcmp(unit, "us");
 }
 
-static cor_idp_t main_of(const struct dsm_ctx *c, int rank) { return cor_task_idp(rank, c->me); }
+static cor_idp_t main_of(const struct dsm_ctx *c, int rank)
+{
+    return cor_task_idp(rank, c->me);
+}
 
 /* "met", "NOT met" or "" (no goal); the goal's text goes to `goal`. */
 static const char *row_goal(const struct dsm_ctx *c, const struct dsm_row *r, char *goal,
@@ -112,8 +118,10 @@ static const char *row_goal(const struct dsm_ctx *c, const struct dsm_row *r, ch
         if (o < len) o += (size_t)snprintf(goal + o, len - o, __VA_ARGS__);                        \
     } while (0)
     if (r->goal_R > 0) GOAL(r->median <= r->goal_R * c->R_us, "%s<=%.1fR", o ? " " : "", r->goal_R);
-    if (r->goal_max > 0) GOAL(r->median <= r->goal_max, "%s<=%g%s", o ? " " : "", r->goal_max, r->unit);
-    if (r->goal_min > 0) GOAL(r->median >= r->goal_min, "%s>=%g%s", o ? " " : "", r->goal_min, r->unit);
+    if (r->goal_max > 0)
+        GOAL(r->median <= r->goal_max, "%s<=%g%s", o ? " " : "", r->goal_max, r->unit);
+    if (r->goal_min > 0)
+        GOAL(r->median >= r->goal_min, "%s>=%g%s", o ? " " : "", r->goal_min, r->unit);
     if (r->goal_p99 > 0)
         GOAL(r->p99 <= r->goal_p99, "%sp99<=%g%s", o ? " " : "", r->goal_p99, r->unit);
 #undef GOAL
@@ -211,13 +219,15 @@ static int bench_R(struct dsm_ctx *c)
         for (long i = -c->n / 10; i < c->n; i++) {
             double t = now_us();
             if (c->rank == 1) {
-                TRY(cor_send(main_of(c, peer), COR_CTX_WORLD, BENCH_TAG_DSM_RTT, COR_BYTE, &buf, 8));
+                TRY(cor_send(main_of(c, peer), COR_CTX_WORLD, BENCH_TAG_DSM_RTT, COR_BYTE, &buf,
+                             8));
                 TRY(cor_recv(main_of(c, peer), COR_CTX_WORLD, BENCH_TAG_DSM_RTT, COR_BYTE, &buf, 8,
                              NULL));
             } else {
                 TRY(cor_recv(main_of(c, peer), COR_CTX_WORLD, BENCH_TAG_DSM_RTT, COR_BYTE, &buf, 8,
                              NULL));
-                TRY(cor_send(main_of(c, peer), COR_CTX_WORLD, BENCH_TAG_DSM_RTT, COR_BYTE, &buf, 8));
+                TRY(cor_send(main_of(c, peer), COR_CTX_WORLD, BENCH_TAG_DSM_RTT, COR_BYTE, &buf,
+                             8));
             }
             if (i >= 0) c->v[i] = now_us() - t;
         }
@@ -305,7 +315,10 @@ static int bench_write_home(struct dsm_ctx *c, cor_dsm_region_t rg)
 }
 
 /* The k-th reader of the third-party write: domains 2, 3, ... first, the home last. */
-static int reader_rank(const struct dsm_ctx *c, int k) { return k + 2 < c->ndom ? k + 2 : 0; }
+static int reader_rank(const struct dsm_ctx *c, int k)
+{
+    return k + 2 < c->ndom ? k + 2 : 0;
+}
 
 /* 3+ domains: domain 1 writes (home 0), invalidating k readers, k = 1 .. ndom-1. Each round
  * the readers take a read section and send a token (not timed); the writer times its write
@@ -413,7 +426,8 @@ static int run_tasks(int tasks, int (*fn)(void *), void *args, size_t arg_size)
     cor_idp_t t[BENCH_MAX_PAIRS];
     int spawned = 0, err = COR_OK;
     for (; spawned < tasks; spawned++) {
-        err = cor_task_spawn("bench.dsm", fn, (char *)args + (size_t)spawned * arg_size, &t[spawned]);
+        err =
+            cor_task_spawn("bench.dsm", fn, (char *)args + (size_t)spawned * arg_size, &t[spawned]);
         if (err != COR_OK) break;
     }
     for (int i = 0; i < spawned; i++)
@@ -705,8 +719,8 @@ int bench_dsm(struct bench *b)
         printf("cor-bench dsm: route %s, %d domains; medians and p99 over --count %ld "
                "operations; /R = median over R of this run\n",
                b->route, c.ndom, c.n);
-        printf("%-58s %8s %10s %10s %-6s %6s  %s\n", "what", "count", "median", "p99", "unit",
-               "/R", "goal");
+        printf("%-58s %8s %10s %10s %-6s %6s  %s\n", "what", "count", "median", "p99", "unit", "/R",
+               "goal");
         fflush(stdout);
     }
     err = run_all(&c);

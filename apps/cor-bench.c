@@ -257,8 +257,7 @@ static int bad_usage(const char *fmt, const char *arg)
 /* Returns 0, or an exit status (2: usage, 1: other) after printing why. */
 static int parse_args(int argc, char **argv, struct bench *b, const char **csv_path)
 {
-    static const char *modes[] = {"pingpong", "stream", "multiport", "multitask", "udp-raw",
-                                  "dsm"};
+    static const char *modes[] = {"pingpong", "stream", "multiport", "multitask", "udp-raw", "dsm"};
     const char *sizes = NULL, *pairs = NULL, *ports = NULL;
 
     b->iters_scale = 1.0;
@@ -354,8 +353,7 @@ static int parse_args(int argc, char **argv, struct bench *b, const char **csv_p
         return bad_usage("%s", "dsm measures libcordsm: --raw and --baseline do not apply");
     if (dsm && reps_set)
         return bad_usage("%s", "dsm reports medians and p99: --reps does not apply");
-    if (dsm)
-        b->reps = 1;
+    if (dsm) b->reps = 1;
     if (b->raw && (b->baseline_udp || !strcmp(b->mode, "udp-raw")))
         return bad_usage("%s", "--raw and the UDP socket baseline exclude each other");
     if (sizes && parse_sizes(sizes, b->sizes, BENCH_MAX_SIZES, &b->nsizes) < 0)
@@ -386,8 +384,7 @@ static int run_mode(struct bench *b)
     int socket = b->baseline_udp || !strcmp(b->mode, "udp-raw");
     int err = COR_OK;
 
-    if (!strcmp(b->mode, "dsm"))
-        return bench_dsm(b);
+    if (!strcmp(b->mode, "dsm")) return bench_dsm(b);
     if (!strcmp(b->mode, "multiport"))
         return bench_multi(b, 1);
     if (!strcmp(b->mode, "multitask"))
@@ -432,8 +429,7 @@ int main(int argc, char **argv)
         fprintf(b.csv, dsm ? "route,domains,what,count,median,p99,unit,per_R,goal,met\n"
                            : "route,mode,bytes,ports,pairs,one_way_us,MBps\n");
     }
-    if (!dsm)
-        bench_header(&b);
+    if (!dsm) bench_header(&b);
     err = run_mode(&b);
     bench_flush(&b);
     if (b.csv && fclose(b.csv) != 0) {

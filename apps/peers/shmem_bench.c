@@ -143,7 +143,8 @@ int main(int argc, char **argv)
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         size_t size = sizes[s];
         long m = n;
-        if ((double)m * (double)size > (double)PUT_BYTES_PER_SIZE) m = (long)(PUT_BYTES_PER_SIZE / size);
+        if ((double)m * (double)size > (double)PUT_BYTES_PER_SIZE)
+            m = (long)(PUT_BYTES_PER_SIZE / size);
         m = m < 100 ? 100 : m;
         shmem_barrier_all();
         if (me == 1) {
