@@ -24,11 +24,14 @@ enum bench_tag {
     BENCH_TAG_READY,      /* receiver posted its receives: start sending */
     BENCH_TAG_ACK,        /* receiver got the last byte */
     BENCH_TAG_SETUP,      /* out-of-band setup (socket ports) */
+    BENCH_TAG_DSM_ROW,    /* dsm: a measured row (or lock counts) for domain 0 */
+    BENCH_TAG_DSM_TOKEN,  /* dsm: orders two domains' steps, not timed */
+    BENCH_TAG_DSM_RTT,    /* dsm: R, the task API's round trip */
 };
 
 struct bench {
     int rank;           /* this domain: 0 measures, 1 answers */
-    const char *mode;   /* "pingpong", "stream", "multiport", "multitask", "udp-raw" */
+    const char *mode;   /* "pingpong", "stream", "multiport", "multitask", "udp-raw", "dsm" */
     const char *route;  /* route name for the task API and --raw */
     int raw;            /* --raw: the route alone, through cor/raw.h */
     int baseline_udp;   /* --baseline udp: plain UDP sockets */
@@ -46,6 +49,8 @@ struct bench {
     int recv_alloc;     /* --recv-alloc: cor_recvI (core buffers) instead of cor_recvI_into */
     FILE *csv;          /* --csv FILE (domain 0 only), or NULL */
     int quiet;          /* no table on stdout */
+    long count;         /* dsm: operations per measure (--count) */
+    int tasks;          /* dsm: tasks per domain of the aggregate pipelined adds (--tasks) */
 };
 
 /* Monotonic time in nanoseconds. */
@@ -112,5 +117,8 @@ int bench_raw_pingpong(struct bench *b);
 int bench_raw_stream(struct bench *b);
 int bench_socket_pingpong(struct bench *b);
 int bench_socket_stream(struct bench *b);
+/* libcordsm's operations beside R (bench_dsm.c); 2 or more domains; calls cor_dsm_init and,
+ * on success, cor_dsm_finalize. */
+int bench_dsm(struct bench *b);
 
 #endif

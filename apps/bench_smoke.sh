@@ -1,6 +1,6 @@
 #!/bin/sh
 # cor-bench smoke test (tiny sizes and counts, correctness not speed): every mode runs to the
-# end with --verify under cor-run and writes the CSV rows it should.
+# end with --verify under cor-run and writes the CSV rows it should; dsm on 2 and 3 domains.
 set -u
 b=${COR_BUILDDIR:?run me through make check}/apps
 dir=$(mktemp -d)
@@ -59,6 +59,47 @@ if grep -q '^SAN_CFLAGS = -fsanitize=thread' "$COR_BUILDDIR/Makefile" 2>/dev/nul
     echo "skip: multitask-shared (ThreadSanitizer build)"
 else
     run multitask-shared 4 --shared multitask --sizes 1000,70000 --pairs 1,3 --iters 0.02
+fi
+
+# cor-bench dsm (libcordsm beside R): every measure gives a row with a positive median, on
+# 2 domains over udp and on 3 over gm (there also the write at a third domain invalidating 1
+# and 2 readers and the added cost per reader, which may be negative in a tiny run).
+# dsm_run NAME ROWS DOMAINS ROUTE cor-bench-dsm-args
+dsm_run() {
+    name=$1 rows=$2 n=$3 route=$4
+    shift 4
+    csv=$dir/$name.csv
+    if ! timeout 120 "$b/cor-run" -n "$n" --route "$route" "$b/cor-bench" dsm "$@" --csv "$csv" \
+        >"$dir/$name.out" 2>&1; then
+        echo "FAIL: $name: cor-bench dsm $* exited with an error:"
+        cat "$dir/$name.out"
+        fails=$((fails + 1))
+        return
+    fi
+    got=$(($(wc -l <"$csv") - 1))
+    if [ "$(head -n 1 "$csv")" != "route,domains,what,count,median,p99,unit,per_R,goal,met" ] ||
+        [ "$got" -ne "$rows" ] || ! grep -q "^$route,$n,R," "$csv"; then
+        echo "FAIL: $name: expected a header and $rows rows of $route on $n domains, got:"
+        cat "$csv"
+        fails=$((fails + 1))
+        return
+    fi
+    if awk -F, 'NR > 1 && $3 != "write_inval_per_extra_reader" && !($5 > 0) { bad = 1 }
+        END { exit !bad }' "$csv"; then
+        echo "FAIL: $name: a row without a positive median:"
+        cat "$csv"
+        fails=$((fails + 1))
+        return
+    fi
+    echo "ok: $name"
+}
+unset GM_NODES GM_NODE_MAP GM_NODE_ID GM_PROVIDER GM_SHM_NAMESPACE COR_ROUTES # as tests/dsm/proc.sh
+dsm_run dsm-udp 18 2 udp --count 20 --sizes 64,70000 --tasks 2
+dsm_run dsm-gm3 20 3 gm --count 20 --sizes 64
+if "$b/cor-bench" dsm --count 5 >"$dir/bad.out" 2>&1 || ! grep -q -- "--count takes" "$dir/bad.out"; then
+    echo "FAIL: dsm --count 5: expected exit status 2 and '--count takes'; got:"
+    cat "$dir/bad.out"
+    fails=$((fails + 1))
 fi
 
 # Bad input is an error with a message, not a crash.

@@ -5,8 +5,9 @@
  *
  *   cor-run -n 2 [--route udp] [--ports 4] cor-bench MODE [options]
  *
- * This file reads the options, joins the session and prints rows; the modes live in
- * bench_task.c, bench_multi.c, bench_raw.c and bench_socket.c.
+ * and libcordsm's operations beside the task API's round trip (cor-bench dsm, 2 or more
+ * domains). This file reads the options, joins the session and prints rows; the modes live in
+ * bench_task.c, bench_multi.c, bench_raw.c, bench_socket.c and bench_dsm.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -25,6 +26,10 @@ static const char usage[] =
     "  multiport   aggregate stream rate over 1..4 hard ports, one task pair per port\n"
     "  multitask   aggregate stream rate of 1..16 task pairs per domain\n"
     "  udp-raw     the baseline: plain polled UDP sockets, ping-pong and stream\n"
+    "  dsm         libcordsm (2+ domains: cor-run -n N): read hit and miss, write\n"
+    "              invalidation, fetch-add, CAS, pipelined adds, locks, barrier, a\n"
+    "              fetch-add while the home computes, put; each beside R, the task\n"
+    "              API's 8 B round trip of the same run, with the issue's goals\n"
     "options:\n"
     "  --raw             measure the route alone (cor/raw.h), without the task layer\n"
     "  --baseline udp    pingpong/stream over plain UDP sockets instead\n"
@@ -41,7 +46,12 @@ static const char usage[] =
     "                    gets its own buffers (default: shared, as osu_bw does, so the\n"
     "                    caches and memory bandwidth stay out)\n"
     "  --verify          check the content of every received message (distinct buffers)\n"
+    "  --count N         dsm: operations per measure (default 10000; 10..10^7)\n"
+    "  --tasks T         dsm: tasks per domain of the aggregate pipelined adds (1..16,\n"
+    "                    default 4); dsm's --sizes are its put sizes (default\n"
+    "                    64,1K,16K,256K,1M)\n"
     "  --csv FILE        write rows route,mode,bytes,ports,pairs,one_way_us,MBps\n"
+    "                    (dsm: route,domains,what,count,median,p99,unit,per_R,goal,met)\n"
     "  --quiet           no table on standard output\n";
 
 uint64_t bench_now_ns(void)
@@ -225,6 +235,12 @@ static void default_sizes(struct bench *b)
         b->sizes[b->nsizes++] = 1 << 20;
         return;
     }
+    if (!strcmp(b->mode, "dsm")) {
+        static const size_t put[] = {64, 1024, 16384, 262144, 1 << 20};
+        for (size_t i = 0; i < sizeof put / sizeof put[0]; i++)
+            b->sizes[b->nsizes++] = put[i];
+        return;
+    }
     b->sizes[b->nsizes++] = 0;
     for (size_t s = 1; s <= (1u << 20); s *= 2)
         b->sizes[b->nsizes++] = s;
@@ -241,12 +257,15 @@ static int bad_usage(const char *fmt, const char *arg)
 /* Returns 0, or an exit status (2: usage, 1: other) after printing why. */
 static int parse_args(int argc, char **argv, struct bench *b, const char **csv_path)
 {
-    static const char *modes[] = {"pingpong", "stream", "multiport", "multitask", "udp-raw"};
+    static const char *modes[] = {"pingpong", "stream", "multiport", "multitask", "udp-raw", "dsm"};
     const char *sizes = NULL, *pairs = NULL, *ports = NULL;
 
     b->iters_scale = 1.0;
     b->window = 8;
     b->reps = 3;
+    b->count = 10000;
+    b->tasks = 4;
+    int reps_set = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -286,6 +305,7 @@ static int parse_args(int argc, char **argv, struct bench *b, const char **csv_p
                 if (*end || r < 1 || r > 100)
                     return bad_usage("--reps takes 1..100, not '%s'", next);
                 b->reps = (int)r;
+                reps_set = 1;
             } else if (!strcmp(a, "--pairs")) {
                 pairs = next;
             } else if (!strcmp(a, "--ports")) {
@@ -296,6 +316,18 @@ static int parse_args(int argc, char **argv, struct bench *b, const char **csv_p
                 if (*end || w < 1 || w > 64)
                     return bad_usage("--window takes 1..64, not '%s'", next);
                 b->window = (int)w;
+            } else if (!strcmp(a, "--count")) {
+                char *end;
+                long n = strtol(next, &end, 10);
+                if (*end || n < 10 || n > 10000000)
+                    return bad_usage("--count takes 10..10000000, not '%s'", next);
+                b->count = n;
+            } else if (!strcmp(a, "--tasks")) {
+                char *end;
+                long t = strtol(next, &end, 10);
+                if (*end || t < 1 || t > BENCH_MAX_PAIRS)
+                    return bad_usage("--tasks takes 1..16, not '%s'", next);
+                b->tasks = (int)t;
             } else if (!strcmp(a, "--csv")) {
                 *csv_path = next;
             } else {
@@ -316,6 +348,12 @@ static int parse_args(int argc, char **argv, struct bench *b, const char **csv_p
     int multi = !strcmp(b->mode, "multiport") || !strcmp(b->mode, "multitask");
     if (multi && (b->raw || b->baseline_udp))
         return bad_usage("%s measures tasks: --raw and --baseline do not apply", b->mode);
+    int dsm = !strcmp(b->mode, "dsm");
+    if (dsm && (b->raw || b->baseline_udp))
+        return bad_usage("%s", "dsm measures libcordsm: --raw and --baseline do not apply");
+    if (dsm && reps_set)
+        return bad_usage("%s", "dsm reports medians and p99: --reps does not apply");
+    if (dsm) b->reps = 1;
     if (b->raw && (b->baseline_udp || !strcmp(b->mode, "udp-raw")))
         return bad_usage("%s", "--raw and the UDP socket baseline exclude each other");
     if (sizes && parse_sizes(sizes, b->sizes, BENCH_MAX_SIZES, &b->nsizes) < 0)
@@ -346,6 +384,7 @@ static int run_mode(struct bench *b)
     int socket = b->baseline_udp || !strcmp(b->mode, "udp-raw");
     int err = COR_OK;
 
+    if (!strcmp(b->mode, "dsm")) return bench_dsm(b);
     if (!strcmp(b->mode, "multiport"))
         return bench_multi(b, 1);
     if (!strcmp(b->mode, "multitask"))
@@ -373,9 +412,10 @@ int main(int argc, char **argv)
     int err = cor_init(&argc, &argv);
     if (err)
         return bench_fail("cor_init", err), 1;
-    if (cor_domain_count() != 2) {
-        fprintf(stderr, "cor-bench: runs as 2 domains (found %d): cor-run -n 2 cor-bench %s\n",
-                cor_domain_count(), b.mode);
+    int dsm = !strcmp(b.mode, "dsm");
+    if (dsm ? cor_domain_count() < 2 : cor_domain_count() != 2) {
+        fprintf(stderr, "cor-bench: %s runs as %s domains (found %d): cor-run -n 2 cor-bench %s\n",
+                b.mode, dsm ? "2 or more" : "2", cor_domain_count(), b.mode);
         cor_finalize();
         return 2;
     }
@@ -386,9 +426,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "cor-bench: cannot write %s: %s\n", csv_path, strerror(errno));
             return 1; /* without finalize: cor-run stops the other domain */
         }
-        fprintf(b.csv, "route,mode,bytes,ports,pairs,one_way_us,MBps\n");
+        fprintf(b.csv, dsm ? "route,domains,what,count,median,p99,unit,per_R,goal,met\n"
+                           : "route,mode,bytes,ports,pairs,one_way_us,MBps\n");
     }
-    bench_header(&b);
+    if (!dsm) bench_header(&b);
     err = run_mode(&b);
     bench_flush(&b);
     if (b.csv && fclose(b.csv) != 0) {

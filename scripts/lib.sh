@@ -12,8 +12,13 @@ say() { printf '\n=== %s\n' "$*"; }
 
 # Installs the packages dpkg does not know as installed; apt-get update only when needed.
 cor_install_missing() {
+    cor_install_packages "${COR_PACKAGES[@]}"
+}
+
+# cor_install_packages PACKAGE...: the same for any list (scripts/bench's OpenSHMEM peer).
+cor_install_packages() {
     local missing=() p
-    for p in "${COR_PACKAGES[@]}"; do
+    for p in "$@"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
             missing+=("$p")
     done

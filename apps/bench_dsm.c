@@ -1,0 +1,736 @@
+/*
+ * cor-bench dsm: what libcordsm's operations cost, each beside R, the task API's 8-byte round
+ * trip between the main tasks of domains 0 and 1 measured in the same run (the machine is
+ * noisy: only ratios within one run mean much). Runs on 2 or more domains:
+ *
+ *   cor-run -n N --route gm cor-bench dsm [--count N] [--tasks T] [--sizes LIST] [--csv FILE]
+ *
+ * Domain 0 homes every object and the lock, domain 1 is the usual client; the write at a third
+ * domain needs 3 or more domains (readers at domains 2, 3, ... then the home). Each measure is
+ * taken by one domain, which sends its row to domain 0; domain 0 prints every row (with its
+ * ratio to R and the issue's goal) and writes the CSV.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "cor/cor.h"
+#include "cor/dsm.h"
+
+#define HIT_BATCH 1000 /* read hits and rwlock pairs are timed per batch: ns-scale */
+#define PUT_BYTES_PER_SIZE ((size_t)1 << 30) /* caps the count of large puts */
+
+/* One result. Times are in `unit`; goals, when set, apply to the median (and the p99). */
+struct dsm_row {
+    char key[40];  /* stable CSV name */
+    char what[96]; /* label of the table */
+    char unit[8];  /* "us", "ns", "Mops/s", "x" */
+    long count;    /* operations (or batches) behind the median */
+    double median;
+    double p99;      /* < 0: none (rates, ratios) */
+    double goal_R;   /* median <= goal_R x R, 0: none */
+    double goal_max; /* median <= goal_max, 0: none */
+    double goal_min; /* median >= goal_min, 0: none */
+    double goal_p99; /* p99 <= goal_p99, 0: none */
+    int with_R;      /* print the median's ratio to R */
+};
+
+struct dsm_ctx {
+    struct bench *b;
+    int rank, ndom;
+    unsigned me; /* the main task's index, the same in every domain */
+    double R_us; /* domain 0: the median round trip */
+    long n;      /* --count */
+    cor_idp_t ho, put, cached, lock, ctr;
+    cor_dsm_barrier_t all;
+    double *v; /* n samples */
+    int gm;    /* route is gm (its goals differ from udp's) */
+};
+
+static int dsm_fail(const char *what, int err)
+{
+    fprintf(stderr, "cor-bench dsm: %s: %s\n", what, cor_dsm_strerror(err));
+    return err;
+}
+
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        int e_ = (call);                                                                           \
+        if (e_ != COR_OK) return dsm_fail(#call, e_);                                              \
+    } while (0)
+
+static double now_us(void)
+{
+    return (double)bench_now_ns() / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void row_stats(struct dsm_row *r, double *v, long n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    r->count = n;
+    r->median = v[n / 2];
+    r->p99 = v[n * 99 / 100];
+}
+
+static void row_init(struct dsm_row *r, const char *key, const char *unit, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void row_init(struct dsm_row *r, const char *key, const char *unit, const char *fmt, ...)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->key, sizeof r->key, "%s", key);
+    snprintf(r->unit, sizeof r->unit, "%s", unit);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->what, sizeof r->what, fmt, ap);
+    va_end(ap);
+    r->p99 = -1;
+    r->with_R = !strcmp(unit, "us");
+}
+
+static cor_idp_t main_of(const struct dsm_ctx *c, int rank)
+{
+    return cor_task_idp(rank, c->me);
+}
+
+/* "met", "NOT met" or "" (no goal); the goal's text goes to `goal`. */
+static const char *row_goal(const struct dsm_ctx *c, const struct dsm_row *r, char *goal,
+                            size_t len)
+{
+    int ok = 1, any = 0;
+    size_t o = 0;
+    goal[0] = 0;
+#define GOAL(cond, ...)                                                                            \
+    do {                                                                                           \
+        any = 1;                                                                                   \
+        ok &= (cond);                                                                              \
+        if (o < len) o += (size_t)snprintf(goal + o, len - o, __VA_ARGS__);                        \
+    } while (0)
+    if (r->goal_R > 0) GOAL(r->median <= r->goal_R * c->R_us, "%s<=%.1fR", o ? " " : "", r->goal_R);
+    if (r->goal_max > 0)
+        GOAL(r->median <= r->goal_max, "%s<=%g%s", o ? " " : "", r->goal_max, r->unit);
+    if (r->goal_min > 0)
+        GOAL(r->median >= r->goal_min, "%s>=%g%s", o ? " " : "", r->goal_min, r->unit);
+    if (r->goal_p99 > 0)
+        GOAL(r->p99 <= r->goal_p99, "%sp99<=%g%s", o ? " " : "", r->goal_p99, r->unit);
+#undef GOAL
+    return !any ? "" : ok ? "met" : "NOT met";
+}
+
+static void row_print(struct dsm_ctx *c, const struct dsm_row *r)
+{
+    char goal[96], p99[32] = "-", perR[16] = "-";
+    const char *met = row_goal(c, r, goal, sizeof goal);
+    if (r->p99 >= 0) snprintf(p99, sizeof p99, "%.2f", r->p99);
+    if (r->with_R && c->R_us > 0) snprintf(perR, sizeof perR, "%.2f", r->median / c->R_us);
+    if (!c->b->quiet) {
+        printf("%-58s %8ld %10.2f %10s %-6s %6s  %s%s%s\n", r->what, r->count, r->median, p99,
+               r->unit, perR, goal, *met ? ": " : "", met);
+        fflush(stdout);
+    }
+    if (c->b->csv) {
+        fprintf(c->b->csv, "%s,%d,%s,%ld,%.4f,%s,%s,%s,%s,%s\n", c->b->route, c->ndom, r->key,
+                r->count, r->median, r->p99 >= 0 ? p99 : "", r->unit,
+                r->with_R && c->R_us > 0 ? perR : "", goal, met);
+        fflush(c->b->csv);
+    }
+}
+
+/* Every domain calls this at the same point: the measuring domain `from` hands its row to
+ * domain 0, which prints it. */
+static int publish(struct dsm_ctx *c, int from, struct dsm_row *r)
+{
+    if (c->rank == from && from != 0)
+        TRY(cor_send(main_of(c, 0), COR_CTX_WORLD, BENCH_TAG_DSM_ROW, COR_BYTE, r, sizeof *r));
+    if (c->rank == 0 && from != 0)
+        TRY(cor_recv(main_of(c, from), COR_CTX_WORLD, BENCH_TAG_DSM_ROW, COR_BYTE, r, sizeof *r,
+                     NULL));
+    if (c->rank == 0 && !strcmp(r->key, "R")) c->R_us = r->median; /* the reference row */
+    if (c->rank == 0) row_print(c, r);
+    return COR_OK;
+}
+
+/* An 8-byte token between main tasks, not timed: orders the steps of two domains. */
+static int token_send(struct dsm_ctx *c, int to)
+{
+    long t = 0;
+    return cor_send(main_of(c, to), COR_CTX_WORLD, BENCH_TAG_DSM_TOKEN, COR_BYTE, &t, 8);
+}
+
+static int token_recv(struct dsm_ctx *c, int from)
+{
+    long t;
+    cor_idp_t src = from < 0 ? COR_ANY_SOURCE : main_of(c, from);
+    return cor_recv(src, COR_CTX_WORLD, BENCH_TAG_DSM_TOKEN, COR_BYTE, &t, 8, NULL);
+}
+
+/* Opens locks "NAME.k" until one is homed at domain `home` (the name decides the home). */
+static int lock_at(const char *name, int home, cor_idp_t *lock)
+{
+    char n[COR_NAME_MAX];
+    for (int k = 0; k < 10000; k++) {
+        snprintf(n, sizeof n, "%s.%d", name, k);
+        TRY(cor_dsm_lock_open(n, lock));
+        if ((int)cor_idp_domain(*lock) == home) return COR_OK;
+    }
+    return dsm_fail("no lock name homed at domain 0", COR_ENOTFOUND);
+}
+
+static int setup(struct dsm_ctx *c)
+{
+    size_t put_max = 64;
+    for (int i = 0; i < c->b->nsizes; i++)
+        if (c->b->sizes[i] > put_max) put_max = c->b->sizes[i];
+    if (c->rank == 0) {
+        TRY(cor_dsm_create("bench.ho", COR_LONG, 8, COR_DSM_HOME_ONLY, &c->ho));
+        TRY(cor_dsm_create("bench.put", COR_BYTE, put_max, COR_DSM_HOME_ONLY, &c->put));
+        TRY(cor_dsm_create("bench.cached", COR_LONG, 8, COR_DSM_CACHED, &c->cached)); /* 64 B */
+        TRY(cor_dsm_create("bench.ctr", COR_LONG, 4, COR_DSM_HOME_ONLY, &c->ctr));
+    }
+    TRY(cor_dsm_barrier_create("bench.all", COR_IDP_NULL, 1, &c->all));
+    TRY(cor_dsm_barrier_wait(c->all));
+    TRY(cor_dsm_lookup("bench.ho", &c->ho));
+    TRY(cor_dsm_lookup("bench.put", &c->put));
+    TRY(cor_dsm_lookup("bench.cached", &c->cached));
+    TRY(cor_dsm_lookup("bench.ctr", &c->ctr));
+    TRY(lock_at("bench.lock", 0, &c->lock));
+    return cor_dsm_barrier_wait(c->all);
+}
+
+/* R: the task API's 8 B round trip, domain 1 to domain 0 and back, on the route under test.
+ * Taken first (the reference of every ratio) and again last ("R_end"): when the two differ
+ * much, the machine's load changed during the run and the ratios are rough. */
+static int bench_R(struct dsm_ctx *c, int at_end)
+{
+    struct dsm_row r;
+    if (at_end)
+        row_init(&r, "R_end", "us", "R again, at the end of the run (load check)");
+    else
+        row_init(&r, "R", "us", "R: task API 8 B round trip, domains 1<->0");
+    if (c->rank == 1 || c->rank == 0) {
+        int peer = !c->rank;
+        long buf = 0;
+        for (long i = -c->n / 10; i < c->n; i++) {
+            double t = now_us();
+            if (c->rank == 1) {
+                TRY(cor_send(main_of(c, peer), COR_CTX_WORLD, BENCH_TAG_DSM_RTT, COR_BYTE, &buf,
+                             8));
+                TRY(cor_recv(main_of(c, peer), COR_CTX_WORLD, BENCH_TAG_DSM_RTT, COR_BYTE, &buf, 8,
+                             NULL));
+            } else {
+                TRY(cor_recv(main_of(c, peer), COR_CTX_WORLD, BENCH_TAG_DSM_RTT, COR_BYTE, &buf, 8,
+                             NULL));
+                TRY(cor_send(main_of(c, peer), COR_CTX_WORLD, BENCH_TAG_DSM_RTT, COR_BYTE, &buf,
+                             8));
+            }
+            if (i >= 0) c->v[i] = now_us() - t;
+        }
+        if (c->rank == 1) row_stats(&r, c->v, c->n);
+    }
+    return publish(c, 1, &r);
+}
+
+/* Read hit on a copy homed elsewhere, beside a pthread_rwlock read pair; then a 64 B miss. */
+static int bench_read(struct dsm_ctx *c, cor_dsm_region_t rg)
+{
+    struct dsm_row hit, rw, ratio, miss;
+    row_init(&hit, "read_hit", "ns", "read section hit, start+end (copy homed elsewhere)");
+    row_init(&rw, "rwlock_read", "ns", "pthread_rwlock read lock+unlock, same run");
+    row_init(&ratio, "read_hit_per_rwlock", "x", "read hit / rwlock pair");
+    row_init(&miss, "read_miss_64", "us", "read miss, 64 B (copy flushed before)");
+    hit.goal_max = 100;
+    ratio.goal_max = 3;
+    miss.goal_R = 1.3;
+    if (c->rank == 1) {
+        long batches = c->n / 50 > 100 ? c->n / 50 : 100;
+        if (batches > c->n) batches = c->n;
+        TRY(cor_dsm_start_read(rg));
+        TRY(cor_dsm_end_read(rg));
+        for (long b = 0; b < batches; b++) {
+            double t = now_us();
+            for (int i = 0; i < HIT_BATCH; i++) {
+                TRY(cor_dsm_start_read(rg));
+                TRY(cor_dsm_end_read(rg));
+            }
+            c->v[b] = (now_us() - t) * 1e3 / HIT_BATCH;
+        }
+        row_stats(&hit, c->v, batches);
+        pthread_rwlock_t lk = PTHREAD_RWLOCK_INITIALIZER;
+        for (long b = 0; b < batches; b++) {
+            double t = now_us();
+            for (int i = 0; i < HIT_BATCH; i++) {
+                pthread_rwlock_rdlock(&lk);
+                pthread_rwlock_unlock(&lk);
+            }
+            c->v[b] = (now_us() - t) * 1e3 / HIT_BATCH;
+        }
+        row_stats(&rw, c->v, batches);
+        ratio.count = batches;
+        ratio.median = hit.median / rw.median;
+        for (long i = -c->n / 10; i < c->n; i++) {
+            TRY(cor_dsm_flush(rg));
+            double t = now_us();
+            TRY(cor_dsm_start_read(rg));
+            TRY(cor_dsm_end_read(rg));
+            if (i >= 0) c->v[i] = now_us() - t;
+        }
+        row_stats(&miss, c->v, c->n);
+    }
+    TRY(publish(c, 1, &hit));
+    TRY(publish(c, 1, &rw));
+    TRY(publish(c, 1, &ratio));
+    return publish(c, 1, &miss);
+}
+
+/* A write at the home (domain 0) invalidating domain 1's read copy: domain 1 reads, hands a
+ * token over (not timed), domain 0 times its write section. */
+static int bench_write_home(struct dsm_ctx *c, cor_dsm_region_t rg)
+{
+    struct dsm_row r;
+    row_init(&r, "write_inval_home_1", "us", "write at the home invalidating 1 reader");
+    r.goal_R = 2.2;
+    for (long i = -c->n / 10; c->rank <= 1 && i < c->n; i++) {
+        if (c->rank == 1) {
+            TRY(cor_dsm_start_read(rg));
+            TRY(cor_dsm_end_read(rg));
+            TRY(token_send(c, 0));
+            TRY(token_recv(c, 0));
+        } else {
+            TRY(token_recv(c, 1));
+            double t = now_us();
+            TRY(cor_dsm_start_write(rg));
+            TRY(cor_dsm_end_write(rg));
+            if (i >= 0) c->v[i] = now_us() - t;
+            TRY(token_send(c, 1));
+        }
+    }
+    if (c->rank == 0) row_stats(&r, c->v, c->n);
+    return publish(c, 0, &r);
+}
+
+/* The k-th reader of the third-party write: domains 2, 3, ... first, the home last. */
+static int reader_rank(const struct dsm_ctx *c, int k)
+{
+    return k + 2 < c->ndom ? k + 2 : 0;
+}
+
+/* 3+ domains: domain 1 writes (home 0), invalidating k readers, k = 1 .. ndom-1. Each round
+ * the readers take a read section and send a token (not timed); the writer times its write
+ * section, then releases them. Then the added cost per reader beyond the first. */
+static int bench_write_third(struct dsm_ctx *c, cor_dsm_region_t rg)
+{
+    int kmax = c->ndom - 1;
+    double first = 0, last = 0;
+    for (int k = 1; k <= kmax; k++) {
+        struct dsm_row r;
+        char key[40], who[64] = "";
+        snprintf(key, sizeof key, "write_inval_3rd_%d", k);
+        for (int j = 0; j < k; j++)
+            snprintf(who + strlen(who), sizeof who - strlen(who), "%s%d", j ? "," : "",
+                     reader_rank(c, j));
+        row_init(&r, key, "us", "write at a 3rd domain invalidating %d reader%s (at %s)", k,
+                 k > 1 ? "s" : "", who);
+        int reads = 0;
+        for (int j = 0; j < k; j++)
+            reads |= reader_rank(c, j) == c->rank;
+        if (k == 1) r.goal_R = 2.2;
+        TRY(cor_dsm_barrier_wait(c->all));
+        for (long i = -c->n / 10; i < c->n; i++) {
+            if (reads) {
+                TRY(cor_dsm_start_read(rg));
+                TRY(cor_dsm_end_read(rg));
+                TRY(token_send(c, 1));
+                TRY(token_recv(c, 1));
+            } else if (c->rank == 1) {
+                for (int j = 0; j < k; j++)
+                    TRY(token_recv(c, -1));
+                double t = now_us();
+                TRY(cor_dsm_start_write(rg));
+                TRY(cor_dsm_end_write(rg));
+                if (i >= 0) c->v[i] = now_us() - t;
+                for (int j = 0; j < k; j++)
+                    TRY(token_send(c, reader_rank(c, j)));
+            } else {
+                break;
+            }
+        }
+        if (c->rank == 1) {
+            row_stats(&r, c->v, c->n);
+            if (k == 1) first = r.median;
+            last = r.median;
+        }
+        TRY(publish(c, 1, &r));
+    }
+    if (kmax < 2) return COR_OK;
+    struct dsm_row per;
+    row_init(&per, "write_inval_per_extra_reader", "us",
+             "  added cost per reader beyond the first ((%d)-(1))/%d", kmax, kmax - 1);
+    per.goal_R = 0.3;
+    per.count = c->n;
+    per.median = (last - first) / (kmax - 1);
+    return publish(c, 1, &per);
+}
+
+static int bench_atomics(struct dsm_ctx *c)
+{
+    struct dsm_row fa, cas;
+    row_init(&fa, "fetch_add", "us", "remote fetch-add (domain 1 -> home 0)");
+    row_init(&cas, "cas", "us", "remote compare-and-swap");
+    fa.goal_R = cas.goal_R = 1.2;
+    if (c->rank == 1) {
+        long one = 1, old;
+        for (long i = -c->n / 10; i < c->n; i++) {
+            double t = now_us();
+            TRY(cor_dsm_fetch_add(c->ho, 0, COR_LONG, &one, &old));
+            if (i >= 0) c->v[i] = now_us() - t;
+        }
+        row_stats(&fa, c->v, c->n);
+        for (long i = -c->n / 10; i < c->n; i++) {
+            long expect = 0, desired = 0;
+            double t = now_us();
+            TRY(cor_dsm_cas(c->ho, 1, COR_LONG, &expect, &desired, &old));
+            if (i >= 0) c->v[i] = now_us() - t;
+        }
+        row_stats(&cas, c->v, c->n);
+    }
+    TRY(publish(c, 1, &fa));
+    return publish(c, 1, &cas);
+}
+
+struct adds_arg {
+    struct dsm_ctx *c;
+    long adds;
+    int err;
+};
+
+static int adds_task(void *arg)
+{
+    struct adds_arg *a = arg;
+    long one = 1;
+    for (long i = 0; i < a->adds && a->err == COR_OK; i++)
+        a->err = cor_dsm_add(a->c->ctr, 0, COR_LONG, &one);
+    int q = cor_dsm_quiet();
+    if (a->err == COR_OK) a->err = q;
+    return 0;
+}
+
+/* Spawns `tasks` tasks running fn(args[i]) and joins them. */
+static int run_tasks(int tasks, int (*fn)(void *), void *args, size_t arg_size)
+{
+    cor_idp_t t[BENCH_MAX_PAIRS];
+    int spawned = 0, err = COR_OK;
+    for (; spawned < tasks; spawned++) {
+        err =
+            cor_task_spawn("bench.dsm", fn, (char *)args + (size_t)spawned * arg_size, &t[spawned]);
+        if (err != COR_OK) break;
+    }
+    for (int i = 0; i < spawned; i++)
+        cor_task_join(t[i], NULL);
+    return err;
+}
+
+/* Pipelined non-fetching adds to domain 0: one task of domain 1, then `tasks` tasks in every
+ * other domain at once (aggregate, timed by domain 0 between two barriers). The counter must
+ * end exact. */
+static int bench_adds(struct dsm_ctx *c)
+{
+    struct dsm_row one, agg;
+    long per = c->n * 10;
+    row_init(&one, "adds_1task", "Mops/s", "pipelined non-fetching adds, 1 task (%ld + quiet)",
+             per);
+    row_init(&agg, "adds_aggregate", "Mops/s",
+             "pipelined adds, aggregate of %d domain%s x %d tasks", c->ndom - 1,
+             c->ndom > 2 ? "s" : "", c->b->tasks);
+    one.goal_min = agg.goal_min = c->gm ? 1.0 : 0.3;
+    struct adds_arg a[BENCH_MAX_PAIRS];
+    if (c->rank == 1) {
+        a[0] = (struct adds_arg){c, per, COR_OK};
+        double t = now_us();
+        adds_task(&a[0]);
+        t = now_us() - t;
+        if (a[0].err != COR_OK) return dsm_fail("cor_dsm_add", a[0].err);
+        one.count = per;
+        one.median = (double)per / t;
+    }
+    TRY(publish(c, 1, &one));
+    TRY(cor_dsm_barrier_wait(c->all));
+    double t0 = now_us();
+    if (c->rank != 0) {
+        for (int i = 0; i < c->b->tasks; i++)
+            a[i] = (struct adds_arg){c, per / c->b->tasks, COR_OK};
+        TRY(run_tasks(c->b->tasks, adds_task, a, sizeof a[0]));
+        for (int i = 0; i < c->b->tasks; i++)
+            if (a[i].err != COR_OK) return dsm_fail("cor_dsm_add (tasks)", a[i].err);
+    }
+    TRY(cor_dsm_barrier_wait(c->all));
+    if (c->rank == 0) {
+        long total = (long)(c->ndom - 1) * (per / c->b->tasks) * c->b->tasks, got = 0;
+        agg.count = total;
+        agg.median = (double)total / (now_us() - t0);
+        TRY(cor_dsm_get(c->ctr, 0, 1, COR_LONG, &got));
+        if (got != total + per) {
+            fprintf(stderr, "cor-bench dsm: pipelined adds: counter %ld, expected %ld\n", got,
+                    total + per);
+            return COR_EPROTO;
+        }
+    }
+    return publish(c, 0, &agg);
+}
+
+static int bench_lock(struct dsm_ctx *c)
+{
+    struct dsm_row r;
+    row_init(&r, "lock", "us", "remote lock acquire+release, uncontended");
+    r.goal_R = 1.3;
+    if (c->rank == 1) {
+        for (long i = -c->n / 10; i < c->n; i++) {
+            double t = now_us();
+            TRY(cor_dsm_lock(c->lock));
+            TRY(cor_dsm_unlock(c->lock));
+            if (i >= 0) c->v[i] = now_us() - t;
+        }
+        row_stats(&r, c->v, c->n);
+    }
+    return publish(c, 1, &r);
+}
+
+struct fair_arg {
+    struct dsm_ctx *c;
+    long acquired;
+    int err;
+};
+
+/* Takes the lock until the session made --count acquisitions (counted under the lock). */
+static int fair_task(void *arg)
+{
+    struct fair_arg *a = arg;
+    long one = 1, old = 0;
+    while (a->err == COR_OK) {
+        a->err = cor_dsm_lock(a->c->lock);
+        if (a->err != COR_OK) break;
+        a->err = cor_dsm_fetch_add(a->c->ctr, 1, COR_LONG, &one, &old);
+        int u = cor_dsm_unlock(a->c->lock);
+        if (a->err == COR_OK) a->err = u;
+        if (old >= a->c->n) break;
+        a->acquired++;
+    }
+    return 0;
+}
+
+/* Contended lock: every domain x 2 tasks; fairness = max/min acquisitions per task. */
+static int bench_lock_contended(struct dsm_ctx *c)
+{
+    enum { TASKS = 2 };
+    struct dsm_row fair, each;
+    row_init(&fair, "lock_fairness", "x", "contended lock, %d domains x %d tasks: max/min acq.",
+             c->ndom, TASKS);
+    row_init(&each, "lock_contended", "us", "  time per contended acquisition (%ld in all)", c->n);
+    each.with_R = 1;
+    struct fair_arg a[TASKS];
+    for (int i = 0; i < TASKS; i++)
+        a[i] = (struct fair_arg){c, 0, COR_OK};
+    TRY(cor_dsm_barrier_wait(c->all));
+    double t0 = now_us();
+    TRY(run_tasks(TASKS, fair_task, a, sizeof a[0]));
+    for (int i = 0; i < TASKS; i++)
+        if (a[i].err != COR_OK) return dsm_fail("contended lock", a[i].err);
+    long counts[TASKS] = {a[0].acquired, a[1].acquired};
+    long mn = counts[0] < counts[1] ? counts[0] : counts[1];
+    long mx = counts[0] < counts[1] ? counts[1] : counts[0], sum = counts[0] + counts[1];
+    if (c->rank != 0)
+        TRY(cor_send(main_of(c, 0), COR_CTX_WORLD, BENCH_TAG_DSM_ROW, COR_LONG, counts, TASKS));
+    TRY(cor_dsm_barrier_wait(c->all));
+    double el = now_us() - t0;
+    if (c->rank == 0) {
+        for (int d = 1; d < c->ndom; d++) {
+            TRY(cor_recv(main_of(c, d), COR_CTX_WORLD, BENCH_TAG_DSM_ROW, COR_LONG, counts, TASKS,
+                         NULL));
+            for (int i = 0; i < TASKS; i++) {
+                mn = counts[i] < mn ? counts[i] : mn;
+                mx = counts[i] > mx ? counts[i] : mx;
+                sum += counts[i];
+            }
+        }
+        if (sum != c->n) {
+            fprintf(stderr, "cor-bench dsm: contended lock: %ld acquisitions, expected %ld\n", sum,
+                    c->n);
+            return COR_EPROTO;
+        }
+        fair.count = each.count = sum;
+        fair.median = mn > 0 ? (double)mx / (double)mn : 1e9;
+        each.median = el / (double)sum;
+    }
+    TRY(publish(c, 0, &fair));
+    return publish(c, 0, &each);
+}
+
+static int bench_barrier(struct dsm_ctx *c)
+{
+    struct dsm_row r;
+    row_init(&r, "barrier", "us", "barrier over %d domains", c->ndom);
+    r.goal_R = c->ndom == 2 ? 1.2 : c->ndom == 4 ? 2.5 : 0;
+    TRY(cor_dsm_barrier_wait(c->all));
+    for (long i = -c->n / 10; i < c->n; i++) {
+        double t = now_us();
+        TRY(cor_dsm_barrier_wait(c->all));
+        if (i >= 0) c->v[i] = now_us() - t;
+    }
+    if (c->rank == 0) row_stats(&r, c->v, c->n);
+    return publish(c, 0, &r);
+}
+
+static atomic_int computing;
+
+static int compute_task(void *arg)
+{
+    volatile double x = 1;
+    while (atomic_load_explicit(&computing, memory_order_relaxed))
+        for (int i = 0; i < 10000; i++)
+            x = x * 1.0000001 + 1e-9;
+    return arg != NULL;
+}
+
+/* Attentiveness: domain 1's fetch-adds while the home runs one computing task per CPU (its
+ * main task waits in the barrier): the home's service must answer without anyone polling.
+ * 200 us between operations, so the service is idle (not spinning) when each arrives. */
+static int bench_attentive(struct dsm_ctx *c)
+{
+    struct dsm_row r;
+    row_init(&r, "fetch_add_home_computing", "us",
+             "remote fetch-add while every home task computes");
+    r.goal_max = 60;
+    r.goal_p99 = c->gm ? 200 : 250;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int ncomp = cpus < 1 ? 1 : cpus > BENCH_MAX_PAIRS ? BENCH_MAX_PAIRS : (int)cpus;
+    cor_idp_t t[BENCH_MAX_PAIRS];
+    int spawned = 0, err = COR_OK;
+    if (c->rank == 0) {
+        atomic_store(&computing, 1);
+        for (; spawned < ncomp && err == COR_OK; spawned++)
+            err = cor_task_spawn("bench.compute", compute_task, NULL, &t[spawned]);
+        if (err != COR_OK) spawned--;
+    }
+    if (err == COR_OK) err = cor_dsm_barrier_wait(c->all);
+    if (err == COR_OK && c->rank == 1) {
+        long one = 1, old;
+        for (long i = 0; i < c->n && err == COR_OK; i++) {
+            double t0 = now_us();
+            err = cor_dsm_fetch_add(c->ho, 2, COR_LONG, &one, &old);
+            c->v[i] = now_us() - t0;
+            usleep(200);
+        }
+    }
+    if (err == COR_OK) err = cor_dsm_barrier_wait(c->all);
+    atomic_store(&computing, 0);
+    for (int i = 0; i < spawned; i++)
+        cor_task_join(t[i], NULL);
+    if (err != COR_OK) return dsm_fail("fetch-add while the home computes", err);
+    if (c->rank == 1) row_stats(&r, c->v, c->n);
+    return publish(c, 1, &r);
+}
+
+/* cor_dsm_put returns once the home applied the data: the put + quiet of OpenSHMEM. */
+static int bench_put(struct dsm_ctx *c)
+{
+    unsigned char *buf = NULL;
+    if (c->rank == 1) {
+        size_t max = 64;
+        for (int i = 0; i < c->b->nsizes; i++)
+            max = c->b->sizes[i] > max ? c->b->sizes[i] : max;
+        buf = malloc(max);
+        if (!buf) return dsm_fail("put buffer", COR_ENOMEM);
+        bench_fill(buf, max);
+    }
+    int err = COR_OK;
+    for (int s = 0; s < c->b->nsizes && err == COR_OK; s += c->b->reps) {
+        size_t size = c->b->sizes[s];
+        long n = c->n; /* large puts: at most 1 GiB per size, but 100 operations if --count */
+        if ((double)n * (double)size > (double)PUT_BYTES_PER_SIZE) {
+            n = (long)(PUT_BYTES_PER_SIZE / (size ? size : 1));
+            n = n < 100 ? (c->n < 100 ? c->n : 100) : n;
+        }
+        struct dsm_row r;
+        char key[40];
+        snprintf(key, sizeof key, "put_%zu", size);
+        row_init(&r, key, "us", "put %zu B (returns when applied: put+quiet)", size);
+        for (long i = -n / 10; c->rank == 1 && i < n && err == COR_OK; i++) {
+            double t = now_us();
+            err = cor_dsm_put(c->put, 0, size, COR_BYTE, buf);
+            if (i >= 0) c->v[i] = now_us() - t;
+        }
+        if (err == COR_OK && c->rank == 1) row_stats(&r, c->v, n);
+        if (err == COR_OK) err = publish(c, 1, &r);
+    }
+    free(buf);
+    return err == COR_OK ? COR_OK : dsm_fail("cor_dsm_put", err);
+}
+
+static int run_all(struct dsm_ctx *c)
+{
+    TRY(setup(c));
+    TRY(bench_R(c, 0));
+    cor_dsm_region_t rg;
+    TRY(cor_dsm_map(c->cached, &rg));
+    int err = bench_read(c, rg);
+    if (err == COR_OK) err = cor_dsm_barrier_wait(c->all);
+    if (err == COR_OK) err = bench_write_home(c, rg);
+    if (err == COR_OK && c->ndom >= 3) err = bench_write_third(c, rg);
+    if (err == COR_OK) err = cor_dsm_barrier_wait(c->all);
+    int e = cor_dsm_unmap(rg);
+    if (err != COR_OK) return err;
+    TRY(e);
+    TRY(bench_atomics(c));
+    TRY(cor_dsm_barrier_wait(c->all));
+    TRY(bench_adds(c));
+    TRY(bench_lock(c));
+    TRY(bench_lock_contended(c));
+    TRY(bench_barrier(c));
+    TRY(bench_attentive(c));
+    TRY(bench_put(c));
+    TRY(bench_R(c, 1));
+    TRY(cor_dsm_barrier_wait(c->all));
+    if (c->rank == 0) {
+        TRY(cor_dsm_destroy(c->ho));
+        TRY(cor_dsm_destroy(c->put));
+        TRY(cor_dsm_destroy(c->cached));
+        TRY(cor_dsm_destroy(c->ctr));
+    }
+    return cor_dsm_barrier_destroy(c->all);
+}
+
+int bench_dsm(struct bench *b)
+{
+    struct dsm_ctx c = {.b = b, .rank = b->rank, .ndom = cor_domain_count(), .n = b->count};
+    c.me = cor_idp_index(cor_task_self());
+    c.gm = !strcmp(b->route, "gm");
+    c.v = malloc((size_t)c.n * sizeof *c.v);
+    if (!c.v) return dsm_fail("samples", COR_ENOMEM);
+    int err = cor_dsm_init();
+    if (err != COR_OK) {
+        free(c.v);
+        return dsm_fail("cor_dsm_init", err);
+    }
+    if (c.rank == 0 && !b->quiet) {
+        printf("cor-bench dsm: route %s, %d domains; medians and p99 over --count %ld "
+               "operations; /R = median over R of this run\n",
+               b->route, c.ndom, c.n);
+        printf("%-58s %8s %10s %10s %-6s %6s  %s\n", "what", "count", "median", "p99", "unit", "/R",
+               "goal");
+        fflush(stdout);
+    }
+    err = run_all(&c);
+    free(c.v);
+    if (err != COR_OK) return err; /* the caller leaves without finalizing */
+    return cor_dsm_finalize();
+}
