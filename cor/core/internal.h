@@ -339,6 +339,8 @@ struct cor_global {
     /* Adaptive waiting: one task at a time spins on the ports; listeners stay off the fds
      * while it does, so a wake-up doesn't cost a thread hand-off. */
     _Atomic int spinners;
+    _Atomic uint64_t spin_seen;     /* the spinner's last look at the clock: stale when preempted */
+    _Atomic int raw_users;          /* open raw ports: their owners poll, listeners keep off */
     _Atomic uint64_t last_spin_end; /* when the last successful spin ended (0: none lately) */
     long linger_ns;                 /* COR_LINGER_US: listeners stay parked this long after */
     long service_slice_us;          /* COR_SERVICE_SLICE_US: see cor_thread_attentive */

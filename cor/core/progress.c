@@ -106,11 +106,19 @@ int cor__progress_all(void)
     return n;
 }
 
+/* A spinner looks at the clock every few microseconds; one that has not for this long lost
+ * its CPU to other threads, and the ports would wait for it as long: the listeners serve
+ * them meanwhile. Parked listeners look this often. */
+#define SPINNER_STALE_NS 100000
+
 /* Whether a task polls the ports now, or did so a moment ago and probably will again: then
  * the listeners keep off the sockets, where a wake-up per frame would compete with it. */
 static bool tasks_polling(void)
 {
-    if (atomic_load(&g.spinners) > 0) return true;
+    if (atomic_load(&g.raw_users) > 0) return true;
+    if (atomic_load(&g.spinners) > 0) /* unless it was preempted (computing threads) */
+        return cor__now_ns() - atomic_load_explicit(&g.spin_seen, memory_order_relaxed) <
+               SPINNER_STALE_NS;
     if (atomic_load(&g.blocked) > 0) return false; /* sleeping tasks wait on us */
     uint64_t end = atomic_load(&g.last_spin_end);
     return end && cor__now_ns() - end < (uint64_t)g.linger_ns;
@@ -138,7 +146,7 @@ static void *listener(void *arg)
             COR_LOCK(&g.spin_lock);
             atomic_fetch_add(&g.listeners_parked, 1);
             if (tasks_polling() && !atomic_load(&hp->stop))
-                cor__cond_wait_ns(&g.spin_cond, &g.spin_lock, 500000);
+                cor__cond_wait_ns(&g.spin_cond, &g.spin_lock, 2 * SPINNER_STALE_NS);
             atomic_fetch_sub(&g.listeners_parked, 1);
             COR_UNLOCK(&g.spin_lock);
             continue;

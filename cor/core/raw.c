@@ -94,7 +94,7 @@ COR_API int cor_raw_open(const char *route, cor_raw_t **out)
     struct cor_raw *raw = r->raw->raw_state;
     if (raw->open) return COR_EBUSY;
     raw->open = true;
-    atomic_fetch_add(&g.spinners, 1);
+    atomic_fetch_add(&g.raw_users, 1);
     *out = raw;
     return COR_OK;
 }
@@ -104,7 +104,7 @@ COR_API int cor_raw_close(cor_raw_t *raw)
     if (!raw || !raw->open) return COR_EINVAL;
     int err = cor_raw_flush(raw);
     raw->open = false;
-    if (atomic_fetch_sub(&g.spinners, 1) == 1) cor__listeners_resume();
+    if (atomic_fetch_sub(&g.raw_users, 1) == 1) cor__listeners_resume();
     return err;
 }
 

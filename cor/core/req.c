@@ -134,6 +134,7 @@ static void spin(pred_fn done, void *arg, uint64_t start, long spin_ns)
             sched_yield();
         } else if ((++n & 63) == 0) {
             uint64_t now = cor__now_ns();
+            atomic_store_explicit(&g.spin_seen, now, memory_order_relaxed);
             if (now - start > (uint64_t)spin_ns) return;
             if (!idle_since) {
                 idle_since = now;
@@ -164,6 +165,7 @@ static void wait_until(pred_fn done, void *arg, bool foreign, struct cor_task *s
             if (cor__now_ns() - start > (uint64_t)spin_ns) break;
             continue;
         }
+        atomic_store_explicit(&g.spin_seen, cor__now_ns(), memory_order_relaxed);
         spin(done, arg, start, spin_ns);
         bool ok = done(arg);
         /* A spinner that succeeded will likely spin again soon: the listeners linger off the
