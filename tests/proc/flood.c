@@ -3,12 +3,14 @@
  * rendezvous-size (-r) messages with up to -w sends outstanding; domain 0 posts nothing for
  * -i seconds, then receives everything. Run under cor-run -n 2 (see proc/flood.sh).
  *
- *   flood -b BYTES -e EAGER_MSG -r RNDV_MSG -i IDLE_S -w WINDOW -L BOUND_BYTES
+ *   flood -b BYTES -e EAGER_MSG -r RNDV_MSG -i IDLE_S -w WINDOW -L SLACK_BYTES
  *
  * Checked, each failure printed and the exit status 1:
- * - receiver: its resident memory (VmRSS) while it posts nothing grows by at most -L bytes
- *   over what it had before the flood began, and cor_stats' unexpected_bytes_now stays
- *   within credits x eager limit (COR_CREDITS, COR_EAGER_LIMIT from the environment);
+ * - receiver: its resident memory (VmRSS) while it posts nothing grows over what it had
+ *   before the flood began by at most the core's bound (credits x eager limit, plus 2 KiB
+ *   per unexpected message; COR_CREDITS, COR_EAGER_LIMIT, COR_PORTS from the environment)
+ *   plus -L bytes of slack; cor_stats' unexpected_bytes_now stays within credits x eager
+ *   limit, and the unexpected messages within the sender's window plus credits;
  * - sender: no send fails, and by the end of the idle time it has completed only a window's
  *   worth (credits x eager message + window x largest message), i.e. it was slowed;
  * - every message arrives once, in order, with every byte as sent.
@@ -24,6 +26,10 @@
 #include "cor/cor.h"
 
 static int failures;
+
+/* Receiver memory per unexpected message beyond its eager data: the core's record of it and
+ * an RTS's tail (at most 1 KiB), with the allocator's overhead. */
+#define UNEXP_RNDV_MAX 2048
 
 #define CHECK(c, ...)                                                                        \
     do {                                                                                     \
@@ -142,10 +148,14 @@ static int receiver_prepare(int window)
     return 0;
 }
 
-static int receiver(long nmsg, int window, double idle, long bound)
+static int receiver(long nmsg, int window, double idle, long slack)
 {
     long credits = env_long("COR_CREDITS", 32), elimit = env_long("COR_EAGER_LIMIT", 0);
     long ports = env_long("COR_PORTS", 1);
+    if (elimit <= 0) {
+        fprintf(stderr, "flood: set COR_EAGER_LIMIT: the bound depends on it\n");
+        return 1;
+    }
     cor_req_t *req = calloc((size_t)window, sizeof *req);
     uint64_t **buf = rbuf;
     size_t cap = rsize > esize ? rsize : esize;
@@ -162,16 +172,24 @@ static int receiver(long nmsg, int window, double idle, long bound)
         if (st.unexpected_now > max_unexp) max_unexp = st.unexpected_now;
         if (st.unexpected_bytes_now > max_unexp_bytes) max_unexp_bytes = st.unexpected_bytes_now;
     }
+    /* The core's bound (cor/core/README.md): eager data within credits x eager limit per
+     * peer and hard port, plus at most UNEXP_RNDV_MAX bytes per unexpected message (its
+     * record and an RTS's tail), plus the slack for allocator arenas and route buffers. */
+    long bound = credits * elimit * ports + (long)max_unexp * UNEXP_RNDV_MAX + slack;
     printf("flood: receiver: idle %.1f s: VmRSS %ld KiB before, peak %ld KiB: growth %ld KiB "
            "(bound %ld KiB); unexpected messages at most %llu holding %llu bytes of eager data\n",
            idle, base / 1024, peak / 1024, (peak - base) / 1024, bound / 1024,
            (unsigned long long)max_unexp, (unsigned long long)max_unexp_bytes);
     CHECK(base > 0, "VmRSS readable");
     CHECK(peak - base <= bound, "RSS growth <= %ld bytes, got %ld", bound, peak - base);
-    if (elimit > 0)
-        CHECK(max_unexp_bytes <= (uint64_t)(credits * elimit * ports),
-              "unexpected eager bytes <= credits x eager limit x ports = %ld, got %llu",
-              credits * elimit * ports, (unsigned long long)max_unexp_bytes);
+    CHECK(max_unexp_bytes <= (uint64_t)(credits * elimit * ports),
+          "unexpected eager bytes <= credits x eager limit x ports = %ld, got %llu",
+          credits * elimit * ports, (unsigned long long)max_unexp_bytes);
+    /* One per send the peer has outstanding: the sender's window, plus the eager ones that
+     * completed at once (at most credits - 1). */
+    CHECK(max_unexp <= (uint64_t)(window + credits * ports),
+          "unexpected messages <= window + credits = %ld, got %llu", window + credits * ports,
+          (unsigned long long)max_unexp);
     CHECK(max_unexp > 0, "the flood arrived unexpected, got %llu messages", (unsigned long long)max_unexp);
 
     double t1 = now_s();
@@ -211,7 +229,7 @@ static int receiver(long nmsg, int window, double idle, long bound)
 
 int main(int argc, char **argv)
 {
-    long total = 1L << 30, bound = 0;
+    long total = 1L << 30, slack = 0;
     double idle = 10;
     int window = 16, opt;
     esize = 8192;
@@ -223,14 +241,14 @@ int main(int argc, char **argv)
         case 'r': rsize = (size_t)atol(optarg) & ~(size_t)7; break;
         case 'i': idle = atof(optarg); break;
         case 'w': window = atoi(optarg); break;
-        case 'L': bound = atol(optarg); break;
+        case 'L': slack = atol(optarg); break;
         default:
-            fprintf(stderr, "usage: flood -b BYTES -e EAGER -r RNDV -i IDLE_S -w WINDOW -L BOUND\n");
+            fprintf(stderr, "usage: flood -b BYTES -e EAGER -r RNDV -i IDLE_S -w WINDOW -L SLACK\n");
             return 2;
         }
     }
     if (total <= 0 || esize == 0 || rsize == 0 || idle <= 0 || window < 1 || window > 4096 ||
-        bound <= 0) {
+        slack <= 0) {
         fprintf(stderr, "flood: bad arguments (every value positive, -w 1..4096, -L needed)\n");
         return 2;
     }
@@ -257,7 +275,7 @@ int main(int argc, char **argv)
         long credits = env_long("COR_CREDITS", 32), ports = env_long("COR_PORTS", 1);
         long slowed_max = credits * ports * (long)esize + (long)window * (long)rsize;
         if (cor_domain_rank() == 1) sender(nmsg, window, idle, slowed_max);
-        else receiver(nmsg, window, idle, bound);
+        else receiver(nmsg, window, idle, slack);
     }
     err = cor_finalize();
     CHECK(err == COR_OK, "finalize: %s", cor_strerror(err));

@@ -12,7 +12,9 @@ X=$PROC/exchange
 S=$PROC/stranger
 [ -x "$X" ] && [ -x "$S" ] || die "exchange or stranger not built"
 if [ $SMALL = 1 ]; then MSGS=2000 MAX=262144 JUNK=500 LIMIT=300;
-else MSGS=20000 MAX=1048576 JUNK=3000 LIMIT=120; fi
+else MSGS=8000 MAX=524288 JUNK=3000 LIMIT=120; fi
+# The machine may be shared and loaded: peer death is not what this tests.
+export COR_UDP_DEAD_MS=30000
 unset GM_NODES GM_NODE_MAP GM_NODE_ID GM_PROVIDER GM_SHM_NAMESPACE COR_ROUTES
 
 have_route() {
@@ -65,10 +67,9 @@ for route in udp gm; do
         # The kernel may lose a few datagrams when the socket buffer is full: at least 90%.
         [ -n "$da" ] && [ "$da" -ge $((sent * 9 / 10)) ] || { show ${route}A; die "udp: A dropped ${da:-none} of $sent"; }
     else
-        # Messages land in A's buffers when GM completes them (domain 0 or 1, about half each);
-        # domain 0 must have counted its share (a third at least, for slack).
-        [ -n "$done_" ] && [ "$done_" -gt 0 ] || die "gm: no stranger message completed"
-        [ -n "$da" ] && [ "$da" -ge $((done_ / 3)) ] || { show ${route}A; die "gm: A dropped ${da:-none}, expected at least $((done_ / 3))"; }
+        # Half the messages go to domain 0 (the other half to domain 1): at least 90% of
+        # them must be counted there (completions only show the messages went in).
+        [ -n "$da" ] && [ "$da" -ge $((sent / 2 * 9 / 10)) ] || { show ${route}A; die "gm: A's domain 0 dropped ${da:-none}, expected at least $((sent / 2 * 9 / 10))"; }
     fi
     ran=$((ran + 1))
 done
