@@ -43,6 +43,12 @@ for route in udp gm; do
     ca=$(sed -n 's/^SESSION //p' "$WORK/${route}A.addr")
     cb=$(sed -n 's/^SESSION //p' "$WORK/${route}B.addr")
     [ -n "$ca" ] && [ "$ca" != "$cb" ] || die "$route: sessions A ($ca) and B ($cb) must have distinct cookies"
+    # The gm route's shm endpoints and lock files are named after a hash of the cookie:
+    # anyone can list those names, and the udp route trusts the cookie.
+    if ls /dev/shm "${TMPDIR:-/tmp}" 2>/dev/null | grep -qi -e "$ca" -e "$cb"; then
+        ls /dev/shm "${TMPDIR:-/tmp}" | grep -i -e "$ca" -e "$cb"
+        die "$route: a file name on this host shows a session cookie"
+    fi
     if [ $route = udp ]; then
         timeout 60 "$S" udp "$WORK/${route}A.addr" "$cb" $JUNK 7 >"$WORK/stranger.out" 2>&1
     else

@@ -9,7 +9,7 @@
  *     an address that is not a member's); acks with the session's cookie.
  *   stranger gm ADDRFILE NDOMAINS COUNT SEED    (when built with libgm-compat)
  *     opens a GM port in the session's shared-memory namespace (derived from its cookie, as
- *     the gm route does) as node 1 on a port id the session does not use, and sends COUNT
+ *     the gm route does: the worst case, a stranger that knows the cookie) as node 1 on a port id the session does not use, and sends COUNT
  *     messages to GM port 2 of nodes 1..NDOMAINS in the route's size classes: random bytes
  *     and headers carrying the session's cookie.
  * Prints "sent N" (and for gm "completed N"): what the session must have dropped and counted.
@@ -114,6 +114,22 @@ static int run_udp(const char *addrfile, uint64_t other, long count)
 }
 
 #ifdef STRANGER_GM
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* The session's shm namespace: the same function as gmr_namespace_hash in
+ * cor/routes/gm/gm_env.c (a stranger that knows the cookie can compute it). */
+static uint64_t namespace_hash(uint64_t cookie)
+{
+    return mix64(cookie ^ 0x636f722d6e73ull) ^ mix64(((cookie << 32) | (cookie >> 32)) + 1);
+}
+
 static long completed;
 static void sent_cb(struct gm_port *p, void *ctx, gm_status_t st)
 {
@@ -130,7 +146,7 @@ static int run_gm(const char *addrfile, int ndom, long count)
     /* The session's node map and namespace, as cor/routes/gm/gm_env.c makes them. */
     for (int r = 0; r < ndom; r++)
         snprintf(nodes + strlen(nodes), sizeof nodes - strlen(nodes), "%d d%d;", r + 1, r);
-    snprintf(ns, sizeof ns, "cor%016" PRIx64, cookie);
+    snprintf(ns, sizeof ns, "cor%016" PRIx64, namespace_hash(cookie));
     setenv("GM_NODES", nodes, 1);
     setenv("GM_NODE_ID", "1", 1);
     setenv("GM_SHM_NAMESPACE", ns, 1);
