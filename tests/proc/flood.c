@@ -31,14 +31,14 @@ static int failures;
  * an RTS's tail (at most 1 KiB), with the allocator's overhead. */
 #define UNEXP_RNDV_MAX 2048
 
-#define CHECK(c, ...)                                                                        \
-    do {                                                                                     \
-        if (!(c)) {                                                                          \
-            fprintf(stderr, "flood[%d]: FAIL expected %s: ", cor_domain_rank(), #c);         \
-            fprintf(stderr, __VA_ARGS__);                                                    \
-            fputc('\n', stderr);                                                             \
-            failures++;                                                                      \
-        }                                                                                    \
+#define CHECK(c, ...)                                                                              \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "flood[%d]: FAIL expected %s: ", cor_domain_rank(), #c);               \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            failures++;                                                                            \
+        }                                                                                          \
     } while (0)
 
 static double now_s(void)
@@ -69,11 +69,15 @@ static long env_long(const char *name, long def)
 
 /* Message i: even ones eager-size, odd ones rendezvous-size; words (i << 32) + j. */
 static size_t esize, rsize;
-static size_t msg_size(long i) { return (i & 1) ? rsize : esize; }
+static size_t msg_size(long i)
+{
+    return (i & 1) ? rsize : esize;
+}
 
 static void fill(uint64_t *w, size_t n, long i)
 {
-    for (size_t j = 0; j < n; j++) w[j] = ((uint64_t)i << 32) + j;
+    for (size_t j = 0; j < n; j++)
+        w[j] = ((uint64_t)i << 32) + j;
 }
 
 static size_t first_bad(const uint64_t *w, size_t n, long i)
@@ -109,8 +113,8 @@ static int sender(long nmsg, int window, double idle, long slowed_max)
         if (i >= nmsg || err) continue;
         size_t n = msg_size(i) / 8;
         fill(buf[k], n, i);
-        err = cor_sendI_typed(to, COR_CTX_WORLD, (int)(i & 0x7fffffff), COR_LONG, buf[k], n,
-                              &req[k]);
+        err =
+            cor_sendI_typed(to, COR_CTX_WORLD, (int)(i & 0x7fffffff), COR_LONG, buf[k], n, &req[k]);
         CHECK(err == COR_OK, "sendI %ld: %s", i, cor_strerror(err));
     }
     if (done_at_idle < 0) done_at_idle = done_bytes;
@@ -124,7 +128,8 @@ static int sender(long nmsg, int window, double idle, long slowed_max)
     CHECK(done_at_idle <= slowed_max, "at most %ld bytes sent while the receiver idles, got %ld",
           slowed_max, done_at_idle);
     CHECK(st.credit_stalls > 0, "credit stalls, got %llu", (unsigned long long)st.credit_stalls);
-    for (int k = 0; k < window; k++) free(buf[k]);
+    for (int k = 0; k < window; k++)
+        free(buf[k]);
     free(buf);
     free(req);
     return 0;
@@ -190,7 +195,8 @@ static int receiver(long nmsg, int window, double idle, long slack)
     CHECK(max_unexp <= (uint64_t)(window + credits * ports),
           "unexpected messages <= window + credits = %ld, got %llu", window + credits * ports,
           (unsigned long long)max_unexp);
-    CHECK(max_unexp > 0, "the flood arrived unexpected, got %llu messages", (unsigned long long)max_unexp);
+    CHECK(max_unexp > 0, "the flood arrived unexpected, got %llu messages",
+          (unsigned long long)max_unexp);
 
     double t1 = now_s();
     long got = 0, bytes = 0;
@@ -221,7 +227,8 @@ static int receiver(long nmsg, int window, double idle, long slack)
            "after the idle time (%.0f MB/s)\n",
            got, bytes, dt, dt > 0 ? (double)bytes / dt / 1e6 : 0.0);
     CHECK(got == nmsg, "%ld messages, got %ld", nmsg, got);
-    for (int k = 0; k < window; k++) free(buf[k]);
+    for (int k = 0; k < window; k++)
+        free(buf[k]);
     free(buf);
     free(req);
     return 0;
@@ -236,14 +243,27 @@ int main(int argc, char **argv)
     rsize = 256 << 10;
     while ((opt = getopt(argc, argv, "b:e:r:i:w:L:")) != -1) {
         switch (opt) {
-        case 'b': total = atol(optarg); break;
-        case 'e': esize = (size_t)atol(optarg) & ~(size_t)7; break;
-        case 'r': rsize = (size_t)atol(optarg) & ~(size_t)7; break;
-        case 'i': idle = atof(optarg); break;
-        case 'w': window = atoi(optarg); break;
-        case 'L': slack = atol(optarg); break;
+        case 'b':
+            total = atol(optarg);
+            break;
+        case 'e':
+            esize = (size_t)atol(optarg) & ~(size_t)7;
+            break;
+        case 'r':
+            rsize = (size_t)atol(optarg) & ~(size_t)7;
+            break;
+        case 'i':
+            idle = atof(optarg);
+            break;
+        case 'w':
+            window = atoi(optarg);
+            break;
+        case 'L':
+            slack = atol(optarg);
+            break;
         default:
-            fprintf(stderr, "usage: flood -b BYTES -e EAGER -r RNDV -i IDLE_S -w WINDOW -L SLACK\n");
+            fprintf(stderr,
+                    "usage: flood -b BYTES -e EAGER -r RNDV -i IDLE_S -w WINDOW -L SLACK\n");
             return 2;
         }
     }
@@ -260,7 +280,8 @@ int main(int argc, char **argv)
     }
     int rank = cor_domain_rank();
     long nmsg = 0, sum = 0;
-    while (sum < total) sum += (long)msg_size(nmsg++);
+    while (sum < total)
+        sum += (long)msg_size(nmsg++);
     if (cor_domain_count() != 2) {
         fprintf(stderr, "flood: needs 2 domains, got %d\n", cor_domain_count());
         failures++;
@@ -274,8 +295,10 @@ int main(int argc, char **argv)
         CHECK(err == COR_OK, "barrier: %s", cor_strerror(err));
         long credits = env_long("COR_CREDITS", 32), ports = env_long("COR_PORTS", 1);
         long slowed_max = credits * ports * (long)esize + (long)window * (long)rsize;
-        if (cor_domain_rank() == 1) sender(nmsg, window, idle, slowed_max);
-        else receiver(nmsg, window, idle, slack);
+        if (cor_domain_rank() == 1)
+            sender(nmsg, window, idle, slowed_max);
+        else
+            receiver(nmsg, window, idle, slack);
     }
     err = cor_finalize();
     CHECK(err == COR_OK, "finalize: %s", cor_strerror(err));

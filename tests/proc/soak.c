@@ -68,10 +68,14 @@ static size_t msg_size(int src, int i, uint32_t k)
     uint64_t h = mix64(((uint64_t)src << 48) ^ ((uint64_t)i << 32) ^ k);
     unsigned r = (unsigned)(h % 1000);
     size_t lo, hi;
-    if (r < 10) lo = 256u << 10, hi = maxsize;
-    else if (r < 100) lo = 16u << 10, hi = 256u << 10;
-    else if (r < 400) lo = 257, hi = 16u << 10;
-    else lo = 0, hi = 256;
+    if (r < 10)
+        lo = 256u << 10, hi = maxsize;
+    else if (r < 100)
+        lo = 16u << 10, hi = 256u << 10;
+    else if (r < 400)
+        lo = 257, hi = 16u << 10;
+    else
+        lo = 0, hi = 256;
     if (hi > maxsize) hi = maxsize;
     if (lo > hi) lo = hi;
     return lo + (size_t)((h >> 20) % (hi - lo + 1));
@@ -100,13 +104,15 @@ static int task_main(void *arg)
         int err;
         if (!sender_done) {
             if (now_s() >= end) {
-                err = cor_sendI_typed(dst, COR_CTX_WORLD, TAG_END, COR_BYTE, &sent, sizeof sent, &sr);
+                err =
+                    cor_sendI_typed(dst, COR_CTX_WORLD, TAG_END, COR_BYTE, &sent, sizeof sent, &sr);
                 sender_done = 1;
             } else {
                 size_t n = msg_size(rank, i, sent);
-                for (size_t o = 0; o < n; o++) sbuf[o] = byte_at(rank, i, sent, o);
-                err = cor_sendI_typed(dst, COR_CTX_WORLD, (int)(sent % TAG_END), COR_BYTE, sbuf,
-                                      n, &sr);
+                for (size_t o = 0; o < n; o++)
+                    sbuf[o] = byte_at(rank, i, sent, o);
+                err = cor_sendI_typed(dst, COR_CTX_WORLD, (int)(sent % TAG_END), COR_BYTE, sbuf, n,
+                                      &sr);
                 sent++;
             }
             if (err) {
@@ -129,8 +135,8 @@ static int task_main(void *arg)
         } else {
             size_t n = msg_size(from, i, got), bad = n;
             if (st.tag != (int)(got % TAG_END) || st.count != n) {
-                fail("task %d: message %u: tag %d, %zu bytes, expected tag %u, %zu bytes", i,
-                     got, st.tag, (size_t)st.count, got % TAG_END, n);
+                fail("task %d: message %u: tag %d, %zu bytes, expected tag %u, %zu bytes", i, got,
+                     st.tag, (size_t)st.count, got % TAG_END, n);
                 break;
             }
             for (size_t o = 0; o < n && bad == n; o++)
@@ -150,7 +156,8 @@ static int task_main(void *arg)
     }
     /* Our predecessor may end before our own clock says so: our successor still needs our
      * end message. */
-    if (!sender_done && cor_send(dst, COR_CTX_WORLD, TAG_END, COR_BYTE, &sent, sizeof sent) != COR_OK)
+    if (!sender_done &&
+        cor_send(dst, COR_CTX_WORLD, TAG_END, COR_BYTE, &sent, sizeof sent) != COR_OK)
         fail("task %d: end message", i);
 out:
     free(sbuf);
@@ -175,7 +182,8 @@ static int fd_count(void)
     DIR *d = opendir("/proc/self/fd");
     int n = 0;
     if (!d) return -1;
-    while (readdir(d)) n++;
+    while (readdir(d))
+        n++;
     closedir(d);
     return n - 3; /* ".", ".." and the directory's own descriptor */
 }
@@ -185,11 +193,21 @@ int main(int argc, char **argv)
     int opt;
     while ((opt = getopt(argc, argv, "t:d:W:x:")) != -1) {
         switch (opt) {
-        case 't': ntasks = atoi(optarg); break;
-        case 'd': duration = atof(optarg); break;
-        case 'W': warmup = atof(optarg); break;
-        case 'x': maxsize = (size_t)atol(optarg); break;
-        default: fprintf(stderr, "usage: soak [-t TASKS] [-d S] [-W S] [-x BYTES]\n"); return 2;
+        case 't':
+            ntasks = atoi(optarg);
+            break;
+        case 'd':
+            duration = atof(optarg);
+            break;
+        case 'W':
+            warmup = atof(optarg);
+            break;
+        case 'x':
+            maxsize = (size_t)atol(optarg);
+            break;
+        default:
+            fprintf(stderr, "usage: soak [-t TASKS] [-d S] [-W S] [-x BYTES]\n");
+            return 2;
         }
     }
     if (ntasks < 1 || ntasks > 256 || duration <= 0 || warmup < 0 || warmup >= duration ||
@@ -222,26 +240,32 @@ int main(int argc, char **argv)
      * fifth after warm-up with the mean of the last fifth (single samples swing with the
      * megabyte messages in flight). */
     double t0 = now_s();
-    while (now_s() - t0 < warmup) usleep(100000);
+    while (now_s() - t0 < warmup)
+        usleep(100000);
     int fds_warm = fd_count();
     double span = duration - warmup, early_sum = 0, late_sum = 0;
     long early_n = 0, late_n = 0, rss_peak = 0;
     for (double t; (t = now_s() - t0) < duration - 0.5;) {
         long r = rss_kb();
         if (r > rss_peak) rss_peak = r;
-        if (t < warmup + span / 5) early_sum += (double)r, early_n++;
-        else if (t >= duration - span / 5) late_sum += (double)r, late_n++;
+        if (t < warmup + span / 5)
+            early_sum += (double)r, early_n++;
+        else if (t >= duration - span / 5)
+            late_sum += (double)r, late_n++;
         usleep(200000);
     }
     int fds_late = fd_count();
-    double early = early_n ? early_sum / (double)early_n : 0, late = late_n ? late_sum / (double)late_n : 0;
+    double early = early_n ? early_sum / (double)early_n : 0,
+           late = late_n ? late_sum / (double)late_n : 0;
     for (int i = 0; i < ntasks; i++)
         if (ids[i] != COR_IDP_NULL && (err = cor_task_join(ids[i], NULL)) != COR_OK)
             fail("join %d: %s", i + 1, cor_strerror(err));
     double growth = early > 0 ? 100.0 * (late - early) / early : 0;
     if (!early_n || !late_n) fail("too few RSS samples (%ld, %ld): run longer", early_n, late_n);
-    if (growth >= 5.0) fail("RSS grew %.1f%% after warm-up (%.0f -> %.0f KiB)", growth, early, late);
-    if (fds_late != fds_warm) fail("descriptors %d after warm-up, %d at the end", fds_warm, fds_late);
+    if (growth >= 5.0)
+        fail("RSS grew %.1f%% after warm-up (%.0f -> %.0f KiB)", growth, early, late);
+    if (fds_late != fds_warm)
+        fail("descriptors %d after warm-up, %d at the end", fds_warm, fds_late);
     err = cor_finalize();
     if (err) fail("finalize: %s", cor_strerror(err));
     printf("soak: domain %d: %s %llu messages %llu bytes in %.0f s; RSS (mean) %.0f KiB just "

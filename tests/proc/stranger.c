@@ -9,10 +9,10 @@
  *     an address that is not a member's); acks with the session's cookie.
  *   stranger gm ADDRFILE NDOMAINS COUNT SEED    (when built with libgm-compat)
  *     opens a GM port in the session's shared-memory namespace (derived from its cookie, as
- *     the gm route does: the worst case, a stranger that knows the cookie) as node 1 on a port id the session does not use, and sends COUNT
- *     messages to GM port 2 of nodes 1..NDOMAINS in the route's size classes: random bytes
- *     and headers carrying the session's cookie.
- * Prints "sent N" (and for gm "completed N"): what the session must have dropped and counted.
+ *     the gm route does: the worst case, a stranger that knows the cookie) as node 1 on a port id
+ * the session does not use, and sends COUNT messages to GM port 2 of nodes 1..NDOMAINS in the
+ * route's size classes: random bytes and headers carrying the session's cookie. Prints "sent N"
+ * (and for gm "completed N"): what the session must have dropped and counted.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -83,25 +83,42 @@ static int run_udp(const char *addrfile, uint64_t other, long count)
     long sent = 0;
     for (long i = 0; i < count; i++) {
         size_t n;
-        struct udp_hdr h = {.type = UDP_T_DATA, .src = 1, .dst = 0, .ack = (uint32_t)(i / 4),
-                            .seq = (uint32_t)(i / 4 + 1), .frame_len = 64, .len = 64};
+        struct udp_hdr h = {.type = UDP_T_DATA,
+                            .src = 1,
+                            .dst = 0,
+                            .ack = (uint32_t)(i / 4),
+                            .seq = (uint32_t)(i / 4 + 1),
+                            .frame_len = 64,
+                            .len = 64};
         switch (i % 5) {
         case 0: /* random bytes */
             n = 1 + next_rand() % sizeof d;
-            for (size_t k = 0; k < n; k++) d[k] = (uint8_t)next_rand();
+            for (size_t k = 0; k < n; k++)
+                d[k] = (uint8_t)next_rand();
             break;
-        case 1: h.cookie = next_rand() | 1; goto data; /* a guess */
-        case 2: h.cookie = other; goto data;          /* another session's */
-        case 3: h.cookie = cookie; goto data;         /* the session's own, replayed */
-        default:                                      /* an ack that would release its window */
-            h = (struct udp_hdr){.type = UDP_T_ACK, .cookie = cookie, .src = 1, .dst = 0,
-                                 .ack = (uint32_t)i, .sack = ~0ull};
+        case 1:
+            h.cookie = next_rand() | 1;
+            goto data; /* a guess */
+        case 2:
+            h.cookie = other;
+            goto data; /* another session's */
+        case 3:
+            h.cookie = cookie;
+            goto data; /* the session's own, replayed */
+        default:       /* an ack that would release its window */
+            h = (struct udp_hdr){.type = UDP_T_ACK,
+                                 .cookie = cookie,
+                                 .src = 1,
+                                 .dst = 0,
+                                 .ack = (uint32_t)i,
+                                 .sack = ~0ull};
             udp_wire_put(d, &h);
             n = UDP_HDR_LEN;
             break;
         data:
             udp_wire_put(d, &h);
-            for (size_t k = 0; k < 64; k++) d[UDP_HDR_LEN + k] = (uint8_t)next_rand();
+            for (size_t k = 0; k < 64; k++)
+                d[UDP_HDR_LEN + k] = (uint8_t)next_rand();
             n = UDP_HDR_LEN + 64;
             break;
         }
@@ -152,7 +169,8 @@ static int run_gm(const char *addrfile, int ndom, long count)
     setenv("GM_SHM_NAMESPACE", ns, 1);
     unsetenv("GM_PROVIDER");
     struct gm_port *p = NULL;
-    if (gm_init() != GM_SUCCESS || gm_open(&p, 0, 15, "stranger", (enum gm_api_version)GM_API_VERSION_2_0) != GM_SUCCESS) {
+    if (gm_init() != GM_SUCCESS ||
+        gm_open(&p, 0, 15, "stranger", (enum gm_api_version)GM_API_VERSION_2_0) != GM_SUCCESS) {
         fprintf(stderr, "stranger: cannot open GM port 15 of node 1 in namespace %s\n", ns);
         return 1;
     }
@@ -164,7 +182,8 @@ static int run_gm(const char *addrfile, int ndom, long count)
         size_t len = 8 + next_rand() % (size == 6 ? 48 : 1000);
         uint8_t *m = gm_dma_malloc(p, len);
         if (!m) break;
-        for (size_t k = 0; k < len; k++) m[k] = (uint8_t)next_rand();
+        for (size_t k = 0; k < len; k++)
+            m[k] = (uint8_t)next_rand();
         if ((i / ndom) % 2) memcpy(m, &c32, 4); /* the session's cookie, as in the route's header */
         while (gm_num_send_tokens(p) == 0) {
             gm_recv_event_t *e = gm_receive(p);
