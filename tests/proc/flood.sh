@@ -17,6 +17,12 @@ WINDOW=128 EMSG=12288 RMSG=262144
 # unexpected message (flood.c checks their number against the window), plus SLACK for the
 # allocator's arenas and the route's buffers in flight.
 SLACK=$((4 << 20))
+if [ "${COR_SANITIZED:-}" = yes ]; then
+    # ASan's quarantine and shadow memory and TSan's history grow RSS whatever the core does:
+    # there only the core's own counters (unexpected eager bytes and messages) bound it.
+    SLACK=$((512 << 20))
+    say "sanitizer build: RSS slack $((SLACK >> 20)) MiB (the core's counters are still checked)"
+fi
 
 found_route() {
     for d in $(echo "${COR_ROUTE_PATH:-}" | tr : ' ') "$B/cor/routes/$1/.libs"; do
