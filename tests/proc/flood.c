@@ -113,8 +113,8 @@ static int sender(long nmsg, int window, double idle, long slowed_max)
         if (i >= nmsg || err) continue;
         size_t n = msg_size(i) / 8;
         fill(buf[k], n, i);
-        err =
-            cor_sendI_typed(to, COR_CTX_WORLD, (int)(i & 0x7fffffff), COR_LONG, buf[k], n, &req[k]);
+        err = cor_sendI_typed(to, COR_CTX_WORLD, (int)(i & 0x7fffffff), COR_UINT64, buf[k], n,
+                              &req[k]);
         CHECK(err == COR_OK, "sendI %ld: %s", i, cor_strerror(err));
     }
     if (done_at_idle < 0) done_at_idle = done_bytes;
@@ -218,7 +218,7 @@ static int receiver(long nmsg, int window, double idle, long slack)
             bytes += (long)msg_size(m);
         }
         if (i >= nmsg) continue;
-        err = cor_recvI_into(cor_task_idp(1, 0), COR_CTX_WORLD, COR_ANY_TAG, COR_LONG, buf[k],
+        err = cor_recvI_into(cor_task_idp(1, 0), COR_CTX_WORLD, COR_ANY_TAG, COR_UINT64, buf[k],
                              cap / 8, &req[k]);
         CHECK(err == COR_OK, "recvI %ld: %s", i, cor_strerror(err));
     }
@@ -295,10 +295,9 @@ int main(int argc, char **argv)
         CHECK(err == COR_OK, "barrier: %s", cor_strerror(err));
         long credits = env_long("COR_CREDITS", 32), ports = env_long("COR_PORTS", 1);
         long slowed_max = credits * ports * (long)esize + (long)window * (long)rsize;
-        if (cor_domain_rank() == 1)
-            sender(nmsg, window, idle, slowed_max);
-        else
-            receiver(nmsg, window, idle, slack);
+        int rc = cor_domain_rank() == 1 ? sender(nmsg, window, idle, slowed_max)
+                                        : receiver(nmsg, window, idle, slack);
+        if (rc) failures++;
     }
     err = cor_finalize();
     CHECK(err == COR_OK, "finalize: %s", cor_strerror(err));
