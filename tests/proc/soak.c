@@ -245,9 +245,13 @@ int main(int argc, char **argv)
     int fds_warm = fd_count();
     double span = duration - warmup, early_sum = 0, late_sum = 0;
     long early_n = 0, late_n = 0, rss_peak = 0;
+    double tenth_sum[10] = {0};
+    long tenth_n[10] = {0};
     for (double t; (t = now_s() - t0) < duration - 0.5;) {
         long r = rss_kb();
         if (r > rss_peak) rss_peak = r;
+        int tenth = (int)((t - warmup) * 10 / span);
+        if (tenth >= 0 && tenth < 10) tenth_sum[tenth] += (double)r, tenth_n[tenth]++;
         if (t < warmup + span / 5)
             early_sum += (double)r, early_n++;
         else if (t >= duration - span / 5)
@@ -274,6 +278,13 @@ int main(int argc, char **argv)
            rank, failures ? "FAIL" : "PASS", (unsigned long long)msgs_recv,
            (unsigned long long)bytes_recv, now_s() - t0, early, warmup, late, growth, rss_peak,
            fds_warm, fds_late);
+    /* The curve, so a reader can tell a plateau from a steady climb. */
+    char curve[256];
+    size_t used = 0;
+    for (int k = 0; k < 10; k++)
+        used += (size_t)snprintf(curve + used, sizeof curve - used, " %.0f",
+                                 tenth_n[k] ? tenth_sum[k] / (double)tenth_n[k] : 0.0);
+    printf("soak: domain %d: mean RSS (KiB) per tenth of the time after warm-up:%s\n", rank, curve);
     free(ids);
     return failures ? 1 : 0;
 }
