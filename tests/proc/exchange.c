@@ -10,7 +10,8 @@
  *   -t  tasks per domain (default 8)          -m  messages in the whole session (100000)
  *   -x  largest message (4 MiB)               -s  seed of the size mix (1)
  *   -w  outstanding sends and receives per task (8)
- *   -a  domain 0 writes "ADDR <udp address>" and "SESSION <cookie>" lines to this file
+ *   -a  domain 0 writes "ADDR <address of its hard port 0 of the default route>" and
+ *       "SESSION <cookie>" lines to this file
  *   -H  domain 0 waits (at most 120 s) for this file to exist before checking its
  *       counters, then prints frames_dropped (for the bad-input test)
  * Output: one summary line per domain, "exchange: domain R: PASS ..." or FAIL with reasons.
@@ -418,7 +419,8 @@ static void *watchdog(void *arg)
 static void write_addr_file(void)
 {
     char addr[256] = "";
-    int rc = cor_route_address("udp", 0, addr, sizeof addr);
+    const char *route = getenv("COR_ROUTE"); /* set by cor-run --route */
+    int rc = cor_route_address(route && *route ? route : "udp", 0, addr, sizeof addr);
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", addrfile);
     FILE *f = fopen(tmp, "w");

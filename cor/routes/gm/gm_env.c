@@ -4,7 +4,7 @@
  * libgm-compat reads its node map once, at the first gm_init() of the process. When the user
  * gave no map (GM_NODES / GM_NODE_MAP unset), each domain of the session becomes its own node
  * ("1 d0; 2 d1; ..."; node = rank + 1), so every domain has all 13 usable GM port ids, and
- * the shared-memory namespace is private to the session (from its cookie). The variables we
+ * the shared-memory namespace is private to the session (a hash of its cookie). The variables we
  * set only for that gm_init are removed again, so children of the domain do not inherit them.
  */
 #include <errno.h>
@@ -144,6 +144,24 @@ static int node_knob(const struct cor_route_config *cfg, unsigned *node)
     return 0;
 }
 
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* The namespace names every shm endpoint and lock file, which anyone on the host can list
+ * (/dev/shm, /tmp): it must not spell the session cookie, which the udp route and our frame
+ * header check. Each mix is invertible, their xor is not simply so (not cryptographic: it
+ * only keeps the cookie out of plain sight). */
+uint64_t gmr_namespace_hash(uint64_t cookie)
+{
+    return mix64(cookie ^ 0x636f722d6e73ull) ^ mix64(((cookie << 32) | (cookie >> 32)) + 1);
+}
+
 int gmr_session_init(const struct cor_route_config *cfg)
 {
     unsigned node;
@@ -202,7 +220,7 @@ int gmr_session_init(const struct cor_route_config *cfg)
     const char *ns = getenv("GM_SHM_NAMESPACE");
     if (!(ns && *ns)) {
         char name[32];
-        snprintf(name, sizeof name, "cor%016" PRIx64, cfg->session_cookie);
+        snprintf(name, sizeof name, "cor%016" PRIx64, gmr_namespace_hash(cfg->session_cookie));
         if (set_temp("GM_SHM_NAMESPACE", name, undo, &nundo)) {
             err = COR_ENOMEM;
             goto out;

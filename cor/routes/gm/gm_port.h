@@ -44,6 +44,8 @@ void gmr_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Session setup of libgm-compat before the first gm_init (gm_env.c). */
 int gmr_session_init(const struct cor_route_config *cfg);
+/* The shm namespace of a session: a hash of its cookie, so file names do not show it. */
+uint64_t gmr_namespace_hash(uint64_t cookie);
 /* "ip:port_base" of our node when peers are learnt at run time over TCP, else NULL. */
 const char *gmr_tcp_address(void);
 void gmr_session_fini(void);
