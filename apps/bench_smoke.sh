@@ -40,6 +40,13 @@ run() {
         fails=$((fails + 1))
         return
     fi
+    # stderr is a file here: no progress line
+    if grep -q 'elapsed' "$dir/$name.out"; then
+        echo "FAIL: $name: progress written to a file:"
+        cat "$dir/$name.out"
+        fails=$((fails + 1))
+        return
+    fi
     echo "ok: $name"
 }
 
@@ -59,6 +66,21 @@ if grep -q '^SAN_CFLAGS = -fsanitize=thread' "$COR_BUILDDIR/Makefile" 2>/dev/nul
     echo "skip: multitask-shared (ThreadSanitizer build)"
 else
     run multitask-shared 4 --shared multitask --sizes 1000,70000 --pairs 1,3 --iters 0.02
+fi
+
+# On a terminal (a pty from script(1)) domain 0 shows the size, elapsed and estimated time.
+if command -v script >/dev/null 2>&1; then
+    timeout 120 script -qec "'$b/cor-run' -n 2 '$b/cor-bench' udp-raw --sizes 0,1000 \
+        --iters 0.02 --quiet" /dev/null >"$dir/tty.out" 2>&1
+    if grep -q 'udp-raw: 1000 B ([0-9]*/[0-9]*), [0-9.]* s elapsed, about [0-9.]* s left' "$dir/tty.out"; then
+        echo "ok: progress on a terminal"
+    else
+        echo "FAIL: no progress line on a terminal; got:"
+        cat "$dir/tty.out"
+        fails=$((fails + 1))
+    fi
+else
+    echo "skip: progress on a terminal (script(1) from util-linux is not installed)"
 fi
 
 # Bad input is an error with a message, not a crash.

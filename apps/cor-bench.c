@@ -125,9 +125,9 @@ void bench_progress(const struct bench *b, int step, int steps, size_t bytes)
     double done = (b->phase + (double)step / steps) / (b->nphases > 0 ? b->nphases : 1);
     double elapsed = (double)(bench_now_ns() - b->started_ns) / 1e9;
     char left[32] = "?";
-    if (done > 0) snprintf(left, sizeof left, "%.0f s", elapsed / done - elapsed);
+    if (done > 0) snprintf(left, sizeof left, "%.1f s", elapsed / done - elapsed);
     /* \r and erase-line: the next state overwrites this one */
-    fprintf(stderr, "\r\033[Kcor-bench %s: %zu B (%d/%d), %.0f s elapsed, about %s left", b->mode,
+    fprintf(stderr, "\r\033[Kcor-bench %s: %zu B (%d/%d), %.1f s elapsed, about %s left", b->mode,
             bytes, step + 1, steps, elapsed, left);
     fflush(stderr);
 }
