@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config.h" /* PACKAGE_VERSION */
 #include "internal.h"
 
 /* Checks the table once; on failure `why` says what is wrong. */
@@ -152,7 +153,7 @@ static void probe_peer_failed(void *core, cor_peer_t peer, int err) {}
 
 const char *cor_version(void)
 {
-    return COR_VERSION_STRING;
+    return PACKAGE_VERSION;
 }
 
 const char *cor_plugin_dir(void)
