@@ -171,6 +171,7 @@ static void gm_section(int open_port)
     built = 1;
     if (open_port) {
         gm_status_t st = gm_init();
+        int inited = st == GM_SUCCESS;
         struct gm_port *gp = NULL;
         /* the first free port of 2, 4, 5, ... (0, 1 and 3 are GM's own) */
         for (unsigned id = 2; st == GM_SUCCESS && id < gm_num_ports(NULL); id++) {
@@ -191,11 +192,13 @@ static void gm_section(int open_port)
                 nnodes++;
             }
             gm_close(gp);
+        } else if (!inited) {
+            snprintf(error, sizeof error, "gm_init: %s", gm_strerror(st));
         } else {
             snprintf(error, sizeof error, "cannot open a GM port: %s",
                      st == GM_SUCCESS ? "every port is busy" : gm_strerror(st));
         }
-        gm_finalize();
+        if (inited) gm_finalize();
     }
 #endif
     if (!built)
