@@ -51,6 +51,12 @@ struct bench {
     int quiet;          /* no table on stdout */
     long count;         /* dsm: operations per measure (--count) */
     int tasks;          /* dsm: tasks per domain of the aggregate pipelined adds (--tasks) */
+    /* Progress on a terminal: domain 0 with stderr a tty only. The run is `nphases` equal
+     * parts (udp-raw: pingpong then stream; multiport/multitask: one per count); `phase` is
+     * the current one. */
+    int progress;
+    int phase, nphases;
+    uint64_t started_ns;
 };
 
 /* Monotonic time in nanoseconds. */
@@ -81,6 +87,11 @@ struct bench_row {
  * bytes, ports and pairs (the --reps repetitions) and prints it when the next key comes, or at
  * bench_flush. */
 void bench_header(const struct bench *b);
+/* Shows on stderr, if b->progress, the size being measured (step of steps in this phase),
+ * the time elapsed and an estimate of the time left; bench_progress_clear erases the line
+ * (before a row goes to the same terminal, and at the end). */
+void bench_progress(const struct bench *b, int step, int steps, size_t bytes);
+void bench_progress_clear(const struct bench *b);
 void bench_row(const struct bench *b, const struct bench_row *row);
 void bench_flush(const struct bench *b);
 

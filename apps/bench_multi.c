@@ -235,7 +235,9 @@ int bench_multi(struct bench *b, int multiport)
         for (int p = 1; p <= BENCH_MAX_PORTS && p <= have; p++)
             b->ports[b->nports++] = p;
     int rounds = multiport ? b->nports : b->npairs;
+    b->nphases = rounds;
     for (int r = 0; r < rounds; r++) {
+        b->phase = r;
         int pairs = multiport ? b->ports[r] : b->pairs[r];
         int ports = multiport ? pairs : have;
         if (multiport && pairs > have) {
@@ -245,6 +247,7 @@ int bench_multi(struct bench *b, int multiport)
             return COR_EINVAL;
         }
         for (int i = 0; i < b->nsizes; i++) {
+            bench_progress(b, i, b->nsizes, b->sizes[i]);
             int err = run_pairs(b, multiport, pairs, ports, b->sizes[i]);
             if (err)
                 return err;

@@ -98,6 +98,7 @@ int bench_raw_pingpong(struct bench *b)
     int err = raw_open(b, &c);
     for (int i = 0; !err && i < b->nsizes; i++) {
         size_t size = b->sizes[i];
+        bench_progress(b, i, b->nsizes, size);
         long n = bench_iters_pingpong(b, size), warm = bench_warmup(n);
         uint64_t t0 = 0;
         for (long k = 0; !err && k < warm + n; k++) {
@@ -131,6 +132,7 @@ int bench_raw_stream(struct bench *b)
     int err = raw_open(b, &c);
     for (int i = 0; !err && i < b->nsizes; i++) {
         size_t size = b->sizes[i];
+        bench_progress(b, i, b->nsizes, size);
         long n = bench_iters_stream(b, size), warm = bench_warmup(n), total = warm + n;
         if (b->rank == 1) {
             /* Sender: everything, then wait for the receiver's one-frame ack. */

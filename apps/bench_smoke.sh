@@ -40,6 +40,13 @@ run() {
         fails=$((fails + 1))
         return
     fi
+    # stderr is a file here: no progress line
+    if grep -q 'elapsed' "$dir/$name.out"; then
+        echo "FAIL: $name: progress written to a file:"
+        cat "$dir/$name.out"
+        fails=$((fails + 1))
+        return
+    fi
     echo "ok: $name"
 }
 
@@ -100,6 +107,21 @@ if "$b/cor-bench" dsm --count 5 >"$dir/bad.out" 2>&1 || ! grep -q -- "--count ta
     echo "FAIL: dsm --count 5: expected exit status 2 and '--count takes'; got:"
     cat "$dir/bad.out"
     fails=$((fails + 1))
+fi
+
+# On a terminal (a pty from script(1)) domain 0 shows the size, elapsed and estimated time.
+if command -v script >/dev/null 2>&1; then
+    timeout 120 script -qec "'$b/cor-run' -n 2 '$b/cor-bench' udp-raw --sizes 0,1000 \
+        --iters 0.02 --quiet" /dev/null >"$dir/tty.out" 2>&1
+    if grep -q 'udp-raw: 1000 B ([0-9]*/[0-9]*), [0-9.]* s elapsed, about [0-9.]* s left' "$dir/tty.out"; then
+        echo "ok: progress on a terminal"
+    else
+        echo "FAIL: no progress line on a terminal; got:"
+        cat "$dir/tty.out"
+        fails=$((fails + 1))
+    fi
+else
+    echo "skip: progress on a terminal (script(1) from util-linux is not installed)"
 fi
 
 # Bad input is an error with a message, not a crash.

@@ -200,6 +200,7 @@ int bench_socket_pingpong(struct bench *b)
     int err = sock_open(b, &c);
     for (int i = 0; !err && i < b->nsizes; i++) {
         size_t size = b->sizes[i];
+        bench_progress(b, i, b->nsizes, size);
         long n = bench_iters_pingpong(b, size), warm = bench_warmup(n);
         uint64_t t0 = 0;
         /* Leftovers of an earlier size cannot exist (every message was answered). */
@@ -321,6 +322,7 @@ int bench_socket_stream(struct bench *b)
     int err = sock_open(b, &c);
     for (int i = 0; !err && i < b->nsizes; i++) {
         size_t size = b->sizes[i];
+        bench_progress(b, i, b->nsizes, size);
         long n = bench_iters_stream(b, size), warm = bench_warmup(n);
         struct plan p = make_plan(&c, size, n);
         struct bench_stream_result r = {0};

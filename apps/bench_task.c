@@ -232,6 +232,7 @@ int bench_task_pingpong(struct bench *b)
         err = bufs_get(b, &tb);
     for (int i = 0; !err && i < b->nsizes; i++) {
         size_t size = b->sizes[i];
+        bench_progress(b, i, b->nsizes, size);
         long n = bench_iters_pingpong(b, size), warm = bench_warmup(n);
         if (b->rank == 1) {
             err = pingpong_answer(b, &tb, peer, size, warm + n);
@@ -259,6 +260,7 @@ int bench_task_stream(struct bench *b)
         err = bufs_get(b, &tb);
     for (int i = 0; !err && i < b->nsizes; i++) {
         size_t size = b->sizes[i];
+        bench_progress(b, i, b->nsizes, size);
         long n = bench_iters_stream(b, size), warm = bench_warmup(n);
         struct bench_stream_result r;
         if (b->rank == 1) {

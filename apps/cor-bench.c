@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "cor/cor.h"
@@ -52,7 +53,9 @@ static const char usage[] =
     "                    64,1K,16K,256K,1M)\n"
     "  --csv FILE        write rows route,mode,bytes,ports,pairs,one_way_us,MBps\n"
     "                    (dsm: route,domains,what,count,median,p99,unit,per_R,goal,met)\n"
-    "  --quiet           no table on standard output\n";
+    "  --quiet           no table on standard output\n"
+    "When standard error is a terminal, domain 0 shows there the size being measured, the\n"
+    "time elapsed and an estimate of the time left.\n";
 
 uint64_t bench_now_ns(void)
 {
@@ -126,8 +129,30 @@ void bench_header(const struct bench *b)
     }
 }
 
+void bench_progress(const struct bench *b, int step, int steps, size_t bytes)
+{
+    if (!b->progress || steps <= 0) return;
+    double done = (b->phase + (double)step / steps) / (b->nphases > 0 ? b->nphases : 1);
+    double elapsed = (double)(bench_now_ns() - b->started_ns) / 1e9;
+    char left[32] = "?";
+    if (done > 0) snprintf(left, sizeof left, "%.1f s", elapsed / done - elapsed);
+    /* \r and erase-line: the next state overwrites this one */
+    fprintf(stderr, "\r\033[Kcor-bench %s: %zu B (%d/%d), %.1f s elapsed, about %s left", b->mode,
+            bytes, step + 1, steps, elapsed, left);
+    fflush(stderr);
+}
+
+void bench_progress_clear(const struct bench *b)
+{
+    if (b->progress) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+    }
+}
+
 static void row_print(const struct bench *b, const struct bench_row *r)
 {
+    bench_progress_clear(b);
     if (!b->quiet) {
         char rtt[32] = "-";
         if (r->rtt_us > 0)
@@ -392,6 +417,7 @@ static int run_mode(struct bench *b)
     if (!strcmp(b->mode, "pingpong") || !strcmp(b->mode, "udp-raw"))
         err = socket ? bench_socket_pingpong(b) : b->raw ? bench_raw_pingpong(b)
                                                          : bench_task_pingpong(b);
+    if (!strcmp(b->mode, "udp-raw")) b->phase = 1;
     if (err == COR_OK && (!strcmp(b->mode, "stream") || !strcmp(b->mode, "udp-raw")))
         err = socket ? bench_socket_stream(b) : b->raw ? bench_raw_stream(b)
                                                        : bench_task_stream(b);
@@ -430,8 +456,12 @@ int main(int argc, char **argv)
                            : "route,mode,bytes,ports,pairs,one_way_us,MBps\n");
     }
     if (!dsm) bench_header(&b);
+    b.progress = b.rank == 0 && isatty(STDERR_FILENO);
+    b.nphases = !strcmp(b.mode, "udp-raw") ? 2 : 1;
+    b.started_ns = bench_now_ns();
     err = run_mode(&b);
     bench_flush(&b);
+    bench_progress_clear(&b);
     if (b.csv && fclose(b.csv) != 0) {
         fprintf(stderr, "cor-bench: writing %s: %s\n", csv_path, strerror(errno));
         err = err ? err : COR_EIO;

@@ -3,21 +3,25 @@
  * installed plugin folder, checked once here so the rest of the core can call its slots.
  */
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "config.h" /* PACKAGE_VERSION */
 #include "internal.h"
 
-static int check_ops(const struct cor_route_ops *ops, const char *name)
+/* Checks the table once; on failure `why` says what is wrong. */
+static int check_ops(const struct cor_route_ops *ops, const char *name, char *why, size_t wlen)
 {
     if (ops->size < offsetof(struct cor_route_ops, counters) || ops->abi != COR_ROUTE_ABI) {
-        cor__log("route '%s': ABI %u, size %zu; this core needs ABI %u", name, ops->abi,
+        snprintf(why, wlen, "route '%s': ABI %u, size %zu; this core needs ABI %u", name, ops->abi,
                  ops->size, COR_ROUTE_ABI);
         return COR_EROUTE;
     }
     if (!ops->open || !ops->close || !ops->address || !ops->add_peer || !ops->send ||
         !ops->progress || !ops->wait_fd || !ops->timeout_ms || !ops->caps) {
-        cor__log("route '%s': a mandatory operation is missing", name);
+        snprintf(why, wlen, "route '%s': a mandatory operation is missing", name);
         return COR_EROUTE;
     }
     return COR_OK;
@@ -27,46 +31,68 @@ static int check_ops(const struct cor_route_ops *ops, const char *name)
 #define ROUTE_HAS(ops, slot)                                                                 \
     ((ops)->size >= offsetof(struct cor_route_ops, slot) + sizeof((ops)->slot) && (ops)->slot)
 
-int cor__route_load(const char *name, bool quiet, struct cor_route **out)
+/* Finds, dlopens and checks cor_route_<name>.so: the first folder of COR_ROUTE_PATH that has
+ * it, else the installed one. Fails with `why` set: COR_ENOTFOUND when no folder's file
+ * loads, COR_EROUTE when its table is bad; `path` gets the file tried last. Used by cor_init and by
+ * cor_route_probe (cor-info). */
+static int plugin_open(const char *name, char *path, size_t plen, char *why, size_t wlen,
+                       void **dlp, const struct cor_route_ops **opsp)
 {
-    if (!name || !*name || strlen(name) >= 32 || strpbrk(name, "/.")) {
-        cor__log("route name '%s' is not valid", name ? name : "(null)");
-        return COR_EINVAL;
-    }
-    char file[64], sym[64], path[4096], why[512] = "not found in any plugin folder";
+    char file[64], sym[64], dirs[4096];
     snprintf(file, sizeof file, "cor_route_%s.so", name);
     snprintf(sym, sizeof sym, "cor_route_%s", name);
-
+    snprintf(why, wlen, "%s not found in any plugin folder; set COR_ROUTE_PATH to its folder",
+             file);
+    *path = 0;
     const char *env = getenv("COR_ROUTE_PATH");
-    char dirs[4096];
     snprintf(dirs, sizeof dirs, "%s%s%s", env ? env : "", env && *env ? ":" : "", COR_PLUGINDIR);
     void *dl = NULL;
     for (char *save, *dir = strtok_r(dirs, ":", &save); dir && !dl;
          dir = strtok_r(NULL, ":", &save)) {
-        snprintf(path, sizeof path, "%s/%s", dir, file);
+        snprintf(path, plen, "%s/%s", dir, file);
         dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         if (!dl) {
             const char *e = dlerror();
             /* a missing file in one folder is normal; remember any other failure */
-            if (e && !strstr(e, "No such file")) snprintf(why, sizeof why, "%s", e);
+            if (e && !strstr(e, "No such file")) snprintf(why, wlen, "%s", e);
         }
     }
-    if (!dl) {
-        if (quiet) return COR_EROUTE;
-        cor__log("cannot load route '%s' (%s): %s; set COR_ROUTE_PATH to its folder", name,
-                 file, why);
-        return COR_EROUTE;
-    }
+    if (!dl) return COR_ENOTFOUND;
     const struct cor_route_ops *ops = dlsym(dl, sym);
     if (!ops) {
-        cor__log("route '%s': %s has no symbol %s: %s", name, path, sym, dlerror());
+        snprintf(why, wlen, "route '%s': %s has no symbol %s", name, path, sym);
         dlclose(dl);
         return COR_EROUTE;
     }
-    int err = check_ops(ops, name);
-    if (err) {
+    if (check_ops(ops, name, why, wlen)) {
         dlclose(dl);
-        return err;
+        return COR_EROUTE;
+    }
+    *why = 0;
+    *dlp = dl;
+    *opsp = ops;
+    return COR_OK;
+}
+
+static int name_ok(const char *name)
+{
+    return name && *name && strlen(name) < 32 && !strpbrk(name, "/.");
+}
+
+int cor__route_load(const char *name, bool quiet, struct cor_route **out)
+{
+    if (!name_ok(name)) {
+        cor__log("route name '%s' is not valid", name ? name : "(null)");
+        return COR_EINVAL;
+    }
+    char path[4096], why[1024];
+    void *dl;
+    const struct cor_route_ops *ops;
+    int err = plugin_open(name, path, sizeof path, why, sizeof why, &dl, &ops);
+    if (err) {
+        /* quiet: an implicit route that does not load is no error, but a broken table is */
+        if (!quiet || err != COR_ENOTFOUND) cor__log("cannot load route '%s': %s", name, why);
+        return COR_EROUTE;
     }
     struct cor_route *r = calloc(1, sizeof *r);
     if (!r) {
@@ -117,4 +143,72 @@ int cor__route_has_peer_dead(const struct cor_route_ops *ops)
 int cor__route_has_wait(const struct cor_route_ops *ops)
 {
     return ROUTE_HAS(ops, wait);
+}
+
+/* ---- cor_route_probe: what cor-info shows ------------------------------------------------- */
+
+static void probe_deliver(void *core, cor_peer_t peer, const void *frame, size_t len) {}
+static void probe_send_done(void *core, void *cookie, int status) {}
+static void probe_peer_failed(void *core, cor_peer_t peer, int err) {}
+
+const char *cor_version(void)
+{
+    return PACKAGE_VERSION;
+}
+
+const char *cor_plugin_dir(void)
+{
+    return COR_PLUGINDIR;
+}
+
+int cor_route_probe(const char *name, int open_port, cor_route_probe_t *out)
+{
+    if (!out) return COR_EINVAL;
+    memset(out, 0, sizeof *out);
+    if (!name_ok(name)) {
+        snprintf(out->error, sizeof out->error, "route name '%s' is not valid",
+                 name ? name : "(null)");
+        return COR_EINVAL;
+    }
+    out->ports_max = COR_HPORTS_MAX;
+    void *dl;
+    const struct cor_route_ops *ops;
+    int err =
+        plugin_open(name, out->path, sizeof out->path, out->error, sizeof out->error, &dl, &ops);
+    if (err) return COR_EROUTE;
+    out->loaded = 1;
+    out->rma = cor__route_has_rma(ops);
+    out->own_memory = cor__route_has_mem(ops);
+    out->counters = cor__route_has_counters(ops);
+    out->blocking_wait = cor__route_has_wait(ops);
+    if (!open_port) return COR_OK;
+
+    /* Caps are per port: open one on loopback, alone in a one-domain session, as cor_init
+     * would, and close it again. */
+    struct cor_route_config cfg = {.session_cookie = cor__now_ns() ^ ((uint64_t)getpid() << 32),
+                                   .self = 0,
+                                   .npeers = 1,
+                                   .port_index = 0,
+                                   .bind_hint = "loopback"};
+    struct cor_route_upcalls up = {.core = NULL,
+                                   .deliver = probe_deliver,
+                                   .send_done = probe_send_done,
+                                   .peer_failed = probe_peer_failed};
+    struct cor_rport *port = NULL;
+    err = ops->open(&cfg, &up, &port);
+    if (err) {
+        snprintf(out->error, sizeof out->error, "opening a loopback port failed: %s",
+                 cor_strerror(err));
+        return COR_OK; /* the plugin loads: what we know of it stays valid */
+    }
+    struct cor_route_caps caps = {0};
+    ops->caps(port, &caps);
+    ops->close(port);
+    out->opened = 1;
+    out->frame_max = caps.frame_max;
+    out->eager_limit = caps.eager_limit;
+    out->frame_pref = caps.frame_pref;
+    out->zero_copy_send = caps.zero_copy_send;
+    out->rma = out->rma && caps.has_rma;
+    return COR_OK;
 }

@@ -360,6 +360,35 @@ typedef struct cor_stats {
 } cor_stats_t;
 COR_API int cor_stats_get(cor_stats_t *stats);
 
+/* The library's version ("0.1.0") and the installed plugin folder searched after
+ * COR_ROUTE_PATH. */
+COR_API const char *cor_version(void);
+COR_API const char *cor_plugin_dir(void);
+
+/* What cor_route_probe learnt of a route plugin (cor-info shows it). */
+typedef struct cor_route_probe {
+    char path[4096];    /* the plugin file loaded, or the last one tried */
+    char error[1024];   /* the loader's message, or why the port did not open; "" = none */
+    int loaded;         /* found, loaded and its operations table checked */
+    int opened;         /* a loopback port opened: the port capabilities below are set */
+    size_t frame_max;   /* largest frame, header included */
+    size_t eager_limit; /* the route's default eager threshold (COR_EAGER_LIMIT overrides) */
+    size_t frame_pref;  /* frames up to this size travel in one piece (0: no preference) */
+    int zero_copy_send; /* send() keeps the caller's memory until done */
+    int rma;            /* remote writes (rendezvous by put) */
+    int own_memory;     /* the route allocates memory it sends without a copy (getBuffer) */
+    int counters;       /* drop and retransmission counters */
+    int blocking_wait;  /* no file descriptor: the route has its own blocking wait */
+    int ports_max;      /* hard ports a domain may open on one route (COR_PORTS) */
+} cor_route_probe_t;
+/* Loads route `name` as cor_init would (COR_ROUTE_PATH, then the plugin folder) and, if
+ * `open_port`, opens one port on loopback, alone, to read its capabilities, and closes it
+ * again. Needs no cor_init.
+ * Returns COR_OK when the plugin loaded (out->opened says whether the port did; out->error
+ * why not), COR_EROUTE when it did not (out->error holds the loader's message), COR_EINVAL
+ * for a bad name. Not thread-safe with itself. */
+COR_API int cor_route_probe(const char *name, int open_port, cor_route_probe_t *out);
+
 #ifdef __cplusplus
 }
 #endif
