@@ -20,6 +20,7 @@
     X("COR_SPIN_US", "core", "2000", "how long a waiting task polls before it blocks")             \
     X("COR_MAX_TASKS", "core", "1024", "task slots per domain (64..65536)")                        \
     X("COR_LINGER_US", "core", "1000", "listeners keep off the sockets after a task's spin")       \
+    X("COR_SERVICE_SLICE_US", "core", "100", "time slice of serving threads; 0 leaves them alone") \
     X("COR_STRIPE_MIN", "core", "524288", "rendezvous data striped over the hard ports")           \
     X("COR_RMA", "core", "1", "0: no remote writes for rendezvous")                                \
     X("COR_DMA_BUFFERS", "core", "1", "0: getBuffer from the heap, not route memory")              \
