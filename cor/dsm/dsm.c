@@ -1866,7 +1866,16 @@ COR_API int cor_dsm_barrier_create(const char *name, cor_idp_t ldom, int local_t
 }
 
 /* Sends barrier messages as the calling task (user task or, with svc_send, the service). */
-static int bar_send(struct cor_dsm_barrier *b, const struct dsm_bar_msg *m, int n, bool service);
+static int bar_send(uint64_t id, const struct dsm_bar_msg *m, int n, bool service);
+
+/* Under D.lock: turns the messages' member positions into domain ranks, so they can be sent
+ * after the lock is released without touching b (a task of this domain may destroy the
+ * barrier as soon as the episode completed). */
+static void bar_resolve(const struct cor_dsm_barrier *b, struct dsm_bar_msg *m, int n)
+{
+    for (int i = 0; i < n; i++)
+        m[i].to = b->members[m[i].to];
+}
 
 COR_API int cor_dsm_barrier_wait(cor_dsm_barrier_t b)
 {
@@ -1879,10 +1888,12 @@ COR_API int cor_dsm_barrier_wait(cor_dsm_barrier_t b)
     int err = b->err;
     uint64_t epoch = b->st.epoch;
     if (!err && dsm_bar_arrive(&b->st)) nmsg = dsm_bar_advance(&b->st, msgs, &completed);
+    bar_resolve(b, msgs, nmsg);
+    uint64_t id = b->id;
     if (completed) pthread_cond_broadcast(&b->cv);
     unlock_or_die(&D.lock);
     if (err) return err;
-    err = bar_send(b, msgs, nmsg, false);
+    err = bar_send(id, msgs, nmsg, false);
     lock_or_die(&D.lock);
     if (err && !b->err) {
         b->err = err;
@@ -2215,27 +2226,29 @@ static void serve_barrier(const struct dsm_req *r)
     struct cor_dsm_barrier *b = bar_find(r->obj, true);
     if (b && dsm_bar_recv(&b->st, r->offset) == COR_OK && b->created && !b->err) {
         nmsg = dsm_bar_advance(&b->st, msgs, &completed);
+        bar_resolve(b, msgs, nmsg);
         if (completed) pthread_cond_broadcast(&b->cv);
     } else if (!b || b->st.n > 0) {
         atomic_fetch_add(&D.dropped, 1);
     }
     unlock_or_die(&D.lock);
-    if (b && nmsg) bar_send(b, msgs, nmsg, true);
+    /* Not b: once the episode completed, the waiters may return and destroy it. */
+    if (nmsg) bar_send(r->obj, msgs, nmsg, true);
 }
 
-/* b->members is set once at create and never changes, so reading it unlocked is safe. */
-static int bar_send(struct cor_dsm_barrier *b, const struct dsm_bar_msg *m, int n, bool service)
+/* m[i].to is a domain rank (bar_resolve); the barrier itself is not touched. */
+static int bar_send(uint64_t id, const struct dsm_bar_msg *m, int n, bool service)
 {
     unsigned char bufs[DSM_MAX_ROUNDS][DSM_REQ_HDR];
     cor_req_t reqs[DSM_MAX_ROUNDS];
     int nreq = 0, err = COR_OK;
     for (int i = 0; i < n; i++) {
         struct dsm_req r = {.op = DSM_OP_BARRIER,
-                            .obj = b->id,
+                            .obj = id,
                             .offset = (uint64_t)m[i].round,
                             .count = m[i].epoch};
         cor_idp_t svc;
-        int e = svc_of(b->members[m[i].to], &svc);
+        int e = svc_of(m[i].to, &svc);
         if (e) {
             err = err ? err : e;
             continue;
