@@ -21,6 +21,14 @@ static inline double app_now(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+/* CPU time of the whole process (all its threads). */
+static inline double app_cpu_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
 /* Prints the message and leaves the process at once: a domain that fails must not wait in a
  * barrier for peers that will never come; cor-run sees the status and stops the others. */
 static void app_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));

@@ -22,11 +22,11 @@ RUN="$B/apps/cor-run"
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/cor-appbench.XXXXXX") || exit 1
 trap 'rm -rf "$OUT"' EXIT INT TERM
 
-# field CMD...: runs CMD (bounded), prints the number before " s" (LU) or " M updates/s"
-# (GUPS) of its result line; fails loudly if the run failed its check.
+# lu_time CMD...: runs CMD (bounded) and prints "WALL CPU" from its result line; fails
+# loudly if the run failed its check. gups_rate: the M updates/s of the rate line.
 lu_time() {
     timeout 300 "$@" >"$OUT/o" 2>&1 || { cat "$OUT/o" >&2; echo "bench: FAIL: $*" >&2; exit 1; }
-    sed -n 's/^lu: .*: \([0-9.]*\) s, .*GFLOP\/s$/\1/p' "$OUT/o"
+    sed -n 's/^lu: .*: \([0-9.]*\) s, .*GFLOP\/s (domain 0 used \([0-9.]*\) s of CPU)$/\1 \2/p' "$OUT/o"
 }
 gups_rate() {
     timeout 300 "$@" >"$OUT/o" 2>&1 || { cat "$OUT/o" >&2; echo "bench: FAIL: $*" >&2; exit 1; }
@@ -35,7 +35,7 @@ gups_rate() {
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg); $ROUNDS rounds; route $ROUTE; lu $LU_ARGS; gups $GUPS_ARGS"
-echo "round  lu_base_s  lu_dsm1_s  lu_dsm2_s  overhead1  speedup2 | gups_base_M  gups_dsm2_M"
+echo "round  lu_base_s (cpu)     lu_dsm1_s (cpu)     lu_dsm2_s  overhead1 (cpu)  speedup2 | gups_base_M  gups_dsm2_M"
 r=1
 while [ $r -le "$ROUNDS" ]; do
     # shellcheck disable=SC2086 # split the arguments
@@ -46,14 +46,17 @@ while [ $r -le "$ROUNDS" ]; do
         gb=$(gups_rate "$B/apps/dsm/gups" --baseline -d 2 $GUPS_ARGS)
         gd=$(gups_rate "$RUN" -n 2 --route "$ROUTE" "$B/apps/dsm/gups" $GUPS_ARGS)
     } || exit 1
-    echo "$r $base $one $two $gb $gd" | awk '{ printf "%5d  %9.4f  %9.4f  %9.4f  %+8.1f%%  %8.2f | %11.3f  %11.3f\n",
-        $1, $2, $3, $4, ($3 / $2 - 1) * 100, $2 / $4, $5, $6 }' | tee -a "$OUT/rows"
+    # columns: 1 round, 2-3 base wall cpu, 4-5 dsm1 wall cpu, 6-7 dsm2 wall cpu, 8 gb, 9 gd
+    echo "$r $base $one $two $gb $gd" | awk '{ printf "%5d  %8.4f (%6.4f)  %8.4f (%6.4f)  %9.4f  %+6.1f%% (%+5.1f%%)  %8.2f | %11.3f  %11.3f\n",
+        $1, $2, $3, $4, $5, $6, ($4 / $2 - 1) * 100, ($5 / $3 - 1) * 100, $2 / $6, $8, $9 }'
+    echo "$r $base $one $two $gb $gd" >>"$OUT/rows"
     r=$((r + 1))
 done
-ov=$(awk '{ print $5 + 0 }' "$OUT/rows" | median)
-sp=$(awk '{ print $6 }' "$OUT/rows" | median)
-gb=$(awk '{ print $8 }' "$OUT/rows" | median)
-gd=$(awk '{ print $9 }' "$OUT/rows" | median)
-echo "medians: lu overhead on 1 domain ${ov}% (goal <= 5%), lu speedup on 2 domains $sp (goal >= 1.6);"
-echo "         gups 2 domains over $ROUTE $gd M updates/s (goal >= 0.5) beside the baseline's $gb M (2 threads)"
+col() { awk -v c="$1" '{ print $c }' "$OUT/rows"; }
+ratio() { awk -v a="$1" -v b="$2" '{ print $a / $b }' "$OUT/rows" | median; }
+minratio() { echo "$(col "$1" | sort -g | head -1) $(col "$2" | sort -g | head -1)" | awk '{ print $1 / $2 }'; }
+echo "LU overhead of DSM on 1 domain (dsm1 / baseline - 1): median of rounds $(ratio 4 2 | awk '{ printf "%+.1f%%", ($1 - 1) * 100 }'),"
+echo "   best against best $(minratio 4 2 | awk '{ printf "%+.1f%%", ($1 - 1) * 100 }'), CPU time $(ratio 5 3 | awk '{ printf "%+.1f%%", ($1 - 1) * 100 }') (goal <= 5%)"
+echo "LU speedup on 2 domains (baseline / dsm2): median of rounds $(ratio 2 6), best against best $(minratio 2 6) (goal >= 1.6)"
+echo "GUPS on 2 domains over $ROUTE: median $(col 9 | median) M updates/s (goal >= 0.5), baseline (2 threads) $(col 8 | median) M"
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
