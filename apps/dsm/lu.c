@@ -1,0 +1,501 @@
+/*
+ * lu: blocked right-looking LU factorization on libcordsm's cached objects.
+ *
+ * The N x N matrix is cut into B x B blocks; block (I, J) is a COR_DSM_CACHED object of B*B
+ * doubles (row-major), homed at and updated only by its owner, domain (I + J) % D. This
+ * "diagonal-cyclic" layout gives every domain an equal share of each step's trailing blocks,
+ * of its pivot column and of its pivot row (a 1-D cyclic layout would leave the whole column
+ * to one domain). Step K:
+ *   1. the owners of row K and column K solve them against the factored diagonal block:
+ *      U(K,J) = L(K,K)^-1 A(K,J), L(I,K) = A(I,K) U(K,K)^-1   (diagonal read, block written)
+ *   2. barrier
+ *   3. the owners of the trailing blocks update them: A(I,J) -= L(I,K) U(K,J), reading the
+ *      pivot row and column blocks (shared: every domain reads them in read sections, its
+ *      copy fetched once) and writing their own in write sections. The owner of (K+1, K+1)
+ *      updates it first and factors it at once (unblocked LU), so step K+1 can start.
+ *   4. barrier
+ * (Before step 0 the owner of (0,0) factors it, then a barrier.)
+ * Every block a domain writes is homed there and read elsewhere only after it is final, so
+ * the coherence protocol moves each remote panel block once per reading domain and
+ * invalidates nothing.
+ *
+ * No pivoting: the matrix is generated strictly diagonally dominant by rows (off-diagonal
+ * entries uniform in [-1, 1), diagonal N), for which LU without pivoting exists and is
+ * backward stable. Every element is a function of (i, j) alone, so owners generate their
+ * blocks without communication.
+ *
+ * Check: domain 0 gathers the factors, solves A x = b with them and compares with a
+ * sequential unblocked LU solve of the same system (max relative difference of x, and the
+ * relative residual |A x - b| / (|A| |x|), infinity norms); exit status 1 beyond tolerance.
+ *
+ *   cor-run -n 2 --route gm lu [-n N] [-b B] [-t TASKS]
+ *   lu --baseline [-n N] [-b B]      the same blocked program, plain arrays, no DSM
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cor/cor.h>
+#include <cor/dsm.h>
+
+#include "app.h"
+
+#define PROG "lu"
+#define MAX_N 4096
+#define MAX_NB 128 /* blocks per dimension: 16384 objects, within a domain's 65535 */
+#define MAX_TASKS 64
+#define TOL_X 1e-9      /* max |x - x_ref| / max |x_ref| */
+#define TOL_RESID 1e-13 /* |A x - b| / (|A| |x|): a few ulps times log N here */
+
+typedef struct block {
+    cor_idp_t obj;
+    cor_dsm_region_t rgn;
+    double *data; /* B*B, row-major: the domain's copy (DSM) or plain memory (baseline) */
+} block_t;
+
+static uint64_t n = 1024, bs = 128, ntasks = 1;
+static int nb; /* blocks per dimension */
+static int baseline, perturb, rank, ndom = 1;
+static block_t *blocks;
+static cor_dsm_barrier_t bar;
+static double t_start, t_end, cpu_start, cpu_end; /* task 0 of domain 0 */
+
+static inline block_t *blk(int i, int j)
+{
+    return &blocks[(size_t)i * nb + j];
+}
+
+static inline int owner(int i, int j)
+{
+    return (i + j) % ndom;
+}
+
+/* ---- The matrix and the right-hand side ------------------------------------------------- */
+
+static double unit(uint64_t key) /* uniform in [-1, 1) */
+{
+    return (double)(app_mix64(key) >> 11) * 0x1p-52 - 1.0;
+}
+
+static double a_elem(uint64_t i, uint64_t j)
+{
+    return i == j ? (double)n : unit(i * n + j + 1);
+}
+
+static double b_elem(uint64_t i)
+{
+    return unit(APP_GOLDEN ^ (i + 1)) * (double)n;
+}
+
+static void fill_block(double *d, int bi, int bj)
+{
+    for (uint64_t r = 0; r < bs; r++)
+        for (uint64_t c = 0; c < bs; c++)
+            d[r * bs + c] = a_elem((uint64_t)bi * bs + r, (uint64_t)bj * bs + c);
+}
+
+/* ---- Block kernels (B x B, row-major); the same in both modes --------------------------- */
+
+/* In-place LU without pivoting: unit lower L below the diagonal, U on and above it. */
+static void factor_diag(double *restrict a)
+{
+    size_t b = bs;
+    for (size_t k = 0; k < b; k++) {
+        double inv = 1.0 / a[k * b + k];
+        for (size_t i = k + 1; i < b; i++) {
+            double l = a[i * b + k] *= inv;
+            for (size_t j = k + 1; j < b; j++)
+                a[i * b + j] -= l * a[k * b + j];
+        }
+    }
+}
+
+/* x := L^-1 x, L the unit lower triangle of the factored diagonal block (a row block). */
+static void solve_lower(const double *restrict lu, double *restrict x)
+{
+    size_t b = bs;
+    for (size_t i = 1; i < b; i++)
+        for (size_t p = 0; p < i; p++) {
+            double l = lu[i * b + p];
+            for (size_t j = 0; j < b; j++)
+                x[i * b + j] -= l * x[p * b + j];
+        }
+}
+
+/* x := x U^-1, U the upper triangle of the factored diagonal block (a column block). */
+static void solve_upper(const double *restrict lu, double *restrict x)
+{
+    size_t b = bs;
+    for (size_t r = 0; r < b; r++) {
+        double *xr = x + r * b;
+        for (size_t p = 0; p < b; p++) {
+            double v = xr[p] /= lu[p * b + p];
+            for (size_t q = p + 1; q < b; q++)
+                xr[q] -= v * lu[p * b + q];
+        }
+    }
+}
+
+/* c -= a b, four rows of c at a time so each row of b loaded serves four. */
+static void gemm_sub(double *restrict c, const double *restrict a, const double *restrict b)
+{
+    size_t m = bs, i = 0;
+    for (; i + 4 <= m; i += 4) {
+        double *c0 = c + i * m, *c1 = c0 + m, *c2 = c1 + m, *c3 = c2 + m;
+        for (size_t p = 0; p < m; p++) {
+            double a0 = a[i * m + p], a1 = a[(i + 1) * m + p];
+            double a2 = a[(i + 2) * m + p], a3 = a[(i + 3) * m + p];
+            const double *bp = b + p * m;
+            for (size_t j = 0; j < m; j++) {
+                c0[j] -= a0 * bp[j];
+                c1[j] -= a1 * bp[j];
+                c2[j] -= a2 * bp[j];
+                c3[j] -= a3 * bp[j];
+            }
+        }
+    }
+    for (; i < m; i++)
+        for (size_t p = 0; p < m; p++) {
+            double ai = a[i * m + p];
+            for (size_t j = 0; j < m; j++)
+                c[i * m + j] -= ai * b[p * m + j];
+        }
+}
+
+/* ---- Block access: sections on the domain's copy, or nothing in the baseline ------------ */
+
+static void dsm_check(int err, const char *what, int i, int j)
+{
+    if (err)
+        app_die(PROG ": domain %d: %s (block %d,%d): %s", rank, what, i, j, cor_dsm_strerror(err));
+}
+
+static double *read_begin(int i, int j)
+{
+    if (!baseline) dsm_check(cor_dsm_start_read(blk(i, j)->rgn), "cor_dsm_start_read", i, j);
+    return blk(i, j)->data;
+}
+
+static void read_end(int i, int j)
+{
+    if (!baseline) dsm_check(cor_dsm_end_read(blk(i, j)->rgn), "cor_dsm_end_read", i, j);
+}
+
+static double *write_begin(int i, int j)
+{
+    if (!baseline) dsm_check(cor_dsm_start_write(blk(i, j)->rgn), "cor_dsm_start_write", i, j);
+    return blk(i, j)->data;
+}
+
+static void write_end(int i, int j)
+{
+    if (!baseline) dsm_check(cor_dsm_end_write(blk(i, j)->rgn), "cor_dsm_end_write", i, j);
+}
+
+static void sync_domains(void)
+{
+    if (!baseline) dsm_check(cor_dsm_barrier_wait(bar), "cor_dsm_barrier_wait", -1, -1);
+}
+
+/* ---- The factorization: every task of every domain runs this ---------------------------- */
+
+/* Work items of this domain are dealt round-robin to its tasks: item number w is ours if
+ * w % ntasks == task. */
+static int mine(int i, int j, unsigned task, unsigned *w)
+{
+    if (owner(i, j) != rank) return 0;
+    return (*w)++ % ntasks == task;
+}
+
+static void factor(unsigned task)
+{
+    sync_domains(); /* every block is generated and mapped */
+    if (rank == 0 && task == 0) {
+        t_start = app_now();
+        cpu_start = app_cpu_now();
+    }
+    if (owner(0, 0) == rank && task == 0) {
+        factor_diag(write_begin(0, 0));
+        write_end(0, 0);
+    }
+    sync_domains(); /* (0,0) is factored before anyone reads it */
+    for (int k = 0; k < nb; k++) {
+        unsigned w = 0;
+        /* Pivot row and column. Sections are taken in block-index order (row-major), as the
+         * API asks of sections on several objects: (k,k) comes before (k,j) and (i,k). */
+        for (int j = k + 1; j < nb; j++) {
+            if (!mine(k, j, task, &w)) continue;
+            const double *d = read_begin(k, k);
+            solve_lower(d, write_begin(k, j));
+            write_end(k, j);
+            read_end(k, k);
+        }
+        for (int i = k + 1; i < nb; i++) {
+            if (!mine(i, k, task, &w)) continue;
+            const double *d = read_begin(k, k);
+            solve_upper(d, write_begin(i, k));
+            write_end(i, k);
+            read_end(k, k);
+        }
+        sync_domains();
+        /* Trailing update; (k+1,k+1) first, so its owner factors it while the rest runs. */
+        w = 0;
+        for (int t = 0; t < (nb - k - 1) * (nb - k - 1); t++) {
+            int i = k + 1 + t / (nb - k - 1), j = k + 1 + t % (nb - k - 1);
+            if (!mine(i, j, task, &w)) continue;
+            const double *u = read_begin(k, j); /* order: (k,j) < (i,k) < (i,j) */
+            const double *l = read_begin(i, k);
+            double *a = write_begin(i, j);
+            gemm_sub(a, l, u);
+            if (i == k + 1 && j == k + 1) factor_diag(a);
+            write_end(i, j);
+            read_end(i, k);
+            read_end(k, j);
+        }
+        sync_domains();
+    }
+    if (rank == 0 && task == 0) {
+        t_end = app_now();
+        cpu_end = app_cpu_now();
+    }
+}
+
+static int factor_task(void *arg)
+{
+    factor((unsigned)(uintptr_t)arg);
+    return 0;
+}
+
+/* ---- The check -------------------------------------------------------------------------- */
+
+/* Solves (L U) x = b in place, L unit lower and U upper packed in the N x N matrix lu. */
+static void lu_solve(const double *lu, double *x)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < i; j++)
+            x[i] -= lu[i * n + j] * x[j];
+    for (size_t i = n; i-- > 0;) {
+        for (size_t j = i + 1; j < n; j++)
+            x[i] -= lu[i * n + j] * x[j];
+        x[i] /= lu[i * n + i];
+    }
+}
+
+/* Gathers the blocked factors (read sections: domain 0's copies of remote blocks are
+ * fetched here), solves with them and with a sequential unblocked LU; 0 if they agree. */
+static int check(void)
+{
+    size_t nn = n * n;
+    double *f = malloc(nn * sizeof *f), *ref = calloc(nn, sizeof *ref);
+    double *x = malloc(n * sizeof *x), *xr = malloc(n * sizeof *xr);
+    if (!f || !ref || !x || !xr) app_die(PROG ": out of memory for the check (N = %" PRIu64 ")", n);
+    for (int bi = 0; bi < nb; bi++)
+        for (int bj = 0; bj < nb; bj++) {
+            const double *d = read_begin(bi, bj);
+            for (size_t r = 0; r < bs; r++)
+                memcpy(f + ((size_t)bi * bs + r) * n + (size_t)bj * bs, d + r * bs, bs * sizeof *d);
+            read_end(bi, bj);
+        }
+    if (perturb) /* the check's own test: one wrong factor must be caught */
+        f[(n / 2) * n + n / 3] += 1e-6;
+
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            ref[i * n + j] = a_elem(i, j);
+    for (size_t k = 0; k < n; k++) /* the reference: unblocked, row by row */
+        for (size_t i = k + 1; i < n; i++) {
+            double l = ref[i * n + k] /= ref[k * n + k];
+            for (size_t j = k + 1; j < n; j++)
+                ref[i * n + j] -= l * ref[k * n + j];
+        }
+    for (size_t i = 0; i < n; i++)
+        x[i] = xr[i] = b_elem(i);
+    lu_solve(f, x);
+    lu_solve(ref, xr);
+
+    double dmax = 0, xmax = 0, rmax = 0, amax = 0, xnorm = 0;
+    for (size_t i = 0; i < n; i++) {
+        dmax = fmax(dmax, fabs(x[i] - xr[i]));
+        xmax = fmax(xmax, fabs(xr[i]));
+        xnorm = fmax(xnorm, fabs(x[i]));
+        double r = -b_elem(i), rowsum = 0;
+        for (size_t j = 0; j < n; j++) {
+            double a = a_elem(i, j);
+            r += a * x[j];
+            rowsum += fabs(a);
+        }
+        rmax = fmax(rmax, fabs(r));
+        amax = fmax(amax, rowsum);
+    }
+    double dx = dmax / xmax, resid = rmax / (amax * xnorm);
+    int ok = dx <= TOL_X && resid <= TOL_RESID && isfinite(dx) && isfinite(resid);
+    printf(PROG ": check %s: max |x - x_ref| / max |x_ref| = %.2e (tolerance %.0e), "
+                "|Ax - b| / (|A| |x|) = %.2e (tolerance %.0e)\n",
+           ok ? "PASS" : "FAIL", dx, TOL_X, resid, TOL_RESID);
+    free(f);
+    free(ref);
+    free(x);
+    free(xr);
+    return ok ? 0 : -1;
+}
+
+static void report(void)
+{
+    double secs = t_end - t_start, flops = 2.0 / 3.0 * (double)n * (double)n * (double)n;
+    /* The process's CPU time (every thread: tasks, DSM service, core) beside the wall time:
+     * on a loaded machine the wall time also counts the time others had the cores. */
+    printf(PROG ": %s, %d domain%s x %" PRIu64 " task%s, N = %" PRIu64 ", B = %" PRIu64
+                ": %.4f s, %.3f GFLOP/s (domain 0 used %.4f s of CPU)\n",
+           baseline ? "baseline (plain arrays)" : "dsm", ndom, ndom > 1 ? "s" : "", ntasks,
+           ntasks > 1 ? "s" : "", n, bs, secs, flops / secs / 1e9, cpu_end - cpu_start);
+}
+
+/* ---- Setup ------------------------------------------------------------------------------ */
+
+static int run_baseline(void)
+{
+    blocks = calloc((size_t)nb * nb, sizeof *blocks);
+    if (!blocks) app_die(PROG ": out of memory");
+    for (int i = 0; i < nb; i++)
+        for (int j = 0; j < nb; j++) {
+            if (!(blk(i, j)->data = malloc(bs * bs * sizeof(double))))
+                app_die(PROG ": out of memory for the blocks");
+            fill_block(blk(i, j)->data, i, j);
+        }
+    factor(0);
+    int bad = check();
+    report();
+    for (int i = 0; i < nb * nb; i++)
+        free(blocks[i].data);
+    free(blocks);
+    return bad ? 1 : 0;
+}
+
+static void block_name(char *name, size_t len, int i, int j)
+{
+    snprintf(name, len, "lu.%d.%d", i, j);
+}
+
+static int run_dsm(int *argc, char ***argv)
+{
+    dsm_check(cor_init(argc, argv), "cor_init", -1, -1);
+    rank = cor_domain_rank();
+    ndom = cor_domain_count();
+    dsm_check(cor_dsm_init(), "cor_dsm_init", -1, -1);
+    blocks = calloc((size_t)nb * nb, sizeof *blocks);
+    if (!blocks) app_die(PROG ": out of memory");
+
+    /* Owners create and fill their blocks (a write section on the home's own copy). */
+    char name[COR_NAME_MAX];
+    for (int i = 0; i < nb; i++)
+        for (int j = 0; j < nb; j++) {
+            if (owner(i, j) != rank) continue;
+            block_t *b = blk(i, j);
+            block_name(name, sizeof name, i, j);
+            dsm_check(cor_dsm_create(name, COR_DOUBLE, bs * bs, COR_DSM_CACHED, &b->obj),
+                      "cor_dsm_create", i, j);
+            dsm_check(cor_dsm_map(b->obj, &b->rgn), "cor_dsm_map", i, j);
+            dsm_check(cor_dsm_region_data(b->rgn, (void **)&b->data, NULL), "cor_dsm_region_data",
+                      i, j);
+            fill_block(write_begin(i, j), i, j);
+            write_end(i, j);
+        }
+    dsm_check(cor_barrier(), "cor_barrier", -1, -1); /* every block exists */
+    for (int i = 0; i < nb; i++)
+        for (int j = 0; j < nb; j++) {
+            block_t *b = blk(i, j);
+            if (owner(i, j) == rank) continue;
+            block_name(name, sizeof name, i, j);
+            dsm_check(cor_dsm_lookup(name, &b->obj), "cor_dsm_lookup", i, j);
+            dsm_check(cor_dsm_map(b->obj, &b->rgn), "cor_dsm_map", i, j);
+            dsm_check(cor_dsm_region_data(b->rgn, (void **)&b->data, NULL), "cor_dsm_region_data",
+                      i, j);
+        }
+    dsm_check(cor_dsm_barrier_create("lu", COR_IDP_NULL, (int)ntasks, &bar),
+              "cor_dsm_barrier_create", -1, -1);
+
+    cor_idp_t task[MAX_TASKS];
+    for (uint64_t t = 0; t < ntasks; t++)
+        dsm_check(cor_task_spawn("lu", factor_task, (void *)(uintptr_t)t, &task[t]),
+                  "cor_task_spawn", -1, -1);
+    for (uint64_t t = 0; t < ntasks; t++) {
+        int status = 0;
+        dsm_check(cor_task_join(task[t], &status), "cor_task_join", -1, -1);
+        dsm_check(status, "factor task", -1, -1);
+    }
+
+    int bad = 0;
+    if (rank == 0) {
+        bad = check();
+        report();
+    }
+    fflush(stdout);
+    if (bad) app_die(PROG ": domain 0: the factors do not solve the system");
+    dsm_check(cor_dsm_barrier_destroy(bar), "cor_dsm_barrier_destroy", -1, -1);
+    for (int i = 0; i < nb * nb; i++)
+        dsm_check(cor_dsm_unmap(blocks[i].rgn), "cor_dsm_unmap", i / nb, i % nb);
+    dsm_check(cor_dsm_finalize(), "cor_dsm_finalize", -1, -1);
+    dsm_check(cor_finalize(), "cor_finalize", -1, -1);
+    free(blocks);
+    return 0;
+}
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: cor-run -n D [--route udp|gm] " PROG " [-n N] [-b B] [-t TASKS]\n"
+            "       " PROG " --baseline [-n N] [-b B]\n"
+            "  -n  matrix order (default 1024, at most %d; a multiple of B)\n"
+            "  -b  block size (default 128; at most %d blocks per dimension)\n"
+            "  -t  compute tasks per domain (default 1, at most %d)\n"
+            "  --perturb  test the check: one factor is changed before the solve\n",
+            MAX_N, MAX_NB, MAX_TASKS);
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int r = 0;
+        if (!strcmp(a, "--baseline")) {
+            baseline = 1;
+            continue;
+        } else if (!strcmp(a, "--perturb")) {
+            perturb = 1;
+            continue;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage();
+            return 0;
+        } else if (!strcmp(a, "-n"))
+            r = app_parse_u64(PROG, a, v, 1, MAX_N, &n);
+        else if (!strcmp(a, "-b"))
+            r = app_parse_u64(PROG, a, v, 1, MAX_N, &bs);
+        else if (!strcmp(a, "-t"))
+            r = app_parse_u64(PROG, a, v, 1, MAX_TASKS, &ntasks);
+        else {
+            fprintf(stderr, PROG ": unknown argument '%s'\n", a);
+            usage();
+            return 2;
+        }
+        if (r) return 2;
+        i++;
+    }
+    if (n % bs) {
+        fprintf(stderr,
+                PROG ": the order %" PRIu64 " is not a multiple of the block size %" PRIu64 "\n", n,
+                bs);
+        return 2;
+    }
+    if (baseline && ntasks != 1) {
+        fprintf(stderr, PROG ": the baseline runs one thread (no -t)\n");
+        return 2;
+    }
+    if (n / bs > MAX_NB) {
+        fprintf(stderr, PROG ": %" PRIu64 " / %" PRIu64 " is more than %d blocks per dimension\n",
+                n, bs, MAX_NB);
+        return 2;
+    }
+    nb = (int)(n / bs);
+    return baseline ? run_baseline() : run_dsm(&argc, &argv);
+}
