@@ -49,6 +49,8 @@ static void port_free(struct cor_rport *p)
     free(p->done);
     free(p->failed);
     free(p->blocked);
+    pthread_mutex_destroy(&p->nap_mu);
+    pthread_cond_destroy(&p->nap_cond);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
@@ -68,6 +70,12 @@ static int gmr_open(const struct cor_route_config *cfg, const struct cor_route_u
     if (!p)
         return COR_ENOMEM;
     pthread_mutex_init(&p->lock, NULL);
+    pthread_mutex_init(&p->nap_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->nap_cond, &ca);
+    pthread_condattr_destroy(&ca);
     p->up = *up;
     p->cookie = cfg->session_cookie;
     p->self = cfg->self;
@@ -312,6 +320,43 @@ static int route_work(struct cor_rport *p)
  * (libgm locks its port itself). */
 static __thread int slack_set;
 
+/* Naps longer than this can be cut short by a send (gmr_kick): a task that sent a request and
+ * blocked for the reply would otherwise wait out a nap sized by the idle time before it. */
+#define NAP_KICKABLE_NS 100000
+
+static void nap_for(struct cor_rport *p, uint64_t nap)
+{
+    if (nap <= NAP_KICKABLE_NS) {
+        struct timespec ts = {0, (long)nap};
+        nanosleep(&ts, NULL);
+    } else {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t end = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + nap;
+        ts.tv_sec = (time_t)(end / 1000000000u);
+        ts.tv_nsec = (long)(end % 1000000000u);
+        pthread_mutex_lock(&p->nap_mu);
+        atomic_store(&p->nap_long, 1);
+        while (!atomic_load(&p->kick) && pthread_cond_timedwait(&p->nap_cond, &p->nap_mu, &ts) == 0)
+            ;
+        atomic_store(&p->nap_long, 0);
+        pthread_mutex_unlock(&p->nap_mu);
+    }
+    if (atomic_exchange(&p->kick, 0)) /* a send since: its reply comes soon, nap short */
+        atomic_store(&p->active_ns, gmr_now_ns());
+}
+
+void gmr_kick(struct cor_rport *p)
+{
+    if (atomic_load_explicit(&p->kick, memory_order_relaxed)) return; /* already kicked */
+    atomic_store(&p->kick, 1);
+    if (atomic_load(&p->nap_long)) {
+        pthread_mutex_lock(&p->nap_mu);
+        pthread_cond_signal(&p->nap_cond);
+        pthread_mutex_unlock(&p->nap_mu);
+    }
+}
+
 static int gmr_wait(struct cor_rport *p, int timeout_ms)
 {
     if (!p || route_work(p))
@@ -338,8 +383,7 @@ static int gmr_wait(struct cor_rport *p, int timeout_ms)
             nap = 4000000;
         if (nap > deadline - now)
             nap = deadline - now;
-        struct timespec ts = {(time_t)(nap / 1000000000u), (long)(nap % 1000000000u)};
-        nanosleep(&ts, NULL);
+        nap_for(p, nap);
     }
 }
 

@@ -409,6 +409,7 @@ int gmr_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov, int 
     rc = COR_OK;
 out:
     pthread_mutex_unlock(&p->lock);
+    if (rc == COR_OK) gmr_kick(p);
     return rc;
 }
 
