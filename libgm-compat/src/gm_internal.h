@@ -363,6 +363,13 @@ struct gm_port {
     int in_progress; /* guards against progress re-entering itself */
     int token_pool[GM_NUM_PRIORITIES];
     unsigned spin_polls;
+
+    /* shm: the provider call toward a peer in progress, for the watchdog (unstick.c).
+     * Written by the caller inside the call (port lock held), read by the watchdog. */
+    _Atomic uint64_t guard_seq; /* odd while inside a call */
+    _Atomic unsigned long guard_thread;
+    _Atomic unsigned guard_node, guard_port;
+    uint64_t guard_seen; /* guard_seq at the watchdog's last look; watchdog only */
 };
 
 /* port.c */
@@ -394,6 +401,13 @@ int gmx_peer_gone(struct gm_port *p, struct gmx_peer *peer);
 void gmx_peer_reconnect(struct gm_port *p, struct gmx_peer *peer);
 uint64_t gmx_now_ns(void);
 uint64_t gmx_coarse_ns(void);
+
+/* unstick.c: see there.  enter/leave bracket a provider call toward peer on a shm port;
+ * scan runs in the watchdog thread with gmx_lock held. */
+void gmx_guard_enter(struct gm_port *p, const struct gmx_peer *peer);
+void gmx_guard_leave(struct gm_port *p);
+void gmx_unstick_scan(struct gm_port *registry);
+uint64_t gmx_unstick_period_ns(void);
 
 /* pool.c */
 struct gmx_sreq *gmx_sreq_get(struct gm_port *p);

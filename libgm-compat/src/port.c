@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -34,6 +35,47 @@ struct zombie {
     struct fid_av *av;
 };
 static struct zombie *gmx_zombies;
+static int gmx_watchdog_running; /* guarded by gmx_lock */
+
+/* While shm ports are open: frees provider calls stuck on a dead peer (unstick.c).  Ends
+ * when no port is open; the next shm open starts another. */
+static void *watchdog_main(void *arg)
+{
+    (void)arg;
+    uint64_t period = gmx_unstick_period_ns();
+    struct timespec nap = {(time_t)(period / 1000000000u), (long)(period % 1000000000u)};
+    for (;;) {
+        nanosleep(&nap, NULL);
+        pthread_mutex_lock(&gmx_lock);
+        if (!gmx_registry) {
+            gmx_watchdog_running = 0;
+            pthread_mutex_unlock(&gmx_lock);
+            return NULL;
+        }
+        gmx_unstick_scan(gmx_registry);
+        pthread_mutex_unlock(&gmx_lock);
+    }
+}
+
+/* Called with gmx_lock held, after p joined the registry. */
+static void watchdog_start(struct gm_port *p)
+{
+    if (!p->addr_is_str || gmx_watchdog_running) return;
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    /* The watchdog must not take signals meant for the program's threads. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    if (pthread_create(&t, &attr, watchdog_main, NULL) == 0)
+        gmx_watchdog_running = 1;
+    else
+        gmx_log("no watchdog thread: a send to a killed shm peer may hang\n");
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+}
 static _Thread_local int gmx_helping;
 
 /* Progresses the other open ports of this process that we can lock right
@@ -482,6 +524,7 @@ GMX_EXPORT gm_status_t gm_open(struct gm_port **pp, unsigned int unit, unsigned 
     p->reg_next = gmx_registry;
     gmx_registry = p;
     atomic_fetch_add(&gmx_open_ports, 1);
+    watchdog_start(p);
     pthread_mutex_unlock(&gmx_lock);
     *pp = p;
     return GM_SUCCESS;
