@@ -536,16 +536,17 @@ fail_init:
     return st;
 }
 
-/* shm: before our endpoint (and its shared region) goes, every live target must have
- * processed what we sent it, and with it our connection request: libfabric 1.17's shm
- * provider dereferences a NULL region when it handles a connection request from an
- * endpoint that no longer exists (the target crashes in fi_cq_read). Processes that come
- * and go at any time (PVM tasks) hit this whenever one exits right after its first message
- * to a peer. Bounded by GM_CLOSE_LINGER_MS. */
+/* Before our endpoint goes, every live target must have processed what we sent it: GM's
+ * NIC finished sends in flight after the process let go of them, so a client may close
+ * right after its last send (on tcp nothing would progress it any more: the send was
+ * lost).  On shm it also keeps libfabric 1.17's shm provider from crashing a target that
+ * handles a connection request from an endpoint that no longer exists (it dereferences a
+ * NULL region in fi_cq_read): processes that come and go at any time (PVM tasks) hit this
+ * whenever one exits right after its first message to a peer.  Bounded by
+ * GM_CLOSE_LINGER_MS; targets known dead (shm: lock file free) are not waited for. */
 static void linger_for_acks(struct gm_port *p)
 {
-    if (!p->addr_is_str || !gmx_cfg.close_linger_ms)
-        return;
+    if (!gmx_cfg.close_linger_ms) return;
     uint64_t deadline = gmx_now_ns() + (uint64_t)gmx_cfg.close_linger_ms * 1000000u;
     for (;;) {
         gmx_port_lock(p);
@@ -553,8 +554,10 @@ static void linger_for_acks(struct gm_port *p)
         int waiting = 0;
         for (struct gmx_peer *q = p->watch; q && !waiting; q = q->next_watch)
             waiting = q->inflight && !gmx_peer_gone(p, q);
+        /* (a stream held after an error waits for the client, not for the target) */
         for (struct gmx_peer *q = p->backlogged; q && !waiting; q = q->next_backlogged)
-            waiting = (q->backlog || q->dataq) && !gmx_peer_gone(p, q);
+            waiting = (q->dataq || (q->backlog && !q->disabled[q->backlog->prio])) &&
+                      !gmx_peer_gone(p, q);
         gmx_port_unlock(p);
         if (!waiting || gmx_now_ns() > deadline)
             return;

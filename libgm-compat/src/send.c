@@ -515,8 +515,9 @@ static gm_status_t stuck_verdict(struct gm_port *p, struct gmx_peer *peer,
         /* shm: the target's lock file says whether it is open, and where. */
         peer->last_check_ns = now;
         if (gmx_peer_closed(p, peer)) {
-            if (waited >= 50000000u)
-                return GM_SEND_TARGET_PORT_CLOSED;
+            /* A port we talked to closed or died: say so at once.  One never reached may
+             * not be open yet: like GM, retry for the send timeout (below). */
+            if (peer->reached && waited >= 50000000u) return GM_SEND_TARGET_PORT_CLOSED;
         } else {
             gmx_peer_resolve(p, peer);
         }
