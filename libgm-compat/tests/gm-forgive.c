@@ -146,8 +146,9 @@ static int run_sender(const char *mode, unsigned node, unsigned target_port, uns
     if (!strcmp(mode, "close")) {
         struct timespec nap = {0, 50000000};
         nanosleep(&nap, NULL);
-        gm_close(port); /* must not lose what is still in flight */
+        gm_close(port); /* must not lose what is still in flight (frees the buffers) */
         port = NULL;
+        free(bufs);
         printf("gm-forgive: %u sends then gm_close without waiting\n", count);
         return 0;
     }
