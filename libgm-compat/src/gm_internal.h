@@ -171,6 +171,7 @@ struct gmx_rreq;
 
 struct gmx_sreq {
     int is_recv; /* 0: tells a CQ context apart from gmx_rreq */
+    int in_use;  /* taken from the pool: its buf may still be read (gm_dma_free defers) */
     struct gmx_sreq *next; /* free list, backlog, unacked list, done list */
     enum gmx_sreq_kind kind;
     gm_status_t status;
@@ -279,6 +280,11 @@ struct gmx_peer {
     int keyed; /* was sent a GMX_K_KEY (gets GMX_K_UNKEY when it goes) */
 };
 
+struct gmx_deferred {
+    void *mem;
+    size_t len;
+};
+
 struct gmx_region {
     uintptr_t base;
     size_t len;
@@ -353,6 +359,10 @@ struct gm_port {
     /* memory */
     struct gmx_region *regions;
     unsigned nregions, regions_cap;
+    /* gm_dma_free'd memory that sends still use: freed once none does (or at close) */
+    struct gmx_deferred *deferred;
+    unsigned ndeferred, deferred_cap;
+    uint64_t deferred_ns; /* last look at them */
     int remote_access;
     gm_size_t acceptable[GM_NUM_PRIORITIES];
 
@@ -363,6 +373,13 @@ struct gm_port {
     int in_progress; /* guards against progress re-entering itself */
     int token_pool[GM_NUM_PRIORITIES];
     unsigned spin_polls;
+
+    /* shm: the provider call toward a peer in progress, for the watchdog (unstick.c).
+     * Written by the caller inside the call (port lock held), read by the watchdog. */
+    _Atomic uint64_t guard_seq; /* odd while inside a call */
+    _Atomic unsigned long guard_thread;
+    _Atomic unsigned guard_node, guard_port;
+    uint64_t guard_seen; /* guard_seq at the watchdog's last look; watchdog only */
 };
 
 /* port.c */
@@ -395,12 +412,20 @@ void gmx_peer_reconnect(struct gm_port *p, struct gmx_peer *peer);
 uint64_t gmx_now_ns(void);
 uint64_t gmx_coarse_ns(void);
 
+/* unstick.c: see there.  enter/leave bracket a provider call toward peer on a shm port;
+ * scan runs in the watchdog thread with gmx_lock held. */
+void gmx_guard_enter(struct gm_port *p, const struct gmx_peer *peer);
+void gmx_guard_leave(struct gm_port *p);
+void gmx_unstick_scan(struct gm_port *registry);
+uint64_t gmx_unstick_period_ns(void);
+
 /* pool.c */
 struct gmx_sreq *gmx_sreq_get(struct gm_port *p);
 void gmx_sreq_put(struct gm_port *p, struct gmx_sreq *s);
 struct gmx_rreq *gmx_rreq_get(struct gm_port *p);
 void gmx_rreq_put(struct gm_port *p, struct gmx_rreq *r);
 void gmx_pool_free(struct gm_port *p);
+int gmx_sreq_uses(struct gm_port *p, uintptr_t base, size_t len);
 void gmx_rreq_cancel_all(struct gm_port *p);
 
 /* send.c */
@@ -440,6 +465,8 @@ struct gmx_region *gmx_region_find(struct gm_port *p, uint64_t addr, uint64_t le
 int gmx_region_export(struct gm_port *p, struct gmx_region *g);
 void gmx_regions_unexport_all(struct gm_port *p);
 void gmx_regions_free(struct gm_port *p);
+/* Frees the deferred gm_dma_free's no send uses any more (all: every one, at close). */
+void gmx_deferred_free(struct gm_port *p, int all);
 
 /* alarm.c */
 int gmx_alarm_due(struct gm_port *p, uint64_t now);

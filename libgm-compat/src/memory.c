@@ -111,6 +111,7 @@ int gmx_region_covers(struct gm_port *p, uint64_t addr, uint64_t len)
 
 void gmx_regions_free(struct gm_port *p)
 {
+    gmx_deferred_free(p, 1);
     for (unsigned i = 0; i < p->nregions; i++)
         if (p->regions[i].dma)
             free((void *)p->regions[i].base);
@@ -148,16 +149,62 @@ GMX_EXPORT void *gm_dma_calloc(struct gm_port *p, gm_size_t count, gm_size_t len
     return mem;
 }
 
+void gmx_deferred_free(struct gm_port *p, int all)
+{
+    if (!all) {
+        uint64_t now = gmx_coarse_ns();
+        if (now - p->deferred_ns < 1000000u)
+            return; /* a scan of every send request: at most once per clock tick */
+        p->deferred_ns = now;
+    }
+    for (unsigned i = 0; i < p->ndeferred;) {
+        struct gmx_deferred *d = &p->deferred[i];
+        if (all || !gmx_sreq_uses(p, (uintptr_t)d->mem, d->len)) {
+            free(d->mem);
+            *d = p->deferred[--p->ndeferred];
+        } else {
+            i++;
+        }
+    }
+    if (all) {
+        free(p->deferred);
+        p->deferred = NULL;
+        p->deferred_cap = 0;
+    }
+}
+
+/* GM's pinned pool kept DMA memory valid until the sends from it completed, and clients
+ * free right after their last send: memory a send still uses is freed later (by the
+ * progress rounds, or at close). */
 GMX_EXPORT void gm_dma_free(struct gm_port *p, void *addr)
 {
     if (!p || !addr)
         return;
     gmx_port_lock(p);
+    size_t len = 0;
+    for (unsigned i = 0; i < p->nregions; i++)
+        if (p->regions[i].dma && p->regions[i].base == (uintptr_t)addr) len = p->regions[i].len;
     int rc = region_del(p, (uintptr_t)addr, 0, 1);
+    int later = 0;
+    if (rc == 0 && gmx_sreq_uses(p, (uintptr_t)addr, len)) {
+        if (p->ndeferred == p->deferred_cap) {
+            unsigned cap = p->deferred_cap ? p->deferred_cap * 2 : 8;
+            struct gmx_deferred *grown = realloc(p->deferred, cap * sizeof *grown);
+            if (grown) {
+                p->deferred = grown;
+                p->deferred_cap = cap;
+            }
+        }
+        if (p->ndeferred < p->deferred_cap) {
+            p->deferred[p->ndeferred++] = (struct gmx_deferred){addr, len};
+            later = 1;
+        }
+        /* (out of memory: freed now, as before) */
+    }
     gmx_port_unlock(p);
-    if (rc == 0)
+    if (rc == 0 && !later)
         free(addr);
-    else
+    else if (rc != 0)
         fprintf(stderr, "libgm: gm_dma_free(%p): not from gm_dma_malloc; ignored\n", addr);
 }
 

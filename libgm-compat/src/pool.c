@@ -37,13 +37,31 @@ struct gmx_sreq *gmx_sreq_get(struct gm_port *p)
     struct gmx_sreq *s = p->sfree;
     p->sfree = s->next;
     memset(s, 0, sizeof *s);
+    s->in_use = 1;
     return s;
 }
 
 void gmx_sreq_put(struct gm_port *p, struct gmx_sreq *s)
 {
+    s->in_use = 0;
     s->next = p->sfree;
     p->sfree = s;
+}
+
+/* 1 if a send request not yet back in the pool reads or writes [base, base + len): its
+ * callback has not run, or the provider may still hold it.  A scan of every request, for
+ * gm_dma_free only. */
+int gmx_sreq_uses(struct gm_port *p, uintptr_t base, size_t len)
+{
+    for (unsigned c = 0; c < p->nchunks; c++) {
+        struct gmx_sreq *chunk = p->chunks[c];
+        for (unsigned i = 0; i < GMX_CHUNK; i++) {
+            const struct gmx_sreq *s = &chunk[i];
+            uintptr_t b = (uintptr_t)s->buf;
+            if (s->in_use && s->buf && b < base + len && b + (s->len ? s->len : 1) > base) return 1;
+        }
+    }
+    return 0;
 }
 
 struct gmx_rreq *gmx_rreq_get(struct gm_port *p)

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -34,6 +35,47 @@ struct zombie {
     struct fid_av *av;
 };
 static struct zombie *gmx_zombies;
+static int gmx_watchdog_running; /* guarded by gmx_lock */
+
+/* While shm ports are open: frees provider calls stuck on a dead peer (unstick.c).  Ends
+ * when no port is open; the next shm open starts another. */
+static void *watchdog_main(void *arg)
+{
+    (void)arg;
+    uint64_t period = gmx_unstick_period_ns();
+    struct timespec nap = {(time_t)(period / 1000000000u), (long)(period % 1000000000u)};
+    for (;;) {
+        nanosleep(&nap, NULL);
+        pthread_mutex_lock(&gmx_lock);
+        if (!gmx_registry) {
+            gmx_watchdog_running = 0;
+            pthread_mutex_unlock(&gmx_lock);
+            return NULL;
+        }
+        gmx_unstick_scan(gmx_registry);
+        pthread_mutex_unlock(&gmx_lock);
+    }
+}
+
+/* Called with gmx_lock held, after p joined the registry. */
+static void watchdog_start(struct gm_port *p)
+{
+    if (!p->addr_is_str || gmx_watchdog_running) return;
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    /* The watchdog must not take signals meant for the program's threads. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    if (pthread_create(&t, &attr, watchdog_main, NULL) == 0)
+        gmx_watchdog_running = 1;
+    else
+        gmx_log("no watchdog thread: a send to a killed shm peer may hang\n");
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+}
 static _Thread_local int gmx_helping;
 
 /* Progresses the other open ports of this process that we can lock right
@@ -482,6 +524,7 @@ GMX_EXPORT gm_status_t gm_open(struct gm_port **pp, unsigned int unit, unsigned 
     p->reg_next = gmx_registry;
     gmx_registry = p;
     atomic_fetch_add(&gmx_open_ports, 1);
+    watchdog_start(p);
     pthread_mutex_unlock(&gmx_lock);
     *pp = p;
     return GM_SUCCESS;
@@ -493,16 +536,17 @@ fail_init:
     return st;
 }
 
-/* shm: before our endpoint (and its shared region) goes, every live target must have
- * processed what we sent it, and with it our connection request: libfabric 1.17's shm
- * provider dereferences a NULL region when it handles a connection request from an
- * endpoint that no longer exists (the target crashes in fi_cq_read). Processes that come
- * and go at any time (PVM tasks) hit this whenever one exits right after its first message
- * to a peer. Bounded by GM_CLOSE_LINGER_MS. */
+/* Before our endpoint goes, every live target must have processed what we sent it: GM's
+ * NIC finished sends in flight after the process let go of them, so a client may close
+ * right after its last send (on tcp nothing would progress it any more: the send was
+ * lost).  On shm it also keeps libfabric 1.17's shm provider from crashing a target that
+ * handles a connection request from an endpoint that no longer exists (it dereferences a
+ * NULL region in fi_cq_read): processes that come and go at any time (PVM tasks) hit this
+ * whenever one exits right after its first message to a peer.  Bounded by
+ * GM_CLOSE_LINGER_MS; targets known dead (shm: lock file free) are not waited for. */
 static void linger_for_acks(struct gm_port *p)
 {
-    if (!p->addr_is_str || !gmx_cfg.close_linger_ms)
-        return;
+    if (!gmx_cfg.close_linger_ms) return;
     uint64_t deadline = gmx_now_ns() + (uint64_t)gmx_cfg.close_linger_ms * 1000000u;
     for (;;) {
         gmx_port_lock(p);
@@ -510,8 +554,10 @@ static void linger_for_acks(struct gm_port *p)
         int waiting = 0;
         for (struct gmx_peer *q = p->watch; q && !waiting; q = q->next_watch)
             waiting = q->inflight && !gmx_peer_gone(p, q);
+        /* (a stream held after an error waits for the client, not for the target) */
         for (struct gmx_peer *q = p->backlogged; q && !waiting; q = q->next_backlogged)
-            waiting = (q->backlog || q->dataq) && !gmx_peer_gone(p, q);
+            waiting = (q->dataq || (q->backlog && !q->disabled[q->backlog->prio])) &&
+                      !gmx_peer_gone(p, q);
         gmx_port_unlock(p);
         if (!waiting || gmx_now_ns() > deadline)
             return;

@@ -780,6 +780,7 @@ int gmx_progress(struct gm_port *p)
     /* Acks owed that no reply carried in time. */
     if (p->ack_list)
         gmx_acks_flush(p, 0);
+    if (p->ndeferred) gmx_deferred_free(p, 0);
     struct fi_cq_tagged_entry ce[GMX_CQ_BATCH];
     int handled = 0;
     ssize_t n = fi_cq_read(p->cq, ce, GMX_CQ_BATCH);

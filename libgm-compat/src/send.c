@@ -338,7 +338,19 @@ static ssize_t eager_send(struct gm_port *p, struct gmx_peer *peer, struct gmx_h
 
 static void dataq_push(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq *s);
 
+static ssize_t send_now_raw_unguarded(struct gm_port *p, struct gmx_sreq *s);
+
+/* shm: the watchdog frees a call stuck on a dead target's lock (unstick.c). */
 static ssize_t send_now_raw(struct gm_port *p, struct gmx_sreq *s)
+{
+    if (!p->addr_is_str) return send_now_raw_unguarded(p, s);
+    gmx_guard_enter(p, s->peer);
+    ssize_t rc = send_now_raw_unguarded(p, s);
+    gmx_guard_leave(p);
+    return rc;
+}
+
+static ssize_t send_now_raw_unguarded(struct gm_port *p, struct gmx_sreq *s)
 {
     ssize_t rc;
     struct gmx_peer *peer = s->peer;
@@ -388,7 +400,7 @@ static ssize_t send_now_raw(struct gm_port *p, struct gmx_sreq *s)
         gmx_send_local_done(p, s); /* may complete s: not touched after */
     if (child) {
         /* The DATA goes right behind its header, ahead of the backlog. */
-        ssize_t crc = peer->dataq ? -FI_EAGAIN : send_now_raw(p, child);
+        ssize_t crc = peer->dataq ? -FI_EAGAIN : send_now_raw_unguarded(p, child);
         if (crc == -FI_EAGAIN)
             dataq_push(p, peer, child);
         else if (crc != 0)
@@ -503,8 +515,9 @@ static gm_status_t stuck_verdict(struct gm_port *p, struct gmx_peer *peer,
         /* shm: the target's lock file says whether it is open, and where. */
         peer->last_check_ns = now;
         if (gmx_peer_closed(p, peer)) {
-            if (waited >= 50000000u)
-                return GM_SEND_TARGET_PORT_CLOSED;
+            /* A port we talked to closed or died: say so at once.  One never reached may
+             * not be open yet: like GM, retry for the send timeout (below). */
+            if (peer->reached && waited >= 50000000u) return GM_SEND_TARGET_PORT_CLOSED;
         } else {
             gmx_peer_resolve(p, peer);
         }
@@ -615,10 +628,12 @@ int gmx_send_ctl(struct gm_port *p, struct gmx_peer *peer, const struct gmx_hdr 
     copy.port = (uint8_t)p->port_id;
     int done = 0;
     ssize_t rc = -FI_EAGAIN;
+    if (p->addr_is_str) gmx_guard_enter(p, peer);
     for (int i = 0; i < 1000 && rc == -FI_EAGAIN; i++) {
         rc = eager_send(p, peer, &copy, NULL, 0, NULL, &done);
         if (rc == -FI_EAGAIN)
             fi_cq_read(p->cq, NULL, 0); /* drive the provider only */
     }
+    if (p->addr_is_str) gmx_guard_leave(p);
     return rc == 0 ? 0 : -1;
 }

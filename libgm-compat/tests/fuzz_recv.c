@@ -165,6 +165,11 @@ int gmx_region_export(struct gm_port *p, struct gmx_region *g)
     return -1;
 }
 
+void gmx_deferred_free(struct gm_port *p, int all)
+{
+    (void)p, (void)all;
+}
+
 gm_status_t gmx_status_from_fi(int fi_err, const struct gmx_peer *peer)
 {
     (void)fi_err, (void)peer;

@@ -56,3 +56,39 @@ wait_file() {
     done
     return 0
 }
+
+# watch_cpu TAG SECONDS PIDS...: while TAG's cor-run runs (at most SECONDS), samples the CPU
+# time (utime + stime) of PIDS every 0.2 s; fails if one of them, watched for 1 s or more,
+# used more than a quarter of a core (a survivor spinning while it waits on a dead peer). Sets
+# CPU_NOTE to what it saw.
+watch_cpu() {
+    wc_tag=$1 wc_secs=$2
+    shift 2
+    wc_bg=$(cat "$WORK/$wc_tag.corrun.pid")
+    wc_log=$WORK/$wc_tag.cpu
+    : >"$wc_log"
+    wc_i=0
+    while kill -0 "$wc_bg" 2>/dev/null && [ $wc_i -lt $((wc_secs * 5)) ]; do
+        for wc_p; do
+            wc_t=$(awk '{print $14 + $15}' "/proc/$wc_p/stat" 2>/dev/null) &&
+                echo "$wc_p $(date +%s.%N) $wc_t" >>"$wc_log"
+        done
+        sleep 0.2
+        wc_i=$((wc_i + 1))
+    done
+    CPU_NOTE=$(awk -v hz="$(getconf CLK_TCK)" '
+        !($1 in t0) { t0[$1] = $2; c0[$1] = $3 }
+        { t1[$1] = $2; c1[$1] = $3 }
+        END {
+            worst = -1
+            for (p in t0) {
+                dt = t1[p] - t0[p]
+                if (dt < 1) continue
+                f = (c1[p] - c0[p]) / hz / dt
+                if (f > worst) { worst = f; wdt = dt }
+            }
+            if (worst < 0) { print "survivors done within 1 s, no CPU window"; exit 0 }
+            printf "busiest survivor used %.2f of a core over %.1f s of waiting\n", worst, wdt
+            exit worst > 0.25
+        }' "$wc_log") || die "$wc_tag: a survivor spins while it waits: $CPU_NOTE"
+}

@@ -19,6 +19,7 @@ sleep 0.2
 vpid=$(cat "$WORK/pid.2")
 kill -KILL "$vpid"
 start=$(date +%s.%N)
+watch_cpu pd $LIMIT "$(cat "$WORK/pid.0")" "$(cat "$WORK/pid.1")"
 wait_bg pd
 el=$(echo "$(date +%s.%N) $start" | awk '{printf "%.1f", $1 - $2}')
 show pd
@@ -31,5 +32,5 @@ for r in 0 1; do
         die "survivor $r did not exit by itself with status 42 (hung and was stopped?)"
 done
 awk "BEGIN{exit !($el < $LIMIT)}" || die "cor-run took $el s after the kill (limit $LIMIT s)"
-say "cor-run exited with status $RC, $el s after the kill"
+say "cor-run exited with status $RC, $el s after the kill; $CPU_NOTE"
 say "PASS"

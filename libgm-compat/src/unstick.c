@@ -1,0 +1,138 @@
+/* unstick.c - frees a shm provider call from a spin lock a killed peer holds.
+ *
+ * libfabric 1.17's shm provider takes the target's region lock (a pthread spin lock in the
+ * target's shared memory) for every send, and the target takes it while it reads its queue.
+ * A target killed while it held that lock leaves it held for good: every later send to it
+ * spins forever inside the provider, holding our port lock (the caller's core at 100%, the
+ * port dead).  The lock file cannot close that window: a peer alive at our check may die
+ * holding its lock before our send reaches the provider.
+ *
+ * So each shm port says which peer its provider call is for (gmx_guard_enter/leave: a
+ * sequence number, odd while inside).  A watchdog thread, running while shm ports are open,
+ * looks every GMX_UNSTICK_MS: a call that has not returned since its last look, toward a
+ * peer whose lock file nobody holds (its process is gone), gets a signal; the handler, if
+ * the thread is spinning in glibc's pthread_spin_lock, releases that lock (stores 1, as
+ * pthread_spin_unlock does).  The send then lands in the dead peer's queue, harmless, and
+ * the usual checks (lock file) fail what was sent to it.  A live target's lock is never
+ * touched.  x86_64 glibc only (the handler reads the lock's address from the spinning
+ * frame); elsewhere the watchdog does nothing. */
+#define _GNU_SOURCE /* REG_RIP, REG_RDI */
+#include "gm_internal.h"
+
+#include <dlfcn.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+#include <ucontext.h>
+
+#define GMX_UNSTICK_MS 50
+
+static uintptr_t spin_lock_pc; /* glibc's pthread_spin_lock; set before the handler */
+static int unstick_signal;     /* 0 until installed; only the watchdog thread */
+/* The call the watchdog asks the handler to free: whoever of the two takes the port out
+ * first owns it, so the handler never touches a port the watchdog gave up on (and that may
+ * close afterwards). */
+static _Atomic(struct gm_port *) unstick_port;
+static _Atomic uint64_t unstick_seq;
+
+#if defined(__x86_64__) && defined(__GLIBC__)
+static void on_unstick(int sig, siginfo_t *si, void *ctx)
+{
+    (void)sig;
+    (void)si;
+    ucontext_t *uc = ctx;
+    struct gm_port *q = atomic_exchange(&unstick_port, NULL);
+    /* Still inside the very call found stuck (this thread made it: only the caller inside
+     * a call changes its sequence number)? */
+    if (!q || atomic_load(&q->guard_seq) != atomic_load(&unstick_seq)) return;
+    uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+    /* The whole function is 25 bytes; its spin loop keeps the lock's address in rdi. */
+    if (spin_lock_pc && pc - spin_lock_pc < 32)
+        __atomic_store_n((int *)uc->uc_mcontext.gregs[REG_RDI], 1, __ATOMIC_RELEASE);
+}
+
+/* Installs the handler once, on a real-time signal nobody handles; 0 or -1. */
+static int install(void)
+{
+    if (unstick_signal) return 0;
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    void *fn = libc ? dlsym(libc, "pthread_spin_lock") : NULL;
+    if (libc) dlclose(libc);
+    if (!fn) return -1;
+    spin_lock_pc = (uintptr_t)fn;
+    for (int sig = SIGRTMIN + 4; sig <= SIGRTMAX; sig++) {
+        struct sigaction old;
+        if (sigaction(sig, NULL, &old) != 0 || old.sa_handler != SIG_DFL ||
+            (old.sa_flags & SA_SIGINFO))
+            continue;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_unstick;
+        sa.sa_flags = SA_SIGINFO | SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(sig, &sa, NULL) == 0) {
+            unstick_signal = sig;
+            return 0;
+        }
+    }
+    return -1;
+}
+#else
+static int install(void)
+{
+    return -1;
+}
+#endif
+
+/* One look at every open shm port (gmx_lock held by the caller). */
+void gmx_unstick_scan(struct gm_port *registry)
+{
+    for (struct gm_port *q = registry; q; q = q->reg_next) {
+        uint64_t seq = atomic_load_explicit(&q->guard_seq, memory_order_acquire);
+        uint64_t seen = q->guard_seen;
+        q->guard_seen = seq;
+        if (!(seq & 1) || seq != seen)
+            continue; /* not inside a call, or a new one since the last look */
+        unsigned node = atomic_load_explicit(&q->guard_node, memory_order_relaxed);
+        unsigned port = atomic_load_explicit(&q->guard_port, memory_order_relaxed);
+        pthread_t thread = (pthread_t)atomic_load_explicit(&q->guard_thread, memory_order_relaxed);
+        if (atomic_load_explicit(&q->guard_seq, memory_order_acquire) != seq)
+            continue;                               /* the call ended while we read */
+        if (!gmx_lock_unheld(node, port)) continue; /* a live target: it will let go */
+        if (install() != 0) {
+            gmx_log("port %u stuck on dead node %u port %u; cannot unstick here\n", q->port_id,
+                    node, port);
+            continue;
+        }
+        gmx_log("port %u stuck on dead node %u port %u: releasing its lock\n", q->port_id, node,
+                port);
+        atomic_store(&unstick_seq, seq);
+        atomic_store(&unstick_port, q);
+        if (pthread_kill(thread, unstick_signal) == 0) {
+            /* Wait (bounded) for the handler: q stays open meanwhile (gmx_lock). */
+            for (int i = 0; i < 100 && atomic_load(&unstick_port); i++) {
+                struct timespec nap = {0, 100000};
+                nanosleep(&nap, NULL);
+            }
+        }
+        atomic_exchange(&unstick_port, NULL);
+    }
+}
+
+void gmx_guard_enter(struct gm_port *p, const struct gmx_peer *peer)
+{
+    atomic_store_explicit(&p->guard_thread, (unsigned long)pthread_self(), memory_order_relaxed);
+    atomic_store_explicit(&p->guard_node, peer->node, memory_order_relaxed);
+    atomic_store_explicit(&p->guard_port, peer->port, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->guard_seq, 1, memory_order_release);
+}
+
+void gmx_guard_leave(struct gm_port *p)
+{
+    atomic_fetch_add_explicit(&p->guard_seq, 1, memory_order_release);
+}
+
+uint64_t gmx_unstick_period_ns(void)
+{
+    return (uint64_t)GMX_UNSTICK_MS * 1000000u;
+}
