@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "cor/cor.h"
+#include "proc_util.h"
 
 #define HDR_BYTES 32
 #define MAGIC 0x43784368u
@@ -54,23 +55,6 @@ static void fail(const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     fprintf(stderr, "exchange: domain %d: FAIL %s\n", rank, msg);
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
 }
 
 static uint64_t msg_key(unsigned src, unsigned dst, uint32_t seq)

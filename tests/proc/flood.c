@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cor/cor.h"
+#include "proc_util.h"
 
 static int failures;
 
@@ -40,26 +41,6 @@ static int failures;
             failures++;                                                                            \
         }                                                                                          \
     } while (0)
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-/* Resident memory in bytes, from /proc/self/status; 0 if unreadable. */
-static long rss_bytes(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kb = 0;
-    if (!f) return 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1) break;
-    fclose(f);
-    return kb * 1024;
-}
 
 static long env_long(const char *name, long def)
 {
@@ -149,7 +130,7 @@ static int receiver_prepare(int window)
         if (!rbuf[k]) return -1;
         memset(rbuf[k], 0xa5, cap); /* 0 would let the compiler make it a calloc: not resident */
     }
-    rss_base = rss_bytes();
+    rss_base = rss_kb() * 1024;
     return 0;
 }
 
@@ -171,7 +152,7 @@ static int receiver(long nmsg, int window, double idle, long slack)
     double t0 = now_s();
     while (now_s() - t0 < idle) {
         usleep(20000);
-        long r = rss_bytes();
+        long r = rss_kb() * 1024;
         if (r > peak) peak = r;
         cor_stats_get(&st);
         if (st.unexpected_now > max_unexp) max_unexp = st.unexpected_now;

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cor/cor.h"
+#include "proc_util.h"
 
 #define TAG_END 0x7ffffff0
 
@@ -44,22 +45,6 @@ static void fail(const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     fprintf(stderr, "soak: domain %d: FAIL %s\n", rank, msg);
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
 }
 
 /* Size of message k from domain src's task i: both ends compute it. */
@@ -163,18 +148,6 @@ out:
     free(sbuf);
     free(rbuf);
     return 0;
-}
-
-static long rss_kb(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kb = 0;
-    if (!f) return 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1) break;
-    fclose(f);
-    return kb;
 }
 
 static int fd_count(void)

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "udp_wire.h"
+#include "proc_util.h"
 #ifdef STRANGER_GM
 #include "gm.h"
 #endif
@@ -131,15 +132,6 @@ static int run_udp(const char *addrfile, uint64_t other, long count)
 }
 
 #ifdef STRANGER_GM
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 /* The session's shm namespace: the same function as gmr_namespace_hash in
  * cor/routes/gm/gm_env.c (a stranger that knows the cookie can compute it). */
 static uint64_t namespace_hash(uint64_t cookie)
