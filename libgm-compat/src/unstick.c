@@ -51,7 +51,25 @@ static void on_unstick(int sig, siginfo_t *si, void *ctx)
         __atomic_store_n((int *)uc->uc_mcontext.gregs[REG_RDI], 1, __ATOMIC_RELEASE);
 }
 
-/* Installs the handler once, on a real-time signal nobody handles; 0 or -1. */
+/* Takes sig for the handler if nobody handles it; 0 or -1. */
+static int claim(int sig)
+{
+    struct sigaction old, sa;
+    if (sigaction(sig, NULL, &old) != 0 || old.sa_handler != SIG_DFL ||
+        (old.sa_flags & SA_SIGINFO))
+        return -1;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_unstick;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(sig, &sa, NULL) != 0) return -1;
+    unstick_signal = sig;
+    return 0;
+}
+
+/* Installs the handler once; 0 or -1. SIGSYS first: ThreadSanitizer runs its handler at once,
+ * as for a fault, where it defers other signals until the thread leaves its interceptor (and
+ * the stuck thread never leaves pthread_spin_lock's). Else a real-time signal nobody handles. */
 static int install(void)
 {
     if (unstick_signal) return 0;
@@ -60,21 +78,9 @@ static int install(void)
     if (libc) dlclose(libc);
     if (!fn) return -1;
     spin_lock_pc = (uintptr_t)fn;
-    for (int sig = SIGRTMIN + 4; sig <= SIGRTMAX; sig++) {
-        struct sigaction old;
-        if (sigaction(sig, NULL, &old) != 0 || old.sa_handler != SIG_DFL ||
-            (old.sa_flags & SA_SIGINFO))
-            continue;
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_sigaction = on_unstick;
-        sa.sa_flags = SA_SIGINFO | SA_RESTART;
-        sigemptyset(&sa.sa_mask);
-        if (sigaction(sig, &sa, NULL) == 0) {
-            unstick_signal = sig;
-            return 0;
-        }
-    }
+    if (claim(SIGSYS) == 0) return 0;
+    for (int sig = SIGRTMIN + 4; sig <= SIGRTMAX; sig++)
+        if (claim(sig) == 0) return 0;
     return -1;
 }
 #else

@@ -92,15 +92,6 @@ run_peerdeath() { # TAG [env assignments...]
 MAP3="1 d0 127.0.0.1:$BASE; 2 d1 127.0.0.1:$((BASE + 16)); 3 d2 127.0.0.1:$((BASE + 32))"
 say "tcp: peerdeath over gm, domain 2 of 3 killed with SIGKILL"
 run_peerdeath pdtcp "GM_NODES=$MAP3" COR_GM_NODE_ID=rank
-# Not under ThreadSanitizer: it defers a signal handler until the thread next enters one of
-# its interceptors, and a send stuck on the victim's lock spins in the real
-# pthread_spin_lock, so libgm-compat's watchdog cannot free it there.
-PBIN=$PROC/.libs/peerdeath # (the libtool binary behind the wrapper script)
-[ -x "$PBIN" ] || PBIN=$P
-if ldd "$PBIN" 2>/dev/null | grep -q libtsan; then
-    say "shm: peerdeath skipped under ThreadSanitizer (it defers the unstick signal)"
-else
-    say "shm: peerdeath over gm, domain 2 of 3 killed with SIGKILL"
-    run_peerdeath pdshm
-fi
+say "shm: peerdeath over gm, domain 2 of 3 killed with SIGKILL"
+run_peerdeath pdshm
 say "PASS"
