@@ -161,8 +161,7 @@ static int parse_text(char *text, const char *seps, const char *where)
 static int parse_inline(const char *text, const char *where)
 {
     char *copy = strdup(text);
-    if (!copy)
-        return -1;
+    if (!copy) return -1;
     int rc = parse_text(copy, ";\n", where);
     free(copy);
     return rc;
@@ -170,8 +169,7 @@ static int parse_inline(const char *text, const char *where)
 
 static int load_map(void)
 {
-    if (given.nodes)
-        return parse_inline(given.nodes, "gm_compat_configure nodes");
+    if (given.nodes) return parse_inline(given.nodes, "gm_compat_configure nodes");
     const char *path = getenv("GM_NODE_MAP");
     const char *inl = getenv("GM_NODES");
     if (path && *path) {
@@ -198,8 +196,7 @@ static int load_map(void)
         fclose(f);
         return rc;
     }
-    if (inl && *inl)
-        return parse_inline(inl, "GM_NODES");
+    if (inl && *inl) return parse_inline(inl, "GM_NODES");
     return 0;
 }
 
@@ -256,8 +253,10 @@ int gmx_config_load(void)
     const char *id_s = getenv("GM_NODE_ID");
     if (given.node_id) {
         if (!gmx_node_find(given.node_id)) {
-            fprintf(stderr, "libgm: node id %u (gm_compat_configure) is not a node of the "
-                            "node map\n", given.node_id);
+            fprintf(stderr,
+                    "libgm: node id %u (gm_compat_configure) is not a node of the "
+                    "node map\n",
+                    given.node_id);
             goto fail;
         }
         gmx_cfg.self = given.node_id;
@@ -280,8 +279,8 @@ int gmx_config_load(void)
         gmx_cfg.self = me->id;
     }
 
-    unsigned base = given.port_base ? given.port_base
-                                    : env_uint("GM_PORT_BASE", 27000, 65535 - GMX_NUM_PORTS);
+    unsigned base =
+        given.port_base ? given.port_base : env_uint("GM_PORT_BASE", 27000, 65535 - GMX_NUM_PORTS);
     int any_addr = 0;
     for (unsigned i = 0; i < gmx_cfg.num_nodes; i++) {
         if (gmx_cfg.nodes[i].port_base == 0)
@@ -329,8 +328,7 @@ void gmx_config_free(void)
 static int keep_copy(char **slot, const char *s)
 {
     *slot = NULL;
-    if (!s || !*s)
-        return 0;
+    if (!s || !*s) return 0;
     *slot = strdup(s);
     return *slot ? 0 : -1;
 }
@@ -347,11 +345,10 @@ static void forget_given(void)
 gm_status_t gmx_config_set(const gm_compat_config_t *c)
 {
     forget_given();
-    if (!c)
-        return GM_SUCCESS;
+    if (!c) return GM_SUCCESS;
     if (c->version != GM_COMPAT_CONFIG_VERSION || c->node_id > GMX_MAX_NODE_ID ||
-        c->port_base > 65535 - GMX_NUM_PORTS || (c->provider && strlen(c->provider) >=
-                                                 sizeof gmx_cfg.provider) ||
+        c->port_base > 65535 - GMX_NUM_PORTS ||
+        (c->provider && strlen(c->provider) >= sizeof gmx_cfg.provider) ||
         (c->shm_namespace && *c->shm_namespace && !namespace_ok(c->shm_namespace)))
         return GM_INVALID_PARAMETER;
     if (keep_copy(&given.nodes, c->nodes) || keep_copy(&given.provider, c->provider) ||

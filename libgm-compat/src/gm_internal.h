@@ -128,8 +128,7 @@ struct gmx_hdr {
 static inline size_t gmx_eager_max(size_t inject_size)
 {
     size_t hdr = sizeof(struct gmx_hdr);
-    if (inject_size < hdr + 1024 || inject_size - hdr >= GMX_EAGER_MAX)
-        return GMX_EAGER_MAX;
+    if (inject_size < hdr + 1024 || inject_size - hdr >= GMX_EAGER_MAX) return GMX_EAGER_MAX;
     return inject_size - hdr;
 }
 #define GMX_BOUNCE_POSTED 64 /* eager receives kept posted */

@@ -529,8 +529,8 @@ GMX_EXPORT gm_status_t gm_open(struct gm_port **pp, unsigned int unit, unsigned 
         st = GM_NO_SUCH_DEVICE;
         goto fail;
     }
-    gmx_log("opened port %u on node %u (inject %zu B, eager payloads <= %zu B)\n", port,
-            p->node_id, p->inject_size, p->eager_max);
+    gmx_log("opened port %u on node %u (inject %zu B, eager payloads <= %zu B)\n", port, p->node_id,
+            p->inject_size, p->eager_max);
     pthread_mutex_lock(&gmx_lock);
     p->reg_next = gmx_registry;
     gmx_registry = p;

@@ -100,8 +100,7 @@ static void test_protocol_thresholds(void)
 {
     static const size_t lens[] = {4031, 4032, 4033, 4095, 4096, 4097, 8184};
     const unsigned size = 13;
-    if (open_pair())
-        return;
+    if (open_pair()) return;
     char *rbuf = gm_dma_malloc(pr.b, gm_max_length_for_size(size));
     char *sbuf = gm_dma_malloc(pr.a, gm_max_length_for_size(size));
     GMT_TRUE_FATAL("gm_dma_malloc", rbuf && sbuf);
@@ -119,12 +118,10 @@ static void test_protocol_thresholds(void)
             snprintf(what, sizeof what, "len %zu prio %u", lens[i], prio);
             int got = gmt_wait_msg(pr.b, pr.a, &m, GMT_WAIT_US, NULL);
             GMT_TRUE(what, got);
-            if (got)
-                check_msg(what, &m, size, prio, lens[i], seed, rbuf, 0);
+            if (got) check_msg(what, &m, size, prio, lens[i], seed, rbuf, 0);
             GMT_TRUE("send callback ran", gmt_wait_sent(pr.a, pr.b, &s.calls, 1, GMT_WAIT_US));
             GMT_EQ("send status", s.status, GM_SUCCESS);
-            if (!got)
-                goto out;
+            if (!got) goto out;
         }
     }
 out:

@@ -205,8 +205,7 @@ int gmr_session_init(const struct cor_route_config *cfg)
         gc.nodes = map;
     }
     const char *id = getenv("GM_NODE_ID");
-    if (node && !(id && *id))
-        gc.node_id = node;
+    if (node && !(id && *id)) gc.node_id = node;
     const char *ns = getenv("GM_SHM_NAMESPACE");
     if (!(ns && *ns)) {
         snprintf(ns_name, sizeof ns_name, "cor%016" PRIx64,
@@ -240,8 +239,7 @@ void gmr_session_fini(void)
         gm_finalize();
         /* A later gm_init by other code of this process reads the environment alone (GM_BUSY
          * while that code still has GM started: our settings are in use, nothing changes). */
-        if (session_refs == 0)
-            gm_compat_configure(NULL);
+        if (session_refs == 0) gm_compat_configure(NULL);
     }
     pthread_mutex_unlock(&session_lock);
 }
