@@ -14,7 +14,8 @@
 #
 # usage: bench-vs-fabric.sh [--builddir DIR] [--providers "shm tcp"]
 #                           [--small BYTES] [--iters N] [--reps N] [--csv FILE]
-#                           [--sweep-min BYTES] [--sweep-max BYTES] [--no-sweep]
+#                           [--sweep-min BYTES] [--sweep-max BYTES] [--sweep-iters N]
+#                           [--no-sweep | --sweep-only]
 # Each measurement runs REPS times (default 3), fi_pingpong and gm-pingpong
 # alternating, and the best of each is kept (lowest latency, highest rate):
 # shared machines are noisy.
@@ -33,6 +34,7 @@ csv=
 sweep_min=1024
 sweep_max=65536
 sweep_iters=5000
+sweep_only=0
 while [ $# -gt 0 ]; do
     case $1 in
     --builddir) builddir=$2; shift 2 ;;
@@ -43,8 +45,10 @@ while [ $# -gt 0 ]; do
     --csv) csv=$2; shift 2 ;;
     --sweep-min) sweep_min=$2; shift 2 ;;
     --sweep-max) sweep_max=$2; shift 2 ;;
+    --sweep-iters) sweep_iters=$2; shift 2 ;;
     --no-sweep) sweep_max=0; shift ;;
-    -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
+    --sweep-only) sweep_only=1; shift ;;
+    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "bench-vs-fabric.sh: unknown option $1" >&2; exit 64 ;;
     esac
 done
@@ -176,6 +180,7 @@ echo "# host $(uname -n), $(nproc) cpus, load average $(cut -d' ' -f1-3 /proc/lo
     "small message = $small B, large = $big B; best of $reps"
 printf "%-5s %-28s %12s %12s %7s  %s\n" prov measure fi_pingpong gm-pingpong ratio target
 for prov in $providers; do
+    [ "$sweep_only" = 1 ] && break
     case $prov in
     shm) fprov=shm ;;
     tcp) fprov='tcp;ofi_rxm' ;;
