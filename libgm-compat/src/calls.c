@@ -107,7 +107,7 @@ static int stream_item(struct gm_port *p, struct gmx_sreq *s, unsigned kind,
     s->hdr.node = (uint16_t)p->node_id;
     s->hdr.port = (uint8_t)p->port_id;
     s->hdr.len = len;
-    if (len <= GMX_EAGER_MAX) {
+    if (len <= p->eager_max) {
         s->hdr.kind = (uint8_t)kind;
         s->buf = buf;
         s->len = len;

@@ -1,5 +1,7 @@
-/* config.c - the node map and environment knobs (see README.md). */
+/* config.c - the node map and the knobs: gm_compat_configure's settings,
+ * else environment variables, else defaults (see README.md). */
 #include "gm_internal.h"
+#include "gm_compat.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -10,6 +12,12 @@
 #include <unistd.h>
 
 struct gmx_config gmx_cfg;
+
+/* What gm_compat_configure gave (copies); guarded by gmx_lock like gmx_cfg. */
+static struct {
+    char *nodes, *provider, *shm_ns;
+    unsigned node_id, port_base;
+} given;
 
 const struct gmx_node *gmx_node_find(unsigned id)
 {
@@ -150,8 +158,18 @@ static int parse_text(char *text, const char *seps, const char *where)
     return 0;
 }
 
+static int parse_inline(const char *text, const char *where)
+{
+    char *copy = strdup(text);
+    if (!copy) return -1;
+    int rc = parse_text(copy, ";\n", where);
+    free(copy);
+    return rc;
+}
+
 static int load_map(void)
 {
+    if (given.nodes) return parse_inline(given.nodes, "gm_compat_configure nodes");
     const char *path = getenv("GM_NODE_MAP");
     const char *inl = getenv("GM_NODES");
     if (path && *path) {
@@ -178,15 +196,14 @@ static int load_map(void)
         fclose(f);
         return rc;
     }
-    if (inl && *inl) {
-        char *copy = strdup(inl);
-        if (!copy)
-            return -1;
-        int rc = parse_text(copy, ";\n", "GM_NODES");
-        free(copy);
-        return rc;
-    }
+    if (inl && *inl) return parse_inline(inl, "GM_NODES");
     return 0;
+}
+
+/* A namespace names files in $TMPDIR and /dev/shm. */
+static int namespace_ok(const char *ns)
+{
+    return strlen(ns) <= 40 && !strpbrk(ns, "/: ");
 }
 
 static void own_host_name(char *buf, size_t len)
@@ -234,7 +251,16 @@ int gmx_config_load(void)
     }
 
     const char *id_s = getenv("GM_NODE_ID");
-    if (id_s && *id_s) {
+    if (given.node_id) {
+        if (!gmx_node_find(given.node_id)) {
+            fprintf(stderr,
+                    "libgm: node id %u (gm_compat_configure) is not a node of the "
+                    "node map\n",
+                    given.node_id);
+            goto fail;
+        }
+        gmx_cfg.self = given.node_id;
+    } else if (id_s && *id_s) {
         unsigned long id;
         if (parse_uint(id_s, GMX_MAX_NODE_ID, &id) || !gmx_node_find((unsigned)id)) {
             fprintf(stderr, "libgm: GM_NODE_ID=%s is not a node of the node map\n", id_s);
@@ -253,7 +279,8 @@ int gmx_config_load(void)
         gmx_cfg.self = me->id;
     }
 
-    unsigned base = env_uint("GM_PORT_BASE", 27000, 65535 - GMX_NUM_PORTS);
+    unsigned base =
+        given.port_base ? given.port_base : env_uint("GM_PORT_BASE", 27000, 65535 - GMX_NUM_PORTS);
     int any_addr = 0;
     for (unsigned i = 0; i < gmx_cfg.num_nodes; i++) {
         if (gmx_cfg.nodes[i].port_base == 0)
@@ -261,12 +288,12 @@ int gmx_config_load(void)
         any_addr |= gmx_cfg.nodes[i].has_addr;
     }
 
-    const char *prov = getenv("GM_PROVIDER");
+    const char *prov = given.provider ? given.provider : getenv("GM_PROVIDER");
     snprintf(gmx_cfg.provider, sizeof gmx_cfg.provider, "%s",
              prov && *prov ? prov : any_addr ? "tcp;ofi_rxm" : "shm");
-    const char *ns = getenv("GM_SHM_NAMESPACE");
+    const char *ns = given.shm_ns ? given.shm_ns : getenv("GM_SHM_NAMESPACE");
     if (ns && *ns) {
-        if (strlen(ns) > 40 || strpbrk(ns, "/: ")) {
+        if (!namespace_ok(ns)) {
             fprintf(stderr, "libgm: GM_SHM_NAMESPACE must be <= 40 chars without '/', ':' "
                             "or spaces\n");
             goto fail;
@@ -295,4 +322,49 @@ void gmx_config_free(void)
     free(gmx_cfg.nodes);
     gmx_cfg.nodes = NULL;
     gmx_cfg.num_nodes = 0;
+}
+
+/* Copies s (NULL or empty: unset) into *slot; -1 when out of memory. */
+static int keep_copy(char **slot, const char *s)
+{
+    *slot = NULL;
+    if (!s || !*s) return 0;
+    *slot = strdup(s);
+    return *slot ? 0 : -1;
+}
+
+static void forget_given(void)
+{
+    free(given.nodes);
+    free(given.provider);
+    free(given.shm_ns);
+    memset(&given, 0, sizeof given);
+}
+
+/* Called by gm_compat_configure with gmx_lock held, GM not initialized. */
+gm_status_t gmx_config_set(const gm_compat_config_t *c)
+{
+    forget_given();
+    if (!c) return GM_SUCCESS;
+    if (c->version != GM_COMPAT_CONFIG_VERSION || c->node_id > GMX_MAX_NODE_ID ||
+        c->port_base > 65535 - GMX_NUM_PORTS ||
+        (c->provider && strlen(c->provider) >= sizeof gmx_cfg.provider) ||
+        (c->shm_namespace && *c->shm_namespace && !namespace_ok(c->shm_namespace)))
+        return GM_INVALID_PARAMETER;
+    if (keep_copy(&given.nodes, c->nodes) || keep_copy(&given.provider, c->provider) ||
+        keep_copy(&given.shm_ns, c->shm_namespace)) {
+        forget_given();
+        return GM_OUT_OF_MEMORY;
+    }
+    given.node_id = c->node_id;
+    given.port_base = c->port_base;
+    return GM_SUCCESS;
+}
+
+GMX_EXPORT void gm_compat_config_init(gm_compat_config_t *c)
+{
+    if (c) {
+        memset(c, 0, sizeof *c);
+        c->version = GM_COMPAT_CONFIG_VERSION;
+    }
 }

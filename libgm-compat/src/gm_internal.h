@@ -116,8 +116,21 @@ struct gmx_hdr {
     uint64_t len;    /* payload or transfer length; KEY region length */
     uint64_t key;    /* KEY */
 };
-#define GMX_EAGER_MAX 4096 /* larger payloads go as DATA */
+#define GMX_EAGER_MAX 4096 /* larger payloads go as DATA; what a receiver takes eager */
 #define GMX_BOUNCE_LEN (sizeof(struct gmx_hdr) + GMX_EAGER_MAX)
+/* The largest client payload a sender puts on the eager channel.  shm injects
+ * up to inject_size bytes (copied through its shared buffer, done at once)
+ * and moves anything larger with process_vm_readv: a system call at the
+ * receiver, a reply the sender must poll for, then our copy out of the
+ * bounce buffer.  So where the provider injects pages, eager messages stay
+ * injectable and larger payloads go as DATA (no copy).  Other providers
+ * (tcp;ofi_rxm injects 64 bytes) keep GMX_EAGER_MAX. */
+static inline size_t gmx_eager_max(size_t inject_size)
+{
+    size_t hdr = sizeof(struct gmx_hdr);
+    if (inject_size < hdr + 1024 || inject_size - hdr >= GMX_EAGER_MAX) return GMX_EAGER_MAX;
+    return inject_size - hdr;
+}
 #define GMX_BOUNCE_POSTED 64 /* eager receives kept posted */
 /* Stream items a sender may have unacknowledged per target port.  Bounds
  * what waits at the target, and makes send callbacks mean "delivered", as
@@ -158,6 +171,9 @@ const struct gmx_node *gmx_node_find(unsigned id);
 const struct gmx_node *gmx_node_by_name(const char *name);
 int gmx_node_set_address(unsigned id, const char *ipv4, unsigned port_base); /* 0 or -1 */
 int gmx_config_load(void);   /* 0 or -1 with a message on stderr */
+struct gm_compat_config;
+/* Keeps gm_compat_configure's settings for gmx_config_load; gmx_lock held. */
+gm_status_t gmx_config_set(const struct gm_compat_config *cfg);
 void gmx_config_free(void);
 
 /* ---- requests ------------------------------------------------------------ */
@@ -310,6 +326,7 @@ struct gm_port {
     struct fid_cq *cq;
     struct fid_av *av;
     size_t inject_size;
+    size_t eager_max; /* client payloads sent eager (gmx_eager_max) */
     int addr_is_str; /* shm-style names */
     int rma;         /* provider does fi_write/fi_read without our help */
     int mr_virt;     /* RMA addresses are virtual addresses (else offsets) */

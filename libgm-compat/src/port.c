@@ -1,6 +1,7 @@
 /* port.c - gm_init/gm_finalize, opening and closing ports on libfabric, and
  * the deterministic (node, port) -> fabric address mapping. */
 #include "gm_internal.h"
+#include "gm_compat.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -142,6 +143,14 @@ GMX_EXPORT gm_status_t gm_init(void)
         st = GM_FAILURE;
     else
         gmx_init_count++;
+    pthread_mutex_unlock(&gmx_lock);
+    return st;
+}
+
+GMX_EXPORT gm_status_t gm_compat_configure(const gm_compat_config_t *cfg)
+{
+    pthread_mutex_lock(&gmx_lock);
+    gm_status_t st = gmx_init_count ? GM_BUSY : gmx_config_set(cfg);
     pthread_mutex_unlock(&gmx_lock);
     return st;
 }
@@ -351,6 +360,7 @@ static gm_status_t open_fabric(struct gm_port *p, const struct gmx_node *self)
     }
     p->addr_is_str = is_str;
     p->inject_size = p->info->tx_attr->inject_size;
+    p->eager_max = gmx_eager_max(p->inject_size);
     if (p->rma) {
         int mode = p->info->domain_attr->mr_mode;
         p->mr_virt = (mode & FI_MR_VIRT_ADDR) != 0;
@@ -519,7 +529,8 @@ GMX_EXPORT gm_status_t gm_open(struct gm_port **pp, unsigned int unit, unsigned 
         st = GM_NO_SUCH_DEVICE;
         goto fail;
     }
-    gmx_log("opened port %u on node %u\n", port, p->node_id);
+    gmx_log("opened port %u on node %u (inject %zu B, eager payloads <= %zu B)\n", port, p->node_id,
+            p->inject_size, p->eager_max);
     pthread_mutex_lock(&gmx_lock);
     p->reg_next = gmx_registry;
     gmx_registry = p;

@@ -92,7 +92,8 @@ static void test_put(void)
 {
     if (open_pair(1))
         return;
-    static const size_t lens[] = {8, 4095, 262144};
+    /* 4032/4033: where shm switches a put from eager to header + DATA. */
+    static const size_t lens[] = {8, 4031, 4032, 4033, 4095, 4096, 4097, 262144};
     for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
         put_and_check(gm_put, "gm_put", lens[i], GM_LOW_PRIORITY);
     gmt_pair_close(&pr);

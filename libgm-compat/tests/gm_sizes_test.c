@@ -91,6 +91,45 @@ out:
     gmt_pair_close(&pr);
 }
 
+/* Lengths at the library's protocol switches, content checked: on shm an
+ * eager message (64-byte header + payload) must fit the provider's 4096-byte
+ * inject size, so payloads above 4032 go as header + DATA; DATA up to 4096
+ * bytes is injected, above by process_vm_readv; elsewhere (tcp) payloads up
+ * to 4096 are eager. */
+static void test_protocol_thresholds(void)
+{
+    static const size_t lens[] = {4031, 4032, 4033, 4095, 4096, 4097, 8184};
+    const unsigned size = 13;
+    if (open_pair()) return;
+    char *rbuf = gm_dma_malloc(pr.b, gm_max_length_for_size(size));
+    char *sbuf = gm_dma_malloc(pr.a, gm_max_length_for_size(size));
+    GMT_TRUE_FATAL("gm_dma_malloc", rbuf && sbuf);
+    for (unsigned prio = 0; prio < 2; prio++) {
+        for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+            uint32_t seed = 7000 + (uint32_t)(prio * 100 + i);
+            memset(rbuf, 0, gm_max_length_for_size(size));
+            gmt_fill(sbuf, lens[i], seed);
+            gm_provide_receive_buffer(pr.b, rbuf, size, prio);
+            struct gmt_send s = {0};
+            gm_send_with_callback(pr.a, sbuf, size, lens[i], prio, pr.node_b, pr.port_b,
+                                  gmt_send_cb, &s);
+            struct gmt_msg m;
+            char what[96];
+            snprintf(what, sizeof what, "len %zu prio %u", lens[i], prio);
+            int got = gmt_wait_msg(pr.b, pr.a, &m, GMT_WAIT_US, NULL);
+            GMT_TRUE(what, got);
+            if (got) check_msg(what, &m, size, prio, lens[i], seed, rbuf, 0);
+            GMT_TRUE("send callback ran", gmt_wait_sent(pr.a, pr.b, &s.calls, 1, GMT_WAIT_US));
+            GMT_EQ("send status", s.status, GM_SUCCESS);
+            if (!got) goto out;
+        }
+    }
+out:
+    gm_dma_free(pr.b, rbuf);
+    gm_dma_free(pr.a, sbuf);
+    gmt_pair_close(&pr);
+}
+
 /* A message is never delivered into a buffer of another size or priority;
  * it waits until the matching buffer is provided. */
 static void test_exact_match_and_wait(void)
@@ -255,6 +294,7 @@ int main(void)
 {
     static const struct gmt_test tests[] = {
         {"every size class 3..21 at both priorities", test_all_sizes_both_priorities},
+        {"lengths around the eager and inject switches", test_protocol_thresholds},
         {"exact (size, priority) match; waits for a buffer", test_exact_match_and_wait},
         {"tags come back in the event", test_tags},
         {"acceptable sizes reject other sizes", test_acceptable_sizes},

@@ -4,12 +4,18 @@
 # on tcp (127.0.0.1), with the ratios the libgm-compat targets name:
 #   shm: small-message one-way latency <= 1.5x fi_pingpong's;
 #        1 MiB one-way rate >= 70% of fi_pingpong's;
-#   tcp: small-message one-way latency <= 1.5x fi_pingpong's.
+#   tcp: small-message one-way latency <= 1.5x fi_pingpong's;
+#   shm, every size from --sweep-min to --sweep-max (powers of two, default
+#        1 KiB .. 64 KiB): pingpong one-way <= 1.5x fi_pingpong's, and no
+#        step of more than 2x between neighbouring sizes (pingpong one-way or
+#        stream time per message: "STEP" marks one).
 # A benchmark, not a test: it reports, it never fails because of timing
 # (exit 0 unless a tool is missing or the options are wrong).
 #
 # usage: bench-vs-fabric.sh [--builddir DIR] [--providers "shm tcp"]
 #                           [--small BYTES] [--iters N] [--reps N] [--csv FILE]
+#                           [--sweep-min BYTES] [--sweep-max BYTES] [--sweep-iters N]
+#                           [--no-sweep | --sweep-only]
 # Each measurement runs REPS times (default 3), fi_pingpong and gm-pingpong
 # alternating, and the best of each is kept (lowest latency, highest rate):
 # shared machines are noisy.
@@ -25,6 +31,10 @@ reps=3
 big=1048576
 big_iters=300
 csv=
+sweep_min=1024
+sweep_max=65536
+sweep_iters=5000
+sweep_only=0
 while [ $# -gt 0 ]; do
     case $1 in
     --builddir) builddir=$2; shift 2 ;;
@@ -33,7 +43,12 @@ while [ $# -gt 0 ]; do
     --iters) iters=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
     --csv) csv=$2; shift 2 ;;
-    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    --sweep-min) sweep_min=$2; shift 2 ;;
+    --sweep-max) sweep_max=$2; shift 2 ;;
+    --sweep-iters) sweep_iters=$2; shift 2 ;;
+    --no-sweep) sweep_max=0; shift ;;
+    --sweep-only) sweep_only=1; shift ;;
+    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "bench-vs-fabric.sh: unknown option $1" >&2; exit 64 ;;
     esac
 done
@@ -78,10 +93,11 @@ fi_one() {
     awk 'NR == 2 { print $7, $6 }' "$tmp/fi_cli.log"
 }
 
-# gm_one PROV SIZE ITERS: runs both modes; prints
-# "pingpong_one_way_us pingpong_MBps stream_one_way_us stream_MBps".
-gm_one() {
-    prov=$1 size=$2 n=$3
+# gm_run PROV MIN MAX ITERS OUT: one gm-pingpong client/server pair over the
+# sizes MIN..MAX, both modes; its CSV rows go to OUT.  Fails (with the logs
+# on stderr) if the client did.
+gm_run() {
+    prov=$1 min=$2 max=$3 n=$4 out=$5
     case $prov in
     shm)
         nodes='1 gmbench-a; 2 gmbench-b'
@@ -93,24 +109,33 @@ gm_one() {
         fprov='tcp;ofi_rxm'
         ;;
     esac
-    out="$tmp/gm_${prov}_${size}.csv"
     rm -f "$out"
     env GM_NODES="$nodes" GM_PROVIDER="$fprov" GM_SHM_NAMESPACE="gmbench$$" GM_NODE_ID=1 \
         timeout 300 "$pp" --server --port 5 --timeout 280 >"$tmp/gm_srv.log" 2>&1 &
     spid=$!
     pids="$pids $spid"
     env GM_NODES="$nodes" GM_PROVIDER="$fprov" GM_SHM_NAMESPACE="gmbench$$" GM_NODE_ID=2 \
-        timeout 300 "$pp" --client gmbench-a --port 5 --min-size "$size" --max-size "$size" \
+        timeout 300 "$pp" --client gmbench-a --port 5 --min-size "$min" --max-size "$max" \
         --iters "$n" --csv "$out" --timeout 280 >"$tmp/gm_cli.log" 2>&1
     rc=$?
     wait "$spid" 2>/dev/null
     if [ $rc -ne 0 ] || [ ! -f "$out" ]; then
-        echo "gm-pingpong ($prov, $size B) failed (exit $rc):" >&2
+        echo "gm-pingpong ($prov, $min..$max B) failed (exit $rc):" >&2
         cat "$tmp/gm_cli.log" "$tmp/gm_srv.log" >&2
+        return 1
+    fi
+    [ -n "$csv" ] && tail -n +2 "$out" >>"$csv.gmrows"
+    return 0
+}
+
+# gm_one PROV SIZE ITERS: runs both modes; prints
+# "pingpong_one_way_us pingpong_MBps stream_one_way_us stream_MBps".
+gm_one() {
+    out="$tmp/gm_$1_$2.csv"
+    if ! gm_run "$1" "$2" "$2" "$3" "$out"; then
         echo "- - - -"
         return
     fi
-    [ -n "$csv" ] && tail -n +2 "$out" >>"$csv.gmrows"
     awk -F, '$2 == "pingpong" { p = $6 " " $7 } $2 == "stream" { s = $6 " " $7 }
         END { print (p ? p : "- -"), (s ? s : "- -") }' "$out"
 }
@@ -155,6 +180,7 @@ echo "# host $(uname -n), $(nproc) cpus, load average $(cut -d' ' -f1-3 /proc/lo
     "small message = $small B, large = $big B; best of $reps"
 printf "%-5s %-28s %12s %12s %7s  %s\n" prov measure fi_pingpong gm-pingpong ratio target
 for prov in $providers; do
+    [ "$sweep_only" = 1 ] && break
     case $prov in
     shm) fprov=shm ;;
     tcp) fprov='tcp;ofi_rxm' ;;
@@ -190,6 +216,58 @@ for prov in $providers; do
     fi
     echo "      (gm stream rate at $small B: $gm_stream_small MB/s)"
 done
+# ---- shm size sweep: per size, gm-pingpong (one run over all sizes) against
+# fi_pingpong (a run per size), REPS alternating rounds, best of each.
+sweep_sizes() {
+    s=$sweep_min
+    while [ "$s" -le "$sweep_max" ]; do
+        echo "$s"
+        s=$((s * 2))
+    done
+}
+if [ "$sweep_max" -gt 0 ] && echo " $providers " | grep -q ' shm '; then
+    : >"$tmp/sweep_gm"
+    : >"$tmp/sweep_fi"
+    r=0
+    while [ $r -lt "$reps" ]; do
+        for size in $(sweep_sizes); do
+            echo "$size $(fi_one shm "$size" "$sweep_iters")" >>"$tmp/sweep_fi"
+        done
+        # size pingpong_us stream_us
+        gm_run shm "$sweep_min" "$sweep_max" "$sweep_iters" "$tmp/sweep.csv" &&
+            awk -F, '$2 == "pingpong" { p[$3] = $6 } $2 == "stream" { s[$3] = $6 }
+                END { for (k in p) print k, p[k], (k in s ? s[k] : "-") }' \
+                "$tmp/sweep.csv" >>"$tmp/sweep_gm"
+        r=$((r + 1))
+    done
+    echo "# shm by size, best of $reps: one-way us (gm stream: us per message)"
+    printf "%-8s %11s %11s %7s  %-22s %11s\n" bytes fi_pingpong gm-pingpong ratio \
+        "<= 1.5x fi_pingpong" "gm stream"
+    # Per size: best fi, best gm pingpong and stream; then ratio, verdict and
+    # steps (> 2x the previous size's time) of gm pingpong and stream.
+    awk -v sizes="$(sweep_sizes | tr '\n' ' ')" '
+        function keep(a, k, v) { if (v != "-" && v + 0 > 0 && (!(k in a) || v + 0 < a[k])) a[k] = v + 0 }
+        FILENAME ~ /sweep_fi$/ { keep(fi, $1, $2) }
+        FILENAME ~ /sweep_gm$/ { keep(gp, $1, $2); keep(gs, $1, $3) }
+        END {
+            n = split(sizes, sz, " ")
+            for (i = 1; i <= n; i++) {
+                k = sz[i]
+                f = (k in fi) ? sprintf("%.3f", fi[k]) : "-"
+                g = (k in gp) ? sprintf("%.3f", gp[k]) : "-"
+                st = (k in gs) ? sprintf("%.3f", gs[k]) : "-"
+                r = ((k in fi) && (k in gp)) ? sprintf("%.2f", gp[k] / fi[k]) : "-"
+                v = (r == "-") ? "n/a" : (r + 0 <= 1.5 ? "meets target" : "MISSES target")
+                step = ""
+                if (i > 1 && (k in gp) && (sz[i - 1] in gp) && gp[k] > 2 * gp[sz[i - 1]])
+                    step = step " STEP(pingpong " sprintf("%.1f", gp[k] / gp[sz[i - 1]]) "x" \
+                        ((k in fi) && (sz[i - 1] in fi) && fi[k] > 2 * fi[sz[i - 1]] ? ", fi_pingpong too)" : ")")
+                if (i > 1 && (k in gs) && (sz[i - 1] in gs) && gs[k] > 2 * gs[sz[i - 1]])
+                    step = step " STEP(stream " sprintf("%.1f", gs[k] / gs[sz[i - 1]]) "x)"
+                printf "%-8s %11s %11s %7s  %-22s %11s%s\n", k, f, g, r, v, st, step
+            }
+        }' "$tmp/sweep_fi" "$tmp/sweep_gm"
+fi
 echo "# load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ -n "$csv" ]; then
     [ -s "$csv" ] || echo "route,mode,bytes,ports,pairs,one_way_us,MBps" >"$csv"

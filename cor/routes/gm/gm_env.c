@@ -4,8 +4,9 @@
  * libgm-compat reads its node map once, at the first gm_init() of the process. When the user
  * gave no map (GM_NODES / GM_NODE_MAP unset), each domain of the session becomes its own node
  * ("1 d0; 2 d1; ..."; node = rank + 1), so every domain has all 13 usable GM port ids, and
- * the shared-memory namespace is private to the session (a hash of its cookie). The variables we
- * set only for that gm_init are removed again, so children of the domain do not inherit them.
+ * the shared-memory namespace is private to the session (a hash of its cookie). We hand these
+ * to libgm-compat with gm_compat_configure (gm_compat.h), never through the environment: setenv
+ * races with other threads reading it, and children of the domain must not inherit them.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,6 +16,8 @@
 #include <string.h>
 
 #include "gm_port.h"
+
+#include <gm_compat.h>
 
 void gmr_log(const char *fmt, ...)
 {
@@ -112,15 +115,6 @@ static int tcp_endpoint(const struct cor_route_config *cfg)
     return 0;
 }
 
-/* Sets name=value for the coming gm_init; remembers to remove it afterwards. */
-static int set_temp(const char *name, const char *value, const char **undo, int *nundo)
-{
-    if (setenv(name, value, 1) != 0)
-        return -1;
-    undo[(*nundo)++] = name;
-    return 0;
-}
-
 /* The node id COR_GM_NODE_ID asks for: "rank" = rank + 1, a number, or 0 (not set). */
 static int node_knob(const struct cor_route_config *cfg, unsigned *node)
 {
@@ -173,16 +167,21 @@ int gmr_session_init(const struct cor_route_config *cfg)
         pthread_mutex_unlock(&session_lock);
         return gm_init() == GM_SUCCESS ? COR_OK : COR_EROUTE;
     }
-    const char *undo[4];
-    int nundo = 0, err = COR_OK;
+    gm_compat_config_t gc;
+    gm_compat_config_init(&gc);
+    int err = COR_OK;
     char *map = NULL;
+    char ns_name[32];
     const char *m1 = getenv("GM_NODES"), *m2 = getenv("GM_NODE_MAP");
     int user_map = (m1 && *m1) || (m2 && *m2);
     const char *want = getenv("COR_GM_PROVIDER");
     int tcp = !user_map && want && !strcmp(want, "tcp");
-    if (tcp && (tcp_endpoint(cfg) || set_temp("GM_PROVIDER", "tcp;ofi_rxm", undo, &nundo))) {
-        err = COR_EINVAL;
-        goto out;
+    if (tcp) {
+        if (tcp_endpoint(cfg)) {
+            err = COR_EINVAL;
+            goto out;
+        }
+        gc.provider = "tcp;ofi_rxm";
     }
     if (!user_map) {
         if (cfg->npeers > 65535) {
@@ -203,38 +202,30 @@ int gmr_session_init(const struct cor_route_config *cfg)
                                      tcp && i == cfg->self ? tcp_self : "");
         if (!node)
             node = cfg->self + 1;
-        if (set_temp("GM_NODES", map, undo, &nundo)) {
-            err = COR_ENOMEM;
-            goto out;
-        }
+        gc.nodes = map;
     }
     const char *id = getenv("GM_NODE_ID");
-    if (node && !(id && *id)) {
-        char num[16];
-        snprintf(num, sizeof num, "%u", node);
-        if (set_temp("GM_NODE_ID", num, undo, &nundo)) {
-            err = COR_ENOMEM;
-            goto out;
-        }
-    }
+    if (node && !(id && *id)) gc.node_id = node;
     const char *ns = getenv("GM_SHM_NAMESPACE");
     if (!(ns && *ns)) {
-        char name[32];
-        snprintf(name, sizeof name, "cor%016" PRIx64, gmr_namespace_hash(cfg->session_cookie));
-        if (set_temp("GM_SHM_NAMESPACE", name, undo, &nundo)) {
-            err = COR_ENOMEM;
-            goto out;
-        }
+        snprintf(ns_name, sizeof ns_name, "cor%016" PRIx64,
+                 gmr_namespace_hash(cfg->session_cookie));
+        gc.shm_namespace = ns_name;
+    }
+    /* GM_BUSY: the program itself started GM before us; its settings stand (as before). */
+    gm_status_t st = gm_compat_configure(&gc);
+    if (st != GM_SUCCESS && st != GM_BUSY) {
+        gmr_log("gm_compat_configure: %s", gm_strerror(st));
+        err = st == GM_OUT_OF_MEMORY ? COR_ENOMEM : COR_EINVAL;
+        goto out;
     }
     if (gm_init() != GM_SUCCESS) {
         gmr_log("gm_init failed (node map / GM_* environment; libgm said why above)");
         err = COR_EROUTE;
-        goto out;
+    } else {
+        session_refs++;
     }
-    session_refs++;
 out:
-    for (int i = 0; i < nundo; i++)
-        unsetenv(undo[i]);
     free(map);
     pthread_mutex_unlock(&session_lock);
     return err;
@@ -246,6 +237,9 @@ void gmr_session_fini(void)
     if (session_refs > 0) {
         session_refs--;
         gm_finalize();
+        /* A later gm_init by other code of this process reads the environment alone (GM_BUSY
+         * while that code still has GM started: our settings are in use, nothing changes). */
+        if (session_refs == 0) gm_compat_configure(NULL);
     }
     pthread_mutex_unlock(&session_lock);
 }

@@ -1,0 +1,60 @@
+/*
+ * gm_compat.h - libgm-compat's own configuration call, outside GM's API
+ * (gm.h mirrors GM and stays as GM had it).
+ *
+ * GM learnt its node map from the mapper; libgm-compat reads it, and its other
+ * settings, from environment variables at the gm_init() that starts GM in the
+ * process (README.md, "Knobs").  A program that must not change its
+ * environment (setenv races with every thread that reads it) gives the same
+ * settings here instead:
+ *
+ *     gm_compat_config_t c;
+ *     gm_compat_config_init(&c);
+ *     c.nodes = "1 alpha; 2 beta";
+ *     c.node_id = 2;
+ *     if (gm_compat_configure(&c) != GM_SUCCESS || gm_init() != GM_SUCCESS) ...
+ *
+ * A field left unset (NULL or 0) falls back to its environment variable, and
+ * that to the built-in default, exactly as without the call.
+ */
+#ifndef GM_COMPAT_H
+#define GM_COMPAT_H
+
+#include <gm.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GM_COMPAT_CONFIG_VERSION 1
+
+typedef struct gm_compat_config {
+    unsigned version;          /* GM_COMPAT_CONFIG_VERSION (gm_compat_config_init sets it) */
+    const char *nodes;         /* the node map, GM_NODES syntax ("1 a; 2 b 10.0.0.2");
+                                  NULL: GM_NODE_MAP, else GM_NODES */
+    unsigned node_id;          /* this process's node; 0: GM_NODE_ID, else by host name */
+    const char *provider;      /* libfabric provider ("shm", "tcp;ofi_rxm"); NULL: GM_PROVIDER */
+    const char *shm_namespace; /* prefix of shm names and lock files (<= 40 chars, no '/',
+                                  ':' or space); NULL: GM_SHM_NAMESPACE */
+    unsigned port_base;        /* TCP port of GM port 0 for map entries without one;
+                                  0: GM_PORT_BASE */
+} gm_compat_config_t;
+
+/* Fills *cfg with "nothing set": version, NULL strings, zero numbers. */
+GM_ENTRY_POINT void gm_compat_config_init(gm_compat_config_t *cfg);
+
+/* Settings for the next gm_init() that starts GM in this process (the first one, or the
+ * first after the last gm_finalize()); they stay until the next call.  The strings are
+ * copied.  cfg NULL forgets earlier settings (environment only).  A node map with errors
+ * makes that gm_init fail, as GM_NODES would.  Thread-safe; never reads or changes the
+ * environment.
+ * Returns GM_SUCCESS; GM_BUSY while GM is initialized in this process (nothing changes);
+ * GM_INVALID_PARAMETER for an unknown version, a node id above 65535, a port base above
+ * 65519 or a bad namespace; GM_OUT_OF_MEMORY. */
+GM_ENTRY_POINT gm_status_t gm_compat_configure(const gm_compat_config_t *cfg);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
