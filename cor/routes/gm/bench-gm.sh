@@ -71,7 +71,11 @@ cor_run() { # CSVTAG [cor-run options] -- cor-bench args: appends rows to $tmp/T
         >"$tmp/cor.log" 2>&1 || { echo "bench-gm.sh: cor-bench $* failed" >&2; sed 's/^/  /' "$tmp/cor.log" >&2; }
     # cor-bench writes its CSV anew: keep the rows of every rep (and one header)
     [ -f "$tmp/run.csv" ] || return 0
-    if [ -f "$tmp/$tag.csv" ]; then tail -n +2 "$tmp/run.csv" >>"$tmp/$tag.csv"; else mv "$tmp/run.csv" "$tmp/$tag.csv"; fi
+    if [ -f "$tmp/$tag.csv" ]; then
+        tail -n +2 "$tmp/run.csv" >>"$tmp/$tag.csv"
+    else
+        mv "$tmp/run.csv" "$tmp/$tag.csv"
+    fi
     rm -f "$tmp/run.csv"
 }
 best() { # FILE COLUMN min|max
@@ -148,5 +152,6 @@ six=$(awk -F, '$2 == "multitask" && $5 == 16 { print $7 }' "$tmp/md.csv" 2>/dev/
 echo "# multitask, --distinct-buffers (64 KiB): 1 pair ${one:--}, 16 pairs ${six:--} MB/s"
 echo "  16 pairs / 1 pair = $(ratio "${six:--}" "${one:--}") (reported: 16 pairs' buffers exceed a core's L2)"
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-[ -n "$csv" ] && cat "$tmp"/pp.csv "$tmp"/st.csv "$tmp"/rt.csv "$tmp"/mp.csv "$tmp"/mt.csv "$tmp"/md.csv >>"$csv" 2>/dev/null
+[ -n "$csv" ] && cat "$tmp"/pp.csv "$tmp"/st.csv "$tmp"/rt.csv "$tmp"/mp.csv "$tmp"/mt.csv \
+    "$tmp"/md.csv >>"$csv" 2>/dev/null
 exit 0
