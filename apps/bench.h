@@ -17,12 +17,13 @@
 #define BENCH_MAX_PAIRS 16
 #define BENCH_MAX_PORTS 4
 #define BENCH_MAX_SIZE ((size_t)1 << 30)
+#define BENCH_WINDOW_MAX 64 /* messages in flight in a stream or a rate window */
 
 /* Tags of cor-bench's own messages (all in COR_CTX_WORLD). */
 enum bench_tag {
     BENCH_TAG_DATA = 100, /* measured payload */
     BENCH_TAG_READY,      /* receiver posted its receives: start sending */
-    BENCH_TAG_ACK,        /* receiver got the last byte */
+    BENCH_TAG_ACK,        /* receiver got the last byte (rate: the last of a window) */
     BENCH_TAG_SETUP,      /* out-of-band setup (socket ports) */
     BENCH_TAG_DSM_ROW,    /* dsm: a measured row (or lock counts) for domain 0 */
     BENCH_TAG_DSM_TOKEN,  /* dsm: orders two domains' steps, not timed */
@@ -31,7 +32,8 @@ enum bench_tag {
 
 struct bench {
     int rank;           /* this domain: 0 measures, 1 answers */
-    const char *mode;   /* "pingpong", "stream", "multiport", "multitask", "udp-raw", "dsm" */
+    const char *mode;   /* "pingpong", "stream", "rate", "multiport", "multitask", "udp-raw",
+                           "dsm" */
     const char *route;  /* route name for the task API and --raw */
     int raw;            /* --raw: the route alone, through cor/raw.h */
     int baseline_udp;   /* --baseline udp: plain UDP sockets */
@@ -39,11 +41,12 @@ struct bench {
     int nsizes;         /* each size appears `reps` times in a row */
     int reps;           /* --reps: measurements per size; the best one is reported */
     double iters_scale; /* --iters */
-    int pairs[BENCH_MAX_PAIRS]; /* multitask: pair counts to measure */
+    int pairs[BENCH_MAX_PAIRS]; /* multitask, rate: pair counts to measure */
     int npairs;
     int ports[BENCH_MAX_PORTS]; /* multiport: port counts to measure */
     int nports;
-    int window;         /* messages in flight in a stream */
+    int window;         /* messages in flight in a stream; a rate's window */
+    int ack_window;     /* rate: the receiver acks each window, the sender waits for it */
     int verify;         /* --verify: check every received byte */
     int distinct;       /* each receive in flight has its own buffer (--distinct-buffers, --verify) */
     int recv_alloc;     /* --recv-alloc: cor_recvI (core buffers) instead of cor_recvI_into */
@@ -102,7 +105,10 @@ int bench_fail(const char *what, int err);
  * `total` messages of `size` bytes from the getBuffer buffer `sbuf`; the receiver posts
  * b->window receives into `rbufs` (bench_rbufs(b) buffers of size bytes, used in turn; unused
  * with --recv-alloc),
- * starts its clock when message `warm` arrived and stops it at the last one, then acks. */
+ * starts its clock when message `warm` arrived and stops it at the last one, then acks.
+ * With b->ack_window (rate) the receiver also acks every b->window messages and the sender
+ * waits for its sends and that ack before the next window, as osu_mbw_mr does; its receives
+ * stay posted a window ahead. */
 struct bench_stream_result {
     uint64_t t0_ns, t1_ns; /* first and last measured arrival */
     uint64_t bytes;        /* payload received between them */
@@ -120,10 +126,30 @@ int bench_rbufs(const struct bench *b);
 void bench_stream_row(const struct bench *b, const char *route, const char *mode, size_t size,
                       int ports, int pairs, const struct bench_stream_result *r);
 
+/* One message each way for bench_windows: send or receive `size` bytes (0: the ack); drain,
+ * if not NULL, waits until the sends went out. Each returns 0 or a CoR error (printed). */
+struct bench_msg_ops {
+    int (*send)(void *ctx, size_t size);
+    int (*recv)(void *ctx, size_t size);
+    int (*drain)(void *ctx);
+};
+/* `total` messages from domain 1 to domain 0 in windows of `ack_every`, each acked by the
+ * receiver before the sender goes on; domain 0 times from message `warm` to the last. */
+int bench_windows(const struct bench *b, const struct bench_msg_ops *ops, void *ctx, size_t size,
+                  long total, long warm, long ack_every, struct bench_stream_result *r);
+/* rate: about n timed messages in whole windows of b->window, after two untimed windows;
+ * *total counts them all and *warm is the receiver's clock start (as bench_stream_recv). */
+void bench_rate_budget(const struct bench *b, long n, long *total, long *warm);
+
 /* Modes. */
 int bench_task_pingpong(struct bench *b);
 int bench_task_stream(struct bench *b);
 int bench_multi(struct bench *b, int multiport);
+/* rate: messages/s of windows of b->window messages, each acked (bench_multi.c for the task
+ * API over 1..16 pairs, bench_raw.c, bench_socket.c). */
+int bench_task_rate(struct bench *b);
+int bench_raw_rate(struct bench *b);
+int bench_socket_rate(struct bench *b);
 int bench_raw_pingpong(struct bench *b);
 int bench_raw_stream(struct bench *b);
 int bench_socket_pingpong(struct bench *b);

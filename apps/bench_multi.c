@@ -1,5 +1,5 @@
 /*
- * multiport and multitask: P task pairs stream at once; domain 0 reports the aggregate rate
+ * multiport, multitask and rate: P task pairs stream at once; domain 0 reports the aggregate rate
  * (all bytes received after each pair's first message, over the time from the earliest first
  * to the latest last arrival).
  *
@@ -14,6 +14,9 @@
  * runtime (the rate fell by a quarter). Receives then write into the one buffer at once, as
  * in osu_bw's window; nobody reads it (--verify implies --distinct-buffers, which gives every
  * pair its own).
+ *
+ * rate is multitask with small messages, a window of 64 and an ack after each window
+ * (osu_mbw_mr's message rate); its rows count messages, one_way_us being the time per message.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -55,7 +58,7 @@ static void gate_open(struct start_gate *g)
 /* A domain's buffers for one measurement; NULL entries: each pair allocates its own. */
 struct pair_bufs {
     void *send;
-    void *recv[MULTI_WINDOW_MAX];
+    void *recv[BENCH_WINDOW_MAX];
 };
 
 struct pair_task {
@@ -116,7 +119,7 @@ static void pair_bufs_release(struct pair_bufs *own)
 {
     if (own->send)
         cor_releaseBuffer(own->send);
-    for (int i = 0; i < MULTI_WINDOW_MAX; i++)
+    for (int i = 0; i < BENCH_WINDOW_MAX; i++)
         if (own->recv[i])
             cor_releaseBuffer(own->recv[i]);
     *own = (struct pair_bufs){0};
@@ -159,17 +162,29 @@ static int pair_main(void *arg)
     return t->err;
 }
 
+/* Messages per pair for one measurement, `*total` in all; the receiver's clock starts at
+ * message number `*warm`. */
+static void pair_budget(const struct bench *b, int pairs, size_t size, long *total, long *warm)
+{
+    /* Each pair streams long enough (16 windows) that filling and draining its pipeline,
+     * and the skew of spawning the pairs, stay small beside the steady state measured. */
+    long n = bench_iters_stream(b, size) / pairs;
+    if (n < 16L * b->window) n = 16L * b->window;
+    if (b->ack_window) {
+        bench_rate_budget(b, n, total, warm);
+        return;
+    }
+    *warm = bench_warmup(n);
+    *total = n + *warm;
+}
+
 /* One measurement: P pairs, one size. Domain 0 prints the aggregate row. */
 static int run_pairs(struct bench *b, int multiport, int pairs, int ports, size_t size)
 {
     struct pair_task tasks[BENCH_MAX_PAIRS];
     cor_idp_t ids[BENCH_MAX_PAIRS];
-    /* Each pair streams long enough (16 windows) that filling and draining its pipeline,
-     * and the skew of spawning the pairs, stay small beside the steady state measured. */
-    long total = bench_iters_stream(b, size) / pairs;
-    if (total < 16L * b->window)
-        total = 16L * b->window;
-    long warm = bench_warmup(total);
+    long total, warm;
+    pair_budget(b, pairs, size, &total, &warm);
     int err, spawned = 0;
     struct start_gate start = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, pairs, 0};
 
@@ -186,8 +201,13 @@ static int run_pairs(struct bench *b, int multiport, int pairs, int ports, size_
     }
     for (int i = 0; i < pairs; i++) {
         tasks[i] = (struct pair_task){
-            .b = b, .start = &start, .shared = b->distinct ? NULL : &shared,
-            .multiport = multiport, .index = i, .size = size, .total = total + warm,
+            .b = b,
+            .start = &start,
+            .shared = b->distinct ? NULL : &shared,
+            .multiport = multiport,
+            .index = i,
+            .size = size,
+            .total = total,
             .warm = warm,
         };
         if ((err = cor_task_spawn("bench-pair", pair_main, &tasks[i], &ids[i]))) {
@@ -216,8 +236,8 @@ static int run_pairs(struct bench *b, int multiport, int pairs, int ports, size_
         sum.bytes += r->bytes;
         sum.msgs += r->msgs;
     }
-    bench_stream_row(b, b->route, multiport ? "multiport" : "multitask", size, ports, pairs,
-                     &sum);
+    const char *mode = multiport ? "multiport" : b->ack_window ? "rate" : "multitask";
+    bench_stream_row(b, b->route, mode, size, ports, pairs, &sum);
     return COR_OK;
 }
 
@@ -229,8 +249,7 @@ int bench_multi(struct bench *b, int multiport)
                 have < 0 ? cor_strerror(have) : "none opened");
         return have < 0 ? have : COR_ENOTFOUND;
     }
-    if (b->window > MULTI_WINDOW_MAX)
-        b->window = MULTI_WINDOW_MAX;
+    if (!b->ack_window && b->window > MULTI_WINDOW_MAX) b->window = MULTI_WINDOW_MAX;
     if (multiport && b->nports == 0)
         for (int p = 1; p <= BENCH_MAX_PORTS && p <= have; p++)
             b->ports[b->nports++] = p;
@@ -254,4 +273,10 @@ int bench_multi(struct bench *b, int multiport)
         }
     }
     return COR_OK;
+}
+
+int bench_task_rate(struct bench *b)
+{
+    b->ack_window = 1;
+    return bench_multi(b, 0);
 }

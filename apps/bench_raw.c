@@ -126,40 +126,50 @@ int bench_raw_pingpong(struct bench *b)
     return err;
 }
 
-int bench_raw_stream(struct bench *b)
+static int raw_send_ctx(void *c, size_t size)
+{
+    return raw_send_msg(c, size);
+}
+
+static int raw_recv_ctx(void *c, size_t size)
+{
+    return raw_recv_msg(c, size);
+}
+
+static int raw_drain(void *c)
+{
+    int err = cor_raw_flush(((struct raw_ctx *)c)->raw);
+    return err ? bench_fail("cor_raw_flush", err) : COR_OK;
+}
+
+/* stream (one ack at the end) or rate (an ack per window of b->window messages, two windows
+ * untimed), one row per size. */
+static int raw_measure(struct bench *b, int rate)
 {
     struct raw_ctx c;
     int err = raw_open(b, &c);
     for (int i = 0; !err && i < b->nsizes; i++) {
         size_t size = b->sizes[i];
         bench_progress(b, i, b->nsizes, size);
+        static const struct bench_msg_ops ops = {raw_send_ctx, raw_recv_ctx, raw_drain};
         long n = bench_iters_stream(b, size), warm = bench_warmup(n), total = warm + n;
-        if (b->rank == 1) {
-            /* Sender: everything, then wait for the receiver's one-frame ack. */
-            for (long k = 0; !err && k < total; k++)
-                err = raw_send_msg(&c, size);
-            if (!err && (err = cor_raw_flush(c.raw)))
-                bench_fail("cor_raw_flush", err);
-            if (!err)
-                err = raw_recv_msg(&c, 0);
-            continue;
-        }
+        if (rate) bench_rate_budget(b, n, &total, &warm);
         struct bench_stream_result r = {0};
-        for (long k = 0; !err && k < total; k++) {
-            err = raw_recv_msg(&c, size);
-            if (k == warm)
-                r.t0_ns = bench_now_ns();
-        }
-        r.t1_ns = bench_now_ns();
-        r.msgs = total - 1 - warm;
-        r.bytes = (uint64_t)size * (uint64_t)r.msgs;
-        if (!err)
-            err = raw_send_msg(&c, 0);
-        if (!err)
-            bench_stream_row(b, c.route, "stream", size, 1, 1, &r);
+        err = bench_windows(b, &ops, &c, size, total, warm, rate ? b->window : total, &r);
+        if (!err) bench_stream_row(b, c.route, rate ? "rate-raw" : "stream", size, 1, 1, &r);
     }
     if (!err && (err = cor_raw_flush(c.raw)))
         bench_fail("cor_raw_flush", err);
     raw_close(&c);
     return err;
+}
+
+int bench_raw_stream(struct bench *b)
+{
+    return raw_measure(b, 0);
+}
+
+int bench_raw_rate(struct bench *b)
+{
+    return raw_measure(b, 1);
 }

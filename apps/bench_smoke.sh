@@ -7,14 +7,16 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT INT TERM
 fails=0
 
-# run NAME ROWS [--ports P] [--shared] cor-bench args: expects ROWS data rows in the CSV.
+# run NAME ROWS [--route R] [--ports P] [--shared] cor-bench args: expects ROWS data rows in
+# the CSV; --route and --ports go to cor-run.
 # Every run checks the data (--verify) except with --shared, which keeps the default shared
 # buffers that --verify would replace.
 run() {
     name=$1 rows=$2
     shift 2
     ropts= verify=--verify
-    if [ "$1" = --ports ]; then ropts="--ports $2"; shift 2; fi
+    if [ "$1" = --route ]; then ropts="--route $2"; shift 2; fi
+    if [ "$1" = --ports ]; then ropts="$ropts --ports $2"; shift 2; fi
     if [ "$1" = --shared ]; then verify=; shift; fi
     csv=$dir/$name.csv
     # shellcheck disable=SC2086
@@ -59,6 +61,14 @@ run raw-stream 5 stream --raw --sizes $sizes --iters 0.02
 run udp-raw 10 udp-raw --sizes $sizes --iters 0.02
 run multiport 4 --ports 2 multiport --sizes 1000,70000 --iters 0.02
 run multitask 6 multitask --sizes 1000,70000 --pairs 1,2,3 --iters 0.02
+# rate: windows of 64 (the default), each acked, on both routes; a short window with a tail
+# that does not fill the last one.
+for r in udp gm; do
+    run rate-$r 4 --route $r rate --sizes 1,4K --pairs 1,3 --iters 0.02
+    run rate-raw-$r 2 --route $r rate --raw --sizes 1,4K --iters 0.02
+done
+run rate-socket 2 rate --baseline udp --sizes 1,4K --iters 0.02
+run rate-window 2 rate --sizes 0,1000 --pairs 2 --window 5 --iters 0.02
 # The default buffers are shared: the pairs' receives write into one buffer at once, on
 # purpose (as osu_bw's window does). ThreadSanitizer rightly calls that a race of the
 # benchmark's, so its build checks only the distinct buffers above.

@@ -351,3 +351,45 @@ int bench_socket_stream(struct bench *b)
     sock_close(&c);
     return err;
 }
+
+static int sock_send_ctx(void *c, size_t size)
+{
+    return msg_send(c, size);
+}
+
+static int sock_recv_ctx(void *c, size_t size)
+{
+    return msg_recv(c, size);
+}
+
+/* rate: windows of b->window messages, each acked; a window fits the socket buffer (sizes up
+ * to a few KiB), so nothing overflows without the stream's credits. */
+int bench_socket_rate(struct bench *b)
+{
+    static const struct bench_msg_ops ops = {sock_send_ctx, sock_recv_ctx, NULL};
+    struct sock_ctx c;
+    int err = sock_open(b, &c);
+    for (int i = 0; !err && i < b->nsizes; i++) {
+        size_t size = b->sizes[i];
+        bench_progress(b, i, b->nsizes, size);
+        if ((size ? size : 1) * (size_t)b->window > c.window_bytes) {
+            fprintf(stderr,
+                    "cor-bench: a window of %d messages of %zu bytes overflows the UDP "
+                    "receive buffer: use smaller --sizes or --window\n",
+                    b->window, size);
+            err = COR_EINVAL;
+            break;
+        }
+        long total, warm;
+        bench_rate_budget(b, bench_iters_stream(b, size), &total, &warm);
+        struct bench_stream_result r = {0};
+        if ((err = bench_windows(b, &ops, &c, size, total, warm, b->window, &r))) {
+            fprintf(stderr, "cor-bench: domain %d: UDP rate of %zu-byte messages failed\n", b->rank,
+                    size);
+            break;
+        }
+        bench_stream_row(b, "udp-socket", "rate-socket", size, 1, 1, &r);
+    }
+    sock_close(&c);
+    return err;
+}

@@ -65,10 +65,28 @@ static int finish_recv(const struct bench *b, cor_req_t *req, size_t size, void 
     return COR_OK;
 }
 
+/* Waits for the `w` sends in flight, then for the receiver's ACK. */
+static int sends_acked(cor_idp_t peer, cor_req_t *req, long w)
+{
+    int err;
+    for (long slot = 0; slot < w; slot++)
+        if (req[slot] != COR_REQ_NULL && (err = cor_wait(&req[slot], NULL)))
+            return bench_fail("cor_wait (send)", err);
+    if ((err = ctl_recv(peer, BENCH_TAG_ACK)))
+        return bench_fail("waiting for the receiver (ACK)", err);
+    return COR_OK;
+}
+
+/* rate: the receiver acks the end of each window but the last (the final ACK covers that). */
+static int window_ends(const struct bench *b, long i, long w, long total)
+{
+    return b->ack_window && (i + 1) % w == 0 && i + 1 < total;
+}
+
 int bench_stream_send(const struct bench *b, cor_idp_t peer, const void *sbuf, size_t size,
                       long total)
 {
-    cor_req_t req[64] = {0};
+    cor_req_t req[BENCH_WINDOW_MAX] = {0};
     long w = b->window < total ? b->window : total;
     int err = ctl_recv(peer, BENCH_TAG_READY);
     if (err)
@@ -79,20 +97,16 @@ int bench_stream_send(const struct bench *b, cor_idp_t peer, const void *sbuf, s
             return bench_fail("cor_wait (send)", err);
         if ((err = cor_sendI(peer, COR_CTX_WORLD, BENCH_TAG_DATA, sbuf, size, &req[slot])))
             return bench_fail("cor_sendI", err);
+        if (window_ends(b, i, w, total) && (err = sends_acked(peer, req, w))) return err;
     }
-    for (long slot = 0; slot < w; slot++)
-        if (req[slot] != COR_REQ_NULL && (err = cor_wait(&req[slot], NULL)))
-            return bench_fail("cor_wait (send)", err);
-    if ((err = ctl_recv(peer, BENCH_TAG_ACK)))
-        return bench_fail("waiting for the receiver (ACK)", err);
-    return COR_OK;
+    return sends_acked(peer, req, w);
 }
 
 int bench_stream_recv(const struct bench *b, cor_idp_t peer, void *const *rbufs, size_t size,
                       long total, long warm, struct bench_stream_result *res)
 {
-    cor_req_t req[64] = {0};
-    void *ptr[64] = {0};
+    cor_req_t req[BENCH_WINDOW_MAX] = {0};
+    void *ptr[BENCH_WINDOW_MAX] = {0};
     long w = b->window < total ? b->window : total;
     int nbufs = bench_rbufs(b), err;
     uint64_t t0 = 0;
@@ -111,6 +125,8 @@ int bench_stream_recv(const struct bench *b, cor_idp_t peer, void *const *rbufs,
         if (i + w < total &&
             (err = post_recv(b, peer, rbufs[slot % nbufs], size, &ptr[slot], &req[slot])))
             return bench_fail("cor_recvI", err);
+        if (window_ends(b, i, w, total) && (err = ctl_send(peer, BENCH_TAG_ACK)))
+            return bench_fail("sending ACK", err);
     }
     res->t1_ns = bench_now_ns();
     res->t0_ns = t0;
@@ -138,7 +154,7 @@ void bench_stream_row(const struct bench *b, const char *route, const char *mode
  * (ping-pong alternates between the first two). */
 struct task_bufs {
     void *sbuf;
-    void *rbufs[64];
+    void *rbufs[BENCH_WINDOW_MAX];
     int n;
 };
 

@@ -1,7 +1,7 @@
 /*
  * cor-bench: round-trip time and one-way transfer rate by message size, through the task API,
- * through a route alone (--raw), and over plain UDP sockets (the baseline), in one run so the
- * figures can be compared. Runs as 2 domains:
+ * and message rate (rate), through a route alone (--raw), and over plain UDP sockets (the
+ * baseline), in one run so the figures can be compared. Runs as 2 domains:
  *
  *   cor-run -n 2 [--route udp] [--ports 4] cor-bench MODE [options]
  *
@@ -26,6 +26,9 @@ static const char usage[] =
     "  stream      one-way transfer rate, measured by the receiver\n"
     "  multiport   aggregate stream rate over 1..4 hard ports, one task pair per port\n"
     "  multitask   aggregate stream rate of 1..16 task pairs per domain\n"
+    "  rate        messages per second (osu_mbw_mr): windows of 64 small messages,\n"
+    "              each acked, over 1 and 16 task pairs (aggregate); one_way_us is the\n"
+    "              time per message\n"
     "  udp-raw     the baseline: plain polled UDP sockets, ping-pong and stream\n"
     "  dsm         libcordsm (2+ domains: cor-run -n N): read hit and miss, write\n"
     "              invalidation, fetch-add, CAS, pipelined adds, locks, barrier, a\n"
@@ -33,15 +36,17 @@ static const char usage[] =
     "              API's 8 B round trip of the same run, with the issue's goals\n"
     "options:\n"
     "  --raw             measure the route alone (cor/raw.h), without the task layer\n"
-    "  --baseline udp    pingpong/stream over plain UDP sockets instead\n"
+    "  --baseline udp    pingpong/stream/rate over plain UDP sockets instead\n"
     "  --route NAME      route for the task API and --raw (default: COR_ROUTE or udp)\n"
     "  --sizes LIST      message sizes, e.g. 0,1,4K,64K,1M (default 0,1,2,4..1M;\n"
-    "                    multiport/multitask: 4K,64K,1M)\n"
+    "                    multiport/multitask: 4K,64K,1M; rate: 1,2,4..4K)\n"
     "  --iters F         scale the iteration counts by F (default 1)\n"
     "  --reps N          measure each size N times, report the best (default 3)\n"
-    "  --pairs LIST      multitask pair counts (default 1,2,4,8,16)\n"
+    "  --pairs LIST      multitask pair counts (default 1,2,4,8,16); rate: task pairs\n"
+    "                    (default 1,16; --raw and --baseline measure one pair)\n"
     "  --ports LIST      multiport port counts (default 1..min(4, ports opened))\n"
-    "  --window N        stream messages in flight (default 8)\n"
+    "  --window N        stream messages in flight (default 8), or a rate's window\n"
+    "                    (default 64); 1..64\n"
     "  --recv-alloc      receive into core buffers (cor_recvI) instead of cor_recvI_into\n"
     "  --distinct-buffers  each receive in flight, and each multiport/multitask pair,\n"
     "                    gets its own buffers (default: shared, as osu_bw does, so the\n"
@@ -120,13 +125,14 @@ int bench_fail(const char *what, int err)
 
 void bench_header(const struct bench *b)
 {
-    if (b->rank != 0)
-        return;
-    if (!b->quiet) {
+    if (b->rank != 0 || b->quiet) return;
+    if (!strcmp(b->mode, "rate"))
+        printf("%-11s %-11s %9s %5s %10s %10s %10s\n", "route", "mode", "bytes", "pairs", "Mmsg/s",
+               "us/msg", "MB/s");
+    else
         printf("%-11s %-9s %9s %5s %5s %10s %11s %10s\n", "route", "mode", "bytes", "ports",
                "pairs", "rtt_us", "one_way_us", "MB/s");
-        fflush(stdout);
-    }
+    fflush(stdout);
 }
 
 void bench_progress(const struct bench *b, int step, int steps, size_t bytes)
@@ -153,7 +159,12 @@ void bench_progress_clear(const struct bench *b)
 static void row_print(const struct bench *b, const struct bench_row *r)
 {
     bench_progress_clear(b);
-    if (!b->quiet) {
+    if (!b->quiet && !strcmp(b->mode, "rate")) {
+        /* messages/s in millions: one message every one_way_us */
+        printf("%-11s %-11s %9zu %5d %10.3f %10.2f %10.1f\n", r->route, r->mode, r->bytes, r->pairs,
+               r->one_way_us > 0 ? 1 / r->one_way_us : 0, r->one_way_us, r->mbps);
+        fflush(stdout);
+    } else if (!b->quiet) {
         char rtt[32] = "-";
         if (r->rtt_us > 0)
             snprintf(rtt, sizeof rtt, "%.2f", r->rtt_us);
@@ -260,6 +271,11 @@ static void default_sizes(struct bench *b)
         b->sizes[b->nsizes++] = 1 << 20;
         return;
     }
+    if (!strcmp(b->mode, "rate")) {
+        for (size_t s = 1; s <= 4096; s *= 2)
+            b->sizes[b->nsizes++] = s;
+        return;
+    }
     if (!strcmp(b->mode, "dsm")) {
         static const size_t put[] = {64, 1024, 16384, 262144, 1 << 20};
         for (size_t i = 0; i < sizeof put / sizeof put[0]; i++)
@@ -282,11 +298,12 @@ static int bad_usage(const char *fmt, const char *arg)
 /* Returns 0, or an exit status (2: usage, 1: other) after printing why. */
 static int parse_args(int argc, char **argv, struct bench *b, const char **csv_path)
 {
-    static const char *modes[] = {"pingpong", "stream", "multiport", "multitask", "udp-raw", "dsm"};
+    static const char *modes[] = {"pingpong",  "stream",  "rate", "multiport",
+                                  "multitask", "udp-raw", "dsm"};
     const char *sizes = NULL, *pairs = NULL, *ports = NULL;
 
     b->iters_scale = 1.0;
-    b->window = 8;
+    b->window = 0; /* the mode's default, below */
     b->reps = 3;
     b->count = 10000;
     b->tasks = 4;
@@ -338,7 +355,7 @@ static int parse_args(int argc, char **argv, struct bench *b, const char **csv_p
             } else if (!strcmp(a, "--window")) {
                 char *end;
                 long w = strtol(next, &end, 10);
-                if (*end || w < 1 || w > 64)
+                if (*end || w < 1 || w > BENCH_WINDOW_MAX)
                     return bad_usage("--window takes 1..64, not '%s'", next);
                 b->window = (int)w;
             } else if (!strcmp(a, "--count")) {
@@ -379,6 +396,11 @@ static int parse_args(int argc, char **argv, struct bench *b, const char **csv_p
     if (dsm && reps_set)
         return bad_usage("%s", "dsm reports medians and p99: --reps does not apply");
     if (dsm) b->reps = 1;
+    int rate = !strcmp(b->mode, "rate");
+    if (!b->window) b->window = rate ? BENCH_WINDOW_MAX : 8;
+    if (rate && pairs && (b->raw || b->baseline_udp))
+        return bad_usage("%s",
+                         "rate --raw and --baseline measure one pair: --pairs does not apply");
     if (b->raw && (b->baseline_udp || !strcmp(b->mode, "udp-raw")))
         return bad_usage("%s", "--raw and the UDP socket baseline exclude each other");
     if (sizes && parse_sizes(sizes, b->sizes, BENCH_MAX_SIZES, &b->nsizes) < 0)
@@ -394,7 +416,11 @@ static int parse_args(int argc, char **argv, struct bench *b, const char **csv_p
     b->nsizes *= b->reps;
     if (pairs && parse_counts(pairs, b->pairs, BENCH_MAX_PAIRS, BENCH_MAX_PAIRS, &b->npairs) < 0)
         return bad_usage("bad --pairs '%s' (comma-separated, 1..16)", pairs);
-    if (!pairs)
+    if (!pairs && rate) {
+        b->pairs[b->npairs++] = 1;
+        b->pairs[b->npairs++] = BENCH_MAX_PAIRS;
+    }
+    if (!pairs && !rate)
         for (int p = 1; p <= BENCH_MAX_PAIRS; p *= 2)
             b->pairs[b->npairs++] = p;
     if (ports && parse_counts(ports, b->ports, BENCH_MAX_PORTS, BENCH_MAX_PORTS, &b->nports) < 0)
@@ -414,6 +440,8 @@ static int run_mode(struct bench *b)
         return bench_multi(b, 1);
     if (!strcmp(b->mode, "multitask"))
         return bench_multi(b, 0);
+    if (!strcmp(b->mode, "rate"))
+        return socket ? bench_socket_rate(b) : b->raw ? bench_raw_rate(b) : bench_task_rate(b);
     if (!strcmp(b->mode, "pingpong") || !strcmp(b->mode, "udp-raw"))
         err = socket ? bench_socket_pingpong(b) : b->raw ? bench_raw_pingpong(b)
                                                          : bench_task_pingpong(b);

@@ -7,7 +7,9 @@
 #   multitask: 16 task pairs >= 80% of one pair (64 KiB), the pairs of a domain sharing one
 #   send and one receive buffer as a single pair does; beside it (reported) the same with
 #   --distinct-buffers, a send buffer per task and a receive buffer per message in flight,
-#   whose megabytes per domain leave the L2 cache.
+#   whose megabytes per domain leave the L2 cache;
+#   message rate (cor-bench rate, windows of 64) at the small size through the task API >= 50%
+#   of gm-pingpong's stream, and 16 task pairs' aggregate >= 1 pair's.
 # A benchmark, not a test: it reports and exits 0 unless a tool is missing.
 # usage: bench-gm.sh BUILDDIR [--reps N] [--small BYTES] [--csv FILE]
 # Each latency/rate is the best of REPS runs (default 3), the tools alternating.
@@ -45,7 +47,7 @@ fi_run() { # SIZE ITERS -> "one_way_us"
     wait $s 2>/dev/null
     awk 'NR == 2 { print $7 }' "$tmp/fc.log"
 }
-gm_run() { # SIZE ITERS -> "pingpong_one_way_us stream_MBps"
+gm_run() { # SIZE ITERS -> "pingpong_one_way_us stream_MBps stream_us_per_message"
     rm -f "$tmp/gm.csv"
     export GM_NODES='1 gmb-a; 2 gmb-b' GM_SHM_NAMESPACE=gmb$$
     GM_NODE_ID=1 timeout 120 "$PP" --server --port 5 --timeout 100 >"$tmp/gs.log" 2>&1 &
@@ -54,8 +56,9 @@ gm_run() { # SIZE ITERS -> "pingpong_one_way_us stream_MBps"
         --iters "$2" --csv "$tmp/gm.csv" --timeout 100 >"$tmp/gc.log" 2>&1
     wait $s 2>/dev/null
     unset GM_NODES GM_SHM_NAMESPACE
-    awk -F, '$2 == "pingpong" { p = $6 } $2 == "stream" { s = $7 }
-        END { print (p ? p : "-"), (s ? s : "-") }' "$tmp/gm.csv" 2>/dev/null || echo "- -"
+    awk -F, '$2 == "pingpong" { p = $6 } $2 == "stream" { s = $7; m = $6 }
+        END { print (p ? p : "-"), (s ? s : "-"), (m ? m : "-") }' "$tmp/gm.csv" 2>/dev/null ||
+        echo "- - -"
 }
 cor_run() { # CSVTAG [cor-run options] -- cor-bench args: appends rows to $tmp/TAG.csv
     tag=$1
@@ -64,8 +67,16 @@ cor_run() { # CSVTAG [cor-run options] -- cor-bench args: appends rows to $tmp/T
     while [ "$1" != -- ]; do ro="$ro $1"; shift; done
     shift
     # shellcheck disable=SC2086
-    timeout 300 "$CORRUN" -n 2 --route gm $ro "$BENCH" "$@" --quiet --csv "$tmp/$tag.csv" \
+    timeout 300 "$CORRUN" -n 2 --route gm $ro "$BENCH" "$@" --quiet --csv "$tmp/run.csv" \
         >"$tmp/cor.log" 2>&1 || { echo "bench-gm.sh: cor-bench $* failed" >&2; sed 's/^/  /' "$tmp/cor.log" >&2; }
+    # cor-bench writes its CSV anew: keep the rows of every rep (and one header)
+    [ -f "$tmp/run.csv" ] || return 0
+    if [ -f "$tmp/$tag.csv" ]; then
+        tail -n +2 "$tmp/run.csv" >>"$tmp/$tag.csv"
+    else
+        mv "$tmp/run.csv" "$tmp/$tag.csv"
+    fi
+    rm -f "$tmp/run.csv"
 }
 best() { # FILE COLUMN min|max
     awk -v c="$2" -v m="$3" '$c != "-" && $c != "" { v = $c + 0
@@ -85,6 +96,7 @@ while [ $r -lt "$reps" ]; do
     gm_run $big 300 >>"$tmp/gm_b"
     cor_run pp -- pingpong --sizes "$small,$big" --reps 1
     cor_run st -- stream --sizes "64K,$big" --reps 1
+    cor_run rt -- rate --sizes "$small" --pairs 1,16 --reps 1
     r=$((r + 1))
 done
 cor_run mp --ports 4 -- multiport --sizes 64K --reps "$reps"
@@ -96,11 +108,17 @@ fi_big=$(best "$tmp/fi_b" 1 min)
 fi_rate=$(awk -v l="$fi_big" -v s=$big 'BEGIN { if (l + 0 > 0) printf "%.1f", s / l; else print "-" }')
 gm_lat=$(best "$tmp/gm_s" 1 min)
 gm_rate=$(best "$tmp/gm_b" 2 max)
+gm_msg_us=$(best "$tmp/gm_s" 3 min)
 F='BEGIN { FS = "," }'
 cor_lat=$(awk "$F"' $2 == "pingpong" && $3 == '"$small"' { print $6 }' "$tmp/pp.csv" | sort -g | head -1)
 cor_pp_big=$(awk "$F"' $2 == "pingpong" && $3 == '$big' { print $7 }' "$tmp/pp.csv" | sort -g | tail -1)
 cor_rate=$(awk "$F"' $2 == "stream" && $3 == '$big' { print $7 }' "$tmp/st.csv" | sort -g | tail -1)
 cor_64k=$(awk "$F"' $2 == "stream" && $3 == 65536 { print $7 }' "$tmp/st.csv" | sort -g | tail -1)
+# message rates in M msg/s: one message every one_way_us
+rate_of() { awk "$F"' $2 == "rate" && $3 == '"$small"' && $5 == '"$1"' { print 1 / $6 }' \
+    "$tmp/rt.csv" 2>/dev/null | sort -g | tail -1; }
+cor_mr=$(rate_of 1) cor_mr16=$(rate_of 16)
+gm_mr=$(awk -v u="$gm_msg_us" 'BEGIN { if (u + 0 > 0) printf "%.3f", 1 / u; else print "-" }')
 
 echo "# gm route vs gm-pingpong vs fi_pingpong (shm), $(date -u +%FT%TZ), $(nproc) cpus"
 echo "# load average before: $load0; best of $reps"
@@ -113,6 +131,12 @@ printf "%-44s %10s %10s %10s %7s  %s\n" "MB/s, 1 MiB (cor stream vs fi one-way)"
     "$gm_rate" "${cor_rate:--}" "$r2" ">= 0.60 x fi: $(ok "$r2" ge 0.60)"
 printf "%-44s %10s %10s %10s\n" "MB/s, 1 MiB pingpong (reference)" "$fi_rate" "-" "${cor_pp_big:--}"
 printf "%-44s %10s %10s %10s\n" "MB/s, 64 KiB stream (1 port, 1 pair)" "-" "-" "${cor_64k:--}"
+r4=$(ratio "${cor_mr:--}" "$gm_mr")
+printf "%-44s %10s %10s %10s %7s  %s\n" "M msg/s, $small B (cor rate vs gm stream)" "-" "$gm_mr" \
+    "$(printf '%.3f' "${cor_mr:-0}")" "$r4" ">= 0.50 x gm: $(ok "$r4" ge 0.50)"
+r5=$(ratio "${cor_mr16:--}" "${cor_mr:--}")
+printf "%-44s %10s %10s %10s %7s  %s\n" "M msg/s, $small B, 16 pairs (vs 1 pair)" "-" "-" \
+    "$(printf '%.3f' "${cor_mr16:-0}")" "$r5" ">= 1 pair: $(ok "$r5" ge 1.0)"
 echo "# multiport (64 KiB, one task pair per port): ports MB/s"
 awk -F, '$2 == "multiport" { if (!($4 in b) || $7 + 0 > b[$4]) b[$4] = $7 + 0 }
     END { for (p = 1; p <= 4; p++) if (p in b) printf "  %d %.1f\n", p, b[p] }' "$tmp/mp.csv" 2>/dev/null
@@ -128,5 +152,6 @@ six=$(awk -F, '$2 == "multitask" && $5 == 16 { print $7 }' "$tmp/md.csv" 2>/dev/
 echo "# multitask, --distinct-buffers (64 KiB): 1 pair ${one:--}, 16 pairs ${six:--} MB/s"
 echo "  16 pairs / 1 pair = $(ratio "${six:--}" "${one:--}") (reported: 16 pairs' buffers exceed a core's L2)"
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-[ -n "$csv" ] && cat "$tmp"/pp.csv "$tmp"/st.csv "$tmp"/mp.csv "$tmp"/mt.csv "$tmp"/md.csv >>"$csv" 2>/dev/null
+[ -n "$csv" ] && cat "$tmp"/pp.csv "$tmp"/st.csv "$tmp"/rt.csv "$tmp"/mp.csv "$tmp"/mt.csv \
+    "$tmp"/md.csv >>"$csv" 2>/dev/null
 exit 0
