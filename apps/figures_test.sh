@@ -69,6 +69,19 @@ if grep -q 'elapsed' "$dir/figures.out"; then
     cat "$dir/figures.out"
 fi
 grep -q '^figures: .* plots and ' "$dir/figures.out" || fail "no summary line in the output"
+# On a terminal (a pty from script(1)): which measurement, the time elapsed and an estimate.
+if command -v script >/dev/null 2>&1; then
+    timeout 300 script -qec "'$src/scripts/figures' --quick --no-pvm --only fig6 --builddir '$top' \
+        --out '$dir/tty'" /dev/null >"$dir/tty.out" 2>&1
+    if grep -q 'figures \[1/4\] udp-multiport: [0-9]* s elapsed, about [0-9]* s left' "$dir/tty.out"; then
+        echo "ok: progress on a terminal"
+    else
+        fail "no progress line on a terminal; got:"
+        cat "$dir/tty.out"
+    fi
+else
+    echo "skip: progress on a terminal (script(1) from util-linux is not installed)"
+fi
 
 # ---- cor-bench --plot ----
 timeout 120 "$b/cor-run" -n 2 "$b/cor-bench" pingpong --sizes 0,1K,64K --iters 0.02 --reps 1 \
