@@ -3,7 +3,8 @@
  * prints; at the end it writes a gnuplot script (the rows inline as data blocks) to a gnuplot
  * process through a pipe. Size modes give two panels by message size: time per message (or
  * messages/s for the rate modes) and MB/s; multiport and multitask give the aggregate rate by
- * port or pair count, one curve per size. Axes are logarithmic where the values span decades.
+ * port or pair count, one curve per size. An axis is logarithmic where its values span a decade
+ * or more.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -53,11 +54,12 @@ void bench_plot_keep(const struct bench_row *r)
     p->mbps = r->mbps;
 }
 
-/* A curve: the rows with the same route and mode (and, by count, the same size). */
+/* A curve: the rows with the same route and mode, and by count the same size, by size the same
+ * port and pair counts (a mode may measure several). */
 static int same_curve(const struct plot_row *a, const struct plot_row *b, int by_count)
 {
     return !strcmp(a->route, b->route) && !strcmp(a->mode, b->mode) &&
-           (!by_count || a->bytes == b->bytes);
+           (by_count ? a->bytes == b->bytes : a->ports == b->ports && a->pairs == b->pairs);
 }
 
 static double row_x(const struct plot_row *r, int multiport, int multitask)
@@ -83,17 +85,21 @@ static int spans_decades(int col, int multiport, int multitask)
 /* Data blocks $c0, $c1 ... one per curve, and their titles; rows with x <= 0 are left out on a
  * log x axis. Returns the number of curves. */
 static int write_blocks(FILE *g, int by_count, int multiport, int multitask, int logx,
-                        char titles[][96], int max)
+                        char titles[][128], int max)
 {
     int ncurves = 0;
     int done[PLOT_MAX_ROWS] = {0};
     for (int i = 0; i < nrows && ncurves < max; i++) {
         if (done[i]) continue;
         if (by_count)
-            snprintf(titles[ncurves], 96, "%.40s %.40s, %zu B", rows[i].route, rows[i].mode,
-                     rows[i].bytes);
+            snprintf(titles[ncurves], sizeof titles[ncurves], "%.31s %.31s, %zu B", rows[i].route,
+                     rows[i].mode, rows[i].bytes);
+        else if (rows[i].pairs > 1 || rows[i].ports > 1)
+            snprintf(titles[ncurves], sizeof titles[ncurves], "%.31s %.31s, %d port(s), %d pair(s)",
+                     rows[i].route, rows[i].mode, rows[i].ports, rows[i].pairs);
         else
-            snprintf(titles[ncurves], 96, "%.40s %.40s", rows[i].route, rows[i].mode);
+            snprintf(titles[ncurves], sizeof titles[ncurves], "%.31s %.31s", rows[i].route,
+                     rows[i].mode);
         fprintf(g, "$c%d << EOD\n", ncurves);
         for (int j = i; j < nrows; j++) {
             if (done[j] || !same_curve(&rows[i], &rows[j], by_count)) continue;
@@ -120,7 +126,7 @@ static void put_quoted(FILE *g, const char *s)
     fputc('\'', g);
 }
 
-static void plot_curves(FILE *g, int ncurves, char titles[][96], int column)
+static void plot_curves(FILE *g, int ncurves, char titles[][128], int column)
 {
     fprintf(g, "plot ");
     for (int c = 0; c < ncurves; c++) {
@@ -136,7 +142,7 @@ static void write_script(FILE *g, const struct bench *b, const char *png)
     int by_count = multiport || multitask;
     int rate = !strncmp(b->mode, "rate", 4);
     int logx = !multiport && spans_decades(0, multiport, multitask);
-    char titles[64][96];
+    char titles[64][128];
     int ncurves = write_blocks(g, by_count, multiport, multitask, logx, titles, 64);
 
     fprintf(g,
