@@ -52,6 +52,7 @@ struct bench {
     int recv_alloc;     /* --recv-alloc: cor_recvI (core buffers) instead of cor_recvI_into */
     FILE *csv;          /* --csv FILE (domain 0 only), or NULL */
     int quiet;          /* no table on stdout */
+    const char *plot;   /* --plot FILE.png (drawn by domain 0), or NULL */
     long count;         /* dsm: operations per measure (--count) */
     int tasks;          /* dsm: tasks per domain of the aggregate pipelined adds (--tasks) */
     /* Progress on a terminal: domain 0 with stderr a tty only. The run is `nphases` equal
@@ -97,6 +98,12 @@ void bench_progress(const struct bench *b, int step, int steps, size_t bytes);
 void bench_progress_clear(const struct bench *b);
 void bench_row(const struct bench *b, const struct bench_row *row);
 void bench_flush(const struct bench *b);
+
+/* --plot (bench_plot.c): whether gnuplot is in PATH; keep a printed row (domain 0); draw
+ * the kept rows into png with gnuplot at the end of the run (0 or a CoR error, printed). */
+int bench_plot_available(void);
+void bench_plot_keep(const struct bench_row *row);
+int bench_plot_write(const struct bench *b, const char *png);
 
 /* Prints "cor-bench: what: error text" to stderr and returns err. */
 int bench_fail(const char *what, int err);

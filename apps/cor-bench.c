@@ -7,7 +7,8 @@
  *
  * and libcordsm's operations beside the task API's round trip (cor-bench dsm, 2 or more
  * domains). This file reads the options, joins the session and prints rows; the modes live in
- * bench_task.c, bench_multi.c, bench_raw.c, bench_socket.c and bench_dsm.c.
+ * bench_task.c, bench_multi.c, bench_raw.c, bench_socket.c and bench_dsm.c, --plot in
+ * bench_plot.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -58,6 +59,9 @@ static const char usage[] =
     "                    64,1K,16K,256K,1M)\n"
     "  --csv FILE        write rows route,mode,bytes,ports,pairs,one_way_us,MBps\n"
     "                    (dsm: route,domains,what,count,median,p99,unit,per_R,goal,met)\n"
+    "  --plot FILE.png   draw this run's rows with gnuplot (not dsm): by size, time per\n"
+    "                    message and MB/s on log axes; multiport/multitask: aggregate\n"
+    "                    MB/s by port or pair count\n"
     "  --quiet           no table on standard output\n"
     "When standard error is a terminal, domain 0 shows there the size being measured, the\n"
     "time elapsed and an estimate of the time left.\n";
@@ -159,6 +163,7 @@ void bench_progress_clear(const struct bench *b)
 static void row_print(const struct bench *b, const struct bench_row *r)
 {
     bench_progress_clear(b);
+    if (b->plot) bench_plot_keep(r);
     if (!b->quiet && !strcmp(b->mode, "rate")) {
         /* messages/s in millions: one message every one_way_us */
         printf("%-11s %-11s %9zu %5d %10.3f %10.2f %10.1f\n", r->route, r->mode, r->bytes, r->pairs,
@@ -372,6 +377,8 @@ static int parse_args(int argc, char **argv, struct bench *b, const char **csv_p
                 b->tasks = (int)t;
             } else if (!strcmp(a, "--csv")) {
                 *csv_path = next;
+            } else if (!strcmp(a, "--plot")) {
+                b->plot = next;
             } else {
                 return bad_usage("unknown option %s", a);
             }
@@ -401,6 +408,13 @@ static int parse_args(int argc, char **argv, struct bench *b, const char **csv_p
     if (rate && pairs && (b->raw || b->baseline_udp))
         return bad_usage("%s",
                          "rate --raw and --baseline measure one pair: --pairs does not apply");
+    if (dsm && b->plot) return bad_usage("%s", "--plot draws the transfer modes, not dsm");
+    /* Before the run, not after it: a long measurement should not end without its figure. */
+    if (b->plot && !bench_plot_available()) {
+        fprintf(stderr, "cor-bench: --plot needs gnuplot, which is not in PATH (Debian package "
+                        "gnuplot-nox)\n");
+        return 1;
+    }
     if (b->raw && (b->baseline_udp || !strcmp(b->mode, "udp-raw")))
         return bad_usage("%s", "--raw and the UDP socket baseline exclude each other");
     if (sizes && parse_sizes(sizes, b->sizes, BENCH_MAX_SIZES, &b->nsizes) < 0)
@@ -490,6 +504,7 @@ int main(int argc, char **argv)
     err = run_mode(&b);
     bench_flush(&b);
     bench_progress_clear(&b);
+    if (!err && b.plot && b.rank == 0) err = bench_plot_write(&b, b.plot);
     if (b.csv && fclose(b.csv) != 0) {
         fprintf(stderr, "cor-bench: writing %s: %s\n", csv_path, strerror(errno));
         err = err ? err : COR_EIO;

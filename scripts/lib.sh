@@ -7,7 +7,7 @@ COR_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # Debian packages the build, the tests and the sanitizer runs need.
 COR_PACKAGES=(build-essential autoconf automake libtool pkg-config libcunit1-dev libfabric-dev
     libfabric-bin pvm-dev pvm pvm-examples iproute2 clang libclang-rt-14-dev python3
-    man-db groff-base util-linux)
+    man-db groff-base util-linux gnuplot-nox)
 
 say() { printf '\n=== %s\n' "$*"; }
 
@@ -64,9 +64,11 @@ cor_configure() {
     fi
 }
 
-# Route plugins of a build, found without `make install`.
+# Route plugins of a build (DIR in $COR_TOP, or an absolute path), found without `make install`.
 cor_route_path() {
-    echo "$COR_TOP/$1/cor/routes/udp/.libs:$COR_TOP/$1/cor/routes/gm/.libs"
+    local d=$1
+    case $d in /*) ;; *) d=$COR_TOP/$d ;; esac
+    echo "$d/cor/routes/udp/.libs:$d/cor/routes/gm/.libs"
 }
 
 # cor_prepare DIR [configure options]: packages, configure script, configure, make.
