@@ -239,7 +239,7 @@ COR_API int cor_test(cor_req_t *req, int *done, cor_status_t *status)
 {
     if (!req || !done) return COR_EINVAL;
     struct cor_req *r = cor__req_lookup(*req);
-    if (!r) return COR_EBADHANDLE;
+    if (!r) return COR_EINVAL;
     if (!req_done(r)) {
         cor__progress_all();
         if (!req_done(r)) {
@@ -255,7 +255,7 @@ COR_API int cor_peek(cor_req_t req, int *done)
 {
     if (!done) return COR_EINVAL;
     struct cor_req *r = cor__req_lookup(req);
-    if (!r) return COR_EBADHANDLE;
+    if (!r) return COR_EINVAL;
     *done = req_done(r);
     return COR_OK;
 }
@@ -264,7 +264,7 @@ COR_API int cor_wait(cor_req_t *req, cor_status_t *status)
 {
     if (!req) return COR_EINVAL;
     struct cor_req *r = cor__req_lookup(*req);
-    if (!r) return COR_EBADHANDLE;
+    if (!r) return COR_EINVAL;
     cor__req_block(r);
     return finish(req, r, status);
 }
@@ -293,7 +293,7 @@ COR_API int cor_wait_timeout(cor_req_t *req, long spin_us, long timeout_us, int 
 {
     if (!req || !done || timeout_us < 0) return COR_EINVAL;
     struct cor_req *r = cor__req_lookup(*req);
-    if (!r) return COR_EBADHANDLE;
+    if (!r) return COR_EINVAL;
     struct timed t = {r, cor__now_ns() + (uint64_t)timeout_us * 1000u, stop, stop_arg};
     bool shared = r->owner->reserved;
     wait_until(timed_out_or_done, &t, !shared && r->owner != cor__task_self(),
@@ -339,7 +339,7 @@ COR_API int cor_waitany(size_t n, cor_req_t *reqs, size_t *index, cor_status_t *
     size_t live = 0;
     for (size_t i = 0; i < n; i++) {
         if (reqs[i] == COR_REQ_NULL) continue;
-        if (!cor__req_lookup(reqs[i])) return COR_EBADHANDLE;
+        if (!cor__req_lookup(reqs[i])) return COR_EINVAL;
         live++;
     }
     if (!live) {
@@ -355,7 +355,7 @@ COR_API int cor_waitall(size_t n, cor_req_t *reqs, cor_status_t *statuses)
 {
     if (!reqs && n) return COR_EINVAL;
     for (size_t i = 0; i < n; i++)
-        if (reqs[i] != COR_REQ_NULL && !cor__req_lookup(reqs[i])) return COR_EBADHANDLE;
+        if (reqs[i] != COR_REQ_NULL && !cor__req_lookup(reqs[i])) return COR_EINVAL;
     struct many m = {n, reqs, true, 0};
     wait_until(many_done, &m, any_foreign(n, reqs), NULL, g.spin_ns, 0);
     int first = COR_OK;
@@ -372,7 +372,7 @@ COR_API int cor_cancel(cor_req_t *req)
 {
     if (!req) return COR_EINVAL;
     struct cor_req *r = cor__req_lookup(*req);
-    if (!r) return COR_EBADHANDLE;
+    if (!r) return COR_EINVAL;
     if (r->kind != REQ_RECV) return COR_EINVAL;
     struct cor_task *t = r->owner;
     COR_LOCK(&t->lock);

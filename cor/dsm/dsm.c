@@ -100,6 +100,7 @@ struct cor_dsm_barrier {
     int *members;                 /* domain ranks, ascending */
     int err;                      /* COR_EPEERDEAD once a member died */
     int inside;                   /* tasks in cor_dsm_barrier_wait: no destroy meanwhile */
+    uint64_t handle;              /* its cor_dsm_barrier_t, once created (D.lock) */
     struct dsm_bar st;
 };
 
@@ -333,7 +334,17 @@ struct cor_dsm_op {
     int smode;
     unsigned char small[DSM_REQ_HDR + COR_NAME_MAX + 32];
     unsigned char rsmall[DSM_REP_HDR + DSM_INFO_HDR + COR_NAME_MAX];
+    uint64_t handle; /* its cor_dsm_req_t (after small: op_init leaves it) */
 };
+
+/* The API's handle types carry dsm_handle.c's handles, never pointers. */
+#define HANDLE(x) ((uint64_t)(uintptr_t)(x))
+#define AS_HANDLE(type, h) ((type)(uintptr_t)(h))
+
+static struct copy *region_of(cor_dsm_region_t rgn)
+{
+    return dsm_handle_get(DSM_H_REGION, HANDLE(rgn));
+}
 
 static __thread uint32_t tls_id;
 
@@ -441,12 +452,12 @@ static int op_abort(struct cor_dsm_op *o, int err)
 }
 
 static void held_settle(struct cor_dsm_op *o);
-static int section_begin(cor_dsm_region_t rgn, int mode, bool block);
+static int section_begin(struct copy *c, int mode, bool block);
 
 static int op_wait(struct cor_dsm_op *o)
 {
     if (!o->done && o->section) {
-        o->result = section_begin((cor_dsm_region_t)o->section, o->smode, true);
+        o->result = section_begin(o->section, o->smode, true);
         o->done = true;
     }
     if (!o->done) {
@@ -469,7 +480,7 @@ static int op_test(struct cor_dsm_op *o, int *done)
 {
     *done = 0;
     if (!o->done && o->section) {
-        int err = section_begin((cor_dsm_region_t)o->section, o->smode, false);
+        int err = section_begin(o->section, o->smode, false);
         if (err == COR_EAGAIN) return COR_OK;
         o->result = err;
         o->done = true;
@@ -562,17 +573,29 @@ static int run_blocking(struct cor_dsm_op *o, int err)
 static int run_nb(struct cor_dsm_op *o, int err, cor_dsm_req_t *req)
 {
     if (err) {
+        dsm_handle_take(DSM_H_REQ, o->handle, false);
         free(o);
         *req = NULL;
         return err;
     }
-    *req = o;
+    *req = AS_HANDLE(cor_dsm_req_t, o->handle);
     return COR_OK;
+}
+
+/* An operation with its handle taken before it starts (none can fail once it runs). */
+static struct cor_dsm_op *nb_alloc(void)
+{
+    struct cor_dsm_op *o = malloc(sizeof *o);
+    if (o && !(o->handle = dsm_handle_put(DSM_H_REQ, o))) {
+        free(o);
+        o = NULL;
+    }
+    return o;
 }
 
 #define NB_ALLOC(o, req)                                                                           \
     if (!(req)) return COR_EINVAL;                                                                 \
-    struct cor_dsm_op *o = malloc(sizeof *o);                                                      \
+    struct cor_dsm_op *o = nb_alloc();                                                             \
     if (!o) return COR_ENOMEM
 
 static size_t tsz(cor_type_t type)
@@ -690,22 +713,34 @@ COR_API int cor_dsm_appendI(cor_idp_t obj, cor_type_t type, const void *data, si
     return run_nb(o, obj_op(o, obj, DSM_OP_APPEND, 0, count, type, data, n, NULL, slot), req);
 }
 
+/* A test or wait has the handle to itself (claimed), so two tasks completing one handle at
+ * once cannot both free it: the second gets COR_EINVAL. */
 COR_API int cor_dsm_test(cor_dsm_req_t *req, int *done)
 {
-    if (!req || !*req || !done) return COR_EBADHANDLE;
-    int err = op_test(*req, done);
-    if (*done) {
-        free(*req);
-        *req = NULL;
+    if (!req || !done) return COR_EINVAL;
+    uint64_t h = HANDLE(*req);
+    struct cor_dsm_op *o = dsm_handle_claim(DSM_H_REQ, h);
+    if (!o) return COR_EINVAL;
+    int err = op_test(o, done);
+    if (!*done) {
+        dsm_handle_unclaim(DSM_H_REQ, h);
+        return err;
     }
+    dsm_handle_take(DSM_H_REQ, h, true);
+    free(o);
+    *req = NULL;
     return err;
 }
 
 COR_API int cor_dsm_wait(cor_dsm_req_t *req)
 {
-    if (!req || !*req) return COR_EBADHANDLE;
-    int err = op_wait(*req);
-    free(*req);
+    if (!req) return COR_EINVAL;
+    uint64_t h = HANDLE(*req);
+    struct cor_dsm_op *o = dsm_handle_claim(DSM_H_REQ, h);
+    if (!o) return COR_EINVAL;
+    int err = op_wait(o);
+    dsm_handle_take(DSM_H_REQ, h, true);
+    free(o);
     *req = NULL;
     return err;
 }
@@ -1075,6 +1110,20 @@ static void copy_free(struct copy *c)
     free(c);
 }
 
+/* One map of c: a handle of its own (the unmap ends it). */
+static int map_handle(struct copy *c, cor_dsm_region_t *rgn)
+{
+    atomic_fetch_add(&c->maps, 1);
+    uint64_t h = dsm_handle_put(DSM_H_REGION, c);
+    if (!h) {
+        atomic_fetch_sub(&c->maps, 1);
+        if (c->x) res_put(c->x);
+        return COR_ENOMEM;
+    }
+    *rgn = AS_HANDLE(cor_dsm_region_t, h);
+    return COR_OK;
+}
+
 COR_API int cor_dsm_map(cor_idp_t obj, cor_dsm_region_t *rgn)
 {
     if (!is_up()) return COR_ESTATE;
@@ -1087,9 +1136,7 @@ COR_API int cor_dsm_map(cor_idp_t obj, cor_dsm_region_t *rgn)
             res_put(x);
             return COR_DSM_EPROTOCOL;
         }
-        atomic_fetch_add(&x->hc.maps, 1);
-        *rgn = (cor_dsm_region_t)&x->hc; /* the reference is the map's */
-        return COR_OK;
+        return map_handle(&x->hc, rgn); /* the reference is the map's */
     }
     struct copy *c = copy_find(obj);
     if (!c) {
@@ -1123,15 +1170,13 @@ COR_API int cor_dsm_map(cor_idp_t obj, cor_dsm_region_t *rgn)
         unlock_or_die(&D.lock);
         if (n) copy_free(n); /* another task mapped it first */
     }
-    atomic_fetch_add(&c->maps, 1);
-    *rgn = (cor_dsm_region_t)c;
-    return COR_OK;
+    return map_handle(c, rgn);
 }
 
 COR_API int cor_dsm_region_data(cor_dsm_region_t rgn, void **data, size_t *count)
 {
-    struct copy *c = (struct copy *)rgn;
-    if (!c || !data) return c ? COR_EINVAL : COR_EBADHANDLE;
+    struct copy *c = region_of(rgn);
+    if (!c || !data) return COR_EINVAL;
     *data = c->data;
     if (count) *count = c->count;
     return COR_OK;
@@ -1139,10 +1184,10 @@ COR_API int cor_dsm_region_data(cor_dsm_region_t rgn, void **data, size_t *count
 
 COR_API int cor_dsm_unmap(cor_dsm_region_t rgn)
 {
-    struct copy *c = (struct copy *)rgn;
-    if (!c) return COR_EBADHANDLE;
+    struct copy *c = region_of(rgn);
+    if (!c) return COR_EINVAL;
     if (tls_find(c) >= 0) return COR_DSM_ESECTION;
-    if (atomic_load(&c->maps) <= 0) return COR_EBADHANDLE;
+    if (!dsm_handle_take(DSM_H_REGION, HANDLE(rgn), false)) return COR_EINVAL; /* a racing unmap */
     atomic_fetch_sub(&c->maps, 1);
     if (c->x) res_put(c->x);
     return COR_OK;
@@ -1299,11 +1344,10 @@ static int section_start(struct copy *c, int mode, bool block, bool *fast)
     return err;
 }
 
-static int section_begin(cor_dsm_region_t rgn, int mode, bool block)
+static int section_begin(struct copy *c, int mode, bool block)
 {
-    struct copy *c = (struct copy *)rgn;
-    if (!c) return COR_EBADHANDLE;
     if (!is_up()) return COR_ESTATE;
+    if (!c) return COR_EINVAL;
     if (tls_find(c) >= 0) return COR_DSM_ESECTION;
     if (tls_nsec == MAX_OPEN_SECTIONS) return COR_ELIMIT;
     bool fast;
@@ -1317,10 +1361,9 @@ static int section_begin(cor_dsm_region_t rgn, int mode, bool block)
     return err;
 }
 
-static int section_end(cor_dsm_region_t rgn, int mode)
+static int section_end(struct copy *c, int mode)
 {
-    struct copy *c = (struct copy *)rgn;
-    if (!c) return COR_EBADHANDLE;
+    if (!c) return COR_EINVAL;
     int i = tls_find(c);
     if (i < 0 || tls_sec[i].mode != mode) return COR_DSM_ESECTION;
     bool fast = tls_sec[i].fast;
@@ -1340,26 +1383,26 @@ static int section_end(cor_dsm_region_t rgn, int mode)
 
 COR_API int cor_dsm_start_read(cor_dsm_region_t rgn)
 {
-    return section_begin(rgn, DSM_MODE_READ, true);
+    return section_begin(region_of(rgn), DSM_MODE_READ, true);
 }
 COR_API int cor_dsm_end_read(cor_dsm_region_t rgn)
 {
-    return section_end(rgn, DSM_MODE_READ);
+    return section_end(region_of(rgn), DSM_MODE_READ);
 }
 COR_API int cor_dsm_start_write(cor_dsm_region_t rgn)
 {
-    return section_begin(rgn, DSM_MODE_WRITE, true);
+    return section_begin(region_of(rgn), DSM_MODE_WRITE, true);
 }
 COR_API int cor_dsm_end_write(cor_dsm_region_t rgn)
 {
-    return section_end(rgn, DSM_MODE_WRITE);
+    return section_end(region_of(rgn), DSM_MODE_WRITE);
 }
 
 COR_API int cor_dsm_flush(cor_dsm_region_t rgn)
 {
-    struct copy *c = (struct copy *)rgn;
-    if (!c) return COR_EBADHANDLE;
     if (!is_up()) return COR_ESTATE;
+    struct copy *c = region_of(rgn);
+    if (!c) return COR_EINVAL;
     if (tls_find(c) >= 0) return COR_DSM_ESECTION;
     if (c->x) return COR_OK; /* the home's copy is the object itself */
     copy_lock(c);
@@ -1618,13 +1661,13 @@ static void cached_peer_dead(int d)
 static int section_op(struct cor_dsm_op *o, cor_dsm_region_t rgn, int mode)
 {
     memset(o, 0, offsetof(struct cor_dsm_op, small));
-    o->section = (struct copy *)rgn;
+    o->section = region_of(rgn);
     o->smode = mode;
-    int err = section_begin(rgn, mode, false);
+    int err = section_begin(o->section, mode, false);
     if (err == COR_EAGAIN) return COR_OK;
     o->done = true;
     o->result = err;
-    return err == COR_DSM_ESECTION || err == COR_EBADHANDLE || err == COR_ELIMIT ? err : COR_OK;
+    return err == COR_DSM_ESECTION || err == COR_EINVAL || err == COR_ELIMIT ? err : COR_OK;
 }
 
 COR_API int cor_dsm_start_readI(cor_dsm_region_t rgn, cor_dsm_req_t *req)
@@ -1946,7 +1989,13 @@ COR_API int cor_dsm_barrier_create(const char *name, cor_idp_t ldom, int local_t
         dsm_bar_setup(&b->st, n, pos, local_tasks);
         for (int i = 0; i < n; i++)
             if (atomic_load(&D.dead[members[i]])) b->err = COR_EPEERDEAD;
-        *bar = b;
+        b->handle = dsm_handle_put(DSM_H_BARRIER, b);
+        if (!b->handle) {
+            b->created = false;
+            b->members = NULL;
+            err = COR_ENOMEM;
+        }
+        *bar = AS_HANDLE(cor_dsm_barrier_t, b->handle);
     }
     unlock_or_die(&D.lock);
     if (err) free(members);
@@ -2061,14 +2110,18 @@ static void bar_drive(struct cor_dsm_barrier *b, uint64_t epoch)
     }
 }
 
-COR_API int cor_dsm_barrier_wait(cor_dsm_barrier_t b)
+COR_API int cor_dsm_barrier_wait(cor_dsm_barrier_t bar)
 {
     if (!is_up()) return COR_ESTATE;
-    if (!b || !b->created) return COR_EINVAL;
     struct dsm_bar_msg msgs[DSM_MAX_ROUNDS];
     int nmsg = 0;
     bool completed = false;
-    lock_or_die(&D.lock);
+    lock_or_die(&D.lock); /* the handle is looked up under it: no destroy in between */
+    struct cor_dsm_barrier *b = dsm_handle_get(DSM_H_BARRIER, HANDLE(bar));
+    if (!b) {
+        unlock_or_die(&D.lock);
+        return COR_EINVAL;
+    }
     int err = b->err;
     uint64_t epoch = b->st.epoch;
     if (!err && dsm_bar_arrive(&b->st)) nmsg = dsm_bar_advance(&b->st, msgs, &completed);
@@ -2112,15 +2165,16 @@ COR_API int cor_dsm_barrier_wait(cor_dsm_barrier_t b)
     return err;
 }
 
-COR_API int cor_dsm_barrier_destroy(cor_dsm_barrier_t b)
+COR_API int cor_dsm_barrier_destroy(cor_dsm_barrier_t bar)
 {
     if (!is_up()) return COR_ESTATE;
-    if (!b || !b->created) return COR_EINVAL;
     lock_or_die(&D.lock);
-    if (b->st.arrived > 0 || b->inside > 0) {
+    struct cor_dsm_barrier *b = dsm_handle_get(DSM_H_BARRIER, HANDLE(bar));
+    if (!b || b->st.arrived > 0 || b->inside > 0) {
         unlock_or_die(&D.lock);
-        return COR_EBUSY;
+        return b ? COR_EBUSY : COR_EINVAL;
     }
+    dsm_handle_take(DSM_H_BARRIER, b->handle, false);
     for (struct cor_dsm_barrier **p = &D.bars; *p; p = &(*p)->next)
         if (*p == b) {
             *p = b->next;
@@ -2598,7 +2652,7 @@ static void *service(void *arg)
         int done = 0;
         cor_status_t st;
         int rc = cor_wait_timeout(&rr, D.spin_us, WAIT_SLICE_US, svc_stop, NULL, &done, &st);
-        if (rc == COR_EBADHANDLE) rr = COR_REQ_NULL;
+        if (rc == COR_EINVAL) rr = COR_REQ_NULL;
         if (done) {
             if (rc == COR_OK && msg) serve(msg, st.count * cor_type_size(st.type), st.source);
             if (msg) cor_releaseBuffer(msg);
@@ -2700,6 +2754,7 @@ COR_API int cor_dsm_finalize(void)
     free(D.pend);
     D.pend = NULL;
     D.npend = D.cappend = 0;
+    dsm_handle_clear();
     /* D.dead and D.svcs stay: the core may still report a death to on_death. */
     atomic_store(&D.up, 0);
     return err;

@@ -16,6 +16,26 @@
 #include "cor/cor.h"
 #include "cor/dsm.h"
 
+/* ---- Handles (dsm_handle.c; thread-safe, unlike the pure parts below) ------------------
+ *
+ * What the API hands out as cor_dsm_req_t, cor_dsm_region_t and cor_dsm_barrier_t is a
+ * handle of this table cast to the pointer type: slot + generation + kind, so a stale,
+ * forged or other-kind handle is found out (COR_EINVAL) instead of dereferenced.
+ */
+enum dsm_handle_kind { DSM_H_REQ = 1, DSM_H_REGION = 2, DSM_H_BARRIER = 3 };
+/* A new handle for obj, or 0 (out of memory, or 2^24 handles live). */
+uint64_t dsm_handle_put(enum dsm_handle_kind kind, void *obj);
+/* The object of a live handle, or NULL. */
+void *dsm_handle_get(enum dsm_handle_kind kind, uint64_t h);
+/* Takes a live handle for the caller alone (get, put and claim fail meanwhile): the object,
+ * or NULL. Ended by dsm_handle_unclaim or dsm_handle_take(.., true). */
+void *dsm_handle_claim(enum dsm_handle_kind kind, uint64_t h);
+void dsm_handle_unclaim(enum dsm_handle_kind kind, uint64_t h);
+/* Ends a handle (claimed by the caller or not): its object, or NULL if it was not live. */
+void *dsm_handle_take(enum dsm_handle_kind kind, uint64_t h, bool claimed);
+/* Ends every handle (cor_dsm_finalize: what they named is gone). */
+void dsm_handle_clear(void);
+
 /* ---- Wire format ----------------------------------------------------------------------
  *
  * Every DSM message travels as COR_BYTE data in the DSM context, between a client task and

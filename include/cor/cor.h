@@ -28,13 +28,13 @@ extern "C" {
 
 /* ---- Errors ---------------------------------------------------------------------------- */
 
-/* X(name, value, text): the one list of error codes; generates the enum and cor_strerror. */
+/* X(name, value, text): the one list of error codes; generates the enum and cor_strerror.
+ * A bad, stale or forged handle of any kind is COR_EINVAL (-4 is no longer used). */
 #define COR_ERRNO_MAP(X)                                                                     \
     X(OK, 0, "success")                                                                      \
     X(EAGAIN, -1, "resource temporarily unavailable, try again")                             \
     X(EINVAL, -2, "invalid argument")                                                        \
     X(ENOMEM, -3, "out of memory")                                                           \
-    X(EBADHANDLE, -4, "bad or already completed request handle")                             \
     X(ETRUNC, -5, "message truncated: receive buffer too small")                             \
     X(ETYPE, -6, "data type of message and receive differ")                                  \
     X(ECANCELED, -7, "operation canceled")                                                   \

@@ -158,6 +158,8 @@ COR_API int cor_dsm_quiet(void);
  * the request before the call returns, so only outputs matter). A cor_dsm_req_t is not a
  * cor_req_t: it is completed only by these calls, from any task, exactly once.
  */
+/* libcordsm's handles (requests, regions, barriers) are opaque: slot + generation + kind in a
+ * pointer type, never an address, so a stale, forged or other-kind one is COR_EINVAL. */
 typedef struct cor_dsm_op *cor_dsm_req_t; /* NULL after completion */
 
 COR_API int cor_dsm_getI(cor_idp_t obj, size_t offset, size_t count, cor_type_t type, void *buf,
@@ -174,7 +176,7 @@ COR_API int cor_dsm_appendI(cor_idp_t obj, cor_type_t type, const void *data, si
                             uint64_t *slot, cor_dsm_req_t *req);
 
 /* *done = 1 and the operation's result when it completed (the handle becomes NULL), else
- * *done = 0 and COR_OK. COR_EBADHANDLE for a NULL handle. */
+ * *done = 0 and COR_OK. COR_EINVAL for a NULL, completed or forged handle. */
 COR_API int cor_dsm_test(cor_dsm_req_t *req, int *done);
 /* Waits for completion; returns the operation's result; the handle becomes NULL. */
 COR_API int cor_dsm_wait(cor_dsm_req_t *req);
@@ -211,7 +213,7 @@ typedef struct cor_dsm_region *cor_dsm_region_t;
  * this domain maps it). Every map is matched by an unmap. */
 COR_API int cor_dsm_map(cor_idp_t obj, cor_dsm_region_t *rgn);
 /* *data = the domain's copy (count elements of the object's type), to be touched only inside
- * sections; *count (may be NULL) = its elements. COR_EBADHANDLE for a NULL region. */
+ * sections; *count (may be NULL) = its elements. COR_EINVAL for a NULL, unmapped or forged region. */
 COR_API int cor_dsm_region_data(cor_dsm_region_t rgn, void **data, size_t *count);
 /* The copy stays cached (within the budget) after the last unmap. */
 COR_API int cor_dsm_unmap(cor_dsm_region_t rgn);

@@ -55,8 +55,7 @@ static void on_unstick(int sig, siginfo_t *si, void *ctx)
 static int claim(int sig)
 {
     struct sigaction old, sa;
-    if (sigaction(sig, NULL, &old) != 0 || old.sa_handler != SIG_DFL ||
-        (old.sa_flags & SA_SIGINFO))
+    if (sigaction(sig, NULL, &old) != 0 || old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO))
         return -1;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_unstick;

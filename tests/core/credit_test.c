@@ -254,7 +254,7 @@ static int finish(cor_req_t *r, cor_status_t *st)
     for (int i = 0; i < 1000; i++) {
         int done = 0;
         int err = cor_test(r, &done, st);
-        if (done || err == COR_EBADHANDLE) return err;
+        if (done || err == COR_EINVAL) return err;
         pump();
     }
     return 999;

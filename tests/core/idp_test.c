@@ -89,7 +89,7 @@ static void test_type_size(void)
 static void test_strerror(void)
 {
     /* every code has its own text; unknown codes still get a string */
-    const int codes[] = {COR_OK,        COR_EAGAIN,   COR_EINVAL,    COR_ENOMEM,  COR_EBADHANDLE,
+    const int codes[] = {COR_OK,        COR_EAGAIN,   COR_EINVAL,    COR_ENOMEM,
                          COR_ETRUNC,    COR_ETYPE,    COR_ECANCELED, COR_EPEERDEAD,
                          COR_ENOTFOUND, COR_EROUTE,   COR_ECLOSED,   COR_EBUSY,   COR_ESTATE,
                          COR_ELIMIT,    COR_EBOOT,    COR_EIO,       COR_EPROTO,  COR_ETIMEDOUT,

@@ -226,11 +226,17 @@ static void test_atomics(void)
     EXPECT_ERR(cor_dsm_append(fifo, COR_LONG, &v, 1, NULL), COR_ELIMIT);
     cor_dsm_req_t r = NULL;
     int done;
-    EXPECT_ERR(cor_dsm_test(&r, &done), COR_EBADHANDLE);
-    EXPECT_ERR(cor_dsm_wait(&r), COR_EBADHANDLE);
+    EXPECT_ERR(cor_dsm_test(&r, &done), COR_EINVAL);
+    EXPECT_ERR(cor_dsm_wait(&r), COR_EINVAL);
     EXPECT_ERR(cor_dsm_getI(fifo, 0, 1, COR_LONG, &v, &r), COR_OK);
+    cor_dsm_req_t stale = r;
     EXPECT_ERR(cor_dsm_wait(&r), COR_OK);
     EXPECT_TRUE(r == NULL);
+    /* a completed request's handle (kept by mistake) is stale, even once its slot is reused */
+    EXPECT_ERR(cor_dsm_wait(&stale), COR_EINVAL);
+    EXPECT_ERR(cor_dsm_getI(fifo, 0, 1, COR_LONG, &v, &r), COR_OK);
+    EXPECT_ERR(cor_dsm_test(&stale, &done), COR_EINVAL);
+    EXPECT_ERR(cor_dsm_wait(&r), COR_OK);
     EXPECT_EQ(v, first);
     /* errors of non-fetching adds come out of quiet */
     long one = 1;
@@ -324,7 +330,10 @@ static void test_cached_errors(void)
     EXPECT_ERR(cor_dsm_map(ho, &rg), COR_DSM_EPROTOCOL);
     REQUIRE(cor_dsm_map(cobj, &rg) == COR_OK);
     REQUIRE(cor_dsm_map(cobj, &rg2) == COR_OK);
-    EXPECT_TRUE(rg == rg2);                             /* one copy per domain */
+    void *d1 = NULL, *d2 = NULL;
+    EXPECT_ERR(cor_dsm_region_data(rg, &d1, NULL), COR_OK);
+    EXPECT_ERR(cor_dsm_region_data(rg2, &d2, NULL), COR_OK);
+    EXPECT_TRUE(rg != rg2 && d1 == d2);                 /* a handle per map, one copy */
     EXPECT_ERR(cor_dsm_end_read(rg), COR_DSM_ESECTION); /* end without start */
     EXPECT_ERR(cor_dsm_end_write(rg), COR_DSM_ESECTION);
     EXPECT_ERR(cor_dsm_start_read(rg), COR_OK);
@@ -334,9 +343,9 @@ static void test_cached_errors(void)
     EXPECT_ERR(cor_dsm_flush(rg), COR_DSM_ESECTION);
     EXPECT_ERR(cor_dsm_unmap(rg), COR_DSM_ESECTION);
     EXPECT_ERR(cor_dsm_end_read(rg), COR_OK);
-    EXPECT_ERR(cor_dsm_start_write(NULL), COR_EBADHANDLE);
+    EXPECT_ERR(cor_dsm_start_write(NULL), COR_EINVAL);
     void *p;
-    EXPECT_ERR(cor_dsm_region_data(NULL, &p, NULL), COR_EBADHANDLE);
+    EXPECT_ERR(cor_dsm_region_data(NULL, &p, NULL), COR_EINVAL);
     cor_dsm_req_t r;
     EXPECT_ERR(cor_dsm_start_writeI(rg, &r), COR_OK);
     int done = 0;
@@ -352,6 +361,22 @@ static void test_cached_errors(void)
     int i1 = 1;
     EXPECT_ERR(cor_dsm_fetch_add(cobj, 0, COR_INT, &i1, NULL), COR_ETYPE);
     EXPECT_ERR(cor_dsm_unmap(rg), COR_OK);
+    /* an unmapped region is stale: every call refuses it (ASan sees no use after free) */
+    EXPECT_ERR(cor_dsm_unmap(rg), COR_EINVAL);
+    EXPECT_ERR(cor_dsm_start_read(rg), COR_EINVAL);
+    EXPECT_ERR(cor_dsm_end_read(rg), COR_EINVAL);
+    EXPECT_ERR(cor_dsm_flush(rg), COR_EINVAL);
+    EXPECT_ERR(cor_dsm_region_data(rg, &p, NULL), COR_EINVAL);
+    EXPECT_ERR(cor_dsm_start_readI(rg, &r), COR_EINVAL);
+    EXPECT_TRUE(r == NULL);
+    EXPECT_ERR(cor_dsm_start_read(rg2), COR_OK); /* the other map still works */
+    EXPECT_ERR(cor_dsm_end_read(rg2), COR_OK);
+    /* a region is not a barrier, nor a request; a forged value is nothing */
+    EXPECT_ERR(cor_dsm_barrier_wait((cor_dsm_barrier_t)rg2), COR_EINVAL);
+    cor_dsm_req_t as_req = (cor_dsm_req_t)rg2;
+    EXPECT_ERR(cor_dsm_wait(&as_req), COR_EINVAL);
+    EXPECT_ERR(cor_dsm_start_read((cor_dsm_region_t)(uintptr_t)0x12345678abcdULL), COR_EINVAL);
+    EXPECT_ERR(cor_dsm_start_read((cor_dsm_region_t)&one), COR_EINVAL);
     EXPECT_ERR(cor_dsm_unmap(rg2), COR_OK);
     EXPECT_ERR(cor_dsm_destroy(ho), COR_OK);
     EXPECT_ERR(cor_dsm_destroy(cobj), COR_OK);
@@ -425,6 +450,9 @@ static void test_barrier(void)
     EXPECT_EQ(atomic_load(&task_errors), 0);
     EXPECT_EQ(atomic_load(&arrived), (long)NT * 200);
     EXPECT_ERR(cor_dsm_barrier_destroy(bar), COR_OK);
+    EXPECT_ERR(cor_dsm_barrier_destroy(bar), COR_EINVAL); /* destroyed: stale */
+    EXPECT_ERR(cor_dsm_barrier_wait(bar), COR_EINVAL);
+    EXPECT_ERR(cor_dsm_barrier_wait(NULL), COR_EINVAL);
     /* a logical domain without this domain: not a member */
     cor_idp_t ld;
     REQUIRE(cor_ldomain_create("empty", &ld) == COR_OK);

@@ -16,14 +16,14 @@ import sys
 import time
 
 MAGIC = 0x75526F43
-HDR = struct.Struct("<IBBHQIIIQIIII")  # the 52-byte header of cor/routes/udp/udp_wire.h
-assert HDR.size == 52
+HDR = struct.Struct("<IBBHQIIIQIIIIII")  # the 60-byte header of cor/routes/udp/udp_wire.h
+assert HDR.size == 60
 
 
 def header(cookie, src=1, dst=0, typ=1, flags=0, seq=1, frame_len=16, frag_off=0, length=16,
            magic=MAGIC, version=1):
     return HDR.pack(magic, version, typ, flags, cookie, src, dst, 0, 0, seq, frame_len,
-                    frag_off, length)
+                    frag_off, length, 0, 0)
 
 
 def kinds(cookie, rnd):
@@ -33,7 +33,7 @@ def kinds(cookie, rnd):
     yield "wrong-cookie", header(wrong) + body
     yield "wrong-magic", header(cookie, magic=0xDEADBEEF) + body
     yield "wrong-version", header(cookie, version=77) + body
-    yield "truncated", header(cookie)[: rnd.randrange(0, 52)]
+    yield "truncated", header(cookie)[: rnd.randrange(0, HDR.size)]
     yield "len-mismatch", header(cookie, length=0xFFFFFFF0) + body
     yield "huge-frame", header(cookie, frame_len=0xFFFFFFFF, length=16) + body
     yield "frag-past-frame", header(cookie, frame_len=16, frag_off=0x7FFFFFFF) + body
