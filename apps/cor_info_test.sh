@@ -6,13 +6,7 @@
 set -u
 b=${COR_BUILDDIR:?run me through make check}/apps
 src=${COR_SRCDIR:?run me through make check}
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT INT TERM
-fails=0
-fail() {
-    echo "FAIL: $*"
-    fails=$((fails + 1))
-}
+. "$src/apps/check_lib.sh"
 # libgm-compat's shm endpoints and lock files stay inside this test
 GM_SHM_NAMESPACE=corinfo$$
 TMPDIR=$dir

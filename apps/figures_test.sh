@@ -7,13 +7,7 @@ set -u
 top=${COR_BUILDDIR:?run me through make check}
 src=${COR_SRCDIR:?run me through make check}
 b=$top/apps
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT INT TERM
-fails=0
-fail() {
-    echo "FAIL: $*"
-    fails=$((fails + 1))
-}
+. "$src/apps/check_lib.sh"
 
 if ! command -v gnuplot >/dev/null 2>&1; then
     # scripts/lib.sh installs it as root (scripts/test lists it); a subshell: lib.sh sets -e

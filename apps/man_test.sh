@@ -4,13 +4,7 @@
 set -u
 top=${COR_BUILDDIR:?run me through make check}
 src=${COR_SRCDIR:?run me through make check}
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT INT TERM
-fails=0
-fail() {
-    echo "FAIL: $*"
-    fails=$((fails + 1))
-}
+. "$src/apps/check_lib.sh"
 if ! command -v man >/dev/null 2>&1; then
     echo "FAIL: man is not installed (Debian packages man-db and groff-base, scripts/lib.sh)"
     exit 1
