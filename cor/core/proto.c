@@ -225,10 +225,14 @@ void cor__dispatch_queue(struct cor_hport *hp)
             if (!hp->q_head) hp->q_tail = NULL;
             op_fail(op, COR_OK); /* drops the job's hold */
         } else {
+            /* Once the route took op, another thread's progress may complete and free it
+             * (send_done takes no send_lock), so its successor is read before: reading
+             * op->next after send() unlinked a freed op and drained garbage. */
+            struct send_op *next = op->next;
             int rc = route_send(hp, op);
             if (rc == COR_EAGAIN) return;
-            hp->q_head = op->next;
-            if (!hp->q_head) hp->q_tail = NULL;
+            hp->q_head = next;
+            if (!next) hp->q_tail = NULL;
             if (rc != COR_OK) op_fail(op, rc);
         }
     next:;
