@@ -250,6 +250,9 @@ static void drop_locked(struct gm_port *p, unsigned int priority, unsigned int t
 {
     struct gmx_peer *peer = known_peer(p, target_node_id, target_port_id);
     if (peer) {
+        /* Clients drop sends to a peer they were told died: if it did, the watchdog may free
+         * a live peer's lock it died holding (unstick.c). */
+        gmx_peer_closed(p, peer);
         struct gmx_sreq **link = &peer->backlog;
         peer->backlog_tail = NULL;
         while (*link) {

@@ -397,6 +397,7 @@ struct gm_port {
     _Atomic unsigned long guard_thread;
     _Atomic unsigned guard_node, guard_port;
     uint64_t guard_seen; /* guard_seq at the watchdog's last look; watchdog only */
+    unsigned guard_looks; /* looks that found the same call inside; watchdog only */
 };
 
 /* port.c */
@@ -435,6 +436,7 @@ void gmx_guard_enter(struct gm_port *p, const struct gmx_peer *peer);
 void gmx_guard_leave(struct gm_port *p);
 void gmx_unstick_scan(struct gm_port *registry);
 uint64_t gmx_unstick_period_ns(void);
+void gmx_note_peer_lost(void);
 
 /* pool.c */
 struct gmx_sreq *gmx_sreq_get(struct gm_port *p);

@@ -225,7 +225,9 @@ int gmx_peer_resolve(struct gm_port *p, struct gmx_peer *peer)
 /* 1 if the target port is known not to be open (shm: nobody holds its lock). */
 int gmx_peer_closed(struct gm_port *p, const struct gmx_peer *peer)
 {
-    return p->addr_is_str && gmx_lock_unheld(peer->node, peer->port);
+    if (!p->addr_is_str || !gmx_lock_unheld(peer->node, peer->port)) return 0;
+    gmx_note_peer_lost();
+    return 1;
 }
 
 /* shm: 1 if peer must not be touched through libfabric now.  A process

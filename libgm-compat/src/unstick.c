@@ -13,9 +13,18 @@
  * peer whose lock file nobody holds (its process is gone), gets a signal; the handler, if
  * the thread is spinning in glibc's pthread_spin_lock, releases that lock (stores 1, as
  * pthread_spin_unlock does).  The send then lands in the dead peer's queue, harmless, and
- * the usual checks (lock file) fail what was sent to it.  A live target's lock is never
- * touched.  x86_64 glibc only (the handler reads the lock's address from the spinning
- * frame); elsewhere the watchdog does nothing. */
+ * the usual checks (lock file) fail what was sent to it.
+ *
+ * A sender also takes its target's lock, so a peer killed while sending leaves a *live*
+ * target's lock held: every later send to that target spins.  Such a lock is freed the same
+ * way once the call has spun GMX_ORPHAN_MS and this process saw a peer go away (a lock file
+ * nobody holds, or a client dropping sends to a peer it was told died) within
+ * GMX_LOSS_WINDOW_MS before: the provider holds the lock for a few copies, so a live holder
+ * does not keep it for seconds, and a merely overloaded machine, where nobody died, never
+ * sees a live lock touched.  Until then the spinning thread naps GMX_PAUSE_MS at each look
+ * (the handler sleeps), so a wait on a stuck lock does not burn a core.  x86_64 glibc only (the
+ * handler reads the lock's address from the spinning frame); elsewhere the watchdog does nothing.
+ */
 #define _GNU_SOURCE /* REG_RIP, REG_RDI */
 #include "gm_internal.h"
 
@@ -26,6 +35,9 @@
 #include <ucontext.h>
 
 #define GMX_UNSTICK_MS 50
+#define GMX_ORPHAN_MS 1000       /* a live target's lock held this long while we spin... */
+#define GMX_LOSS_WINDOW_MS 60000 /* ...within this long of a peer going away: orphaned */
+#define GMX_PAUSE_MS 45          /* a spinner sleeps this long at each look meanwhile */
 
 static uintptr_t spin_lock_pc; /* glibc's pthread_spin_lock; set before the handler */
 static int unstick_signal;     /* 0 until installed; only the watchdog thread */
@@ -34,6 +46,23 @@ static int unstick_signal;     /* 0 until installed; only the watchdog thread */
  * close afterwards). */
 static _Atomic(struct gm_port *) unstick_port;
 static _Atomic uint64_t unstick_seq;
+static _Atomic int unstick_release;   /* what the handler does: 1 release the lock, 0 pause */
+static _Atomic uint64_t last_loss_ns; /* when this process last saw a peer go away; 0: never */
+
+void gmx_note_peer_lost(void)
+{
+    atomic_store_explicit(&last_loss_ns, gmx_coarse_ns(), memory_order_relaxed);
+}
+
+/* A live target's lock that the call found stuck has held for GMX_ORPHAN_MS, soon after a
+ * peer went away: its holder is that peer. */
+static int orphaned(const struct gm_port *q)
+{
+    uint64_t lost = atomic_load_explicit(&last_loss_ns, memory_order_relaxed);
+    uint64_t now = gmx_coarse_ns();
+    return q->guard_looks >= GMX_ORPHAN_MS / GMX_UNSTICK_MS && lost &&
+           now - lost < (uint64_t)(GMX_LOSS_WINDOW_MS + GMX_ORPHAN_MS) * 1000000u;
+}
 
 #if defined(__x86_64__) && defined(__GLIBC__)
 static void on_unstick(int sig, siginfo_t *si, void *ctx)
@@ -47,8 +76,13 @@ static void on_unstick(int sig, siginfo_t *si, void *ctx)
     if (!q || atomic_load(&q->guard_seq) != atomic_load(&unstick_seq)) return;
     uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
     /* The whole function is 25 bytes; its spin loop keeps the lock's address in rdi. */
-    if (spin_lock_pc && pc - spin_lock_pc < 32)
+    if (!spin_lock_pc || pc - spin_lock_pc >= 32) return;
+    if (atomic_load(&unstick_release)) {
         __atomic_store_n((int *)uc->uc_mcontext.gregs[REG_RDI], 1, __ATOMIC_RELEASE);
+    } else {
+        struct timespec nap = {0, GMX_PAUSE_MS * 1000000L};
+        nanosleep(&nap, NULL); /* async-signal-safe */
+    }
 }
 
 /* Takes sig for the handler if nobody handles it; 0 or -1. */
@@ -96,21 +130,38 @@ void gmx_unstick_scan(struct gm_port *registry)
         uint64_t seq = atomic_load_explicit(&q->guard_seq, memory_order_acquire);
         uint64_t seen = q->guard_seen;
         q->guard_seen = seq;
-        if (!(seq & 1) || seq != seen)
+        if (!(seq & 1) || seq != seen) {
+            q->guard_looks = 0;
             continue; /* not inside a call, or a new one since the last look */
+        }
+        q->guard_looks++;
         unsigned node = atomic_load_explicit(&q->guard_node, memory_order_relaxed);
         unsigned port = atomic_load_explicit(&q->guard_port, memory_order_relaxed);
         pthread_t thread = (pthread_t)atomic_load_explicit(&q->guard_thread, memory_order_relaxed);
         if (atomic_load_explicit(&q->guard_seq, memory_order_acquire) != seq)
-            continue;                               /* the call ended while we read */
-        if (!gmx_lock_unheld(node, port)) continue; /* a live target: it will let go */
+            continue; /* the call ended while we read */
+        int dead = gmx_lock_unheld(node, port);
+        int release = dead || orphaned(q);
+        if (dead)
+            gmx_note_peer_lost();
+        else if (!release && q->guard_looks < 2)
+            continue; /* a live target and a live holder: it will let go */
         if (install() != 0) {
-            gmx_log("port %u stuck on dead node %u port %u; cannot unstick here\n", q->port_id,
-                    node, port);
+            gmx_log("port %u stuck on node %u port %u; cannot unstick here\n", q->port_id, node,
+                    port);
             continue;
         }
-        gmx_log("port %u stuck on dead node %u port %u: releasing its lock\n", q->port_id, node,
-                port);
+        if (dead)
+            gmx_log("port %u stuck on dead node %u port %u: releasing its lock\n", q->port_id, node,
+                    port);
+        else if (release)
+            gmx_log("port %u stuck %u ms on node %u port %u, whose lock a vanished peer holds: "
+                    "releasing it\n",
+                    q->port_id, q->guard_looks * GMX_UNSTICK_MS, node, port);
+        else if (q->guard_looks == 2)
+            gmx_log("port %u stuck on node %u port %u: the call naps while it waits\n", q->port_id,
+                    node, port);
+        atomic_store(&unstick_release, release);
         atomic_store(&unstick_seq, seq);
         atomic_store(&unstick_port, q);
         if (pthread_kill(thread, unstick_signal) == 0) {

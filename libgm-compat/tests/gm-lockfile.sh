@@ -48,7 +48,8 @@ kill9() {
     wait "$kp" 2>/dev/null
 }
 
-sink open 5 --timeout 2
+# Long enough that the second opener comes while it is open, even on a loaded machine.
+sink open 5 --timeout 8
 check "an open port has its lock file" test -e "$(lock 1 5)"
 gmt_bg busy env GM_NODE_ID=1 "$GMT_BLAST" --sink --port 5 --timeout 1
 gmt_wait busy 2>/dev/null
