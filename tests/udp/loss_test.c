@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "harness.h"
+#include "conf_harness.h"
 
 static uint64_t frames_from_env(uint64_t def)
 {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness.h"
+#include "conf_harness.h"
 
 #define COOKIE 0x1234abcd5678ef01ull
 
