@@ -239,6 +239,29 @@ int h_progress(struct h_port *ports, int n)
     return ev;
 }
 
+static int expect(int port, const char *what, uint64_t got, uint64_t want)
+{
+    if (got == want)
+        return 0;
+    fprintf(stderr, "port %d: %s is %llu, expected %llu\n", port, what,
+            (unsigned long long)got, (unsigned long long)want);
+    return 1;
+}
+
+int h_exchanged(const struct h_port *ports, int n, uint64_t frames)
+{
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < n; j++)
+            if (j != i)
+                bad += expect(i, "frames received from a peer", ports[i].rx_next[j], frames);
+        bad += expect(i, "bad frames", ports[i].rx_bad, 0);
+        bad += expect(i, "sends completed OK", ports[i].done_ok, frames * (uint64_t)(n - 1));
+        bad += expect(i, "sends failed", ports[i].done_err, 0);
+    }
+    return bad;
+}
+
 int h_progress_until(struct h_port *ports, int n, int (*cond)(void *), void *arg,
                      double limit_s)
 {
