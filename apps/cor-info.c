@@ -15,7 +15,9 @@
 #include <string.h>
 
 #include "cor/cor.h"
+#include "gm_knobs.h"
 #include "knobs.h"
+#include "udp_knobs.h"
 #ifdef HAVE_LIBGM
 #include <gm.h>
 #endif
@@ -36,7 +38,13 @@ struct knob {
     const char *name, *module, *dflt, *meaning;
 };
 #define KNOB_ROW(n, m, d, w) {n, m, d, w},
-static const struct knob knobs[] = {COR_KNOBS(KNOB_ROW)};
+/* A row of a route's knob table (cor/routes/util/rutil.h): the default shown is the number
+ * unless the row names one. */
+#define SHOWN(def, shown) (sizeof(shown) > 1 ? shown : #def)
+#define UDP_ROW(id, n, kind, def, lo, hi, shown, w) {n, "udp", SHOWN(def, shown), w},
+#define GM_ROW(id, n, kind, def, lo, hi, shown, w) {n, "gm", SHOWN(def, shown), w},
+static const struct knob knobs[] = {COR_KNOBS_CORE(KNOB_ROW) UDP_KNOBS(UDP_ROW) GM_KNOBS(GM_ROW)
+                                        COR_KNOBS_OTHER(KNOB_ROW)};
 #define NKNOBS (sizeof knobs / sizeof knobs[0])
 
 static int json;

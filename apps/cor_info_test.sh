@@ -75,8 +75,8 @@ sed -n 's/^\.knobs\[[0-9]*\]\.name=//p' "$dir/paths" | sort -u >"$dir/table"
 } | sort -u >"$dir/sources"
 missing=$(comm -13 "$dir/table" "$dir/sources")
 stale=$(comm -23 "$dir/table" "$dir/sources")
-[ -z "$missing" ] || fail "knobs read by the sources but not in apps/knobs.h: $missing"
-[ -z "$stale" ] || fail "knobs in apps/knobs.h that no source reads: $stale"
+[ -z "$missing" ] || fail "knobs read by the sources but not listed by cor-info (apps/knobs.h, the routes' *_knobs.h): $missing"
+[ -z "$stale" ] || fail "knobs listed by cor-info that no source reads: $stale"
 [ "$(wc -l <"$dir/table")" -ge 50 ] || fail "the knob table has fewer than 50 names"
 echo "ok: knob table matches the sources ($(wc -l <"$dir/table") names)"
 

@@ -1,14 +1,15 @@
 /*
- * Every environment variable (knob) the CoR libraries, routes, libgm-compat and the launchers
- * read, written once for cor-info: name, module, default, meaning. The modules parse their own
- * knobs; tests/apps/cor_info.sh compares this list with the "COR_*" / "GM_*" names found in
- * their sources, both ways, so neither can change without the other.
+ * Every environment variable (knob) the CoR libraries, libgm-compat and the launchers read,
+ * written once for cor-info: name, module, default, meaning. The routes keep theirs in their
+ * own tables (the ones they parse with), which cor-info includes. The modules parse their own
+ * knobs; apps/cor_info_test.sh compares cor-info's list with the "COR_*" / "GM_*" names found
+ * in the sources, both ways, so neither can change without the other.
  */
 #ifndef COR_APPS_KNOBS_H
 #define COR_APPS_KNOBS_H
 
-/* X(name, module, default, meaning) */
-#define COR_KNOBS(X)                                                                               \
+/* The core's knobs: X(name, module, default, meaning) */
+#define COR_KNOBS_CORE(X)                                                                          \
     X("COR_ROUTE", "core", "udp", "default route (cor-run --route)")                               \
     X("COR_ROUTES", "core", "COR_ROUTE", "comma-separated routes to open")                         \
     X("COR_PORTS", "core", "1", "hard ports per route (1..8, cor-run --ports)")                    \
@@ -30,37 +31,11 @@
     X("COR_SIZE", "core", "set by cor-run", "domains in the session")                              \
     X("COR_SESSION", "core", "set by cor-run", "session cookie, 16 hex digits")                    \
     X("COR_BOOT_TIMEOUT", "core", "120", "seconds a domain waits for the session to form")         \
-    X("COR_BOOT_ORPHAN", "core", "unset", "keep: survive losing cor-run (else SIGTERM)")           \
-    X("COR_UDP_BIND", "udp", "COR_BIND", "loopback, auto or an IPv4 address")                      \
-    X("COR_UDP_SNDBUF", "udp", "4194304", "socket send buffer bytes")                              \
-    X("COR_UDP_RCVBUF", "udp", "4194304", "socket receive buffer bytes")                           \
-    X("COR_UDP_WINDOW", "udp", "512", "datagrams in flight per peer (power of two)")               \
-    X("COR_UDP_WINDOW_BYTES", "udp", "2097152", "payload bytes in flight per peer")                \
-    X("COR_UDP_QUEUE_BYTES", "udp", "4194304", "bytes queued per peer before EAGAIN")              \
-    X("COR_UDP_QUEUE_FRAMES", "udp", "4096", "frames queued per peer before EAGAIN")               \
-    X("COR_UDP_RTO_MIN_US", "udp", "2000", "smallest retransmission timeout")                      \
-    X("COR_UDP_RTO_MAX_US", "udp", "500000", "largest retransmission timeout")                     \
-    X("COR_UDP_RTO_INIT_US", "udp", "10000", "first retransmission timeout")                       \
-    X("COR_UDP_DEAD_MS", "udp", "5000", "silence with data outstanding before peer death")         \
-    X("COR_UDP_DGRAM", "udp", "by interface", "datagram size, header included (576..65507)")       \
-    X("COR_UDP_ACK_DELAY_US", "udp", "50", "how long an ack waits for a reply to carry it")        \
-    X("COR_UDP_ACK_EVERY", "udp", "32", "datagrams received before an ack goes at once")           \
-    X("COR_UDP_BATCH", "udp", "16", "datagrams per recvmmsg")                                      \
-    X("COR_UDP_EAGER", "udp", "65280", "eager limit the route reports")                            \
-    X("COR_UDP_FAULTS", "udp", "off", "drop=P,dup=P,reorder=P,delay_us=N,seed=N")                  \
-    X("COR_UDP_STATS", "udp", "off", "print per-port counters at close")                           \
-    X("COR_GM_CLASS", "gm", "15", "GM size class of large buffers (12..20)")                       \
-    X("COR_GM_SMALL_CLASS", "gm", "11", "GM size class of small buffers, 0 = none")                \
-    X("COR_GM_CREDITS", "gm", "64", "large receive buffers per peer")                              \
-    X("COR_GM_SMALL_CREDITS", "gm", "64", "small receive buffers per peer")                        \
-    X("COR_GM_EAGER", "gm", "16384", "eager limit the route reports")                              \
-    X("COR_GM_TX_BYTES", "gm", "4194304", "DMA send ring bytes")                                   \
-    X("COR_GM_TX_FRAMES", "gm", "1024", "frames accepted and not yet completed")                   \
-    X("COR_GM_REGCACHE", "gm", "64", "unused memory registrations kept")                           \
-    X("COR_GM_NODE_ID", "gm", "unset", "rank (node = rank+1 of a user map) or a node id")          \
-    X("COR_GM_PROVIDER", "gm", "unset", "tcp: libgm-compat over TCP, endpoints at run time")       \
-    X("COR_GM_STATS", "gm", "0", "1: print counters per port at close")                            \
-    X("COR_GM_DEAD_MS", "gm", "5000", "silence while frames wait for credits: peer dead")          \
+    X("COR_BOOT_ORPHAN", "core", "unset", "keep: survive losing cor-run (else SIGTERM)")
+
+/* The routes' knobs come next, from their own tables: cor/routes/udp/udp_knobs.h and
+ * cor/routes/gm/gm_knobs.h. Then the other modules', X(name, module, default, meaning). */
+#define COR_KNOBS_OTHER(X)                                                                         \
     X("COR_DSM_CACHE_BYTES", "dsm", "268435456", "cache budget of cached objects")                 \
     X("COR_DSM_SPIN_US", "dsm", "COR_SPIN_US", "how long the DSM service polls")                   \
     X("COR_PVM_ROUTE", "pvm", "none", "myrinet/gm, udp or none: a task's route")                   \

@@ -55,6 +55,10 @@ int h_send_next(struct h_port *ports, int from, uint32_t to, size_t max);
 /* Exchanges frames until `frames` (a total) went each way between all pairs, at most
  * limit_s seconds; 0 when all arrived once, in order, intact, and every send completed OK. */
 int h_exchange(struct h_port *ports, int n, uint64_t frames, size_t max, double limit_s);
+/* After h_exchange(ports, n, frames, ...): 0 when each port received `frames` intact from
+ * every other one and all its sends completed OK; else the number of counts that differ, each
+ * printed with the value expected. */
+int h_exchanged(const struct h_port *ports, int n, uint64_t frames);
 /* Progress until cond(arg) or limit_s; returns cond's last value. */
 int h_progress_until(struct h_port *ports, int n, int (*cond)(void *), void *arg,
                      double limit_s);

@@ -8,7 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "conf_harness.h"
 #include "udp_wire.h"
 
 #define COOKIE 0xfeedc0de12345678ull

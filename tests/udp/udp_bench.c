@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "conf_harness.h"
 
 static const struct cor_route_ops *ops;
 static struct cor_rport *port[2];

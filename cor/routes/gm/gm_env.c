@@ -8,58 +8,24 @@
  * to libgm-compat with gm_compat_configure (gm_compat.h), never through the environment: setenv
  * races with other threads reading it, and children of the domain must not inherit them.
  */
-#include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gm_knobs.h"
 #include "gm_port.h"
 
 #include <gm_compat.h>
 
-void gmr_log(const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "cor route gm: %s\n", msg);
-}
-
-/* An unsigned knob in [lo, hi]; -1 (with a message) when set to anything else. */
-static int knob(const char *name, unsigned long def, unsigned long lo, unsigned long hi,
-                unsigned long *out)
-{
-    const char *s = getenv(name);
-    *out = def;
-    if (!s || !*s)
-        return 0;
-    char *end;
-    errno = 0;
-    unsigned long v = strtoul(s, &end, 0);
-    if (errno || *end || s[0] == '-' || v < lo || v > hi) {
-        gmr_log("%s='%s': expected a number in %lu..%lu", name, s, lo, hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
+static const struct rutil_knob table[] = {GM_KNOBS(RUTIL_KNOB_ROW)};
+enum { GM_KNOBS(RUTIL_KNOB_ENUM) NKNOBS };
 
 int gmr_knobs_read(struct gmr_knobs *k)
 {
-    unsigned long cls, rx, eager, txb, txf, rc, st, dead, scls, srx;
-    if (knob("COR_GM_CLASS", 15, 12, 20, &cls) || knob("COR_GM_CREDITS", 64, 2, 200, &rx) ||
-        knob("COR_GM_SMALL_CLASS", 11, 0, 14, &scls) ||
-        knob("COR_GM_SMALL_CREDITS", 64, 2, 200, &srx) ||
-        knob("COR_GM_EAGER", 16384, 64, 1u << 20, &eager) ||
-        knob("COR_GM_TX_BYTES", 4u << 20, 1u << 16, 1u << 30, &txb) ||
-        knob("COR_GM_TX_FRAMES", 1024, 64, 1u << 20, &txf) ||
-        knob("COR_GM_REGCACHE", 64, 0, 1u << 16, &rc) || knob("COR_GM_STATS", 0, 0, 1, &st) ||
-        knob("COR_GM_DEAD_MS", 5000, 10, 86400000, &dead))
-        return -1;
+    struct rutil_knob_val v[NKNOBS];
+    if (rutil_knobs_read(GMR_LOG_WHO, table, NKNOBS, v) != 0) return -1;
+    unsigned long cls = v[K_CLASS].u, scls = v[K_SMALL_CLASS].u;
     if (scls && (scls < 8 || scls >= cls)) {
         gmr_log("COR_GM_SMALL_CLASS=%lu: expected 0 (none) or 8..%lu (below COR_GM_CLASS)", scls,
                 cls - 1);
@@ -67,14 +33,16 @@ int gmr_knobs_read(struct gmr_knobs *k)
     }
     k->data_class = (unsigned)cls;
     k->small_class = (unsigned)scls;
-    k->credits = (unsigned)rx;
-    k->small_credits = (unsigned)srx;
-    k->eager = eager;
-    k->tx_bytes = txb;
-    k->tx_frames = (unsigned)txf;
-    k->regcache = (unsigned)rc;
-    k->stats = (int)st;
-    k->dead_ms = (unsigned)dead;
+    k->credits = (unsigned)v[K_CREDITS].u;
+    k->small_credits = (unsigned)v[K_SMALL_CREDITS].u;
+    k->eager = v[K_EAGER].u;
+    k->tx_bytes = v[K_TX_BYTES].u;
+    k->tx_frames = (unsigned)v[K_TX_FRAMES].u;
+    k->regcache = (unsigned)v[K_REGCACHE].u;
+    k->stats = (int)v[K_STATS].u;
+    k->dead_ms = (unsigned)v[K_DEAD_MS].u;
+    k->node_id = v[K_NODE_ID].s;
+    k->provider = v[K_PROVIDER].s;
     size_t frame_max = gm_max_length_for_size(k->data_class) - GMR_HDR;
     if (k->eager > frame_max / 2)
         k->eager = frame_max / 2;
@@ -115,10 +83,9 @@ static int tcp_endpoint(const struct cor_route_config *cfg)
     return 0;
 }
 
-/* The node id COR_GM_NODE_ID asks for: "rank" = rank + 1, a number, or 0 (not set). */
-static int node_knob(const struct cor_route_config *cfg, unsigned *node)
+/* The node id COR_GM_NODE_ID (s) asks for: "rank" = rank + 1, a number, or 0 (not set). */
+static int node_knob(const struct cor_route_config *cfg, const char *s, unsigned *node)
 {
-    const char *s = getenv("COR_GM_NODE_ID");
     *node = 0;
     if (!s || !*s)
         return 0;
@@ -156,11 +123,10 @@ uint64_t gmr_namespace_hash(uint64_t cookie)
     return mix64(cookie ^ 0x636f722d6e73ull) ^ mix64(((cookie << 32) | (cookie >> 32)) + 1);
 }
 
-int gmr_session_init(const struct cor_route_config *cfg)
+int gmr_session_init(const struct cor_route_config *cfg, const struct gmr_knobs *k)
 {
     unsigned node;
-    if (node_knob(cfg, &node))
-        return COR_EINVAL;
+    if (node_knob(cfg, k->node_id, &node)) return COR_EINVAL;
     pthread_mutex_lock(&session_lock);
     if (session_refs > 0) { /* the process already configured libgm */
         session_refs++;
@@ -174,7 +140,7 @@ int gmr_session_init(const struct cor_route_config *cfg)
     char ns_name[32];
     const char *m1 = getenv("GM_NODES"), *m2 = getenv("GM_NODE_MAP");
     int user_map = (m1 && *m1) || (m2 && *m2);
-    const char *want = getenv("COR_GM_PROVIDER");
+    const char *want = k->provider;
     int tcp = !user_map && want && !strcmp(want, "tcp");
     if (tcp) {
         if (tcp_endpoint(cfg)) {

@@ -15,6 +15,7 @@
 
 #include "gm.h"
 #include "route.h"
+#include "rutil.h"
 
 /* Every GM message starts with a header. Data frames (low priority): 32 bits of the session
  * cookie and the receive-buffer credits returned to the receiver, then the core's frame.
@@ -26,7 +27,7 @@
 #define GMR_OP_CREDIT 2  /* arg = data buffers the sender provided again for us */
 #define GMR_RX_TOKENS 252 /* receive buffers we provide at most (GM has 254 tokens) */
 
-/* Tunables, read once per open from the environment (gm_env.c). */
+/* Tunables, read once per open from the environment (table: gm_knobs.h; gm_env.c). */
 struct gmr_knobs {
     unsigned data_class; /* GM size class of the large data frame buffers */
     unsigned small_class; /* GM size class of the small ones; 0 = none (all frames large) */
@@ -38,12 +39,17 @@ struct gmr_knobs {
     unsigned regcache;   /* cached user registrations kept after deregister */
     int stats;           /* print counters at close */
     unsigned dead_ms;    /* silent peer holding our frames for lack of credits: dead */
+    const char *node_id; /* COR_GM_NODE_ID as set (NULL: unset) */
+    const char *provider; /* COR_GM_PROVIDER as set */
 };
+/* Reads the table of gm_knobs.h; -1 (logged) on a bad value. */
 int gmr_knobs_read(struct gmr_knobs *k);
-void gmr_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Logs a message prefixed "cor route gm:" to stderr (the route layer's logger). */
+#define GMR_LOG_WHO "cor route gm"
+#define gmr_log(...) rutil_log(GMR_LOG_WHO, __VA_ARGS__)
 
 /* Session setup of libgm-compat before the first gm_init (gm_env.c). */
-int gmr_session_init(const struct cor_route_config *cfg);
+int gmr_session_init(const struct cor_route_config *cfg, const struct gmr_knobs *k);
 /* The shm namespace of a session: a hash of its cookie, so file names do not show it. */
 uint64_t gmr_namespace_hash(uint64_t cookie);
 /* "ip:port_base" of our node when peers are learnt at run time over TCP, else NULL. */
@@ -154,9 +160,8 @@ struct cor_rport {
     uint64_t d_head, d_tail, d_queue; /* alloc, oldest live, first not yet given to GM */
     struct gmr_tx **done; /* completed (TX_DONE), not yet reported; reclaimed after */
     unsigned ndone;
-    uint32_t *failed; /* peers to report with peer_failed */
-    uint32_t *blocked; /* pump scratch */
-    unsigned nfailed;
+    struct rutil_fails fails; /* peers to report with peer_failed (`out`: gmr_report) */
+    uint32_t *blocked;        /* pump scratch */
     char *ctrl_tx; /* DMA memory for outgoing control messages */
 
     struct cor_route_mr *mrs; /* registration cache */
@@ -179,7 +184,6 @@ struct cor_rport {
 extern __thread struct cor_rport *gmr_cb_port;
 void gmr_unknown(struct cor_rport *p, gm_recv_event_t *e); /* gm_unknown with gmr_cb_port */
 void gmr_kick(struct cor_rport *p);                        /* a send: wake a long nap in wait() */
-uint64_t gmr_now_ns(void);
 
 /* gm_tx.c */
 int gmr_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov, int iovcnt,

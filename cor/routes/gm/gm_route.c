@@ -47,7 +47,7 @@ static void port_free(struct cor_rport *p)
     free(p->hash);
     free(p->tx);
     free(p->done);
-    free(p->failed);
+    rutil_fails_fini(&p->fails);
     free(p->blocked);
     pthread_mutex_destroy(&p->nap_mu);
     pthread_cond_destroy(&p->nap_cond);
@@ -61,11 +61,7 @@ static int gmr_open(const struct cor_route_config *cfg, const struct cor_route_u
     if (!out)
         return COR_EINVAL;
     *out = NULL;
-    if (!cfg || !up || !up->deliver || !up->send_done || !up->peer_failed ||
-        cfg->npeers == 0 || cfg->npeers > 65535 || cfg->self >= cfg->npeers) {
-        gmr_log("open: invalid configuration or upcalls");
-        return COR_EINVAL;
-    }
+    if (rutil_open_check(GMR_LOG_WHO, cfg, up, 65535) != COR_OK) return COR_EINVAL;
     struct cor_rport *p = calloc(1, sizeof *p);
     if (!p)
         return COR_ENOMEM;
@@ -92,8 +88,7 @@ static int gmr_open(const struct cor_route_config *cfg, const struct cor_route_u
     p->hash = calloc(slots, sizeof *p->hash);
     if (!p->peers || !p->hash)
         goto fail;
-    if ((rc = gmr_session_init(cfg)) != COR_OK)
-        goto fail;
+    if ((rc = gmr_session_init(cfg, &p->k)) != COR_OK) goto fail;
     p->joined = 1;
     if ((rc = open_gm_port(p, cfg->port_index)) != COR_OK)
         goto fail;
@@ -106,7 +101,7 @@ static int gmr_open(const struct cor_route_config *cfg, const struct cor_route_u
     if ((rc = gmr_tx_setup(p)) != COR_OK || (rc = gmr_rx_setup(p)) != COR_OK)
         goto fail;
     gm_allow_remote_memory_access(p->gp);
-    p->active_ns = gmr_now_ns();
+    p->active_ns = rutil_now_ns();
     gmr_local_add(p);
     *out = p;
     return COR_OK;
@@ -149,18 +144,14 @@ static void gmr_close(struct cor_rport *p)
     say_bye(p);
     /* Every accepted frame not yet reported completes with COR_ECLOSED (or its status). */
     size_t n = (size_t)(p->d_head - p->d_tail);
-    struct {
-        void *cookie;
-        int status;
-    } *rep = calloc(n ? n : 1, sizeof *rep);
+    struct rutil_done *rep = calloc(n ? n : 1, sizeof *rep);
     size_t nrep = 0;
     for (uint64_t i = p->d_tail; i < p->d_head; i++) {
         struct gmr_tx *t = &p->tx[i % p->k.tx_frames];
         if (t->state == TX_FREE)
             continue;
         int st = t->state == TX_DONE ? t->status : COR_ECLOSED;
-        if (rep)
-            rep[nrep++] = (typeof(*rep)){t->cookie, st};
+        if (rep) rep[nrep++] = (struct rutil_done){t->cookie, st};
         t->state = TX_FREE;
     }
     p->ndone = 0;
@@ -183,8 +174,7 @@ static void gmr_close(struct cor_rport *p)
         gmr_log("  %" PRIu64 " frames in flight to dead domains given up, %" PRIu64
                 " from them dropped", p->abandoned, p->from_dead);
     pthread_mutex_unlock(&p->lock);
-    for (size_t i = 0; i < nrep; i++)
-        p->up.send_done(p->up.core, rep[i].cookie, rep[i].status);
+    rutil_report_done(&p->up, rep, nrep);
     free(rep);
     port_free(p);
 }
@@ -304,7 +294,7 @@ static int gmr_timeout_ms(struct cor_rport *p)
 static int route_work(struct cor_rport *p)
 {
     pthread_mutex_lock(&p->lock);
-    int w = p->closing || p->ndone || p->nfailed || p->credit_due || p->nreturns ||
+    int w = p->closing || p->ndone || p->fails.n || p->credit_due || p->nreturns ||
             (p->d_queue < p->d_head && p->tokens > 0);
     pthread_mutex_unlock(&p->lock);
     return w;
@@ -330,11 +320,7 @@ static void nap_for(struct cor_rport *p, uint64_t nap)
         struct timespec ts = {0, (long)nap};
         nanosleep(&ts, NULL);
     } else {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t end = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + nap;
-        ts.tv_sec = (time_t)(end / 1000000000u);
-        ts.tv_nsec = (long)(end % 1000000000u);
+        struct timespec ts = rutil_abstime(nap);
         pthread_mutex_lock(&p->nap_mu);
         atomic_store(&p->nap_long, 1);
         while (!atomic_load(&p->kick) && pthread_cond_timedwait(&p->nap_cond, &p->nap_mu, &ts) == 0)
@@ -343,7 +329,7 @@ static void nap_for(struct cor_rport *p, uint64_t nap)
         pthread_mutex_unlock(&p->nap_mu);
     }
     if (atomic_exchange(&p->kick, 0)) /* a send since: its reply comes soon, nap short */
-        atomic_store(&p->active_ns, gmr_now_ns());
+        atomic_store(&p->active_ns, rutil_now_ns());
 }
 
 void gmr_kick(struct cor_rport *p)
@@ -365,12 +351,12 @@ static int gmr_wait(struct cor_rport *p, int timeout_ms)
         slack_set = 1;
         prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     }
-    uint64_t start = gmr_now_ns();
+    uint64_t start = rutil_now_ns();
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000u;
     for (;;) {
         if (gm_receive_pending(p->gp))
             return 1;
-        uint64_t now = gmr_now_ns();
+        uint64_t now = rutil_now_ns();
         if (now >= deadline)
             return 0;
         /* read each time: tasks polling meanwhile keep the port active, and a task that
@@ -414,10 +400,7 @@ static void gmr_counters(struct cor_rport *p, uint64_t *dropped, uint64_t *retra
     if (!p)
         return;
     pthread_mutex_lock(&p->lock);
-    if (dropped)
-        *dropped = p->dropped;
-    if (retransmits)
-        *retransmits = 0; /* GM retransmits below us */
+    rutil_counters_put(dropped, retransmits, p->dropped, 0); /* GM retransmits below us */
     pthread_mutex_unlock(&p->lock);
 }
 

@@ -211,20 +211,14 @@ static int on_recv(struct cor_rport *p, gm_recv_event_t *e, struct gmr_rx_item *
 int gmr_report(struct cor_rport *p)
 {
     int events = 0;
-    while (p->ndone || p->nfailed) {
-        struct {
-            void *cookie;
-            int status;
-        } batch[64];
-        uint32_t failed[16];
-        unsigned nb = 0, nf = 0;
+    while (p->ndone || p->fails.n) {
+        struct rutil_done batch[64];
+        unsigned nb = 0;
         /* Deaths first, so the core knows why the sends that follow failed. */
-        while (nf < 16 && p->nfailed)
-            failed[nf++] = p->failed[--p->nfailed];
+        uint32_t nf = rutil_fails_take(&p->fails);
         while (nb < 64 && nb < p->ndone) { /* oldest first */
             struct gmr_tx *t = p->done[nb];
-            batch[nb].cookie = t->cookie;
-            batch[nb].status = t->status;
+            batch[nb] = (struct rutil_done){t->cookie, t->status};
             nb++;
             t->state = TX_FREE;
         }
@@ -233,11 +227,8 @@ int gmr_report(struct cor_rport *p)
             memmove(p->done, p->done + nb, p->ndone * sizeof *p->done);
         gmr_reclaim(p);
         pthread_mutex_unlock(&p->lock);
-        for (unsigned i = 0; i < nf; i++)
-            p->up.peer_failed(p->up.core, failed[i], COR_EPEERDEAD);
-        for (unsigned i = 0; i < nb; i++)
-            p->up.send_done(p->up.core, batch[i].cookie, batch[i].status);
-        events += (int)nb;
+        rutil_report_failed(&p->up, p->fails.out, nf);
+        events += rutil_report_done(&p->up, batch, nb);
         pthread_mutex_lock(&p->lock);
     }
     return events;
@@ -273,7 +264,7 @@ int gmr_progress(struct cor_rport *p)
     /* The queue is walked only when it may move (walking it on every poll of a spinning task
      * costs O(queue) each), or every 50 ms for the starvation check. */
     if (p->credit_due ||
-        (p->d_queue < p->d_head && (p->pump_dirty || gmr_now_ns() - p->pump_ns > 50000000u)))
+        (p->d_queue < p->d_head && (p->pump_dirty || rutil_now_ns() - p->pump_ns > 50000000u)))
         gmr_pump(p);
     events += gmr_report(p);
     if (n) {
@@ -285,8 +276,7 @@ int gmr_progress(struct cor_rport *p)
         pthread_mutex_lock(&p->lock);
         p->nreturns = n;
     }
-    if (events)
-        p->active_ns = gmr_now_ns();
+    if (events) p->active_ns = rutil_now_ns();
     pthread_mutex_unlock(&p->lock);
     return events;
 }

@@ -7,7 +7,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "gm_port.h"
 
@@ -25,13 +24,13 @@ int gmr_tx_setup(struct cor_rport *p)
         p->tokens--; /* one kept for the control messages of close() */
     p->tx = calloc(p->k.tx_frames, sizeof *p->tx);
     p->done = calloc(p->k.tx_frames, sizeof *p->done);
-    p->failed = calloc(p->npeers, sizeof *p->failed);
     p->blocked = calloc(p->npeers, sizeof *p->blocked);
     p->tx_mem = gm_dma_malloc(p->gp, p->k.tx_bytes);
     /* two control slots per peer: CREDIT and BYE */
     p->ctrl_tx = gm_dma_malloc(p->gp, (size_t)GMR_CTRL_LEN * 2 * p->npeers);
     p->cookie32 = (uint32_t)(p->cookie ^ (p->cookie >> 32));
-    if (!p->tx || !p->done || !p->failed || !p->blocked || !p->tx_mem || !p->ctrl_tx)
+    if (!p->tx || !p->done || rutil_fails_init(&p->fails, p->npeers) != 0 || !p->blocked ||
+        !p->tx_mem || !p->ctrl_tx)
         return COR_ENOMEM;
     return COR_OK;
 }
@@ -93,7 +92,7 @@ void gmr_peer_dead(struct cor_rport *p, uint32_t peer)
     p->pump_dirty = 1;
     if (!q->reported) {
         q->reported = 1;
-        p->failed[p->nfailed++] = peer;
+        rutil_fails_push(&p->fails, peer, COR_EPEERDEAD);
     }
 }
 
@@ -253,20 +252,13 @@ void gmr_credit_return(struct cor_rport *p, uint32_t peer)
     }
 }
 
-uint64_t gmr_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Frames wait for `peer`'s credits. A peer that stays silent that long while holding our
  * frames is given up (GM does not tell us of a process killed on shm; the core cannot tell
  * a route either): its frames complete with COR_EPEERDEAD instead of hanging. */
 static void starving(struct cor_rport *p, uint32_t peer)
 {
     struct gmr_peer *q = &p->peers[peer];
-    uint64_t now = gmr_now_ns();
+    uint64_t now = rutil_now_ns();
     if (q->heard || !q->starved_since) {
         q->heard = 0;
         q->starved_since = now;
@@ -290,7 +282,7 @@ void gmr_pump(struct cor_rport *p)
     /* Frames wait in acceptance order; one without a credit holds back only later frames
      * (and puts) to the same peer. */
     p->pump_dirty = 0;
-    p->pump_ns = gmr_now_ns();
+    p->pump_ns = rutil_now_ns();
     unsigned nblocked = 0;
     for (uint64_t i = p->d_queue; i < p->d_head && p->tokens > 0; i++) {
         struct gmr_tx *t = tx_at(p, i);

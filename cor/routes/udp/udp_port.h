@@ -25,7 +25,7 @@
 /* Datagrams per sendmmsg/recvmmsg batch. */
 #define UDP_BATCH_MAX 64
 
-/* Environment knobs, read at open (README.md lists them). */
+/* Environment knobs, read at open (the table: udp_knobs.h; README.md explains them). */
 struct udp_knobs {
     int sndbuf, rcvbuf;
     uint32_t window;       /* datagrams in flight per peer (power of two) */
@@ -41,6 +41,7 @@ struct udp_knobs {
     size_t eager_limit;
     const char *bind;      /* COR_UDP_BIND */
     const char *faults;    /* COR_UDP_FAULTS */
+    int stats;             /* COR_UDP_STATS set: counters printed at close */
 };
 /* Fills k from the environment; returns 0 or -1 (a value out of range, logged). */
 int udp_knobs_read(struct udp_knobs *k);
@@ -88,10 +89,6 @@ struct udp_delivery {
     size_t len;
     void *to_free;
 };
-struct udp_failure {
-    cor_peer_t peer;
-    int err;
-};
 
 struct cor_rport {
     struct cor_route_upcalls up;
@@ -127,9 +124,8 @@ struct cor_rport {
     uint32_t ntouched;
     struct udp_delivery *dl; /* frames to deliver after unlocking */
     size_t ndl, cap_dl;
-    struct udp_failure *fl; /* [npeers] peers given up, to report after unlocking (lock) */
-    size_t nfl;
-    struct udp_failure *fl_out; /* [npeers] the same, being reported (progress only) */
+    struct rutil_fails fails; /* peers given up, to report after unlocking (lock; `out`:
+                               * progress only) */
 
     /* Completed frames waiting for send_done (lock; taken by progress/close). */
     struct udp_frame *done_head, *done_tail;

@@ -4,7 +4,6 @@
  * symbol; sending is in udp_tx.c, receiving and timers in udp_rx.c.
  */
 #include <arpa/inet.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +26,7 @@ static void port_free(struct cor_rport *p)
     free(p->peers);
     free(p->active);
     free(p->touched);
-    free(p->fl);
-    free(p->fl_out);
+    rutil_fails_fini(&p->fails);
     free(p->dl);
     free(p->rx_buf);
     free(p);
@@ -37,11 +35,11 @@ static void port_free(struct cor_rport *p)
 static int udp_open(const struct cor_route_config *cfg, const struct cor_route_upcalls *up,
                     struct cor_rport **out)
 {
-    if (!cfg || !up || !out || !up->deliver || !up->send_done || !up->peer_failed ||
-        cfg->npeers == 0 || cfg->npeers > (1u << 20) || cfg->self >= cfg->npeers) {
+    if (!out) {
         udp_log("open: invalid configuration or upcalls");
         return COR_EINVAL;
     }
+    if (rutil_open_check(UDP_LOG_WHO, cfg, up, 1u << 20) != COR_OK) return COR_EINVAL;
     *out = NULL;
     struct cor_rport *p = calloc(1, sizeof(*p));
     if (!p)
@@ -76,10 +74,9 @@ static int udp_open(const struct cor_route_config *cfg, const struct cor_route_u
     p->peers = calloc(p->npeers, sizeof(*p->peers));
     p->active = calloc(p->npeers, sizeof(*p->active));
     p->touched = calloc(p->npeers, sizeof(*p->touched));
-    p->fl = calloc(p->npeers, sizeof(*p->fl));
-    p->fl_out = calloc(p->npeers, sizeof(*p->fl_out));
     p->rx_buf = malloc((size_t)p->k.batch * (UDP_DGRAM_MAX + 1));
-    if (!p->peers || !p->active || !p->touched || !p->fl || !p->fl_out || !p->rx_buf)
+    if (!p->peers || !p->active || !p->touched || !p->rx_buf ||
+        rutil_fails_init(&p->fails, p->npeers) != 0)
         goto fail;
     for (uint32_t i = 0; i < p->npeers; i++)
         p->peers[i].rank = i;
@@ -119,7 +116,7 @@ static void udp_close(struct cor_rport *p)
     udp_done_run(p, done);
     pthread_mutex_lock(&p->lock); /* quiesce: a straggling send() sees `closing` */
     pthread_mutex_unlock(&p->lock);
-    if (getenv("COR_UDP_STATS")) {
+    if (p->k.stats) {
         udp_log("port %u.%d: dropped %llu retransmits %llu (timeouts %llu) duplicates %llu "
                 "beyond-window %llu",
                 p->self, p->port_index, (unsigned long long)p->dropped,
@@ -189,13 +186,7 @@ static int udp_timeout_ms(struct cor_rport *p)
     if (!p)
         return -1;
     uint64_t t = __atomic_load_n(&p->timer_ns, __ATOMIC_RELAXED);
-    if (t == UINT64_MAX)
-        return -1;
-    uint64_t now = udp_now();
-    if (t <= now)
-        return 0;
-    uint64_t ms = (t - now + 999999) / 1000000;
-    return ms > INT_MAX ? INT_MAX : (int)ms;
+    return rutil_ms_until(t, t == UINT64_MAX ? 0 : rutil_now_ns());
 }
 
 static void udp_caps(struct cor_rport *p, struct cor_route_caps *c)
@@ -218,10 +209,7 @@ static void udp_counters(struct cor_rport *p, uint64_t *dropped, uint64_t *retra
     if (!p)
         return;
     pthread_mutex_lock(&p->lock);
-    if (dropped)
-        *dropped = p->dropped;
-    if (retransmits)
-        *retransmits = p->retransmits;
+    rutil_counters_put(dropped, retransmits, p->dropped, p->retransmits);
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -233,7 +221,8 @@ static void udp_peer_dead(struct cor_rport *p, cor_peer_t rank)
         return;
     pthread_mutex_lock(&p->lock);
     udp_fail_peer(p, &p->peers[rank], COR_EPEERDEAD);
-    udp_timer_at(p, udp_now()); /* the next progress() reports them, even with nothing to read */
+    udp_timer_at(p,
+                 rutil_now_ns()); /* the next progress() reports them, even with nothing to read */
     pthread_mutex_unlock(&p->lock);
 }
 

@@ -243,12 +243,10 @@ static void run_timers(struct cor_rport *p, uint64_t now)
 }
 
 /* Makes the callbacks collected under the lock; the lock is not held. */
-static int callbacks(struct cor_rport *p, struct udp_failure *fl, size_t nfl,
-                     struct udp_frame *done)
+static int callbacks(struct cor_rport *p, uint32_t nfl, struct udp_frame *done)
 {
     int events = 0;
-    for (size_t i = 0; i < nfl; i++)
-        p->up.peer_failed(p->up.core, fl[i].peer, fl[i].err);
+    rutil_report_failed(&p->up, p->fails.out, nfl);
     for (size_t i = 0; i < p->ndl; i++) {
         struct udp_delivery *d = &p->dl[i];
         p->up.deliver(p->up.core, d->peer, d->frame, d->len);
@@ -272,7 +270,7 @@ int udp_op_progress(struct cor_rport *p)
             p->rx_msg[i].msg_hdr.msg_flags = 0;
         }
         int n = udp_sock_recv(&p->sock, p->rx_msg, batch);
-        uint64_t now = udp_now();
+        uint64_t now = rutil_now_ns();
         int timers = now >= __atomic_load_n(&p->timer_ns, __ATOMIC_RELAXED);
         if (n <= 0 && !timers)
             break;
@@ -289,12 +287,9 @@ int udp_op_progress(struct cor_rport *p)
             run_timers(p, now);
         struct udp_frame *done = p->done_head;
         p->done_head = p->done_tail = NULL;
-        /* Each peer fails at most once, so fl_out ([npeers]) always has room. */
-        size_t nfl = p->nfl;
-        memcpy(p->fl_out, p->fl, nfl * sizeof(*p->fl));
-        p->nfl = 0;
+        uint32_t nfl = rutil_fails_take(&p->fails);
         pthread_mutex_unlock(&p->lock);
-        events += callbacks(p, p->fl_out, nfl, done);
+        events += callbacks(p, nfl, done);
         if (n < (int)batch)
             break;
     }

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "rutil.h"
 #include "udp_fault.h"
 
 struct udp_held; /* a datagram the injector holds back */
@@ -49,9 +50,8 @@ int udp_addr_parse(const char *s, struct sockaddr_in *sa);
 /* Nonzero if the address belongs to this host (127/8 or a local interface). */
 int udp_addr_is_local(struct in_addr a);
 
-/* Monotonic clock in ns. */
-uint64_t udp_now(void);
-/* Logs a message prefixed "cor udp:" to stderr. */
-void udp_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Logs a message prefixed "cor udp:" to stderr (the route layer's logger). */
+#define UDP_LOG_WHO "cor udp"
+#define udp_log(...) rutil_log(UDP_LOG_WHO, __VA_ARGS__)
 
 #endif

@@ -244,7 +244,7 @@ void udp_fail_peer(struct cor_rport *p, struct udp_peer *peer, int err)
     udp_rwin_free(&peer->rw);
     udp_reasm_reset(&peer->ra);
     acked(peer);
-    p->fl[p->nfl++] = (struct udp_failure){peer->rank, err};
+    rutil_fails_push(&p->fails, peer->rank, err);
 }
 
 int udp_done_run(struct cor_rport *p, struct udp_frame *list)
@@ -350,7 +350,7 @@ int udp_op_send(struct cor_rport *p, cor_peer_t rank, const struct iovec *iov, i
             peer->unsent = f;
         peer->queued_bytes += total;
         peer->nframes++;
-        udp_pump(p, peer, udp_now());
+        udp_pump(p, peer, rutil_now_ns());
     }
     pthread_mutex_unlock(&p->lock);
     return rc;

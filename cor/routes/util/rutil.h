@@ -1,0 +1,172 @@
+/*
+ * The shared layer under the route plugins (libfabric's prov/util): what every route needs and
+ * none should write again, so that a route folder holds only its own I/O.
+ *
+ * - the clock: monotonic nanoseconds and the conversions timeout_ms() and timed waits need;
+ * - logging: one line on stderr with the route's prefix;
+ * - knob tables: a route lists its environment variables once, as an X-macro (name, default,
+ *   range, the default cor-info shows, meaning); rutil_knobs_read() parses them with one
+ *   error message, and cor-info prints the same table;
+ * - reporting to the core: a bounded list of failed peers, and the upcalls made, in the
+ *   contract's order, once the route's lock is dropped.
+ *
+ * Built as libcorroute_util.la (noinst, static) and linked into each plugin, which is built
+ * with -fvisibility=hidden: nothing here is exported. Everything on a send or receive path is
+ * `static inline` in this header; only the cold calls (knobs, logging) live in .c files.
+ * No function here takes a lock or keeps state of its own; callers say which lock guards
+ * their lists (the route's port lock, in both routes).
+ */
+#ifndef COR_ROUTES_RUTIL_H
+#define COR_ROUTES_RUTIL_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "route.h"
+
+/* ---- clock ---------------------------------------------------------------------------- */
+
+/* CLOCK_MONOTONIC in nanoseconds: the one clock of the routes (timers, RTT, naps). */
+static inline uint64_t rutil_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* What timeout_ms() returns for a timer due at `due_ns` (UINT64_MAX = no timer): -1, 0 when
+ * due, else the milliseconds left rounded up (the core must not wake before it), at most
+ * INT_MAX. */
+static inline int rutil_ms_until(uint64_t due_ns, uint64_t now_ns)
+{
+    if (due_ns == UINT64_MAX) return -1;
+    if (due_ns <= now_ns) return 0;
+    uint64_t ms = (due_ns - now_ns + 999999) / 1000000;
+    return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+/* The CLOCK_MONOTONIC time `ns` from now, for pthread_cond_timedwait on a condition variable
+ * created with pthread_condattr_setclock(CLOCK_MONOTONIC). */
+static inline struct timespec rutil_abstime(uint64_t ns)
+{
+    uint64_t end = rutil_now_ns() + ns;
+    struct timespec ts = {(time_t)(end / 1000000000u), (long)(end % 1000000000u)};
+    return ts;
+}
+
+/* ---- logging -------------------------------------------------------------------------- */
+
+/* Writes "<who>: <message>\n" to stderr in one call (lines of concurrent threads do not mix);
+ * messages are cut at 512 bytes. Each route wraps it: udp_log("..."), gmr_log("..."). */
+void rutil_log(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- knob tables ---------------------------------------------------------------------- */
+
+/* How a knob is read: an unsigned integer in [lo, hi] (strtoull base 0: 0x.. and 0.. work),
+ * a string handed to the route as it is, or set-or-not (any value, even empty, sets it). */
+enum rutil_knob_kind { RUTIL_KNOB_UINT, RUTIL_KNOB_STR, RUTIL_KNOB_SET };
+
+struct rutil_knob {
+    const char *name;
+    enum rutil_knob_kind kind;
+    unsigned long long def, lo, hi; /* UINT only */
+};
+
+/* A route's table is an X-macro of rows
+ *     X(ID, "COR_<ROUTE>_NAME", KIND, default, lo, hi, "shown default", "meaning")
+ * (KIND = UINT, STR or SET; the shown default is "" when it is the default number itself).
+ * These turn it into the reader's table and into indices: K_ID. */
+#define RUTIL_KNOB_ROW(id, name, kind, def, lo, hi, shown, meaning)                                \
+    {name, RUTIL_KNOB_##kind, def, lo, hi},
+#define RUTIL_KNOB_ENUM(id, name, kind, def, lo, hi, shown, meaning) K_##id,
+
+/* One knob's value: u (UINT: the value or the default; SET: 1 if set), s (STR: getenv's
+ * value, NULL when unset). */
+struct rutil_knob_val {
+    unsigned long long u;
+    const char *s;
+};
+
+/* Reads every knob of t[0..n) from the environment into v[0..n). A UINT that is not a whole
+ * number in [lo, hi] is logged ("<who>: NAME='value': expected an integer in [lo, hi]") and
+ * gets its default. Returns the number of such bad values (0: all fine). */
+int rutil_knobs_read(const char *who, const struct rutil_knob *t, size_t n,
+                     struct rutil_knob_val *v);
+
+/* ---- reporting to the core ------------------------------------------------------------ */
+
+/* Validates what open() was given: every upcall set, 1 <= npeers <= max_peers, self a peer.
+ * Logs "<who>: open: invalid configuration or upcalls" and returns COR_EINVAL, else COR_OK. */
+int rutil_open_check(const char *who, const struct cor_route_config *cfg,
+                     const struct cor_route_upcalls *up, uint32_t max_peers);
+
+/* A peer given up, to report with peer_failed. */
+struct rutil_fail {
+    cor_peer_t peer;
+    int err;
+};
+
+/* Peers given up under the port lock, to report after it is dropped. A peer fails at most
+ * once, so [npeers] entries always suffice; `out` is the copy being reported (only the
+ * thread in progress(), without the lock). */
+struct rutil_fails {
+    struct rutil_fail *v, *out;
+    uint32_t n;
+};
+
+/* Allocates room for npeers failures; 0 or -1 (no memory). */
+int rutil_fails_init(struct rutil_fails *f, uint32_t npeers);
+void rutil_fails_fini(struct rutil_fails *f);
+
+/* Port lock held; the caller makes sure each peer is pushed once. */
+static inline void rutil_fails_push(struct rutil_fails *f, cor_peer_t peer, int err)
+{
+    f->v[f->n++] = (struct rutil_fail){peer, err};
+}
+
+/* Port lock held: moves the pending failures to f->out; returns how many. */
+static inline uint32_t rutil_fails_take(struct rutil_fails *f)
+{
+    uint32_t n = f->n;
+    for (uint32_t i = 0; i < n; i++)
+        f->out[i] = f->v[i];
+    f->n = 0;
+    return n;
+}
+
+/* No route lock held: peer_failed for each of fl[0..n), in order. The contract's order is
+ * deaths first, then the deliveries and send completions collected with them, so the core
+ * knows why the sends that follow failed. */
+static inline void rutil_report_failed(const struct cor_route_upcalls *up,
+                                       const struct rutil_fail *fl, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        up->peer_failed(up->core, fl[i].peer, fl[i].err);
+}
+
+/* A send finished: the cookie and status for send_done. */
+struct rutil_done {
+    void *cookie;
+    int status;
+};
+
+/* No route lock held: send_done for each of d[0..n), oldest first. Returns n. */
+static inline int rutil_report_done(const struct cor_route_upcalls *up, const struct rutil_done *d,
+                                    size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        up->send_done(up->core, d[i].cookie, d[i].status);
+    return (int)n;
+}
+
+/* The counters() op's answer; either pointer may be NULL. */
+static inline void rutil_counters_put(uint64_t *dropped, uint64_t *retransmits, uint64_t d,
+                                      uint64_t r)
+{
+    if (dropped) *dropped = d;
+    if (retransmits) *retransmits = r;
+}
+
+#endif /* COR_ROUTES_RUTIL_H */
