@@ -88,6 +88,16 @@ struct qerr {
     int err;
 };
 
+/* A task's adds to cached objects homed here that still wait for their directory turn, and
+ * its QUIET, held back until they are applied (D.qmu). */
+struct addq {
+    struct addq *next;
+    cor_idp_t who;
+    uint32_t pending;
+    bool quiet;        /* a QUIET came meanwhile: answer it when pending reaches 0 */
+    uint32_t quiet_id; /* its request id */
+};
+
 struct pend {
     cor_req_t req;
     void *buf;
@@ -132,8 +142,10 @@ static struct {
 
     /* the service thread's own */
     struct dir_entry *dir[DIR_BUCKETS];
+    pthread_mutex_t qmu; /* qerrs, nqerrs, addqs: a cached add completes in any thread */
     struct qerr *qerrs;
     size_t nqerrs;
+    struct addq *addqs;
     struct pend *pend;
     size_t npend, cappend;
     bool *death_done; /* [size] */
@@ -151,6 +163,7 @@ static struct {
     _Atomic uint64_t served, dropped, local_ops, remote_ops;
 } D = {.lock = PTHREAD_MUTEX_INITIALIZER,
        .send_mu = PTHREAD_MUTEX_INITIALIZER,
+       .qmu = PTHREAD_MUTEX_INITIALIZER,
        .ready_mu = PTHREAD_MUTEX_INITIALIZER,
        .bar_cv = PTHREAD_COND_INITIALIZER,
        .ready_cv = PTHREAD_COND_INITIALIZER};
@@ -866,20 +879,26 @@ COR_API int cor_dsm_add(cor_idp_t obj, size_t index, cor_type_t type, const void
                             .count = 1,
                             .data = value,
                             .data_len = ts};
-        atomic_fetch_add(&D.local_ops, 1);
         struct res *x = res_get(obj, RES_OBJ);
-        if (!x || x->protocol == COR_DSM_CACHED) {
-            add_note(x ? COR_DSM_EPROTOCOL : COR_ENOTFOUND);
-            if (x) res_put(x);
+        if (!x || x->protocol != COR_DSM_CACHED) {
+            atomic_fetch_add(&D.local_ops, 1);
+            if (!x) {
+                add_note(COR_ENOTFOUND);
+                return COR_OK;
+            }
+            lock_or_die(&x->mu);
+            add_note(dsm_obj_apply(&x->obj, &r, NULL, NULL));
+            unlock_or_die(&x->mu);
+            res_put(x);
             return COR_OK;
         }
-        lock_or_die(&x->mu);
-        add_note(dsm_obj_apply(&x->obj, &r, NULL, NULL));
-        unlock_or_die(&x->mu);
+        /* A cached object's add waits for its directory turn (copies elsewhere are recalled
+         * first): it goes through our own service in the task's batch, as a remote task's
+         * does, and cor_dsm_quiet asks that service too. */
         res_put(x);
-        return COR_OK;
+    } else if (atomic_load(&D.dead[home])) {
+        return COR_EPEERDEAD;
     }
-    if (atomic_load(&D.dead[home])) return COR_EPEERDEAD;
     struct add_state *a = add_state();
     if (!a) return COR_ENOMEM;
     struct add_batch *b = NULL;
@@ -1037,8 +1056,16 @@ static bool dir_inv(void *ctx, int dom, uint32_t seq, bool writeback)
     return false; /* a dead one counts as acknowledged when its death is handled */
 }
 
+static void add_done(cor_idp_t who, int err);
+
 static void op_run(struct res *x, struct pop *p, int status)
 {
+    if (p->r.op == DSM_OP_ADD) { /* non-fetching: no reply; the sender's QUIET waits for it */
+        if (status == COR_OK) status = dsm_obj_apply(&x->obj, &p->r, NULL, NULL);
+        add_done(p->src, status);
+        free(p);
+        return;
+    }
     size_t olen = dsm_obj_out_len(&p->r);
     unsigned char *buf = malloc(DSM_REP_HDR + olen);
     uint64_t value = 0;
@@ -1578,6 +1605,10 @@ static void serve_cached_copy(const struct dsm_req *r)
 static void serve_cached_op(struct res *x, cor_idp_t src, const struct dsm_req *r)
 {
     struct pop *p = malloc(sizeof *p + r->data_len);
+    if (!p && r->op == DSM_OP_ADD) {
+        add_done(src, COR_ENOMEM);
+        return;
+    }
     if (!p) {
         struct dsm_req q = *r;
         reply_buf(src, q.op, q.type, q.id, COR_ENOMEM, 0, malloc(DSM_REP_HDR), 0);
@@ -2275,7 +2306,7 @@ static struct dir_entry **dir_slot(enum res_kind kind, const char *name, size_t 
     return p;
 }
 
-static void qerr_note(cor_idp_t who, int err)
+static void qerr_note_locked(cor_idp_t who, int err)
 {
     for (struct qerr *q = D.qerrs; q; q = q->next)
         if (q->who == who) return; /* the first error is kept */
@@ -2287,7 +2318,7 @@ static void qerr_note(cor_idp_t who, int err)
     D.nqerrs++;
 }
 
-static int qerr_take(cor_idp_t who)
+static int qerr_take_locked(cor_idp_t who)
 {
     for (struct qerr **p = &D.qerrs; *p; p = &(*p)->next)
         if ((*p)->who == who) {
@@ -2301,13 +2332,87 @@ static int qerr_take(cor_idp_t who)
     return COR_OK;
 }
 
+static void qerr_note(cor_idp_t who, int err)
+{
+    lock_or_die(&D.qmu);
+    qerr_note_locked(who, err);
+    unlock_or_die(&D.qmu);
+}
+
+static int qerr_take(cor_idp_t who)
+{
+    lock_or_die(&D.qmu);
+    int err = qerr_take_locked(who);
+    unlock_or_die(&D.qmu);
+    return err;
+}
+
+static struct addq **addq_slot(cor_idp_t who)
+{
+    struct addq **p = &D.addqs;
+    while (*p && (*p)->who != who)
+        p = &(*p)->next;
+    return p;
+}
+
+/* An add of `who` to a cached object enters a directory (service thread). COR_ENOMEM if it
+ * cannot be counted: then it is not applied either. */
+static int add_begin(cor_idp_t who)
+{
+    lock_or_die(&D.qmu);
+    struct addq **p = addq_slot(who);
+    if (!*p && (*p = calloc(1, sizeof **p))) (*p)->who = who;
+    if (*p) (*p)->pending++;
+    unlock_or_die(&D.qmu);
+    return *p ? COR_OK : COR_ENOMEM;
+}
+
+/* An add of `who` to a cached object was applied (or refused with err): in whatever thread
+ * moved the directory, under the object's mutex. The last one answers a QUIET held back. */
+static void add_done(cor_idp_t who, int err)
+{
+    struct dsm_req q = {.op = DSM_OP_QUIET};
+    bool answer = false;
+    int qerr = COR_OK;
+    lock_or_die(&D.qmu);
+    if (err) qerr_note_locked(who, err);
+    struct addq **p = addq_slot(who);
+    struct addq *a = *p;
+    if (a && --a->pending == 0) {
+        answer = a->quiet;
+        q.id = a->quiet_id;
+        if (answer) qerr = qerr_take_locked(who);
+        *p = a->next;
+        free(a);
+    }
+    unlock_or_die(&D.qmu);
+    if (answer) reply(who, &q, qerr, 0, NULL, 0);
+}
+
+/* A QUIET from `who` (service thread): answered now unless adds of it to cached objects still
+ * wait in a directory (add_done answers it then). */
+static void quiet_serve(cor_idp_t who, const struct dsm_req *r)
+{
+    lock_or_die(&D.qmu);
+    struct addq *a = *addq_slot(who);
+    if (a) {
+        a->quiet = true;
+        a->quiet_id = r->id;
+    }
+    int err = a ? COR_OK : qerr_take_locked(who);
+    unlock_or_die(&D.qmu);
+    if (!a) reply(who, r, err, 0, NULL, 0);
+}
+
 static void serve_obj(cor_idp_t src, const struct dsm_req *r)
 {
     struct res *x = res_get(r->obj, RES_OBJ);
     if (r->op == DSM_OP_ADD) {
         int err = COR_ENOTFOUND;
         if (x && x->protocol == COR_DSM_CACHED) {
-            err = COR_DSM_EPROTOCOL;
+            /* its turn comes through the directory; the sender's QUIET waits for it */
+            err = add_begin(src);
+            if (!err) serve_cached_op(x, src, r);
         } else if (x) {
             lock_or_die(&x->mu);
             err = dsm_obj_apply(&x->obj, r, NULL, NULL);
@@ -2519,7 +2624,7 @@ static void serve(const void *buf, size_t len, cor_idp_t src)
         }
         return;
     case DSM_OP_QUIET:
-        reply(src, &r, qerr_take(src), 0, NULL, 0);
+        quiet_serve(src, &r);
         return;
     case DSM_OP_QUERY: {
         struct res *x = res_get(r.obj, RES_OBJ);
@@ -2601,6 +2706,7 @@ static void handle_deaths(void)
             grant(&gs[i]);
         free(gs);
         cached_peer_dead(d);
+        lock_or_die(&D.qmu);
         for (struct qerr **p = &D.qerrs; *p;) {
             if (cor_idp_domain((*p)->who) == (unsigned)d) {
                 struct qerr *q = *p;
@@ -2611,6 +2717,7 @@ static void handle_deaths(void)
                 p = &(*p)->next;
             }
         }
+        unlock_or_die(&D.qmu);
     }
 }
 
@@ -2746,6 +2853,11 @@ COR_API int cor_dsm_finalize(void)
         }
     while (D.qerrs)
         qerr_take(D.qerrs->who);
+    while (D.addqs) { /* adds still queued in a directory are dropped (README) */
+        struct addq *q = D.addqs;
+        D.addqs = q->next;
+        free(q);
+    }
     while (D.bars) {
         struct cor_dsm_barrier *b = D.bars;
         D.bars = b->next;

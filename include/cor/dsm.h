@@ -139,12 +139,16 @@ COR_API int cor_dsm_append(cor_idp_t obj, cor_type_t type, const void *data, siz
 
 /*
  * Non-fetching add, for pipelining: queues the add in the calling task's batch for the home
- * and returns without waiting (on the caller's own domain it is applied at once). A batch
- * (up to 128 adds, one message) leaves when full, at cor_dsm_quiet, or before any other
- * operation of the same task toward that home; adds from one task to one home are applied in
- * the order issued. Their errors are reported by the caller's next cor_dsm_quiet, which
- * waits until every add the calling task issued has been applied. Not for cached objects
- * (COR_DSM_EPROTOCOL, through quiet).
+ * and returns without waiting (on the caller's own domain a home-only object's add is applied
+ * at once). A batch (up to 128 adds, one message) leaves when full, at cor_dsm_quiet, or
+ * before any other operation of the same task toward that home; adds from one task to one
+ * home are applied in the order issued, and before that task's later operations there.
+ * Their errors are reported by the caller's next cor_dsm_quiet, which waits until every add
+ * the calling task issued has been applied. On a cached object (even from the home's own
+ * tasks, whose adds then go through the home's service in a batch too) an add waits for its
+ * turn in the home's directory like a fetch-add: copies are invalidated first, waiting for
+ * open sections (counted in cor_dsm_stats_t.recalls); so call cor_dsm_quiet outside any
+ * section on an object the task added to, or it waits for that section forever.
  */
 COR_API int cor_dsm_add(cor_idp_t obj, size_t index, cor_type_t type, const void *value);
 /* Waits until the calling task's earlier cor_dsm_add calls are applied at their homes.
@@ -202,8 +206,8 @@ COR_API int cor_dsm_wait(cor_dsm_req_t *req);
  * Sections on several objects must be taken in one global order (as with locks).
  * Remote operations (get, put, swap, fetch_add, cas, append) on a cached object are allowed:
  * at the home they first recall the write copy (get) or invalidate every copy (the others),
- * waiting for open sections to end (counted in cor_dsm_stats_t.recalls); cor_dsm_add is
- * not allowed on cached objects (COR_DSM_EPROTOCOL).
+ * waiting for open sections to end (counted in cor_dsm_stats_t.recalls); so do
+ * non-fetching adds (cor_dsm_add), applied before the adding task's cor_dsm_quiet returns.
  * Failure: a start toward a dead home, or on an object whose write copy died with its
  * domain, returns COR_EPEERDEAD, and so does every later start on it.
  */

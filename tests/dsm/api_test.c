@@ -275,8 +275,12 @@ static int cached_task(void *arg)
             terr(cor_dsm_end_write(rg));
             atomic_fetch_add(&writes_done, 1);
         } else if (i % 7 == 0) {
-            /* an operation on the cached object: it waits for the sections, then adds */
-            terr(cor_dsm_fetch_add(cobj, 0, COR_LONG, &one, NULL));
+            /* an operation on the cached object: it waits for the sections, then adds;
+             * every other one a non-fetching add (through the directory too) */
+            if (i % 14 == 0)
+                terr(cor_dsm_add(cobj, 0, COR_LONG, &one));
+            else
+                terr(cor_dsm_fetch_add(cobj, 0, COR_LONG, &one, NULL));
         } else {
             cor_dsm_req_t r;
             terr(cor_dsm_start_readI(rg, &r));
@@ -287,6 +291,7 @@ static int cached_task(void *arg)
             terr(cor_dsm_end_read(rg));
         }
     }
+    terr(cor_dsm_quiet()); /* outside sections: its adds may wait for them */
     terr(cor_dsm_unmap(rg));
     return 0;
 }
@@ -353,10 +358,32 @@ static void test_cached_errors(void)
     EXPECT_EQ(done, 1);
     EXPECT_ERR(cor_dsm_end_write(rg), COR_OK);
     EXPECT_ERR(cor_dsm_flush(rg), COR_OK); /* at the home: the copy is the object */
-    /* non-fetching adds are refused on cached objects (reported by quiet) */
-    long one = 1;
-    EXPECT_ERR(cor_dsm_add(cobj, 0, COR_LONG, &one), COR_OK);
-    EXPECT_ERR(cor_dsm_quiet(), COR_DSM_EPROTOCOL);
+    /* non-fetching adds on a cached object go through its directory: an add issued inside a
+     * read section waits for the section's end (the copy is recalled, counted), a later
+     * operation of the same task sees it (applied in order), quiet waits for it */
+    long one = 1, five = 5, before = -1, after = -1, seen = -1;
+    cor_dsm_stats_t st0, st1;
+    EXPECT_ERR(cor_dsm_stats_get(&st0), COR_OK);
+    EXPECT_ERR(cor_dsm_get(cobj, 1, 1, COR_LONG, &before), COR_OK);
+    EXPECT_ERR(cor_dsm_start_read(rg), COR_OK);
+    EXPECT_ERR(cor_dsm_add(cobj, 1, COR_LONG, &five), COR_OK);
+    cor_dsm_info_t ci;
+    EXPECT_ERR(cor_dsm_query(cobj, &ci), COR_OK); /* sends the add: it waits for our section */
+    EXPECT_ERR(cor_dsm_end_read(rg), COR_OK);
+    EXPECT_ERR(cor_dsm_fetch_add(cobj, 1, COR_LONG, &one, &after), COR_OK);
+    EXPECT_EQ(after, before + 5);
+    for (int i = 0; i < 300; i++) /* 300 adds: more than one batch */
+        EXPECT_ERR(cor_dsm_add(cobj, 1, COR_LONG, &one), COR_OK);
+    EXPECT_ERR(cor_dsm_add(cobj, CW, COR_LONG, &one), COR_OK); /* out of range: at quiet */
+    EXPECT_ERR(cor_dsm_add(cobj, 1, COR_LONG, &one), COR_OK);
+    EXPECT_ERR(cor_dsm_quiet(), COR_DSM_ERANGE);
+    EXPECT_ERR(cor_dsm_quiet(), COR_OK);
+    EXPECT_ERR(cor_dsm_start_read(rg), COR_OK);
+    seen = ((long *)d1)[1];
+    EXPECT_ERR(cor_dsm_end_read(rg), COR_OK);
+    EXPECT_EQ(seen, before + 5 + 1 + 301);
+    EXPECT_ERR(cor_dsm_stats_get(&st1), COR_OK);
+    EXPECT_TRUE(st1.recalls > st0.recalls);
     /* wrong type on an operation */
     int i1 = 1;
     EXPECT_ERR(cor_dsm_fetch_add(cobj, 0, COR_INT, &i1, NULL), COR_ETYPE);
@@ -377,9 +404,18 @@ static void test_cached_errors(void)
     EXPECT_ERR(cor_dsm_wait(&as_req), COR_EINVAL);
     EXPECT_ERR(cor_dsm_start_read((cor_dsm_region_t)(uintptr_t)0x12345678abcdULL), COR_EINVAL);
     EXPECT_ERR(cor_dsm_start_read((cor_dsm_region_t)&one), COR_EINVAL);
-    EXPECT_ERR(cor_dsm_unmap(rg2), COR_OK);
     EXPECT_ERR(cor_dsm_destroy(ho), COR_OK);
+    /* an add waiting in the directory (behind a read section) when the object is destroyed,
+     * and one after: both COR_ENOTFOUND at quiet */
+    EXPECT_ERR(cor_dsm_start_read(rg2), COR_OK);
+    EXPECT_ERR(cor_dsm_add(cobj, 0, COR_LONG, &one), COR_OK);
+    EXPECT_ERR(cor_dsm_query(cobj, &ci), COR_OK); /* sends the add first: it is queued now */
     EXPECT_ERR(cor_dsm_destroy(cobj), COR_OK);
+    EXPECT_ERR(cor_dsm_quiet(), COR_ENOTFOUND);
+    EXPECT_ERR(cor_dsm_end_read(rg2), COR_OK);
+    EXPECT_ERR(cor_dsm_unmap(rg2), COR_OK);
+    EXPECT_ERR(cor_dsm_add(cobj, 0, COR_LONG, &one), COR_OK);
+    EXPECT_ERR(cor_dsm_quiet(), COR_ENOTFOUND);
     EXPECT_ERR(cor_dsm_map(cobj, &rg), COR_ENOTFOUND);
     EXPECT_TRUE(strcmp(cor_dsm_strerror(COR_DSM_ESECTION), cor_strerror(COR_EINVAL)) != 0);
 }

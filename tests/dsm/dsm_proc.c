@@ -17,6 +17,11 @@
  *     write section, a remote fetch-add on the same cached counter (recalls copies), now and
  *     then a get of the whole block (not torn) and a flush. The homes check exact finals.
  *     -b sets the cache budget (0: every idle copy is evicted at once).
+ *     Then non-fetching adds to a cached object homed at domain 0 ("cadd") that every domain
+ *     holds a read copy of: each task adds ITERS times to the common counter and to a slot of
+ *     its own, whose value it reads back before its quiet (its adds come first); after quiet
+ *     and a barrier every domain reads the exact totals in a read section, domain 0 counts
+ *     recalls; after its destruction an add reports COR_ENOTFOUND at quiet.
  *   dsm_proc lockfair DIR [-t TASKS] [-i TOTAL]
  *     All tasks of all domains take lock "F" until TOTAL acquisitions were made (counted in
  *     an object under the lock: the sum must be TOTAL exactly); prints max/min acquisitions
@@ -304,6 +309,66 @@ static int cblk_check(const long *v)
     return sum == v[0];
 }
 
+static cor_idp_t cadd; /* cached, homed at domain 0: [0] common, [1 + rank*ntasks + k] a task's */
+
+static int cadd_task(void *arg)
+{
+    int k = (int)(intptr_t)arg;
+    size_t mine = 1 + (size_t)rank * ntasks + k;
+    long one = 1, got = -1;
+    for (long i = 0; i < iters; i++) {
+        CHECK(cor_dsm_add(cadd, 0, COR_LONG, &one));
+        CHECK(cor_dsm_add(cadd, mine, COR_LONG, &one));
+    }
+    /* no quiet yet: the get goes after the task's adds, in the order issued */
+    CHECK(cor_dsm_get(cadd, mine, 1, COR_LONG, &got));
+    if (got != iters)
+        fail("task %d: own slot of cadd = %ld before quiet, expected %ld", k, got, iters);
+    CHECK(cor_dsm_quiet());
+    return 0;
+}
+
+static void run_cadd(void)
+{
+    size_t n = 1 + (size_t)ndom * ntasks;
+    cadd = lookup("cadd");
+    cor_dsm_region_t rg;
+    long *v = NULL;
+    CHECK(cor_dsm_map(cadd, &rg));
+    CHECK(cor_dsm_region_data(rg, (void **)&v, NULL));
+    CHECK(cor_dsm_start_read(rg)); /* every domain holds a read copy now */
+    CHECK(cor_dsm_end_read(rg));
+    cor_dsm_stats_t s0, s1;
+    CHECK(cor_dsm_stats_get(&s0));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    spawn_all(cadd_task);
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    long total = (long)ndom * ntasks * iters;
+    CHECK(cor_dsm_start_read(rg));
+    if (v[0] != total)
+        fail("cadd[0] = %ld in a read section after quiet, expected %ld", v[0], total);
+    for (size_t i = 1; i < n; i++)
+        if (v[i] != iters) fail("cadd[%zu] = %ld, expected %ld", i, v[i], iters);
+    CHECK(cor_dsm_end_read(rg));
+    CHECK(cor_dsm_stats_get(&s1));
+    if (rank == 0 && cache_bytes != 0 && ndom > 1 && s1.recalls <= s0.recalls)
+        fail("adds to cadd recalled no copy (recalls %llu -> %llu)", (unsigned long long)s0.recalls,
+             (unsigned long long)s1.recalls);
+    printf("domain %d: cadd %s: %ld adds from %d tasks per domain to a cached object read "
+           "everywhere, exact; recalls here %llu -> %llu\n",
+           rank, atomic_load(&failures) ? "FAIL" : "PASS", total, ntasks,
+           (unsigned long long)s0.recalls, (unsigned long long)s1.recalls);
+    CHECK(cor_dsm_unmap(rg));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank == 0) CHECK(cor_dsm_destroy(cadd));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    long one = 1;
+    CHECK(cor_dsm_add(cadd, 0, COR_LONG, &one));
+    int err = cor_dsm_quiet();
+    if (err != COR_ENOTFOUND)
+        fail("an add to destroyed cadd: quiet %s, expected COR_ENOTFOUND", cor_dsm_strerror(err));
+}
+
 static int cache_task(void *arg)
 {
     int k = (int)(intptr_t)arg;
@@ -372,6 +437,8 @@ static void run_cache(void)
     CHECK(cor_dsm_create(name, COR_LONG, CB, COR_DSM_CACHED, &cblk[rank]));
     snprintf(name, sizeof name, "cctr.%d", rank);
     CHECK(cor_dsm_create(name, COR_LONG, 4, COR_DSM_CACHED, &cctr[rank]));
+    if (rank == 0)
+        CHECK(cor_dsm_create("cadd", COR_LONG, 1 + (size_t)ndom * ntasks, COR_DSM_CACHED, &cadd));
     CHECK(cor_dsm_barrier_create("all", COR_IDP_NULL, 1, &all_bar));
     CHECK(cor_dsm_barrier_wait(all_bar));
     for (int d = 0; d < ndom; d++) {
@@ -401,6 +468,7 @@ static void run_cache(void)
     if (s.requests_dropped) fail("%llu requests dropped", (unsigned long long)s.requests_dropped);
     if (cache_bytes == 0 && s.evictions == 0 && ndom > 1) fail("a budget of 0 evicted nothing");
     CHECK(cor_dsm_barrier_wait(all_bar));
+    run_cadd();
     CHECK(cor_dsm_destroy(cblk[rank]));
     CHECK(cor_dsm_destroy(cctr[rank]));
     CHECK(cor_dsm_barrier_wait(all_bar));
