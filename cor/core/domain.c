@@ -168,9 +168,31 @@ void cor__peer_gone(unsigned rank, int err, bool notify)
     if (fn) fn((int)rank, err, arg);
 }
 
+/* Messages no receive took: their buffers may be a route's memory (gm: gm_dma_malloc), which
+ * goes when the route's ports close, so they are dropped first, once no listener can add
+ * more. */
+static void drop_unexpected(void)
+{
+    for (int i = 0; i < g.nroutes; i++) {
+        struct cor_route *r = g.routes[i];
+        for (int k = 0; k < r->nports; k++)
+            cor__hport_stop(r->ports[k]);
+        if (r->raw) cor__hport_stop(r->raw);
+    }
+    for (int i = 0; g.tasks && i < g.max_tasks; i++) {
+        struct cor_task *t = g.tasks[i];
+        while (t && t->unexp_head) {
+            struct cor_umsg *m = t->unexp_head;
+            t->unexp_head = m->next;
+            cor__umsg_free(m);
+        }
+    }
+}
+
 static void teardown(void)
 {
     cor__ports_free_all();
+    drop_unexpected();
     if (g.dma_port) {
         g.dma_port = NULL;
         cor__buf_forget_dma();
@@ -200,11 +222,6 @@ static void teardown(void)
         for (int i = 0; i < g.max_tasks; i++) {
             struct cor_task *t = g.tasks[i];
             if (!t) continue;
-            while (t->unexp_head) {
-                struct cor_umsg *m = t->unexp_head;
-                t->unexp_head = m->next;
-                cor__umsg_free(m);
-            }
             free(t->send_seq);
             pthread_mutex_destroy(&t->lock);
             pthread_cond_destroy(&t->cond);

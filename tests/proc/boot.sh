@@ -54,11 +54,12 @@ say "  ok: status $RC in $el s"
 
 say "a domain that never joins: named after --start-timeout, others fail the exchange"
 start=$(t0)
-run_bg nojoin timeout 30 "$CORRUN" -n 3 --start-timeout 2 "$BC" nojoin 2
+# 6 s: a sanitized domain that does join can take 2 s to start on a loaded machine.
+run_bg nojoin timeout 30 "$CORRUN" -n 3 --start-timeout 6 "$BC" nojoin 2
 wait_bg nojoin
 el=$(elapsed "$start")
 [ $RC != 0 ] || { show nojoin; die "exited 0"; }
-grep -q "domain 2 (pid [0-9]*) did not join the session within 2 s" "$WORK/nojoin.err" || \
+grep -q "domain 2 (pid [0-9]*) did not join the session within 6 s" "$WORK/nojoin.err" || \
     { show nojoin; die "no clear message"; }
 [ "$(grep -c 'exited with status 43' "$WORK/nojoin.err")" = 2 ] || \
     { show nojoin; die "the others did not fail their exchange with COR_EPEERDEAD"; }
