@@ -129,6 +129,12 @@ static struct {
     _Atomic uint64_t bar_events;  /* bar_wake calls */
     cor_req_t bar_rr;             /* the driver's */
     void *bar_msg;
+    /* Barrier messages leave as the mailbox's task, not the service's: a completion signals
+     * its task's sleepers, and as the service's each one woke the service thread, whose short
+     * slice preempted the driver (two switches per message on 2 cores). */
+    pthread_mutex_t bar_send_mu; /* calls as the mailbox's task, bar_pend */
+    struct pend *bar_pend;       /* its sends in flight */
+    size_t nbar_pend, capbar_pend;
 
     /* the service thread's own */
     struct dir_entry *dir[DIR_BUCKETS];
@@ -151,6 +157,7 @@ static struct {
     _Atomic uint64_t served, dropped, local_ops, remote_ops;
 } D = {.lock = PTHREAD_MUTEX_INITIALIZER,
        .send_mu = PTHREAD_MUTEX_INITIALIZER,
+       .bar_send_mu = PTHREAD_MUTEX_INITIALIZER,
        .ready_mu = PTHREAD_MUTEX_INITIALIZER,
        .bar_cv = PTHREAD_COND_INITIALIZER,
        .ready_cv = PTHREAD_COND_INITIALIZER};
@@ -2002,7 +2009,7 @@ COR_API int cor_dsm_barrier_create(const char *name, cor_idp_t ldom, int local_t
     return err;
 }
 
-/* Sends barrier messages as the calling task (user task or, with svc_send, the service). */
+/* Sends barrier messages as the barrier mailbox's task, from whichever thread calls. */
 static int bar_send(uint64_t id, const struct dsm_bar_msg *m, int n);
 
 /* Under D.lock: turns the messages' member positions into domain ranks, so they can be sent
@@ -2091,8 +2098,10 @@ static void bar_drive(struct cor_dsm_barrier *b, uint64_t epoch)
     while (!bar_watch_stop(&w)) {
         if (D.bar_rr == COR_REQ_NULL) {
             D.bar_msg = NULL;
+            lock_or_die(&D.bar_send_mu);
             int err =
                 cor_recvI_as(D.bar_box, COR_ANY_SOURCE, D.ctx, COR_ANY_TAG, &D.bar_msg, &D.bar_rr);
+            unlock_or_die(&D.bar_send_mu);
             if (err) {
                 lock_or_die(&D.lock);
                 if (!b->err) b->err = err;
@@ -2465,10 +2474,56 @@ static void serve_lock(cor_idp_t src, const struct dsm_req *r)
     res_put(x);
 }
 
-/* Sends a barrier's messages to the members' barrier mailboxes, as the service (not waiting
- * for the sends: over udp a send completes when acknowledged, up to COR_UDP_ACK_DELAY_US
- * later). Their order does not matter: messages are counted per round. m[i].to is a domain
- * rank (bar_resolve): the barrier itself is not touched. */
+/* Frees the barrier sends that completed (all: waits for them); D.bar_send_mu held. Never
+ * makes progress unless `all`: it runs on the barrier's path. */
+static void bar_reap(bool all)
+{
+    for (size_t i = 0; i < D.nbar_pend;) {
+        int done = 1;
+        if (all)
+            cor_wait(&D.bar_pend[i].req, NULL);
+        else if (cor_peek(D.bar_pend[i].req, &done) == COR_OK && done)
+            cor_test(&D.bar_pend[i].req, &done, NULL);
+        if (!done) {
+            i++;
+            continue;
+        }
+        free(D.bar_pend[i].buf);
+        D.bar_pend[i] = D.bar_pend[--D.nbar_pend];
+    }
+}
+
+/* Sends buf (malloc'd, ours until the send completes) as the barrier mailbox's task. */
+static void bar_send_one(cor_idp_t to, void *buf, size_t n)
+{
+    cor_req_t req;
+    lock_or_die(&D.bar_send_mu);
+    bar_reap(false);
+    if (cor_sendI_as(D.bar_box, to, D.ctx, 0, COR_BYTE, buf, n, &req) != COR_OK) {
+        unlock_or_die(&D.bar_send_mu);
+        free(buf); /* the peer died or left: the barrier fails by the death */
+        return;
+    }
+    if (D.nbar_pend == D.capbar_pend) {
+        size_t cap = D.capbar_pend ? D.capbar_pend * 2 : 16;
+        struct pend *p = realloc(D.bar_pend, cap * sizeof *p);
+        if (!p) {
+            cor_wait(&req, NULL);
+            free(buf);
+            unlock_or_die(&D.bar_send_mu);
+            return;
+        }
+        D.bar_pend = p;
+        D.capbar_pend = cap;
+    }
+    D.bar_pend[D.nbar_pend++] = (struct pend){req, buf};
+    unlock_or_die(&D.bar_send_mu);
+}
+
+/* Sends a barrier's messages to the members' barrier mailboxes, as the mailbox's task (not
+ * waiting for the sends: over udp a send completes when acknowledged, up to
+ * COR_UDP_ACK_DELAY_US later). Their order does not matter: messages are counted per round.
+ * m[i].to is a domain rank (bar_resolve): the barrier itself is not touched. */
 static int bar_send(uint64_t id, const struct dsm_bar_msg *m, int n)
 {
     int err = COR_OK;
@@ -2483,7 +2538,7 @@ static int bar_send(uint64_t id, const struct dsm_bar_msg *m, int n)
             err = err ? err : e;
             continue;
         }
-        svc_send(box, 0, buf, dsm_req_encode(buf, DSM_REQ_HDR, &r));
+        bar_send_one(box, buf, dsm_req_encode(buf, DSM_REQ_HDR, &r));
     }
     return err;
 }
@@ -2726,6 +2781,12 @@ COR_API int cor_dsm_finalize(void)
         if (D.bar_msg) cor_releaseBuffer(D.bar_msg);
         D.bar_msg = NULL;
     }
+    lock_or_die(&D.bar_send_mu);
+    bar_reap(true);
+    free(D.bar_pend);
+    D.bar_pend = NULL;
+    D.nbar_pend = D.capbar_pend = 0;
+    unlock_or_die(&D.bar_send_mu);
     for (unsigned i = 1; i <= RES_MAX; i++)
         if (D.res[i]) {
             res_put(D.res[i]);
