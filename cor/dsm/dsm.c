@@ -2072,21 +2072,31 @@ struct bar_watch {
     bool over; /* sticky: the hook and the driver's loop both ask */
 };
 
-/* Called at every turn of a polling wait: the lock only when something happened. */
+/* Called at every turn of a polling wait, and with the mailbox task's lock held while it
+ * blocks: so no lock here (a send completing as the mailbox's task takes that lock under the
+ * core's send lock, which the cached protocol takes under a copy's mutex, and D.lock is held
+ * while copies' mutexes are taken). Says only that something happened; bar_watch_over looks. */
 static int bar_watch_stop(void *arg)
 {
     struct bar_watch *w = arg;
     if (w->over || atomic_load(&D.stopping)) return 1;
-    uint64_t ev = atomic_load(&D.bar_events);
-    bool died = false;
+    if (atomic_load(&D.bar_events) != w->events) return 1;
     for (int i = 0; i < w->b->st.n; i++)
-        died |= atomic_load(&D.dead[w->b->members[i]]);
-    if (ev == w->events && !died) return 0;
-    w->events = ev;
-    lock_or_die(&D.lock);
-    w->over = bar_over(w->b, w->epoch);
-    unlock_or_die(&D.lock);
-    return w->over;
+        if (atomic_load(&D.dead[w->b->members[i]])) return 1;
+    return 0;
+}
+
+/* Whether the driver's turn is over; outside the core's waits, so D.lock may be taken. */
+static bool bar_watch_over(struct bar_watch *w)
+{
+    if (!bar_watch_stop(w)) return false;
+    if (!w->over && !atomic_load(&D.stopping)) {
+        w->events = atomic_load(&D.bar_events); /* before the look: no event is missed */
+        lock_or_die(&D.lock);
+        w->over = bar_over(w->b, w->epoch);
+        unlock_or_die(&D.lock);
+    }
+    return w->over || atomic_load(&D.stopping);
 }
 
 /* The driver's turn: receives barrier messages (for any barrier) with the mailbox's one
@@ -2095,7 +2105,7 @@ static int bar_watch_stop(void *arg)
 static void bar_drive(struct cor_dsm_barrier *b, uint64_t epoch)
 {
     struct bar_watch w = {b, epoch, atomic_load(&D.bar_events) - 1, false};
-    while (!bar_watch_stop(&w)) {
+    while (!bar_watch_over(&w)) {
         if (D.bar_rr == COR_REQ_NULL) {
             D.bar_msg = NULL;
             lock_or_die(&D.bar_send_mu);
