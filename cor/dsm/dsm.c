@@ -139,6 +139,12 @@ static struct {
     _Atomic uint64_t bar_events;  /* bar_wake calls */
     cor_req_t bar_rr;             /* the driver's */
     void *bar_msg;
+    /* Barrier messages leave as the mailbox's task, not the service's: a completion signals
+     * its task's sleepers, and as the service's each one woke the service thread, whose short
+     * slice preempted the driver (two switches per message on 2 cores). */
+    pthread_mutex_t bar_send_mu; /* calls as the mailbox's task, bar_pend */
+    struct pend *bar_pend;       /* its sends in flight */
+    size_t nbar_pend, capbar_pend;
 
     /* the service thread's own */
     struct dir_entry *dir[DIR_BUCKETS];
@@ -164,6 +170,7 @@ static struct {
 } D = {.lock = PTHREAD_MUTEX_INITIALIZER,
        .send_mu = PTHREAD_MUTEX_INITIALIZER,
        .qmu = PTHREAD_MUTEX_INITIALIZER,
+       .bar_send_mu = PTHREAD_MUTEX_INITIALIZER,
        .ready_mu = PTHREAD_MUTEX_INITIALIZER,
        .bar_cv = PTHREAD_COND_INITIALIZER,
        .ready_cv = PTHREAD_COND_INITIALIZER};
@@ -2033,7 +2040,7 @@ COR_API int cor_dsm_barrier_create(const char *name, cor_idp_t ldom, int local_t
     return err;
 }
 
-/* Sends barrier messages as the calling task (user task or, with svc_send, the service). */
+/* Sends barrier messages as the barrier mailbox's task, from whichever thread calls. */
 static int bar_send(uint64_t id, const struct dsm_bar_msg *m, int n);
 
 /* Under D.lock: turns the messages' member positions into domain ranks, so they can be sent
@@ -2096,21 +2103,31 @@ struct bar_watch {
     bool over; /* sticky: the hook and the driver's loop both ask */
 };
 
-/* Called at every turn of a polling wait: the lock only when something happened. */
+/* Called at every turn of a polling wait, and with the mailbox task's lock held while it
+ * blocks: so no lock here (a send completing as the mailbox's task takes that lock under the
+ * core's send lock, which the cached protocol takes under a copy's mutex, and D.lock is held
+ * while copies' mutexes are taken). Says only that something happened; bar_watch_over looks. */
 static int bar_watch_stop(void *arg)
 {
     struct bar_watch *w = arg;
     if (w->over || atomic_load(&D.stopping)) return 1;
-    uint64_t ev = atomic_load(&D.bar_events);
-    bool died = false;
+    if (atomic_load(&D.bar_events) != w->events) return 1;
     for (int i = 0; i < w->b->st.n; i++)
-        died |= atomic_load(&D.dead[w->b->members[i]]);
-    if (ev == w->events && !died) return 0;
-    w->events = ev;
-    lock_or_die(&D.lock);
-    w->over = bar_over(w->b, w->epoch);
-    unlock_or_die(&D.lock);
-    return w->over;
+        if (atomic_load(&D.dead[w->b->members[i]])) return 1;
+    return 0;
+}
+
+/* Whether the driver's turn is over; outside the core's waits, so D.lock may be taken. */
+static bool bar_watch_over(struct bar_watch *w)
+{
+    if (!bar_watch_stop(w)) return false;
+    if (!w->over && !atomic_load(&D.stopping)) {
+        w->events = atomic_load(&D.bar_events); /* before the look: no event is missed */
+        lock_or_die(&D.lock);
+        w->over = bar_over(w->b, w->epoch);
+        unlock_or_die(&D.lock);
+    }
+    return w->over || atomic_load(&D.stopping);
 }
 
 /* The driver's turn: receives barrier messages (for any barrier) with the mailbox's one
@@ -2119,11 +2136,13 @@ static int bar_watch_stop(void *arg)
 static void bar_drive(struct cor_dsm_barrier *b, uint64_t epoch)
 {
     struct bar_watch w = {b, epoch, atomic_load(&D.bar_events) - 1, false};
-    while (!bar_watch_stop(&w)) {
+    while (!bar_watch_over(&w)) {
         if (D.bar_rr == COR_REQ_NULL) {
             D.bar_msg = NULL;
+            lock_or_die(&D.bar_send_mu);
             int err =
                 cor_recvI_as(D.bar_box, COR_ANY_SOURCE, D.ctx, COR_ANY_TAG, &D.bar_msg, &D.bar_rr);
+            unlock_or_die(&D.bar_send_mu);
             if (err) {
                 lock_or_die(&D.lock);
                 if (!b->err) b->err = err;
@@ -2570,10 +2589,56 @@ static void serve_lock(cor_idp_t src, const struct dsm_req *r)
     res_put(x);
 }
 
-/* Sends a barrier's messages to the members' barrier mailboxes, as the service (not waiting
- * for the sends: over udp a send completes when acknowledged, up to COR_UDP_ACK_DELAY_US
- * later). Their order does not matter: messages are counted per round. m[i].to is a domain
- * rank (bar_resolve): the barrier itself is not touched. */
+/* Frees the barrier sends that completed (all: waits for them); D.bar_send_mu held. Never
+ * makes progress unless `all`: it runs on the barrier's path. */
+static void bar_reap(bool all)
+{
+    for (size_t i = 0; i < D.nbar_pend;) {
+        int done = 1;
+        if (all)
+            cor_wait(&D.bar_pend[i].req, NULL);
+        else if (cor_peek(D.bar_pend[i].req, &done) == COR_OK && done)
+            cor_test(&D.bar_pend[i].req, &done, NULL);
+        if (!done) {
+            i++;
+            continue;
+        }
+        free(D.bar_pend[i].buf);
+        D.bar_pend[i] = D.bar_pend[--D.nbar_pend];
+    }
+}
+
+/* Sends buf (malloc'd, ours until the send completes) as the barrier mailbox's task. */
+static void bar_send_one(cor_idp_t to, void *buf, size_t n)
+{
+    cor_req_t req;
+    lock_or_die(&D.bar_send_mu);
+    bar_reap(false);
+    if (cor_sendI_as(D.bar_box, to, D.ctx, 0, COR_BYTE, buf, n, &req) != COR_OK) {
+        unlock_or_die(&D.bar_send_mu);
+        free(buf); /* the peer died or left: the barrier fails by the death */
+        return;
+    }
+    if (D.nbar_pend == D.capbar_pend) {
+        size_t cap = D.capbar_pend ? D.capbar_pend * 2 : 16;
+        struct pend *p = realloc(D.bar_pend, cap * sizeof *p);
+        if (!p) {
+            cor_wait(&req, NULL);
+            free(buf);
+            unlock_or_die(&D.bar_send_mu);
+            return;
+        }
+        D.bar_pend = p;
+        D.capbar_pend = cap;
+    }
+    D.bar_pend[D.nbar_pend++] = (struct pend){req, buf};
+    unlock_or_die(&D.bar_send_mu);
+}
+
+/* Sends a barrier's messages to the members' barrier mailboxes, as the mailbox's task (not
+ * waiting for the sends: over udp a send completes when acknowledged, up to
+ * COR_UDP_ACK_DELAY_US later). Their order does not matter: messages are counted per round.
+ * m[i].to is a domain rank (bar_resolve): the barrier itself is not touched. */
 static int bar_send(uint64_t id, const struct dsm_bar_msg *m, int n)
 {
     int err = COR_OK;
@@ -2588,7 +2653,7 @@ static int bar_send(uint64_t id, const struct dsm_bar_msg *m, int n)
             err = err ? err : e;
             continue;
         }
-        svc_send(box, 0, buf, dsm_req_encode(buf, DSM_REQ_HDR, &r));
+        bar_send_one(box, buf, dsm_req_encode(buf, DSM_REQ_HDR, &r));
     }
     return err;
 }
@@ -2833,6 +2898,12 @@ COR_API int cor_dsm_finalize(void)
         if (D.bar_msg) cor_releaseBuffer(D.bar_msg);
         D.bar_msg = NULL;
     }
+    lock_or_die(&D.bar_send_mu);
+    bar_reap(true);
+    free(D.bar_pend);
+    D.bar_pend = NULL;
+    D.nbar_pend = D.capbar_pend = 0;
+    unlock_or_die(&D.bar_send_mu);
     for (unsigned i = 1; i <= RES_MAX; i++)
         if (D.res[i]) {
             res_put(D.res[i]);
