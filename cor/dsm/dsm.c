@@ -103,6 +103,14 @@ struct pend {
     void *buf;
 };
 
+/* The sends made as one reserved task: the core takes one call at a time per task (mu, also
+ * held for its receives), and each buffer stays ours until its send completes (pend). */
+struct outbox {
+    pthread_mutex_t mu;
+    struct pend *pend;
+    size_t n, cap;
+};
+
 struct cor_dsm_barrier {
     struct cor_dsm_barrier *next; /* D.bars */
     uint64_t id;                  /* hash of the name */
@@ -142,9 +150,7 @@ static struct {
     /* Barrier messages leave as the mailbox's task, not the service's: a completion signals
      * its task's sleepers, and as the service's each one woke the service thread, whose short
      * slice preempted the driver (two switches per message on 2 cores). */
-    pthread_mutex_t bar_send_mu; /* calls as the mailbox's task, bar_pend */
-    struct pend *bar_pend;       /* its sends in flight */
-    size_t nbar_pend, capbar_pend;
+    struct outbox bar_out; /* calls as the mailbox's task */
 
     /* the service thread's own */
     struct dir_entry *dir[DIR_BUCKETS];
@@ -152,11 +158,9 @@ static struct {
     struct qerr *qerrs;
     size_t nqerrs;
     struct addq *addqs;
-    struct pend *pend;
-    size_t npend, cappend;
     bool *death_done; /* [size] */
 
-    pthread_mutex_t send_mu; /* calls as the service task (cor_sendI_as, cor_recvI_as), pend */
+    struct outbox svc_out;            /* calls as the service task (cor_sendI_as, cor_recvI_as) */
     struct copy *copies[DIR_BUCKETS]; /* copies of objects homed elsewhere (lock) */
     _Atomic size_t cache_budget, cached_bytes;
     _Atomic uint64_t invalidations, recalls, evictions;
@@ -168,9 +172,9 @@ static struct {
 
     _Atomic uint64_t served, dropped, local_ops, remote_ops;
 } D = {.lock = PTHREAD_MUTEX_INITIALIZER,
-       .send_mu = PTHREAD_MUTEX_INITIALIZER,
+       .svc_out.mu = PTHREAD_MUTEX_INITIALIZER,
        .qmu = PTHREAD_MUTEX_INITIALIZER,
-       .bar_send_mu = PTHREAD_MUTEX_INITIALIZER,
+       .bar_out.mu = PTHREAD_MUTEX_INITIALIZER,
        .ready_mu = PTHREAD_MUTEX_INITIALIZER,
        .bar_cv = PTHREAD_COND_INITIALIZER,
        .ready_cv = PTHREAD_COND_INITIALIZER};
@@ -2139,10 +2143,10 @@ static void bar_drive(struct cor_dsm_barrier *b, uint64_t epoch)
     while (!bar_watch_over(&w)) {
         if (D.bar_rr == COR_REQ_NULL) {
             D.bar_msg = NULL;
-            lock_or_die(&D.bar_send_mu);
+            lock_or_die(&D.bar_out.mu);
             int err =
                 cor_recvI_as(D.bar_box, COR_ANY_SOURCE, D.ctx, COR_ANY_TAG, &D.bar_msg, &D.bar_rr);
-            unlock_or_die(&D.bar_send_mu);
+            unlock_or_die(&D.bar_out.mu);
             if (err) {
                 lock_or_die(&D.lock);
                 if (!b->err) b->err = err;
@@ -2237,49 +2241,73 @@ COR_API int cor_dsm_barrier_destroy(cor_dsm_barrier_t bar)
 
 /* ---- The service ------------------------------------------------------------------------ */
 
-/* Sends buf (malloc'd, ours until the send completes) from the service to `to`. */
-static void svc_send(cor_idp_t to, uint32_t tag, void *buf, size_t n)
-{
-    cor_req_t req;
-    lock_or_die(&D.send_mu);
-    if (cor_sendI_as(D.svc, to, D.ctx, (int)tag, COR_BYTE, buf, n, &req) != COR_OK) {
-        unlock_or_die(&D.send_mu);
-        free(buf); /* the peer died or left: nobody waits for this any more */
-        return;
-    }
-    if (D.npend == D.cappend) {
-        size_t cap = D.cappend ? D.cappend * 2 : 64;
-        struct pend *p = realloc(D.pend, cap * sizeof *p);
-        if (!p) {
-            cor_wait(&req, NULL);
-            free(buf);
-            unlock_or_die(&D.send_mu);
-            return;
-        }
-        D.pend = p;
-        D.cappend = cap;
-    }
-    D.pend[D.npend++] = (struct pend){req, buf};
-    unlock_or_die(&D.send_mu);
-}
+enum reap_how { REAP_WAIT, REAP_TEST, REAP_PEEK /* makes no progress */ };
 
-static void reap(bool all)
+/* Frees o's sends that completed (REAP_WAIT: waits for every one); o->mu held. */
+static void outbox_reap(struct outbox *o, enum reap_how how)
 {
-    lock_or_die(&D.send_mu);
-    for (size_t i = 0; i < D.npend;) {
+    for (size_t i = 0; i < o->n;) {
         int done = 1;
-        if (all)
-            cor_wait(&D.pend[i].req, NULL);
-        else
-            cor_test(&D.pend[i].req, &done, NULL);
+        if (how == REAP_WAIT)
+            cor_wait(&o->pend[i].req, NULL);
+        else if (how == REAP_TEST || (cor_peek(o->pend[i].req, &done) == COR_OK && done))
+            cor_test(&o->pend[i].req, &done, NULL);
         if (!done) {
             i++;
             continue;
         }
-        free(D.pend[i].buf);
-        D.pend[i] = D.pend[--D.npend];
+        free(o->pend[i].buf);
+        o->pend[i] = o->pend[--o->n];
     }
-    unlock_or_die(&D.send_mu);
+}
+
+/* Sends buf (malloc'd, ours until the send completes) as task `as` to `to`; o->mu held. */
+static void outbox_send(struct outbox *o, cor_idp_t as, cor_idp_t to, uint32_t tag, void *buf,
+                        size_t n)
+{
+    cor_req_t req;
+    if (cor_sendI_as(as, to, D.ctx, (int)tag, COR_BYTE, buf, n, &req) != COR_OK) {
+        free(buf); /* the peer died or left: nobody waits for this any more */
+        return;
+    }
+    if (o->n == o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 64;
+        struct pend *p = realloc(o->pend, cap * sizeof *p);
+        if (!p) {
+            cor_wait(&req, NULL);
+            free(buf);
+            return;
+        }
+        o->pend = p;
+        o->cap = cap;
+    }
+    o->pend[o->n++] = (struct pend){req, buf};
+}
+
+/* Waits for o's sends and frees what it holds. */
+static void outbox_clear(struct outbox *o)
+{
+    lock_or_die(&o->mu);
+    outbox_reap(o, REAP_WAIT);
+    free(o->pend);
+    o->pend = NULL;
+    o->n = o->cap = 0;
+    unlock_or_die(&o->mu);
+}
+
+/* Sends buf (malloc'd, ours until the send completes) from the service to `to`. */
+static void svc_send(cor_idp_t to, uint32_t tag, void *buf, size_t n)
+{
+    lock_or_die(&D.svc_out.mu);
+    outbox_send(&D.svc_out, D.svc, to, tag, buf, n);
+    unlock_or_die(&D.svc_out.mu);
+}
+
+static void reap(bool all)
+{
+    lock_or_die(&D.svc_out.mu);
+    outbox_reap(&D.svc_out, all ? REAP_WAIT : REAP_TEST);
+    unlock_or_die(&D.svc_out.mu);
 }
 
 /* A reply whose data (dlen bytes) is already in place after the header in buf. */
@@ -2589,50 +2617,14 @@ static void serve_lock(cor_idp_t src, const struct dsm_req *r)
     res_put(x);
 }
 
-/* Frees the barrier sends that completed (all: waits for them); D.bar_send_mu held. Never
- * makes progress unless `all`: it runs on the barrier's path. */
-static void bar_reap(bool all)
-{
-    for (size_t i = 0; i < D.nbar_pend;) {
-        int done = 1;
-        if (all)
-            cor_wait(&D.bar_pend[i].req, NULL);
-        else if (cor_peek(D.bar_pend[i].req, &done) == COR_OK && done)
-            cor_test(&D.bar_pend[i].req, &done, NULL);
-        if (!done) {
-            i++;
-            continue;
-        }
-        free(D.bar_pend[i].buf);
-        D.bar_pend[i] = D.bar_pend[--D.nbar_pend];
-    }
-}
-
-/* Sends buf (malloc'd, ours until the send completes) as the barrier mailbox's task. */
+/* Sends buf (malloc'd, ours until the send completes) as the barrier mailbox's task; first
+ * frees the sends that completed, without making progress: it runs on the barrier's path. */
 static void bar_send_one(cor_idp_t to, void *buf, size_t n)
 {
-    cor_req_t req;
-    lock_or_die(&D.bar_send_mu);
-    bar_reap(false);
-    if (cor_sendI_as(D.bar_box, to, D.ctx, 0, COR_BYTE, buf, n, &req) != COR_OK) {
-        unlock_or_die(&D.bar_send_mu);
-        free(buf); /* the peer died or left: the barrier fails by the death */
-        return;
-    }
-    if (D.nbar_pend == D.capbar_pend) {
-        size_t cap = D.capbar_pend ? D.capbar_pend * 2 : 16;
-        struct pend *p = realloc(D.bar_pend, cap * sizeof *p);
-        if (!p) {
-            cor_wait(&req, NULL);
-            free(buf);
-            unlock_or_die(&D.bar_send_mu);
-            return;
-        }
-        D.bar_pend = p;
-        D.capbar_pend = cap;
-    }
-    D.bar_pend[D.nbar_pend++] = (struct pend){req, buf};
-    unlock_or_die(&D.bar_send_mu);
+    lock_or_die(&D.bar_out.mu);
+    outbox_reap(&D.bar_out, REAP_PEEK);
+    outbox_send(&D.bar_out, D.bar_box, to, 0, buf, n); /* a failure: the death fails it */
+    unlock_or_die(&D.bar_out.mu);
 }
 
 /* Sends a barrier's messages to the members' barrier mailboxes, as the mailbox's task (not
@@ -2812,9 +2804,9 @@ static void *service(void *arg)
     while (!atomic_load(&D.stopping)) {
         if (rr == COR_REQ_NULL) {
             msg = NULL;
-            lock_or_die(&D.send_mu);
+            lock_or_die(&D.svc_out.mu);
             err = cor_recvI_as(D.svc, COR_ANY_SOURCE, D.ctx, COR_ANY_TAG, &msg, &rr);
-            unlock_or_die(&D.send_mu);
+            unlock_or_die(&D.svc_out.mu);
             if (err != COR_OK) {
                 struct timespec t = {0, 1000000};
                 nanosleep(&t, NULL);
@@ -2898,12 +2890,7 @@ COR_API int cor_dsm_finalize(void)
         if (D.bar_msg) cor_releaseBuffer(D.bar_msg);
         D.bar_msg = NULL;
     }
-    lock_or_die(&D.bar_send_mu);
-    bar_reap(true);
-    free(D.bar_pend);
-    D.bar_pend = NULL;
-    D.nbar_pend = D.capbar_pend = 0;
-    unlock_or_die(&D.bar_send_mu);
+    outbox_clear(&D.bar_out);
     for (unsigned i = 1; i <= RES_MAX; i++)
         if (D.res[i]) {
             res_put(D.res[i]);
@@ -2934,9 +2921,7 @@ COR_API int cor_dsm_finalize(void)
         D.bars = b->next;
         bar_free(b);
     }
-    free(D.pend);
-    D.pend = NULL;
-    D.npend = D.cappend = 0;
+    outbox_clear(&D.svc_out);
     dsm_handle_clear();
     /* D.dead and D.svcs stay: the core may still report a death to on_death. */
     atomic_store(&D.up, 0);
