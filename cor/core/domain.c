@@ -168,10 +168,7 @@ void cor__peer_gone(unsigned rank, int err, bool notify)
     if (fn) fn((int)rank, err, arg);
 }
 
-/* Messages no receive took: their buffers may be a route's memory (gm: gm_dma_malloc), which
- * goes when the route's ports close, so they are dropped first, once no listener can add
- * more. */
-static void drop_unexpected(void)
+static void stop_listeners(void)
 {
     for (int i = 0; i < g.nroutes; i++) {
         struct cor_route *r = g.routes[i];
@@ -179,6 +176,12 @@ static void drop_unexpected(void)
             cor__hport_stop(r->ports[k]);
         if (r->raw) cor__hport_stop(r->raw);
     }
+}
+
+/* Messages no receive took (no listener running to add more): their buffers may be a route's
+ * memory (gm: gm_dma_malloc), which goes when the route's ports close, so they go first. */
+static void drop_unexpected(void)
+{
     for (int i = 0; g.tasks && i < g.max_tasks; i++) {
         struct cor_task *t = g.tasks[i];
         while (t && t->unexp_head) {
@@ -192,6 +195,7 @@ static void drop_unexpected(void)
 static void teardown(void)
 {
     cor__ports_free_all();
+    stop_listeners();
     drop_unexpected();
     if (g.dma_port) {
         g.dma_port = NULL;
