@@ -174,8 +174,8 @@ void cor__unexp_append(struct cor_task *t, struct cor_umsg *m);
 
 /* ---- hard ports and routes ---- */
 struct peer_link { /* per (hard port, peer) flow-control state; protected by hp->send_lock */
-    int credits;   /* eager frames we may still send */
-    int owed;      /* credits we owe the peer */
+    int credits;   /* eager credit units we may still spend (proto.h: cor__credit_cost) */
+    int owed;      /* units we owe the peer */
 };
 
 struct send_op; /* a frame queued for or owned by the route (proto.c) */
@@ -201,6 +201,8 @@ struct cor_hport {
     struct cor_route_caps caps;
     size_t eager_limit; /* payload bytes */
     size_t chunk;       /* rendezvous data bytes per frame */
+    int credit_units;   /* per peer: COR_CREDITS eager messages of eager_limit bytes */
+    int credit_threshold; /* units owed that trigger a credit-only frame */
     bool rma;           /* the route offers mem_register + put: rendezvous by remote write */
 
     /* Tried-locked by whoever makes progress: listener, spinning tasks, dispatcher. */
@@ -280,7 +282,7 @@ void cor__queue_discard(struct cor_hport *hp);
 void cor__raw_upcall_send_done(struct cor_hport *hp, int status);
 int cor__raw_attach(struct cor_hport *hp);
 void cor__raw_detach(struct cor_hport *hp);   /* dispatcher: push queued frames */
-void cor__return_credit(struct cor_hport *hp, uint32_t peer);
+void cor__return_credit(struct cor_hport *hp, uint32_t peer, size_t payload);
 void cor__umsg_free(struct cor_umsg *m);
 
 /* ---- service calls (resources.c): small requests answered by another domain's core ---- */

@@ -27,7 +27,6 @@ int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out)
         free(hp);
         return COR_ENOMEM;
     }
-    for (int i = 0; i < g.size; i++) hp->links[i].credits = g.credits;
     pthread_mutex_init(&hp->progress_lock, NULL);
     pthread_mutex_init(&hp->send_lock, NULL);
     pthread_mutex_init(&hp->copy_lock, NULL);
@@ -60,6 +59,10 @@ int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out)
     hp->eager_limit = g.eager_override >= 0 ? (size_t)g.eager_override : hp->caps.eager_limit;
     if (hp->eager_limit > room) hp->eager_limit = room;
     hp->chunk = room;
+    long units = (long)g.credits * cor__credit_cost(hp->eager_limit);
+    hp->credit_units = units > INT32_MAX / 2 ? INT32_MAX / 2 : (int)units;
+    hp->credit_threshold = (int)(units * g.credit_threshold / g.credits);
+    for (int i = 0; i < g.size; i++) hp->links[i].credits = hp->credit_units;
     if (hp->caps.frame_pref > FRAME_HDR_SIZE + 4096 && hp->caps.frame_pref < hp->caps.frame_max)
         hp->chunk = hp->caps.frame_pref - FRAME_HDR_SIZE;
     const struct cor_route_ops *ops = r->ops;

@@ -1,12 +1,13 @@
 /*
  * The message protocols, shared by all routes.
  *
- * Eager: header and data in one frame, while the sender holds a credit for the peer on that
- * hard port. Each credit stands for one unexpected message the receiver may have to keep, so
- * receiver memory per peer is bounded by credits x eager limit. Credits come back piggy-backed
- * on any frame, or in a credit-only frame once the receiver owes `credit_threshold`. The last
- * credit is never spent on data; a sender without credits falls back to rendezvous, which
- * costs the receiver only a header until a receive matches.
+ * Eager: header and data in one frame, while the sender holds credits for the peer on that
+ * hard port. Credits are units of memory the receiver may have to spend keeping unexpected
+ * messages (a record plus the payload, proto.h), so receiver memory per peer is bounded by
+ * COR_CREDITS x eager limit whatever the sizes. They come back piggy-backed on any frame, or
+ * in a credit-only frame once the receiver owes `credit_threshold`. The last unit is never
+ * spent on data; a sender without enough credits falls back to rendezvous, which costs the
+ * receiver only a header until a receive matches.
  *
  * Rendezvous: RTS; the receiver matches it (now or when the receive is posted) and answers
  * CTS with the bytes it can take; the sender streams DATA frames, which the receiver copies
@@ -294,16 +295,17 @@ int cor__frame_send_copy(struct cor_hport *hp, uint32_t peer, const void *hdr, s
     return COR_OK;
 }
 
-void cor__return_credit(struct cor_hport *hp, uint32_t peer)
+void cor__return_credit(struct cor_hport *hp, uint32_t peer, size_t payload)
 {
     COR_LOCK(&hp->send_lock);
     struct peer_link *l = &hp->links[peer];
-    if (++l->owed >= g.credit_threshold && !g.dead[peer]) {
+    l->owed += cor__credit_cost(payload);
+    if (l->owed >= hp->credit_threshold && !g.dead[peer]) {
         struct send_op *op = op_new(hp, peer);
         if (op) {
             op->hdr.type = F_CREDIT;
-            op->hdr.credits = (uint16_t)l->owed;
-            l->owed = 0;
+            op->hdr.credits = (uint16_t)(l->owed > 0xffff ? 0xffff : l->owed);
+            l->owed -= op->hdr.credits;
             atomic_fetch_add_explicit(&g.credit_frames, 1, memory_order_relaxed);
             submit_locked(hp, op);
         }
@@ -459,8 +461,9 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
                                  .len = r->cap, .sreq = r->handle};
     COR_LOCK(&hp->send_lock);
     struct peer_link *l = &hp->links[d];
-    if (r->cap <= hp->eager_limit && l->credits > 1) {
-        l->credits--;
+    int cost = cor__credit_cost(r->cap);
+    if (r->cap <= hp->eager_limit && l->credits > cost) {
+        l->credits -= cost;
         op->hdr.type = F_EAGER;
         op->payload = r->buf;
         op->plen = r->cap;
@@ -566,7 +569,7 @@ static void consume(struct cor_req *r, struct cor_umsg *m)
         }
         complete_recv_with(r, m->src, m->ctx, m->tag, m->type, m->count, m->data ? m->data : r->buf,
                            m->bytes);
-        if (m->hp) cor__return_credit(m->hp, m->peer_rank);
+        if (m->hp) cor__return_credit(m->hp, m->peer_rank, m->bytes);
         break;
     case UM_RNDV:
         rndv_accept(r, m->hp, m->peer_rank, m->sreq, m->src, m->ctx, m->tag, m->type, m->count,
@@ -656,7 +659,7 @@ static void on_message(struct cor_hport *hp, uint32_t peer, const struct frame_h
     if (r) {
         if (h->type == F_EAGER) {
             complete_recv_with(r, src, h->ctx, h->tag, h->dtype, h->count, payload, plen);
-            cor__return_credit(hp, peer);
+            cor__return_credit(hp, peer, plen);
         } else {
             rndv_accept(r, hp, peer, h->sreq, src, h->ctx, h->tag, h->dtype, h->count, h->len,
                         h->src_task, h->dst_task, payload, plen);
@@ -859,7 +862,8 @@ void cor__upcall_deliver(void *core, cor_peer_t peer, const void *frame, size_t 
     if (h.credits) {
         COR_LOCK(&hp->send_lock);
         hp->links[peer].credits += h.credits;
-        if (hp->links[peer].credits > g.credits) hp->links[peer].credits = g.credits;
+        if (hp->links[peer].credits > hp->credit_units)
+            hp->links[peer].credits = hp->credit_units;
         COR_UNLOCK(&hp->send_lock);
     }
     const unsigned char *p = frame;

@@ -46,6 +46,16 @@ struct frame_hdr {
  * the CTS then asks only for the bytes before them. */
 #define RTS_TAIL_MAX 1024
 
+/* Eager credits are counted in units of CREDIT_UNIT bytes: an eager message costs one unit for
+ * its record at the receiver plus one per CREDIT_UNIT bytes of payload, so a peer's budget of
+ * COR_CREDITS largest eager messages holds that many times more small ones (a stream of 8 B
+ * messages no longer falls back to rendezvous after 31 of them) for the same memory. */
+#define CREDIT_UNIT 256
+static inline int cor__credit_cost(size_t payload)
+{
+    return 1 + (int)((payload + CREDIT_UNIT - 1) / CREDIT_UNIT);
+}
+
 /* A CTS with count == CTS_RMA asks for a remote write: offset = target address, ctx = key. */
 #define CTS_RMA 1
 

@@ -1,6 +1,6 @@
 /*
  * The message protocols of cor/core/proto.c over a fake route, with the test playing the
- * peer domain: eager sends while credits last (the last one reserved), rendezvous when they
+ * peer domain: eager sends while credit units last (the last one reserved), rendezvous when they
  * run out or the message is above the eager limit, credits coming back piggy-backed or in
  * credit-only frames, unexpected-memory accounting, rendezvous receives, order of frames
  * that overtook each other, and malformed frames dropped and counted.
@@ -17,6 +17,14 @@
 #define EAGER_LIMIT 1024
 #define FRAME_MAX (2048 + FRAME_HDR_SIZE)
 #define PEER 1
+/* Credits are units (proto.h): the budget per peer, what an int message costs, how many int
+ * messages go eager from a full budget (the last unit is kept), the units owed that trigger a
+ * credit-only frame and the int messages that owe them. */
+#define UNITS (CREDITS * cor__credit_cost(EAGER_LIMIT))
+#define IC cor__credit_cost(sizeof(int))
+#define EAGER_INTS ((UNITS - 1) / IC)
+#define TU (UNITS * THRESHOLD / CREDITS)
+#define TI ((TU + IC - 1) / IC)
 
 /* ---- the fake route: frames sent are captured, frames injected are delivered ---- */
 
@@ -307,19 +315,21 @@ static void answer_rts(const struct frame_hdr *rts, size_t take, const void *exp
 static void test_eager_until_reserved_credit(void)
 {
     drain_out();
-    EXPECT_EQ(link_credits(), CREDITS);
+    EXPECT_EQ(link_credits(), UNITS);
     cor_stats_t s0 = stats();
-    int v[5] = {10, 11, 12, 13, 14};
-    cor_req_t r[5];
-    for (int i = 0; i < 5; i++)
+    const int NS = EAGER_INTS + 2;
+    int v[NS];
+    cor_req_t r[NS];
+    for (int i = 0; i < NS; i++) v[i] = 10 + i;
+    for (int i = 0; i < NS; i++)
         EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, i, COR_INT, &v[i], 1, &r[i]), COR_OK);
     cor_stats_t s1 = stats();
-    EXPECT_EQ(s1.eager_sent - s0.eager_sent, CREDITS - 1); /* the last credit is reserved */
-    EXPECT_EQ(s1.rndv_sent - s0.rndv_sent, 5 - (CREDITS - 1));
-    EXPECT_EQ(s1.credit_stalls - s0.credit_stalls, 5 - (CREDITS - 1));
-    EXPECT_EQ(link_credits(), 1);
-    struct frame_hdr h[5];
-    for (int i = 0; i < 5; i++) {
+    EXPECT_EQ(s1.eager_sent - s0.eager_sent, EAGER_INTS); 
+    EXPECT_EQ(s1.rndv_sent - s0.rndv_sent, NS - EAGER_INTS);
+    EXPECT_EQ(s1.credit_stalls - s0.credit_stalls, NS - EAGER_INTS);
+    EXPECT_EQ(link_credits(), UNITS - EAGER_INTS * IC); /* the last unit is reserved */
+    struct frame_hdr h[NS];
+    for (int i = 0; i < NS; i++) {
         const struct frame *f = next_out(&h[i]);
         REQUIRE(f != NULL);
         EXPECT_EQ(f->peer, PEER);
@@ -330,7 +340,7 @@ static void test_eager_until_reserved_credit(void)
         EXPECT_EQ(h[i].dst_task, 0);
         EXPECT_EQ(h[i].count, 1);
         EXPECT_EQ(h[i].len, sizeof(int));
-        if (i < CREDITS - 1) {
+        if (i < EAGER_INTS) {
             EXPECT_EQ(h[i].type, F_EAGER);
             EXPECT_EQ(f->len, FRAME_HDR_SIZE + sizeof(int));
             EXPECT_EQ(memcmp(f->data + FRAME_HDR_SIZE, &v[i], sizeof(int)), 0);
@@ -340,36 +350,36 @@ static void test_eager_until_reserved_credit(void)
         }
     }
     /* eager sends are done (the route copied); rendezvous ones wait for CTS */
-    for (int i = 0; i < CREDITS - 1; i++) EXPECT_ERR(finish(&r[i], NULL), COR_OK);
+    for (int i = 0; i < EAGER_INTS; i++) EXPECT_ERR(finish(&r[i], NULL), COR_OK);
     int done = 1;
-    EXPECT_ERR(cor_test(&r[CREDITS - 1], &done, NULL), COR_OK);
+    EXPECT_ERR(cor_test(&r[EAGER_INTS], &done, NULL), COR_OK);
     EXPECT_EQ(done, 0);
     /* CTS for all its bytes: one DATA frame, then the send completes */
-    answer_rts(&h[CREDITS - 1], sizeof(int), &v[CREDITS - 1]);
-    EXPECT_ERR(finish(&r[CREDITS - 1], NULL), COR_OK);
+    answer_rts(&h[EAGER_INTS], sizeof(int), &v[EAGER_INTS]);
+    EXPECT_ERR(finish(&r[EAGER_INTS], NULL), COR_OK);
     /* CTS for 0 bytes (the receiver truncated to nothing): completes without data */
-    answer_rts(&h[4], 0, NULL);
-    EXPECT_ERR(finish(&r[4], NULL), COR_OK);
+    answer_rts(&h[NS - 1], 0, NULL);
+    EXPECT_ERR(finish(&r[NS - 1], NULL), COR_OK);
     EXPECT_EQ(pending_out(), 0);
-    give_credits(CREDITS);
-    EXPECT_EQ(link_credits(), CREDITS); /* capped at the configured number */
+    give_credits(UNITS);
+    EXPECT_EQ(link_credits(), UNITS); /* capped at the configured number */
 }
 
 static void test_credits_come_back(void)
 {
     drain_out();
-    REQUIRE(link_credits() == CREDITS);
+    REQUIRE(link_credits() == UNITS);
     int v = 1;
     cor_req_t r;
-    for (int i = 0; i < CREDITS - 1; i++) {
+    for (int i = 0; i < EAGER_INTS; i++) {
         EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 1, COR_INT, &v, 1, &r), COR_OK);
         EXPECT_ERR(finish(&r, NULL), COR_OK);
     }
-    EXPECT_EQ(link_credits(), 1);
+    EXPECT_EQ(link_credits(), UNITS - EAGER_INTS * IC);
     drain_out();
-    /* two credits back, piggy-backed on an ordinary frame (a credit-only one here) */
-    give_credits(2);
-    EXPECT_EQ(link_credits(), 3);
+    /* two messages' worth back, piggy-backed on an ordinary frame (a credit-only one here) */
+    give_credits(2 * IC);
+    EXPECT_EQ(link_credits(), UNITS - EAGER_INTS * IC + 2 * IC);
     cor_stats_t s0 = stats();
     for (int i = 0; i < 3; i++) {
         EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 2, COR_INT, &v, 1, &r), COR_OK);
@@ -392,7 +402,7 @@ static void test_credits_come_back(void)
                           .len = sizeof w};
     inject(&e, &w, sizeof w, PEER);
     pump();
-    EXPECT_EQ(link_credits(), CREDITS); /* never above the configured number */
+    EXPECT_EQ(link_credits(), UNITS); /* never above the configured number */
     EXPECT_ERR(cor_recv(COR_ANY_SOURCE, COR_CTX_WORLD, 9, COR_INT, &w, 1, NULL), COR_OK);
     EXPECT_EQ(w, 5);
     pump();
@@ -404,8 +414,8 @@ static void test_burst(void)
 {
     enum { N = 100 };
     drain_out();
-    give_credits(CREDITS);
-    REQUIRE(link_credits() == CREDITS);
+    give_credits(UNITS);
+    REQUIRE(link_credits() == UNITS);
     int v[N];
     cor_req_t r[N];
     cor_stats_t s0 = stats();
@@ -414,9 +424,9 @@ static void test_burst(void)
         EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 3, COR_INT, &v[i], 1, &r[i]), COR_OK);
     }
     cor_stats_t s1 = stats();
-    EXPECT_EQ(s1.eager_sent - s0.eager_sent, CREDITS - 1);
-    EXPECT_EQ(s1.rndv_sent - s0.rndv_sent, N - (CREDITS - 1));
-    EXPECT_EQ(s1.credit_stalls - s0.credit_stalls, N - (CREDITS - 1));
+    EXPECT_EQ(s1.eager_sent - s0.eager_sent, EAGER_INTS);
+    EXPECT_EQ(s1.rndv_sent - s0.rndv_sent, N - EAGER_INTS);
+    EXPECT_EQ(s1.credit_stalls - s0.credit_stalls, N - EAGER_INTS);
     /* the peer would hold at most credits-1 eager payloads; answer the rest in order */
     int eager = 0, bad_seq = 0;
     static struct frame_hdr h[N];
@@ -434,15 +444,15 @@ static void test_burst(void)
             EXPECT_ERR(finish(&r[i], NULL), COR_OK);
         }
     }
-    EXPECT_EQ(eager, CREDITS - 1);
+    EXPECT_EQ(eager, EAGER_INTS);
     EXPECT_EQ(bad_seq, 0);
-    give_credits(CREDITS);
+    give_credits(UNITS);
 }
 
 static void test_above_eager_limit(void)
 {
     drain_out();
-    give_credits(CREDITS);
+    give_credits(UNITS);
     size_t n = 5000;
     unsigned char *big = malloc(n);
     REQUIRE(big != NULL);
@@ -453,7 +463,7 @@ static void test_above_eager_limit(void)
     cor_stats_t s1 = stats();
     EXPECT_EQ(s1.rndv_sent - s0.rndv_sent, 1);
     EXPECT_EQ(s1.credit_stalls - s0.credit_stalls, 0); /* not a stall: just large */
-    EXPECT_EQ(link_credits(), CREDITS);
+    EXPECT_EQ(link_credits(), UNITS);
     struct frame_hdr h;
     REQUIRE(next_out(&h) != NULL);
     EXPECT_EQ(h.type, F_RTS);
@@ -467,14 +477,14 @@ static void test_above_eager_limit(void)
     EXPECT_EQ(h.type, F_EAGER);
     EXPECT_ERR(finish(&r, NULL), COR_OK);
     free(big);
-    give_credits(CREDITS);
+    give_credits(UNITS);
 }
 
 /* A full window queues frames; they leave in order when it opens. */
 static void test_window_full(void)
 {
     drain_out();
-    give_credits(CREDITS);
+    give_credits(UNITS);
     COR_LOCK(&fk.lock);
     fk.refuse = 1;
     COR_UNLOCK(&fk.lock);
@@ -500,7 +510,7 @@ static void test_window_full(void)
         EXPECT_EQ(memcmp(f->data + FRAME_HDR_SIZE, &v[i], sizeof(int)), 0);
         EXPECT_ERR(finish(&r[i], NULL), COR_OK);
     }
-    give_credits(CREDITS);
+    give_credits(UNITS);
 }
 
 /* A frame taken from the queue may be completed and freed by another thread's progress as
@@ -510,7 +520,7 @@ static void test_window_full(void)
 static void test_done_during_drain(void)
 {
     drain_out();
-    give_credits(CREDITS);
+    give_credits(UNITS);
     COR_LOCK(&fk.lock);
     fk.refuse = 1;
     COR_UNLOCK(&fk.lock);
@@ -540,7 +550,7 @@ static void test_done_during_drain(void)
         EXPECT_ERR(finish(&r[i], NULL), COR_OK);
     }
     EXPECT_EQ(atomic_load(&hp->inflight), 0);
-    give_credits(CREDITS);
+    give_credits(UNITS);
 }
 
 /* ---- receiving ---- */
@@ -548,14 +558,14 @@ static void test_done_during_drain(void)
 /* Sends what the core owes the peer (piggy-backed on a message), so counts start at 0. */
 static void flush_owed(void)
 {
-    give_credits(CREDITS);
+    give_credits(UNITS);
     if (link_owed() == 0) return;
     int v = 0;
     cor_req_t r;
     EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 99, COR_INT, &v, 1, &r), COR_OK);
     EXPECT_ERR(finish(&r, NULL), COR_OK);
     EXPECT_EQ(link_owed(), 0);
-    give_credits(CREDITS);
+    give_credits(UNITS);
 }
 
 static void test_receiver_returns_credits(void)
@@ -563,64 +573,68 @@ static void test_receiver_returns_credits(void)
     flush_owed();
     drain_out();
     cor_stats_t s0 = stats();
-    int v[3] = {31, 32, 33};
-    for (int i = 0; i < 3; i++) inject_eager(1, 40, &v[i], 1);
+    int v[TI + 1];
+    for (int i = 0; i <= TI; i++) v[i] = 31 + i;
+    for (int i = 0; i <= TI; i++) inject_eager(1, 40, &v[i], 1);
     pump();
     cor_stats_t s1 = stats();
-    EXPECT_EQ(s1.unexpected_now - s0.unexpected_now, 3);
-    EXPECT_EQ(s1.unexpected_bytes_now - s0.unexpected_bytes_now, 3 * sizeof(int));
+    EXPECT_EQ(s1.unexpected_now - s0.unexpected_now, TI + 1);
+    EXPECT_EQ(s1.unexpected_bytes_now - s0.unexpected_bytes_now, (TI + 1) * sizeof(int));
     EXPECT_EQ(pending_out(), 0);
     int w = 0;
     cor_status_t st;
-    /* one consumed: one credit owed, below the threshold: no frame yet */
+    /* one consumed: its units owed, below the threshold: no frame yet */
     EXPECT_ERR(cor_recv(COR_ANY_SOURCE, COR_CTX_WORLD, 40, COR_INT, &w, 1, &st), COR_OK);
     EXPECT_EQ(w, 31);
     EXPECT_EQ(st.source, cor_idp_make(g.macro, COR_KIND_TASK, PEER, 1));
-    EXPECT_EQ(link_owed(), 1);
+    EXPECT_EQ(link_owed(), IC);
     EXPECT_EQ(pending_out(), 0);
-    /* two: the threshold, a credit-only frame goes out */
-    EXPECT_ERR(cor_recv(COR_ANY_SOURCE, COR_CTX_WORLD, 40, COR_INT, &w, 1, NULL), COR_OK);
-    EXPECT_EQ(w, 32);
+    /* up to the threshold: a credit-only frame goes out */
+    for (int i = 1; i < TI; i++) {
+        EXPECT_ERR(cor_recv(COR_ANY_SOURCE, COR_CTX_WORLD, 40, COR_INT, &w, 1, NULL), COR_OK);
+        EXPECT_EQ(w, 31 + i);
+    }
     struct frame_hdr h;
     const struct frame *f = next_out(&h);
     REQUIRE(f != NULL);
     EXPECT_EQ(h.type, F_CREDIT);
-    EXPECT_EQ(h.credits, THRESHOLD);
+    EXPECT_EQ(h.credits, TI * IC);
     EXPECT_EQ(f->peer, PEER);
     EXPECT_EQ(link_owed(), 0);
     cor_stats_t s2 = stats();
     EXPECT_EQ(s2.credit_frames - s1.credit_frames, 1);
-    /* three: one owed again, which rides on the next frame we send */
+    /* one more: owed again, which rides on the next frame we send */
     EXPECT_ERR(cor_recv(COR_ANY_SOURCE, COR_CTX_WORLD, 40, COR_INT, &w, 1, NULL), COR_OK);
-    EXPECT_EQ(w, 33);
-    EXPECT_EQ(link_owed(), 1);
+    EXPECT_EQ(w, 31 + TI);
+    EXPECT_EQ(link_owed(), IC);
     cor_req_t r;
     EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 41, COR_INT, &w, 1, &r), COR_OK);
     REQUIRE(next_out(&h) != NULL);
     EXPECT_EQ(h.type, F_EAGER);
-    EXPECT_EQ(h.credits, 1);
+    EXPECT_EQ(h.credits, IC);
     EXPECT_EQ(link_owed(), 0);
     EXPECT_ERR(finish(&r, NULL), COR_OK);
     cor_stats_t s3 = stats();
     EXPECT_EQ(s3.unexpected_now, s0.unexpected_now);
     EXPECT_EQ(s3.unexpected_bytes_now, s0.unexpected_bytes_now);
     EXPECT_EQ(s3.credit_frames - s2.credit_frames, 0);
-    give_credits(CREDITS);
-    /* posted first: the credit comes back as well */
-    cor_req_t rr[2];
-    for (int i = 0; i < 2; i++)
+    give_credits(UNITS);
+    /* posted first: the credits come back as well */
+    cor_req_t rr[TI];
+    for (int i = 0; i < TI; i++)
         EXPECT_ERR(cor_recvI_into(COR_ANY_SOURCE, COR_CTX_WORLD, 42, COR_INT, &v[i], 1, &rr[i]), COR_OK);
-    int x[2] = {51, 52};
-    inject_eager(1, 42, &x[0], 1);
-    inject_eager(1, 42, &x[1], 1);
+    for (int i = 0; i < TI; i++) {
+        int x = 51 + i;
+        inject_eager(1, 42, &x, 1);
+    }
     pump();
-    EXPECT_ERR(finish(&rr[0], NULL), COR_OK);
-    EXPECT_ERR(finish(&rr[1], NULL), COR_OK);
-    EXPECT_EQ(v[0], 51);
-    EXPECT_EQ(v[1], 52);
+    for (int i = 0; i < TI; i++) {
+        EXPECT_ERR(finish(&rr[i], NULL), COR_OK);
+        EXPECT_EQ(v[i], 51 + i);
+    }
     REQUIRE(next_out(&h) != NULL);
     EXPECT_EQ(h.type, F_CREDIT);
-    EXPECT_EQ(h.credits, 2);
+    EXPECT_EQ(h.credits, TI * IC);
     drain_out();
 }
 
@@ -717,7 +731,7 @@ static void test_rts_tail_send(void)
     answer_rts(&h, n, big);
     EXPECT_ERR(finish(&r, NULL), COR_OK);
     free(big);
-    give_credits(CREDITS);
+    give_credits(UNITS);
 }
 
 /* The receiving side of a tail: unexpected or posted, whole, cut by a short receive, or not

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Credit flow control between two domains over the udp route (cor-run -n 2, COR_CREDITS=4):
+# Credit flow control between two domains over the udp route (cor-run -n 2, COR_CREDITS=4,
+# COR_EAGER_LIMIT=256: 8 credit units, 3 eager int messages):
 # see credits_prog.c for what is checked. Skips (77) when cor-run or the udp route is missing.
 set -u
 B=${COR_BUILDDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -15,7 +16,7 @@ if [ ! -x "$RUN" ] || [ -z "$found" ]; then
 fi
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT INT TERM
-COR_CREDITS=4 COR_CREDIT_THRESHOLD=2 timeout 60 "$RUN" -n 2 --route udp "$PROG" >"$out" 2>&1
+COR_CREDITS=4 COR_CREDIT_THRESHOLD=2 COR_EAGER_LIMIT=256 timeout 60 "$RUN" -n 2 --route udp "$PROG" >"$out" 2>&1
 rc=$?
 cat "$out"
 if [ $rc -ne 0 ]; then
