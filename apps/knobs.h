@@ -16,8 +16,10 @@
     X("COR_ROUTE_PATH", "core", "plugin folder", "folders searched first for route plugins")       \
     X("COR_BIND", "core", "loopback", "address hint for routes: loopback, auto or an IP")          \
     X("COR_EAGER_LIMIT", "core", "route's", "message size above which rendezvous is used")         \
-    X("COR_CREDITS", "core", "32", "eager budget per peer and hard port, in largest eager messages")                         \
-    X("COR_CREDIT_THRESHOLD", "core", "credits/2", "the part of it owed that sends a credit frame")        \
+    X("COR_CREDITS", "core", "32",                                                                 \
+      "eager budget per peer and hard port, in largest eager messages")                            \
+    X("COR_CREDIT_THRESHOLD", "core", "credits/2",                                                 \
+      "the part of it owed that sends a credit frame")                                             \
     X("COR_SPIN_US", "core", "2000", "how long a waiting task polls before it blocks")             \
     X("COR_MAX_TASKS", "core", "1024", "task slots per domain (64..65536)")                        \
     X("COR_LINGER_US", "core", "1000", "listeners keep off the sockets after a task's spin")       \

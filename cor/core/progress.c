@@ -62,7 +62,8 @@ int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out)
     long units = (long)g.credits * cor__credit_cost(hp->eager_limit);
     hp->credit_units = units > INT32_MAX / 2 ? INT32_MAX / 2 : (int)units;
     hp->credit_threshold = (int)(units * g.credit_threshold / g.credits);
-    for (int i = 0; i < g.size; i++) hp->links[i].credits = hp->credit_units;
+    for (int i = 0; i < g.size; i++)
+        hp->links[i].credits = hp->credit_units;
     if (hp->caps.frame_pref > FRAME_HDR_SIZE + 4096 && hp->caps.frame_pref < hp->caps.frame_max)
         hp->chunk = hp->caps.frame_pref - FRAME_HDR_SIZE;
     const struct cor_route_ops *ops = r->ops;

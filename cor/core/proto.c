@@ -862,8 +862,7 @@ void cor__upcall_deliver(void *core, cor_peer_t peer, const void *frame, size_t 
     if (h.credits) {
         COR_LOCK(&hp->send_lock);
         hp->links[peer].credits += h.credits;
-        if (hp->links[peer].credits > hp->credit_units)
-            hp->links[peer].credits = hp->credit_units;
+        if (hp->links[peer].credits > hp->credit_units) hp->links[peer].credits = hp->credit_units;
         COR_UNLOCK(&hp->send_lock);
     }
     const unsigned char *p = frame;

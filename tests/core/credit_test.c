@@ -320,11 +320,12 @@ static void test_eager_until_reserved_credit(void)
     const int NS = EAGER_INTS + 2;
     int v[NS];
     cor_req_t r[NS];
-    for (int i = 0; i < NS; i++) v[i] = 10 + i;
+    for (int i = 0; i < NS; i++)
+        v[i] = 10 + i;
     for (int i = 0; i < NS; i++)
         EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, i, COR_INT, &v[i], 1, &r[i]), COR_OK);
     cor_stats_t s1 = stats();
-    EXPECT_EQ(s1.eager_sent - s0.eager_sent, EAGER_INTS); 
+    EXPECT_EQ(s1.eager_sent - s0.eager_sent, EAGER_INTS);
     EXPECT_EQ(s1.rndv_sent - s0.rndv_sent, NS - EAGER_INTS);
     EXPECT_EQ(s1.credit_stalls - s0.credit_stalls, NS - EAGER_INTS);
     EXPECT_EQ(link_credits(), UNITS - EAGER_INTS * IC); /* the last unit is reserved */
@@ -350,7 +351,8 @@ static void test_eager_until_reserved_credit(void)
         }
     }
     /* eager sends are done (the route copied); rendezvous ones wait for CTS */
-    for (int i = 0; i < EAGER_INTS; i++) EXPECT_ERR(finish(&r[i], NULL), COR_OK);
+    for (int i = 0; i < EAGER_INTS; i++)
+        EXPECT_ERR(finish(&r[i], NULL), COR_OK);
     int done = 1;
     EXPECT_ERR(cor_test(&r[EAGER_INTS], &done, NULL), COR_OK);
     EXPECT_EQ(done, 0);
@@ -574,8 +576,10 @@ static void test_receiver_returns_credits(void)
     drain_out();
     cor_stats_t s0 = stats();
     int v[TI + 1];
-    for (int i = 0; i <= TI; i++) v[i] = 31 + i;
-    for (int i = 0; i <= TI; i++) inject_eager(1, 40, &v[i], 1);
+    for (int i = 0; i <= TI; i++)
+        v[i] = 31 + i;
+    for (int i = 0; i <= TI; i++)
+        inject_eager(1, 40, &v[i], 1);
     pump();
     cor_stats_t s1 = stats();
     EXPECT_EQ(s1.unexpected_now - s0.unexpected_now, TI + 1);

@@ -2,8 +2,8 @@
  * Two-domain credit check, run by credits.sh under cor-run with COR_CREDITS=4 and
  * COR_EAGER_LIMIT=256: domain 1 bursts 100 small messages at domain 0, which looks only after
  * a pause. Expected: the sender stalls on credits and falls back to rendezvous, the receiver
- * keeps at most the eager payloads the credit units allow, returns credits in credit-only frames, and every message
- * arrives in order. Exit status 0 = all held; each failure is printed.
+ * keeps at most the eager payloads the credit units allow, returns credits in credit-only frames,
+ * and every message arrives in order. Exit status 0 = all held; each failure is printed.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -287,8 +287,8 @@ int main(int argc, char **argv)
         CHECK(err == COR_OK, "barrier: %s", cor_strerror(err));
         long credits = env_long("COR_CREDITS", 32), ports = env_long("COR_PORTS", 1);
         long elimit = env_long("COR_EAGER_LIMIT", 16384);
-        long slowed_max = eager_messages_max(credits, elimit, ports) * (long)esize +
-                          (long)window * (long)rsize;
+        long slowed_max =
+            eager_messages_max(credits, elimit, ports) * (long)esize + (long)window * (long)rsize;
         int rc = cor_domain_rank() == 1 ? sender(nmsg, window, idle, slowed_max)
                                         : receiver(nmsg, window, idle, slack);
         if (rc) failures++;
