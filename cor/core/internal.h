@@ -145,7 +145,7 @@ struct cor_task {
 
     pthread_mutex_t lock;    /* protects posted, unexpected, waiting */
     pthread_cond_t cond;     /* signalled when one of its requests completes */
-    int sleepers;            /* threads waiting on cond (lock) */
+    _Atomic int sleepers;    /* threads waiting on cond (changed under lock) */
     struct cor_req *posted_head, *posted_tail;
     struct cor_umsg *unexp_head, *unexp_tail;
 
@@ -173,9 +173,9 @@ struct cor_umsg *cor__unexp_take(struct cor_task *t, cor_idp_t src, cor_idp_t ct
 void cor__unexp_append(struct cor_task *t, struct cor_umsg *m);
 
 /* ---- hard ports and routes ---- */
-struct peer_link { /* per (hard port, peer) flow-control state; protected by hp->send_lock */
-    int credits;   /* eager credit units we may still spend (proto.h: cor__credit_cost) */
-    int owed;      /* units we owe the peer */
+struct peer_link { /* per (hard port, peer) flow-control state (proto.c) */
+    _Atomic int credits; /* eager credit units we may still spend (proto.h: cor__credit_cost) */
+    _Atomic int owed;    /* units we owe the peer */
 };
 
 struct send_op; /* a frame queued for or owned by the route (proto.c) */

@@ -79,14 +79,41 @@ static void queue_append(struct cor_hport *hp, struct send_op *op)
     hp->q_tail = op;
 }
 
+/* ---- credits: atomics, so receiving and returning them takes no lock ---- */
+
+/* Takes what we owe the peer, up to what a header carries. */
+static int owed_take(struct peer_link *l)
+{
+    int v = atomic_load(&l->owed), take;
+    do {
+        take = v > 0xffff ? 0xffff : v;
+    } while (take > 0 && !atomic_compare_exchange_weak(&l->owed, &v, v - take));
+    return take > 0 ? take : 0;
+}
+
+/* Spends `cost` units if that leaves at least one (the last is never spent). */
+static bool credits_spend(struct peer_link *l, int cost)
+{
+    int v = atomic_load(&l->credits);
+    while (v > cost)
+        if (atomic_compare_exchange_weak(&l->credits, &v, v - cost)) return true;
+    return false;
+}
+
+/* Units the peer returned, never above the budget (a peer cannot inflate it). */
+static void credits_add(struct cor_hport *hp, struct peer_link *l, int n)
+{
+    int v = atomic_load(&l->credits), sum;
+    do {
+        sum = v + n > hp->credit_units ? hp->credit_units : v + n;
+    } while (!atomic_compare_exchange_weak(&l->credits, &v, sum));
+}
+
 /* Offers one frame to the route; send_lock held. Returns COR_EAGAIN if the window is full. */
 static int route_send(struct cor_hport *hp, struct send_op *op)
 {
     struct peer_link *l = &hp->links[op->peer];
-    if (op->hdr.type != F_CREDIT) { /* piggy-back what we owe */
-        op->hdr.credits = (uint16_t)(l->owed > 0xffff ? 0xffff : l->owed);
-        l->owed -= op->hdr.credits;
-    }
+    if (op->hdr.type != F_CREDIT) op->hdr.credits = (uint16_t)owed_take(l); /* piggy-back */
     struct iovec iov[2] = {{&op->hdr, FRAME_HDR_SIZE}, {(void *)op->payload, op->plen}};
     /* Once the route accepted it, op may be finished and freed by another thread's progress:
      * take what we need from it before. A copying route is done with an eager payload at
@@ -102,8 +129,11 @@ static int route_send(struct cor_hport *hp, struct send_op *op)
     if (rc != COR_OK) {
         atomic_fetch_sub(&hp->inflight, 1);
         op->req = early;
-        l->owed += op->hdr.credits; /* not sent: still owed */
-        if (op->hdr.type != F_CREDIT) op->hdr.credits = 0;
+        if (op->hdr.type != F_CREDIT) { /* not sent: still owed (a credit frame keeps its
+                                         * own, to send when it is retried) */
+            atomic_fetch_add(&l->owed, op->hdr.credits);
+            op->hdr.credits = 0;
+        }
         return rc;
     }
     if (early) cor__req_complete(early, COR_OK);
@@ -297,20 +327,21 @@ int cor__frame_send_copy(struct cor_hport *hp, uint32_t peer, const void *hdr, s
 
 void cor__return_credit(struct cor_hport *hp, uint32_t peer, size_t payload)
 {
-    COR_LOCK(&hp->send_lock);
     struct peer_link *l = &hp->links[peer];
-    l->owed += cor__credit_cost(payload);
-    if (l->owed >= hp->credit_threshold && !g.dead[peer]) {
-        struct send_op *op = op_new(hp, peer);
-        if (op) {
-            op->hdr.type = F_CREDIT;
-            op->hdr.credits = (uint16_t)(l->owed > 0xffff ? 0xffff : l->owed);
-            l->owed -= op->hdr.credits;
-            atomic_fetch_add_explicit(&g.credit_frames, 1, memory_order_relaxed);
-            submit_locked(hp, op);
-        }
+    int cost = cor__credit_cost(payload);
+    if (atomic_fetch_add(&l->owed, cost) + cost < hp->credit_threshold || g.dead[peer]) return;
+    struct send_op *op = op_new(hp, peer);
+    if (!op) return; /* they ride on a later frame */
+    op->hdr.type = F_CREDIT;
+    COR_LOCK(&hp->send_lock);
+    op->hdr.credits = (uint16_t)owed_take(l); /* 0: a frame sent meanwhile carried them */
+    if (op->hdr.credits) {
+        atomic_fetch_add_explicit(&g.credit_frames, 1, memory_order_relaxed);
+        submit_locked(hp, op);
+        op = NULL;
     }
     COR_UNLOCK(&hp->send_lock);
+    free(op);
 }
 
 void cor__upcall_send_done(void *core, void *cookie, int status)
@@ -461,9 +492,7 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
                                  .len = r->cap, .sreq = r->handle};
     COR_LOCK(&hp->send_lock);
     struct peer_link *l = &hp->links[d];
-    int cost = cor__credit_cost(r->cap);
-    if (r->cap <= hp->eager_limit && l->credits > cost) {
-        l->credits -= cost;
+    if (r->cap <= hp->eager_limit && credits_spend(l, cor__credit_cost(r->cap))) {
         op->hdr.type = F_EAGER;
         op->payload = r->buf;
         op->plen = r->cap;
@@ -859,12 +888,7 @@ void cor__upcall_deliver(void *core, cor_peer_t peer, const void *frame, size_t 
              peer);
         return;
     }
-    if (h.credits) {
-        COR_LOCK(&hp->send_lock);
-        hp->links[peer].credits += h.credits;
-        if (hp->links[peer].credits > hp->credit_units) hp->links[peer].credits = hp->credit_units;
-        COR_UNLOCK(&hp->send_lock);
-    }
+    if (h.credits) credits_add(hp, &hp->links[peer], h.credits);
     const unsigned char *p = frame;
     if (h.type == F_EAGER || h.type == F_RTS) in_order(hp, peer, &h, p, len);
     else process(hp, peer, &h, p + FRAME_HDR_SIZE, len - FRAME_HDR_SIZE);

@@ -4,7 +4,8 @@
  * request structs are recycled, never returned to malloc.
  *
  * Completion happens exactly once (CAS on state); the owner task's condvar is signalled under
- * its lock, so a waiter that checked the state under that lock cannot miss it.
+ * its lock when one of its threads sleeps (counted before it looks at the state), so a waiter
+ * cannot miss it, and a completion nobody sleeps for takes no lock.
  */
 #include <sched.h>
 #include <stddef.h>
@@ -87,7 +88,11 @@ static _Thread_local uint64_t woke_since;
 #define WOKE_BATCH 8
 #define WOKE_WAIT_NS 50000
 
-bool cor__req_complete(struct cor_req *r, int err)
+/* `locked`: publish under the owner's lock even when nobody sleeps, for a completion from
+ * another thread than the data path's (peer death): data copies into a matched receive run
+ * under that lock and check the state first, so the caller never frees a buffer one of them
+ * still writes into. */
+static bool complete(struct cor_req *r, int err, bool locked)
 {
     int s = atomic_load(&r->state);
     do {
@@ -95,13 +100,25 @@ bool cor__req_complete(struct cor_req *r, int err)
     } while (!atomic_compare_exchange_weak(&r->state, &s, RS_DONE + 16));
     /* RS_DONE+16 = "completing": we own the status until we publish RS_DONE */
     r->status.error = err;
-    struct cor_task *t = r->owner;
-    COR_LOCK(&t->lock);
-    atomic_store_explicit(&r->state, RS_DONE, memory_order_release);
-    if (t->sleepers > 0) pthread_cond_broadcast(&t->cond);
-    COR_UNLOCK(&t->lock);
+    struct cor_task *t = r->owner; /* r may be freed and reused once it is DONE */
+    /* The owner's lock only when someone sleeps: a sleeper counts itself (seq_cst) before it
+     * looks at the state, and we publish the state before we look at the count, so either it
+     * sees DONE or we see it and wake it under the lock it waits with. */
+    if (locked) COR_LOCK(&t->lock);
+    atomic_store(&r->state, RS_DONE);
+    if (atomic_load(&t->sleepers) > 0) {
+        if (!locked) COR_LOCK(&t->lock);
+        pthread_cond_broadcast(&t->cond);
+        locked = true;
+    }
+    if (locked) COR_UNLOCK(&t->lock);
     if (t != cor__task_current() && woke_tasks++ == 0) woke_since = cor__now_ns();
     return true;
+}
+
+bool cor__req_complete(struct cor_req *r, int err)
+{
+    return complete(r, err, false);
 }
 
 /*
@@ -178,7 +195,8 @@ static void wait_until(pred_fn done, void *arg, bool foreign, struct cor_task *s
     }
     struct cor_task *t = sleeper ? sleeper : cor__task_self();
     COR_LOCK(&t->lock);
-    t->sleepers++;
+    atomic_fetch_add(&t->sleepers, 1); /* before done() looks: see cor__req_complete */
+    atomic_thread_fence(memory_order_seq_cst);
     atomic_fetch_add(&g.blocked, 1);
     /* Listeners parked for a spinner that has since left would otherwise sleep out their
      * linger while we wait on them. */
@@ -193,7 +211,7 @@ static void wait_until(pred_fn done, void *arg, bool foreign, struct cor_task *s
         if (ns > 0) cor__cond_wait_ns(&t->cond, &t->lock, ns);
     }
     atomic_fetch_sub(&g.blocked, 1);
-    t->sleepers--;
+    atomic_fetch_sub(&t->sleepers, 1);
     COR_UNLOCK(&t->lock);
 }
 
@@ -405,7 +423,7 @@ void cor__req_fail_peer(unsigned rank, int err)
             COR_UNLOCK(&t->lock);
             if (!ours) continue;
         }
-        cor__req_complete(r, err);
+        complete(r, err, true);
     }
     COR_UNLOCK(&req_lock);
 }

@@ -8,6 +8,8 @@
  * The core's sources are compiled in; the domain is set up by hand as rank 0 of 2 with one
  * hard port on the fake route and no core threads: the test pumps progress itself.
  */
+#include <sched.h>
+
 #include "internal.h"
 #include "proto.h"
 #include "ctest.h"
@@ -820,6 +822,105 @@ static void test_copy_cache(void)
     cor__copy_put(hp, again);
 }
 
+/* ---- credits under concurrency: spending and piggy-backing in the sending thread while
+ * another thread delivers returned credits and messages whose consumption owes credits ---- */
+
+static struct {
+    atomic_bool stop;
+    atomic_int eager_seen, rts_seen, carried; /* units the core returned to the peer */
+    int injected;                             /* eager messages to our task */
+} cc;
+
+/* The peer: returns the units of every eager frame it sees (so the budget must end full),
+ * answers every RTS with a 0-byte CTS, sums the credits our frames carry, and sends messages
+ * for the main task's posted receives. */
+static void *credit_peer(void *want_msgs)
+{
+    int want = *(int *)want_msgs;
+    uint64_t end = cor__now_ns() + 20000000000u; /* bounded: the main thread stops us */
+    for (long turn = 0; cor__now_ns() < end; turn++) {
+        bool stopping = atomic_load(&cc.stop); /* before looking: then nothing is missed */
+        struct frame_hdr h;
+        const struct frame *f = next_out(&h);
+        if (f) {
+            atomic_fetch_add(&cc.carried, h.credits);
+            if (h.type == F_EAGER) {
+                atomic_fetch_add(&cc.eager_seen, 1);
+                give_credits(cor__credit_cost(h.len));
+            } else if (h.type == F_RTS) {
+                atomic_fetch_add(&cc.rts_seen, 1);
+                struct frame_hdr cts = {.type = F_CTS, .src_task = h.dst_task,
+                                        .dst_task = h.src_task, .sreq = h.sreq, .rreq = 1};
+                inject(&cts, NULL, 0, PEER);
+            }
+        } else if (stopping) {
+            break;
+        }
+        if (cc.injected < want && (turn & 1)) {
+            int x = cc.injected++;
+            inject_eager(1, 78, &x, 1);
+        }
+        pump();
+    }
+    return NULL;
+}
+
+/* finish() for a request another thread completes: tests (and pumps) for up to `secs`. */
+static int finish_within(cor_req_t *r, int secs)
+{
+    uint64_t end = cor__now_ns() + (uint64_t)secs * 1000000000u;
+    while (cor__now_ns() < end) {
+        int done = 0;
+        int err = cor_test(r, &done, NULL);
+        if (done || err == COR_EINVAL) return err;
+        sched_yield();
+    }
+    return 999;
+}
+
+static void test_credits_concurrent(void)
+{
+    enum { SENDS = 600, MSGS = 300 };
+    flush_owed();
+    drain_out();
+    give_credits(UNITS);
+    REQUIRE(link_credits() == UNITS);
+    int owed0 = link_owed();
+    static int got[MSGS];
+    static cor_req_t rr[MSGS], sr[SENDS];
+    for (int i = 0; i < MSGS; i++) {
+        got[i] = -1;
+        REQUIRE(cor_recvI_into(COR_ANY_SOURCE, COR_CTX_WORLD, 78, COR_INT, &got[i], 1, &rr[i]) ==
+                COR_OK);
+    }
+    memset(&cc, 0, sizeof cc);
+    int want = MSGS;
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, credit_peer, &want) == 0);
+    int v = 5, bad = 0;
+    for (int i = 0; i < SENDS; i++) {
+        /* mostly eager: wait a little for the peer's credits when they run low */
+        for (int k = 0; k < 1000 && link_credits() <= IC; k++) sched_yield();
+        if (cor_sendI_typed(peer_task, COR_CTX_WORLD, 79, COR_INT, &v, 1, &sr[i]) != COR_OK) bad++;
+        pump();
+    }
+    for (int i = 0; i < SENDS; i++)
+        if (finish_within(&sr[i], 10) != COR_OK) bad++;
+    for (int i = 0; i < MSGS; i++)
+        if (finish_within(&rr[i], 10) != COR_OK || got[i] != i) bad++;
+    atomic_store(&cc.stop, true);
+    pthread_join(th, NULL);
+    pump();
+    EXPECT_EQ(bad, 0);
+    EXPECT_EQ(atomic_load(&cc.eager_seen) + atomic_load(&cc.rts_seen), SENDS);
+    EXPECT_EQ(link_credits(), UNITS); /* every unit spent came back, none twice */
+    /* what consuming the messages owed went out (piggy-backed or in credit frames) or is owed */
+    EXPECT_EQ(atomic_load(&cc.carried) + link_owed(), owed0 + MSGS * IC);
+    printf("(%d eager, %d rendezvous, %d units carried) ", atomic_load(&cc.eager_seen),
+           atomic_load(&cc.rts_seen), atomic_load(&cc.carried));
+    drain_out();
+}
+
 /* Frames of one sender that overtook each other are matched in the sender's order. */
 static void test_order_held(void)
 {
@@ -943,6 +1044,7 @@ int main(void)
         {"RTS carries a short tail", test_rts_tail_send},
         {"RTS tail received: unexpected, posted, truncated", test_rts_tail_receive},
         {"eager copy cache: bounded, reused", test_copy_cache},
+        {"credits spent and returned concurrently stay exact", test_credits_concurrent},
         {"overtaking frames held in order", test_order_held},
         {"malformed frames dropped and counted", test_malformed},
         {NULL, NULL},

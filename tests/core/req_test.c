@@ -3,6 +3,9 @@
  * handles that are invalid once completed (or never existed).
  */
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "cor/cor.h"
 #include "ctest.h"
@@ -329,6 +332,82 @@ static void test_wait_in_other_task(void)
     EXPECT_EQ(handoff, COR_REQ_NULL);
 }
 
+/* ---- blocking waits woken by other tasks' completions: no spinning, so every wait sleeps,
+ * and a completion takes the owner's lock only when it sees a sleeper ---- */
+
+#define PAIRS 4
+static atomic_int pp_errors, pp_slow;
+static int pp_rounds;
+
+/* One wait that sleeps at once (`spin`: or spins first, the default budget); a lost wake-up
+ * would sleep until the core's 100 ms re-check. */
+static int wait_asleep(cor_req_t *r, cor_status_t *st, bool spin)
+{
+    int done = 0;
+    double t0 = ct_now();
+    int err = cor_wait_timeout(r, spin ? -1 : 0, 10000000, NULL, NULL, &done, st);
+    if (ct_now() - t0 > 0.09) atomic_fetch_add(&pp_slow, 1);
+    return !err && !done ? COR_ETIMEDOUT : err;
+}
+
+/* Pair k: to the ponger on tag 200 + 2k, back on 201 + 2k; the ponger spins, so its answer
+ * often completes the pinger's receive while the pinger is on its way to sleep. */
+static int pp_play(int tag, bool ping, cor_idp_t peer)
+{
+    for (int i = 0; i < pp_rounds; i++) {
+        int v = -1;
+        cor_req_t r;
+        cor_status_t st;
+        int err = cor_recvI_into(ping ? peer : COR_ANY_SOURCE, COR_CTX_WORLD, tag + ping, COR_INT,
+                                 &v, 1, &r);
+        if (!err && ping) err = cor_send(peer, COR_CTX_WORLD, tag, COR_INT, &i, 1);
+        if (!err) err = wait_asleep(&r, &st, !ping); /* the answer comes at once */
+        if (!err && !ping) err = cor_send(st.source, COR_CTX_WORLD, tag + 1, COR_INT, &v, 1);
+        if (err || v != i) {
+            atomic_fetch_add(&pp_errors, 1);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static cor_idp_t pong_idp[PAIRS];
+
+static int ponger(void *arg)
+{
+    return pp_play(200 + 2 * (int)(intptr_t)arg, false, COR_IDP_NULL);
+}
+
+static int pinger(void *arg)
+{
+    int k = (int)(intptr_t)arg;
+    return pp_play(200 + 2 * k, true, pong_idp[k]);
+}
+
+static void test_sleeping_waits_woken(void)
+{
+    const char *scale = getenv("COR_TEST_SCALE");
+    pp_rounds = scale && !strcmp(scale, "small") ? 300 : 2000;
+    cor_idp_t ping[PAIRS];
+    for (int k = 0; k < PAIRS; k++)
+        REQUIRE(cor_task_spawn("pong", ponger, (void *)(intptr_t)k, &pong_idp[k]) == COR_OK);
+    for (int k = 0; k < PAIRS; k++)
+        REQUIRE(cor_task_spawn("ping", pinger, (void *)(intptr_t)k, &ping[k]) == COR_OK);
+    for (int k = 0; k < PAIRS; k++) {
+        int s = -1;
+        EXPECT_ERR(cor_task_join(ping[k], &s), COR_OK);
+        EXPECT_EQ(s, 0);
+        EXPECT_ERR(cor_task_join(pong_idp[k], &s), COR_OK);
+        EXPECT_EQ(s, 0);
+    }
+    EXPECT_EQ(atomic_load(&pp_errors), 0);
+    /* the pingers' waits sleep (4 x rounds of them); one that missed its wake-up took 100 ms.
+     * A preempted thread may be that late too, rarely: allow 1% */
+    int waits = PAIRS * pp_rounds;
+    printf("(%d sleeping waits, %d took over 90 ms) ", waits, atomic_load(&pp_slow));
+    EXPECT_LE(atomic_load(&pp_slow), waits / 100);
+}
+
 int main(void)
 {
     static const struct ct_test tests[] = {
@@ -341,6 +420,7 @@ int main(void)
         {"cancel", test_cancel},
         {"cancel racing a sender", test_cancel_race},
         {"wait from another task", test_wait_in_other_task},
+        {"sleeping waits woken by other tasks' completions", test_sleeping_waits_woken},
         {NULL, NULL},
     };
     return ct_main("req", init, clean, tests, 90);
