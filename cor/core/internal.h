@@ -173,7 +173,7 @@ struct cor_umsg *cor__unexp_take(struct cor_task *t, cor_idp_t src, cor_idp_t ct
 void cor__unexp_append(struct cor_task *t, struct cor_umsg *m);
 
 /* ---- hard ports and routes ---- */
-struct peer_link { /* per (hard port, peer) flow-control state (proto.c) */
+struct peer_link {       /* per (hard port, peer) flow-control state (proto.c) */
     _Atomic int credits; /* eager credit units we may still spend (proto.h: cor__credit_cost) */
     _Atomic int owed;    /* units we owe the peer */
 };

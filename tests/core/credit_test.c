@@ -849,8 +849,11 @@ static void *credit_peer(void *want_msgs)
                 give_credits(cor__credit_cost(h.len));
             } else if (h.type == F_RTS) {
                 atomic_fetch_add(&cc.rts_seen, 1);
-                struct frame_hdr cts = {.type = F_CTS, .src_task = h.dst_task,
-                                        .dst_task = h.src_task, .sreq = h.sreq, .rreq = 1};
+                struct frame_hdr cts = {.type = F_CTS,
+                                        .src_task = h.dst_task,
+                                        .dst_task = h.src_task,
+                                        .sreq = h.sreq,
+                                        .rreq = 1};
                 inject(&cts, NULL, 0, PEER);
             }
         } else if (stopping) {
@@ -900,7 +903,8 @@ static void test_credits_concurrent(void)
     int v = 5, bad = 0;
     for (int i = 0; i < SENDS; i++) {
         /* mostly eager: wait a little for the peer's credits when they run low */
-        for (int k = 0; k < 1000 && link_credits() <= IC; k++) sched_yield();
+        for (int k = 0; k < 1000 && link_credits() <= IC; k++)
+            sched_yield();
         if (cor_sendI_typed(peer_task, COR_CTX_WORLD, 79, COR_INT, &v, 1, &sr[i]) != COR_OK) bad++;
         pump();
     }
