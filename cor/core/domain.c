@@ -530,13 +530,15 @@ COR_API int cor_stats_get(cor_stats_t *s)
     int err = cor__check_init();
     if (err) return err;
     if (!s) return COR_EINVAL;
+    uint64_t c[COR_COUNTERS];
+    cor__counters_sum(c);
     *s = (cor_stats_t){
-        .msgs_sent = g.msgs_sent, .msgs_received = g.msgs_received,
-        .bytes_sent = g.bytes_sent, .bytes_received = g.bytes_received,
-        .eager_sent = g.eager_sent, .rndv_sent = g.rndv_sent,
-        .credit_frames = g.credit_frames, .credit_stalls = g.credit_stalls,
-        .frames_dropped = g.frames_dropped, .unexpected_now = g.unexpected_now,
-        .unexpected_bytes_now = g.unexpected_bytes_now,
+        .msgs_sent = c[C_MSGS_SENT], .msgs_received = c[C_MSGS_RECEIVED],
+        .bytes_sent = c[C_BYTES_SENT], .bytes_received = c[C_BYTES_RECEIVED],
+        .eager_sent = c[C_EAGER_SENT], .rndv_sent = c[C_RNDV_SENT],
+        .credit_frames = c[C_CREDIT_FRAMES], .credit_stalls = c[C_CREDIT_STALLS],
+        .frames_dropped = c[C_FRAMES_DROPPED], .unexpected_now = c[C_UNEXPECTED_NOW],
+        .unexpected_bytes_now = c[C_UNEXPECTED_BYTES_NOW],
     };
     for (int i = 0; i < g.nroutes; i++) {
         struct cor_route *r = g.routes[i];

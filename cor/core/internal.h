@@ -305,6 +305,15 @@ struct peer_state {
     struct held_frame *held; /* frames that arrived ahead of their turn */
 };
 
+/* ---- counters for cor_stats_get (counters.c): per thread, summed when read ---- */
+enum cor_counter {
+    C_MSGS_SENT, C_MSGS_RECEIVED, C_BYTES_SENT, C_BYTES_RECEIVED, C_EAGER_SENT, C_RNDV_SENT,
+    C_CREDIT_FRAMES, C_CREDIT_STALLS, C_FRAMES_DROPPED, C_UNEXPECTED_NOW,
+    C_UNEXPECTED_BYTES_NOW, COR_COUNTERS
+};
+void cor__count(enum cor_counter c, int64_t n); /* adds n (negative for gauges) */
+void cor__counters_sum(uint64_t sum[COR_COUNTERS]);
+
 /* ---- the domain (domain.c) ---- */
 struct cor_global {
     _Atomic int initialized;
@@ -351,10 +360,6 @@ struct cor_global {
     pthread_mutex_t spin_lock;
     pthread_cond_t spin_cond;
 
-    /* counters (relaxed atomics) */
-    _Atomic uint64_t msgs_sent, msgs_received, bytes_sent, bytes_received;
-    _Atomic uint64_t eager_sent, rndv_sent, credit_frames, credit_stalls, frames_dropped;
-    _Atomic uint64_t unexpected_now, unexpected_bytes_now;
 };
 extern struct cor_global cor__g;
 #define g cor__g

@@ -54,7 +54,7 @@ struct held_frame {
 
 static void drop(const char *why, uint32_t peer)
 {
-    atomic_fetch_add_explicit(&g.frames_dropped, 1, memory_order_relaxed);
+    cor__count(C_FRAMES_DROPPED, 1);
     static _Atomic int logged;
     if (atomic_fetch_add(&logged, 1) < 10) cor__log("dropped a frame from domain %u: %s", peer, why);
 }
@@ -336,7 +336,7 @@ void cor__return_credit(struct cor_hport *hp, uint32_t peer, size_t payload)
     COR_LOCK(&hp->send_lock);
     op->hdr.credits = (uint16_t)owed_take(l); /* 0: a frame sent meanwhile carried them */
     if (op->hdr.credits) {
-        atomic_fetch_add_explicit(&g.credit_frames, 1, memory_order_relaxed);
+        cor__count(C_CREDIT_FRAMES, 1);
         submit_locked(hp, op);
         op = NULL;
     }
@@ -406,8 +406,8 @@ static void complete_recv_with(struct cor_req *r, cor_idp_t src, cor_idp_t ctx, 
     size_t take;
     int err = accept_into(r, type, count, bytes, &take);
     if (take) memcpy(r->buf, data, take);
-    atomic_fetch_add_explicit(&g.msgs_received, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&g.bytes_received, take, memory_order_relaxed);
+    cor__count(C_MSGS_RECEIVED, 1);
+    cor__count(C_BYTES_RECEIVED, take);
     cor__req_complete(r, err);
 }
 
@@ -442,7 +442,7 @@ static int send_local(struct cor_task *t, struct cor_req *r, unsigned dst_index)
     }
     bool buffered = m->kind == UM_EAGER; /* m is the receiver's once unlocked */
     cor__unexp_append(dt, m);
-    atomic_fetch_add_explicit(&g.unexpected_now, 1, memory_order_relaxed);
+    cor__count(C_UNEXPECTED_NOW, 1);
     COR_UNLOCK(&dt->lock);
     if (buffered) cor__req_complete(r, COR_OK);
     return COR_OK;
@@ -471,8 +471,8 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
     if (cor_idp_kind(dest) != COR_KIND_TASK || cor_idp_macro(dest) != g.macro ||
         d >= (unsigned)g.size || index >= (unsigned)g.max_tasks)
         return COR_EINVAL;
-    atomic_fetch_add_explicit(&g.msgs_sent, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&g.bytes_sent, r->cap, memory_order_relaxed);
+    cor__count(C_MSGS_SENT, 1);
+    cor__count(C_BYTES_SENT, r->cap);
     if (d == (unsigned)g.rank) return send_local(t, r, index);
     if (atomic_load(&g.dead[d])) return COR_EPEERDEAD;
 
@@ -509,13 +509,13 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
             }
         }
         r->eager = true;
-        atomic_fetch_add_explicit(&g.eager_sent, 1, memory_order_relaxed);
+        cor__count(C_EAGER_SENT, 1);
     } else {
         if (r->cap <= hp->eager_limit)
-            atomic_fetch_add_explicit(&g.credit_stalls, 1, memory_order_relaxed);
+            cor__count(C_CREDIT_STALLS, 1);
         op->hdr.type = F_RTS;
         rts_carry_tail(hp, op, r);
-        atomic_fetch_add_explicit(&g.rndv_sent, 1, memory_order_relaxed);
+        cor__count(C_RNDV_SENT, 1);
     }
     submit_locked(hp, op);
     COR_UNLOCK(&hp->send_lock);
@@ -549,7 +549,7 @@ static void rndv_accept(struct cor_req *r, struct cor_hport *hp, uint32_t peer, 
         if (live) memcpy((char *)r->buf + tail_at, tail, take - tail_at);
         COR_UNLOCK(&r->owner->lock);
         if (!live) return;
-        atomic_fetch_add_explicit(&g.bytes_received, take - tail_at, memory_order_relaxed);
+        cor__count(C_BYTES_RECEIVED, (int64_t)(take - tail_at));
         atomic_store(&r->done_bytes, take - tail_at); /* before the CTS lets data in */
         ask = tail_at;
     }
@@ -568,7 +568,7 @@ static void rndv_accept(struct cor_req *r, struct cor_hport *hp, uint32_t peer, 
         cor__req_complete(r, COR_ENOMEM);
         return;
     }
-    atomic_fetch_add_explicit(&g.msgs_received, 1, memory_order_relaxed);
+    cor__count(C_MSGS_RECEIVED, 1);
     if (take == 0 || (err != COR_OK && err != COR_ETRUNC)) cor__req_complete(r, err);
     else atomic_store(&r->awaiting_data, true);
 }
@@ -582,11 +582,10 @@ void cor__umsg_free(struct cor_umsg *m)
 /* Consumes an unexpected message into receive r (r already off every list). */
 static void consume(struct cor_req *r, struct cor_umsg *m)
 {
-    atomic_fetch_sub_explicit(&g.unexpected_now, 1, memory_order_relaxed);
+    cor__count(C_UNEXPECTED_NOW, -1);
     switch (m->kind) {
     case UM_EAGER:
-        atomic_fetch_sub_explicit(&g.unexpected_bytes_now, m->hp ? m->bytes : 0,
-                                  memory_order_relaxed);
+        cor__count(C_UNEXPECTED_BYTES_NOW, -(int64_t)(m->hp ? m->bytes : 0));
         if (r->core_alloc) {
             /* hand the buffer over instead of copying it */
             struct cor_bufhdr *bh = cor__buf_hdr(m->data);
@@ -679,9 +678,9 @@ static void on_message(struct cor_hport *hp, uint32_t peer, const struct frame_h
         }
         if (m) {
             cor__unexp_append(dt, m);
-            atomic_fetch_add_explicit(&g.unexpected_now, 1, memory_order_relaxed);
+            cor__count(C_UNEXPECTED_NOW, 1);
             if (m->kind == UM_EAGER)
-                atomic_fetch_add_explicit(&g.unexpected_bytes_now, plen, memory_order_relaxed);
+                cor__count(C_UNEXPECTED_BYTES_NOW, plen);
         }
     }
     COR_UNLOCK(&dt->lock);
@@ -779,7 +778,7 @@ static void on_data(struct cor_hport *hp, uint32_t peer, const struct frame_hdr 
     if (!live) return;
     /* frames of a striped message arrive on several ports at once: the one that brings
      * the last byte completes */
-    atomic_fetch_add_explicit(&g.bytes_received, plen, memory_order_relaxed);
+    cor__count(C_BYTES_RECEIVED, plen);
     if (atomic_fetch_add(&r->done_bytes, plen) + plen == r->expect)
         cor__req_complete(r, r->status.error);
 }
@@ -794,7 +793,7 @@ static void on_fin(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *
     }
     release_mr(r);
     atomic_store(&r->done_bytes, r->expect);
-    atomic_fetch_add_explicit(&g.bytes_received, r->expect, memory_order_relaxed);
+    cor__count(C_BYTES_RECEIVED, r->expect);
     cor__req_complete(r, r->status.error);
 }
 
