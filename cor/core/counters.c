@@ -16,7 +16,7 @@ struct counter_block {
 } __attribute__((aligned(64)));
 
 static pthread_mutex_t blocks_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct counter_block *blocks;  /* live threads' blocks (blocks_lock) */
+static struct counter_block *blocks;   /* live threads' blocks (blocks_lock) */
 static uint64_t retired[COR_COUNTERS]; /* counts of threads that ended (blocks_lock) */
 static pthread_key_t block_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
@@ -32,7 +32,8 @@ static void block_retire(void *p)
             *pp = b->next;
             break;
         }
-    for (int i = 0; i < COR_COUNTERS; i++) retired[i] += atomic_load(&b->v[i]);
+    for (int i = 0; i < COR_COUNTERS; i++)
+        retired[i] += atomic_load(&b->v[i]);
     COR_UNLOCK(&blocks_lock);
     free(b);
     mine = NULL; /* a later count in this thread's exit starts a new block */
@@ -40,7 +41,8 @@ static void block_retire(void *p)
 
 static void key_create(void)
 {
-    if (pthread_key_create(&block_key, block_retire) != 0) cor__fatal("pthread_key_create", __FILE__, __LINE__);
+    if (pthread_key_create(&block_key, block_retire) != 0)
+        cor__fatal("pthread_key_create", __FILE__, __LINE__);
 }
 
 static struct counter_block *block_adopt(void)
@@ -48,7 +50,8 @@ static struct counter_block *block_adopt(void)
     pthread_once(&key_once, key_create);
     struct counter_block *b = aligned_alloc(64, sizeof *b);
     if (!b) return NULL;
-    for (int i = 0; i < COR_COUNTERS; i++) atomic_init(&b->v[i], 0);
+    for (int i = 0; i < COR_COUNTERS; i++)
+        atomic_init(&b->v[i], 0);
     COR_LOCK(&blocks_lock);
     b->next = blocks;
     blocks = b;
@@ -73,7 +76,8 @@ void cor__count(enum cor_counter c, int64_t n)
 void cor__counters_sum(uint64_t sum[COR_COUNTERS])
 {
     COR_LOCK(&blocks_lock);
-    for (int i = 0; i < COR_COUNTERS; i++) sum[i] = retired[i];
+    for (int i = 0; i < COR_COUNTERS; i++)
+        sum[i] = retired[i];
     for (struct counter_block *b = blocks; b; b = b->next)
         for (int i = 0; i < COR_COUNTERS; i++)
             sum[i] += atomic_load_explicit(&b->v[i], memory_order_relaxed);

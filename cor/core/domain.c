@@ -533,11 +533,16 @@ COR_API int cor_stats_get(cor_stats_t *s)
     uint64_t c[COR_COUNTERS];
     cor__counters_sum(c);
     *s = (cor_stats_t){
-        .msgs_sent = c[C_MSGS_SENT], .msgs_received = c[C_MSGS_RECEIVED],
-        .bytes_sent = c[C_BYTES_SENT], .bytes_received = c[C_BYTES_RECEIVED],
-        .eager_sent = c[C_EAGER_SENT], .rndv_sent = c[C_RNDV_SENT],
-        .credit_frames = c[C_CREDIT_FRAMES], .credit_stalls = c[C_CREDIT_STALLS],
-        .frames_dropped = c[C_FRAMES_DROPPED], .unexpected_now = c[C_UNEXPECTED_NOW],
+        .msgs_sent = c[C_MSGS_SENT],
+        .msgs_received = c[C_MSGS_RECEIVED],
+        .bytes_sent = c[C_BYTES_SENT],
+        .bytes_received = c[C_BYTES_RECEIVED],
+        .eager_sent = c[C_EAGER_SENT],
+        .rndv_sent = c[C_RNDV_SENT],
+        .credit_frames = c[C_CREDIT_FRAMES],
+        .credit_stalls = c[C_CREDIT_STALLS],
+        .frames_dropped = c[C_FRAMES_DROPPED],
+        .unexpected_now = c[C_UNEXPECTED_NOW],
         .unexpected_bytes_now = c[C_UNEXPECTED_BYTES_NOW],
     };
     for (int i = 0; i < g.nroutes; i++) {

@@ -307,9 +307,18 @@ struct peer_state {
 
 /* ---- counters for cor_stats_get (counters.c): per thread, summed when read ---- */
 enum cor_counter {
-    C_MSGS_SENT, C_MSGS_RECEIVED, C_BYTES_SENT, C_BYTES_RECEIVED, C_EAGER_SENT, C_RNDV_SENT,
-    C_CREDIT_FRAMES, C_CREDIT_STALLS, C_FRAMES_DROPPED, C_UNEXPECTED_NOW,
-    C_UNEXPECTED_BYTES_NOW, COR_COUNTERS
+    C_MSGS_SENT,
+    C_MSGS_RECEIVED,
+    C_BYTES_SENT,
+    C_BYTES_RECEIVED,
+    C_EAGER_SENT,
+    C_RNDV_SENT,
+    C_CREDIT_FRAMES,
+    C_CREDIT_STALLS,
+    C_FRAMES_DROPPED,
+    C_UNEXPECTED_NOW,
+    C_UNEXPECTED_BYTES_NOW,
+    COR_COUNTERS
 };
 void cor__count(enum cor_counter c, int64_t n); /* adds n (negative for gauges) */
 void cor__counters_sum(uint64_t sum[COR_COUNTERS]);
@@ -359,7 +368,6 @@ struct cor_global {
     _Atomic int listeners_parked;   /* listeners waiting on spin_cond (under spin_lock) */
     pthread_mutex_t spin_lock;
     pthread_cond_t spin_cond;
-
 };
 extern struct cor_global cor__g;
 #define g cor__g

@@ -511,8 +511,7 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
         r->eager = true;
         cor__count(C_EAGER_SENT, 1);
     } else {
-        if (r->cap <= hp->eager_limit)
-            cor__count(C_CREDIT_STALLS, 1);
+        if (r->cap <= hp->eager_limit) cor__count(C_CREDIT_STALLS, 1);
         op->hdr.type = F_RTS;
         rts_carry_tail(hp, op, r);
         cor__count(C_RNDV_SENT, 1);
@@ -679,8 +678,7 @@ static void on_message(struct cor_hport *hp, uint32_t peer, const struct frame_h
         if (m) {
             cor__unexp_append(dt, m);
             cor__count(C_UNEXPECTED_NOW, 1);
-            if (m->kind == UM_EAGER)
-                cor__count(C_UNEXPECTED_BYTES_NOW, plen);
+            if (m->kind == UM_EAGER) cor__count(C_UNEXPECTED_BYTES_NOW, plen);
         }
     }
     COR_UNLOCK(&dt->lock);
