@@ -31,10 +31,13 @@
  *   cor-run -n 2 --route gm lu [-n N] [-b B] [-t TASKS]
  *   lu --baseline [-n N] [-b B]      the same blocked program, plain arrays, no DSM
  */
+#include <dirent.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <cor/cor.h>
 #include <cor/dsm.h>
@@ -171,9 +174,21 @@ static void dsm_check(int err, const char *what, int i, int j)
         app_die(PROG ": domain %d: %s (block %d,%d): %s", rank, what, i, j, cor_dsm_strerror(err));
 }
 
+/* --trace: where a task's time went (its own counters; task 0 of each domain prints). */
+static int trace;
+static __thread struct {
+    double bar, miss, pre; /* waiting in barriers, blocking read misses, prefetches */
+    long nbar, nmiss, npre;
+} tr;
+
 static double *read_begin(int i, int j)
 {
+    double t0 = trace ? app_now() : 0;
     if (!baseline) dsm_check(cor_dsm_start_read(blk(i, j)->rgn), "cor_dsm_start_read", i, j);
+    if (trace && owner(i, j) != rank) { /* a hit costs ~20 ns: the sum is the misses' wait */
+        tr.miss += app_now() - t0;
+        tr.nmiss++;
+    }
     return blk(i, j)->data;
 }
 
@@ -195,7 +210,12 @@ static void write_end(int i, int j)
 
 static void sync_domains(void)
 {
+    double t0 = trace ? app_now() : 0;
     if (!baseline) dsm_check(cor_dsm_barrier_wait(bar), "cor_dsm_barrier_wait", -1, -1);
+    if (trace) {
+        tr.bar += app_now() - t0;
+        tr.nbar++;
+    }
 }
 
 /* ---- The factorization: every task of every domain runs this ---------------------------- */
@@ -208,8 +228,79 @@ static int mine(int i, int j, unsigned task, unsigned *w)
     return (*w)++ % ntasks == task;
 }
 
+/* The domain's tasks meet (nothing when there is one): a block a task updates in step k's
+ * trailing update may be solved by another task of the domain in step k+1's panel. */
+static pthread_barrier_t local_bar;
+
+static void sync_local(void)
+{
+    if (ntasks > 1) pthread_barrier_wait(&local_bar);
+}
+
+/* Prefetch: the read sections a task will need on blocks homed elsewhere are requested all
+ * at once (cor_dsm_start_readI) right after the barrier that makes them final, so their
+ * transfers overlap each other and the updates that need no remote block. */
+static __thread cor_dsm_req_t *pre;  /* per block, this task's pending prefetch */
+static __thread unsigned char *have; /* per block: this task read it, the copy is valid */
+static __thread int *items;          /* this task's trailing items of the step */
+
+static void prefetch(int i, int j)
+{
+    size_t b = (size_t)i * nb + j;
+    if (baseline || owner(i, j) == rank || have[b] || pre[b]) return;
+    dsm_check(cor_dsm_start_readI(blk(i, j)->rgn, &pre[b]), "cor_dsm_start_readI", i, j);
+}
+
+/* Completes the prefetch of (i, j), if any, and ends its section at once: the copy stays
+ * valid (nothing writes a final block), so the read section that follows is a hit. */
+static void prefetched(int i, int j)
+{
+    size_t b = (size_t)i * nb + j;
+    if (baseline || owner(i, j) == rank) return;
+    if (pre[b]) {
+        double t0 = trace ? app_now() : 0;
+        dsm_check(cor_dsm_wait(&pre[b]), "cor_dsm_wait (prefetch)", i, j);
+        pre[b] = NULL;
+        dsm_check(cor_dsm_end_read(blk(i, j)->rgn), "cor_dsm_end_read (prefetch)", i, j);
+        if (trace) {
+            tr.pre += app_now() - t0;
+            tr.npre++;
+        }
+    }
+    have[b] = 1;
+}
+
+/* A trailing update A(i,j) -= L(i,k) U(k,j); the diagonal one also factors the block, whose
+ * write section the caller opened before the step's barrier. */
+static void update(int k, int i, int j)
+{
+    int diag = i == k + 1 && j == k + 1;
+    prefetched(k, j);
+    prefetched(i, k);
+    const double *u = read_begin(k, j); /* order: (k,j) < (i,k) < (i,j) */
+    const double *l = read_begin(i, k);
+    double *a = diag ? blk(i, j)->data : write_begin(i, j);
+    gemm_sub(a, l, u);
+    if (diag) factor_diag(a);
+    write_end(i, j);
+    read_end(i, k);
+    read_end(k, j);
+}
+
+/* Step k: the panel (row and column k against the factored (k,k)), a barrier, then the
+ * trailing update. One barrier per step: the only block a domain needs from another one
+ * before the next step's barrier is the next diagonal block (the panel solves read it), and
+ * its owner (task 0 of its domain, which updates it) takes the write section on it *before*
+ * this step's barrier, when no other domain can have asked for it yet; their read requests
+ * wait in its directory until the block is factored and the section ends. Every other block
+ * read elsewhere is a panel block, final at the barrier that follows its solve. */
 static void factor(unsigned task)
 {
+    size_t nblk = (size_t)nb * nb;
+    pre = calloc(nblk, sizeof *pre);
+    have = calloc(nblk, 1);
+    items = malloc(nblk * sizeof *items);
+    if (!pre || !have || !items) app_die(PROG ": out of memory");
     sync_domains(); /* every block is generated and mapped */
     if (rank == 0 && task == 0) {
         t_start = app_now();
@@ -238,32 +329,104 @@ static void factor(unsigned task)
             write_end(i, k);
             read_end(k, k);
         }
-        sync_domains();
-        /* Trailing update; (k+1,k+1) first, so its owner factors it while the rest runs. */
-        w = 0;
-        for (int t = 0; t < (nb - k - 1) * (nb - k - 1); t++) {
-            int i = k + 1 + t / (nb - k - 1), j = k + 1 + t % (nb - k - 1);
-            if (!mine(i, j, task, &w)) continue;
-            const double *u = read_begin(k, j); /* order: (k,j) < (i,k) < (i,j) */
-            const double *l = read_begin(i, k);
-            double *a = write_begin(i, j);
-            gemm_sub(a, l, u);
-            if (i == k + 1 && j == k + 1) factor_diag(a);
-            write_end(i, j);
-            read_end(i, k);
-            read_end(k, j);
+        /* The next diagonal block: item 0 of the trailing update, task 0 of its owner. */
+        if (k + 1 < nb && owner(k + 1, k + 1) == rank && task == 0) {
+            write_begin(k + 1, k + 1);
         }
         sync_domains();
+        int m = nb - k - 1;
+        /* This task's items, in the order of the canonical loop (which fixes who does what),
+         * then done in three passes: the diagonal block (the next step waits for it), the
+         * blocks whose panel inputs are both here, then those that wait for prefetches. */
+        int nitems = 0;
+        w = 0;
+        for (int t = 0; t < m * m; t++) {
+            int i = k + 1 + t / m, j = k + 1 + t % m;
+            if (mine(i, j, task, &w)) items[nitems++] = t;
+        }
+        if (!baseline) {
+            for (int x = 0; x < nitems; x++) { /* the diagonal's inputs first */
+                int i = k + 1 + items[x] / m, j = k + 1 + items[x] % m;
+                prefetch(k, j);
+                prefetch(i, k);
+            }
+        }
+        for (int pass = 0; pass < 3; pass++)
+            for (int x = 0; x < nitems; x++) {
+                int i = k + 1 + items[x] / m, j = k + 1 + items[x] % m;
+                int diag = i == k + 1 && j == k + 1;
+                int local = owner(k, j) == rank && owner(i, k) == rank;
+                if (pass != (diag ? 0 : local ? 1 : 2)) continue;
+                update(k, i, j);
+            }
+        sync_local();
     }
+    sync_domains(); /* every block is final */
     if (rank == 0 && task == 0) {
         t_end = app_now();
         cpu_end = app_cpu_now();
     }
+    free(pre);
+    free(have);
+    free(items);
+}
+
+/* --trace: records the CPU time of each thread of the process (record), or prints what each
+ * used since (its tid: threads have no names; the compute task is the newest). */
+static unsigned long trace_tid[64], trace_cpu[64];
+static int trace_n;
+
+static void trace_threads(int record)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[300], buf[1024];
+        snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        unsigned long ut = 0, st = 0, tid = strtoul(e->d_name, NULL, 10), base = 0;
+        char *c = f && fgets(buf, sizeof buf, f) ? strrchr(buf, ')') : NULL;
+        if (f) fclose(f);
+        if (!c ||
+            sscanf(c + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+            continue;
+        if (record) {
+            if (trace_n < 64) {
+                trace_tid[trace_n] = tid;
+                trace_cpu[trace_n++] = ut + st;
+            }
+            continue;
+        }
+        for (int k = 0; k < trace_n; k++)
+            if (trace_tid[k] == tid) base = trace_cpu[k];
+        if (ut + st > base)
+            fprintf(stderr, PROG ": trace: domain %d thread %lu: %.3f s of CPU\n", rank, tid,
+                    (double)(ut + st - base) / (double)sysconf(_SC_CLK_TCK));
+    }
+    if (d) closedir(d);
 }
 
 static int factor_task(void *arg)
 {
-    factor((unsigned)(uintptr_t)arg);
+    unsigned task = (unsigned)(uintptr_t)arg;
+    struct rusage r0, r1;
+    double c0 = app_cpu_now();
+    if (trace && task == 0) {
+        getrusage(RUSAGE_SELF, &r0);
+        trace_threads(1);
+    }
+    factor(task);
+    if (trace && task == 0) {
+        getrusage(RUSAGE_SELF, &r1);
+        fprintf(stderr,
+                PROG ": trace: domain %d task 0: barriers %.4f s (%ld), prefetch waits %.4f s "
+                     "(%ld), read starts on remote blocks %.4f s (%ld); the process: %.4f s of "
+                     "CPU, %ld page faults\n",
+                rank, tr.bar, tr.nbar, tr.pre, tr.npre, tr.miss, tr.nmiss, app_cpu_now() - c0,
+                r1.ru_minflt - r0.ru_minflt);
+        trace_threads(0);
+    }
     return 0;
 }
 
@@ -415,6 +578,8 @@ static int run_dsm(int *argc, char ***argv)
     dsm_check(cor_dsm_barrier_create("lu", COR_IDP_NULL, (int)ntasks, &bar),
               "cor_dsm_barrier_create", -1, -1);
 
+    if (ntasks > 1 && pthread_barrier_init(&local_bar, NULL, (unsigned)ntasks))
+        app_die(PROG ": pthread_barrier_init failed");
     cor_idp_t task[MAX_TASKS];
     for (uint64_t t = 0; t < ntasks; t++)
         dsm_check(cor_task_spawn("lu", factor_task, (void *)(uintptr_t)t, &task[t]),
@@ -432,6 +597,7 @@ static int run_dsm(int *argc, char ***argv)
     }
     fflush(stdout);
     if (bad) app_die(PROG ": domain 0: the factors do not solve the system");
+    if (ntasks > 1) pthread_barrier_destroy(&local_bar);
     dsm_check(cor_dsm_barrier_destroy(bar), "cor_dsm_barrier_destroy", -1, -1);
     for (int i = 0; i < nb * nb; i++)
         dsm_check(cor_dsm_unmap(blocks[i].rgn), "cor_dsm_unmap", i / nb, i % nb);
@@ -449,7 +615,8 @@ static void usage(void)
             "  -n  matrix order (default 1024, at most %d; a multiple of B)\n"
             "  -b  block size (default 128; at most %d blocks per dimension)\n"
             "  -t  compute tasks per domain (default 1, at most %d)\n"
-            "  --perturb  test the check: one factor is changed before the solve\n",
+            "  --perturb  test the check: one factor is changed before the solve\n"
+            "  --trace    per domain: time in barriers and waits, CPU time of each thread\n",
             MAX_N, MAX_NB, MAX_TASKS);
 }
 
@@ -460,6 +627,9 @@ int main(int argc, char **argv)
         int r = 0;
         if (!strcmp(a, "--baseline")) {
             baseline = 1;
+            continue;
+        } else if (!strcmp(a, "--trace")) {
+            trace = 1;
             continue;
         } else if (!strcmp(a, "--perturb")) {
             perturb = 1;

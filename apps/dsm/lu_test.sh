@@ -1,6 +1,6 @@
 #!/bin/sh
-# lu (apps/dsm/lu.c): the baseline, then 2 domains over udp and over gm and 3 domains x 2
-# tasks, each solve checked against a sequential unblocked LU (residual and difference);
+# lu (apps/dsm/lu.c): the baseline, 1 domain (1 and 2 tasks), then 2 domains over udp and
+# over gm (also with --trace) and 3 domains x 2 tasks, each solve checked against a sequential unblocked LU (residual and difference);
 # --perturb (one factor changed) must be caught; bad arguments get a usage error. Seconds.
 . "$(dirname "$0")/../../tests/proc/common.sh"
 L=$B/apps/dsm/lu
@@ -25,9 +25,17 @@ say "baseline: N = 256, B = 32, plain arrays"
 expect_ok base "$L" --baseline $ARGS
 say "dsm, 1 domain"
 expect_ok dsm1 "$L" $ARGS
+say "dsm, 1 domain x 2 tasks"
+expect_ok dsm1t2 "$L" -t 2 $ARGS
 for route in udp gm; do
     say "$route: 2 domains x 1 task"
     expect_ok dsm$route "$CORRUN" -n 2 --route $route "$L" $ARGS
+done
+say "gm: 2 domains x 1 task, --trace"
+expect_ok trace "$CORRUN" -n 2 --route gm "$L" --trace $ARGS
+for d in 0 1; do
+    grep -q "^lu: trace: domain $d task 0: barriers .* page faults$" "$WORK/trace.err" ||
+        { show trace; die "trace: no trace line of domain $d"; }
 done
 say "gm: 3 domains x 2 tasks, N = 192, B = 16"
 expect_ok dsm3 "$CORRUN" -n 3 --route gm "$L" -n 192 -b 16 -t 2
