@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,7 @@ struct copy {
     pthread_mutex_t *mu; /* &own_mu, or the home object's mu */
     pthread_mutex_t own_mu;
     pthread_cond_t cv;         /* grants, invalidations, section ends, deaths (under *mu) */
+    _Atomic unsigned gen;      /* counts the broadcasts of cv: a driving task watches it */
     struct dsm_copy st;        /* *mu */
     uint64_t hits, misses;     /* *mu */
     _Atomic uint64_t last_use; /* D.tick at the last section end: LRU eviction */
@@ -130,6 +132,7 @@ static struct {
     uint32_t session;
     cor_idp_t svc, ctx;
     long spin_us;
+    long turn_us; /* how long a task waiting for a protocol message polls as the driver */
     pthread_t thread;
     _Atomic cor_idp_t *svcs; /* [size] services, looked up on first use */
     _Atomic bool *dead;      /* [size] */
@@ -162,6 +165,15 @@ static struct {
     bool *death_done; /* [size] */
 
     struct outbox svc_out;            /* calls as the service task (cor_sendI_as, cor_recvI_as) */
+    /* Who receives on the service task: one thread at a time, the driver (drv_mu): the
+     * service thread, or a task waiting for a protocol message (below, wait_turn). */
+    pthread_mutex_t drv_mu;
+    pthread_cond_t drv_cv; /* the driver's turn ended (the service thread parks on it) */
+    _Atomic int drv;       /* DRV_NONE, DRV_SVC or DRV_TASK (changed under drv_mu) */
+    _Atomic int drv_want;  /* tasks trying to take the turn (changed under drv_mu) */
+    bool svc_parked;       /* the service thread waits on drv_cv */
+    cor_req_t rr;          /* the service task's receive, the driver's */
+    void *msg;
     struct copy *copies[DIR_BUCKETS]; /* copies of objects homed elsewhere (lock) */
     _Atomic size_t cache_budget, cached_bytes;
     _Atomic uint64_t invalidations, recalls, evictions;
@@ -176,6 +188,8 @@ static struct {
        .svc_out.mu = PTHREAD_MUTEX_INITIALIZER,
        .qmu = PTHREAD_MUTEX_INITIALIZER,
        .bar_out.mu = PTHREAD_MUTEX_INITIALIZER,
+       .drv_mu = PTHREAD_MUTEX_INITIALIZER,
+       .drv_cv = PTHREAD_COND_INITIALIZER,
        .ready_mu = PTHREAD_MUTEX_INITIALIZER,
        .bar_cv = PTHREAD_COND_INITIALIZER,
        .ready_cv = PTHREAD_COND_INITIALIZER};
@@ -1046,6 +1060,10 @@ static void sbuf_clear(void)
 }
 
 static void svc_send(cor_idp_t to, uint32_t tag, void *buf, size_t n);
+static void copy_wake(struct copy *c);
+static bool drive_take(void);
+static void drive_give(void);
+static bool svc_turn(long spin_us, long timeout_us, int (*stop)(void *), void *arg);
 static void reply_buf(cor_idp_t to, uint8_t op, uint8_t type, uint32_t id, int status,
                       uint64_t value, unsigned char *buf, size_t dlen);
 
@@ -1122,7 +1140,7 @@ static bool dir_inv(void *ctx, int dom, uint32_t seq, bool writeback)
     if (dom == D.rank) {
         bool dirty;
         bool now = dsm_copy_inv(&x->hc.st, seq, &dirty);
-        if (!now) pthread_cond_broadcast(&x->hc.cv); /* new sections must wait now */
+        if (!now) copy_wake(&x->hc); /* new sections must wait now */
         return now; /* the home's copy is the memory: nothing to write back */
     }
     cmsg(dom, DSM_OP_C_INV, &x->hc, seq, writeback ? DSM_CF_WRITEBACK : 0, NULL);
@@ -1162,7 +1180,7 @@ static void dir_grant(void *ctx, const struct dsm_dreq *r, bool data, int status
     }
     if (r->who == D.rank) {
         dsm_copy_grant(&x->hc.st, r->mode, status);
-        pthread_cond_broadcast(&x->hc.cv);
+        copy_wake(&x->hc);
         return;
     }
     if (status) {
@@ -1358,6 +1376,13 @@ static void copy_unlock(struct copy *c)
     unlock_or_die(c->mu);
 }
 
+/* Under *c->mu: wakes the tasks waiting on c (and a task driving the service for c). */
+static void copy_wake(struct copy *c)
+{
+    atomic_fetch_add_explicit(&c->gen, 1, memory_order_release);
+    pthread_cond_broadcast(&c->cv);
+}
+
 /* Under *c->mu: asks the home for `mode`. */
 static int copy_request(struct copy *c, int mode, bool have)
 {
@@ -1405,6 +1430,56 @@ static void timed_wait(struct copy *c)
     if (!c->x) fast_close(c);
 }
 
+struct turn_watch {
+    struct copy *c;
+    unsigned gen;
+};
+
+static int turn_stop(void *arg)
+{
+    struct turn_watch *w = arg;
+    return atomic_load_explicit(&w->c->gen, memory_order_acquire) != w->gen ||
+           atomic_load(&D.stopping) || atomic_load(&D.deaths_pending);
+}
+
+/*
+ * Under *c->mu: waits for c to change (a grant, an acknowledgment, a section's end). The
+ * message that changes it usually comes to the service task: rather than sleep until the
+ * service thread took it and woke us (two thread switches: measured 8-70 us per wake-up on
+ * the shared 2-core machine), the task takes the service's turn (*turn) and receives it
+ * itself, serving whatever comes meanwhile as the service would, until c changed; it keeps
+ * the turn until its section starts (section_start gives it back). When the turn is not to
+ * be had at once (the service thread blocked in the core notices a wanting task only at its
+ * next message; another task drives), or nothing came while it polled, it sleeps as before.
+ */
+enum { TURN_NOT_YET, TURN_DRIVING, TURN_SLEEP };
+
+static void wait_turn(struct copy *c, int *turn)
+{
+    if (*turn == TURN_SLEEP) {
+        timed_wait(c);
+        return;
+    }
+    unsigned gen = atomic_load_explicit(&c->gen, memory_order_relaxed);
+    if (!c->x) fast_reopen(c); /* stays shut while this task waits; for form's sake */
+    unlock_or_die(c->mu);
+    if (*turn == TURN_NOT_YET) *turn = drive_take() ? TURN_DRIVING : TURN_SLEEP;
+    if (*turn == TURN_DRIVING) {
+        /* polling only (a change made by a local task, a section's end, is seen by the stop
+         * hook while polling, not by a thread blocked in the core), for COR_DSM_SPIN_US at
+         * most: then the task sleeps (a long wait costs no core) */
+        struct turn_watch w = {c, gen};
+        if (!svc_turn(D.turn_us, D.turn_us, turn_stop, &w) && !turn_stop(&w)) {
+            drive_give();
+            *turn = TURN_SLEEP;
+        }
+    }
+    lock_or_die(c->mu);
+    if (!c->x) fast_close(c);
+    if (*turn == TURN_SLEEP && atomic_load_explicit(&c->gen, memory_order_relaxed) == gen)
+        timed_wait(c);
+}
+
 /* Tries to start a section (blocking: until it starts or fails). COR_EAGAIN: not yet (the
  * copy is requested). */
 static int section_start(struct copy *c, int mode, bool block, bool *fast)
@@ -1422,6 +1497,7 @@ static int section_start(struct copy *c, int mode, bool block, bool *fast)
         return COR_OK;
     }
     int err = COR_OK;
+    int turn = TURN_NOT_YET;
     c->st.waiters++;
     for (;;) {
         if (dsm_copy_can_start(&c->st, mode)) {
@@ -1444,10 +1520,11 @@ static int section_start(struct copy *c, int mode, bool block, bool *fast)
             err = COR_EAGAIN;
             break;
         }
-        timed_wait(c);
+        wait_turn(c, &turn);
     }
     c->st.waiters--;
     copy_unlock(c);
+    if (turn == TURN_DRIVING) drive_give();
     return err;
 }
 
@@ -1483,7 +1560,7 @@ static int section_end(struct copy *c, int mode)
     if (fast && fast_read_end(c)) return COR_OK;
     copy_lock(c);
     if (dsm_copy_end(&c->st, mode)) copy_ack(c, c->st.inv_seq);
-    if (c->st.waiters) pthread_cond_broadcast(&c->cv);
+    if (c->st.waiters) copy_wake(c);
     copy_unlock(c);
     return COR_OK;
 }
@@ -1667,14 +1744,14 @@ static void serve_cached_copy(const struct dsm_req *r)
                 err = COR_EPROTO; /* the home thought we had the data */
             }
             dsm_copy_grant(&c->st, mode, err);
-            pthread_cond_broadcast(&c->cv);
+            copy_wake(c);
         }
     } else if (r->op == DSM_OP_C_INV) {
         bool dirty;
         if (dsm_copy_inv(&c->st, (uint32_t)r->offset, &dirty))
             cmsg(c->home, DSM_OP_C_ACK, c, r->offset, 0, dirty ? c->data : NULL);
         else
-            pthread_cond_broadcast(&c->cv);
+            copy_wake(c);
     }
     copy_account(c, was);
     copy_unlock(c);
@@ -1723,7 +1800,7 @@ static void cached_destroy(struct res *x)
     lock_or_die(&x->mu);
     dsm_dir_fail(&x->dir, COR_ENOTFOUND, destroy_inv, x);
     if (!x->hc.st.err) x->hc.st.err = COR_ENOTFOUND;
-    pthread_cond_broadcast(&x->hc.cv);
+    copy_wake(&x->hc);
     unlock_or_die(&x->mu);
 }
 
@@ -1747,7 +1824,7 @@ static void cached_peer_dead(int d)
         lock_or_die(&x->mu);
         dsm_dir_peer_dead(&x->dir, d);
         if (x->dir.lost && !x->hc.st.err) x->hc.st.err = COR_EPEERDEAD;
-        pthread_cond_broadcast(&x->hc.cv);
+        copy_wake(&x->hc);
         unlock_or_die(&x->mu);
         res_put(x);
     }
@@ -1762,7 +1839,7 @@ static void cached_peer_dead(int d)
             c->st.pending = DSM_MODE_NONE;
             if (!c->st.readers && !c->st.writers) dsm_copy_drop(&c->st);
             copy_account(c, was);
-            pthread_cond_broadcast(&c->cv);
+            copy_wake(c);
             copy_unlock(c);
         }
     unlock_or_die(&D.lock);
@@ -2847,10 +2924,91 @@ static void handle_deaths(void)
     }
 }
 
+/*
+ * The turn on the service task's receive. The service thread holds it while no task wants
+ * it; a task that waits for a protocol message takes it (wait_turn), so that the message
+ * wakes nobody else: it spins up to DRIVE_TAKE_NS for the service thread to see it waiting
+ * (its stop hook looks while it polls) and hand over, then gives up.
+ */
+enum { DRV_NONE = 0, DRV_SVC = 1, DRV_TASK = 2 };
+#define DRIVE_TAKE_NS 20000
+
+static uint64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static bool drive_take(void)
+{
+    lock_or_die(&D.drv_mu);
+    atomic_fetch_add(&D.drv_want, 1);
+    uint64_t start = 0;
+    while (D.drv == DRV_SVC) { /* a task would not hand over */
+        uint64_t now = mono_ns();
+        if (!start) start = now;
+        if (now - start > DRIVE_TAKE_NS) break;
+        unlock_or_die(&D.drv_mu);
+        sched_yield();
+        lock_or_die(&D.drv_mu);
+    }
+    bool took = D.drv == DRV_NONE;
+    if (took) D.drv = DRV_TASK;
+    atomic_fetch_sub(&D.drv_want, 1);
+    /* the service thread parks while tasks want the turn: it may take it again now */
+    if (!took && D.svc_parked) pthread_cond_signal(&D.drv_cv);
+    unlock_or_die(&D.drv_mu);
+    return took;
+}
+
+static void drive_give(void)
+{
+    lock_or_die(&D.drv_mu);
+    D.drv = DRV_NONE;
+    if (D.svc_parked) pthread_cond_signal(&D.drv_cv);
+    unlock_or_die(&D.drv_mu);
+}
+
+/*
+ * One turn of the driver: waits for a message on the service task (polling up to spin_us,
+ * then blocked, at most timeout_us, or until stop(arg)), serves it, then deaths and the sends
+ * that completed. Returns whether a message came.
+ */
+static bool svc_turn(long spin_us, long timeout_us, int (*stop)(void *), void *arg)
+{
+    if (D.rr == COR_REQ_NULL) {
+        D.msg = NULL;
+        lock_or_die(&D.svc_out.mu);
+        int err = cor_recvI_as(D.svc, COR_ANY_SOURCE, D.ctx, COR_ANY_TAG, &D.msg, &D.rr);
+        unlock_or_die(&D.svc_out.mu);
+        if (err != COR_OK) {
+            struct timespec t = {0, 1000000};
+            nanosleep(&t, NULL);
+            return false;
+        }
+    }
+    int done = 0;
+    cor_status_t st;
+    int rc = cor_wait_timeout(&D.rr, spin_us, timeout_us, stop, arg, &done, &st);
+    if (rc == COR_EINVAL) D.rr = COR_REQ_NULL;
+    if (done) {
+        void *msg = D.msg;
+        D.msg = NULL;
+        if (rc == COR_OK && msg) serve(msg, st.count * cor_type_size(st.type), st.source);
+        if (msg) cor_releaseBuffer(msg);
+    }
+    if (atomic_load(&D.deaths_pending)) handle_deaths();
+    reap(false);
+    atomic_fetch_add_explicit(&D.tick, 1, memory_order_relaxed);
+    return done;
+}
+
 static int svc_stop(void *arg)
 {
     (void)arg;
-    return atomic_load(&D.stopping) || atomic_load(&D.deaths_pending);
+    return atomic_load(&D.stopping) || atomic_load(&D.deaths_pending) ||
+           atomic_load_explicit(&D.drv_want, memory_order_relaxed) > 0;
 }
 
 static void set_ready(int v)
@@ -2861,45 +3019,68 @@ static void set_ready(int v)
     unlock_or_die(&D.ready_mu);
 }
 
+/* Waits on drv_cv for at most WAIT_SLICE_US; drv_mu held. It first polls the turn for up
+ * to COR_DSM_SPIN_US (yielding the core): a task gives it back soon after it took it, and
+ * a sleeping service thread would have to be woken each time. */
+static void park(void)
+{
+    uint64_t start = mono_ns();
+    unlock_or_die(&D.drv_mu);
+    while ((atomic_load(&D.drv) != DRV_NONE || atomic_load(&D.drv_want) > 0) &&
+           !atomic_load(&D.stopping) && !atomic_load(&D.deaths_pending) &&
+           mono_ns() - start < (uint64_t)D.turn_us * 1000)
+        sched_yield();
+    lock_or_die(&D.drv_mu);
+    if ((D.drv == DRV_NONE && atomic_load(&D.drv_want) == 0) || atomic_load(&D.stopping)) return;
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_nsec += (long)WAIT_SLICE_US * 1000;
+    while (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    D.svc_parked = true;
+    int rc = pthread_cond_timedwait(&D.drv_cv, &D.drv_mu, &t);
+    if (rc && rc != ETIMEDOUT) abort();
+    D.svc_parked = false;
+}
+
 static void *service(void *arg)
 {
     (void)arg;
     cor_thread_attentive(); /* requests are served while every task computes */
-    cor_req_t rr = COR_REQ_NULL;
-    void *msg = NULL;
-    int err = cor_recvI_as(D.svc, COR_ANY_SOURCE, D.ctx, COR_ANY_TAG, &msg, &rr);
+    D.rr = COR_REQ_NULL;
+    D.msg = NULL;
+    int err = cor_recvI_as(D.svc, COR_ANY_SOURCE, D.ctx, COR_ANY_TAG, &D.msg, &D.rr);
     set_ready(err ? err : 1);
     if (err) return NULL;
+    /* Polls COR_DSM_SPIN_US after each message and after a task's turn, then blocks; a turn
+     * that timed out idle is followed by blocked ones only (no spinning at each wake-up). */
+    bool idle = false;
+    lock_or_die(&D.drv_mu);
     while (!atomic_load(&D.stopping)) {
-        if (rr == COR_REQ_NULL) {
-            msg = NULL;
-            lock_or_die(&D.svc_out.mu);
-            err = cor_recvI_as(D.svc, COR_ANY_SOURCE, D.ctx, COR_ANY_TAG, &msg, &rr);
-            unlock_or_die(&D.svc_out.mu);
-            if (err != COR_OK) {
-                struct timespec t = {0, 1000000};
-                nanosleep(&t, NULL);
-                continue;
-            }
+        if (D.drv != DRV_NONE || atomic_load(&D.drv_want) > 0) {
+            park();
+            idle = false;
+            continue;
         }
-        int done = 0;
-        cor_status_t st;
-        int rc = cor_wait_timeout(&rr, D.spin_us, WAIT_SLICE_US, svc_stop, NULL, &done, &st);
-        if (rc == COR_EINVAL) rr = COR_REQ_NULL;
-        if (done) {
-            if (rc == COR_OK && msg) serve(msg, st.count * cor_type_size(st.type), st.source);
-            if (msg) cor_releaseBuffer(msg);
-            msg = NULL;
-        }
-        if (atomic_load(&D.deaths_pending)) handle_deaths();
-        reap(false);
-        atomic_fetch_add_explicit(&D.tick, 1, memory_order_relaxed);
+        D.drv = DRV_SVC;
+        unlock_or_die(&D.drv_mu);
+        bool came = svc_turn(idle ? 0 : D.spin_us, WAIT_SLICE_US, svc_stop, NULL);
+        lock_or_die(&D.drv_mu);
+        D.drv = DRV_NONE;
+        idle = !came && atomic_load(&D.drv_want) == 0 && !atomic_load(&D.deaths_pending);
     }
-    if (rr != COR_REQ_NULL) {
-        cor_cancel(&rr);
+    while (D.drv != DRV_NONE) /* no task waits in a section at cor_dsm_finalize; in case */
+        park();
+    D.drv = DRV_SVC; /* for good */
+    unlock_or_die(&D.drv_mu);
+    if (D.rr != COR_REQ_NULL) {
+        cor_cancel(&D.rr);
         cor_status_t st;
-        if (cor_wait(&rr, &st) == COR_OK && msg) atomic_fetch_add(&D.dropped, 1);
-        if (msg) cor_releaseBuffer(msg);
+        if (cor_wait(&D.rr, &st) == COR_OK && D.msg) atomic_fetch_add(&D.dropped, 1);
+        if (D.msg) cor_releaseBuffer(D.msg);
+        D.msg = NULL;
     }
     reap(true);
     return NULL;
@@ -2920,6 +3101,12 @@ COR_API int cor_dsm_init(void)
                  budget && *budget ? (size_t)strtoull(budget, NULL, 10) : DEFAULT_CACHE_BYTES);
     const char *spin = getenv("COR_DSM_SPIN_US");
     D.spin_us = spin && *spin ? strtol(spin, NULL, 10) : -1;
+    const char *core_spin = getenv("COR_SPIN_US");
+    D.turn_us = D.spin_us >= 0            ? D.spin_us
+                : core_spin && *core_spin ? strtol(core_spin, NULL, 10)
+                                          : 2000; /* the core's default */
+    if (D.turn_us < 0) D.turn_us = 0;
+    D.drv = DRV_NONE;
     D.svcs = calloc((size_t)D.size, sizeof *D.svcs);
     D.bar_boxes = calloc((size_t)D.size, sizeof *D.bar_boxes);
     D.dead = calloc((size_t)D.size, sizeof *D.dead);
