@@ -33,8 +33,14 @@ struct send_op {
     struct cor_req *data; /* OP_FRAME of a DATA chunk, or OP_DATA_JOB: the send request */
     bool owned;           /* payload is a copy freed with the op */
     bool cached;          /* that copy is a block of hp's copy cache */
+    bool in_room;         /* payload is a copy in room[], freed with the op */
     size_t job_off, job_end; /* OP_DATA_JOB: the byte range this port sends */
+    unsigned char room[]; /* op_new_copy: the payload's copy */
 };
+
+/* Payloads up to this size are copied into their op's own allocation rather than into a block
+ * of the port's copy cache (eager limit bytes each, under the cache's lock). */
+#define ROOM_MAX 256
 
 static void op_free(struct send_op *op)
 {
@@ -67,6 +73,22 @@ static struct send_op *op_new(struct cor_hport *hp, uint32_t peer)
     if (op) {
         op->hp = hp;
         op->peer = peer;
+    }
+    return op;
+}
+
+/* An op whose payload is a copy of the plen bytes at p, in the op's own allocation. */
+static struct send_op *op_new_copy(struct cor_hport *hp, uint32_t peer, const void *p, size_t plen)
+{
+    struct send_op *op = malloc(sizeof *op + plen);
+    if (op) {
+        memset(op, 0, sizeof *op);
+        op->hp = hp;
+        op->peer = peer;
+        if (plen) memcpy(op->room, p, plen);
+        op->payload = op->room;
+        op->plen = plen;
+        op->in_room = true;
     }
     return op;
 }
@@ -119,7 +141,7 @@ static int route_send(struct cor_hport *hp, struct send_op *op)
      * take what we need from it before. A copying route is done with an eager payload at
      * once, so that send completes now rather than at send_done. */
     struct cor_req *early = NULL;
-    if (op->req && (!hp->caps.zero_copy_send || op->owned || !op->plen) &&
+    if (op->req && (!hp->caps.zero_copy_send || op->owned || op->in_room || !op->plen) &&
         op->hdr.type == F_EAGER) {
         early = op->req;
         op->req = NULL;
@@ -307,18 +329,9 @@ int cor__frame_send(struct cor_hport *hp, uint32_t peer, const void *hdr, size_t
 int cor__frame_send_copy(struct cor_hport *hp, uint32_t peer, const void *hdr, size_t hlen,
                          const void *payload, size_t plen)
 {
-    void *copy = malloc(plen ? plen : 1);
-    struct send_op *op = op_new(hp, peer);
-    if (!copy || !op) {
-        free(copy);
-        free(op);
-        return COR_ENOMEM;
-    }
-    memcpy(copy, payload, plen);
+    struct send_op *op = op_new_copy(hp, peer, payload, plen);
+    if (!op) return COR_ENOMEM;
     memcpy(&op->hdr, hdr, hlen < FRAME_HDR_SIZE ? hlen : FRAME_HDR_SIZE);
-    op->payload = copy;
-    op->plen = plen;
-    op->owned = true;
     COR_LOCK(&hp->send_lock);
     submit_locked(hp, op);
     COR_UNLOCK(&hp->send_lock);
@@ -481,7 +494,10 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
     if (!t->send_seq && !(t->send_seq = calloc((size_t)g.size, sizeof *t->send_seq)))
         return COR_ENOMEM;
     struct cor_hport *hp = port->hp;
-    struct send_op *op = op_new(hp, d);
+    /* A small message is copied now, outside the lock, in case it goes eager on a route that
+     * sends from our memory (below); as a rendezvous, the copy just goes unused. */
+    bool small_copy = hp->caps.zero_copy_send && r->cap && r->cap <= ROOM_MAX;
+    struct send_op *op = small_copy ? op_new_copy(hp, d, r->buf, r->cap) : op_new(hp, d);
     if (!op) return COR_ENOMEM;
     r->remote_rank = (int)d;
     r->hp = hp;
@@ -494,13 +510,15 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
     struct peer_link *l = &hp->links[d];
     if (r->cap <= hp->eager_limit && credits_spend(l, cor__credit_cost(r->cap))) {
         op->hdr.type = F_EAGER;
-        op->payload = r->buf;
-        op->plen = r->cap;
         op->req = r;
         /* A route that sends from our memory would hold the send until acknowledged; an
          * eager message is small, so copy it and complete the send at once (MPI's buffered
          * eager send). */
-        if (hp->caps.zero_copy_send && r->cap) {
+        if (!small_copy) {
+            op->payload = r->buf;
+            op->plen = r->cap;
+        }
+        if (hp->caps.zero_copy_send && r->cap && !small_copy) {
             void *copy = cor__copy_get(hp);
             if (copy) {
                 memcpy(copy, r->buf, r->cap);
@@ -513,6 +531,8 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
     } else {
         if (r->cap <= hp->eager_limit) cor__count(C_CREDIT_STALLS, 1);
         op->hdr.type = F_RTS;
+        op->payload = NULL; /* the copy in room[], if any, stays unused */
+        op->plen = 0;
         rts_carry_tail(hp, op, r);
         cor__count(C_RNDV_SENT, 1);
     }
