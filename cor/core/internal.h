@@ -123,6 +123,7 @@ struct cor_umsg {
     size_t count, bytes;
     void *data;              /* UM_EAGER: core buffer holding the payload; UM_RNDV: the tail */
     size_t tail;             /* UM_RNDV: bytes ending the message that came with the RTS */
+    int credit;              /* UM_EAGER: credit units to return when it is consumed */
     struct cor_hport *hp;    /* where to return the credit / send CTS */
     uint32_t peer_rank;
     uint64_t sreq;           /* UM_RNDV: sender's request; UM_LOCAL: sender req handle */
@@ -282,7 +283,7 @@ void cor__queue_discard(struct cor_hport *hp);
 void cor__raw_upcall_send_done(struct cor_hport *hp, int status);
 int cor__raw_attach(struct cor_hport *hp);
 void cor__raw_detach(struct cor_hport *hp);   /* dispatcher: push queued frames */
-void cor__return_credit(struct cor_hport *hp, uint32_t peer, size_t payload);
+void cor__return_credit(struct cor_hport *hp, uint32_t peer, int units);
 void cor__umsg_free(struct cor_umsg *m);
 
 /* ---- service calls (resources.c): small requests answered by another domain's core ---- */

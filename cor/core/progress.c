@@ -59,7 +59,7 @@ int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out)
     hp->eager_limit = g.eager_override >= 0 ? (size_t)g.eager_override : hp->caps.eager_limit;
     if (hp->eager_limit > room) hp->eager_limit = room;
     hp->chunk = room;
-    long units = (long)g.credits * cor__credit_cost(hp->eager_limit);
+    long units = (long)g.credits * cor__credit_cost(hp->eager_limit, hp->eager_limit);
     hp->credit_units = units > INT32_MAX / 2 ? INT32_MAX / 2 : (int)units;
     hp->credit_threshold = (int)(units * g.credit_threshold / g.credits);
     for (int i = 0; i < g.size; i++)

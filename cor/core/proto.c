@@ -338,11 +338,11 @@ int cor__frame_send_copy(struct cor_hport *hp, uint32_t peer, const void *hdr, s
     return COR_OK;
 }
 
-void cor__return_credit(struct cor_hport *hp, uint32_t peer, size_t payload)
+void cor__return_credit(struct cor_hport *hp, uint32_t peer, int units)
 {
     struct peer_link *l = &hp->links[peer];
-    int cost = cor__credit_cost(payload);
-    if (atomic_fetch_add(&l->owed, cost) + cost < hp->credit_threshold || g.dead[peer]) return;
+    if (units <= 0) return;
+    if (atomic_fetch_add(&l->owed, units) + units < hp->credit_threshold || g.dead[peer]) return;
     struct send_op *op = op_new(hp, peer);
     if (!op) return; /* they ride on a later frame */
     op->hdr.type = F_CREDIT;
@@ -508,8 +508,10 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
                                  .len = r->cap, .sreq = r->handle};
     COR_LOCK(&hp->send_lock);
     struct peer_link *l = &hp->links[d];
-    if (r->cap <= hp->eager_limit && credits_spend(l, cor__credit_cost(r->cap))) {
+    int cost = cor__credit_cost(r->cap, hp->eager_limit);
+    if (r->cap <= hp->eager_limit && credits_spend(l, cost)) {
         op->hdr.type = F_EAGER;
+        op->hdr.offset = (uint64_t)cost; /* what the receiver returns once it consumed it */
         op->req = r;
         /* A route that sends from our memory would hold the send until acknowledged; an
          * eager message is small, so copy it and complete the send at once (MPI's buffered
@@ -616,7 +618,7 @@ static void consume(struct cor_req *r, struct cor_umsg *m)
         }
         complete_recv_with(r, m->src, m->ctx, m->tag, m->type, m->count, m->data ? m->data : r->buf,
                            m->bytes);
-        if (m->hp) cor__return_credit(m->hp, m->peer_rank, m->bytes);
+        if (m->hp) cor__return_credit(m->hp, m->peer_rank, m->credit);
         break;
     case UM_RNDV:
         rndv_accept(r, m->hp, m->peer_rank, m->sreq, m->src, m->ctx, m->tag, m->type, m->count,
@@ -654,6 +656,12 @@ int cor__recv_start(struct cor_task *t, struct cor_req *r)
     return COR_OK;
 }
 
+/* The credit units an EAGER frame's sender charged for it (a header carries at most 0xffff). */
+static int eager_credit(const struct frame_hdr *h)
+{
+    return h->offset > 0xffff ? 0xffff : (int)h->offset;
+}
+
 /* An EAGER or RTS frame whose turn has come. */
 static void on_message(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *h,
                        const void *payload, size_t plen)
@@ -676,6 +684,7 @@ static void on_message(struct cor_hport *hp, uint32_t peer, const struct frame_h
                                    .sreq = h->sreq};
             if (h->type == F_EAGER) {
                 m->kind = UM_EAGER;
+                m->credit = eager_credit(h);
                 m->data = cor__buf_alloc(COR_BYTE, plen);
                 if (m->data) {
                     if (plen) memcpy(m->data, payload, plen);
@@ -705,7 +714,7 @@ static void on_message(struct cor_hport *hp, uint32_t peer, const struct frame_h
     if (r) {
         if (h->type == F_EAGER) {
             complete_recv_with(r, src, h->ctx, h->tag, h->dtype, h->count, payload, plen);
-            cor__return_credit(hp, peer, plen);
+            cor__return_credit(hp, peer, eager_credit(h));
         } else {
             rndv_accept(r, hp, peer, h->sreq, src, h->ctx, h->tag, h->dtype, h->count, h->len,
                         h->src_task, h->dst_task, payload, plen);

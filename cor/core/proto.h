@@ -46,14 +46,19 @@ struct frame_hdr {
  * the CTS then asks only for the bytes before them. */
 #define RTS_TAIL_MAX 1024
 
-/* Eager credits are counted in units of CREDIT_UNIT bytes: an eager message costs one unit for
- * its record at the receiver plus one per CREDIT_UNIT bytes of payload, so a peer's budget of
- * COR_CREDITS largest eager messages holds that many times more small ones (a stream of 8 B
- * messages no longer falls back to rendezvous after 31 of them) for the same memory. */
+/* Eager credits are units of CREDIT_UNIT bytes of the receiver's memory. A peer's budget is
+ * COR_CREDITS slots, a slot being what the largest eager message costs (its record plus its
+ * payload). A small message (up to CREDIT_UNIT bytes) costs only its memory, 2 units, so a
+ * stream of small messages keeps up to ~32 times more in flight (it fell back to rendezvous
+ * after 31); a larger one costs a whole slot, as every message did before: charged by its
+ * size, hundreds of 4 KiB frames went into the udp route at once and the 16-pair 4 KiB stream
+ * lost a third of its rate. The sender writes the cost in the EAGER frame (`offset`) and the
+ * receiver returns exactly that, so both agree whatever their eager limits. */
 #define CREDIT_UNIT 256
-static inline int cor__credit_cost(size_t payload)
+static inline int cor__credit_cost(size_t payload, size_t eager_limit)
 {
-    return 1 + (int)((payload + CREDIT_UNIT - 1) / CREDIT_UNIT);
+    if (payload <= CREDIT_UNIT || eager_limit <= CREDIT_UNIT) return 2;
+    return 1 + (int)((eager_limit + CREDIT_UNIT - 1) / CREDIT_UNIT);
 }
 
 /* A CTS with count == CTS_RMA asks for a remote write: offset = target address, ctx = key. */

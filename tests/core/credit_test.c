@@ -22,8 +22,8 @@
 /* Credits are units (proto.h): the budget per peer, what an int message costs, how many int
  * messages go eager from a full budget (the last unit is kept), the units owed that trigger a
  * credit-only frame and the int messages that owe them. */
-#define UNITS (CREDITS * cor__credit_cost(EAGER_LIMIT))
-#define IC cor__credit_cost(sizeof(int))
+#define UNITS (CREDITS * cor__credit_cost(EAGER_LIMIT, EAGER_LIMIT))
+#define IC cor__credit_cost(sizeof(int), EAGER_LIMIT)
 #define EAGER_INTS ((UNITS - 1) / IC)
 #define TU (UNITS * THRESHOLD / CREDITS)
 #define TI ((TU + IC - 1) / IC)
@@ -214,7 +214,8 @@ static void inject_eager(uint16_t src, int tag, const int *v, size_t n)
 {
     struct frame_hdr h = {.type = F_EAGER, .dtype = COR_INT, .src_task = src, .dst_task = 0,
                           .seq = peer_seq[src]++, .tag = tag, .ctx = COR_CTX_WORLD,
-                          .count = n, .len = n * sizeof(int), .sreq = 0x1000 + tag};
+                          .count = n, .len = n * sizeof(int), .sreq = 0x1000 + tag,
+                          .offset = (uint64_t)cor__credit_cost(n * sizeof(int), EAGER_LIMIT)};
     inject(&h, v, n * sizeof(int), PEER);
 }
 
@@ -828,6 +829,7 @@ static void test_copy_cache(void)
 static struct {
     atomic_bool stop;
     atomic_int eager_seen, rts_seen, carried; /* units the core returned to the peer */
+    atomic_int bad_charge;                    /* EAGER frames whose cost is not the rule's */
     int injected;                             /* eager messages to our task */
 } cc;
 
@@ -846,7 +848,9 @@ static void *credit_peer(void *want_msgs)
             atomic_fetch_add(&cc.carried, h.credits);
             if (h.type == F_EAGER) {
                 atomic_fetch_add(&cc.eager_seen, 1);
-                give_credits(cor__credit_cost(h.len));
+                if (h.offset != (uint64_t)cor__credit_cost(h.len, EAGER_LIMIT))
+                    atomic_fetch_add(&cc.bad_charge, 1);
+                give_credits((int)h.offset); /* what the frame says it cost */
             } else if (h.type == F_RTS) {
                 atomic_fetch_add(&cc.rts_seen, 1);
                 struct frame_hdr cts = {.type = F_CTS,
@@ -918,6 +922,7 @@ static void test_credits_concurrent(void)
     EXPECT_EQ(bad, 0);
     EXPECT_EQ(atomic_load(&cc.eager_seen) + atomic_load(&cc.rts_seen), SENDS);
     EXPECT_EQ(link_credits(), UNITS); /* every unit spent came back, none twice */
+    EXPECT_EQ(atomic_load(&cc.bad_charge), 0);
     /* what consuming the messages owed went out (piggy-backed or in credit frames) or is owed */
     EXPECT_EQ(atomic_load(&cc.carried) + link_owed(), owed0 + MSGS * IC);
     printf("(%d eager, %d rendezvous, %d units carried) ", atomic_load(&cc.eager_seen),

@@ -35,9 +35,11 @@ int main(void)
     CHECK(cor_domain_count() == 2, "2 domains, got %d", cor_domain_count());
     long credits = getenv("COR_CREDITS") ? atol(getenv("COR_CREDITS")) : 32;
     long elimit = getenv("COR_EAGER_LIMIT") ? atol(getenv("COR_EAGER_LIMIT")) : 256;
-    /* Credits are units of 256 bytes (cor/core/README.md): the sender holds credits x
-     * cost(eager limit), an int message costs 2, and the last unit is never spent. */
-    long eager_max = (credits * (1 + (elimit + 255) / 256) - 1) / 2;
+    /* Credits are units of 256 bytes (cor/core/README.md): the sender holds credits slots of
+     * 1 + ceil(eager limit / 256) units (2 at most 256), an int message costs 2, and the last
+     * unit is never spent. */
+    long slot = elimit <= 256 ? 2 : 1 + (elimit + 255) / 256;
+    long eager_max = (credits * slot - 1) / 2;
     cor_stats_t st;
     if (cor_domain_rank() == 1) {
         static int v[N];

@@ -135,13 +135,13 @@ static int receiver_prepare(int window)
     return 0;
 }
 
-/* Eager messages of esize bytes a sender can have unreceived at once: credits are units of
- * 256 bytes (cor/core/README.md), such a message costs 1 + ceil(esize / 256), the sender holds
- * credits x cost(eager limit) per hard port and never spends the last. */
+/* Eager messages of esize bytes a sender can have unreceived at once (cor/core/README.md): a
+ * slot is 1 + ceil(eager limit / 256) units, the sender holds credits slots per hard port and
+ * never spends the last unit, a message above 256 bytes costs a slot and a smaller one 2. */
 static long eager_messages_max(long credits, long elimit, long ports)
 {
-    long units = credits * (1 + (elimit + 255) / 256), cost = 1 + ((long)esize + 255) / 256;
-    return (units - 1) / cost * ports;
+    long slot = elimit <= 256 ? 2 : 1 + (elimit + 255) / 256, cost = esize <= 256 ? 2 : slot;
+    return (credits * slot - 1) / cost * ports;
 }
 
 static int receiver(long nmsg, int window, double idle, long slack)
