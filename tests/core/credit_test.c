@@ -212,9 +212,16 @@ static void inject_raw(const void *bytes, size_t len, uint32_t from)
 /* An eager message from the peer's task `src` to our main task. */
 static void inject_eager(uint16_t src, int tag, const int *v, size_t n)
 {
-    struct frame_hdr h = {.type = F_EAGER, .dtype = COR_INT, .src_task = src, .dst_task = 0,
-                          .seq = peer_seq[src]++, .tag = tag, .ctx = COR_CTX_WORLD,
-                          .count = n, .len = n * sizeof(int), .sreq = 0x1000 + tag,
+    struct frame_hdr h = {.type = F_EAGER,
+                          .dtype = COR_INT,
+                          .src_task = src,
+                          .dst_task = 0,
+                          .seq = peer_seq[src]++,
+                          .tag = tag,
+                          .ctx = COR_CTX_WORLD,
+                          .count = n,
+                          .len = n * sizeof(int),
+                          .sreq = 0x1000 + tag,
                           .offset = (uint64_t)cor__credit_cost(n * sizeof(int), EAGER_LIMIT)};
     inject(&h, v, n * sizeof(int), PEER);
 }
