@@ -516,12 +516,10 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
         /* A route that sends from our memory would hold the send until acknowledged; an
          * eager message is small, so copy it and complete the send at once (MPI's buffered
          * eager send). */
-        if (!small_copy) {
+        if (!small_copy) { /* (a small one is in op->room already) */
             op->payload = r->buf;
             op->plen = r->cap;
-        }
-        if (hp->caps.zero_copy_send && r->cap && !small_copy) {
-            void *copy = cor__copy_get(hp);
+            void *copy = hp->caps.zero_copy_send && r->cap ? cor__copy_get(hp) : NULL;
             if (copy) {
                 memcpy(copy, r->buf, r->cap);
                 op->payload = copy;
