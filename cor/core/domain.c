@@ -28,6 +28,7 @@ static void read_knobs(void)
 {
     g.max_tasks = (int)cor__env_long("COR_MAX_TASKS", 1024, 64, COR_MAX_INDEX + 1);
     g.spin_ns = cor__env_long("COR_SPIN_US", 2000, 0, 10000000) * 1000;
+    g.yielders_max = (int)cor__env_long("COR_YIELDERS", 2, 0, 1 << 20);
     g.linger_ns = cor__env_long("COR_LINGER_US", 1000, 0, 1000000) * 1000;
     g.service_slice_us = cor__env_long("COR_SERVICE_SLICE_US", 100, 0, 100000);
     g.credits = (int)cor__env_long("COR_CREDITS", 32, 2, 65535);

@@ -322,6 +322,8 @@ enum cor_counter {
     COR_COUNTERS
 };
 void cor__count(enum cor_counter c, int64_t n); /* adds n (negative for gauges) */
+void cor__wakes_defer(bool on); /* a polling loop's completions wake sleepers in batches */
+void cor__wakes_flush(void);
 void cor__counters_sum(uint64_t sum[COR_COUNTERS]);
 
 /* ---- the domain (domain.c) ---- */
@@ -360,6 +362,8 @@ struct cor_global {
     /* Adaptive waiting: one task at a time spins on the ports; listeners stay off the fds
      * while it does, so a wake-up doesn't cost a thread hand-off. */
     _Atomic int spinners;
+    _Atomic int yielders;           /* waiters yielding to the spinner instead of sleeping */
+    int yielders_max;               /* COR_YIELDERS */
     _Atomic uint64_t spin_seen;     /* the spinner's last look at the clock: stale when preempted */
     _Atomic int raw_users;          /* open raw ports: their owners poll, listeners keep off */
     _Atomic uint64_t last_spin_end; /* when the last successful spin ended (0: none lately) */

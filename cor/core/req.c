@@ -88,6 +88,46 @@ static _Thread_local uint64_t woke_since;
 #define WOKE_BATCH 8
 #define WOKE_WAIT_NS 50000
 
+/* Wake-ups a polling loop (a spinner, a listener) defers: a task asleep on one message is
+ * woken once for the batch that came meanwhile, not once per message, when the loop yields,
+ * finds the ports idle or stops (16 task pairs made one wake-up, a futex call and a thread
+ * switch per message). Task slots live as long as the domain, so the pointers stay valid. */
+#define DEFER_MAX 16
+static _Thread_local bool defer_wakes;
+static _Thread_local int ndeferred;
+static _Thread_local struct cor_task *deferred[DEFER_MAX];
+
+static void wake(struct cor_task *t)
+{
+    COR_LOCK(&t->lock);
+    pthread_cond_broadcast(&t->cond);
+    COR_UNLOCK(&t->lock);
+}
+
+void cor__wakes_flush(void)
+{
+    int n = ndeferred;
+    ndeferred = 0;
+    for (int i = 0; i < n; i++) wake(deferred[i]);
+}
+
+void cor__wakes_defer(bool on)
+{
+    if (!on) cor__wakes_flush();
+    defer_wakes = on;
+}
+
+/* Whether t's wake-up was deferred (or already is). */
+static bool defer_wake(struct cor_task *t)
+{
+    if (!defer_wakes) return false;
+    for (int i = 0; i < ndeferred; i++)
+        if (deferred[i] == t) return true;
+    if (ndeferred == DEFER_MAX) cor__wakes_flush();
+    deferred[ndeferred++] = t;
+    return true;
+}
+
 /* `locked`: publish under the owner's lock even when nobody sleeps, for a completion from
  * another thread than the data path's (peer death): data copies into a matched receive run
  * under that lock and check the state first, so the caller never frees a buffer one of them
@@ -106,7 +146,7 @@ static bool complete(struct cor_req *r, int err, bool locked)
      * sees DONE or we see it and wake it under the lock it waits with. */
     if (locked) COR_LOCK(&t->lock);
     atomic_store(&r->state, RS_DONE);
-    if (atomic_load(&t->sleepers) > 0) {
+    if (atomic_load(&t->sleepers) > 0 && (locked || !defer_wake(t))) {
         if (!locked) COR_LOCK(&t->lock);
         pthread_cond_broadcast(&t->cond);
         locked = true;
@@ -138,13 +178,16 @@ typedef bool (*pred_fn)(void *arg);
 /* Polls every port until done(arg) or the spin budget from `start` is spent. */
 static void spin(pred_fn done, void *arg, uint64_t start, long spin_ns)
 {
-    unsigned n = 0;
+    unsigned n = 0, busy = 0;
     uint64_t idle_since = start;
+    cor__wakes_defer(true);
     while (!done(arg)) {
         if (cor__progress_all() > 0) { /* more may be ready: drain before handing over */
             idle_since = 0;
+            if ((++busy & 63) == 0) cor__wakes_flush();
             continue;
         }
+        cor__wakes_flush();
         if (woke_tasks &&
             (woke_tasks >= WOKE_BATCH || cor__now_ns() - woke_since >= WOKE_WAIT_NS)) {
             woke_tasks = 0; /* let the tasks whose requests we completed run now */
@@ -152,7 +195,7 @@ static void spin(pred_fn done, void *arg, uint64_t start, long spin_ns)
         } else if ((++n & 63) == 0) {
             uint64_t now = cor__now_ns();
             atomic_store_explicit(&g.spin_seen, now, memory_order_relaxed);
-            if (now - start > (uint64_t)spin_ns) return;
+            if (now - start > (uint64_t)spin_ns) break;
             if (!idle_since) {
                 idle_since = now;
             } else if (now - idle_since > SPIN_IDLE_YIELD_NS) {
@@ -161,6 +204,7 @@ static void spin(pred_fn done, void *arg, uint64_t start, long spin_ns)
             }
         }
     }
+    cor__wakes_defer(false);
 }
 
 /* `foreign`: some awaited request belongs to another task, whose completion signals that
@@ -175,9 +219,16 @@ static void wait_until(pred_fn done, void *arg, bool foreign, struct cor_task *s
     while (g.nroutes > 0 && spin_ns > 0) {
         if (atomic_fetch_add(&g.spinners, 1) != 0) {
             /* Another task polls the ports and completes our requests too: stay runnable
-             * and hand the core over, which costs far less than a sleep and a wake-up. */
+             * and hand the core over, which costs far less than a sleep and a wake-up. But
+             * only a few at a time (COR_YIELDERS): dozens of waiters yielding to each other
+             * starve the spinner; the rest sleep and are woken in batches (defer_wake). */
             atomic_fetch_sub(&g.spinners, 1);
+            if (atomic_fetch_add(&g.yielders, 1) >= g.yielders_max) {
+                atomic_fetch_sub(&g.yielders, 1);
+                break;
+            }
             sched_yield();
+            atomic_fetch_sub(&g.yielders, 1);
             if (done(arg)) return;
             if (cor__now_ns() - start > (uint64_t)spin_ns) break;
             continue;
@@ -189,7 +240,8 @@ static void wait_until(pred_fn done, void *arg, bool foreign, struct cor_task *s
          * sockets a while instead of being woken for nothing. One that gives up is about to
          * sleep and needs them at once. */
         atomic_store(&g.last_spin_end, ok ? cor__now_ns() : 0);
-        if (atomic_fetch_sub(&g.spinners, 1) == 1 && !ok) cor__listeners_resume();
+        if (atomic_fetch_sub(&g.spinners, 1) == 1 && (!ok || atomic_load(&g.blocked) > 0))
+            cor__listeners_resume();
         if (ok) return;
         break;
     }
