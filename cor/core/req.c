@@ -108,7 +108,8 @@ void cor__wakes_flush(void)
 {
     int n = ndeferred;
     ndeferred = 0;
-    for (int i = 0; i < n; i++) wake(deferred[i]);
+    for (int i = 0; i < n; i++)
+        wake(deferred[i]);
 }
 
 void cor__wakes_defer(bool on)
