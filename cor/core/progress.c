@@ -112,11 +112,17 @@ int cor__progress_all(void)
 
 /* A spinner looks at the clock every few microseconds; one that has not for this long lost
  * its CPU to other threads, and the ports would wait for it as long: the listeners serve
- * them meanwhile. Parked listeners look this often. Not shorter: with more task threads than
- * cores a spinner is often preempted for a few hundred microseconds by the tasks whose
- * requests it completed, and a listener that stepped in then competed with it for the port
- * (100 us here: 16 gm pairs at 8 B made 0.27-0.32 M msg/s, 1 ms: 0.28-0.54). */
+ * them meanwhile. Not shorter: with more task threads than cores a spinner is often
+ * preempted for a few hundred microseconds by the tasks whose requests it completed, and a
+ * listener that stepped in then competed with it for the port (16 gm pairs at 8 B: 0.07-0.15
+ * M msg/s with 100 us, 0.26-0.34 with 1 ms; the DSM's round trip over gm on 2 domains:
+ * 3.9-4.0 us with 100 us, 1.7-3.5 us with 1 ms). */
 #define SPINNER_STALE_NS 1000000
+/* Parked listeners look again this often. The cost: a task that fell asleep while a spinner
+ * polled waits up to this long if that spinner leaves with its own reply and nobody spins
+ * after it (waking the listeners at each such exit, or every 200 us, cost 16 gm pairs half
+ * their rate and the DSM's round trip 20-40x: a domain's service thread always sleeps). */
+#define LISTENER_PARK_NS (2 * SPINNER_STALE_NS)
 
 /* Whether a task polls the ports now, or did so a moment ago and probably will again: then
  * the listeners keep off the sockets, where a wake-up per frame would compete with it. */
@@ -153,7 +159,7 @@ static void *listener(void *arg)
             COR_LOCK(&g.spin_lock);
             atomic_fetch_add(&g.listeners_parked, 1);
             if (tasks_polling() && !atomic_load(&hp->stop))
-                cor__cond_wait_ns(&g.spin_cond, &g.spin_lock, 2 * SPINNER_STALE_NS);
+                cor__cond_wait_ns(&g.spin_cond, &g.spin_lock, LISTENER_PARK_NS);
             atomic_fetch_sub(&g.listeners_parked, 1);
             COR_UNLOCK(&g.spin_lock);
             continue;

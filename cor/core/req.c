@@ -241,8 +241,7 @@ static void wait_until(pred_fn done, void *arg, bool foreign, struct cor_task *s
          * sockets a while instead of being woken for nothing. One that gives up is about to
          * sleep and needs them at once. */
         atomic_store(&g.last_spin_end, ok ? cor__now_ns() : 0);
-        if (atomic_fetch_sub(&g.spinners, 1) == 1 && (!ok || atomic_load(&g.blocked) > 0))
-            cor__listeners_resume();
+        if (atomic_fetch_sub(&g.spinners, 1) == 1 && !ok) cor__listeners_resume();
         if (ok) return;
         break;
     }
