@@ -5,6 +5,8 @@
  * credit-only frames, unexpected-memory accounting, rendezvous receives, order of frames
  * that overtook each other, and malformed frames dropped and counted.
  *
+ * Also the wake-ups of sleeping tasks that a polling loop defers (req.c).
+ *
  * The core's sources are compiled in; the domain is set up by hand as rank 0 of 2 with one
  * hard port on the fake route and no core threads: the test pumps progress itself.
  */
@@ -209,13 +211,13 @@ static void inject_raw(const void *bytes, size_t len, uint32_t from)
     COR_UNLOCK(&fk.lock);
 }
 
-/* An eager message from the peer's task `src` to our main task. */
-static void inject_eager(uint16_t src, int tag, const int *v, size_t n)
+/* An eager message from the peer's task `src` to our task `dst`. */
+static void inject_eager_to(uint16_t dst, uint16_t src, int tag, const int *v, size_t n)
 {
     struct frame_hdr h = {.type = F_EAGER,
                           .dtype = COR_INT,
                           .src_task = src,
-                          .dst_task = 0,
+                          .dst_task = dst,
                           .seq = peer_seq[src]++,
                           .tag = tag,
                           .ctx = COR_CTX_WORLD,
@@ -224,6 +226,12 @@ static void inject_eager(uint16_t src, int tag, const int *v, size_t n)
                           .sreq = 0x1000 + tag,
                           .offset = (uint64_t)cor__credit_cost(n * sizeof(int), EAGER_LIMIT)};
     inject(&h, v, n * sizeof(int), PEER);
+}
+
+/* An eager message from the peer's task `src` to our main task. */
+static void inject_eager(uint16_t src, int tag, const int *v, size_t n)
+{
+    inject_eager_to(0, src, tag, v, n);
 }
 
 /* The next frame the core sent (NULL if none); header copied out. */
@@ -1046,6 +1054,61 @@ static void test_malformed(void)
     drain_out();
 }
 
+/* ---- wake-ups a polling loop defers (req.c): every sleeper is woken, once ---- */
+
+#define WAKERS 17 /* above req.c's DEFER_MAX: the list overflows and flushes on the way */
+#define WAKE_ROUNDS 3 /* task indices are not reused: 51 of the 64 */
+static atomic_int wakers_done;
+
+static int waker(void *arg)
+{
+    int k = (int)(intptr_t)arg, v = -1;
+    int err = cor_recv(peer_task, COR_CTX_WORLD, 900 + k, COR_INT, &v, 1, NULL); /* sleeps */
+    if (!err && v == k) atomic_fetch_add(&wakers_done, 1);
+    return err ? err : v == k ? 0 : 1;
+}
+
+/* Whether every waker sleeps on its task's condvar (bounded: 5 s). */
+static bool wakers_asleep(const cor_idp_t *ids)
+{
+    for (int tries = 0; tries < 5000; tries++) {
+        int asleep = 0;
+        for (int k = 0; k < WAKERS; k++)
+            asleep += atomic_load(&cor__task_get(cor_idp_index(ids[k]))->sleepers) > 0;
+        if (asleep == WAKERS) return true;
+        usleep(1000);
+    }
+    return false;
+}
+
+static void test_deferred_wakes(void)
+{
+    int slow = 0;
+    for (int round = 0; round < WAKE_ROUNDS; round++) {
+        cor_idp_t ids[WAKERS];
+        atomic_store(&wakers_done, 0);
+        for (int k = 0; k < WAKERS; k++)
+            REQUIRE(cor_task_spawn("waker", waker, (void *)(intptr_t)k, &ids[k]) == COR_OK);
+        REQUIRE(wakers_asleep(ids)); /* g.spin_ns = 0: waits sleep at once */
+        cor__wakes_defer(true);      /* as a spinner or a listener's pass does */
+        for (int k = 0; k < WAKERS; k++)
+            inject_eager_to((uint16_t)cor_idp_index(ids[k]), 0, 900 + k, &k, 1);
+        pump(); /* completes every receive */
+        double t0 = ct_now();
+        cor__wakes_defer(false); /* the loop stops: whoever is still deferred wakes now */
+        for (int k = 0; k < WAKERS; k++) {
+            int st = -1;
+            EXPECT_ERR(cor_task_join(ids[k], &st), COR_OK);
+            EXPECT_EQ(st, 0);
+        }
+        /* a wake-up lost from the list would leave its task to the 100 ms re-check */
+        if (ct_now() - t0 > 0.09) slow++;
+        EXPECT_EQ(atomic_load(&wakers_done), WAKERS);
+    }
+    EXPECT_LE(slow, 1); /* a preempted machine may be that late once, not every round */
+    drain_out();
+}
+
 int main(void)
 {
     static const struct ct_test tests[] = {
@@ -1063,6 +1126,7 @@ int main(void)
         {"credits spent and returned concurrently stay exact", test_credits_concurrent},
         {"overtaking frames held in order", test_order_held},
         {"malformed frames dropped and counted", test_malformed},
+        {"wake-ups deferred by a polling loop all arrive", test_deferred_wakes},
         {NULL, NULL},
     };
     return ct_main("credit", setup, NULL, tests, 60);
