@@ -1056,7 +1056,7 @@ static void test_malformed(void)
 
 /* ---- wake-ups a polling loop defers (req.c): every sleeper is woken, once ---- */
 
-#define WAKERS 17 /* above req.c's DEFER_MAX: the list overflows and flushes on the way */
+#define WAKERS 17     /* above req.c's DEFER_MAX: the list overflows and flushes on the way */
 #define WAKE_ROUNDS 3 /* task indices are not reused: 51 of the 64 */
 static atomic_int wakers_done;
 
