@@ -52,8 +52,11 @@ struct frame_hdr {
  * stream of small messages keeps up to ~32 times more in flight (it fell back to rendezvous
  * after 31); a larger one costs a whole slot, as every message did before: charged by its
  * size, hundreds of 4 KiB frames went into the udp route at once and the 16-pair 4 KiB stream
- * lost a third of its rate. The sender writes the cost in the EAGER frame (`offset`) and the
- * receiver returns exactly that, so both agree whatever their eager limits. */
+ * lost a third of its rate. Charged by size with a floor of half or a quarter slot (at most
+ * 64 or 128 in flight), one gm pair at 512 B-1 KiB made 3x the messages, but 16 udp pairs lost
+ * 15-35% again at 512 B-4 KiB (2026-11-25): what costs the udp route so much with more frames
+ * in flight is the thing to find first. The sender writes the cost in the EAGER frame
+ * (`offset`) and the receiver returns exactly that, so both agree whatever their eager limits. */
 #define CREDIT_UNIT 256
 static inline int cor__credit_cost(size_t payload, size_t eager_limit)
 {
