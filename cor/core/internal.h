@@ -107,6 +107,8 @@ void cor__req_free(struct cor_req *r);
 /* Completes r with `err` exactly once (from PENDING or MATCHED); returns false if it was
  * already done. Wakes the owner. */
 bool cor__req_complete(struct cor_req *r, int err);
+void cor__wakes_defer(bool on); /* a polling loop's completions wake sleepers in batches */
+void cor__wakes_flush(void);
 /* Waits until r is DONE, making progress meanwhile (spin, then block). */
 void cor__req_block(struct cor_req *r);
 /* Fails pending requests toward domain `rank`. */
@@ -322,8 +324,6 @@ enum cor_counter {
     COR_COUNTERS
 };
 void cor__count(enum cor_counter c, int64_t n); /* adds n (negative for gauges) */
-void cor__wakes_defer(bool on); /* a polling loop's completions wake sleepers in batches */
-void cor__wakes_flush(void);
 void cor__counters_sum(uint64_t sum[COR_COUNTERS]);
 
 /* ---- the domain (domain.c) ---- */

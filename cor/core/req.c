@@ -145,14 +145,15 @@ static bool complete(struct cor_req *r, int err, bool locked)
     /* The owner's lock only when someone sleeps: a sleeper counts itself (seq_cst) before it
      * looks at the state, and we publish the state before we look at the count, so either it
      * sees DONE or we see it and wake it under the lock it waits with. */
-    if (locked) COR_LOCK(&t->lock);
-    atomic_store(&r->state, RS_DONE);
-    if (atomic_load(&t->sleepers) > 0 && (locked || !defer_wake(t))) {
-        if (!locked) COR_LOCK(&t->lock);
-        pthread_cond_broadcast(&t->cond);
-        locked = true;
+    if (locked) {
+        COR_LOCK(&t->lock);
+        atomic_store(&r->state, RS_DONE);
+        if (atomic_load(&t->sleepers) > 0) pthread_cond_broadcast(&t->cond);
+        COR_UNLOCK(&t->lock);
+    } else {
+        atomic_store(&r->state, RS_DONE);
+        if (atomic_load(&t->sleepers) > 0 && !defer_wake(t)) wake(t);
     }
-    if (locked) COR_UNLOCK(&t->lock);
     if (t != cor__task_current() && woke_tasks++ == 0) woke_since = cor__now_ns();
     return true;
 }
