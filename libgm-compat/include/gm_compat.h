@@ -53,6 +53,21 @@ GM_ENTRY_POINT void gm_compat_config_init(gm_compat_config_t *cfg);
  * 65519 or a bad namespace; GM_OUT_OF_MEMORY. */
 GM_ENTRY_POINT gm_status_t gm_compat_configure(const gm_compat_config_t *cfg);
 
+/* Sleeping for a port's events without polling (GM itself only had
+ * gm_blocking_receive, which cannot be woken by another thread nor bounded).
+ *
+ * gm_compat_wait sleeps until an event is ready on p (gm_receive would return
+ * one), another thread calls gm_compat_wake(p), the port's next alarm, or
+ * timeout_us; it may return earlier.  Returns 1 if an event is ready, else 0.
+ * On shm, any message, ack, put or get that a process on this host sends to
+ * the port wakes it (a doorbell in shared memory; a sender pays a system call
+ * only when the port sleeps); gm_compat_wakes_on_arrival(p) says so.  Other
+ * providers bring messages from other hosts, which cannot ring: there give
+ * short timeouts.  Thread-safe, like every call on a port. */
+GM_ENTRY_POINT int gm_compat_wait(struct gm_port *p, unsigned long timeout_us);
+GM_ENTRY_POINT void gm_compat_wake(struct gm_port *p);
+GM_ENTRY_POINT int gm_compat_wakes_on_arrival(struct gm_port *p);
+
 #ifdef __cplusplus
 }
 #endif

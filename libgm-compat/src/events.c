@@ -2,6 +2,7 @@
  * gm_receive_pending, gm_next_event_peek, gm_unknown (callbacks, alarms,
  * sleeping). */
 #include "gm_internal.h"
+#include "gm_compat.h"
 
 #include <string.h>
 #include <time.h>
@@ -124,26 +125,62 @@ GMX_EXPORT int gm_next_event_peek(struct gm_port *p, gm_u16_t *sender)
     return type;
 }
 
-/* Sleeps until an event is ready, the next alarm, or GMX_NAP_NS. */
+/* ---- sleeping ------------------------------------------------------------ */
+
+/* One sleep on the port's doorbell (bell.c): until a ring (on shm, anything a process on
+ * this host sends to the port; gm_compat_wake), the next alarm, or `ns`.  While the port
+ * owes acks, or sends wait anywhere in the process, it sleeps at most GMX_ACK_DELAY_NS:
+ * its progress rounds send those.  1 if an event is ready after it. */
+static int bell_wait(struct gm_port *p, uint64_t ns)
+{
+    uint32_t seen = gmx_bell_arm(p->bell);
+    gmx_port_lock(p);
+    int ready = pending_locked(p);
+    int owes = p->ack_list || atomic_load(&gmx_backlogged_ports) > 0;
+    uint64_t alarm = gmx_alarm_next(p);
+    gmx_port_unlock(p);
+    if (!ready) {
+        uint64_t now = gmx_now_ns();
+        if (alarm && alarm <= now)
+            ns = 0;
+        else if (alarm && alarm - now < ns)
+            ns = alarm - now;
+        if (owes && ns > GMX_ACK_DELAY_NS) ns = GMX_ACK_DELAY_NS;
+        if (ns) gmx_bell_sleep(p->bell, seen, ns);
+    }
+    gmx_bell_disarm(p->bell);
+    return ready || gm_receive_pending(p);
+}
+
+/* _GM_SLEEP_EVENT: sleeps until an event is ready, the next alarm, or GMX_NAP_NS.  Where
+ * the network does not ring (other providers than shm) it looks again every 20 us. */
 static void nap(struct gm_port *p)
 {
-    uint64_t now = gmx_now_ns();
-    uint64_t until = now + GMX_NAP_NS;
-    uint64_t alarm = gmx_alarm_next(p);
-    if (alarm && alarm < until)
-        until = alarm;
+    uint64_t until = gmx_now_ns() + GMX_NAP_NS;
     for (;;) {
-        gmx_port_lock(p);
-        int ready = p->ring_count || p->done || gmx_progress(p);
-        gmx_port_unlock(p);
-        if (ready)
-            return;
-        now = gmx_now_ns();
+        uint64_t now = gmx_now_ns();
         if (now >= until)
             return;
-        struct timespec ts = {0, 20000}; /* short enough to keep latency low */
-        nanosleep(&ts, NULL);
+        uint64_t ns = p->addr_is_str ? until - now : 20000;
+        if (bell_wait(p, ns)) return;
     }
+}
+
+GMX_EXPORT int gm_compat_wait(struct gm_port *p, unsigned long timeout_us)
+{
+    if (!p) return 0;
+    uint64_t ns = timeout_us > UINT64_MAX / 1000u ? UINT64_MAX : (uint64_t)timeout_us * 1000u;
+    return bell_wait(p, ns);
+}
+
+GMX_EXPORT void gm_compat_wake(struct gm_port *p)
+{
+    if (p) gmx_bell_ring(p->bell);
+}
+
+GMX_EXPORT int gm_compat_wakes_on_arrival(struct gm_port *p)
+{
+    return p && p->addr_is_str && p->bell != &p->own_bell;
 }
 
 static void run_callbacks(struct gm_port *p)

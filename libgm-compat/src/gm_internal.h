@@ -185,6 +185,16 @@ enum gmx_sreq_kind {
 struct gmx_peer;
 struct gmx_rreq;
 
+/* A port's lock file: its shm address at offset 0 (NUL-padded), its doorbell at
+ * GMX_BELL_OFFSET; GMX_LOCKFILE_SIZE bytes, never fewer once written (mappers). */
+#define GMX_LOCKFILE_SIZE 4096
+#define GMX_ADDR_AREA 256
+#define GMX_BELL_OFFSET 256
+struct gmx_bell {
+    _Atomic uint32_t armed; /* threads about to sleep or asleep on seq */
+    _Atomic uint32_t seq;   /* bumped by each ring that found armed set; the futex */
+};
+
 struct gmx_sreq {
     int is_recv; /* 0: tells a CQ context apart from gmx_rreq */
     int in_use;  /* taken from the pool: its buf may still be read (gm_dma_free defers) */
@@ -250,6 +260,7 @@ struct gmx_rkey {
 /* What this port knows of one remote (node, port). */
 struct gmx_peer {
     unsigned node, port;
+    struct gmx_bell *bell;     /* shm: its doorbell (bell.c), mapped when resolved */
     uint64_t bits;             /* gmx_sender_bits(node, port) */
     fi_addr_t addr;
     int resolved;              /* addr valid */
@@ -318,6 +329,8 @@ struct gm_port {
     uint64_t self_bits;
     char name[GM_MAX_PORT_NAME_LEN + 1];
     int lock_fd;
+    struct gmx_bell *bell;    /* what wakes a sleeper on this port: own_bell or mapped */
+    struct gmx_bell own_bell; /* when the lock file could not be mapped */
 
     struct fi_info *info;
     struct fid_fabric *fabric;
@@ -424,6 +437,14 @@ void gmx_lock_path(unsigned node, unsigned port, char *buf, size_t len);
 int gmx_lock_take(unsigned node, unsigned port);
 void gmx_lock_release(unsigned node, unsigned port, int fd);
 int gmx_lock_unheld(unsigned node, unsigned port);
+/* bell.c: the doorbell that wakes a thread sleeping for a port's events (see there). */
+struct gmx_bell *gmx_bell_map_own(int lock_fd);
+struct gmx_bell *gmx_bell_map_peer(unsigned node, unsigned port);
+void gmx_bell_unmap(struct gmx_bell *b);
+void gmx_bell_ring(struct gmx_bell *b);
+uint32_t gmx_bell_arm(struct gmx_bell *b);
+void gmx_bell_sleep(struct gmx_bell *b, uint32_t seen, uint64_t ns);
+void gmx_bell_disarm(struct gmx_bell *b);
 int gmx_peer_closed(struct gm_port *p, const struct gmx_peer *peer);
 int gmx_peer_gone(struct gm_port *p, struct gmx_peer *peer);
 void gmx_peer_reconnect(struct gm_port *p, struct gmx_peer *peer);

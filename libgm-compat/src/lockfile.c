@@ -2,10 +2,11 @@
  *
  * Its owner holds an flock on it while the port is open (a second opener gets GM_BUSY) and
  * writes its shm address into it: the shm provider appends a per-process counter to endpoint
- * names, so a peer reads the exact address from here.  The file goes when the port closes
- * or the process exits, and a file whose owner died (nobody holds its lock) is removed by
- * the next process that looks at it: a sender probing the port, or a process opening a port
- * of that node.
+ * names, so a peer reads the exact address from here.  The file also holds the port's
+ * doorbell (bell.c), so it keeps GMX_LOCKFILE_SIZE bytes from its take on.  The file goes when the
+ * port closes or the process exits, and a file whose owner died (nobody holds its lock) is removed
+ * by the next process that looks at it: a sender probing the port, or a process opening a port of
+ * that node.
  *
  * Removal is safe because only a holder of the exclusive lock unlinks the path, and a taker
  * that locked an inode checks that the path still names that inode (else someone removed it
@@ -35,6 +36,14 @@ static int still_linked(int fd, const char *path)
            a.st_ino == b.st_ino;
 }
 
+/* Zeroes the address (a dead owner's, or ours at close).  The file is not truncated: peers
+ * may have its doorbell page mapped (bell.c), and a page beyond the end would fault. */
+static int clear_address(int fd)
+{
+    static const char zeros[GMX_ADDR_AREA];
+    return pwrite(fd, zeros, sizeof zeros, 0) == (ssize_t)sizeof zeros ? 0 : -1;
+}
+
 int gmx_lock_take(unsigned node, unsigned port)
 {
     char path[256];
@@ -55,7 +64,7 @@ int gmx_lock_take(unsigned node, unsigned port)
             close(fd);
             continue;
         }
-        if (ftruncate(fd, 0) != 0) {
+        if (clear_address(fd) != 0 || ftruncate(fd, GMX_LOCKFILE_SIZE) != 0) {
             unlink(path);
             close(fd);
             return -2;
@@ -72,7 +81,7 @@ void gmx_lock_release(unsigned node, unsigned port, int fd)
     gmx_lock_path(node, port, path, sizeof path);
     /* Unpublish the address first: a reader that opened the file before the unlink reads
      * nothing rather than a dead endpoint's name. */
-    if (ftruncate(fd, 0) != 0) gmx_log("cannot clear the lock file of port %u\n", port);
+    if (clear_address(fd) != 0) gmx_log("cannot clear the lock file of port %u\n", port);
     unlink(path);
     close(fd);
 }

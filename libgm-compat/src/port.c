@@ -216,8 +216,11 @@ int gmx_peer_resolve(struct gm_port *p, struct gmx_peer *peer)
         gmx_log("fi_av_insert(node %u port %u) -> %d\n", peer->node, peer->port, rc);
         return 0;
     }
-    if (p->addr_is_str)
+    if (p->addr_is_str) {
         memcpy(peer->shm_name, addr, alen);
+        gmx_bell_unmap(peer->bell); /* of the incarnation before, if any */
+        peer->bell = gmx_bell_map_peer(peer->node, peer->port);
+    }
     peer->resolved = 1;
     return 1;
 }
@@ -459,8 +462,10 @@ static void free_port(struct gm_port *p)
         for (unsigned n = 0; n < p->peers_rows; n++) {
             if (!p->peers[n])
                 continue;
-            for (unsigned q = 0; q < GMX_NUM_PORTS; q++)
+            for (unsigned q = 0; q < GMX_NUM_PORTS; q++) {
+                if (p->peers[n][q]) gmx_bell_unmap(p->peers[n][q]->bell);
                 free(p->peers[n][q]);
+            }
             free(p->peers[n]);
         }
         free(p->peers);
@@ -470,6 +475,7 @@ static void free_port(struct gm_port *p)
     gmx_bounce_free(p);
     free(p->ring);
     gmx_lock_release(p->node_id, p->port_id, p->lock_fd);
+    if (p->bell != &p->own_bell) gmx_bell_unmap(p->bell);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
@@ -500,6 +506,7 @@ GMX_EXPORT gm_status_t gm_open(struct gm_port **pp, unsigned int unit, unsigned 
     if (!p)
         goto fail_init;
     p->lock_fd = -1;
+    p->bell = &p->own_bell;
     pthread_mutex_init(&p->lock, NULL);
     p->node_id = gmx_cfg.self;
     p->port_id = port;
@@ -517,6 +524,8 @@ GMX_EXPORT gm_status_t gm_open(struct gm_port **pp, unsigned int unit, unsigned 
         st = p->lock_fd == -1 ? GM_BUSY : GM_FAILURE;
         goto fail;
     }
+    struct gmx_bell *mapped = gmx_bell_map_own(p->lock_fd);
+    if (mapped) p->bell = mapped;
     p->peers_rows = gmx_cfg.max_node_id + 1;
     p->peers = calloc(p->peers_rows, sizeof *p->peers);
     p->ring_cap = 512;

@@ -331,8 +331,10 @@ static ssize_t eager_send(struct gm_port *p, struct gmx_peer *peer, struct gmx_h
                                     .context = ctx};
         rc = fi_tsendmsg(p->ep, &msg, FI_COMPLETION);
     }
-    if (rc == 0)
+    if (rc == 0) {
         acks_sent(peer, h);
+        gmx_bell_ring(peer->bell); /* a target asleep on this host wakes */
+    }
     return rc;
 }
 
@@ -391,6 +393,8 @@ static ssize_t send_now_raw_unguarded(struct gm_port *p, struct gmx_sreq *s)
         return -FI_EAGAIN; /* a connection being set up: the backlog retries */
     if (rc != 0)
         return rc;
+    if (!s->eager)
+        gmx_bell_ring(peer->bell); /* RMA and DATA too: the target's provider moves them */
     peer->reached |= done;
     struct gmx_sreq *child = s->child;
     s->child = NULL;

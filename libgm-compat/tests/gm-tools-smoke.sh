@@ -55,6 +55,17 @@ else
     fail=1
 fi
 
+# Both sides sleeping in gm_blocking_receive: each message rings the other process's
+# doorbell (bell.c), and a stream's acks go out while its receiver sleeps.
+gmt_bg bl_server env GM_NODE_ID=1 "$GMT_PINGPONG" --server --port 6 --blocking --timeout 60
+gmt_bg bl_client env GM_NODE_ID=2 "$GMT_PINGPONG" --client gmt-pp-srv --port 6 --blocking \
+    --max-size 8192 --iters 300 --check --timeout 60
+if gmt_wait bl_client && gmt_wait bl_server; then
+    echo "PASS: gm-pingpong --blocking ran"
+else
+    fail=1
+fi
+
 # Bad options are refused with a usage message, not a crash.
 timeout 10 "$GMT_PINGPONG" --client >/dev/null 2>&1
 rc=$?

@@ -8,7 +8,7 @@ fail=0
 order_count=20000
 [ "$COR_TEST_SCALE" = small ] && order_count=5000
 for t in gm_basic_test gm_sizes_test gm_tokens_test gm_callbacks_test gm_rdma_test \
-    gm_errors_test gm_order_test gm_config_test; do
+    gm_errors_test gm_order_test gm_config_test gm_wait_test; do
     gmt_need "$GMT_BUILDDIR/tests/$t"
     gmt_bg "$t" env GM_TEST_PROVIDER=tcp GMT_ORDER_COUNT="$order_count" "$GMT_BUILDDIR/tests/$t"
     if gmt_wait "$t"; then

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "gm.h"
+#include "gm_compat.h"
 #include "route.h"
 #include "rutil.h"
 
@@ -172,18 +173,15 @@ struct cor_rport {
     uint64_t dropped, frames_in, frames_out, queued_max, puts, abandoned, from_dead, small_out;
     _Atomic uint64_t active_ns; /* last progress() that did something, by any thread: wait()
                                  * naps in proportion to the time since */
-    /* A long nap in wait() is cut short by a send (its reply is due soon): the sender sets
-     * kick, and signals nap_cond when nap_long says the listener sleeps on it. */
-    pthread_mutex_t nap_mu;
-    pthread_cond_t nap_cond; /* CLOCK_MONOTONIC */
-    _Atomic int nap_long, kick;
+    int rings;                  /* a message to our port wakes wait() (libgm's doorbell, shm) */
+    _Atomic int kick;           /* else: a send since wait() began to nap; its reply comes soon */
 };
 
 /* The port whose gm_unknown() is running in this thread: GM callbacks get only the GM port
  * and a context (the descriptor number), so they find their route port here. */
 extern __thread struct cor_rport *gmr_cb_port;
 void gmr_unknown(struct cor_rport *p, gm_recv_event_t *e); /* gm_unknown with gmr_cb_port */
-void gmr_kick(struct cor_rport *p);                        /* a send: wake a long nap in wait() */
+void gmr_kick(struct cor_rport *p);                        /* a send: cut wait()'s nap short */
 
 /* gm_tx.c */
 int gmr_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov, int iovcnt,

@@ -49,8 +49,6 @@ static void port_free(struct cor_rport *p)
     free(p->done);
     rutil_fails_fini(&p->fails);
     free(p->blocked);
-    pthread_mutex_destroy(&p->nap_mu);
-    pthread_cond_destroy(&p->nap_cond);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
@@ -66,12 +64,6 @@ static int gmr_open(const struct cor_route_config *cfg, const struct cor_route_u
     if (!p)
         return COR_ENOMEM;
     pthread_mutex_init(&p->lock, NULL);
-    pthread_mutex_init(&p->nap_mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->nap_cond, &ca);
-    pthread_condattr_destroy(&ca);
     p->up = *up;
     p->cookie = cfg->session_cookie;
     p->self = cfg->self;
@@ -101,6 +93,7 @@ static int gmr_open(const struct cor_route_config *cfg, const struct cor_route_u
     if ((rc = gmr_tx_setup(p)) != COR_OK || (rc = gmr_rx_setup(p)) != COR_OK)
         goto fail;
     gm_allow_remote_memory_access(p->gp);
+    p->rings = gm_compat_wakes_on_arrival(p->gp);
     p->active_ns = rutil_now_ns();
     gmr_local_add(p);
     *out = p;
@@ -300,47 +293,34 @@ static int route_work(struct cor_rport *p)
     return w;
 }
 
-/* Blocks until GM has an event, or timeout_ms passed. GM (and libgm-compat) offers no
- * descriptor to sleep on, so this polls gm_receive_pending() (which also runs libgm's
- * progress and watchdog) between naps of idle/16, at least 20 us and at most 4 ms, where idle
- * is the time since the port last did something: right after traffic (a task that blocked
- * waiting for a reply) the reply is picked up within ~20 us; an idle domain wakes ~250 times
- * a second instead of 1000+. The calling thread's timer slack is set to 1 us once, or
- * nanosleep(20 us) would sleep the default 50 us more. No route lock is held while napping
- * (libgm locks its port itself). */
+/* Blocks until GM has an event, or timeout_ms passed, sleeping in gm_compat_wait (which also
+ * runs libgm's progress and watchdog).  On shm every message to the port wakes it (a
+ * doorbell), so it sleeps the whole timeout.  Elsewhere messages from other hosts do not, so
+ * it naps idle/16, at least 20 us and at most 4 ms, where idle is the time since the port
+ * last did something: right after traffic (a task that blocked waiting for a reply) the reply
+ * is picked up within ~20 us; an idle domain wakes ~250 times a second instead of 1000+; a
+ * send (gmr_kick) cuts a nap short, as its reply comes soon.  The calling thread's timer
+ * slack is set to 1 us once, or a 20 us sleep would last the default 50 us more.  No route
+ * lock is held while sleeping (libgm locks its port itself). */
 static __thread int slack_set;
-
-/* Naps longer than this can be cut short by a send (gmr_kick): a task that sent a request and
- * blocked for the reply would otherwise wait out a nap sized by the idle time before it. */
-#define NAP_KICKABLE_NS 100000
-
-static void nap_for(struct cor_rport *p, uint64_t nap)
-{
-    if (nap <= NAP_KICKABLE_NS) {
-        struct timespec ts = {0, (long)nap};
-        nanosleep(&ts, NULL);
-    } else {
-        struct timespec ts = rutil_abstime(nap);
-        pthread_mutex_lock(&p->nap_mu);
-        atomic_store(&p->nap_long, 1);
-        while (!atomic_load(&p->kick) && pthread_cond_timedwait(&p->nap_cond, &p->nap_mu, &ts) == 0)
-            ;
-        atomic_store(&p->nap_long, 0);
-        pthread_mutex_unlock(&p->nap_mu);
-    }
-    if (atomic_exchange(&p->kick, 0)) /* a send since: its reply comes soon, nap short */
-        atomic_store(&p->active_ns, rutil_now_ns());
-}
 
 void gmr_kick(struct cor_rport *p)
 {
+    if (p->rings) return;                                             /* the reply rings */
     if (atomic_load_explicit(&p->kick, memory_order_relaxed)) return; /* already kicked */
     atomic_store(&p->kick, 1);
-    if (atomic_load(&p->nap_long)) {
-        pthread_mutex_lock(&p->nap_mu);
-        pthread_cond_signal(&p->nap_cond);
-        pthread_mutex_unlock(&p->nap_mu);
-    }
+    gm_compat_wake(p->gp);
+}
+
+static uint64_t nap_ns(struct cor_rport *p, uint64_t now)
+{
+    /* read each time: tasks polling meanwhile keep the port active, and a task that stops
+     * polling to sleep must not find us deep in a long nap */
+    uint64_t active = atomic_load(&p->active_ns);
+    uint64_t nap = now > active ? (now - active) / 16 : 0;
+    if (nap < 20000) nap = 20000;
+    if (nap > 4000000) nap = 4000000;
+    return nap;
 }
 
 static int gmr_wait(struct cor_rport *p, int timeout_ms)
@@ -351,26 +331,16 @@ static int gmr_wait(struct cor_rport *p, int timeout_ms)
         slack_set = 1;
         prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     }
-    uint64_t start = rutil_now_ns();
-    uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000u;
-    for (;;) {
-        if (gm_receive_pending(p->gp))
-            return 1;
-        uint64_t now = rutil_now_ns();
-        if (now >= deadline)
-            return 0;
-        /* read each time: tasks polling meanwhile keep the port active, and a task that
-         * stops polling to sleep must not find us deep in a long nap */
-        uint64_t active = atomic_load(&p->active_ns);
-        uint64_t nap = now > active ? (now - active) / 16 : 0;
-        if (nap < 20000)
-            nap = 20000;
-        if (nap > 4000000)
-            nap = 4000000;
-        if (nap > deadline - now)
-            nap = deadline - now;
-        nap_for(p, nap);
+    uint64_t now = rutil_now_ns();
+    uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now + (uint64_t)timeout_ms * 1000000u;
+    for (; now < deadline; now = rutil_now_ns()) {
+        uint64_t sleep = p->rings ? deadline - now : nap_ns(p, now);
+        if (sleep > deadline - now) sleep = deadline - now;
+        if (gm_compat_wait(p->gp, (unsigned long)((sleep + 999) / 1000))) return 1;
+        if (atomic_exchange(&p->kick, 0)) /* a send since: its reply comes soon, nap short */
+            atomic_store(&p->active_ns, rutil_now_ns());
     }
+    return 0;
 }
 
 /* The launcher told the core that `peer` died: frames held for it finish with
