@@ -8,6 +8,7 @@
  * cannot miss it, and a completion nobody sleeps for takes no lock.
  */
 #include <sched.h>
+#include <sys/prctl.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,6 +178,34 @@ typedef bool (*pred_fn)(void *arg);
  * time slice first. Short enough to matter, long enough to stay off the latency path. */
 #define SPIN_IDLE_YIELD_NS 10000
 
+/* How a spinner that found nothing lets other threads run: it yields, which puts it behind
+ * the threads queued on its core (tasks that wait for each other, another domain's). But a
+ * computing thread picked after a yield keeps the core for its whole slice (milliseconds:
+ * the scheduler runs a picked thread to parity), and a domain whose spinner waits that long
+ * answers nobody meanwhile: its listeners are parked for the spinner. So once a yield came
+ * back that late, the thread sleeps a microsecond instead for a while (its wake-up preempts
+ * the computing thread), and tries a yield again after LATE_YIELD_MODE_NS. */
+#define LATE_YIELD_NS 200000
+#define LATE_YIELD_MODE_NS 100000000
+static __thread uint64_t pause_until;
+static __thread bool slack_set;
+
+static void idle_pause(uint64_t now)
+{
+    if (now < pause_until) {
+        if (!slack_set) { /* or the microsecond would be the default 50 us timer slack */
+            slack_set = true;
+            prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+        }
+        struct timespec ts = {0, 1000};
+        nanosleep(&ts, NULL);
+        if (cor__now_ns() - now > LATE_YIELD_NS) pause_until = now + LATE_YIELD_MODE_NS;
+        return;
+    }
+    sched_yield();
+    if (cor__now_ns() - now > LATE_YIELD_NS) pause_until = now + LATE_YIELD_MODE_NS;
+}
+
 /* Polls every port until done(arg) or the spin budget from `start` is spent. */
 static void spin(pred_fn done, void *arg, uint64_t start, long spin_ns)
 {
@@ -202,7 +231,7 @@ static void spin(pred_fn done, void *arg, uint64_t start, long spin_ns)
                 idle_since = now;
             } else if (now - idle_since > SPIN_IDLE_YIELD_NS) {
                 idle_since = now;
-                sched_yield();
+                idle_pause(now);
             }
         }
     }
