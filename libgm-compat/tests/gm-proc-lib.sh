@@ -10,6 +10,10 @@ GMT_INFO="$GMT_BUILDDIR/tools/gm-info"
 GMT_TIMEOUT=${GMT_TIMEOUT:-90}
 GMT_PIDS=""
 GMT_TMP=$(mktemp -d "${TMPDIR:-/tmp}/gmt.XXXXXX") || exit 99
+# Every port holds a lock file named by namespace, node and port, on every provider: tests
+# that run at once (make -j) must not share one, or the second opener gets GM_BUSY.  Tests
+# that name their own override this.
+export GM_SHM_NAMESPACE="gmtp$$"
 
 gmt_cleanup() {
     for p in $GMT_PIDS; do

@@ -42,14 +42,15 @@ static uint64_t wait_for_event(struct gm_port *p, unsigned long sleep_us)
 /* ---- a message from another port ---------------------------------------- */
 
 struct late {
-    struct gm_port *from;
+    struct gm_port *from, *to;
     char *buf;
     unsigned node, port;
     struct gmt_send sent;
     _Atomic int done;
 };
 
-/* Sends one message from its own thread after 100 ms, then waits for its callback. */
+/* Sends one message from its own thread after 100 ms, waits for its callback (which needs
+ * the target's ack), then wakes the target. */
 static void *late_send(void *arg)
 {
     struct late *l = arg;
@@ -58,6 +59,7 @@ static void *late_send(void *arg)
                           &l->sent);
     gmt_wait_sent(l->from, NULL, &l->sent.calls, 1, GMT_WAIT_US);
     atomic_store(&l->done, 1);
+    gm_compat_wake(l->to); /* the target sleeps again once its ack went */
     return NULL;
 }
 
@@ -71,7 +73,8 @@ static void test_message_wakes(void)
     unsigned long sleep_us = rings ? LONG_SLEEP_US : 1000;
     char *rbuf = gm_dma_malloc(pr.b, gm_max_length_for_size(5) + 8);
     struct late l = {
-        .from = pr.a, .buf = gm_dma_malloc(pr.a, 16), .node = pr.node_b, .port = pr.port_b};
+        .from = pr.a, .to = pr.b, .buf = gm_dma_malloc(pr.a, 16), .node = pr.node_b,
+        .port = pr.port_b};
     GMT_TRUE_FATAL("gm_dma_malloc", rbuf && l.buf);
     gm_provide_receive_buffer(pr.b, rbuf, 5, GM_LOW_PRIORITY);
     pthread_t th;
