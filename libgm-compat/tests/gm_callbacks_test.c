@@ -13,15 +13,6 @@
 
 static struct gmt_pair pr;
 
-static int open_pair(void)
-{
-    if (gmt_pair_open(&pr) != 0) {
-        GMT_TRUE_FATAL("open two ports in one process", 0);
-        return -1;
-    }
-    return 0;
-}
-
 /* ---- send callbacks ---------------------------------------------------- */
 
 struct cb_probe {
@@ -46,7 +37,7 @@ static void probe_cb(struct gm_port *p, void *ctx, gm_status_t st)
 
 static void test_callback_only_in_unknown(void)
 {
-    if (open_pair()) return;
+    if (gmt_pair_open_or_stop(&pr)) return;
     char *sbuf = gm_dma_malloc(pr.a, 64);
     char *rbuf = gm_dma_malloc(pr.b, gm_max_length_for_size(7) + 8);
     GMT_TRUE_FATAL("gm_dma_malloc", sbuf && rbuf);
@@ -138,7 +129,7 @@ static void provide_cb(struct gm_port *p, void *ctx, gm_status_t st)
 
 static void test_callbacks_send_and_provide(void)
 {
-    if (open_pair()) return;
+    if (gmt_pair_open_or_stop(&pr)) return;
     struct chain c = {.from = pr.a, .to = pr.b, .to_node = pr.node_b, .to_port = pr.port_b};
     c.sbuf = gm_dma_malloc(pr.a, 200);
     enum { NB = 4 };

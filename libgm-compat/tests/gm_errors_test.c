@@ -11,20 +11,10 @@
 
 static struct gmt_pair pr;
 
-static int open_pair(void)
-{
-    if (gmt_pair_open(&pr) != 0) {
-        GMT_TRUE_FATAL("open two ports in one process", 0);
-        return -1;
-    }
-    return 0;
-}
-
 /* A port that was never opened, and one that closed. */
 static void test_closed_port(void)
 {
-    if (open_pair())
-        return;
+    if (gmt_pair_open_or_stop(&pr)) return;
     char *sbuf = gm_dma_malloc(pr.a, 100);
     GMT_TRUE_FATAL("gm_dma_malloc", sbuf != NULL);
     unsigned closed_id = pr.port_b;
@@ -104,8 +94,7 @@ static void test_unknown_node(void)
  * never as a crash or a silent truncation. */
 static void test_bad_arguments(void)
 {
-    if (open_pair())
-        return;
+    if (gmt_pair_open_or_stop(&pr)) return;
     char *sbuf = gm_dma_malloc(pr.a, 4096);
     char *rbuf = gm_dma_malloc(pr.b, gm_max_length_for_size(6) + 8);
     GMT_TRUE_FATAL("gm_dma_malloc", sbuf && rbuf);
@@ -154,8 +143,7 @@ static void test_bad_arguments(void)
  * (nothing arrives); gm_resume_sending lets new sends through. */
 static void test_drop_sends(void)
 {
-    if (open_pair())
-        return;
+    if (gmt_pair_open_or_stop(&pr)) return;
     enum { HELD = 5 };
     char *sbuf = gm_dma_malloc(pr.a, 100);
     GMT_TRUE_FATAL("gm_dma_malloc", sbuf != NULL);
@@ -227,8 +215,7 @@ static void test_drop_sends(void)
  * priorities and targets are unaffected. */
 static void test_drop_sends_idle(void)
 {
-    if (open_pair())
-        return;
+    if (gmt_pair_open_or_stop(&pr)) return;
     char *sbuf = gm_dma_malloc(pr.a, 16);
     char *rbuf = gm_dma_malloc(pr.b, gm_max_length_for_size(5) + 8);
     GMT_TRUE_FATAL("gm_dma_malloc", sbuf && rbuf);
@@ -260,8 +247,7 @@ static void stale_alarm(void *ctx)
  * or leak (ASan); the peer keeps working. */
 static void test_close_with_pending(void)
 {
-    if (open_pair())
-        return;
+    if (gmt_pair_open_or_stop(&pr)) return;
     char *sbuf = gm_dma_malloc(pr.a, 1000);
     GMT_TRUE_FATAL("gm_dma_malloc", sbuf != NULL);
     for (int i = 0; i < 4; i++) {

@@ -9,15 +9,6 @@
 
 static struct gmt_pair pr;
 
-static int open_pair(void)
-{
-    if (gmt_pair_open(&pr) != 0) {
-        GMT_TRUE_FATAL("open two ports in one process", 0);
-        return -1;
-    }
-    return 0;
-}
-
 /* Check a received message against what was sent. */
 static void check_msg(const char *what, const struct gmt_msg *m, unsigned size, unsigned prio,
                       size_t len, uint32_t seed, const void *posted, unsigned tag)
@@ -53,8 +44,7 @@ static void check_msg(const char *what, const struct gmt_msg *m, unsigned size, 
 /* Every size class 3..21, both priorities, shortest and longest length. */
 static void test_all_sizes_both_priorities(void)
 {
-    if (open_pair())
-        return;
+    if (gmt_pair_open_or_stop(&pr)) return;
     for (unsigned size = 3; size <= 21; size++) {
         gm_size_t maxlen = gm_max_length_for_size(size);
         gm_size_t lens[2] = {size == 3 ? 0 : gm_max_length_for_size(size - 1) + 1, maxlen};
@@ -100,7 +90,7 @@ static void test_protocol_thresholds(void)
 {
     static const size_t lens[] = {4031, 4032, 4033, 4095, 4096, 4097, 8184};
     const unsigned size = 13;
-    if (open_pair()) return;
+    if (gmt_pair_open_or_stop(&pr)) return;
     char *rbuf = gm_dma_malloc(pr.b, gm_max_length_for_size(size));
     char *sbuf = gm_dma_malloc(pr.a, gm_max_length_for_size(size));
     GMT_TRUE_FATAL("gm_dma_malloc", rbuf && sbuf);
@@ -134,8 +124,7 @@ out:
  * it waits until the matching buffer is provided. */
 static void test_exact_match_and_wait(void)
 {
-    if (open_pair())
-        return;
+    if (gmt_pair_open_or_stop(&pr)) return;
     const unsigned size = 10;
     const size_t len = 600;
     char *wrong_size_lo = gm_dma_malloc(pr.b, gm_max_length_for_size(size + 1) + 8);
@@ -212,8 +201,7 @@ static void test_exact_match_and_wait(void)
 /* Tags 0..255 come back in the event, one per buffer. */
 static void test_tags(void)
 {
-    if (open_pair())
-        return;
+    if (gmt_pair_open_or_stop(&pr)) return;
     enum { N = 8 };
     static const unsigned tags[N] = {0, 1, 7, 100, 128, 200, 254, 255};
     char *bufs[N];
@@ -256,8 +244,7 @@ static void test_tags(void)
  * GM_SEND_REJECTED; sizes inside still work. */
 static void test_acceptable_sizes(void)
 {
-    if (open_pair())
-        return;
+    if (gmt_pair_open_or_stop(&pr)) return;
     GMT_EQ("gm_set_acceptable_sizes(low, 1<<6)",
            gm_set_acceptable_sizes(pr.b, GM_LOW_PRIORITY, (gm_size_t)1 << 6), GM_SUCCESS);
     char *sbuf = gm_dma_malloc(pr.a, 64);

@@ -20,15 +20,6 @@
 
 static struct gmt_pair pr;
 
-static int open_pair(void)
-{
-    if (gmt_pair_open(&pr) != 0) {
-        GMT_TRUE_FATAL("open two ports in one process", 0);
-        return -1;
-    }
-    return 0;
-}
-
 /* Calls gm_compat_wait(p, sleep_us) until it says an event is ready or the bound passes;
  * returns the microseconds it took (a sleep nothing ended lasts sleep_us), or UINT64_MAX. */
 static uint64_t wait_for_event(struct gm_port *p, unsigned long sleep_us)
@@ -65,7 +56,7 @@ static void *late_send(void *arg)
 
 static void test_message_wakes(void)
 {
-    if (open_pair()) return;
+    if (gmt_pair_open_or_stop(&pr)) return;
     /* Over tcp (gm-units-tcp.sh) arrivals cannot ring: the caller sleeps briefly there. */
     const char *prov = getenv("GM_TEST_PROVIDER");
     int rings = gm_compat_wakes_on_arrival(pr.b);

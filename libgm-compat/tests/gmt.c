@@ -100,6 +100,13 @@ int gmt_pair_open(struct gmt_pair *pr)
     return 0;
 }
 
+int gmt_pair_open_or_stop(struct gmt_pair *pr)
+{
+    if (gmt_pair_open(pr) == 0) return 0;
+    GMT_TRUE_FATAL("open two ports in one process", 0);
+    return -1;
+}
+
 void gmt_pair_close(struct gmt_pair *pr)
 {
     if (pr->a)

@@ -35,6 +35,8 @@ struct gmt_pair {
     unsigned port_a, port_b;
 };
 int gmt_pair_open(struct gmt_pair *pr);
+/* gmt_pair_open as a test's first step: a fatal assertion (the test ends) if it fails. */
+int gmt_pair_open_or_stop(struct gmt_pair *pr);
 void gmt_pair_close(struct gmt_pair *pr);
 
 /* One received message, copied out of the event (valid after the next poll). */
