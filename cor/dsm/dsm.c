@@ -1067,7 +1067,6 @@ static bool svc_turn(long spin_us, long timeout_us, int (*stop)(void *), void *a
 static void reply_buf(cor_idp_t to, uint8_t op, uint8_t type, uint32_t id, int status,
                       uint64_t value, unsigned char *buf, size_t dlen);
 
-#define MAX_OPEN_SECTIONS 16
 #define DEFAULT_CACHE_BYTES ((size_t)256 << 20)
 #define SECTION_WAIT_NS 10000000L /* waiters look at deaths at least this often */
 
@@ -1079,7 +1078,7 @@ static __thread TLS_FAST struct {
     struct copy *c;
     int mode;
     bool fast; /* started on the fast path */
-} tls_sec[MAX_OPEN_SECTIONS];
+} tls_sec[COR_DSM_MAX_SECTIONS];
 static __thread TLS_FAST int tls_nsec;
 
 static int tls_find(const struct copy *c)
@@ -1533,7 +1532,7 @@ static int section_begin(struct copy *c, int mode, bool block)
     if (!is_up()) return COR_ESTATE;
     if (!c) return COR_EINVAL;
     if (tls_find(c) >= 0) return COR_DSM_ESECTION;
-    if (tls_nsec == MAX_OPEN_SECTIONS) return COR_ELIMIT;
+    if (tls_nsec == COR_DSM_MAX_SECTIONS) return COR_ELIMIT;
     bool fast;
     int err = section_start(c, mode, block, &fast);
     if (err == COR_OK) {

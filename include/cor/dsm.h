@@ -79,6 +79,7 @@ typedef enum cor_dsm_protocol {
 } cor_dsm_protocol_t;
 
 #define COR_DSM_MAX_BYTES ((size_t)1 << 32) /* largest object: 4 GiB */
+#define COR_DSM_MAX_SECTIONS 256            /* sections one task has open at once */
 
 typedef struct cor_dsm_info {
     cor_type_t type;
@@ -201,7 +202,8 @@ COR_API int cor_dsm_wait(cor_dsm_req_t *req);
  * recently used idle copies are flushed first).
  *
  * Rules (COR_DSM_ESECTION otherwise): a task has at most one section open per object (no
- * write inside read, no nesting) and at most 16 at once (COR_ELIMIT); it ends what it
+ * write inside read, no nesting) and at most COR_DSM_MAX_SECTIONS at once (COR_ELIMIT; a
+ * non-blocking start counts from the moment its section has started); it ends what it
  * started, with the matching end; it does not flush or unmap a region it has a section on.
  * Sections on several objects must be taken in one global order (as with locks).
  * Remote operations (get, put, swap, fetch_add, cas, append) on a cached object are allowed:

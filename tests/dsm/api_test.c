@@ -420,6 +420,37 @@ static void test_cached_errors(void)
     EXPECT_TRUE(strcmp(cor_dsm_strerror(COR_DSM_ESECTION), cor_strerror(COR_EINVAL)) != 0);
 }
 
+/* A task holds up to COR_DSM_MAX_SECTIONS sections at once, blocking or not; one more is
+ * COR_ELIMIT and changes nothing. */
+static void test_section_limit(void)
+{
+    enum { N = COR_DSM_MAX_SECTIONS + 1 };
+    static cor_idp_t objs[N];
+    static cor_dsm_region_t rgs[N];
+    char name[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "limit%d", i);
+        REQUIRE(cor_dsm_create(name, COR_INT, 1, COR_DSM_CACHED, &objs[i]) == COR_OK);
+        REQUIRE(cor_dsm_map(objs[i], &rgs[i]) == COR_OK);
+    }
+    for (int i = 0; i < N - 2; i++)
+        EXPECT_ERR(cor_dsm_start_read(rgs[i]), COR_OK);
+    cor_dsm_req_t r;
+    EXPECT_ERR(cor_dsm_start_readI(rgs[N - 2], &r), COR_OK);
+    EXPECT_ERR(cor_dsm_wait(&r), COR_OK);
+    EXPECT_ERR(cor_dsm_start_write(rgs[N - 1]), COR_ELIMIT);
+    EXPECT_ERR(cor_dsm_start_readI(rgs[N - 1], &r), COR_ELIMIT);
+    EXPECT_ERR(cor_dsm_end_read(rgs[0]), COR_OK);
+    EXPECT_ERR(cor_dsm_start_write(rgs[N - 1]), COR_OK); /* room again */
+    EXPECT_ERR(cor_dsm_end_write(rgs[N - 1]), COR_OK);
+    for (int i = 1; i < N - 1; i++)
+        EXPECT_ERR(cor_dsm_end_read(rgs[i]), COR_OK);
+    for (int i = 0; i < N; i++) {
+        EXPECT_ERR(cor_dsm_unmap(rgs[i]), COR_OK);
+        EXPECT_ERR(cor_dsm_destroy(objs[i]), COR_OK);
+    }
+}
+
 static cor_idp_t lk;
 static long in_lock; /* touched only under the DSM lock */
 static _Atomic int inside;
@@ -552,6 +583,7 @@ int main(void)
         {"atomics from 8 tasks", test_atomics},
         {"cached object: sections from 8 tasks", test_cached_home},
         {"cached object: state errors", test_cached_errors},
+        {"cached objects: open sections limit", test_section_limit},
         {"locks", test_locks},
         {"barrier", test_barrier},
         {"death listeners", test_death_listeners},
