@@ -2,19 +2,20 @@
  * lu: blocked right-looking LU factorization on libcordsm's cached objects.
  *
  * The N x N matrix is cut into B x B blocks; block (I, J) is a COR_DSM_CACHED object of B*B
- * doubles (row-major), homed at and updated only by its owner, domain (I + J) % D. This
- * "diagonal-cyclic" layout gives every domain an equal share of each step's trailing blocks,
- * of its pivot column and of its pivot row (a 1-D cyclic layout would leave the whole column
- * to one domain). Step K:
- *   1. the owners of row K and column K solve them against the factored diagonal block:
- *      U(K,J) = L(K,K)^-1 A(K,J), L(I,K) = A(I,K) U(K,K)^-1   (diagonal read, block written)
- *   2. barrier
+ * doubles (row-major), homed at and updated only by its owner, domain (I + J) % D, and there
+ * by one task for its whole life. This "diagonal-cyclic" layout gives every domain an equal
+ * share of each step's trailing blocks, of its pivot column and of its pivot row (a 1-D
+ * cyclic layout would leave the whole column to one domain). Step K:
+ *   1. the owner of (K,K) factors it (unblocked LU);
+ *   2. the owners of row K and column K solve them against it:
+ *      U(K,J) = L(K,K)^-1 A(K,J), L(I,K) = A(I,K) U(K,K)^-1
  *   3. the owners of the trailing blocks update them: A(I,J) -= L(I,K) U(K,J), reading the
- *      pivot row and column blocks (shared: every domain reads them in read sections, its
- *      copy fetched once) and writing their own in write sections. The owner of (K+1, K+1)
- *      updates it first and factors it at once (unblocked LU), so step K+1 can start.
- *   4. barrier
- * (Before step 0 the owner of (0,0) factors it, then a barrier.)
+ *      pivot row and column blocks (every domain reads them in read sections, its copy
+ *      fetched once).
+ * No barrier between steps: a block is read elsewhere only once final, and its writer holds
+ * a write section on it until then, so a read request simply waits at the home (see
+ * the epochs below). Each domain does step K+1's panel as soon as its own inputs are updated
+ * (lookahead), and the next diagonal block before the rest of step K when it can.
  * Every block a domain writes is homed there and read elsewhere only after it is final, so
  * the coherence protocol moves each remote panel block once per reading domain and
  * invalidates nothing.
@@ -34,6 +35,7 @@
 #include <dirent.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,33 +222,93 @@ static void sync_domains(void)
 
 /* ---- The factorization: every task of every domain runs this ---------------------------- */
 
-/* Work items of this domain are dealt round-robin to its tasks: item number w is ours if
- * w % ntasks == task. */
-static int mine(int i, int j, unsigned task, unsigned *w)
+/* Every block has one task for its whole life, the writer of all its updates: the domain's
+ * blocks are dealt round-robin to its tasks along the rows. */
+static unsigned task_of(int i, int j)
 {
-    if (owner(i, j) != rank) return 0;
-    return (*w)++ % ntasks == task;
+    return (unsigned)(((size_t)i * nb + (size_t)j) / (size_t)ndom % ntasks);
 }
 
-/* The domain's tasks meet (nothing when there is one): a block a task updates in step k's
- * trailing update may be solved by another task of the domain in step k+1's panel. */
-static pthread_barrier_t local_bar;
-
-static void sync_local(void)
+static int mine(int i, int j, unsigned task)
 {
-    if (ntasks > 1) pthread_barrier_wait(&local_bar);
+    return owner(i, j) == rank && task_of(i, j) == task;
 }
 
-/* Prefetch: the read sections a task will need on blocks homed elsewhere are requested all
- * at once (cor_dsm_start_readI) right after the barrier that makes them final, so their
- * transfers overlap each other and the updates that need no remote block. */
-static __thread cor_dsm_req_t *pre;  /* per block, this task's pending prefetch */
-static __thread unsigned char *have; /* per block: this task read it, the copy is valid */
-static __thread int *items;          /* this task's trailing items of the step */
+/*
+ * Dataflow instead of a barrier per step. Iteration Q updates the trailing blocks with panel
+ * Q-1 (step Q-1), factors diagonal block (Q,Q) and solves panel Q (row and column Q against
+ * it) as soon as their own updates are done, before the rest of the trailing update
+ * (lookahead): the next iteration's inputs are final early, and their transfers overlap that
+ * rest. A block is read by others only once final (panel Q in iteration Q+1, (Q,Q) in
+ * iteration Q), so its writer holds a write section on it from before anyone could ask until
+ * it is final: a reader's request waits in the home's directory and the data leaves the
+ * moment the section ends. The iterations are cut into epochs of W; all tasks of all domains
+ * meet at the start of each, after taking the sections on their blocks read within the epoch
+ * (the diagonal blocks of its iterations, and the panels whose readers are in it too). A
+ * block final in an earlier epoch needs no section. W is the largest that keeps every task's
+ * held sections within COR_DSM_MAX_SECTIONS, so one epoch (no barrier but the first and
+ * the last) at the usual sizes.
+ */
+static int epoch_len = 1; /* W */
 
+static int in_panel(int i, int j, int q) /* (i,j) is in row or column q, not the diagonal */
+{
+    return (i == q && j > q) || (j == q && i > q);
+}
+
+/* Does the writer hold (i,j) during the epoch starting at iteration e0? */
+static int held_in_epoch(int i, int j, int e0)
+{
+    int p = i < j ? i : j, e1 = e0 + epoch_len; /* final in iteration p */
+    if (i == j) return p >= e0 && p < e1;       /* read in iteration p */
+    return p >= e0 && p + 1 < e1;               /* read in iteration p + 1 */
+}
+
+/* The largest W whose epochs hold at most `budget` sections for any of the domain's tasks. */
+static void choose_epoch_len(void)
+{
+    int budget = COR_DSM_MAX_SECTIONS - 8;                 /* a few reads open beside */
+    int *diag = calloc((size_t)ntasks * nb, sizeof *diag); /* [task][p]: owns (p,p) */
+    int *pan = calloc((size_t)ntasks * nb, sizeof *pan);   /* [task][p]: its blocks of panel p */
+    if (!diag || !pan) app_die(PROG ": out of memory");
+    for (int i = 0; i < nb; i++)
+        for (int j = 0; j < nb; j++)
+            if (owner(i, j) == rank) {
+                int p = i < j ? i : j;
+                (i == j ? diag : pan)[task_of(i, j) * (size_t)nb + p]++;
+            }
+    for (epoch_len = nb; epoch_len > 1; epoch_len--) {
+        int worst = 0;
+        for (int e0 = 0; e0 < nb; e0 += epoch_len)
+            for (unsigned t = 0; t < ntasks; t++) {
+                int c = 0;
+                for (int p = e0; p < e0 + epoch_len && p < nb; p++)
+                    c += diag[t * (size_t)nb + p] +
+                         (p + 1 < e0 + epoch_len ? pan[t * (size_t)nb + p] : 0);
+                if (c > worst) worst = c;
+            }
+        if (worst <= budget) break;
+    }
+    free(diag);
+    free(pan);
+}
+
+/* Per task: its pending prefetches, the remote blocks it has read (final, copies valid), the
+ * write sections it holds. Per domain: which of its blocks are final. */
+static __thread cor_dsm_req_t *pre;
+static __thread unsigned char *have, *held;
+static _Atomic unsigned char *final_here;
+
+static size_t bidx(int i, int j)
+{
+    return (size_t)i * nb + j;
+}
+
+/* Prefetch: requests a read section on a block homed elsewhere, early; if it is not final
+ * yet, the request waits at its home until it is. */
 static void prefetch(int i, int j)
 {
-    size_t b = (size_t)i * nb + j;
+    size_t b = bidx(i, j);
     if (baseline || owner(i, j) == rank || have[b] || pre[b]) return;
     dsm_check(cor_dsm_start_readI(blk(i, j)->rgn, &pre[b]), "cor_dsm_start_readI", i, j);
 }
@@ -255,7 +317,7 @@ static void prefetch(int i, int j)
  * valid (nothing writes a final block), so the read section that follows is a hit. */
 static void prefetched(int i, int j)
 {
-    size_t b = (size_t)i * nb + j;
+    size_t b = bidx(i, j);
     if (baseline || owner(i, j) == rank) return;
     if (pre[b]) {
         double t0 = trace ? app_now() : 0;
@@ -270,96 +332,170 @@ static void prefetched(int i, int j)
     have[b] = 1;
 }
 
-/* A trailing update A(i,j) -= L(i,k) U(k,j); the diagonal one also factors the block, whose
- * write section the caller opened before the step's barrier. */
+/* The writer's access to its own block: the held section, or a section of its own. */
+static double *own_begin(int i, int j)
+{
+    return held[bidx(i, j)] ? blk(i, j)->data : write_begin(i, j);
+}
+
+static void own_end(int i, int j)
+{
+    if (!held[bidx(i, j)]) write_end(i, j);
+}
+
+/* (i,j) is final: readers waiting at its home get it now. */
+static void final(int i, int j)
+{
+    size_t b = bidx(i, j);
+    if (held[b]) write_end(i, j);
+    held[b] = 0;
+    atomic_store_explicit(&final_here[b], 1, memory_order_release);
+}
+
+static int is_final_here(int i, int j)
+{
+    return atomic_load_explicit(&final_here[bidx(i, j)], memory_order_acquire);
+}
+
+/* Is final block (i,j) readable without waiting? A remote one: its prefetch completed. */
+static int ready(int i, int j)
+{
+    size_t b = bidx(i, j);
+    if (baseline || owner(i, j) == rank) return is_final_here(i, j);
+    if (have[b]) return 1;
+    int done = 0;
+    if (!pre[b] || cor_dsm_test(&pre[b], &done) || !done) return 0;
+    pre[b] = NULL; /* its section started: prefetched() would end it */
+    dsm_check(cor_dsm_end_read(blk(i, j)->rgn), "cor_dsm_end_read (prefetch)", i, j);
+    have[b] = 1;
+    return 1;
+}
+
+/* A trailing update of step k: A(i,j) -= L(i,k) U(k,j). */
 static void update(int k, int i, int j)
 {
-    int diag = i == k + 1 && j == k + 1;
     prefetched(k, j);
     prefetched(i, k);
-    const double *u = read_begin(k, j); /* order: (k,j) < (i,k) < (i,j) */
+    const double *u = read_begin(k, j);
     const double *l = read_begin(i, k);
-    double *a = diag ? blk(i, j)->data : write_begin(i, j);
-    gemm_sub(a, l, u);
-    if (diag) factor_diag(a);
-    write_end(i, j);
+    gemm_sub(own_begin(i, j), l, u);
+    own_end(i, j);
     read_end(i, k);
     read_end(k, j);
 }
 
-/* Step k: the panel (row and column k against the factored (k,k)), a barrier, then the
- * trailing update. One barrier per step: the only block a domain needs from another one
- * before the next step's barrier is the next diagonal block (the panel solves read it), and
- * its owner (task 0 of its domain, which updates it) takes the write section on it *before*
- * this step's barrier, when no other domain can have asked for it yet; their read requests
- * wait in its directory until the block is factored and the section ends. Every other block
- * read elsewhere is a panel block, final at the barrier that follows its solve. */
+/* Factors (q,q), then solves this task's blocks of panel q against it. */
+static void panel(int q, unsigned task)
+{
+    if (mine(q, q, task) && !is_final_here(q, q)) {
+        factor_diag(own_begin(q, q));
+        own_end(q, q);
+        final(q, q);
+    }
+    for (int x = q + 1; x < nb; x++)
+        for (int side = 0; side < 2; side++) {
+            int i = side ? x : q, j = side ? q : x;
+            if (!mine(i, j, task)) continue;
+            prefetched(q, q);
+            const double *d = read_begin(q, q);
+            if (side)
+                solve_upper(d, own_begin(i, j));
+            else
+                solve_lower(d, own_begin(i, j));
+            own_end(i, j);
+            read_end(q, q);
+            final(i, j);
+        }
+}
+
+/* The remote blocks this task reads in iteration q: panel q-1 for its updates, (q,q) for its
+ * panel solves. */
+static void prefetch_iteration(int q, unsigned task)
+{
+    for (int i = q; i < nb; i++)
+        for (int j = q; j < nb; j++) {
+            if (!mine(i, j, task)) continue;
+            if (q > 0) {
+                prefetch(q - 1, j);
+                prefetch(i, q - 1);
+            }
+            if (in_panel(i, j, q)) prefetch(q, q);
+        }
+}
+
+/* Epoch start: the sections on this task's blocks read within it, then all tasks meet. */
+static void epoch_begin(int e0, unsigned task)
+{
+    if (!baseline)
+        for (int i = 0; i < nb; i++)
+            for (int j = 0; j < nb; j++)
+                if (mine(i, j, task) && held_in_epoch(i, j, e0) && !held[bidx(i, j)] &&
+                    !is_final_here(i, j)) {
+                    write_begin(i, j);
+                    held[bidx(i, j)] = 1;
+                }
+    sync_domains();
+}
+
+/* Deeper lookahead for the next diagonal block, the head of the critical path: its last
+ * update (step q) and its factorization at once, if the blocks of panel q it needs are
+ * here (without waiting: they may still be in flight). */
+static void early_diag(int q, unsigned task)
+{
+    int d = q + 1;
+    if (d >= nb || !mine(d, d, task) || is_final_here(d, d) || !ready(q, d) || !ready(d, q)) return;
+    update(q, d, d);
+    factor_diag(own_begin(d, d));
+    own_end(d, d);
+    final(d, d);
+}
+
 static void factor(unsigned task)
 {
     size_t nblk = (size_t)nb * nb;
     pre = calloc(nblk, sizeof *pre);
     have = calloc(nblk, 1);
-    items = malloc(nblk * sizeof *items);
-    if (!pre || !have || !items) app_die(PROG ": out of memory");
+    held = calloc(nblk, 1);
+    if (!pre || !have || !held) app_die(PROG ": out of memory");
     sync_domains(); /* every block is generated and mapped */
     if (rank == 0 && task == 0) {
         t_start = app_now();
         cpu_start = app_cpu_now();
     }
-    if (owner(0, 0) == rank && task == 0) {
-        factor_diag(write_begin(0, 0));
-        write_end(0, 0);
-    }
-    sync_domains(); /* (0,0) is factored before anyone reads it */
-    for (int k = 0; k < nb; k++) {
-        unsigned w = 0;
-        /* Pivot row and column. Sections are taken in block-index order (row-major), as the
-         * API asks of sections on several objects: (k,k) comes before (k,j) and (i,k). */
-        for (int j = k + 1; j < nb; j++) {
-            if (!mine(k, j, task, &w)) continue;
-            const double *d = read_begin(k, k);
-            solve_lower(d, write_begin(k, j));
-            write_end(k, j);
-            read_end(k, k);
-        }
-        for (int i = k + 1; i < nb; i++) {
-            if (!mine(i, k, task, &w)) continue;
-            const double *d = read_begin(k, k);
-            solve_upper(d, write_begin(i, k));
-            write_end(i, k);
-            read_end(k, k);
-        }
-        /* The next diagonal block: item 0 of the trailing update, task 0 of its owner. */
-        if (k + 1 < nb && owner(k + 1, k + 1) == rank && task == 0) {
-            write_begin(k + 1, k + 1);
-        }
-        sync_domains();
-        int m = nb - k - 1;
-        /* This task's items, in the order of the canonical loop (which fixes who does what),
-         * then done in three passes: the diagonal block (the next step waits for it), the
-         * blocks whose panel inputs are both here, then those that wait for prefetches. */
-        int nitems = 0;
-        w = 0;
-        for (int t = 0; t < m * m; t++) {
-            int i = k + 1 + t / m, j = k + 1 + t % m;
-            if (mine(i, j, task, &w)) items[nitems++] = t;
-        }
+    for (int q = 0; q < nb; q++) {
+        if (q % epoch_len == 0) epoch_begin(q, task);
         if (!baseline) {
-            for (int x = 0; x < nitems; x++) { /* the diagonal's inputs first */
-                int i = k + 1 + items[x] / m, j = k + 1 + items[x] % m;
-                prefetch(k, j);
-                prefetch(i, k);
+            prefetch_iteration(q, task);
+            if ((q + 1) % epoch_len) prefetch_iteration(q + 1, task); /* held: safe to ask */
+        }
+        /* row and column q first (the diagonal block, unless done early, first of all), then
+         * panel q; then row and column q + 1 and perhaps the next diagonal block; then the
+         * rest, the blocks whose inputs are here before those waiting for prefetches */
+        int r = q + 1;
+        if (q > 0) {
+            if (mine(q, q, task) && !is_final_here(q, q)) update(q - 1, q, q);
+            for (int x = r; x < nb; x++) {
+                if (mine(q, x, task)) update(q - 1, q, x);
+                if (mine(x, q, task)) update(q - 1, x, q);
             }
         }
-        for (int pass = 0; pass < 3; pass++)
-            for (int x = 0; x < nitems; x++) {
-                int i = k + 1 + items[x] / m, j = k + 1 + items[x] % m;
-                int diag = i == k + 1 && j == k + 1;
-                int local = owner(k, j) == rank && owner(i, k) == rank;
-                if (pass != (diag ? 0 : local ? 1 : 2)) continue;
-                update(k, i, j);
+        panel(q, task);
+        if (r == nb) break;
+        if (q > 0) {
+            if (mine(r, r, task)) update(q - 1, r, r);
+            for (int x = r + 1; x < nb; x++) {
+                if (mine(r, x, task)) update(q - 1, r, x);
+                if (mine(x, r, task)) update(q - 1, x, r);
             }
-        sync_local();
+        }
+        early_diag(q, task);
+        for (int pass = 0; q > 0 && pass < 2; pass++)
+            for (int i = r + 1; i < nb; i++)
+                for (int j = r + 1; j < nb; j++) {
+                    if (!mine(i, j, task)) continue;
+                    int local = owner(q - 1, j) == rank && owner(i, q - 1) == rank;
+                    if (pass == !local) update(q - 1, i, j);
+                }
     }
     sync_domains(); /* every block is final */
     if (rank == 0 && task == 0) {
@@ -368,7 +504,7 @@ static void factor(unsigned task)
     }
     free(pre);
     free(have);
-    free(items);
+    free(held);
 }
 
 /* --trace: records the CPU time of each thread of the process (record), or prints what each
@@ -420,11 +556,11 @@ static int factor_task(void *arg)
     if (trace && task == 0) {
         getrusage(RUSAGE_SELF, &r1);
         fprintf(stderr,
-                PROG ": trace: domain %d task 0: barriers %.4f s (%ld), prefetch waits %.4f s "
-                     "(%ld), read starts on remote blocks %.4f s (%ld); the process: %.4f s of "
-                     "CPU, %ld page faults\n",
-                rank, tr.bar, tr.nbar, tr.pre, tr.npre, tr.miss, tr.nmiss, app_cpu_now() - c0,
-                r1.ru_minflt - r0.ru_minflt);
+                PROG ": trace: domain %d task 0: epochs of %d steps; barriers %.4f s (%ld), "
+                     "prefetch waits %.4f s (%ld), read starts on remote blocks %.4f s (%ld); "
+                     "the process: %.4f s of CPU, %ld page faults\n",
+                rank, epoch_len, tr.bar, tr.nbar, tr.pre, tr.npre, tr.miss, tr.nmiss,
+                app_cpu_now() - c0, r1.ru_minflt - r0.ru_minflt);
         trace_threads(0);
     }
     return 0;
@@ -519,7 +655,8 @@ static void report(void)
 static int run_baseline(void)
 {
     blocks = calloc((size_t)nb * nb, sizeof *blocks);
-    if (!blocks) app_die(PROG ": out of memory");
+    final_here = calloc((size_t)nb * nb, sizeof *final_here);
+    if (!blocks || !final_here) app_die(PROG ": out of memory");
     for (int i = 0; i < nb; i++)
         for (int j = 0; j < nb; j++) {
             if (!(blk(i, j)->data = malloc(bs * bs * sizeof(double))))
@@ -532,6 +669,7 @@ static int run_baseline(void)
     for (int i = 0; i < nb * nb; i++)
         free(blocks[i].data);
     free(blocks);
+    free((void *)final_here);
     return bad ? 1 : 0;
 }
 
@@ -547,7 +685,8 @@ static int run_dsm(int *argc, char ***argv)
     ndom = cor_domain_count();
     dsm_check(cor_dsm_init(), "cor_dsm_init", -1, -1);
     blocks = calloc((size_t)nb * nb, sizeof *blocks);
-    if (!blocks) app_die(PROG ": out of memory");
+    final_here = calloc((size_t)nb * nb, sizeof *final_here);
+    if (!blocks || !final_here) app_die(PROG ": out of memory");
 
     /* Owners create and fill their blocks (a write section on the home's own copy). */
     char name[COR_NAME_MAX];
@@ -578,8 +717,7 @@ static int run_dsm(int *argc, char ***argv)
     dsm_check(cor_dsm_barrier_create("lu", COR_IDP_NULL, (int)ntasks, &bar),
               "cor_dsm_barrier_create", -1, -1);
 
-    if (ntasks > 1 && pthread_barrier_init(&local_bar, NULL, (unsigned)ntasks))
-        app_die(PROG ": pthread_barrier_init failed");
+    choose_epoch_len();
     cor_idp_t task[MAX_TASKS];
     for (uint64_t t = 0; t < ntasks; t++)
         dsm_check(cor_task_spawn("lu", factor_task, (void *)(uintptr_t)t, &task[t]),
@@ -597,13 +735,13 @@ static int run_dsm(int *argc, char ***argv)
     }
     fflush(stdout);
     if (bad) app_die(PROG ": domain 0: the factors do not solve the system");
-    if (ntasks > 1) pthread_barrier_destroy(&local_bar);
     dsm_check(cor_dsm_barrier_destroy(bar), "cor_dsm_barrier_destroy", -1, -1);
     for (int i = 0; i < nb * nb; i++)
         dsm_check(cor_dsm_unmap(blocks[i].rgn), "cor_dsm_unmap", i / nb, i % nb);
     dsm_check(cor_dsm_finalize(), "cor_dsm_finalize", -1, -1);
     dsm_check(cor_finalize(), "cor_finalize", -1, -1);
     free(blocks);
+    free((void *)final_here);
     return 0;
 }
 
