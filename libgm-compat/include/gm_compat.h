@@ -68,6 +68,30 @@ GM_ENTRY_POINT int gm_compat_wait(struct gm_port *p, unsigned long timeout_us);
 GM_ENTRY_POINT void gm_compat_wake(struct gm_port *p);
 GM_ENTRY_POINT int gm_compat_wakes_on_arrival(struct gm_port *p);
 
+/* Puts whose first transfer is already a remote write.  GM's gm_put names
+ * remote memory by address alone; here the sender learns the target's key
+ * only after a first put there went as messages (which needs the target's
+ * and then the sender's attention again before it completes).  A target
+ * that tells its peer where to put out of band (a clear-to-send) can send
+ * the key with the address:
+ *
+ * gm_compat_export gives the key of [addr, addr + len), which must lie in
+ * memory registered on p (gm_register_memory or gm_dma_malloc); GM_FAILURE
+ * where the provider has no remote write by virtual address (then use
+ * gm_put).  The key stays valid until that memory is deregistered.
+ *
+ * gm_compat_put_keyed is gm_put into memory of the target whose key it
+ * exported: a remote write at once, the callback when it landed.  The key
+ * is not kept (a later gm_put there learns it as before).  Without remote
+ * write on this port it is gm_put. */
+GM_ENTRY_POINT gm_status_t gm_compat_export(struct gm_port *p, void *addr, gm_size_t len,
+                                            gm_u64_t *key);
+GM_ENTRY_POINT void gm_compat_put_keyed(struct gm_port *p, void *local_buffer,
+                                        gm_remote_ptr_t remote_buffer, gm_u64_t key, gm_size_t len,
+                                        enum gm_priority priority, unsigned int target_node_id,
+                                        unsigned int target_port_id,
+                                        gm_send_completion_callback_t callback, void *context);
+
 #ifdef __cplusplus
 }
 #endif

@@ -175,6 +175,49 @@ static void put_locked(struct gm_port *p, void *local_buffer, gm_remote_ptr_t re
         gmx_submit(p, s);
 }
 
+GMX_EXPORT gm_status_t gm_compat_export(struct gm_port *p, void *addr, gm_size_t len, gm_u64_t *key)
+{
+    if (!p || !addr || !len || !key) return GM_INVALID_PARAMETER;
+    gmx_port_lock(p);
+    gm_status_t st = GM_FAILURE;
+    struct gmx_region *g = p->rma && p->mr_virt ? gmx_region_find(p, (uintptr_t)addr, len) : NULL;
+    if (g && gmx_region_export(p, g) == 0 && g->key != 0) {
+        *key = g->key;
+        st = GM_SUCCESS;
+    }
+    gmx_port_unlock(p);
+    return st;
+}
+
+GMX_EXPORT void gm_compat_put_keyed(struct gm_port *p, void *local_buffer,
+                                    gm_remote_ptr_t remote_buffer, gm_u64_t key, gm_size_t len,
+                                    enum gm_priority priority, unsigned int target_node_id,
+                                    unsigned int target_port_id,
+                                    gm_send_completion_callback_t callback, void *context)
+{
+    if (!p) return;
+    gmx_port_lock(p);
+    if (!p->rma || !p->mr_virt || len == 0) {
+        put_locked(p, local_buffer, remote_buffer, len, priority, target_node_id, target_port_id,
+                   callback, context);
+    } else {
+        int ok = local_buffer && remote_buffer + len >= remote_buffer;
+        struct gmx_sreq *s = client_req(p, (unsigned)priority, target_node_id, target_port_id,
+                                        callback, context, ok);
+        if (s) {
+            s->rma = 1;
+            s->raddr = remote_buffer;
+            s->rkey = key;
+            s->local_pending = 1;
+            s->buf = local_buffer;
+            s->len = len;
+            gmx_submit(p, s);
+        }
+    }
+    if (p->ack_list) gmx_acks_flush(p, 0);
+    gmx_port_unlock(p);
+}
+
 static void get_locked(struct gm_port *p, gm_remote_ptr_t remote_buffer, void *local_buffer,
                        gm_size_t len, enum gm_priority priority, unsigned int target_node_id,
                        unsigned int target_port_id, gm_send_completion_callback_t callback,

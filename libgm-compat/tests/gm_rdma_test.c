@@ -6,6 +6,8 @@
  * sections 1, 2, 5.6). */
 #include "gmt.h"
 
+#include "gm_compat.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -325,6 +327,59 @@ static void test_rma_reuse(void)
     free(dst);
 }
 
+/* gm_compat_export + gm_compat_put_keyed: the first put into a fresh registration is a
+ * remote write at once (its data is in place at the callback, though only the initiator
+ * polled), where gm_put would go as messages until the target told its key. Without RMA by address,
+ * export fails and the keyed put is a gm_put. */
+static void test_put_keyed(void)
+{
+    if (open_pair(1)) return;
+    enum { LEN = 65536 };
+    const char *prov = getenv("GM_TEST_PROVIDER");
+    const char *rma_env = getenv("GM_RMA");
+    int rma = !(prov && strcmp(prov, "tcp") == 0) && !(rma_env && strcmp(rma_env, "0") == 0);
+    char *dst = malloc(LEN + 128), *src = gm_dma_malloc(pr.a, LEN), *other = malloc(64);
+    GMT_TRUE_FATAL("allocations", dst && src && other);
+    memset(dst, 0xee, LEN + 128);
+    gm_u64_t key = 0;
+    GMT_EQ("export of unregistered memory", gm_compat_export(pr.b, other, 64, &key), GM_FAILURE);
+    GMT_EQ("export with NULL key", gm_compat_export(pr.b, dst, 64, NULL), GM_INVALID_PARAMETER);
+    GMT_EQ("export on NULL port", gm_compat_export(NULL, dst, 64, &key), GM_INVALID_PARAMETER);
+    GMT_EQ("gm_register_memory", gm_register_memory(pr.b, dst, LEN + 128), GM_SUCCESS);
+    GMT_EQ("export of memory registered on the other port", gm_compat_export(pr.a, dst, 64, &key),
+           GM_FAILURE);
+    gm_status_t st = gm_compat_export(pr.b, dst + 64, LEN, &key);
+    if (rma) {
+        GMT_EQ("export (shm, RMA on)", st, GM_SUCCESS);
+        GMT_TRUE("the key is not 0", key != 0);
+    }
+    gmt_fill(src, LEN, 7);
+    struct gmt_send s = {0};
+    gm_compat_put_keyed(pr.a, src, rptr(dst + 64), st == GM_SUCCESS ? key : 1, LEN, GM_LOW_PRIORITY,
+                        pr.node_b, pr.port_b, gmt_send_cb, &s);
+    int done = gmt_wait_sent(pr.a, st == GM_SUCCESS ? NULL : pr.b, &s.calls, 1, GMT_WAIT_US);
+    GMT_TRUE(st == GM_SUCCESS ? "keyed put completes while only the initiator polls"
+                              : "keyed put (no RMA: gm_put) completes",
+             done);
+    GMT_EQ("keyed put: status", s.status, GM_SUCCESS);
+    if (st == GM_SUCCESS) /* a remote write: in place, though the target never polled */
+        GMT_EQ("keyed put: data in place at the callback (first bad byte)",
+               gmt_check(dst + 64, LEN, 7), -1);
+    uint64_t deadline = gmt_now_us() + 2000000;
+    while (gmt_check(dst + 64, LEN, 7) != -1 && gmt_now_us() < deadline)
+        gmt_poll_once(pr.b, NULL);
+    GMT_EQ("keyed put: data (first bad byte)", gmt_check(dst + 64, LEN, 7), -1);
+    int guard_ok = 1;
+    for (int i = 0; i < 64; i++)
+        guard_ok &= (unsigned char)dst[i] == 0xee && (unsigned char)dst[64 + LEN + i] == 0xee;
+    GMT_TRUE("keyed put: bytes around the target untouched", guard_ok);
+    GMT_EQ("gm_deregister_memory", gm_deregister_memory(pr.b, dst, LEN + 128), GM_SUCCESS);
+    gm_dma_free(pr.a, src);
+    gmt_pair_close(&pr);
+    free(dst);
+    free(other);
+}
+
 int main(void)
 {
     static const struct gmt_test tests[] = {
@@ -335,6 +390,7 @@ int main(void)
         {"gm_get, 1 B .. 1 MiB", test_get},
         {"puts without permission or registration are refused", test_put_refused},
         {"repeated puts and gets use RMA; deregistration refuses again", test_rma_reuse},
+        {"gm_compat_export and gm_compat_put_keyed: the first put is RMA", test_put_keyed},
         {NULL, NULL},
     };
     return gmt_run_suite("gm_rdma", tests);

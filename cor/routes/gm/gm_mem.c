@@ -4,8 +4,10 @@
  * into the same buffer again costs no new GM registration. At most k.regcache unused
  * regions are kept; the least recently used goes first.
  *
- * The key a peer needs to put into a region is its virtual address (GM directed sends
- * address remote memory by virtual address); we return the region's base.
+ * GM names remote memory by virtual address alone; the key we return is the provider's key
+ * for the region (gm_compat_export), which lets the peer's first put there be a remote write
+ * (gm_compat_put_keyed), or 0 where there is none (then gm_put, by messages until libgm has
+ * learnt the key).
  */
 #include <stdlib.h>
 
@@ -75,8 +77,8 @@ int gmr_mem_register(struct cor_rport *p, void *addr, size_t len, struct cor_rou
     m->refs++;
     m->used = ++p->mr_clock;
     *mr = m;
-    if (key)
-        *key = (uint64_t)(uintptr_t)m->addr;
+    gm_u64_t k = 0;
+    if (key) *key = gm_compat_export(p->gp, m->addr, m->len, &k) == GM_SUCCESS ? k : 0;
 out:
     pthread_mutex_unlock(&p->lock);
     return rc;

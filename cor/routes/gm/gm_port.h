@@ -97,6 +97,7 @@ struct gmr_tx {
     size_t len;    /* bytes on the wire (header included for TX_SEND) */
     size_t end;    /* TX_SEND: byte ring offset after this frame (reclaim point) */
     uint64_t raddr; /* TX_PUT */
+    uint64_t rkey;  /* TX_PUT: the target's key (gm_compat_export), 0 = unknown */
 };
 
 

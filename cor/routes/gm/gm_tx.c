@@ -193,8 +193,12 @@ static void start(struct cor_rport *p, struct gmr_tx *t)
         p->frames_out++;
         p->small_out += t->cls == 0;
     } else {
-        gm_put(p->gp, t->buf, t->raddr, t->len, GM_LOW_PRIORITY, q->node, q->port, on_sent,
-               (void *)(uintptr_t)t->seq);
+        if (t->rkey) /* a remote write at once, not messages until the key is learnt */
+            gm_compat_put_keyed(p->gp, t->buf, t->raddr, t->rkey, t->len, GM_LOW_PRIORITY, q->node,
+                                q->port, on_sent, (void *)(uintptr_t)t->seq);
+        else
+            gm_put(p->gp, t->buf, t->raddr, t->len, GM_LOW_PRIORITY, q->node, q->port, on_sent,
+                   (void *)(uintptr_t)t->seq);
         p->puts++;
     }
 }
@@ -416,7 +420,6 @@ static struct cor_route_mr *mr_valid(struct cor_rport *p, struct cor_route_mr *m
 int gmr_put(struct cor_rport *p, cor_peer_t peer, const void *local, size_t len,
             struct cor_route_mr *mr, uint64_t raddr, uint64_t rkey, void *cookie)
 {
-    (void)rkey; /* GM needs only the remote virtual address */
     if (!p || !mr || (!local && len) || raddr + len < raddr)
         return COR_EINVAL;
     pthread_mutex_lock(&p->lock);
@@ -434,6 +437,7 @@ int gmr_put(struct cor_rport *p, cor_peer_t peer, const void *local, size_t len,
     t->buf = (char *)local;
     t->len = len;
     t->raddr = raddr;
+    t->rkey = rkey;
     tx_commit(p, t);
     rc = COR_OK;
 out:
