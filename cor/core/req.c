@@ -351,6 +351,14 @@ COR_API int cor_test(cor_req_t *req, int *done, cor_status_t *status)
     return finish(req, r, status);
 }
 
+COR_API int cor_progress(void)
+{
+    int err = cor__check_init();
+    if (err) return err;
+    if (atomic_load_explicit(&g.spinners, memory_order_relaxed) > 0) return 0;
+    return cor__progress_all();
+}
+
 COR_API int cor_peek(cor_req_t req, int *done)
 {
     if (!done) return COR_EINVAL;

@@ -520,7 +520,10 @@ static int op_test(struct cor_dsm_op *o, int *done)
     *done = 0;
     if (!o->done && o->section) {
         int err = section_begin(o->section, o->smode, false);
-        if (err == COR_EAGAIN) return COR_OK;
+        if (err == COR_EAGAIN) {
+            cor_progress(); /* the grant's rendezvous moves, as a cor_test would move it */
+            return COR_OK;
+        }
         o->result = err;
         o->done = true;
     }

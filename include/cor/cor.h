@@ -327,6 +327,14 @@ COR_API int cor_peek(cor_req_t req, int *done);
 COR_API int cor_wait_timeout(cor_req_t *req, long spin_us, long timeout_us,
                              int (*stop)(void *arg), void *stop_arg, int *done,
                              cor_status_t *status);
+/* Polls every route once and runs what arrived (matches, rendezvous steps, completions)
+ * in the calling thread; never blocks. For a task that computes for long stretches between
+ * calls: the messages it expects, and the rendezvous steps its peers wait for, move at its
+ * next call instead of when a core thread gets a CPU among computing ones (MPI programs call
+ * MPI_Test in such loops for the same reason). cor_test of a pending request does the same.
+ * Returns the number of events handled (0 also while another thread of the domain is
+ * already polling), or COR_ESTATE before cor_init. */
+COR_API int cor_progress(void);
 /* Completes one of n; *index gets which (COR_REQ_NULL entries are skipped). */
 COR_API int cor_waitany(size_t n, cor_req_t *reqs, size_t *index, cor_status_t *status);
 /* Completes all; returns COR_OK or the first error (statuses may be NULL). */

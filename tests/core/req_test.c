@@ -408,6 +408,23 @@ static void test_sleeping_waits_woken(void)
     EXPECT_LE(atomic_load(&pp_slow), waits / 100);
 }
 
+/* cor_progress polls without blocking: one domain has no route, so nothing to handle; a
+ * pending receive stays pending, and one whose message came completes as before. */
+static void test_progress(void)
+{
+    int v = 0, done = 0;
+    cor_req_t r = COR_REQ_NULL;
+    EXPECT_ERR(cor_recvI_into(me, COR_CTX_WORLD, 9, COR_INT, &v, 1, &r), COR_OK);
+    for (int i = 0; i < 100; i++)
+        EXPECT_EQ(cor_progress(), 0);
+    EXPECT_ERR(cor_peek(r, &done), COR_OK);
+    EXPECT_EQ(done, 0);
+    EXPECT_ERR(send_int(9, 42), COR_OK);
+    EXPECT_TRUE(cor_progress() >= 0);
+    EXPECT_ERR(cor_wait(&r, NULL), COR_OK);
+    EXPECT_EQ(v, 42);
+}
+
 int main(void)
 {
     static const struct ct_test tests[] = {
@@ -421,6 +438,7 @@ int main(void)
         {"cancel racing a sender", test_cancel_race},
         {"wait from another task", test_wait_in_other_task},
         {"sleeping waits woken by other tasks' completions", test_sleeping_waits_woken},
+        {"cor_progress", test_progress},
         {NULL, NULL},
     };
     return ct_main("req", init, clean, tests, 90);

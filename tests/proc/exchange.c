@@ -6,7 +6,7 @@
  * exactly once and in order. Uses cor.h only. Run under cor-run (see proc/exchange.sh).
  *
  *   exchange [-t TASKS] [-m TOTAL] [-x MAXBYTES] [-s SEED] [-w WINDOW]
- *            [-a ADDRFILE] [-H HOLDFILE] [-q]
+ *            [-a ADDRFILE] [-H HOLDFILE] [-P] [-q]
  *   -t  tasks per domain (default 8)          -m  messages in the whole session (100000)
  *   -x  largest message (4 MiB)               -s  seed of the size mix (1)
  *   -w  outstanding sends and receives per task (8)
@@ -14,6 +14,8 @@
  *       "SESSION <cookie>" lines to this file
  *   -H  domain 0 waits (at most 120 s) for this file to exist before checking its
  *       counters, then prints frames_dropped (for the bad-input test)
+ *   -P  tasks never block: they poll (cor_progress, then cor_peek on each request), and the
+ *       summary counts the events cor_progress handled
  * Output: one summary line per domain, "exchange: domain R: PASS ..." or FAIL with reasons.
  */
 #define _GNU_SOURCE
@@ -33,7 +35,8 @@
 #define HDR_BYTES 32
 #define MAGIC 0x43784368u
 
-static int ntasks = 8, window = 8, quiet;
+static int ntasks = 8, window = 8, quiet, poll_mode;
+static _Atomic long polled_events;
 static long total = 100000;
 static size_t maxsize = 4u << 20;
 static uint64_t seed = 1;
@@ -183,6 +186,27 @@ struct task {
 
 static unsigned gtask(int r, unsigned index) { return (unsigned)r * (unsigned)ntasks + index - 1; }
 
+/* -P: cor_waitany by polling, never blocking (at most 120 s). */
+static int poll_any(size_t n, cor_req_t *reqs, size_t *idx, cor_status_t *st)
+{
+    time_t start = time(NULL);
+    for (;;) {
+        int k = cor_progress();
+        if (k > 0) atomic_fetch_add(&polled_events, k);
+        for (size_t i = 0; i < n; i++) {
+            int done = 0;
+            if (reqs[i] != COR_REQ_NULL && cor_peek(reqs[i], &done) == COR_OK && done) {
+                *idx = i;
+                return cor_test(&reqs[i], &done, st);
+            }
+        }
+        if (time(NULL) - start > 120) {
+            *idx = n;
+            return COR_ETIMEDOUT;
+        }
+    }
+}
+
 static int task_main(void *arg)
 {
     struct task *t = arg;
@@ -290,7 +314,8 @@ static int task_main(void *arg)
 
         size_t idx;
         cor_status_t st;
-        int rc = cor_waitany((size_t)nslots, reqs, &idx, &st);
+        int rc = poll_mode ? poll_any((size_t)nslots, reqs, &idx, &st)
+                           : cor_waitany((size_t)nslots, reqs, &idx, &st);
         if (idx >= (size_t)nslots) {
             fail("waitany returned index %zu (rc %s)", idx, cor_strerror(rc));
             return 1;
@@ -429,7 +454,7 @@ static void wait_hold_file(void)
 int main(int argc, char **argv)
 {
     int opt;
-    while ((opt = getopt(argc, argv, "t:m:x:s:w:a:H:q")) != -1) {
+    while ((opt = getopt(argc, argv, "t:m:x:s:w:a:H:Pq")) != -1) {
         switch (opt) {
         case 't': ntasks = atoi(optarg); break;
         case 'm': total = atol(optarg); break;
@@ -439,9 +464,12 @@ int main(int argc, char **argv)
         case 'a': addrfile = optarg; break;
         case 'H': holdfile = optarg; break;
         case 'q': quiet = 1; break;
+        case 'P':
+            poll_mode = 1;
+            break;
         default:
             fprintf(stderr, "usage: exchange [-t tasks] [-m total] [-x maxbytes] [-s seed] "
-                            "[-w window] [-a addrfile] [-H holdfile] [-q]\n");
+                            "[-w window] [-a addrfile] [-H holdfile] [-P] [-q]\n");
             return 2;
         }
     }
@@ -531,11 +559,11 @@ int main(int argc, char **argv)
              expect);
     long nfail = atomic_load(&failures);
     printf("exchange: domain %d: %s %d domains x %d tasks, %ld msgs per pair, received %llu "
-           "msgs %.1f MB in %.2f s (%.1f MB/s in), frames_dropped=%llu\n",
+           "msgs %.1f MB in %.2f s (%.1f MB/s in), frames_dropped=%llu, polled_events=%ld\n",
            rank, nfail ? "FAIL" : "PASS", ndom, ntasks, per_pair,
-           (unsigned long long)atomic_load(&msgs_recv), (double)atomic_load(&bytes_recv) / 1e6,
-           el, (double)atomic_load(&bytes_recv) / 1e6 / (el > 0 ? el : 1),
-           (unsigned long long)stats.frames_dropped);
+           (unsigned long long)atomic_load(&msgs_recv), (double)atomic_load(&bytes_recv) / 1e6, el,
+           (double)atomic_load(&bytes_recv) / 1e6 / (el > 0 ? el : 1),
+           (unsigned long long)stats.frames_dropped, atomic_load(&polled_events));
     fflush(stdout);
     rc = cor_finalize();
     if (rc != COR_OK)
