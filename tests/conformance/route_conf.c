@@ -459,9 +459,11 @@ static void test_rma(void)
     CU_ASSERT(again == smr);
     ops->mem_deregister(p[0].port, again);
     /* Argument errors: source outside the region, no region. */
-    CU_ASSERT_EQUAL(ops->put(p[0].port, 1, src + RMA_LEN - 10, 100, smr, dkey, dkey, NULL),
+    /* The target's address and its key, as a clear-to-send carries them. */
+    uint64_t daddr = (uint64_t)(uintptr_t)dst;
+    CU_ASSERT_EQUAL(ops->put(p[0].port, 1, src + RMA_LEN - 10, 100, smr, daddr, dkey, NULL),
                     COR_EINVAL);
-    CU_ASSERT_EQUAL(ops->put(p[0].port, 1, src, 100, NULL, dkey, dkey, NULL), COR_EINVAL);
+    CU_ASSERT_EQUAL(ops->put(p[0].port, 1, src, 100, NULL, daddr, dkey, NULL), COR_EINVAL);
     CU_ASSERT_EQUAL(ops->mem_register(p[0].port, NULL, 10, &again, &key2), COR_EINVAL);
 
     p[1].check = 0;
@@ -474,7 +476,7 @@ static void test_rma(void)
         size_t len = lens[i];
         rma_expect_off = off;
         rma_expect_len = len;
-        int rc = ops->put(p[0].port, 1, src + off, len, smr, dkey + off, dkey, &lens[i]);
+        int rc = ops->put(p[0].port, 1, src + off, len, smr, daddr + off, dkey, &lens[i]);
         CU_ASSERT_EQUAL(rc, COR_OK);
         puts++;
         char note[8] = "after";
@@ -504,7 +506,7 @@ static void test_rma(void)
         rma_source = dma;
         rma_expect_off = 0;
         rma_expect_len = 65536;
-        CU_ASSERT_EQUAL(ops->put(p[0].port, 1, dma, 65536, amr, dkey, dkey, NULL), COR_OK);
+        CU_ASSERT_EQUAL(ops->put(p[0].port, 1, dma, 65536, amr, daddr, dkey, NULL), COR_OK);
         char note[8] = "dma";
         struct iovec iov = {note, sizeof note};
         CU_ASSERT_EQUAL(ops->send(p[0].port, 1, &iov, 1, NULL), COR_OK);
