@@ -275,33 +275,41 @@ static int held_in_epoch(int i, int j, int e0)
     return p >= e0 && p + 1 < e1;               /* read in iteration p + 1 */
 }
 
-/* The largest W whose epochs hold at most `budget` sections for any of the domain's tasks. */
+/* Adds `delta` to each writer's count of the sections it holds in the epoch starting at e0
+ * (the blocks held_in_epoch names); returns the largest count after. Writers are numbered
+ * domain * ntasks + task. */
+static int epoch_count(int *cnt, int e0, int delta)
+{
+    int worst = 0, e1 = e0 + epoch_len;
+    for (int p = e0; p < e1 && p < nb; p++)
+        for (int x = p; x < nb; x++)
+            for (int side = 0; side < 2; side++) {
+                int i = side ? x : p, j = side ? p : x;
+                if ((x == p && side) || (x != p && p + 1 >= e1)) continue;
+                int *c = &cnt[(size_t)owner(i, j) * ntasks + task_of(i, j)];
+                *c += delta;
+                if (*c > worst) worst = *c;
+            }
+    return worst;
+}
+
+/* The largest W whose epochs hold at most `budget` sections for every task of every domain:
+ * all domains compute the same W (their barriers must match). */
 static void choose_epoch_len(void)
 {
-    int budget = COR_DSM_MAX_SECTIONS - 8;                 /* a few reads open beside */
-    int *diag = calloc((size_t)ntasks * nb, sizeof *diag); /* [task][p]: owns (p,p) */
-    int *pan = calloc((size_t)ntasks * nb, sizeof *pan);   /* [task][p]: its blocks of panel p */
-    if (!diag || !pan) app_die(PROG ": out of memory");
-    for (int i = 0; i < nb; i++)
-        for (int j = 0; j < nb; j++)
-            if (owner(i, j) == rank) {
-                int p = i < j ? i : j;
-                (i == j ? diag : pan)[task_of(i, j) * (size_t)nb + p]++;
-            }
+    int budget = COR_DSM_MAX_SECTIONS - 8; /* a few reads open beside */
+    int *cnt = calloc((size_t)ndom * ntasks, sizeof *cnt);
+    if (!cnt) app_die(PROG ": out of memory");
     for (epoch_len = nb; epoch_len > 1; epoch_len--) {
         int worst = 0;
-        for (int e0 = 0; e0 < nb; e0 += epoch_len)
-            for (unsigned t = 0; t < ntasks; t++) {
-                int c = 0;
-                for (int p = e0; p < e0 + epoch_len && p < nb; p++)
-                    c += diag[t * (size_t)nb + p] +
-                         (p + 1 < e0 + epoch_len ? pan[t * (size_t)nb + p] : 0);
-                if (c > worst) worst = c;
-            }
+        for (int e0 = 0; e0 < nb && worst <= budget; e0 += epoch_len) {
+            int w = epoch_count(cnt, e0, 1);
+            epoch_count(cnt, e0, -1);
+            if (w > worst) worst = w;
+        }
         if (worst <= budget) break;
     }
-    free(diag);
-    free(pan);
+    free(cnt);
 }
 
 /* Per task: its pending prefetches, the remote blocks it has read (final, copies valid), the

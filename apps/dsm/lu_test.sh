@@ -1,7 +1,8 @@
 #!/bin/sh
 # lu (apps/dsm/lu.c): the baseline, 1 domain (1 and 2 tasks), then 2 domains over udp and
-# over gm (also with --trace and --no-poll), 3 domains x 2 tasks, and 128 x 128 blocks (more held sections
-# than a task may have at once: epochs of 2 steps, a barrier each), each solve checked
+# over gm (also with --trace and --no-poll), 3 domains x 2 tasks, and 64 x 64 blocks (more held
+# sections than a task may have at once: epochs of 4 steps, which both domains must agree on;
+# domain 0 alone would have chosen 4 and domain 1 5, and they hung), each solve checked
 # against a sequential unblocked LU (residual and difference);
 # --perturb (one factor changed) must be caught; bad arguments get a usage error. Seconds.
 . "$(dirname "$0")/../../tests/proc/common.sh"
@@ -43,10 +44,12 @@ for d in 0 1; do
 done
 say "gm: 3 domains x 2 tasks, N = 192, B = 16"
 expect_ok dsm3 "$CORRUN" -n 3 --route gm "$L" -n 192 -b 16 -t 2
-say "gm: 2 domains, N = 256, B = 2 (128 x 128 blocks), --trace"
-expect_ok epochs "$CORRUN" -n 2 --route gm "$L" -n 256 -b 2 --trace
-grep -q "^lu: trace: domain 0 task 0: epochs of 2 steps; barriers .* (66)," "$WORK/epochs.err" ||
-    { show epochs; die "epochs: not 64 epochs of 2 steps (66 barriers)"; }
+say "gm: 2 domains, N = 128, B = 2 (64 x 64 blocks), --trace"
+expect_ok epochs "$CORRUN" -n 2 --route gm "$L" -n 128 -b 2 --trace
+for d in 0 1; do
+    grep -q "^lu: trace: domain $d task 0: epochs of 4 steps; barriers .* (18)," "$WORK/epochs.err" ||
+        { show epochs; die "epochs: domain $d did not run 16 epochs of 4 steps (18 barriers)"; }
+done
 
 say "the check catches a wrong factor (--perturb)"
 run_bg pert timeout $LIMIT "$CORRUN" -n 2 --route udp "$L" --perturb $ARGS
