@@ -179,16 +179,6 @@ static void dsm_check(int err, const char *what, int i, int j)
 /* --trace: where a task's time went (its own counters; task 0 of each domain prints). */
 static int trace;
 
-/* Between blocks (~1 ms of work each at B = 128) the task polls the routes once
- * (cor_progress): the rendezvous of a grant it asked for, or of one it sends, moves now
- * rather than when the domain's listener gets a core from the computing threads. Not needed
- * for progress (the core's threads serve the DSM meanwhile): --no-poll leaves it out. */
-static int no_poll;
-
-static void poll_routes(void)
-{
-    if (!baseline && !no_poll) cor_progress();
-}
 static __thread struct {
     double bar, miss, pre; /* waiting in barriers, blocking read misses, prefetches */
     long nbar, nmiss, npre;
@@ -401,7 +391,6 @@ static void update(int k, int i, int j)
     own_end(i, j);
     read_end(i, k);
     read_end(k, j);
-    poll_routes();
 }
 
 /* Factors (q,q), then solves this task's blocks of panel q against it. */
@@ -425,7 +414,6 @@ static void panel(int q, unsigned task)
             own_end(i, j);
             read_end(q, q);
             final(i, j);
-            poll_routes();
         }
 }
 
@@ -774,7 +762,6 @@ static void usage(void)
             "  -n  matrix order (default 1024, at most %d; a multiple of B)\n"
             "  -b  block size (default 128; at most %d blocks per dimension)\n"
             "  -t  compute tasks per domain (default 1, at most %d)\n"
-            "  --no-poll  tasks do not poll the routes between blocks (cor_progress)\n"
             "  --perturb  test the check: one factor is changed before the solve\n"
             "  --trace    per domain: time in barriers and waits, CPU time of each thread\n",
             MAX_N, MAX_NB, MAX_TASKS);
@@ -790,9 +777,6 @@ int main(int argc, char **argv)
             continue;
         } else if (!strcmp(a, "--trace")) {
             trace = 1;
-            continue;
-        } else if (!strcmp(a, "--no-poll")) {
-            no_poll = 1;
             continue;
         } else if (!strcmp(a, "--perturb")) {
             perturb = 1;

@@ -1,6 +1,6 @@
 #!/bin/sh
 # lu (apps/dsm/lu.c): the baseline, 1 domain (1 and 2 tasks), then 2 domains over udp and
-# over gm (also with --trace and --no-poll), 3 domains x 2 tasks, and 64 x 64 blocks (more held
+# over gm (also with --trace), 3 domains x 2 tasks, and 64 x 64 blocks (more held
 # sections than a task may have at once: epochs of 4 steps, which both domains must agree on;
 # domain 0 alone would have chosen 4 and domain 1 5, and they hung), each solve checked
 # against a sequential unblocked LU (residual and difference);
@@ -34,8 +34,6 @@ for route in udp gm; do
     say "$route: 2 domains x 1 task"
     expect_ok dsm$route "$CORRUN" -n 2 --route $route "$L" $ARGS
 done
-say "gm: 2 domains x 1 task, --no-poll (no cor_progress between blocks)"
-expect_ok nopoll "$CORRUN" -n 2 --route gm "$L" --no-poll $ARGS
 say "gm: 2 domains x 1 task, --trace"
 expect_ok trace "$CORRUN" -n 2 --route gm "$L" --trace $ARGS
 for d in 0 1; do
