@@ -4,8 +4,9 @@
 # without RMA (GM_RMA=0).  Ordering uses 20,000
 # messages here to keep the run short.  At COR_TEST_SCALE=small (the sanitizer
 # builds) gm_rdma_test and gm_errors_test, the slowest under TSan (30 s each),
-# run over shm only: over tcp their paths (messages for puts, error statuses)
-# are the ones shm takes with GM_RMA=0 and the normal build runs them here.
+# and gm_sizes_test and gm_tokens_test (16 and 12 s) run over shm only: over tcp
+# their paths (messages for puts, error statuses, sizes and token counts) are
+# the ones shm takes with GM_RMA=0, and the normal build runs them here.
 . "$(dirname "$0")/gm-proc-lib.sh"
 fail=0
 order_count=20000
@@ -13,7 +14,7 @@ suites="gm_basic_test gm_sizes_test gm_tokens_test gm_callbacks_test gm_rdma_tes
 suites="$suites gm_order_test gm_config_test gm_wait_test"
 if [ "$COR_TEST_SCALE" = small ]; then
     order_count=5000
-    suites=$(echo "$suites" | sed 's/gm_rdma_test //; s/gm_errors_test //')
+    suites=$(echo "$suites" | sed 's/gm_rdma_test //; s/gm_errors_test //; s/gm_sizes_test //; s/gm_tokens_test //')
 fi
 for t in $suites; do
     gmt_need "$GMT_BUILDDIR/tests/$t"
