@@ -34,7 +34,6 @@
  */
 #include <dirent.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,7 +177,6 @@ static void dsm_check(int err, const char *what, int i, int j)
 
 /* --trace: where a task's time went (its own counters; task 0 of each domain prints). */
 static int trace;
-
 static __thread struct {
     double bar, miss, pre; /* waiting in barriers, blocking read misses, prefetches */
     long nbar, nmiss, npre;
@@ -275,7 +273,7 @@ static int epoch_count(int *cnt, int e0, int delta)
         for (int x = p; x < nb; x++)
             for (int side = 0; side < 2; side++) {
                 int i = side ? x : p, j = side ? p : x;
-                if ((x == p && side) || (x != p && p + 1 >= e1)) continue;
+                if ((x == p && side) || !held_in_epoch(i, j, e0)) continue;
                 int *c = &cnt[(size_t)owner(i, j) * ntasks + task_of(i, j)];
                 *c += delta;
                 if (*c > worst) worst = *c;
@@ -393,6 +391,17 @@ static void update(int k, int i, int j)
     read_end(k, j);
 }
 
+/* Step k's updates of this task's blocks of row and column c, the diagonal block first
+ * (unless it is final already: done early). */
+static void update_cross(int k, int c, unsigned task)
+{
+    if (mine(c, c, task) && !is_final_here(c, c)) update(k, c, c);
+    for (int x = c + 1; x < nb; x++) {
+        if (mine(c, x, task)) update(k, c, x);
+        if (mine(x, c, task)) update(k, x, c);
+    }
+}
+
 /* Factors (q,q), then solves this task's blocks of panel q against it. */
 static void panel(int q, unsigned task)
 {
@@ -481,22 +490,10 @@ static void factor(unsigned task)
          * panel q; then row and column q + 1 and perhaps the next diagonal block; then the
          * rest, the blocks whose inputs are here before those waiting for prefetches */
         int r = q + 1;
-        if (q > 0) {
-            if (mine(q, q, task) && !is_final_here(q, q)) update(q - 1, q, q);
-            for (int x = r; x < nb; x++) {
-                if (mine(q, x, task)) update(q - 1, q, x);
-                if (mine(x, q, task)) update(q - 1, x, q);
-            }
-        }
+        if (q > 0) update_cross(q - 1, q, task);
         panel(q, task);
         if (r == nb) break;
-        if (q > 0) {
-            if (mine(r, r, task)) update(q - 1, r, r);
-            for (int x = r + 1; x < nb; x++) {
-                if (mine(r, x, task)) update(q - 1, r, x);
-                if (mine(x, r, task)) update(q - 1, x, r);
-            }
-        }
+        if (q > 0) update_cross(q - 1, r, task);
         early_diag(q, task);
         for (int pass = 0; q > 0 && pass < 2; pass++)
             for (int i = r + 1; i < nb; i++)

@@ -42,21 +42,27 @@ static const struct gmx_rkey *key_find(struct gmx_peer *peer, uint64_t addr, uin
     return NULL;
 }
 
-/* Turns s into an fi_write/fi_read if the target's registration is known;
- * 1 if it did. */
+/* Turns s into an fi_write/fi_read if the target's registration is known (or
+ * its key was given: `key`, 0 = none); 1 if it did. */
 static int try_rma(struct gm_port *p, struct gmx_sreq *s, int op, uint64_t raddr,
-                   uint64_t len)
+                   uint64_t len, gm_u64_t key)
 {
     if (!p->rma || len == 0)
         return 0;
-    /* Take in any news of deregistrations first. */
-    gmx_progress(p);
-    const struct gmx_rkey *k = key_find(s->peer, raddr, len);
-    if (!k)
-        return 0;
+    if (key && p->mr_virt) {
+        s->rkey = key;
+    } else {
+        /* Take in any news of deregistrations first. */
+        gmx_progress(p);
+        const struct gmx_rkey *k = key_find(s->peer, raddr, len);
+        if (!k)
+            return 0;
+        s->rkey = k->key;
+        if (!p->mr_virt)
+            raddr -= k->base;
+    }
     s->rma = op;
-    s->raddr = p->mr_virt ? raddr : raddr - k->base;
-    s->rkey = k->key;
+    s->raddr = raddr;
     s->local_pending = 1;
     return 1;
 }
@@ -152,17 +158,18 @@ static void send_locked(struct gm_port *p, void *message, unsigned int size, gm_
         gmx_submit(p, s);
 }
 
+/* gm_put, with the target's key when it was given out of band (`key`, 0 = none). */
 static void put_locked(struct gm_port *p, void *local_buffer, gm_remote_ptr_t remote_buffer,
-                       gm_size_t len, enum gm_priority priority, unsigned int target_node_id,
-                       unsigned int target_port_id, gm_send_completion_callback_t callback,
-                       void *context)
+                       gm_u64_t key, gm_size_t len, enum gm_priority priority,
+                       unsigned int target_node_id, unsigned int target_port_id,
+                       gm_send_completion_callback_t callback, void *context)
 {
     int ok = (local_buffer || len == 0) && remote_buffer + len >= remote_buffer;
     struct gmx_sreq *s = client_req(p, (unsigned)priority, target_node_id, target_port_id,
                                     callback, context, ok);
     if (!s)
         return;
-    if (try_rma(p, s, 1, remote_buffer, len)) {
+    if (try_rma(p, s, 1, remote_buffer, len, key)) {
         s->buf = local_buffer;
         s->len = len;
         gmx_submit(p, s);
@@ -195,26 +202,13 @@ GMX_EXPORT void gm_compat_put_keyed(struct gm_port *p, void *local_buffer,
                                     unsigned int target_port_id,
                                     gm_send_completion_callback_t callback, void *context)
 {
-    if (!p) return;
+    if (!p)
+        return;
     gmx_port_lock(p);
-    if (!p->rma || !p->mr_virt || len == 0) {
-        put_locked(p, local_buffer, remote_buffer, len, priority, target_node_id, target_port_id,
-                   callback, context);
-    } else {
-        int ok = local_buffer && remote_buffer + len >= remote_buffer;
-        struct gmx_sreq *s = client_req(p, (unsigned)priority, target_node_id, target_port_id,
-                                        callback, context, ok);
-        if (s) {
-            s->rma = 1;
-            s->raddr = remote_buffer;
-            s->rkey = key;
-            s->local_pending = 1;
-            s->buf = local_buffer;
-            s->len = len;
-            gmx_submit(p, s);
-        }
-    }
-    if (p->ack_list) gmx_acks_flush(p, 0);
+    put_locked(p, local_buffer, remote_buffer, key, len, priority, target_node_id,
+               target_port_id, callback, context);
+    if (p->ack_list)
+        gmx_acks_flush(p, 0); /* acks due that this send did not carry */
     gmx_port_unlock(p);
 }
 
@@ -229,7 +223,7 @@ static void get_locked(struct gm_port *p, gm_remote_ptr_t remote_buffer, void *l
     if (!s)
         return;
     struct gmx_peer *peer = s->peer;
-    if (try_rma(p, s, 2, remote_buffer, len)) {
+    if (try_rma(p, s, 2, remote_buffer, len, 0)) {
         s->buf = local_buffer;
         s->len = len;
         gmx_submit(p, s);
@@ -396,14 +390,8 @@ GMX_EXPORT void gm_put(struct gm_port *p, void *local_buffer, gm_remote_ptr_t re
                        unsigned int target_port_id, gm_send_completion_callback_t callback,
                        void *context)
 {
-    if (!p)
-        return;
-    gmx_port_lock(p);
-    put_locked(p, local_buffer, remote_buffer, len, priority, target_node_id, target_port_id,
-               callback, context);
-    if (p->ack_list)
-        gmx_acks_flush(p, 0); /* acks due that this send did not carry */
-    gmx_port_unlock(p);
+    gm_compat_put_keyed(p, local_buffer, remote_buffer, 0, len, priority, target_node_id,
+                        target_port_id, callback, context);
 }
 
 GMX_EXPORT void gm_directed_send_with_callback(struct gm_port *p, void *source_buffer,
