@@ -155,6 +155,10 @@ struct cor_task {
     cor_port_t port;         /* current soft-port (whoever acts for the task) */
     uint32_t *send_seq;      /* per destination domain (g.size entries; task itself) */
     uint32_t local_seq;
+
+    /* cor_task_on_arrival (reserved tasks): run where a message for the task landed */
+    void (*_Atomic on_arrival)(void *arg, int flags);
+    void *on_arrival_arg;
 };
 
 struct cor_task *cor__task_self(void);      /* the calling thread's task (main = 0) */
@@ -165,6 +169,11 @@ void cor__task_forget_self(void);
 void cor__task_join_all(void);
 int cor__task_find(const char *name, unsigned index, unsigned *out);
 struct cor_task *cor__task_get(unsigned index); /* slot, created lazily; NULL out of range */
+/* A message for t arrived (queued, matched, or its rendezvous completed): t's arrival hook,
+ * if it has one, runs at the thread's next cor__arrivals_run, once it holds no core lock. */
+void cor__arrival_note(struct cor_task *t);
+void cor__arrivals_run(void);
+extern _Thread_local bool cor__listener_thread; /* for the hooks' flags */
 
 /* ---- matching (match.c): pure list operations, caller holds task->lock ---- */
 bool cor__match(cor_idp_t want_src, cor_idp_t want_ctx, int want_tag, cor_idp_t src,

@@ -29,6 +29,7 @@ static int post_send(struct cor_task *t, cor_idp_t dest, cor_idp_t ctx, int tag,
         return err;
     }
     *req = r->handle;
+    cor__arrivals_run(); /* a local destination's hook */
     return COR_OK;
 }
 

@@ -97,6 +97,7 @@ int cor__hport_poll(struct cor_hport *hp)
     if (pthread_mutex_trylock(&hp->progress_lock) != 0) return 0;
     int n = hp->route->ops->progress(hp->rp);
     COR_UNLOCK(&hp->progress_lock);
+    cor__arrivals_run();
     return n;
 }
 
@@ -145,10 +146,13 @@ void cor__listeners_resume(void)
     COR_UNLOCK(&g.spin_lock);
 }
 
+_Thread_local bool cor__listener_thread;
+
 static void *listener(void *arg)
 {
     struct cor_hport *hp = arg;
     cor_thread_attentive();
+    cor__listener_thread = true;
     const struct cor_route_ops *ops = hp->route->ops;
     struct pollfd pfd = {.fd = ops->wait_fd(hp->rp), .events = POLLIN};
     bool has_wait = cor__route_has_wait(ops);

@@ -431,6 +431,7 @@ static int send_local(struct cor_task *t, struct cor_req *r, unsigned dst_index)
     cor_idp_t src = cor__task_idp(g.rank, t->index);
     COR_LOCK(&dt->lock);
     struct cor_req *rr = cor__posted_take(dt, src, r->ctx, r->tag);
+    cor__arrival_note(dt);
     if (rr) {
         COR_UNLOCK(&dt->lock);
         complete_recv_with(rr, src, r->ctx, r->tag, r->type, r->count, r->buf, r->cap);
@@ -709,6 +710,7 @@ static void on_message(struct cor_hport *hp, uint32_t peer, const struct frame_h
         }
     }
     COR_UNLOCK(&dt->lock);
+    cor__arrival_note(dt);
     if (r) {
         if (h->type == F_EAGER) {
             complete_recv_with(r, src, h->ctx, h->tag, h->dtype, h->count, payload, plen);
@@ -804,8 +806,10 @@ static void on_data(struct cor_hport *hp, uint32_t peer, const struct frame_hdr 
     /* frames of a striped message arrive on several ports at once: the one that brings
      * the last byte completes */
     cor__count(C_BYTES_RECEIVED, plen);
-    if (atomic_fetch_add(&r->done_bytes, plen) + plen == r->expect)
+    if (atomic_fetch_add(&r->done_bytes, plen) + plen == r->expect) {
+        cor__arrival_note(t);
         cor__req_complete(r, r->status.error);
+    }
 }
 
 static void on_fin(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *h)
@@ -819,6 +823,7 @@ static void on_fin(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *
     release_mr(r);
     atomic_store(&r->done_bytes, r->expect);
     cor__count(C_BYTES_RECEIVED, r->expect);
+    cor__arrival_note(r->owner);
     cor__req_complete(r, r->status.error);
 }
 

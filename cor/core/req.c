@@ -238,14 +238,10 @@ static void spin(pred_fn done, void *arg, uint64_t start, long spin_ns)
     cor__wakes_defer(false);
 }
 
-/* `foreign`: some awaited request belongs to another task, whose completion signals that
- * task rather than us, so we look again every millisecond. */
-/* Waits until done(arg). `sleeper`: whose condvar to block on (NULL: the caller's task);
- * `deadline` (0: none): done(arg) turns true by then, so blocking stops there. */
-static void wait_until(pred_fn done, void *arg, bool foreign, struct cor_task *sleeper,
-                       long spin_ns, uint64_t deadline)
+/* The polling part of a wait: spins (one task per domain at a time; the others yield to it)
+ * for at most spin_ns. Returns whether done(arg) came true. */
+static bool poll_phase(pred_fn done, void *arg, long spin_ns)
 {
-    if (done(arg)) return;
     uint64_t start = cor__now_ns();
     while (g.nroutes > 0 && spin_ns > 0) {
         if (atomic_fetch_add(&g.spinners, 1) != 0) {
@@ -260,7 +256,7 @@ static void wait_until(pred_fn done, void *arg, bool foreign, struct cor_task *s
             }
             sched_yield();
             atomic_fetch_sub(&g.yielders, 1);
-            if (done(arg)) return;
+            if (done(arg)) return true;
             if (cor__now_ns() - start > (uint64_t)spin_ns) break;
             continue;
         }
@@ -272,9 +268,19 @@ static void wait_until(pred_fn done, void *arg, bool foreign, struct cor_task *s
          * sleep and needs them at once. */
         atomic_store(&g.last_spin_end, ok ? cor__now_ns() : 0);
         if (atomic_fetch_sub(&g.spinners, 1) == 1 && !ok) cor__listeners_resume();
-        if (ok) return;
-        break;
+        return ok;
     }
+    return false;
+}
+
+/* `foreign`: some awaited request belongs to another task, whose completion signals that
+ * task rather than us, so we look again every millisecond. */
+/* Waits until done(arg). `sleeper`: whose condvar to block on (NULL: the caller's task);
+ * `deadline` (0: none): done(arg) turns true by then, so blocking stops there. */
+static void wait_until(pred_fn done, void *arg, bool foreign, struct cor_task *sleeper,
+                       long spin_ns, uint64_t deadline)
+{
+    if (done(arg) || poll_phase(done, arg, spin_ns)) return;
     struct cor_task *t = sleeper ? sleeper : cor__task_self();
     COR_LOCK(&t->lock);
     atomic_fetch_add(&t->sleepers, 1); /* before done() looks: see cor__req_complete */
@@ -357,6 +363,32 @@ COR_API int cor_progress(void)
     if (err) return err;
     if (atomic_load_explicit(&g.spinners, memory_order_relaxed) > 0) return 0;
     return cor__progress_all();
+}
+
+struct poll_stop {
+    int (*stop)(void *arg);
+    void *arg;
+    bool stopped;
+};
+
+/* A listener polling in an arrival hook gives way to a task that starts to wait (a yielder):
+ * that one polls for itself, the listener parks. */
+static bool poll_stopped(void *arg)
+{
+    struct poll_stop *p = arg;
+    if (cor__listener_thread && atomic_load_explicit(&g.yielders, memory_order_relaxed) > 0)
+        return true;
+    return p->stopped = p->stop(p->arg) != 0;
+}
+
+COR_API int cor_poll_until(int (*stop)(void *arg), void *stop_arg, long spin_us)
+{
+    int err = cor__check_init();
+    if (err) return err;
+    if (!stop) return COR_EINVAL;
+    struct poll_stop p = {stop, stop_arg, false};
+    if (!poll_stopped(&p)) poll_phase(poll_stopped, &p, spin_us < 0 ? g.spin_ns : spin_us * 1000);
+    return p.stopped;
 }
 
 COR_API int cor_peek(cor_req_t req, int *done)

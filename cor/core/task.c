@@ -145,6 +145,49 @@ struct cor_task *cor__task_reserved(cor_idp_t idp)
     return t && t->reserved ? t : NULL;
 }
 
+/* Hooked tasks with an arrival noted by this thread. A hook may poll the routes and so run
+ * this list again from within: entries are taken off before their hook runs. */
+#define HOOKED_MAX 8
+static _Atomic int nhooked;
+static _Thread_local struct cor_task *arrived[HOOKED_MAX];
+static _Thread_local int narrived;
+
+COR_API int cor_task_on_arrival(cor_idp_t task, void (*fn)(void *arg, int flags), void *arg)
+{
+    int err = cor__check_init();
+    if (err) return err;
+    struct cor_task *t = cor__task_reserved(task);
+    if (!t) return COR_EINVAL;
+    COR_LOCK(&g.lock);
+    bool had = atomic_load(&t->on_arrival) != NULL;
+    if (fn && !had && atomic_load(&nhooked) == HOOKED_MAX) {
+        COR_UNLOCK(&g.lock);
+        return COR_ELIMIT; /* each thread's list of arrivals holds every hooked task */
+    }
+    atomic_fetch_add(&nhooked, (fn != NULL) - had);
+    t->on_arrival_arg = arg; /* published by the store below */
+    atomic_store_explicit(&t->on_arrival, fn, memory_order_release);
+    COR_UNLOCK(&g.lock);
+    return COR_OK;
+}
+
+void cor__arrival_note(struct cor_task *t)
+{
+    if (!atomic_load_explicit(&t->on_arrival, memory_order_relaxed)) return;
+    for (int i = 0; i < narrived; i++)
+        if (arrived[i] == t) return;
+    if (narrived < HOOKED_MAX) arrived[narrived++] = t;
+}
+
+void cor__arrivals_run(void)
+{
+    while (narrived > 0) {
+        struct cor_task *t = arrived[--narrived];
+        void (*fn)(void *, int) = atomic_load_explicit(&t->on_arrival, memory_order_acquire);
+        if (fn) fn(t->on_arrival_arg, cor__listener_thread ? COR_ARRIVAL_LISTENER : 0);
+    }
+}
+
 COR_API int cor_task_join(cor_idp_t task, int *exit_status)
 {
     int err = cor__check_init();

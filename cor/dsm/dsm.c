@@ -131,8 +131,7 @@ static struct {
     int rank, size;
     uint32_t session;
     cor_idp_t svc, ctx;
-    long spin_us;
-    long turn_us; /* how long a task waiting for a protocol message polls as the driver */
+    long poll_us; /* how long a task waiting for a protocol message polls the routes */
     pthread_t thread;
     _Atomic cor_idp_t *svcs; /* [size] services, looked up on first use */
     _Atomic bool *dead;      /* [size] */
@@ -165,15 +164,15 @@ static struct {
     bool *death_done; /* [size] */
 
     struct outbox svc_out;            /* calls as the service task (cor_sendI_as, cor_recvI_as) */
-    /* Who receives on the service task: one thread at a time, the driver (drv_mu): the
-     * service thread, or a task waiting for a protocol message (below, wait_turn). */
-    pthread_mutex_t drv_mu;
-    pthread_cond_t drv_cv; /* the driver's turn ended (the service thread parks on it) */
-    _Atomic int drv;       /* DRV_NONE, DRV_SVC or DRV_TASK (changed under drv_mu) */
-    _Atomic int drv_want;  /* tasks trying to take the turn (changed under drv_mu) */
-    bool svc_parked;       /* the service thread waits on drv_cv */
-    cor_req_t rr;          /* the service task's receive, the driver's */
+    /* Who receives on the service task: one thread at a time, the one holding turn_mu (see
+     * drain). `pending`: something came that nobody has looked at yet. */
+    pthread_mutex_t turn_mu;
+    _Atomic int pending;
+    cor_req_t rr; /* the service task's receive (turn_mu) */
+    bool closed;  /* (turn_mu) cor_dsm_finalize took the receive back */
     void *msg;
+    pthread_mutex_t svc_mu; /* the service thread sleeps on svc_cv */
+    pthread_cond_t svc_cv;
     struct copy *copies[DIR_BUCKETS]; /* copies of objects homed elsewhere (lock) */
     _Atomic size_t cache_budget, cached_bytes;
     _Atomic uint64_t invalidations, recalls, evictions;
@@ -188,18 +187,25 @@ static struct {
        .svc_out.mu = PTHREAD_MUTEX_INITIALIZER,
        .qmu = PTHREAD_MUTEX_INITIALIZER,
        .bar_out.mu = PTHREAD_MUTEX_INITIALIZER,
-       .drv_mu = PTHREAD_MUTEX_INITIALIZER,
-       .drv_cv = PTHREAD_COND_INITIALIZER,
+       .turn_mu = PTHREAD_MUTEX_INITIALIZER,
+       .svc_mu = PTHREAD_MUTEX_INITIALIZER,
+       .svc_cv = PTHREAD_COND_INITIALIZER,
        .ready_mu = PTHREAD_MUTEX_INITIALIZER,
        .bar_cv = PTHREAD_COND_INITIALIZER,
        .ready_cv = PTHREAD_COND_INITIALIZER};
 
+/* How many of our mutexes the thread holds: an arrival it polls in meanwhile is left to the
+ * service thread (serving it here could want one of them again). */
+static __thread int tls_locks;
+
 static void lock_or_die(pthread_mutex_t *m)
 {
     if (pthread_mutex_lock(m)) abort(); /* a broken invariant of ours, not bad input */
+    tls_locks++;
 }
 static void unlock_or_die(pthread_mutex_t *m)
 {
+    tls_locks--;
     if (pthread_mutex_unlock(m)) abort();
 }
 
@@ -343,6 +349,8 @@ static int svc_of(int rank, cor_idp_t *svc)
     return mailbox_of(rank, SVC_NAME, svc);
 }
 
+static void svc_wake(void);
+
 static void on_death(int rank, int err, void *arg)
 {
     (void)err;
@@ -351,6 +359,7 @@ static void on_death(int rank, int err, void *arg)
     if (!D.dead || rank < 0 || rank >= D.size) return;
     atomic_store(&D.dead[rank], true);
     atomic_store(&D.deaths_pending, 1);
+    svc_wake();
 }
 
 /* ---- Client operations ---------------------------------------------------------------- */
@@ -1064,9 +1073,6 @@ static void sbuf_clear(void)
 
 static void svc_send(cor_idp_t to, uint32_t tag, void *buf, size_t n);
 static void copy_wake(struct copy *c);
-static bool drive_take(void);
-static void drive_give(void);
-static bool svc_turn(long spin_us, long timeout_us, int (*stop)(void *), void *arg);
 static void reply_buf(cor_idp_t to, uint8_t op, uint8_t type, uint32_t id, int status,
                       uint64_t value, unsigned char *buf, size_t dlen);
 
@@ -1432,54 +1438,38 @@ static void timed_wait(struct copy *c)
     if (!c->x) fast_close(c);
 }
 
-struct turn_watch {
+struct copy_watch {
     struct copy *c;
     unsigned gen;
 };
 
-static int turn_stop(void *arg)
+static int copy_changed(void *arg)
 {
-    struct turn_watch *w = arg;
+    const struct copy_watch *w = arg;
     return atomic_load_explicit(&w->c->gen, memory_order_acquire) != w->gen ||
-           atomic_load(&D.stopping) || atomic_load(&D.deaths_pending);
+           atomic_load(&D.stopping);
 }
 
 /*
  * Under *c->mu: waits for c to change (a grant, an acknowledgment, a section's end). The
- * message that changes it usually comes to the service task: rather than sleep until the
- * service thread took it and woke us (two thread switches: measured 8-70 us per wake-up on
- * the shared 2-core machine), the task takes the service's turn (*turn) and receives it
- * itself, serving whatever comes meanwhile as the service would, until c changed; it keeps
- * the turn until its section starts (section_start gives it back). When the turn is not to
- * be had at once (the service thread blocked in the core notices a wanting task only at its
- * next message; another task drives), or nothing came while it polled, it sleeps as before.
+ * message that changes it is served by whichever thread of the domain polls the routes when
+ * it comes (the service task's arrival hook), so the task polls them itself, for
+ * COR_DSM_SPIN_US at most: the message then wakes no thread (a wake-up from the copy's
+ * condvar cost 8-70 us on the shared 2-core machine). After one poll that saw no change
+ * (*sleep set) it sleeps on the condvar: a long wait costs no core.
  */
-enum { TURN_NOT_YET, TURN_DRIVING, TURN_SLEEP };
-
-static void wait_turn(struct copy *c, int *turn)
+static void wait_change(struct copy *c, bool *sleep)
 {
-    if (*turn == TURN_SLEEP) {
-        timed_wait(c);
-        return;
+    if (!*sleep) {
+        struct copy_watch w = {c, atomic_load_explicit(&c->gen, memory_order_relaxed)};
+        if (!c->x) fast_reopen(c); /* stays shut while this task waits; for form's sake */
+        unlock_or_die(c->mu);
+        *sleep = !cor_poll_until(copy_changed, &w, D.poll_us);
+        lock_or_die(c->mu);
+        if (!c->x) fast_close(c);
+        if (!*sleep || atomic_load_explicit(&c->gen, memory_order_relaxed) != w.gen) return;
     }
-    unsigned gen = atomic_load_explicit(&c->gen, memory_order_relaxed);
-    if (!c->x) fast_reopen(c); /* stays shut while this task waits; for form's sake */
-    unlock_or_die(c->mu);
-    if (*turn == TURN_NOT_YET) *turn = drive_take() ? TURN_DRIVING : TURN_SLEEP;
-    if (*turn == TURN_DRIVING) {
-        /* polling only (a change made by a local task, a section's end, is seen by the stop
-         * hook while polling, not by a thread blocked in the core), for COR_DSM_SPIN_US at
-         * most: then the task sleeps (a long wait costs no core) */
-        struct turn_watch w = {c, gen};
-        if (!svc_turn(D.turn_us, D.turn_us, turn_stop, &w) && !turn_stop(&w)) {
-            drive_give();
-            *turn = TURN_SLEEP;
-        }
-    }
-    lock_or_die(c->mu);
-    if (!c->x) fast_close(c);
-    if (*turn == TURN_SLEEP && atomic_load_explicit(&c->gen, memory_order_relaxed) == gen)
-        timed_wait(c);
+    timed_wait(c);
 }
 
 /* Tries to start a section (blocking: until it starts or fails). COR_EAGAIN: not yet (the
@@ -1499,7 +1489,7 @@ static int section_start(struct copy *c, int mode, bool block, bool *fast)
         return COR_OK;
     }
     int err = COR_OK;
-    int turn = TURN_NOT_YET;
+    bool sleep = false;
     c->st.waiters++;
     for (;;) {
         if (dsm_copy_can_start(&c->st, mode)) {
@@ -1522,11 +1512,10 @@ static int section_start(struct copy *c, int mode, bool block, bool *fast)
             err = COR_EAGAIN;
             break;
         }
-        wait_turn(c, &turn);
+        wait_change(c, &sleep);
     }
     c->st.waiters--;
     copy_unlock(c);
-    if (turn == TURN_DRIVING) drive_give();
     return err;
 }
 
@@ -2926,91 +2915,98 @@ static void handle_deaths(void)
     }
 }
 
-/*
- * The turn on the service task's receive. The service thread holds it while no task wants
- * it; a task that waits for a protocol message takes it (wait_turn), so that the message
- * wakes nobody else: it spins up to DRIVE_TAKE_NS for the service thread to see it waiting
- * (its stop hook looks while it polls) and hand over, then gives up.
- */
-enum { DRV_NONE = 0, DRV_SVC = 1, DRV_TASK = 2 };
-#define DRIVE_TAKE_NS 20000
-
-static uint64_t mono_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-static bool drive_take(void)
-{
-    lock_or_die(&D.drv_mu);
-    atomic_fetch_add(&D.drv_want, 1);
-    uint64_t start = 0;
-    while (D.drv == DRV_SVC) { /* a task would not hand over */
-        uint64_t now = mono_ns();
-        if (!start) start = now;
-        if (now - start > DRIVE_TAKE_NS) break;
-        unlock_or_die(&D.drv_mu);
-        sched_yield();
-        lock_or_die(&D.drv_mu);
-    }
-    bool took = D.drv == DRV_NONE;
-    if (took) D.drv = DRV_TASK;
-    atomic_fetch_sub(&D.drv_want, 1);
-    /* the service thread parks while tasks want the turn: it may take it again now */
-    if (!took && D.svc_parked) pthread_cond_signal(&D.drv_cv);
-    unlock_or_die(&D.drv_mu);
-    return took;
-}
-
-static void drive_give(void)
-{
-    lock_or_die(&D.drv_mu);
-    D.drv = DRV_NONE;
-    if (D.svc_parked) pthread_cond_signal(&D.drv_cv);
-    unlock_or_die(&D.drv_mu);
-}
-
-/*
- * One turn of the driver: waits for a message on the service task (polling up to spin_us,
- * then blocked, at most timeout_us, or until stop(arg)), serves it, then deaths and the sends
- * that completed. Returns whether a message came.
- */
-static bool svc_turn(long spin_us, long timeout_us, int (*stop)(void *), void *arg)
+/* Takes the next message off the service task's receive and serves it; false if none is
+ * complete. Under the turn. */
+static bool serve_next(void)
 {
     if (D.rr == COR_REQ_NULL) {
         D.msg = NULL;
         lock_or_die(&D.svc_out.mu);
         int err = cor_recvI_as(D.svc, COR_ANY_SOURCE, D.ctx, COR_ANY_TAG, &D.msg, &D.rr);
         unlock_or_die(&D.svc_out.mu);
-        if (err != COR_OK) {
-            struct timespec t = {0, 1000000};
-            nanosleep(&t, NULL);
-            return false;
-        }
+        if (err) return false; /* the service thread tries again at its next look */
     }
     int done = 0;
+    if (cor_peek(D.rr, &done) != COR_OK) D.rr = COR_REQ_NULL;
+    if (!done) return false;
     cor_status_t st;
-    int rc = cor_wait_timeout(&D.rr, spin_us, timeout_us, stop, arg, &done, &st);
-    if (rc == COR_EINVAL) D.rr = COR_REQ_NULL;
-    if (done) {
-        void *msg = D.msg;
-        D.msg = NULL;
-        if (rc == COR_OK && msg) serve(msg, st.count * cor_type_size(st.type), st.source);
-        if (msg) cor_releaseBuffer(msg);
-    }
-    if (atomic_load(&D.deaths_pending)) handle_deaths();
-    reap(false);
+    int rc = cor_test(&D.rr, &done, &st);
+    void *msg = D.msg;
+    D.msg = NULL;
+    if (rc == COR_OK && msg) serve(msg, st.count * cor_type_size(st.type), st.source);
+    if (msg) cor_releaseBuffer(msg);
     atomic_fetch_add_explicit(&D.tick, 1, memory_order_relaxed);
-    return done;
+    return true;
 }
 
-static int svc_stop(void *arg)
+static __thread bool tls_draining;
+
+/*
+ * Serves what came to the service task, and deaths, in the calling thread, unless another
+ * thread is at it (the turn, taken without waiting): that one sees `pending` and serves it
+ * too. Called by the arrival hook in whatever thread polled the message in (a task waiting
+ * in the core or in a section start, a listener), so a protocol message is answered without
+ * waking a thread; and by the service thread for what the hook left to it.
+ */
+static void drain(void)
+{
+    while (atomic_load(&D.pending)) {
+        if (pthread_mutex_trylock(&D.turn_mu)) return;
+        if (D.closed) { /* cor_dsm_finalize: the service task receives no more */
+            pthread_mutex_unlock(&D.turn_mu);
+            return;
+        }
+        tls_draining = true;
+        while (atomic_exchange(&D.pending, 0)) {
+            while (serve_next())
+                ;
+            if (atomic_load(&D.deaths_pending)) handle_deaths();
+            reap(false);
+        }
+        tls_draining = false;
+        pthread_mutex_unlock(&D.turn_mu);
+    }
+}
+
+static void svc_wake(void)
+{
+    atomic_store(&D.pending, 1);
+    pthread_mutex_lock(&D.svc_mu);
+    pthread_cond_signal(&D.svc_cv);
+    pthread_mutex_unlock(&D.svc_mu);
+}
+
+static int served_since(void *arg)
+{
+    return atomic_load_explicit(&D.tick, memory_order_relaxed) != *(uint64_t *)arg ||
+           atomic_load(&D.stopping);
+}
+
+static __thread bool tls_lingering;
+
+/* The service task's arrival hook (cor_task_on_arrival). A thread holding one of our
+ * mutexes leaves the message to the service thread; one already draining, to itself. */
+static void on_arrival(void *arg, int flags)
 {
     (void)arg;
-    return atomic_load(&D.stopping) || atomic_load(&D.deaths_pending) ||
-           atomic_load_explicit(&D.drv_want, memory_order_relaxed) > 0;
+    atomic_store(&D.pending, 1);
+    if (tls_draining) return;
+    if (tls_locks) {
+        svc_wake();
+        return;
+    }
+    drain();
+    if (!(flags & COR_ARRIVAL_LISTENER) || tls_lingering) return;
+    /* A listener brought it: no task of the domain polls. Requests come in streams (a
+     * remote task's next operation follows its reply within a round trip), so the listener
+     * polls on until COR_DSM_SPIN_US pass without one, and serves the next at once instead
+     * of after its own wake-up. */
+    tls_lingering = true;
+    for (;;) {
+        uint64_t mark = atomic_load_explicit(&D.tick, memory_order_relaxed);
+        if (!cor_poll_until(served_since, &mark, D.poll_us) || atomic_load(&D.stopping)) break;
+    }
+    tls_lingering = false;
 }
 
 static void set_ready(int v)
@@ -3021,62 +3017,34 @@ static void set_ready(int v)
     unlock_or_die(&D.ready_mu);
 }
 
-/* Waits on drv_cv for at most WAIT_SLICE_US; drv_mu held. It first polls the turn for up
- * to COR_DSM_SPIN_US (yielding the core): a task gives it back soon after it took it, and
- * a sleeping service thread would have to be woken each time. */
-static void park(void)
-{
-    uint64_t start = mono_ns();
-    unlock_or_die(&D.drv_mu);
-    while ((atomic_load(&D.drv) != DRV_NONE || atomic_load(&D.drv_want) > 0) &&
-           !atomic_load(&D.stopping) && !atomic_load(&D.deaths_pending) &&
-           mono_ns() - start < (uint64_t)D.turn_us * 1000)
-        sched_yield();
-    lock_or_die(&D.drv_mu);
-    if ((D.drv == DRV_NONE && atomic_load(&D.drv_want) == 0) || atomic_load(&D.stopping)) return;
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    t.tv_nsec += (long)WAIT_SLICE_US * 1000;
-    while (t.tv_nsec >= 1000000000L) {
-        t.tv_sec++;
-        t.tv_nsec -= 1000000000L;
-    }
-    D.svc_parked = true;
-    int rc = pthread_cond_timedwait(&D.drv_cv, &D.drv_mu, &t);
-    if (rc && rc != ETIMEDOUT) abort();
-    D.svc_parked = false;
-}
-
+/* The service thread: serves what the hook left to it (arrivals in threads holding our
+ * mutexes, deaths), and looks anyway every WAIT_SLICE_US (a receive it could not post). */
 static void *service(void *arg)
 {
     (void)arg;
-    cor_thread_attentive(); /* requests are served while every task computes */
-    D.rr = COR_REQ_NULL;
-    D.msg = NULL;
-    int err = cor_recvI_as(D.svc, COR_ANY_SOURCE, D.ctx, COR_ANY_TAG, &D.msg, &D.rr);
-    set_ready(err ? err : 1);
-    if (err) return NULL;
-    /* Polls COR_DSM_SPIN_US after each message and after a task's turn, then blocks; a turn
-     * that timed out idle is followed by blocked ones only (no spinning at each wake-up). */
-    bool idle = false;
-    lock_or_die(&D.drv_mu);
+    cor_thread_attentive(); /* what it serves, it serves while every task computes */
+    set_ready(1);
+    pthread_mutex_lock(&D.svc_mu);
     while (!atomic_load(&D.stopping)) {
-        if (D.drv != DRV_NONE || atomic_load(&D.drv_want) > 0) {
-            park();
-            idle = false;
-            continue;
+        if (!atomic_load(&D.pending)) {
+            struct timespec t;
+            clock_gettime(CLOCK_REALTIME, &t);
+            t.tv_nsec += (long)WAIT_SLICE_US * 1000;
+            while (t.tv_nsec >= 1000000000L) {
+                t.tv_sec++;
+                t.tv_nsec -= 1000000000L;
+            }
+            int rc = pthread_cond_timedwait(&D.svc_cv, &D.svc_mu, &t);
+            if (rc && rc != ETIMEDOUT) abort();
         }
-        D.drv = DRV_SVC;
-        unlock_or_die(&D.drv_mu);
-        bool came = svc_turn(idle ? 0 : D.spin_us, WAIT_SLICE_US, svc_stop, NULL);
-        lock_or_die(&D.drv_mu);
-        D.drv = DRV_NONE;
-        idle = !came && atomic_load(&D.drv_want) == 0 && !atomic_load(&D.deaths_pending);
+        pthread_mutex_unlock(&D.svc_mu);
+        atomic_store(&D.pending, 1);
+        drain();
+        pthread_mutex_lock(&D.svc_mu);
     }
-    while (D.drv != DRV_NONE) /* no task waits in a section at cor_dsm_finalize; in case */
-        park();
-    D.drv = DRV_SVC; /* for good */
-    unlock_or_die(&D.drv_mu);
+    pthread_mutex_unlock(&D.svc_mu);
+    pthread_mutex_lock(&D.turn_mu);
+    D.closed = true; /* hooks still to come do nothing */
     if (D.rr != COR_REQ_NULL) {
         cor_cancel(&D.rr);
         cor_status_t st;
@@ -3084,6 +3052,7 @@ static void *service(void *arg)
         if (D.msg) cor_releaseBuffer(D.msg);
         D.msg = NULL;
     }
+    pthread_mutex_unlock(&D.turn_mu);
     reap(true);
     return NULL;
 }
@@ -3102,13 +3071,8 @@ COR_API int cor_dsm_init(void)
     atomic_store(&D.cache_budget,
                  budget && *budget ? (size_t)strtoull(budget, NULL, 10) : DEFAULT_CACHE_BYTES);
     const char *spin = getenv("COR_DSM_SPIN_US");
-    D.spin_us = spin && *spin ? strtol(spin, NULL, 10) : -1;
-    const char *core_spin = getenv("COR_SPIN_US");
-    D.turn_us = D.spin_us >= 0            ? D.spin_us
-                : core_spin && *core_spin ? strtol(core_spin, NULL, 10)
-                                          : 2000; /* the core's default */
-    if (D.turn_us < 0) D.turn_us = 0;
-    D.drv = DRV_NONE;
+    D.poll_us = spin && *spin ? strtol(spin, NULL, 10) : -1; /* -1: the core's COR_SPIN_US */
+    if (D.poll_us < -1) D.poll_us = 0;
     D.svcs = calloc((size_t)D.size, sizeof *D.svcs);
     D.bar_boxes = calloc((size_t)D.size, sizeof *D.bar_boxes);
     D.dead = calloc((size_t)D.size, sizeof *D.dead);
@@ -3120,6 +3084,8 @@ COR_API int cor_dsm_init(void)
     err = cor_task_reserve(BAR_NAME, &D.bar_box);
     if (err) return err;
     err = cor_domain_on_death_add(on_death, NULL);
+    if (err) return err;
+    err = cor_task_on_arrival(D.svc, on_arrival, NULL);
     if (err) return err;
     D.ready = 0;
     if (pthread_create(&D.thread, NULL, service, NULL)) return COR_EIO;
@@ -3141,6 +3107,7 @@ COR_API int cor_dsm_finalize(void)
     if (!atomic_load(&D.up) || atomic_load(&D.stopping)) return COR_ESTATE;
     int err = cor_barrier();
     atomic_store(&D.stopping, 1);
+    svc_wake();
     pthread_join(D.thread, NULL);
     if (D.bar_rr != COR_REQ_NULL) { /* no barrier waits now: take the receive back */
         cor_cancel(&D.bar_rr);

@@ -1067,6 +1067,111 @@ static void test_thread_churn(void)
     expect_no_unexpected();
 }
 
+/* ---- arrival hooks ---- */
+
+/* A mailbox served by its hook: each message is received inside the hook, in the thread that
+ * sent it (a local send), and answered to its sender from there. */
+struct served {
+    cor_idp_t as;
+    int calls, flags_seen, served;
+    long sum;
+};
+
+static void serve_hook(void *arg, int flags)
+{
+    struct served *s = arg;
+    s->calls++;
+    s->flags_seen |= flags;
+    for (;;) {
+        int v = 0, done = 0;
+        cor_req_t r = COR_REQ_NULL;
+        cor_status_t st;
+        if (cor_recvI_into_as(s->as, COR_ANY_SOURCE, COR_CTX_WORLD, 5, COR_INT, &v, 1, &r)) return;
+        if (cor_test(&r, &done, &st) != COR_OK || !done) {
+            cor_cancel(&r);
+            cor_wait(&r, NULL);
+            return;
+        }
+        s->served++;
+        s->sum += v;
+        cor_req_t sr;
+        if (cor_sendI_as(s->as, st.source, COR_CTX_WORLD, 6, COR_INT, &v, 1, &sr) == COR_OK)
+            cor_wait(&sr, NULL); /* small: buffered, done at once */
+    }
+}
+
+static int count_hook_calls;
+static void count_hook(void *arg, int flags)
+{
+    (void)arg;
+    (void)flags;
+    count_hook_calls++;
+}
+
+static int countdown(void *arg)
+{
+    return --*(int *)arg <= 0;
+}
+
+static void test_arrival_hook(void)
+{
+    struct served s = {reserve("hooked"), 0, 0, 0, 0};
+    EXPECT_ERR(cor_task_on_arrival(s.as, serve_hook, &s), COR_OK);
+    for (int i = 1; i <= 5; i++) {
+        EXPECT_ERR(cor_send(s.as, COR_CTX_WORLD, 5, COR_INT, &i, 1), COR_OK);
+        EXPECT_EQ(s.served, i); /* served before the send returned */
+        int echo = 0;
+        EXPECT_ERR(recv_bounded(s.as, 6, COR_INT, &echo, 1, NULL), COR_OK);
+        EXPECT_EQ(echo, i);
+    }
+    EXPECT_EQ(s.sum, 15);
+    EXPECT_EQ(s.calls, 5);
+    EXPECT_EQ(s.flags_seen, 0); /* the sender's thread, not a listener */
+    /* removed: a message waits in the mailbox as before */
+    EXPECT_ERR(cor_task_on_arrival(s.as, NULL, NULL), COR_OK);
+    int v = 9;
+    EXPECT_ERR(cor_send(s.as, COR_CTX_WORLD, 5, COR_INT, &v, 1), COR_OK);
+    EXPECT_EQ(s.calls, 5);
+    v = 0;
+    EXPECT_ERR(recv_int_as(s.as, me, 5, &v, NULL), COR_OK);
+    EXPECT_EQ(v, 9);
+
+    /* bad arguments; at most 8 hooked tasks */
+    EXPECT_ERR(cor_task_on_arrival(me, count_hook, NULL), COR_EINVAL); /* not reserved */
+    EXPECT_ERR(cor_task_on_arrival(COR_IDP_NULL, count_hook, NULL), COR_EINVAL);
+    cor_idp_t many[9];
+    for (int i = 0; i < 8; i++) {
+        many[i] = reserve("hook-many");
+        EXPECT_ERR(cor_task_on_arrival(many[i], count_hook, NULL), COR_OK);
+    }
+    many[8] = reserve("hook-many");
+    EXPECT_ERR(cor_task_on_arrival(many[8], count_hook, NULL), COR_ELIMIT);
+    EXPECT_ERR(cor_task_on_arrival(many[0], count_hook, &s), COR_OK); /* a replacement */
+    EXPECT_ERR(cor_task_on_arrival(many[0], NULL, NULL), COR_OK);
+    EXPECT_ERR(cor_task_on_arrival(many[8], count_hook, NULL), COR_OK); /* room again */
+    /* a send to each of them runs each hook once */
+    count_hook_calls = 0;
+    for (int i = 1; i <= 8; i++) {
+        EXPECT_ERR(cor_send(many[i], COR_CTX_WORLD, 5, COR_INT, &i, 1), COR_OK);
+        EXPECT_EQ(count_hook_calls, i);
+    }
+    for (int i = 1; i <= 8; i++) {
+        EXPECT_ERR(cor_task_on_arrival(many[i], NULL, NULL), COR_OK);
+        EXPECT_ERR(recv_int_as(many[i], me, 5, &v, NULL), COR_OK);
+        EXPECT_EQ(v, i);
+    }
+
+    /* cor_poll_until: true at once; never true: 0 within its time (or at once without a
+     * route to poll) */
+    int left = 1;
+    EXPECT_EQ(cor_poll_until(countdown, &left, 1000000), 1);
+    left = 1 << 30;
+    EXPECT_EQ(cor_poll_until(countdown, &left, 2000), 0);
+    EXPECT_TRUE(left < 1 << 30);
+    EXPECT_ERR(cor_poll_until(NULL, NULL, 10), COR_EINVAL);
+    expect_no_unexpected();
+}
+
 int main(void)
 {
     cor_idp_t early = COR_IDP_NULL;
@@ -1083,6 +1188,7 @@ int main(void)
         {"cancel", test_cancel},
         {"bad arguments", test_bad_args},
         {"threads acting for a reserved task take no slot", test_thread_churn},
+        {"arrival hooks; cor_poll_until", test_arrival_hook},
         {NULL, NULL},
     };
     return ct_main("reserved", init, clean, tests, 90);
