@@ -2378,7 +2378,7 @@ COR_API int cor_dsm_barrier_destroy(cor_dsm_barrier_t bar)
 
 /* ---- The service ------------------------------------------------------------------------ */
 
-enum reap_how { REAP_WAIT, REAP_TEST, REAP_PEEK /* makes no progress */ };
+enum reap_how { REAP_WAIT, REAP_PEEK /* makes no progress */ };
 
 /* Frees o's sends that completed (REAP_WAIT: waits for every one); o->mu held. */
 static void outbox_reap(struct outbox *o, enum reap_how how)
@@ -2387,7 +2387,7 @@ static void outbox_reap(struct outbox *o, enum reap_how how)
         int done = 1;
         if (how == REAP_WAIT)
             cor_wait(&o->pend[i].req, NULL);
-        else if (how == REAP_TEST || (cor_peek(o->pend[i].req, &done) == COR_OK && done))
+        else if (cor_peek(o->pend[i].req, &done) == COR_OK && done)
             cor_test(&o->pend[i].req, &done, NULL);
         if (!done) {
             i++;
@@ -2440,10 +2440,12 @@ static void svc_send(cor_idp_t to, uint32_t tag, void *buf, size_t n)
     unlock_or_die(&D.svc_out.mu);
 }
 
+/* all: waits for every send; else frees those that completed, without polling the routes (a
+ * drain runs where they were just polled) */
 static void reap(bool all)
 {
     lock_or_die(&D.svc_out.mu);
-    outbox_reap(&D.svc_out, all ? REAP_WAIT : REAP_TEST);
+    outbox_reap(&D.svc_out, all ? REAP_WAIT : REAP_PEEK);
     unlock_or_die(&D.svc_out.mu);
 }
 
@@ -3085,8 +3087,6 @@ COR_API int cor_dsm_init(void)
     if (err) return err;
     err = cor_domain_on_death_add(on_death, NULL);
     if (err) return err;
-    err = cor_task_on_arrival(D.svc, on_arrival, NULL);
-    if (err) return err;
     D.ready = 0;
     if (pthread_create(&D.thread, NULL, service, NULL)) return COR_EIO;
     lock_or_die(&D.ready_mu);
@@ -3095,6 +3095,15 @@ COR_API int cor_dsm_init(void)
     err = D.ready < 0 ? D.ready : COR_OK;
     unlock_or_die(&D.ready_mu);
     if (err) {
+        pthread_join(D.thread, NULL);
+        return err;
+    }
+    /* served from now on where messages land (one that came before waits for the hook's
+     * first call or the service thread's next look) */
+    err = cor_task_on_arrival(D.svc, on_arrival, NULL);
+    if (err) { /* another library took the last hook */
+        atomic_store(&D.stopping, 1);
+        svc_wake();
         pthread_join(D.thread, NULL);
         return err;
     }
