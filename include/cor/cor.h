@@ -208,10 +208,10 @@ COR_API int cor_task_reserve(const char *name, cor_idp_t *task);
  * that thread holds no lock of the core: a library serves its mailbox where the message
  * landed, in a thread that is running anyway, instead of waking a thread of its own for it.
  * fn must not block; it may receive and send as the task (and so poll, which can call it
- * again from within: it serializes itself). Calls may come from several threads at once, and
- * after fn is replaced by another or NULL. At most 8 tasks of a domain have one (COR_ELIMIT).
- * flags: COR_ARRIVAL_LISTENER when the thread is one of the core's listeners, which serve the
- * routes only while no task of the domain polls them.
+ * again from within). fn serializes itself: calls may come from several threads at once, and
+ * also after fn was replaced by another or NULL. At most 8 tasks of a domain have one
+ * (COR_ELIMIT). flags: COR_ARRIVAL_LISTENER when the thread is one of the core's listeners,
+ * which serve the routes only while no task of the domain polls them.
  */
 #define COR_ARRIVAL_LISTENER 1
 COR_API int cor_task_on_arrival(cor_idp_t task, void (*fn)(void *arg, int flags), void *arg);
@@ -350,12 +350,12 @@ COR_API int cor_wait_timeout(cor_req_t *req, long spin_us, long timeout_us,
 COR_API int cor_progress(void);
 /* Polls the routes in the calling thread, as cor_wait does while it spins, until
  * stop(stop_arg) returns nonzero (then returns 1) or spin_us passed (returns 0; -1:
- * COR_SPIN_US). Never blocks; while another thread of the domain polls, it yields to that
- * one and may return 0 early; with no route (a one-domain session) it looks once. In a core
- * listener (an arrival hook called with COR_ARRIVAL_LISTENER) it returns 0 as soon as a task
- * of the domain starts to wait: the task polls for itself then. For a wait on something other than
- * a request (a library's own state, changed by an arrival hook), whose sleeping phase the caller
- * provides. */
+ * COR_SPIN_US). For a wait on something other than a request (a library's own state,
+ * changed by an arrival hook); the caller provides the sleeping half. Never blocks; while
+ * another thread of the domain polls, it yields to that one and may return 0 early; with no
+ * route (a one-domain session) it looks once. In a core listener (an arrival hook called with
+ * COR_ARRIVAL_LISTENER) it returns 0 as soon as a task of the domain starts to wait: the task
+ * polls for itself then. */
 COR_API int cor_poll_until(int (*stop)(void *arg), void *stop_arg, long spin_us);
 /* Completes one of n; *index gets which (COR_REQ_NULL entries are skipped). */
 COR_API int cor_waitany(size_t n, cor_req_t *reqs, size_t *index, cor_status_t *status);
