@@ -9,9 +9,11 @@
  * Locks (FIFO across all tasks of all domains) and barriers (dissemination between domains)
  * are named resources too.
  *
- * Progress: each domain runs a DSM service (a reserved task of libcor, named "cor.dsm", plus
- * a thread of its own) that receives requests in a private context and serves them, so remote
- * operations progress while every task of the home computes; nobody polls.
+ * Progress: each domain runs a DSM service (a reserved task of libcor, named "cor.dsm") that
+ * receives requests in a private context. They are served in whichever thread of the domain
+ * brings them in (a task waiting in libcor, or libcor's listener while every task computes;
+ * cor_task_on_arrival), and by a thread of the service's own otherwise, so remote operations
+ * progress while every task of the home computes; nobody polls.
  *
  * Thread safety: every call may be made from any task concurrently, except cor_dsm_init and
  * cor_dsm_finalize (the main thread, once each, collective over all domains).
