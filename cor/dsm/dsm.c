@@ -20,7 +20,6 @@
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,7 +175,7 @@ static struct {
     struct copy *copies[DIR_BUCKETS]; /* copies of objects homed elsewhere (lock) */
     _Atomic size_t cache_budget, cached_bytes;
     _Atomic uint64_t invalidations, recalls, evictions;
-    _Atomic uint64_t tick; /* the service's loop count: a cheap clock for LRU stamps */
+    _Atomic uint64_t tick; /* messages served: a cheap clock for LRU stamps */
 
     pthread_mutex_t ready_mu;
     pthread_cond_t ready_cv;
