@@ -265,8 +265,9 @@ static bool poll_phase(pred_fn done, void *arg, long spin_ns)
         bool ok = done(arg);
         /* A spinner that succeeded will likely spin again soon: the listeners linger off the
          * sockets a while instead of being woken for nothing. One that gives up is about to
-         * sleep and needs them at once. */
-        atomic_store(&g.last_spin_end, ok ? cor__now_ns() : 0);
+         * sleep and needs them at once. A listener polling in a hook (cor_poll_until) is no
+         * such task: it goes back to the ports itself, and must not park the listeners. */
+        if (!cor__listener_thread) atomic_store(&g.last_spin_end, ok ? cor__now_ns() : 0);
         if (atomic_fetch_sub(&g.spinners, 1) == 1 && !ok) cor__listeners_resume();
         return ok;
     }
