@@ -2,17 +2,20 @@
  * libcordsm's runtime, on libcor's public API only.
  *
  * Each domain runs a service: a reserved task ("cor.dsm") whose mailbox receives every DSM
- * request sent to this domain, in a context of its own, and a thread that waits on that
- * mailbox (the core's listener completes the receive and wakes it, so no user task has to
- * poll) and serves: operations on objects homed here, the directory entries of the names that
- * hash here, the locks that live here, and barrier messages.
+ * request sent to this domain, in a context of its own. Its messages are served where they
+ * land: the task's arrival hook (on_arrival) drains the mailbox in whatever thread polled the
+ * message in (a task waiting in the core, a listener), one thread at a time (the turn,
+ * D.turn_mu); a thread of the service only takes what a thread holding one of our mutexes
+ * left, and deaths. Served here: operations on objects homed here, the directory entries of
+ * the names that hash here and the locks that live here. Barrier messages go to a second
+ * reserved task ("cor.dsm.barrier"), received by a task waiting in the barrier.
  *
  * Who owns what:
  * - D.lock guards the resource table (objects and locks homed here, by index), the barrier
  *   list and every barrier's state. An object's data is guarded by its own mutex, so the
  *   home's tasks operate on it directly (no message) while the service serves remote ones.
- * - Only the service thread touches the directory, the locks' queues, the errors kept for
- *   QUIET and the list of its pending reply sends; none of them needs a lock.
+ * - Only the thread holding the turn touches the directory, the locks' queues, the errors
+ *   kept for QUIET and the list of its pending reply sends; none of them needs another lock.
  * - A client's request is two core requests of the calling task: a receive of the reply
  *   (posted first, tag = the request id) and the send of the request.
  */
