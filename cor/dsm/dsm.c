@@ -3010,10 +3010,14 @@ static bool cpus_busy(void)
     close(fd);
     if (n <= 0) return false;
     buf[n] = 0;
-    double l1, l5, l15;
-    int running = 0, total = 0;
-    return sscanf(buf, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total) == 5 &&
-           running > D.ncpus;
+    /* "0.52 0.58 0.59 3/467 12345": the fourth field, found by its spaces (the load averages'
+     * decimal point is not the locale's) */
+    const char *f = buf;
+    for (int i = 0; i < 3 && f; i++)
+        if ((f = strchr(f, ' '))) f++;
+    char *end;
+    long running = f ? strtol(f, &end, 10) : 0;
+    return f && end != f && *end == '/' && running > D.ncpus;
 }
 
 struct linger {
