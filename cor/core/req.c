@@ -91,9 +91,14 @@ static _Thread_local uint64_t woke_since;
 
 /* Wake-ups a polling loop (a spinner, a listener) defers: a task asleep on one message is
  * woken once for the batch that came meanwhile, not once per message, when the loop yields,
- * finds the ports idle or stops (16 task pairs made one wake-up, a futex call and a thread
- * switch per message). Task slots live as long as the domain, so the pointers stay valid. */
+ * finds the ports idle a while (WAKE_IDLE_POLLS) or stops (16 task pairs made one wake-up, a futex
+ * call and a thread switch per message). Task slots live as long as the domain, so the pointers
+ * stay valid. */
 #define DEFER_MAX 16
+/* Idle polls in a row before a spinner wakes the tasks it completed: in a stream the ports go
+ * idle between two frames for a poll or two, and a wake-up at each such gap woke a sleeper
+ * per message or two; 16 polls are a few microseconds. */
+#define WAKE_IDLE_POLLS 16
 static _Thread_local bool defer_wakes;
 static _Thread_local int ndeferred;
 static _Thread_local struct cor_task *deferred[DEFER_MAX];
@@ -209,16 +214,17 @@ static void idle_pause(uint64_t now)
 /* Polls every port until done(arg) or the spin budget from `start` is spent. */
 static void spin(pred_fn done, void *arg, uint64_t start, long spin_ns)
 {
-    unsigned n = 0, busy = 0;
+    unsigned n = 0, busy = 0, idle = 0;
     uint64_t idle_since = start;
     cor__wakes_defer(true);
     while (!done(arg)) {
         if (cor__progress_all() > 0) { /* more may be ready: drain before handing over */
             idle_since = 0;
+            idle = 0;
             if ((++busy & 63) == 0) cor__wakes_flush();
             continue;
         }
-        cor__wakes_flush();
+        if (++idle >= WAKE_IDLE_POLLS) cor__wakes_flush();
         if (woke_tasks &&
             (woke_tasks >= WOKE_BATCH || cor__now_ns() - woke_since >= WOKE_WAIT_NS)) {
             woke_tasks = 0; /* let the tasks whose requests we completed run now */
