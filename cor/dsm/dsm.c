@@ -3132,9 +3132,9 @@ COR_API int cor_dsm_init(void)
                  budget && *budget ? (size_t)strtoull(budget, NULL, 10) : DEFAULT_CACHE_BYTES);
     const char *spin = getenv("COR_DSM_SPIN_US");
     D.poll_us = spin && *spin ? strtol(spin, NULL, 10) : -1; /* -1: the core's COR_SPIN_US */
+    if (D.poll_us < -1) D.poll_us = 0;
     long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
     D.ncpus = ncpus > 0 ? (int)ncpus : 1;
-    if (D.poll_us < -1) D.poll_us = 0;
     D.svcs = calloc((size_t)D.size, sizeof *D.svcs);
     D.bar_boxes = calloc((size_t)D.size, sizeof *D.bar_boxes);
     D.dead = calloc((size_t)D.size, sizeof *D.dead);
