@@ -49,8 +49,9 @@ struct dsm_ctx {
     long n;      /* --count */
     cor_idp_t ho, put, cached, lock, ctr;
     cor_dsm_barrier_t all;
-    double *v; /* n samples */
-    int gm;    /* route is gm (its goals differ from udp's) */
+    double *v;      /* n samples */
+    int gm;         /* route is gm (its goals differ from udp's) */
+    char label[32]; /* the CSV's route column: "gm", or "gm+shm" (COR_DSM_SHM not 0) */
 };
 
 static int dsm_fail(const char *what, int err)
@@ -140,7 +141,7 @@ static void row_print(struct dsm_ctx *c, const struct dsm_row *r)
         fflush(stdout);
     }
     if (c->b->csv) {
-        fprintf(c->b->csv, "%s,%d,%s,%ld,%.4f,%s,%s,%s,%s,%s\n", c->b->route, c->ndom, r->key,
+        fprintf(c->b->csv, "%s,%d,%s,%ld,%.4f,%s,%s,%s,%s,%s\n", c->label, c->ndom, r->key,
                 r->count, r->median, r->p99 >= 0 ? p99 : "", r->unit,
                 r->with_R && c->R_us > 0 ? perR : "", goal, met);
         fflush(c->b->csv);
@@ -714,6 +715,9 @@ int bench_dsm(struct bench *b)
     struct dsm_ctx c = {.b = b, .rank = b->rank, .ndom = cor_domain_count(), .n = b->count};
     c.me = cor_idp_index(cor_task_self());
     c.gm = !strcmp(b->route, "gm");
+    const char *shm = getenv("COR_DSM_SHM");
+    int msgs = shm && !strcmp(shm, "0");
+    snprintf(c.label, sizeof c.label, "%s%s", b->route, msgs ? "" : "+shm");
     c.v = malloc((size_t)c.n * sizeof *c.v);
     if (!c.v) return dsm_fail("samples", COR_ENOMEM);
     int err = cor_dsm_init();
@@ -725,6 +729,9 @@ int bench_dsm(struct bench *b)
         printf("cor-bench dsm: route %s, %d domains; medians and p99 over --count %ld "
                "operations; /R = median over R of this run\n",
                b->route, c.ndom, c.n);
+        printf("home-only objects of a home on this host: %s\n",
+               msgs ? "requests over the route (COR_DSM_SHM=0)"
+                    : "operated on in the memory the home shares (COR_DSM_SHM=0: requests)");
         printf("%-58s %8s %10s %10s %-6s %6s  %s\n", "what", "count", "median", "p99", "unit", "/R",
                "goal");
         fflush(stdout);

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <dirent.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -1170,6 +1171,23 @@ static void remove_rendezvous(void)
     g.sock[0] = g.dir[0] = 0;
 }
 
+/* What the domains' libraries left in /dev/shm (cor.h: files named cor-<session>-...), which
+ * a domain killed before its cleanup cannot remove itself. */
+static void remove_session_files(void)
+{
+    char prefix[32];
+    uint32_t macro = (uint32_t)g.cookie ? (uint32_t)g.cookie : 1; /* cor_session() */
+    int n = snprintf(prefix, sizeof prefix, "cor-%08x-", macro);
+    DIR *dir = opendir("/dev/shm");
+    if (!dir)
+        return;
+    struct dirent *e;
+    while ((e = readdir(dir)))
+        if (!strncmp(e->d_name, prefix, (size_t)n))
+            unlinkat(dirfd(dir), e->d_name, 0);
+    closedir(dir);
+}
+
 static uint64_t session_cookie(void)
 {
     uint64_t c = 0;
@@ -1355,6 +1373,7 @@ int main(int argc, char **argv)
     }
     run_loop();
     remove_rendezvous();
+    remove_session_files();
 
     int worst = 0, died = g.ndead > 0;
     for (int r = 0; r < g.n; r++) {

@@ -73,7 +73,8 @@ struct res {
     char name[COR_NAME_MAX];
     cor_dsm_protocol_t protocol;
     pthread_mutex_t mu;   /* guards obj */
-    struct dsm_obj obj;   /* RES_OBJ */
+    struct dsm_obj obj;   /* RES_OBJ (no data when shm: it is there) */
+    struct dsm_shm *shm;  /* a home-only object shared with the host's domains, or NULL */
     struct dsm_lock lock; /* RES_LOCK; the service thread only */
     struct dsm_dir dir;   /* COR_DSM_CACHED: the directory (mu) */
     struct copy hc;       /* COR_DSM_CACHED: the home's copy (hc.mu = &mu) */
@@ -136,6 +137,7 @@ static struct {
     uint32_t session;
     cor_idp_t svc, ctx;
     long poll_us; /* how long a task waiting for a protocol message polls the routes */
+    bool shm;     /* home-only objects shared with the host's domains (COR_DSM_SHM) */
     int ncpus;    /* online CPUs: whether a listener may linger (cpus_busy) */
     pthread_t thread;
     _Atomic cor_idp_t *svcs; /* [size] services, looked up on first use */
@@ -187,7 +189,7 @@ static struct {
     pthread_cond_t ready_cv;
     int ready; /* 0 starting, 1 up, <0 failed */
 
-    _Atomic uint64_t served, dropped, local_ops, remote_ops;
+    _Atomic uint64_t served, dropped, local_ops, remote_ops, shm_ops;
 } D = {.lock = PTHREAD_MUTEX_INITIALIZER,
        .svc_out.mu = PTHREAD_MUTEX_INITIALIZER,
        .qmu = PTHREAD_MUTEX_INITIALIZER,
@@ -254,7 +256,12 @@ static bool our_idp(cor_idp_t idp)
 
 static void res_free(struct res *x)
 {
-    if (x->kind == RES_OBJ) free(x->obj.data);
+    if (x->shm) {
+        dsm_shm_retire(x->shm);
+        dsm_shm_close(x->shm);
+    } else if (x->kind == RES_OBJ) {
+        free(x->obj.data);
+    }
     if (x->protocol == COR_DSM_CACHED) {
         dsm_dir_free(&x->dir);
         pthread_cond_destroy(&x->hc.cv);
@@ -324,6 +331,16 @@ static struct res *res_new(enum res_kind kind, const char *name)
     snprintf(x->name, sizeof x->name, "%s", name);
     pthread_mutex_init(&x->mu, NULL);
     return x;
+}
+
+/* Runs a request on a home-only object homed here, in the calling thread. */
+static int obj_apply(struct res *x, const struct dsm_req *r, void *out, uint64_t *value)
+{
+    if (x->shm) return dsm_shm_apply(x->shm, r, out, value);
+    lock_or_die(&x->mu);
+    int err = dsm_obj_apply(&x->obj, r, out, value);
+    unlock_or_die(&x->mu);
+    return err;
 }
 
 /* ---- Services of other domains -------------------------------------------------------- */
@@ -425,6 +442,8 @@ static void op_init(struct cor_dsm_op *o, const struct dsm_req *r)
 /* Sends the request to domain `home`'s service, the reply (rep_data bytes of data at most)
  * to be received into o->rbuf. */
 static void adds_flush_home(int home);
+static bool adds_pending(int home);
+static void adds_settle_home(int home);
 
 static int op_start(struct cor_dsm_op *o, int home, const struct dsm_req *r, size_t rep_data)
 {
@@ -565,6 +584,26 @@ static int op_test(struct cor_dsm_op *o, int *done)
     return o->result;
 }
 
+/* Runs an operation on an object of another home of this host on the home's segment, in
+ * the calling thread: its result, or DSM_SHM_NONE if the object has no segment here (a cached
+ * object, one of another host, or COR_DSM_SHM=0). */
+static int shm_op(int home, const struct dsm_req *r, void *out, uint64_t *slot)
+{
+    if (!D.shm) return DSM_SHM_NONE;
+    if (atomic_load(&D.dead[home])) return COR_EPEERDEAD;
+    if (adds_pending(home)) {
+        /* only for an object with a segment: a request would follow the adds anyway */
+        if (!dsm_shm_views_has(r->obj)) return DSM_SHM_NONE;
+        adds_settle_home(home);
+    }
+    uint64_t value = 0;
+    int err = dsm_shm_views_apply(r, out, &value);
+    if (err == DSM_SHM_NONE) return err;
+    atomic_fetch_add(&D.shm_ops, 1);
+    if (!err && slot) *slot = value;
+    return err;
+}
+
 /* Fills o for an operation on an object and runs it here (home = this domain: o->done) or
  * starts it at the home. */
 static int obj_op(struct cor_dsm_op *o, cor_idp_t obj, uint8_t op, size_t offset, size_t count,
@@ -591,7 +630,13 @@ static int obj_op(struct cor_dsm_op *o, cor_idp_t obj, uint8_t op, size_t offset
     o->slot = slot;
     if (op == DSM_OP_GET && o->out_len && !out) return COR_EINVAL;
     int home = (int)cor_idp_domain(obj);
-    if (home != D.rank) return op_start(o, home, &r, o->out_len);
+    if (home != D.rank) {
+        int err = shm_op(home, &r, out, slot);
+        if (err == DSM_SHM_NONE) return op_start(o, home, &r, o->out_len);
+        o->result = err;
+        o->done = true;
+        return COR_OK;
+    }
 
     struct res *x = res_get(obj, RES_OBJ);
     if (x && x->protocol == COR_DSM_CACHED) {
@@ -604,9 +649,7 @@ static int obj_op(struct cor_dsm_op *o, cor_idp_t obj, uint8_t op, size_t offset
         o->result = COR_ENOTFOUND;
     } else {
         uint64_t value = 0;
-        lock_or_die(&x->mu);
-        o->result = dsm_obj_apply(&x->obj, &r, out, &value);
-        unlock_or_die(&x->mu);
+        o->result = obj_apply(x, &r, out, &value);
         res_put(x);
         if (!o->result && slot) *slot = value;
     }
@@ -908,20 +951,40 @@ static void adds_flush_home(int home)
         if (tls_as->b[i].home == home) batch_send(tls_as, &tls_as->b[i]);
 }
 
+/* Whether the task has adds toward `home` batched or sent since its last quiet there. */
+static bool adds_pending(int home)
+{
+    for (int i = 0; tls_as && i < ADD_BATCHES; i++)
+        if (tls_as->b[i].home == home && tls_as->b[i].n) return true;
+    return (tls_homes[home / 64] >> (home % 64)) & 1;
+}
+
+/* Before an operation of this task that runs here on a segment of `home` (shm_op): the adds
+ * it sent toward that home are applied first (a QUIET there), as messages would have been. */
+static void adds_settle_home(int home)
+{
+    uint64_t bit = 1ull << (home % 64);
+    struct dsm_req r = {.op = DSM_OP_QUIET, .id = next_id()};
+    struct cor_dsm_op q;
+    op_init(&q, &r);
+    add_note(call(home, &r, &q, 0)); /* its op_start sends the batch first */
+    tls_homes[home / 64] &= ~bit;
+}
+
 COR_API int cor_dsm_add(cor_idp_t obj, size_t index, cor_type_t type, const void *value)
 {
     if (!is_up()) return COR_ESTATE;
     size_t ts = tsz(type);
     if (!our_idp(obj) || !ts || !value) return COR_EINVAL;
     int home = (int)cor_idp_domain(obj);
+    struct dsm_req r = {.op = DSM_OP_ADD,
+                        .type = (uint8_t)type,
+                        .obj = obj,
+                        .offset = index,
+                        .count = 1,
+                        .data = value,
+                        .data_len = ts};
     if (home == D.rank) {
-        struct dsm_req r = {.op = DSM_OP_ADD,
-                            .type = (uint8_t)type,
-                            .obj = obj,
-                            .offset = index,
-                            .count = 1,
-                            .data = value,
-                            .data_len = ts};
         struct res *x = res_get(obj, RES_OBJ);
         if (!x || x->protocol != COR_DSM_CACHED) {
             atomic_fetch_add(&D.local_ops, 1);
@@ -929,9 +992,7 @@ COR_API int cor_dsm_add(cor_idp_t obj, size_t index, cor_type_t type, const void
                 add_note(COR_ENOTFOUND);
                 return COR_OK;
             }
-            lock_or_die(&x->mu);
-            add_note(dsm_obj_apply(&x->obj, &r, NULL, NULL));
-            unlock_or_die(&x->mu);
+            add_note(obj_apply(x, &r, NULL, NULL));
             res_put(x);
             return COR_OK;
         }
@@ -941,6 +1002,12 @@ COR_API int cor_dsm_add(cor_idp_t obj, size_t index, cor_type_t type, const void
         res_put(x);
     } else if (atomic_load(&D.dead[home])) {
         return COR_EPEERDEAD;
+    } else {
+        int err = shm_op(home, &r, NULL, NULL);
+        if (err != DSM_SHM_NONE) {
+            add_note(err);
+            return COR_OK;
+        }
     }
     struct add_state *a = add_state();
     if (!a) return COR_ENOMEM;
@@ -1883,8 +1950,8 @@ COR_API int cor_dsm_create(const char *name, cor_type_t type, size_t count,
     x->obj.type = type;
     x->obj.tsize = ts;
     x->obj.count = count;
-    x->obj.data = calloc(count, ts);
-    if (!x->obj.data) {
+    if (protocol == COR_DSM_HOME_ONLY && D.shm && D.size > 1) x->shm = dsm_shm_create(type, count);
+    if (!x->shm && !(x->obj.data = calloc(count, ts))) {
         res_free(x);
         return COR_ENOMEM;
     }
@@ -1903,6 +1970,8 @@ COR_API int cor_dsm_create(const char *name, cor_type_t type, size_t count,
     }
     cor_idp_t idp = cor_idp_make(D.session, COR_KIND_OBJECT, (unsigned)D.rank, x->index);
     x->hc.idp = idp;
+    /* unpublished, the segment still serves this domain; the others send requests */
+    if (x->shm) dsm_shm_publish(x->shm, idp);
     struct dsm_req r = {.op = DSM_OP_DIR_PUT,
                         .type = (uint8_t)type,
                         .id = next_id(),
@@ -1938,12 +2007,16 @@ COR_API int cor_dsm_lookup(const char *name, cor_idp_t *obj)
 static void local_info(struct res *x, cor_dsm_info_t *info)
 {
     memset(info, 0, sizeof *info);
-    lock_or_die(&x->mu);
     info->type = x->obj.type;
     info->count = x->obj.count;
     info->bytes = x->obj.count * x->obj.tsize;
-    info->appended = x->obj.appended;
-    unlock_or_die(&x->mu);
+    if (x->shm) {
+        dsm_shm_appended(x->shm, &info->appended);
+    } else {
+        lock_or_die(&x->mu);
+        info->appended = x->obj.appended;
+        unlock_or_die(&x->mu);
+    }
     info->home = D.rank;
     info->protocol = x->protocol;
     snprintf(info->name, sizeof info->name, "%s", x->name);
@@ -1975,6 +2048,7 @@ COR_API int cor_dsm_destroy(cor_idp_t obj)
     struct res *x = res_remove(cor_idp_index(obj), RES_OBJ);
     if (!x) return COR_ENOTFOUND;
     if (x->protocol == COR_DSM_CACHED) cached_destroy(x);
+    if (x->shm) dsm_shm_retire(x->shm); /* other domains' operations end here too */
     struct dsm_req r = {.op = DSM_OP_DIR_DEL,
                         .id = next_id(),
                         .obj = obj,
@@ -2613,9 +2687,7 @@ static void serve_obj(cor_idp_t src, const struct dsm_req *r)
             err = add_begin(src);
             if (!err) serve_cached_op(x, src, r);
         } else if (x) {
-            lock_or_die(&x->mu);
-            err = dsm_obj_apply(&x->obj, r, NULL, NULL);
-            unlock_or_die(&x->mu);
+            err = obj_apply(x, r, NULL, NULL);
         }
         if (err) qerr_note(src, err);
         if (x) res_put(x);
@@ -2638,9 +2710,7 @@ static void serve_obj(cor_idp_t src, const struct dsm_req *r)
         return;
     }
     uint64_t value = 0;
-    lock_or_die(&x->mu);
-    int err = dsm_obj_apply(&x->obj, r, buf + DSM_REP_HDR, &value);
-    unlock_or_die(&x->mu);
+    int err = obj_apply(x, r, buf + DSM_REP_HDR, &value);
     res_put(x);
     reply_buf(src, r->op, r->type, r->id, err, value, buf, olen);
 }
@@ -3133,6 +3203,8 @@ COR_API int cor_dsm_init(void)
     const char *spin = getenv("COR_DSM_SPIN_US");
     D.poll_us = spin && *spin ? strtol(spin, NULL, 10) : -1; /* -1: the core's COR_SPIN_US */
     if (D.poll_us < -1) D.poll_us = 0;
+    const char *shm = getenv("COR_DSM_SHM");
+    D.shm = !(shm && !strcmp(shm, "0"));
     long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
     D.ncpus = ncpus > 0 ? (int)ncpus : 1;
     D.svcs = calloc((size_t)D.size, sizeof *D.svcs);
@@ -3216,6 +3288,7 @@ COR_API int cor_dsm_finalize(void)
         bar_free(b);
     }
     outbox_clear(&D.svc_out);
+    dsm_shm_views_clear();
     sbuf_clear();
     dsm_handle_clear();
     /* D.dead and D.svcs stay: the core may still report a death to on_death. */
@@ -3231,6 +3304,7 @@ COR_API int cor_dsm_stats_get(cor_dsm_stats_t *stats)
     stats->requests_dropped = atomic_load(&D.dropped);
     stats->local_ops = atomic_load(&D.local_ops);
     stats->remote_ops = atomic_load(&D.remote_ops);
+    stats->shm_ops = atomic_load(&D.shm_ops);
     uint64_t hits = 0, misses = 0;
     lock_or_die(&D.lock);
     for (int k = 0; k < DIR_BUCKETS; k++)

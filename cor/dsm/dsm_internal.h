@@ -173,6 +173,41 @@ size_t dsm_obj_out_len(const struct dsm_req *r);
  */
 int dsm_obj_apply(struct dsm_obj *o, const struct dsm_req *r, void *out, uint64_t *value);
 
+/* ---- Same-host home-only objects (dsm_shm.c; thread-safe, unlike the pure parts) ------
+ *
+ * A home-only object's home keeps its memory in a file of /dev/shm named after its idp
+ * (cor-<session>-dsm-<home>-<index>: cor-run removes a session's cor-<session>-* files), so
+ * that the other domains of the host operate on it themselves, under a robust process-shared
+ * mutex in the file, without a message. See dsm_shm.c.
+ */
+#define DSM_SHM_NONE 1 /* dsm_shm_views_apply: no segment here, send the request */
+struct dsm_shm;
+/* The file's path for object idp (COR_EINVAL if it does not fit cap). */
+int dsm_shm_path(char *buf, size_t cap, cor_idp_t idp);
+/* A new zero-filled segment for count elements of type, not yet visible to other domains;
+ * NULL if it cannot be had (no /dev/shm, no room): the object then stays private. */
+struct dsm_shm *dsm_shm_create(cor_type_t type, size_t count);
+/* Gives the segment its name: other domains of the host can open it from now on. */
+int dsm_shm_publish(struct dsm_shm *s, cor_idp_t idp);
+/* Maps the segment of object idp that its home published on this host, or NULL. */
+struct dsm_shm *dsm_shm_open(cor_idp_t idp);
+/* Applies r as dsm_obj_apply does, under the segment's mutex; COR_ENOTFOUND once the home
+ * destroyed the object, COR_EPEERDEAD once a domain died writing it. */
+int dsm_shm_apply(struct dsm_shm *s, const struct dsm_req *r, void *out, uint64_t *value);
+/* FIFO slots taken (COR_ENOTFOUND, COR_EPEERDEAD as dsm_shm_apply). */
+int dsm_shm_appended(struct dsm_shm *s, uint64_t *appended);
+/* The home destroys the object: every later operation gets COR_ENOTFOUND; the name goes. */
+void dsm_shm_retire(struct dsm_shm *s);
+/* Unmaps (the home retires first). */
+void dsm_shm_close(struct dsm_shm *s);
+/* Applies r (r->obj homed in another domain) on that object's segment, mapped at the first
+ * call: the operation's result, or DSM_SHM_NONE if the object has no segment here. */
+int dsm_shm_views_apply(const struct dsm_req *r, void *out, uint64_t *value);
+/* Whether object idp has a segment here (mapped now if it was not). */
+bool dsm_shm_views_has(cor_idp_t idp);
+/* Unmaps every view (cor_dsm_finalize: no operation runs). */
+void dsm_shm_views_clear(void);
+
 /* ---- Locks: a FIFO queue at the lock's home ------------------------------------------ */
 
 struct dsm_waiter {

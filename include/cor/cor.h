@@ -121,7 +121,9 @@ COR_API cor_idp_t cor_domain_self(void);       /* this domain's idp */
 COR_API int cor_domain_rank(void);             /* this domain's number, 0..size-1 */
 COR_API int cor_domain_count(void);            /* domains in the session */
 COR_API cor_idp_t cor_domain_idp(int rank);    /* idp of domain `rank` */
-COR_API uint32_t cor_session(void);            /* the macro part of every idp here */
+/* The macro part of every idp here. A library's files in /dev/shm for a session are named
+ * cor-<session as %08x>-...: cor-run removes them when the session ends. */
+COR_API uint32_t cor_session(void);
 
 /* The domain tree: domain 0 is the root; domain d's ascendant is (d-1)/2. */
 COR_API int cor_domain_parent(int rank);       /* -1 for the root */

@@ -292,6 +292,8 @@ typedef struct cor_dsm_stats {
     uint64_t requests_dropped; /* malformed requests dropped (wire data is untrusted) */
     uint64_t local_ops;        /* operations run in the caller's thread (home = own domain) */
     uint64_t remote_ops;       /* operations sent to another domain's service */
+    uint64_t shm_ops;          /* operations run here on a home-only object of another domain
+                                  of this host, in the memory it shares (no message) */
     uint64_t section_hits;     /* sections started on a valid copy, without a message */
     uint64_t section_misses;   /* sections that had to ask the home */
     uint64_t invalidations;    /* copies invalidated by this domain's directories */

@@ -282,10 +282,19 @@ static void run_mix(void)
     free(last);
     cor_dsm_stats_t s;
     CHECK(cor_dsm_stats_get(&s));
+    /* COR_DSM_SHM=0: every operation on another home is a request; else those on a home of
+     * this host that shares its objects run here (every home does in these runs but the odd
+     * domains of the run over both routes) */
+    const char *shm = getenv("COR_DSM_SHM");
+    int shm_off = shm && !strcmp(shm, "0");
+    if (shm_off ? s.shm_ops != 0 : ndom > 1 && s.shm_ops == 0)
+        fail("%llu operations in shared memory with COR_DSM_SHM=%s", (unsigned long long)s.shm_ops,
+             shm ? shm : "(unset)");
     printf("domain %d: %s mix: %ld operations x 8 kinds on each of %d homes from %d tasks "
-           "per domain in %.2f s; served %llu, dropped %llu\n",
+           "per domain in %.2f s; served %llu, dropped %llu, in shared memory %llu\n",
            rank, atomic_load(&failures) ? "FAIL" : "PASS", per, ndom, ntasks, el,
-           (unsigned long long)s.requests_served, (unsigned long long)s.requests_dropped);
+           (unsigned long long)s.requests_served, (unsigned long long)s.requests_dropped,
+           (unsigned long long)s.shm_ops);
     if (s.requests_dropped) fail("%llu requests dropped", (unsigned long long)s.requests_dropped);
     CHECK(cor_dsm_barrier_wait(all_bar)); /* nobody destroys while others read */
     CHECK(cor_dsm_destroy(ctr[rank]));

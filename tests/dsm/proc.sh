@@ -5,6 +5,9 @@
 # and with a cache budget of 0), both on 2 domains over udp under the fault injector (5% drop), FIFO lock
 # fairness on 4 domains x 2 tasks, barriers (all domains, and a logical domain's subset), and the
 # mixed workload over both routes at once (4 domains, the odd ones sending over udp).
+# Over udp every request is a message (COR_DSM_SHM=0); over gm home-only objects are operated
+# on in the memory their home shares (the default); in the run over both routes the odd
+# domains send requests while the even ones use that memory, on objects homed at both kinds.
 # COR_TEST_SCALE=small: fewer tasks and operations (sanitizer builds).
 . "$(dirname "$0")/../proc/common.sh"
 P=$B/tests/dsm/dsm_proc
@@ -32,21 +35,27 @@ run() {
 }
 
 for route in udp gm; do
-    say "$route: mix, 2 domains x $T tasks x $I2 rounds"
+    if [ $route = udp ]; then COR_DSM_SHM=0; else COR_DSM_SHM=1; fi
+    export COR_DSM_SHM
+    say "$route (COR_DSM_SHM=$COR_DSM_SHM): mix, 2 domains x $T tasks x $I2 rounds"
     run mix2$route 2 mix $route -t $T -i $I2
-    say "$route: mix, 4 domains x $T tasks x $I4 rounds"
+    say "$route (COR_DSM_SHM=$COR_DSM_SHM): mix, 4 domains x $T tasks x $I4 rounds"
     run mix4$route 4 mix $route -t $T -i $I4
     say "$route: cached objects, 2 domains x $T tasks x $C2 rounds (sections + operations)"
     run cache2$route 2 cache $route -t $T -i $C2
     say "$route: cached objects, 4 domains x $T tasks x $C4 rounds"
     run cache4$route 4 cache $route -t $T -i $C4
+    # Requests (COR_DSM_SHM=0): a critical section in shared memory lets the lock home's own
+    # tasks, whose requests reach the queue at once, run ahead while the other domains wait
+    # for a CPU (4 domains on 2 cores; cor/dsm/README.md, "Same-host objects").
     say "$route: lock fairness, 4 domains x 2 tasks, $FAIR acquisitions (max/min <= $FAIR_MAX)"
-    run fair$route 4 lockfair $route -t 2 -i $FAIR -f $FAIR_MAX
+    COR_DSM_SHM=0 run fair$route 4 lockfair $route -t 2 -i $FAIR -f $FAIR_MAX
     say "$route: barriers, 4 domains x 4 tasks, $EPS episodes; then the even domains"
     run bar$route 4 barrier $route -t 4 -i $EPS
     say "$route: barriers, 3 domains x 2 tasks (not a power of 2)"
     run bar3$route 3 barrier $route -t 2 -i $EPS
 done
+COR_DSM_SHM=0
 say "gm: cached objects with a cache budget of 0 (every idle copy evicted), 2 domains"
 run cache0 2 cache gm -t $T -i $C2 -b 0
 say "udp with 5% of the datagrams dropped: mix, 2 domains x $T tasks"
@@ -59,7 +68,8 @@ grep -q "retransmits [1-9]" "$WORK/lossyc.err" || { show lossyc; die "no retrans
 say "both routes at once: mix, 4 domains x $T tasks, the odd domains sending over udp, the even over gm"
 cat >"$WORK/by-rank.sh" <<EOF
 #!/bin/sh
-if [ \$((COR_RANK % 2)) = 1 ]; then COR_ROUTE=udp; export COR_ROUTE; fi
+if [ \$((COR_RANK % 2)) = 1 ]; then COR_ROUTE=udp COR_DSM_SHM=0; else COR_DSM_SHM=1; fi
+export COR_ROUTE COR_DSM_SHM
 exec "$P" "\$@"
 EOF
 chmod +x "$WORK/by-rank.sh"

@@ -1,0 +1,319 @@
+/*
+ * Home-only objects shared with the domains of the same host (see dsm_internal.h).
+ *
+ * The home keeps such an object in a file of /dev/shm named after its idp; another domain of
+ * the host maps that file the first time one of its tasks operates on the object and from then
+ * on runs every operation itself, under a process-shared robust mutex in the file's header, as
+ * OpenSHMEM does on one node: no message, and no thread of the home involved. Each operation
+ * is still one indivisible step with respect to every other on the object, wherever it runs.
+ *
+ * A domain that dies holding the mutex leaves it to the next taker (EOWNERDEAD). If it was
+ * writing the data then, the object may be torn: it is poisoned, and every later operation
+ * fails with COR_EPEERDEAD (as a cached object whose dirty copy died with its domain).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dsm_internal.h"
+
+#define SHM_DIR "/dev/shm"
+#define SHM_MAGIC 0x314d4853u /* "SHM1" */
+#define SHM_HDR 4096u         /* the data starts on the next page */
+
+enum { SHM_LIVE = 0, SHM_DESTROYED = 1, SHM_POISONED = 2 };
+
+/* The file's first page. Written by the home before it sets magic; then only under mu. */
+struct shm_hdr {
+    _Atomic uint32_t magic;
+    uint32_t type;
+    uint64_t idp, count, tsize;
+    pthread_mutex_t mu; /* robust, process-shared */
+    uint32_t state;
+    uint32_t writing; /* an operation that writes the data is under way */
+    uint64_t appended;
+};
+
+_Static_assert(sizeof(struct shm_hdr) <= SHM_HDR, "the header fits its page");
+
+struct dsm_shm {
+    struct shm_hdr *h;
+    size_t len;         /* of the mapping */
+    int fd;             /* until published (the home), else -1 */
+    bool retired;       /* the home unlinked it (once: its index may name a new file later) */
+    struct dsm_obj obj; /* type, count and data as this process sees them */
+};
+
+int dsm_shm_path(char *buf, size_t cap, cor_idp_t idp)
+{
+    int n = snprintf(buf, cap, SHM_DIR "/cor-%08x-dsm-%u-%u", cor_idp_macro(idp),
+                     cor_idp_domain(idp), cor_idp_index(idp));
+    return n > 0 && (size_t)n < cap ? COR_OK : COR_EINVAL;
+}
+
+static struct dsm_shm *map_fd(int fd, size_t len)
+{
+    struct dsm_shm *s = calloc(1, sizeof *s);
+    void *p = s ? mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (p == MAP_FAILED) {
+        free(s);
+        return NULL;
+    }
+    s->h = p;
+    s->len = len;
+    s->fd = -1;
+    return s;
+}
+
+void dsm_shm_close(struct dsm_shm *s)
+{
+    if (!s) return;
+    if (s->fd >= 0) close(s->fd);
+    munmap(s->h, s->len);
+    free(s);
+}
+
+struct dsm_shm *dsm_shm_create(cor_type_t type, size_t count)
+{
+    size_t ts = cor_type_size(type);
+    if (!ts || count > COR_DSM_MAX_BYTES / ts) return NULL;
+    size_t len = SHM_HDR + count * ts;
+    /* unnamed until published: a domain killed before that leaves nothing behind */
+    int fd = open(SHM_DIR, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) return NULL;
+    /* tmpfs memory is taken now: a full /dev/shm fails here, not with SIGBUS later */
+    struct dsm_shm *s = posix_fallocate(fd, 0, (off_t)len) == 0 ? map_fd(fd, len) : NULL;
+    if (!s) {
+        close(fd);
+        return NULL;
+    }
+    s->fd = fd;
+    struct shm_hdr *h = s->h;
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    int err = pthread_mutex_init(&h->mu, &a);
+    pthread_mutexattr_destroy(&a);
+    if (err) {
+        dsm_shm_close(s);
+        return NULL;
+    }
+    h->type = (uint32_t)type;
+    h->count = count;
+    h->tsize = ts;
+    s->obj = (struct dsm_obj){.type = type, .tsize = ts, .count = count};
+    s->obj.data = (unsigned char *)h + SHM_HDR;
+    return s;
+}
+
+int dsm_shm_publish(struct dsm_shm *s, cor_idp_t idp)
+{
+    char path[128], self[64];
+    if (!s || s->fd < 0 || dsm_shm_path(path, sizeof path, idp)) return COR_EINVAL;
+    s->h->idp = idp;
+    atomic_store_explicit(&s->h->magic, SHM_MAGIC, memory_order_release);
+    snprintf(self, sizeof self, "/proc/self/fd/%d", s->fd);
+    unlink(path); /* a file a killed domain of a session with this number left */
+    int err = linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW) ? COR_EIO : COR_OK;
+    close(s->fd);
+    s->fd = -1;
+    return err;
+}
+
+struct dsm_shm *dsm_shm_open(cor_idp_t idp)
+{
+    char path[128];
+    if (dsm_shm_path(path, sizeof path, idp)) return NULL;
+    int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return NULL;
+    struct stat st;
+    struct dsm_shm *s = NULL;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= (off_t)SHM_HDR)
+        s = map_fd(fd, (size_t)st.st_size);
+    close(fd);
+    if (!s) return NULL;
+    /* Another process wrote this: believe nothing that does not fit the file. */
+    struct shm_hdr *h = s->h;
+    size_t ts = h->type < COR_TYPE_COUNT ? cor_type_size((cor_type_t)h->type) : 0;
+    if (atomic_load_explicit(&h->magic, memory_order_acquire) != SHM_MAGIC || h->idp != idp ||
+        !ts || h->tsize != ts || h->count == 0 || h->count > (s->len - SHM_HDR) / ts) {
+        dsm_shm_close(s);
+        return NULL;
+    }
+    s->obj = (struct dsm_obj){.type = (cor_type_t)h->type, .tsize = ts, .count = h->count};
+    s->obj.data = (unsigned char *)h + SHM_HDR;
+    return s;
+}
+
+/* Takes the object's mutex: COR_OK, or the error every operation on it gets now. */
+static int shm_lock(struct shm_hdr *h)
+{
+    int rc = pthread_mutex_lock(&h->mu);
+    if (rc == EOWNERDEAD) { /* its holder's domain died inside an operation */
+        if (h->writing) h->state = SHM_POISONED;
+        h->writing = 0;
+        pthread_mutex_consistent(&h->mu);
+    } else if (rc) {
+        return COR_EPEERDEAD; /* ENOTRECOVERABLE: only if a holder's death went unrepaired */
+    }
+    if (h->state == SHM_LIVE) return COR_OK;
+    int err = h->state == SHM_DESTROYED ? COR_ENOTFOUND : COR_EPEERDEAD;
+    pthread_mutex_unlock(&h->mu);
+    return err;
+}
+
+int dsm_shm_apply(struct dsm_shm *s, const struct dsm_req *r, void *out, uint64_t *value)
+{
+    struct shm_hdr *h = s->h;
+    int err = shm_lock(h);
+    if (err) return err;
+    struct dsm_obj o = s->obj;
+    o.appended = h->appended;
+    h->writing = r->op != DSM_OP_GET;
+    err = dsm_obj_apply(&o, r, out, value);
+    h->writing = 0;
+    h->appended = o.appended;
+    pthread_mutex_unlock(&h->mu);
+    return err;
+}
+
+int dsm_shm_appended(struct dsm_shm *s, uint64_t *appended)
+{
+    int err = shm_lock(s->h);
+    if (err) return err;
+    *appended = s->h->appended;
+    pthread_mutex_unlock(&s->h->mu);
+    return COR_OK;
+}
+
+void dsm_shm_retire(struct dsm_shm *s)
+{
+    char path[128];
+    if (s->retired) return;
+    s->retired = true;
+    if (shm_lock(s->h) == COR_OK) {
+        s->h->state = SHM_DESTROYED;
+        pthread_mutex_unlock(&s->h->mu);
+    }
+    if (s->fd < 0 && dsm_shm_path(path, sizeof path, s->h->idp) == COR_OK) unlink(path);
+}
+
+/* ---- Other domains' objects ---------------------------------------------------------------
+ *
+ * A domain keeps one view per object of another home it operated on: the segment mapped, or
+ * the news that there is none (an object of another host, a cached one, one whose home could
+ * not share it). Views stay until dsm_shm_views_clear; a view's mapping goes when its object
+ * is found destroyed (tmpfs keeps the memory while any domain maps it).
+ */
+
+#define VIEW_BUCKETS 256
+
+struct view {
+    struct view *next;
+    cor_idp_t idp;
+    pthread_rwlock_t rw; /* read: an operation uses s; write: s changes */
+    struct dsm_shm *s;
+    bool looked; /* rw: s is what there is (NULL: no segment) */
+};
+
+static struct {
+    pthread_mutex_t mu; /* insertions */
+    struct view *_Atomic b[VIEW_BUCKETS];
+} V = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static unsigned view_bucket(cor_idp_t idp)
+{
+    return (unsigned)((idp * 0x9e3779b97f4a7c15ull) >> 56) % VIEW_BUCKETS;
+}
+
+static struct view *view_find(struct view *v, cor_idp_t idp)
+{
+    while (v && v->idp != idp)
+        v = v->next;
+    return v;
+}
+
+static struct view *view_get(cor_idp_t idp)
+{
+    struct view *_Atomic *b = &V.b[view_bucket(idp)];
+    struct view *v = view_find(atomic_load_explicit(b, memory_order_acquire), idp);
+    if (v) return v;
+    pthread_mutex_lock(&V.mu);
+    v = view_find(atomic_load_explicit(b, memory_order_relaxed), idp);
+    if (!v && (v = calloc(1, sizeof *v))) {
+        pthread_rwlockattr_t a;
+        pthread_rwlockattr_init(&a);
+        /* the write lock is rare (first use, destruction): readers must not starve it */
+        pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+        pthread_rwlock_init(&v->rw, &a);
+        pthread_rwlockattr_destroy(&a);
+        v->idp = idp;
+        v->next = atomic_load_explicit(b, memory_order_relaxed);
+        atomic_store_explicit(b, v, memory_order_release);
+    }
+    pthread_mutex_unlock(&V.mu);
+    return v;
+}
+
+int dsm_shm_views_apply(const struct dsm_req *r, void *out, uint64_t *value)
+{
+    struct view *v = view_get(r->obj);
+    if (!v) return DSM_SHM_NONE; /* no memory for a view: the request goes as a message */
+    pthread_rwlock_rdlock(&v->rw);
+    while (!v->looked) {
+        pthread_rwlock_unlock(&v->rw);
+        pthread_rwlock_wrlock(&v->rw);
+        if (!v->looked) {
+            v->s = dsm_shm_open(r->obj);
+            v->looked = true;
+        }
+        pthread_rwlock_unlock(&v->rw);
+        pthread_rwlock_rdlock(&v->rw);
+    }
+    struct dsm_shm *s = v->s;
+    int err = s ? dsm_shm_apply(s, r, out, value) : DSM_SHM_NONE;
+    pthread_rwlock_unlock(&v->rw);
+    if (err == COR_ENOTFOUND) { /* destroyed: unmap; the next operation looks again */
+        pthread_rwlock_wrlock(&v->rw);
+        if (v->s == s) {
+            dsm_shm_close(s);
+            v->s = NULL;
+            v->looked = false;
+        }
+        pthread_rwlock_unlock(&v->rw);
+    }
+    return err;
+}
+
+bool dsm_shm_views_has(cor_idp_t idp)
+{
+    long probe;
+    struct dsm_req r = {.op = DSM_OP_GET, .type = COR_BYTE, .obj = idp}; /* 0 elements */
+    return dsm_shm_views_apply(&r, &probe, NULL) != DSM_SHM_NONE;
+}
+
+void dsm_shm_views_clear(void)
+{
+    pthread_mutex_lock(&V.mu);
+    for (int k = 0; k < VIEW_BUCKETS; k++) {
+        struct view *v = atomic_load_explicit(&V.b[k], memory_order_relaxed);
+        atomic_store_explicit(&V.b[k], NULL, memory_order_relaxed);
+        while (v) {
+            struct view *next = v->next;
+            dsm_shm_close(v->s);
+            pthread_rwlock_destroy(&v->rw);
+            free(v);
+            v = next;
+        }
+    }
+    pthread_mutex_unlock(&V.mu);
+}
