@@ -24,7 +24,9 @@
  * member) that died returns COR_EPEERDEAD within the core's detection time, never hangs.
  *
  * Two protocols, chosen per object at creation: home-only (every access is an operation at the
- * home) and cached (CRL's regions: copies cached in the domains that use them, accessed inside
+ * home; the home keeps the object in shared memory, /dev/shm, and the domains of its host
+ * run their operations on it themselves, without a message: COR_DSM_SHM=0 turns that off) and
+ * cached (CRL's regions: copies cached in the domains that use them, accessed inside
  * read and write sections, kept coherent by the home's directory). See cor/dsm/README.md.
  */
 #ifndef COR_DSM_H
@@ -76,7 +78,8 @@ COR_API int cor_dsm_finalize(void);
 
 /* The protocol of an object, chosen at creation. */
 typedef enum cor_dsm_protocol {
-    COR_DSM_HOME_ONLY = 0, /* never cached: every access is an operation at the home */
+    COR_DSM_HOME_ONLY = 0, /* never cached: every access is an operation at the home (or, from
+                              a domain of the home's host, in the memory the home shares) */
     COR_DSM_CACHED = 1,    /* copies cached under sections (below); the home keeps a directory */
 } cor_dsm_protocol_t;
 
@@ -116,7 +119,10 @@ COR_API int cor_dsm_destroy(cor_idp_t obj);
  * Offsets and indices count elements; out of range is COR_DSM_ERANGE. Atomic operations
  * (swap, fetch_add, add, cas) act on one element; fetch_add and add take every type but
  * COR_BYTE and COR_CHAR (integers wrap around; floats add), and cas compares bit patterns.
- * On a home that is the caller's own domain, operations run in the calling thread.
+ * On a home that is the caller's own domain, operations run in the calling thread, and so do
+ * operations on a home-only object homed by another domain of the same host (in the memory
+ * that home shares). A domain that dies inside an operation that writes such an object leaves
+ * it possibly torn: every later operation on it returns COR_EPEERDEAD.
  */
 
 /* Copies elements [offset, offset+count) of the object into buf. */
@@ -142,8 +148,8 @@ COR_API int cor_dsm_append(cor_idp_t obj, cor_type_t type, const void *data, siz
 
 /*
  * Non-fetching add, for pipelining: queues the add in the calling task's batch for the home
- * and returns without waiting (on the caller's own domain a home-only object's add is applied
- * at once). A batch (up to 128 adds, one message) leaves when full, at cor_dsm_quiet, or
+ * and returns without waiting (a home-only object's add is applied at once on the caller's own
+ * domain and on a home of the same host). A batch (up to 128 adds, one message) leaves when full, at cor_dsm_quiet, or
  * before any other operation of the same task toward that home; adds from one task to one
  * home are applied in the order issued, and before that task's later operations there.
  * Their errors are reported by the caller's next cor_dsm_quiet, which waits until every add
