@@ -80,13 +80,17 @@ fi
 
 # cor-bench dsm (libcordsm beside R): every measure gives a row with a positive median, on
 # 2 domains over udp and on 3 over gm (there also the write at a third domain invalidating 1
-# and 2 readers and the added cost per reader, which may be negative in a tiny run).
-# dsm_run NAME ROWS DOMAINS ROUTE cor-bench-dsm-args
+# and 2 readers and the added cost per reader, which may be negative in a tiny run). Over udp
+# every request is a message (COR_DSM_SHM=0: rows labelled udp), over gm home-only objects are
+# in shared memory (rows labelled gm+shm).
+# dsm_run NAME ROWS DOMAINS ROUTE COR_DSM_SHM cor-bench-dsm-args
 dsm_run() {
-    name=$1 rows=$2 n=$3 route=$4
-    shift 4
+    name=$1 rows=$2 n=$3 route=$4 shm=$5
+    shift 5
     csv=$dir/$name.csv
-    if ! timeout 120 "$b/cor-run" -n "$n" --route "$route" "$b/cor-bench" dsm "$@" --csv "$csv" \
+    label=$route
+    [ "$shm" = 0 ] || label=$route+shm
+    if ! COR_DSM_SHM=$shm timeout 120 "$b/cor-run" -n "$n" --route "$route" "$b/cor-bench" dsm "$@" --csv "$csv" \
         >"$dir/$name.out" 2>&1; then
         echo "FAIL: $name: cor-bench dsm $* exited with an error:"
         cat "$dir/$name.out"
@@ -95,8 +99,8 @@ dsm_run() {
     fi
     got=$(($(wc -l <"$csv") - 1))
     if [ "$(head -n 1 "$csv")" != "route,domains,what,count,median,p99,unit,per_R,goal,met" ] ||
-        [ "$got" -ne "$rows" ] || ! grep -q "^$route,$n,R," "$csv"; then
-        echo "FAIL: $name: expected a header and $rows rows of $route on $n domains, got:"
+        [ "$got" -ne "$rows" ] || ! grep -q "^$label,$n,R," "$csv"; then
+        echo "FAIL: $name: expected a header and $rows rows of $label on $n domains, got:"
         cat "$csv"
         fails=$((fails + 1))
         return
@@ -111,8 +115,8 @@ dsm_run() {
     echo "ok: $name"
 }
 unset GM_NODES GM_NODE_MAP GM_NODE_ID GM_PROVIDER GM_SHM_NAMESPACE COR_ROUTES # as tests/dsm/proc.sh
-dsm_run dsm-udp 18 2 udp --count 20 --sizes 64,70000 --tasks 2
-dsm_run dsm-gm3 20 3 gm --count 20 --sizes 64
+dsm_run dsm-udp 18 2 udp 0 --count 20 --sizes 64,70000 --tasks 2
+dsm_run dsm-gm3 20 3 gm 1 --count 20 --sizes 64
 if "$b/cor-bench" dsm --count 5 >"$dir/bad.out" 2>&1 || ! grep -q -- "--count takes" "$dir/bad.out"; then
     echo "FAIL: dsm --count 5: expected exit status 2 and '--count takes'; got:"
     cat "$dir/bad.out"

@@ -189,6 +189,10 @@ int dsm_shm_path(char *buf, size_t cap, cor_idp_t idp);
 struct dsm_shm *dsm_shm_create(cor_type_t type, size_t count);
 /* Gives the segment its name: other domains of the host can open it from now on. */
 int dsm_shm_publish(struct dsm_shm *s, cor_idp_t idp);
+/* Whether the len bytes of a segment file (mapped) hold object idp: COR_OK and *obj (its
+ * data pointing into file), or COR_EPROTO. Reads nothing beyond the header's page before
+ * it knows the file holds the count it claims. */
+int dsm_shm_check(const void *file, size_t len, cor_idp_t idp, struct dsm_obj *obj);
 /* Maps the segment of object idp that its home published on this host, or NULL. */
 struct dsm_shm *dsm_shm_open(cor_idp_t idp);
 /* Applies r as dsm_obj_apply does, under the segment's mutex; COR_ENOTFOUND once the home

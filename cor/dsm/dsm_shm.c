@@ -141,17 +141,25 @@ struct dsm_shm *dsm_shm_open(cor_idp_t idp)
         s = map_fd(fd, (size_t)st.st_size);
     close(fd);
     if (!s) return NULL;
-    /* Another process wrote this: believe nothing that does not fit the file. */
-    struct shm_hdr *h = s->h;
-    size_t ts = h->type < COR_TYPE_COUNT ? cor_type_size((cor_type_t)h->type) : 0;
-    if (atomic_load_explicit(&h->magic, memory_order_acquire) != SHM_MAGIC || h->idp != idp ||
-        !ts || h->tsize != ts || h->count == 0 || h->count > (s->len - SHM_HDR) / ts) {
+    if (dsm_shm_check(s->h, s->len, idp, &s->obj)) {
         dsm_shm_close(s);
         return NULL;
     }
-    s->obj = (struct dsm_obj){.type = (cor_type_t)h->type, .tsize = ts, .count = h->count};
-    s->obj.data = (unsigned char *)h + SHM_HDR;
     return s;
+}
+
+int dsm_shm_check(const void *file, size_t len, cor_idp_t idp, struct dsm_obj *obj)
+{
+    /* Another process wrote this: believe nothing that does not fit the file. */
+    if (len < SHM_HDR) return COR_EPROTO;
+    const struct shm_hdr *h = file;
+    size_t ts = h->type < COR_TYPE_COUNT ? cor_type_size((cor_type_t)h->type) : 0;
+    if (atomic_load_explicit(&h->magic, memory_order_acquire) != SHM_MAGIC || h->idp != idp ||
+        !ts || h->tsize != ts || h->count == 0 || h->count > (len - SHM_HDR) / ts)
+        return COR_EPROTO;
+    *obj = (struct dsm_obj){.type = (cor_type_t)h->type, .tsize = ts, .count = h->count};
+    obj->data = (unsigned char *)file + SHM_HDR;
+    return COR_OK;
 }
 
 /* Takes the object's mutex: COR_OK, or the error every operation on it gets now. */

@@ -5,7 +5,9 @@
  * be applied to an object without reading or writing outside it, and re-encode to the same
  * bytes. Cached-protocol messages are fed to a home directory of 8 domains (the sender taken
  * from the id), which must keep its invariants (one owner, or readers; a round waits only
- * for holders). Built and run by dsm/run-fuzz.sh.
+ * for holders). The same bytes are also the first page of a same-host segment file (dsm_shm.c,
+ * idp FUZZ_IDP, 64 longs of room after it): dsm_shm_check must refuse it or give an object
+ * that fits the file. Built and run by dsm/run-fuzz.sh.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -55,8 +57,28 @@ static void feed_dir(const struct dsm_req *r)
     }
 }
 
+#define FUZZ_IDP 0x1122334455667788ull
+#define SEG_PAGE 4096
+
+static void feed_segment(const uint8_t *data, size_t size)
+{
+    static unsigned char file[SEG_PAGE + 64 * 8];
+    memset(file, 0, sizeof file);
+    memcpy(file, data, size < SEG_PAGE ? size : SEG_PAGE);
+    struct dsm_obj o;
+    /* a file cut anywhere: what it claims must fit what is there */
+    size_t len = size > SEG_PAGE ? SEG_PAGE + (size - SEG_PAGE) % (64 * 8 + 1) : sizeof file;
+    if (dsm_shm_check(file, len, FUZZ_IDP, &o) != COR_OK) return;
+    if (o.data != file + SEG_PAGE || o.count * o.tsize > len - SEG_PAGE) abort();
+    unsigned char *out = malloc(o.count * o.tsize);
+    struct dsm_req get = {.op = DSM_OP_GET, .type = (uint8_t)o.type, .count = o.count};
+    if (!out || dsm_obj_apply(&o, &get, out, NULL) != COR_OK) abort();
+    free(out);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    feed_segment(data, size);
     struct dsm_req r;
     if (dsm_req_decode(data, size, &r) == COR_OK) {
         if (DSM_REQ_HDR + r.name_len + r.data_len != size) abort();
