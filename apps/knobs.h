@@ -41,6 +41,7 @@
 #define COR_KNOBS_OTHER(X)                                                                         \
     X("COR_DSM_CACHE_BYTES", "dsm", "268435456", "cache budget of cached objects")                 \
     X("COR_DSM_SPIN_US", "dsm", "COR_SPIN_US", "how long the DSM service polls")                   \
+    X("COR_DSM_SHM", "dsm", "1", "0: no same-host objects and barriers in /dev/shm")               \
     X("COR_PVM_ROUTE", "pvm", "none", "myrinet/gm, udp or none: a task's route")                   \
     X("COR_PVM_STATS", "pvm", "0", "1: print routed and PVM-path counts at pvm_exit")              \
     X("COR_PVM_DOMAINS", "pvm", "64", "most tasks of one virtual machine that take a route")       \

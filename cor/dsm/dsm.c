@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@
 #define DIR_BUCKETS 256
 #define QERR_MAX 65536      /* tasks with unreported add errors kept by a service */
 #define WAIT_SLICE_US 20000 /* the service looks at deaths and stop at least this often */
+#define BAR_MEET_US 2000    /* a domain waiting in a barrier's file polls this long first */
 
 enum res_kind { RES_OBJ = 1, RES_LOCK = 2 };
 
@@ -128,6 +130,17 @@ struct cor_dsm_barrier {
     int inside;                   /* tasks in cor_dsm_barrier_wait: no destroy meanwhile */
     uint64_t handle;              /* its cor_dsm_barrier_t, once created (D.lock) */
     struct dsm_bar st;
+    struct dsm_shm_bar *sb;       /* its file on this host, if joined */
+    bool shm_checked;             /* after the first episode: */
+    bool shm;                     /* every member joined the file: episodes meet there */
+};
+
+/* How many times a barrier name was created here: the same count in every member domain,
+ * so it names the creation's file (dsm_shm_bar_join). */
+struct bar_gen {
+    struct bar_gen *next;
+    uint64_t id;
+    unsigned gen;
 };
 
 static struct {
@@ -148,6 +161,7 @@ static struct {
     struct res **res;     /* [RES_MAX + 1] */
     unsigned next_index;
     struct cor_dsm_barrier *bars;
+    struct bar_gen *bar_gens;
     pthread_cond_t bar_cv; /* an episode ended or failed, or the driver's turn ended */
 
     /* the barrier mailbox: one waiting task at a time (the driver) receives on it */
@@ -2189,8 +2203,23 @@ static struct cor_dsm_barrier *bar_find(uint64_t id, bool make)
 
 static void bar_free(struct cor_dsm_barrier *b)
 {
+    dsm_shm_bar_leave(b->sb);
     free(b->members);
     free(b);
+}
+
+/* The creation number of barrier name `id` here (1, 2, ...), or 0 without memory; D.lock. */
+static unsigned bar_gen_next(uint64_t id)
+{
+    struct bar_gen *g = D.bar_gens;
+    while (g && g->id != id)
+        g = g->next;
+    if (!g && (g = calloc(1, sizeof *g))) {
+        g->id = id;
+        g->next = D.bar_gens;
+        D.bar_gens = g;
+    }
+    return g ? ++g->gen : 0;
 }
 
 static int cmp_int(const void *a, const void *b)
@@ -2245,12 +2274,16 @@ COR_API int cor_dsm_barrier_create(const char *name, cor_idp_t ldom, int local_t
         b->created = true;
         b->members = members;
         dsm_bar_setup(&b->st, n, pos, local_tasks);
+        unsigned gen = bar_gen_next(id);
+        if (gen && D.shm && n > 1) b->sb = dsm_shm_bar_join(D.session, id, gen);
         for (int i = 0; i < n; i++)
             if (atomic_load(&D.dead[members[i]])) b->err = COR_EPEERDEAD;
         b->handle = dsm_handle_put(DSM_H_BARRIER, b);
         if (!b->handle) {
             b->created = false;
             b->members = NULL;
+            dsm_shm_bar_leave(b->sb);
+            b->sb = NULL;
             err = COR_ENOMEM;
         }
         *bar = AS_HANDLE(cor_dsm_barrier_t, b->handle);
@@ -2315,6 +2348,48 @@ static void bar_take(const void *buf, size_t len)
     }
     unlock_or_die(&D.lock);
     if (nmsg) bar_send(r.obj, msgs, nmsg);
+}
+
+struct bar_meeting {
+    struct cor_dsm_barrier *b;
+    uint32_t gen;
+    int err;
+};
+
+/* Whether a domain waiting in a barrier's file may stop: the episode ended, a member died,
+ * or we stop. Reads no state under D.lock (b stays while a task is inside). */
+static int bar_met(void *arg)
+{
+    struct bar_meeting *m = arg;
+    if (dsm_shm_bar_passed(m->b->sb, m->gen)) return 1;
+    if (atomic_load(&D.stopping)) m->err = COR_ESTATE;
+    for (int i = 0; i < m->b->st.n && !m->err; i++)
+        if (atomic_load(&D.dead[m->b->members[i]])) m->err = COR_EPEERDEAD;
+    return m->err != COR_OK;
+}
+
+/* The domain's last arrival meets the other members in the barrier's file. For
+ * BAR_MEET_US (or COR_DSM_SPIN_US) it polls the routes (this domain's DSM requests are
+ * served as in any wait) and yields between looks, so that the members still to come get a
+ * CPU when domains outnumber cores (polling alone: 2 ms per barrier of 4 domains on 2 cores,
+ * yielding: 7 us); then it sleeps. */
+static int bar_meet(struct cor_dsm_barrier *b)
+{
+    struct bar_meeting m = {b, 0, COR_OK};
+    if (dsm_shm_bar_arrive(b->sb, b->st.n, &m.gen)) return COR_OK;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long spin_us = D.poll_us < 0 ? BAR_MEET_US : D.poll_us;
+    for (unsigned i = 1; !bar_met(&m); i++) {
+        cor_progress();
+        sched_yield();
+        if (i % 16) continue;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000000L + (t.tv_nsec - t0.tv_nsec) / 1000 < spin_us) continue;
+        while (!bar_met(&m))
+            dsm_shm_bar_sleep(b->sb, m.gen);
+    }
+    return m.err;
 }
 
 struct bar_watch {
@@ -2402,15 +2477,28 @@ COR_API int cor_dsm_barrier_wait(cor_dsm_barrier_t bar)
     }
     int err = b->err;
     uint64_t epoch = b->st.epoch;
-    if (!err && dsm_bar_arrive(&b->st)) nmsg = dsm_bar_advance(&b->st, msgs, &completed);
+    bool meet = false; /* the domain's last arrival, to meet the others in the file */
+    if (!err && dsm_bar_arrive(&b->st)) {
+        if (b->shm)
+            meet = true;
+        else
+            nmsg = dsm_bar_advance(&b->st, msgs, &completed);
+    }
     bar_resolve(b, msgs, nmsg);
     uint64_t id = b->id;
     if (!err) b->inside++;
     if (completed) bar_wake();
     unlock_or_die(&D.lock);
     if (err) return err;
-    err = bar_send(id, msgs, nmsg);
+    if (meet) /* b stays: destroy waits for b->inside */
+        err = bar_meet(b);
+    else
+        err = bar_send(id, msgs, nmsg);
     lock_or_die(&D.lock);
+    if (meet && !err) {
+        dsm_bar_done(&b->st);
+        bar_wake();
+    }
     if (err && !b->err) {
         b->err = err;
         bar_wake();
@@ -2418,7 +2506,7 @@ COR_API int cor_dsm_barrier_wait(cor_dsm_barrier_t bar)
     /* One waiting task at a time receives the barrier messages of the domain (the driver);
      * the others sleep until their episode ends or the driver's turn does. */
     while (!bar_over(b, epoch)) {
-        if (!D.bar_driving) {
+        if (!D.bar_driving && !b->shm) {
             D.bar_driving = true;
             unlock_or_die(&D.lock);
             bar_drive(b, epoch);
@@ -2438,6 +2526,10 @@ COR_API int cor_dsm_barrier_wait(cor_dsm_barrier_t bar)
         if (rc && rc != ETIMEDOUT) abort();
     }
     err = b->st.epoch != epoch ? COR_OK : b->err;
+    if (!err && b->sb && !b->shm_checked) { /* before any task of the domain arrives again */
+        b->shm = dsm_shm_bar_all_here(b->sb, b->st.n);
+        b->shm_checked = true;
+    }
     b->inside--;
     unlock_or_die(&D.lock);
     return err;
@@ -3286,6 +3378,11 @@ COR_API int cor_dsm_finalize(void)
         struct cor_dsm_barrier *b = D.bars;
         D.bars = b->next;
         bar_free(b);
+    }
+    while (D.bar_gens) {
+        struct bar_gen *g = D.bar_gens;
+        D.bar_gens = g->next;
+        free(g);
     }
     outbox_clear(&D.svc_out);
     dsm_shm_views_clear();

@@ -34,6 +34,13 @@ bool dsm_bar_arrive(struct dsm_bar *b)
     return true;
 }
 
+void dsm_bar_done(struct dsm_bar *b)
+{
+    b->epoch++;
+    b->running = false;
+    b->arrived = 0;
+}
+
 int dsm_bar_recv(struct dsm_bar *b, uint64_t round)
 {
     if (round >= DSM_MAX_ROUNDS || (b->n > 0 && round >= (uint64_t)b->rounds)) return COR_EPROTO;
@@ -47,9 +54,7 @@ int dsm_bar_advance(struct dsm_bar *b, struct dsm_bar_msg *out, bool *completed)
     *completed = false;
     while (b->running) {
         if (b->round == b->rounds) {
-            b->epoch++;
-            b->running = false;
-            b->arrived = 0;
+            dsm_bar_done(b);
             *completed = true;
             break;
         }

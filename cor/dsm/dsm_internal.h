@@ -182,6 +182,7 @@ int dsm_obj_apply(struct dsm_obj *o, const struct dsm_req *r, void *out, uint64_
  */
 #define DSM_SHM_NONE 1 /* dsm_shm_views_apply: no segment here, send the request */
 struct dsm_shm;
+struct dsm_shm_bar;
 /* The file's path for object idp (COR_EINVAL if it does not fit cap). */
 int dsm_shm_path(char *buf, size_t cap, cor_idp_t idp);
 /* A new zero-filled segment for count elements of type, not yet visible to other domains;
@@ -211,6 +212,20 @@ int dsm_shm_views_apply(const struct dsm_req *r, void *out, uint64_t *value);
 bool dsm_shm_views_has(cor_idp_t idp);
 /* Unmaps every view (cor_dsm_finalize: no operation runs). */
 void dsm_shm_views_clear(void);
+/* A barrier's file on this host (cor-<session>-bar-<id>-<gen>: gen counts the creations of
+ * the name, the same in every member), mapped and joined; NULL if it cannot be had. */
+struct dsm_shm_bar *dsm_shm_bar_join(uint32_t session, uint64_t id, unsigned gen);
+/* After an episode went by messages: whether all n members joined the file (every member
+ * sees the same answer). */
+bool dsm_shm_bar_all_here(const struct dsm_shm_bar *s, int n);
+/* This domain arrives (n members in all): true if it was the last, else *gen is what the
+ * episode's end changes (dsm_shm_bar_passed). */
+bool dsm_shm_bar_arrive(struct dsm_shm_bar *s, int n, uint32_t *gen);
+bool dsm_shm_bar_passed(const struct dsm_shm_bar *s, uint32_t gen);
+/* Sleeps in the kernel until the episode ends or a few milliseconds passed. */
+void dsm_shm_bar_sleep(struct dsm_shm_bar *s, uint32_t gen);
+/* Unlinks the file and unmaps it (NULL: nothing). */
+void dsm_shm_bar_leave(struct dsm_shm_bar *s);
 
 /* ---- Locks: a FIFO queue at the lock's home ------------------------------------------ */
 
@@ -270,6 +285,8 @@ struct dsm_bar_msg {
 void dsm_bar_setup(struct dsm_bar *b, int n, int pos, int local_tasks);
 /* A local task arrives: returns true if it was the last one (the exchange starts). */
 bool dsm_bar_arrive(struct dsm_bar *b);
+/* The episode is complete (the exchange's last round, or the domains met otherwise). */
+void dsm_bar_done(struct dsm_bar *b);
 /* A round's message arrived; COR_EPROTO if round is out of range. */
 int dsm_bar_recv(struct dsm_bar *b, uint64_t round);
 /* Moves the exchange on as far as received messages allow: writes the messages to send into

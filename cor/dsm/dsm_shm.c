@@ -14,6 +14,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -21,6 +23,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dsm_internal.h"
@@ -324,4 +328,88 @@ void dsm_shm_views_clear(void)
         }
     }
     pthread_mutex_unlock(&V.mu);
+}
+
+/* ---- Barriers of one host's domains ----------------------------------------------------
+ *
+ * Every member domain maps the barrier's file (created by whichever comes first: all zeros
+ * is the initial state) and counts itself in `joined`. Once an episode went by messages,
+ * every member sees the same count: all of them created the barrier before arriving. If it
+ * is the member count, the later episodes meet in the file instead: a counter of arrivals
+ * and a generation, bumped by the last domain to arrive, which the others watch.
+ */
+
+struct shm_bar {
+    _Atomic uint32_t joined;
+    _Atomic uint32_t count;    /* domains arrived in this episode */
+    _Atomic uint32_t gen;      /* episodes completed (the futex word) */
+    _Atomic uint32_t sleepers; /* domains waiting in the kernel */
+};
+
+struct dsm_shm_bar {
+    struct shm_bar *b;
+    char path[96];
+};
+
+#define BAR_SLEEP_NS 5000000L /* a sleeping domain looks at its stop condition this often */
+
+struct dsm_shm_bar *dsm_shm_bar_join(uint32_t session, uint64_t id, unsigned gen)
+{
+    struct dsm_shm_bar *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    snprintf(s->path, sizeof s->path, SHM_DIR "/cor-%08x-bar-%016llx-%u", session,
+             (unsigned long long)id, gen);
+    int fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    struct stat st;
+    void *p = MAP_FAILED;
+    /* the first one sizes it; a file of another size was not made by a member */
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        (st.st_size == SHM_HDR || (st.st_size == 0 && ftruncate(fd, SHM_HDR) == 0)))
+        p = mmap(NULL, SHM_HDR, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (fd >= 0) close(fd);
+    if (p == MAP_FAILED) {
+        free(s);
+        return NULL;
+    }
+    s->b = p;
+    atomic_fetch_add(&s->b->joined, 1);
+    return s;
+}
+
+bool dsm_shm_bar_all_here(const struct dsm_shm_bar *s, int n)
+{
+    return atomic_load(&s->b->joined) == (uint32_t)n;
+}
+
+bool dsm_shm_bar_arrive(struct dsm_shm_bar *s, int n, uint32_t *gen)
+{
+    struct shm_bar *b = s->b;
+    *gen = atomic_load(&b->gen); /* before counting ourselves: it can move only after */
+    if (atomic_fetch_add(&b->count, 1) + 1 != (uint32_t)n) return false;
+    atomic_store(&b->count, 0); /* the last: open the next episode */
+    atomic_fetch_add(&b->gen, 1);
+    if (atomic_load(&b->sleepers)) syscall(SYS_futex, &b->gen, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    return true;
+}
+
+bool dsm_shm_bar_passed(const struct dsm_shm_bar *s, uint32_t gen)
+{
+    return atomic_load(&s->b->gen) != gen;
+}
+
+void dsm_shm_bar_sleep(struct dsm_shm_bar *s, uint32_t gen)
+{
+    struct shm_bar *b = s->b;
+    struct timespec t = {0, BAR_SLEEP_NS};
+    atomic_fetch_add(&b->sleepers, 1);
+    if (atomic_load(&b->gen) == gen) syscall(SYS_futex, &b->gen, FUTEX_WAIT, gen, &t, NULL, 0);
+    atomic_fetch_sub(&b->sleepers, 1);
+}
+
+void dsm_shm_bar_leave(struct dsm_shm_bar *s)
+{
+    if (!s) return;
+    unlink(s->path); /* the first member to leave; the others' mappings stay theirs */
+    munmap(s->b, SHM_HDR);
+    free(s);
 }

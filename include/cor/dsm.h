@@ -282,7 +282,9 @@ typedef struct cor_dsm_barrier *cor_dsm_barrier_t;
  * `local_tasks` tasks (>= 1) call cor_dsm_barrier_wait per episode; the last of them takes
  * the domain into a dissemination exchange with the other member domains (ceil(log2 n)
  * rounds of messages over the routes, carried on by the DSM services); all return when every
- * member domain arrived. COR_EINVAL if this domain is not a member.
+ * member domain arrived. When every member domain is on one host, episodes after the first
+ * meet in shared memory instead (COR_DSM_SHM=0 in any member: messages always).
+ * COR_EINVAL if this domain is not a member.
  */
 COR_API int cor_dsm_barrier_create(const char *name, cor_idp_t ldom, int local_tasks,
                                    cor_dsm_barrier_t *bar);

@@ -51,8 +51,10 @@ kill_run() { # TAG ROUTE [env assignments...]
     say "$tag: survivors done $el s after the kill"
 }
 
+# Over udp every request and barrier goes as messages; over gm the victim's home-only object
+# and the barrier are in shared memory (COR_DSM_SHM's default), and must fail just the same.
 say "udp: kill -9 of a home"
-kill_run udp udp
+kill_run udp udp COR_DSM_SHM=0
 BASE=$((31000 + ($$ % 400) * 64))
 MAP="1 d0 127.0.0.1:$BASE; 2 d1 127.0.0.1:$((BASE + 16)); 3 d2 127.0.0.1:$((BASE + 32))"
 SLOWTCP=GM_SEND_TIMEOUT_MS=1000

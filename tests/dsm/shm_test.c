@@ -3,12 +3,13 @@
  * it operate on one object; a file that does not fit its name or its header is refused;
  * destruction reaches every mapping; a process that dies holding the object's mutex leaves
  * it poisoned when it was writing and intact when it was reading; views map on first use and
- * keep concurrent fetch-adds exact.
+ * keep concurrent fetch-adds exact; a barrier's file lets no member leave an episode early.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -228,12 +229,62 @@ static void test_views(void)
     dsm_shm_views_clear();
 }
 
+#define MEMBERS 3
+#define EPISODES 3000
+
+static struct dsm_shm_bar *bars[MEMBERS];
+static _Atomic int arrivals;
+
+/* One thread per member domain, each with its own mapping of the file. */
+static void *member(void *arg)
+{
+    struct dsm_shm_bar *s = arg;
+    for (int e = 0; e < EPISODES; e++) {
+        atomic_fetch_add(&arrivals, 1);
+        uint32_t gen;
+        if (!dsm_shm_bar_arrive(s, MEMBERS, &gen))
+            for (int k = 0; !dsm_shm_bar_passed(s, gen); k++)
+                if (k > 100) dsm_shm_bar_sleep(s, gen);
+        /* nobody leaves an episode before every member arrived in it */
+        if (atomic_load(&arrivals) < (e + 1) * MEMBERS) return (void *)1;
+    }
+    return NULL;
+}
+
+static void test_barrier(void)
+{
+    uint32_t session = 0xd5000000u | ((uint32_t)getpid() & 0xffffff);
+    for (int i = 0; i < MEMBERS; i++) {
+        bars[i] = dsm_shm_bar_join(session, 0xabcdefull, 1);
+        EXPECT_TRUE(bars[i] != NULL);
+        if (!bars[i]) return;
+    }
+    EXPECT_TRUE(dsm_shm_bar_all_here(bars[0], MEMBERS));
+    EXPECT_TRUE(!dsm_shm_bar_all_here(bars[0], MEMBERS + 1)); /* one member elsewhere */
+    /* the next creation of the name is another file: nobody has joined it */
+    struct dsm_shm_bar *again = dsm_shm_bar_join(session, 0xabcdefull, 2);
+    EXPECT_TRUE(again != NULL && !dsm_shm_bar_all_here(again, 2));
+    dsm_shm_bar_leave(again);
+    pthread_t t[MEMBERS];
+    for (int i = 0; i < MEMBERS; i++)
+        EXPECT_EQ(pthread_create(&t[i], NULL, member, bars[i]), 0);
+    for (int i = 0; i < MEMBERS; i++) {
+        void *res = NULL;
+        pthread_join(t[i], &res);
+        EXPECT_TRUE(res == NULL);
+    }
+    EXPECT_EQ(atomic_load(&arrivals), MEMBERS * EPISODES);
+    for (int i = 0; i < MEMBERS; i++)
+        dsm_shm_bar_leave(bars[i]);
+}
+
 int main(void)
 {
     static const struct ct_test tests[] = {{"two mappings of one object", test_two_mappings},
                                            {"files refused", test_refused_files},
                                            {"holder death", test_holder_death},
                                            {"views", test_views},
+                                           {"barrier file", test_barrier},
                                            {NULL, NULL}};
     return ct_main("dsm same-host segments", NULL, NULL, tests, 60);
 }
