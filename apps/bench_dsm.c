@@ -506,69 +506,95 @@ static int bench_lock(struct dsm_ctx *c)
     return publish(c, 1, &r);
 }
 
+#define FAIR_TASKS 2
+
 struct fair_arg {
     struct dsm_ctx *c;
-    long acquired;
+    cor_dsm_barrier_t start; /* every task of every domain, so that all contend from the start */
+    long acquired;           /* in all */
+    long contended;          /* once every task had taken the lock once (fairness counts these) */
     int err;
 };
 
-/* Takes the lock until the session made --count acquisitions (counted under the lock). */
+/* Takes the lock until the session made --count acquisitions once every task took the lock
+ * once (ctr[2] counts those that did, ctr[1] the acquisitions since): until then the tasks
+ * that got a CPU first, milliseconds before the others on a machine with fewer cores than
+ * threads, take a lock that nobody else asked for yet. Fairness counts those --count. */
 static int fair_task(void *arg)
 {
     struct fair_arg *a = arg;
-    long one = 1, old = 0;
+    long one = 1, zero = 0, old = -1, joined = 0, all = (long)a->c->ndom * FAIR_TASKS;
+    a->err = cor_dsm_barrier_wait(a->start);
     while (a->err == COR_OK) {
         a->err = cor_dsm_lock(a->c->lock);
         if (a->err != COR_OK) break;
-        a->err = cor_dsm_fetch_add(a->c->ctr, 1, COR_LONG, &one, &old);
+        if (joined < all) {
+            a->err = cor_dsm_fetch_add(a->c->ctr, 2, COR_LONG, a->acquired ? &zero : &one, &joined);
+            joined += !a->acquired;
+        }
+        if (a->err == COR_OK && joined == all)
+            a->err = cor_dsm_fetch_add(a->c->ctr, 1, COR_LONG, &one, &old);
         int u = cor_dsm_unlock(a->c->lock);
         if (a->err == COR_OK) a->err = u;
         if (old >= a->c->n) break;
         a->acquired++;
+        a->contended += old >= 0;
     }
     return 0;
 }
 
-/* Contended lock: every domain x 2 tasks; fairness = max/min acquisitions per task. */
+/* Contended lock: every domain x 2 tasks; fairness = max/min acquisitions per task once all
+ * contend. */
 static int bench_lock_contended(struct dsm_ctx *c)
 {
-    enum { TASKS = 2 };
+    enum { TASKS = FAIR_TASKS };
     struct dsm_row fair, each;
-    row_init(&fair, "lock_fairness", "x", "contended lock, %d domains x %d tasks: max/min acq.",
-             c->ndom, TASKS);
-    row_init(&each, "lock_contended", "us", "  time per contended acquisition (%ld in all)", c->n);
+    row_init(&fair, "lock_fairness", "x",
+             "contended lock, %d domains x %d tasks: max/min acq. (all contending)", c->ndom, TASKS);
+    row_init(&each, "lock_contended", "us", "  time per contended acquisition");
     each.with_R = 1;
+    cor_dsm_barrier_t start;
+    TRY(cor_dsm_barrier_create("cor-bench.lock.start", COR_IDP_NULL, TASKS, &start));
     struct fair_arg a[TASKS];
     for (int i = 0; i < TASKS; i++)
-        a[i] = (struct fair_arg){c, 0, COR_OK};
+        a[i] = (struct fair_arg){c, start, 0, 0, COR_OK};
     TRY(cor_dsm_barrier_wait(c->all));
     double t0 = now_us();
     TRY(run_tasks(TASKS, fair_task, a, sizeof a[0]));
+    TRY(cor_dsm_barrier_destroy(start));
     for (int i = 0; i < TASKS; i++)
         if (a[i].err != COR_OK) return dsm_fail("contended lock", a[i].err);
-    long counts[TASKS] = {a[0].acquired, a[1].acquired};
-    long mn = counts[0] < counts[1] ? counts[0] : counts[1];
-    long mx = counts[0] < counts[1] ? counts[1] : counts[0], sum = counts[0] + counts[1];
+    /* per task: acquisitions in all, then those made while every task contended */
+    long counts[2 * TASKS], sum = 0, fair_sum = 0, mn = -1, mx = 0;
+    for (int i = 0; i < TASKS; i++) {
+        counts[i] = a[i].acquired;
+        counts[TASKS + i] = a[i].contended;
+    }
     if (c->rank != 0)
-        TRY(cor_send(main_of(c, 0), COR_CTX_WORLD, BENCH_TAG_DSM_ROW, COR_LONG, counts, TASKS));
+        TRY(cor_send(main_of(c, 0), COR_CTX_WORLD, BENCH_TAG_DSM_ROW, COR_LONG, counts,
+                     2 * TASKS));
     TRY(cor_dsm_barrier_wait(c->all));
     double el = now_us() - t0;
     if (c->rank == 0) {
-        for (int d = 1; d < c->ndom; d++) {
-            TRY(cor_recv(main_of(c, d), COR_CTX_WORLD, BENCH_TAG_DSM_ROW, COR_LONG, counts, TASKS,
-                         NULL));
+        for (int d = 0; d < c->ndom; d++) {
+            if (d > 0)
+                TRY(cor_recv(main_of(c, d), COR_CTX_WORLD, BENCH_TAG_DSM_ROW, COR_LONG, counts,
+                             2 * TASKS, NULL));
             for (int i = 0; i < TASKS; i++) {
-                mn = counts[i] < mn ? counts[i] : mn;
-                mx = counts[i] > mx ? counts[i] : mx;
+                long f = counts[TASKS + i];
+                mn = mn < 0 || f < mn ? f : mn;
+                mx = f > mx ? f : mx;
                 sum += counts[i];
+                fair_sum += f;
             }
         }
-        if (sum != c->n) {
-            fprintf(stderr, "cor-bench dsm: contended lock: %ld acquisitions, expected %ld\n", sum,
-                    c->n);
+        if (fair_sum != c->n) {
+            fprintf(stderr, "cor-bench dsm: contended lock: %ld acquisitions, expected %ld\n",
+                    fair_sum, c->n);
             return COR_EPROTO;
         }
-        fair.count = each.count = sum;
+        fair.count = fair_sum;
+        each.count = sum;
         fair.median = mn > 0 ? (double)mx / (double)mn : 1e9;
         each.median = el / (double)sum;
     }

@@ -40,7 +40,7 @@
 #define DIR_BUCKETS 256
 #define QERR_MAX 65536      /* tasks with unreported add errors kept by a service */
 #define WAIT_SLICE_US 20000 /* the service looks at deaths and stop at least this often */
-#define BAR_MEET_US 2000    /* a domain waiting in a barrier's file polls this long first */
+#define SHM_WAIT_US 2000    /* a domain waiting on shared memory polls this long first */
 
 enum res_kind { RES_OBJ = 1, RES_LOCK = 2 };
 
@@ -151,6 +151,8 @@ static struct {
     cor_idp_t svc, ctx;
     long poll_us; /* how long a task waiting for a protocol message polls the routes */
     bool shm;     /* home-only objects shared with the host's domains (COR_DSM_SHM) */
+    struct dsm_shm_bar *host; /* the session's file, where each domain of the host counts itself */
+    bool all_here;            /* every domain did (after init): locks live in shared memory */
     int ncpus;    /* online CPUs: whether a listener may linger (cpus_busy) */
     pthread_t thread;
     _Atomic cor_idp_t *svcs; /* [size] services, looked up on first use */
@@ -406,6 +408,9 @@ struct cor_dsm_op {
     uint8_t op;
     uint32_t id;
     cor_idp_t lock; /* an acquisition: settles the task's record of held locks */
+    struct dsm_shm_lock *lk; /* an acquisition of a lock in shared memory: */
+    uint32_t ticket;         /* its ticket */
+    int lock_home;
     cor_req_t sreq, rreq;
     unsigned char *sbuf, *rbuf;
     size_t rcap;
@@ -540,8 +545,61 @@ static int op_abort(struct cor_dsm_op *o, int err)
 static void held_settle(struct cor_dsm_op *o);
 static int section_begin(struct copy *c, int mode, bool block);
 
+/* A wait on shared memory (a barrier's file, a lock's ticket): until met(arg), polls the
+ * routes (this domain's DSM requests are served as in any wait) and yields between looks for
+ * SHM_WAIT_US (or COR_DSM_SPIN_US), so that the domains being waited for get a CPU when
+ * domains outnumber cores (polling alone: 2 ms per barrier of 4 domains on 2 cores,
+ * yielding: 7 us); then nap(arg), a sleep in the kernel of a few milliseconds at most. */
+static void shm_wait(int (*met)(void *), void (*nap)(void *), void *arg)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long spin_us = D.poll_us < 0 ? SHM_WAIT_US : D.poll_us;
+    for (unsigned i = 1; !met(arg); i++) {
+        cor_progress();
+        sched_yield();
+        if (i % 16) continue;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000000L + (t.tv_nsec - t0.tv_nsec) / 1000 < spin_us) continue;
+        while (!met(arg))
+            nap(arg);
+        return;
+    }
+}
+
+static bool domain_dead(int rank, void *arg)
+{
+    (void)arg;
+    return rank >= 0 && rank < D.size && atomic_load(&D.dead[rank]);
+}
+
+/* Whether an acquisition in shared memory is over (o->result then says how). */
+static int lock_turn(void *arg)
+{
+    struct cor_dsm_op *o = arg;
+    int status;
+    if (o->done) return 1; /* asked again: the holder's news was taken already */
+    if (atomic_load(&D.dead[o->lock_home]))
+        o->result = COR_EPEERDEAD; /* as a request to a dead home would */
+    else if (dsm_shm_lock_turn(o->lk, o->ticket, D.rank, domain_dead, NULL, &status))
+        o->result = status;
+    else if (atomic_load(&D.stopping))
+        o->result = COR_ESTATE;
+    else
+        return 0;
+    o->done = true;
+    return 1;
+}
+
+static void lock_nap(void *arg)
+{
+    struct cor_dsm_op *o = arg;
+    dsm_shm_lock_sleep(o->lk, o->ticket);
+}
+
 static int op_wait(struct cor_dsm_op *o)
 {
+    if (!o->done && o->lk) shm_wait(lock_turn, lock_nap, o);
     if (!o->done && o->section) {
         o->result = section_begin(o->section, o->smode, true);
         o->done = true;
@@ -565,6 +623,10 @@ static int op_wait(struct cor_dsm_op *o)
 static int op_test(struct cor_dsm_op *o, int *done)
 {
     *done = 0;
+    if (!o->done && o->lk && !lock_turn(o)) {
+        cor_progress();
+        return COR_OK;
+    }
     if (!o->done && o->section) {
         int err = section_begin(o->section, o->smode, false);
         if (err == COR_EAGAIN) {
@@ -2137,8 +2199,23 @@ static int lock_op(struct cor_dsm_op *o, cor_idp_t lock, uint8_t op)
     if (tls_nheld == DSM_LOCKS_HELD) return COR_ELIMIT;
     struct dsm_req r = {.op = op, .id = next_id(), .obj = lock};
     op_init(o, &r);
-    int err = op_start(o, (int)cor_idp_domain(lock), &r, 0);
-    if (err) return err;
+    int home = (int)cor_idp_domain(lock);
+    if (D.all_here) { /* a ticket in shared memory (dsm_shm.c) instead of a request */
+        if (atomic_load(&D.dead[home])) return COR_EPEERDEAD;
+        o->lk = dsm_shm_lock_view(lock);
+        if (!o->lk) return COR_ENOMEM; /* never requests: the others' tickets would not see them */
+        o->lock_home = home;
+        if (op == DSM_OP_LOCK_TRY) {
+            o->result = dsm_shm_lock_try(o->lk, D.rank, &o->ticket);
+            if (o->result == COR_OK) lock_turn(o); /* holds at once; was its holder dead? */
+            o->done = true;
+        } else {
+            o->ticket = dsm_shm_lock_ticket(o->lk, D.rank);
+        }
+    } else {
+        int err = op_start(o, home, &r, 0);
+        if (err) return err;
+    }
     tls_held[tls_nheld].lock = lock;
     tls_held[tls_nheld++].granted = false;
     o->lock = lock;
@@ -2169,8 +2246,15 @@ COR_API int cor_dsm_unlock(cor_idp_t lock)
     if (!our_idp(lock)) return COR_EINVAL;
     int i = held_find(lock);
     if (i < 0 || !tls_held[i].granted) return COR_ESTATE;
-    held_drop(i);
     int home = (int)cor_idp_domain(lock);
+    if (D.all_here) {
+        struct dsm_shm_lock *k = dsm_shm_lock_view(lock); /* mapped when it was acquired */
+        if (!k) return COR_ENOMEM;
+        held_drop(i);
+        dsm_shm_lock_release(k);
+        return atomic_load(&D.dead[home]) ? COR_EPEERDEAD : COR_OK;
+    }
+    held_drop(i);
     adds_flush_home(home);
     cor_idp_t svc;
     int err = svc_of(home, &svc);
@@ -2368,27 +2452,18 @@ static int bar_met(void *arg)
     return m->err != COR_OK;
 }
 
-/* The domain's last arrival meets the other members in the barrier's file. For
- * BAR_MEET_US (or COR_DSM_SPIN_US) it polls the routes (this domain's DSM requests are
- * served as in any wait) and yields between looks, so that the members still to come get a
- * CPU when domains outnumber cores (polling alone: 2 ms per barrier of 4 domains on 2 cores,
- * yielding: 7 us); then it sleeps. */
+static void bar_nap(void *arg)
+{
+    struct bar_meeting *m = arg;
+    dsm_shm_bar_sleep(m->b->sb, m->gen);
+}
+
+/* The domain's last arrival meets the other members in the barrier's file. */
 static int bar_meet(struct cor_dsm_barrier *b)
 {
     struct bar_meeting m = {b, 0, COR_OK};
     if (dsm_shm_bar_arrive(b->sb, b->st.n, &m.gen)) return COR_OK;
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    long spin_us = D.poll_us < 0 ? BAR_MEET_US : D.poll_us;
-    for (unsigned i = 1; !bar_met(&m); i++) {
-        cor_progress();
-        sched_yield();
-        if (i % 16) continue;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if ((t.tv_sec - t0.tv_sec) * 1000000L + (t.tv_nsec - t0.tv_nsec) / 1000 < spin_us) continue;
-        while (!bar_met(&m))
-            dsm_shm_bar_sleep(b->sb, m.gen);
-    }
+    shm_wait(bar_met, bar_nap, &m);
     return m.err;
 }
 
@@ -3332,7 +3407,12 @@ COR_API int cor_dsm_init(void)
         return err;
     }
     atomic_store(&D.up, 1);
-    return cor_barrier();
+    /* every domain counts itself in the session's file before the barrier: after it, the
+     * count says whether all of them share this host */
+    if (D.shm && D.size > 1) D.host = dsm_shm_bar_join(D.session, 0, 0);
+    err = cor_barrier();
+    D.all_here = !err && D.host && dsm_shm_bar_all_here(D.host, D.size);
+    return err;
 }
 
 COR_API int cor_dsm_finalize(void)
@@ -3386,6 +3466,10 @@ COR_API int cor_dsm_finalize(void)
     }
     outbox_clear(&D.svc_out);
     dsm_shm_views_clear();
+    dsm_shm_lock_views_clear();
+    dsm_shm_bar_leave(D.host);
+    D.host = NULL;
+    D.all_here = false;
     sbuf_clear();
     dsm_handle_clear();
     /* D.dead and D.svcs stay: the core may still report a death to on_death. */

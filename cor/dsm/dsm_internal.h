@@ -226,6 +226,25 @@ bool dsm_shm_bar_passed(const struct dsm_shm_bar *s, uint32_t gen);
 void dsm_shm_bar_sleep(struct dsm_shm_bar *s, uint32_t gen);
 /* Unlinks the file and unmaps it (NULL: nothing). */
 void dsm_shm_bar_leave(struct dsm_shm_bar *s);
+/* A lock's ticket lock in shared memory (for a session whose domains all share the host),
+ * mapped at the first call for that lock (made if it is the first anywhere); NULL if it
+ * cannot be mapped. Kept until dsm_shm_lock_views_clear. */
+struct dsm_shm_lock;
+struct dsm_shm_lock *dsm_shm_lock_view(cor_idp_t lock);
+/* Takes the next ticket for a task of domain `rank`. */
+uint32_t dsm_shm_lock_ticket(struct dsm_shm_lock *k, int rank);
+/* Takes a ticket only if the lock is free (then it holds at once): COR_OK or COR_EBUSY. */
+int dsm_shm_lock_try(struct dsm_shm_lock *k, int rank, uint32_t *ticket);
+/* 1 when ticket t holds the lock (*status: COR_OK, or COR_DSM_EOWNERDEAD if the holder
+ * before died holding it), else 0. Passes over the ticket being served if its taker's domain
+ * is dead (dead(rank, arg)). */
+int dsm_shm_lock_turn(struct dsm_shm_lock *k, uint32_t t, int rank, bool (*dead)(int, void *),
+                      void *arg, int *status);
+/* Sleeps until the ticket served changes or a few milliseconds passed. */
+void dsm_shm_lock_sleep(struct dsm_shm_lock *k, uint32_t t);
+void dsm_shm_lock_release(struct dsm_shm_lock *k);
+/* Unmaps every lock and unlinks its file (cor_dsm_finalize: the session's locks are done). */
+void dsm_shm_lock_views_clear(void);
 
 /* ---- Locks: a FIFO queue at the lock's home ------------------------------------------ */
 

@@ -413,3 +413,161 @@ void dsm_shm_bar_leave(struct dsm_shm_bar *s)
     munmap(s->b, SHM_HDR);
     free(s);
 }
+
+/* ---- Locks of a session whose domains all share this host ------------------------------
+ *
+ * A ticket lock in a file per lock (cor-<session>-lock-<home>-<index>, made by whoever maps
+ * it first: all zeros is a free lock): a task takes the next ticket and holds the lock when
+ * `serving` reaches it, so acquisitions are first come, first served by the time each task
+ * asked, whether or not its domain had a CPU since. Each ticket's taker is recorded, so a
+ * domain that died holding the lock or waiting for it is passed over by the next in line.
+ */
+
+#define LOCK_RING 4096 /* tickets whose takers are remembered at once */
+
+struct shm_lock {
+    _Atomic uint32_t next;             /* the next ticket to take */
+    _Atomic uint32_t serving;          /* the ticket that holds the lock, or whose turn it is */
+    _Atomic uint32_t sleepers;         /* waiters in the kernel (the futex word is serving) */
+    _Atomic uint32_t owner_died;       /* the next holder is told its predecessor died holding */
+    _Atomic uint64_t holder;           /* the holding ticket << 32 | rank + 1, or 0 */
+    _Atomic uint64_t taker[LOCK_RING]; /* ticket << 32 | rank + 1, at ticket % LOCK_RING */
+};
+
+struct dsm_shm_lock {
+    struct dsm_shm_lock *next; /* the view table */
+    cor_idp_t idp;
+    struct shm_lock *l;
+    char path[96];
+};
+
+static struct {
+    pthread_mutex_t mu;
+    struct dsm_shm_lock *_Atomic b[VIEW_BUCKETS];
+} L = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static struct dsm_shm_lock *lock_map(cor_idp_t idp)
+{
+    struct dsm_shm_lock *k = calloc(1, sizeof *k);
+    if (!k) return NULL;
+    k->idp = idp;
+    snprintf(k->path, sizeof k->path, SHM_DIR "/cor-%08x-lock-%u-%u", cor_idp_macro(idp),
+             cor_idp_domain(idp), cor_idp_index(idp));
+    int fd = open(k->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    struct stat st;
+    void *p = MAP_FAILED;
+    size_t len = sizeof(struct shm_lock);
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        (st.st_size == (off_t)len || (st.st_size == 0 && posix_fallocate(fd, 0, (off_t)len) == 0)))
+        p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (fd >= 0) close(fd);
+    if (p == MAP_FAILED) {
+        free(k);
+        return NULL;
+    }
+    k->l = p;
+    return k;
+}
+
+struct dsm_shm_lock *dsm_shm_lock_view(cor_idp_t idp)
+{
+    struct dsm_shm_lock *_Atomic *b = &L.b[view_bucket(idp)];
+    struct dsm_shm_lock *k = atomic_load_explicit(b, memory_order_acquire);
+    while (k && k->idp != idp)
+        k = k->next;
+    if (k) return k;
+    pthread_mutex_lock(&L.mu);
+    for (k = atomic_load_explicit(b, memory_order_relaxed); k && k->idp != idp; k = k->next) {
+    }
+    if (!k && (k = lock_map(idp))) {
+        k->next = atomic_load_explicit(b, memory_order_relaxed);
+        atomic_store_explicit(b, k, memory_order_release);
+    }
+    pthread_mutex_unlock(&L.mu);
+    return k;
+}
+
+static uint64_t ticket_of(uint32_t t, int rank)
+{
+    return (uint64_t)t << 32 | (uint32_t)(rank + 1);
+}
+
+uint32_t dsm_shm_lock_ticket(struct dsm_shm_lock *k, int rank)
+{
+    uint32_t t = atomic_fetch_add(&k->l->next, 1);
+    atomic_store(&k->l->taker[t % LOCK_RING], ticket_of(t, rank));
+    return t;
+}
+
+int dsm_shm_lock_try(struct dsm_shm_lock *k, int rank, uint32_t *ticket)
+{
+    uint32_t s = atomic_load(&k->l->serving);
+    /* free: nobody holds or waits (while so, serving cannot move) */
+    if (!atomic_compare_exchange_strong(&k->l->next, &s, s + 1)) return COR_EBUSY;
+    atomic_store(&k->l->taker[s % LOCK_RING], ticket_of(s, rank));
+    *ticket = s;
+    return COR_OK;
+}
+
+int dsm_shm_lock_turn(struct dsm_shm_lock *k, uint32_t t, int rank, bool (*dead)(int, void *),
+                      void *arg, int *status)
+{
+    struct shm_lock *l = k->l;
+    for (;;) {
+        uint32_t s = atomic_load(&l->serving);
+        if (s == t) {
+            atomic_store(&l->holder, ticket_of(t, rank));
+            *status = atomic_exchange(&l->owner_died, 0) ? COR_DSM_EOWNERDEAD : COR_OK;
+            return 1;
+        }
+        uint64_t who = atomic_load(&l->taker[s % LOCK_RING]);
+        /* not recorded yet, or the taker of an older ticket: alive as far as we know */
+        if (who >> 32 != s || !dead((int)(uint32_t)who - 1, arg)) return 0;
+        /* ticket s belongs to a dead domain, holding the lock or before its turn came */
+        if (atomic_load(&l->holder) == who) { /* before serving moves: the next holder looks */
+            atomic_store(&l->owner_died, 1);  /* (so does any other waiter passing s over) */
+            atomic_store(&l->holder, 0);
+        }
+        uint32_t expect = s;
+        if (atomic_compare_exchange_strong(&l->serving, &expect, s + 1)) {
+            if (atomic_load(&l->sleepers))
+                syscall(SYS_futex, &l->serving, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        }
+    }
+}
+
+void dsm_shm_lock_sleep(struct dsm_shm_lock *k, uint32_t t)
+{
+    struct shm_lock *l = k->l;
+    struct timespec ts = {0, BAR_SLEEP_NS};
+    atomic_fetch_add(&l->sleepers, 1);
+    uint32_t s = atomic_load(&l->serving);
+    if (s != t) syscall(SYS_futex, &l->serving, FUTEX_WAIT, s, &ts, NULL, 0);
+    atomic_fetch_sub(&l->sleepers, 1);
+}
+
+void dsm_shm_lock_release(struct dsm_shm_lock *k)
+{
+    struct shm_lock *l = k->l;
+    atomic_store(&l->holder, 0);
+    atomic_fetch_add(&l->serving, 1);
+    if (atomic_load(&l->sleepers))
+        syscall(SYS_futex, &l->serving, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+void dsm_shm_lock_views_clear(void)
+{
+    pthread_mutex_lock(&L.mu);
+    for (int i = 0; i < VIEW_BUCKETS; i++) {
+        struct dsm_shm_lock *k = atomic_load_explicit(&L.b[i], memory_order_relaxed);
+        atomic_store_explicit(&L.b[i], NULL, memory_order_relaxed);
+        while (k) {
+            struct dsm_shm_lock *next = k->next;
+            unlink(k->path); /* the session is over for every domain (finalize's barrier) */
+            munmap(k->l, sizeof *k->l);
+            free(k);
+            k = next;
+        }
+    }
+    pthread_mutex_unlock(&L.mu);
+}

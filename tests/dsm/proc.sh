@@ -45,11 +45,10 @@ for route in udp gm; do
     run cache2$route 2 cache $route -t $T -i $C2
     say "$route: cached objects, 4 domains x $T tasks x $C4 rounds"
     run cache4$route 4 cache $route -t $T -i $C4
-    # Requests (COR_DSM_SHM=0): a critical section in shared memory lets the lock home's own
-    # tasks, whose requests reach the queue at once, run ahead while the other domains wait
-    # for a CPU (4 domains on 2 cores; cor/dsm/README.md, "Same-host objects").
+    # over gm the lock is a ticket lock in shared memory; fairness counts the acquisitions
+    # made once every task took the lock once (cor/dsm/README.md, "Same-host objects")
     say "$route: lock fairness, 4 domains x 2 tasks, $FAIR acquisitions (max/min <= $FAIR_MAX)"
-    COR_DSM_SHM=0 run fair$route 4 lockfair $route -t 2 -i $FAIR -f $FAIR_MAX
+    run fair$route 4 lockfair $route -t 2 -i $FAIR -f $FAIR_MAX
     say "$route: barriers, 4 domains x 4 tasks, $EPS episodes; then the even domains"
     run bar$route 4 barrier $route -t 4 -i $EPS
     say "$route: barriers, 3 domains x 2 tasks (not a power of 2)"

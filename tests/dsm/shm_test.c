@@ -3,13 +3,15 @@
  * it operate on one object; a file that does not fit its name or its header is refused;
  * destruction reaches every mapping; a process that dies holding the object's mutex leaves
  * it poisoned when it was writing and intact when it was reading; views map on first use and
- * keep concurrent fetch-adds exact; a barrier's file lets no member leave an episode early.
+ * keep concurrent fetch-adds exact; a barrier's file lets no member leave an episode early; a
+ * ticket lock passes over a dead holder (telling the next) and a dead waiter (telling nobody).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -278,6 +280,79 @@ static void test_barrier(void)
         dsm_shm_bar_leave(bars[i]);
 }
 
+static int dead_rank = -1;
+
+static bool is_dead(int rank, void *arg)
+{
+    (void)arg;
+    return rank == dead_rank;
+}
+
+#define LOCKERS 4
+#define LOCKS 5000
+
+static struct dsm_shm_lock *the_lock;
+static long guarded; /* written only under the_lock */
+
+static void *locker(void *arg)
+{
+    int rank = (int)(intptr_t)arg, status;
+    for (int i = 0; i < LOCKS; i++) {
+        uint32_t t = dsm_shm_lock_ticket(the_lock, rank);
+        for (int k = 0; !dsm_shm_lock_turn(the_lock, t, rank, is_dead, NULL, &status); k++)
+            if (k > 100) dsm_shm_lock_sleep(the_lock, t);
+        guarded++;
+        dsm_shm_lock_release(the_lock);
+    }
+    return NULL;
+}
+
+static void test_lock(void)
+{
+    struct dsm_shm_lock *k = dsm_shm_lock_view(idp_of(7));
+    EXPECT_TRUE(k != NULL);
+    if (!k) return;
+    EXPECT_TRUE(dsm_shm_lock_view(idp_of(7)) == k); /* one view per lock */
+    int status = -1;
+    uint32_t t0, t1, t2, t3, t4;
+    EXPECT_ERR(dsm_shm_lock_try(k, 0, &t0), COR_OK); /* free: held at once */
+    EXPECT_EQ(dsm_shm_lock_turn(k, t0, 0, is_dead, NULL, &status), 1);
+    EXPECT_ERR(status, COR_OK);
+    EXPECT_ERR(dsm_shm_lock_try(k, 1, &t1), COR_EBUSY);
+    t1 = dsm_shm_lock_ticket(k, 1);
+    t2 = dsm_shm_lock_ticket(k, 2);
+    EXPECT_EQ(dsm_shm_lock_turn(k, t1, 1, is_dead, NULL, &status), 0);
+    /* domain 0 dies holding it: the next in line gets it, and the news */
+    dead_rank = 0;
+    EXPECT_EQ(dsm_shm_lock_turn(k, t2, 2, is_dead, NULL, &status), 0); /* not its turn yet */
+    EXPECT_EQ(dsm_shm_lock_turn(k, t1, 1, is_dead, NULL, &status), 1);
+    EXPECT_ERR(status, COR_DSM_EOWNERDEAD);
+    dsm_shm_lock_release(k);
+    EXPECT_EQ(dsm_shm_lock_turn(k, t2, 2, is_dead, NULL, &status), 1);
+    EXPECT_ERR(status, COR_OK); /* told once only */
+    /* domain 3 dies waiting: passed over, and nobody is told of a holder's death */
+    t3 = dsm_shm_lock_ticket(k, 3);
+    t4 = dsm_shm_lock_ticket(k, 4);
+    dsm_shm_lock_release(k);
+    dead_rank = 3;
+    EXPECT_EQ(dsm_shm_lock_turn(k, t4, 4, is_dead, NULL, &status), 1);
+    EXPECT_ERR(status, COR_OK);
+    (void)t3;
+    dsm_shm_lock_release(k);
+    dead_rank = -1;
+    /* first come, first served, and mutual exclusion, between threads as domains */
+    the_lock = k;
+    pthread_t t[LOCKERS];
+    for (int i = 0; i < LOCKERS; i++)
+        EXPECT_EQ(pthread_create(&t[i], NULL, locker, (void *)(intptr_t)i), 0);
+    for (int i = 0; i < LOCKERS; i++)
+        pthread_join(t[i], NULL);
+    EXPECT_EQ(guarded, (long)LOCKERS * LOCKS);
+    EXPECT_ERR(dsm_shm_lock_try(k, 0, &t0), COR_OK); /* free again */
+    dsm_shm_lock_release(k);
+    dsm_shm_lock_views_clear();
+}
+
 int main(void)
 {
     static const struct ct_test tests[] = {{"two mappings of one object", test_two_mappings},
@@ -285,6 +360,7 @@ int main(void)
                                            {"holder death", test_holder_death},
                                            {"views", test_views},
                                            {"barrier file", test_barrier},
+                                           {"ticket lock", test_lock},
                                            {NULL, NULL}};
     return ct_main("dsm same-host segments", NULL, NULL, tests, 60);
 }
