@@ -550,7 +550,8 @@ static int bench_lock_contended(struct dsm_ctx *c)
     enum { TASKS = FAIR_TASKS };
     struct dsm_row fair, each;
     row_init(&fair, "lock_fairness", "x",
-             "contended lock, %d domains x %d tasks: max/min acq. (all contending)", c->ndom, TASKS);
+             "contended lock, %d domains x %d tasks: max/min acq. (all contending)", c->ndom,
+             TASKS);
     row_init(&each, "lock_contended", "us", "  time per contended acquisition");
     each.with_R = 1;
     cor_dsm_barrier_t start;
@@ -571,8 +572,7 @@ static int bench_lock_contended(struct dsm_ctx *c)
         counts[TASKS + i] = a[i].contended;
     }
     if (c->rank != 0)
-        TRY(cor_send(main_of(c, 0), COR_CTX_WORLD, BENCH_TAG_DSM_ROW, COR_LONG, counts,
-                     2 * TASKS));
+        TRY(cor_send(main_of(c, 0), COR_CTX_WORLD, BENCH_TAG_DSM_ROW, COR_LONG, counts, 2 * TASKS));
     TRY(cor_dsm_barrier_wait(c->all));
     double el = now_us() - t0;
     if (c->rank == 0) {
