@@ -252,8 +252,9 @@ COR_API int cor_dsm_set_cache_bytes(size_t bytes);
 /*
  * A lock is named; its home is the domain that keeps the name's directory entry. The first
  * open of a name creates it. Acquisitions are granted first come, first served at the home
- * across all tasks of all domains. A lock is held by a task (the one that acquired it) and
- * is not recursive.
+ * across all tasks of all domains (when every domain of the session shares one host, by a
+ * ticket each task takes in shared memory, in the order the tasks asked). A lock is held by a
+ * task (the one that acquired it) and is not recursive.
  */
 COR_API int cor_dsm_lock_open(const char *name, cor_idp_t *lock);
 /* Blocks until the calling task holds the lock. COR_DSM_EOWNERDEAD: it holds the lock, and

@@ -46,7 +46,7 @@ for route in udp gm; do
     say "$route: cached objects, 4 domains x $T tasks x $C4 rounds"
     run cache4$route 4 cache $route -t $T -i $C4
     # over gm the lock is a ticket lock in shared memory; fairness counts the acquisitions
-    # made once every task took the lock once (cor/dsm/README.md, "Same-host objects")
+    # made once every task took the lock once (cor/dsm/README.md, "Same-host objects, barriers and locks")
     say "$route: lock fairness, 4 domains x 2 tasks, $FAIR acquisitions (max/min <= $FAIR_MAX)"
     run fair$route 4 lockfair $route -t 2 -i $FAIR -f $FAIR_MAX
     say "$route: barriers, 4 domains x 4 tasks, $EPS episodes; then the even domains"
