@@ -2802,9 +2802,10 @@ static int add_begin(cor_idp_t who)
     lock_or_die(&D.qmu);
     struct addq **p = addq_slot(who);
     if (!*p && (*p = calloc(1, sizeof **p))) (*p)->who = who;
+    int err = *p ? COR_OK : COR_ENOMEM; /* not after the unlock: add_done may free it then */
     if (*p) (*p)->pending++;
     unlock_or_die(&D.qmu);
-    return *p ? COR_OK : COR_ENOMEM;
+    return err;
 }
 
 /* An add of `who` to a cached object was applied (or refused with err): in whatever thread
