@@ -353,25 +353,46 @@ struct dsm_shm_bar {
 
 #define BAR_SLEEP_NS 5000000L /* a sleeping domain looks at its stop condition this often */
 
+/* Maps the file at path, len bytes, made by whichever domain comes first (all zeros is the
+ * initial state of what lives there); NULL if it cannot, or if the file has another size
+ * (then not made by one of ours). */
+static void *map_shared(const char *path, size_t len)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    struct stat st;
+    void *p = MAP_FAILED;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        (st.st_size == (off_t)len || (st.st_size == 0 && posix_fallocate(fd, 0, (off_t)len) == 0)))
+        p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (fd >= 0) close(fd);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* A sleep in the kernel while *word == seen, BAR_SLEEP_NS at most (the waiter then looks at
+ * deaths), counted in *sleepers so that a wake-up costs no system call when nobody sleeps. */
+static void nap(_Atomic uint32_t *word, uint32_t seen, _Atomic uint32_t *sleepers)
+{
+    struct timespec t = {0, BAR_SLEEP_NS};
+    atomic_fetch_add(sleepers, 1);
+    if (atomic_load(word) == seen) syscall(SYS_futex, word, FUTEX_WAIT, seen, &t, NULL, 0);
+    atomic_fetch_sub(sleepers, 1);
+}
+
+static void wake_all(_Atomic uint32_t *word, _Atomic uint32_t *sleepers)
+{
+    if (atomic_load(sleepers)) syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
 struct dsm_shm_bar *dsm_shm_bar_join(uint32_t session, uint64_t id, unsigned gen)
 {
     struct dsm_shm_bar *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     snprintf(s->path, sizeof s->path, SHM_DIR "/cor-%08x-bar-%016llx-%u", session,
              (unsigned long long)id, gen);
-    int fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    struct stat st;
-    void *p = MAP_FAILED;
-    /* the first one sizes it; a file of another size was not made by a member */
-    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-        (st.st_size == SHM_HDR || (st.st_size == 0 && ftruncate(fd, SHM_HDR) == 0)))
-        p = mmap(NULL, SHM_HDR, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (fd >= 0) close(fd);
-    if (p == MAP_FAILED) {
+    if (!(s->b = map_shared(s->path, SHM_HDR))) {
         free(s);
         return NULL;
     }
-    s->b = p;
     atomic_fetch_add(&s->b->joined, 1);
     return s;
 }
@@ -388,7 +409,7 @@ bool dsm_shm_bar_arrive(struct dsm_shm_bar *s, int n, uint32_t *gen)
     if (atomic_fetch_add(&b->count, 1) + 1 != (uint32_t)n) return false;
     atomic_store(&b->count, 0); /* the last: open the next episode */
     atomic_fetch_add(&b->gen, 1);
-    if (atomic_load(&b->sleepers)) syscall(SYS_futex, &b->gen, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    wake_all(&b->gen, &b->sleepers);
     return true;
 }
 
@@ -399,11 +420,7 @@ bool dsm_shm_bar_passed(const struct dsm_shm_bar *s, uint32_t gen)
 
 void dsm_shm_bar_sleep(struct dsm_shm_bar *s, uint32_t gen)
 {
-    struct shm_bar *b = s->b;
-    struct timespec t = {0, BAR_SLEEP_NS};
-    atomic_fetch_add(&b->sleepers, 1);
-    if (atomic_load(&b->gen) == gen) syscall(SYS_futex, &b->gen, FUTEX_WAIT, gen, &t, NULL, 0);
-    atomic_fetch_sub(&b->sleepers, 1);
+    nap(&s->b->gen, gen, &s->b->sleepers);
 }
 
 void dsm_shm_bar_leave(struct dsm_shm_bar *s)
@@ -453,19 +470,10 @@ static struct dsm_shm_lock *lock_map(cor_idp_t idp)
     k->idp = idp;
     snprintf(k->path, sizeof k->path, SHM_DIR "/cor-%08x-lock-%u-%u", cor_idp_macro(idp),
              cor_idp_domain(idp), cor_idp_index(idp));
-    int fd = open(k->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    struct stat st;
-    void *p = MAP_FAILED;
-    size_t len = sizeof(struct shm_lock);
-    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-        (st.st_size == (off_t)len || (st.st_size == 0 && posix_fallocate(fd, 0, (off_t)len) == 0)))
-        p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (fd >= 0) close(fd);
-    if (p == MAP_FAILED) {
+    if (!(k->l = map_shared(k->path, sizeof *k->l))) {
         free(k);
         return NULL;
     }
-    k->l = p;
     return k;
 }
 
@@ -529,21 +537,15 @@ int dsm_shm_lock_turn(struct dsm_shm_lock *k, uint32_t t, int rank, bool (*dead)
             atomic_store(&l->holder, 0);
         }
         uint32_t expect = s;
-        if (atomic_compare_exchange_strong(&l->serving, &expect, s + 1)) {
-            if (atomic_load(&l->sleepers))
-                syscall(SYS_futex, &l->serving, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-        }
+        if (atomic_compare_exchange_strong(&l->serving, &expect, s + 1))
+            wake_all(&l->serving, &l->sleepers);
     }
 }
 
 void dsm_shm_lock_sleep(struct dsm_shm_lock *k, uint32_t t)
 {
-    struct shm_lock *l = k->l;
-    struct timespec ts = {0, BAR_SLEEP_NS};
-    atomic_fetch_add(&l->sleepers, 1);
-    uint32_t s = atomic_load(&l->serving);
-    if (s != t) syscall(SYS_futex, &l->serving, FUTEX_WAIT, s, &ts, NULL, 0);
-    atomic_fetch_sub(&l->sleepers, 1);
+    uint32_t s = atomic_load(&k->l->serving);
+    if (s != t) nap(&k->l->serving, s, &k->l->sleepers);
 }
 
 void dsm_shm_lock_release(struct dsm_shm_lock *k)
@@ -551,8 +553,7 @@ void dsm_shm_lock_release(struct dsm_shm_lock *k)
     struct shm_lock *l = k->l;
     atomic_store(&l->holder, 0);
     atomic_fetch_add(&l->serving, 1);
-    if (atomic_load(&l->sleepers))
-        syscall(SYS_futex, &l->serving, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    wake_all(&l->serving, &l->sleepers);
 }
 
 void dsm_shm_lock_views_clear(void)
