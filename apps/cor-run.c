@@ -689,6 +689,7 @@ static void conn_close(int ci)
         return;
     close(c->fd);
     c->fd = -1;
+    c->in_len = 0; /* what it sent and nobody will read (a line too long, say) */
     free(c->out);
     c->out = NULL;
     c->out_len = c->out_off = c->out_cap = 0;
