@@ -208,6 +208,9 @@ void dsm_shm_close(struct dsm_shm *s);
 /* Applies r (r->obj homed in another domain) on that object's segment, mapped at the first
  * call: the operation's result, or DSM_SHM_NONE if the object has no segment here. */
 int dsm_shm_views_apply(const struct dsm_req *r, void *out, uint64_t *value);
+/* The same for n requests on one object (r[i].obj all r->obj), in one hold of its mutex:
+ * COR_OK, the first error among them, or DSM_SHM_NONE (none applied). */
+int dsm_shm_views_apply_all(const struct dsm_req *r, size_t n, void *out, uint64_t *value);
 /* Whether object idp has a segment here (mapped now if it was not). */
 bool dsm_shm_views_has(cor_idp_t idp);
 /* Unmaps every view (cor_dsm_finalize: no operation runs). */

@@ -183,19 +183,32 @@ static int shm_lock(struct shm_hdr *h)
     return err;
 }
 
-int dsm_shm_apply(struct dsm_shm *s, const struct dsm_req *r, void *out, uint64_t *value)
+/* Applies n requests in one hold of the object's mutex (adds of a batch): the first error
+ * of theirs in *first; returns the segment's own error (destroyed, poisoned) if any. */
+static int apply_all(struct dsm_shm *s, const struct dsm_req *r, size_t n, void *out,
+                     uint64_t *value, int *first)
 {
     struct shm_hdr *h = s->h;
     int err = shm_lock(h);
     if (err) return err;
     struct dsm_obj o = s->obj;
     o.appended = h->appended;
-    h->writing = r->op != DSM_OP_GET;
-    err = dsm_obj_apply(&o, r, out, value);
+    *first = COR_OK;
+    for (size_t i = 0; i < n; i++) {
+        h->writing = r[i].op != DSM_OP_GET;
+        int e = dsm_obj_apply(&o, &r[i], out, value);
+        if (e && !*first) *first = e;
+    }
     h->writing = 0;
     h->appended = o.appended;
     pthread_mutex_unlock(&h->mu);
-    return err;
+    return COR_OK;
+}
+
+int dsm_shm_apply(struct dsm_shm *s, const struct dsm_req *r, void *out, uint64_t *value)
+{
+    int first, err = apply_all(s, r, 1, out, value, &first);
+    return err ? err : first;
 }
 
 int dsm_shm_appended(struct dsm_shm *s, uint64_t *appended)
@@ -278,6 +291,11 @@ static struct view *view_get(cor_idp_t idp)
 
 int dsm_shm_views_apply(const struct dsm_req *r, void *out, uint64_t *value)
 {
+    return dsm_shm_views_apply_all(r, 1, out, value);
+}
+
+int dsm_shm_views_apply_all(const struct dsm_req *r, size_t n, void *out, uint64_t *value)
+{
     struct view *v = view_get(r->obj);
     if (!v) return DSM_SHM_NONE; /* no memory for a view: the request goes as a message */
     pthread_rwlock_rdlock(&v->rw);
@@ -292,7 +310,8 @@ int dsm_shm_views_apply(const struct dsm_req *r, void *out, uint64_t *value)
         pthread_rwlock_rdlock(&v->rw);
     }
     struct dsm_shm *s = v->s;
-    int err = s ? dsm_shm_apply(s, r, out, value) : DSM_SHM_NONE;
+    int first = COR_OK, err = s ? apply_all(s, r, n, out, value, &first) : DSM_SHM_NONE;
+    if (!err) err = first;
     pthread_rwlock_unlock(&v->rw);
     if (err == COR_ENOTFOUND) { /* destroyed: unmap; the next operation looks again */
         pthread_rwlock_wrlock(&v->rw);

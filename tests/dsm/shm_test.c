@@ -223,6 +223,12 @@ static void test_views(void)
     }
     EXPECT_ERR(dsm_shm_views_apply(&get, &out, NULL), COR_OK);
     EXPECT_EQ(out, (long)(ADDERS + 1) * ADDS);
+    /* a run of adds in one hold of the mutex: the bad one refused, the others applied */
+    struct dsm_req run[3] = {add, add, add};
+    run[1].offset = 2; /* out of range */
+    EXPECT_ERR(dsm_shm_views_apply_all(run, 3, NULL, NULL), COR_DSM_ERANGE);
+    EXPECT_ERR(dsm_shm_views_apply(&get, &out, NULL), COR_OK);
+    EXPECT_EQ(out, (long)(ADDERS + 1) * ADDS + 2);
     dsm_shm_retire(h);
     dsm_shm_close(h);
     EXPECT_ERR(dsm_shm_views_apply(&get, &out, NULL), COR_ENOTFOUND);
