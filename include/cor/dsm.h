@@ -148,8 +148,9 @@ COR_API int cor_dsm_append(cor_idp_t obj, cor_type_t type, const void *data, siz
 
 /*
  * Non-fetching add, for pipelining: queues the add in the calling task's batch for the home
- * and returns without waiting (a home-only object's add is applied at once on the caller's own
- * domain and on a home of the same host). A batch (up to 128 adds, one message) leaves when full, at cor_dsm_quiet, or
+ * and returns without waiting (on the caller's own domain a home-only object's add is applied
+ * at once; a batch toward a home of the same host is applied from the calling task, in the
+ * memory that home shares, when it leaves). A batch (up to 128 adds, one message) leaves when full, at cor_dsm_quiet, or
  * before any other operation of the same task toward that home; adds from one task to one
  * home are applied in the order issued, and before that task's later operations there.
  * Their errors are reported by the caller's next cor_dsm_quiet, which waits until every add
