@@ -41,6 +41,7 @@
 #define QERR_MAX 65536      /* tasks with unreported add errors kept by a service */
 #define WAIT_SLICE_US 20000 /* the service looks at deaths and stop at least this often */
 #define SHM_WAIT_US 2000    /* a domain waiting on shared memory polls this long first */
+#define SHM_SPIN_LOOKS 256  /* and before that looks this often without polling */
 
 enum res_kind { RES_OBJ = 1, RES_LOCK = 2 };
 
@@ -550,8 +551,18 @@ static int section_begin(struct copy *c, int mode, bool block);
  * SHM_WAIT_US (or COR_DSM_SPIN_US), so that the domains being waited for get a CPU when
  * domains outnumber cores (polling alone: 2 ms per barrier of 4 domains on 2 cores,
  * yielding: 7 us); then nap(arg), a sleep in the kernel of a few milliseconds at most. */
-static void shm_wait(int (*met)(void *), void (*nap)(void *), void *arg)
+static void shm_wait(int (*met)(void *), void (*nap)(void *), void *arg, int domains)
 {
+    /* With a core for each domain waited with, first a few looks alone: a peer on another core
+     * ends the wait within a microsecond, and a poll of the routes between looks adds its own
+     * (2-domain barrier 0.12-0.41 us -> 0.14-0.15); with fewer cores they only keep the CPU
+     * from the domains still to come (4-domain barrier on 2 cores: 5.7 -> 18 us). */
+    for (int i = 0; domains <= D.ncpus && i < SHM_SPIN_LOOKS; i++) {
+        if (met(arg)) return;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     long spin_us = D.poll_us < 0 ? SHM_WAIT_US : D.poll_us;
@@ -599,7 +610,7 @@ static void lock_nap(void *arg)
 
 static int op_wait(struct cor_dsm_op *o)
 {
-    if (!o->done && o->lk) shm_wait(lock_turn, lock_nap, o);
+    if (!o->done && o->lk) shm_wait(lock_turn, lock_nap, o, D.size);
     if (!o->done && o->section) {
         o->result = section_begin(o->section, o->smode, true);
         o->done = true;
@@ -2489,7 +2500,7 @@ static int bar_meet(struct cor_dsm_barrier *b)
 {
     struct bar_meeting m = {b, 0, COR_OK};
     if (dsm_shm_bar_arrive(b->sb, b->st.n, &m.gen)) return COR_OK;
-    shm_wait(bar_met, bar_nap, &m);
+    shm_wait(bar_met, bar_nap, &m, b->st.n);
     return m.err;
 }
 
