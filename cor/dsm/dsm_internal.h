@@ -173,12 +173,13 @@ size_t dsm_obj_out_len(const struct dsm_req *r);
  */
 int dsm_obj_apply(struct dsm_obj *o, const struct dsm_req *r, void *out, uint64_t *value);
 
-/* ---- Same-host home-only objects (dsm_shm.c; thread-safe, unlike the pure parts) ------
+/* ---- Same-host objects, barriers and locks (dsm_shm.c; thread-safe, unlike the pure parts)
  *
  * A home-only object's home keeps its memory in a file of /dev/shm named after its idp
  * (cor-<session>-dsm-<home>-<index>: cor-run removes a session's cor-<session>-* files), so
  * that the other domains of the host operate on it themselves, under a robust process-shared
- * mutex in the file, without a message. See dsm_shm.c.
+ * mutex in the file, without a message. Barriers whose members all share the host meet in a
+ * file of their own, and so do the locks of a session whose domains all do. See dsm_shm.c.
  */
 #define DSM_SHM_NONE 1 /* dsm_shm_views_apply: no segment here, send the request */
 struct dsm_shm;

@@ -1,5 +1,6 @@
 /*
- * Home-only objects shared with the domains of the same host (see dsm_internal.h).
+ * What the domains of one host share in /dev/shm (see dsm_internal.h): home-only objects
+ * (below), barriers' files and locks' ticket locks (their sections further down).
  *
  * The home keeps such an object in a file of /dev/shm named after its idp; another domain of
  * the host maps that file the first time one of its tasks operates on the object and from then
