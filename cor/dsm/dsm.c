@@ -555,7 +555,7 @@ static void shm_wait(int (*met)(void *), void (*nap)(void *), void *arg, int dom
 {
     /* With a core for each domain waited with, first a few looks alone: a peer on another core
      * ends the wait within a microsecond, and a poll of the routes between looks adds its own
-     * (2-domain barrier 0.12-0.41 us -> 0.14-0.15); with fewer cores they only keep the CPU
+     * (2-domain barrier 0.12-0.41 us -> 0.13-0.31); with fewer cores they only keep the CPU
      * from the domains still to come (4-domain barrier on 2 cores: 5.7 -> 18 us). */
     for (int i = 0; domains <= D.ncpus && i < SHM_SPIN_LOOKS; i++) {
         if (met(arg)) return;
@@ -1086,7 +1086,7 @@ static void adds_settle_home(int home)
     struct dsm_req r = {.op = DSM_OP_QUIET, .id = next_id()};
     struct cor_dsm_op q;
     op_init(&q, &r);
-    add_note(call(home, &r, &q, 0)); /* its op_start sends the batch first */
+    add_note(call(home, &r, &q, 0));
     tls_homes[home / 64] &= ~bit;
 }
 

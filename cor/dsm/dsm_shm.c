@@ -241,53 +241,82 @@ void dsm_shm_retire(struct dsm_shm *s)
  * is found destroyed (tmpfs keeps the memory while any domain maps it).
  */
 
-#define VIEW_BUCKETS 256
+/* Tables keyed by idp, one per kind of view: looked up without a lock, entries added under
+ * mu and removed only all at once (no operation runs then). An entry begins with its node. */
+#define TABLE_BUCKETS 256
+
+struct idp_node {
+    struct idp_node *next;
+    cor_idp_t idp;
+};
+
+struct idp_table {
+    pthread_mutex_t mu; /* insertions */
+    struct idp_node *_Atomic b[TABLE_BUCKETS];
+};
+
+static struct idp_node *table_find(struct idp_node *n, cor_idp_t idp)
+{
+    while (n && n->idp != idp)
+        n = n->next;
+    return n;
+}
+
+/* The entry for idp; made by make(idp) if there is none (NULL if that fails). */
+static struct idp_node *table_get(struct idp_table *t, cor_idp_t idp,
+                                  struct idp_node *(*make)(cor_idp_t))
+{
+    struct idp_node *_Atomic *b =
+        &t->b[(unsigned)((idp * 0x9e3779b97f4a7c15ull) >> 56) % TABLE_BUCKETS];
+    struct idp_node *n = table_find(atomic_load_explicit(b, memory_order_acquire), idp);
+    if (n) return n;
+    pthread_mutex_lock(&t->mu);
+    n = table_find(atomic_load_explicit(b, memory_order_relaxed), idp);
+    if (!n && (n = make(idp))) {
+        n->idp = idp;
+        n->next = atomic_load_explicit(b, memory_order_relaxed);
+        atomic_store_explicit(b, n, memory_order_release);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}
+
+static void table_clear(struct idp_table *t, void (*drop)(struct idp_node *))
+{
+    pthread_mutex_lock(&t->mu);
+    for (int k = 0; k < TABLE_BUCKETS; k++) {
+        struct idp_node *n = atomic_load_explicit(&t->b[k], memory_order_relaxed);
+        atomic_store_explicit(&t->b[k], NULL, memory_order_relaxed);
+        while (n) {
+            struct idp_node *next = n->next;
+            drop(n);
+            n = next;
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+}
 
 struct view {
-    struct view *next;
-    cor_idp_t idp;
+    struct idp_node n;
     pthread_rwlock_t rw; /* read: an operation uses s; write: s changes */
     struct dsm_shm *s;
     bool looked; /* rw: s is what there is (NULL: no segment) */
 };
 
-static struct {
-    pthread_mutex_t mu; /* insertions */
-    struct view *_Atomic b[VIEW_BUCKETS];
-} V = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static struct idp_table views = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static unsigned view_bucket(cor_idp_t idp)
+static struct idp_node *view_make(cor_idp_t idp)
 {
-    return (unsigned)((idp * 0x9e3779b97f4a7c15ull) >> 56) % VIEW_BUCKETS;
-}
-
-static struct view *view_find(struct view *v, cor_idp_t idp)
-{
-    while (v && v->idp != idp)
-        v = v->next;
-    return v;
-}
-
-static struct view *view_get(cor_idp_t idp)
-{
-    struct view *_Atomic *b = &V.b[view_bucket(idp)];
-    struct view *v = view_find(atomic_load_explicit(b, memory_order_acquire), idp);
-    if (v) return v;
-    pthread_mutex_lock(&V.mu);
-    v = view_find(atomic_load_explicit(b, memory_order_relaxed), idp);
-    if (!v && (v = calloc(1, sizeof *v))) {
-        pthread_rwlockattr_t a;
-        pthread_rwlockattr_init(&a);
-        /* the write lock is rare (first use, destruction): readers must not starve it */
-        pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-        pthread_rwlock_init(&v->rw, &a);
-        pthread_rwlockattr_destroy(&a);
-        v->idp = idp;
-        v->next = atomic_load_explicit(b, memory_order_relaxed);
-        atomic_store_explicit(b, v, memory_order_release);
-    }
-    pthread_mutex_unlock(&V.mu);
-    return v;
+    (void)idp;
+    struct view *v = calloc(1, sizeof *v);
+    if (!v) return NULL;
+    pthread_rwlockattr_t a;
+    pthread_rwlockattr_init(&a);
+    /* the write lock is rare (first use, destruction): readers must not starve it */
+    pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&v->rw, &a);
+    pthread_rwlockattr_destroy(&a);
+    return &v->n;
 }
 
 int dsm_shm_views_apply(const struct dsm_req *r, void *out, uint64_t *value)
@@ -297,7 +326,7 @@ int dsm_shm_views_apply(const struct dsm_req *r, void *out, uint64_t *value)
 
 int dsm_shm_views_apply_all(const struct dsm_req *r, size_t n, void *out, uint64_t *value)
 {
-    struct view *v = view_get(r->obj);
+    struct view *v = (struct view *)table_get(&views, r->obj, view_make);
     if (!v) return DSM_SHM_NONE; /* no memory for a view: the request goes as a message */
     pthread_rwlock_rdlock(&v->rw);
     while (!v->looked) {
@@ -333,21 +362,17 @@ bool dsm_shm_views_has(cor_idp_t idp)
     return dsm_shm_views_apply(&r, &probe, NULL) != DSM_SHM_NONE;
 }
 
+static void view_drop(struct idp_node *n)
+{
+    struct view *v = (struct view *)n;
+    dsm_shm_close(v->s);
+    pthread_rwlock_destroy(&v->rw);
+    free(v);
+}
+
 void dsm_shm_views_clear(void)
 {
-    pthread_mutex_lock(&V.mu);
-    for (int k = 0; k < VIEW_BUCKETS; k++) {
-        struct view *v = atomic_load_explicit(&V.b[k], memory_order_relaxed);
-        atomic_store_explicit(&V.b[k], NULL, memory_order_relaxed);
-        while (v) {
-            struct view *next = v->next;
-            dsm_shm_close(v->s);
-            pthread_rwlock_destroy(&v->rw);
-            free(v);
-            v = next;
-        }
-    }
-    pthread_mutex_unlock(&V.mu);
+    table_clear(&views, view_drop);
 }
 
 /* ---- Barriers of one host's domains ----------------------------------------------------
@@ -472,47 +497,29 @@ struct shm_lock {
 };
 
 struct dsm_shm_lock {
-    struct dsm_shm_lock *next; /* the view table */
-    cor_idp_t idp;
+    struct idp_node n;
     struct shm_lock *l;
     char path[96];
 };
 
-static struct {
-    pthread_mutex_t mu;
-    struct dsm_shm_lock *_Atomic b[VIEW_BUCKETS];
-} L = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static struct idp_table locks = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static struct dsm_shm_lock *lock_map(cor_idp_t idp)
+static struct idp_node *lock_map(cor_idp_t idp)
 {
     struct dsm_shm_lock *k = calloc(1, sizeof *k);
     if (!k) return NULL;
-    k->idp = idp;
     snprintf(k->path, sizeof k->path, SHM_DIR "/cor-%08x-lock-%u-%u", cor_idp_macro(idp),
              cor_idp_domain(idp), cor_idp_index(idp));
     if (!(k->l = map_shared(k->path, sizeof *k->l))) {
         free(k);
         return NULL;
     }
-    return k;
+    return &k->n;
 }
 
 struct dsm_shm_lock *dsm_shm_lock_view(cor_idp_t idp)
 {
-    struct dsm_shm_lock *_Atomic *b = &L.b[view_bucket(idp)];
-    struct dsm_shm_lock *k = atomic_load_explicit(b, memory_order_acquire);
-    while (k && k->idp != idp)
-        k = k->next;
-    if (k) return k;
-    pthread_mutex_lock(&L.mu);
-    for (k = atomic_load_explicit(b, memory_order_relaxed); k && k->idp != idp; k = k->next) {
-    }
-    if (!k && (k = lock_map(idp))) {
-        k->next = atomic_load_explicit(b, memory_order_relaxed);
-        atomic_store_explicit(b, k, memory_order_release);
-    }
-    pthread_mutex_unlock(&L.mu);
-    return k;
+    return (struct dsm_shm_lock *)table_get(&locks, idp, lock_map);
 }
 
 static uint64_t ticket_of(uint32_t t, int rank)
@@ -576,19 +583,15 @@ void dsm_shm_lock_release(struct dsm_shm_lock *k)
     wake_all(&l->serving, &l->sleepers);
 }
 
+static void lock_drop(struct idp_node *n)
+{
+    struct dsm_shm_lock *k = (struct dsm_shm_lock *)n;
+    unlink(k->path); /* the session is over for every domain (finalize's barrier) */
+    munmap(k->l, sizeof *k->l);
+    free(k);
+}
+
 void dsm_shm_lock_views_clear(void)
 {
-    pthread_mutex_lock(&L.mu);
-    for (int i = 0; i < VIEW_BUCKETS; i++) {
-        struct dsm_shm_lock *k = atomic_load_explicit(&L.b[i], memory_order_relaxed);
-        atomic_store_explicit(&L.b[i], NULL, memory_order_relaxed);
-        while (k) {
-            struct dsm_shm_lock *next = k->next;
-            unlink(k->path); /* the session is over for every domain (finalize's barrier) */
-            munmap(k->l, sizeof *k->l);
-            free(k);
-            k = next;
-        }
-    }
-    pthread_mutex_unlock(&L.mu);
+    table_clear(&locks, lock_drop);
 }
