@@ -67,6 +67,16 @@ struct copy {
     _Atomic uint64_t fast; /* the read fast path of a copy homed elsewhere (FAST_*) */
     unsigned char *data;
     struct res *x; /* at the home: the object */
+    /* A grant's data coming straight into `data` (DSM_DIRECT_MIN bytes and more): the receive
+     * posted before the request, in D.direct meanwhile. Set by the requesting task, taken back
+     * by the thread holding the service's turn (*mu both). */
+    cor_req_t dreq;
+    struct copy *dnext; /* D.direct (D.direct_mu) */
+    uint8_t dmode;      /* the grant's header came: the mode granted */
+    bool dlanded;       /* the data came (dland_err: how) */
+    int dland_err;
+    bool dinv;          /* an invalidation came after the header, before the data */
+    uint32_t dinv_seq;
 };
 
 struct res {
@@ -111,7 +121,8 @@ struct addq {
 
 struct pend {
     cor_req_t req;
-    void *buf;
+    void *buf;       /* ours (freed when the send completes), or the memory of: */
+    struct res *obj; /* an object the send reads from; a reference held until it completes */
 };
 
 /* The sends made as one reserved task: the core takes one call at a time per task (mu, also
@@ -150,6 +161,7 @@ static struct {
     int rank, size;
     uint32_t session;
     cor_idp_t svc, ctx;
+    cor_idp_t dctx; /* grants' data sent straight into copies (no application uses it either) */
     long poll_us; /* how long a task waiting for a protocol message polls the routes */
     bool shm;     /* home-only objects shared with the host's domains (COR_DSM_SHM) */
     struct dsm_shm_bar *host; /* the session's file, where each domain of the host counts itself */
@@ -198,6 +210,10 @@ static struct {
     pthread_mutex_t svc_mu; /* the service thread sleeps on svc_cv */
     pthread_cond_t svc_cv;
     struct copy *copies[DIR_BUCKETS]; /* copies of objects homed elsewhere (lock) */
+    pthread_mutex_t direct_mu;        /* direct (a leaf: nothing is taken under it) */
+    struct copy *direct;              /* copies whose grant's data is on its way */
+    _Atomic int ndirect;
+    _Atomic uint64_t grants_direct;
     _Atomic size_t cache_budget, cached_bytes;
     _Atomic uint64_t invalidations, recalls, evictions;
     _Atomic uint64_t tick; /* messages served: a cheap clock for LRU stamps */
@@ -209,6 +225,7 @@ static struct {
     _Atomic uint64_t served, dropped, local_ops, remote_ops, shm_ops;
 } D = {.lock = PTHREAD_MUTEX_INITIALIZER,
        .svc_out.mu = PTHREAD_MUTEX_INITIALIZER,
+       .direct_mu = PTHREAD_MUTEX_INITIALIZER,
        .qmu = PTHREAD_MUTEX_INITIALIZER,
        .bar_out.mu = PTHREAD_MUTEX_INITIALIZER,
        .turn_mu = PTHREAD_MUTEX_INITIALIZER,
@@ -1282,6 +1299,15 @@ static int tls_find(const struct copy *c)
     return -1;
 }
 
+/* Copies of this size and more take their grant's data straight into their memory (below). */
+#define DSM_DIRECT_MIN ((size_t)16 << 10)
+
+/* The tag of an object's data sent straight into a copy (in D.dctx). */
+static int direct_tag(cor_idp_t obj)
+{
+    return (int)cor_idp_index(obj);
+}
+
 /* An operation on a cached object, waiting for its directory turn at the home. */
 struct pop {
     cor_idp_t src;
@@ -1362,6 +1388,23 @@ static void op_run(struct res *x, struct pop *p, int status)
     free(p);
 }
 
+static void outbox_send_in(struct outbox *o, cor_idp_t as, cor_idp_t to, cor_idp_t ctx,
+                           uint32_t tag, struct pend p, size_t n);
+
+/* Under x->mu: a grant with data to a copy that posted its receive: the object's memory
+ * alone, read in place until the send completes (no write reaches it before the grantee
+ * acknowledges an invalidation, which it does only once the data landed). */
+static void direct_send(struct res *x, int dom)
+{
+    cor_idp_t svc;
+    if (svc_of(dom, &svc)) return; /* dead: its death is handled on its own */
+    atomic_fetch_add(&x->refs, 1);
+    lock_or_die(&D.svc_out.mu);
+    outbox_send_in(&D.svc_out, D.svc, svc, D.dctx, (uint32_t)direct_tag(x->hc.idp),
+                   (struct pend){.buf = x->obj.data, .obj = x}, x->hc.bytes);
+    unlock_or_die(&D.svc_out.mu);
+}
+
 static void dir_grant(void *ctx, const struct dsm_dreq *r, bool data, int status)
 {
     struct res *x = ctx;
@@ -1381,7 +1424,12 @@ static void dir_grant(void *ctx, const struct dsm_dreq *r, bool data, int status
         cmsg(r->who, DSM_OP_C_GRANT, &x->hc, 0, flags & DSM_CF_ERR, NULL);
         return;
     }
-    cmsg(r->who, DSM_OP_C_GRANT, &x->hc, 0, r->mode, data ? x->obj.data : NULL);
+    if (data && r->direct) {
+        direct_send(x, r->who);
+        cmsg(r->who, DSM_OP_C_GRANT, &x->hc, 0, r->mode | DSM_CF_DIRECT, NULL);
+    } else {
+        cmsg(r->who, DSM_OP_C_GRANT, &x->hc, 0, r->mode, data ? x->obj.data : NULL);
+    }
 }
 
 static const struct dsm_dir_cb dir_cbs = {.inv = dir_inv, .grant = dir_grant};
@@ -1415,6 +1463,10 @@ static struct copy *copy_find(cor_idp_t idp)
 
 static void copy_free(struct copy *c)
 {
+    if (c->dreq != COR_REQ_NULL) { /* cor_dsm_finalize: the service has stopped */
+        cor_cancel(&c->dreq);
+        cor_wait(&c->dreq, NULL);
+    }
     pthread_mutex_destroy(&c->own_mu);
     pthread_cond_destroy(&c->cv);
     free(c->data);
@@ -1576,6 +1628,132 @@ static void copy_wake(struct copy *c)
     pthread_cond_broadcast(&c->cv);
 }
 
+/*
+ * Grants straight into the copy. A copy of DSM_DIRECT_MIN bytes or more that has no valid
+ * data posts the receive of the data into c->data before it asks (as the service task, in
+ * D.dctx, tagged with the object's index: one request per copy at a time). The home sends the
+ * object's memory alone, which over the core's rendezvous (gm: the route's remote write)
+ * lands in the copy with no staging buffer or copy on either side, then the grant's header
+ * (DSM_CF_DIRECT) over D.ctx, in order with its invalidations. The grant takes effect when
+ * both came; an invalidation after the header waits for the data, one before it concerns a
+ * copy this domain dropped already (acknowledged at once, as always). The thread holding the
+ * service's turn sees the receive complete (the arrival hook also runs for it). Smaller
+ * copies take the grant inline, one message with its header.
+ */
+
+static void evict(void);
+
+/* Under *c->mu: posts the receive; false if it could not (the grant then comes inline). */
+static bool direct_post(struct copy *c)
+{
+    cor_idp_t home_svc;
+    if (c->x || c->bytes < DSM_DIRECT_MIN || svc_of(c->home, &home_svc)) return false;
+    lock_or_die(&D.svc_out.mu);
+    int err = cor_recvI_into_as(D.svc, home_svc, D.dctx, direct_tag(c->idp), COR_BYTE, c->data,
+                                c->bytes, &c->dreq);
+    unlock_or_die(&D.svc_out.mu);
+    if (err) return false;
+    lock_or_die(&D.direct_mu);
+    c->dnext = D.direct;
+    D.direct = c;
+    atomic_fetch_add(&D.ndirect, 1);
+    unlock_or_die(&D.direct_mu);
+    return true;
+}
+
+static void direct_unlink(struct copy *c)
+{
+    lock_or_die(&D.direct_mu);
+    for (struct copy **p = &D.direct; *p; p = &(*p)->dnext)
+        if (*p == c) {
+            *p = c->dnext;
+            atomic_fetch_sub(&D.ndirect, 1);
+            break;
+        }
+    unlock_or_die(&D.direct_mu);
+}
+
+static void direct_reset(struct copy *c)
+{
+    c->dmode = DSM_MODE_NONE;
+    c->dlanded = c->dinv = false;
+    c->dland_err = COR_OK;
+}
+
+/* Under *c->mu, holding the turn: no data will come (a grant refused or inline, the home's
+ * death, finalize): takes the receive back. */
+static void direct_cancel(struct copy *c)
+{
+    direct_reset(c);
+    if (c->dreq == COR_REQ_NULL) return;
+    direct_unlink(c);
+    lock_or_die(&D.svc_out.mu);
+    cor_cancel(&c->dreq);
+    cor_wait(&c->dreq, NULL);
+    unlock_or_die(&D.svc_out.mu);
+    c->dreq = COR_REQ_NULL;
+}
+
+/* Under *c->mu, holding the turn: the grant takes effect once its header and data both came. */
+static void direct_finish(struct copy *c)
+{
+    if (!c->dmode || !c->dlanded) return;
+    int err = c->dland_err;
+    if (c->st.pending) {
+        dsm_copy_grant(&c->st, c->dmode, err);
+        if (!err) atomic_fetch_add(&D.grants_direct, 1);
+        bool dirty;
+        if (c->dinv && !err && dsm_copy_inv(&c->st, c->dinv_seq, &dirty))
+            cmsg(c->home, DSM_OP_C_ACK, c, c->dinv_seq, 0, dirty ? c->data : NULL);
+        copy_wake(c);
+    }
+    direct_reset(c);
+}
+
+/* Holding the turn: c's data came (or its receive failed). */
+static void direct_land(struct copy *c)
+{
+    copy_lock(c);
+    bool was = copy_valid(c);
+    cor_status_t st;
+    int done = 0;
+    int err = cor_test(&c->dreq, &done, &st);
+    c->dreq = COR_REQ_NULL;
+    if (!err && !done) err = COR_EPROTO; /* cor_peek said done: not reached */
+    if (!err && st.count * cor_type_size(st.type) != c->bytes) err = COR_EPROTO;
+    c->dlanded = true;
+    c->dland_err = err;
+    direct_finish(c);
+    copy_account(c, was);
+    copy_unlock(c);
+}
+
+/* Holding the turn: lands the copies whose data came. */
+static void direct_reap(void)
+{
+    struct copy *landed = NULL;
+    lock_or_die(&D.direct_mu);
+    for (struct copy **p = &D.direct; *p;) {
+        struct copy *c = *p;
+        int done = 0;
+        if (cor_peek(c->dreq, &done) == COR_OK && !done) {
+            p = &c->dnext;
+            continue;
+        }
+        *p = c->dnext;
+        atomic_fetch_sub(&D.ndirect, 1);
+        c->dnext = landed;
+        landed = c;
+    }
+    unlock_or_die(&D.direct_mu);
+    while (landed) {
+        struct copy *c = landed;
+        landed = c->dnext;
+        direct_land(c);
+    }
+    evict();
+}
+
 /* Under *c->mu: asks the home for `mode`. */
 static int copy_request(struct copy *c, int mode, bool have)
 {
@@ -1591,7 +1769,9 @@ static int copy_request(struct copy *c, int mode, bool have)
         c->st.pending = DSM_MODE_NONE;
         return COR_EPEERDEAD;
     }
-    cmsg(c->home, DSM_OP_C_REQ, c, 0, (uint32_t)mode | (have ? DSM_CF_HAVE : 0), NULL);
+    uint32_t flags = (uint32_t)mode | (have ? DSM_CF_HAVE : 0);
+    if (!have && direct_post(c)) flags |= DSM_CF_DIRECT;
+    cmsg(c->home, DSM_OP_C_REQ, c, 0, flags, NULL);
     return COR_OK;
 }
 
@@ -1864,7 +2044,8 @@ static void serve_cached_home(int from, const struct dsm_req *r, cor_idp_t src)
         struct dsm_dreq q = {.who = from,
                              .mode = (uint8_t)(r->flags & DSM_CF_MODE),
                              .kind = DSM_DREQ_SECTION,
-                             .have_copy = (r->flags & DSM_CF_HAVE) != 0};
+                             .have_copy = (r->flags & DSM_CF_HAVE) != 0,
+                             .direct = (r->flags & DSM_CF_DIRECT) != 0};
         int err = dsm_dir_request(&x->dir, &q);
         if (err) dir_grant(x, &q, false, err);
         break;
@@ -1905,9 +2086,28 @@ static void serve_cached_copy(const struct dsm_req *r)
     }
     copy_lock(c);
     bool was = copy_valid(c);
+    if (r->op == DSM_OP_C_INV && c->dmode) {
+        c->dinv = true; /* it overtook the grant's data: due once that landed */
+        c->dinv_seq = (uint32_t)r->offset;
+        copy_unlock(c);
+        return;
+    }
+    if (r->op == DSM_OP_C_GRANT && (r->flags & DSM_CF_DIRECT)) {
+        if (c->dreq == COR_REQ_NULL && !c->dlanded) {
+            atomic_fetch_add(&D.dropped, 1); /* no data was asked for */
+        } else {
+            c->dmode = (uint8_t)(r->flags & DSM_CF_MODE);
+            direct_finish(c);
+        }
+        copy_account(c, was);
+        copy_unlock(c);
+        evict();
+        return;
+    }
     if (r->op == DSM_OP_C_GRANT) {
         int mode = (int)(r->flags & DSM_CF_MODE);
         int err = -(int)((r->flags & DSM_CF_ERR) >> DSM_CF_ERR_SHIFT);
+        direct_cancel(c); /* a grant in a message: no data comes alone */
         if (!c->st.pending) {
             atomic_fetch_add(&D.dropped, 1); /* nobody asked */
         } else {
@@ -2011,6 +2211,7 @@ static void cached_peer_dead(int d)
             if (c->home != d) continue;
             copy_lock(c); /* D.lock -> copy mutex: nowhere the other way round */
             bool was = copy_valid(c);
+            direct_cancel(c);
             c->st.err = COR_EPEERDEAD;
             c->st.pending = DSM_MODE_NONE;
             if (!c->st.readers && !c->st.writers) dsm_copy_drop(&c->st);
@@ -2684,32 +2885,52 @@ static void outbox_reap(struct outbox *o, enum reap_how how)
             i++;
             continue;
         }
-        sbuf_put(o->pend[i].buf);
+        if (o->pend[i].obj)
+            res_put(o->pend[i].obj);
+        else
+            sbuf_put(o->pend[i].buf);
         o->pend[i] = o->pend[--o->n];
     }
+}
+
+/* Gives back what a send of p held. */
+static void pend_free(const struct pend *p)
+{
+    if (p->obj)
+        res_put(p->obj);
+    else
+        free(p->buf);
+}
+
+/* Sends p's buffer as task `as` to `to` in context ctx; o->mu held. p->buf is malloc'd and
+ * ours until the send completes, or (p->obj) the memory of an object the caller holds a
+ * reference to for the send, given back when it completes. */
+static void outbox_send_in(struct outbox *o, cor_idp_t as, cor_idp_t to, cor_idp_t ctx,
+                           uint32_t tag, struct pend p, size_t n)
+{
+    if (cor_sendI_as(as, to, ctx, (int)tag, COR_BYTE, p.buf, n, &p.req) != COR_OK) {
+        pend_free(&p); /* the peer died or left: nobody waits for this any more */
+        return;
+    }
+    if (o->n == o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 64;
+        struct pend *more = realloc(o->pend, cap * sizeof *more);
+        if (!more) {
+            cor_wait(&p.req, NULL);
+            pend_free(&p);
+            return;
+        }
+        o->pend = more;
+        o->cap = cap;
+    }
+    o->pend[o->n++] = p;
 }
 
 /* Sends buf (malloc'd, ours until the send completes) as task `as` to `to`; o->mu held. */
 static void outbox_send(struct outbox *o, cor_idp_t as, cor_idp_t to, uint32_t tag, void *buf,
                         size_t n)
 {
-    cor_req_t req;
-    if (cor_sendI_as(as, to, D.ctx, (int)tag, COR_BYTE, buf, n, &req) != COR_OK) {
-        free(buf); /* the peer died or left: nobody waits for this any more */
-        return;
-    }
-    if (o->n == o->cap) {
-        size_t cap = o->cap ? o->cap * 2 : 64;
-        struct pend *p = realloc(o->pend, cap * sizeof *p);
-        if (!p) {
-            cor_wait(&req, NULL);
-            free(buf);
-            return;
-        }
-        o->pend = p;
-        o->cap = cap;
-    }
-    o->pend[o->n++] = (struct pend){req, buf};
+    outbox_send_in(o, as, to, D.ctx, tag, (struct pend){.buf = buf}, n);
 }
 
 /* Waits for o's sends and frees what it holds. */
@@ -3250,6 +3471,7 @@ static void drain(void)
         while (atomic_exchange(&D.pending, 0)) {
             while (serve_next())
                 ;
+            if (atomic_load(&D.ndirect)) direct_reap();
             if (atomic_load(&D.deaths_pending)) handle_deaths();
             reap(false);
         }
@@ -3402,6 +3624,7 @@ COR_API int cor_dsm_init(void)
     D.session = cor_session();
     /* A context no application message uses: kind "context", domain 4095, index 0xd5. */
     D.ctx = cor_idp_make(D.session, COR_KIND_CONTEXT, COR_MAX_DOMAINS - 1, 0xd5);
+    D.dctx = cor_idp_make(D.session, COR_KIND_CONTEXT, COR_MAX_DOMAINS - 1, 0xd6);
     const char *budget = getenv("COR_DSM_CACHE_BYTES");
     atomic_store(&D.cache_budget,
                  budget && *budget ? (size_t)strtoull(budget, NULL, 10) : DEFAULT_CACHE_BYTES);
@@ -3478,6 +3701,8 @@ COR_API int cor_dsm_finalize(void)
             D.copies[k] = c->next;
             copy_free(c);
         }
+    D.direct = NULL;
+    atomic_store(&D.ndirect, 0);
     atomic_store(&D.cached_bytes, 0);
     for (int k = 0; k < DIR_BUCKETS; k++)
         while (D.dir[k]) {
@@ -3524,6 +3749,7 @@ COR_API int cor_dsm_stats_get(cor_dsm_stats_t *stats)
     stats->local_ops = atomic_load(&D.local_ops);
     stats->remote_ops = atomic_load(&D.remote_ops);
     stats->shm_ops = atomic_load(&D.shm_ops);
+    stats->grants_direct = atomic_load(&D.grants_direct);
     uint64_t hits = 0, misses = 0;
     lock_or_die(&D.lock);
     for (int k = 0; k < DIR_BUCKETS; k++)

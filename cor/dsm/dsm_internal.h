@@ -81,7 +81,8 @@ enum dsm_op {
     DSM_OP_BARRIER, /* obj = barrier id, offset = round, count = epoch; no reply */
     /* Cached protocol, service to service only (see dsm_dir.c): */
     DSM_OP_C_REQ,   /* copy holder -> home: flags = mode | DSM_CF_HAVE (upgrade) */
-    DSM_OP_C_GRANT, /* home -> holder: flags = mode, or DSM_CF_ERR; data: the copy or none */
+    DSM_OP_C_GRANT, /* home -> holder: flags = mode (| DSM_CF_DIRECT), or DSM_CF_ERR; data: the
+                       copy or none */
     DSM_OP_C_INV,   /* home -> holder: offset = round seq; flags DSM_CF_WRITEBACK */
     DSM_OP_C_ACK,   /* holder -> home: offset = seq; data: the dirty copy or none */
     DSM_OP_C_FLUSH, /* holder -> home: the copy was dropped; data: the dirty copy or none */
@@ -92,6 +93,8 @@ enum dsm_op {
 /* Flags of the cached protocol's messages. */
 #define DSM_CF_MODE 0x3u      /* DSM_MODE_READ or DSM_MODE_WRITE */
 #define DSM_CF_HAVE 0x4u      /* C_REQ: the requester holds a read copy (upgrade) */
+#define DSM_CF_DIRECT 0x8u    /* C_REQ: send the data alone, straight into the posted copy;
+                                 C_GRANT: the data was sent so (this is the grant's header) */
 #define DSM_CF_WRITEBACK 0x1u /* C_INV: the holder has the only valid copy */
 #define DSM_CF_ERR 0xff00u    /* C_GRANT refused: -status << 8 */
 #define DSM_CF_ERR_SHIFT 8
@@ -342,6 +345,7 @@ struct dsm_dreq {
     uint8_t kind;   /* DSM_DREQ_SECTION or DSM_DREQ_OP */
     bool have_copy; /* SECTION: the requester says it holds a read copy (upgrade) */
     bool recalled;  /* set by the directory: copies had to be invalidated first */
+    bool direct;    /* SECTION: the data goes alone into the copy the requester posted */
     void *op;       /* OP: the runtime's pending operation */
 };
 

@@ -125,13 +125,15 @@ static bool req_valid(const struct dsm_req *r)
         if (r->flags > COR_DSM_CACHED) return false;
     } else if (r->op == DSM_OP_C_REQ) {
         uint32_t mode = r->flags & DSM_CF_MODE;
-        if ((r->flags & ~(DSM_CF_MODE | DSM_CF_HAVE)) ||
-            (mode != DSM_MODE_READ && mode != DSM_MODE_WRITE))
+        if ((r->flags & ~(DSM_CF_MODE | DSM_CF_HAVE | DSM_CF_DIRECT)) ||
+            (mode != DSM_MODE_READ && mode != DSM_MODE_WRITE) ||
+            ((r->flags & DSM_CF_HAVE) && (r->flags & DSM_CF_DIRECT)))
             return false;
     } else if (r->op == DSM_OP_C_GRANT) {
         uint32_t mode = r->flags & DSM_CF_MODE;
-        if ((r->flags & ~(DSM_CF_MODE | DSM_CF_ERR)) || mode == 3) return false;
+        if ((r->flags & ~(DSM_CF_MODE | DSM_CF_ERR | DSM_CF_DIRECT)) || mode == 3) return false;
         if ((mode == DSM_MODE_NONE) != ((r->flags & DSM_CF_ERR) != 0)) return false;
+        if ((r->flags & DSM_CF_DIRECT) && r->count) return false; /* its data comes alone */
         if ((r->flags & DSM_CF_ERR) && r->count) return false;
     } else if (r->op == DSM_OP_C_INV) {
         if (r->flags & ~DSM_CF_WRITEBACK) return false;

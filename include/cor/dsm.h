@@ -310,6 +310,8 @@ typedef struct cor_dsm_stats {
     uint64_t recalls;          /* remote operations that invalidated copies first */
     uint64_t evictions;        /* copies flushed to stay within the cache budget */
     uint64_t cached_bytes;     /* bytes of valid copies of objects homed elsewhere */
+    uint64_t grants_direct;    /* copies (16 KiB and more) whose data the home sent straight
+                                  into this domain's copy: no staging buffer on either side */
 } cor_dsm_stats_t;
 COR_API int cor_dsm_stats_get(cor_dsm_stats_t *stats);
 

@@ -304,7 +304,9 @@ static void run_mix(void)
 
 /* ---- cache ---- */
 
-#define CB 512 /* longs per cached block: [0] the sum of the others, which all move together */
+/* longs per cached block (-B): [0] the sum of the others, which all move together; from
+ * 16 KiB on the home sends a grant's data straight into the copy (grants_direct) */
+static int CB = 512;
 static cor_idp_t *cblk, *cctr;
 static long cache_bytes = -1;
 
@@ -469,12 +471,18 @@ static void run_cache(void)
     CHECK(cor_dsm_stats_get(&s));
     printf("domain %d: %s cache: %ld write+read sections on each of %d blocks and %ld counter "
            "sections and fetch-adds from %d tasks per domain in %.2f s; hits %llu, misses %llu, "
-           "invalidations %llu, recalls %llu, evictions %llu, dropped %llu\n",
+           "invalidations %llu, recalls %llu, evictions %llu, grants straight into the copy %llu, "
+           "dropped %llu\n",
            rank, atomic_load(&failures) ? "FAIL" : "PASS", per, ndom, per, ntasks, el,
            (unsigned long long)s.section_hits, (unsigned long long)s.section_misses,
            (unsigned long long)s.invalidations, (unsigned long long)s.recalls,
-           (unsigned long long)s.evictions, (unsigned long long)s.requests_dropped);
+           (unsigned long long)s.evictions, (unsigned long long)s.grants_direct,
+           (unsigned long long)s.requests_dropped);
     if (s.requests_dropped) fail("%llu requests dropped", (unsigned long long)s.requests_dropped);
+    int big = CB * sizeof(long) >= 16384;
+    if (ndom > 1 && big != (s.grants_direct > 0))
+        fail("%llu grants straight into the copy with blocks of %zu bytes",
+             (unsigned long long)s.grants_direct, CB * sizeof(long));
     if (cache_bytes == 0 && s.evictions == 0 && ndom > 1) fail("a budget of 0 evicted nothing");
     CHECK(cor_dsm_barrier_wait(all_bar));
     run_cadd();
@@ -887,8 +895,10 @@ int main(int argc, char **argv)
             max_ratio = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "-b"))
             cache_bytes = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "-B"))
+            CB = atoi(argv[i + 1]);
     }
-    if (ntasks < 1 || ntasks > 256 || iters < 1) return 2;
+    if (ntasks < 1 || ntasks > 256 || iters < 1 || CB < 2 || CB > (1 << 20)) return 2;
     int rc = cor_init(&argc, &argv);
     if (rc != COR_OK) {
         fprintf(stderr, "dsm_proc: cor_init: %s\n", cor_strerror(rc));

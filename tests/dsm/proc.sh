@@ -2,7 +2,8 @@
 # libcordsm across real domains (dsm_proc under cor-run): the mixed workload on 2 and 4
 # domains x 8 tasks over udp and gm (exact counters, FIFO complete and ordered per task, no
 # torn block), cached objects under sections mixed with remote operations (2 and 4 domains,
-# and with a cache budget of 0), both on 2 domains over udp under the fault injector (5% drop), FIFO lock
+# with a cache budget of 0, and blocks of 32 KiB whose grants come straight into the copies),
+# both on 2 domains over udp under the fault injector (5% drop), FIFO lock
 # fairness on 4 domains x 2 tasks, barriers (all domains, and a logical domain's subset), and the
 # mixed workload over both routes at once (4 domains, the odd ones sending over udp).
 # Over udp every request is a message (COR_DSM_SHM=0); over gm home-only objects are operated
@@ -57,6 +58,11 @@ done
 COR_DSM_SHM=0
 say "gm: cached objects with a cache budget of 0 (every idle copy evicted), 2 domains"
 run cache0 2 cache gm -t $T -i $C2 -b 0
+# blocks of 32 KiB: the home sends a grant's data alone, straight into the posted copy
+# (dsm_proc fails a run whose count of such grants does not match its block size)
+say "gm: cached blocks of 32 KiB (grants straight into the copies), 2 and 4 domains"
+run cachebig2 2 cache gm -t $T -i $C2 -B 4096
+run cachebig4 4 cache gm -t $T -i $C4 -B 4096
 say "udp with 5% of the datagrams dropped: mix, 2 domains x $T tasks"
 COR_UDP_FAULTS="drop=0.05,seed=11" COR_UDP_STATS=1 run lossy 2 mix udp -t $T -i $((I2 / 4))
 grep -q "retransmits [1-9]" "$WORK/lossy.err" || { show lossy; die "no retransmission counted: were the faults injected?"; }
@@ -64,6 +70,8 @@ grep "retransmits" "$WORK/lossy.err" | head -2 | sed 's/^/  /'
 say "udp with 5% of the datagrams dropped: cached objects, 2 domains x $T tasks"
 COR_UDP_FAULTS="drop=0.05,seed=12" COR_UDP_STATS=1 run lossyc 2 cache udp -t $T -i $((C2 / 3))
 grep -q "retransmits [1-9]" "$WORK/lossyc.err" || { show lossyc; die "no retransmission counted: were the faults injected?"; }
+say "udp with 5% of the datagrams dropped: cached blocks of 32 KiB, 2 domains x $T tasks"
+COR_UDP_FAULTS="drop=0.05,seed=13" COR_UDP_STATS=1 run lossycb 2 cache udp -t $T -i $((C2 / 3)) -B 4096
 say "both routes at once: mix, 4 domains x $T tasks, the odd domains sending over udp, the even over gm"
 cat >"$WORK/by-rank.sh" <<EOF
 #!/bin/sh
