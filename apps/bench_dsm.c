@@ -25,6 +25,8 @@
 
 #define HIT_BATCH 1000 /* read hits and rwlock pairs are timed per batch: ns-scale */
 #define PUT_BYTES_PER_SIZE ((size_t)1 << 30) /* caps the count of large puts */
+#define BIG_MISS_BYTES ((size_t)1 << 20) /* the large read miss: a 1 MiB cached object */
+#define BIG_MISS_COUNT 1000
 
 /* One result. Times are in `unit`; goals, when set, apply to the median (and the p99). */
 struct dsm_row {
@@ -47,7 +49,7 @@ struct dsm_ctx {
     unsigned me; /* the main task's index, the same in every domain */
     double R_us; /* domain 0: the median round trip */
     long n;      /* --count */
-    cor_idp_t ho, put, cached, lock, ctr;
+    cor_idp_t ho, put, cached, big, lock, ctr;
     cor_dsm_barrier_t all;
     double *v;      /* n samples */
     int gm;         /* route is gm (its goals differ from udp's) */
@@ -197,6 +199,7 @@ static int setup(struct dsm_ctx *c)
         TRY(cor_dsm_create("bench.ho", COR_LONG, 8, COR_DSM_HOME_ONLY, &c->ho));
         TRY(cor_dsm_create("bench.put", COR_BYTE, put_max, COR_DSM_HOME_ONLY, &c->put));
         TRY(cor_dsm_create("bench.cached", COR_LONG, 8, COR_DSM_CACHED, &c->cached)); /* 64 B */
+        TRY(cor_dsm_create("bench.big", COR_BYTE, BIG_MISS_BYTES, COR_DSM_CACHED, &c->big));
         TRY(cor_dsm_create("bench.ctr", COR_LONG, 4, COR_DSM_HOME_ONLY, &c->ctr));
     }
     TRY(cor_dsm_barrier_create("bench.all", COR_IDP_NULL, 1, &c->all));
@@ -204,6 +207,7 @@ static int setup(struct dsm_ctx *c)
     TRY(cor_dsm_lookup("bench.ho", &c->ho));
     TRY(cor_dsm_lookup("bench.put", &c->put));
     TRY(cor_dsm_lookup("bench.cached", &c->cached));
+    TRY(cor_dsm_lookup("bench.big", &c->big));
     TRY(cor_dsm_lookup("bench.ctr", &c->ctr));
     TRY(lock_at("bench.lock", 0, &c->lock));
     return cor_dsm_barrier_wait(c->all);
@@ -291,6 +295,29 @@ static int bench_read(struct dsm_ctx *c, cor_dsm_region_t rg)
     TRY(publish(c, 1, &hit));
     TRY(publish(c, 1, &rw));
     TRY(publish(c, 1, &ratio));
+    return publish(c, 1, &miss);
+}
+
+/* A read miss on a 1 MiB copy: the grant's data goes straight into the copy (the core's
+ * rendezvous; over gm the route's remote write); put 1 MiB is the neighbour to compare. */
+static int bench_read_big(struct dsm_ctx *c)
+{
+    struct dsm_row miss;
+    row_init(&miss, "read_miss_1M", "us", "read miss, 1 MiB (data straight into the copy)");
+    long n = c->n < BIG_MISS_COUNT ? c->n : BIG_MISS_COUNT;
+    if (c->rank == 1) {
+        cor_dsm_region_t rg;
+        TRY(cor_dsm_map(c->big, &rg));
+        for (long i = -n / 10; i < n; i++) {
+            TRY(cor_dsm_flush(rg));
+            double t = now_us();
+            TRY(cor_dsm_start_read(rg));
+            TRY(cor_dsm_end_read(rg));
+            if (i >= 0) c->v[i] = now_us() - t;
+        }
+        TRY(cor_dsm_unmap(rg));
+        row_stats(&miss, c->v, n);
+    }
     return publish(c, 1, &miss);
 }
 
@@ -717,6 +744,8 @@ static int run_all(struct dsm_ctx *c)
     int e = cor_dsm_unmap(rg);
     if (err != COR_OK) return err;
     TRY(e);
+    TRY(bench_read_big(c));
+    TRY(cor_dsm_barrier_wait(c->all));
     TRY(bench_atomics(c));
     TRY(cor_dsm_barrier_wait(c->all));
     TRY(bench_adds(c));
@@ -731,6 +760,7 @@ static int run_all(struct dsm_ctx *c)
         TRY(cor_dsm_destroy(c->ho));
         TRY(cor_dsm_destroy(c->put));
         TRY(cor_dsm_destroy(c->cached));
+        TRY(cor_dsm_destroy(c->big));
         TRY(cor_dsm_destroy(c->ctr));
     }
     return cor_dsm_barrier_destroy(c->all);
