@@ -307,6 +307,7 @@ static void run_mix(void)
 /* longs per cached block (-B): [0] the sum of the others, which all move together; from
  * 16 KiB on the home sends a grant's data straight into the copy (grants_direct) */
 static int CB = 512;
+static int cb_given; /* -B: kill's cached objects have CB longs too (else 4) */
 static cor_idp_t *cblk, *cctr;
 static long cache_bytes = -1;
 
@@ -814,9 +815,10 @@ static int run_kill(void)
     want_ready = ntasks;
     if (rank == victim) CHECK(cor_dsm_create("vobj", COR_LONG, 4, COR_DSM_HOME_ONLY, &vobj));
     if (rank == 0) CHECK(cor_dsm_create("d0obj", COR_LONG, 4, COR_DSM_HOME_ONLY, &d0obj));
-    if (rank == 0) CHECK(cor_dsm_create("kw", COR_LONG, 4, COR_DSM_CACHED, &kw));
-    if (rank == 0) CHECK(cor_dsm_create("kr", COR_LONG, 4, COR_DSM_CACHED, &kr));
-    if (rank == victim) CHECK(cor_dsm_create("kh", COR_LONG, 4, COR_DSM_CACHED, &kh));
+    size_t kn = cb_given ? (size_t)CB : 4; /* -B 4096: grants straight into the copies */
+    if (rank == 0) CHECK(cor_dsm_create("kw", COR_LONG, kn, COR_DSM_CACHED, &kw));
+    if (rank == 0) CHECK(cor_dsm_create("kr", COR_LONG, kn, COR_DSM_CACHED, &kr));
+    if (rank == victim) CHECK(cor_dsm_create("kh", COR_LONG, kn, COR_DSM_CACHED, &kh));
     CHECK(cor_dsm_barrier_create("all", COR_IDP_NULL, 1, &all_bar));
     /* survivors' kill_task 3 (one per survivor domain) wait in kbar */
     int kb_local = 0;
@@ -896,7 +898,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-b"))
             cache_bytes = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "-B"))
-            CB = atoi(argv[i + 1]);
+            CB = atoi(argv[i + 1]), cb_given = 1;
     }
     if (ntasks < 1 || ntasks > 256 || iters < 1 || CB < 2 || CB > (1 << 20)) return 2;
     int rc = cor_init(&argc, &argv);

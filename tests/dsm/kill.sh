@@ -14,11 +14,11 @@ P=$B/tests/dsm/dsm_proc
 unset GM_NODES GM_NODE_MAP GM_NODE_ID GM_PROVIDER GM_SHM_NAMESPACE COR_ROUTES
 if [ $SMALL = 1 ]; then LIMIT=25; else LIMIT=15; fi
 
-kill_run() { # TAG ROUTE [env assignments...]
+kill_run() { # TAG ROUTE [env assignments...]; KILL_ARGS: more dsm_proc options
     tag=$1 route=$2
     shift 2
     rm -f "$WORK"/pid.* "$WORK"/ready.*
-    run_bg $tag env "$@" timeout 120 "$CORRUN" -n 3 --route $route --grace $LIMIT "$P" kill "$WORK" -t 7
+    run_bg $tag env "$@" timeout 120 "$CORRUN" -n 3 --route $route --grace $LIMIT "$P" kill "$WORK" -t 7 ${KILL_ARGS:-}
     for r in 0 1 2; do
         wait_file "$WORK/ready.$r" 60 || { show $tag; die "$tag: domain $r never got ready"; }
     done
@@ -51,10 +51,12 @@ kill_run() { # TAG ROUTE [env assignments...]
     say "$tag: survivors done $el s after the kill"
 }
 
-# Over udp every request and barrier goes as messages; over gm the victim's home-only object
-# and the barrier are in shared memory (COR_DSM_SHM's default), and must fail just the same.
-say "udp: kill -9 of a home"
-kill_run udp udp COR_DSM_SHM=0
+# Over udp every request and barrier goes as messages, and the cached objects have 32 KiB
+# (grants straight into the copies: receives posted for data that never comes are taken back);
+# over gm the victim's home-only object and the barrier are in shared memory (COR_DSM_SHM's
+# default), and must fail just the same.
+say "udp: kill -9 of a home (cached objects of 32 KiB)"
+KILL_ARGS="-B 4096" kill_run udp udp COR_DSM_SHM=0
 BASE=$((31000 + ($$ % 400) * 64))
 MAP="1 d0 127.0.0.1:$BASE; 2 d1 127.0.0.1:$((BASE + 16)); 3 d2 127.0.0.1:$((BASE + 32))"
 SLOWTCP=GM_SEND_TIMEOUT_MS=1000
