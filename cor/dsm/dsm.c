@@ -75,7 +75,7 @@ struct copy {
     uint8_t dmode;      /* the grant's header came: the mode granted */
     bool dlanded;       /* the data came (dland_err: how) */
     int dland_err;
-    bool dinv;          /* an invalidation came after the header, before the data */
+    bool dinv; /* an invalidation came after the header, before the data */
     uint32_t dinv_seq;
 };
 

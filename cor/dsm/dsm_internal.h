@@ -93,8 +93,8 @@ enum dsm_op {
 /* Flags of the cached protocol's messages. */
 #define DSM_CF_MODE 0x3u      /* DSM_MODE_READ or DSM_MODE_WRITE */
 #define DSM_CF_HAVE 0x4u      /* C_REQ: the requester holds a read copy (upgrade) */
-#define DSM_CF_DIRECT 0x8u    /* C_REQ: send the data alone, straight into the posted copy;
-                                 C_GRANT: the data was sent so (this is the grant's header) */
+/* C_REQ: send the data alone, straight into the posted copy; C_GRANT: it was (the header) */
+#define DSM_CF_DIRECT 0x8u
 #define DSM_CF_WRITEBACK 0x1u /* C_INV: the holder has the only valid copy */
 #define DSM_CF_ERR 0xff00u    /* C_GRANT refused: -status << 8 */
 #define DSM_CF_ERR_SHIFT 8

@@ -133,7 +133,8 @@ static bool req_valid(const struct dsm_req *r)
         uint32_t mode = r->flags & DSM_CF_MODE;
         if ((r->flags & ~(DSM_CF_MODE | DSM_CF_ERR | DSM_CF_DIRECT)) || mode == 3) return false;
         if ((mode == DSM_MODE_NONE) != ((r->flags & DSM_CF_ERR) != 0)) return false;
-        if ((r->flags & DSM_CF_DIRECT) && r->count) return false; /* its data comes alone */
+        /* the header of data sent alone: a mode, no data */
+        if ((r->flags & DSM_CF_DIRECT) && (r->count || (r->flags & DSM_CF_ERR))) return false;
         if ((r->flags & DSM_CF_ERR) && r->count) return false;
     } else if (r->op == DSM_OP_C_INV) {
         if (r->flags & ~DSM_CF_WRITEBACK) return false;

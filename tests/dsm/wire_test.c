@@ -119,9 +119,20 @@ static void test_req_cached(void)
     EXPECT_EQ(enc(buf, sizeof buf, &g), DSM_REQ_HDR);
     g.flags |= DSM_MODE_READ;
     EXPECT_EQ(enc(buf, sizeof buf, &g), 0);
+    g.flags = DSM_MODE_READ | DSM_CF_DIRECT; /* the header of data sent alone */
+    EXPECT_EQ(enc(buf, sizeof buf, &g), DSM_REQ_HDR);
+    g.count = 4, g.data = copy, g.data_len = sizeof copy; /* ... and never with data */
+    EXPECT_EQ(enc(buf, sizeof buf, &g), 0);
+    g.count = 0, g.data = NULL, g.data_len = 0;
+    g.flags = DSM_CF_DIRECT | (8u << DSM_CF_ERR_SHIFT); /* nor refused */
+    EXPECT_EQ(enc(buf, sizeof buf, &g), 0);
     struct dsm_req q = {
         .op = DSM_OP_C_REQ, .type = COR_LONG, .flags = DSM_MODE_WRITE | DSM_CF_HAVE};
     EXPECT_EQ(enc(buf, sizeof buf, &q), DSM_REQ_HDR);
+    q.flags = DSM_MODE_READ | DSM_CF_DIRECT; /* data straight into the copy */
+    EXPECT_EQ(enc(buf, sizeof buf, &q), DSM_REQ_HDR);
+    q.flags = DSM_MODE_WRITE | DSM_CF_HAVE | DSM_CF_DIRECT; /* an upgrade needs no data */
+    EXPECT_EQ(enc(buf, sizeof buf, &q), 0);
     q.flags = DSM_MODE_NONE;
     EXPECT_EQ(enc(buf, sizeof buf, &q), 0);
     q.flags = DSM_MODE_READ | 0x100;
