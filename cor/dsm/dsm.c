@@ -147,6 +147,15 @@ struct cor_dsm_barrier {
     bool shm;                     /* every member joined the file: episodes meet there */
 };
 
+/* A task's episode of a barrier, from its arrival to its end. */
+struct bar_entry {
+    struct cor_dsm_barrier *b; /* stays while the task is inside (b->inside) */
+    uint64_t epoch;
+    bool meet; /* the domain's last arrival, to meet the others in the barrier's file */
+    bool met;
+    uint32_t gen; /* the file's generation it waits for */
+};
+
 /* How many times a barrier name was created here: the same count in every member domain,
  * so it names the creation's file (dsm_shm_bar_join). */
 struct bar_gen {
@@ -182,8 +191,9 @@ static struct {
     /* the barrier mailbox: one waiting task at a time (the driver) receives on it */
     cor_idp_t bar_box;
     _Atomic cor_idp_t *bar_boxes; /* [size] looked up on first use */
-    bool bar_driving;             /* under lock */
+    bool bar_driving;             /* under lock: a task or a pump receives on it */
     _Atomic uint64_t bar_events;  /* bar_wake calls */
+    _Atomic int bar_pending;      /* a barrier message came: the mailbox's hook pumps it */
     cor_req_t bar_rr;             /* the driver's */
     void *bar_msg;
     /* Barrier messages leave as the mailbox's task, not the service's: a completion signals
@@ -439,6 +449,8 @@ struct cor_dsm_op {
     cor_idp_t *idp_out;   /* DIR_GET, LOCK_OPEN */
     struct copy *section; /* a non-blocking section start */
     int smode;
+    bool bar_in; /* a non-blocking barrier episode: */
+    struct bar_entry bar;
     unsigned char small[DSM_REQ_HDR + COR_NAME_MAX + 32];
     unsigned char rsmall[DSM_REP_HDR + DSM_INFO_HDR + COR_NAME_MAX];
     uint64_t handle; /* its cor_dsm_req_t (after small: op_init leaves it) */
@@ -625,8 +637,14 @@ static void lock_nap(void *arg)
     dsm_shm_lock_sleep(o->lk, o->ticket);
 }
 
+static int bar_step(struct bar_entry *e, bool block, int *done);
+
 static int op_wait(struct cor_dsm_op *o)
 {
+    if (!o->done && o->bar_in) {
+        o->result = bar_step(&o->bar, true, NULL);
+        o->done = true;
+    }
     if (!o->done && o->lk) shm_wait(lock_turn, lock_nap, o, D.size);
     if (!o->done && o->section) {
         o->result = section_begin(o->section, o->smode, true);
@@ -651,6 +669,13 @@ static int op_wait(struct cor_dsm_op *o)
 static int op_test(struct cor_dsm_op *o, int *done)
 {
     *done = 0;
+    if (!o->done && o->bar_in) {
+        int d = 0;
+        int err = bar_step(&o->bar, false, &d);
+        if (!d) return COR_OK;
+        o->result = err;
+        o->done = true;
+    }
     if (!o->done && o->lk && !lock_turn(o)) {
         cor_progress();
         return COR_OK;
@@ -2696,15 +2721,6 @@ static void bar_nap(void *arg)
     dsm_shm_bar_sleep(m->b->sb, m->gen);
 }
 
-/* The domain's last arrival meets the other members in the barrier's file. */
-static int bar_meet(struct cor_dsm_barrier *b)
-{
-    struct bar_meeting m = {b, 0, COR_OK};
-    if (dsm_shm_bar_arrive(b->sb, b->st.n, &m.gen)) return COR_OK;
-    shm_wait(bar_met, bar_nap, &m, b->st.n);
-    return m.err;
-}
-
 struct bar_watch {
     struct cor_dsm_barrier *b;
     uint64_t epoch, events;
@@ -2776,7 +2792,69 @@ static void bar_drive(struct cor_dsm_barrier *b, uint64_t epoch)
     }
 }
 
-COR_API int cor_dsm_barrier_wait(cor_dsm_barrier_t bar)
+/* Holding the driver's role: takes every barrier message that came, without waiting. */
+static void bar_take_ready(void)
+{
+    for (;;) {
+        if (D.bar_rr == COR_REQ_NULL) {
+            D.bar_msg = NULL;
+            lock_or_die(&D.bar_out.mu);
+            int err =
+                cor_recvI_as(D.bar_box, COR_ANY_SOURCE, D.ctx, COR_ANY_TAG, &D.bar_msg, &D.bar_rr);
+            unlock_or_die(&D.bar_out.mu);
+            if (err) return; /* the service thread tries again at its next look */
+        }
+        int done = 0;
+        if (cor_peek(D.bar_rr, &done) == COR_OK && !done) return;
+        cor_status_t st;
+        int rc = cor_test(&D.bar_rr, &done, &st);
+        if (!done) return;
+        if (rc == COR_OK && D.bar_msg) bar_take(D.bar_msg, st.count * cor_type_size(st.type));
+        if (D.bar_msg) cor_releaseBuffer(D.bar_msg);
+        D.bar_msg = NULL;
+    }
+}
+
+/*
+ * Takes the barrier messages that came while no task drives, in the calling thread: the
+ * mailbox's arrival hook (whatever thread polled them in), the service thread, a task testing
+ * a non-blocking barrier. So a barrier moves on while every task of the domain computes (a
+ * domain that entered with cor_dsm_barrier_waitI still answers the others' rounds), as
+ * requests are served. A driver that holds the role takes them itself and pumps after its turn.
+ */
+static void bar_pump(void)
+{
+    while (atomic_load(&D.bar_pending)) {
+        lock_or_die(&D.lock);
+        bool mine = !D.bar_driving && !atomic_load(&D.stopping);
+        if (mine) D.bar_driving = true;
+        unlock_or_die(&D.lock);
+        if (!mine) return;
+        atomic_store(&D.bar_pending, 0);
+        bar_take_ready();
+        lock_or_die(&D.lock);
+        D.bar_driving = false;
+        bar_wake();
+        unlock_or_die(&D.lock);
+    }
+}
+
+/* The barrier mailbox's arrival hook. A thread holding one of our mutexes leaves the message
+ * to the service thread (the pump takes D.lock). */
+static void bar_on_arrival(void *arg, int flags)
+{
+    (void)arg;
+    (void)flags;
+    atomic_store(&D.bar_pending, 1);
+    if (tls_locks)
+        svc_wake();
+    else
+        bar_pump();
+}
+
+/* The arrival: counts the task in, and if it is the domain's last, sends the first rounds or
+ * arrives in the file. An error means the task is not inside. */
+static int bar_enter(cor_dsm_barrier_t bar, struct bar_entry *e)
 {
     if (!is_up()) return COR_ESTATE;
     struct dsm_bar_msg msgs[DSM_MAX_ROUNDS];
@@ -2788,12 +2866,11 @@ COR_API int cor_dsm_barrier_wait(cor_dsm_barrier_t bar)
         unlock_or_die(&D.lock);
         return COR_EINVAL;
     }
+    *e = (struct bar_entry){.b = b, .epoch = b->st.epoch};
     int err = b->err;
-    uint64_t epoch = b->st.epoch;
-    bool meet = false; /* the domain's last arrival, to meet the others in the file */
     if (!err && dsm_bar_arrive(&b->st)) {
         if (b->shm)
-            meet = true;
+            e->meet = true;
         else
             nmsg = dsm_bar_advance(&b->st, msgs, &completed);
     }
@@ -2803,12 +2880,12 @@ COR_API int cor_dsm_barrier_wait(cor_dsm_barrier_t bar)
     if (completed) bar_wake();
     unlock_or_die(&D.lock);
     if (err) return err;
-    if (meet) /* b stays: destroy waits for b->inside */
-        err = bar_meet(b);
+    if (e->meet) /* b stays: destroy waits for b->inside */
+        e->met = dsm_shm_bar_arrive(b->sb, b->st.n, &e->gen);
     else
         err = bar_send(id, msgs, nmsg);
     lock_or_die(&D.lock);
-    if (meet && !err) {
+    if (e->meet && e->met) {
         dsm_bar_done(&b->st);
         bar_wake();
     }
@@ -2816,16 +2893,58 @@ COR_API int cor_dsm_barrier_wait(cor_dsm_barrier_t bar)
         b->err = err;
         bar_wake();
     }
+    unlock_or_die(&D.lock);
+    return COR_OK;
+}
+
+/* Waits for the episode's end (block), or looks once and moves it on (*done says whether it
+ * ended); the episode's result once it did. */
+static int bar_step(struct bar_entry *e, bool block, int *done)
+{
+    struct cor_dsm_barrier *b = e->b;
+    if (e->meet && !e->met) {
+        struct bar_meeting m = {b, e->gen, COR_OK};
+        if (block) {
+            shm_wait(bar_met, bar_nap, &m, b->st.n);
+        } else if (!bar_met(&m)) {
+            cor_progress();
+            *done = 0;
+            return COR_OK;
+        }
+        e->met = true;
+        lock_or_die(&D.lock);
+        if (!m.err)
+            dsm_bar_done(&b->st);
+        else if (!b->err)
+            b->err = m.err;
+        bar_wake();
+        unlock_or_die(&D.lock);
+    }
+    lock_or_die(&D.lock);
     /* One waiting task at a time receives the barrier messages of the domain (the driver);
      * the others sleep until their episode ends or the driver's turn does. */
-    while (!bar_over(b, epoch)) {
+    while (!bar_over(b, e->epoch)) {
+        if (!block) {
+            unlock_or_die(&D.lock);
+            atomic_store(&D.bar_pending, 1); /* messages may wait that no hook saw */
+            bar_pump();
+            cor_progress();
+            lock_or_die(&D.lock);
+            if (bar_over(b, e->epoch)) break;
+            unlock_or_die(&D.lock);
+            *done = 0;
+            return COR_OK;
+        }
         if (!D.bar_driving && !b->shm) {
             D.bar_driving = true;
             unlock_or_die(&D.lock);
-            bar_drive(b, epoch);
+            bar_drive(b, e->epoch);
             lock_or_die(&D.lock);
             D.bar_driving = false;
             bar_wake(); /* another waiter may drive now */
+            unlock_or_die(&D.lock);
+            bar_pump(); /* what came as the turn ended */
+            lock_or_die(&D.lock);
             continue;
         }
         struct timespec t;
@@ -2838,14 +2957,33 @@ COR_API int cor_dsm_barrier_wait(cor_dsm_barrier_t bar)
         int rc = pthread_cond_timedwait(&D.bar_cv, &D.lock, &t);
         if (rc && rc != ETIMEDOUT) abort();
     }
-    err = b->st.epoch != epoch ? COR_OK : b->err;
+    int err = b->st.epoch != e->epoch ? COR_OK : b->err;
     if (!err && b->sb && !b->shm_checked) { /* before any task of the domain arrives again */
         b->shm = dsm_shm_bar_all_here(b->sb, b->st.n);
         b->shm_checked = true;
     }
     b->inside--;
     unlock_or_die(&D.lock);
+    if (done) *done = 1;
     return err;
+}
+
+COR_API int cor_dsm_barrier_wait(cor_dsm_barrier_t bar)
+{
+    struct bar_entry e;
+    int err = bar_enter(bar, &e);
+    return err ? err : bar_step(&e, true, NULL);
+}
+
+COR_API int cor_dsm_barrier_waitI(cor_dsm_barrier_t bar, cor_dsm_req_t *req)
+{
+    if (!req) return COR_EINVAL;
+    *req = NULL;
+    struct cor_dsm_op *o = nb_alloc();
+    if (!o) return COR_ENOMEM;
+    memset(o, 0, offsetof(struct cor_dsm_op, small));
+    o->bar_in = true;
+    return run_nb(o, bar_enter(bar, &o->bar), req);
 }
 
 COR_API int cor_dsm_barrier_destroy(cor_dsm_barrier_t bar)
@@ -3597,6 +3735,7 @@ static void *service(void *arg)
         pthread_mutex_unlock(&D.svc_mu);
         atomic_store(&D.pending, 1);
         drain();
+        bar_pump(); /* barrier messages a thread holding our mutexes left here */
         pthread_mutex_lock(&D.svc_mu);
     }
     pthread_mutex_unlock(&D.svc_mu);
@@ -3661,7 +3800,9 @@ COR_API int cor_dsm_init(void)
     /* served from now on where messages land (one that came before waits for the hook's
      * first call or the service thread's next look) */
     err = cor_task_on_arrival(D.svc, on_arrival, NULL);
+    if (!err) err = cor_task_on_arrival(D.bar_box, bar_on_arrival, NULL);
     if (err) { /* another library took the last hook */
+        cor_task_on_arrival(D.svc, NULL, NULL);
         atomic_store(&D.stopping, 1);
         svc_wake();
         pthread_join(D.thread, NULL);
@@ -3673,6 +3814,15 @@ COR_API int cor_dsm_init(void)
     if (D.shm && D.size > 1) D.host = dsm_shm_bar_join(D.session, 0, 0);
     err = cor_barrier();
     D.all_here = !err && D.host && dsm_shm_bar_all_here(D.host, D.size);
+    /* Every domain's service and barrier mailbox, looked up now that all are reserved: a
+     * lookup asks the domain and waits for its answer, which the hooks that send to them
+     * must never do (a listener that waited in a hook for an answer it was the one to bring
+     * in hung two domains' barriers, each asking the other). A domain already dead is left. */
+    for (int r = 0; !err && r < D.size; r++) {
+        cor_idp_t x;
+        svc_of(r, &x);
+        mailbox_of(r, BAR_NAME, &x);
+    }
     return err;
 }
 
@@ -3683,6 +3833,15 @@ COR_API int cor_dsm_finalize(void)
     atomic_store(&D.stopping, 1);
     svc_wake();
     pthread_join(D.thread, NULL);
+    cor_task_on_arrival(D.bar_box, NULL, NULL);
+    lock_or_die(&D.lock); /* a pump still under way (a hook called before) ends first */
+    while (D.bar_driving) {
+        unlock_or_die(&D.lock);
+        sched_yield();
+        lock_or_die(&D.lock);
+    }
+    D.bar_driving = true; /* for good: later hooks do nothing */
+    unlock_or_die(&D.lock);
     if (D.bar_rr != COR_REQ_NULL) { /* no barrier waits now: take the receive back */
         cor_cancel(&D.bar_rr);
         cor_wait(&D.bar_rr, NULL);
@@ -3735,6 +3894,8 @@ COR_API int cor_dsm_finalize(void)
     D.all_here = false;
     sbuf_clear();
     dsm_handle_clear();
+    D.bar_driving = false; /* (D.stopping keeps a late hook from pumping until the next init) */
+    atomic_store(&D.bar_pending, 0);
     /* D.dead and D.svcs stay: the core may still report a death to on_death. */
     atomic_store(&D.up, 0);
     return err;

@@ -292,6 +292,13 @@ COR_API int cor_dsm_barrier_create(const char *name, cor_idp_t ldom, int local_t
                                    cor_dsm_barrier_t *bar);
 /* COR_EPEERDEAD (now and for every later episode) if a member domain died. */
 COR_API int cor_dsm_barrier_wait(cor_dsm_barrier_t bar);
+/* Non-blocking form (MPI_Ibarrier): arrives now and returns; cor_dsm_test / cor_dsm_wait tell
+ * when the episode ended, with cor_dsm_barrier_wait's result. The domain answers the other
+ * members' rounds meanwhile without being asked (the DSM's hooks take the barrier's messages
+ * in whatever thread polls the routes), so the task may compute before it tests. Each of the
+ * barrier's local_tasks arrivals per episode may be either form; destroy is COR_EBUSY until
+ * the request completed. */
+COR_API int cor_dsm_barrier_waitI(cor_dsm_barrier_t bar, cor_dsm_req_t *req);
 /* COR_EBUSY while a task of this domain is still in cor_dsm_barrier_wait on it. */
 COR_API int cor_dsm_barrier_destroy(cor_dsm_barrier_t bar);
 

@@ -493,12 +493,23 @@ static void test_locks(void)
 
 static cor_dsm_barrier_t bar;
 static _Atomic long arrived;
+static _Atomic int nb_tasks; /* the first half of the tasks arrive with the non-blocking form */
 
 static int barrier_task(void *arg)
 {
+    int nb = atomic_fetch_add(&nb_tasks, 1) < NT / 2;
     for (int e = 0; e < 200; e++) {
         atomic_fetch_add(&arrived, 1);
-        terr(cor_dsm_barrier_wait(bar));
+        if (nb) { /* arrives, then tests until every task of the domain did */
+            cor_dsm_req_t rq = NULL;
+            terr(cor_dsm_barrier_waitI(bar, &rq));
+            int done = 0;
+            while (!done)
+                terr(cor_dsm_test(&rq, &done));
+            if (rq) terr(COR_ESTATE);
+        } else {
+            terr(cor_dsm_barrier_wait(bar));
+        }
         if (atomic_load(&arrived) < (long)NT * (e + 1)) terr(COR_ESTATE); /* left early */
         terr(cor_dsm_barrier_wait(bar)); /* so nobody arrives at e+1 before all checked */
     }
@@ -513,6 +524,7 @@ static void test_barrier(void)
     EXPECT_ERR(cor_dsm_barrier_create("B", COR_IDP_NULL, NT, &b2), COR_EEXIST);
     atomic_store(&task_errors, 0);
     atomic_store(&arrived, 0);
+    atomic_store(&nb_tasks, 0);
     EXPECT_EQ(run_tasks(barrier_task, NULL), 0);
     EXPECT_EQ(atomic_load(&task_errors), 0);
     EXPECT_EQ(atomic_load(&arrived), (long)NT * 200);
@@ -520,6 +532,11 @@ static void test_barrier(void)
     EXPECT_ERR(cor_dsm_barrier_destroy(bar), COR_EINVAL); /* destroyed: stale */
     EXPECT_ERR(cor_dsm_barrier_wait(bar), COR_EINVAL);
     EXPECT_ERR(cor_dsm_barrier_wait(NULL), COR_EINVAL);
+    cor_dsm_req_t rq = (cor_dsm_req_t)1;
+    EXPECT_ERR(cor_dsm_barrier_waitI(bar, &rq), COR_EINVAL);
+    EXPECT_EQ(rq, NULL);
+    EXPECT_ERR(cor_dsm_barrier_waitI(NULL, &rq), COR_EINVAL);
+    EXPECT_ERR(cor_dsm_barrier_waitI(bar, NULL), COR_EINVAL);
     /* a logical domain without this domain: not a member */
     cor_idp_t ld;
     REQUIRE(cor_ldomain_create("empty", &ld) == COR_OK);
@@ -528,6 +545,11 @@ static void test_barrier(void)
     REQUIRE(cor_ldomain_join(ld, cor_domain_self(), &rank) == COR_OK);
     EXPECT_ERR(cor_dsm_barrier_create("C", ld, 1, &b2), COR_OK);
     EXPECT_ERR(cor_dsm_barrier_wait(b2), COR_OK);
+    /* the only arrival: over at once; destroy waits for the request to be completed */
+    REQUIRE(cor_dsm_barrier_waitI(b2, &rq) == COR_OK);
+    EXPECT_ERR(cor_dsm_barrier_destroy(b2), COR_EBUSY);
+    EXPECT_ERR(cor_dsm_wait(&rq), COR_OK);
+    EXPECT_EQ(rq, NULL);
     EXPECT_ERR(cor_dsm_barrier_destroy(b2), COR_OK);
 }
 

@@ -605,9 +605,74 @@ static int bar_task(void *arg)
     return 0;
 }
 
+static int mark_seen(const char *name, int d)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s.%d", dir, name, d);
+    return access(path, F_OK) == 0;
+}
+
+/*
+ * Non-blocking barrier episodes (cor_dsm_barrier_waitI): domain 1 arrives, then waits for
+ * every other domain to say it left the episode (a file each) without calling CoR at all:
+ * with 3+ domains the others' later rounds need domain 1's, which only its hooks can send.
+ * The others alternate: test until done, or wait. Each checks that every domain had arrived.
+ */
+static void run_ibarrier(long eps)
+{
+    cor_dsm_barrier_t ib;
+    CHECK(cor_dsm_barrier_create("ib", COR_IDP_NULL, 1, &ib));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    long one = 1, old, tests = 0;
+    for (long e = 0; e < eps; e++) {
+        char name[32];
+        snprintf(name, sizeof name, "ib%ld", e);
+        CHECK(cor_dsm_fetch_add(bctr, 2, COR_LONG, &one, &old));
+        cor_dsm_req_t rq;
+        CHECK(cor_dsm_barrier_waitI(ib, &rq));
+        if (rank == 1) {
+            for (int d = 0; d < ndom; d++)
+                for (int i = 0; d != rank && !mark_seen(name, d); i++) {
+                    if (i == 30000) { /* 30 s */
+                        fail("episode %ld: domain %d never left while domain 1 made no call", e,
+                             d);
+                        break;
+                    }
+                    usleep(1000);
+                }
+            CHECK(cor_dsm_wait(&rq));
+        } else if (e % 2) {
+            CHECK(cor_dsm_wait(&rq));
+        } else {
+            int done = 0;
+            while (!done) {
+                CHECK(cor_dsm_test(&rq, &done));
+                tests++;
+            }
+            if (rq != NULL) fail("a completed barrier request was not cleared");
+        }
+        long c = 0;
+        CHECK(cor_dsm_get(bctr, 2, 1, COR_LONG, &c));
+        if (c < (long)ndom * (e + 1))
+            fail("non-blocking episode %ld: left with %ld arrivals counted, expected %ld", e, c,
+                 (long)ndom * (e + 1));
+        atomic_fetch_add(&ticks, 1);
+        write_mark(name);
+    }
+    cor_dsm_req_t rq;
+    CHECK(cor_dsm_barrier_waitI(ib, &rq)); /* a last one, waited for after a destroy refused */
+    int busy = cor_dsm_barrier_destroy(ib);
+    if (busy != COR_EBUSY) fail("destroy of a barrier with a request pending: %d", busy);
+    CHECK(cor_dsm_wait(&rq));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    CHECK(cor_dsm_barrier_destroy(ib));
+    printf("domain %d: non-blocking barrier %s: %ld episodes over %d domains (%ld tests)\n", rank,
+           atomic_load(&failures) ? "FAIL" : "PASS", eps, ndom, tests);
+}
+
 static void run_barrier(void)
 {
-    if (rank == 0) CHECK(cor_dsm_create("bctr", COR_LONG, 2, COR_DSM_HOME_ONLY, &bctr));
+    if (rank == 0) CHECK(cor_dsm_create("bctr", COR_LONG, 3, COR_DSM_HOME_ONLY, &bctr));
     CHECK(cor_dsm_barrier_create("tasks", COR_IDP_NULL, ntasks, &tbar));
     CHECK(cor_dsm_barrier_create("all", COR_IDP_NULL, 1, &all_bar));
     CHECK(cor_dsm_barrier_wait(all_bar));
@@ -645,6 +710,7 @@ static void run_barrier(void)
     }
     double el2 = now() - t1;
     CHECK(cor_dsm_barrier_wait(all_bar));
+    run_ibarrier(iters < 20 ? iters : 20);
     printf("domain %d: %s barrier: %ld episodes x 2 over %d domains x %d tasks in %.2f s "
            "(%.1f us per barrier); %ld x 2 over the even domains in %.2f s\n",
            rank, atomic_load(&failures) ? "FAIL" : "PASS", iters, ndom, ntasks, el,
