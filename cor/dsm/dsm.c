@@ -76,6 +76,7 @@ struct copy {
     bool dlanded;       /* the data came (dland_err: how) */
     int dland_err;
     bool dinv; /* an invalidation came after the header, before the data */
+    bool dinv_keep;
     uint32_t dinv_seq;
 };
 
@@ -1377,17 +1378,18 @@ static void copy_account(const struct copy *c, bool was_valid)
 }
 
 /* Directory callbacks, at the home under x->mu. */
-static bool dir_inv(void *ctx, int dom, uint32_t seq, bool writeback)
+static bool dir_inv(void *ctx, int dom, uint32_t seq, bool writeback, bool keep)
 {
     struct res *x = ctx;
     atomic_fetch_add(&D.invalidations, 1);
     if (dom == D.rank) {
         bool dirty;
-        bool now = dsm_copy_inv(&x->hc.st, seq, &dirty);
+        bool now = dsm_copy_inv(&x->hc.st, seq, keep, &dirty);
         if (!now) copy_wake(&x->hc); /* new sections must wait now */
         return now; /* the home's copy is the memory: nothing to write back */
     }
-    cmsg(dom, DSM_OP_C_INV, &x->hc, seq, writeback ? DSM_CF_WRITEBACK : 0, NULL);
+    uint32_t flags = (writeback ? DSM_CF_WRITEBACK : 0) | (keep ? DSM_CF_KEEP : 0);
+    cmsg(dom, DSM_OP_C_INV, &x->hc, seq, flags, NULL);
     return false; /* a dead one counts as acknowledged when its death is handled */
 }
 
@@ -1728,7 +1730,7 @@ static void direct_finish(struct copy *c)
         dsm_copy_grant(&c->st, c->dmode, err);
         if (!err) atomic_fetch_add(&D.grants_direct, 1);
         bool dirty;
-        if (c->dinv && !err && dsm_copy_inv(&c->st, c->dinv_seq, &dirty))
+        if (c->dinv && !err && dsm_copy_inv(&c->st, c->dinv_seq, c->dinv_keep, &dirty))
             cmsg(c->home, DSM_OP_C_ACK, c, c->dinv_seq, 0, dirty ? c->data : NULL);
         copy_wake(c);
     }
@@ -1978,6 +1980,7 @@ COR_API int cor_dsm_flush(cor_dsm_region_t rgn)
     c->st.waiters--;
     if (copy_valid(c) && !c->st.err) {
         if (c->st.inv) {
+            c->st.inv_keep = false; /* flushed: a due downgrade keeps nothing either */
             copy_ack(c, c->st.inv_seq);
         } else {
             bool was = copy_valid(c);
@@ -2114,6 +2117,7 @@ static void serve_cached_copy(const struct dsm_req *r)
     if (r->op == DSM_OP_C_INV && c->dmode) {
         c->dinv = true; /* it overtook the grant's data: due once that landed */
         c->dinv_seq = (uint32_t)r->offset;
+        c->dinv_keep = (r->flags & DSM_CF_KEEP) != 0;
         copy_unlock(c);
         return;
     }
@@ -2149,7 +2153,7 @@ static void serve_cached_copy(const struct dsm_req *r)
         }
     } else if (r->op == DSM_OP_C_INV) {
         bool dirty;
-        if (dsm_copy_inv(&c->st, (uint32_t)r->offset, &dirty))
+        if (dsm_copy_inv(&c->st, (uint32_t)r->offset, (r->flags & DSM_CF_KEEP) != 0, &dirty))
             cmsg(c->home, DSM_OP_C_ACK, c, r->offset, 0, dirty ? c->data : NULL);
         else
             copy_wake(c);

@@ -31,8 +31,9 @@ int dsm_dir_init(struct dsm_dir *d, int n, int home, const struct dsm_dir_cb *cb
     if (n < 1 || home < 0 || home >= n) return COR_EINVAL;
     d->sharers = calloc(words(n), sizeof *d->sharers);
     d->waiting = calloc(words(n), sizeof *d->waiting);
+    d->keeping = calloc(words(n), sizeof *d->keeping);
     d->dead = calloc(words(n), sizeof *d->dead);
-    if (!d->sharers || !d->waiting || !d->dead) {
+    if (!d->sharers || !d->waiting || !d->keeping || !d->dead) {
         dsm_dir_free(d);
         return COR_ENOMEM;
     }
@@ -48,9 +49,10 @@ void dsm_dir_free(struct dsm_dir *d)
 {
     free(d->sharers);
     free(d->waiting);
+    free(d->keeping);
     free(d->dead);
     free(d->q);
-    d->sharers = d->waiting = d->dead = NULL;
+    d->sharers = d->waiting = d->keeping = d->dead = NULL;
     d->q = NULL;
     d->len = d->cap = 0;
 }
@@ -66,6 +68,13 @@ static void forget(struct dsm_dir *d, int dom)
 {
     clear_bit(d->sharers, dom);
     if (d->owner == dom) d->owner = -1;
+}
+
+/* dom's copy was invalidated, or downgraded (keep): the old owner now shares it. */
+static void dropped(struct dsm_dir *d, int dom, bool keep)
+{
+    forget(d, dom);
+    if (keep) set_bit(d->sharers, dom);
 }
 
 /* The current request's round is over (or needed none): grant it and record the new holder. */
@@ -108,6 +117,7 @@ static void start(struct dsm_dir *d)
         return;
     }
     memset(d->waiting, 0, words(d->n) * sizeof *d->waiting);
+    memset(d->keeping, 0, words(d->n) * sizeof *d->keeping);
     bool first = true;
     for (int i = 0; i < d->n; i++) {
         int h = dsm_dir_holds(d, i);
@@ -123,10 +133,12 @@ static void start(struct dsm_dir *d)
         r->recalled = true;
         d->invals++;
         bool wb = h == DSM_MODE_WRITE;
-        if (d->cb->inv(d->ctx, i, d->seq, wb)) {
-            forget(d, i);
+        bool keep = wb && r->mode == DSM_MODE_READ; /* a reader only needs the data back */
+        if (d->cb->inv(d->ctx, i, d->seq, wb, keep)) {
+            dropped(d, i, keep);
         } else {
             set_bit(d->waiting, i);
+            if (keep) set_bit(d->keeping, i);
             d->nwait++;
         }
     }
@@ -174,7 +186,7 @@ bool dsm_dir_ack_expected(const struct dsm_dir *d, int dom, uint32_t seq)
 static void acked(struct dsm_dir *d, int dom)
 {
     clear_bit(d->waiting, dom);
-    forget(d, dom);
+    dropped(d, dom, bit(d->keeping, dom));
     if (--d->nwait == 0) {
         complete(d);
         serve(d);
@@ -191,7 +203,9 @@ bool dsm_dir_ack(struct dsm_dir *d, int dom, uint32_t seq)
 void dsm_dir_release(struct dsm_dir *d, int dom)
 {
     if (dom < 0 || dom >= d->n) return;
-    /* its acknowledgment of a round already sent will come and be stale: count it now */
+    /* its acknowledgment of a round already sent will come and be stale: count it now (it
+     * kept nothing) */
+    clear_bit(d->keeping, dom);
     if (d->busy && bit(d->waiting, dom)) {
         acked(d, dom);
         return;
@@ -225,6 +239,7 @@ void dsm_dir_peer_dead(struct dsm_dir *d, int dom)
     }
     d->len = kept;
     set_bit(d->dead, dom);
+    clear_bit(d->keeping, dom);
     if (d->owner == dom) d->lost = true;
     if (d->busy && bit(d->waiting, dom)) {
         acked(d, dom);
@@ -288,9 +303,10 @@ void dsm_copy_grant(struct dsm_copy *c, int mode, int err)
     c->fresh = c->waiters > 0;
 }
 
-bool dsm_copy_inv(struct dsm_copy *c, uint32_t seq, bool *dirty)
+bool dsm_copy_inv(struct dsm_copy *c, uint32_t seq, bool keep, bool *dirty)
 {
     *dirty = false;
+    c->inv_keep = keep;
     if (c->readers || c->writers || c->fresh) {
         c->inv = true;
         c->inv_seq = seq;
@@ -303,8 +319,9 @@ bool dsm_copy_inv(struct dsm_copy *c, uint32_t seq, bool *dirty)
 bool dsm_copy_drop(struct dsm_copy *c)
 {
     bool dirty = c->state == DSM_MODE_WRITE;
-    c->state = DSM_MODE_NONE;
-    c->inv = false;
+    /* a downgrade keeps only a write copy (a flush meanwhile left none to keep) */
+    c->state = c->inv_keep && dirty ? DSM_MODE_READ : DSM_MODE_NONE;
+    c->inv = c->inv_keep = false;
     c->fresh = false;
     return dirty;
 }

@@ -96,6 +96,7 @@ enum dsm_op {
 /* C_REQ: send the data alone, straight into the posted copy; C_GRANT: it was (the header) */
 #define DSM_CF_DIRECT 0x8u
 #define DSM_CF_WRITEBACK 0x1u /* C_INV: the holder has the only valid copy */
+#define DSM_CF_KEEP 0x2u      /* C_INV (with WRITEBACK): it keeps a read copy (downgrade) */
 #define DSM_CF_ERR 0xff00u    /* C_GRANT refused: -status << 8 */
 #define DSM_CF_ERR_SHIFT 8
 
@@ -328,7 +329,8 @@ int dsm_bar_advance(struct dsm_bar *b, struct dsm_bar_msg *out, bool *completed)
  * Requests to the directory are served one at a time in arrival order: a request that
  * conflicts with copies held elsewhere sends invalidations to all their holders at once (a
  * round, numbered) and is granted when every holder acknowledged (the owner's acknowledgment
- * carries its data back). A holder with a section open defers the acknowledgment until the
+ * carries its data back). A reader's request only downgrades the owner: it writes its data
+ * back and keeps a read copy (CRL's downgrade), so a producer reads on without a miss. A holder with a section open defers the acknowledgment until the
  * section ends. Remote operations on a cached object are directory requests too (kind OP):
  * reads recall the write copy, writes invalidate every copy, the home's included, then the
  * operation runs on the home's memory. A voluntary flush releases a copy without a request.
@@ -350,9 +352,10 @@ struct dsm_dreq {
 };
 
 struct dsm_dir_cb {
-    /* Invalidate domain dom's copy (round seq; writeback: it is the owner). Returns true if
-     * done at once (the home's own copy, no section open): no acknowledgment will come. */
-    bool (*inv)(void *ctx, int dom, uint32_t seq, bool writeback);
+    /* Invalidate domain dom's copy (round seq; writeback: it is the owner; keep: it keeps a
+     * read copy after writing back, a downgrade). Returns true if done at once (the home's own
+     * copy, no section open): no acknowledgment will come. */
+    bool (*inv)(void *ctx, int dom, uint32_t seq, bool writeback, bool keep);
     /* Grant request r. data: the grant must carry the object's data (the requester has no
      * valid copy). status: COR_OK, or COR_EPEERDEAD when the data was lost (an owner died). */
     void (*grant)(void *ctx, const struct dsm_dreq *r, bool data, int status);
@@ -363,6 +366,7 @@ struct dsm_dir {
     int home;
     uint64_t *sharers; /* bit per domain holding a read copy */
     uint64_t *waiting; /* bit per domain whose acknowledgment the round waits for */
+    uint64_t *keeping; /* of those, the owner downgraded to a read copy */
     uint64_t *dead;    /* bit per domain known dead */
     int owner;         /* domain holding the write copy, or -1 */
     int nwait;
@@ -404,6 +408,7 @@ struct dsm_copy {
     uint8_t pending; /* mode requested from the home and not granted yet, or NONE */
     bool inv;        /* an invalidation waits for the open sections to end */
     bool fresh;      /* granted while tasks waited, and no section started since */
+    bool inv_keep;   /* the invalidation is a downgrade: a write copy becomes a read copy */
     uint32_t inv_seq;
     int readers, writers; /* open sections, all tasks of the domain */
     int waiters;          /* tasks waiting to start a section */
@@ -420,10 +425,12 @@ int dsm_copy_miss(struct dsm_copy *c, int mode, bool *have);
 bool dsm_copy_end(struct dsm_copy *c, int mode);
 /* The home granted `mode` (or refused with err < 0). */
 void dsm_copy_grant(struct dsm_copy *c, int mode, int err);
-/* The home invalidates the copy (round seq): true if it is dropped now (acknowledge it, with
- * the data if *dirty), false if deferred until the open sections end. */
-bool dsm_copy_inv(struct dsm_copy *c, uint32_t seq, bool *dirty);
-/* Drops the copy (a due invalidation, or a flush): returns whether it was dirty. */
+/* The home invalidates the copy (round seq; keep: a write copy becomes a read copy): true if
+ * it is dropped now (acknowledge it, with the data if *dirty), false if deferred until the
+ * open sections end. */
+bool dsm_copy_inv(struct dsm_copy *c, uint32_t seq, bool keep, bool *dirty);
+/* Drops the copy (a due invalidation, or a flush): returns whether it was dirty. A due
+ * downgrade (inv_keep) keeps a write copy readable; a flush clears inv_keep first. */
 bool dsm_copy_drop(struct dsm_copy *c);
 
 #endif

@@ -137,7 +137,8 @@ static bool req_valid(const struct dsm_req *r)
         if ((r->flags & DSM_CF_DIRECT) && (r->count || (r->flags & DSM_CF_ERR))) return false;
         if ((r->flags & DSM_CF_ERR) && r->count) return false;
     } else if (r->op == DSM_OP_C_INV) {
-        if (r->flags & ~DSM_CF_WRITEBACK) return false;
+        if (r->flags & ~(DSM_CF_WRITEBACK | DSM_CF_KEEP)) return false;
+        if ((r->flags & DSM_CF_KEEP) && !(r->flags & DSM_CF_WRITEBACK)) return false;
     } else if (r->flags != 0) {
         return false;
     }

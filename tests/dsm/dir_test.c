@@ -17,7 +17,7 @@ struct rec {
     struct {
         int dom;
         uint32_t seq;
-        bool wb;
+        bool wb, keep;
     } inv[16];
     struct {
         struct dsm_dreq r;
@@ -27,12 +27,13 @@ struct rec {
     bool home_now; /* the home's invalidation completes at once */
 };
 
-static bool rec_inv(void *ctx, int dom, uint32_t seq, bool wb)
+static bool rec_inv(void *ctx, int dom, uint32_t seq, bool wb, bool keep)
 {
     struct rec *k = ctx;
     k->inv[k->ninv].dom = dom;
     k->inv[k->ninv].seq = seq;
     k->inv[k->ninv].wb = wb;
+    k->inv[k->ninv].keep = keep;
     k->ninv++;
     return dom == 0 && k->home_now;
 }
@@ -113,14 +114,21 @@ static void test_dir_upgrade(void)
     struct dsm_dreq r1 = sec(1, DSM_MODE_READ), r2 = sec(2, DSM_MODE_READ);
     dsm_dir_request(&d, &r1);
     dsm_dir_request(&d, &r2);
-    /* 1 upgrades: only 2 is invalidated, and 1 keeps its data (no data in the grant) */
+    /* the home, owner at first, was only downgraded by 1's read: it reads on */
+    EXPECT_EQ(k.inv[0].dom, 0);
+    EXPECT_EQ(k.inv[0].keep, true);
+    EXPECT_EQ(dsm_dir_holds(&d, 0), DSM_MODE_READ);
+    /* 1 upgrades: 2 and the home are invalidated (not kept), 1 keeps its data (no data in
+     * the grant) */
     struct dsm_dreq u = sec(1, DSM_MODE_WRITE);
     u.have_copy = true;
     int before = k.ninv;
     dsm_dir_request(&d, &u);
-    EXPECT_EQ(k.ninv, before + 1);
-    EXPECT_EQ(k.inv[before].dom, 2);
-    EXPECT_EQ(dsm_dir_ack(&d, 2, k.inv[before].seq), true);
+    EXPECT_EQ(k.ninv, before + 2);
+    EXPECT_EQ(k.inv[before].dom, 0);
+    EXPECT_EQ(k.inv[before + 1].dom, 2);
+    EXPECT_EQ(k.inv[before + 1].keep, false);
+    EXPECT_EQ(dsm_dir_ack(&d, 2, k.inv[before + 1].seq), true);
     EXPECT_EQ(k.grant[k.ngrant - 1].r.who, 1);
     EXPECT_EQ(k.grant[k.ngrant - 1].data, false);
     EXPECT_EQ(dsm_dir_holds(&d, 1), DSM_MODE_WRITE);
@@ -222,10 +230,12 @@ static void test_dir_fail(void)
     int g = k.ngrant;
     each_n = 0;
     dsm_dir_fail(&d, COR_ENOTFOUND, rec_each, NULL);
-    /* both holders told, the waiting and the queued requests refused, in order */
-    EXPECT_EQ(each_n, 2);
-    EXPECT_EQ(each_dom[0], 1);
-    EXPECT_EQ(each_dom[1], 2);
+    /* every holder told (the home kept a read copy when 1 read), the waiting and the queued
+     * requests refused, in order */
+    EXPECT_EQ(each_n, 3);
+    EXPECT_EQ(each_dom[0], 0);
+    EXPECT_EQ(each_dom[1], 1);
+    EXPECT_EQ(each_dom[2], 2);
     EXPECT_EQ(k.ngrant, g + 2);
     EXPECT_EQ(k.grant[g].r.who, 3);
     EXPECT_ERR(k.grant[g].status, COR_ENOTFOUND);
@@ -234,6 +244,47 @@ static void test_dir_fail(void)
     EXPECT_EQ(dsm_dir_ack(&d, 1, k.inv[k.ninv - 1].seq), false); /* late: ignored */
     dsm_dir_request(&d, &r1);
     EXPECT_ERR(k.grant[k.ngrant - 1].status, COR_ENOTFOUND);
+    dsm_dir_free(&d);
+}
+
+/* A reader's request downgrades a remote owner: its data comes back and it keeps reading; a
+ * flush during the round keeps nothing; a writer's request invalidates (no keep). */
+static void test_dir_downgrade(void)
+{
+    struct rec k = {.home_now = true};
+    struct dsm_dir d;
+    REQUIRE(dsm_dir_init(&d, 4, 0, &rec_cb, &k) == COR_OK);
+    struct dsm_dreq w1 = sec(1, DSM_MODE_WRITE), r2 = sec(2, DSM_MODE_READ);
+    dsm_dir_request(&d, &w1);
+    EXPECT_EQ(k.inv[0].keep, false); /* a writer's request: the home's copy goes */
+    EXPECT_EQ(dsm_dir_holds(&d, 0), DSM_MODE_NONE);
+    EXPECT_EQ(dsm_dir_holds(&d, 1), DSM_MODE_WRITE);
+    dsm_dir_request(&d, &r2);
+    EXPECT_EQ(k.inv[k.ninv - 1].dom, 1);
+    EXPECT_EQ(k.inv[k.ninv - 1].wb, true);
+    EXPECT_EQ(k.inv[k.ninv - 1].keep, true);
+    int g = k.ngrant;
+    EXPECT_EQ(dsm_dir_ack(&d, 1, k.inv[k.ninv - 1].seq), true);
+    EXPECT_EQ(k.ngrant, g + 1);
+    EXPECT_EQ(k.grant[g].data, true);
+    EXPECT_EQ(dsm_dir_holds(&d, 1), DSM_MODE_READ);
+    EXPECT_EQ(dsm_dir_holds(&d, 2), DSM_MODE_READ);
+    /* 1 writes again: an upgrade (no data), 2 invalidated */
+    struct dsm_dreq u1 = sec(1, DSM_MODE_WRITE);
+    u1.have_copy = true;
+    dsm_dir_request(&d, &u1);
+    EXPECT_EQ(k.inv[k.ninv - 1].dom, 2);
+    dsm_dir_ack(&d, 2, k.inv[k.ninv - 1].seq);
+    EXPECT_EQ(k.grant[k.ngrant - 1].r.who, 1);
+    EXPECT_EQ(k.grant[k.ngrant - 1].data, false);
+    /* 3 reads while 1 flushes during the downgrade: 1 keeps nothing */
+    struct dsm_dreq r3 = sec(3, DSM_MODE_READ);
+    dsm_dir_request(&d, &r3);
+    EXPECT_EQ(k.inv[k.ninv - 1].keep, true);
+    dsm_dir_release(&d, 1);
+    EXPECT_EQ(dsm_dir_holds(&d, 1), DSM_MODE_NONE);
+    EXPECT_EQ(dsm_dir_holds(&d, 3), DSM_MODE_READ);
+    EXPECT_EQ(dsm_dir_ack(&d, 1, k.inv[k.ninv - 1].seq), false); /* its late ack: stale */
     dsm_dir_free(&d);
 }
 
@@ -258,7 +309,7 @@ static void test_copy_states(void)
     EXPECT_EQ(have, true);
     EXPECT_EQ(dsm_copy_can_start(&c, DSM_MODE_READ), false);
     /* an invalidation while two sections are open is deferred to the last end */
-    EXPECT_EQ(dsm_copy_inv(&c, 7, &dirty), false);
+    EXPECT_EQ(dsm_copy_inv(&c, 7, false, &dirty), false);
     EXPECT_EQ(dsm_copy_end(&c, DSM_MODE_READ), false);
     EXPECT_EQ(dsm_copy_end(&c, DSM_MODE_READ), true);
     EXPECT_EQ(c.inv_seq, 7);
@@ -270,25 +321,46 @@ static void test_copy_states(void)
     EXPECT_EQ(dsm_copy_can_start(&c, DSM_MODE_READ), true); /* exclusive serves reads too */
     dsm_copy_start(&c, DSM_MODE_WRITE);
     EXPECT_EQ(dsm_copy_can_start(&c, DSM_MODE_READ), false);
-    EXPECT_EQ(dsm_copy_inv(&c, 8, &dirty), false);
+    EXPECT_EQ(dsm_copy_inv(&c, 8, false, &dirty), false);
     EXPECT_EQ(dsm_copy_end(&c, DSM_MODE_WRITE), true);
     EXPECT_EQ(dsm_copy_drop(&c), true);
     /* an idle copy is invalidated at once */
     dsm_copy_miss(&c, DSM_MODE_WRITE, &have);
     dsm_copy_grant(&c, DSM_MODE_WRITE, COR_OK);
-    EXPECT_EQ(dsm_copy_inv(&c, 9, &dirty), true);
+    EXPECT_EQ(dsm_copy_inv(&c, 9, false, &dirty), true);
     EXPECT_EQ(dirty, true);
     /* a grant while tasks wait keeps the copy for one section before an invalidation */
     c.waiters = 1;
     dsm_copy_miss(&c, DSM_MODE_READ, &have);
     dsm_copy_grant(&c, DSM_MODE_READ, COR_OK);
-    EXPECT_EQ(dsm_copy_inv(&c, 10, &dirty), false);
+    EXPECT_EQ(dsm_copy_inv(&c, 10, false, &dirty), false);
     EXPECT_EQ(dsm_copy_can_start(&c, DSM_MODE_READ), true);
     dsm_copy_start(&c, DSM_MODE_READ);
     c.waiters = 0;
     EXPECT_EQ(dsm_copy_can_start(&c, DSM_MODE_READ), false); /* the invalidation is next */
     EXPECT_EQ(dsm_copy_end(&c, DSM_MODE_READ), true);
     dsm_copy_drop(&c);
+    /* a downgrade: an idle write copy becomes a read copy at once, its data goes back */
+    dsm_copy_miss(&c, DSM_MODE_WRITE, &have);
+    dsm_copy_grant(&c, DSM_MODE_WRITE, COR_OK);
+    EXPECT_EQ(dsm_copy_inv(&c, 11, true, &dirty), true);
+    EXPECT_EQ(dirty, true);
+    EXPECT_EQ(c.state, DSM_MODE_READ);
+    EXPECT_EQ(dsm_copy_can_start(&c, DSM_MODE_READ), true);
+    /* ... and waits for an open write section, then keeps reading */
+    dsm_copy_miss(&c, DSM_MODE_WRITE, &have);
+    EXPECT_EQ(have, true);
+    dsm_copy_grant(&c, DSM_MODE_WRITE, COR_OK);
+    dsm_copy_start(&c, DSM_MODE_WRITE);
+    EXPECT_EQ(dsm_copy_inv(&c, 12, true, &dirty), false);
+    EXPECT_EQ(dsm_copy_end(&c, DSM_MODE_WRITE), true);
+    EXPECT_EQ(dsm_copy_drop(&c), true);
+    EXPECT_EQ(c.state, DSM_MODE_READ);
+    /* a read copy asked to downgrade (it was flushed and asked again meanwhile) keeps only
+     * what it had; a flushed one, nothing */
+    EXPECT_EQ(dsm_copy_inv(&c, 13, true, &dirty), true);
+    EXPECT_EQ(dirty, false);
+    EXPECT_EQ(c.state, DSM_MODE_NONE);
     /* a refused grant is sticky */
     dsm_copy_miss(&c, DSM_MODE_READ, &have);
     dsm_copy_grant(&c, DSM_MODE_READ, COR_EPEERDEAD);
@@ -329,14 +401,15 @@ static void sim_send(int from, int to, struct smsg m)
     (*n)++;
 }
 
-static bool sim_inv(void *ctx, int dom, uint32_t seq, bool wb)
+static bool sim_inv(void *ctx, int dom, uint32_t seq, bool wb, bool keep)
 {
     (void)ctx;
     if (dom == 0) {
         bool dirty;
-        return dsm_copy_inv(&S.c[0], seq, &dirty);
+        return dsm_copy_inv(&S.c[0], seq, keep, &dirty);
     }
-    sim_send(0, dom, (struct smsg){DSM_OP_C_INV, wb, seq, -1});
+    uint32_t flags = (wb ? DSM_CF_WRITEBACK : 0) | (keep ? DSM_CF_KEEP : 0);
+    sim_send(0, dom, (struct smsg){DSM_OP_C_INV, flags, seq, -1});
     return false;
 }
 
@@ -394,7 +467,7 @@ static void sim_deliver(int from, int to)
         dsm_copy_grant(c, (int)m.flags, COR_OK);
     } else if (m.op == DSM_OP_C_INV) {
         bool dirty;
-        if (dsm_copy_inv(c, m.seq, &dirty))
+        if (dsm_copy_inv(c, m.seq, (m.flags & DSM_CF_KEEP) != 0, &dirty))
             sim_send(to, 0, (struct smsg){DSM_OP_C_ACK, 0, m.seq, dirty ? S.copy[to] : -1});
     }
 }
@@ -446,6 +519,7 @@ static void sim_flush(int d)
     struct dsm_copy *c = &S.c[d];
     if (d == 0 || c->readers || c->writers || c->pending || c->state == DSM_MODE_NONE) return;
     if (c->inv) {
+        c->inv_keep = false; /* flushed: a due downgrade keeps nothing */
         sim_ack(d, c->inv_seq);
         return;
     }
@@ -499,6 +573,7 @@ int main(void)
     static const struct ct_test tests[] = {
         {"directory: readers then a writer", test_dir_readers_writer},
         {"directory: upgrade", test_dir_upgrade},
+        {"directory: downgrade", test_dir_downgrade},
         {"directory: flush, operations", test_dir_flush_and_ops},
         {"directory: deaths", test_dir_death},
         {"directory: destroyed object", test_dir_fail},

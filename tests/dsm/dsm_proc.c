@@ -438,6 +438,45 @@ static int cache_task(void *arg)
     return 0;
 }
 
+/* A reader downgrades the owner (CRL): domain 1 writes an object homed at domain 0, domain 0
+ * reads it (and sees the write), then domain 1 reads it again without a miss. */
+static void run_downgrade(void)
+{
+    cor_idp_t dg = COR_IDP_NULL;
+    if (rank == 0) CHECK(cor_dsm_create("dg", COR_LONG, (size_t)CB, COR_DSM_CACHED, &dg));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    dg = lookup("dg");
+    cor_dsm_region_t rg;
+    CHECK(cor_dsm_map(dg, &rg));
+    long *p = NULL;
+    CHECK(cor_dsm_region_data(rg, (void **)&p, NULL));
+    if (rank == 1) {
+        CHECK(cor_dsm_start_write(rg));
+        p[0] = 4242;
+        CHECK(cor_dsm_end_write(rg));
+    }
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank == 0) {
+        CHECK(cor_dsm_start_read(rg));
+        if (p[0] != 4242) fail("downgrade: the home read %ld, expected the owner's 4242", p[0]);
+        CHECK(cor_dsm_end_read(rg));
+    }
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank == 1) {
+        cor_dsm_stats_t a, b;
+        CHECK(cor_dsm_stats_get(&a));
+        CHECK(cor_dsm_start_read(rg));
+        if (p[0] != 4242) fail("downgrade: the old owner read %ld, expected 4242", p[0]);
+        CHECK(cor_dsm_end_read(rg));
+        CHECK(cor_dsm_stats_get(&b));
+        if (b.section_misses != a.section_misses)
+            fail("downgrade: the old owner's read missed (it should have kept a read copy)");
+    }
+    CHECK(cor_dsm_unmap(rg));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank == 0) CHECK(cor_dsm_destroy(dg));
+}
+
 static void run_cache(void)
 {
     cblk = calloc((size_t)ndom, sizeof *cblk);
@@ -487,6 +526,7 @@ static void run_cache(void)
     if (cache_bytes == 0 && s.evictions == 0 && ndom > 1) fail("a budget of 0 evicted nothing");
     CHECK(cor_dsm_barrier_wait(all_bar));
     run_cadd();
+    if (ndom > 1) run_downgrade();
     CHECK(cor_dsm_destroy(cblk[rank]));
     CHECK(cor_dsm_destroy(cctr[rank]));
     CHECK(cor_dsm_barrier_wait(all_bar));

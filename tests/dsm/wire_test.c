@@ -142,7 +142,11 @@ static void test_req_cached(void)
     struct dsm_req i = {
         .op = DSM_OP_C_INV, .type = COR_LONG, .flags = DSM_CF_WRITEBACK, .offset = 9};
     EXPECT_EQ(enc(buf, sizeof buf, &i), DSM_REQ_HDR);
-    i.flags = 2;
+    i.flags = DSM_CF_WRITEBACK | DSM_CF_KEEP; /* a downgrade */
+    EXPECT_EQ(enc(buf, sizeof buf, &i), DSM_REQ_HDR);
+    i.flags = DSM_CF_KEEP; /* only an owner is downgraded */
+    EXPECT_EQ(enc(buf, sizeof buf, &i), 0);
+    i.flags = 4;
     EXPECT_EQ(enc(buf, sizeof buf, &i), 0);
     struct dsm_req a = {.op = DSM_OP_C_ACK,
                         .type = COR_LONG,
