@@ -151,24 +151,16 @@ static bool complete(struct cor_req *r, int err, bool locked)
     /* The owner's lock only when someone sleeps: a sleeper counts itself (seq_cst) before it
      * looks at the state, and we publish the state before we look at the count, so either it
      * sees DONE or we see it and wake it under the lock it waits with. */
-    bool slept;
     if (locked) {
         COR_LOCK(&t->lock);
         atomic_store(&r->state, RS_DONE);
-        slept = atomic_load(&t->sleepers) > 0;
-        if (slept) pthread_cond_broadcast(&t->cond);
+        if (atomic_load(&t->sleepers) > 0) pthread_cond_broadcast(&t->cond);
         COR_UNLOCK(&t->lock);
     } else {
         atomic_store(&r->state, RS_DONE);
-        slept = atomic_load(&t->sleepers) > 0;
-        if (slept && !defer_wake(t)) wake(t);
+        if (atomic_load(&t->sleepers) > 0 && !defer_wake(t)) wake(t);
     }
-    /* A spinner hands its core over once it completed others' requests (their threads wait to
-     * run), but a reserved task has no thread: unless someone sleeps on it, nobody runs for
-     * its completion. Counting those (a library's mailbox: every DSM message) made the
-     * spinner read the clock at every turn for 50 us and then yield for nothing. */
-    if (t != cor__task_current() && (slept || !t->reserved) && woke_tasks++ == 0)
-        woke_since = cor__now_ns();
+    if (t != cor__task_current() && woke_tasks++ == 0) woke_since = cor__now_ns();
     return true;
 }
 
