@@ -2758,6 +2758,25 @@ static bool bar_watch_over(struct bar_watch *w)
     return w->over || atomic_load(&D.stopping);
 }
 
+/* Holding the driver's role: posts the mailbox's one receive if none is. */
+static int bar_post(void)
+{
+    if (D.bar_rr != COR_REQ_NULL) return COR_OK;
+    D.bar_msg = NULL;
+    lock_or_die(&D.bar_out.mu);
+    int err = cor_recvI_as(D.bar_box, COR_ANY_SOURCE, D.ctx, COR_ANY_TAG, &D.bar_msg, &D.bar_rr);
+    unlock_or_die(&D.bar_out.mu);
+    return err;
+}
+
+/* Holding the driver's role: the receive completed (rc): counts its message, frees it. */
+static void bar_landed(int rc, const cor_status_t *st)
+{
+    if (rc == COR_OK && D.bar_msg) bar_take(D.bar_msg, st->count * cor_type_size(st->type));
+    if (D.bar_msg) cor_releaseBuffer(D.bar_msg);
+    D.bar_msg = NULL;
+}
+
 /* The driver's turn: receives barrier messages (for any barrier) with the mailbox's one
  * receive, polling the routes itself like any waiting task, until episode `epoch` of b is
  * over. The receive outlives the turn: the next driver waits on it. */
@@ -2768,18 +2787,12 @@ static void bar_drive(struct cor_dsm_barrier *b, uint64_t epoch)
      * poll again every WAIT_SLICE_US, and park the listeners for its poll each time. */
     long spin_us = D.poll_us;
     while (!bar_watch_over(&w)) {
-        if (D.bar_rr == COR_REQ_NULL) {
-            D.bar_msg = NULL;
-            lock_or_die(&D.bar_out.mu);
-            int err =
-                cor_recvI_as(D.bar_box, COR_ANY_SOURCE, D.ctx, COR_ANY_TAG, &D.bar_msg, &D.bar_rr);
-            unlock_or_die(&D.bar_out.mu);
-            if (err) {
-                lock_or_die(&D.lock);
-                if (!b->err) b->err = err;
-                unlock_or_die(&D.lock);
-                return;
-            }
+        int err = bar_post();
+        if (err) {
+            lock_or_die(&D.lock);
+            if (!b->err) b->err = err;
+            unlock_or_die(&D.lock);
+            return;
         }
         int done = 0;
         cor_status_t st;
@@ -2790,9 +2803,7 @@ static void bar_drive(struct cor_dsm_barrier *b, uint64_t epoch)
             continue;
         }
         spin_us = D.poll_us; /* the episode's next rounds follow soon */
-        if (rc == COR_OK && D.bar_msg) bar_take(D.bar_msg, st.count * cor_type_size(st.type));
-        if (D.bar_msg) cor_releaseBuffer(D.bar_msg);
-        D.bar_msg = NULL;
+        bar_landed(rc, &st);
     }
 }
 
@@ -2800,22 +2811,13 @@ static void bar_drive(struct cor_dsm_barrier *b, uint64_t epoch)
 static void bar_take_ready(void)
 {
     for (;;) {
-        if (D.bar_rr == COR_REQ_NULL) {
-            D.bar_msg = NULL;
-            lock_or_die(&D.bar_out.mu);
-            int err =
-                cor_recvI_as(D.bar_box, COR_ANY_SOURCE, D.ctx, COR_ANY_TAG, &D.bar_msg, &D.bar_rr);
-            unlock_or_die(&D.bar_out.mu);
-            if (err) return; /* the service thread tries again at its next look */
-        }
+        if (bar_post()) return; /* the service thread tries again at its next look */
         int done = 0;
         if (cor_peek(D.bar_rr, &done) == COR_OK && !done) return;
         cor_status_t st;
         int rc = cor_test(&D.bar_rr, &done, &st);
         if (!done) return;
-        if (rc == COR_OK && D.bar_msg) bar_take(D.bar_msg, st.count * cor_type_size(st.type));
-        if (D.bar_msg) cor_releaseBuffer(D.bar_msg);
-        D.bar_msg = NULL;
+        bar_landed(rc, &st);
     }
 }
 
