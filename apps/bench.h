@@ -54,6 +54,7 @@ struct bench {
     int quiet;          /* no table on stdout */
     const char *plot;   /* --plot FILE.png (drawn by domain 0), or NULL */
     long count;         /* dsm: operations per measure (--count) */
+    const char *only;   /* dsm: the groups to measure (--only LIST), NULL: all */
     int tasks;          /* dsm: tasks per domain of the aggregate pipelined adds (--tasks) */
     /* Progress on a terminal: domain 0 with stderr a tty only. The run is `nphases` equal
      * parts (udp-raw: pingpong then stream; multiport/multitask: one per count); `phase` is
@@ -164,5 +165,8 @@ int bench_socket_stream(struct bench *b);
 /* libcordsm's operations beside R (bench_dsm.c); 2 or more domains; calls cor_dsm_init and,
  * on success, cor_dsm_finalize. */
 int bench_dsm(struct bench *b);
+/* Whether LIST names only dsm groups (--only): sections, atomics, adds, lock, barrier,
+ * attentive, put. */
+int bench_dsm_only_ok(const char *list);
 
 #endif

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,7 @@
 
 #define HIT_BATCH 1000 /* read hits and rwlock pairs are timed per batch: ns-scale */
 #define PUT_BYTES_PER_SIZE ((size_t)1 << 30) /* caps the count of large puts */
-#define BIG_MISS_BYTES ((size_t)1 << 20) /* the large read miss: a 1 MiB cached object */
+#define BIG_MISS_BYTES ((size_t)1 << 20)     /* the large read miss: a 1 MiB cached object */
 #define BIG_MISS_COUNT 1000
 
 /* One result. Times are in `unit`; goals, when set, apply to the median (and the p99). */
@@ -735,10 +736,51 @@ static int bench_put(struct dsm_ctx *c)
     return err == COR_OK ? COR_OK : dsm_fail("cor_dsm_put", err);
 }
 
-static int run_all(struct dsm_ctx *c)
+static int bench_locks(struct dsm_ctx *c)
 {
-    TRY(setup(c));
-    TRY(bench_R(c, 0));
+    TRY(bench_lock(c));
+    return bench_lock_contended(c);
+}
+
+/* The measures by group (--only): R and R_end always run. */
+static const char *const dsm_groups[] = {"sections", "atomics",   "adds", "lock",
+                                         "barrier",  "attentive", "put"};
+
+/* Whether `name` is an item of the comma-separated list. */
+static bool in_list(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n)) return true;
+        p = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
+int bench_dsm_only_ok(const char *list)
+{
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        bool known = false;
+        for (size_t g = 0; g < sizeof dsm_groups / sizeof *dsm_groups; g++)
+            known |= strlen(dsm_groups[g]) == len && !strncmp(p, dsm_groups[g], len);
+        if (!known) return 0;
+        p = end ? end + 1 : p + len;
+    }
+    return *list != 0;
+}
+
+static bool want(const struct dsm_ctx *c, const char *group)
+{
+    return !c->b->only || in_list(c->b->only, group);
+}
+
+/* Read hit and miss, write invalidations, the 1 MiB miss. */
+static int bench_sections(struct dsm_ctx *c)
+{
     cor_dsm_region_t rg;
     TRY(cor_dsm_map(c->cached, &rg));
     int err = bench_read(c, rg);
@@ -749,16 +791,21 @@ static int run_all(struct dsm_ctx *c)
     int e = cor_dsm_unmap(rg);
     if (err != COR_OK) return err;
     TRY(e);
-    TRY(bench_read_big(c));
-    TRY(cor_dsm_barrier_wait(c->all));
-    TRY(bench_atomics(c));
-    TRY(cor_dsm_barrier_wait(c->all));
-    TRY(bench_adds(c));
-    TRY(bench_lock(c));
-    TRY(bench_lock_contended(c));
-    TRY(bench_barrier(c));
-    TRY(bench_attentive(c));
-    TRY(bench_put(c));
+    return bench_read_big(c);
+}
+
+static int run_all(struct dsm_ctx *c)
+{
+    TRY(setup(c));
+    TRY(bench_R(c, 0));
+    static int (*const run[])(struct dsm_ctx *) = {bench_sections, bench_atomics, bench_adds,
+                                                   bench_locks,    bench_barrier, bench_attentive,
+                                                   bench_put};
+    for (size_t g = 0; g < sizeof run / sizeof *run; g++) {
+        if (!want(c, dsm_groups[g])) continue;
+        TRY(run[g](c));
+        TRY(cor_dsm_barrier_wait(c->all));
+    }
     TRY(bench_R(c, 1));
     TRY(cor_dsm_barrier_wait(c->all));
     if (c->rank == 0) {

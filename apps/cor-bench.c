@@ -57,6 +57,8 @@ static const char usage[] =
     "  --tasks T         dsm: tasks per domain of the aggregate pipelined adds (1..16,\n"
     "                    default 4); dsm's --sizes are its put sizes (default\n"
     "                    64,1K,16K,256K,1M)\n"
+    "  --only LIST       dsm: measure only these groups (R always): sections, atomics,\n"
+    "                    adds, lock, barrier, attentive, put; e.g. --only atomics,lock\n"
     "  --csv FILE        write rows route,mode,bytes,ports,pairs,one_way_us,MBps\n"
     "                    (dsm: route,domains,what,count,median,p99,unit,per_R,goal,met)\n"
     "  --plot FILE.png   draw this run's rows with gnuplot (not dsm): by size, time per\n"
@@ -375,6 +377,12 @@ static int parse_args(int argc, char **argv, struct bench *b, const char **csv_p
                 if (*end || t < 1 || t > BENCH_MAX_PAIRS)
                     return bad_usage("--tasks takes 1..16, not '%s'", next);
                 b->tasks = (int)t;
+            } else if (!strcmp(a, "--only")) {
+                if (!bench_dsm_only_ok(next))
+                    return bad_usage("--only takes groups of sections,atomics,adds,lock,"
+                                     "barrier,attentive,put, not '%s'",
+                                     next);
+                b->only = next;
             } else if (!strcmp(a, "--csv")) {
                 *csv_path = next;
             } else if (!strcmp(a, "--plot")) {
