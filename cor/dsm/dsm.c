@@ -3016,6 +3016,16 @@ COR_API int cor_dsm_barrier_destroy(cor_dsm_barrier_t bar)
 
 enum reap_how { REAP_WAIT, REAP_PEEK /* makes no progress */ };
 
+/* Gives back what a send of p held: its buffer (kept for reuse or freed), or its reference
+ * on the object it read from. */
+static void pend_free(const struct pend *p)
+{
+    if (p->obj)
+        res_put(p->obj);
+    else
+        sbuf_put(p->buf);
+}
+
 /* Frees o's sends that completed (REAP_WAIT: waits for every one); o->mu held. */
 static void outbox_reap(struct outbox *o, enum reap_how how)
 {
@@ -3029,21 +3039,9 @@ static void outbox_reap(struct outbox *o, enum reap_how how)
             i++;
             continue;
         }
-        if (o->pend[i].obj)
-            res_put(o->pend[i].obj);
-        else
-            sbuf_put(o->pend[i].buf);
+        pend_free(&o->pend[i]);
         o->pend[i] = o->pend[--o->n];
     }
-}
-
-/* Gives back what a send of p held. */
-static void pend_free(const struct pend *p)
-{
-    if (p->obj)
-        res_put(p->obj);
-    else
-        free(p->buf);
 }
 
 /* Sends p's buffer as task `as` to `to` in context ctx; o->mu held. p->buf is malloc'd and
@@ -3846,7 +3844,7 @@ COR_API int cor_dsm_finalize(void)
         sched_yield();
         lock_or_die(&D.lock);
     }
-    D.bar_driving = true; /* for good: later hooks do nothing */
+    D.bar_driving = true; /* for the rest of finalize: later hooks do nothing */
     unlock_or_die(&D.lock);
     if (D.bar_rr != COR_REQ_NULL) { /* no barrier waits now: take the receive back */
         cor_cancel(&D.bar_rr);
