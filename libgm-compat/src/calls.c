@@ -207,8 +207,7 @@ GMX_EXPORT void gm_compat_put_keyed(struct gm_port *p, void *local_buffer,
     gmx_port_lock(p);
     put_locked(p, local_buffer, remote_buffer, key, len, priority, target_node_id,
                target_port_id, callback, context);
-    if (p->ack_list)
-        gmx_acks_flush(p, 0); /* acks due that this send did not carry */
+    gmx_acks_maybe(p); /* acks due that this send did not carry */
     gmx_port_unlock(p);
 }
 
@@ -343,8 +342,7 @@ GMX_EXPORT void gm_send_with_callback(struct gm_port *p, void *message, unsigned
     gmx_port_lock(p);
     send_locked(p, message, size, len, priority, target_node_id, target_port_id, callback,
                 context);
-    if (p->ack_list)
-        gmx_acks_flush(p, 0); /* acks due that this send did not carry */
+    gmx_acks_maybe(p); /* acks due that this send did not carry */
     gmx_port_unlock(p);
 }
 
@@ -425,8 +423,7 @@ GMX_EXPORT void gm_get(struct gm_port *p, gm_remote_ptr_t remote_buffer, void *l
     gmx_port_lock(p);
     get_locked(p, remote_buffer, local_buffer, len, priority, target_node_id, target_port_id,
                callback, context);
-    if (p->ack_list)
-        gmx_acks_flush(p, 0); /* acks due that this send did not carry */
+    gmx_acks_maybe(p); /* acks due that this send did not carry */
     gmx_port_unlock(p);
 }
 

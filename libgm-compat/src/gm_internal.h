@@ -142,7 +142,8 @@ static inline size_t gmx_eager_max(size_t inject_size)
  * a target's next progress round usually comes before its reply. */
 #define GMX_ACK_BATCH (GMX_WINDOW / 2)
 #define GMX_ACK_DELAY_NS 20000u
-#define GMX_KEY_CACHE 8 /* remote registrations remembered per target port */
+#define GMX_ACK_LOOK_EVERY 16 /* progress or send calls between looks at the acks' age */
+#define GMX_KEY_CACHE 8       /* remote registrations remembered per target port */
 
 /* ---- node map --------------------------------------------------------- */
 struct gmx_node {
@@ -299,7 +300,7 @@ struct gmx_peer {
     uint32_t ack_due[GM_NUM_PRIORITIES];   /* last processed seq to ack */
     int ack_pending[GM_NUM_PRIORITIES];
     unsigned acks_owed;   /* items processed since an ack last went */
-    uint64_t ack_owed_ns; /* when the oldest of them was */
+    uint64_t ack_owed_ns; /* when a look first saw them owed (0: none yet) */
     struct gmx_peer *next_ack;
     int in_ack_list;
     struct gmx_peer *next_wait;
@@ -398,6 +399,8 @@ struct gm_port {
 
     uint32_t next_xfer;
     struct gmx_peer *ack_list; /* peers owed an ack */
+    int ack_urgent;            /* some peer is owed a whole batch */
+    unsigned ack_tick;         /* gmx_acks_maybe calls since the last look */
 
     struct gmx_rreq *post_backlog, *post_backlog_tail;
     int in_progress; /* guards against progress re-entering itself */
@@ -494,6 +497,7 @@ int gmx_bounce_fill(struct gm_port *p);
 void gmx_bounce_free(struct gm_port *p);
 /* Sends the acks that are due (all of them with `all`: close, exit). */
 void gmx_acks_flush(struct gm_port *p, int all);
+void gmx_acks_maybe(struct gm_port *p); /* the due ones, looking now and then (recv.c) */
 void gmx_send_local_done(struct gm_port *p, struct gmx_sreq *s);
 void gmx_ack_arrived(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uint32_t seq,
                      gm_status_t st);

@@ -209,7 +209,9 @@ static void ack_owe(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uin
     peer->ack_due[prio] = seq;
     peer->ack_pending[prio] = 1;
     if (peer->acks_owed++ == 0)
-        peer->ack_owed_ns = gmx_now_ns();
+        peer->ack_owed_ns = 0; /* timed from the first look (ack_due): no clock per item */
+    if (peer->acks_owed >= GMX_ACK_BATCH)
+        p->ack_urgent = 1;
     if (!peer->in_ack_list) {
         peer->in_ack_list = 1;
         peer->next_ack = p->ack_list;
@@ -227,12 +229,16 @@ static void nack(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uint32
         ack_owe(p, peer, prio, seq); /* at least the window moves on */
 }
 
-static int ack_due(const struct gmx_peer *peer, uint64_t *now)
+static int ack_due(struct gmx_peer *peer, uint64_t *now)
 {
     if (peer->acks_owed >= GMX_ACK_BATCH)
         return 1;
     if (!*now)
         *now = gmx_now_ns();
+    if (!peer->ack_owed_ns) { /* the first look starts the delay */
+        peer->ack_owed_ns = *now;
+        return 0;
+    }
     return *now - peer->ack_owed_ns >= GMX_ACK_DELAY_NS;
 }
 
@@ -254,6 +260,17 @@ void gmx_acks_flush(struct gm_port *p, int all)
             link = &peer->next_ack;
         }
     }
+}
+
+/* Acks owed go out when a batch is full at once, else from every GMX_ACK_LOOK_EVERY-th call:
+ * a look at the clock at each poll of a spinning receiver cost more than the poll itself
+ * (20+ ns a read on a virtual machine), and most acks ride on a reply before they are due. */
+void gmx_acks_maybe(struct gm_port *p)
+{
+    if (!p->ack_list || (!p->ack_urgent && ++p->ack_tick % GMX_ACK_LOOK_EVERY != 0))
+        return;
+    p->ack_urgent = 0;
+    gmx_acks_flush(p, 0);
 }
 
 /* At close: items taken but never processed fail at their senders
@@ -778,8 +795,7 @@ int gmx_progress(struct gm_port *p)
         return 0;
     p->in_progress = 1;
     /* Acks owed that no reply carried in time. */
-    if (p->ack_list)
-        gmx_acks_flush(p, 0);
+    gmx_acks_maybe(p);
     if (p->ndeferred) gmx_deferred_free(p, 0);
     struct fi_cq_tagged_entry ce[GMX_CQ_BATCH];
     int handled = 0;
