@@ -412,9 +412,8 @@ static void flush_sends(void)
         for (int i = 0; i < g.nroutes; i++)
             for (int k = 0; k < g.routes[i]->nports; k++) {
                 struct cor_hport *hp = g.routes[i]->ports[k];
-                COR_LOCK(&hp->send_lock);
-                pending += atomic_load(&hp->inflight) + (hp->q_head != NULL);
-                COR_UNLOCK(&hp->send_lock);
+                pending += atomic_load(&hp->inflight) + atomic_load(&hp->backlog) +
+                           (atomic_load(&hp->inbox) != NULL);
             }
         if (pending == 0 || cor__now_ns() > deadline) return;
         if (cor__progress_all() == 0) {

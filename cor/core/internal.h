@@ -1,9 +1,9 @@
 /*
  * libcor internals shared across the core's files (prefix cor__). Nothing here is exported.
  *
- * Lock order (outer first): port->send_lock, task->lock, g.req_lock / g.lock.
- * port->progress_lock is only ever try-locked and is never held while taking send_lock of
- * the same port from outside a callback.
+ * Lock order (outer first): task->lock, g.req_lock / g.lock. port->progress_lock is the
+ * port's ownership (progress.c): it is only ever try-locked, except by a raw port's own calls
+ * (raw.c); port->disp_lock is a leaf, held only around the dispatcher's sleep and its signal.
  */
 #ifndef COR_INTERNAL_H
 #define COR_INTERNAL_H
@@ -217,16 +217,20 @@ struct cor_hport {
     int credit_threshold; /* units owed that trigger a credit-only frame */
     bool rma;           /* the route offers mem_register + put: rendezvous by remote write */
 
-    /* Tried-locked by whoever makes progress: listener, spinning tasks, dispatcher. */
+    /* One owner at a time (progress.c): the thread holding progress_lock (a listener, a
+     * spinning task, the dispatcher, a sender) is the only one that calls the route's send,
+     * put and progress on this port, and the only one that touches q_head/q_tail. Another
+     * thread's frame goes into `inbox`, lock-free; the owner sends it before letting go. */
     pthread_mutex_t progress_lock;
-
-    /* Send side: frames go to the route in FIFO order under send_lock; a frame that the
-     * route refused for lack of window waits in the queue for the dispatcher. */
-    pthread_mutex_t send_lock;
-    pthread_cond_t send_cond; /* queue not empty, or window opened */
-    struct send_op *q_head, *q_tail;
-    struct peer_link *links; /* [g.size] */
-    _Atomic long inflight;   /* send ops the route still holds */
+    _Atomic(const void *) owner;     /* the owning thread's mark (cor__port_mine) */
+    struct send_op *_Atomic inbox;   /* frames of non-owners, newest first */
+    struct send_op *q_head, *q_tail; /* the owner's: frames the route pushed back, in order */
+    _Atomic bool backlog;            /* q_head != NULL, for the dispatcher and the flush */
+    bool dispatching;                /* the owner is pushing the queue */
+    pthread_mutex_t disp_lock;       /* the dispatcher sleeps on send_cond under it */
+    pthread_cond_t send_cond;        /* backlog appeared */
+    struct peer_link *links;         /* [g.size] */
+    _Atomic long inflight;           /* send ops the route still holds */
 
     /* Blocks of eager_limit bytes for eager copies on zero-copy routes, kept for reuse:
      * malloc/free of 32-64 KiB per message made glibc trim and refault its heap (8% of a
@@ -254,6 +258,11 @@ int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out);
 void cor__hport_close(struct cor_hport *hp);
 int cor__hport_start(struct cor_hport *hp); /* listener and dispatcher threads */
 void cor__hport_stop(struct cor_hport *hp);
+/* Port ownership: take it if nobody holds it; give it back, sending what others left in the
+ * inbox meanwhile; whether this thread holds it (a callback inside its own progress). */
+bool cor__port_own(struct cor_hport *hp);
+void cor__port_release(struct cor_hport *hp);
+bool cor__port_mine(struct cor_hport *hp);
 /* Runs route progress if nobody else is; returns events handled (0 if busy or idle). */
 int cor__hport_poll(struct cor_hport *hp);
 int cor__progress_all(void); /* one poll of every hard port */
@@ -289,7 +298,8 @@ int cor__frame_send(struct cor_hport *hp, uint32_t peer, const void *hdr, size_t
 /* The same with the payload copied first (small control payloads). */
 int cor__frame_send_copy(struct cor_hport *hp, uint32_t peer, const void *hdr, size_t hlen,
                          const void *payload, size_t plen);
-void cor__dispatch_queue(struct cor_hport *hp);
+void cor__dispatch_queue(struct cor_hport *hp); /* owner: push the queue */
+void cor__port_drain(struct cor_hport *hp);     /* owner: send what is in the inbox */
 void cor__queue_discard(struct cor_hport *hp);
 void cor__raw_upcall_send_done(struct cor_hport *hp, int status);
 int cor__raw_attach(struct cor_hport *hp);

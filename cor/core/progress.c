@@ -28,7 +28,7 @@ int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out)
         return COR_ENOMEM;
     }
     pthread_mutex_init(&hp->progress_lock, NULL);
-    pthread_mutex_init(&hp->send_lock, NULL);
+    pthread_mutex_init(&hp->disp_lock, NULL);
     pthread_mutex_init(&hp->copy_lock, NULL);
     pthread_cond_init(&hp->send_cond, NULL);
 
@@ -92,11 +92,45 @@ void cor__copy_put(struct cor_hport *hp, void *b)
     free(b);
 }
 
+/* ---- one owner per hard port ----
+ * A port has one owner at a time, whoever try-locked progress_lock: it alone calls the route's
+ * send, put and progress there (route.h promises the routes as much), so a route's calls on a
+ * port never run at once and its own locks are never contended. A thread that finds the port
+ * owned does not wait: it leaves its frame in the inbox (proto.c) and goes on; the owner sends
+ * it before it lets go. A sender used to block on the port's send lock while a thread holding
+ * it was preempted, and the route's and libgm's locks inside it were contended as well. */
+static _Thread_local char owner_mark; /* its address names this thread */
+
+bool cor__port_own(struct cor_hport *hp)
+{
+    if (pthread_mutex_trylock(&hp->progress_lock) != 0) return false;
+    atomic_store_explicit(&hp->owner, &owner_mark, memory_order_relaxed);
+    return true;
+}
+
+bool cor__port_mine(struct cor_hport *hp)
+{
+    return atomic_load_explicit(&hp->owner, memory_order_relaxed) == &owner_mark;
+}
+
+void cor__port_release(struct cor_hport *hp)
+{
+    do {
+        cor__port_drain(hp);
+        atomic_store_explicit(&hp->owner, NULL, memory_order_relaxed);
+        COR_UNLOCK(&hp->progress_lock);
+        /* A frame pushed while we owned the port, whose sender then failed to take it:
+         * either we see it here or that sender's try-lock saw the port free (both sides fence
+         * between their write and their look), so no frame stays behind unsent. */
+        atomic_thread_fence(memory_order_seq_cst);
+    } while (atomic_load_explicit(&hp->inbox, memory_order_relaxed) && cor__port_own(hp));
+}
+
 int cor__hport_poll(struct cor_hport *hp)
 {
-    if (pthread_mutex_trylock(&hp->progress_lock) != 0) return 0;
+    if (!cor__port_own(hp)) return 0;
     int n = hp->route->ops->progress(hp->rp);
-    COR_UNLOCK(&hp->progress_lock);
+    cor__port_release(hp);
     cor__arrivals_run();
     return n;
 }
@@ -191,27 +225,31 @@ static void *listener(void *arg)
     return NULL;
 }
 
+/* Pushes frames the route refused for lack of window, when nobody else makes progress. */
 static void *dispatcher(void *arg)
 {
     struct cor_hport *hp = arg;
     cor_thread_attentive();
-    COR_LOCK(&hp->send_lock);
+    COR_LOCK(&hp->disp_lock);
     while (!atomic_load(&hp->stop)) {
-        if (!hp->q_head) {
-            pthread_cond_wait(&hp->send_cond, &hp->send_lock);
+        if (!atomic_load(&hp->backlog)) {
+            pthread_cond_wait(&hp->send_cond, &hp->disp_lock);
             continue;
         }
-        cor__dispatch_queue(hp);
-        if (!hp->q_head) continue;
-        /* The route pushed back: let acknowledgements in, then try again. */
-        COR_UNLOCK(&hp->send_lock);
-        if (cor__hport_poll(hp) == 0) {
+        COR_UNLOCK(&hp->disp_lock);
+        if (cor__port_own(hp)) {
+            cor__dispatch_queue(hp);
+            cor__port_release(hp);
+        }
+        /* Still refused (or another thread owns the port): let acknowledgements in, then try
+         * again. */
+        if (atomic_load(&hp->backlog) && cor__hport_poll(hp) == 0) {
             struct timespec ts = {0, 50000};
             nanosleep(&ts, NULL);
         }
-        COR_LOCK(&hp->send_lock);
+        COR_LOCK(&hp->disp_lock);
     }
-    COR_UNLOCK(&hp->send_lock);
+    COR_UNLOCK(&hp->disp_lock);
     return NULL;
 }
 
@@ -231,9 +269,9 @@ void cor__hport_stop(struct cor_hport *hp)
 {
     if (!hp->threads) return;
     atomic_store(&hp->stop, true);
-    COR_LOCK(&hp->send_lock);
+    COR_LOCK(&hp->disp_lock);
     pthread_cond_broadcast(&hp->send_cond);
-    COR_UNLOCK(&hp->send_lock);
+    COR_UNLOCK(&hp->disp_lock);
     COR_LOCK(&g.spin_lock);
     pthread_cond_broadcast(&g.spin_cond);
     COR_UNLOCK(&g.spin_lock);

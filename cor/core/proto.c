@@ -131,7 +131,7 @@ static void credits_add(struct cor_hport *hp, struct peer_link *l, int n)
     } while (!atomic_compare_exchange_weak(&l->credits, &v, sum));
 }
 
-/* Offers one frame to the route; send_lock held. Returns COR_EAGAIN if the window is full. */
+/* Offers one frame to the route; the port's owner. Returns COR_EAGAIN if the window is full. */
 static int route_send(struct cor_hport *hp, struct send_op *op)
 {
     struct peer_link *l = &hp->links[op->peer];
@@ -161,6 +161,8 @@ static int route_send(struct cor_hport *hp, struct send_op *op)
     if (early) cor__req_complete(early, COR_OK);
     return COR_OK;
 }
+
+static void dispatch_queued(struct cor_hport *hp);
 
 static void release_mr(struct cor_req *r)
 {
@@ -195,8 +197,17 @@ static void op_fail(struct send_op *op, int err)
     op_free(op);
 }
 
-/* Sends queued frames in order until the route pushes back; send_lock held. */
-void cor__dispatch_queue(struct cor_hport *hp)
+/* Sends queued frames in order until the route pushes back; the port's owner. Not again
+ * from inside itself (a completion the route made inside send, which route.h forbids). */
+static void dispatch_some(struct cor_hport *hp)
+{
+    if (hp->dispatching) return;
+    hp->dispatching = true;
+    dispatch_queued(hp);
+    hp->dispatching = false;
+}
+
+static void dispatch_queued(struct cor_hport *hp)
 {
     struct send_op *op;
     while ((op = hp->q_head)) {
@@ -278,9 +289,9 @@ void cor__dispatch_queue(struct cor_hport *hp)
             if (!hp->q_head) hp->q_tail = NULL;
             op_fail(op, COR_OK); /* drops the job's hold */
         } else {
-            /* Once the route took op, another thread's progress may complete and free it
-             * (send_done takes no send_lock), so its successor is read before: reading
-             * op->next after send() unlinked a freed op and drained garbage. */
+            /* Once the route took op, its completion may free it, so its successor is read
+             * before: reading op->next after send() unlinked a freed op and drained
+             * garbage. */
             struct send_op *next = op->next;
             int rc = route_send(hp, op);
             if (rc == COR_EAGAIN) return;
@@ -292,9 +303,69 @@ void cor__dispatch_queue(struct cor_hport *hp)
     }
 }
 
-/* Sends now if nothing is queued ahead (the inline fast path), else queues; send_lock held. */
-static void submit_locked(struct cor_hport *hp, struct send_op *op)
+/* The dispatcher learns of a queue that stopped being empty (the route pushed back); the
+ * flush, of one that is. Owner. */
+static void backlog_note(struct cor_hport *hp)
 {
+    bool now = hp->q_head != NULL;
+    if (now == atomic_load_explicit(&hp->backlog, memory_order_relaxed)) return;
+    atomic_store(&hp->backlog, now);
+    if (!now) return;
+    COR_LOCK(&hp->disp_lock);
+    pthread_cond_signal(&hp->send_cond);
+    COR_UNLOCK(&hp->disp_lock);
+}
+
+void cor__dispatch_queue(struct cor_hport *hp)
+{
+    dispatch_some(hp);
+    backlog_note(hp);
+}
+
+/* ---- the inbox: frames of threads that found the port owned (progress.c) ---- */
+
+static void inbox_push(struct cor_hport *hp, struct send_op *op)
+{
+    struct send_op *head = atomic_load_explicit(&hp->inbox, memory_order_relaxed);
+    do {
+        op->next = head;
+    } while (!atomic_compare_exchange_weak_explicit(&hp->inbox, &head, op, memory_order_seq_cst,
+                                                    memory_order_relaxed));
+}
+
+/* Owner: moves the inbox to the queue's tail, oldest first (a thread's frames keep their
+ * order). */
+static void inbox_take(struct cor_hport *hp)
+{
+    struct send_op *op = atomic_exchange_explicit(&hp->inbox, NULL, memory_order_acquire);
+    struct send_op *oldest = NULL;
+    while (op) {
+        struct send_op *next = op->next;
+        op->next = oldest;
+        oldest = op;
+        op = next;
+    }
+    while (oldest) {
+        struct send_op *next = oldest->next;
+        queue_append(hp, oldest);
+        oldest = next;
+    }
+}
+
+void cor__port_drain(struct cor_hport *hp)
+{
+    if (!atomic_load_explicit(&hp->inbox, memory_order_relaxed)) return;
+    bool refused = hp->q_head != NULL; /* the route pushes back: the dispatcher retries */
+    inbox_take(hp);
+    if (!refused) dispatch_some(hp);
+    backlog_note(hp);
+}
+
+/* The owner sends now if nothing is queued ahead (the inline fast path), else queues. */
+static void submit_owned(struct cor_hport *hp, struct send_op *op)
+{
+    bool refused = hp->q_head != NULL;
+    if (atomic_load_explicit(&hp->inbox, memory_order_relaxed)) inbox_take(hp);
     if (!hp->q_head && op->kind == OP_FRAME) {
         int rc = route_send(hp, op);
         if (rc == COR_OK) return;
@@ -302,13 +373,29 @@ static void submit_locked(struct cor_hport *hp, struct send_op *op)
             op_fail(op, rc);
             return;
         }
+        refused = true;
     }
-    bool was_empty = !hp->q_head;
     queue_append(hp, op);
-    if (op->kind == OP_DATA_JOB && hp->q_head == op) cor__dispatch_queue(hp);
-    /* Wake the dispatcher only for a queue that just stopped being empty: a queue that
-     * was not empty already has it at work, and one we drained inline needs nobody. */
-    if (was_empty && hp->q_head) pthread_cond_signal(&hp->send_cond);
+    if (!refused) dispatch_some(hp); /* the inbox's frames, a data job: the route may take them */
+    backlog_note(hp);
+}
+
+/* Hands a frame to the port: sent inline when the port is ours or free, else left for its
+ * owner, without waiting for it. */
+static void submit(struct cor_hport *hp, struct send_op *op)
+{
+    if (cor__port_mine(hp)) { /* a callback inside our own progress */
+        submit_owned(hp, op);
+        return;
+    }
+    if (cor__port_own(hp)) {
+        submit_owned(hp, op);
+        cor__port_release(hp);
+        return;
+    }
+    inbox_push(hp, op);
+    atomic_thread_fence(memory_order_seq_cst);    /* our push before our look: see port_release */
+    if (cor__port_own(hp)) cor__port_release(hp); /* its owner left meanwhile: we send it */
 }
 
 int cor__frame_send(struct cor_hport *hp, uint32_t peer, const void *hdr, size_t hlen,
@@ -320,9 +407,7 @@ int cor__frame_send(struct cor_hport *hp, uint32_t peer, const void *hdr, size_t
     op->payload = payload;
     op->plen = plen;
     op->req = complete_on_done;
-    COR_LOCK(&hp->send_lock);
-    submit_locked(hp, op);
-    COR_UNLOCK(&hp->send_lock);
+    submit(hp, op);
     return COR_OK;
 }
 
@@ -332,9 +417,7 @@ int cor__frame_send_copy(struct cor_hport *hp, uint32_t peer, const void *hdr, s
     struct send_op *op = op_new_copy(hp, peer, payload, plen);
     if (!op) return COR_ENOMEM;
     memcpy(&op->hdr, hdr, hlen < FRAME_HDR_SIZE ? hlen : FRAME_HDR_SIZE);
-    COR_LOCK(&hp->send_lock);
-    submit_locked(hp, op);
-    COR_UNLOCK(&hp->send_lock);
+    submit(hp, op);
     return COR_OK;
 }
 
@@ -346,15 +429,13 @@ void cor__return_credit(struct cor_hport *hp, uint32_t peer, int units)
     struct send_op *op = op_new(hp, peer);
     if (!op) return; /* they ride on a later frame */
     op->hdr.type = F_CREDIT;
-    COR_LOCK(&hp->send_lock);
     op->hdr.credits = (uint16_t)owed_take(l); /* 0: a frame sent meanwhile carried them */
-    if (op->hdr.credits) {
-        cor__count(C_CREDIT_FRAMES, 1);
-        submit_locked(hp, op);
-        op = NULL;
+    if (!op->hdr.credits) {
+        free(op);
+        return;
     }
-    COR_UNLOCK(&hp->send_lock);
-    free(op);
+    cor__count(C_CREDIT_FRAMES, 1);
+    submit(hp, op);
 }
 
 void cor__upcall_send_done(void *core, void *cookie, int status)
@@ -372,11 +453,9 @@ void cor__upcall_send_done(void *core, void *cookie, int status)
         send_release(op->data, status);
     }
     op_free(op);
-    /* The window opened: push queued frames from this thread rather than waking another. */
-    if (pthread_mutex_trylock(&hp->send_lock) == 0) {
-        if (hp->q_head) cor__dispatch_queue(hp); /* the dispatcher works on what remains */
-        COR_UNLOCK(&hp->send_lock);
-    }
+    /* The window opened: push queued frames from this thread (the owner: the route calls us
+     * inside its progress) rather than waking another. */
+    if (hp->q_head && cor__port_mine(hp)) cor__dispatch_queue(hp);
 }
 
 /* ---- sending messages ---- */
@@ -507,7 +586,6 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
                                  .dst_task = (uint16_t)index, .seq = t->send_seq[d]++,
                                  .tag = r->tag, .ctx = r->ctx, .count = r->count,
                                  .len = r->cap, .sreq = r->handle};
-    COR_LOCK(&hp->send_lock);
     struct peer_link *l = &hp->links[d];
     int cost = cor__credit_cost(r->cap, hp->eager_limit);
     if (r->cap <= hp->eager_limit && credits_spend(l, cost)) {
@@ -537,8 +615,7 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
         rts_carry_tail(hp, op, r);
         cor__count(C_RNDV_SENT, 1);
     }
-    submit_locked(hp, op);
-    COR_UNLOCK(&hp->send_lock);
+    submit(hp, op);
     return COR_OK;
 }
 
@@ -779,9 +856,7 @@ static void on_cts(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *
         job->hdr.rreq = r->remote_req;
         job->hdr.sreq = r->handle;
         send_hold(r);
-        COR_LOCK(&jp->send_lock);
-        submit_locked(jp, job);
-        COR_UNLOCK(&jp->send_lock);
+        submit(jp, job);
     }
     send_release(r, COR_OK);
 }
@@ -945,10 +1020,12 @@ void cor__upcall_peer_failed(void *core, cor_peer_t peer, int err)
 /* Frames the route never took fail with COR_ECLOSED (the port is closing). */
 void cor__queue_discard(struct cor_hport *hp)
 {
-    COR_LOCK(&hp->send_lock);
+    COR_LOCK(&hp->progress_lock); /* its threads have stopped: we wait for no one long */
+    inbox_take(hp);
     struct send_op *op = hp->q_head;
     hp->q_head = hp->q_tail = NULL;
-    COR_UNLOCK(&hp->send_lock);
+    atomic_store(&hp->backlog, false);
+    COR_UNLOCK(&hp->progress_lock);
     while (op) {
         struct send_op *next = op->next;
         op_fail(op, COR_ECLOSED);

@@ -127,7 +127,10 @@ COR_API int cor_raw_send(cor_raw_t *raw, int peer, const void *buf, size_t len)
     struct iovec iov = {(void *)buf, len};
     uint64_t deadline = cor__now_ns() + 60ull * 1000000000u;
     for (;;) {
+        /* as the port's owner: a route's send and progress never run at once (route.h) */
+        COR_LOCK(&raw->hp->progress_lock);
         int rc = raw->hp->route->ops->send(raw->hp->rp, (cor_peer_t)peer, &iov, 1, raw);
+        COR_UNLOCK(&raw->hp->progress_lock);
         if (rc == COR_OK) {
             raw->outstanding++;
             return COR_OK;

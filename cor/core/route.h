@@ -12,9 +12,13 @@
  * order) is the core's job.
  *
  * Threads and locks
- * - send(), progress(), timeout_ms() and the memory calls may be called from any thread, also
- *   concurrently with each other; the route locks what it shares. The core never runs two
- *   progress() calls on one port at once.
+ * - One owner per port: send(), put() and progress() of one port are never called at once;
+ *   the core makes them only from the thread that owns the port at that moment (which thread
+ *   that is changes). A route may thus keep its port's send and receive state without a lock,
+ *   as long as nothing else touches it.
+ * - The other calls (timeout_ms(), wait(), the memory calls, add_peer(), peer_dead(),
+ *   counters()) may come from any thread, also while the owner works: the route locks what
+ *   they share with send and progress.
  * - Callbacks (deliver, send_done, peer_failed) are made only from inside progress(), in the
  *   thread that called it. The route must hold none of its locks while it calls them: a
  *   callback may call send() on the same port.
