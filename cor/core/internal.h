@@ -1,9 +1,9 @@
 /*
  * libcor internals shared across the core's files (prefix cor__). Nothing here is exported.
  *
- * Lock order (outer first): task->lock, g.req_lock / g.lock. port->progress_lock is the
- * port's ownership (progress.c): it is only ever try-locked, except by a raw port's own calls
- * (raw.c); port->disp_lock is a leaf, held only around the dispatcher's sleep and its signal.
+ * Lock order (outer first): task->lock, g.req_lock / g.lock. A port's ownership (progress.c)
+ * is no lock: it is only ever tried, except by a raw port's own calls (raw.c) and at close;
+ * port->disp_lock is a leaf, held only around the dispatcher's sleep and its signal.
  */
 #ifndef COR_INTERNAL_H
 #define COR_INTERNAL_H
@@ -217,11 +217,11 @@ struct cor_hport {
     int credit_threshold; /* units owed that trigger a credit-only frame */
     bool rma;           /* the route offers mem_register + put: rendezvous by remote write */
 
-    /* One owner at a time (progress.c): the thread holding progress_lock (a listener, a
-     * spinning task, the dispatcher, a sender) is the only one that calls the route's send,
-     * put and progress on this port, and the only one that touches q_head/q_tail. Another
-     * thread's frame goes into `inbox`, lock-free; the owner sends it before letting go. */
-    pthread_mutex_t progress_lock;
+    /* One owner at a time (progress.c): the thread that set `owned` (a listener, a spinning
+     * task, the dispatcher, a sender) is the only one that calls the route's send, put and
+     * progress on this port, and the only one that touches q_head/q_tail. Another thread's
+     * frame goes into `inbox`, lock-free; the owner sends it before letting go. */
+    _Atomic bool owned;
     _Atomic(const void *) owner;     /* the owning thread's mark (cor__port_mine) */
     struct send_op *_Atomic inbox;   /* frames of non-owners, newest first */
     struct send_op *q_head, *q_tail; /* the owner's: frames the route pushed back, in order */
@@ -261,6 +261,7 @@ void cor__hport_stop(struct cor_hport *hp);
 /* Port ownership: take it if nobody holds it; give it back, sending what others left in the
  * inbox meanwhile; whether this thread holds it (a callback inside its own progress). */
 bool cor__port_own(struct cor_hport *hp);
+void cor__port_own_wait(struct cor_hport *hp); /* raw ports' calls, close: owners leave soon */
 void cor__port_release(struct cor_hport *hp);
 bool cor__port_mine(struct cor_hport *hp);
 /* Runs route progress if nobody else is; returns events handled (0 if busy or idle). */

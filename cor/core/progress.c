@@ -27,7 +27,6 @@ int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out)
         free(hp);
         return COR_ENOMEM;
     }
-    pthread_mutex_init(&hp->progress_lock, NULL);
     pthread_mutex_init(&hp->disp_lock, NULL);
     pthread_mutex_init(&hp->copy_lock, NULL);
     pthread_cond_init(&hp->send_cond, NULL);
@@ -93,19 +92,28 @@ void cor__copy_put(struct cor_hport *hp, void *b)
 }
 
 /* ---- one owner per hard port ----
- * A port has one owner at a time, whoever try-locked progress_lock: it alone calls the route's
- * send, put and progress there (route.h promises the routes as much), so a route's calls on a
- * port never run at once and its own locks are never contended. A thread that finds the port
- * owned does not wait: it leaves its frame in the inbox (proto.c) and goes on; the owner sends
- * it before it lets go. A sender used to block on the port's send lock while a thread holding
- * it was preempted, and the route's and libgm's locks inside it were contended as well. */
+ * A port has one owner at a time, whoever set `owned`: it alone calls the route's send, put
+ * and progress there (route.h promises the routes as much), so a route's calls on a port never
+ * run at once and its own locks are never contended. A thread that finds the port owned does
+ * not wait: it leaves its frame in the inbox (proto.c) and goes on; the owner sends it before
+ * it lets go. A sender used to block on the port's send lock while a thread holding it was
+ * preempted, and the route's and libgm's locks inside it were contended as well. Taking and
+ * leaving are one exchange each, with no fence besides: cheaper than the mutex and the
+ * fence they replace, which an idle poll paid each time. */
 static _Thread_local char owner_mark; /* its address names this thread */
 
 bool cor__port_own(struct cor_hport *hp)
 {
-    if (pthread_mutex_trylock(&hp->progress_lock) != 0) return false;
+    /* seq_cst, as the inbox's push and the release's look: see cor__port_release */
+    if (atomic_load(&hp->owned) || atomic_exchange(&hp->owned, true)) return false;
     atomic_store_explicit(&hp->owner, &owner_mark, memory_order_relaxed);
     return true;
+}
+
+void cor__port_own_wait(struct cor_hport *hp)
+{
+    while (!cor__port_own(hp))
+        sched_yield();
 }
 
 bool cor__port_mine(struct cor_hport *hp)
@@ -115,15 +123,15 @@ bool cor__port_mine(struct cor_hport *hp)
 
 void cor__port_release(struct cor_hport *hp)
 {
+    /* A frame pushed while we owned the port, whose sender then found it owned: these four
+     * steps are sequentially consistent (push, look at `owned`; leave, look at the inbox),
+     * so either we see the frame here or its sender saw the port free and sends it itself.
+     * No frame stays behind unsent. */
     do {
         cor__port_drain(hp);
         atomic_store_explicit(&hp->owner, NULL, memory_order_relaxed);
-        COR_UNLOCK(&hp->progress_lock);
-        /* A frame pushed while we owned the port, whose sender then failed to take it:
-         * either we see it here or that sender's try-lock saw the port free (both sides fence
-         * between their write and their look), so no frame stays behind unsent. */
-        atomic_thread_fence(memory_order_seq_cst);
-    } while (atomic_load_explicit(&hp->inbox, memory_order_relaxed) && cor__port_own(hp));
+        atomic_exchange(&hp->owned, false);
+    } while (atomic_load(&hp->inbox) && cor__port_own(hp));
 }
 
 int cor__hport_poll(struct cor_hport *hp)

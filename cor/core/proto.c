@@ -393,9 +393,9 @@ static void submit(struct cor_hport *hp, struct send_op *op)
         cor__port_release(hp);
         return;
     }
+    /* Then look again (cor__port_release says why): its owner may have left meanwhile. */
     inbox_push(hp, op);
-    atomic_thread_fence(memory_order_seq_cst);    /* our push before our look: see port_release */
-    if (cor__port_own(hp)) cor__port_release(hp); /* its owner left meanwhile: we send it */
+    if (cor__port_own(hp)) cor__port_release(hp);
 }
 
 int cor__frame_send(struct cor_hport *hp, uint32_t peer, const void *hdr, size_t hlen,
@@ -1020,12 +1020,12 @@ void cor__upcall_peer_failed(void *core, cor_peer_t peer, int err)
 /* Frames the route never took fail with COR_ECLOSED (the port is closing). */
 void cor__queue_discard(struct cor_hport *hp)
 {
-    COR_LOCK(&hp->progress_lock); /* its threads have stopped: we wait for no one long */
+    cor__port_own_wait(hp); /* its threads have stopped: we wait for no one long */
     inbox_take(hp);
     struct send_op *op = hp->q_head;
     hp->q_head = hp->q_tail = NULL;
     atomic_store(&hp->backlog, false);
-    COR_UNLOCK(&hp->progress_lock);
+    cor__port_release(hp);
     while (op) {
         struct send_op *next = op->next;
         op_fail(op, COR_ECLOSED);

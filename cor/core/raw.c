@@ -115,9 +115,9 @@ COR_API size_t cor_raw_frame_max(cor_raw_t *raw)
 
 static int poll_once(cor_raw_t *raw)
 {
-    COR_LOCK(&raw->hp->progress_lock);
+    cor__port_own_wait(raw->hp);
     int n = raw->hp->route->ops->progress(raw->hp->rp);
-    COR_UNLOCK(&raw->hp->progress_lock);
+    cor__port_release(raw->hp);
     return n;
 }
 
@@ -128,9 +128,9 @@ COR_API int cor_raw_send(cor_raw_t *raw, int peer, const void *buf, size_t len)
     uint64_t deadline = cor__now_ns() + 60ull * 1000000000u;
     for (;;) {
         /* as the port's owner: a route's send and progress never run at once (route.h) */
-        COR_LOCK(&raw->hp->progress_lock);
+        cor__port_own_wait(raw->hp);
         int rc = raw->hp->route->ops->send(raw->hp->rp, (cor_peer_t)peer, &iov, 1, raw);
-        COR_UNLOCK(&raw->hp->progress_lock);
+        cor__port_release(raw->hp);
         if (rc == COR_OK) {
             raw->outstanding++;
             return COR_OK;
@@ -146,7 +146,7 @@ COR_API int cor_raw_recv(cor_raw_t *raw, void *buf, size_t max, size_t *len, int
     if (!raw || (!buf && max)) return COR_EINVAL;
     struct cor_hport *hp = raw->hp;
     uint64_t deadline = cor__now_ns() + 60ull * 1000000000u;
-    COR_LOCK(&hp->progress_lock);
+    cor__port_own_wait(hp);
     if (!raw->head) {
         /* wait for a frame, letting it land straight in buf */
         raw->want = buf;
@@ -159,20 +159,20 @@ COR_API int cor_raw_recv(cor_raw_t *raw, void *buf, size_t max, size_t *len, int
         }
         raw->want = NULL;
         if (raw->got) {
-            COR_UNLOCK(&hp->progress_lock);
+            cor__port_release(hp);
             if (len) *len = raw->got_len;
             if (peer) *peer = raw->got_peer;
             return raw->got_len > max ? COR_ETRUNC : COR_OK;
         }
         if (!raw->head) {
-            COR_UNLOCK(&hp->progress_lock);
+            cor__port_release(hp);
             return COR_ETIMEDOUT;
         }
     }
     struct raw_frame *f = raw->head;
     raw->head = f->next;
     if (!raw->head) raw->tail = NULL;
-    COR_UNLOCK(&hp->progress_lock);
+    cor__port_release(hp);
     size_t n = f->len < max ? f->len : max;
     memcpy(buf, f->data, n);
     if (len) *len = f->len;
@@ -190,9 +190,9 @@ COR_API int cor_raw_flush(cor_raw_t *raw)
         poll_once(raw);
         if (cor__now_ns() > deadline) return COR_ETIMEDOUT;
     }
-    COR_LOCK(&raw->hp->progress_lock);
+    cor__port_own_wait(raw->hp);
     int err = raw->send_error;
     raw->send_error = 0;
-    COR_UNLOCK(&raw->hp->progress_lock);
+    cor__port_release(raw->hp);
     return err;
 }
