@@ -49,7 +49,8 @@ struct cor_req *cor__req_new(enum req_kind kind, struct cor_task *owner)
         r->kind = kind;
         r->remote_rank = -1;
         r->owner = owner;
-        atomic_store(&r->handle, ((cor_req_t)r->gen << 32) | r->slot);
+        atomic_store_explicit(&r->handle, ((cor_req_t)r->gen << 32) | r->slot,
+                              memory_order_release);
     }
     COR_UNLOCK(&req_lock);
     return r;
@@ -211,11 +212,12 @@ static void idle_pause(uint64_t now)
     if (cor__now_ns() - now > LATE_YIELD_NS) pause_until = now + LATE_YIELD_MODE_NS;
 }
 
-/* Polls every port until done(arg) or the spin budget from `start` is spent. */
-static void spin(pred_fn done, void *arg, uint64_t start, long spin_ns)
+/* Polls every port until done(arg) or the spin budget from `start` is spent; `now`: the
+ * clock at the call. Returns the clock's last reading. */
+static uint64_t spin(pred_fn done, void *arg, uint64_t start, uint64_t now, long spin_ns)
 {
     unsigned n = 0, busy = 0, idle = 0;
-    uint64_t idle_since = start;
+    uint64_t idle_since = now;
     cor__wakes_defer(true);
     while (!done(arg)) {
         if (cor__progress_all() > 0) { /* more may be ready: drain before handing over */
@@ -232,7 +234,7 @@ static void spin(pred_fn done, void *arg, uint64_t start, long spin_ns)
             /* The clock only every 64 idle polls: a read costs 20+ ns on a virtual machine,
              * more than an idle poll of the shm route, and read at each poll it slowed the
              * detection of the next message. */
-            uint64_t now = cor__now_ns();
+            now = cor__now_ns();
             atomic_store_explicit(&g.spin_seen, now, memory_order_relaxed);
             if (woke_tasks && !woke_since) woke_since = now;
             if (woke_tasks && now - woke_since >= WOKE_WAIT_NS) {
@@ -250,13 +252,16 @@ static void spin(pred_fn done, void *arg, uint64_t start, long spin_ns)
         }
     }
     cor__wakes_defer(false);
+    return now;
 }
 
 /* The polling part of a wait: spins (one task per domain at a time; the others yield to it)
  * for at most spin_ns. Returns whether done(arg) came true. */
 static bool poll_phase(pred_fn done, void *arg, long spin_ns)
 {
-    uint64_t start = cor__now_ns();
+    /* One clock reading serves the start, the spinner's first sign of life and, when the
+     * spin is short, its end (the listeners' linger): a wait read it three times. */
+    uint64_t start = cor__now_ns(), now = start;
     while (g.nroutes > 0 && spin_ns > 0) {
         if (atomic_fetch_add(&g.spinners, 1) != 0) {
             /* Another task polls the ports and completes our requests too: stay runnable
@@ -271,17 +276,17 @@ static bool poll_phase(pred_fn done, void *arg, long spin_ns)
             sched_yield();
             atomic_fetch_sub(&g.yielders, 1);
             if (done(arg)) return true;
-            if (cor__now_ns() - start > (uint64_t)spin_ns) break;
+            if ((now = cor__now_ns()) - start > (uint64_t)spin_ns) break;
             continue;
         }
-        atomic_store_explicit(&g.spin_seen, cor__now_ns(), memory_order_relaxed);
-        spin(done, arg, start, spin_ns);
+        atomic_store_explicit(&g.spin_seen, now, memory_order_relaxed);
+        now = spin(done, arg, start, now, spin_ns);
         bool ok = done(arg);
         /* A spinner that succeeded will likely spin again soon: the listeners linger off the
          * sockets a while instead of being woken for nothing. One that gives up is about to
          * sleep and needs them at once. A listener polling in a hook (cor_poll_until) is no
          * such task: it goes back to the ports itself, and must not park the listeners. */
-        if (!cor__listener_thread) atomic_store(&g.last_spin_end, ok ? cor__now_ns() : 0);
+        if (!cor__listener_thread) atomic_store(&g.last_spin_end, ok ? now : 0);
         if (atomic_fetch_sub(&g.spinners, 1) == 1 && !ok) cor__listeners_resume();
         return ok;
     }
