@@ -48,20 +48,22 @@ struct frame_hdr {
 
 /* Eager credits are units of CREDIT_UNIT bytes of the receiver's memory. A peer's budget is
  * COR_CREDITS slots, a slot being what the largest eager message costs (its record plus its
- * payload). A small message (up to CREDIT_UNIT bytes) costs only its memory, 2 units, so a
- * stream of small messages keeps up to ~32 times more in flight (it fell back to rendezvous
- * after 31); a larger one costs a whole slot, as every message did before: charged by its
- * size, hundreds of 4 KiB frames went into the udp route at once and the 16-pair 4 KiB stream
- * lost a third of its rate. Charged by size with a floor of half or a quarter slot (at most
- * 64 or 128 in flight), one gm pair at 512 B-1 KiB made 3x the messages, but 16 udp pairs lost
- * 15-35% again at 512 B-4 KiB (2026-11-25): what costs the udp route so much with more frames
- * in flight is the thing to find first. The sender writes the cost in the EAGER frame
+ * payload), so the receiver's memory per peer and port stays bounded by COR_CREDITS x (eager
+ * limit + CREDIT_UNIT). A message costs what it occupies: one unit for its record and its
+ * payload rounded up to units (2 for up to CREDIT_UNIT bytes). Charged a whole slot each,
+ * messages above CREDIT_UNIT fell back to rendezvous after 31 in flight: a window of 64
+ * 512 B messages over gm made 0.45-0.49 M msg/s against 1.7 at 256 B. Charged by size
+ * (2026-11-26, alternating builds): 512 B 1.69-1.72 and 1 KiB 1.53-1.56 M msg/s over gm, udp
+ * 10-60% up at 512 B-4 KiB with 1 and 16 pairs, multitask 1-4 KiB up on both routes. On
+ * 2026-11-25 the same rule had cost 16 udp pairs 15-35% at 512 B-4 KiB; that was before a
+ * port had one owner (a sender then waited on the port's send lock, and the udp route's lock
+ * under it, behind whoever held them). The sender writes the cost in the EAGER frame
  * (`offset`) and the receiver returns exactly that, so both agree whatever their eager limits. */
 #define CREDIT_UNIT 256
 static inline int cor__credit_cost(size_t payload, size_t eager_limit)
 {
     if (payload <= CREDIT_UNIT || eager_limit <= CREDIT_UNIT) return 2;
-    return 1 + (int)((eager_limit + CREDIT_UNIT - 1) / CREDIT_UNIT);
+    return 1 + (int)((payload + CREDIT_UNIT - 1) / CREDIT_UNIT);
 }
 
 /* A CTS with count == CTS_RMA asks for a remote write: offset = target address, ctx = key. */
