@@ -202,10 +202,12 @@ static int pingpong_measure(const struct bench *b, struct task_bufs *tb, cor_idp
         void *ptr = NULL;
         if (i == warm)
             t0 = bench_now_ns();
-        if ((err = post_recv(b, peer, tb->rbufs[0], size, &ptr, &rreq)))
-            return bench_fail("cor_recvI", err);
+        /* The receive is posted while the message flies, as osu_latency's MPI_Send then
+         * MPI_Recv and gm-pingpong (its buffers provided again off the path) do. */
         if ((err = cor_sendI(peer, COR_CTX_WORLD, BENCH_TAG_DATA, tb->sbuf, size, &sreq)))
             return bench_fail("cor_sendI", err);
+        if ((err = post_recv(b, peer, tb->rbufs[0], size, &ptr, &rreq)))
+            return bench_fail("cor_recvI", err);
         if ((err = cor_wait(&sreq, NULL)))
             return bench_fail("cor_wait (send)", err);
         if ((err = finish_recv(b, &rreq, size, tb->rbufs[0], &ptr)))
@@ -215,7 +217,8 @@ static int pingpong_measure(const struct bench *b, struct task_bufs *tb, cor_idp
     return COR_OK;
 }
 
-/* Domain 1: answers every message; the next receive is posted before the reply goes out. */
+/* Domain 1: answers every message; the next receive is posted once the reply is on its way
+ * (the measurer's next message comes only after that reply). */
 static int pingpong_answer(const struct bench *b, struct task_bufs *tb, cor_idp_t peer,
                            size_t size, long total)
 {
@@ -228,11 +231,11 @@ static int pingpong_answer(const struct bench *b, struct task_bufs *tb, cor_idp_
         int cur = (int)(i & 1), nxt = !cur;
         if ((err = finish_recv(b, &rreq, size, tb->rbufs[cur], &ptr[cur])))
             return err;
+        if ((err = cor_sendI(peer, COR_CTX_WORLD, BENCH_TAG_DATA, tb->sbuf, size, &sreq)))
+            return bench_fail("cor_sendI", err);
         if (i + 1 < total &&
             (err = post_recv(b, peer, tb->rbufs[nxt], size, &ptr[nxt], &rreq)))
             return bench_fail("cor_recvI", err);
-        if ((err = cor_sendI(peer, COR_CTX_WORLD, BENCH_TAG_DATA, tb->sbuf, size, &sreq)))
-            return bench_fail("cor_sendI", err);
         if ((err = cor_wait(&sreq, NULL)))
             return bench_fail("cor_wait (send)", err);
     }
