@@ -226,6 +226,7 @@ static struct {
     _Atomic int ndirect;
     _Atomic uint64_t grants_direct;
     _Atomic size_t cache_budget, cached_bytes;
+    _Atomic size_t copy_bytes; /* data allocated for copies homed elsewhere */
     _Atomic uint64_t invalidations, recalls, evictions;
     _Atomic uint64_t tick; /* messages served: a cheap clock for LRU stamps */
 
@@ -1488,6 +1489,46 @@ static struct copy *copy_find(cor_idp_t idp)
     return c;
 }
 
+static void copy_lock(struct copy *c);
+static void copy_unlock(struct copy *c);
+
+/* The data of a copy homed elsewhere: allocated when a region first maps it, given back once
+ * no region maps it and it is invalid and idle (copy_data_release), allocated again by the
+ * next map. A program that maps objects one after the other kept every copy's data until
+ * cor_dsm_finalize; now what stays allocated unmapped is at most the valid copies, which the
+ * cache budget bounds. Every page is written at once (calloc maps large ones lazily): the
+ * first grant then copies into resident memory instead of taking a page fault per page in the
+ * service thread (about 25 us each on a paravirtualized guest: 0.8 ms for a 128 KiB block).
+ * The stores are volatile, or the compiler would drop them. */
+static size_t copy_data_size(const struct copy *c)
+{
+    return (size_t)(c->count ? c->count : 1) * cor_type_size(c->type);
+}
+
+static int copy_data_alloc(struct copy *c)
+{
+    size_t n = copy_data_size(c);
+    if (!(c->data = calloc(1, n))) return COR_ENOMEM;
+    for (size_t o = 0; o < n; o += 4096)
+        ((volatile unsigned char *)c->data)[o] = 0;
+    atomic_fetch_add(&D.copy_bytes, n);
+    return COR_OK;
+}
+
+/* Under *c->mu. A valid copy keeps its data (the cache); so does one that a region maps (its
+ * owner holds the pointer) or on which anything is under way (a request, a receive posted
+ * into the data, an invalidation, a waiter). */
+static void copy_data_release(struct copy *c)
+{
+    const struct dsm_copy *s = &c->st;
+    if (c->x || !c->data || atomic_load(&c->maps) > 0 || copy_valid(c) || s->readers ||
+        s->writers || s->pending || s->inv || s->waiters || c->dreq != COR_REQ_NULL || c->dlanded)
+        return;
+    free(c->data);
+    c->data = NULL;
+    atomic_fetch_sub(&D.copy_bytes, copy_data_size(c));
+}
+
 static void copy_free(struct copy *c)
 {
     if (c->dreq != COR_REQ_NULL) { /* cor_dsm_finalize: the service has stopped */
@@ -1496,14 +1537,14 @@ static void copy_free(struct copy *c)
     }
     pthread_mutex_destroy(&c->own_mu);
     pthread_cond_destroy(&c->cv);
+    if (c->data) atomic_fetch_sub(&D.copy_bytes, copy_data_size(c));
     free(c->data);
     free(c);
 }
 
-/* One map of c: a handle of its own (the unmap ends it). */
+/* One map of c, counted in c->maps already: a handle of its own (the unmap ends it). */
 static int map_handle(struct copy *c, cor_dsm_region_t *rgn)
 {
-    atomic_fetch_add(&c->maps, 1);
     uint64_t h = dsm_handle_put(DSM_H_REGION, c);
     if (!h) {
         atomic_fetch_sub(&c->maps, 1);
@@ -1526,6 +1567,7 @@ COR_API int cor_dsm_map(cor_idp_t obj, cor_dsm_region_t *rgn)
             res_put(x);
             return COR_DSM_EPROTOCOL;
         }
+        atomic_fetch_add(&x->hc.maps, 1);
         return map_handle(&x->hc, rgn); /* the reference is the map's */
     }
     struct copy *c = copy_find(obj);
@@ -1535,23 +1577,16 @@ COR_API int cor_dsm_map(cor_idp_t obj, cor_dsm_region_t *rgn)
         if (err) return err;
         if (info.protocol != COR_DSM_CACHED) return COR_DSM_EPROTOCOL;
         struct copy *n = calloc(1, sizeof *n);
-        /* Every page is written now (calloc maps large ones lazily): the first grant then
-         * copies into resident memory instead of taking a page fault per page in the
-         * service thread (about 25 us each on a paravirtualized guest: 0.8 ms for a
-         * 128 KiB block). The stores are volatile, or the compiler would drop them. */
-        size_t nbytes = (size_t)(info.count ? info.count : 1) * cor_type_size(info.type);
-        if (n && (n->data = calloc(1, nbytes)))
-            for (size_t o = 0; o < nbytes; o += 4096)
-                ((volatile unsigned char *)n->data)[o] = 0;
-        if (!n || !n->data) {
-            free(n);
-            return COR_ENOMEM;
-        }
+        if (!n) return COR_ENOMEM;
         n->idp = obj;
         n->home = home;
         n->type = info.type;
         n->count = info.count;
         n->bytes = info.bytes;
+        if (copy_data_alloc(n)) {
+            free(n);
+            return COR_ENOMEM;
+        }
         n->mu = &n->own_mu;
         pthread_mutex_init(&n->own_mu, NULL);
         pthread_cond_init(&n->cv, NULL);
@@ -1566,6 +1601,15 @@ COR_API int cor_dsm_map(cor_idp_t obj, cor_dsm_region_t *rgn)
         }
         unlock_or_die(&D.lock);
         if (n) copy_free(n); /* another task mapped it first */
+    }
+    /* Counted before the look at the data: a release sees the map, or we see its NULL. */
+    atomic_fetch_add(&c->maps, 1);
+    copy_lock(c);
+    int err = c->data ? COR_OK : copy_data_alloc(c);
+    copy_unlock(c);
+    if (err) {
+        atomic_fetch_sub(&c->maps, 1);
+        return err;
     }
     return map_handle(c, rgn);
 }
@@ -1585,8 +1629,14 @@ COR_API int cor_dsm_unmap(cor_dsm_region_t rgn)
     if (!c) return COR_EINVAL;
     if (tls_find(c) >= 0) return COR_DSM_ESECTION;
     if (!dsm_handle_take(DSM_H_REGION, HANDLE(rgn), false)) return COR_EINVAL; /* a racing unmap */
-    atomic_fetch_sub(&c->maps, 1);
-    if (c->x) res_put(c->x);
+    if (c->x) {
+        atomic_fetch_sub(&c->maps, 1);
+        res_put(c->x);
+    } else if (atomic_fetch_sub(&c->maps, 1) == 1) {
+        copy_lock(c);
+        copy_data_release(c); /* an invalid copy nobody maps any more */
+        copy_unlock(c);
+    }
     return COR_OK;
 }
 
@@ -2038,6 +2088,7 @@ static void evict(void)
             copy_account(c, true);
             cmsg(c->home, DSM_OP_C_FLUSH, c, 0, 0, dirty ? c->data : NULL);
             atomic_fetch_add(&D.evictions, 1);
+            copy_data_release(c);
         }
         copy_unlock(c);
     }
@@ -2159,6 +2210,7 @@ static void serve_cached_copy(const struct dsm_req *r)
             copy_wake(c);
     }
     copy_account(c, was);
+    copy_data_release(c); /* invalidated while nobody maps it */
     copy_unlock(c);
     if (r->op == DSM_OP_C_GRANT) evict();
 }
@@ -3915,6 +3967,7 @@ COR_API int cor_dsm_stats_get(cor_dsm_stats_t *stats)
     stats->remote_ops = atomic_load(&D.remote_ops);
     stats->shm_ops = atomic_load(&D.shm_ops);
     stats->grants_direct = atomic_load(&D.grants_direct);
+    stats->copy_bytes = atomic_load(&D.copy_bytes);
     uint64_t hits = 0, misses = 0;
     lock_or_die(&D.lock);
     for (int k = 0; k < DIR_BUCKETS; k++)

@@ -477,6 +477,57 @@ static void run_downgrade(void)
     if (rank == 0) CHECK(cor_dsm_destroy(dg));
 }
 
+/* A copy that no region maps gives its memory back once it is invalid: every domain reads
+ * the others' 128 KiB objects and unmaps them (valid copies: the cache keeps them), then each
+ * home writes its own, which invalidates the others' copies, and their memory must go. Before,
+ * every copy kept its data until cor_dsm_finalize. */
+#define MEM_LONGS 16384
+static void run_copy_memory(void)
+{
+    cor_idp_t *mem = calloc((size_t)ndom, sizeof *mem);
+    char name[COR_NAME_MAX];
+    snprintf(name, sizeof name, "mem.%d", rank);
+    CHECK(cor_dsm_create(name, COR_LONG, MEM_LONGS, COR_DSM_CACHED, &mem[rank]));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    size_t others = (size_t)(ndom - 1) * MEM_LONGS * sizeof(long);
+    for (int d = 0; d < ndom; d++) {
+        if (d != rank) mem[d] = lookup_n("mem", d);
+        if (d == rank) continue;
+        cor_dsm_region_t rg;
+        CHECK(cor_dsm_map(mem[d], &rg));
+        CHECK(cor_dsm_start_read(rg));
+        CHECK(cor_dsm_end_read(rg));
+        CHECK(cor_dsm_unmap(rg));
+    }
+    cor_dsm_stats_t s;
+    CHECK(cor_dsm_stats_get(&s));
+    if (cache_bytes < 0 && s.copy_bytes < others)
+        fail("copy memory: %llu bytes held after reading, expected the %zu of valid copies",
+             (unsigned long long)s.copy_bytes, others);
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    cor_dsm_region_t own;
+    long *p;
+    CHECK(cor_dsm_map(mem[rank], &own));
+    CHECK(cor_dsm_region_data(own, (void **)&p, NULL));
+    CHECK(cor_dsm_start_write(own)); /* invalidates the others' copies */
+    p[0]++;
+    CHECK(cor_dsm_end_write(own));
+    CHECK(cor_dsm_unmap(own));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    /* our service may still be finishing the last invalidation it acknowledged */
+    for (int i = 0; i < 500; i++) {
+        CHECK(cor_dsm_stats_get(&s));
+        if (s.copy_bytes < others) break;
+        usleep(10000);
+    }
+    if (s.copy_bytes >= others)
+        fail("copy memory: %llu bytes still held after every copy was invalidated and unmapped",
+             (unsigned long long)s.copy_bytes);
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    CHECK(cor_dsm_destroy(mem[rank]));
+    free(mem);
+}
+
 static void run_cache(void)
 {
     cblk = calloc((size_t)ndom, sizeof *cblk);
@@ -527,6 +578,7 @@ static void run_cache(void)
     CHECK(cor_dsm_barrier_wait(all_bar));
     run_cadd();
     if (ndom > 1) run_downgrade();
+    if (ndom > 1) run_copy_memory();
     CHECK(cor_dsm_destroy(cblk[rank]));
     CHECK(cor_dsm_destroy(cctr[rank]));
     CHECK(cor_dsm_barrier_wait(all_bar));
