@@ -284,11 +284,15 @@ void gmr_pump(struct cor_rport *p)
             }
     }
     /* Frames wait in acceptance order; one without a credit holds back only later frames
-     * (and puts) to the same peer. */
+     * (and puts) to the same peer. The walk stops once every peer with frames queued is held
+     * back: 16 task pairs keep ~1000 frames queued for one peer out of credits, and walking
+     * them all at each credit that came back took 6% of a 16-pair message stream's time. */
     p->pump_dirty = 0;
     p->pump_ns = rutil_now_ns();
-    unsigned nblocked = 0;
-    for (uint64_t i = p->d_queue; i < p->d_head && p->tokens > 0; i++) {
+    unsigned nblocked = 0, waiting = 0;
+    for (uint32_t k = 0; k < p->npeers; k++)
+        waiting += p->peers[k].nqueued > 0;
+    for (uint64_t i = p->d_queue; i < p->d_head && p->tokens > 0 && nblocked < waiting; i++) {
         struct gmr_tx *t = tx_at(p, i);
         if (t->state != TX_QUEUED)
             continue;
@@ -298,14 +302,14 @@ void gmr_pump(struct cor_rport *p)
         if (q->closed && !q->dead)
             gmr_peer_dead(p, t->peer);
         if (q->dead) {
-            q->nqueued--;
+            if (--q->nqueued == 0) waiting--;
             complete(p, t, COR_EPEERDEAD);
         } else if (t->kind == TX_SEND && q->credits[t->cls] == 0) {
             q->blocked = 1;
             p->blocked[nblocked++] = t->peer;
             starving(p, t->peer);
         } else {
-            q->nqueued--;
+            if (--q->nqueued == 0) waiting--;
             start(p, t);
         }
     }
