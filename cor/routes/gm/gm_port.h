@@ -152,7 +152,9 @@ struct cor_rport {
     unsigned nreturns;
     int credit_due; /* some peer has credit_wanted set */
     int pump_dirty; /* tokens or credits came back, or a peer died: the queue may move */
-    uint64_t pump_ns; /* last pump (the starvation check needs one now and then) */
+    uint64_t pump_ns; /* last timed pump (the starvation check needs one every 50 ms) */
+    unsigned busy_polls; /* progress() calls that found events (the clock: 1 in 64 or 8) */
+    int was_busy;        /* the last progress() found events */
 
     /* send side */
     unsigned tokens; /* GM send tokens left */
@@ -189,7 +191,9 @@ int gmr_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov, int 
              void *cookie);
 int gmr_put(struct cor_rport *p, cor_peer_t peer, const void *local, size_t len,
             struct cor_route_mr *mr, uint64_t raddr, uint64_t rkey, void *cookie);
-void gmr_pump(struct cor_rport *p); /* lock held: hands queued frames to GM */
+/* Lock held: hands queued frames to GM. `now`: the clock, for the timed pump that checks
+ * for silent peers (dead_ms) every 50 ms; 0 for one made because credits or tokens came back. */
+void gmr_pump(struct cor_rport *p, uint64_t now);
 void gmr_reclaim(struct cor_rport *p);
 void gmr_peer_dead(struct cor_rport *p, uint32_t peer); /* lock held */
 /* The core says peer died: give up every frame held for it (lock held). */

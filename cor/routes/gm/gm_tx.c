@@ -259,12 +259,14 @@ void gmr_credit_return(struct cor_rport *p, uint32_t peer)
 /* Frames wait for `peer`'s credits. A peer that stays silent that long while holding our
  * frames is given up (GM does not tell us of a process killed on shm; the core cannot tell
  * a route either): its frames complete with COR_EPEERDEAD instead of hanging. */
-static void starving(struct cor_rport *p, uint32_t peer)
+static void starving(struct cor_rport *p, uint32_t peer, uint64_t now)
 {
     struct gmr_peer *q = &p->peers[peer];
-    uint64_t now = rutil_now_ns();
-    if (q->heard || !q->starved_since) {
+    if (q->heard) { /* it is alive: the silence starts again at the next timed pump */
         q->heard = 0;
+        q->starved_since = 0;
+    } else if (!now) { /* a pump for credits or tokens that came back: no clock */
+    } else if (!q->starved_since) {
         q->starved_since = now;
     } else if (now - q->starved_since > (uint64_t)p->k.dead_ms * 1000000u) {
         gmr_log("domain %u returned no receive credits for %u ms: giving up", peer,
@@ -273,7 +275,7 @@ static void starving(struct cor_rport *p, uint32_t peer)
     }
 }
 
-void gmr_pump(struct cor_rport *p)
+void gmr_pump(struct cor_rport *p, uint64_t now)
 {
     if (p->credit_due) {
         p->credit_due = 0;
@@ -288,7 +290,7 @@ void gmr_pump(struct cor_rport *p)
      * back: 16 task pairs keep ~1000 frames queued for one peer out of credits, and walking
      * them all at each credit that came back took 6% of a 16-pair message stream's time. */
     p->pump_dirty = 0;
-    p->pump_ns = rutil_now_ns();
+    if (now) p->pump_ns = now;
     unsigned nblocked = 0, waiting = 0;
     for (uint32_t k = 0; k < p->npeers; k++)
         waiting += p->peers[k].nqueued > 0;
@@ -307,7 +309,7 @@ void gmr_pump(struct cor_rport *p)
         } else if (t->kind == TX_SEND && q->credits[t->cls] == 0) {
             q->blocked = 1;
             p->blocked[nblocked++] = t->peer;
-            starving(p, t->peer);
+            starving(p, t->peer, now);
         } else {
             if (--q->nqueued == 0) waiting--;
             start(p, t);
