@@ -256,8 +256,8 @@ void gmr_credit_return(struct cor_rport *p, uint32_t peer)
     }
 }
 
-/* Frames wait for `peer`'s credits. A peer that stays silent that long while holding our
- * frames is given up (GM does not tell us of a process killed on shm; the core cannot tell
+/* Frames wait for `peer`'s credits, or for the send tokens its unacknowledged sends hold. A
+ * peer that stays silent that long while holding our frames is given up (GM does not tell us of a process killed on shm; the core cannot tell
  * a route either): its frames complete with COR_EPEERDEAD instead of hanging. */
 static void starving(struct cor_rport *p, uint32_t peer, uint64_t now)
 {
@@ -269,8 +269,8 @@ static void starving(struct cor_rport *p, uint32_t peer, uint64_t now)
     } else if (!q->starved_since) {
         q->starved_since = now;
     } else if (now - q->starved_since > (uint64_t)p->k.dead_ms * 1000000u) {
-        gmr_log("domain %u returned no receive credits for %u ms: giving up", peer,
-                p->k.dead_ms);
+        gmr_log("domain %u was silent for %u ms while our frames waited for it: giving up",
+                peer, p->k.dead_ms);
         gmr_peer_dead(p, peer);
     }
 }
@@ -317,6 +317,23 @@ void gmr_pump(struct cor_rport *p, uint64_t now)
     }
     for (unsigned i = 0; i < nblocked; i++)
         p->peers[p->blocked[i]].blocked = 0;
+    /* GM holds every send token and frames wait: a peer whose sends hold tokens and that says
+     * nothing is as silent as one that returns no credits (a stopped process never acks them;
+     * the loop above, which needs a token, never got to its frames). */
+    if (now && p->tokens == 0 && p->d_queue < p->d_head) {
+        nblocked = 0;
+        for (uint64_t i = p->d_tail; i < p->d_queue; i++) {
+            struct gmr_tx *t = tx_at(p, i);
+            struct gmr_peer *q = &p->peers[t->peer];
+            if (t->state != TX_INFLIGHT || q->blocked || q->dead || !q->nqueued) continue;
+            q->blocked = 1;
+            p->blocked[nblocked++] = t->peer;
+        }
+        for (unsigned i = 0; i < nblocked; i++) {
+            p->peers[p->blocked[i]].blocked = 0;
+            starving(p, p->blocked[i], now);
+        }
+    }
     while (p->d_queue < p->d_head && tx_at(p, p->d_queue)->state != TX_QUEUED)
         p->d_queue++;
     gmr_reclaim(p);

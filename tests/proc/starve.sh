@@ -1,0 +1,55 @@
+#!/bin/sh
+# A peer that stops answering over gm: domain 0 is stopped (SIGSTOP) while domain 1 streams to
+# it, so domain 1's frames wait in the gm route for receive credits that never come back. After
+# COR_GM_DEAD_MS (500 ms here) the route must give domain 0 up (its log line) and domain 1's
+# sends must fail instead of waiting forever, whether its frames wait for domain 0's receive
+# credits or for the send tokens its unacknowledged sends hold (both happen, depending on how
+# far the stream got). Over shm GM there is no other sign of a stopped process.
+. "$(dirname "$0")/common.sh"
+F=$PROC/flood
+[ -x "$F" ] || die "flood not built"
+found=0
+for d in $(echo "${COR_ROUTE_PATH:-}" | tr : ' ') "$B/cor/routes/gm/.libs"; do
+    [ -f "$d/cor_route_gm.so" ] && found=1
+done
+[ $found = 1 ] || skip "gm route not built"
+unset GM_NODES GM_NODE_MAP GM_NODE_ID GM_PROVIDER GM_SHM_NAMESPACE COR_ROUTES
+export COR_GM_DEAD_MS=500 COR_PORTS=1 COR_EAGER_LIMIT=16384 COR_CREDITS=32
+LIMIT=20
+
+say "domain 1 streams small messages to domain 0, which is stopped in the middle"
+run_bg st timeout 120 "$CORRUN" -n 2 --route gm --grace 3 "$F" -b $((8 << 30)) -e 200 \
+    -r 1000 -i 1 -w 128 -L $((1 << 30))
+corrun=$(cat "$WORK/st.corrun.pid")
+# domain 0: the child of cor-run whose environment says COR_RANK=0 (bounded wait)
+p0=
+i=0
+while [ -z "$p0" ] && [ $i -lt 300 ]; do
+    for c in $(pgrep -P "$(pgrep -P "$corrun" | head -1)" 2>/dev/null) $(pgrep -P "$corrun"); do
+        tr '\0' '\n' <"/proc/$c/environ" 2>/dev/null | grep -qx 'COR_RANK=0' && p0=$c
+    done
+    i=$((i + 1))
+    sleep 0.1
+done
+[ -n "$p0" ] || { show st; die "domain 0 not found"; }
+add_cleanup "kill -CONT $p0 2>/dev/null; kill -KILL $p0 2>/dev/null"
+sleep 2 # the receives are posted (after 1 s) and the stream flows
+kill -STOP "$p0"
+start=$(date +%s.%N)
+i=0
+until grep -q "domain 0 was silent for 500 ms while our frames waited for it: giving up" \
+    "$WORK/st.err"; do
+    i=$((i + 1))
+    [ $i -gt $((LIMIT * 10)) ] && { show st; die "domain 0 not given up within $LIMIT s"; }
+    sleep 0.1
+done
+el=$(echo "$(date +%s.%N) $start" | awk '{printf "%.1f", $1 - $2}')
+say "domain 0 given up $el s after it stopped"
+# domain 1's sends to it failed instead of waiting forever
+i=0
+until grep -q "peer domain died or is unreachable" "$WORK/st.err"; do
+    i=$((i + 1))
+    [ $i -gt $((LIMIT * 10)) ] && { show st; die "domain 1's sends did not fail within $LIMIT s"; }
+    sleep 0.1
+done
+say "PASS"
