@@ -257,8 +257,9 @@ void gmr_credit_return(struct cor_rport *p, uint32_t peer)
 }
 
 /* Frames wait for `peer`'s credits, or for the send tokens its unacknowledged sends hold. A
- * peer that stays silent that long while holding our frames is given up (GM does not tell us of a process killed on shm; the core cannot tell
- * a route either): its frames complete with COR_EPEERDEAD instead of hanging. */
+ * peer that stays silent that long while holding our frames is given up (GM does not tell us
+ * of a process killed on shm; the core cannot tell a route either): its frames complete with
+ * COR_EPEERDEAD instead of hanging. */
 static void starving(struct cor_rport *p, uint32_t peer, uint64_t now)
 {
     struct gmr_peer *q = &p->peers[peer];
