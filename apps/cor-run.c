@@ -614,6 +614,17 @@ static int handle_line(int ci, char *line)
         try_release();
         return 0;
     }
+    if (strcmp(w[0], "LOST") == 0 && nw == 2) {
+        /* d's routes gave a peer up (silent for their dead time: stopped or wedged): the
+         * session loses it, or the others' barriers would wait for it as long as it lives */
+        if (parse_int(w[1], 0, g.n - 1, &v1) || v1 == d->rank)
+            return -1;
+        char why[96];
+        snprintf(why, sizeof why, "given up by domain %d (its routes heard nothing from it)",
+                 d->rank);
+        declare_dead((int)v1, why);
+        return 0;
+    }
     if (strcmp(w[0], "FINISH") == 0 && nw == 1) {
         if (!d->published && !g.table_sent) /* the others' exchange cannot complete */
             declare_dead(d->rank, "left the session before publishing its addresses");

@@ -12,8 +12,12 @@
  *   PUB <n>   (after ADDR 0..n-1)             A <rank> <k> <route> <port_index> <hex>  x size*n
  *   BARRIER <seq>   (seq = 1, 2, ...)         END
  *   FINISH                                    RELEASE <seq>
- *                                             DEAD <rank> <why>
+ *   LOST <rank>                               DEAD <rank> <why>
  *                                             BYE                (answer to FINISH)
+ *
+ * LOST: this domain's routes gave `rank` up (it answered nothing for their dead time, as a
+ * stopped or wedged process does): cor-run declares it dead for everyone and stops it, so the
+ * others' barriers and finalize do not wait for a process that still lives but is lost.
  *
  * A background thread reads the socket (WELCOME, TABLE, RELEASE, DEAD, BYE) so that the rest
  * of libcor never blocks on it; callers wait on a condition variable, and writes are
@@ -225,6 +229,18 @@ static int boot_send(struct cor_boot *b, const char *text, size_t len)
         return COR_EBOOT;
     }
     return COR_OK;
+}
+
+void cor__boot_lost(struct cor_boot *b, int rank)
+{
+    if (!b || b->fd < 0 || rank < 0 || rank >= b->size || rank == b->rank) return;
+    pthread_mutex_lock(&b->mu);
+    int known = b->dead[rank] || b->lost || b->finishing;
+    pthread_mutex_unlock(&b->mu);
+    if (known) return; /* cor-run told us first, or the session is over for us */
+    char line[32];
+    int n = snprintf(line, sizeof line, "LOST %d\n", rank);
+    boot_send(b, line, (size_t)n);
 }
 
 /* ---- the reader thread ------------------------------------------------------------------ */

@@ -42,6 +42,9 @@ void cor__boot_on_death(struct cor_boot *boot, cor_boot_death_fn fn, void *arg);
 /* Blocks until every domain entered the barrier with the same sequence number, or a domain
  * died (COR_EPEERDEAD). Thread-safe; one barrier at a time per domain. */
 int cor__boot_barrier(struct cor_boot *boot);
+/* This domain's routes gave `rank` up: cor-run declares it dead for the whole session (and
+ * stops it). Nothing in a one-domain session or once cor-run announced that death. */
+void cor__boot_lost(struct cor_boot *boot, int rank);
 /* Says this domain finalized normally and closes the connection; frees boot. */
 void cor__boot_finish(struct cor_boot *boot);
 

@@ -1014,7 +1014,14 @@ static void process(struct cor_hport *hp, uint32_t peer, const struct frame_hdr 
 
 void cor__upcall_peer_failed(void *core, cor_peer_t peer, int err)
 {
-    if (peer < (uint32_t)g.size) cor__peer_died(peer, err ? err : COR_EPEERDEAD);
+    if (peer >= (uint32_t)g.size) return;
+    /* A peer that went silent (not one that closed or refused): the whole session lets it go,
+     * not only us (cor-run stops it), but not once we passed cor_finalize's barrier. */
+    if (err == COR_ETIMEDOUT) {
+        if (atomic_load(&g.initialized) != 3) cor__boot_lost(g.boot, (int)peer);
+        err = COR_EPEERDEAD;
+    }
+    cor__peer_died(peer, err ? err : COR_EPEERDEAD);
 }
 
 /* Frames the route never took fail with COR_ECLOSED (the port is closing). */

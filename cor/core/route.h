@@ -52,7 +52,9 @@ struct cor_route_upcalls {
     /* send() no longer needs the memory of the frame tagged `cookie`; status is COR_OK, or
      * COR_EPEERDEAD when the peer was given up (the frame may not have arrived). */
     void (*send_done)(void *core, void *cookie, int status);
-    /* The route gave up on `peer` (timeouts, refused): every later send to it fails. */
+    /* The route gave up on `peer`: every later send to it fails. err: COR_ETIMEDOUT when it
+     * stayed silent for the route's dead time (the core then tells the launcher it is lost:
+     * cor-run stops it for the whole session), else why (COR_EPEERDEAD: refused, closed). */
     void (*peer_failed)(void *core, cor_peer_t peer, int err);
 };
 

@@ -4,7 +4,8 @@
 # COR_GM_DEAD_MS (500 ms here) the route must give domain 0 up (its log line) and domain 1's
 # sends must fail instead of waiting forever, whether its frames wait for domain 0's receive
 # credits or for the send tokens its unacknowledged sends hold (both happen, depending on how
-# far the stream got). Over shm GM there is no other sign of a stopped process.
+# far the stream got). Over shm GM there is no other sign of a stopped process. Domain 1 then
+# tells cor-run, which declares domain 0 dead for the session and stops it: cor-run ends.
 . "$(dirname "$0")/common.sh"
 F=$PROC/flood
 [ -x "$F" ] || die "flood not built"
@@ -52,4 +53,17 @@ until grep -q "peer domain died or is unreachable" "$WORK/st.err"; do
     [ $i -gt $((LIMIT * 10)) ] && { show st; die "domain 1's sends did not fail within $LIMIT s"; }
     sleep 0.1
 done
+# domain 1 told cor-run (LOST): the session declares domain 0 dead and stops it (SIGTERM waits
+# for a stopped process; the teardown's SIGKILL does not), so domain 1's finalize barrier does
+# not wait for a process that lives on stopped, and cor-run ends
+i=0
+while kill -0 "$corrun" 2>/dev/null; do
+    i=$((i + 1))
+    [ $i -gt $((LIMIT * 10)) ] && { show st; die "cor-run still runs $LIMIT s after domain 0 was given up"; }
+    sleep 0.1
+done
+wait_bg st
+grep -q "domain 0 (pid $p0) given up by domain 1" "$WORK/st.err" || \
+    { show st; die "cor-run did not say that domain 1 gave domain 0 up"; }
+[ $RC != 0 ] || { show st; die "cor-run exited 0 although domain 0 was lost"; }
 say "PASS"

@@ -195,7 +195,8 @@ int gmr_put(struct cor_rport *p, cor_peer_t peer, const void *local, size_t len,
  * for silent peers (dead_ms) every 50 ms; 0 for one made because credits or tokens came back. */
 void gmr_pump(struct cor_rport *p, uint64_t now);
 void gmr_reclaim(struct cor_rport *p);
-void gmr_peer_dead(struct cor_rport *p, uint32_t peer); /* lock held */
+/* Lock held. err for peer_failed: COR_ETIMEDOUT when it went silent, else COR_EPEERDEAD. */
+void gmr_peer_dead(struct cor_rport *p, uint32_t peer, int err);
 /* The core says peer died: give up every frame held for it (lock held). */
 void gmr_abandon_peer(struct cor_rport *p, uint32_t peer);
 void gmr_credit_return(struct cor_rport *p, uint32_t peer); /* lock held: maybe send CREDIT */

@@ -85,14 +85,14 @@ static void complete(struct cor_rport *p, struct gmr_tx *t, int status)
     p->done[p->ndone++] = t;
 }
 
-void gmr_peer_dead(struct cor_rport *p, uint32_t peer)
+void gmr_peer_dead(struct cor_rport *p, uint32_t peer, int err)
 {
     struct gmr_peer *q = &p->peers[peer];
     q->dead = 1;
     p->pump_dirty = 1;
     if (!q->reported) {
         q->reported = 1;
-        rutil_fails_push(&p->fails, peer, COR_EPEERDEAD);
+        rutil_fails_push(&p->fails, peer, err);
     }
 }
 
@@ -170,7 +170,7 @@ static void on_sent(struct gm_port *gp, void *ctx, gm_status_t st)
         if (!p->peers[t->peer].dead)
             gmr_log("%s to domain %u failed: %s; giving the domain up",
                     t->kind == TX_PUT ? "put" : "send", t->peer, gm_strerror(st));
-        gmr_peer_dead(p, t->peer);
+        gmr_peer_dead(p, t->peer, COR_EPEERDEAD);
     } else {
         gmr_log("send to domain %u: %s", t->peer, gm_strerror(st));
     }
@@ -218,7 +218,7 @@ static void on_ctrl_sent(struct gm_port *gp, void *ctx, gm_status_t st)
         if (!q->dead)
             gmr_log("control message to domain %u failed: %s; giving the domain up",
                     (unsigned)(q - q->port_of->peers), gm_strerror(st));
-        gmr_peer_dead(q->port_of, (uint32_t)(q - q->port_of->peers));
+        gmr_peer_dead(q->port_of, (uint32_t)(q - q->port_of->peers), COR_EPEERDEAD);
     }
 }
 
@@ -272,7 +272,7 @@ static void starving(struct cor_rport *p, uint32_t peer, uint64_t now)
     } else if (now - q->starved_since > (uint64_t)p->k.dead_ms * 1000000u) {
         gmr_log("domain %u was silent for %u ms while our frames waited for it: giving up",
                 peer, p->k.dead_ms);
-        gmr_peer_dead(p, peer);
+        gmr_peer_dead(p, peer, COR_ETIMEDOUT); /* silent: the core reports it lost */
     }
 }
 
@@ -303,7 +303,7 @@ void gmr_pump(struct cor_rport *p, uint64_t now)
         if (q->blocked)
             continue;
         if (q->closed && !q->dead)
-            gmr_peer_dead(p, t->peer);
+            gmr_peer_dead(p, t->peer, COR_EPEERDEAD);
         if (q->dead) {
             if (--q->nqueued == 0) waiting--;
             complete(p, t, COR_EPEERDEAD);
@@ -383,7 +383,7 @@ static int peer_check(struct cor_rport *p, cor_peer_t peer)
         return COR_EINVAL;
     struct gmr_peer *q = &p->peers[peer];
     if (q->closed && !q->dead)
-        gmr_peer_dead(p, peer); /* reported by the next progress() */
+        gmr_peer_dead(p, peer, COR_EPEERDEAD); /* reported by the next progress() */
     return q->dead ? COR_EPEERDEAD : COR_OK;
 }
 

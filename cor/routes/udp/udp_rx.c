@@ -215,7 +215,7 @@ static void run_timers(struct cor_rport *p, uint64_t now)
         if (udp_swin_dead(sw, now, p->k.dead_ns)) {
             udp_log("peer %u acknowledged nothing for %llu ms: giving up", peer->rank,
                     (unsigned long long)(p->k.dead_ns / 1000000));
-            udp_fail_peer(p, peer, COR_EPEERDEAD);
+            udp_fail_peer(p, peer, COR_ETIMEDOUT); /* silent: the core reports it lost */
             continue;
         }
         uint32_t seqs[UDP_RESEND_MAX];
