@@ -361,12 +361,13 @@ void cor__port_drain(struct cor_hport *hp)
     backlog_note(hp);
 }
 
-/* The owner sends now if nothing is queued ahead (the inline fast path), else queues. */
+/* The owner sends now if nothing is queued ahead (the inline fast path), else queues. The
+ * inbox's frames go first: a thread's frames keep their order. */
 static void submit_owned(struct cor_hport *hp, struct send_op *op)
 {
-    bool refused = hp->q_head != NULL;
-    if (atomic_load_explicit(&hp->inbox, memory_order_relaxed)) inbox_take(hp);
-    if (!hp->q_head && op->kind == OP_FRAME) {
+    cor__port_drain(hp);
+    bool refused = hp->q_head != NULL; /* what is queued is what the route pushed back */
+    if (!refused && op->kind == OP_FRAME) {
         int rc = route_send(hp, op);
         if (rc == COR_OK) return;
         if (rc != COR_EAGAIN) {
@@ -376,7 +377,7 @@ static void submit_owned(struct cor_hport *hp, struct send_op *op)
         refused = true;
     }
     queue_append(hp, op);
-    if (!refused) dispatch_some(hp); /* the inbox's frames, a data job: the route may take them */
+    if (!refused) dispatch_some(hp); /* a data job: the route may take its frames */
     backlog_note(hp);
 }
 
