@@ -24,34 +24,91 @@ static struct cor_req *_Atomic chunks[CHUNKS]; /* written under req_lock, read l
 static uint32_t nslots;                        /* req_lock */
 static struct cor_req *free_list;              /* req_lock; linked through ->next */
 
-struct cor_req *cor__req_new(enum req_kind kind, struct cor_task *owner)
+/* Each thread keeps a few freed requests of its own: a message used to take req_lock twice
+ * on each side (new and free). The one reader of other threads' requests is the peer-death
+ * scan, which must not see one recycled between its look and its completion: it raises
+ * `scanning` under req_lock, and a recycle that sees it waits for req_lock. The free's store
+ * of a zero handle comes before the recycle's look at `scanning` (both sequentially
+ * consistent), so a scan that saw the old handle has raised the flag by then, and one that
+ * did not skips the request. */
+#define CACHE_MAX 64
+struct req_cache {
+    struct cor_req *top; /* linked through ->next */
+    int n;
+    bool registered; /* with cache_key, which hands them back when the thread ends */
+};
+static _Thread_local struct req_cache cache;
+static _Atomic int scanning;
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+
+/* A thread ends: its cached requests go back to everyone. */
+static void cache_retire(void *arg)
 {
+    (void)arg;
     COR_LOCK(&req_lock);
+    while (cache.top) {
+        struct cor_req *r = cache.top;
+        cache.top = r->next;
+        r->next = free_list;
+        free_list = r;
+    }
+    cache.n = 0;
+    cache.registered = false;
+    COR_UNLOCK(&req_lock);
+}
+
+static void cache_key_create(void)
+{
+    if (pthread_key_create(&cache_key, cache_retire) != 0)
+        cor__fatal("pthread_key_create", __FILE__, __LINE__);
+}
+
+/* A free request, or a new slot; req_lock held. */
+static struct cor_req *slot_take(void)
+{
     struct cor_req *r = free_list;
     if (r) {
         free_list = r->next;
-    } else if (nslots < CHUNK * CHUNKS) {
-        if (nslots % CHUNK == 0) {
-            struct cor_req *c = calloc(CHUNK, sizeof *c);
-            if (!c) {
-                COR_UNLOCK(&req_lock);
-                return NULL;
-            }
-            atomic_store(&chunks[nslots / CHUNK], c);
+        return r;
+    }
+    if (nslots >= CHUNK * CHUNKS) return NULL;
+    if (nslots % CHUNK == 0) {
+        struct cor_req *c = calloc(CHUNK, sizeof *c);
+        if (!c) return NULL;
+        atomic_store(&chunks[nslots / CHUNK], c);
+    }
+    r = &atomic_load(&chunks[nslots / CHUNK])[nslots % CHUNK];
+    r->slot = nslots++;
+    return r;
+}
+
+/* Gives r a new identity; the handle last, so a scan that sees it sees the rest. */
+static void req_init(struct cor_req *r, enum req_kind kind, struct cor_task *owner)
+{
+    size_t keep = offsetof(struct cor_req, gen) + sizeof r->gen;
+    memset((char *)r + keep, 0, sizeof *r - keep);
+    if (++r->gen == 0) r->gen = 1;
+    r->kind = kind;
+    r->remote_rank = -1;
+    r->owner = owner;
+    atomic_store_explicit(&r->handle, ((cor_req_t)r->gen << 32) | r->slot, memory_order_release);
+}
+
+struct cor_req *cor__req_new(enum req_kind kind, struct cor_task *owner)
+{
+    struct cor_req *r = cache.top;
+    if (r) {
+        cache.top = r->next;
+        cache.n--;
+        if (atomic_load(&scanning) == 0) {
+            req_init(r, kind, owner);
+            return r;
         }
-        r = &atomic_load(&chunks[nslots / CHUNK])[nslots % CHUNK];
-        r->slot = nslots++;
     }
-    if (r) { /* initialised under the lock: a peer-death scan reads requests under it */
-        size_t keep = offsetof(struct cor_req, gen) + sizeof r->gen;
-        memset((char *)r + keep, 0, sizeof *r - keep);
-        if (++r->gen == 0) r->gen = 1;
-        r->kind = kind;
-        r->remote_rank = -1;
-        r->owner = owner;
-        atomic_store_explicit(&r->handle, ((cor_req_t)r->gen << 32) | r->slot,
-                              memory_order_release);
-    }
+    COR_LOCK(&req_lock);
+    if (!r) r = slot_take();
+    if (r) req_init(r, kind, owner);
     COR_UNLOCK(&req_lock);
     return r;
 }
@@ -69,6 +126,17 @@ struct cor_req *cor__req_lookup(cor_req_t h)
 void cor__req_free(struct cor_req *r)
 {
     atomic_store(&r->handle, 0);
+    if (cache.n < CACHE_MAX) {
+        if (!cache.registered) {
+            pthread_once(&cache_once, cache_key_create);
+            pthread_setspecific(cache_key, &cache);
+            cache.registered = true;
+        }
+        r->next = cache.top;
+        cache.top = r;
+        cache.n++;
+        return;
+    }
     COR_LOCK(&req_lock);
     r->next = free_list;
     free_list = r;
@@ -542,12 +610,13 @@ COR_API int cor_cancel(cor_req_t *req)
     return COR_OK;
 }
 
-/* Fails what waits on a dead domain. The scan holds req_lock, so no request is freed or
- * recycled under it; completing takes only task locks, which are never held while
- * req_lock is wanted. */
+/* Fails what waits on a dead domain. No request is recycled under the scan (`scanning`, see
+ * cor__req_new); completing takes only task locks, which are never held while req_lock is
+ * wanted. */
 void cor__req_fail_peer(unsigned rank, int err)
 {
     COR_LOCK(&req_lock);
+    atomic_fetch_add(&scanning, 1);
     for (uint32_t i = 0; i < nslots; i++) {
         struct cor_req *r = &atomic_load(&chunks[i / CHUNK])[i % CHUNK];
         if (!atomic_load(&r->handle) || req_done(r) || r->remote_rank != (int)rank) continue;
@@ -567,5 +636,6 @@ void cor__req_fail_peer(unsigned rank, int err)
         }
         complete(r, err, true);
     }
+    atomic_fetch_sub(&scanning, 1);
     COR_UNLOCK(&req_lock);
 }
