@@ -3,6 +3,7 @@
  * and size, so sendI needs no type argument. Live buffers are kept in a hash set, so a foreign
  * or released pointer is recognised before any of its memory is read.
  */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,69 +12,131 @@
 #define BUF_MAGIC 0xC0B0FFE5C0B0FFE5ull
 #define BUF_DEAD 0xDEADC0B0DEADC0B0ull
 
-/* Open-addressing set of live data pointers; TOMB marks a removed slot. */
+/* Open-addressing set of live data pointers; TOMB marks a removed slot. Every send and
+ * receive with a core buffer looks its pointer up, so lookups take no lock: a slot changes
+ * by one atomic store (a pointer in, or TOMB), which a lookup sees or not; only a rebuild
+ * moves entries, and it happens in a new table (published whole) or, to clear tombstones,
+ * in place with `set_seq` odd, which makes lookups meanwhile try again. Replaced tables are
+ * kept, as a lookup may still be reading one: tables only double, so they add up to no more
+ * than the current one. */
 #define TOMB ((uintptr_t)1)
+struct set_table {
+    size_t cap;
+    struct set_table *older; /* replaced tables, kept (set_lock) */
+    _Atomic uintptr_t slot[];
+};
 static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
-static uintptr_t *set; /* set_lock */
-static size_t set_cap, set_used;
+static struct set_table *_Atomic set_cur; /* written under set_lock */
+static _Atomic unsigned set_seq;          /* odd while a table is rebuilt in place */
+static size_t set_used, set_live;         /* slots not empty (tombstones too); entries */
 
 static size_t slot_of(uintptr_t p, size_t cap)
 {
     return (size_t)((p >> 6) * 0x9E3779B97F4A7C15ull) & (cap - 1);
 }
 
-static bool set_grow(void)
+static void table_put(struct set_table *t, uintptr_t p)
 {
-    size_t cap = set_cap ? set_cap * 2 : 1024;
-    uintptr_t *n = calloc(cap, sizeof *n);
-    if (!n) return false;
-    size_t used = 0;
-    for (size_t i = 0; i < set_cap; i++) {
-        if (set[i] <= TOMB) continue;
-        size_t k = slot_of(set[i], cap);
-        while (n[k])
-            k = (k + 1) & (cap - 1);
-        n[k] = set[i];
-        used++;
+    size_t k = slot_of(p, t->cap);
+    while (atomic_load_explicit(&t->slot[k], memory_order_relaxed) > TOMB)
+        k = (k + 1) & (t->cap - 1);
+    atomic_store_explicit(&t->slot[k], p, memory_order_release);
+}
+
+/* Room for one more entry: tombstones cleared where the live entries fill at most a quarter
+ * of the table (message after message of cor_recvI's core buffers would otherwise double it
+ * again and again), else a table twice as large. set_lock held. */
+static bool set_make_room(void)
+{
+    struct set_table *t = atomic_load_explicit(&set_cur, memory_order_relaxed);
+    if (t && (set_used + 1) * 2 <= t->cap) return true;
+    if (t && (set_live + 1) * 4 <= t->cap) {
+        uintptr_t *live = malloc(set_live * sizeof *live + 1);
+        if (!live) return false;
+        size_t n = 0;
+        for (size_t i = 0; i < t->cap; i++) {
+            uintptr_t v = atomic_load_explicit(&t->slot[i], memory_order_relaxed);
+            if (v > TOMB) live[n++] = v;
+        }
+        atomic_fetch_add(&set_seq, 1); /* odd: lookups wait for the rebuild */
+        for (size_t i = 0; i < t->cap; i++)
+            atomic_store_explicit(&t->slot[i], 0, memory_order_relaxed);
+        for (size_t i = 0; i < n; i++)
+            table_put(t, live[i]);
+        atomic_fetch_add(&set_seq, 1);
+        free(live);
+        set_used = n;
+        return true;
     }
-    free(set);
-    set = n;
-    set_cap = cap;
-    set_used = used;
+    size_t cap = t ? t->cap * 2 : 1024;
+    struct set_table *n = calloc(1, sizeof *n + cap * sizeof n->slot[0]);
+    if (!n) return false;
+    n->cap = cap;
+    n->older = t;
+    for (size_t i = 0; t && i < t->cap; i++) {
+        uintptr_t v = atomic_load_explicit(&t->slot[i], memory_order_relaxed);
+        if (v > TOMB) table_put(n, v);
+    }
+    atomic_store_explicit(&set_cur, n, memory_order_release);
+    set_used = set_live;
     return true;
 }
 
 static bool set_add(uintptr_t p)
 {
     COR_LOCK(&set_lock);
-    bool ok = (set_used + 1) * 2 <= set_cap || set_grow();
+    bool ok = set_make_room();
     if (ok) {
-        size_t k = slot_of(p, set_cap);
-        while (set[k] > TOMB)
-            k = (k + 1) & (set_cap - 1);
-        if (!set[k]) set_used++; /* tombstones already count as used */
-        set[k] = p;
+        struct set_table *t = atomic_load_explicit(&set_cur, memory_order_relaxed);
+        size_t k = slot_of(p, t->cap);
+        uintptr_t v;
+        while ((v = atomic_load_explicit(&t->slot[k], memory_order_relaxed)) > TOMB)
+            k = (k + 1) & (t->cap - 1);
+        if (!v) set_used++; /* tombstones already count as used */
+        set_live++;
+        atomic_store_explicit(&t->slot[k], p, memory_order_release);
     }
     COR_UNLOCK(&set_lock);
     return ok;
 }
 
-/* Finds p; removes it too when `take`. */
-static bool set_has(uintptr_t p, bool take)
+/* The slot holding p in t, or NULL. */
+static _Atomic uintptr_t *table_find(struct set_table *t, uintptr_t p)
 {
-    bool found = false;
-    COR_LOCK(&set_lock);
-    if (set_cap) {
-        for (size_t k = slot_of(p, set_cap), n = 0; set[k] && n < set_cap;
-             k = (k + 1) & (set_cap - 1), n++) {
-            if (set[k] != p) continue;
-            found = true;
-            if (take) set[k] = TOMB;
-            break;
+    if (!t) return NULL;
+    for (size_t k = slot_of(p, t->cap), n = 0; n < t->cap; k = (k + 1) & (t->cap - 1), n++) {
+        uintptr_t v = atomic_load_explicit(&t->slot[k], memory_order_acquire);
+        if (v == p) return &t->slot[k];
+        if (!v) break;
+    }
+    return NULL;
+}
+
+static bool set_has(uintptr_t p)
+{
+    for (;;) {
+        unsigned seq = atomic_load_explicit(&set_seq, memory_order_acquire);
+        if (seq & 1) {
+            sched_yield(); /* a rebuild: microseconds, once per many allocations */
+            continue;
         }
+        bool found = table_find(atomic_load_explicit(&set_cur, memory_order_acquire), p);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&set_seq, memory_order_relaxed) == seq) return found;
+    }
+}
+
+/* Removes p; whether it was there. */
+static bool set_take(uintptr_t p)
+{
+    COR_LOCK(&set_lock);
+    _Atomic uintptr_t *slot = table_find(atomic_load_explicit(&set_cur, memory_order_relaxed), p);
+    if (slot) {
+        atomic_store_explicit(slot, TOMB, memory_order_release);
+        set_live--;
     }
     COR_UNLOCK(&set_lock);
-    return found;
+    return slot != NULL;
 }
 
 /* Small buffers come and go with every message (cor_recvI's core buffers): some are kept for
@@ -166,7 +229,7 @@ void *cor__buf_alloc(cor_type_t type, size_t n)
 
 struct cor_bufhdr *cor__buf_hdr(const void *data)
 {
-    if (!data || ((uintptr_t)data & 63) || !set_has((uintptr_t)data, false)) return NULL;
+    if (!data || ((uintptr_t)data & 63) || !set_has((uintptr_t)data)) return NULL;
     struct cor_bufhdr *h = (struct cor_bufhdr *)data - 1;
     return h->magic == BUF_MAGIC ? h : NULL;
 }
@@ -178,7 +241,7 @@ COR_API void *cor_getBuffer(cor_type_t type, size_t n)
 
 COR_API int cor_releaseBuffer(void *buf)
 {
-    if (!buf || ((uintptr_t)buf & 63) || !set_has((uintptr_t)buf, true)) return COR_EINVAL;
+    if (!buf || ((uintptr_t)buf & 63) || !set_take((uintptr_t)buf)) return COR_EINVAL;
     struct cor_bufhdr *h = (struct cor_bufhdr *)buf - 1;
     h->magic = BUF_DEAD;
     raw_free(h);
@@ -205,9 +268,11 @@ void cor__buf_forget_dma(void)
     }
     COR_UNLOCK(&small_lock);
     COR_LOCK(&set_lock);
-    for (size_t i = 0; i < set_cap; i++) {
-        if (set[i] <= TOMB) continue;
-        struct cor_bufhdr *h = (struct cor_bufhdr *)set[i] - 1;
+    struct set_table *t = atomic_load_explicit(&set_cur, memory_order_relaxed);
+    for (size_t i = 0; t && i < t->cap; i++) {
+        uintptr_t v = atomic_load_explicit(&t->slot[i], memory_order_relaxed);
+        if (v <= TOMB) continue;
+        struct cor_bufhdr *h = (struct cor_bufhdr *)v - 1;
         if (h->dma) {
             h->dma = NULL;
             h->base = NULL;

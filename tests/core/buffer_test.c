@@ -3,7 +3,10 @@
  * with COR_EINVAL instead of crashing. Each bad-pointer probe runs in a child process so a
  * crash (or a sanitizer report) fails that one test and the suite goes on.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 
@@ -46,7 +49,8 @@ static void test_many_live(void)
     for (int i = 0; i < N; i++) {
         b[i] = cor_getBuffer(COR_INT, (size_t)i);
         REQUIRE(b[i] != NULL);
-        for (int j = 0; j < i; j++) ((int *)b[i])[j] = i;
+        for (int j = 0; j < i; j++)
+            ((int *)b[i])[j] = i;
     }
     for (int i = 0; i < N; i++) {
         size_t n;
@@ -55,6 +59,63 @@ static void test_many_live(void)
         if (i > 0) EXPECT_EQ(((int *)b[i])[i - 1], i);
         EXPECT_ERR(cor_releaseBuffer(b[i]), COR_OK);
     }
+}
+
+/* Lookups take no lock while other threads add and release buffers, which rebuilds the set
+ * now and then (it grows, or sheds its tombstones in place): readers look up long-lived
+ * buffers in a tight loop while churners allocate and release, and every live buffer must be
+ * found at every moment (lookups that ignored the rebuilds missed some dozens of times a run). */
+enum { CHURNERS = 2, READERS = 2, CHURN_KEEP = 40, READER_KEEP = 64 };
+static _Atomic int churn_errors, churners_left;
+static void *reader_bufs[READER_KEEP];
+
+static void *churn(void *arg)
+{
+    long rounds = (long)(intptr_t)arg;
+    void *mine[CHURN_KEEP] = {0};
+    for (long r = 0; r < rounds; r++) {
+        int k = (int)(r % CHURN_KEEP);
+        /* (a released buffer is not looked up again: another thread may get its memory) */
+        if (mine[k] && cor_releaseBuffer(mine[k]) != COR_OK) atomic_fetch_add(&churn_errors, 1);
+        mine[k] = cor_getBuffer(COR_BYTE, (size_t)(k + 1));
+        if (!mine[k]) {
+            atomic_fetch_add(&churn_errors, 1);
+            break;
+        }
+    }
+    for (int i = 0; i < CHURN_KEEP; i++)
+        if (mine[i]) cor_releaseBuffer(mine[i]);
+    atomic_fetch_sub(&churners_left, 1);
+    return NULL;
+}
+
+static void *read_loop(void *arg)
+{
+    (void)arg;
+    while (atomic_load(&churners_left) > 0)
+        for (int i = 0; i < READER_KEEP; i++) {
+            size_t n = 0;
+            if (cor_buffer_info(reader_bufs[i], NULL, &n) != COR_OK || n != (size_t)i + 1)
+                atomic_fetch_add(&churn_errors, 1);
+        }
+    return NULL;
+}
+
+static void test_churn_lookups(void)
+{
+    long rounds = getenv("COR_TEST_SCALE") ? 50000 : 300000;
+    for (int i = 0; i < READER_KEEP; i++)
+        REQUIRE((reader_bufs[i] = cor_getBuffer(COR_INT, (size_t)i + 1)) != NULL);
+    pthread_t th[CHURNERS + READERS];
+    atomic_store(&churners_left, CHURNERS);
+    for (int i = 0; i < CHURNERS + READERS; i++)
+        REQUIRE(pthread_create(&th[i], NULL, i < CHURNERS ? churn : read_loop,
+                               (void *)(intptr_t)rounds) == 0);
+    for (int i = 0; i < CHURNERS + READERS; i++)
+        pthread_join(th[i], NULL);
+    EXPECT_EQ(atomic_load(&churn_errors), 0);
+    for (int i = 0; i < READER_KEEP; i++)
+        EXPECT_ERR(cor_releaseBuffer(reader_bufs[i]), COR_OK);
 }
 
 /* ---- foreign pointers, probed in a child ---- */
@@ -83,19 +144,25 @@ static void probe(const char *what, enum probe_call call, void *(*make)(void))
         _exit(rc == COR_EINVAL ? 0 : 2);
     }
     int st = 0;
-    while (waitpid(pid, &st, 0) < 0) continue;
+    while (waitpid(pid, &st, 0) < 0)
+        continue;
     const char *calls[] = {"cor_releaseBuffer", "cor_buffer_info", "cor_sendI"};
     if (WIFSIGNALED(st)) {
         fprintf(stderr, "%s(%s) killed the process with signal %d; expected COR_EINVAL\n",
                 calls[call], what, WTERMSIG(st));
     } else if (WEXITSTATUS(st) != 0) {
-        fprintf(stderr, "%s(%s): exit %d (2 = not COR_EINVAL, other = sanitizer report); "
-                        "expected COR_EINVAL\n", calls[call], what, WEXITSTATUS(st));
+        fprintf(stderr,
+                "%s(%s): exit %d (2 = not COR_EINVAL, other = sanitizer report); "
+                "expected COR_EINVAL\n",
+                calls[call], what, WEXITSTATUS(st));
     }
     EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
-static void *make_null(void) { return NULL; }
+static void *make_null(void)
+{
+    return NULL;
+}
 static void *make_unaligned_heap(void)
 {
     char *p = malloc(256);
@@ -106,8 +173,8 @@ static void *make_unaligned_heap(void)
 static void *make_guarded_page(void)
 {
     long pg = sysconf(_SC_PAGESIZE);
-    char *m = mmap(NULL, (size_t)pg * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
+    char *m =
+        mmap(NULL, (size_t)pg * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) _exit(4);
     mprotect(m, (size_t)pg, PROT_NONE);
     memset(m + pg, 0, (size_t)pg);
@@ -174,6 +241,7 @@ int main(void)
         {"every type and size", test_types_and_sizes},
         {"invalid type or size", test_invalid_requests},
         {"many live buffers", test_many_live},
+        {"lookups while other threads churn", test_churn_lookups},
         {"bad pointers (no memory touched)", test_bad_inline},
         {"releaseBuffer of foreign pointers", test_release_bad},
         {"buffer_info of foreign pointers", test_info_bad},
