@@ -155,6 +155,8 @@ struct cor_rport {
     uint64_t pump_ns; /* last timed pump (the starvation check needs one every 50 ms) */
     unsigned busy_polls; /* progress() calls that found events (the clock: 1 in 64 or 8) */
     int was_busy;        /* the last progress() found events */
+    int stamp_due;       /* active_ns to be read at the next progress() */
+    int deferred;        /* the last progress() delivered and left after_events() for us */
 
     /* send side */
     unsigned tokens; /* GM send tokens left */
