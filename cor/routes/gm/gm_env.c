@@ -232,8 +232,8 @@ int gmr_local_is(unsigned node, unsigned port)
     return found;
 }
 
-/* Unlinks p; every other local port that has p as a peer marks it closed (as a BYE would).
- * Called without p->lock; takes the other ports' locks. */
+/* Unlinks p; every other local port that has p as a peer marks it closed (as a BYE would),
+ * by a note its owner takes at its next call. */
 void gmr_local_remove_and_notify(struct cor_rport *p)
 {
     pthread_mutex_lock(&session_lock);
@@ -244,13 +244,10 @@ void gmr_local_remove_and_notify(struct cor_rport *p)
         }
     for (struct cor_rport *q = local_ports; q; q = q->local_next) {
         uint32_t rank;
-        pthread_mutex_lock(&q->lock);
-        if (gmr_lookup(q, p->node_id, p->port_id, &rank) == 0)
-        {
-            q->peers[rank].closed = 1;
-            q->pump_dirty = 1;
+        if (gmr_lookup(q, p->node_id, p->port_id, &rank) == 0) {
+            atomic_store(&q->peers[rank].closed_note, 1);
+            atomic_store(&q->notes, 1);
         }
-        pthread_mutex_unlock(&q->lock);
     }
     pthread_mutex_unlock(&session_lock);
 }

@@ -44,7 +44,7 @@ int gmr_mem_register(struct cor_rport *p, void *addr, size_t len, struct cor_rou
     if (!p || !addr || !len || !mr || (uintptr_t)addr + len < (uintptr_t)addr)
         return COR_EINVAL;
     char *a = addr;
-    pthread_mutex_lock(&p->lock);
+    pthread_mutex_lock(&p->mem_lock);
     int rc = COR_OK;
     if (p->closing) {
         rc = COR_ECLOSED;
@@ -80,7 +80,7 @@ int gmr_mem_register(struct cor_rport *p, void *addr, size_t len, struct cor_rou
     gm_u64_t k = 0;
     if (key) *key = gm_compat_export(p->gp, m->addr, m->len, &k) == GM_SUCCESS ? k : 0;
 out:
-    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_unlock(&p->mem_lock);
     return rc;
 }
 
@@ -88,7 +88,7 @@ void gmr_mem_deregister(struct cor_rport *p, struct cor_route_mr *mr)
 {
     if (!p || !mr)
         return;
-    pthread_mutex_lock(&p->lock);
+    pthread_mutex_lock(&p->mem_lock);
     for (struct cor_route_mr *m = p->mrs; m; m = m->next)
         if (m == mr && m->refs > 0) { /* ignore a stale or foreign handle */
             m->refs--;
@@ -98,16 +98,16 @@ void gmr_mem_deregister(struct cor_rport *p, struct cor_route_mr *mr)
             }
             break;
         }
-    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_unlock(&p->mem_lock);
 }
 
 void *gmr_mem_alloc(struct cor_rport *p, size_t len)
 {
     if (!p || !len)
         return NULL;
-    pthread_mutex_lock(&p->lock);
+    pthread_mutex_lock(&p->mem_lock);
     void *ptr = p->closing ? NULL : gm_dma_malloc(p->gp, len);
-    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_unlock(&p->mem_lock);
     return ptr;
 }
 
@@ -115,9 +115,9 @@ void gmr_mem_free(struct cor_rport *p, void *ptr)
 {
     if (!p || !ptr)
         return;
-    pthread_mutex_lock(&p->lock);
+    pthread_mutex_lock(&p->mem_lock);
     gm_dma_free(p->gp, ptr);
-    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_unlock(&p->mem_lock);
 }
 
 /* Lock held; before gm_close. */

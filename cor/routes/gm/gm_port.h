@@ -1,9 +1,14 @@
 /*
  * CoRgmRoute internals: one GM port per hard port (see README.md for the design).
  *
- * Locking: everything in struct cor_rport, including the GM port (not thread-safe, as in GM),
- * is guarded by `lock`. GM callbacks run inside gm_unknown() under that lock and only record
- * completions; upcalls into the core are made after the lock is dropped.
+ * Threads: send(), put() and progress() come from the port's one owner at a time (route.h),
+ * so the send and receive state in struct cor_rport has no lock: those calls and the GM
+ * callbacks inside gm_unknown() (which only record completions) touch it from one thread at a
+ * time. Upcalls into the core are made where that state is consistent, as a callback may call
+ * send() again. What other threads do reaches the owner without a lock too: peer_dead() and a
+ * closing port of this process leave notes (`notes`, taken at the owner's next call), the
+ * listener's wait() and timeout_ms() read the hints the owner publishes after each call, and
+ * counters() reads atomics. `mem_lock` guards only the registration cache and add_peer().
  */
 #ifndef GM_PORT_H
 #define GM_PORT_H
@@ -80,6 +85,8 @@ struct gmr_peer {
     struct cor_rport *port_of;
     int heard;              /* something arrived from it since the last starvation check */
     uint64_t starved_since; /* ns: frames wait for its credits and it is silent */
+    _Atomic int dead_note;   /* peer_dead() from another thread: abandon it (gmr_take_notes) */
+    _Atomic int closed_note; /* a port of this process closed: as if it said BYE */
 };
 
 enum gmr_tx_state { TX_FREE = 0, TX_QUEUED, TX_INFLIGHT, TX_DONE };
@@ -118,12 +125,12 @@ struct cor_route_mr {
 };
 
 struct gmr_hslot {
-    uint32_t key; /* node << 8 | port, 0 = empty */
+    _Atomic uint32_t key; /* node << 8 | port, 0 = empty; set after rank (add_peer) */
     uint32_t rank;
 };
 
 struct cor_rport {
-    pthread_mutex_t lock;
+    pthread_mutex_t mem_lock; /* the registration cache; add_peer(); `closing` is set under it */
     struct gm_port *gp;
     struct cor_route_upcalls up;
     struct gmr_knobs k;
@@ -175,7 +182,11 @@ struct cor_rport {
     uint64_t mr_clock;
 
     /* counters */
-    uint64_t dropped, frames_in, frames_out, queued_max, puts, abandoned, from_dead, small_out;
+    _Atomic uint64_t dropped; /* read by counters() from any thread */
+    uint64_t frames_in, frames_out, queued_max, puts, abandoned, from_dead, small_out;
+    _Atomic int notes;      /* some peer has a dead_note or closed_note set */
+    _Atomic int work_hint;  /* for wait(): the owner left work that GM shows no event for */
+    _Atomic int queue_hint; /* for timeout_ms(): frames wait in the software queue */
     _Atomic uint64_t active_ns; /* last progress() that did something, by any thread: wait()
                                  * naps in proportion to the time since */
     int rings;                  /* a message to our port wakes wait() (libgm's doorbell, shm) */
@@ -193,15 +204,19 @@ int gmr_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov, int 
              void *cookie);
 int gmr_put(struct cor_rport *p, cor_peer_t peer, const void *local, size_t len,
             struct cor_route_mr *mr, uint64_t raddr, uint64_t rkey, void *cookie);
-/* Lock held: hands queued frames to GM. `now`: the clock, for the timed pump that checks
+/* Owner: applies the notes other threads left (peer_dead, local ports closed). */
+void gmr_take_notes(struct cor_rport *p);
+/* Owner, at the end of its call: the hints for the listener's wait() and timeout_ms(). */
+void gmr_publish(struct cor_rport *p);
+/* Hands queued frames to GM. `now`: the clock, for the timed pump that checks
  * for silent peers (dead_ms) every 50 ms; 0 for one made because credits or tokens came back. */
 void gmr_pump(struct cor_rport *p, uint64_t now);
 void gmr_reclaim(struct cor_rport *p);
-/* Lock held. err for peer_failed: COR_ETIMEDOUT when it went silent, else COR_EPEERDEAD. */
+/* err for peer_failed: COR_ETIMEDOUT when it went silent, else COR_EPEERDEAD. */
 void gmr_peer_dead(struct cor_rport *p, uint32_t peer, int err);
-/* The core says peer died: give up every frame held for it (lock held). */
+/* The core says peer died: give up every frame held for it. */
 void gmr_abandon_peer(struct cor_rport *p, uint32_t peer);
-void gmr_credit_return(struct cor_rport *p, uint32_t peer); /* lock held: maybe send CREDIT */
+void gmr_credit_return(struct cor_rport *p, uint32_t peer); /* maybe send CREDIT */
 void gmr_send_ctrl(struct cor_rport *p, uint32_t peer, uint32_t op, uint32_t arg);
 int gmr_tx_setup(struct cor_rport *p);
 
@@ -209,7 +224,7 @@ int gmr_tx_setup(struct cor_rport *p);
 int gmr_progress(struct cor_rport *p);
 int gmr_rx_setup(struct cor_rport *p);
 int gmr_lookup(struct cor_rport *p, unsigned node, unsigned port, uint32_t *rank);
-/* Lock held on entry; drops it to make the upcalls; returns with it held. Returns events. */
+/* Reports finished sends and failed peers to the core. Returns events. */
 int gmr_report(struct cor_rport *p);
 
 /* gm_mem.c */

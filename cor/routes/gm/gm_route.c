@@ -49,7 +49,7 @@ static void port_free(struct cor_rport *p)
     free(p->done);
     rutil_fails_fini(&p->fails);
     free(p->blocked);
-    pthread_mutex_destroy(&p->lock);
+    pthread_mutex_destroy(&p->mem_lock);
     free(p);
 }
 
@@ -63,7 +63,7 @@ static int gmr_open(const struct cor_route_config *cfg, const struct cor_route_u
     struct cor_rport *p = calloc(1, sizeof *p);
     if (!p)
         return COR_ENOMEM;
-    pthread_mutex_init(&p->lock, NULL);
+    pthread_mutex_init(&p->mem_lock, NULL);
     p->up = *up;
     p->cookie = cfg->session_cookie;
     p->self = cfg->self;
@@ -104,7 +104,7 @@ fail:
 }
 
 /* Tells every live peer we are going, so its sends fail at once instead of timing out;
- * waits (briefly, bounded) until GM has taken the messages. Lock held. */
+ * waits (briefly, bounded) until GM has taken the messages. */
 static void say_bye(struct cor_rport *p)
 {
     int any = 0;
@@ -132,8 +132,11 @@ static void gmr_close(struct cor_rport *p)
     if (!p)
         return;
     gmr_local_remove_and_notify(p);
-    pthread_mutex_lock(&p->lock);
+    /* The core closes a port nobody sends on or polls any more: only the memory calls may
+     * still come, and they look at `closing` under mem_lock. */
+    pthread_mutex_lock(&p->mem_lock);
     p->closing = 1;
+    pthread_mutex_unlock(&p->mem_lock);
     say_bye(p);
     /* Every accepted frame not yet reported completes with COR_ECLOSED (or its status). */
     size_t n = (size_t)(p->d_head - p->d_tail);
@@ -166,7 +169,6 @@ static void gmr_close(struct cor_rport *p)
     if (p->k.stats && p->abandoned)
         gmr_log("  %" PRIu64 " frames in flight to dead domains given up, %" PRIu64
                 " from them dropped", p->abandoned, p->from_dead);
-    pthread_mutex_unlock(&p->lock);
     rutil_report_done(&p->up, rep, nrep);
     free(rep);
     port_free(p);
@@ -237,7 +239,9 @@ static int gmr_add_peer(struct cor_rport *p, cor_peer_t peer, const char *addr)
         return COR_EINVAL;
     }
     int local = gmr_local_is(node, port);
-    pthread_mutex_lock(&p->lock);
+    /* Against another add_peer only: the owner looks the new peer up only once its key is in
+     * the hash, which is written last, and sends to it only once the core has it added. */
+    pthread_mutex_lock(&p->mem_lock);
     int rc = COR_EEXIST;
     if (p->peers[peer].added) {
         if (p->peers[peer].node == node && p->peers[peer].port == port)
@@ -252,15 +256,21 @@ static int gmr_add_peer(struct cor_rport *p, cor_peer_t peer, const char *addr)
     }
     uint32_t key = node << 8 | port;
     unsigned h = (unsigned)((key * 2654435761u) >> 8) & p->hash_mask;
-    while (p->hash[h].key)
+    while (atomic_load_explicit(&p->hash[h].key, memory_order_relaxed))
         h = (h + 1) & p->hash_mask;
-    p->hash[h] = (struct gmr_hslot){key, peer};
-    p->peers[peer] = (struct gmr_peer){.node = node, .port = port, .added = 1, .local = local,
-                                       .credits = {p->allot[0], p->allot[1]},
-                                       .port_of = p};
+    struct gmr_peer *q = &p->peers[peer];
+    q->node = node;
+    q->port = port;
+    q->added = 1;
+    q->local = local;
+    q->credits[0] = p->allot[0];
+    q->credits[1] = p->allot[1];
+    q->port_of = p;
+    p->hash[h].rank = peer;
+    atomic_store_explicit(&p->hash[h].key, key, memory_order_release);
     rc = COR_OK;
 out:
-    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_unlock(&p->mem_lock);
     return rc;
 }
 
@@ -277,20 +287,42 @@ static int gmr_timeout_ms(struct cor_rport *p)
 {
     if (!p)
         return -1;
-    pthread_mutex_lock(&p->lock);
-    int queued = p->d_queue < p->d_head;
-    pthread_mutex_unlock(&p->lock);
-    return queued ? 100 : -1;
+    return atomic_load_explicit(&p->queue_hint, memory_order_relaxed) ? 100 : -1;
 }
 
 /* Work for progress() that GM does not show as an event. */
 static int route_work(struct cor_rport *p)
 {
-    pthread_mutex_lock(&p->lock);
+    return atomic_load_explicit(&p->work_hint, memory_order_relaxed) ||
+           atomic_load_explicit(&p->notes, memory_order_relaxed);
+}
+
+void gmr_publish(struct cor_rport *p)
+{
     int w = p->closing || p->ndone || p->fails.n || p->credit_due || p->nreturns ||
             (p->d_queue < p->d_head && p->tokens > 0);
-    pthread_mutex_unlock(&p->lock);
-    return w;
+    int q = p->d_queue < p->d_head;
+    /* stored only when they change: the listener reads them while the owner works */
+    if (atomic_load_explicit(&p->work_hint, memory_order_relaxed) != w)
+        atomic_store_explicit(&p->work_hint, w, memory_order_relaxed);
+    if (atomic_load_explicit(&p->queue_hint, memory_order_relaxed) != q)
+        atomic_store_explicit(&p->queue_hint, q, memory_order_relaxed);
+}
+
+void gmr_take_notes(struct cor_rport *p)
+{
+    if (!atomic_exchange(&p->notes, 0)) return;
+    for (uint32_t i = 0; i < p->npeers; i++) {
+        struct gmr_peer *q = &p->peers[i];
+        if (atomic_load_explicit(&q->closed_note, memory_order_relaxed) &&
+            atomic_exchange(&q->closed_note, 0)) {
+            q->closed = 1;
+            p->pump_dirty = 1;
+        }
+        if (atomic_load_explicit(&q->dead_note, memory_order_relaxed) &&
+            atomic_exchange(&q->dead_note, 0) && q->added && !p->closing)
+            gmr_abandon_peer(p, i);
+    }
 }
 
 /* Blocks until GM has an event, or timeout_ms passed, sleeping in gm_compat_wait (which also
@@ -344,15 +376,14 @@ static int gmr_wait(struct cor_rport *p, int timeout_ms)
 }
 
 /* The launcher told the core that `peer` died: frames held for it finish with
- * COR_EPEERDEAD at the next progress(), later sends are refused. */
+ * COR_EPEERDEAD at the next progress(), later sends are refused. Any thread may tell us, so
+ * the owner gives the peer up at its next call (gmr_take_notes). */
 static void gmr_peer_dead_slot(struct cor_rport *p, cor_peer_t peer)
 {
-    if (!p)
+    if (!p || peer >= p->npeers || peer == p->self)
         return;
-    pthread_mutex_lock(&p->lock);
-    if (peer < p->npeers && peer != p->self && p->peers[peer].added && !p->closing)
-        gmr_abandon_peer(p, peer);
-    pthread_mutex_unlock(&p->lock);
+    atomic_store(&p->peers[peer].dead_note, 1);
+    atomic_store(&p->notes, 1);
 }
 
 static void gmr_caps(struct cor_rport *p, struct cor_route_caps *caps)
@@ -369,9 +400,7 @@ static void gmr_counters(struct cor_rport *p, uint64_t *dropped, uint64_t *retra
 {
     if (!p)
         return;
-    pthread_mutex_lock(&p->lock);
-    rutil_counters_put(dropped, retransmits, p->dropped, 0); /* GM retransmits below us */
-    pthread_mutex_unlock(&p->lock);
+    rutil_counters_put(dropped, retransmits, atomic_load(&p->dropped), 0); /* GM retransmits */
 }
 
 COR_ROUTE_DECLARE(gm) = {

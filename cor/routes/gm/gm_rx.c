@@ -78,9 +78,10 @@ int gmr_lookup(struct cor_rport *p, unsigned node, unsigned port, uint32_t *rank
 {
     uint32_t key = node << 8 | port;
     for (unsigned h = hash_of(key, p->hash_mask);; h = (h + 1) & p->hash_mask) {
-        if (p->hash[h].key == 0)
+        uint32_t k = atomic_load_explicit(&p->hash[h].key, memory_order_acquire);
+        if (k == 0)
             return -1;
-        if (p->hash[h].key == key) {
+        if (k == key) {
             *rank = p->hash[h].rank;
             return 0;
         }
@@ -158,7 +159,7 @@ static void on_control(struct cor_rport *p, const char *m, size_t len, uint32_t 
     p->pump_dirty = 1;
 }
 
-/* Drains one receive event into `it` (data to deliver) or handles it; lock held. Returns 1
+/* Drains one receive event into `it` (data to deliver) or handles it (owner). Returns 1
  * if a data frame was queued for delivery. */
 static int on_recv(struct cor_rport *p, gm_recv_event_t *e, struct gmr_rx_item *it)
 {
@@ -226,10 +227,8 @@ int gmr_report(struct cor_rport *p)
         if (p->ndone)
             memmove(p->done, p->done + nb, p->ndone * sizeof *p->done);
         gmr_reclaim(p);
-        pthread_mutex_unlock(&p->lock);
         rutil_report_failed(&p->up, p->fails.out, nf);
         events += rutil_report_done(&p->up, batch, nb);
-        pthread_mutex_lock(&p->lock);
     }
     return events;
 }
@@ -262,11 +261,9 @@ int gmr_progress(struct cor_rport *p)
     if (!p)
         return 0;
     int events = 0;
-    pthread_mutex_lock(&p->lock);
-    if (p->closing) {
-        pthread_mutex_unlock(&p->lock);
+    if (p->closing)
         return 0;
-    }
+    if (atomic_load_explicit(&p->notes, memory_order_relaxed)) gmr_take_notes(p);
     /* The time of the last activity, for wait()'s naps: after the first busy poll that follows
      * an idle one and then every 8th (a few microseconds late at most, for a nap of 1/16 the
      * idle time). */
@@ -302,7 +299,7 @@ int gmr_progress(struct cor_rport *p)
         p->nreturns = n;
         p->frames_in += n;
     }
-    pthread_mutex_unlock(&p->lock);
+    gmr_publish(p);
     for (unsigned i = 0; i < n; i++)
         p->up.deliver(p->up.core, items[i].peer, items[i].buf + GMR_HDR, items[i].len - GMR_HDR);
     return events;

@@ -151,7 +151,7 @@ static struct gmr_tx *inflight(struct cor_rport *p, void *ctx)
     return t->seq == seq && t->state == TX_INFLIGHT ? t : NULL;
 }
 
-/* GM completion of a send or put; runs in gm_unknown() under p->lock. */
+/* GM completion of a send or put; runs in gm_unknown(), inside the owner's progress(). */
 static void on_sent(struct gm_port *gp, void *ctx, gm_status_t st)
 {
     struct cor_rport *p = gmr_cb_port;
@@ -377,6 +377,7 @@ static void tx_commit(struct cor_rport *p, struct gmr_tx *t)
 /* COR_OK to go on, or why a send/put to `peer` is refused now. */
 static int peer_check(struct cor_rport *p, cor_peer_t peer)
 {
+    if (atomic_load_explicit(&p->notes, memory_order_relaxed)) gmr_take_notes(p);
     if (p->closing)
         return COR_ECLOSED;
     if (peer >= p->npeers || !p->peers[peer].added)
@@ -404,7 +405,6 @@ int gmr_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov, int 
     if (len > max)
         return COR_EINVAL;
     int cls = p->allot[0] && len + GMR_HDR <= p->small_max ? 0 : 1;
-    pthread_mutex_lock(&p->lock);
     int rc = peer_check(p, peer);
     if (rc != COR_OK)
         goto out;
@@ -428,17 +428,22 @@ int gmr_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov, int 
     tx_commit(p, t);
     rc = COR_OK;
 out:
-    pthread_mutex_unlock(&p->lock);
+    gmr_publish(p);
     if (rc == COR_OK) gmr_kick(p);
     return rc;
 }
 
-static struct cor_route_mr *mr_valid(struct cor_rport *p, struct cor_route_mr *mr)
+/* Whether [l, l + len) lies in mr, a live registration of ours (the memory calls may change
+ * the cache from another thread meanwhile: mem_lock). */
+static int mr_covers(struct cor_rport *p, struct cor_route_mr *mr, const char *l, size_t len)
 {
-    for (struct cor_route_mr *m = p->mrs; m; m = m->next)
-        if (m == mr && m->refs > 0)
-            return m;
-    return NULL;
+    int ok = 0;
+    pthread_mutex_lock(&p->mem_lock);
+    for (struct cor_route_mr *m = p->mrs; m && !ok; m = m->next)
+        ok = m == mr && m->refs > 0 && l >= mr->addr && len <= mr->len &&
+             l - mr->addr <= (ptrdiff_t)(mr->len - len);
+    pthread_mutex_unlock(&p->mem_lock);
+    return ok;
 }
 
 int gmr_put(struct cor_rport *p, cor_peer_t peer, const void *local, size_t len,
@@ -446,13 +451,11 @@ int gmr_put(struct cor_rport *p, cor_peer_t peer, const void *local, size_t len,
 {
     if (!p || !mr || (!local && len) || raddr + len < raddr)
         return COR_EINVAL;
-    pthread_mutex_lock(&p->lock);
     int rc = peer_check(p, peer);
     if (rc != COR_OK)
         goto out;
     rc = COR_EINVAL;
-    const char *l = local;
-    if (!mr_valid(p, mr) || l < mr->addr || len > mr->len || l - mr->addr > (ptrdiff_t)(mr->len - len))
+    if (!mr_covers(p, mr, local, len))
         goto out;
     rc = COR_EAGAIN;
     struct gmr_tx *t = tx_new(p, peer, cookie, TX_PUT);
@@ -465,6 +468,6 @@ int gmr_put(struct cor_rport *p, cor_peer_t peer, const void *local, size_t len,
     tx_commit(p, t);
     rc = COR_OK;
 out:
-    pthread_mutex_unlock(&p->lock);
+    gmr_publish(p);
     return rc;
 }
