@@ -131,6 +131,14 @@ static void credits_add(struct cor_hport *hp, struct peer_link *l, int n)
     } while (!atomic_compare_exchange_weak(&l->credits, &v, sum));
 }
 
+/* Send ops the route holds. Only the port's owner changes the count (its route calls and the
+ * callbacks inside them), others only read it (flush_sends): no read-modify-write needed. */
+static void inflight_add(struct cor_hport *hp, long n)
+{
+    long v = atomic_load_explicit(&hp->inflight, memory_order_relaxed);
+    atomic_store_explicit(&hp->inflight, v + n, memory_order_relaxed);
+}
+
 /* Offers one frame to the route; the port's owner. Returns COR_EAGAIN if the window is full. */
 static int route_send(struct cor_hport *hp, struct send_op *op)
 {
@@ -146,10 +154,10 @@ static int route_send(struct cor_hport *hp, struct send_op *op)
         early = op->req;
         op->req = NULL;
     }
-    atomic_fetch_add(&hp->inflight, 1);
+    inflight_add(hp, 1);
     int rc = hp->route->ops->send(hp->rp, op->peer, iov, op->plen ? 2 : 1, op);
     if (rc != COR_OK) {
-        atomic_fetch_sub(&hp->inflight, 1);
+        inflight_add(hp, -1);
         op->req = early;
         if (op->hdr.type != F_CREDIT) { /* not sent: still owed (a credit frame keeps its
                                          * own, to send when it is retried) */
@@ -227,11 +235,11 @@ static void dispatch_queued(struct cor_hport *hp)
             fin->hdr = (struct frame_hdr){.type = F_FIN, .src_task = op->hdr.src_task,
                                           .dst_task = op->hdr.dst_task, .len = r->expect,
                                           .rreq = r->remote_req, .sreq = r->handle};
-            atomic_fetch_add(&hp->inflight, 1);
+            inflight_add(hp, 1);
             int rc = hp->route->ops->put(hp->rp, op->peer, r->buf, r->expect, r->mr, r->raddr,
                                          r->rkey, put);
             if (rc == COR_EAGAIN) {
-                atomic_fetch_sub(&hp->inflight, 1);
+                inflight_add(hp, -1);
                 send_release(r, COR_OK); /* the job still holds r */
                 free(put);
                 free(fin);
@@ -240,7 +248,7 @@ static void dispatch_queued(struct cor_hport *hp)
             hp->q_head = op->next;
             if (!hp->q_head) hp->q_tail = NULL;
             if (rc != COR_OK) {
-                atomic_fetch_sub(&hp->inflight, 1);
+                inflight_add(hp, -1);
                 send_release(r, rc);
                 free(put);
                 free(fin);
@@ -447,7 +455,7 @@ void cor__upcall_send_done(void *core, void *cookie, int status)
         return;
     }
     struct send_op *op = cookie;
-    atomic_fetch_sub(&hp->inflight, 1);
+    inflight_add(hp, -1);
     if (op->req) cor__req_complete(op->req, status);
     if (op->data) {
         if (status == COR_OK) atomic_fetch_add(&op->data->done_bytes, op->plen);

@@ -354,7 +354,8 @@ static bool poll_phase(pred_fn done, void *arg, long spin_ns)
          * sockets a while instead of being woken for nothing. One that gives up is about to
          * sleep and needs them at once. A listener polling in a hook (cor_poll_until) is no
          * such task: it goes back to the ports itself, and must not park the listeners. */
-        if (!cor__listener_thread) atomic_store(&g.last_spin_end, ok ? now : 0);
+        if (!cor__listener_thread)
+            atomic_store_explicit(&g.last_spin_end, ok ? now : 0, memory_order_release);
         if (atomic_fetch_sub(&g.spinners, 1) == 1 && !ok) cor__listeners_resume();
         return ok;
     }
