@@ -29,13 +29,13 @@ struct send_op {
     struct frame_hdr hdr;
     const void *payload;
     size_t plen;
-    struct cor_req *req;  /* OP_FRAME: complete when the route is done (eager, svc reply) */
-    struct cor_req *data; /* OP_FRAME of a DATA chunk, or OP_DATA_JOB: the send request */
-    bool owned;           /* payload is a copy freed with the op */
-    bool cached;          /* that copy is a block of hp's copy cache */
-    bool in_room;         /* payload is a copy in room[], freed with the op */
+    struct cor_req *req;     /* OP_FRAME: complete when the route is done (eager, svc reply) */
+    struct cor_req *data;    /* OP_FRAME of a DATA chunk, or OP_DATA_JOB: the send request */
+    bool owned;              /* payload is a copy freed with the op */
+    bool cached;             /* that copy is a block of hp's copy cache */
+    bool in_room;            /* payload is a copy in room[], freed with the op */
     size_t job_off, job_end; /* OP_DATA_JOB: the byte range this port sends */
-    unsigned char room[]; /* op_new_copy: the payload's copy */
+    unsigned char room[];    /* op_new_copy: the payload's copy */
 };
 
 /* Payloads up to this size are copied into their op's own allocation rather than into a block
@@ -44,8 +44,10 @@ struct send_op {
 
 static void op_free(struct send_op *op)
 {
-    if (op->cached) cor__copy_put(op->hp, (void *)op->payload);
-    else if (op->owned) free((void *)op->payload);
+    if (op->cached)
+        cor__copy_put(op->hp, (void *)op->payload);
+    else if (op->owned)
+        free((void *)op->payload);
     free(op);
 }
 
@@ -62,7 +64,8 @@ static void drop(const char *why, uint32_t peer)
 {
     cor__count(C_FRAMES_DROPPED, 1);
     static _Atomic int logged;
-    if (atomic_fetch_add(&logged, 1) < 10) cor__log("dropped a frame from domain %u: %s", peer, why);
+    if (atomic_fetch_add(&logged, 1) < 10)
+        cor__log("dropped a frame from domain %u: %s", peer, why);
 }
 
 /* ---- sending frames ---- */
@@ -96,8 +99,10 @@ static struct send_op *op_new_copy(struct cor_hport *hp, uint32_t peer, const vo
 static void queue_append(struct cor_hport *hp, struct send_op *op)
 {
     op->next = NULL;
-    if (hp->q_tail) hp->q_tail->next = op;
-    else hp->q_head = op;
+    if (hp->q_tail)
+        hp->q_tail->next = op;
+    else
+        hp->q_head = op;
     hp->q_tail = op;
 }
 
@@ -232,9 +237,12 @@ static void dispatch_queued(struct cor_hport *hp)
             put->data = r;
             put->plen = r->expect;
             send_hold(r);
-            fin->hdr = (struct frame_hdr){.type = F_FIN, .src_task = op->hdr.src_task,
-                                          .dst_task = op->hdr.dst_task, .len = r->expect,
-                                          .rreq = r->remote_req, .sreq = r->handle};
+            fin->hdr = (struct frame_hdr){.type = F_FIN,
+                                          .src_task = op->hdr.src_task,
+                                          .dst_task = op->hdr.dst_task,
+                                          .len = r->expect,
+                                          .rreq = r->remote_req,
+                                          .sreq = r->handle};
             inflight_add(hp, 1);
             int rc = hp->route->ops->put(hp->rp, op->peer, r->buf, r->expect, r->mr, r->raddr,
                                          r->rkey, put);
@@ -269,9 +277,12 @@ static void dispatch_queued(struct cor_hport *hp)
                 if (!c) return; /* retried on the next pass */
                 size_t off = op->job_off, n = op->job_end - off;
                 if (n > hp->chunk) n = hp->chunk;
-                c->hdr = (struct frame_hdr){.type = F_DATA, .src_task = op->hdr.src_task,
-                                            .dst_task = op->hdr.dst_task, .len = n,
-                                            .rreq = op->hdr.rreq, .offset = off,
+                c->hdr = (struct frame_hdr){.type = F_DATA,
+                                            .src_task = op->hdr.src_task,
+                                            .dst_task = op->hdr.dst_task,
+                                            .len = n,
+                                            .rreq = op->hdr.rreq,
+                                            .offset = off,
                                             .sreq = op->hdr.sreq};
                 c->payload = (const char *)op->payload + off;
                 c->plen = n;
@@ -469,8 +480,8 @@ void cor__upcall_send_done(void *core, void *cookie, int status)
 
 /* ---- sending messages ---- */
 
-static void fill_status(struct cor_req *r, cor_idp_t src, cor_idp_t ctx, int tag,
-                        cor_type_t type, size_t count)
+static void fill_status(struct cor_req *r, cor_idp_t src, cor_idp_t ctx, int tag, cor_type_t type,
+                        size_t count)
 {
     r->status.source = src;
     r->status.context = ctx;
@@ -482,8 +493,7 @@ static void fill_status(struct cor_req *r, cor_idp_t src, cor_idp_t ctx, int tag
 /* Checks a matched receive against the message: type and room. Allocates the core buffer
  * for recvI(&ptr). Returns the error the receive will complete with (data may still flow
  * for COR_ETRUNC) and sets *take to the bytes to copy. */
-static int accept_into(struct cor_req *r, cor_type_t type, size_t count, size_t bytes,
-                       size_t *take)
+static int accept_into(struct cor_req *r, cor_type_t type, size_t count, size_t bytes, size_t *take)
 {
     *take = 0;
     if (r->core_alloc) {
@@ -531,8 +541,12 @@ static int send_local(struct cor_task *t, struct cor_req *r, unsigned dst_index)
         COR_UNLOCK(&dt->lock);
         return COR_ENOMEM;
     }
-    *m = (struct cor_umsg){.src = src, .ctx = r->ctx, .tag = r->tag, .type = r->type,
-                           .count = r->count, .bytes = r->cap};
+    *m = (struct cor_umsg){.src = src,
+                           .ctx = r->ctx,
+                           .tag = r->tag,
+                           .type = r->type,
+                           .count = r->count,
+                           .bytes = r->cap};
     /* Small messages are buffered so the sender goes on; large ones wait for the receive
      * (bounded memory), the receiver then copying straight from the sender's buffer. */
     if (r->cap <= 65536 && (m->data = cor__buf_alloc(COR_BYTE, r->cap))) {
@@ -591,10 +605,15 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
     r->remote_rank = (int)d;
     r->hp = hp;
     r->peer_rank = d;
-    op->hdr = (struct frame_hdr){.dtype = (uint8_t)r->type, .src_task = (uint16_t)t->index,
-                                 .dst_task = (uint16_t)index, .seq = t->send_seq[d]++,
-                                 .tag = r->tag, .ctx = r->ctx, .count = r->count,
-                                 .len = r->cap, .sreq = r->handle};
+    op->hdr = (struct frame_hdr){.dtype = (uint8_t)r->type,
+                                 .src_task = (uint16_t)t->index,
+                                 .dst_task = (uint16_t)index,
+                                 .seq = t->send_seq[d]++,
+                                 .tag = r->tag,
+                                 .ctx = r->ctx,
+                                 .count = r->count,
+                                 .len = r->cap,
+                                 .sreq = r->handle};
     struct peer_link *l = &hp->links[d];
     int cost = cor__credit_cost(r->cap, hp->eager_limit);
     if (r->cap <= hp->eager_limit && credits_spend(l, cost)) {
@@ -659,8 +678,12 @@ static void rndv_accept(struct cor_req *r, struct cor_hport *hp, uint32_t peer, 
         atomic_store(&r->done_bytes, take - tail_at); /* before the CTS lets data in */
         ask = tail_at;
     }
-    struct frame_hdr h = {.type = F_CTS, .src_task = dst_task, .dst_task = src_task,
-                          .len = ask, .sreq = sreq, .rreq = r->handle};
+    struct frame_hdr h = {.type = F_CTS,
+                          .src_task = dst_task,
+                          .dst_task = src_task,
+                          .len = ask,
+                          .sreq = sreq,
+                          .rreq = r->handle};
     uint64_t key;
     /* remote write covers whole receives only: F_FIN reports the bytes written */
     if (hp->rma && take && ask == take && taking &&
@@ -675,8 +698,10 @@ static void rndv_accept(struct cor_req *r, struct cor_hport *hp, uint32_t peer, 
         return;
     }
     cor__count(C_MSGS_RECEIVED, 1);
-    if (take == 0 || (err != COR_OK && err != COR_ETRUNC)) cor__req_complete(r, err);
-    else atomic_store(&r->awaiting_data, true);
+    if (take == 0 || (err != COR_OK && err != COR_ETRUNC))
+        cor__req_complete(r, err);
+    else
+        atomic_store(&r->awaiting_data, true);
 }
 
 void cor__umsg_free(struct cor_umsg *m)
@@ -707,12 +732,11 @@ static void consume(struct cor_req *r, struct cor_umsg *m)
         break;
     case UM_RNDV:
         rndv_accept(r, m->hp, m->peer_rank, m->sreq, m->src, m->ctx, m->tag, m->type, m->count,
-                    m->bytes, (uint16_t)cor_idp_index(m->src), (uint16_t)r->owner->index,
-                    m->data, m->tail);
+                    m->bytes, (uint16_t)cor_idp_index(m->src), (uint16_t)r->owner->index, m->data,
+                    m->tail);
         break;
     case UM_LOCAL:
-        complete_recv_with(r, m->src, m->ctx, m->tag, m->type, m->count, m->lsend->buf,
-                           m->bytes);
+        complete_recv_with(r, m->src, m->ctx, m->tag, m->type, m->count, m->lsend->buf, m->bytes);
         cor__req_complete(m->lsend, COR_OK);
         break;
     }
@@ -732,10 +756,13 @@ int cor__recv_start(struct cor_task *t, struct cor_req *r)
     int from = r->remote_rank; /* once posted, r belongs to whoever matches it */
     COR_LOCK(&t->lock);
     struct cor_umsg *m = cor__unexp_take(t, r->peer, r->ctx, r->tag);
-    if (!m) cor__posted_append(t, r);
-    else atomic_store(&r->state, RS_MATCHED);
+    if (!m)
+        cor__posted_append(t, r);
+    else
+        atomic_store(&r->state, RS_MATCHED);
     COR_UNLOCK(&t->lock);
-    if (m) consume(r, m);
+    if (m)
+        consume(r, m);
     else if (from >= 0 && atomic_load(&g.dead[from]))
         cor__req_fail_peer((unsigned)from, COR_EPEERDEAD); /* died meanwhile */
     return COR_OK;
@@ -763,9 +790,14 @@ static void on_message(struct cor_hport *hp, uint32_t peer, const struct frame_h
     if (!r) {
         m = calloc(1, sizeof *m);
         if (m) {
-            *m = (struct cor_umsg){.src = src, .ctx = h->ctx, .tag = h->tag,
-                                   .type = (cor_type_t)h->dtype, .count = h->count,
-                                   .bytes = h->len, .hp = hp, .peer_rank = peer,
+            *m = (struct cor_umsg){.src = src,
+                                   .ctx = h->ctx,
+                                   .tag = h->tag,
+                                   .type = (cor_type_t)h->dtype,
+                                   .count = h->count,
+                                   .bytes = h->len,
+                                   .hp = hp,
+                                   .peer_rank = peer,
                                    .sreq = h->sreq};
             if (h->type == F_EAGER) {
                 m->kind = UM_EAGER;
@@ -773,8 +805,7 @@ static void on_message(struct cor_hport *hp, uint32_t peer, const struct frame_h
                 m->data = cor__buf_alloc(COR_BYTE, plen);
                 if (m->data) {
                     if (plen) memcpy(m->data, payload, plen);
-                }
-                else {
+                } else {
                     free(m);
                     m = NULL;
                 }
@@ -959,8 +990,8 @@ static void in_order(struct cor_hport *hp, uint32_t peer, const struct frame_hdr
         }
         struct held_frame *hf = malloc(sizeof *hf + len);
         if (hf) {
-            *hf = (struct held_frame){.next = ps->held, .hp = hp, .src_task = h->src_task,
-                                      .seq = h->seq, .len = len};
+            *hf = (struct held_frame){
+                .next = ps->held, .hp = hp, .src_task = h->src_task, .seq = h->seq, .len = len};
             memcpy(hf->frame, frame, len);
             ps->held = hf;
         }
@@ -1003,21 +1034,33 @@ void cor__upcall_deliver(void *core, cor_peer_t peer, const void *frame, size_t 
     }
     if (h.credits) credits_add(hp, &hp->links[peer], h.credits);
     const unsigned char *p = frame;
-    if (h.type == F_EAGER || h.type == F_RTS) in_order(hp, peer, &h, p, len);
-    else process(hp, peer, &h, p + FRAME_HDR_SIZE, len - FRAME_HDR_SIZE);
+    if (h.type == F_EAGER || h.type == F_RTS)
+        in_order(hp, peer, &h, p, len);
+    else
+        process(hp, peer, &h, p + FRAME_HDR_SIZE, len - FRAME_HDR_SIZE);
 }
 
 static void process(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *h,
                     const void *payload, size_t plen)
 {
     switch (h->type) {
-    case F_CTS: on_cts(hp, peer, h); break;
-    case F_DATA: on_data(hp, peer, h, payload, plen); break;
-    case F_CREDIT: break;
-    case F_FIN: on_fin(hp, peer, h); break;
+    case F_CTS:
+        on_cts(hp, peer, h);
+        break;
+    case F_DATA:
+        on_data(hp, peer, h, payload, plen);
+        break;
+    case F_CREDIT:
+        break;
+    case F_FIN:
+        on_fin(hp, peer, h);
+        break;
     case F_SVC_REQ:
-    case F_SVC_REP: on_svc(hp, peer, h, payload, plen); break;
-    default: drop("unexpected frame type", peer);
+    case F_SVC_REP:
+        on_svc(hp, peer, h, payload, plen);
+        break;
+    default:
+        drop("unexpected frame type", peer);
     }
 }
 
