@@ -32,6 +32,7 @@
 #define GMR_OP_BYE 1     /* the sender closed its port: sends to it will fail */
 #define GMR_OP_CREDIT 2  /* arg = data buffers the sender provided again for us */
 #define GMR_RX_TOKENS 252 /* receive buffers we provide at most (GM has 254 tokens) */
+#define GMR_RX_BATCH 16   /* data frames one progress() delivers at most, in a stream */
 
 /* Tunables, read once per open from the environment (table: gm_knobs.h; gm_env.c). */
 struct gmr_knobs {
@@ -155,7 +156,7 @@ struct cor_rport {
     size_t pool_off[2], stride[2], small_max; /* small_max: largest frame+header in a small */
     unsigned ctrl_bufs;
     uint32_t cookie32;
-    struct gmr_rx_item returns[1]; /* delivered, buffer not yet provided again */
+    struct gmr_rx_item returns[GMR_RX_BATCH]; /* delivered, buffer not yet provided again */
     unsigned nreturns;
     int credit_due; /* some peer has credit_wanted set */
     int pump_dirty; /* tokens or credits came back, or a peer died: the queue may move */
