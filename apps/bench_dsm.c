@@ -9,6 +9,12 @@
  * domain needs 3 or more domains (readers at domains 2, 3, ... then the home). Each measure is
  * taken by one domain, which sends its row to domain 0; domain 0 prints every row (with its
  * ratio to R and the issue's goal) and writes the CSV.
+ *
+ * The operations domain 1 times against the home (the 64 B miss, fetch-add, CAS, the lock)
+ * take an R round trip before each one, timed apart, and their ratio is to that R: on a
+ * shared machine R moved by 2x between the start and the end of one run (the speed of two
+ * cores' cache transfers changes with the neighbours), so an R of other seconds made ratios
+ * of 0.8-1.8 for the same operation.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -42,6 +48,7 @@ struct dsm_row {
     double goal_min; /* median >= goal_min, 0: none */
     double goal_p99; /* p99 <= goal_p99, 0: none */
     int with_R;      /* print the median's ratio to R */
+    double R_us;     /* the R taken between its operations (paced rows), else 0: the run's */
 };
 
 struct dsm_ctx {
@@ -53,6 +60,7 @@ struct dsm_ctx {
     cor_idp_t ho, put, cached, big, lock, ctr;
     cor_dsm_barrier_t all;
     double *v;      /* n samples */
+    double *vR;     /* n samples of R, paced rows */
     int gm;         /* route is gm (its goals differ from udp's) */
     char label[32]; /* the CSV's route column: "gm", or "gm+shm" (COR_DSM_SHM not 0) */
 };
@@ -88,6 +96,16 @@ static void row_stats(struct dsm_row *r, double *v, long n)
     r->p99 = v[n * 99 / 100];
 }
 
+/* A paced row: also the median of the R samples taken between its operations. */
+static void row_stats_R(struct dsm_row *r, double *v, double *vR, long n)
+{
+    row_stats(r, v, n);
+    qsort(vR, (size_t)n, sizeof *vR, cmp_double);
+    r->R_us = vR[n / 2];
+    size_t len = strlen(r->what);
+    snprintf(r->what + len, sizeof r->what - len, " [R %.2f]", r->R_us);
+}
+
 static void row_init(struct dsm_row *r, const char *key, const char *unit, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static void row_init(struct dsm_row *r, const char *key, const char *unit, const char *fmt, ...)
@@ -114,6 +132,7 @@ static const char *row_goal(const struct dsm_ctx *c, const struct dsm_row *r, ch
 {
     int ok = 1, any = 0;
     size_t o = 0;
+    double R = r->R_us > 0 ? r->R_us : c->R_us;
     goal[0] = 0;
 #define GOAL(cond, ...)                                                                            \
     do {                                                                                           \
@@ -121,7 +140,7 @@ static const char *row_goal(const struct dsm_ctx *c, const struct dsm_row *r, ch
         ok &= (cond);                                                                              \
         if (o < len) o += (size_t)snprintf(goal + o, len - o, __VA_ARGS__);                        \
     } while (0)
-    if (r->goal_R > 0) GOAL(r->median <= r->goal_R * c->R_us, "%s<=%.1fR", o ? " " : "", r->goal_R);
+    if (r->goal_R > 0) GOAL(r->median <= r->goal_R * R, "%s<=%.1fR", o ? " " : "", r->goal_R);
     if (r->goal_max > 0)
         GOAL(r->median <= r->goal_max, "%s<=%g%s", o ? " " : "", r->goal_max, r->unit);
     if (r->goal_min > 0)
@@ -136,8 +155,9 @@ static void row_print(struct dsm_ctx *c, const struct dsm_row *r)
 {
     char goal[96], p99[32] = "-", perR[16] = "-";
     const char *met = row_goal(c, r, goal, sizeof goal);
+    double R = r->R_us > 0 ? r->R_us : c->R_us;
     if (r->p99 >= 0) snprintf(p99, sizeof p99, "%.2f", r->p99);
-    if (r->with_R && c->R_us > 0) snprintf(perR, sizeof perR, "%.2f", r->median / c->R_us);
+    if (r->with_R && R > 0) snprintf(perR, sizeof perR, "%.2f", r->median / R);
     if (!c->b->quiet) {
         printf("%-58s %8ld %10.2f %10s %-6s %6s  %s%s%s\n", r->what, r->count, r->median, p99,
                r->unit, perR, goal, *met ? ": " : "", met);
@@ -146,7 +166,7 @@ static void row_print(struct dsm_ctx *c, const struct dsm_row *r)
     if (c->b->csv) {
         fprintf(c->b->csv, "%s,%d,%s,%ld,%.4f,%s,%s,%s,%s,%s\n", c->label, c->ndom, r->key,
                 r->count, r->median, r->p99 >= 0 ? p99 : "", r->unit,
-                r->with_R && c->R_us > 0 ? perR : "", goal, met);
+                r->with_R && R > 0 ? perR : "", goal, met);
         fflush(c->b->csv);
     }
 }
@@ -177,6 +197,38 @@ static int token_recv(struct dsm_ctx *c, int from)
     long t;
     cor_idp_t src = from < 0 ? COR_ANY_SOURCE : main_of(c, from);
     return cor_recv(src, COR_CTX_WORLD, BENCH_TAG_DSM_TOKEN, COR_BYTE, &t, 8, NULL);
+}
+
+/* Pacing: domain 1 takes one R round trip with domain 0 before each operation of a paced row
+ * (r_sample), while domain 0's main task answers them (r_answer) until told to stop. */
+static int r_ping(struct dsm_ctx *c, long v)
+{
+    return cor_send(main_of(c, 0), COR_CTX_WORLD, BENCH_TAG_DSM_RTT, COR_BYTE, &v, 8);
+}
+
+static int r_sample(struct dsm_ctx *c, double *us)
+{
+    long v = 0;
+    double t = now_us();
+    TRY(r_ping(c, v));
+    TRY(cor_recv(main_of(c, 0), COR_CTX_WORLD, BENCH_TAG_DSM_RTT, COR_BYTE, &v, 8, NULL));
+    *us = now_us() - t;
+    return COR_OK;
+}
+
+static int r_stop(struct dsm_ctx *c)
+{
+    return r_ping(c, -1);
+}
+
+static int r_answer(struct dsm_ctx *c)
+{
+    for (;;) {
+        long v;
+        TRY(cor_recv(main_of(c, 1), COR_CTX_WORLD, BENCH_TAG_DSM_RTT, COR_BYTE, &v, 8, NULL));
+        if (v < 0) return COR_OK;
+        TRY(cor_send(main_of(c, 1), COR_CTX_WORLD, BENCH_TAG_DSM_RTT, COR_BYTE, &v, 8));
+    }
 }
 
 /* Opens locks "NAME.k" until one is homed at domain `home` (the name decides the home). */
@@ -291,13 +343,20 @@ static int bench_read(struct dsm_ctx *c, cor_dsm_region_t rg)
             cor_dsm_info_t info;
             TRY(cor_dsm_flush(rg));
             TRY(cor_dsm_query(c->cached, &info));
+            double rt;
+            TRY(r_sample(c, &rt));
             double t = now_us();
             TRY(cor_dsm_start_read(rg));
             TRY(cor_dsm_end_read(rg));
-            if (i >= 0) c->v[i] = now_us() - t;
+            if (i >= 0) {
+                c->v[i] = now_us() - t;
+                c->vR[i] = rt;
+            }
         }
-        row_stats(&miss, c->v, c->n);
+        TRY(r_stop(c));
+        row_stats_R(&miss, c->v, c->vR, c->n);
     }
+    if (c->rank == 0) TRY(r_answer(c));
     TRY(publish(c, 1, &hit));
     TRY(publish(c, 1, &rw));
     TRY(publish(c, 1, &ratio));
@@ -425,19 +484,31 @@ static int bench_atomics(struct dsm_ctx *c)
     if (c->rank == 1) {
         long one = 1, old;
         for (long i = -c->n / 10; i < c->n; i++) {
+            double rt;
+            TRY(r_sample(c, &rt));
             double t = now_us();
             TRY(cor_dsm_fetch_add(c->ho, 0, COR_LONG, &one, &old));
-            if (i >= 0) c->v[i] = now_us() - t;
+            if (i >= 0) {
+                c->v[i] = now_us() - t;
+                c->vR[i] = rt;
+            }
         }
-        row_stats(&fa, c->v, c->n);
+        row_stats_R(&fa, c->v, c->vR, c->n);
         for (long i = -c->n / 10; i < c->n; i++) {
             long expect = 0, desired = 0;
+            double rt;
+            TRY(r_sample(c, &rt));
             double t = now_us();
             TRY(cor_dsm_cas(c->ho, 1, COR_LONG, &expect, &desired, &old));
-            if (i >= 0) c->v[i] = now_us() - t;
+            if (i >= 0) {
+                c->v[i] = now_us() - t;
+                c->vR[i] = rt;
+            }
         }
-        row_stats(&cas, c->v, c->n);
+        TRY(r_stop(c));
+        row_stats_R(&cas, c->v, c->vR, c->n);
     }
+    if (c->rank == 0) TRY(r_answer(c));
     TRY(publish(c, 1, &fa));
     return publish(c, 1, &cas);
 }
@@ -529,13 +600,20 @@ static int bench_lock(struct dsm_ctx *c)
     r.goal_R = 1.3;
     if (c->rank == 1) {
         for (long i = -c->n / 10; i < c->n; i++) {
+            double rt;
+            TRY(r_sample(c, &rt));
             double t = now_us();
             TRY(cor_dsm_lock(c->lock));
             TRY(cor_dsm_unlock(c->lock));
-            if (i >= 0) c->v[i] = now_us() - t;
+            if (i >= 0) {
+                c->v[i] = now_us() - t;
+                c->vR[i] = rt;
+            }
         }
-        row_stats(&r, c->v, c->n);
+        TRY(r_stop(c));
+        row_stats_R(&r, c->v, c->vR, c->n);
     }
+    if (c->rank == 0) TRY(r_answer(c));
     return publish(c, 1, &r);
 }
 
@@ -827,15 +905,22 @@ int bench_dsm(struct bench *b)
     int msgs = shm && !strcmp(shm, "0");
     snprintf(c.label, sizeof c.label, "%s%s", b->route, msgs ? "" : "+shm");
     c.v = malloc((size_t)c.n * sizeof *c.v);
-    if (!c.v) return dsm_fail("samples", COR_ENOMEM);
+    c.vR = malloc((size_t)c.n * sizeof *c.vR);
+    if (!c.v || !c.vR) {
+        free(c.v);
+        free(c.vR);
+        return dsm_fail("samples", COR_ENOMEM);
+    }
     int err = cor_dsm_init();
     if (err != COR_OK) {
         free(c.v);
+        free(c.vR);
         return dsm_fail("cor_dsm_init", err);
     }
     if (c.rank == 0 && !b->quiet) {
         printf("cor-bench dsm: route %s, %d domains; medians and p99 over --count %ld "
-               "operations; /R = median over R of this run\n",
+               "operations; /R = median over R of this run, or for rows with [R ...] over the R "
+               "taken between their operations\n",
                b->route, c.ndom, c.n);
         printf("home-only objects of a home on this host: %s\n",
                msgs ? "requests over the route (COR_DSM_SHM=0)"
@@ -846,6 +931,7 @@ int bench_dsm(struct bench *b)
     }
     err = run_all(&c);
     free(c.v);
+    free(c.vR);
     if (err != COR_OK) return err; /* the caller leaves without finalizing */
     return cor_dsm_finalize();
 }
