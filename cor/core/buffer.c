@@ -139,9 +139,12 @@ static bool set_take(uintptr_t p)
     return slot != NULL;
 }
 
-/* Small buffers come and go with every message (cor_recvI's core buffers): some are kept for
- * reuse rather than given back to the route's allocator (a lock, an aligned allocation and a
- * region record each way). */
+/* Small buffers come and go with every message (cor_recvI's core buffers, the DSM's
+ * requests): some are kept for reuse rather than given back to the route's allocator (a lock,
+ * an aligned allocation and a region record each way). A kept block stays in the set, its
+ * header marked BUF_DEAD (lookups and releases refuse it), so neither its release nor its
+ * reuse updates the set; kept blocks are freed only under small_lock, which a release holds
+ * while it checks a pointer, so a double release never reads freed memory. */
 #define SMALL_RAW (4096 + 128) /* raw bytes of every small block */
 #ifdef __SANITIZE_ADDRESS__
 #define SMALL_KEEP 1 /* (none kept: AddressSanitizer sees every use after release) */
@@ -151,11 +154,13 @@ static bool set_take(uintptr_t p)
 #define SMALL_LIMIT SMALL_KEEP
 #endif
 static pthread_mutex_t small_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct small_block {
-    void *base;
-    struct cor_hport *dma;
-} small[SMALL_KEEP]; /* small_lock */
+static char *small[SMALL_KEEP]; /* data pointers of kept blocks (small_lock) */
 static int nsmall;
+
+static struct cor_bufhdr *hdr_of(const void *data)
+{
+    return (struct cor_bufhdr *)data - 1;
+}
 
 /* Memory from the route that can send it without a copy (GM DMA memory), else the heap;
  * data is 64-byte aligned, the header sits right before it. */
@@ -163,18 +168,6 @@ static void *raw_alloc(size_t len, struct cor_hport **dma)
 {
     struct cor_hport *hp = g.dma_port;
     *dma = NULL;
-    if (len <= SMALL_RAW) {
-        void *p = NULL;
-        COR_LOCK(&small_lock);
-        if (nsmall && small[nsmall - 1].dma == hp) {
-            nsmall--;
-            p = small[nsmall].base;
-            *dma = small[nsmall].dma;
-        }
-        COR_UNLOCK(&small_lock);
-        if (p) return p;
-        len = SMALL_RAW;
-    }
     if (hp) {
         void *p = hp->route->ops->mem_alloc(hp->rp, len + 64);
         if (p) {
@@ -193,35 +186,43 @@ static void raw_release(void *base, struct cor_hport *dma)
         free(base);
 }
 
-static void raw_free(struct cor_bufhdr *h)
+static bool is_small(size_t raw)
 {
-    if (64 + h->bytes + (h->n == 0) <= SMALL_RAW) {
-        COR_LOCK(&small_lock);
-        bool kept = h->base && nsmall < SMALL_LIMIT && h->dma == g.dma_port;
-        if (kept) small[nsmall++] = (struct small_block){h->base, h->dma};
-        COR_UNLOCK(&small_lock);
-        if (kept) return;
-    }
-    raw_release(h->base, h->dma);
+    return raw <= SMALL_RAW;
+}
+
+/* A kept block from the current DMA port, or NULL. */
+static char *small_take(void)
+{
+    char *data = NULL;
+    COR_LOCK(&small_lock);
+    if (nsmall && hdr_of(small[nsmall - 1])->dma == g.dma_port) data = small[--nsmall];
+    COR_UNLOCK(&small_lock);
+    return data;
 }
 
 void *cor__buf_alloc(cor_type_t type, size_t n)
 {
     size_t es = cor_type_size(type);
     if (!es || n > (SIZE_MAX - 256) / es) return NULL;
-    struct cor_hport *dma;
-    char *base = raw_alloc(64 + n * es + (n == 0), &dma);
-    if (!base) return NULL;
-    char *data = (char *)(((uintptr_t)base + 64 + 63) & ~(uintptr_t)63);
-    struct cor_bufhdr *h = (struct cor_bufhdr *)data - 1;
-    h->magic = BUF_MAGIC;
+    size_t raw = 64 + n * es + (n == 0);
+    char *data = is_small(raw) ? small_take() : NULL;
+    bool fresh = !data;
+    if (fresh) {
+        struct cor_hport *dma;
+        char *base = raw_alloc(is_small(raw) ? SMALL_RAW : raw, &dma);
+        if (!base) return NULL;
+        data = (char *)(((uintptr_t)base + 64 + 63) & ~(uintptr_t)63);
+        hdr_of(data)->base = base;
+        hdr_of(data)->dma = dma;
+    }
+    struct cor_bufhdr *h = hdr_of(data);
     h->type = type;
     h->n = n;
     h->bytes = n * es;
-    h->base = base;
-    h->dma = dma;
-    if (!set_add((uintptr_t)data)) {
-        raw_free(h);
+    atomic_store_explicit(&h->magic, BUF_MAGIC, memory_order_release);
+    if (fresh && !set_add((uintptr_t)data)) {
+        raw_release(h->base, h->dma);
         return NULL;
     }
     return data;
@@ -230,8 +231,8 @@ void *cor__buf_alloc(cor_type_t type, size_t n)
 struct cor_bufhdr *cor__buf_hdr(const void *data)
 {
     if (!data || ((uintptr_t)data & 63) || !set_has((uintptr_t)data)) return NULL;
-    struct cor_bufhdr *h = (struct cor_bufhdr *)data - 1;
-    return h->magic == BUF_MAGIC ? h : NULL;
+    struct cor_bufhdr *h = hdr_of(data);
+    return atomic_load_explicit(&h->magic, memory_order_acquire) == BUF_MAGIC ? h : NULL;
 }
 
 COR_API void *cor_getBuffer(cor_type_t type, size_t n)
@@ -241,10 +242,23 @@ COR_API void *cor_getBuffer(cor_type_t type, size_t n)
 
 COR_API int cor_releaseBuffer(void *buf)
 {
-    if (!buf || ((uintptr_t)buf & 63) || !set_take((uintptr_t)buf)) return COR_EINVAL;
-    struct cor_bufhdr *h = (struct cor_bufhdr *)buf - 1;
-    h->magic = BUF_DEAD;
-    raw_free(h);
+    if (!buf || ((uintptr_t)buf & 63)) return COR_EINVAL;
+    COR_LOCK(&small_lock);
+    struct cor_bufhdr *h = set_has((uintptr_t)buf) ? hdr_of(buf) : NULL;
+    uint64_t live = BUF_MAGIC;
+    if (!h || !atomic_compare_exchange_strong(&h->magic, &live, BUF_DEAD)) {
+        COR_UNLOCK(&small_lock); /* foreign, or released already (and maybe kept) */
+        return COR_EINVAL;
+    }
+    if (h->base && is_small(64 + h->bytes + (h->n == 0)) && h->dma == g.dma_port &&
+        nsmall < SMALL_LIMIT) {
+        small[nsmall++] = buf;
+        COR_UNLOCK(&small_lock);
+        return COR_OK;
+    }
+    set_take((uintptr_t)buf); /* before we let go: a second release must not find it */
+    COR_UNLOCK(&small_lock);
+    if (h->base) raw_release(h->base, h->dma);
     return COR_OK;
 }
 
@@ -263,8 +277,9 @@ void cor__buf_forget_dma(void)
 {
     COR_LOCK(&small_lock);
     while (nsmall > 0) {
-        nsmall--;
-        raw_release(small[nsmall].base, small[nsmall].dma);
+        char *data = small[--nsmall];
+        set_take((uintptr_t)data);
+        raw_release(hdr_of(data)->base, hdr_of(data)->dma);
     }
     COR_UNLOCK(&small_lock);
     COR_LOCK(&set_lock);

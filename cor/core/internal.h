@@ -39,7 +39,7 @@ long cor__env_long(const char *name, long dflt, long min, long max);
 
 /* ---- buffers (getBuffer): a header before the data says what they hold ---- */
 struct cor_bufhdr {
-    uint64_t magic;
+    _Atomic uint64_t magic; /* BUF_MAGIC while live; BUF_DEAD released (buffer.c) */
     cor_type_t type;
     size_t n;     /* elements */
     size_t bytes; /* n * type size */
