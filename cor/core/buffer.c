@@ -1,7 +1,8 @@
 /*
  * getBuffer: typed buffers allocated by the core. A header in front of the data records type
- * and size, so sendI needs no type argument. Live buffers are kept in a hash set, so a foreign
- * or released pointer is recognised before any of its memory is read.
+ * and size, so sendI needs no type argument. Live buffers (and small blocks kept for reuse,
+ * marked released) are kept in a hash set, so a foreign or freed pointer is recognised before
+ * any of its memory is read.
  */
 #include <sched.h>
 #include <stdlib.h>
