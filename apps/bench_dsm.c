@@ -11,10 +11,12 @@
  * ratio to R and the issue's goal) and writes the CSV.
  *
  * The operations domain 1 times against the home (the 64 B miss, fetch-add, CAS, the lock)
- * take an R round trip before each one, timed apart, and their ratio is to that R: on a
- * shared machine R moved by 2x between the start and the end of one run (the speed of two
- * cores' cache transfers changes with the neighbours), so an R of other seconds made ratios
- * of 0.8-1.8 for the same operation.
+ * and the barrier of 2 domains take an R round trip before each one, timed apart, and their
+ * ratio is to that R: on a shared machine R moved by 2x between the start and the end of one
+ * run (the speed of two cores' cache transfers changes with the neighbours), so an R of other
+ * seconds made ratios of 0.8-1.8 for the same operation. Not the barrier of more domains than
+ * cores: an R taken right after it waits for the domains still finishing it (26 us against
+ * 1.4 us alone on 3 domains), which would flatter the ratio.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -199,36 +201,44 @@ static int token_recv(struct dsm_ctx *c, int from)
     return cor_recv(src, COR_CTX_WORLD, BENCH_TAG_DSM_TOKEN, COR_BYTE, &t, 8, NULL);
 }
 
-/* Pacing: domain 1 takes one R round trip with domain 0 before each operation of a paced row
- * (r_sample), while domain 0's main task answers them (r_answer) until told to stop. */
-static int r_ping(struct dsm_ctx *c, long v)
+/* Pacing: a paced row's measuring domain takes one R round trip with the other of domains 0
+ * and 1 before each operation (r_sample), while that one's main task answers (r_answer,
+ * until told to stop; r_answer_one for a single ping). */
+static int r_ping(struct dsm_ctx *c, int to, long v)
 {
-    return cor_send(main_of(c, 0), COR_CTX_WORLD, BENCH_TAG_DSM_RTT, COR_BYTE, &v, 8);
+    return cor_send(main_of(c, to), COR_CTX_WORLD, BENCH_TAG_DSM_RTT, COR_BYTE, &v, 8);
 }
 
-static int r_sample(struct dsm_ctx *c, double *us)
+static int r_sample(struct dsm_ctx *c, int peer, double *us)
 {
     long v = 0;
     double t = now_us();
-    TRY(r_ping(c, v));
-    TRY(cor_recv(main_of(c, 0), COR_CTX_WORLD, BENCH_TAG_DSM_RTT, COR_BYTE, &v, 8, NULL));
+    TRY(r_ping(c, peer, v));
+    TRY(cor_recv(main_of(c, peer), COR_CTX_WORLD, BENCH_TAG_DSM_RTT, COR_BYTE, &v, 8, NULL));
     *us = now_us() - t;
     return COR_OK;
 }
 
-static int r_stop(struct dsm_ctx *c)
+static int r_stop(struct dsm_ctx *c, int peer)
 {
-    return r_ping(c, -1);
+    return r_ping(c, peer, -1);
 }
 
-static int r_answer(struct dsm_ctx *c)
+/* Answers one ping from `peer`; *stop when it was the stop. */
+static int r_answer_one(struct dsm_ctx *c, int peer, bool *stop)
 {
-    for (;;) {
-        long v;
-        TRY(cor_recv(main_of(c, 1), COR_CTX_WORLD, BENCH_TAG_DSM_RTT, COR_BYTE, &v, 8, NULL));
-        if (v < 0) return COR_OK;
-        TRY(cor_send(main_of(c, 1), COR_CTX_WORLD, BENCH_TAG_DSM_RTT, COR_BYTE, &v, 8));
-    }
+    long v;
+    TRY(cor_recv(main_of(c, peer), COR_CTX_WORLD, BENCH_TAG_DSM_RTT, COR_BYTE, &v, 8, NULL));
+    *stop = v < 0;
+    return *stop ? COR_OK : r_ping(c, peer, v);
+}
+
+static int r_answer(struct dsm_ctx *c, int peer)
+{
+    bool stop = false;
+    while (!stop)
+        TRY(r_answer_one(c, peer, &stop));
+    return COR_OK;
 }
 
 /* Opens locks "NAME.k" until one is homed at domain `home` (the name decides the home). */
@@ -344,7 +354,7 @@ static int bench_read(struct dsm_ctx *c, cor_dsm_region_t rg)
             TRY(cor_dsm_flush(rg));
             TRY(cor_dsm_query(c->cached, &info));
             double rt;
-            TRY(r_sample(c, &rt));
+            TRY(r_sample(c, 0, &rt));
             double t = now_us();
             TRY(cor_dsm_start_read(rg));
             TRY(cor_dsm_end_read(rg));
@@ -353,10 +363,10 @@ static int bench_read(struct dsm_ctx *c, cor_dsm_region_t rg)
                 c->vR[i] = rt;
             }
         }
-        TRY(r_stop(c));
+        TRY(r_stop(c, 0));
         row_stats_R(&miss, c->v, c->vR, c->n);
     }
-    if (c->rank == 0) TRY(r_answer(c));
+    if (c->rank == 0) TRY(r_answer(c, 1));
     TRY(publish(c, 1, &hit));
     TRY(publish(c, 1, &rw));
     TRY(publish(c, 1, &ratio));
@@ -485,7 +495,7 @@ static int bench_atomics(struct dsm_ctx *c)
         long one = 1, old;
         for (long i = -c->n / 10; i < c->n; i++) {
             double rt;
-            TRY(r_sample(c, &rt));
+            TRY(r_sample(c, 0, &rt));
             double t = now_us();
             TRY(cor_dsm_fetch_add(c->ho, 0, COR_LONG, &one, &old));
             if (i >= 0) {
@@ -497,7 +507,7 @@ static int bench_atomics(struct dsm_ctx *c)
         for (long i = -c->n / 10; i < c->n; i++) {
             long expect = 0, desired = 0;
             double rt;
-            TRY(r_sample(c, &rt));
+            TRY(r_sample(c, 0, &rt));
             double t = now_us();
             TRY(cor_dsm_cas(c->ho, 1, COR_LONG, &expect, &desired, &old));
             if (i >= 0) {
@@ -505,10 +515,10 @@ static int bench_atomics(struct dsm_ctx *c)
                 c->vR[i] = rt;
             }
         }
-        TRY(r_stop(c));
+        TRY(r_stop(c, 0));
         row_stats_R(&cas, c->v, c->vR, c->n);
     }
-    if (c->rank == 0) TRY(r_answer(c));
+    if (c->rank == 0) TRY(r_answer(c, 1));
     TRY(publish(c, 1, &fa));
     return publish(c, 1, &cas);
 }
@@ -601,7 +611,7 @@ static int bench_lock(struct dsm_ctx *c)
     if (c->rank == 1) {
         for (long i = -c->n / 10; i < c->n; i++) {
             double rt;
-            TRY(r_sample(c, &rt));
+            TRY(r_sample(c, 0, &rt));
             double t = now_us();
             TRY(cor_dsm_lock(c->lock));
             TRY(cor_dsm_unlock(c->lock));
@@ -610,10 +620,10 @@ static int bench_lock(struct dsm_ctx *c)
                 c->vR[i] = rt;
             }
         }
-        TRY(r_stop(c));
+        TRY(r_stop(c, 0));
         row_stats_R(&r, c->v, c->vR, c->n);
     }
-    if (c->rank == 0) TRY(r_answer(c));
+    if (c->rank == 0) TRY(r_answer(c, 1));
     return publish(c, 1, &r);
 }
 
@@ -719,12 +729,22 @@ static int bench_barrier(struct dsm_ctx *c)
     row_init(&r, "barrier", "us", "barrier over %d domains", c->ndom);
     r.goal_R = c->ndom == 2 ? 1.2 : c->ndom == 4 ? 2.5 : 0;
     TRY(cor_dsm_barrier_wait(c->all));
+    /* paced on 2 domains: domain 0 takes an R round trip with domain 1 before each barrier */
+    bool paced = c->ndom == 2;
     for (long i = -c->n / 10; i < c->n; i++) {
+        double rt = 0;
+        bool stop;
+        if (paced && c->rank == 0) TRY(r_sample(c, 1, &rt));
+        if (paced && c->rank == 1) TRY(r_answer_one(c, 0, &stop));
         double t = now_us();
         TRY(cor_dsm_barrier_wait(c->all));
-        if (i >= 0) c->v[i] = now_us() - t;
+        if (i >= 0 && c->rank == 0) {
+            c->v[i] = now_us() - t;
+            c->vR[i] = rt;
+        }
     }
-    if (c->rank == 0) row_stats(&r, c->v, c->n);
+    if (c->rank == 0 && paced) row_stats_R(&r, c->v, c->vR, c->n);
+    if (c->rank == 0 && !paced) row_stats(&r, c->v, c->n);
     return publish(c, 0, &r);
 }
 
