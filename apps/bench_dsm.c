@@ -241,6 +241,32 @@ static int r_answer(struct dsm_ctx *c, int peer)
     return COR_OK;
 }
 
+/* One paced operation of domain 1 against the home: `prep` (untimed, may be NULL), then `op`. */
+struct paced_op {
+    int (*prep)(struct dsm_ctx *c, void *arg);
+    int (*op)(struct dsm_ctx *c, void *arg);
+    void *arg;
+};
+
+/* Domain 1: times o->op c->n times (after a tenth more as warm-up), each after an R round trip
+ * with domain 0 taken apart, into r (the samples and their R). */
+static int paced_row(struct dsm_ctx *c, struct dsm_row *r, const struct paced_op *o)
+{
+    for (long i = -c->n / 10; i < c->n; i++) {
+        if (o->prep) TRY(o->prep(c, o->arg));
+        double rt;
+        TRY(r_sample(c, 0, &rt));
+        double t = now_us();
+        TRY(o->op(c, o->arg));
+        if (i >= 0) {
+            c->v[i] = now_us() - t;
+            c->vR[i] = rt;
+        }
+    }
+    row_stats_R(r, c->v, c->vR, c->n);
+    return COR_OK;
+}
+
 /* Opens locks "NAME.k" until one is homed at domain `home` (the name decides the home). */
 static int lock_at(const char *name, int home, cor_idp_t *lock)
 {
@@ -309,6 +335,23 @@ static int bench_R(struct dsm_ctx *c, int at_end)
     return publish(c, 1, &r);
 }
 
+/* The flush is a one-way message: a query of the object (a round trip to its home's service
+ * over the same connection, not timed) lets it be served first, so the miss alone is timed
+ * (else ~0.6 R more: both in a row). */
+static int miss_prep(struct dsm_ctx *c, void *rg)
+{
+    cor_dsm_info_t info;
+    TRY(cor_dsm_flush(*(cor_dsm_region_t *)rg));
+    return cor_dsm_query(c->cached, &info);
+}
+
+static int read_section(struct dsm_ctx *c, void *rg)
+{
+    (void)c;
+    TRY(cor_dsm_start_read(*(cor_dsm_region_t *)rg));
+    return cor_dsm_end_read(*(cor_dsm_region_t *)rg);
+}
+
 /* Read hit on a copy homed elsewhere, beside a pthread_rwlock read pair; then a 64 B miss. */
 static int bench_read(struct dsm_ctx *c, cor_dsm_region_t rg)
 {
@@ -346,25 +389,8 @@ static int bench_read(struct dsm_ctx *c, cor_dsm_region_t rg)
         row_stats(&rw, c->v, batches);
         ratio.count = batches;
         ratio.median = hit.median / rw.median;
-        for (long i = -c->n / 10; i < c->n; i++) {
-            /* the flush is a one-way message: a query of the object (a round trip to its
-             * home's service over the same connection, not timed) lets it be served first, so
-             * the miss alone is timed (else ~0.6 R more: both in a row) */
-            cor_dsm_info_t info;
-            TRY(cor_dsm_flush(rg));
-            TRY(cor_dsm_query(c->cached, &info));
-            double rt;
-            TRY(r_sample(c, 0, &rt));
-            double t = now_us();
-            TRY(cor_dsm_start_read(rg));
-            TRY(cor_dsm_end_read(rg));
-            if (i >= 0) {
-                c->v[i] = now_us() - t;
-                c->vR[i] = rt;
-            }
-        }
+        TRY(paced_row(c, &miss, &(struct paced_op){miss_prep, read_section, &rg}));
         TRY(r_stop(c, 0));
-        row_stats_R(&miss, c->v, c->vR, c->n);
     }
     if (c->rank == 0) TRY(r_answer(c, 1));
     TRY(publish(c, 1, &hit));
@@ -485,6 +511,20 @@ static int bench_write_third(struct dsm_ctx *c, cor_dsm_region_t rg)
     return publish(c, 1, &per);
 }
 
+static int fetch_add_one(struct dsm_ctx *c, void *arg)
+{
+    (void)arg;
+    long one = 1, old;
+    return cor_dsm_fetch_add(c->ho, 0, COR_LONG, &one, &old);
+}
+
+static int cas_zero(struct dsm_ctx *c, void *arg)
+{
+    (void)arg;
+    long expect = 0, desired = 0, old;
+    return cor_dsm_cas(c->ho, 1, COR_LONG, &expect, &desired, &old);
+}
+
 static int bench_atomics(struct dsm_ctx *c)
 {
     struct dsm_row fa, cas;
@@ -492,31 +532,9 @@ static int bench_atomics(struct dsm_ctx *c)
     row_init(&cas, "cas", "us", "remote compare-and-swap");
     fa.goal_R = cas.goal_R = 1.2;
     if (c->rank == 1) {
-        long one = 1, old;
-        for (long i = -c->n / 10; i < c->n; i++) {
-            double rt;
-            TRY(r_sample(c, 0, &rt));
-            double t = now_us();
-            TRY(cor_dsm_fetch_add(c->ho, 0, COR_LONG, &one, &old));
-            if (i >= 0) {
-                c->v[i] = now_us() - t;
-                c->vR[i] = rt;
-            }
-        }
-        row_stats_R(&fa, c->v, c->vR, c->n);
-        for (long i = -c->n / 10; i < c->n; i++) {
-            long expect = 0, desired = 0;
-            double rt;
-            TRY(r_sample(c, 0, &rt));
-            double t = now_us();
-            TRY(cor_dsm_cas(c->ho, 1, COR_LONG, &expect, &desired, &old));
-            if (i >= 0) {
-                c->v[i] = now_us() - t;
-                c->vR[i] = rt;
-            }
-        }
+        TRY(paced_row(c, &fa, &(struct paced_op){NULL, fetch_add_one, NULL}));
+        TRY(paced_row(c, &cas, &(struct paced_op){NULL, cas_zero, NULL}));
         TRY(r_stop(c, 0));
-        row_stats_R(&cas, c->v, c->vR, c->n);
     }
     if (c->rank == 0) TRY(r_answer(c, 1));
     TRY(publish(c, 1, &fa));
@@ -603,25 +621,21 @@ static int bench_adds(struct dsm_ctx *c)
     return publish(c, 0, &agg);
 }
 
+static int lock_unlock(struct dsm_ctx *c, void *arg)
+{
+    (void)arg;
+    TRY(cor_dsm_lock(c->lock));
+    return cor_dsm_unlock(c->lock);
+}
+
 static int bench_lock(struct dsm_ctx *c)
 {
     struct dsm_row r;
     row_init(&r, "lock", "us", "remote lock acquire+release, uncontended");
     r.goal_R = 1.3;
     if (c->rank == 1) {
-        for (long i = -c->n / 10; i < c->n; i++) {
-            double rt;
-            TRY(r_sample(c, 0, &rt));
-            double t = now_us();
-            TRY(cor_dsm_lock(c->lock));
-            TRY(cor_dsm_unlock(c->lock));
-            if (i >= 0) {
-                c->v[i] = now_us() - t;
-                c->vR[i] = rt;
-            }
-        }
+        TRY(paced_row(c, &r, &(struct paced_op){NULL, lock_unlock, NULL}));
         TRY(r_stop(c, 0));
-        row_stats_R(&r, c->v, c->vR, c->n);
     }
     if (c->rank == 0) TRY(r_answer(c, 1));
     return publish(c, 1, &r);
