@@ -107,6 +107,8 @@ void cor__req_free(struct cor_req *r);
 /* Completes r with `err` exactly once (from PENDING or MATCHED); returns false if it was
  * already done. Wakes the owner. */
 bool cor__req_complete(struct cor_req *r, int err);
+/* Completes a request no other thread can know yet (a send done inside its own cor_sendI). */
+void cor__req_complete_unseen(struct cor_req *r, int err);
 void cor__wakes_defer(bool on); /* a polling loop's completions wake sleepers in batches */
 void cor__wakes_flush(void);
 /* Waits until r is DONE, making progress meanwhile (spin, then block). */

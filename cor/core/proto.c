@@ -144,8 +144,10 @@ static void inflight_add(struct cor_hport *hp, long n)
     atomic_store_explicit(&hp->inflight, v + n, memory_order_relaxed);
 }
 
-/* Offers one frame to the route; the port's owner. Returns COR_EAGAIN if the window is full. */
-static int route_send(struct cor_hport *hp, struct send_op *op)
+/* Offers one frame to the route; the port's owner. Returns COR_EAGAIN if the window is full.
+ * `own`: the caller is the frame's sender, still inside its cor_sendI (the request's handle
+ * is not the user's yet). */
+static int route_send(struct cor_hport *hp, struct send_op *op, bool own)
 {
     struct peer_link *l = &hp->links[op->peer];
     if (op->hdr.type != F_CREDIT) op->hdr.credits = (uint16_t)owed_take(l); /* piggy-back */
@@ -171,7 +173,10 @@ static int route_send(struct cor_hport *hp, struct send_op *op)
         }
         return rc;
     }
-    if (early) cor__req_complete(early, COR_OK);
+    if (early && own)
+        cor__req_complete_unseen(early, COR_OK);
+    else if (early)
+        cor__req_complete(early, COR_OK);
     return COR_OK;
 }
 
@@ -288,7 +293,7 @@ static void dispatch_queued(struct cor_hport *hp)
                 c->plen = n;
                 c->data = r;
                 send_hold(r);
-                int rc = route_send(hp, c);
+                int rc = route_send(hp, c, false);
                 if (rc == COR_EAGAIN) {
                     send_release(r, COR_OK);
                     free(c);
@@ -312,7 +317,7 @@ static void dispatch_queued(struct cor_hport *hp)
              * before: reading op->next after send() unlinked a freed op and drained
              * garbage. */
             struct send_op *next = op->next;
-            int rc = route_send(hp, op);
+            int rc = route_send(hp, op, false);
             if (rc == COR_EAGAIN) return;
             hp->q_head = next;
             if (!next) hp->q_tail = NULL;
@@ -387,7 +392,7 @@ static void submit_owned(struct cor_hport *hp, struct send_op *op)
     cor__port_drain(hp);
     bool refused = hp->q_head != NULL; /* what is queued is what the route pushed back */
     if (!refused && op->kind == OP_FRAME) {
-        int rc = route_send(hp, op);
+        int rc = route_send(hp, op, true);
         if (rc == COR_OK) return;
         if (rc != COR_EAGAIN) {
             op_fail(op, rc);
