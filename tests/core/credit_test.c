@@ -1225,6 +1225,48 @@ static void test_one_owner(void)
     pump(); /* their send_done */
 }
 
+/* ---- requests recycled while the peer-death scan runs (req.c) ---- */
+
+#define RECYCLE_ROUNDS 300000
+static _Atomic int recycle_stop;
+
+/* Fails what waits on PEER, over and over, as a death reported meanwhile would. */
+static void *death_scanner(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&recycle_stop))
+        cor__req_fail_peer(PEER, COR_EPEERDEAD);
+    return NULL;
+}
+
+/* A send that waits on PEER (a rendezvous before its CTS) is completed and freed, and its
+ * slot comes back from this thread's cache as a send that waits on nobody: the scan may fail
+ * the first, never the second. Without the scan's flag (req.c) the scan completed requests
+ * in the middle of their recycling: the test crashed in 2 of 3 runs. */
+static void test_recycle_under_scan(void)
+{
+    struct cor_task *t = cor__task_self();
+    pthread_t th;
+    atomic_store(&recycle_stop, 0);
+    REQUIRE(pthread_create(&th, NULL, death_scanner, NULL) == 0);
+    long rounds = getenv("COR_TEST_SCALE") ? RECYCLE_ROUNDS / 10 : RECYCLE_ROUNDS;
+    int wrong = 0;
+    for (long i = 0; i < rounds; i++) {
+        struct cor_req *r = cor__req_new(REQ_SEND, t);
+        REQUIRE(r != NULL);
+        atomic_store(&r->remote_rank, PEER);
+        cor__req_complete(r, COR_OK); /* or the scan did */
+        cor__req_free(r);
+        struct cor_req *q = cor__req_new(REQ_SEND, t);
+        REQUIRE(q != NULL);
+        if (!cor__req_complete(q, COR_OK)) wrong++; /* someone else completed it */
+        cor__req_free(q);
+    }
+    atomic_store(&recycle_stop, 1);
+    pthread_join(th, NULL);
+    EXPECT_EQ(wrong, 0);
+}
+
 int main(void)
 {
     static const struct ct_test tests[] = {
@@ -1244,6 +1286,7 @@ int main(void)
         {"malformed frames dropped and counted", test_malformed},
         {"wake-ups deferred by a polling loop all arrive", test_deferred_wakes},
         {"one owner per port: other threads' frames all go, in order", test_one_owner},
+        {"a request recycled under the peer-death scan keeps its new life", test_recycle_under_scan},
         {NULL, NULL},
     };
     return ct_main("credit", setup, NULL, tests, 60);
