@@ -49,10 +49,10 @@ static struct {
     int nout, seen;           /* seen: consumed by the test */
     void *cookies[FK_MAX];    /* send_done still due */
     int ncookies;
-    struct frame in[FK_MAX];  /* to deliver at the next progress */
+    struct frame in[FK_MAX]; /* to deliver at the next progress */
     int nin;
-    int refuse;               /* send() says COR_EAGAIN */
-    int done_in_send;         /* sends after which another thread's progress runs first */
+    int refuse;       /* send() says COR_EAGAIN */
+    int done_in_send; /* sends after which another thread's progress runs first */
 } fk = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* route.h's one owner per port: send() and progress() of two threads must never overlap (a
@@ -78,7 +78,10 @@ static int fk_open(const struct cor_route_config *cfg, const struct cor_route_up
     *port = p;
     return COR_OK;
 }
-static void fk_close(struct cor_rport *p) { free(p); }
+static void fk_close(struct cor_rport *p)
+{
+    free(p);
+}
 static int fk_address(struct cor_rport *p, char *buf, size_t len)
 {
     (void)p;
@@ -101,7 +104,8 @@ static int fk_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov
 {
     (void)p;
     size_t len = 0;
-    for (int i = 0; i < iovcnt; i++) len += iov[i].iov_len;
+    for (int i = 0; i < iovcnt; i++)
+        len += iov[i].iov_len;
     if (len > FRAME_MAX) return COR_EINVAL;
     fk_enter();
     COR_LOCK(&fk.lock);
@@ -142,7 +146,8 @@ static int fk_progress(struct cor_rport *p)
     fk.ncookies = fk.nin = 0;
     COR_UNLOCK(&fk.lock);
     /* callbacks without our lock held, as route.h requires */
-    for (int i = 0; i < nc; i++) p->up.send_done(p->up.core, cookies[i], COR_OK);
+    for (int i = 0; i < nc; i++)
+        p->up.send_done(p->up.core, cookies[i], COR_OK);
     for (int i = 0; i < ni; i++) {
         p->up.deliver(p->up.core, in[i].peer, in[i].data, in[i].len);
         free(in[i].data);
@@ -150,8 +155,16 @@ static int fk_progress(struct cor_rport *p)
     fk_leave();
     return nc + ni;
 }
-static int fk_wait_fd(struct cor_rport *p) { (void)p; return -1; }
-static int fk_timeout(struct cor_rport *p) { (void)p; return -1; }
+static int fk_wait_fd(struct cor_rport *p)
+{
+    (void)p;
+    return -1;
+}
+static int fk_timeout(struct cor_rport *p)
+{
+    (void)p;
+    return -1;
+}
 static void fk_caps(struct cor_rport *p, struct cor_route_caps *c)
 {
     (void)p;
@@ -159,9 +172,17 @@ static void fk_caps(struct cor_rport *p, struct cor_route_caps *c)
 }
 
 static const struct cor_route_ops fake_ops = {
-    .size = sizeof(struct cor_route_ops), .abi = COR_ROUTE_ABI, .name = "fake",
-    .open = fk_open, .close = fk_close, .address = fk_address, .add_peer = fk_add_peer,
-    .send = fk_send, .progress = fk_progress, .wait_fd = fk_wait_fd, .timeout_ms = fk_timeout,
+    .size = sizeof(struct cor_route_ops),
+    .abi = COR_ROUTE_ABI,
+    .name = "fake",
+    .open = fk_open,
+    .close = fk_close,
+    .address = fk_address,
+    .add_peer = fk_add_peer,
+    .send = fk_send,
+    .progress = fk_progress,
+    .wait_fd = fk_wait_fd,
+    .timeout_ms = fk_timeout,
     .caps = fk_caps,
 };
 
@@ -207,7 +228,8 @@ static int setup(void)
 /* Runs progress until nothing happens (bounded). */
 static void pump(void)
 {
-    for (int i = 0; i < 1000 && cor__progress_all() > 0; i++) continue;
+    for (int i = 0; i < 1000 && cor__progress_all() > 0; i++)
+        continue;
 }
 
 static void inject(const struct frame_hdr *h, const void *payload, size_t plen, uint32_t from)
@@ -272,7 +294,8 @@ static int pending_out(void)
 
 static void drain_out(void)
 {
-    while (next_out(NULL)) continue;
+    while (next_out(NULL))
+        continue;
 }
 
 static cor_stats_t stats(void)
@@ -324,8 +347,12 @@ static int finish(cor_req_t *r, cor_status_t *st)
 /* Plays the receiver of a rendezvous send: CTS for `take` bytes, then checks the DATA. */
 static void answer_rts(const struct frame_hdr *rts, size_t take, const void *expect)
 {
-    struct frame_hdr cts = {.type = F_CTS, .src_task = rts->dst_task, .dst_task = rts->src_task,
-                            .len = take, .sreq = rts->sreq, .rreq = 0x77770000 + rts->seq};
+    struct frame_hdr cts = {.type = F_CTS,
+                            .src_task = rts->dst_task,
+                            .dst_task = rts->src_task,
+                            .len = take,
+                            .sreq = rts->sreq,
+                            .rreq = 0x77770000 + rts->seq};
     inject(&cts, NULL, 0, PEER);
     pump();
     size_t got = 0;
@@ -345,7 +372,8 @@ static void answer_rts(const struct frame_hdr *rts, size_t take, const void *exp
     }
     EXPECT_EQ(bad, 0);
     EXPECT_EQ(got, take);
-    if (take) EXPECT_EQ(frames, (take + (FRAME_MAX - FRAME_HDR_SIZE) - 1) / (FRAME_MAX - FRAME_HDR_SIZE));
+    if (take)
+        EXPECT_EQ(frames, (take + (FRAME_MAX - FRAME_HDR_SIZE) - 1) / (FRAME_MAX - FRAME_HDR_SIZE));
 }
 
 /* ---- sending ---- */
@@ -437,8 +465,14 @@ static void test_credits_come_back(void)
     EXPECT_ERR(finish(&r, NULL), COR_OK);
     /* credits piggy-backed on a data-carrying frame count too */
     int w = 5;
-    struct frame_hdr e = {.type = F_EAGER, .dtype = COR_INT, .credits = 100, .src_task = 3,
-                          .seq = peer_seq[3]++, .tag = 9, .ctx = COR_CTX_WORLD, .count = 1,
+    struct frame_hdr e = {.type = F_EAGER,
+                          .dtype = COR_INT,
+                          .credits = 100,
+                          .src_task = 3,
+                          .seq = peer_seq[3]++,
+                          .tag = 9,
+                          .ctx = COR_CTX_WORLD,
+                          .count = 1,
                           .len = sizeof w};
     inject(&e, &w, sizeof w, PEER);
     pump();
@@ -496,7 +530,8 @@ static void test_above_eager_limit(void)
     size_t n = 5000;
     unsigned char *big = malloc(n);
     REQUIRE(big != NULL);
-    for (size_t i = 0; i < n; i++) big[i] = (unsigned char)(i * 13);
+    for (size_t i = 0; i < n; i++)
+        big[i] = (unsigned char)(i * 13);
     cor_stats_t s0 = stats();
     cor_req_t r;
     EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 4, COR_BYTE, big, n, &r), COR_OK);
@@ -512,7 +547,8 @@ static void test_above_eager_limit(void)
     answer_rts(&h, 3000, big);
     EXPECT_ERR(finish(&r, NULL), COR_OK);
     /* exactly the limit still goes eager */
-    EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 4, COR_BYTE, big, EAGER_LIMIT, &r), COR_OK);
+    EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 4, COR_BYTE, big, EAGER_LIMIT, &r),
+               COR_OK);
     REQUIRE(next_out(&h) != NULL);
     EXPECT_EQ(h.type, F_EAGER);
     EXPECT_ERR(finish(&r, NULL), COR_OK);
@@ -665,7 +701,8 @@ static void test_receiver_returns_credits(void)
     /* posted first: the credits come back as well */
     cor_req_t rr[TI];
     for (int i = 0; i < TI; i++)
-        EXPECT_ERR(cor_recvI_into(COR_ANY_SOURCE, COR_CTX_WORLD, 42, COR_INT, &v[i], 1, &rr[i]), COR_OK);
+        EXPECT_ERR(cor_recvI_into(COR_ANY_SOURCE, COR_CTX_WORLD, 42, COR_INT, &v[i], 1, &rr[i]),
+                   COR_OK);
     for (int i = 0; i < TI; i++) {
         int x = 51 + i;
         inject_eager(1, 42, &x, 1);
@@ -687,21 +724,30 @@ static void test_rendezvous_receive(void)
     enum { N = 3000 };
     unsigned char *src = malloc(N), *dst = malloc(N);
     REQUIRE(src && dst);
-    for (int i = 0; i < N; i++) src[i] = (unsigned char)(i * 7 + 1);
+    for (int i = 0; i < N; i++)
+        src[i] = (unsigned char)(i * 7 + 1);
     for (int round = 0; round < 2; round++) {
         size_t cap = round == 0 ? N : 1000;
         memset(dst, 0, N);
         cor_stats_t s0 = stats();
-        struct frame_hdr rts = {.type = F_RTS, .dtype = COR_BYTE, .src_task = 2, .dst_task = 0,
-                                .seq = peer_seq[2]++, .tag = 60, .ctx = COR_CTX_WORLD,
-                                .count = N, .len = N, .sreq = 0xabc0 + (uint64_t)round};
+        struct frame_hdr rts = {.type = F_RTS,
+                                .dtype = COR_BYTE,
+                                .src_task = 2,
+                                .dst_task = 0,
+                                .seq = peer_seq[2]++,
+                                .tag = 60,
+                                .ctx = COR_CTX_WORLD,
+                                .count = N,
+                                .len = N,
+                                .sreq = 0xabc0 + (uint64_t)round};
         inject(&rts, NULL, 0, PEER);
         pump();
         cor_stats_t s1 = stats();
         EXPECT_EQ(s1.unexpected_now - s0.unexpected_now, 1);
         EXPECT_EQ(s1.unexpected_bytes_now - s0.unexpected_bytes_now, 0); /* a header only */
         cor_req_t r;
-        EXPECT_ERR(cor_recvI_into(COR_ANY_SOURCE, COR_CTX_WORLD, 60, COR_BYTE, dst, cap, &r), COR_OK);
+        EXPECT_ERR(cor_recvI_into(COR_ANY_SOURCE, COR_CTX_WORLD, 60, COR_BYTE, dst, cap, &r),
+                   COR_OK);
         struct frame_hdr cts;
         REQUIRE(next_out(&cts) != NULL);
         EXPECT_EQ(cts.type, F_CTS);
@@ -751,7 +797,8 @@ static void test_rts_tail_send(void)
     size_t n = 2 * CHUNK + 904; /* tail 904 <= RTS_TAIL_MAX */
     unsigned char *big = malloc(n);
     REQUIRE(big != NULL);
-    for (size_t i = 0; i < n; i++) big[i] = (unsigned char)(i * 11 + 3);
+    for (size_t i = 0; i < n; i++)
+        big[i] = (unsigned char)(i * 11 + 3);
     cor_req_t r;
     EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 4, COR_BYTE, big, n, &r), COR_OK);
     struct frame_hdr h;
@@ -785,14 +832,22 @@ static void test_rts_tail_receive(void)
     enum { N = 3000, TAIL = 200, AT = N - TAIL };
     unsigned char *src = malloc(N), *dst = malloc(N);
     REQUIRE(src && dst);
-    for (int i = 0; i < N; i++) src[i] = (unsigned char)(i * 5 + 2);
+    for (int i = 0; i < N; i++)
+        src[i] = (unsigned char)(i * 5 + 2);
     const size_t caps[] = {N, AT + 50, 1000};
     for (int round = 0; round < 3; round++) {
         size_t cap = caps[round];
         memset(dst, 0, N);
-        struct frame_hdr rts = {.type = F_RTS, .dtype = COR_BYTE, .src_task = 3, .dst_task = 0,
-                                .seq = peer_seq[3]++, .tag = 61, .ctx = COR_CTX_WORLD,
-                                .count = N, .len = N, .offset = AT,
+        struct frame_hdr rts = {.type = F_RTS,
+                                .dtype = COR_BYTE,
+                                .src_task = 3,
+                                .dst_task = 0,
+                                .seq = peer_seq[3]++,
+                                .tag = 61,
+                                .ctx = COR_CTX_WORLD,
+                                .count = N,
+                                .len = N,
+                                .offset = AT,
                                 .sreq = 0xbc00 + (uint64_t)round};
         cor_req_t r;
         if (round == 1) /* posted first */
@@ -819,8 +874,14 @@ static void test_rts_tail_receive(void)
     }
     /* tails that do not fit their header are dropped and counted */
     cor_stats_t s0 = stats();
-    struct frame_hdr bad = {.type = F_RTS, .dtype = COR_BYTE, .src_task = 3, .dst_task = 0,
-                            .tag = 61, .ctx = COR_CTX_WORLD, .count = N, .len = N};
+    struct frame_hdr bad = {.type = F_RTS,
+                            .dtype = COR_BYTE,
+                            .src_task = 3,
+                            .dst_task = 0,
+                            .tag = 61,
+                            .ctx = COR_CTX_WORLD,
+                            .count = N,
+                            .len = N};
     bad.seq = peer_seq[3]++;
     bad.offset = AT + 1; /* not where the tail starts */
     inject(&bad, src, TAIL, PEER);
@@ -849,11 +910,13 @@ static void test_copy_cache(void)
         REQUIRE(b[i] != NULL);
         memset(b[i], i, hp->eager_limit); /* the whole block is ours */
     }
-    for (int i = 0; i < N; i++) cor__copy_put(hp, b[i]);
+    for (int i = 0; i < N; i++)
+        cor__copy_put(hp, b[i]);
     EXPECT_EQ(hp->ncopies, COPY_CACHE);
     void *again = cor__copy_get(hp);
     int kept = 0;
-    for (int i = 0; i < N; i++) kept += again == b[i];
+    for (int i = 0; i < N; i++)
+        kept += again == b[i];
     EXPECT_EQ(kept, 1);
     EXPECT_EQ(hp->ncopies, COPY_CACHE - 1);
     cor__copy_put(hp, again);
@@ -972,8 +1035,14 @@ static void test_order_held(void)
     drain_out();
     int a = 1, b = 2, c = 3;
     uint32_t s = peer_seq[4];
-    struct frame_hdr h2 = {.type = F_EAGER, .dtype = COR_INT, .src_task = 4, .seq = s + 1,
-                           .tag = 70, .ctx = COR_CTX_WORLD, .count = 1, .len = sizeof b};
+    struct frame_hdr h2 = {.type = F_EAGER,
+                           .dtype = COR_INT,
+                           .src_task = 4,
+                           .seq = s + 1,
+                           .tag = 70,
+                           .ctx = COR_CTX_WORLD,
+                           .count = 1,
+                           .len = sizeof b};
     struct frame_hdr h3 = h2, h1 = h2;
     h3.seq = s + 2;
     h1.seq = s;
@@ -988,7 +1057,8 @@ static void test_order_held(void)
     EXPECT_EQ(stats().unexpected_now, u0 + 3);
     for (int want = 1; want <= 3; want++) {
         int v = 0;
-        EXPECT_ERR(cor_recv(COR_ANY_SOURCE, COR_CTX_WORLD, COR_ANY_TAG, COR_INT, &v, 1, NULL), COR_OK);
+        EXPECT_ERR(cor_recv(COR_ANY_SOURCE, COR_CTX_WORLD, COR_ANY_TAG, COR_INT, &v, 1, NULL),
+                   COR_OK);
         EXPECT_EQ(v, want);
     }
     /* a repeated number is a duplicate: dropped */
@@ -1009,48 +1079,60 @@ static void test_malformed(void)
     cor_stats_t s0 = stats();
     int n = 0;
     uint16_t fresh = 20; /* a sender task of its own per frame: sequence numbers start at 0 */
-#define BAD(set)                                                                             \
-    do {                                                                                     \
-        struct frame_hdr h = {.dtype = COR_INT, .src_task = fresh++, .ctx = COR_CTX_WORLD,   \
-                              .count = 1, .len = 4};                                         \
-        set;                                                                                 \
-        inject(&h, v, h.type == F_EAGER ? sizeof(int) : 0, PEER);                            \
-        n++;                                                                                 \
+#define BAD(set)                                                                                   \
+    do {                                                                                           \
+        struct frame_hdr h = {                                                                     \
+            .dtype = COR_INT, .src_task = fresh++, .ctx = COR_CTX_WORLD, .count = 1, .len = 4};    \
+        set;                                                                                       \
+        inject(&h, v, h.type == F_EAGER ? sizeof(int) : 0, PEER);                                  \
+        n++;                                                                                       \
     } while (0)
     BAD(h.type = 0);
     BAD(h.type = F_TYPE_END);
     BAD(h.type = 200);
-    BAD(h.type = F_EAGER; h.len = 8; h.count = 2);   /* payload shorter than len */
-    BAD(h.type = F_EAGER; h.dtype = 77);             /* no such type */
-    BAD(h.type = F_EAGER; h.count = 2);              /* count * size != len */
-    BAD(h.type = F_EAGER; h.tag = -4);               /* negative tag */
-    BAD(h.type = F_EAGER; h.dst_task = 64);          /* beyond max tasks */
-    BAD(h.type = F_EAGER; h.src_task = 64);          /* beyond max tasks */
-    BAD(h.type = F_RTS; h.len = 5; h.count = 5);     /* count * size != len */
+    BAD(h.type = F_EAGER; h.len = 8; h.count = 2); /* payload shorter than len */
+    BAD(h.type = F_EAGER; h.dtype = 77);           /* no such type */
+    BAD(h.type = F_EAGER; h.count = 2);            /* count * size != len */
+    BAD(h.type = F_EAGER; h.tag = -4);             /* negative tag */
+    BAD(h.type = F_EAGER; h.dst_task = 64);        /* beyond max tasks */
+    BAD(h.type = F_EAGER; h.src_task = 64);        /* beyond max tasks */
+    BAD(h.type = F_RTS; h.len = 5; h.count = 5);   /* count * size != len */
     /* count * size wraps around 2^64 to exactly len: was taken as a message of len bytes */
     BAD(h.type = F_RTS; h.count = 6148914691236517206u; h.len = 6148914691236517208u);
-    BAD(h.type = F_CTS; h.sreq = 0xdead);            /* no such send */
-    BAD(h.type = F_DATA; h.rreq = 0xbeef);           /* no such receive */
-    BAD(h.type = F_SVC_REQ);                         /* wrong size */
-    BAD(h.type = F_SVC_REP; h.sreq = 5);             /* wrong size */
+    BAD(h.type = F_CTS; h.sreq = 0xdead);  /* no such send */
+    BAD(h.type = F_DATA; h.rreq = 0xbeef); /* no such receive */
+    BAD(h.type = F_SVC_REQ);               /* wrong size */
+    BAD(h.type = F_SVC_REP; h.sreq = 5);   /* wrong size */
 #undef BAD
     /* an eager message above the eager limit */
     static int big[EAGER_LIMIT / sizeof(int) + 1];
-    struct frame_hdr e = {.type = F_EAGER, .dtype = COR_INT, .src_task = fresh++,
-                          .ctx = COR_CTX_WORLD, .count = sizeof big / sizeof(int),
+    struct frame_hdr e = {.type = F_EAGER,
+                          .dtype = COR_INT,
+                          .src_task = fresh++,
+                          .ctx = COR_CTX_WORLD,
+                          .count = sizeof big / sizeof(int),
                           .len = sizeof big};
     inject(&e, big, sizeof big, PEER);
     n++;
     /* a valid RTS announcing 1 GiB: kept as a header only */
-    struct frame_hdr huge = {.type = F_RTS, .dtype = COR_INT, .src_task = fresh++,
-                             .ctx = COR_CTX_WORLD, .tag = 1, .count = 1u << 28, .len = 1u << 30,
+    struct frame_hdr huge = {.type = F_RTS,
+                             .dtype = COR_INT,
+                             .src_task = fresh++,
+                             .ctx = COR_CTX_WORLD,
+                             .tag = 1,
+                             .count = 1u << 28,
+                             .len = 1u << 30,
                              .sreq = 1};
     inject(&huge, NULL, 0, PEER);
     /* shorter than a header, and from a peer outside the session */
     inject_raw(v, 7, PEER);
     n++;
-    struct frame_hdr ok = {.type = F_EAGER, .dtype = COR_INT, .src_task = fresh++,
-                           .ctx = COR_CTX_WORLD, .count = 1, .len = 4};
+    struct frame_hdr ok = {.type = F_EAGER,
+                           .dtype = COR_INT,
+                           .src_task = fresh++,
+                           .ctx = COR_CTX_WORLD,
+                           .count = 1,
+                           .len = 4};
     inject(&ok, v, 4, 5);
     n++;
     pump();
@@ -1286,7 +1368,8 @@ int main(void)
         {"malformed frames dropped and counted", test_malformed},
         {"wake-ups deferred by a polling loop all arrive", test_deferred_wakes},
         {"one owner per port: other threads' frames all go, in order", test_one_owner},
-        {"a request recycled under the peer-death scan keeps its new life", test_recycle_under_scan},
+        {"a request recycled under the peer-death scan keeps its new life",
+         test_recycle_under_scan},
         {NULL, NULL},
     };
     return ct_main("credit", setup, NULL, tests, 60);
