@@ -8,13 +8,13 @@
  *   range, the default cor-info shows, meaning); rutil_knobs_read() parses them with one
  *   error message, and cor-info prints the same table;
  * - reporting to the core: a bounded list of failed peers, and the upcalls made, in the
- *   contract's order, once the route's lock is dropped.
+ *   contract's order, where no route lock is held.
  *
  * Built as libcorroute_util.la (noinst, static) and linked into each plugin, which is built
  * with -fvisibility=hidden: nothing here is exported. Everything on a send or receive path is
  * `static inline` in this header; only the cold calls (knobs, logging) live in .c files.
- * No function here takes a lock or keeps state of its own; callers say which lock guards
- * their lists (the route's port lock, in both routes).
+ * No function here takes a lock or keeps state of its own; callers say what guards their
+ * lists (udp: the route's port lock; gm: the port's one owner, route.h).
  */
 #ifndef COR_ROUTES_RUTIL_H
 #define COR_ROUTES_RUTIL_H
@@ -108,9 +108,9 @@ struct rutil_fail {
     int err;
 };
 
-/* Peers given up under the port lock, to report after it is dropped. A peer fails at most
- * once, so [npeers] entries always suffice; `out` is the copy being reported (only the
- * thread in progress(), without the lock). */
+/* Peers given up, to report from progress() where no route lock is held. A peer fails at
+ * most once, so [npeers] entries always suffice; `out` is the copy being reported (only the
+ * thread in progress()). */
 struct rutil_fails {
     struct rutil_fail *v, *out;
     uint32_t n;
