@@ -36,12 +36,15 @@ static size_t slot_of(uintptr_t p, size_t cap)
     return (size_t)((p >> 6) * 0x9E3779B97F4A7C15ull) & (cap - 1);
 }
 
-static void table_put(struct set_table *t, uintptr_t p)
+/* Puts p in the first free slot of its run; whether that slot was empty (not a tombstone). */
+static bool table_put(struct set_table *t, uintptr_t p)
 {
     size_t k = slot_of(p, t->cap);
-    while (atomic_load_explicit(&t->slot[k], memory_order_relaxed) > TOMB)
+    uintptr_t v;
+    while ((v = atomic_load_explicit(&t->slot[k], memory_order_relaxed)) > TOMB)
         k = (k + 1) & (t->cap - 1);
     atomic_store_explicit(&t->slot[k], p, memory_order_release);
+    return v == 0;
 }
 
 /* Room for one more entry: tombstones cleared where the live entries fill at most a quarter
@@ -88,14 +91,9 @@ static bool set_add(uintptr_t p)
     COR_LOCK(&set_lock);
     bool ok = set_make_room();
     if (ok) {
-        struct set_table *t = atomic_load_explicit(&set_cur, memory_order_relaxed);
-        size_t k = slot_of(p, t->cap);
-        uintptr_t v;
-        while ((v = atomic_load_explicit(&t->slot[k], memory_order_relaxed)) > TOMB)
-            k = (k + 1) & (t->cap - 1);
-        if (!v) set_used++; /* tombstones already count as used */
+        /* tombstones already count as used */
+        if (table_put(atomic_load_explicit(&set_cur, memory_order_relaxed), p)) set_used++;
         set_live++;
-        atomic_store_explicit(&t->slot[k], p, memory_order_release);
     }
     COR_UNLOCK(&set_lock);
     return ok;
@@ -187,6 +185,12 @@ static void raw_release(void *base, struct cor_hport *dma)
         free(base);
 }
 
+/* The bytes a buffer of n elements, `bytes` in all, takes with its header and alignment. */
+static size_t raw_size(size_t bytes, size_t n)
+{
+    return 64 + bytes + (n == 0);
+}
+
 static bool is_small(size_t raw)
 {
     return raw <= SMALL_RAW;
@@ -206,7 +210,7 @@ void *cor__buf_alloc(cor_type_t type, size_t n)
 {
     size_t es = cor_type_size(type);
     if (!es || n > (SIZE_MAX - 256) / es) return NULL;
-    size_t raw = 64 + n * es + (n == 0);
+    size_t raw = raw_size(n * es, n);
     char *data = is_small(raw) ? small_take() : NULL;
     bool fresh = !data;
     if (fresh) {
@@ -251,7 +255,7 @@ COR_API int cor_releaseBuffer(void *buf)
         COR_UNLOCK(&small_lock); /* foreign, or released already (and maybe kept) */
         return COR_EINVAL;
     }
-    if (h->base && is_small(64 + h->bytes + (h->n == 0)) && h->dma == g.dma_port &&
+    if (h->base && is_small(raw_size(h->bytes, h->n)) && h->dma == g.dma_port &&
         nsmall < SMALL_LIMIT) {
         small[nsmall++] = buf;
         COR_UNLOCK(&small_lock);

@@ -254,10 +254,10 @@ static int after_events(struct cor_rport *p, int events)
  * it at once: a task spinning for that frame sees its receive complete without waiting for
  * more polls or for the buffer to go back (give_back, next time). In a stream (the last call
  * found events too) it takes up to GMR_RX_BATCH frames first: one port ownership, hint and
- * delivery loop for all (8 B, 16 task pairs: 0.42-0.91 -> 1.04-1.30 M msg/s). What can wait (the pump,
- * the reports of sends that finished, the clock) waits for the next call after a delivery,
- * which comes while the task answers (a ping-pong's receive spent ~40% of its route time on
- * them); the call after that never skips them, so a stream of arrivals cannot starve them. */
+ * delivery loop for all (8 B, 16 task pairs: 0.42-0.91 -> 1.04-1.30 M msg/s). What can wait
+ * (the pump, the reports of sends that finished, the clock) waits for the next call after a
+ * delivery, which comes while the task answers (a ping-pong's receive spent ~40% of its route
+ * time on them); the call after that never skips them, so a stream cannot starve them. */
 int gmr_progress(struct cor_rport *p)
 {
     if (!p)
