@@ -128,13 +128,19 @@ static cor_idp_t main_of(const struct dsm_ctx *c, int rank)
     return cor_task_idp(rank, c->me);
 }
 
+/* The R a row's ratio is to: its own (paced), else the run's. */
+static double row_R(const struct dsm_ctx *c, const struct dsm_row *r)
+{
+    return r->R_us > 0 ? r->R_us : c->R_us;
+}
+
 /* "met", "NOT met" or "" (no goal); the goal's text goes to `goal`. */
 static const char *row_goal(const struct dsm_ctx *c, const struct dsm_row *r, char *goal,
                             size_t len)
 {
     int ok = 1, any = 0;
     size_t o = 0;
-    double R = r->R_us > 0 ? r->R_us : c->R_us;
+    double R = row_R(c, r);
     goal[0] = 0;
 #define GOAL(cond, ...)                                                                            \
     do {                                                                                           \
@@ -157,7 +163,7 @@ static void row_print(struct dsm_ctx *c, const struct dsm_row *r)
 {
     char goal[96], p99[32] = "-", perR[16] = "-";
     const char *met = row_goal(c, r, goal, sizeof goal);
-    double R = r->R_us > 0 ? r->R_us : c->R_us;
+    double R = row_R(c, r);
     if (r->p99 >= 0) snprintf(p99, sizeof p99, "%.2f", r->p99);
     if (r->with_R && R > 0) snprintf(perR, sizeof perR, "%.2f", r->median / R);
     if (!c->b->quiet) {
