@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -378,6 +379,7 @@ static const char *boot_take_lines(struct cor_boot *b, char *buf, size_t *have)
 static void *reader_main(void *arg)
 {
     struct cor_boot *b = arg;
+    prctl(PR_SET_NAME, "cor-boot", 0, 0, 0); /* (bootstrap.c stands apart from the core) */
     char buf[BOOT_BUF];
     size_t have = 0;
     const char *why = "connection closed by cor-run";

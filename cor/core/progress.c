@@ -193,6 +193,7 @@ _Thread_local bool cor__listener_thread;
 static void *listener(void *arg)
 {
     struct cor_hport *hp = arg;
+    cor__thread_name("cor-lis-%s%d", hp->route->name, hp->index);
     cor_thread_attentive();
     cor__listener_thread = true;
     const struct cor_route_ops *ops = hp->route->ops;
@@ -237,6 +238,7 @@ static void *listener(void *arg)
 static void *dispatcher(void *arg)
 {
     struct cor_hport *hp = arg;
+    cor__thread_name("cor-dsp-%s%d", hp->route->name, hp->index);
     cor_thread_attentive();
     COR_LOCK(&hp->disp_lock);
     while (!atomic_load(&hp->stop)) {

@@ -88,6 +88,7 @@ static void *task_main(void *arg)
 {
     struct cor_task *t = arg;
     self = t;
+    cor__thread_name("t:%s", t->name);
     t->exit_status = t->fn(t->arg);
     atomic_store(&t->finished, true);
     return NULL;

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -3773,6 +3774,7 @@ static void set_ready(int v)
 static void *service(void *arg)
 {
     (void)arg;
+    prctl(PR_SET_NAME, "cor-dsm", 0, 0, 0); /* for top -H, perf, gdb */
     cor_thread_attentive(); /* what it serves, it serves while every task computes */
     set_ready(1);
     pthread_mutex_lock(&D.svc_mu);

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,6 +44,7 @@ static int gmx_watchdog_running; /* guarded by gmx_lock */
 static void *watchdog_main(void *arg)
 {
     (void)arg;
+    prctl(PR_SET_NAME, "gm-watchdog", 0, 0, 0); /* for top -H, perf, gdb */
     uint64_t period = gmx_unstick_period_ns();
     struct timespec nap = {(time_t)(period / 1000000000u), (long)(period % 1000000000u)};
     for (;;) {
