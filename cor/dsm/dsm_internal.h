@@ -4,7 +4,8 @@
  * barrier's dissemination rounds (dsm_barrier.c) and the cached protocol's directory and copy
  * state machines (dsm_dir.c). These parts are pure (no libcor calls, no
  * locks of their own): the caller holds whatever lock protects the state, and the unit tests
- * and the fuzzer link them alone. dsm.c is the runtime on top (service, client calls).
+ * and the fuzzer link them alone. The runtime on top: dsm.c (client calls, setup),
+ * dsm_cached.c (copies and sections), dsm_service.c (the service), state in dsm_runtime.h.
  */
 #ifndef COR_DSM_INTERNAL_H
 #define COR_DSM_INTERNAL_H

@@ -1,0 +1,1091 @@
+/*
+ * The cached protocol's runtime (COR_DSM_CACHED objects): copies, sections, the home's
+ * directory, the grants' data sent straight into copies, and the LRU budget of the copies.
+ *
+ * The state machines are in dsm_dir.c; here they meet messages and threads. Every message of
+ * the protocol goes between two domains' services, sent as the service task under the
+ * directory's or the copy's mutex, so each pair of domains sees them in the order the state
+ * changed (the protocol needs a grant never to be overtaken by the next invalidation). A home
+ * task's request goes to the directory directly (no message); a remote domain's goes as
+ * C_REQ from any of its tasks, sent as its service.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dsm_runtime.h"
+
+/* Large send buffers (a grant's or a write-back's data) are kept for the next ones instead
+ * of going back to malloc, which returns them to the system (munmap, or a trimmed arena) and
+ * hands out fresh pages the next time: a page fault per page while the data is encoded.
+ * SBUF_MIN_BYTES and up, at most SBUF_KEEP buffers and SBUF_KEEP_BYTES in all. */
+#define SBUF_MIN_BYTES (64u << 10)
+#define SBUF_KEEP 16
+#define SBUF_KEEP_BYTES (16u << 20)
+static struct {
+    pthread_mutex_t mu;
+    void *buf[SBUF_KEEP];
+    size_t n, bytes;
+} sbufs = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* A buffer of at least n bytes, from the kept ones if one is large enough. */
+static void *sbuf_get(size_t n)
+{
+    if (n >= SBUF_MIN_BYTES) {
+        void *b = NULL;
+        lock_or_die(&sbufs.mu);
+        for (size_t i = 0; i < sbufs.n; i++) {
+            size_t cap = malloc_usable_size(sbufs.buf[i]);
+            if (cap >= n && cap / 2 <= n) { /* no more than twice what is needed */
+                b = sbufs.buf[i];
+                sbufs.buf[i] = sbufs.buf[--sbufs.n];
+                sbufs.bytes -= cap;
+                break;
+            }
+        }
+        unlock_or_die(&sbufs.mu);
+        if (b) return b;
+    }
+    return malloc(n);
+}
+
+/* Frees a send buffer (from malloc or sbuf_get), or keeps it for sbuf_get. */
+void sbuf_put(void *b)
+{
+    if (!b) return;
+    size_t cap = malloc_usable_size(b);
+    if (cap >= SBUF_MIN_BYTES) {
+        lock_or_die(&sbufs.mu);
+        bool keep = sbufs.n < SBUF_KEEP && sbufs.bytes + cap <= SBUF_KEEP_BYTES;
+        if (keep) {
+            sbufs.buf[sbufs.n++] = b;
+            sbufs.bytes += cap;
+        }
+        unlock_or_die(&sbufs.mu);
+        if (keep) return;
+    }
+    free(b);
+}
+
+void sbuf_clear(void)
+{
+    lock_or_die(&sbufs.mu);
+    while (sbufs.n)
+        free(sbufs.buf[--sbufs.n]);
+    sbufs.bytes = 0;
+    unlock_or_die(&sbufs.mu);
+}
+
+static void copy_wake(struct copy *c);
+
+/* The sections the calling task has open. Initial-exec TLS: the hit path reads these, and
+ * the general-dynamic model of a shared library would cost a call per access. libcordsm is
+ * linked, not dlopen'ed, so the few bytes come from the static TLS block. */
+#define TLS_FAST __attribute__((tls_model("initial-exec")))
+static __thread TLS_FAST struct {
+    struct copy *c;
+    int mode;
+    bool fast; /* started on the fast path */
+} tls_sec[COR_DSM_MAX_SECTIONS];
+static __thread TLS_FAST int tls_nsec;
+
+static int tls_find(const struct copy *c)
+{
+    for (int i = 0; i < tls_nsec; i++)
+        if (tls_sec[i].c == c) return i;
+    return -1;
+}
+
+/* Copies of this size and more take their grant's data straight into their memory (below). */
+#define DSM_DIRECT_MIN ((size_t)16 << 10)
+
+/* The tag of an object's data sent straight into a copy (in D.dctx). */
+static int direct_tag(cor_idp_t obj)
+{
+    return (int)cor_idp_index(obj);
+}
+
+/* An operation on a cached object, waiting for its directory turn at the home. */
+struct pop {
+    cor_idp_t src;
+    struct dsm_req r;
+    unsigned char data[];
+};
+
+/* A protocol message (service to service) carrying the copy's data if `data`. */
+static void cmsg(int dom, uint8_t op, const struct copy *c, uint64_t seq, uint32_t flags,
+                 const void *data)
+{
+    cor_idp_t svc;
+    if (svc_of(dom, &svc)) return; /* dead: its death is handled on its own */
+    struct dsm_req r = {.op = op,
+                        .type = (uint8_t)c->type,
+                        .flags = flags,
+                        .obj = c->idp,
+                        .offset = seq,
+                        .count = data ? c->count : 0,
+                        .data = data,
+                        .data_len = data ? c->bytes : 0};
+    size_t n = dsm_req_size(&r);
+    unsigned char *buf = n ? sbuf_get(n) : NULL;
+    if (!buf) return; /* the peer sees no answer: as from a slow domain */
+    dsm_req_encode(buf, n, &r);
+    svc_send(svc, 0, buf, n);
+}
+
+static bool copy_valid(const struct copy *c)
+{
+    return c->st.state != DSM_MODE_NONE;
+}
+
+/* Accounting of the valid bytes of copies homed elsewhere, around a state change. */
+static void copy_account(const struct copy *c, bool was_valid)
+{
+    if (c->x || was_valid == copy_valid(c)) return;
+    if (was_valid)
+        atomic_fetch_sub(&D.cached_bytes, c->bytes);
+    else
+        atomic_fetch_add(&D.cached_bytes, c->bytes);
+}
+
+/* Directory callbacks, at the home under x->mu. */
+static bool dir_inv(void *ctx, int dom, uint32_t seq, bool writeback, bool keep)
+{
+    struct res *x = ctx;
+    atomic_fetch_add(&D.invalidations, 1);
+    if (dom == D.rank) {
+        bool dirty;
+        bool now = dsm_copy_inv(&x->hc.st, seq, keep, &dirty);
+        if (!now) copy_wake(&x->hc); /* new sections must wait now */
+        return now;                  /* the home's copy is the memory: nothing to write back */
+    }
+    uint32_t flags = (writeback ? DSM_CF_WRITEBACK : 0) | (keep ? DSM_CF_KEEP : 0);
+    cmsg(dom, DSM_OP_C_INV, &x->hc, seq, flags, NULL);
+    return false; /* a dead one counts as acknowledged when its death is handled */
+}
+
+static void op_run(struct res *x, struct pop *p, int status)
+{
+    if (p->r.op == DSM_OP_ADD) { /* non-fetching: no reply; the sender's QUIET waits for it */
+        if (status == COR_OK) status = dsm_obj_apply(&x->obj, &p->r, NULL, NULL);
+        add_done(p->src, status);
+        free(p);
+        return;
+    }
+    size_t olen = dsm_obj_out_len(&p->r);
+    unsigned char *buf = malloc(DSM_REP_HDR + olen);
+    uint64_t value = 0;
+    if (!buf) {
+        free(p);
+        return;
+    }
+    if (status == COR_OK) status = dsm_obj_apply(&x->obj, &p->r, buf + DSM_REP_HDR, &value);
+    reply_buf(p->src, p->r.op, p->r.type, p->r.id, status, value, buf, olen);
+    free(p);
+}
+
+/* Under x->mu: a grant with data to a copy that posted its receive: the object's memory
+ * alone, read in place until the send completes (no write reaches it before the grantee
+ * acknowledges an invalidation, which it does only once the data landed). */
+static void direct_send(struct res *x, int dom)
+{
+    cor_idp_t svc;
+    if (svc_of(dom, &svc)) return; /* dead: its death is handled on its own */
+    atomic_fetch_add(&x->refs, 1);
+    lock_or_die(&D.svc_out.mu);
+    outbox_send_in(&D.svc_out, D.svc, svc, D.dctx, (uint32_t)direct_tag(x->hc.idp),
+                   (struct pend){.buf = x->obj.data, .obj = x}, x->hc.bytes);
+    unlock_or_die(&D.svc_out.mu);
+}
+
+static void dir_grant(void *ctx, const struct dsm_dreq *r, bool data, int status)
+{
+    struct res *x = ctx;
+    if (r->kind == DSM_DREQ_OP) {
+        if (r->recalled) atomic_fetch_add(&D.recalls, 1);
+        op_run(x, r->op, status);
+        /* the operation changed the memory under nobody's copy: the home's is current */
+        return;
+    }
+    if (r->who == D.rank) {
+        dsm_copy_grant(&x->hc.st, r->mode, status);
+        copy_wake(&x->hc);
+        return;
+    }
+    if (status) {
+        uint32_t flags = (uint32_t)(-status) << DSM_CF_ERR_SHIFT;
+        cmsg(r->who, DSM_OP_C_GRANT, &x->hc, 0, flags & DSM_CF_ERR, NULL);
+        return;
+    }
+    if (data && r->direct) {
+        direct_send(x, r->who);
+        cmsg(r->who, DSM_OP_C_GRANT, &x->hc, 0, r->mode | DSM_CF_DIRECT, NULL);
+    } else {
+        cmsg(r->who, DSM_OP_C_GRANT, &x->hc, 0, r->mode, data ? x->obj.data : NULL);
+    }
+}
+
+static const struct dsm_dir_cb dir_cbs = {.inv = dir_inv, .grant = dir_grant};
+
+int cached_setup(struct res *x)
+{
+    int err = dsm_dir_init(&x->dir, D.size, D.rank, &dir_cbs, x);
+    if (err) return err;
+    struct copy *c = &x->hc;
+    c->home = D.rank;
+    c->type = x->obj.type;
+    c->count = x->obj.count;
+    c->bytes = x->obj.count * x->obj.tsize;
+    c->mu = &x->mu;
+    pthread_cond_init(&c->cv, NULL);
+    c->st.state = DSM_MODE_WRITE; /* the directory starts with the home as owner */
+    c->data = x->obj.data;
+    c->x = x;
+    return COR_OK;
+}
+
+static struct copy *copy_find(cor_idp_t idp)
+{
+    lock_or_die(&D.lock);
+    struct copy *c = D.copies[idp % DIR_BUCKETS];
+    while (c && c->idp != idp)
+        c = c->next;
+    unlock_or_die(&D.lock);
+    return c;
+}
+
+static void copy_lock(struct copy *c);
+static void copy_unlock(struct copy *c);
+
+/* The data of a copy homed elsewhere: allocated when a region first maps it, given back once
+ * no region maps it and it is invalid and idle (copy_data_release), allocated again by the
+ * next map. A program that maps objects one after the other kept every copy's data until
+ * cor_dsm_finalize; now what stays allocated unmapped is at most the valid copies, which the
+ * cache budget bounds. Every page is written at once (calloc maps large ones lazily): the
+ * first grant then copies into resident memory instead of taking a page fault per page in the
+ * service thread (about 25 us each on a paravirtualized guest: 0.8 ms for a 128 KiB block).
+ * The stores are volatile, or the compiler would drop them. */
+static size_t copy_data_size(const struct copy *c)
+{
+    return (size_t)(c->count ? c->count : 1) * cor_type_size(c->type);
+}
+
+static int copy_data_alloc(struct copy *c)
+{
+    size_t n = copy_data_size(c);
+    if (!(c->data = calloc(1, n))) return COR_ENOMEM;
+    for (size_t o = 0; o < n; o += 4096)
+        ((volatile unsigned char *)c->data)[o] = 0;
+    atomic_fetch_add(&D.copy_bytes, n);
+    return COR_OK;
+}
+
+/* Under *c->mu. A valid copy keeps its data (the cache); so does one that a region maps (its
+ * owner holds the pointer) or on which anything is under way (a request, a receive posted
+ * into the data, an invalidation, a waiter). */
+static void copy_data_release(struct copy *c)
+{
+    const struct dsm_copy *s = &c->st;
+    if (c->x || !c->data || atomic_load(&c->maps) > 0 || copy_valid(c) || s->readers ||
+        s->writers || s->pending || s->inv || s->waiters || c->dreq != COR_REQ_NULL || c->dlanded)
+        return;
+    free(c->data);
+    c->data = NULL;
+    atomic_fetch_sub(&D.copy_bytes, copy_data_size(c));
+}
+
+void copy_free(struct copy *c)
+{
+    if (c->dreq != COR_REQ_NULL) { /* cor_dsm_finalize: the service has stopped */
+        cor_cancel(&c->dreq);
+        cor_wait(&c->dreq, NULL);
+    }
+    pthread_mutex_destroy(&c->own_mu);
+    pthread_cond_destroy(&c->cv);
+    if (c->data) atomic_fetch_sub(&D.copy_bytes, copy_data_size(c));
+    free(c->data);
+    free(c);
+}
+
+/* One map of c, counted in c->maps already: a handle of its own (the unmap ends it). */
+static int map_handle(struct copy *c, cor_dsm_region_t *rgn)
+{
+    uint64_t h = dsm_handle_put(DSM_H_REGION, c);
+    if (!h) {
+        atomic_fetch_sub(&c->maps, 1);
+        if (c->x) res_put(c->x);
+        return COR_ENOMEM;
+    }
+    *rgn = AS_HANDLE(cor_dsm_region_t, h);
+    return COR_OK;
+}
+
+COR_API int cor_dsm_map(cor_idp_t obj, cor_dsm_region_t *rgn)
+{
+    if (!is_up()) return COR_ESTATE;
+    if (!our_idp(obj) || !rgn) return COR_EINVAL;
+    int home = (int)cor_idp_domain(obj);
+    if (home == D.rank) {
+        struct res *x = res_get(obj, RES_OBJ);
+        if (!x) return COR_ENOTFOUND;
+        if (x->protocol != COR_DSM_CACHED) {
+            res_put(x);
+            return COR_DSM_EPROTOCOL;
+        }
+        atomic_fetch_add(&x->hc.maps, 1);
+        return map_handle(&x->hc, rgn); /* the reference is the map's */
+    }
+    struct copy *c = copy_find(obj);
+    if (!c) {
+        cor_dsm_info_t info;
+        int err = cor_dsm_query(obj, &info);
+        if (err) return err;
+        if (info.protocol != COR_DSM_CACHED) return COR_DSM_EPROTOCOL;
+        struct copy *n = calloc(1, sizeof *n);
+        if (!n) return COR_ENOMEM;
+        n->idp = obj;
+        n->home = home;
+        n->type = info.type;
+        n->count = info.count;
+        n->bytes = info.bytes;
+        if (copy_data_alloc(n)) {
+            free(n);
+            return COR_ENOMEM;
+        }
+        n->mu = &n->own_mu;
+        pthread_mutex_init(&n->own_mu, NULL);
+        pthread_cond_init(&n->cv, NULL);
+        lock_or_die(&D.lock);
+        c = D.copies[obj % DIR_BUCKETS];
+        while (c && c->idp != obj)
+            c = c->next;
+        if (!c) {
+            n->next = D.copies[obj % DIR_BUCKETS];
+            D.copies[obj % DIR_BUCKETS] = c = n;
+            n = NULL;
+        }
+        unlock_or_die(&D.lock);
+        if (n) copy_free(n); /* another task mapped it first */
+    }
+    /* Counted before the look at the data: a release sees the map, or we see its NULL. */
+    atomic_fetch_add(&c->maps, 1);
+    copy_lock(c);
+    int err = c->data ? COR_OK : copy_data_alloc(c);
+    copy_unlock(c);
+    if (err) {
+        atomic_fetch_sub(&c->maps, 1);
+        return err;
+    }
+    return map_handle(c, rgn);
+}
+
+COR_API int cor_dsm_region_data(cor_dsm_region_t rgn, void **data, size_t *count)
+{
+    struct copy *c = region_of(rgn);
+    if (!c || !data) return COR_EINVAL;
+    *data = c->data;
+    if (count) *count = c->count;
+    return COR_OK;
+}
+
+COR_API int cor_dsm_unmap(cor_dsm_region_t rgn)
+{
+    struct copy *c = region_of(rgn);
+    if (!c) return COR_EINVAL;
+    if (tls_find(c) >= 0) return COR_DSM_ESECTION;
+    if (!dsm_handle_take(DSM_H_REGION, HANDLE(rgn), false)) return COR_EINVAL; /* a racing unmap */
+    if (c->x) {
+        atomic_fetch_sub(&c->maps, 1);
+        res_put(c->x);
+    } else if (atomic_fetch_sub(&c->maps, 1) == 1) {
+        copy_lock(c);
+        copy_data_release(c); /* an invalid copy nobody maps any more */
+        copy_unlock(c);
+    }
+    return COR_OK;
+}
+
+/*
+ * The read fast path (copies homed elsewhere): while c->fast has FAST_OPEN, a read section
+ * starts and ends with one atomic operation each, without the mutex. FAST_OPEN is set under
+ * the mutex only when a read could start there without waiting and nobody waits, and only
+ * while no fast reader is counted; every critical section on the copy begins by closing it
+ * (copy_lock), turning the fast readers of the moment into readers of the state machine: a
+ * fast reader that ends after that sees FAST_OPEN gone and ends through the mutex. The bits
+ * above the count total the fast hits (for the statistics), free of charge.
+ */
+
+static bool fast_read_start(struct copy *c)
+{
+    uint64_t v = atomic_load_explicit(&c->fast, memory_order_relaxed);
+    while ((v & FAST_OPEN) && (v & FAST_COUNT) != FAST_COUNT)
+        if (atomic_compare_exchange_weak_explicit(&c->fast, &v, v + 1 + FAST_HIT,
+                                                  memory_order_acquire, memory_order_relaxed))
+            return true;
+    return false;
+}
+
+/* true: ended; false: the fast path closed meanwhile, end through the mutex. */
+static bool fast_read_end(struct copy *c)
+{
+    return atomic_fetch_sub_explicit(&c->fast, 1, memory_order_release) & FAST_OPEN;
+}
+
+/* Under *c->mu: opens the fast path if a read could start now and nobody waits. */
+static void fast_reopen(struct copy *c)
+{
+    const struct dsm_copy *s = &c->st;
+    if (!s->err && !s->inv && !s->fresh && s->state >= DSM_MODE_READ && !s->writers &&
+        s->pending != DSM_MODE_WRITE && !s->waiters &&
+        (atomic_load_explicit(&c->fast, memory_order_relaxed) & FAST_COUNT) == 0)
+        atomic_fetch_or_explicit(&c->fast, FAST_OPEN, memory_order_release);
+}
+
+/* Under *c->mu: closes it; its readers of the moment join the state machine's. */
+static void fast_close(struct copy *c)
+{
+    uint64_t old = atomic_fetch_and_explicit(&c->fast, ~FAST_OPEN, memory_order_acq_rel);
+    if (old & FAST_OPEN) c->st.readers += (int)(old & FAST_COUNT);
+}
+
+static void copy_lock(struct copy *c)
+{
+    lock_or_die(c->mu);
+    if (!c->x) fast_close(c);
+}
+
+static void copy_unlock(struct copy *c)
+{
+    if (!c->x) fast_reopen(c);
+    unlock_or_die(c->mu);
+}
+
+/* Under *c->mu: wakes the tasks waiting on c (and a task driving the service for c). */
+static void copy_wake(struct copy *c)
+{
+    atomic_fetch_add_explicit(&c->gen, 1, memory_order_release);
+    pthread_cond_broadcast(&c->cv);
+}
+
+/*
+ * Grants straight into the copy. A copy of DSM_DIRECT_MIN bytes or more that has no valid
+ * data posts the receive of the data into c->data before it asks (as the service task, in
+ * D.dctx, tagged with the object's index: one request per copy at a time). The home sends the
+ * object's memory alone, which over the core's rendezvous (gm: the route's remote write)
+ * lands in the copy with no staging buffer or copy on either side, then the grant's header
+ * (DSM_CF_DIRECT) over D.ctx, in order with its invalidations. The grant takes effect when
+ * both came; an invalidation after the header waits for the data, one before it concerns a
+ * copy this domain dropped already (acknowledged at once, as always). The thread holding the
+ * service's turn sees the receive complete (the arrival hook also runs for it). Smaller
+ * copies take the grant inline, one message with its header.
+ */
+
+static void evict(void);
+
+/* Under *c->mu: posts the receive; false if it could not (the grant then comes inline). */
+static bool direct_post(struct copy *c)
+{
+    cor_idp_t home_svc;
+    if (c->x || c->bytes < DSM_DIRECT_MIN || svc_of(c->home, &home_svc)) return false;
+    lock_or_die(&D.svc_out.mu);
+    int err = cor_recvI_into_as(D.svc, home_svc, D.dctx, direct_tag(c->idp), COR_BYTE, c->data,
+                                c->bytes, &c->dreq);
+    unlock_or_die(&D.svc_out.mu);
+    if (err) return false;
+    lock_or_die(&D.direct_mu);
+    c->dnext = D.direct;
+    D.direct = c;
+    atomic_fetch_add(&D.ndirect, 1);
+    unlock_or_die(&D.direct_mu);
+    return true;
+}
+
+static void direct_unlink(struct copy *c)
+{
+    lock_or_die(&D.direct_mu);
+    for (struct copy **p = &D.direct; *p; p = &(*p)->dnext)
+        if (*p == c) {
+            *p = c->dnext;
+            atomic_fetch_sub(&D.ndirect, 1);
+            break;
+        }
+    unlock_or_die(&D.direct_mu);
+}
+
+static void direct_reset(struct copy *c)
+{
+    c->dmode = DSM_MODE_NONE;
+    c->dlanded = c->dinv = false;
+    c->dland_err = COR_OK;
+}
+
+/* Under *c->mu, holding the turn: no data will come (a grant refused or inline, the home's
+ * death, finalize): takes the receive back. */
+static void direct_cancel(struct copy *c)
+{
+    direct_reset(c);
+    if (c->dreq == COR_REQ_NULL) return;
+    direct_unlink(c);
+    lock_or_die(&D.svc_out.mu);
+    cor_cancel(&c->dreq);
+    cor_wait(&c->dreq, NULL);
+    unlock_or_die(&D.svc_out.mu);
+    c->dreq = COR_REQ_NULL;
+}
+
+/* Under *c->mu, holding the turn: the grant takes effect once its header and data both came. */
+static void direct_finish(struct copy *c)
+{
+    if (!c->dmode || !c->dlanded) return;
+    int err = c->dland_err;
+    if (c->st.pending) {
+        dsm_copy_grant(&c->st, c->dmode, err);
+        if (!err) atomic_fetch_add(&D.grants_direct, 1);
+        bool dirty;
+        if (c->dinv && !err && dsm_copy_inv(&c->st, c->dinv_seq, c->dinv_keep, &dirty))
+            cmsg(c->home, DSM_OP_C_ACK, c, c->dinv_seq, 0, dirty ? c->data : NULL);
+        copy_wake(c);
+    }
+    direct_reset(c);
+}
+
+/* Holding the turn: c's data came (or its receive failed). */
+static void direct_land(struct copy *c)
+{
+    copy_lock(c);
+    bool was = copy_valid(c);
+    cor_status_t st;
+    int done = 0;
+    int err = cor_test(&c->dreq, &done, &st);
+    c->dreq = COR_REQ_NULL;
+    if (!err && !done) err = COR_EPROTO; /* cor_peek said done: not reached */
+    if (!err && st.count * cor_type_size(st.type) != c->bytes) err = COR_EPROTO;
+    c->dlanded = true;
+    c->dland_err = err;
+    direct_finish(c);
+    copy_account(c, was);
+    copy_unlock(c);
+}
+
+/* Holding the turn: lands the copies whose data came. */
+void direct_reap(void)
+{
+    struct copy *landed = NULL;
+    lock_or_die(&D.direct_mu);
+    for (struct copy **p = &D.direct; *p;) {
+        struct copy *c = *p;
+        int done = 0;
+        if (cor_peek(c->dreq, &done) == COR_OK && !done) {
+            p = &c->dnext;
+            continue;
+        }
+        *p = c->dnext;
+        atomic_fetch_sub(&D.ndirect, 1);
+        c->dnext = landed;
+        landed = c;
+    }
+    unlock_or_die(&D.direct_mu);
+    while (landed) {
+        struct copy *c = landed;
+        landed = c->dnext;
+        direct_land(c);
+    }
+    evict();
+}
+
+/* Under *c->mu: asks the home for `mode`. */
+static int copy_request(struct copy *c, int mode, bool have)
+{
+    c->misses++;
+    if (c->x) {
+        struct dsm_dreq r = {
+            .who = D.rank, .mode = (uint8_t)mode, .kind = DSM_DREQ_SECTION, .have_copy = have};
+        int err = dsm_dir_request(&c->x->dir, &r);
+        if (err) c->st.pending = DSM_MODE_NONE;
+        return err;
+    }
+    if (atomic_load(&D.dead[c->home])) {
+        c->st.pending = DSM_MODE_NONE;
+        return COR_EPEERDEAD;
+    }
+    uint32_t flags = (uint32_t)mode | (have ? DSM_CF_HAVE : 0);
+    if (!have && direct_post(c)) flags |= DSM_CF_DIRECT;
+    cmsg(c->home, DSM_OP_C_REQ, c, 0, flags, NULL);
+    return COR_OK;
+}
+
+/* Under *c->mu: a section of the domain on c ended or the copy was dropped for a flush:
+ * acknowledges a due invalidation (round seq) to the home. */
+static void copy_ack(struct copy *c, uint32_t seq)
+{
+    bool was = copy_valid(c);
+    bool dirty = dsm_copy_drop(&c->st);
+    copy_account(c, was);
+    if (c->x)
+        dsm_dir_ack(&c->x->dir, D.rank, seq);
+    else
+        cmsg(c->home, DSM_OP_C_ACK, c, seq, 0, dirty ? c->data : NULL);
+}
+
+static void timed_wait(struct copy *c)
+{
+    if (!c->x) fast_reopen(c); /* stays shut while this task waits; for form's sake */
+    wait_a_while(&c->cv, c->mu);
+    if (!c->x) fast_close(c);
+}
+
+struct copy_watch {
+    struct copy *c;
+    unsigned gen;
+};
+
+static int copy_changed(void *arg)
+{
+    const struct copy_watch *w = arg;
+    return atomic_load_explicit(&w->c->gen, memory_order_acquire) != w->gen ||
+           atomic_load(&D.stopping);
+}
+
+/*
+ * Under *c->mu: waits for c to change (a grant, an acknowledgment, a section's end). The
+ * message that changes it is served by whichever thread of the domain polls the routes when
+ * it comes (the service task's arrival hook), so the task polls them itself, for
+ * COR_DSM_SPIN_US at most: the message then wakes no thread (a wake-up from the copy's
+ * condvar cost 8-70 us on the shared 2-core machine). After one poll that saw no change
+ * (*sleep set) it sleeps on the condvar: a long wait costs no core.
+ */
+static void wait_change(struct copy *c, bool *sleep)
+{
+    if (!*sleep) {
+        struct copy_watch w = {c, atomic_load_explicit(&c->gen, memory_order_relaxed)};
+        if (!c->x) fast_reopen(c); /* stays shut while this task waits; for form's sake */
+        unlock_or_die(c->mu);
+        *sleep = !cor_poll_until(copy_changed, &w, D.poll_us);
+        lock_or_die(c->mu);
+        if (!c->x) fast_close(c);
+        if (!*sleep || atomic_load_explicit(&c->gen, memory_order_relaxed) != w.gen) return;
+    }
+    timed_wait(c);
+}
+
+/* Tries to start a section (blocking: until it starts or fails). COR_EAGAIN: not yet (the
+ * copy is requested). */
+static int section_start(struct copy *c, int mode, bool block, bool *fast)
+{
+    *fast = false;
+    if (mode == DSM_MODE_READ && !c->x && fast_read_start(c)) {
+        *fast = true;
+        return COR_OK;
+    }
+    copy_lock(c);
+    if (dsm_copy_can_start(&c->st, mode)) { /* the hit: no message, no allocation */
+        dsm_copy_start(&c->st, mode);
+        c->hits++;
+        copy_unlock(c);
+        return COR_OK;
+    }
+    int err = COR_OK;
+    bool sleep = false;
+    c->st.waiters++;
+    for (;;) {
+        if (dsm_copy_can_start(&c->st, mode)) {
+            dsm_copy_start(&c->st, mode);
+            break;
+        }
+        if (!c->st.err && !c->x && atomic_load(&D.dead[c->home])) c->st.err = COR_EPEERDEAD;
+        bool have;
+        int m = dsm_copy_miss(&c->st, mode, &have);
+        if (m < 0) {
+            err = m;
+            break;
+        }
+        if (m > 0) {
+            err = copy_request(c, m, have);
+            if (err) break;
+            if (dsm_copy_can_start(&c->st, mode)) continue; /* granted at once (home) */
+        }
+        if (!block) {
+            err = COR_EAGAIN;
+            break;
+        }
+        wait_change(c, &sleep);
+    }
+    c->st.waiters--;
+    copy_unlock(c);
+    return err;
+}
+
+int section_begin(struct copy *c, int mode, bool block)
+{
+    if (!is_up()) return COR_ESTATE;
+    if (!c) return COR_EINVAL;
+    if (tls_find(c) >= 0) return COR_DSM_ESECTION;
+    if (tls_nsec == COR_DSM_MAX_SECTIONS) return COR_ELIMIT;
+    bool fast;
+    int err = section_start(c, mode, block, &fast);
+    if (err == COR_OK) {
+        tls_sec[tls_nsec].c = c;
+        tls_sec[tls_nsec].mode = mode;
+        tls_sec[tls_nsec].fast = fast;
+        tls_nsec++;
+    }
+    return err;
+}
+
+static int section_end(struct copy *c, int mode)
+{
+    if (!c) return COR_EINVAL;
+    int i = tls_find(c);
+    if (i < 0 || tls_sec[i].mode != mode) return COR_DSM_ESECTION;
+    bool fast = tls_sec[i].fast;
+    tls_sec[i] = tls_sec[--tls_nsec];
+    /* the LRU stamp: the service's tick, written only when it moved (no shared-line writes
+     * on every hit; a clock read would cost as much as the rest of the hit) */
+    uint64_t tick = atomic_load_explicit(&D.tick, memory_order_relaxed);
+    if (atomic_load_explicit(&c->last_use, memory_order_relaxed) != tick)
+        atomic_store_explicit(&c->last_use, tick, memory_order_relaxed);
+    if (fast && fast_read_end(c)) return COR_OK;
+    copy_lock(c);
+    if (dsm_copy_end(&c->st, mode)) copy_ack(c, c->st.inv_seq);
+    if (c->st.waiters) copy_wake(c);
+    copy_unlock(c);
+    return COR_OK;
+}
+
+COR_API int cor_dsm_start_read(cor_dsm_region_t rgn)
+{
+    return section_begin(region_of(rgn), DSM_MODE_READ, true);
+}
+COR_API int cor_dsm_end_read(cor_dsm_region_t rgn)
+{
+    return section_end(region_of(rgn), DSM_MODE_READ);
+}
+COR_API int cor_dsm_start_write(cor_dsm_region_t rgn)
+{
+    return section_begin(region_of(rgn), DSM_MODE_WRITE, true);
+}
+COR_API int cor_dsm_end_write(cor_dsm_region_t rgn)
+{
+    return section_end(region_of(rgn), DSM_MODE_WRITE);
+}
+
+COR_API int cor_dsm_flush(cor_dsm_region_t rgn)
+{
+    if (!is_up()) return COR_ESTATE;
+    struct copy *c = region_of(rgn);
+    if (!c) return COR_EINVAL;
+    if (tls_find(c) >= 0) return COR_DSM_ESECTION;
+    if (c->x) return COR_OK; /* the home's copy is the object itself */
+    copy_lock(c);
+    c->st.waiters++;
+    while ((c->st.readers || c->st.writers || c->st.pending) && !c->st.err &&
+           !atomic_load(&D.dead[c->home]))
+        timed_wait(c);
+    c->st.waiters--;
+    if (copy_valid(c) && !c->st.err) {
+        if (c->st.inv) {
+            c->st.inv_keep = false; /* flushed: a due downgrade keeps nothing either */
+            copy_ack(c, c->st.inv_seq);
+        } else {
+            bool was = copy_valid(c);
+            bool dirty = dsm_copy_drop(&c->st);
+            copy_account(c, was);
+            cmsg(c->home, DSM_OP_C_FLUSH, c, 0, 0, dirty ? c->data : NULL);
+        }
+    }
+    int err = c->st.err;
+    copy_unlock(c);
+    return err;
+}
+
+COR_API int cor_dsm_set_cache_bytes(size_t bytes)
+{
+    atomic_store(&D.cache_budget, bytes);
+    return COR_OK;
+}
+
+/* Flushes idle copies, least recently used first, until the valid ones fit the budget. The
+ * copies are never freed before cor_dsm_finalize, so pointers taken under D.lock stay good. */
+static int cmp_lru(const void *a, const void *b)
+{
+    uint64_t x = atomic_load(&(*(struct copy *const *)a)->last_use);
+    uint64_t y = atomic_load(&(*(struct copy *const *)b)->last_use);
+    return x < y ? -1 : x > y;
+}
+
+static void evict(void)
+{
+    if (atomic_load(&D.cached_bytes) <= atomic_load(&D.cache_budget)) return;
+    size_t n = 0, cap = 64;
+    struct copy **v = malloc(cap * sizeof *v);
+    if (!v) return;
+    lock_or_die(&D.lock);
+    for (int k = 0; k < DIR_BUCKETS; k++)
+        for (struct copy *c = D.copies[k]; c; c = c->next) {
+            if (n == cap) {
+                struct copy **w = realloc(v, 2 * cap * sizeof *v);
+                if (!w) break;
+                v = w;
+                cap *= 2;
+            }
+            v[n++] = c;
+        }
+    unlock_or_die(&D.lock);
+    qsort(v, n, sizeof *v, cmp_lru);
+    for (size_t i = 0; i < n && atomic_load(&D.cached_bytes) > atomic_load(&D.cache_budget); i++) {
+        struct copy *c = v[i];
+        copy_lock(c);
+        struct dsm_copy *s = &c->st;
+        if (copy_valid(c) && !s->readers && !s->writers && !s->pending && !s->inv && !s->waiters &&
+            !s->err) {
+            bool dirty = dsm_copy_drop(s);
+            copy_account(c, true);
+            cmsg(c->home, DSM_OP_C_FLUSH, c, 0, 0, dirty ? c->data : NULL);
+            atomic_fetch_add(&D.evictions, 1);
+            copy_data_release(c);
+        }
+        copy_unlock(c);
+    }
+    free(v);
+}
+
+/* The service: protocol messages. src is the sending domain's service. */
+void serve_cached_home(int from, const struct dsm_req *r, cor_idp_t src)
+{
+    struct res *x = res_get(r->obj, RES_OBJ);
+    if (!x || x->protocol != COR_DSM_CACHED) {
+        if (r->op == DSM_OP_C_REQ) {
+            int err = x ? COR_DSM_EPROTOCOL : COR_ENOTFOUND;
+            struct dsm_req g = {.op = DSM_OP_C_GRANT,
+                                .type = r->type,
+                                .obj = r->obj,
+                                .flags = ((uint32_t)(-err) << DSM_CF_ERR_SHIFT) & DSM_CF_ERR};
+            size_t n = dsm_req_size(&g);
+            unsigned char *buf = malloc(n);
+            if (buf && dsm_req_encode(buf, n, &g))
+                svc_send(src, 0, buf, n);
+            else
+                free(buf);
+        }
+        if (x) res_put(x);
+        return;
+    }
+    size_t bytes = x->hc.bytes;
+    lock_or_die(&x->mu);
+    switch (r->op) {
+    case DSM_OP_C_REQ: {
+        struct dsm_dreq q = {.who = from,
+                             .mode = (uint8_t)(r->flags & DSM_CF_MODE),
+                             .kind = DSM_DREQ_SECTION,
+                             .have_copy = (r->flags & DSM_CF_HAVE) != 0,
+                             .direct = (r->flags & DSM_CF_DIRECT) != 0};
+        int err = dsm_dir_request(&x->dir, &q);
+        if (err) dir_grant(x, &q, false, err);
+        break;
+    }
+    case DSM_OP_C_ACK:
+        if (!dsm_dir_ack_expected(&x->dir, from, (uint32_t)r->offset)) break; /* stale */
+        if (dsm_dir_holds(&x->dir, from) == DSM_MODE_WRITE) {
+            if (r->data_len == bytes && r->type == (uint8_t)x->obj.type)
+                memcpy(x->obj.data, r->data, bytes);
+            else
+                atomic_fetch_add(&D.dropped, 1); /* an owner's ack without its data */
+        }
+        dsm_dir_ack(&x->dir, from, (uint32_t)r->offset);
+        break;
+    case DSM_OP_C_FLUSH:
+        if (dsm_dir_holds(&x->dir, from) == DSM_MODE_WRITE && r->data_len == bytes &&
+            r->type == (uint8_t)x->obj.type)
+            memcpy(x->obj.data, r->data, bytes);
+        dsm_dir_release(&x->dir, from);
+        break;
+    }
+    unlock_or_die(&x->mu);
+    res_put(x);
+}
+
+void serve_cached_copy(const struct dsm_req *r)
+{
+    struct copy *c = copy_find(r->obj);
+    if (!c) {
+        if (r->op == DSM_OP_C_INV) { /* we never had it: nothing to give back */
+            struct copy none = {
+                .idp = r->obj, .home = (int)cor_idp_domain(r->obj), .type = (cor_type_t)r->type};
+            cmsg(none.home, DSM_OP_C_ACK, &none, r->offset, 0, NULL);
+        } else {
+            atomic_fetch_add(&D.dropped, 1);
+        }
+        return;
+    }
+    copy_lock(c);
+    bool was = copy_valid(c);
+    if (r->op == DSM_OP_C_INV && c->dmode) {
+        c->dinv = true; /* it overtook the grant's data: due once that landed */
+        c->dinv_seq = (uint32_t)r->offset;
+        c->dinv_keep = (r->flags & DSM_CF_KEEP) != 0;
+        copy_unlock(c);
+        return;
+    }
+    if (r->op == DSM_OP_C_GRANT && (r->flags & DSM_CF_DIRECT)) {
+        if (c->dreq == COR_REQ_NULL && !c->dlanded) {
+            atomic_fetch_add(&D.dropped, 1); /* no data was asked for */
+        } else {
+            c->dmode = (uint8_t)(r->flags & DSM_CF_MODE);
+            direct_finish(c);
+        }
+        copy_account(c, was);
+        copy_unlock(c);
+        evict();
+        return;
+    }
+    if (r->op == DSM_OP_C_GRANT) {
+        int mode = (int)(r->flags & DSM_CF_MODE);
+        int err = -(int)((r->flags & DSM_CF_ERR) >> DSM_CF_ERR_SHIFT);
+        direct_cancel(c); /* a grant in a message: no data comes alone */
+        if (!c->st.pending) {
+            atomic_fetch_add(&D.dropped, 1); /* nobody asked */
+        } else {
+            if (!err && r->data_len) {
+                if (r->data_len == c->bytes && r->type == (uint8_t)c->type)
+                    memcpy(c->data, r->data, c->bytes);
+                else
+                    err = COR_EPROTO;
+            } else if (!err && !copy_valid(c)) {
+                err = COR_EPROTO; /* the home thought we had the data */
+            }
+            dsm_copy_grant(&c->st, mode, err);
+            copy_wake(c);
+        }
+    } else if (r->op == DSM_OP_C_INV) {
+        bool dirty;
+        if (dsm_copy_inv(&c->st, (uint32_t)r->offset, (r->flags & DSM_CF_KEEP) != 0, &dirty))
+            cmsg(c->home, DSM_OP_C_ACK, c, r->offset, 0, dirty ? c->data : NULL);
+        else
+            copy_wake(c);
+    }
+    copy_account(c, was);
+    copy_data_release(c); /* invalidated while nobody maps it */
+    copy_unlock(c);
+    if (r->op == DSM_OP_C_GRANT) evict();
+}
+
+/* An operation on a cached object homed here: its turn comes through the directory. */
+void serve_cached_op(struct res *x, cor_idp_t src, const struct dsm_req *r)
+{
+    struct pop *p = malloc(sizeof *p + r->data_len);
+    if (!p && r->op == DSM_OP_ADD) {
+        add_done(src, COR_ENOMEM);
+        return;
+    }
+    if (!p) {
+        struct dsm_req q = *r;
+        reply_buf(src, q.op, q.type, q.id, COR_ENOMEM, 0, malloc(DSM_REP_HDR), 0);
+        return;
+    }
+    p->src = src;
+    p->r = *r;
+    if (r->data_len) memcpy(p->data, r->data, r->data_len); /* a GET has no data */
+    p->r.data = p->data;
+    p->r.name = NULL;
+    p->r.name_len = 0;
+    struct dsm_dreq q = {.who = D.rank,
+                         .mode = r->op == DSM_OP_GET ? DSM_MODE_READ : DSM_MODE_WRITE,
+                         .kind = DSM_DREQ_OP,
+                         .op = p};
+    lock_or_die(&x->mu);
+    int err = dsm_dir_request(&x->dir, &q);
+    if (err) op_run(x, p, err);
+    unlock_or_die(&x->mu);
+}
+
+/* A cached object is destroyed: the copies elsewhere are invalidated (their data goes
+ * nowhere), requests waiting in the directory and later ones get COR_ENOTFOUND. */
+static void destroy_inv(void *ctx, int dom)
+{
+    struct res *x = ctx;
+    if (dom != D.rank) cmsg(dom, DSM_OP_C_INV, &x->hc, 0, 0, NULL);
+}
+
+void cached_destroy(struct res *x)
+{
+    lock_or_die(&x->mu);
+    dsm_dir_fail(&x->dir, COR_ENOTFOUND, destroy_inv, x);
+    if (!x->hc.st.err) x->hc.st.err = COR_ENOTFOUND;
+    copy_wake(&x->hc);
+    unlock_or_die(&x->mu);
+}
+
+/* Domain d died: directories forget its copies (a dirty one's data is lost), copies homed
+ * there fail. */
+void cached_peer_dead(int d)
+{
+    size_t n = 0;
+    struct res **xs = malloc((RES_MAX + 1) * sizeof *xs);
+    lock_or_die(&D.lock);
+    for (unsigned i = 1; xs && i <= RES_MAX; i++) {
+        struct res *x = D.res[i];
+        if (x && x->kind == RES_OBJ && x->protocol == COR_DSM_CACHED) {
+            atomic_fetch_add(&x->refs, 1);
+            xs[n++] = x;
+        }
+    }
+    unlock_or_die(&D.lock);
+    for (size_t i = 0; i < n; i++) {
+        struct res *x = xs[i];
+        lock_or_die(&x->mu);
+        dsm_dir_peer_dead(&x->dir, d);
+        if (x->dir.lost && !x->hc.st.err) x->hc.st.err = COR_EPEERDEAD;
+        copy_wake(&x->hc);
+        unlock_or_die(&x->mu);
+        res_put(x);
+    }
+    free(xs);
+    lock_or_die(&D.lock);
+    for (int k = 0; k < DIR_BUCKETS; k++)
+        for (struct copy *c = D.copies[k]; c; c = c->next) {
+            if (c->home != d) continue;
+            copy_lock(c); /* D.lock -> copy mutex: nowhere the other way round */
+            bool was = copy_valid(c);
+            direct_cancel(c);
+            c->st.err = COR_EPEERDEAD;
+            c->st.pending = DSM_MODE_NONE;
+            if (!c->st.readers && !c->st.writers) dsm_copy_drop(&c->st);
+            copy_account(c, was);
+            copy_wake(c);
+            copy_unlock(c);
+        }
+    unlock_or_die(&D.lock);
+}
+
+/* Non-blocking starts: a cor_dsm_op of kind section. */
+static int section_op(struct cor_dsm_op *o, cor_dsm_region_t rgn, int mode)
+{
+    memset(o, 0, offsetof(struct cor_dsm_op, small));
+    o->section = region_of(rgn);
+    o->smode = mode;
+    int err = section_begin(o->section, mode, false);
+    if (err == COR_EAGAIN) return COR_OK;
+    o->done = true;
+    o->result = err;
+    return err == COR_DSM_ESECTION || err == COR_EINVAL || err == COR_ELIMIT ? err : COR_OK;
+}
+
+COR_API int cor_dsm_start_readI(cor_dsm_region_t rgn, cor_dsm_req_t *req)
+{
+    NB_ALLOC(o, req);
+    return run_nb(o, section_op(o, rgn, DSM_MODE_READ), req);
+}
+
+COR_API int cor_dsm_start_writeI(cor_dsm_region_t rgn, cor_dsm_req_t *req)
+{
+    NB_ALLOC(o, req);
+    return run_nb(o, section_op(o, rgn, DSM_MODE_WRITE), req);
+}
