@@ -1,7 +1,7 @@
 /*
  * The cached protocol's state machines (contract in dsm_internal.h): the home's directory and
- * a domain's copy. Pure: no messages, no locks; the runtime (dsm_cached.c) holds the object's or the
- * copy's mutex around every call and does the sending in the callbacks.
+ * a domain's copy. Pure: no messages, no locks; the runtime (dsm_cached.c) holds the
+ * object's or the copy's mutex around every call and does the sending in the callbacks.
  */
 #include <stdlib.h>
 #include <string.h>

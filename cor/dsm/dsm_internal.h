@@ -5,7 +5,8 @@
  * state machines (dsm_dir.c). These parts are pure (no libcor calls, no
  * locks of their own): the caller holds whatever lock protects the state, and the unit tests
  * and the fuzzer link them alone. The runtime on top: dsm.c (client calls, setup),
- * dsm_cached.c (copies and sections), dsm_service.c (the service), state in dsm_runtime.h.
+ * dsm_sync.c (locks, barriers), dsm_cached.c (copies and sections), dsm_service.c (the
+ * service), their state in dsm_runtime.h.
  */
 #ifndef COR_DSM_INTERNAL_H
 #define COR_DSM_INTERNAL_H
@@ -331,8 +332,8 @@ int dsm_bar_advance(struct dsm_bar *b, struct dsm_bar_msg *out, bool *completed)
  * conflicts with copies held elsewhere sends invalidations to all their holders at once (a
  * round, numbered) and is granted when every holder acknowledged (the owner's acknowledgment
  * carries its data back). A reader's request only downgrades the owner: it writes its data
- * back and keeps a read copy (CRL's downgrade), so a producer reads on without a miss. A holder with a section open defers the acknowledgment until the
- * section ends. Remote operations on a cached object are directory requests too (kind OP):
+ * back and keeps a read copy (CRL's downgrade), so a producer reads on without a miss. A
+ * holder with a section open defers the acknowledgment until the section ends. Remote operations on a cached object are directory requests too (kind OP):
  * reads recall the write copy, writes invalidate every copy, the home's included, then the
  * operation runs on the home's memory. A voluntary flush releases a copy without a request.
  * Messages between two domains' services arrive in the order sent, which the protocol needs

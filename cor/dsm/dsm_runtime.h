@@ -1,7 +1,7 @@
 /*
- * The DSM runtime's shared state and types (dsm.c, dsm_cached.c, dsm_service.c): the
- * resources homed here, copies, barriers, the service's mailbox and outboxes, all in one
- * struct dsm_runtime D. Who guards what: the comment at the top of dsm.c.
+ * The DSM runtime's shared state and types (dsm.c, dsm_sync.c, dsm_cached.c,
+ * dsm_service.c): the resources homed here, copies, barriers, the service's mailbox and
+ * outboxes, all in one struct dsm_runtime D. Who guards what: the comment at the top of dsm.c.
  */
 #ifndef COR_DSM_RUNTIME_H
 #define COR_DSM_RUNTIME_H
@@ -333,10 +333,23 @@ struct copy *region_of(cor_dsm_region_t rgn);
 int call(int home, const struct dsm_req *r, struct cor_dsm_op *o, size_t rep_data);
 int run_nb(struct cor_dsm_op *o, int err, cor_dsm_req_t *req);
 void local_info(struct res *x, cor_dsm_info_t *info);
+uint32_t next_id(void);
+void op_init(struct cor_dsm_op *o, const struct dsm_req *r);
+int op_start(struct cor_dsm_op *o, int home, const struct dsm_req *r, size_t rep_data);
+void shm_wait(int (*met)(void *), void (*nap)(void *), void *arg, int domains);
+int lock_turn(void *arg);
+int run_blocking(struct cor_dsm_op *o, int err);
+void adds_flush_home(int home);
+
+/* dsm_sync.c */
 unsigned bar_gen_next(uint64_t id);
 void bar_resolve(const struct cor_dsm_barrier *b, struct dsm_bar_msg *m, int n);
 void bar_wake(void);
 void bar_pump(void);
+void held_settle(struct cor_dsm_op *o);
+void bar_free(struct cor_dsm_barrier *b);
+void bar_on_arrival(void *arg, int flags);
+int bar_step(struct bar_entry *e, bool block, int *done);
 
 /* dsm_cached.c */
 void sbuf_put(void *b);
