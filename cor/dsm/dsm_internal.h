@@ -333,9 +333,10 @@ int dsm_bar_advance(struct dsm_bar *b, struct dsm_bar_msg *out, bool *completed)
  * round, numbered) and is granted when every holder acknowledged (the owner's acknowledgment
  * carries its data back). A reader's request only downgrades the owner: it writes its data
  * back and keeps a read copy (CRL's downgrade), so a producer reads on without a miss. A
- * holder with a section open defers the acknowledgment until the section ends. Remote operations on a cached object are directory requests too (kind OP):
- * reads recall the write copy, writes invalidate every copy, the home's included, then the
- * operation runs on the home's memory. A voluntary flush releases a copy without a request.
+ * holder with a section open defers the acknowledgment until the section ends. Remote
+ * operations on a cached object are directory requests too (kind OP): reads recall the write
+ * copy, writes invalidate every copy, the home's included, then the operation runs on the
+ * home's memory. A voluntary flush releases a copy without a request.
  * Messages between two domains' services arrive in the order sent, which the protocol needs
  * (a grant is never overtaken by the next invalidation of the same copy).
  */
