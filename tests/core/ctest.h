@@ -58,6 +58,19 @@ static inline void ct_fail(const char *file, int line, const char *fmt, long lon
         else                                                                                 \
             CU_PASS(#a);                                                                     \
     } while (0)
+/* Strings, both printed on failure. */
+#define EXPECT_STR_EQ(a, b)                                                                  \
+    do {                                                                                     \
+        const char *ct_a = (a), *ct_b = (b);                                                 \
+        if (strcmp(ct_a, ct_b) != 0) {                                                       \
+            char ct_m[256];                                                                  \
+            snprintf(ct_m, sizeof ct_m, "%s = \"%.80s\", expected \"%.80s\"", #a, ct_a, ct_b); \
+            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, ct_m);                        \
+            CU_assertImplementation(CU_FALSE, __LINE__, ct_m, __FILE__, "", CU_FALSE);       \
+        } else {                                                                             \
+            CU_PASS(#a);                                                                     \
+        }                                                                                    \
+    } while (0)
 /* Error codes: printed by name. */
 #define EXPECT_ERR(a, b)                                                                     \
     do {                                                                                     \

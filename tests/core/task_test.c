@@ -6,6 +6,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -58,6 +60,29 @@ static void test_spawn_join(void)
     EXPECT_ERR(cor_task_lookup(0, "anon-out", 0, &t2), COR_OK);
     EXPECT_ERR(cor_task_join(t2, NULL), COR_OK);
     EXPECT_EQ(s2.self, t2);
+}
+
+/* What the task's thread is called (top -H, perf, gdb show it). */
+static int read_name(void *arg)
+{
+    char *name = arg;
+    return prctl(PR_GET_NAME, name, 0, 0, 0);
+}
+
+static void test_thread_names(void)
+{
+    char name[17] = {0};
+    cor_idp_t t;
+    REQUIRE(cor_task_spawn("solver", read_name, name, &t) == COR_OK);
+    int status = -1;
+    EXPECT_ERR(cor_task_join(t, &status), COR_OK);
+    EXPECT_EQ(status, 0);
+    EXPECT_STR_EQ(name, "t:solver");
+    /* the kernel keeps 15 characters: a long task name is cut, not refused */
+    memset(name, 0, sizeof name);
+    REQUIRE(cor_task_spawn("a-task-name-of-30-characters-x", read_name, name, &t) == COR_OK);
+    EXPECT_ERR(cor_task_join(t, &status), COR_OK);
+    EXPECT_STR_EQ(name, "t:a-task-name-o");
 }
 
 static int join_self(void *arg)
@@ -276,6 +301,7 @@ int main(void)
     static const struct ct_test tests[] = {
         {"a serving thread gets a short time slice", test_attentive},
         {"spawn and join", test_spawn_join},
+        {"a task's thread carries its name", test_thread_names},
         {"bad arguments", test_spawn_bad},
         {"80 tasks at once, names with index", test_many_tasks},
         {"tasks spawning tasks", test_concurrent_spawn},
