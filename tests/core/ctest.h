@@ -15,13 +15,18 @@
 #include <time.h>
 #include <unistd.h>
 
+static inline void ct_fail_msg(const char *file, int line, const char *msg)
+{
+    fprintf(stderr, "%s:%d: %s\n", file, line, msg);
+    CU_assertImplementation(CU_FALSE, (unsigned)line, msg, file, "", CU_FALSE);
+}
+
 static inline void ct_fail(const char *file, int line, const char *fmt, long long got,
                            long long want, const char *expr)
 {
     char msg[512];
     snprintf(msg, sizeof msg, fmt, expr, got, want);
-    fprintf(stderr, "%s:%d: %s\n", file, line, msg);
-    CU_assertImplementation(CU_FALSE, (unsigned)line, msg, file, "", CU_FALSE);
+    ct_fail_msg(file, line, msg);
 }
 
 /* EXPECT_EQ(actual, expected): integers, both printed on failure. */
@@ -65,8 +70,7 @@ static inline void ct_fail(const char *file, int line, const char *fmt, long lon
         if (strcmp(ct_a, ct_b) != 0) {                                                       \
             char ct_m[256];                                                                  \
             snprintf(ct_m, sizeof ct_m, "%s = \"%.80s\", expected \"%.80s\"", #a, ct_a, ct_b); \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, ct_m);                        \
-            CU_assertImplementation(CU_FALSE, __LINE__, ct_m, __FILE__, "", CU_FALSE);       \
+            ct_fail_msg(__FILE__, __LINE__, ct_m);                                           \
         } else {                                                                             \
             CU_PASS(#a);                                                                     \
         }                                                                                    \
@@ -79,8 +83,7 @@ static inline void ct_fail(const char *file, int line, const char *fmt, long lon
             char ct_m[256];                                                                  \
             snprintf(ct_m, sizeof ct_m, "%s = %d (%s), expected %d (%s)", #a, ct_a,          \
                      cor_strerror(ct_a), ct_b, cor_strerror(ct_b));                          \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, ct_m);                        \
-            CU_assertImplementation(CU_FALSE, __LINE__, ct_m, __FILE__, "", CU_FALSE);       \
+            ct_fail_msg(__FILE__, __LINE__, ct_m);                                           \
         } else {                                                                             \
             CU_PASS(#a);                                                                     \
         }                                                                                    \
