@@ -86,16 +86,14 @@ void sbuf_clear(void)
 
 static void copy_wake(struct copy *c);
 
-/* The sections the calling task has open. Initial-exec TLS: the hit path reads these, and
- * the general-dynamic model of a shared library would cost a call per access. libcordsm is
- * linked, not dlopen'ed, so the few bytes come from the static TLS block. */
-#define TLS_FAST __attribute__((tls_model("initial-exec")))
-static __thread TLS_FAST struct {
+/* The sections the calling task has open (the hit path reads these: initial-exec TLS, see
+ * Makefile.am). */
+static __thread struct {
     struct copy *c;
     int mode;
     bool fast; /* started on the fast path */
 } tls_sec[COR_DSM_MAX_SECTIONS];
-static __thread TLS_FAST int tls_nsec;
+static __thread int tls_nsec;
 
 static int tls_find(const struct copy *c)
 {
