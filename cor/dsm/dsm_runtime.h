@@ -159,6 +159,8 @@ struct dsm_runtime {
     struct dsm_shm_bar *host; /* the session's file, where each domain of the host counts itself */
     bool all_here;            /* every domain did (after init): locks live in shared memory */
     int ncpus;                /* online CPUs: whether a listener may linger (cpus_busy) */
+    int loadavg_fd;           /* /proc/loadavg, open from the first init on; -1: none */
+    bool loadavg_opened;
     pthread_t thread;
     _Atomic cor_idp_t *svcs; /* [size] services, looked up on first use */
     _Atomic bool *dead;      /* [size] */

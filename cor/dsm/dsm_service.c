@@ -7,7 +7,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -640,8 +639,9 @@ void svc_wake(void)
  * threads would use up its share of the CPUs, and the scheduler then keeps it off them for
  * milliseconds just when the next request comes (seen: 6 ms, for a request served in 0.2 us),
  * where a listener that sleeps between requests is woken in tens of microseconds. The kernel
- * tells how many threads are runnable right now (/proc/loadavg's fourth field), cheaply
- * enough to look before each linger and every LINGER_LOOK_CALLS polls of it. */
+ * tells how many threads are runnable right now (/proc/loadavg's fourth field, read from a
+ * descriptor kept open: ~1.3 us a look), cheaply enough to look before each linger and every
+ * LINGER_LOOK_CALLS polls of it. */
 #define LINGER_LOOK_CALLS 256 /* ~100 us of polling */
 #define LINGER_BUSY_LOOKS 2   /* in a row, so a thread woken for a moment does not count */
 
@@ -649,10 +649,7 @@ void svc_wake(void)
 static bool cpus_busy(void)
 {
     char buf[128];
-    int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
+    ssize_t n = D.loadavg_fd >= 0 ? pread(D.loadavg_fd, buf, sizeof buf - 1, 0) : -1;
     if (n <= 0) return false;
     buf[n] = 0;
     /* "0.52 0.58 0.59 3/467 12345": the fourth field, found by its spaces (the load averages'
