@@ -6,7 +6,8 @@
  *   cor-run -n N --route gm cor-bench dsm [--count N] [--tasks T] [--sizes LIST] [--csv FILE]
  *
  * Domain 0 homes every object and the lock, domain 1 is the usual client; the write at a third
- * domain needs 3 or more domains (readers at domains 2, 3, ... then the home). Each measure is
+ * domain needs 3 or more domains (readers at domains 2, 3, ... then the home), and comes with
+ * its floor: the same messages relayed by the main tasks over the task API. Each measure is
  * taken by one domain, which sends its row to domain 0; domain 0 prints every row (with its
  * ratio to R and the issue's goal) and writes the CSV.
  *
@@ -460,13 +461,57 @@ static int reader_rank(const struct dsm_ctx *c, int k)
     return k + 2 < c->ndom ? k + 2 : 0;
 }
 
+/* The floor of the write at a third domain invalidating k readers: its one-way messages
+ * (1 -> 0, 0 -> each reader away from the home and back, 0 -> 1) relayed by the main tasks,
+ * no DSM, the domains left out waiting in a barrier as they do for the write. With more
+ * domains than cores a hop may wait for its domain to get a CPU, which no protocol avoids:
+ * this row says how much of the write's time that is. */
+static int bench_relay(struct dsm_ctx *c, int k, double *median)
+{
+    struct dsm_row r;
+    char key[40];
+    snprintf(key, sizeof key, "relay_3rd_%d", k);
+    row_init(&r, key, "us", "  reference: its messages relayed by main tasks (task API)");
+    int away = 0; /* readers away from the home: domains 2 .. away+1 */
+    bool in = c->rank <= 1;
+    for (int j = 0; j < k; j++)
+        if (reader_rank(c, j) != 0) {
+            away++;
+            in |= reader_rank(c, j) == c->rank;
+        }
+    TRY(cor_dsm_barrier_wait(c->all));
+    for (long i = -c->n / 10; in && i < c->n; i++) {
+        if (c->rank == 1) {
+            double t = now_us();
+            TRY(token_send(c, 0));
+            TRY(token_recv(c, 0));
+            if (i >= 0) c->v[i] = now_us() - t;
+        } else if (c->rank == 0) {
+            TRY(token_recv(c, 1));
+            for (int d = 2; d < away + 2; d++)
+                TRY(token_send(c, d));
+            for (int d = 2; d < away + 2; d++)
+                TRY(token_recv(c, -1));
+            TRY(token_send(c, 1));
+        } else {
+            TRY(token_recv(c, 0));
+            TRY(token_send(c, 0));
+        }
+    }
+    if (c->rank == 1) {
+        row_stats(&r, c->v, c->n);
+        *median = r.median;
+    }
+    return publish(c, 1, &r);
+}
+
 /* 3+ domains: domain 1 writes (home 0), invalidating k readers, k = 1 .. ndom-1. Each round
  * the readers take a read section and send a token (not timed); the writer times its write
  * section, then releases them. Then the added cost per reader beyond the first. */
 static int bench_write_third(struct dsm_ctx *c, cor_dsm_region_t rg)
 {
     int kmax = c->ndom - 1;
-    double first = 0, last = 0;
+    double first = 0, last = 0, relay_first = 0, relay_last = 0;
     for (int k = 1; k <= kmax; k++) {
         struct dsm_row r;
         char key[40], who[64] = "";
@@ -506,15 +551,20 @@ static int bench_write_third(struct dsm_ctx *c, cor_dsm_region_t rg)
             last = r.median;
         }
         TRY(publish(c, 1, &r));
+        TRY(bench_relay(c, k, k == 1 ? &relay_first : &relay_last));
     }
     if (kmax < 2) return COR_OK;
-    struct dsm_row per;
+    struct dsm_row per, per_relay;
     row_init(&per, "write_inval_per_extra_reader", "us",
              "  added cost per reader beyond the first ((%d)-(1))/%d", kmax, kmax - 1);
     per.goal_R = 0.3;
     per.count = c->n;
     per.median = (last - first) / (kmax - 1);
-    return publish(c, 1, &per);
+    TRY(publish(c, 1, &per));
+    row_init(&per_relay, "relay_per_extra_reader", "us", "  reference: the same of the relays");
+    per_relay.count = c->n;
+    per_relay.median = (relay_last - relay_first) / (kmax - 1);
+    return publish(c, 1, &per_relay);
 }
 
 static int fetch_add_one(struct dsm_ctx *c, void *arg)
