@@ -267,10 +267,16 @@ typedef bool (*pred_fn)(void *arg);
  * computing thread picked after a yield keeps the core for its whole slice (milliseconds:
  * the scheduler runs a picked thread to parity), and a domain whose spinner waits that long
  * answers nobody meanwhile: its listeners are parked for the spinner. So once a yield came
- * back that late, the thread sleeps a microsecond instead for a while (its wake-up preempts
- * the computing thread), and tries a yield again after LATE_YIELD_MODE_NS. */
+ * back that late, the thread sleeps instead for a while (its wake-up preempts the computing
+ * thread), and tries a yield again after LATE_YIELD_MODE_NS. The sleep is a microsecond,
+ * which on a virtual machine ends before the kernel switches away (the core stays ours),
+ * unless more threads are runnable than there are CPUs (cor_cpus_busy): then it is
+ * BUSY_NAP_NS, long enough that the core does go to another thread. Spinners of several
+ * domains that each kept their core would otherwise wait out one another's spins: 4 domains
+ * on 2 cores relaying a message took 2-4 ms a hop with the microsecond, ~50 us with the nap. */
 #define LATE_YIELD_NS 200000
 #define LATE_YIELD_MODE_NS 100000000
+#define BUSY_NAP_NS 20000
 static __thread uint64_t pause_until;
 static __thread bool slack_set;
 
@@ -281,7 +287,7 @@ static void idle_pause(uint64_t now)
             slack_set = true;
             prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
         }
-        struct timespec ts = {0, 1000};
+        struct timespec ts = {0, cor_cpus_busy() ? BUSY_NAP_NS : 1000};
         nanosleep(&ts, NULL);
         if (cor__now_ns() - now > LATE_YIELD_NS) pause_until = now + LATE_YIELD_MODE_NS;
         return;

@@ -1105,12 +1105,6 @@ COR_API int cor_dsm_init(void)
     D.shm = !(shm && !strcmp(shm, "0"));
     long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
     D.ncpus = ncpus > 0 ? (int)ncpus : 1;
-    /* kept for the process's life (a listener may still look while finalize runs): a pread
-     * of it costs ~1.3 us, an open+read+close ~5.6 */
-    if (!D.loadavg_opened) {
-        D.loadavg_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-        D.loadavg_opened = true;
-    }
     D.svcs = calloc((size_t)D.size, sizeof *D.svcs);
     D.bar_boxes = calloc((size_t)D.size, sizeof *D.bar_boxes);
     D.dead = calloc((size_t)D.size, sizeof *D.dead);

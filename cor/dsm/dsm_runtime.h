@@ -158,9 +158,7 @@ struct dsm_runtime {
     bool shm;       /* home-only objects shared with the host's domains (COR_DSM_SHM) */
     struct dsm_shm_bar *host; /* the session's file, where each domain of the host counts itself */
     bool all_here;            /* every domain did (after init): locks live in shared memory */
-    int ncpus;                /* online CPUs: whether a listener may linger (cpus_busy) */
-    int loadavg_fd;           /* /proc/loadavg, open from the first init on; -1: none */
-    bool loadavg_opened;
+    int ncpus;                /* online CPUs: whether a shared-memory wait looks before polling */
     pthread_t thread;
     _Atomic cor_idp_t *svcs; /* [size] services, looked up on first use */
     _Atomic bool *dead;      /* [size] */

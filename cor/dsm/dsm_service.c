@@ -639,27 +639,14 @@ void svc_wake(void)
  * threads would use up its share of the CPUs, and the scheduler then keeps it off them for
  * milliseconds just when the next request comes (seen: 6 ms, for a request served in 0.2 us),
  * where a listener that sleeps between requests is woken in tens of microseconds. The kernel
- * tells how many threads are runnable right now (/proc/loadavg's fourth field, read from a
- * descriptor kept open: ~1.3 us a look), cheaply enough to look before each linger and every
- * LINGER_LOOK_CALLS polls of it. */
+ * tells how many threads are runnable right now (cor_cpus_busy, ~1.3 us a look), cheaply
+ * enough to look before each linger and every LINGER_LOOK_CALLS polls of it. */
 #define LINGER_LOOK_CALLS 256 /* ~100 us of polling */
 #define LINGER_BUSY_LOOKS 2   /* in a row, so a thread woken for a moment does not count */
 
-/* Whether more threads than CPUs are runnable now, this one included; false if unknown. */
 static bool cpus_busy(void)
 {
-    char buf[128];
-    ssize_t n = D.loadavg_fd >= 0 ? pread(D.loadavg_fd, buf, sizeof buf - 1, 0) : -1;
-    if (n <= 0) return false;
-    buf[n] = 0;
-    /* "0.52 0.58 0.59 3/467 12345": the fourth field, found by its spaces (the load averages'
-     * decimal point is not the locale's) */
-    const char *f = buf;
-    for (int i = 0; i < 3 && f; i++)
-        if ((f = strchr(f, ' '))) f++;
-    char *end;
-    long running = f ? strtol(f, &end, 10) : 0;
-    return f && end != f && *end == '/' && running > D.ncpus;
+    return cor_cpus_busy() == 1;
 }
 
 struct linger {

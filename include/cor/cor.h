@@ -225,6 +225,12 @@ COR_API int cor_task_on_arrival(cor_idp_t task, void (*fn)(void *arg, int flags)
  * (Linux before 6.12); real-time and batch threads are left as they are.
  */
 COR_API int cor_thread_attentive(void);
+/*
+ * Whether more threads are runnable on this host right now than it has CPUs (the kernel's
+ * count, /proc/loadavg's fourth field, this thread included): 1 if so, 0 if not or unknown.
+ * About a microsecond: for a thread choosing between polling on and giving its CPU away.
+ */
+COR_API int cor_cpus_busy(void);
 
 /* ---- Ports and transports -------------------------------------------------------------- */
 

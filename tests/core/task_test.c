@@ -110,9 +110,9 @@ static void test_spawn_bad(void)
     EXPECT_ERR(st, COR_EINVAL);
     EXPECT_ERR(cor_task_join(cor_domain_self(), NULL), COR_EINVAL); /* not a task */
     EXPECT_ERR(cor_task_join(cor_idp_make(cor_session() + 1, COR_KIND_TASK, 0, 1), NULL),
-               COR_EINVAL);                                       /* other session */
+               COR_EINVAL); /* other session */
     EXPECT_ERR(cor_task_join(cor_idp_make(cor_session(), COR_KIND_TASK, 1, 1), NULL),
-               COR_EINVAL);                                       /* other domain */
+               COR_EINVAL); /* other domain */
     EXPECT_ERR(cor_task_join(cor_task_idp(0, 999), NULL), COR_ENOTFOUND);
     EXPECT_ERR(cor_task_join(cor_task_idp(0, COR_MAX_INDEX), NULL), COR_ENOTFOUND);
     cor_name_t nm;
@@ -144,7 +144,8 @@ static int crowd_task(void *arg)
     s->self = cor_task_self();
     atomic_fetch_add(&arrived, 1);
     double end = ct_now() + 20;
-    while (!atomic_load(&go) && ct_now() < end) usleep(1000);
+    while (!atomic_load(&go) && ct_now() < end)
+        usleep(1000);
     return atomic_load(&go) ? s->arg : -1;
 }
 
@@ -162,7 +163,8 @@ static void test_many_tasks(void)
         spawned++;
     }
     double end = ct_now() + 20;
-    while (atomic_load(&arrived) < spawned && ct_now() < end) usleep(1000);
+    while (atomic_load(&arrived) < spawned && ct_now() < end)
+        usleep(1000);
     EXPECT_EQ(atomic_load(&arrived), NTASKS); /* all alive at the same time */
 
     /* names: ("worker", k) in spawn order, found by lookup, distinct idps */
@@ -232,10 +234,13 @@ static void test_concurrent_spawn(void)
             cor_name_t nm;
             EXPECT_ERR(cor_task_name(grand[k][i], &nm), COR_OK);
             EXPECT_EQ(strcmp(nm.name, "grandchild"), 0);
-            if (nm.index < NSPAWNERS * PER_SPAWNER) seen_index[nm.index]++;
-            else EXPECT_LE(nm.index, NSPAWNERS * PER_SPAWNER - 1);
+            if (nm.index < NSPAWNERS * PER_SPAWNER)
+                seen_index[nm.index]++;
+            else
+                EXPECT_LE(nm.index, NSPAWNERS * PER_SPAWNER - 1);
         }
-    for (int j = 0; j < NSPAWNERS * PER_SPAWNER; j++) EXPECT_EQ(seen_index[j], 1);
+    for (int j = 0; j < NSPAWNERS * PER_SPAWNER; j++)
+        EXPECT_EQ(seen_index[j], 1);
 }
 
 /* A thread the program made itself becomes a task when it first calls the API. */
@@ -296,10 +301,46 @@ static void test_attentive(void)
         EXPECT_EQ(slice, (uint64_t)COR_ENOTSUP);
 }
 
+static atomic_int spinning;
+
+static void *spin_thread(void *arg)
+{
+    (void)arg;
+    while (atomic_load_explicit(&spinning, memory_order_relaxed))
+        ;
+    return NULL;
+}
+
+/* With twice as many spinning threads as CPUs (and one more), the kernel counts more runnable
+ * threads than CPUs: cor_cpus_busy must say so within a second. It answers 0 or 1 only. */
+static void test_cpus_busy(void)
+{
+    int first = cor_cpus_busy();
+    EXPECT_TRUE(first == 0 || first == 1);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = cpus > 0 && cpus < 64 ? 2 * (int)cpus + 1 : 129;
+    pthread_t th[129];
+    atomic_store(&spinning, 1);
+    int started = 0;
+    while (started < n && pthread_create(&th[started], NULL, spin_thread, NULL) == 0)
+        started++;
+    int busy = 0;
+    for (int i = 0; i < 100 && !busy; i++) {
+        busy = cor_cpus_busy();
+        if (!busy) usleep(10000);
+    }
+    atomic_store(&spinning, 0);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    EXPECT_EQ(started, n);
+    EXPECT_EQ(busy, 1);
+}
+
 int main(void)
 {
     static const struct ct_test tests[] = {
         {"a serving thread gets a short time slice", test_attentive},
+        {"more runnable threads than CPUs: cor_cpus_busy says so", test_cpus_busy},
         {"spawn and join", test_spawn_join},
         {"a task's thread carries its name", test_thread_names},
         {"bad arguments", test_spawn_bad},
