@@ -644,11 +644,6 @@ void svc_wake(void)
 #define LINGER_LOOK_CALLS 256 /* ~100 us of polling */
 #define LINGER_BUSY_LOOKS 2   /* in a row, so a thread woken for a moment does not count */
 
-static bool cpus_busy(void)
-{
-    return cor_cpus_busy() == 1;
-}
-
 struct linger {
     uint64_t mark; /* D.tick when the poll began */
     unsigned calls;
@@ -661,7 +656,7 @@ static int served_since(void *arg)
     if (atomic_load_explicit(&D.tick, memory_order_relaxed) != l->mark || atomic_load(&D.stopping))
         return 1;
     if (++l->calls % LINGER_LOOK_CALLS) return 0;
-    l->busy = cpus_busy() ? l->busy + 1 : 0;
+    l->busy = cor_cpus_busy() ? l->busy + 1 : 0;
     return l->busy >= LINGER_BUSY_LOOKS;
 }
 
@@ -673,7 +668,7 @@ static __thread bool tls_lingering;
  * own wake-up; unless the CPUs are busy (above). */
 static void linger(void)
 {
-    if (cpus_busy()) return;
+    if (cor_cpus_busy()) return;
     tls_lingering = true;
     struct linger l = {0};
     do
