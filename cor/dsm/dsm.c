@@ -1242,6 +1242,7 @@ COR_API int cor_dsm_stats_get(cor_dsm_stats_t *stats)
     stats->remote_ops = atomic_load(&D.remote_ops);
     stats->shm_ops = atomic_load(&D.shm_ops);
     stats->grants_direct = atomic_load(&D.grants_direct);
+    stats->grants_task = atomic_load(&D.grants_task);
     stats->copy_bytes = atomic_load(&D.copy_bytes);
     uint64_t hits = 0, misses = 0;
     lock_or_die(&D.lock);

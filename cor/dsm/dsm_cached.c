@@ -118,14 +118,16 @@ struct pop {
     unsigned char data[];
 };
 
-/* A protocol message (service to service) carrying the copy's data if `data`. */
-static void cmsg(int dom, uint8_t op, const struct copy *c, uint64_t seq, uint32_t flags,
-                 const void *data)
+/* A protocol message (service to service) carrying the copy's data if `data`; id: an
+ * invalidation's grant number. */
+static void cmsg_id(int dom, uint8_t op, const struct copy *c, uint64_t seq, uint32_t id,
+                    uint32_t flags, const void *data)
 {
     cor_idp_t svc;
     if (svc_of(dom, &svc)) return; /* dead: its death is handled on its own */
     struct dsm_req r = {.op = op,
                         .type = (uint8_t)c->type,
+                        .id = id & DSM_ID_MAX,
                         .flags = flags,
                         .obj = c->idp,
                         .offset = seq,
@@ -137,6 +139,12 @@ static void cmsg(int dom, uint8_t op, const struct copy *c, uint64_t seq, uint32
     if (!buf) return; /* the peer sees no answer: as from a slow domain */
     dsm_req_encode(buf, n, &r);
     svc_send(svc, 0, buf, n);
+}
+
+static void cmsg(int dom, uint8_t op, const struct copy *c, uint64_t seq, uint32_t flags,
+                 const void *data)
+{
+    cmsg_id(dom, op, c, seq, 0, flags, data);
 }
 
 static bool copy_valid(const struct copy *c)
@@ -166,7 +174,7 @@ static bool dir_inv(void *ctx, int dom, uint32_t seq, bool writeback, bool keep)
         return now;                  /* the home's copy is the memory: nothing to write back */
     }
     uint32_t flags = (writeback ? DSM_CF_WRITEBACK : 0) | (keep ? DSM_CF_KEEP : 0);
-    cmsg(dom, DSM_OP_C_INV, &x->hc, seq, flags, NULL);
+    cmsg_id(dom, DSM_OP_C_INV, &x->hc, seq, x->dir.granted[dom], flags, NULL);
     return false; /* a dead one counts as acknowledged when its death is handled */
 }
 
@@ -190,16 +198,17 @@ static void op_run(struct res *x, struct pop *p, int status)
     free(p);
 }
 
-/* Under x->mu: a grant with data to a copy that posted its receive: the object's memory
- * alone, read in place until the send completes (no write reaches it before the grantee
- * acknowledges an invalidation, which it does only once the data landed). */
-static void direct_send(struct res *x, int dom)
+/* Under x->mu: a grant with data to a copy that posted its receive (in domain dom's service,
+ * or in task `to`): the object's memory alone, read in place until the send completes (no
+ * write reaches it before the grantee acknowledges an invalidation, which it does only once
+ * the data landed). */
+static void direct_send(struct res *x, int dom, cor_idp_t to)
 {
     cor_idp_t svc;
     if (svc_of(dom, &svc)) return; /* dead: its death is handled on its own */
     atomic_fetch_add(&x->refs, 1);
     lock_or_die(&D.svc_out.mu);
-    outbox_send_in(&D.svc_out, D.svc, svc, D.dctx, (uint32_t)direct_tag(x->hc.idp),
+    outbox_send_in(&D.svc_out, D.svc, to ? to : svc, D.dctx, (uint32_t)direct_tag(x->hc.idp),
                    (struct pend){.buf = x->obj.data, .obj = x}, x->hc.bytes);
     unlock_or_die(&D.svc_out.mu);
 }
@@ -223,8 +232,10 @@ static void dir_grant(void *ctx, const struct dsm_dreq *r, bool data, int status
         cmsg(r->who, DSM_OP_C_GRANT, &x->hc, 0, flags & DSM_CF_ERR, NULL);
         return;
     }
-    if (data && r->direct) {
-        direct_send(x, r->who);
+    if (data && r->task) {
+        direct_send(x, r->who, r->task); /* the data alone is the grant */
+    } else if (data && r->direct) {
+        direct_send(x, r->who, 0);
         cmsg(r->who, DSM_OP_C_GRANT, &x->hc, 0, r->mode | DSM_CF_DIRECT, NULL);
     } else {
         cmsg(r->who, DSM_OP_C_GRANT, &x->hc, 0, r->mode, data ? x->obj.data : NULL);
@@ -293,7 +304,8 @@ static void copy_data_release(struct copy *c)
 {
     const struct dsm_copy *s = &c->st;
     if (c->x || !c->data || atomic_load(&c->maps) > 0 || copy_valid(c) || s->readers ||
-        s->writers || s->pending || s->inv || s->waiters || c->dreq != COR_REQ_NULL || c->dlanded)
+        s->writers || s->pending || s->inv || s->waiters || c->dreq != COR_REQ_NULL || c->dlanded ||
+        c->sreq != COR_REQ_NULL)
         return;
     free(c->data);
     c->data = NULL;
@@ -546,6 +558,7 @@ static void direct_finish(struct copy *c)
     int err = c->dland_err;
     if (c->st.pending) {
         dsm_copy_grant(&c->st, c->dmode, err);
+        if (!err) c->grants++;
         if (!err) atomic_fetch_add(&D.grants_direct, 1);
         bool dirty;
         if (c->dinv && !err && dsm_copy_inv(&c->st, c->dinv_seq, c->dinv_keep, &dirty))
@@ -599,8 +612,84 @@ void direct_reap(void)
     evict();
 }
 
-/* Under *c->mu: asks the home for `mode`. */
-static int copy_request(struct copy *c, int mode, bool have)
+/*
+ * Grants as the data alone, to the task that asks. A copy under DSM_DIRECT_MIN bytes without
+ * valid data, asked for by a task that waits for it (a blocking start), has that task post
+ * the receive of the data into c->data (its own receive, in D.dctx, from the home's service,
+ * tagged with the object's index) before it asks with DSM_CF_TASK. The home sends the object's
+ * memory alone, whose arrival is the grant: the task sees its own receive complete and lands
+ * it; no arrival hook, no service turn, no message to decode. An invalidation that comes to
+ * the service meanwhile may concern that grant (sent after it, but served first: the
+ * service's messages wait their turn, the task's receive does not) or a copy dropped before:
+ * the home numbers its grants to each domain (dsm_dir granted) and an invalidation carries the
+ * number of the grant it revokes, the copy counts the grants it got (c->grants). The next
+ * one's invalidation waits for the task to land it; an earlier one's is acknowledged at once,
+ * as always. A grant that comes as a message instead (refused, or the home's choice) makes
+ * the service take the receive back.
+ */
+
+/* Under *c->mu: posts the calling task's receive; false if it cannot (the grant then comes
+ * as a message). */
+static bool small_post(struct copy *c, int mode)
+{
+    cor_idp_t home_svc;
+    if (c->x || c->bytes >= DSM_DIRECT_MIN || cor_task_self() == COR_IDP_NULL ||
+        svc_of(c->home, &home_svc))
+        return false;
+    if (cor_recvI_into(home_svc, D.dctx, direct_tag(c->idp), COR_BYTE, c->data, c->bytes, &c->sreq))
+        return false;
+    c->smode = (uint8_t)mode;
+    c->scanceled = false;
+    return true;
+}
+
+/* Under *c->mu: the service takes the task's receive back (the task still completes it). */
+static void small_cancel(struct copy *c)
+{
+    if (c->sreq == COR_REQ_NULL || c->scanceled) return;
+    cor_req_t h = c->sreq; /* the task's handle stays its own */
+    cor_cancel(&h);
+    c->scanceled = true;
+}
+
+/* Under *c->mu: the task's receive completed (err: how): the grant takes effect unless the
+ * service took the receive back, then an invalidation that waited for it. */
+static void small_land(struct copy *c, int err)
+{
+    bool was = copy_valid(c);
+    if (!c->scanceled && c->st.pending) {
+        dsm_copy_grant(&c->st, c->smode, err);
+        if (!err) c->grants++;
+        if (!err) atomic_fetch_add(&D.grants_task, 1);
+        bool dirty;
+        if (c->dinv && !err && dsm_copy_inv(&c->st, c->dinv_seq, c->dinv_keep, &dirty))
+            cmsg(c->home, DSM_OP_C_ACK, c, c->dinv_seq, 0, dirty ? c->data : NULL);
+    }
+    c->sreq = COR_REQ_NULL;
+    c->scanceled = c->dinv = false;
+    copy_account(c, was);
+    copy_wake(c);
+}
+
+/* Under *c->mu, by the task that posted c->sreq: waits for it (polling the routes, then
+ * asleep on the task's own condvar) and lands it. */
+static void small_wait(struct copy *c)
+{
+    cor_req_t h = c->sreq;
+    cor_status_t st;
+    int done = 0, err;
+    copy_unlock(c);
+    do
+        err = cor_wait_timeout(&h, D.poll_us, 1000000, NULL, NULL, &done, &st);
+    while (err == COR_OK && !done);
+    copy_lock(c);
+    if (!done && !err) err = COR_EPROTO;
+    if (done && !err && st.count * cor_type_size(st.type) != c->bytes) err = COR_EPROTO;
+    small_land(c, err);
+}
+
+/* Under *c->mu: asks the home for `mode`; `task_waits`: the calling task blocks for it. */
+static int copy_request(struct copy *c, int mode, bool have, bool task_waits)
 {
     c->misses++;
     if (c->x) {
@@ -615,8 +704,14 @@ static int copy_request(struct copy *c, int mode, bool have)
         return COR_EPEERDEAD;
     }
     uint32_t flags = (uint32_t)mode | (have ? DSM_CF_HAVE : 0);
-    if (!have && direct_post(c)) flags |= DSM_CF_DIRECT;
-    cmsg(c->home, DSM_OP_C_REQ, c, 0, flags, NULL);
+    cor_idp_t task = COR_IDP_NULL;
+    if (!have && task_waits && small_post(c, mode)) {
+        flags |= DSM_CF_TASK;
+        task = cor_task_self();
+    } else if (!have && direct_post(c)) {
+        flags |= DSM_CF_DIRECT;
+    }
+    cmsg(c->home, DSM_OP_C_REQ, c, task, flags, NULL);
     return COR_OK;
 }
 
@@ -705,16 +800,21 @@ static int section_start(struct copy *c, int mode, bool block, bool *fast)
             err = m;
             break;
         }
+        bool mine = false; /* a receive of the grant this task posted */
         if (m > 0) {
-            err = copy_request(c, m, have);
+            err = copy_request(c, m, have, block);
             if (err) break;
             if (dsm_copy_can_start(&c->st, mode)) continue; /* granted at once (home) */
+            mine = c->sreq != COR_REQ_NULL;
         }
         if (!block) {
             err = COR_EAGAIN;
             break;
         }
-        wait_change(c, &sleep);
+        if (mine)
+            small_wait(c);
+        else
+            wait_change(c, &sleep);
     }
     c->st.waiters--;
     copy_unlock(c);
@@ -885,6 +985,10 @@ void serve_cached_home(int from, const struct dsm_req *r, cor_idp_t src)
                              .kind = DSM_DREQ_SECTION,
                              .have_copy = (r->flags & DSM_CF_HAVE) != 0,
                              .direct = (r->flags & DSM_CF_DIRECT) != 0};
+        /* a task of the requester's domain (else the grant comes as a message) */
+        if ((r->flags & DSM_CF_TASK) && cor_idp_domain(r->offset) == (unsigned)from &&
+            bytes < DSM_DIRECT_MIN)
+            q.task = r->offset;
         int err = dsm_dir_request(&x->dir, &q);
         if (err) dir_grant(x, &q, false, err);
         break;
@@ -925,7 +1029,18 @@ void serve_cached_copy(const struct dsm_req *r)
     }
     copy_lock(c);
     bool was = copy_valid(c);
-    if (r->op == DSM_OP_C_INV && c->dmode) {
+    /* Which grant an invalidation revokes: the copy's (0), the one the asking task is still
+     * to land (1), or one before them (the task landed a newer grant first: the copy it
+     * concerns is gone, and with it the round, ended by the flush or acknowledgment that
+     * dropped it; the acknowledgment below is stale at the home, as it always was). */
+    uint32_t age = (r->id - c->grants) & DSM_ID_MAX;
+    if (r->op == DSM_OP_C_INV && age > DSM_ID_MAX / 2) {
+        cmsg(c->home, DSM_OP_C_ACK, c, r->offset, 0, NULL);
+        copy_unlock(c);
+        return;
+    }
+    bool ahead = r->op == DSM_OP_C_INV && age == 1 && c->sreq != COR_REQ_NULL && !c->scanceled;
+    if (r->op == DSM_OP_C_INV && (c->dmode || ahead)) {
         c->dinv = true; /* it overtook the grant's data: due once that landed */
         c->dinv_seq = (uint32_t)r->offset;
         c->dinv_keep = (r->flags & DSM_CF_KEEP) != 0;
@@ -948,6 +1063,7 @@ void serve_cached_copy(const struct dsm_req *r)
         int mode = (int)(r->flags & DSM_CF_MODE);
         int err = -(int)((r->flags & DSM_CF_ERR) >> DSM_CF_ERR_SHIFT);
         direct_cancel(c); /* a grant in a message: no data comes alone */
+        small_cancel(c);
         if (!c->st.pending) {
             atomic_fetch_add(&D.dropped, 1); /* nobody asked */
         } else {
@@ -960,6 +1076,7 @@ void serve_cached_copy(const struct dsm_req *r)
                 err = COR_EPROTO; /* the home thought we had the data */
             }
             dsm_copy_grant(&c->st, mode, err);
+            if (!err) c->grants++;
             copy_wake(c);
         }
     } else if (r->op == DSM_OP_C_INV) {
@@ -1009,7 +1126,7 @@ void serve_cached_op(struct res *x, cor_idp_t src, const struct dsm_req *r)
 static void destroy_inv(void *ctx, int dom)
 {
     struct res *x = ctx;
-    if (dom != D.rank) cmsg(dom, DSM_OP_C_INV, &x->hc, 0, 0, NULL);
+    if (dom != D.rank) cmsg_id(dom, DSM_OP_C_INV, &x->hc, 0, x->dir.granted[dom], 0, NULL);
 }
 
 void cached_destroy(struct res *x)
@@ -1053,6 +1170,7 @@ void cached_peer_dead(int d)
             copy_lock(c); /* D.lock -> copy mutex: nowhere the other way round */
             bool was = copy_valid(c);
             direct_cancel(c);
+            small_cancel(c);
             c->st.err = COR_EPEERDEAD;
             c->st.pending = DSM_MODE_NONE;
             if (!c->st.readers && !c->st.writers) dsm_copy_drop(&c->st);

@@ -33,7 +33,8 @@ int dsm_dir_init(struct dsm_dir *d, int n, int home, const struct dsm_dir_cb *cb
     d->waiting = calloc(words(n), sizeof *d->waiting);
     d->keeping = calloc(words(n), sizeof *d->keeping);
     d->dead = calloc(words(n), sizeof *d->dead);
-    if (!d->sharers || !d->waiting || !d->keeping || !d->dead) {
+    d->granted = calloc((size_t)n, sizeof *d->granted);
+    if (!d->sharers || !d->waiting || !d->keeping || !d->dead || !d->granted) {
         dsm_dir_free(d);
         return COR_ENOMEM;
     }
@@ -51,6 +52,8 @@ void dsm_dir_free(struct dsm_dir *d)
     free(d->waiting);
     free(d->keeping);
     free(d->dead);
+    free(d->granted);
+    d->granted = NULL;
     free(d->q);
     d->sharers = d->waiting = d->keeping = d->dead = NULL;
     d->q = NULL;
@@ -102,6 +105,9 @@ static void complete(struct dsm_dir *d)
         memset(d->sharers, 0, words(d->n) * sizeof *d->sharers);
         d->owner = r.who;
     }
+    /* numbered, so that the holder tells an invalidation of this grant from one of its
+     * previous copy when the grant may reach it later (dsm_cached.c) */
+    d->granted[r.who]++;
     /* the home's copy is the memory itself: it never needs data */
     d->cb->grant(d->ctx, &r, !valid && r.who != d->home, COR_OK);
 }

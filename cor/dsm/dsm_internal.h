@@ -82,10 +82,12 @@ enum dsm_op {
     DSM_OP_LOCK_REL,  /* no reply (the releasing task knows it holds the lock) */
     DSM_OP_BARRIER, /* obj = barrier id, offset = round, count = epoch; no reply */
     /* Cached protocol, service to service only (see dsm_dir.c): */
-    DSM_OP_C_REQ,   /* copy holder -> home: flags = mode | DSM_CF_HAVE (upgrade) */
+    DSM_OP_C_REQ,   /* copy holder -> home: flags = mode | DSM_CF_HAVE (upgrade) or
+                       DSM_CF_DIRECT or DSM_CF_TASK (offset: the task) */
     DSM_OP_C_GRANT, /* home -> holder: flags = mode (| DSM_CF_DIRECT), or DSM_CF_ERR; data: the
                        copy or none */
-    DSM_OP_C_INV,   /* home -> holder: offset = round seq; flags DSM_CF_WRITEBACK */
+    DSM_OP_C_INV,   /* home -> holder: offset = round seq, id = the number of the grant it
+                       revokes (dsm_dir granted, & DSM_ID_MAX); flags DSM_CF_WRITEBACK */
     DSM_OP_C_ACK,   /* holder -> home: offset = seq; data: the dirty copy or none */
     DSM_OP_C_FLUSH, /* holder -> home: the copy was dropped; data: the dirty copy or none */
     DSM_OP_ADDV,    /* a batch of non-fetching adds: count entries (below); no reply */
@@ -97,6 +99,9 @@ enum dsm_op {
 #define DSM_CF_HAVE 0x4u      /* C_REQ: the requester holds a read copy (upgrade) */
 /* C_REQ: send the data alone, straight into the posted copy; C_GRANT: it was (the header) */
 #define DSM_CF_DIRECT 0x8u
+/* C_REQ: a copy under DSM_DIRECT_MIN bytes; its requesting task (offset, a task of the
+ * requester's domain) posted the receive of the data alone (D.dctx), which is the grant */
+#define DSM_CF_TASK 0x10u
 #define DSM_CF_WRITEBACK 0x1u /* C_INV: the holder has the only valid copy */
 #define DSM_CF_KEEP 0x2u      /* C_INV (with WRITEBACK): it keeps a read copy (downgrade) */
 #define DSM_CF_ERR 0xff00u    /* C_GRANT refused: -status << 8 */
@@ -351,6 +356,7 @@ struct dsm_dreq {
     bool have_copy; /* SECTION: the requester says it holds a read copy (upgrade) */
     bool recalled;  /* set by the directory: copies had to be invalidated first */
     bool direct;    /* SECTION: the data goes alone into the copy the requester posted */
+    uint64_t task;  /* SECTION: the task whose receive of the data alone is the grant, or 0 */
     void *op;       /* OP: the runtime's pending operation */
 };
 
@@ -371,6 +377,7 @@ struct dsm_dir {
     uint64_t *waiting; /* bit per domain whose acknowledgment the round waits for */
     uint64_t *keeping; /* of those, the owner downgraded to a read copy */
     uint64_t *dead;    /* bit per domain known dead */
+    uint32_t *granted; /* per domain: section grants sent to it, the last one's number */
     int owner;         /* domain holding the write copy, or -1 */
     int nwait;
     bool busy;    /* a round is in progress for cur */

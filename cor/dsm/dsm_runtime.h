@@ -57,9 +57,15 @@ struct copy {
     uint8_t dmode;      /* the grant's header came: the mode granted */
     bool dlanded;       /* the data came (dland_err: how) */
     int dland_err;
-    bool dinv; /* an invalidation came after the header, before the data */
+    bool dinv; /* an invalidation came after the header, before the data (or the task's) */
     bool dinv_keep;
     uint32_t dinv_seq;
+    /* A smaller grant coming as the data alone into `data`: the receive of the task that
+     * asked (its own; *mu), which lands it. */
+    cor_req_t sreq;
+    uint8_t smode;  /* the mode asked for, granted by the data's arrival */
+    bool scanceled; /* the service took the receive back (the grant came as a message) */
+    uint32_t grants; /* grants got (*mu), numbered as the home's invalidations name them */
 };
 
 struct res {
@@ -207,6 +213,7 @@ struct dsm_runtime {
     struct copy *direct;              /* copies whose grant's data is on its way */
     _Atomic int ndirect;
     _Atomic uint64_t grants_direct;
+    _Atomic uint64_t grants_task;
     _Atomic size_t cache_budget, cached_bytes;
     _Atomic size_t copy_bytes; /* data allocated for copies homed elsewhere */
     _Atomic uint64_t invalidations, recalls, evictions;

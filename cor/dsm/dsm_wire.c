@@ -125,9 +125,12 @@ static bool req_valid(const struct dsm_req *r)
         if (r->flags > COR_DSM_CACHED) return false;
     } else if (r->op == DSM_OP_C_REQ) {
         uint32_t mode = r->flags & DSM_CF_MODE;
-        if ((r->flags & ~(DSM_CF_MODE | DSM_CF_HAVE | DSM_CF_DIRECT)) ||
+        uint32_t how = r->flags & (DSM_CF_HAVE | DSM_CF_DIRECT | DSM_CF_TASK);
+        if ((r->flags & ~(DSM_CF_MODE | how)) ||
             (mode != DSM_MODE_READ && mode != DSM_MODE_WRITE) ||
-            ((r->flags & DSM_CF_HAVE) && (r->flags & DSM_CF_DIRECT)))
+            (how & (how - 1))) /* one of the three at most */
+            return false;
+        if ((how & DSM_CF_TASK) ? cor_idp_kind(r->offset) != COR_KIND_TASK : r->offset != 0)
             return false;
     } else if (r->op == DSM_OP_C_GRANT) {
         uint32_t mode = r->flags & DSM_CF_MODE;

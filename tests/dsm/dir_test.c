@@ -103,6 +103,12 @@ static void test_dir_readers_writer(void)
     EXPECT_EQ(k.inv[4].dom, 0);
     EXPECT_EQ(k.inv[4].wb, true);
     EXPECT_EQ(k.grant[4].r.who, 1);
+    /* grants are numbered per domain (an invalidation names the one it revokes): 1 twice,
+     * 2 and 3 once, the home once */
+    EXPECT_EQ(d.granted[1], 2);
+    EXPECT_EQ(d.granted[2], 1);
+    EXPECT_EQ(d.granted[3], 1);
+    EXPECT_EQ(d.granted[0], 1);
     dsm_dir_free(&d);
 }
 

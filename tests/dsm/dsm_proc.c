@@ -305,7 +305,8 @@ static void run_mix(void)
 /* ---- cache ---- */
 
 /* longs per cached block (-B): [0] the sum of the others, which all move together; from
- * 16 KiB on the home sends a grant's data straight into the copy (grants_direct) */
+ * 16 KiB on the home sends a grant's data straight into the copy (grants_direct), below it
+ * to the receive of the task that asked (grants_task) */
 static int CB = 512;
 static int cb_given; /* -B: kill's cached objects have CB longs too (else 4) */
 static cor_idp_t *cblk, *cctr;
@@ -563,17 +564,21 @@ static void run_cache(void)
     printf("domain %d: %s cache: %ld write+read sections on each of %d blocks and %ld counter "
            "sections and fetch-adds from %d tasks per domain in %.2f s; hits %llu, misses %llu, "
            "invalidations %llu, recalls %llu, evictions %llu, grants straight into the copy %llu, "
-           "dropped %llu\n",
+           "to the asking task %llu, dropped %llu\n",
            rank, atomic_load(&failures) ? "FAIL" : "PASS", per, ndom, per, ntasks, el,
            (unsigned long long)s.section_hits, (unsigned long long)s.section_misses,
            (unsigned long long)s.invalidations, (unsigned long long)s.recalls,
            (unsigned long long)s.evictions, (unsigned long long)s.grants_direct,
-           (unsigned long long)s.requests_dropped);
+           (unsigned long long)s.grants_task, (unsigned long long)s.requests_dropped);
     if (s.requests_dropped) fail("%llu requests dropped", (unsigned long long)s.requests_dropped);
     int big = CB * sizeof(long) >= 16384;
     if (ndom > 1 && big != (s.grants_direct > 0))
         fail("%llu grants straight into the copy with blocks of %zu bytes",
              (unsigned long long)s.grants_direct, CB * sizeof(long));
+    /* smaller blocks: the blocking starts' grants come as data to the task that asked */
+    if (ndom > 1 && !big && s.grants_task == 0)
+        fail("%llu grants to the asking task with blocks of %zu bytes",
+             (unsigned long long)s.grants_task, CB * sizeof(long));
     if (cache_bytes == 0 && s.evictions == 0 && ndom > 1) fail("a budget of 0 evicted nothing");
     CHECK(cor_dsm_barrier_wait(all_bar));
     run_cadd();

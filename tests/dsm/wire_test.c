@@ -133,6 +133,19 @@ static void test_req_cached(void)
     EXPECT_EQ(enc(buf, sizeof buf, &q), DSM_REQ_HDR);
     q.flags = DSM_MODE_WRITE | DSM_CF_HAVE | DSM_CF_DIRECT; /* an upgrade needs no data */
     EXPECT_EQ(enc(buf, sizeof buf, &q), 0);
+    /* the grant as the data alone, to the task that asks (offset): a task's idp, nothing else */
+    q.flags = DSM_MODE_READ | DSM_CF_TASK, q.offset = cor_idp_make(1, COR_KIND_TASK, 3, 5);
+    EXPECT_EQ(enc(buf, sizeof buf, &q), DSM_REQ_HDR);
+    q.offset = cor_idp_make(1, COR_KIND_CONTEXT, 3, 5);
+    EXPECT_EQ(enc(buf, sizeof buf, &q), 0);
+    q.offset = cor_idp_make(1, COR_KIND_TASK, 3, 5);
+    q.flags = DSM_MODE_READ | DSM_CF_TASK | DSM_CF_DIRECT; /* one way of sending the data */
+    EXPECT_EQ(enc(buf, sizeof buf, &q), 0);
+    q.flags = DSM_MODE_WRITE | DSM_CF_TASK | DSM_CF_HAVE;
+    EXPECT_EQ(enc(buf, sizeof buf, &q), 0);
+    q.flags = DSM_MODE_READ; /* no task: no offset */
+    EXPECT_EQ(enc(buf, sizeof buf, &q), 0);
+    q.offset = 0;
     q.flags = DSM_MODE_NONE;
     EXPECT_EQ(enc(buf, sizeof buf, &q), 0);
     q.flags = DSM_MODE_READ | 0x100;
