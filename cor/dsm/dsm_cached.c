@@ -551,20 +551,27 @@ static void direct_cancel(struct copy *c)
     c->dreq = COR_REQ_NULL;
 }
 
+/* Under *c->mu: a grant whose data came apart from the service's messages takes effect if
+ * still asked for (counted in *kind), then an invalidation that waited for the data. */
+static bool grant_landed(struct copy *c, int mode, int err, _Atomic uint64_t *kind)
+{
+    if (!c->st.pending) return false;
+    dsm_copy_grant(&c->st, mode, err);
+    if (!err) {
+        c->grants++;
+        atomic_fetch_add(kind, 1);
+    }
+    bool dirty;
+    if (c->dinv && !err && dsm_copy_inv(&c->st, c->dinv_seq, c->dinv_keep, &dirty))
+        cmsg(c->home, DSM_OP_C_ACK, c, c->dinv_seq, 0, dirty ? c->data : NULL);
+    return true;
+}
+
 /* Under *c->mu, holding the turn: the grant takes effect once its header and data both came. */
 static void direct_finish(struct copy *c)
 {
     if (!c->dmode || !c->dlanded) return;
-    int err = c->dland_err;
-    if (c->st.pending) {
-        dsm_copy_grant(&c->st, c->dmode, err);
-        if (!err) c->grants++;
-        if (!err) atomic_fetch_add(&D.grants_direct, 1);
-        bool dirty;
-        if (c->dinv && !err && dsm_copy_inv(&c->st, c->dinv_seq, c->dinv_keep, &dirty))
-            cmsg(c->home, DSM_OP_C_ACK, c, c->dinv_seq, 0, dirty ? c->data : NULL);
-        copy_wake(c);
-    }
+    if (grant_landed(c, c->dmode, c->dland_err, &D.grants_direct)) copy_wake(c);
     direct_reset(c);
 }
 
@@ -657,14 +664,7 @@ static void small_cancel(struct copy *c)
 static void small_land(struct copy *c, int err)
 {
     bool was = copy_valid(c);
-    if (!c->scanceled && c->st.pending) {
-        dsm_copy_grant(&c->st, c->smode, err);
-        if (!err) c->grants++;
-        if (!err) atomic_fetch_add(&D.grants_task, 1);
-        bool dirty;
-        if (c->dinv && !err && dsm_copy_inv(&c->st, c->dinv_seq, c->dinv_keep, &dirty))
-            cmsg(c->home, DSM_OP_C_ACK, c, c->dinv_seq, 0, dirty ? c->data : NULL);
-    }
+    if (!c->scanceled) grant_landed(c, c->smode, err, &D.grants_task);
     c->sreq = COR_REQ_NULL;
     c->scanceled = c->dinv = false;
     copy_account(c, was);
