@@ -81,14 +81,8 @@ ctl_port=$((40000 + $$ % 5000))
 fi_one() {
     prov=$1 size=$2 n=$3
     ctl_port=$((ctl_port + 1))
-    timeout 120 fi_pingpong -p "$prov" -e rdm -S "$size" -I "$n" -B "$ctl_port" \
-        >"$tmp/fi_srv.log" 2>&1 &
-    spid=$!
-    pids="$pids $spid"
-    sleep 0.5
-    timeout 120 fi_pingpong -p "$prov" -e rdm -S "$size" -I "$n" -P "$ctl_port" 127.0.0.1 \
+    "$(dirname "$0")/fi-pingpong-pair.sh" "$prov" "$ctl_port" 120 -S "$size" -I "$n" \
         >"$tmp/fi_cli.log" 2>&1
-    wait "$spid" 2>/dev/null
     # bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
     awk 'NR == 2 { print $7, $6 }' "$tmp/fi_cli.log"
 }

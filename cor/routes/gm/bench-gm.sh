@@ -26,6 +26,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 CORRUN=$B/apps/cor-run BENCH=$B/apps/cor-bench PP=$B/libgm-compat/tools/gm-pingpong
+FIPAIR=$(dirname "$0")/../../../libgm-compat/tools/fi-pingpong-pair.sh
 for t in "$CORRUN" "$BENCH" "$PP"; do
     [ -x "$t" ] || { echo "bench-gm.sh: $t not built" >&2; exit 1; }
 done
@@ -40,11 +41,7 @@ ctl=$((41000 + $$ % 4000))
 
 fi_run() { # SIZE ITERS -> "one_way_us"
     ctl=$((ctl + 1))
-    timeout 120 fi_pingpong -p shm -e rdm -S "$1" -I "$2" -B $ctl >"$tmp/fs.log" 2>&1 &
-    s=$!
-    sleep 0.5
-    timeout 120 fi_pingpong -p shm -e rdm -S "$1" -I "$2" -P $ctl 127.0.0.1 >"$tmp/fc.log" 2>&1
-    wait $s 2>/dev/null
+    "$FIPAIR" shm $ctl 120 -S "$1" -I "$2" >"$tmp/fc.log" 2>/dev/null
     awk 'NR == 2 { print $7 }' "$tmp/fc.log"
 }
 gm_run() { # SIZE ITERS -> "pingpong_one_way_us stream_MBps stream_us_per_message"
