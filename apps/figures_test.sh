@@ -36,10 +36,16 @@ png() {
 # race ThreadSanitizer rightly reports (bench_smoke.sh). cor-bench --plot below still runs.
 figures() {
     out=$dir/figures
-    if ! timeout 300 "$src/scripts/figures" --quick --no-pvm --builddir "$top" --out "$out" \
+    # longer than the bound of its longest step (300 s), so a step that hangs is named in
+    # figures.err instead of the whole run being cut off silently
+    if ! timeout 600 "$src/scripts/figures" --quick --no-pvm --builddir "$top" --out "$out" \
         >"$dir/figures.out" 2>"$dir/figures.err"; then
         fail "scripts/figures --quick --no-pvm exited with an error:"
         cat "$dir/figures.out" "$dir/figures.err"
+        for log in $(sed -n 's/^figures: .* failed .*, see \(.*\.log\)$/\1/p' "$dir/figures.err"); do
+            echo "--- $log"
+            tail -n 20 "$log"
+        done
     fi
     for f in fig5-rtt fig5-rate fig6-multiport fig6-multitask blocking-rtt blocking-rate; do
         png "$out/$f.png"
