@@ -29,7 +29,8 @@ fuzz_setup() {
 }
 
 fuzz_cc() {
-    "$fuzz_clang" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined "$@"
+    "$fuzz_clang" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+        -Werror=incompatible-function-pointer-types "$@"
 }
 
 # fuzz_run BIN [options]: runs $fuzz_tmp/BIN on $fuzz_tmp/corpus for fuzz_secs seconds; on a

@@ -14,9 +14,9 @@
 
 #include "dsm_internal.h"
 
-static bool f_inv(void *ctx, int dom, uint32_t seq, bool wb)
+static bool f_inv(void *ctx, int dom, uint32_t seq, bool wb, bool keep)
 {
-    (void)ctx, (void)seq, (void)wb;
+    (void)ctx, (void)seq, (void)wb, (void)keep;
     return dom == 0; /* the home's own copy goes at once */
 }
 static void f_grant(void *ctx, const struct dsm_dreq *r, bool data, int status)

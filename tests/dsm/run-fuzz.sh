@@ -7,7 +7,7 @@
 fuzz_setup dsm "$@"
 top=$fuzz_top
 src="$top/cor/dsm"
-fuzz_cc -D_GNU_SOURCE -I"$top/include" -I"$top/cor/core" -I"$src" "$fuzz_here/fuzz_req.c" \
+fuzz_cc -I"$top/include" -I"$top/cor/core" -I"$src" "$fuzz_here/fuzz_req.c" \
     "$src/dsm_wire.c" "$src/dsm_obj.c" "$src/dsm_dir.c" "$src/dsm_shm.c" "$top/cor/core/idp.c" \
     -o "$fuzz_tmp/fuzz_req"
 # Seeds: a valid PUT of 2 ints and a valid DIR_GET of "ab", so the fuzzer starts past the magic,

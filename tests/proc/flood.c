@@ -90,6 +90,7 @@ static int sender(long nmsg, int window, double idle, long slowed_max)
             CHECK(err == COR_OK, "send %ld: %s", i - window, cor_strerror(err));
             done_bytes += (long)msg_size(i - window);
             t_last = now_s();
+            if (i == window) fprintf(stderr, "flood: sender: streaming\n"); /* see starve.sh */
         }
         if (done_at_idle < 0 && now_s() - t0 >= idle * 0.9) done_at_idle = done_bytes;
         if (i >= nmsg || err) continue;
@@ -168,6 +169,7 @@ static int receiver(long nmsg, int window, double idle, long slack)
         if (st.unexpected_now > max_unexp) max_unexp = st.unexpected_now;
         if (st.unexpected_bytes_now > max_unexp_bytes) max_unexp_bytes = st.unexpected_bytes_now;
     }
+    fprintf(stderr, "flood: receiver: receiving\n"); /* unbuffered, for proc/starve.sh */
     /* The core's bound (cor/core/README.md): eager data within credits x eager limit per
      * peer and hard port, plus at most UNEXP_RNDV_MAX bytes per unexpected message (its
      * record and an RTS's tail), plus the slack for allocator arenas and route buffers. */

@@ -34,7 +34,18 @@ while [ -z "$p0" ] && [ $i -lt 300 ]; do
 done
 [ -n "$p0" ] || { show st; die "domain 0 not found"; }
 add_cleanup "kill -CONT $p0 2>/dev/null; kill -KILL $p0 2>/dev/null"
-sleep 2 # the receives are posted (after 1 s) and the stream flows
+# Stop domain 0 only once both domains run the stream (flood says so on stderr): stopped
+# earlier (a loaded machine under TSan takes seconds to start domains), it leaves domain 1
+# waiting at the core's level, in cor_init or for a rendezvous answer, with no frame waiting
+# in the route, which is not what this test is about.
+i=0
+until grep -q "flood: sender: streaming" "$WORK/st.err" &&
+    grep -q "flood: receiver: receiving" "$WORK/st.err"; do
+    i=$((i + 1))
+    [ $i -gt 600 ] && { show st; die "the domains did not start the stream within 60 s"; }
+    sleep 0.1
+done
+sleep 1 # the stream flows at full speed
 kill -STOP "$p0"
 start=$(date +%s.%N)
 i=0
