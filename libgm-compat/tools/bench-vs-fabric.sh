@@ -66,13 +66,7 @@ if ! command -v fi_pingpong >/dev/null 2>&1; then
 fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gmbench.XXXXXX") || exit 1
-pids=""
-cleanup() {
-    for p in $pids; do kill "$p" 2>/dev/null; done
-    for p in $pids; do wait "$p" 2>/dev/null; done
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
 
 ctl_port=$((40000 + $$ % 5000))
@@ -104,18 +98,13 @@ gm_run() {
         ;;
     esac
     rm -f "$out"
-    env GM_NODES="$nodes" GM_PROVIDER="$fprov" GM_SHM_NAMESPACE="gmbench$$" GM_NODE_ID=1 \
-        timeout 300 "$pp" --server --port 5 --timeout 280 >"$tmp/gm_srv.log" 2>&1 &
-    spid=$!
-    pids="$pids $spid"
-    env GM_NODES="$nodes" GM_PROVIDER="$fprov" GM_SHM_NAMESPACE="gmbench$$" GM_NODE_ID=2 \
-        timeout 300 "$pp" --client gmbench-a --port 5 --min-size "$min" --max-size "$max" \
-        --iters "$n" --csv "$out" --timeout 280 >"$tmp/gm_cli.log" 2>&1
+    env GM_NODES="$nodes" GM_PROVIDER="$fprov" GM_SHM_NAMESPACE="gmbench$$" \
+        "$(dirname "$0")/gm-pingpong-pair.sh" "$pp" 300 --port 5 --timeout 280 \
+        --min-size "$min" --max-size "$max" --iters "$n" --csv "$out" >"$tmp/gm_cli.log" 2>&1
     rc=$?
-    wait "$spid" 2>/dev/null
     if [ $rc -ne 0 ] || [ ! -f "$out" ]; then
         echo "gm-pingpong ($prov, $min..$max B) failed (exit $rc):" >&2
-        cat "$tmp/gm_cli.log" "$tmp/gm_srv.log" >&2
+        cat "$tmp/gm_cli.log" >&2
         return 1
     fi
     [ -n "$csv" ] && tail -n +2 "$out" >>"$csv.gmrows"

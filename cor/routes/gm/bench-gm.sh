@@ -27,6 +27,7 @@ while [ $# -gt 0 ]; do
 done
 CORRUN=$B/apps/cor-run BENCH=$B/apps/cor-bench PP=$B/libgm-compat/tools/gm-pingpong
 FIPAIR=$(dirname "$0")/../../../libgm-compat/tools/fi-pingpong-pair.sh
+GMPAIR=$(dirname "$0")/../../../libgm-compat/tools/gm-pingpong-pair.sh
 for t in "$CORRUN" "$BENCH" "$PP"; do
     [ -x "$t" ] || { echo "bench-gm.sh: $t not built" >&2; exit 1; }
 done
@@ -46,13 +47,9 @@ fi_run() { # SIZE ITERS -> "one_way_us"
 }
 gm_run() { # SIZE ITERS -> "pingpong_one_way_us stream_MBps stream_us_per_message"
     rm -f "$tmp/gm.csv"
-    export GM_NODES='1 gmb-a; 2 gmb-b' GM_SHM_NAMESPACE=gmb$$
-    GM_NODE_ID=1 timeout 120 "$PP" --server --port 5 --timeout 100 >"$tmp/gs.log" 2>&1 &
-    s=$!
-    GM_NODE_ID=2 timeout 120 "$PP" --client gmb-a --port 5 --min-size "$1" --max-size "$1" \
-        --iters "$2" --csv "$tmp/gm.csv" --timeout 100 >"$tmp/gc.log" 2>&1
-    wait $s 2>/dev/null
-    unset GM_NODES GM_SHM_NAMESPACE
+    GM_NODES='1 gmb-a; 2 gmb-b' GM_SHM_NAMESPACE=gmb$$ "$GMPAIR" "$PP" 120 --port 5 \
+        --timeout 100 --min-size "$1" --max-size "$1" --iters "$2" --csv "$tmp/gm.csv" \
+        >"$tmp/gc.log" 2>&1
     awk -F, '$2 == "pingpong" { p = $6 } $2 == "stream" { s = $7; m = $6 }
         END { print (p ? p : "-"), (s ? s : "-"), (m ? m : "-") }' "$tmp/gm.csv" 2>/dev/null ||
         echo "- - -"
