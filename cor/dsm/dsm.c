@@ -1191,6 +1191,11 @@ COR_API int cor_dsm_finalize(void)
             D.copies[k] = c->next;
             copy_free(c);
         }
+    while (D.retired) {
+        struct copy *c = D.retired;
+        D.retired = c->next;
+        copy_free(c);
+    }
     D.direct = NULL;
     atomic_store(&D.ndirect, 0);
     atomic_store(&D.cached_bytes, 0);
@@ -1246,8 +1251,8 @@ COR_API int cor_dsm_stats_get(cor_dsm_stats_t *stats)
     stats->copy_bytes = atomic_load(&D.copy_bytes);
     uint64_t hits = 0, misses = 0;
     lock_or_die(&D.lock);
-    for (int k = 0; k < DIR_BUCKETS; k++)
-        for (struct copy *c = D.copies[k]; c; c = c->next) {
+    for (int k = 0; k <= DIR_BUCKETS; k++) /* the buckets, then the retired copies */
+        for (struct copy *c = k < DIR_BUCKETS ? D.copies[k] : D.retired; c; c = c->next) {
             lock_or_die(c->mu);
             hits += c->hits + ((atomic_load(&c->fast) & ~FAST_OPEN) >> 24);
             misses += c->misses;

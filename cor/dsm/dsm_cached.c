@@ -85,6 +85,7 @@ void sbuf_clear(void)
 }
 
 static void copy_wake(struct copy *c);
+static void copy_retire(cor_idp_t idp);
 
 /* The sections the calling task has open (the hit path reads these: initial-exec TLS, see
  * Makefile.am). */
@@ -1016,6 +1017,10 @@ void serve_cached_home(int from, const struct dsm_req *r, cor_idp_t src)
 
 void serve_cached_copy(const struct dsm_req *r)
 {
+    if (r->op == DSM_OP_C_GONE) {
+        copy_retire(r->obj);
+        return;
+    }
     struct copy *c = copy_find(r->obj);
     if (!c) {
         if (r->op == DSM_OP_C_INV) { /* we never had it: nothing to give back */
@@ -1135,7 +1140,47 @@ void cached_destroy(struct res *x)
     dsm_dir_fail(&x->dir, COR_ENOTFOUND, destroy_inv, x);
     if (!x->hc.st.err) x->hc.st.err = COR_ENOTFOUND;
     copy_wake(&x->hc);
+    /* Every domain forgets its copy, holder or not: one that mapped it keeps its size and its
+     * grant count, which a later object at the same index would inherit. After the
+     * invalidations (one outbox: in order). */
+    for (int d = 0; d < D.size; d++)
+        if (d != D.rank) cmsg(d, DSM_OP_C_GONE, &x->hc, 0, 0, NULL);
     unlock_or_die(&x->mu);
+}
+
+/* Copy c fails for good with err (D.lock and its mutex held): what was under way on it ends,
+ * sections that start or wait get err; a copy inside a section stays valid until it ends. */
+static void copy_fail(struct copy *c, int err)
+{
+    bool was = copy_valid(c);
+    direct_cancel(c);
+    small_cancel(c);
+    c->st.err = err;
+    c->st.pending = DSM_MODE_NONE;
+    if (!c->st.readers && !c->st.writers) dsm_copy_drop(&c->st);
+    copy_account(c, was);
+    copy_wake(c);
+}
+
+/* The home destroyed the object: its copy here leaves D.copies (the next map of that idp asks
+ * the home again) for D.retired, where the regions that still map it see COR_ENOTFOUND. */
+static void copy_retire(cor_idp_t idp)
+{
+    lock_or_die(&D.lock);
+    struct copy **p = &D.copies[idp % DIR_BUCKETS];
+    while (*p && (*p)->idp != idp)
+        p = &(*p)->next;
+    struct copy *c = *p;
+    if (c) {
+        *p = c->next;
+        c->next = D.retired;
+        D.retired = c;
+        copy_lock(c);
+        copy_fail(c, COR_ENOTFOUND);
+        copy_data_release(c);
+        copy_unlock(c);
+    }
+    unlock_or_die(&D.lock);
 }
 
 /* Domain d died: directories forget its copies (a dirty one's data is lost), copies homed
@@ -1168,14 +1213,7 @@ void cached_peer_dead(int d)
         for (struct copy *c = D.copies[k]; c; c = c->next) {
             if (c->home != d) continue;
             copy_lock(c); /* D.lock -> copy mutex: nowhere the other way round */
-            bool was = copy_valid(c);
-            direct_cancel(c);
-            small_cancel(c);
-            c->st.err = COR_EPEERDEAD;
-            c->st.pending = DSM_MODE_NONE;
-            if (!c->st.readers && !c->st.writers) dsm_copy_drop(&c->st);
-            copy_account(c, was);
-            copy_wake(c);
+            copy_fail(c, COR_EPEERDEAD);
             copy_unlock(c);
         }
     unlock_or_die(&D.lock);

@@ -80,7 +80,7 @@ enum dsm_op {
     DSM_OP_LOCK_ACQ,  /* reply when granted */
     DSM_OP_LOCK_TRY,  /* reply at once: granted or COR_EBUSY */
     DSM_OP_LOCK_REL,  /* no reply (the releasing task knows it holds the lock) */
-    DSM_OP_BARRIER, /* obj = barrier id, offset = round, count = epoch; no reply */
+    DSM_OP_BARRIER,   /* obj = barrier id, offset = round, count = epoch; no reply */
     /* Cached protocol, service to service only (see dsm_dir.c): */
     DSM_OP_C_REQ,   /* copy holder -> home: flags = mode | DSM_CF_HAVE (upgrade) or
                        DSM_CF_DIRECT or DSM_CF_TASK (offset: the task) */
@@ -91,12 +91,14 @@ enum dsm_op {
     DSM_OP_C_ACK,   /* holder -> home: offset = seq; data: the dirty copy or none */
     DSM_OP_C_FLUSH, /* holder -> home: the copy was dropped; data: the dirty copy or none */
     DSM_OP_ADDV,    /* a batch of non-fetching adds: count entries (below); no reply */
+    DSM_OP_C_GONE,  /* home -> every other domain: the cached object was destroyed; its copies
+                       go (its index will name another object one day) */
     DSM_OP_END
 };
 
 /* Flags of the cached protocol's messages. */
-#define DSM_CF_MODE 0x3u      /* DSM_MODE_READ or DSM_MODE_WRITE */
-#define DSM_CF_HAVE 0x4u      /* C_REQ: the requester holds a read copy (upgrade) */
+#define DSM_CF_MODE 0x3u /* DSM_MODE_READ or DSM_MODE_WRITE */
+#define DSM_CF_HAVE 0x4u /* C_REQ: the requester holds a read copy (upgrade) */
 /* C_REQ: send the data alone, straight into the posted copy; C_GRANT: it was (the header) */
 #define DSM_CF_DIRECT 0x8u
 /* C_REQ: a copy under DSM_DIRECT_MIN bytes; its requesting task (offset, a task of the

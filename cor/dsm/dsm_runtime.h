@@ -63,8 +63,8 @@ struct copy {
     /* A smaller grant coming as the data alone into `data`: the receive of the task that
      * asked (its own; *mu), which lands it. */
     cor_req_t sreq;
-    uint8_t smode;  /* the mode asked for, granted by the data's arrival */
-    bool scanceled; /* the service took the receive back (the grant came as a message) */
+    uint8_t smode;   /* the mode asked for, granted by the data's arrival */
+    bool scanceled;  /* the service took the receive back (the grant came as a message) */
     uint32_t grants; /* grants got (*mu), numbered as the home's invalidations name them */
 };
 
@@ -209,6 +209,8 @@ struct dsm_runtime {
     pthread_mutex_t svc_mu; /* the service thread sleeps on svc_cv */
     pthread_cond_t svc_cv;
     struct copy *copies[DIR_BUCKETS]; /* copies of objects homed elsewhere (lock) */
+    struct copy *retired;             /* copies of objects destroyed since (lock), kept for
+                                         the regions that still map them */
     pthread_mutex_t direct_mu;        /* direct (a leaf: nothing is taken under it) */
     struct copy *direct;              /* copies whose grant's data is on its way */
     _Atomic int ndirect;

@@ -511,6 +511,7 @@ static void serve(const void *buf, size_t len, cor_idp_t src)
         return;
     case DSM_OP_C_GRANT:
     case DSM_OP_C_INV:
+    case DSM_OP_C_GONE:
         if (cor_idp_domain(r.obj) != cor_idp_domain(src)) { /* only the home speaks for it */
             atomic_fetch_add(&D.dropped, 1);
             return;

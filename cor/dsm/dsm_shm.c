@@ -328,22 +328,26 @@ int dsm_shm_views_apply_all(const struct dsm_req *r, size_t n, void *out, uint64
 {
     struct view *v = (struct view *)table_get(&views, r->obj, view_make);
     if (!v) return DSM_SHM_NONE; /* no memory for a view: the request goes as a message */
-    pthread_rwlock_rdlock(&v->rw);
-    while (!v->looked) {
-        pthread_rwlock_unlock(&v->rw);
-        pthread_rwlock_wrlock(&v->rw);
-        if (!v->looked) {
-            v->s = dsm_shm_open(r->obj);
-            v->looked = true;
-        }
-        pthread_rwlock_unlock(&v->rw);
+    for (int look = 0;; look++) {
         pthread_rwlock_rdlock(&v->rw);
-    }
-    struct dsm_shm *s = v->s;
-    int first = COR_OK, err = s ? apply_all(s, r, n, out, value, &first) : DSM_SHM_NONE;
-    if (!err) err = first;
-    pthread_rwlock_unlock(&v->rw);
-    if (err == COR_ENOTFOUND) { /* destroyed: unmap; the next operation looks again */
+        while (!v->looked) {
+            pthread_rwlock_unlock(&v->rw);
+            pthread_rwlock_wrlock(&v->rw);
+            if (!v->looked) {
+                v->s = dsm_shm_open(r->obj);
+                v->looked = true;
+            }
+            pthread_rwlock_unlock(&v->rw);
+            pthread_rwlock_rdlock(&v->rw);
+        }
+        struct dsm_shm *s = v->s;
+        int first = COR_OK, err = s ? apply_all(s, r, n, out, value, &first) : DSM_SHM_NONE;
+        if (!err) err = first;
+        pthread_rwlock_unlock(&v->rw);
+        if (err != COR_ENOTFOUND || look) return err;
+        /* The segment we map was destroyed (nothing was applied): unmap it and look once more,
+         * as the idp may name a new object of that home since (its index reused), whose
+         * segment the next look finds; else the home answers. */
         pthread_rwlock_wrlock(&v->rw);
         if (v->s == s) {
             dsm_shm_close(s);
@@ -352,7 +356,6 @@ int dsm_shm_views_apply_all(const struct dsm_req *r, size_t n, void *out, uint64
         }
         pthread_rwlock_unlock(&v->rw);
     }
-    return err;
 }
 
 bool dsm_shm_views_has(cor_idp_t idp)

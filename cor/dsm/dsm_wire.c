@@ -87,6 +87,7 @@ size_t dsm_req_data_len(uint8_t op, uint8_t type, uint64_t count)
         return count == 0 ? 0 : elems_bytes(type, count);
     case DSM_OP_C_REQ:
     case DSM_OP_C_INV:
+    case DSM_OP_C_GONE:
         return count == 0 ? 0 : SIZE_MAX;
     case DSM_OP_ADDV:
         return type == 0 && count >= 1 && count <= DSM_ADDV_MAX ? (size_t)count * DSM_ADDV_ENTRY

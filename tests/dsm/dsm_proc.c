@@ -40,6 +40,11 @@
  *     its dirty copy is lost, survivors' sections on it get COR_EPEERDEAD), inside a read
  *     section on "kr" (a survivor's write waiting for it is granted after the death) and
  *     inside a write section on "kh", homed at the victim (survivors' reads fail).
+ *   dsm_proc reuse DIR
+ *     A destroyed object's index reused (cached, then home-only): domain 0's "ra" (4 longs),
+ *     read by every domain, is destroyed, and domain 0 creates objects until one gets its idp
+ *     back (~65535 creations); every domain must see that one, "rb" (64 longs), with its own
+ *     size and data, and its writes must reach the home.
  *
  * Every domain prints "domain R: PASS ..." or "domain R: FAIL ..."; exit status 0 on pass
  * (kill: 42 for survivors). A watchdog ends a domain that makes no progress for 60 s.
@@ -587,28 +592,36 @@ static void run_cache(void)
     CHECK(cor_dsm_destroy(cblk[rank]));
     CHECK(cor_dsm_destroy(cctr[rank]));
     CHECK(cor_dsm_barrier_wait(all_bar));
-    /* the copies other domains still hold are invalidated: their next section is refused */
+    /* the copies other domains still hold are invalidated and forgotten: a map that still
+     * finds the copy (the news is on its way) gets its next sections refused, a later map is */
     if (ndom > 1) {
         int d = (rank + 1) % ndom, err = COR_OK;
         cor_dsm_region_t rg;
-        CHECK(cor_dsm_map(cblk[d], &rg)); /* the domain's copy is still known here */
-        for (int i = 0; i < 500; i++) {
+        err = cor_dsm_map(cblk[d], &rg);
+        for (int i = 0; !err && i < 500; i++) {
             err = cor_dsm_start_read(rg);
-            if (err) break;
+            if (err) {
+                CHECK(cor_dsm_unmap(rg));
+                break;
+            }
             CHECK(cor_dsm_end_read(rg));
             usleep(10000);
         }
         if (err != COR_ENOTFOUND)
             fail("a section on destroyed cblk.%d: %s, expected COR_ENOTFOUND", d,
                  cor_dsm_strerror(err));
-        CHECK(cor_dsm_unmap(rg));
+        err = cor_dsm_map(cblk[d], &rg);
+        if (err != COR_ENOTFOUND)
+            fail("a map of destroyed cblk.%d: %s, expected COR_ENOTFOUND", d,
+                 cor_dsm_strerror(err));
+        if (!err) CHECK(cor_dsm_unmap(rg));
     }
 }
 
 /* ---- lockfair ---- */
 
 static cor_idp_t lockF, fctr;
-static long *acq, *acq_fair; /* in all; while every task of every domain contended */
+static long *acq, *acq_fair;         /* in all; while every task of every domain contended */
 static cor_dsm_barrier_t fair_start; /* every task of every domain: all contend from the start */
 
 static int fair_task(void *arg)
@@ -667,7 +680,8 @@ static void run_lockfair(void)
     CHECK(cor_dsm_get(fctr, 0, 4, COR_LONG, c));
     if (c[0] != c[1] || c[3] != iters)
         fail("lock-protected counter %ld, sum of acquisitions %ld, of those once all contended "
-             "%ld, expected %ld", c[0], c[1], c[3], iters);
+             "%ld, expected %ld",
+             c[0], c[1], c[3], iters);
     double ratio = mn > 0 ? (double)mx / (double)mn : 1e9;
     printf("domain %d: %s lockfair: %ld acquisitions in %.2f s (%.1f us each), %ld once all "
            "contended; this domain's tasks took min %ld max %ld of those (max/min %.2f, limit "
@@ -731,8 +745,7 @@ static void run_ibarrier(long eps)
             for (int d = 0; d < ndom; d++)
                 for (int i = 0; d != rank && !mark_seen(name, d); i++) {
                     if (i == 30000) { /* 30 s */
-                        fail("episode %ld: domain %d never left while domain 1 made no call", e,
-                             d);
+                        fail("episode %ld: domain %d never left while domain 1 made no call", e, d);
                         break;
                     }
                     usleep(1000);
@@ -1042,10 +1055,129 @@ static int run_kill(void)
     return atomic_load(&failures) ? 1 : PASS_KILLED;
 }
 
+/* ---- reuse ---- */
+
+/* Fills or checks a cached object's copy in a section of `mode`: n elements, element i =
+ * base + i; a write section also sets element `slot` to `mark` when slot >= 0. */
+static void reuse_section(cor_idp_t o, int write, size_t n, long base, int slot, long mark)
+{
+    cor_dsm_region_t rg;
+    CHECK(cor_dsm_map(o, &rg));
+    long *v = NULL;
+    size_t count = 0;
+    CHECK(cor_dsm_region_data(rg, (void **)&v, &count));
+    if (count != n)
+        fail("the copy of %#llx has %zu elements, the object %zu", (unsigned long long)o, count, n);
+    CHECK(write ? cor_dsm_start_write(rg) : cor_dsm_start_read(rg));
+    for (size_t i = 0; v && i < n && i < count; i++) {
+        if (write && slot < 0) v[i] = base + (long)i;
+        if (!write && i >= (size_t)ndom && v[i] != base + (long)i) {
+            fail("element %zu of %#llx is %ld, expected %ld", i, (unsigned long long)o, v[i],
+                 base + (long)i);
+            break;
+        }
+    }
+    if (write && slot >= 0 && v && (size_t)slot < count) v[slot] = mark;
+    CHECK(write ? cor_dsm_end_write(rg) : cor_dsm_end_read(rg));
+    CHECK(cor_dsm_unmap(rg));
+}
+
+/* Fills (write) or checks object o of n longs, element i = base + i, through a section of a
+ * cached object or get/put of a home-only one; slot >= 0: sets only element slot to mark. */
+static void reuse_access(cor_idp_t o, int cached, int write, size_t n, long base, int slot,
+                         long mark)
+{
+    if (cached) {
+        reuse_section(o, write, n, base, slot, mark);
+        return;
+    }
+    cor_dsm_info_t info;
+    CHECK(cor_dsm_query(o, &info));
+    if (info.count != n)
+        fail("%#llx has %zu elements, expected %zu", (unsigned long long)o, (size_t)info.count, n);
+    long v[64];
+    if (n > 64) return;
+    if (write && slot >= 0) {
+        CHECK(cor_dsm_put(o, (size_t)slot, 1, COR_LONG, &mark));
+    } else if (write) {
+        for (size_t i = 0; i < n; i++)
+            v[i] = base + (long)i;
+        CHECK(cor_dsm_put(o, 0, n, COR_LONG, v));
+    } else {
+        CHECK(cor_dsm_get(o, 0, n, COR_LONG, v));
+        for (size_t i = ndom; i < n; i++)
+            if (v[i] != base + (long)i) {
+                fail("element %zu of %#llx is %ld, expected %ld", i, (unsigned long long)o, v[i],
+                     base + (long)i);
+                break;
+            }
+    }
+}
+
+/* A destroyed object's index reused, for each protocol: domain 0's object "ra" (4 longs) is
+ * read by every domain, then destroyed, and domain 0 creates objects until one gets ra's idp
+ * back (index reuse comes last: ~65535 creations); that one, "rb", has another size. Every
+ * domain must see rb, not what it knew of ra: its size, its data, and its writes must reach
+ * the home. */
+static void run_reuse(void)
+{
+    CHECK(cor_dsm_barrier_create("all", COR_IDP_NULL, 1, &all_bar));
+    enum { NA = 4, NB = 64 };
+    for (int cached = 1; cached >= 0; cached--) {
+        cor_dsm_protocol_t proto = cached ? COR_DSM_CACHED : COR_DSM_HOME_ONLY;
+        cor_idp_t a = COR_IDP_NULL, b = COR_IDP_NULL;
+        if (rank == 0) {
+            CHECK(cor_dsm_create("ra", COR_LONG, NA, proto, &a));
+            reuse_access(a, cached, 1, NA, 100, -1, 0);
+        }
+        CHECK(cor_dsm_barrier_wait(all_bar));
+        if (rank) a = lookup("ra");
+        reuse_access(a, cached, 0, NA, 100, -1, 0);
+        CHECK(cor_dsm_barrier_wait(all_bar));
+        double t0 = now();
+        long made = 0;
+        if (rank == 0) {
+            CHECK(cor_dsm_destroy(a));
+            for (made = 1; made <= 70000; made++) {
+                int e = cor_dsm_create("rb", COR_LONG, NB, proto, &b);
+                if (e) {
+                    fail("create rb: %s", cor_dsm_strerror(e));
+                    break;
+                }
+                atomic_fetch_add(&ticks, 1);
+                if (b == a) break;
+                CHECK(cor_dsm_destroy(b));
+            }
+            if (b != a) fail("no object got ra's idp back in %ld creations", made);
+            reuse_access(b, cached, 1, NB, 200, -1, 0);
+        }
+        CHECK(cor_dsm_barrier_wait(all_bar));
+        if (rank) b = lookup("rb");
+        if (b != a)
+            fail("rb's idp %#llx is not ra's %#llx", (unsigned long long)b, (unsigned long long)a);
+        reuse_access(b, cached, 0, NB, 200, -1, 0);
+        reuse_access(b, cached, 1, NB, 200, rank, 1000 + rank);
+        CHECK(cor_dsm_barrier_wait(all_bar));
+        if (rank == 0) {
+            long v[NB];
+            CHECK(cor_dsm_get(b, 0, NB, COR_LONG, v));
+            for (int d = 0; d < ndom; d++)
+                if (v[d] != 1000 + d)
+                    fail("rb[%d] = %ld, expected domain %d's write %d", d, v[d], d, 1000 + d);
+        }
+        CHECK(cor_dsm_barrier_wait(all_bar));
+        if (rank == 0) CHECK(cor_dsm_destroy(b));
+        CHECK(cor_dsm_barrier_wait(all_bar));
+        printf("domain %d: reuse (%s): ra's idp back after %ld creations (%.1f s)\n", rank,
+               cached ? "cached" : "home-only", made, now() - t0);
+    }
+    printf("domain %d: %s reuse\n", rank, atomic_load(&failures) ? "FAIL" : "PASS");
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: dsm_proc mix|cache|lockfair|barrier|kill DIR "
+        fprintf(stderr, "usage: dsm_proc mix|cache|lockfair|barrier|kill|reuse DIR "
                         "[-t TASKS] [-i ITERS] [-f RATIO] [-b CACHE_BYTES]\n");
         return 2;
     }
@@ -1097,6 +1229,8 @@ int main(int argc, char **argv)
         run_lockfair();
     else if (!strcmp(mode, "barrier"))
         run_barrier();
+    else if (!strcmp(mode, "reuse"))
+        run_reuse();
     else
         return 2;
     atomic_store(&finished, 1);

@@ -4,8 +4,10 @@
 # torn block), cached objects under sections mixed with remote operations (2 and 4 domains,
 # with a cache budget of 0, and blocks of 32 KiB whose grants come straight into the copies),
 # both on 2 domains over udp under the fault injector (5% drop), FIFO lock
-# fairness on 4 domains x 2 tasks, barriers (all domains, and a logical domain's subset), and the
-# mixed workload over both routes at once (4 domains, the odd ones sending over udp).
+# fairness on 4 domains x 2 tasks, barriers (all domains, and a logical domain's subset), a
+# destroyed object's index reused by a new object (3 domains over gm with same-host objects, 2
+# over udp), and the mixed workload over both routes at once (4 domains, the odd ones sending
+# over udp).
 # Over udp every request is a message (COR_DSM_SHM=0); over gm home-only objects are operated
 # on in the memory their home shares (the default); in the run over both routes the odd
 # domains send requests while the even ones use that memory, on objects homed at both kinds.
@@ -55,7 +57,11 @@ for route in udp gm; do
     say "$route: barriers, 3 domains x 2 tasks (not a power of 2)"
     run bar3$route 3 barrier $route -t 2 -i $EPS
 done
+say "gm (COR_DSM_SHM=1): a destroyed object's index reused, 3 domains (cached, home-only)"
+COR_DSM_SHM=1 run reuse3 3 reuse gm
 COR_DSM_SHM=0
+say "udp: a destroyed object's index reused, 2 domains"
+run reuse2 2 reuse udp
 say "gm: cached objects with a cache budget of 0 (every idle copy evicted), 2 domains"
 run cache0 2 cache gm -t $T -i $C2 -b 0
 # blocks of 32 KiB: the home sends a grant's data alone, straight into the posted copy

@@ -161,6 +161,16 @@ static void test_req_cached(void)
     EXPECT_EQ(enc(buf, sizeof buf, &i), 0);
     i.flags = 4;
     EXPECT_EQ(enc(buf, sizeof buf, &i), 0);
+    /* a destroyed object's news: the object alone, no flags, no data */
+    struct dsm_req gone = {.op = DSM_OP_C_GONE, .type = COR_LONG, .obj = 77};
+    EXPECT_EQ(enc(buf, sizeof buf, &gone), DSM_REQ_HDR);
+    EXPECT_ERR(dsm_req_decode(buf, DSM_REQ_HDR, &d), COR_OK);
+    EXPECT_EQ(d.op, DSM_OP_C_GONE);
+    EXPECT_EQ(d.obj, 77);
+    gone.flags = DSM_CF_WRITEBACK;
+    EXPECT_EQ(enc(buf, sizeof buf, &gone), 0);
+    gone.flags = 0, gone.count = 4, gone.data = copy, gone.data_len = sizeof copy;
+    EXPECT_EQ(enc(buf, sizeof buf, &gone), 0);
     struct dsm_req a = {.op = DSM_OP_C_ACK,
                         .type = COR_LONG,
                         .offset = 9,
