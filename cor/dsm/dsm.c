@@ -1250,9 +1250,11 @@ COR_API int cor_dsm_stats_get(cor_dsm_stats_t *stats)
     stats->grants_task = atomic_load(&D.grants_task);
     stats->copy_bytes = atomic_load(&D.copy_bytes);
     uint64_t hits = 0, misses = 0;
+    uint64_t copies = 0;
     lock_or_die(&D.lock);
     for (int k = 0; k <= DIR_BUCKETS; k++) /* the buckets, then the retired copies */
         for (struct copy *c = k < DIR_BUCKETS ? D.copies[k] : D.retired; c; c = c->next) {
+            copies++;
             lock_or_die(c->mu);
             hits += c->hits + ((atomic_load(&c->fast) & ~FAST_OPEN) >> 24);
             misses += c->misses;
@@ -1269,6 +1271,7 @@ COR_API int cor_dsm_stats_get(cor_dsm_stats_t *stats)
     unlock_or_die(&D.lock);
     stats->section_hits = hits;
     stats->section_misses = misses;
+    stats->copies = copies;
     stats->invalidations = atomic_load(&D.invalidations);
     stats->recalls = atomic_load(&D.recalls);
     stats->evictions = atomic_load(&D.evictions);

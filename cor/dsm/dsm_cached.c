@@ -298,16 +298,20 @@ static int copy_data_alloc(struct copy *c)
     return COR_OK;
 }
 
-/* Under *c->mu. A valid copy keeps its data (the cache); so does one that a region maps (its
- * owner holds the pointer) or on which anything is under way (a request, a receive posted
- * into the data, an invalidation, a waiter). */
-static void copy_data_release(struct copy *c)
+/* Under *c->mu: no region maps c and nothing is under way on it (a section, a request, a
+ * receive posted into the data, an invalidation, a waiter). */
+static bool copy_idle(const struct copy *c)
 {
     const struct dsm_copy *s = &c->st;
-    if (c->x || !c->data || atomic_load(&c->maps) > 0 || copy_valid(c) || s->readers ||
-        s->writers || s->pending || s->inv || s->waiters || c->dreq != COR_REQ_NULL || c->dlanded ||
-        c->sreq != COR_REQ_NULL)
-        return;
+    return atomic_load(&c->maps) == 0 && !s->readers && !s->writers && !s->pending && !s->inv &&
+           !s->waiters && c->dreq == COR_REQ_NULL && !c->dlanded && c->sreq == COR_REQ_NULL;
+}
+
+/* Under *c->mu. A valid copy keeps its data (the cache); so does one that a region maps (its
+ * owner holds the pointer) or on which anything is under way. */
+static void copy_data_release(struct copy *c)
+{
+    if (c->x || !c->data || copy_valid(c) || !copy_idle(c)) return;
     free(c->data);
     c->data = NULL;
     atomic_fetch_sub(&D.copy_bytes, copy_data_size(c));
@@ -326,13 +330,57 @@ void copy_free(struct copy *c)
     free(c);
 }
 
+/*
+ * Retired copies (their objects were destroyed: copy_retire) are freed once nothing involves
+ * them: at the retirement, or at their last unmap. Who else may hold a copy's pointer: a
+ * region (counted in maps), the service's turn (which retires), the direct grants' list (a
+ * receive is posted: not idle), and an evict() that listed it before it retired (while one
+ * works, nothing is freed: the next sweep does it).
+ */
+
+/* Under D.lock: frees the retired copies nothing involves any more. */
+static void retired_sweep(void)
+{
+    if (atomic_load(&D.evicting)) return;
+    for (struct copy **p = &D.retired; *p;) {
+        struct copy *c = *p;
+        lock_or_die(c->mu);
+        bool idle = copy_idle(c);
+        unlock_or_die(c->mu);
+        if (idle) {
+            *p = c->next;
+            copy_free(c);
+        } else {
+            p = &c->next;
+        }
+    }
+}
+
+/* Ends one map of c, a copy homed elsewhere: its data goes once nobody maps it and it is
+ * invalid, the copy itself once it retired too. */
+static void copy_put(struct copy *c)
+{
+    lock_or_die(&D.lock);
+    if (atomic_fetch_sub(&c->maps, 1) == 1) {
+        copy_lock(c);
+        copy_data_release(c);
+        copy_unlock(c);
+        if (c->retired) retired_sweep();
+    }
+    unlock_or_die(&D.lock);
+}
+
 /* One map of c, counted in c->maps already: a handle of its own (the unmap ends it). */
 static int map_handle(struct copy *c, cor_dsm_region_t *rgn)
 {
     uint64_t h = dsm_handle_put(DSM_H_REGION, c);
     if (!h) {
-        atomic_fetch_sub(&c->maps, 1);
-        if (c->x) res_put(c->x);
+        if (c->x) {
+            atomic_fetch_sub(&c->maps, 1);
+            res_put(c->x);
+        } else {
+            copy_put(c);
+        }
         return COR_ENOMEM;
     }
     *rgn = AS_HANDLE(cor_dsm_region_t, h);
@@ -354,7 +402,13 @@ COR_API int cor_dsm_map(cor_idp_t obj, cor_dsm_region_t *rgn)
         atomic_fetch_add(&x->hc.maps, 1);
         return map_handle(&x->hc, rgn); /* the reference is the map's */
     }
-    struct copy *c = copy_find(obj);
+    /* Found and counted under D.lock: a copy that retires meanwhile stays while mapped. */
+    lock_or_die(&D.lock);
+    struct copy *c = D.copies[obj % DIR_BUCKETS];
+    while (c && c->idp != obj)
+        c = c->next;
+    if (c) atomic_fetch_add(&c->maps, 1);
+    unlock_or_die(&D.lock);
     if (!c) {
         cor_dsm_info_t info;
         int err = cor_dsm_query(obj, &info);
@@ -383,16 +437,16 @@ COR_API int cor_dsm_map(cor_idp_t obj, cor_dsm_region_t *rgn)
             D.copies[obj % DIR_BUCKETS] = c = n;
             n = NULL;
         }
+        atomic_fetch_add(&c->maps, 1);
         unlock_or_die(&D.lock);
         if (n) copy_free(n); /* another task mapped it first */
     }
     /* Counted before the look at the data: a release sees the map, or we see its NULL. */
-    atomic_fetch_add(&c->maps, 1);
     copy_lock(c);
     int err = c->data ? COR_OK : copy_data_alloc(c);
     copy_unlock(c);
     if (err) {
-        atomic_fetch_sub(&c->maps, 1);
+        copy_put(c);
         return err;
     }
     return map_handle(c, rgn);
@@ -416,10 +470,8 @@ COR_API int cor_dsm_unmap(cor_dsm_region_t rgn)
     if (c->x) {
         atomic_fetch_sub(&c->maps, 1);
         res_put(c->x);
-    } else if (atomic_fetch_sub(&c->maps, 1) == 1) {
-        copy_lock(c);
-        copy_data_release(c); /* an invalid copy nobody maps any more */
-        copy_unlock(c);
+    } else {
+        copy_put(c);
     }
     return COR_OK;
 }
@@ -927,6 +979,7 @@ static void evict(void)
     struct copy **v = malloc(cap * sizeof *v);
     if (!v) return;
     lock_or_die(&D.lock);
+    atomic_fetch_add(&D.evicting, 1); /* what we list is not freed until we are done */
     for (int k = 0; k < DIR_BUCKETS; k++)
         for (struct copy *c = D.copies[k]; c; c = c->next) {
             if (n == cap) {
@@ -953,6 +1006,7 @@ static void evict(void)
         }
         copy_unlock(c);
     }
+    atomic_fetch_sub(&D.evicting, 1);
     free(v);
 }
 
@@ -1163,7 +1217,8 @@ static void copy_fail(struct copy *c, int err)
 }
 
 /* The home destroyed the object: its copy here leaves D.copies (the next map of that idp asks
- * the home again) for D.retired, where the regions that still map it see COR_ENOTFOUND. */
+ * the home again) for D.retired, where the regions that still map it see COR_ENOTFOUND, and
+ * goes once nothing involves it (retired_sweep). */
 static void copy_retire(cor_idp_t idp)
 {
     lock_or_die(&D.lock);
@@ -1176,9 +1231,11 @@ static void copy_retire(cor_idp_t idp)
         c->next = D.retired;
         D.retired = c;
         copy_lock(c);
+        c->retired = true;
         copy_fail(c, COR_ENOTFOUND);
         copy_data_release(c);
         copy_unlock(c);
+        retired_sweep();
     }
     unlock_or_die(&D.lock);
 }

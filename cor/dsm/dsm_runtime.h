@@ -66,6 +66,7 @@ struct copy {
     uint8_t smode;   /* the mode asked for, granted by the data's arrival */
     bool scanceled;  /* the service took the receive back (the grant came as a message) */
     uint32_t grants; /* grants got (*mu), numbered as the home's invalidations name them */
+    bool retired;    /* D.lock and *mu: in D.retired (its object was destroyed) */
 };
 
 struct res {
@@ -209,8 +210,9 @@ struct dsm_runtime {
     pthread_mutex_t svc_mu; /* the service thread sleeps on svc_cv */
     pthread_cond_t svc_cv;
     struct copy *copies[DIR_BUCKETS]; /* copies of objects homed elsewhere (lock) */
-    struct copy *retired;             /* copies of objects destroyed since (lock), kept for
-                                         the regions that still map them */
+    struct copy *retired;             /* copies of objects destroyed since (lock), kept while
+                                         something involves them (copy_retire) */
+    _Atomic int evicting;             /* evict() calls working on copies they listed */
     pthread_mutex_t direct_mu;        /* direct (a leaf: nothing is taken under it) */
     struct copy *direct;              /* copies whose grant's data is on its way */
     _Atomic int ndirect;

@@ -150,9 +150,9 @@ COR_API int cor_dsm_append(cor_idp_t obj, cor_type_t type, const void *data, siz
  * Non-fetching add, for pipelining: queues the add in the calling task's batch for the home
  * and returns without waiting (on the caller's own domain a home-only object's add is applied
  * at once; a batch toward a home of the same host is applied from the calling task, in the
- * memory that home shares, when it leaves). A batch (up to 128 adds, one message) leaves when full, at cor_dsm_quiet, or
- * before any other operation of the same task toward that home; adds from one task to one
- * home are applied in the order issued, and before that task's later operations there.
+ * memory that home shares, when it leaves). A batch (up to 128 adds, one message) leaves when full,
+ * at cor_dsm_quiet, or before any other operation of the same task toward that home; adds from one
+ * task to one home are applied in the order issued, and before that task's later operations there.
  * Their errors are reported by the caller's next cor_dsm_quiet, which waits until every add
  * the calling task issued has been applied. On a cached object (even from the home's own
  * tasks, whose adds then go through the home's service in a batch too) an add waits for its
@@ -230,7 +230,8 @@ typedef struct cor_dsm_region *cor_dsm_region_t;
  * this domain maps it). Every map is matched by an unmap. */
 COR_API int cor_dsm_map(cor_idp_t obj, cor_dsm_region_t *rgn);
 /* *data = the domain's copy (count elements of the object's type), to be touched only inside
- * sections; *count (may be NULL) = its elements. COR_EINVAL for a NULL, unmapped or forged region. */
+ * sections; *count (may be NULL) = its elements. COR_EINVAL for a NULL, unmapped or forged
+ * region. */
 COR_API int cor_dsm_region_data(cor_dsm_region_t rgn, void **data, size_t *count);
 /* The copy stays cached (within the budget) after the last unmap. */
 COR_API int cor_dsm_unmap(cor_dsm_region_t rgn);
@@ -323,6 +324,9 @@ typedef struct cor_dsm_stats {
                                   straight into the copy by the task that asked */
     uint64_t copy_bytes;       /* memory held for copies of objects homed elsewhere: those
                                   mapped, and the valid ones nobody maps (the cache) */
+    uint64_t copies;           /* copies of objects homed elsewhere this domain keeps track
+                                  of (~300 bytes each without their data); those of destroyed
+                                  objects go once nothing maps them */
 } cor_dsm_stats_t;
 COR_API int cor_dsm_stats_get(cor_dsm_stats_t *stats);
 
