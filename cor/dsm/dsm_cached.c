@@ -356,6 +356,19 @@ static void retired_sweep(void)
     }
 }
 
+/* Under D.lock: whether obj was destroyed since D.ngone was `seen` (1), not (0), or maybe (-1:
+ * more objects were destroyed since than D.gone remembers). The home answered a map's query
+ * before it destroyed obj, and the news of that came to the service before the map could
+ * keep its new copy: without this look the copy would stay, and one day stand for another
+ * object under the same idp. */
+static int gone_since(cor_idp_t obj, uint64_t seen)
+{
+    if (D.ngone - seen > GONE_RING) return -1;
+    for (uint64_t i = seen; i < D.ngone; i++)
+        if (D.gone[i % GONE_RING] == obj) return 1;
+    return 0;
+}
+
 /* Ends one map of c, a copy homed elsewhere: its data goes once nobody maps it and it is
  * invalid, the copy itself once it retired too. */
 static void copy_put(struct copy *c)
@@ -403,11 +416,13 @@ COR_API int cor_dsm_map(cor_idp_t obj, cor_dsm_region_t *rgn)
         return map_handle(&x->hc, rgn); /* the reference is the map's */
     }
     /* Found and counted under D.lock: a copy that retires meanwhile stays while mapped. */
+again:
     lock_or_die(&D.lock);
     struct copy *c = D.copies[obj % DIR_BUCKETS];
     while (c && c->idp != obj)
         c = c->next;
     if (c) atomic_fetch_add(&c->maps, 1);
+    uint64_t seen = D.ngone;
     unlock_or_die(&D.lock);
     if (!c) {
         cor_dsm_info_t info;
@@ -432,14 +447,17 @@ COR_API int cor_dsm_map(cor_idp_t obj, cor_dsm_region_t *rgn)
         c = D.copies[obj % DIR_BUCKETS];
         while (c && c->idp != obj)
             c = c->next;
-        if (!c) {
+        int gone = c ? 0 : gone_since(obj, seen);
+        if (!c && !gone) {
             n->next = D.copies[obj % DIR_BUCKETS];
             D.copies[obj % DIR_BUCKETS] = c = n;
             n = NULL;
         }
-        atomic_fetch_add(&c->maps, 1);
+        if (c) atomic_fetch_add(&c->maps, 1);
         unlock_or_die(&D.lock);
-        if (n) copy_free(n); /* another task mapped it first */
+        if (n) copy_free(n); /* another task mapped it first, or it is gone */
+        if (gone < 0) goto again;
+        if (gone) return COR_ENOTFOUND;
     }
     /* Counted before the look at the data: a release sees the map, or we see its NULL. */
     copy_lock(c);
@@ -1006,7 +1024,11 @@ static void evict(void)
         }
         copy_unlock(c);
     }
-    atomic_fetch_sub(&D.evicting, 1);
+    if (atomic_fetch_sub(&D.evicting, 1) == 1) { /* copies that retired meanwhile may go */
+        lock_or_die(&D.lock);
+        retired_sweep();
+        unlock_or_die(&D.lock);
+    }
     free(v);
 }
 
@@ -1222,6 +1244,7 @@ static void copy_fail(struct copy *c, int err)
 static void copy_retire(cor_idp_t idp)
 {
     lock_or_die(&D.lock);
+    D.gone[D.ngone++ % GONE_RING] = idp;
     struct copy **p = &D.copies[idp % DIR_BUCKETS];
     while (*p && (*p)->idp != idp)
         p = &(*p)->next;

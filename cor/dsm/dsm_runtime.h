@@ -20,6 +20,7 @@
 #define BAR_NAME "cor.dsm.barrier"
 #define RES_MAX COR_MAX_INDEX /* resource indices 1..65535 per domain */
 #define DIR_BUCKETS 256
+#define GONE_RING 1024      /* destroyed objects remembered (D.gone) */
 #define QERR_MAX 65536      /* tasks with unreported add errors kept by a service */
 #define WAIT_SLICE_US 20000 /* the service looks at deaths and stop at least this often */
 #define SHM_WAIT_US 2000    /* a domain waiting on shared memory polls this long first */
@@ -213,8 +214,12 @@ struct dsm_runtime {
     struct copy *retired;             /* copies of objects destroyed since (lock), kept while
                                          something involves them (copy_retire) */
     _Atomic int evicting;             /* evict() calls working on copies they listed */
-    pthread_mutex_t direct_mu;        /* direct (a leaf: nothing is taken under it) */
-    struct copy *direct;              /* copies whose grant's data is on its way */
+    /* The last GONE_RING objects destroyed elsewhere, in order (lock): a map whose query was
+     * answered before the news came must not keep a copy of it (cor_dsm_map). */
+    cor_idp_t gone[GONE_RING];
+    uint64_t ngone;
+    pthread_mutex_t direct_mu; /* direct (a leaf: nothing is taken under it) */
+    struct copy *direct;       /* copies whose grant's data is on its way */
     _Atomic int ndirect;
     _Atomic uint64_t grants_direct;
     _Atomic uint64_t grants_task;

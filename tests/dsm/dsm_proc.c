@@ -44,7 +44,10 @@
  *     A destroyed object's index reused (cached, then home-only): domain 0's "ra" (4 longs),
  *     read by every domain, is destroyed, and domain 0 creates objects until one gets its idp
  *     back (~65535 creations); every domain must see that one, "rb" (64 longs), with its own
- *     size and data, and its writes must reach the home.
+ *     size and data, and its writes must reach the home. Then 300 cached objects made, read
+ *     everywhere and destroyed, and 300 more destroyed while the other domains' tasks map,
+ *     read and unmap them under a cache budget of 0 (only COR_ENOTFOUND may end a step):
+ *     afterwards no domain keeps a copy (cor_dsm_stats_t.copies).
  *
  * Every domain prints "domain R: PASS ..." or "domain R: FAIL ..."; exit status 0 on pass
  * (kill: 42 for survivors). A watchdog ends a domain that makes no progress for 60 s.
@@ -1114,6 +1117,43 @@ static void reuse_access(cor_idp_t o, int cached, int write, size_t n, long base
     }
 }
 
+/* Whether domain 0 still makes and destroys "rs" (its mark DIR/storm.0 says it is done). */
+static _Atomic long storm_read, storm_lost;
+
+static int storm_running(void)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s/storm.0", dir);
+    return access(p, F_OK) != 0;
+}
+
+/* A task of the other domains: maps, reads and unmaps "rs" while domain 0 destroys it. */
+static int storm_task(void *arg)
+{
+    (void)arg;
+    while (storm_running()) {
+        cor_idp_t o = COR_IDP_NULL;
+        int e = cor_dsm_lookup("rs", &o);
+        atomic_fetch_add(&ticks, 1);
+        if (e == COR_ENOTFOUND) continue;
+        if (e) {
+            fail("lookup rs: %s", cor_dsm_strerror(e));
+            break;
+        }
+        cor_dsm_region_t rg;
+        if ((e = cor_dsm_map(o, &rg)) == COR_OK) {
+            if ((e = cor_dsm_start_read(rg)) == COR_OK) {
+                e = cor_dsm_end_read(rg);
+                atomic_fetch_add(&storm_read, 1);
+            }
+            CHECK(cor_dsm_unmap(rg));
+        }
+        if (e == COR_ENOTFOUND) atomic_fetch_add(&storm_lost, 1);
+        if (e && e != COR_ENOTFOUND) fail("a section on rs: %s", cor_dsm_strerror(e));
+    }
+    return 0;
+}
+
 /* A destroyed object's index reused, for each protocol: domain 0's object "ra" (4 longs) is
  * read by every domain, then destroyed, and domain 0 creates objects until one gets ra's idp
  * back (index reuse comes last: ~65535 creations); that one, "rb", has another size. Every
@@ -1187,6 +1227,24 @@ static void run_reuse(void)
         if (rank == 0) CHECK(cor_dsm_destroy(o));
         CHECK(cor_dsm_barrier_wait(all_bar));
     }
+    /* The same without barriers, under a cache budget of 0 (every idle copy evicted): domain
+     * 0 destroys "rs" while the other domains' tasks map, read and unmap it (COR_ENOTFOUND
+     * from any step is the race lost, nothing else is), so copies retire while tasks map
+     * them and evictions list them. */
+    CHECK(cor_dsm_set_cache_bytes(0));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank == 0) {
+        for (int k = 0; k < CHURN; k++) {
+            cor_idp_t o = COR_IDP_NULL;
+            CHECK(cor_dsm_create("rs", COR_LONG, 8, COR_DSM_CACHED, &o));
+            usleep(500);
+            CHECK(cor_dsm_destroy(o));
+        }
+        write_mark("storm");
+    } else {
+        spawn_all(storm_task);
+    }
+    CHECK(cor_dsm_barrier_wait(all_bar)); /* domain 0 is done: the others' tasks stop */
     cor_dsm_stats_t st = {0};
     for (int i = 0; i < 500; i++) { /* the homes' news of destruction are on their way */
         CHECK(cor_dsm_stats_get(&st));
@@ -1196,8 +1254,10 @@ static void run_reuse(void)
     if (st.copies != 0)
         fail("%llu copies kept after %d objects were read here and destroyed",
              (unsigned long long)st.copies, CHURN);
-    printf("domain %d: %s reuse; %d objects read everywhere and destroyed: %llu copies left\n",
-           rank, atomic_load(&failures) ? "FAIL" : "PASS", CHURN, (unsigned long long)st.copies);
+    printf("domain %d: %s reuse; %d objects read everywhere and destroyed, %d more destroyed "
+           "while read (%ld sections, %ld found it gone): %llu copies left\n",
+           rank, atomic_load(&failures) ? "FAIL" : "PASS", CHURN, CHURN, atomic_load(&storm_read),
+           atomic_load(&storm_lost), (unsigned long long)st.copies);
 }
 
 int main(int argc, char **argv)
