@@ -262,12 +262,20 @@ int cached_setup(struct res *x)
     return COR_OK;
 }
 
+/* Under D.lock: the link in D.copies that holds idp's copy, or the empty one at its bucket's
+ * end. */
+static struct copy **copy_slot(cor_idp_t idp)
+{
+    struct copy **p = &D.copies[idp % DIR_BUCKETS];
+    while (*p && (*p)->idp != idp)
+        p = &(*p)->next;
+    return p;
+}
+
 static struct copy *copy_find(cor_idp_t idp)
 {
     lock_or_die(&D.lock);
-    struct copy *c = D.copies[idp % DIR_BUCKETS];
-    while (c && c->idp != idp)
-        c = c->next;
+    struct copy *c = *copy_slot(idp);
     unlock_or_die(&D.lock);
     return c;
 }
@@ -418,9 +426,7 @@ COR_API int cor_dsm_map(cor_idp_t obj, cor_dsm_region_t *rgn)
     /* Found and counted under D.lock: a copy that retires meanwhile stays while mapped. */
 again:
     lock_or_die(&D.lock);
-    struct copy *c = D.copies[obj % DIR_BUCKETS];
-    while (c && c->idp != obj)
-        c = c->next;
+    struct copy *c = *copy_slot(obj);
     if (c) atomic_fetch_add(&c->maps, 1);
     uint64_t seen = D.ngone;
     unlock_or_die(&D.lock);
@@ -444,13 +450,11 @@ again:
         pthread_mutex_init(&n->own_mu, NULL);
         pthread_cond_init(&n->cv, NULL);
         lock_or_die(&D.lock);
-        c = D.copies[obj % DIR_BUCKETS];
-        while (c && c->idp != obj)
-            c = c->next;
+        struct copy **slot = copy_slot(obj);
+        c = *slot;
         int gone = c ? 0 : gone_since(obj, seen);
         if (!c && !gone) {
-            n->next = D.copies[obj % DIR_BUCKETS];
-            D.copies[obj % DIR_BUCKETS] = c = n;
+            *slot = c = n; /* the bucket's end */
             n = NULL;
         }
         if (c) atomic_fetch_add(&c->maps, 1);
@@ -1245,9 +1249,7 @@ static void copy_retire(cor_idp_t idp)
 {
     lock_or_die(&D.lock);
     D.gone[D.ngone++ % GONE_RING] = idp;
-    struct copy **p = &D.copies[idp % DIR_BUCKETS];
-    while (*p && (*p)->idp != idp)
-        p = &(*p)->next;
+    struct copy **p = copy_slot(idp);
     struct copy *c = *p;
     if (c) {
         *p = c->next;

@@ -1117,9 +1117,9 @@ static void reuse_access(cor_idp_t o, int cached, int write, size_t n, long base
     }
 }
 
-/* Whether domain 0 still makes and destroys "rs" (its mark DIR/storm.0 says it is done). */
-static _Atomic long storm_read, storm_lost;
+static _Atomic long storm_read, storm_lost; /* storm sections read, steps that found rs gone */
 
+/* Whether domain 0 still makes and destroys "rs" (its mark DIR/storm.0 says it is done). */
 static int storm_running(void)
 {
     char p[4200];
