@@ -31,31 +31,31 @@ enum bench_tag {
 };
 
 struct bench {
-    int rank;           /* this domain: 0 measures, 1 answers */
-    const char *mode;   /* "pingpong", "stream", "rate", "multiport", "multitask", "udp-raw",
-                           "dsm" */
-    const char *route;  /* route name for the task API and --raw */
-    int raw;            /* --raw: the route alone, through cor/raw.h */
-    int baseline_udp;   /* --baseline udp: plain UDP sockets */
+    int rank;          /* this domain: 0 measures, 1 answers */
+    const char *mode;  /* "pingpong", "stream", "rate", "multiport", "multitask", "udp-raw",
+                          "dsm" */
+    const char *route; /* route name for the task API and --raw */
+    int raw;           /* --raw: the route alone, through cor/raw.h */
+    int baseline_udp;  /* --baseline udp: plain UDP sockets */
     size_t sizes[BENCH_MAX_SIZES];
-    int nsizes;         /* each size appears `reps` times in a row */
-    int reps;           /* --reps: measurements per size; the best one is reported */
-    double iters_scale; /* --iters */
+    int nsizes;                 /* each size appears `reps` times in a row */
+    int reps;                   /* --reps: measurements per size; the best one is reported */
+    double iters_scale;         /* --iters */
     int pairs[BENCH_MAX_PAIRS]; /* multitask, rate: pair counts to measure */
     int npairs;
     int ports[BENCH_MAX_PORTS]; /* multiport: port counts to measure */
     int nports;
-    int window;         /* messages in flight in a stream; a rate's window */
-    int ack_window;     /* rate: the receiver acks each window, the sender waits for it */
-    int verify;         /* --verify: check every received byte */
-    int distinct;       /* each receive in flight has its own buffer (--distinct-buffers, --verify) */
-    int recv_alloc;     /* --recv-alloc: cor_recvI (core buffers) instead of cor_recvI_into */
-    FILE *csv;          /* --csv FILE (domain 0 only), or NULL */
-    int quiet;          /* no table on stdout */
-    const char *plot;   /* --plot FILE.png (drawn by domain 0), or NULL */
-    long count;         /* dsm: operations per measure (--count) */
-    const char *only;   /* dsm: the groups to measure (--only LIST), NULL: all */
-    int tasks;          /* dsm: tasks per domain of the aggregate pipelined adds (--tasks) */
+    int window;       /* messages in flight in a stream; a rate's window */
+    int ack_window;   /* rate: the receiver acks each window, the sender waits for it */
+    int verify;       /* --verify: check every received byte */
+    int distinct;     /* each receive in flight has its own buffer (--distinct-buffers, --verify) */
+    int recv_alloc;   /* --recv-alloc: cor_recvI (core buffers) instead of cor_recvI_into */
+    FILE *csv;        /* --csv FILE (domain 0 only), or NULL */
+    int quiet;        /* no table on stdout */
+    const char *plot; /* --plot FILE.png (drawn by domain 0), or NULL */
+    long count;       /* dsm: operations per measure (--count) */
+    const char *only; /* dsm: the groups to measure (--only LIST), NULL: all */
+    int tasks;        /* dsm: tasks per domain of the aggregate pipelined adds (--tasks) */
     /* Progress on a terminal: domain 0 with stderr a tty only. The run is `nphases` equal
      * parts (udp-raw: pingpong then stream; multiport/multitask: one per count); `phase` is
      * the current one. */

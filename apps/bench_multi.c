@@ -39,8 +39,7 @@ struct start_gate {
 static void gate_wait(struct start_gate *g)
 {
     pthread_mutex_lock(&g->lock);
-    if (++g->waiting >= g->expected)
-        g->open = 1;
+    if (++g->waiting >= g->expected) g->open = 1;
     while (!g->open)
         pthread_cond_wait(&g->cond, &g->lock);
     pthread_cond_broadcast(&g->cond);
@@ -66,7 +65,7 @@ struct pair_task {
     struct start_gate *start;
     const struct pair_bufs *shared;
     int multiport;
-    int index;  /* pair number, = hard port in multiport */
+    int index; /* pair number, = hard port in multiport */
     size_t size;
     long total, warm;
     struct bench_stream_result res; /* receiver side; read by main after cor_task_join */
@@ -83,8 +82,7 @@ static int open_port(struct pair_task *t, cor_port_t *port)
         attr.exclusive = 0;
         err = cor_port_open(&attr, port);
     }
-    if (err)
-        return bench_fail("cor_port_open", err);
+    if (err) return bench_fail("cor_port_open", err);
     if ((err = cor_port_use(*port))) {
         cor_port_close(*port);
         return bench_fail("cor_port_use", err);
@@ -117,11 +115,9 @@ static int pair_bufs_get(const struct bench *b, size_t size, int sender,
 
 static void pair_bufs_release(struct pair_bufs *own)
 {
-    if (own->send)
-        cor_releaseBuffer(own->send);
+    if (own->send) cor_releaseBuffer(own->send);
     for (int i = 0; i < BENCH_WINDOW_MAX; i++)
-        if (own->recv[i])
-            cor_releaseBuffer(own->recv[i]);
+        if (own->recv[i]) cor_releaseBuffer(own->recv[i]);
     *own = (struct pair_bufs){0};
 }
 
@@ -136,8 +132,7 @@ static int pair_run(struct pair_task *t)
         err = open_port(t, &port);
     else if ((err = cor_setTransport(b->route)))
         bench_fail("cor_setTransport", err);
-    if (!err)
-        err = pair_bufs_get(b, t->size, b->rank == 1, t->shared, &use, &own);
+    if (!err) err = pair_bufs_get(b, t->size, b->rank == 1, t->shared, &use, &own);
     gate_wait(t->start);
     if (!err) {
         cor_idp_t peer = cor_task_idp(1 - b->rank, cor_idp_index(cor_task_self()));
@@ -149,8 +144,7 @@ static int pair_run(struct pair_task *t)
     pair_bufs_release(&own);
     if (port) {
         int cerr = cor_port_close(port);
-        if (cerr && !err)
-            err = bench_fail("cor_port_close", cerr);
+        if (cerr && !err) err = bench_fail("cor_port_close", cerr);
     }
     return err;
 }
@@ -219,14 +213,11 @@ static int run_pairs(struct bench *b, int multiport, int pairs, int ports, size_
     }
     for (int i = 0; i < spawned; i++) {
         int status, jerr = cor_task_join(ids[i], &status);
-        if (jerr && !err)
-            err = bench_fail("cor_task_join", jerr);
-        if (!err && tasks[i].err)
-            err = tasks[i].err;
+        if (jerr && !err) err = bench_fail("cor_task_join", jerr);
+        if (!err && tasks[i].err) err = tasks[i].err;
     }
     pair_bufs_release(&shared);
-    if (err || b->rank != 0)
-        return err;
+    if (err || b->rank != 0) return err;
 
     struct bench_stream_result sum = {.t0_ns = UINT64_MAX};
     for (int i = 0; i < pairs; i++) {
@@ -268,8 +259,7 @@ int bench_multi(struct bench *b, int multiport)
         for (int i = 0; i < b->nsizes; i++) {
             bench_progress(b, i, b->nsizes, b->sizes[i]);
             int err = run_pairs(b, multiport, pairs, ports, b->sizes[i]);
-            if (err)
-                return err;
+            if (err) return err;
         }
     }
     return COR_OK;

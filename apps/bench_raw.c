@@ -14,7 +14,7 @@
 struct raw_ctx {
     const struct bench *b;
     cor_raw_t *raw;
-    size_t frame;  /* largest frame */
+    size_t frame; /* largest frame */
     char *sbuf, *rbuf;
     int peer;
     char route[64]; /* "<route>-route" for the rows */
@@ -27,8 +27,7 @@ static int raw_send_msg(struct raw_ctx *c, size_t size)
     do {
         size_t len = size - off < c->frame ? size - off : c->frame;
         int err = cor_raw_send(c->raw, c->peer, c->sbuf + off, len);
-        if (err)
-            return bench_fail("cor_raw_send", err);
+        if (err) return bench_fail("cor_raw_send", err);
         off += len;
     } while (off < size);
     return COR_OK;
@@ -41,17 +40,17 @@ static int raw_recv_msg(struct raw_ctx *c, size_t size)
     do {
         size_t len;
         int from, err = cor_raw_recv(c->raw, c->rbuf + off, c->frame, &len, &from);
-        if (err)
-            return bench_fail("cor_raw_recv", err);
+        if (err) return bench_fail("cor_raw_recv", err);
         if (from != c->peer || len > size - off || (len < c->frame && off + len < size)) {
-            fprintf(stderr, "cor-bench: raw frame of %zu bytes from domain %d at offset %zu of "
-                            "a %zu-byte message: unexpected\n", len, from, off, size);
+            fprintf(stderr,
+                    "cor-bench: raw frame of %zu bytes from domain %d at offset %zu of "
+                    "a %zu-byte message: unexpected\n",
+                    len, from, off, size);
             return COR_EPROTO;
         }
         off += len;
     } while (off < size);
-    if (c->b->verify)
-        return bench_check(c->rbuf, size);
+    if (c->b->verify) return bench_check(c->rbuf, size);
     return COR_OK;
 }
 
@@ -75,19 +74,16 @@ static int raw_open(const struct bench *b, struct raw_ctx *c)
     /* The receive buffer takes a whole frame at any offset below max. */
     c->sbuf = malloc(max);
     c->rbuf = malloc(max + c->frame);
-    if (!c->sbuf || !c->rbuf)
-        return bench_fail("malloc", COR_ENOMEM);
+    if (!c->sbuf || !c->rbuf) return bench_fail("malloc", COR_ENOMEM);
     bench_fill(c->sbuf, max);
     /* Both raw ports are open before the first frame. */
-    if ((err = cor_barrier()))
-        return bench_fail("cor_barrier", err);
+    if ((err = cor_barrier())) return bench_fail("cor_barrier", err);
     return COR_OK;
 }
 
 static void raw_close(struct raw_ctx *c)
 {
-    if (c->raw)
-        cor_raw_close(c->raw);
+    if (c->raw) cor_raw_close(c->raw);
     free(c->sbuf);
     free(c->rbuf);
 }
@@ -102,26 +98,28 @@ int bench_raw_pingpong(struct bench *b)
         long n = bench_iters_pingpong(b, size), warm = bench_warmup(n);
         uint64_t t0 = 0;
         for (long k = 0; !err && k < warm + n; k++) {
-            if (k == warm)
-                t0 = bench_now_ns();
+            if (k == warm) t0 = bench_now_ns();
             if (b->rank == 0) {
-                if (!(err = raw_send_msg(&c, size)))
-                    err = raw_recv_msg(&c, size);
+                if (!(err = raw_send_msg(&c, size))) err = raw_recv_msg(&c, size);
             } else if (!(err = raw_recv_msg(&c, size))) {
                 err = raw_send_msg(&c, size);
             }
         }
-        if (err || b->rank != 0)
-            continue;
+        if (err || b->rank != 0) continue;
         double rtt = (double)(bench_now_ns() - t0) / 1e3 / (double)n;
         struct bench_row row = {
-            .route = c.route, .mode = "pingpong", .bytes = size, .ports = 1, .pairs = 1,
-            .rtt_us = rtt, .one_way_us = rtt / 2, .mbps = (double)size / (rtt / 2),
+            .route = c.route,
+            .mode = "pingpong",
+            .bytes = size,
+            .ports = 1,
+            .pairs = 1,
+            .rtt_us = rtt,
+            .one_way_us = rtt / 2,
+            .mbps = (double)size / (rtt / 2),
         };
         bench_row(b, &row);
     }
-    if (!err && (err = cor_raw_flush(c.raw)))
-        bench_fail("cor_raw_flush", err);
+    if (!err && (err = cor_raw_flush(c.raw))) bench_fail("cor_raw_flush", err);
     raw_close(&c);
     return err;
 }
@@ -158,8 +156,7 @@ static int raw_measure(struct bench *b, int rate)
         err = bench_windows(b, &ops, &c, size, total, warm, rate ? b->window : total, &r);
         if (!err) bench_stream_row(b, c.route, rate ? "rate-raw" : "stream", size, 1, 1, &r);
     }
-    if (!err && (err = cor_raw_flush(c.raw)))
-        bench_fail("cor_raw_flush", err);
+    if (!err && (err = cor_raw_flush(c.raw))) bench_fail("cor_raw_flush", err);
     raw_close(&c);
     return err;
 }

@@ -58,8 +58,7 @@ static int sock_open(const struct bench *b, struct sock_ctx *c)
     memset(c, 0, sizeof *c);
     c->b = b;
     c->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (c->fd < 0)
-        return sys_fail("socket");
+    if (c->fd < 0) return sys_fail("socket");
     set_buf(c->fd, SO_RCVBUFFORCE, SO_RCVBUF);
     set_buf(c->fd, SO_SNDBUFFORCE, SO_SNDBUF);
     /* Without root the buffer stays at net.core.rmem_max: keep the window well inside it
@@ -70,45 +69,39 @@ static int sock_open(const struct bench *b, struct sock_ctx *c)
         return sys_fail("getsockopt SO_RCVBUF");
     c->window_bytes = (size_t)rcv / 4 < WINDOW_BYTES ? (size_t)rcv / 4 : WINDOW_BYTES;
     if (c->window_bytes < WINDOW_BYTES && b->rank == 0)
-        fprintf(stderr, "cor-bench: UDP receive buffer of %d bytes only (not root?): the "
-                        "socket stream keeps %zu bytes in flight\n", rcv, c->window_bytes);
-    if (bind(c->fd, (struct sockaddr *)&a, sizeof a) < 0)
-        return sys_fail("bind 127.0.0.1");
-    if (getsockname(c->fd, (struct sockaddr *)&a, &alen) < 0)
-        return sys_fail("getsockname");
+        fprintf(stderr,
+                "cor-bench: UDP receive buffer of %d bytes only (not root?): the "
+                "socket stream keeps %zu bytes in flight\n",
+                rcv, c->window_bytes);
+    if (bind(c->fd, (struct sockaddr *)&a, sizeof a) < 0) return sys_fail("bind 127.0.0.1");
+    if (getsockname(c->fd, (struct sockaddr *)&a, &alen) < 0) return sys_fail("getsockname");
     myport = ntohs(a.sin_port);
     /* Domain 0 sends first so the two blocking calls cannot wait on each other. */
     if (b->rank == 0) {
         err = cor_send(peer, COR_CTX_WORLD, BENCH_TAG_SETUP, COR_INT, &myport, 1);
-        if (!err)
-            err = cor_recv(peer, COR_CTX_WORLD, BENCH_TAG_SETUP, COR_INT, &peerport, 1, NULL);
+        if (!err) err = cor_recv(peer, COR_CTX_WORLD, BENCH_TAG_SETUP, COR_INT, &peerport, 1, NULL);
     } else {
         err = cor_recv(peer, COR_CTX_WORLD, BENCH_TAG_SETUP, COR_INT, &peerport, 1, NULL);
-        if (!err)
-            err = cor_send(peer, COR_CTX_WORLD, BENCH_TAG_SETUP, COR_INT, &myport, 1);
+        if (!err) err = cor_send(peer, COR_CTX_WORLD, BENCH_TAG_SETUP, COR_INT, &myport, 1);
     }
-    if (err)
-        return bench_fail("exchanging socket ports", err);
+    if (err) return bench_fail("exchanging socket ports", err);
     if (peerport <= 0 || peerport > 65535) {
         fprintf(stderr, "cor-bench: peer sent a bad port %d\n", peerport);
         return COR_EPROTO;
     }
     a.sin_port = htons((uint16_t)peerport);
-    if (connect(c->fd, (struct sockaddr *)&a, sizeof a) < 0)
-        return sys_fail("connect");
+    if (connect(c->fd, (struct sockaddr *)&a, sizeof a) < 0) return sys_fail("connect");
     size_t max = bench_max_size(b);
     c->sbuf = malloc(max > UDP_DGRAM_MAX ? max : UDP_DGRAM_MAX);
     c->rbuf = malloc(max > UDP_DGRAM_MAX ? max : UDP_DGRAM_MAX);
-    if (!c->sbuf || !c->rbuf)
-        return bench_fail("malloc", COR_ENOMEM);
+    if (!c->sbuf || !c->rbuf) return bench_fail("malloc", COR_ENOMEM);
     bench_fill(c->sbuf, max);
     return COR_OK;
 }
 
 static void sock_close(struct sock_ctx *c)
 {
-    if (c->fd >= 0)
-        close(c->fd);
+    if (c->fd >= 0) close(c->fd);
     free(c->sbuf);
     free(c->rbuf);
 }
@@ -118,8 +111,7 @@ static int dgram_send(struct sock_ctx *c, const void *buf, size_t len)
 {
     for (;;) {
         ssize_t n = send(c->fd, buf, len, 0);
-        if (n == (ssize_t)len)
-            return COR_OK;
+        if (n == (ssize_t)len) return COR_OK;
         if (n >= 0) {
             fprintf(stderr, "cor-bench: UDP send took %zd of %zu bytes\n", n, len);
             return COR_EIO;
@@ -137,23 +129,23 @@ static int dgram_recv(struct sock_ctx *c, void *buf, size_t max, size_t *len)
         ssize_t n = recv(c->fd, buf, max, MSG_TRUNC);
         if (n >= 0) {
             if ((size_t)n > max) {
-                fprintf(stderr, "cor-bench: UDP datagram of %zd bytes, at most %zu expected\n",
-                        n, max);
+                fprintf(stderr, "cor-bench: UDP datagram of %zd bytes, at most %zu expected\n", n,
+                        max);
                 return COR_ETRUNC;
             }
             *len = (size_t)n;
             return COR_OK;
         }
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            return sys_fail("recv");
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return sys_fail("recv");
         /* Read the clock only now and then: the spin itself is what we measure. */
         if ((spins & 1023) == 0) {
             uint64_t now = bench_now_ns();
             if (!start)
                 start = now;
             else if (now - start > LOSS_TIMEOUT_NS) {
-                fprintf(stderr, "cor-bench: domain %d: no UDP datagram for %.0f s: "
-                                "datagrams lost or the peer stalled\n",
+                fprintf(stderr,
+                        "cor-bench: domain %d: no UDP datagram for %.0f s: "
+                        "datagrams lost or the peer stalled\n",
                         c->b->rank, LOSS_TIMEOUT_NS / 1e9);
                 return COR_ETIMEDOUT;
             }
@@ -168,8 +160,7 @@ static int msg_send(struct sock_ctx *c, size_t size)
     do {
         size_t len = size - off < UDP_DGRAM_MAX ? size - off : UDP_DGRAM_MAX;
         int err = dgram_send(c, c->sbuf + off, len);
-        if (err)
-            return err;
+        if (err) return err;
         off += len;
     } while (off < size);
     return COR_OK;
@@ -181,16 +172,14 @@ static int msg_recv(struct sock_ctx *c, size_t size)
     do {
         size_t len, want = size - off < UDP_DGRAM_MAX ? size - off : UDP_DGRAM_MAX;
         int err = dgram_recv(c, c->rbuf + off, want, &len);
-        if (err)
-            return err;
+        if (err) return err;
         if (len != want) {
             fprintf(stderr, "cor-bench: UDP datagram of %zu bytes, expected %zu\n", len, want);
             return COR_EPROTO;
         }
         off += len;
     } while (off < size);
-    if (c->b->verify)
-        return bench_check(c->rbuf, size);
+    if (c->b->verify) return bench_check(c->rbuf, size);
     return COR_OK;
 }
 
@@ -205,24 +194,27 @@ int bench_socket_pingpong(struct bench *b)
         uint64_t t0 = 0;
         /* Leftovers of an earlier size cannot exist (every message was answered). */
         for (long k = 0; !err && k < warm + n; k++) {
-            if (k == warm)
-                t0 = bench_now_ns();
+            if (k == warm) t0 = bench_now_ns();
             if (b->rank == 0) {
-                if (!(err = msg_send(&c, size)))
-                    err = msg_recv(&c, size);
+                if (!(err = msg_send(&c, size))) err = msg_recv(&c, size);
             } else if (!(err = msg_recv(&c, size))) {
                 err = msg_send(&c, size);
             }
         }
         if (err)
-            fprintf(stderr, "cor-bench: domain %d: UDP ping-pong of %zu bytes failed\n",
-                    b->rank, size);
-        if (err || b->rank != 0)
-            continue;
+            fprintf(stderr, "cor-bench: domain %d: UDP ping-pong of %zu bytes failed\n", b->rank,
+                    size);
+        if (err || b->rank != 0) continue;
         double rtt = (double)(bench_now_ns() - t0) / 1e3 / (double)n;
         struct bench_row row = {
-            .route = "udp-socket", .mode = "pingpong", .bytes = size, .ports = 1, .pairs = 1,
-            .rtt_us = rtt, .one_way_us = rtt / 2, .mbps = (double)size / (rtt / 2),
+            .route = "udp-socket",
+            .mode = "pingpong",
+            .bytes = size,
+            .ports = 1,
+            .pairs = 1,
+            .rtt_us = rtt,
+            .one_way_us = rtt / 2,
+            .mbps = (double)size / (rtt / 2),
         };
         bench_row(b, &row);
     }
@@ -232,10 +224,10 @@ int bench_socket_pingpong(struct bench *b)
 
 /* Stream plan for one size: `total` bytes in datagrams of `dgram` bytes. */
 struct plan {
-    uint64_t dgrams;  /* datagrams in all */
-    size_t dgram;     /* size of each but the last */
-    uint64_t total;   /* payload bytes */
-    uint64_t window;  /* datagrams in flight */
+    uint64_t dgrams; /* datagrams in all */
+    size_t dgram;    /* size of each but the last */
+    uint64_t total;  /* payload bytes */
+    uint64_t window; /* datagrams in flight */
     uint64_t ack_every;
 };
 
@@ -262,8 +254,7 @@ static int stream_sender(struct sock_ctx *c, const struct plan *p)
             uint64_t off = sent * p->dgram;
             size_t n = p->total - off < p->dgram ? (size_t)(p->total - off) : p->dgram;
             /* The stream's bytes come from the pattern buffer, wrapped at the message size. */
-            if ((err = dgram_send(c, c->sbuf, n)))
-                return err;
+            if ((err = dgram_send(c, c->sbuf, n))) return err;
             sent++;
             continue;
         }
@@ -299,11 +290,9 @@ static int stream_receiver(struct sock_ctx *c, const struct plan *p, struct benc
         }
         got++;
         bytes += len;
-        if (c->b->verify && len <= p->dgram && (err = bench_check(c->rbuf, len)))
-            return err;
+        if (c->b->verify && len <= p->dgram && (err = bench_check(c->rbuf, len))) return err;
         if (got % p->ack_every == 0 || got == p->dgrams) {
-            if ((err = dgram_send(c, &got, sizeof got)))
-                return err;
+            if ((err = dgram_send(c, &got, sizeof got))) return err;
         }
     }
     r->t1_ns = bench_now_ns();
@@ -329,21 +318,18 @@ int bench_socket_stream(struct bench *b)
         /* Warm-up: a few untimed round trips of this size; they also line the two sides up. */
         for (long k = 0; !err && k < warm; k++) {
             if (b->rank == 0) {
-                if (!(err = msg_recv(&c, size)))
-                    err = msg_send(&c, 0);
+                if (!(err = msg_recv(&c, size))) err = msg_send(&c, 0);
             } else if (!(err = msg_send(&c, size))) {
                 err = msg_recv(&c, 0);
             }
         }
-        if (!err)
-            err = b->rank == 1 ? stream_sender(&c, &p) : stream_receiver(&c, &p, &r);
+        if (!err) err = b->rank == 1 ? stream_sender(&c, &p) : stream_receiver(&c, &p, &r);
         if (err) {
             fprintf(stderr, "cor-bench: domain %d: UDP stream of %zu-byte messages failed\n",
                     b->rank, size);
             break;
         }
-        if (b->rank == 1)
-            continue;
+        if (b->rank == 1) continue;
         /* The clock starts at the first datagram: count the messages after it. */
         r.msgs = size ? (long)(r.bytes / size) : n - 1;
         bench_stream_row(b, "udp-socket", "stream", size, 1, 1, &r);

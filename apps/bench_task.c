@@ -19,8 +19,7 @@ size_t bench_max_size(const struct bench *b)
 {
     size_t max = 1;
     for (int i = 0; i < b->nsizes; i++)
-        if (b->sizes[i] > max)
-            max = b->sizes[i];
+        if (b->sizes[i] > max) max = b->sizes[i];
     return max;
 }
 
@@ -40,8 +39,7 @@ static int ctl_recv(cor_idp_t peer, int tag)
 static int post_recv(const struct bench *b, cor_idp_t peer, void *rbuf, size_t size, void **ptr,
                      cor_req_t *req)
 {
-    if (b->recv_alloc)
-        return cor_recvI(peer, COR_CTX_WORLD, BENCH_TAG_DATA, ptr, req);
+    if (b->recv_alloc) return cor_recvI(peer, COR_CTX_WORLD, BENCH_TAG_DATA, ptr, req);
     return cor_recvI_into(peer, COR_CTX_WORLD, BENCH_TAG_DATA, COR_BYTE, rbuf, size, req);
 }
 
@@ -51,15 +49,13 @@ static int finish_recv(const struct bench *b, cor_req_t *req, size_t size, void 
 {
     cor_status_t st;
     int err = cor_wait(req, &st);
-    if (err)
-        return bench_fail("cor_wait (receive)", err);
+    if (err) return bench_fail("cor_wait (receive)", err);
     if (st.count != size) {
         fprintf(stderr, "cor-bench: received %zu bytes, expected %zu\n", st.count, size);
         return COR_EPROTO;
     }
     void *data = b->recv_alloc ? *ptr : rbuf;
-    if (b->verify && (err = bench_check(data, size)))
-        return err;
+    if (b->verify && (err = bench_check(data, size))) return err;
     if (b->recv_alloc && (err = cor_releaseBuffer(*ptr)))
         return bench_fail("cor_releaseBuffer", err);
     return COR_OK;
@@ -89,8 +85,7 @@ int bench_stream_send(const struct bench *b, cor_idp_t peer, const void *sbuf, s
     cor_req_t req[BENCH_WINDOW_MAX] = {0};
     long w = b->window < total ? b->window : total;
     int err = ctl_recv(peer, BENCH_TAG_READY);
-    if (err)
-        return bench_fail("waiting for the receiver (READY)", err);
+    if (err) return bench_fail("waiting for the receiver (READY)", err);
     for (long i = 0; i < total; i++) {
         long slot = i % w;
         if (req[slot] != COR_REQ_NULL && (err = cor_wait(&req[slot], NULL)))
@@ -114,14 +109,11 @@ int bench_stream_recv(const struct bench *b, cor_idp_t peer, void *const *rbufs,
     for (long slot = 0; slot < w; slot++)
         if ((err = post_recv(b, peer, rbufs[slot % nbufs], size, &ptr[slot], &req[slot])))
             return bench_fail("cor_recvI", err);
-    if ((err = ctl_send(peer, BENCH_TAG_READY)))
-        return bench_fail("sending READY", err);
+    if ((err = ctl_send(peer, BENCH_TAG_READY))) return bench_fail("sending READY", err);
     for (long i = 0; i < total; i++) {
         long slot = i % w;
-        if ((err = finish_recv(b, &req[slot], size, rbufs[slot % nbufs], &ptr[slot])))
-            return err;
-        if (i == warm)
-            t0 = bench_now_ns();
+        if ((err = finish_recv(b, &req[slot], size, rbufs[slot % nbufs], &ptr[slot]))) return err;
+        if (i == warm) t0 = bench_now_ns();
         if (i + w < total &&
             (err = post_recv(b, peer, rbufs[slot % nbufs], size, &ptr[slot], &req[slot])))
             return bench_fail("cor_recvI", err);
@@ -132,8 +124,7 @@ int bench_stream_recv(const struct bench *b, cor_idp_t peer, void *const *rbufs,
     res->t0_ns = t0;
     res->msgs = total - 1 - warm;
     res->bytes = (uint64_t)size * (uint64_t)res->msgs;
-    if ((err = ctl_send(peer, BENCH_TAG_ACK)))
-        return bench_fail("sending ACK", err);
+    if ((err = ctl_send(peer, BENCH_TAG_ACK))) return bench_fail("sending ACK", err);
     return COR_OK;
 }
 
@@ -141,11 +132,15 @@ void bench_stream_row(const struct bench *b, const char *route, const char *mode
                       int ports, int pairs, const struct bench_stream_result *r)
 {
     double us = (double)(r->t1_ns - r->t0_ns) / 1e3;
-    if (us <= 0)
-        us = 1e-3;
+    if (us <= 0) us = 1e-3;
     struct bench_row row = {
-        .route = route, .mode = mode, .bytes = size, .ports = ports, .pairs = pairs,
-        .one_way_us = r->msgs > 0 ? us / (double)r->msgs : 0, .mbps = (double)r->bytes / us,
+        .route = route,
+        .mode = mode,
+        .bytes = size,
+        .ports = ports,
+        .pairs = pairs,
+        .one_way_us = r->msgs > 0 ? us / (double)r->msgs : 0,
+        .mbps = (double)r->bytes / us,
     };
     bench_row(b, &row);
 }
@@ -163,8 +158,7 @@ static int bufs_get(const struct bench *b, struct task_bufs *tb)
     size_t max = bench_max_size(b);
     tb->n = bench_rbufs(b) < 2 ? 2 : bench_rbufs(b);
     tb->sbuf = cor_getBuffer(COR_BYTE, max);
-    if (!tb->sbuf)
-        return bench_fail("cor_getBuffer", COR_ENOMEM);
+    if (!tb->sbuf) return bench_fail("cor_getBuffer", COR_ENOMEM);
     bench_fill(tb->sbuf, max);
     for (int i = 0; i < tb->n; i++)
         if (!(tb->rbufs[i] = cor_getBuffer(COR_BYTE, max)))
@@ -174,11 +168,9 @@ static int bufs_get(const struct bench *b, struct task_bufs *tb)
 
 static void bufs_release(struct task_bufs *tb)
 {
-    if (tb->sbuf)
-        cor_releaseBuffer(tb->sbuf);
+    if (tb->sbuf) cor_releaseBuffer(tb->sbuf);
     for (int i = 0; i < tb->n; i++)
-        if (tb->rbufs[i])
-            cor_releaseBuffer(tb->rbufs[i]);
+        if (tb->rbufs[i]) cor_releaseBuffer(tb->rbufs[i]);
 }
 
 static int use_route(const struct bench *b)
@@ -200,18 +192,15 @@ static int pingpong_measure(const struct bench *b, struct task_bufs *tb, cor_idp
     for (long i = 0; i < warm + n; i++) {
         cor_req_t rreq, sreq;
         void *ptr = NULL;
-        if (i == warm)
-            t0 = bench_now_ns();
+        if (i == warm) t0 = bench_now_ns();
         /* The receive is posted while the message flies, as osu_latency's MPI_Send then
          * MPI_Recv and gm-pingpong (its buffers provided again off the path) do. */
         if ((err = cor_sendI(peer, COR_CTX_WORLD, BENCH_TAG_DATA, tb->sbuf, size, &sreq)))
             return bench_fail("cor_sendI", err);
         if ((err = post_recv(b, peer, tb->rbufs[0], size, &ptr, &rreq)))
             return bench_fail("cor_recvI", err);
-        if ((err = cor_wait(&sreq, NULL)))
-            return bench_fail("cor_wait (send)", err);
-        if ((err = finish_recv(b, &rreq, size, tb->rbufs[0], &ptr)))
-            return err;
+        if ((err = cor_wait(&sreq, NULL))) return bench_fail("cor_wait (send)", err);
+        if ((err = finish_recv(b, &rreq, size, tb->rbufs[0], &ptr))) return err;
     }
     *rtt_us = (double)(bench_now_ns() - t0) / 1e3 / (double)n;
     return COR_OK;
@@ -219,8 +208,8 @@ static int pingpong_measure(const struct bench *b, struct task_bufs *tb, cor_idp
 
 /* Domain 1: answers every message; the next receive is posted once the reply is on its way
  * (the measurer's next message comes only after that reply). */
-static int pingpong_answer(const struct bench *b, struct task_bufs *tb, cor_idp_t peer,
-                           size_t size, long total)
+static int pingpong_answer(const struct bench *b, struct task_bufs *tb, cor_idp_t peer, size_t size,
+                           long total)
 {
     cor_req_t rreq, sreq;
     void *ptr[2] = {0};
@@ -229,15 +218,12 @@ static int pingpong_answer(const struct bench *b, struct task_bufs *tb, cor_idp_
         return bench_fail("cor_recvI", err);
     for (long i = 0; i < total; i++) {
         int cur = (int)(i & 1), nxt = !cur;
-        if ((err = finish_recv(b, &rreq, size, tb->rbufs[cur], &ptr[cur])))
-            return err;
+        if ((err = finish_recv(b, &rreq, size, tb->rbufs[cur], &ptr[cur]))) return err;
         if ((err = cor_sendI(peer, COR_CTX_WORLD, BENCH_TAG_DATA, tb->sbuf, size, &sreq)))
             return bench_fail("cor_sendI", err);
-        if (i + 1 < total &&
-            (err = post_recv(b, peer, tb->rbufs[nxt], size, &ptr[nxt], &rreq)))
+        if (i + 1 < total && (err = post_recv(b, peer, tb->rbufs[nxt], size, &ptr[nxt], &rreq)))
             return bench_fail("cor_recvI", err);
-        if ((err = cor_wait(&sreq, NULL)))
-            return bench_fail("cor_wait (send)", err);
+        if ((err = cor_wait(&sreq, NULL))) return bench_fail("cor_wait (send)", err);
     }
     return COR_OK;
 }
@@ -247,8 +233,7 @@ int bench_task_pingpong(struct bench *b)
     struct task_bufs tb = {0};
     cor_idp_t peer = cor_task_idp(1 - b->rank, 0);
     int err = use_route(b);
-    if (!err)
-        err = bufs_get(b, &tb);
+    if (!err) err = bufs_get(b, &tb);
     for (int i = 0; !err && i < b->nsizes; i++) {
         size_t size = b->sizes[i];
         bench_progress(b, i, b->nsizes, size);
@@ -258,11 +243,16 @@ int bench_task_pingpong(struct bench *b)
             continue;
         }
         double rtt = 0;
-        if ((err = pingpong_measure(b, &tb, peer, size, n, warm, &rtt)))
-            break;
+        if ((err = pingpong_measure(b, &tb, peer, size, n, warm, &rtt))) break;
         struct bench_row row = {
-            .route = b->route, .mode = "pingpong", .bytes = size, .ports = 1, .pairs = 1,
-            .rtt_us = rtt, .one_way_us = rtt / 2, .mbps = (double)size / (rtt / 2),
+            .route = b->route,
+            .mode = "pingpong",
+            .bytes = size,
+            .ports = 1,
+            .pairs = 1,
+            .rtt_us = rtt,
+            .one_way_us = rtt / 2,
+            .mbps = (double)size / (rtt / 2),
         };
         bench_row(b, &row);
     }
@@ -275,8 +265,7 @@ int bench_task_stream(struct bench *b)
     struct task_bufs tb = {0};
     cor_idp_t peer = cor_task_idp(1 - b->rank, 0);
     int err = use_route(b);
-    if (!err)
-        err = bufs_get(b, &tb);
+    if (!err) err = bufs_get(b, &tb);
     for (int i = 0; !err && i < b->nsizes; i++) {
         size_t size = b->sizes[i];
         bench_progress(b, i, b->nsizes, size);
@@ -286,8 +275,7 @@ int bench_task_stream(struct bench *b)
             err = bench_stream_send(b, peer, tb.sbuf, size, warm + n);
             continue;
         }
-        if ((err = bench_stream_recv(b, peer, tb.rbufs, size, warm + n, warm, &r)))
-            break;
+        if ((err = bench_stream_recv(b, peer, tb.rbufs, size, warm + n, warm, &r))) break;
         bench_stream_row(b, b->route, "stream", size, 1, 1, &r);
     }
     bufs_release(&tb);

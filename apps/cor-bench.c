@@ -173,8 +173,7 @@ static void row_print(const struct bench *b, const struct bench_row *r)
         fflush(stdout);
     } else if (!b->quiet) {
         char rtt[32] = "-";
-        if (r->rtt_us > 0)
-            snprintf(rtt, sizeof rtt, "%.2f", r->rtt_us);
+        if (r->rtt_us > 0) snprintf(rtt, sizeof rtt, "%.2f", r->rtt_us);
         printf("%-11s %-9s %9zu %5d %5d %10s %11.2f %10.1f\n", r->route, r->mode, r->bytes,
                r->ports, r->pairs, rtt, r->one_way_us, r->mbps);
         fflush(stdout);
@@ -195,22 +194,18 @@ static struct {
 
 void bench_flush(const struct bench *b)
 {
-    if (best.have)
-        row_print(b, &best.row);
+    if (best.have) row_print(b, &best.row);
     best.have = 0;
 }
 
 void bench_row(const struct bench *b, const struct bench_row *r)
 {
-    if (b->rank != 0)
-        return;
+    if (b->rank != 0) return;
     int same = best.have && !strcmp(best.route, r->route) && !strcmp(best.mode, r->mode) &&
                best.row.bytes == r->bytes && best.row.ports == r->ports &&
                best.row.pairs == r->pairs;
-    if (same && best.row.one_way_us <= r->one_way_us)
-        return;
-    if (!same)
-        bench_flush(b);
+    if (same && best.row.one_way_us <= r->one_way_us) return;
+    if (!same) bench_flush(b);
     best.have = 1;
     best.row = *r;
     snprintf(best.route, sizeof best.route, "%s", r->route);
@@ -225,17 +220,27 @@ static int parse_size(const char *s, size_t *out)
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (end == s || errno || *s == '-')
-        return -1;
+    if (end == s || errno || *s == '-') return -1;
     switch (*end) {
-    case 'k': case 'K': v <<= 10; end++; break;
-    case 'm': case 'M': v <<= 20; end++; break;
-    case 'g': case 'G': v <<= 30; end++; break;
+    case 'k':
+    case 'K':
+        v <<= 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        v <<= 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        v <<= 30;
+        end++;
+        break;
     }
     if (*end == 'i' || *end == 'B') /* KiB, KB */
         end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
-    if (*end || v > BENCH_MAX_SIZE)
-        return -1;
+    if (*end || v > BENCH_MAX_SIZE) return -1;
     *out = (size_t)v;
     return 0;
 }
@@ -244,12 +249,10 @@ static int parse_size(const char *s, size_t *out)
 static int parse_sizes(const char *arg, size_t *sizes, int max, int *n)
 {
     char buf[1024];
-    if (snprintf(buf, sizeof buf, "%s", arg) >= (int)sizeof buf)
-        return -1;
+    if (snprintf(buf, sizeof buf, "%s", arg) >= (int)sizeof buf) return -1;
     *n = 0;
     for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (*n == max || parse_size(tok, &sizes[*n]) < 0)
-            return -1;
+        if (*n == max || parse_size(tok, &sizes[*n]) < 0) return -1;
         (*n)++;
     }
     return *n > 0 ? 0 : -1;
@@ -259,11 +262,9 @@ static int parse_sizes(const char *arg, size_t *sizes, int max, int *n)
 static int parse_counts(const char *arg, int *out, int max, int hi, int *n)
 {
     size_t tmp[BENCH_MAX_SIZES];
-    if (parse_sizes(arg, tmp, max, n) < 0)
-        return -1;
+    if (parse_sizes(arg, tmp, max, n) < 0) return -1;
     for (int i = 0; i < *n; i++) {
-        if (tmp[i] < 1 || tmp[i] > (size_t)hi)
-            return -1;
+        if (tmp[i] < 1 || tmp[i] > (size_t)hi) return -1;
         out[i] = (int)tmp[i];
     }
     return 0;
@@ -332,14 +333,12 @@ static int parse_args(int argc, char **argv, struct bench *b, const char **csv_p
         } else if (!strcmp(a, "--quiet")) {
             b->quiet = 1;
         } else if (a[0] == '-' && a[1] == '-') {
-            if (!next)
-                return bad_usage("option %s needs a value", a);
+            if (!next) return bad_usage("option %s needs a value", a);
             i++;
             if (!strcmp(a, "--route")) {
                 b->route = next;
             } else if (!strcmp(a, "--baseline")) {
-                if (strcmp(next, "udp"))
-                    return bad_usage("--baseline takes 'udp', not '%s'", next);
+                if (strcmp(next, "udp")) return bad_usage("--baseline takes 'udp', not '%s'", next);
                 b->baseline_udp = 1;
             } else if (!strcmp(a, "--sizes")) {
                 sizes = next;
@@ -392,16 +391,13 @@ static int parse_args(int argc, char **argv, struct bench *b, const char **csv_p
             }
         } else if (!b->mode) {
             for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++)
-                if (!strcmp(a, modes[m]))
-                    b->mode = modes[m];
-            if (!b->mode)
-                return bad_usage("unknown mode '%s'", a);
+                if (!strcmp(a, modes[m])) b->mode = modes[m];
+            if (!b->mode) return bad_usage("unknown mode '%s'", a);
         } else {
             return bad_usage("unexpected argument '%s'", a);
         }
     }
-    if (!b->mode)
-        return bad_usage("%s", "which mode?");
+    if (!b->mode) return bad_usage("%s", "which mode?");
     int multi = !strcmp(b->mode, "multiport") || !strcmp(b->mode, "multitask");
     if (multi && (b->raw || b->baseline_udp))
         return bad_usage("%s measures tasks: --raw and --baseline do not apply", b->mode);
@@ -427,8 +423,7 @@ static int parse_args(int argc, char **argv, struct bench *b, const char **csv_p
         return bad_usage("%s", "--raw and the UDP socket baseline exclude each other");
     if (sizes && parse_sizes(sizes, b->sizes, BENCH_MAX_SIZES, &b->nsizes) < 0)
         return bad_usage("bad --sizes '%s' (comma-separated, suffix K/M/G, at most 1G)", sizes);
-    if (!sizes)
-        default_sizes(b);
+    if (!sizes) default_sizes(b);
     /* Each size `reps` times in a row; bench_row keeps the best. */
     if (b->nsizes * b->reps > BENCH_MAX_SIZES)
         return bad_usage("%s", "too many sizes times --reps (at most 256 measurements)");
@@ -458,19 +453,17 @@ static int run_mode(struct bench *b)
     int err = COR_OK;
 
     if (!strcmp(b->mode, "dsm")) return bench_dsm(b);
-    if (!strcmp(b->mode, "multiport"))
-        return bench_multi(b, 1);
-    if (!strcmp(b->mode, "multitask"))
-        return bench_multi(b, 0);
+    if (!strcmp(b->mode, "multiport")) return bench_multi(b, 1);
+    if (!strcmp(b->mode, "multitask")) return bench_multi(b, 0);
     if (!strcmp(b->mode, "rate"))
         return socket ? bench_socket_rate(b) : b->raw ? bench_raw_rate(b) : bench_task_rate(b);
     if (!strcmp(b->mode, "pingpong") || !strcmp(b->mode, "udp-raw"))
-        err = socket ? bench_socket_pingpong(b) : b->raw ? bench_raw_pingpong(b)
-                                                         : bench_task_pingpong(b);
+        err = socket   ? bench_socket_pingpong(b)
+              : b->raw ? bench_raw_pingpong(b)
+                       : bench_task_pingpong(b);
     if (!strcmp(b->mode, "udp-raw")) b->phase = 1;
     if (err == COR_OK && (!strcmp(b->mode, "stream") || !strcmp(b->mode, "udp-raw")))
-        err = socket ? bench_socket_stream(b) : b->raw ? bench_raw_stream(b)
-                                                       : bench_task_stream(b);
+        err = socket ? bench_socket_stream(b) : b->raw ? bench_raw_stream(b) : bench_task_stream(b);
     return err;
 }
 
@@ -479,15 +472,12 @@ int main(int argc, char **argv)
     struct bench b = {0};
     const char *csv_path = NULL;
     int rc = parse_args(argc, argv, &b, &csv_path);
-    if (rc)
-        return rc;
+    if (rc) return rc;
 
     /* The raw port exists only if asked for before cor_init. */
-    if (b.raw)
-        setenv("COR_RAW", "1", 1);
+    if (b.raw) setenv("COR_RAW", "1", 1);
     int err = cor_init(&argc, &argv);
-    if (err)
-        return bench_fail("cor_init", err), 1;
+    if (err) return bench_fail("cor_init", err), 1;
     int dsm = !strcmp(b.mode, "dsm");
     if (dsm ? cor_domain_count() < 2 : cor_domain_count() != 2) {
         fprintf(stderr, "cor-bench: %s runs as %s domains (found %d): cor-run -n 2 cor-bench %s\n",
@@ -524,7 +514,6 @@ int main(int argc, char **argv)
         return 1;
     }
     err = cor_finalize();
-    if (err)
-        return bench_fail("cor_finalize", err), 1;
+    if (err) return bench_fail("cor_finalize", err), 1;
     return 0;
 }

@@ -34,15 +34,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LINE_MAX_ 1024          /* protocol line limit, newline included */
-#define MAX_DOMAINS 4096        /* COR_MAX_DOMAINS */
-#define MAX_ADDRS 64            /* addresses one domain may publish */
-#define MAX_ADDR_HEX 510        /* 2 * (COR_ADDR_MAX - 1) */
-#define OUT_MAX (64u << 20)     /* a domain that does not read gets disconnected */
-#define LOST_WAIT_S 0.5         /* after a connection drops, wait this long for the exit */
-#define ANON_TIMEOUT_S 10.0     /* a connection must say HELLO within this */
-#define KILL_WAIT_S 2.0         /* from SIGTERM to SIGKILL during teardown */
-#define REAP_WAIT_S 5.0         /* from SIGKILL to giving up on a child */
+#define LINE_MAX_ 1024      /* protocol line limit, newline included */
+#define MAX_DOMAINS 4096    /* COR_MAX_DOMAINS */
+#define MAX_ADDRS 64        /* addresses one domain may publish */
+#define MAX_ADDR_HEX 510    /* 2 * (COR_ADDR_MAX - 1) */
+#define OUT_MAX (64u << 20) /* a domain that does not read gets disconnected */
+#define LOST_WAIT_S 0.5     /* after a connection drops, wait this long for the exit */
+#define ANON_TIMEOUT_S 10.0 /* a connection must say HELLO within this */
+#define KILL_WAIT_S 2.0     /* from SIGTERM to SIGKILL during teardown */
+#define REAP_WAIT_S 5.0     /* from SIGKILL to giving up on a child */
 
 static const char *progname = "cor-run";
 static int verbose;
@@ -59,9 +59,9 @@ struct domain {
     int rank;
     pid_t pid;
     enum dstate state;
-    int wstatus;        /* valid when REAPED */
-    int conn;           /* index in conns[], -1 if none */
-    int joined;         /* said HELLO */
+    int wstatus; /* valid when REAPED */
+    int conn;    /* index in conns[], -1 if none */
+    int joined;  /* said HELLO */
     int published, naddr;
     struct addr *addrs; /* [MAX_ADDRS] once it publishes */
     int finished;       /* said FINISH */
@@ -124,12 +124,10 @@ static double now_s(void)
 static int parse_int(const char *s, long lo, long hi, long *out)
 {
     char *end;
-    if (!s || !*s)
-        return -1;
+    if (!s || !*s) return -1;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno || *end || v < lo || v > hi)
-        return -1;
+    if (errno || *end || v < lo || v > hi) return -1;
     *out = v;
     return 0;
 }
@@ -139,8 +137,7 @@ static int parse_seconds(const char *s, double *out)
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= 0) || v > 86400)
-        return -1;
+    if (errno || end == s || *end || !(v >= 0) || v > 86400) return -1;
     *out = v;
     return 0;
 }
@@ -148,8 +145,7 @@ static int parse_seconds(const char *s, double *out)
 static int route_name_ok(const char *s)
 {
     size_t n = strlen(s);
-    if (n == 0 || n > 31)
-        return 0;
+    if (n == 0 || n > 31) return 0;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -161,11 +157,9 @@ static int route_name_ok(const char *s)
 
 static int hex_ok(const char *h)
 {
-    if (strcmp(h, "-") == 0)
-        return 1;
+    if (strcmp(h, "-") == 0) return 1;
     size_t n = strlen(h);
-    if (n == 0 || n % 2 || n > MAX_ADDR_HEX)
-        return 0;
+    if (n == 0 || n % 2 || n > MAX_ADDR_HEX) return 0;
     for (size_t i = 0; i < n; i++)
         if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f') ||
               (h[i] >= 'A' && h[i] <= 'F')))
@@ -189,10 +183,8 @@ static void describe_status(int ws, char *buf, size_t len)
 
 static int status_code(int ws)
 {
-    if (WIFEXITED(ws))
-        return WEXITSTATUS(ws);
-    if (WIFSIGNALED(ws))
-        return 128 + WTERMSIG(ws);
+    if (WIFEXITED(ws)) return WEXITSTATUS(ws);
+    if (WIFSIGNALED(ws)) return 128 + WTERMSIG(ws);
     return 1;
 }
 
@@ -252,8 +244,7 @@ static void signal_live(int sig, int mark)
         struct domain *d = &g.dom[r];
         if (d->pid > 0 && d->state == D_RUNNING) {
             kill(d->pid, sig);
-            if (mark)
-                d->killed_by_us = 1;
+            if (mark) d->killed_by_us = 1;
         }
     }
 }
@@ -265,8 +256,7 @@ static void conn_close(int i);
 static void conn_write(int i, const char *text, size_t len)
 {
     struct conn *c = &g.conns[i];
-    if (c->fd < 0 || c->closing)
-        return;
+    if (c->fd < 0 || c->closing) return;
     if (c->out_len - c->out_off + len > OUT_MAX) {
         say("a domain does not read its bootstrap connection; dropping it");
         c->closing = 1;
@@ -303,8 +293,7 @@ static void conn_printf(int i, const char *fmt, ...)
     va_start(ap, fmt);
     int len = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    if (len > 0 && (size_t)len < sizeof line)
-        conn_write(i, line, (size_t)len);
+    if (len > 0 && (size_t)len < sizeof line) conn_write(i, line, (size_t)len);
 }
 
 /* Writes what the socket takes now; returns -1 when the connection broke. */
@@ -312,14 +301,11 @@ static int conn_flush(int i)
 {
     struct conn *c = &g.conns[i];
     while (c->out_off < c->out_len) {
-        ssize_t k = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return 0;
-        if (k <= 0)
-            return -1;
+        ssize_t k =
+            send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+        if (k <= 0) return -1;
         c->out_off += (size_t)k;
     }
     c->out_off = c->out_len = 0;
@@ -330,15 +316,13 @@ static void conn_send_domain(int rank, const char *fmt, ...) __attribute__((form
 static void conn_send_domain(int rank, const char *fmt, ...)
 {
     struct domain *d = &g.dom[rank];
-    if (d->conn < 0 || d->finished)
-        return;
+    if (d->conn < 0 || d->finished) return;
     char line[LINE_MAX_ + 64];
     va_list ap;
     va_start(ap, fmt);
     int len = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    if (len > 0 && (size_t)len < sizeof line)
-        conn_write(d->conn, line, (size_t)len);
+    if (len > 0 && (size_t)len < sizeof line) conn_write(d->conn, line, (size_t)len);
 }
 
 /* ---- deaths and teardown ------------------------------------------------------------------- */
@@ -351,8 +335,7 @@ static void begin_teardown(void)
         int live = 0;
         for (int r = 0; r < g.n; r++)
             live += g.dom[r].state == D_RUNNING && !g.dom[r].dead;
-        if (live)
-            say("stopping the other domains (grace period %.1f s)", g.grace);
+        if (live) say("stopping the other domains (grace period %.1f s)", g.grace);
     }
 }
 
@@ -360,8 +343,7 @@ static void begin_teardown(void)
 static void declare_dead(int r, const char *why)
 {
     struct domain *d = &g.dom[r];
-    if (d->dead || d->finished)
-        return;
+    if (d->dead || d->finished) return;
     d->dead = 1;
     g.ndead++;
     if (d->pid > 0)
@@ -369,8 +351,7 @@ static void declare_dead(int r, const char *why)
     else
         say("domain %d %s", r, why);
     for (int s = 0; s < g.n; s++)
-        if (s != r && !g.dom[s].dead)
-            conn_send_domain(s, "DEAD %d %s\n", r, why);
+        if (s != r && !g.dom[s].dead) conn_send_domain(s, "DEAD %d %s\n", r, why);
     if (d->state == D_RUNNING && d->pid > 0) {
         /* Alive but cut off from the session (no connection, never joined): stop it now;
          * the teardown escalates to SIGKILL if needed. */
@@ -399,15 +380,13 @@ static void domain_exited(struct domain *d)
     if (!d->joined && status_code(d->wstatus) == 0 && !g.any_joined) {
         /* Not a CoR program (or not yet): nobody waits for it. */
         if (verbose)
-            say("domain %d (pid %ld) %s without joining the session", d->rank, (long)d->pid,
-                why);
+            say("domain %d (pid %ld) %s without joining the session", d->rank, (long)d->pid, why);
         return;
     }
     char full[200];
     snprintf(full, sizeof full, "%s %s", why,
              d->joined ? "before finishing" : "before joining the session");
-    if (WIFSIGNALED(d->wstatus))
-        snprintf(full, sizeof full, "%s", why);
+    if (WIFSIGNALED(d->wstatus)) snprintf(full, sizeof full, "%s", why);
     declare_dead(d->rank, full);
 }
 
@@ -434,7 +413,8 @@ static void send_table(void)
     for (int r = 1; r < g.n; r++) {
         if (g.dom[r].naddr != n) {
             say("domains published different numbers of addresses (domain 0: %d, domain %d: "
-                "%d)", n, r, g.dom[r].naddr);
+                "%d)",
+                n, r, g.dom[r].naddr);
             for (int s = 0; s < g.n; s++)
                 conn_send_domain(s, "ERR domains published different numbers of addresses\n");
             g.startup_failed = 1;
@@ -445,8 +425,7 @@ static void send_table(void)
     g.table_sent = 1;
     for (int s = 0; s < g.n; s++) {
         struct domain *to = &g.dom[s];
-        if (to->conn < 0 || to->finished)
-            continue;
+        if (to->conn < 0 || to->finished) continue;
         conn_printf(to->conn, "TABLE %d %d\n", g.n, n);
         for (int r = 0; r < g.n; r++)
             for (int k = 0; k < n; k++) {
@@ -455,8 +434,7 @@ static void send_table(void)
             }
         conn_printf(to->conn, "END\n");
     }
-    if (verbose)
-        say("address table sent (%d domains x %d addresses)", g.n, n);
+    if (verbose) say("address table sent (%d domains x %d addresses)", g.n, n);
 }
 
 static void try_release(void)
@@ -474,13 +452,14 @@ static void try_release(void)
             /* A domain that finished will never enter: fail the barrier, do not hang it. */
             for (int r = 0; r < g.n; r++)
                 if (g.dom[r].barrier >= next)
-                    conn_send_domain(r, "ERR barrier %u cannot complete: domain %d finished "
-                                        "without entering it\n", next, gone);
+                    conn_send_domain(r,
+                                     "ERR barrier %u cannot complete: domain %d finished "
+                                     "without entering it\n",
+                                     next, gone);
             return;
         }
         for (int r = 0; r < g.n; r++)
-            if (g.dom[r].barrier < next)
-                return;
+            if (g.dom[r].barrier < next) return;
         g.released = next;
         for (int r = 0; r < g.n; r++)
             conn_send_domain(r, "RELEASE %u\n", next);
@@ -494,15 +473,12 @@ static int split_words(char *line, char **w, int max)
     while (*p) {
         while (*p == ' ')
             p++;
-        if (!*p)
-            break;
-        if (n == max)
-            return max + 1; /* too many words */
+        if (!*p) break;
+        if (n == max) return max + 1; /* too many words */
         w[n++] = p;
         while (*p && *p != ' ')
             p++;
-        if (*p)
-            *p++ = 0;
+        if (*p) *p++ = 0;
     }
     return n;
 }
@@ -544,8 +520,7 @@ static int handle_hello(int ci, char **w, int nw)
         return -1;
     }
     if (size != g.n || rank >= g.n) {
-        say("refused a HELLO for rank %ld of %ld (this session has %d domains)", rank, size,
-            g.n);
+        say("refused a HELLO for rank %ld of %ld (this session has %d domains)", rank, size, g.n);
         conn_printf(ci, "ERR rank or size does not match the session\n");
         return -1;
     }
@@ -562,8 +537,7 @@ static int handle_hello(int ci, char **w, int nw)
     d->joined = 1;
     g.any_joined = 1;
     conn_printf(ci, "WELCOME\n");
-    if (verbose)
-        say("domain %ld (pid %ld) joined", rank, pid);
+    if (verbose) say("domain %ld (pid %ld) joined", rank, pid);
     if (all_joined())
         remove_rendezvous(); /* nobody connects any more: even kill -9 leaves nothing now */
     check_unjoined_exits();
@@ -576,20 +550,16 @@ static int handle_line(int ci, char *line)
     struct conn *c = &g.conns[ci];
     char *w[8];
     int nw = split_words(line, w, 7);
-    if (nw < 1 || nw > 7)
-        return -1;
-    if (c->rank < 0)
-        return strcmp(w[0], "HELLO") == 0 ? handle_hello(ci, w, nw) : -1;
+    if (nw < 1 || nw > 7) return -1;
+    if (c->rank < 0) return strcmp(w[0], "HELLO") == 0 ? handle_hello(ci, w, nw) : -1;
     struct domain *d = &g.dom[c->rank];
     long v1, v2;
-    if (d->finished)
-        return -1; /* nothing may follow FINISH */
+    if (d->finished) return -1; /* nothing may follow FINISH */
     if (strcmp(w[0], "ADDR") == 0 && nw == 5 && !d->published) {
         if (parse_int(w[1], 0, MAX_ADDRS - 1, &v1) || v1 != d->naddr || !route_name_ok(w[2]) ||
             parse_int(w[3], -1000000, 1000000, &v2) || !hex_ok(w[4]))
             return -1;
-        if (!d->addrs && !(d->addrs = calloc(MAX_ADDRS, sizeof *d->addrs)))
-            return -1;
+        if (!d->addrs && !(d->addrs = calloc(MAX_ADDRS, sizeof *d->addrs))) return -1;
         struct addr *a = &d->addrs[d->naddr++];
         snprintf(a->route, sizeof a->route, "%s", w[2]);
         a->port = (int)v2;
@@ -597,19 +567,16 @@ static int handle_line(int ci, char *line)
         return 0;
     }
     if (strcmp(w[0], "PUB") == 0 && nw == 2 && !d->published) {
-        if (parse_int(w[1], 1, MAX_ADDRS, &v1) || v1 != d->naddr)
-            return -1;
+        if (parse_int(w[1], 1, MAX_ADDRS, &v1) || v1 != d->naddr) return -1;
         d->published = 1;
         int all = 1;
         for (int r = 0; r < g.n; r++)
             all &= g.dom[r].published;
-        if (all && !g.table_sent)
-            send_table();
+        if (all && !g.table_sent) send_table();
         return 0;
     }
     if (strcmp(w[0], "BARRIER") == 0 && nw == 2) {
-        if (parse_int(w[1], 1, INT_MAX, &v1) || (unsigned)v1 != d->barrier + 1)
-            return -1;
+        if (parse_int(w[1], 1, INT_MAX, &v1) || (unsigned)v1 != d->barrier + 1) return -1;
         d->barrier = (unsigned)v1;
         try_release();
         return 0;
@@ -617,8 +584,7 @@ static int handle_line(int ci, char *line)
     if (strcmp(w[0], "LOST") == 0 && nw == 2) {
         /* d's routes gave a peer up (silent for their dead time: stopped or wedged): the
          * session loses it, or the others' barriers would wait for it as long as it lives */
-        if (parse_int(w[1], 0, g.n - 1, &v1) || v1 == d->rank)
-            return -1;
+        if (parse_int(w[1], 0, g.n - 1, &v1) || v1 == d->rank) return -1;
         char why[96];
         snprintf(why, sizeof why, "given up by domain %d (its routes heard nothing from it)",
                  d->rank);
@@ -630,8 +596,7 @@ static int handle_line(int ci, char *line)
             declare_dead(d->rank, "left the session before publishing its addresses");
         d->finished = 1;
         conn_printf(ci, "BYE\n");
-        if (verbose)
-            say("domain %d finished", d->rank);
+        if (verbose) say("domain %d finished", d->rank);
         try_release();
         return 0;
     }
@@ -680,12 +645,9 @@ static int conn_read(int ci)
     struct conn *c = &g.conns[ci];
     for (;;) {
         ssize_t k = recv(c->fd, c->in + c->in_len, sizeof c->in - c->in_len, MSG_DONTWAIT);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return 0;
-        if (k <= 0)
-            return -1;
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+        if (k <= 0) return -1;
         c->in_len += (size_t)k;
         int rc = conn_take_lines(ci);
         if (rc == -2) conn_flush(ci); /* let an ERR reach it */
@@ -696,8 +658,7 @@ static int conn_read(int ci)
 static void conn_close(int ci)
 {
     struct conn *c = &g.conns[ci];
-    if (c->fd < 0)
-        return;
+    if (c->fd < 0) return;
     close(c->fd);
     c->fd = -1;
     c->in_len = 0; /* what it sent and nobody will read (a line too long, say) */
@@ -716,8 +677,7 @@ static void accept_conns(void)
 {
     for (;;) {
         int fd = accept4(g.lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0)
-            return;
+        if (fd < 0) return;
         int open_anon = 0;
         for (int i = 0; i < g.nconns; i++)
             open_anon += g.conns[i].fd >= 0 && g.conns[i].rank < 0;
@@ -759,8 +719,7 @@ static char *substitute(const char *s, int rank)
 {
     size_t cap = strlen(s) * 2 + 256, len = 0;
     char *out = malloc(cap);
-    if (!out)
-        return NULL;
+    if (!out) return NULL;
     while (*s) {
         char piece[512];
         const char *add = piece;
@@ -808,10 +767,8 @@ static int split_command(char *s, char **w, int max)
     while (*s) {
         while (*s == ' ' || *s == '\t')
             s++;
-        if (!*s)
-            break;
-        if (n == max)
-            return -1;
+        if (!*s) break;
+        if (n == max) return -1;
         char *dst = s;
         w[n++] = dst;
         while (*s && *s != ' ' && *s != '\t') {
@@ -819,15 +776,13 @@ static int split_command(char *s, char **w, int max)
                 char q = *s++;
                 while (*s && *s != q)
                     *dst++ = *s++;
-                if (*s != q)
-                    return -1;
+                if (*s != q) return -1;
                 s++;
             } else {
                 *dst++ = *s++;
             }
         }
-        if (*s)
-            s++;
+        if (*s) s++;
         *dst = 0;
     }
     return n;
@@ -857,8 +812,7 @@ static int start_domain(int rank, char **prog_argv, int prog_argc)
     char *agent = NULL;
     if (g.agent) {
         agent = substitute(g.agent, rank);
-        if (!agent)
-            return -1;
+        if (!agent) return -1;
         nw = split_command(agent, words, MAXW);
         if (nw <= 0) {
             say("--agent: cannot split '%s' into words (unbalanced quotes or more than %d)",
@@ -907,8 +861,7 @@ static int start_domain(int rank, char **prog_argv, int prog_argc)
         /* Child: cor-run is single-threaded, so setenv is safe here. */
         close(ep[0]);
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive cor-run */
-        if (getppid() != parent)
-            _exit(127);
+        if (getppid() != parent) _exit(127);
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
@@ -944,26 +897,24 @@ static int start_domain(int rank, char **prog_argv, int prog_argc)
         free(agent);
         return -1;
     }
-    if (verbose)
-        say("domain %d started as pid %ld", rank, (long)pid);
+    if (verbose) say("domain %d started as pid %ld", rank, (long)pid);
     free(argv);
     free(agent);
     return 0;
 }
 
-/* ---- the loop ---------------------------------------------------------------------------------- */
+/* ---- the loop ----------------------------------------------------------------------------------
+ */
 
 static void reap(void)
 {
     for (;;) {
         int ws;
         pid_t pid = waitpid(-1, &ws, WNOHANG);
-        if (pid <= 0)
-            return;
+        if (pid <= 0) return;
         for (int r = 0; r < g.n; r++) {
             struct domain *d = &g.dom[r];
-            if (d->pid != pid || d->state != D_RUNNING)
-                continue;
+            if (d->pid != pid || d->state != D_RUNNING) continue;
             d->state = D_REAPED;
             d->wstatus = ws;
             /* The process is gone, so its connection holds all it ever wrote (FINISH...). */
@@ -986,8 +937,7 @@ static void handle_signals(void)
     while ((k = read(g.sigr, buf, sizeof buf)) > 0) {
         for (ssize_t i = 0; i < k; i++) {
             int sig = buf[i];
-            if (sig == SIGCHLD)
-                continue;
+            if (sig == SIGCHLD) continue;
             g.user_signal = sig;
             if (g.stage >= 2) {
                 say("got %s again: killing the domains", sigabbrev_np(sig));
@@ -1040,14 +990,12 @@ static void check_timers(void)
     }
     if (g.stage > 0 && t >= g.stage_deadline) {
         if (g.stage == 1) {
-            if (live_domains())
-                say("grace period over: sending SIGTERM to the remaining domains");
+            if (live_domains()) say("grace period over: sending SIGTERM to the remaining domains");
             signal_live(SIGTERM, 1);
             g.stage = 2;
             g.stage_deadline = t + KILL_WAIT_S;
         } else if (g.stage == 2) {
-            if (live_domains())
-                say("sending SIGKILL to the remaining domains");
+            if (live_domains()) say("sending SIGKILL to the remaining domains");
             signal_live(SIGKILL, 1);
             g.stage = 3;
             g.stage_deadline = t + REAP_WAIT_S;
@@ -1061,8 +1009,7 @@ static int next_timeout_ms(void)
     for (int r = 0; r < g.n; r++)
         if (g.dom[r].lost_at > 0 && g.dom[r].lost_at + LOST_WAIT_S < next)
             next = g.dom[r].lost_at + LOST_WAIT_S;
-    if (g.stage > 0 && g.stage_deadline < next)
-        next = g.stage_deadline;
+    if (g.stage > 0 && g.stage_deadline < next) next = g.stage_deadline;
     double ms = (next - t) * 1000.0 + 1;
     return ms < 0 ? 0 : ms > 1000 ? 1000 : (int)ms;
 }
@@ -1092,8 +1039,7 @@ static void run_loop(void)
         for (int i = 0; i < g.nconns; i++) {
             struct conn *c = &g.conns[i];
             pf[2 + i] = (struct pollfd){.fd = c->fd, .events = POLLIN};
-            if (c->fd >= 0 && c->out_len > c->out_off)
-                pf[2 + i].events |= POLLOUT;
+            if (c->fd >= 0 && c->out_len > c->out_off) pf[2 + i].events |= POLLOUT;
         }
         int k = poll(pf, need, next_timeout_ms());
         if (k < 0 && errno != EINTR) {
@@ -1101,28 +1047,21 @@ static void run_loop(void)
             break;
         }
         if (k > 0) {
-            if (pf[0].revents)
-                handle_signals();
-            if (pf[1].revents & POLLIN)
-                accept_conns();
+            if (pf[0].revents) handle_signals();
+            if (pf[1].revents & POLLIN) accept_conns();
             for (int i = 0; i < g.nconns && 2 + (size_t)i < need; i++) {
                 struct conn *c = &g.conns[i];
                 short re = pf[2 + i].revents;
-                if (c->fd < 0 || c->fd != pf[2 + i].fd || !re)
-                    continue;
+                if (c->fd < 0 || c->fd != pf[2 + i].fd || !re) continue;
                 int bad = 0;
-                if (re & (POLLIN | POLLHUP | POLLERR))
-                    bad = conn_read(i) < 0;
-                if (!bad && c->fd >= 0)
-                    bad = conn_flush(i) < 0;
-                if (bad)
-                    conn_close(i);
+                if (re & (POLLIN | POLLHUP | POLLERR)) bad = conn_read(i) < 0;
+                if (!bad && c->fd >= 0) bad = conn_flush(i) < 0;
+                if (bad) conn_close(i);
             }
         }
         /* Sends queued by handlers (DEAD, RELEASE, TABLE) go out without waiting a turn. */
         for (int i = 0; i < g.nconns; i++) {
-            if (g.conns[i].fd >= 0 && g.conns[i].out_len > g.conns[i].out_off &&
-                conn_flush(i) < 0)
+            if (g.conns[i].fd >= 0 && g.conns[i].out_len > g.conns[i].out_off && conn_flush(i) < 0)
                 conn_close(i);
             else if (g.conns[i].fd >= 0 && g.conns[i].closing)
                 conn_close(i); /* gave up on it (does not read, or out of memory) */
@@ -1138,8 +1077,7 @@ static void run_loop(void)
 static int make_rendezvous(void)
 {
     const char *tmp = getenv("TMPDIR");
-    if (!tmp || !*tmp)
-        tmp = "/tmp";
+    if (!tmp || !*tmp) tmp = "/tmp";
     if (snprintf(g.dir, sizeof g.dir, "%s/cor-run.XXXXXX", tmp) >= (int)sizeof g.dir) {
         say("TMPDIR too long");
         return -1;
@@ -1176,10 +1114,8 @@ static int make_rendezvous(void)
 /* The listening socket stays open (accept still sees junk connections); only the names go. */
 static void remove_rendezvous(void)
 {
-    if (g.sock[0])
-        unlink(g.sock);
-    if (g.dir[0])
-        rmdir(g.dir);
+    if (g.sock[0]) unlink(g.sock);
+    if (g.dir[0]) rmdir(g.dir);
     g.sock[0] = g.dir[0] = 0;
 }
 
@@ -1191,12 +1127,10 @@ static void remove_session_files(void)
     uint32_t macro = (uint32_t)g.cookie ? (uint32_t)g.cookie : 1; /* cor_session() */
     int n = snprintf(prefix, sizeof prefix, "cor-%08x-", macro);
     DIR *dir = opendir("/dev/shm");
-    if (!dir)
-        return;
+    if (!dir) return;
     struct dirent *e;
     while ((e = readdir(dir)))
-        if (!strncmp(e->d_name, prefix, (size_t)n))
-            unlinkat(dirfd(dir), e->d_name, 0);
+        if (!strncmp(e->d_name, prefix, (size_t)n)) unlinkat(dirfd(dir), e->d_name, 0);
     closedir(dir);
 }
 
@@ -1207,56 +1141,55 @@ static uint64_t session_cookie(void)
         FILE *f = fopen("/dev/urandom", "rb");
         if (!f || fread(&c, sizeof c, 1, f) != 1)
             c = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-        if (f)
-            fclose(f);
+        if (f) fclose(f);
     }
     return c ? c : 1;
 }
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-"Usage: cor-run -n N [options] PROGRAM [ARGS...]\n"
-"Starts N domains of a CoR session running PROGRAM and supervises them.\n"
-"\n"
-"Options:\n"
-"  -n, --np N             number of domains (1..%d)\n"
-"      --route NAME       default route of the domains (COR_ROUTE, default udp)\n"
-"      --ports P          hard ports per route in each domain (COR_PORTS, default 1)\n"
-"      --bind ADDR        address hint for routes: loopback, auto or an IP address\n"
-"                         (COR_BIND; default loopback, or auto with --agent)\n"
-"      --agent CMD        start each domain through CMD, e.g. 'ip netns exec ns{rank}'.\n"
-"                         CMD is split at spaces ('...' and \"...\" group words); in it\n"
-"                         {rank} is the domain number, {size} is N, {host} the domain's\n"
-"                         host from --hosts, {{ a literal '{'. The domain runs as\n"
-"                         CMD env COR_...=... PROGRAM ARGS. The rendezvous is a UNIX\n"
-"                         socket on this host, so the agent must run the domain on this\n"
-"                         host (namespaces, containers, sudo).\n"
-"      --hosts H1,H2,...  hosts for {host}, given out round-robin (default localhost)\n"
-"      --grace SEC        after a domain dies, how long the others may take to exit\n"
-"                         before SIGTERM (then SIGKILL %.0f s later); default 3\n"
-"      --start-timeout SEC  how long domains may take to join the session; default 60\n"
-"  -v, --verbose          say what happens\n"
-"  -h, --help             this text\n"
-"\n"
-"Each domain gets COR_BOOT (rendezvous socket), COR_RANK, COR_SIZE, COR_SESSION (16 hex\n"
-"digits), COR_ROUTE, COR_PORTS and COR_BIND. Only domain 0 reads the terminal.\n"
-"SIGINT, SIGTERM and SIGHUP are passed to the domains. If a domain exits or loses its\n"
-"connection before finishing, cor-run says which and how, tells the others (their\n"
-"operations toward it fail with COR_EPEERDEAD) and stops them after the grace period.\n"
-"\n"
-"Exit status: the worst exit status of the domains (death by signal S counts as 128+S;\n"
-"domains stopped by cor-run do not count), at least 1 if a domain died, 127 if a\n"
-"domain could not be started, 2 for a usage error.\n",
-            MAX_DOMAINS, KILL_WAIT_S);
+    fprintf(
+        f,
+        "Usage: cor-run -n N [options] PROGRAM [ARGS...]\n"
+        "Starts N domains of a CoR session running PROGRAM and supervises them.\n"
+        "\n"
+        "Options:\n"
+        "  -n, --np N             number of domains (1..%d)\n"
+        "      --route NAME       default route of the domains (COR_ROUTE, default udp)\n"
+        "      --ports P          hard ports per route in each domain (COR_PORTS, default 1)\n"
+        "      --bind ADDR        address hint for routes: loopback, auto or an IP address\n"
+        "                         (COR_BIND; default loopback, or auto with --agent)\n"
+        "      --agent CMD        start each domain through CMD, e.g. 'ip netns exec ns{rank}'.\n"
+        "                         CMD is split at spaces ('...' and \"...\" group words); in it\n"
+        "                         {rank} is the domain number, {size} is N, {host} the domain's\n"
+        "                         host from --hosts, {{ a literal '{'. The domain runs as\n"
+        "                         CMD env COR_...=... PROGRAM ARGS. The rendezvous is a UNIX\n"
+        "                         socket on this host, so the agent must run the domain on this\n"
+        "                         host (namespaces, containers, sudo).\n"
+        "      --hosts H1,H2,...  hosts for {host}, given out round-robin (default localhost)\n"
+        "      --grace SEC        after a domain dies, how long the others may take to exit\n"
+        "                         before SIGTERM (then SIGKILL %.0f s later); default 3\n"
+        "      --start-timeout SEC  how long domains may take to join the session; default 60\n"
+        "  -v, --verbose          say what happens\n"
+        "  -h, --help             this text\n"
+        "\n"
+        "Each domain gets COR_BOOT (rendezvous socket), COR_RANK, COR_SIZE, COR_SESSION (16 hex\n"
+        "digits), COR_ROUTE, COR_PORTS and COR_BIND. Only domain 0 reads the terminal.\n"
+        "SIGINT, SIGTERM and SIGHUP are passed to the domains. If a domain exits or loses its\n"
+        "connection before finishing, cor-run says which and how, tells the others (their\n"
+        "operations toward it fail with COR_EPEERDEAD) and stops them after the grace period.\n"
+        "\n"
+        "Exit status: the worst exit status of the domains (death by signal S counts as 128+S;\n"
+        "domains stopped by cor-run do not count), at least 1 if a domain died, 127 if a\n"
+        "domain could not be started, 2 for a usage error.\n",
+        MAX_DOMAINS, KILL_WAIT_S);
 }
 
 static int parse_hosts(char *list)
 {
     for (char *p = strtok(list, ","); p; p = strtok(NULL, ",")) {
         char **h = realloc(g.hosts, (size_t)(g.nhosts + 1) * sizeof *h);
-        if (!h)
-            return -1;
+        if (!h) return -1;
         g.hosts = h;
         g.hosts[g.nhosts++] = p;
     }
@@ -1354,8 +1287,7 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (!g.bind)
-        g.bind = g.agent ? "auto" : "loopback";
+    if (!g.bind) g.bind = g.agent ? "auto" : "loopback";
     g.cookie = session_cookie();
     g.dom = calloc((size_t)g.n, sizeof *g.dom);
     if (!g.dom) {
@@ -1373,8 +1305,7 @@ int main(int argc, char **argv)
     g.started = now_s();
     int start_failed = 0;
     for (int r = 0; r < g.n && !start_failed; r++)
-        if (start_domain(r, argv + optind, argc - optind))
-            start_failed = 1;
+        if (start_domain(r, argv + optind, argc - optind)) start_failed = 1;
     if (start_failed) {
         /* Nothing useful can run: stop what started, at once. */
         for (int r = 0; r < g.n; r++)
@@ -1394,17 +1325,12 @@ int main(int argc, char **argv)
             died = 1; /* could not be reaped */
             continue;
         }
-        if (d->state != D_REAPED || (d->killed_by_us && !g.user_signal))
-            continue;
+        if (d->state != D_REAPED || (d->killed_by_us && !g.user_signal)) continue;
         int code = status_code(d->wstatus);
-        if (code > worst)
-            worst = code;
+        if (code > worst) worst = code;
     }
-    if (start_failed)
-        return 127;
-    if ((died || g.startup_failed) && worst == 0)
-        worst = 1;
-    if (g.user_signal && worst == 0)
-        worst = 128 + g.user_signal;
+    if (start_failed) return 127;
+    if ((died || g.startup_failed) && worst == 0) worst = 1;
+    if (g.user_signal && worst == 0) worst = 128 + g.user_signal;
     return worst;
 }

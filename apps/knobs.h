@@ -22,7 +22,7 @@
       "the part of it owed that sends a credit frame")                                             \
     X("COR_SPIN_US", "core", "2000", "how long a waiting task polls before it blocks")             \
     X("COR_MAX_TASKS", "core", "1024", "task slots per domain (64..65536)")                        \
-    X("COR_YIELDERS", "core", "16 udp, 2 gm",                                                    \
+    X("COR_YIELDERS", "core", "16 udp, 2 gm",                                                      \
       "waiting tasks that yield to the spinning one; others sleep")                                \
     X("COR_LINGER_US", "core", "1000", "listeners keep off the sockets after a task's spin")       \
     X("COR_SERVICE_SLICE_US", "core", "100", "time slice of serving threads; 0 leaves them alone") \

@@ -155,27 +155,48 @@ static double now_us(void)
 static const char *pvm_err_name(int rc)
 {
     switch (rc) {
-    case PvmBadParam: return "bad parameter";
-    case PvmMismatch: return "parameter mismatch";
-    case PvmOverflow: return "value too large";
-    case PvmNoData: return "end of buffer";
-    case PvmNoHost: return "no such host";
-    case PvmNoFile: return "no such file (is its folder in the hostfile's ep=?)";
-    case PvmDenied: return "permission denied";
-    case PvmNoMem: return "out of memory";
-    case PvmBadMsg: return "cannot decode message";
-    case PvmSysErr: return "cannot contact the local pvmd (is a virtual machine running?)";
-    case PvmNoBuf: return "no current buffer";
-    case PvmNoSuchBuf: return "no such buffer";
-    case PvmHostFail: return "host failed";
-    case PvmNoParent: return "no parent task";
-    case PvmNotImpl: return "not implemented";
-    case PvmDSysErr: return "pvmd system error";
-    case PvmOutOfRes: return "out of resources";
-    case PvmNoTask: return "no such task";
-    case PvmNotFound: return "not found";
-    case PvmExists: return "already exists";
-    default: return "PVM error";
+    case PvmBadParam:
+        return "bad parameter";
+    case PvmMismatch:
+        return "parameter mismatch";
+    case PvmOverflow:
+        return "value too large";
+    case PvmNoData:
+        return "end of buffer";
+    case PvmNoHost:
+        return "no such host";
+    case PvmNoFile:
+        return "no such file (is its folder in the hostfile's ep=?)";
+    case PvmDenied:
+        return "permission denied";
+    case PvmNoMem:
+        return "out of memory";
+    case PvmBadMsg:
+        return "cannot decode message";
+    case PvmSysErr:
+        return "cannot contact the local pvmd (is a virtual machine running?)";
+    case PvmNoBuf:
+        return "no current buffer";
+    case PvmNoSuchBuf:
+        return "no such buffer";
+    case PvmHostFail:
+        return "host failed";
+    case PvmNoParent:
+        return "no parent task";
+    case PvmNotImpl:
+        return "not implemented";
+    case PvmDSysErr:
+        return "pvmd system error";
+    case PvmOutOfRes:
+        return "out of resources";
+    case PvmNoTask:
+        return "no such task";
+    case PvmNotFound:
+        return "not found";
+    case PvmExists:
+        return "already exists";
+    default:
+        return "PVM error";
     }
 }
 
@@ -227,21 +248,29 @@ static int parse_size(const char *s, size_t *out)
 {
     char *end;
     errno = 0;
-    if (*s < '0' || *s > '9')
-        return -1;
+    if (*s < '0' || *s > '9') return -1;
     unsigned long long v = strtoull(s, &end, 10);
-    if (end == s || errno)
-        return -1;
+    if (end == s || errno) return -1;
     unsigned shift = 0;
     switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
+    case 'k':
+    case 'K':
+        shift = 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        end++;
+        break;
     }
-    if (shift && (*end == 'i' || *end == 'B'))
-        end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
-    if (*end || v > (MAX_SIZE >> shift))
-        return -1;
+    if (shift && (*end == 'i' || *end == 'B')) end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
+    if (*end || v > (MAX_SIZE >> shift)) return -1;
     *out = (size_t)(v << shift);
     return 0;
 }
@@ -250,11 +279,9 @@ static int parse_size(const char *s, size_t *out)
 static int split(const char *arg, char *buf, size_t buflen, char **words, int max)
 {
     int n = 0;
-    if (snprintf(buf, buflen, "%s", arg) >= (int)buflen)
-        return -1;
+    if (snprintf(buf, buflen, "%s", arg) >= (int)buflen) return -1;
     for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (n == max)
-            return -1;
+        if (n == max) return -1;
         words[n++] = tok;
     }
     return n ? n : -1;
@@ -294,29 +321,31 @@ static int parse_args(int argc, char **argv)
             char *end;
             if (!strcmp(a, "--routes")) {
                 if ((n = split(v, buf, sizeof buf, w, 8)) < 0)
-                    return bad_usage("bad --routes '%s' (comma-separated: dont,direct,udp,myrinet)", v);
+                    return bad_usage("bad --routes '%s' (comma-separated: dont,direct,udp,myrinet)",
+                                     v);
                 o.nroutes = 0;
                 for (int k = 0; k < n; k++) {
                     const char *name = !strcmp(w[k], "gm") ? "myrinet" : w[k];
                     const struct route_opt *r = NULL;
                     for (size_t j = 0; j < sizeof routes_known / sizeof *routes_known; j++)
-                        if (!strcmp(name, routes_known[j].name))
-                            r = &routes_known[j];
+                        if (!strcmp(name, routes_known[j].name)) r = &routes_known[j];
                     if (!r)
-                        return bad_usage("unknown route '%s' in --routes (dont, direct, udp, myrinet)", w[k]);
+                        return bad_usage(
+                            "unknown route '%s' in --routes (dont, direct, udp, myrinet)", w[k]);
                     o.routes[o.nroutes++] = r;
                 }
             } else if (!strcmp(a, "--encodings")) {
                 if ((n = split(v, buf, sizeof buf, w, 3)) < 0)
-                    return bad_usage("bad --encodings '%s' (comma-separated: raw,inplace,default)", v);
+                    return bad_usage("bad --encodings '%s' (comma-separated: raw,inplace,default)",
+                                     v);
                 o.nencs = 0;
                 for (int k = 0; k < n; k++) {
                     const struct enc_opt *e = NULL;
                     for (size_t j = 0; j < sizeof encs_known / sizeof *encs_known; j++)
-                        if (!strcmp(w[k], encs_known[j].name))
-                            e = &encs_known[j];
+                        if (!strcmp(w[k], encs_known[j].name)) e = &encs_known[j];
                     if (!e)
-                        return bad_usage("unknown encoding '%s' in --encodings (raw, inplace, default)", w[k]);
+                        return bad_usage(
+                            "unknown encoding '%s' in --encodings (raw, inplace, default)", w[k]);
                     o.encs[o.nencs++] = e;
                 }
             } else if (!strcmp(a, "--modes")) {
@@ -333,19 +362,23 @@ static int parse_args(int argc, char **argv)
                 }
             } else if (!strcmp(a, "--sizes")) {
                 if ((n = split(v, buf, sizeof buf, w, MAX_SIZES)) < 0)
-                    return bad_usage("bad --sizes '%s' (comma-separated, at most %d)", v, MAX_SIZES);
+                    return bad_usage("bad --sizes '%s' (comma-separated, at most %d)", v,
+                                     MAX_SIZES);
                 for (int k = 0; k < n; k++)
                     if (parse_size(w[k], &o.sizes[k]) < 0)
                         return bad_usage("bad size '%s' in --sizes (a number with an optional "
-                                         "K/M/G suffix, at most 256M)", w[k]);
+                                         "K/M/G suffix, at most 256M)",
+                                         w[k]);
                 o.nsizes = n;
             } else if (!strcmp(a, "--threads")) {
                 if ((n = split(v, buf, sizeof buf, w, MAX_THREADS)) < 0)
-                    return bad_usage("bad --threads '%s' (comma-separated counts 1..%d)", v, MAX_THREADS);
+                    return bad_usage("bad --threads '%s' (comma-separated counts 1..%d)", v,
+                                     MAX_THREADS);
                 for (int k = 0; k < n; k++) {
                     long t = strtol(w[k], &end, 10);
                     if (*end || end == w[k] || t < 1 || t > MAX_THREADS)
-                        return bad_usage("bad thread count '%s' in --threads (1..%d)", w[k], MAX_THREADS);
+                        return bad_usage("bad thread count '%s' in --threads (1..%d)", w[k],
+                                         MAX_THREADS);
                     o.threads[k] = (int)t;
                 }
                 o.nthreads = n;
@@ -385,8 +418,7 @@ static int parse_args(int argc, char **argv)
         for (size_t k = 0; k < sizeof def / sizeof *def; k++)
             o.sizes[o.nsizes++] = def[k];
     }
-    if (!o.nthreads)
-        o.threads[o.nthreads++] = 1;
+    if (!o.nthreads) o.threads[o.nthreads++] = 1;
     return 0;
 }
 
@@ -394,8 +426,7 @@ static size_t max_size(void)
 {
     size_t m = 1;
     for (int i = 0; i < o.nsizes; i++)
-        if (o.sizes[i] > m)
-            m = o.sizes[i];
+        if (o.sizes[i] > m) m = o.sizes[i];
     return m;
 }
 
@@ -443,8 +474,7 @@ static int wait_msg_for(int tid, int tag, int partner, const char *what, int sec
         long slice = left > 1e6 ? 1000000 : (long)left + 1;
         struct timeval tv = {slice / 1000000, slice % 1000000};
         int b = pvm_trecv(tid, tag, &tv);
-        if (b > 0)
-            return b;
+        if (b > 0) return b;
         if (b < 0) {
             msg("t%x: pvm_trecv (%s): %s (%d)", pvm_mytid(), what, pvm_err_name(b), b);
             return -1;
@@ -465,10 +495,8 @@ static int wait_msg(int tid, int tag, int partner, const char *what)
 static int send_data(int tid, int tag, int enc, const unsigned char *data, size_t size)
 {
     int rc = pvm_initsend(enc);
-    if (rc >= 0 && size)
-        rc = pvm_pkbyte((char *)data, (int)size, 1);
-    if (rc >= 0)
-        rc = pvm_send(tid, tag);
+    if (rc >= 0 && size) rc = pvm_pkbyte((char *)data, (int)size, 1);
+    if (rc >= 0) rc = pvm_send(tid, tag);
     if (rc < 0) {
         msg("t%x: sending %zu bytes to t%x: %s (%d)", pvm_mytid(), size, tid, pvm_err_name(rc), rc);
         return -1;
@@ -480,8 +508,7 @@ static int send_data(int tid, int tag, int enc, const unsigned char *data, size_
 static int recv_data(int tid, int tag, int partner, unsigned char *buf, size_t size)
 {
     int b = wait_msg(tid, tag, partner, "data");
-    if (b < 0)
-        return -1;
+    if (b < 0) return -1;
     int bytes = 0, t = 0, src = 0;
     int rc = pvm_bufinfo(b, &bytes, &t, &src);
     /* XDR (PvmDataDefault) pads bytes to 4. */
@@ -493,18 +520,15 @@ static int recv_data(int tid, int tag, int partner, unsigned char *buf, size_t s
         msg("t%x: pvm_upkbyte %zu bytes: %s (%d)", pvm_mytid(), size, pvm_err_name(rc), rc);
         return -1;
     }
-    if (o.verify && check(buf, size))
-        return -1;
+    if (o.verify && check(buf, size)) return -1;
     return 0;
 }
 
 static int send_ints(int tid, int tag, const int *v, int n)
 {
     int rc = pvm_initsend(PvmDataDefault);
-    if (rc >= 0)
-        rc = pvm_pkint((int *)v, n, 1);
-    if (rc >= 0)
-        rc = pvm_send(tid, tag);
+    if (rc >= 0) rc = pvm_pkint((int *)v, n, 1);
+    if (rc >= 0) rc = pvm_send(tid, tag);
     if (rc < 0) {
         msg("t%x: sending to t%x: %s (%d)", pvm_mytid(), tid, pvm_err_name(rc), rc);
         return -1;
@@ -515,8 +539,7 @@ static int send_ints(int tid, int tag, const int *v, int n)
 static int recv_ints(int tid, int tag, int partner, int *v, int n, const char *what, int secs)
 {
     int b = wait_msg_for(tid, tag, partner, what, secs);
-    if (b < 0)
-        return -1;
+    if (b < 0) return -1;
     int rc = pvm_upkint(v, n, 1);
     if (rc < 0) {
         msg("t%x: unpacking %s: %s (%d)", pvm_mytid(), what, pvm_err_name(rc), rc);
@@ -574,8 +597,7 @@ static void *worker_pair(void *arg)
         size_t size = (size_t)cmd[2];
         long count = cmd[3];
         int half = cmd[4] / 2;
-        if (op == OP_QUIT)
-            break;
+        if (op == OP_QUIT) break;
         if ((op != OP_PINGPONG && op != OP_STREAM) || size > w_maxsize || count < 0 || half < 1) {
             msg("worker: bad command %d (size %zu count %ld)", op, size, count);
             wt->failed = 1;
@@ -589,11 +611,9 @@ static void *worker_pair(void *arg)
         } else {
             for (long k = 1; k <= count && !err; k++) {
                 err = recv_data(m, PAIR_TAG(i, PT_DATA), m, rbuf, size);
-                if (!err && k % half == 0 && k < count)
-                    err = send_ctl(m, PAIR_TAG(i, PT_CREDIT));
+                if (!err && k % half == 0 && k < count) err = send_ctl(m, PAIR_TAG(i, PT_CREDIT));
             }
-            if (!err)
-                err = send_ctl(m, PAIR_TAG(i, PT_ACK));
+            if (!err) err = send_ctl(m, PAIR_TAG(i, PT_ACK));
         }
         if (err) {
             wt->failed = 1;
@@ -674,9 +694,9 @@ static int worker_main(void)
 /* ---- the master: one route option, one thread count, in a child process ----------------- */
 
 struct point {
-    double pp_us;             /* pingpong: this pair's one-way time (this rep) */
-    double t0, t1;            /* stream: first send, ack received (this rep) */
-    long msgs;                /* stream: timed messages */
+    double pp_us;  /* pingpong: this pair's one-way time (this rep) */
+    double t0, t1; /* stream: first send, ack received (this rep) */
+    long msgs;     /* stream: timed messages */
 };
 
 struct run {
@@ -685,13 +705,13 @@ struct run {
     int worker;
     pthread_barrier_t barrier;
     struct point pt[MAX_THREADS];
-    _Atomic int failed;       /* any thread failed: all stop at the next barrier */
+    _Atomic int failed; /* any thread failed: all stop at the next barrier */
     /* Thread 0's results: one value per (encoding, mode, size, repeat), see VAL(); how many
      * repeats of each point were measured. */
     double *vals;
     int *nvals;
 };
-#define POINT(r, e, stream, s) (((e) * 2 + (stream)) * o.nsizes + (s))
+#define POINT(r, e, stream, s) (((e)*2 + (stream)) * o.nsizes + (s))
 #define VAL(r, e, stream, s, rep) ((r)->vals[POINT(r, e, stream, s) * o.reps + (rep)])
 
 struct mthread {
@@ -747,17 +767,13 @@ static int send_cmd(struct mthread *t, int op, int enc, size_t size, long count)
 static int pingpong(struct mthread *t, int enc, size_t size, long count, long timed, double *us)
 {
     int w = t->run->worker, tag = PAIR_TAG(t->index, PT_DATA);
-    if (send_cmd(t, OP_PINGPONG, enc, size, count))
-        return -1;
+    if (send_cmd(t, OP_PINGPONG, enc, size, count)) return -1;
     double t0 = now_us();
     for (long k = 0; k < count; k++) {
-        if (k == count - timed)
-            t0 = now_us();
-        if (send_data(w, tag, enc, t->sbuf, size) || recv_data(w, tag, w, t->rbuf, size))
-            return -1;
+        if (k == count - timed) t0 = now_us();
+        if (send_data(w, tag, enc, t->sbuf, size) || recv_data(w, tag, w, t->rbuf, size)) return -1;
     }
-    if (us)
-        *us = (now_us() - t0) / (double)timed / 2;
+    if (us) *us = (now_us() - t0) / (double)timed / 2;
     return 0;
 }
 
@@ -766,23 +782,18 @@ static int stream(struct mthread *t, int enc, size_t size, long count, double *t
 {
     int w = t->run->worker, half = o.window / 2;
     long credits = 0, ncredits = (count - 1) / half;
-    if (send_cmd(t, OP_STREAM, enc, size, count))
-        return -1;
+    if (send_cmd(t, OP_STREAM, enc, size, count)) return -1;
     *t0 = now_us();
     for (long k = 0; k < count; k++) {
         while (k >= o.window + credits * half) {
-            if (wait_msg(w, PAIR_TAG(t->index, PT_CREDIT), w, "a credit") < 0)
-                return -1;
+            if (wait_msg(w, PAIR_TAG(t->index, PT_CREDIT), w, "a credit") < 0) return -1;
             credits++;
         }
-        if (send_data(w, PAIR_TAG(t->index, PT_DATA), enc, t->sbuf, size))
-            return -1;
+        if (send_data(w, PAIR_TAG(t->index, PT_DATA), enc, t->sbuf, size)) return -1;
     }
     for (; credits < ncredits; credits++)
-        if (wait_msg(w, PAIR_TAG(t->index, PT_CREDIT), w, "a credit") < 0)
-            return -1;
-    if (wait_msg(w, PAIR_TAG(t->index, PT_ACK), w, "the ack") < 0)
-        return -1;
+        if (wait_msg(w, PAIR_TAG(t->index, PT_CREDIT), w, "a credit") < 0) return -1;
+    if (wait_msg(w, PAIR_TAG(t->index, PT_ACK), w, "the ack") < 0) return -1;
     *t1 = now_us();
     return 0;
 }
@@ -797,8 +808,7 @@ static int measure_once(struct mthread *t, int ei, int si, int is_stream, int re
     size_t size = o.sizes[si];
     long n = is_stream ? iters_stream(size) : iters_pingpong(size);
     int err;
-    if (!meet(r))
-        return -1;
+    if (!meet(r)) return -1;
     if (is_stream) {
         double a, b;
         /* Warm-up stream (untimed), then the timed one, started by the pairs together. */
@@ -811,10 +821,8 @@ static int measure_once(struct mthread *t, int ei, int si, int is_stream, int re
     } else {
         err = pingpong(t, enc, size, warm_of(n, 2, 50) + n, n, &p->pp_us);
     }
-    if (err)
-        r->failed = 1;
-    if (!meet(r))
-        return -1;
+    if (err) r->failed = 1;
+    if (!meet(r)) return -1;
     if (t->index == 0) {
         /* Microseconds per message (stream: the pairs' messages together, so MB/s = bytes /
          * value), or the pairs' mean one-way time. */
@@ -846,8 +854,7 @@ static void report(struct run *r)
         for (int is_stream = 0; is_stream < 2; is_stream++)
             for (int si = 0; si < o.nsizes; si++) {
                 int k = r->nvals[POINT(r, ei, is_stream, si)];
-                if (!k)
-                    continue;
+                if (!k) continue;
                 double *v = &VAL(r, ei, is_stream, si, 0);
                 double med = median(v, k), best = v[0]; /* median sorts */
                 size_t size = o.sizes[si];
@@ -872,10 +879,8 @@ static void *master_pair(void *arg)
                 for (int s = 0; ok && s < o.nsizes; s++)
                     if (is_stream ? o.stream : o.pingpong)
                         ok = !measure_once(t, ei, s, is_stream, rep);
-    if (send_cmd(t, OP_QUIT, 0, 0, 0))
-        ok = 0;
-    if (!ok)
-        r->failed = 1;
+    if (send_cmd(t, OP_QUIT, 0, 0, 0)) ok = 0;
+    if (!ok) r->failed = 1;
     return NULL;
 }
 
@@ -884,12 +889,10 @@ static int set_route(int value, const char *name)
 {
     int cor = value == PvmRouteDirectUDP || value == PvmRouteDirectMyrinet;
     int autoerr = 0;
-    if (cor)
-        autoerr = pvm_setopt(PvmAutoErr, 0); /* plain libpvm3 would print its own error */
+    if (cor) autoerr = pvm_setopt(PvmAutoErr, 0); /* plain libpvm3 would print its own error */
     int rc = pvm_setopt(PvmRoute, value);
     int now = pvm_getopt(PvmRoute);
-    if (cor && autoerr >= 0)
-        pvm_setopt(PvmAutoErr, autoerr);
+    if (cor && autoerr >= 0) pvm_setopt(PvmAutoErr, autoerr);
     if (rc < 0 || now != value) {
         if (cor)
             msg("route %s: pvm_setopt(PvmRoute, %d) is refused (%d): libcorpvm is not loaded "
@@ -929,8 +932,8 @@ static int master_run(const struct route_opt *route, int nthreads)
     }
     r.worker = worker;
     pvm_notify(PvmTaskExit, TAG_EXIT, 1, &worker);
-    int setup[7] = {SETUP_VERSION, route->value, nthreads, o.window, (int)max_size(),
-                    o.timeout_s, o.verify};
+    int setup[7] = {SETUP_VERSION,   route->value, nthreads, o.window,
+                    (int)max_size(), o.timeout_s,  o.verify};
     int ready[2] = {-1, 0}, rc = 1;
     if (send_ints(worker, TAG_SETUP, setup, 7) || set_route(route->value, route->name) ||
         recv_ints(worker, TAG_READY, worker, ready, 2, "the partner's READY", o.timeout_s))
@@ -957,8 +960,7 @@ static int master_run(const struct route_opt *route, int nthreads)
     }
     /* Warm-up: the first messages on a CoR route travel PVM's path while the handshake
      * runs (and PvmRouteDirect connects at the first message). */
-    if (pingpong(&mt[0], PvmDataRaw, 8, 50, 50, NULL))
-        goto out_free;
+    if (pingpong(&mt[0], PvmDataRaw, 8, 50, 50, NULL)) goto out_free;
     char info[160] = "";
     if (cor && pvm_cor_domain) {
         int mine = -1, theirs = -1;
@@ -990,8 +992,7 @@ static int master_run(const struct route_opt *route, int nthreads)
         }
         started++;
     }
-    if (started == nthreads)
-        master_pair(&mt[0]);
+    if (started == nthreads) master_pair(&mt[0]);
     for (int i = 1; i < started; i++)
         pthread_join(mt[i].th, NULL);
     pthread_barrier_destroy(&r.barrier);
@@ -1016,8 +1017,7 @@ out:
         struct timeval tv = {ready[0] == 0 && worker > 0 ? o.timeout_s + 2 : 1, 0};
         if (pvm_trecv(-1, TAG_EXIT, &tv) <= 0) {
             pvm_kill(worker);
-            if (!rc)
-                msg("the partner t%x did not exit: killed", worker);
+            if (!rc) msg("the partner t%x did not exit: killed", worker);
         }
     }
     pvm_exit();
@@ -1029,8 +1029,7 @@ static int in_child(const struct route_opt *route, int nthreads, unsigned limit_
 {
     fflush(stdout);
     fflush(stderr);
-    if (csv)
-        fflush(csv);
+    if (csv) fflush(csv);
     pid_t pid = fork();
     if (pid < 0) {
         msg("fork: %s", strerror(errno));
@@ -1041,8 +1040,7 @@ static int in_child(const struct route_opt *route, int nthreads, unsigned limit_
         alarm(limit_s);
         int rc = route ? master_run(route, nthreads) : 0;
         fflush(stdout);
-        if (csv)
-            fflush(csv);
+        if (csv) fflush(csv);
         _exit(rc);
     }
     int st;
@@ -1052,9 +1050,8 @@ static int in_child(const struct route_opt *route, int nthreads, unsigned limit_
             return 1;
         }
     if (WIFSIGNALED(st)) {
-        msg("route %s, %d thread pair(s): the measuring task died of signal %d%s",
-            route->name, nthreads, WTERMSIG(st),
-            WTERMSIG(st) == SIGALRM ? " (took too long)" : "");
+        msg("route %s, %d thread pair(s): the measuring task died of signal %d%s", route->name,
+            nthreads, WTERMSIG(st), WTERMSIG(st) == SIGALRM ? " (took too long)" : "");
         return 1;
     }
     return WEXITSTATUS(st);
@@ -1067,12 +1064,10 @@ static int corpvm_loaded(void)
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
-    if (pid < 0)
-        return -1;
+    if (pid < 0) return -1;
     if (pid == 0) {
         alarm(30);
-        if (pvm_mytid() < 0)
-            _exit(2);
+        if (pvm_mytid() < 0) _exit(2);
         pvm_setopt(PvmAutoErr, 0);
         int rc = pvm_setopt(PvmRoute, PvmRouteDirectUDP);
         int yes = rc >= 0 && pvm_getopt(PvmRoute) == PvmRouteDirectUDP;
@@ -1081,22 +1076,19 @@ static int corpvm_loaded(void)
     }
     int st;
     while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    if (!WIFEXITED(st) || WEXITSTATUS(st) > 1)
-        return -1;
+        if (errno != EINTR) return -1;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) > 1) return -1;
     return WEXITSTATUS(st) == 0;
 }
 
 /* Passes the variables that make the partner run like us to spawned tasks (PVM_EXPORT). */
 static void export_env(void)
 {
-    static const char *vars[] = {"LD_PRELOAD", "LD_LIBRARY_PATH", "COR_ROUTE_PATH",
+    static const char *vars[] = {"LD_PRELOAD",    "LD_LIBRARY_PATH", "COR_ROUTE_PATH",
                                  "COR_PVM_STATS", "COR_PVM_SPIN_US", "COR_PVM_DOMAINS",
                                  "COR_SPIN_US"};
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
-        if (getenv(vars[i]))
-            pvm_export((char *)vars[i]);
+        if (getenv(vars[i])) pvm_export((char *)vars[i]);
 }
 
 int main(int argc, char **argv)
@@ -1108,16 +1100,13 @@ int main(int argc, char **argv)
     int is_worker = argc == 2 && !strcmp(argv[1], "worker");
     if (env_route && *env_route && strcmp(env_route, "none")) {
         if (!is_worker)
-            msg("ignoring COR_PVM_ROUTE=%s: the routes measured are set with --routes",
-                env_route);
+            msg("ignoring COR_PVM_ROUTE=%s: the routes measured are set with --routes", env_route);
         unsetenv("COR_PVM_ROUTE");
     }
-    if (is_worker)
-        return worker_main();
+    if (is_worker) return worker_main();
 
     int rc = parse_args(argc, argv);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     if (argv[0][0] == '/') {
         snprintf(self_path, sizeof self_path, "%s", argv[0]);
     } else {
@@ -1143,7 +1132,8 @@ int main(int argc, char **argv)
         if (!loaded) {
             msg("--threads %d: pvm_setopt(PvmRoute, PvmRouteDirectUDP) is refused, so "
                 "libcorpvm is not loaded, and plain libpvm3 is not thread-safe (link with "
-                "-lcorpvm -lpvm3, or run with LD_PRELOAD=libcorpvm.so)", maxthreads);
+                "-lcorpvm -lpvm3, or run with LD_PRELOAD=libcorpvm.so)",
+                maxthreads);
             return 2;
         }
     }

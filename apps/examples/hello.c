@@ -26,8 +26,7 @@ static int greet(void *arg)
 
     /* Send buffers come from the core (getBuffer), so a route can send them without a copy. */
     char *text = cor_getBuffer(COR_CHAR, TEXT_MAX);
-    if (!text)
-        return COR_ENOMEM;
+    if (!text) return COR_ENOMEM;
     int len = snprintf(text, TEXT_MAX, "hello from task %d of domain %d", k, rank) + 1;
 
     /* Both operations start at once and return handles; wait completes them. The receive lets
@@ -36,8 +35,7 @@ static int greet(void *arg)
     void *in = NULL;
     cor_status_t st;
     int err = cor_recvI(prev, COR_CTX_WORLD, TAG_HELLO, &in, &recv_req);
-    if (err)
-        goto out;
+    if (err) goto out;
     err = cor_sendI(next, COR_CTX_WORLD, TAG_HELLO, text, (size_t)len, &send_req);
     if (err) {
         cor_cancel(&recv_req);
@@ -46,15 +44,11 @@ static int greet(void *arg)
     }
     err = cor_wait(&send_req, NULL);
     int rerr = cor_wait(&recv_req, &st);
-    if (!err)
-        err = rerr;
-    if (!err)
-        printf("domain %d task %d got \"%.*s\"\n", rank, k, (int)st.count, (const char *)in);
-    if (in)
-        cor_releaseBuffer(in);
+    if (!err) err = rerr;
+    if (!err) printf("domain %d task %d got \"%.*s\"\n", rank, k, (int)st.count, (const char *)in);
+    if (in) cor_releaseBuffer(in);
 out:
-    if (err)
-        fprintf(stderr, "hello: domain %d task %d: %s\n", rank, k, cor_strerror(err));
+    if (err) fprintf(stderr, "hello: domain %d task %d: %s\n", rank, k, cor_strerror(err));
     cor_releaseBuffer(text);
     return err;
 }
@@ -79,12 +73,10 @@ int main(int argc, char **argv)
     }
     for (int k = 0; k < spawned; k++) {
         int status = 0;
-        if (cor_task_join(tasks[k], &status) != COR_OK || status != 0)
-            failed = 1;
+        if (cor_task_join(tasks[k], &status) != COR_OK || status != 0) failed = 1;
     }
     /* A domain that fails leaves without finalize: cor-run then stops the others. */
-    if (failed)
-        return 1;
+    if (failed) return 1;
     err = cor_finalize();
     if (err) {
         fprintf(stderr, "hello: cor_finalize: %s\n", cor_strerror(err));

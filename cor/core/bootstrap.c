@@ -42,17 +42,17 @@
 #include <unistd.h>
 
 #define BOOT_LINE_MAX 1024
-#define BOOT_MAX_ADDRS 64          /* addresses one domain may publish */
-#define BOOT_TIMEOUT_DEFAULT 120   /* seconds for init and exchange (COR_BOOT_TIMEOUT) */
-#define BOOT_BYE_TIMEOUT_MS 5000   /* how long finish waits for cor-run's BYE */
+#define BOOT_MAX_ADDRS 64        /* addresses one domain may publish */
+#define BOOT_TIMEOUT_DEFAULT 120 /* seconds for init and exchange (COR_BOOT_TIMEOUT) */
+#define BOOT_BYE_TIMEOUT_MS 5000 /* how long finish waits for cor-run's BYE */
 
 struct cor_boot {
     int rank, size;
     uint64_t cookie;
     int fd; /* -1 in a one-domain session; written under wmu, read by the reader thread */
 
-    pthread_mutex_t wmu; /* serializes writes to fd */
-    pthread_mutex_t bmu; /* one barrier at a time */
+    pthread_mutex_t wmu;  /* serializes writes to fd */
+    pthread_mutex_t bmu;  /* one barrier at a time */
     unsigned barrier_seq; /* under bmu */
 
     pthread_t reader;
@@ -61,7 +61,7 @@ struct cor_boot {
     pthread_mutex_t mu; /* guards everything below */
     pthread_cond_t cv;
     int welcomed, bye, lost, finishing, exchanged;
-    char err[256]; /* ERR text from cor-run, "" if none */
+    char err[256];     /* ERR text from cor-run, "" if none */
     unsigned released; /* highest RELEASE seq */
     int ndead;
     unsigned char *dead;     /* [size]: death notice received */
@@ -92,12 +92,10 @@ static void boot_log(const struct cor_boot *b, const char *fmt, ...)
 static int parse_long(const char *s, long lo, long hi, long *out)
 {
     char *end;
-    if (!s || !*s)
-        return -1;
+    if (!s || !*s) return -1;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno || *end || v < lo || v > hi)
-        return -1;
+    if (errno || *end || v < lo || v > hi) return -1;
     *out = v;
     return 0;
 }
@@ -105,8 +103,7 @@ static int parse_long(const char *s, long lo, long hi, long *out)
 static int parse_hex64(const char *s, uint64_t *out)
 {
     uint64_t v = 0;
-    if (!s || strlen(s) != 16)
-        return -1;
+    if (!s || strlen(s) != 16) return -1;
     for (int i = 0; i < 16; i++) {
         int c = s[i], d;
         if (c >= '0' && c <= '9')
@@ -126,8 +123,7 @@ static int parse_hex64(const char *s, uint64_t *out)
 static int route_name_ok(const char *s)
 {
     size_t n = strlen(s);
-    if (n == 0 || n >= sizeof(((struct cor_boot_addr *)0)->route))
-        return 0;
+    if (n == 0 || n >= sizeof(((struct cor_boot_addr *)0)->route)) return 0;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -159,8 +155,7 @@ static int hex_decode(const char *h, char *out, size_t cap)
         return 0;
     }
     size_t n = strlen(h);
-    if (n == 0 || n % 2 || n / 2 >= cap)
-        return -1;
+    if (n == 0 || n % 2 || n / 2 >= cap) return -1;
     for (size_t i = 0; i < n / 2; i++) {
         int v = 0;
         for (int j = 0; j < 2; j++) {
@@ -169,12 +164,10 @@ static int hex_decode(const char *h, char *out, size_t cap)
                     : (c >= 'a' && c <= 'f') ? c - 'a' + 10
                     : (c >= 'A' && c <= 'F') ? c - 'A' + 10
                                              : -1;
-            if (d < 0)
-                return -1;
+            if (d < 0) return -1;
             v = v * 16 + d;
         }
-        if (v == 0)
-            return -1;
+        if (v == 0) return -1;
         out[i] = (char)v;
     }
     out[n / 2] = 0;
@@ -190,15 +183,12 @@ static int split_words(char *line, char **w, int max, int rest_last)
     while (*p && n < max) {
         while (*p == ' ')
             p++;
-        if (!*p)
-            break;
+        if (!*p) break;
         w[n++] = p;
-        if (rest_last && n == max)
-            break;
+        if (rest_last && n == max) break;
         while (*p && *p != ' ')
             p++;
-        if (*p)
-            *p++ = 0;
+        if (*p) *p++ = 0;
     }
     return n;
 }
@@ -209,10 +199,8 @@ static int write_all(int fd, const char *buf, size_t len)
 {
     while (len > 0) {
         ssize_t k = send(fd, buf, len, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
         buf += k;
         len -= (size_t)k;
     }
@@ -263,10 +251,8 @@ static void deliver_death(struct cor_boot *b, int rank, const char *why)
     }
     pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);
-    if (first)
-        boot_log(b, "domain %d died: %s", rank, why);
-    if (fn)
-        fn(arg, rank, why);
+    if (first) boot_log(b, "domain %d died: %s", rank, why);
+    if (fn) fn(arg, rank, why);
 }
 
 /* Handles one line from cor-run; returns -1 on a protocol error. Called without mu. */
@@ -276,8 +262,7 @@ static int handle_line(struct cor_boot *b, char *line)
     long v[4];
     if (strncmp(line, "DEAD ", 5) == 0) {
         int n = split_words(line, w, 3, 1);
-        if (n < 2 || parse_long(w[1], 0, b->size - 1, &v[0]))
-            return -1;
+        if (n < 2 || parse_long(w[1], 0, b->size - 1, &v[0])) return -1;
         deliver_death(b, (int)v[0], n == 3 ? w[2] : "(no reason given)");
         return 0;
     }
@@ -290,18 +275,15 @@ static int handle_line(struct cor_boot *b, char *line)
         return 0;
     }
     int n = split_words(line, w, 7, 0);
-    if (n == 0)
-        return -1;
+    if (n == 0) return -1;
     int rc = 0;
     pthread_mutex_lock(&b->mu);
     if (strcmp(w[0], "WELCOME") == 0 && n == 1) {
         b->welcomed = 1;
     } else if (strcmp(w[0], "BYE") == 0 && n == 1) {
         b->bye = 1;
-    } else if (strcmp(w[0], "RELEASE") == 0 && n == 2 &&
-               !parse_long(w[1], 1, 0x7fffffffL, &v[0])) {
-        if ((unsigned)v[0] > b->released)
-            b->released = (unsigned)v[0];
+    } else if (strcmp(w[0], "RELEASE") == 0 && n == 2 && !parse_long(w[1], 1, 0x7fffffffL, &v[0])) {
+        if ((unsigned)v[0] > b->released) b->released = (unsigned)v[0];
     } else if (strcmp(w[0], "TABLE") == 0 && n == 3 && !b->table_open && !b->table_ready &&
                !parse_long(w[1], b->size, b->size, &v[0]) &&
                !parse_long(w[2], 1, BOOT_MAX_ADDRS, &v[1])) {
@@ -344,8 +326,7 @@ static int handle_line(struct cor_boot *b, char *line)
 static void sanitize(char *s)
 {
     for (; *s; s++)
-        if ((unsigned char)*s < 32 || (unsigned char)*s > 126)
-            *s = '?';
+        if ((unsigned char)*s < 32 || (unsigned char)*s > 126) *s = '?';
 }
 
 /* Handles the complete lines in buf[0 .. *have) and moves a partial last line to the start of
@@ -385,11 +366,9 @@ static void *reader_main(void *arg)
     const char *why = "connection closed by cor-run";
     for (;;) {
         ssize_t k = read(b->fd, buf + have, sizeof buf - have);
-        if (k < 0 && errno == EINTR)
-            continue;
+        if (k < 0 && errno == EINTR) continue;
         if (k <= 0) {
-            if (k < 0)
-                why = strerror(errno);
+            if (k < 0) why = strerror(errno);
             break;
         }
         have += (size_t)k;
@@ -407,8 +386,7 @@ static void *reader_main(void *arg)
     if (!expected) {
         boot_log(b, "lost the connection to cor-run (%s): the session is over", why);
         const char *orphan = getenv("COR_BOOT_ORPHAN");
-        if (!orphan || strcmp(orphan, "keep") != 0)
-            kill(getpid(), SIGTERM);
+        if (!orphan || strcmp(orphan, "keep") != 0) kill(getpid(), SIGTERM);
     }
     return NULL;
 }
@@ -419,8 +397,7 @@ static int boot_timeout_s(void)
 {
     long v;
     const char *s = getenv("COR_BOOT_TIMEOUT");
-    if (s && !parse_long(s, 1, 86400, &v))
-        return (int)v;
+    if (s && !parse_long(s, 1, 86400, &v)) return (int)v;
     return BOOT_TIMEOUT_DEFAULT;
 }
 
@@ -462,10 +439,8 @@ static uint64_t random_cookie(void)
 
 static void boot_free(struct cor_boot *b)
 {
-    if (!b)
-        return;
-    if (b->fd >= 0)
-        close(b->fd);
+    if (!b) return;
+    if (b->fd >= 0) close(b->fd);
     pthread_mutex_destroy(&b->wmu);
     pthread_mutex_destroy(&b->bmu);
     pthread_mutex_destroy(&b->mu);
@@ -480,8 +455,7 @@ static void boot_free(struct cor_boot *b)
 static struct cor_boot *boot_alloc(int rank, int size)
 {
     struct cor_boot *b = calloc(1, sizeof *b);
-    if (!b)
-        return NULL;
+    if (!b) return NULL;
     b->rank = rank;
     b->size = size;
     b->fd = -1;
@@ -538,14 +512,12 @@ static int boot_connect(struct cor_boot *b, const char *path)
 
 int cor__boot_init(struct cor_boot **bootp, int *rank, int *size, uint64_t *cookie)
 {
-    if (!bootp || !rank || !size || !cookie)
-        return COR_EINVAL;
+    if (!bootp || !rank || !size || !cookie) return COR_EINVAL;
     *bootp = NULL;
     const char *path = getenv("COR_BOOT");
     if (!path || !*path) {
         struct cor_boot *b = boot_alloc(0, 1);
-        if (!b)
-            return COR_ENOMEM;
+        if (!b) return COR_ENOMEM;
         b->cookie = random_cookie();
         *bootp = b;
         *rank = 0;
@@ -563,11 +535,9 @@ int cor__boot_init(struct cor_boot **bootp, int *rank, int *size, uint64_t *cook
         return COR_EBOOT;
     }
     struct cor_boot *b = boot_alloc((int)r, (int)n);
-    if (!b)
-        return COR_ENOMEM;
+    if (!b) return COR_ENOMEM;
     b->cookie = c;
-    if (boot_connect(b, path))
-        goto fail;
+    if (boot_connect(b, path)) goto fail;
     if (pthread_create(&b->reader, NULL, reader_main, b)) {
         boot_log(b, "cannot start the bootstrap thread");
         goto fail;
@@ -577,17 +547,14 @@ int cor__boot_init(struct cor_boot **bootp, int *rank, int *size, uint64_t *cook
     char hello[128];
     int len = snprintf(hello, sizeof hello, "HELLO 1 %d %d %016llx %ld\n", b->rank, b->size,
                        (unsigned long long)c, (long)getpid());
-    if (boot_send(b, hello, (size_t)len))
-        goto fail;
+    if (boot_send(b, hello, (size_t)len)) goto fail;
 
     struct timespec dl = deadline_in_ms(1000L * boot_timeout_s());
     int rc = COR_OK;
     pthread_mutex_lock(&b->mu);
     while (!b->welcomed && !b->lost && !b->err[0] && rc == COR_OK)
-        if (wait_until(b, &dl) == ETIMEDOUT)
-            rc = COR_ETIMEDOUT;
-    if (!b->welcomed && rc == COR_OK)
-        rc = COR_EBOOT;
+        if (wait_until(b, &dl) == ETIMEDOUT) rc = COR_ETIMEDOUT;
+    if (!b->welcomed && rc == COR_OK) rc = COR_EBOOT;
     pthread_mutex_unlock(&b->mu);
     if (rc) {
         boot_log(b, "cor-run did not accept this domain (%s)",
@@ -633,16 +600,13 @@ static int check_addrs(struct cor_boot *b, int n, const struct cor_boot_addr *mi
 int cor__boot_exchange(struct cor_boot *b, int n, const struct cor_boot_addr *mine,
                        struct cor_boot_addr **all)
 {
-    if (!b || !all)
-        return COR_EINVAL;
+    if (!b || !all) return COR_EINVAL;
     *all = NULL;
     int rc = check_addrs(b, n, mine);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     if (b->fd < 0) {
         *all = malloc((size_t)n * sizeof **all);
-        if (!*all)
-            return COR_ENOMEM;
+        if (!*all) return COR_ENOMEM;
         memcpy(*all, mine, (size_t)n * sizeof **all);
         return COR_OK;
     }
@@ -659,8 +623,7 @@ int cor__boot_exchange(struct cor_boot *b, int n, const struct cor_boot_addr *mi
     /* One message: the ADDR lines and PUB. */
     size_t cap = (size_t)n * (BOOT_LINE_MAX) + 32, len = 0;
     char *msg = malloc(cap);
-    if (!msg)
-        return COR_ENOMEM;
+    if (!msg) return COR_ENOMEM;
     for (int i = 0; i < n; i++) {
         char hex[2 * COR_ADDR_MAX + 2];
         hex_encode(mine[i].addr, hex);
@@ -670,19 +633,19 @@ int cor__boot_exchange(struct cor_boot *b, int n, const struct cor_boot_addr *mi
     len += (size_t)snprintf(msg + len, cap - len, "PUB %d\n", n);
     rc = boot_send(b, msg, len);
     free(msg);
-    if (rc)
-        return rc;
+    if (rc) return rc;
 
     struct timespec dl = deadline_in_ms(1000L * boot_timeout_s());
     pthread_mutex_lock(&b->mu);
     while (!b->table_ready && !b->lost && !b->err[0] && b->ndead == 0 && rc == COR_OK)
-        if (wait_until(b, &dl) == ETIMEDOUT)
-            rc = COR_ETIMEDOUT;
+        if (wait_until(b, &dl) == ETIMEDOUT) rc = COR_ETIMEDOUT;
     if (b->table_ready) {
         rc = COR_OK;
         if (b->table_n != n) {
-            boot_log(b, "exchange: domains published different numbers of addresses (%d here, "
-                        "%d in the table)", n, b->table_n);
+            boot_log(b,
+                     "exchange: domains published different numbers of addresses (%d here, "
+                     "%d in the table)",
+                     n, b->table_n);
             rc = COR_EBOOT;
         } else {
             *all = b->table;
@@ -693,40 +656,35 @@ int cor__boot_exchange(struct cor_boot *b, int n, const struct cor_boot_addr *mi
     }
     pthread_mutex_unlock(&b->mu);
     if (rc)
-        boot_log(b, "exchange failed (%s)", rc == COR_EPEERDEAD ? "a domain died"
-                                            : rc == COR_ETIMEDOUT ? "timed out"
-                                                                  : "cor-run refused or left");
+        boot_log(b, "exchange failed (%s)",
+                 rc == COR_EPEERDEAD   ? "a domain died"
+                 : rc == COR_ETIMEDOUT ? "timed out"
+                                       : "cor-run refused or left");
     return rc;
 }
 
 void cor__boot_on_death(struct cor_boot *b, cor_boot_death_fn fn, void *arg)
 {
-    if (!b)
-        return;
+    if (!b) return;
     pthread_mutex_lock(&b->mu);
     b->death_fn = fn;
     b->death_arg = arg;
     pthread_mutex_unlock(&b->mu);
-    if (!fn)
-        return;
+    if (!fn) return;
     /* Deaths heard before registration are replayed here, in the caller's thread. */
     for (int r = 0; r < b->size; r++) {
         pthread_mutex_lock(&b->mu);
         int call = b->dead[r] && !b->notified[r];
-        if (call)
-            b->notified[r] = 1;
+        if (call) b->notified[r] = 1;
         pthread_mutex_unlock(&b->mu);
-        if (call)
-            fn(arg, r, "died before the death callback was registered");
+        if (call) fn(arg, r, "died before the death callback was registered");
     }
 }
 
 int cor__boot_barrier(struct cor_boot *b)
 {
-    if (!b)
-        return COR_EINVAL;
-    if (b->fd < 0)
-        return COR_OK;
+    if (!b) return COR_EINVAL;
+    if (b->fd < 0) return COR_OK;
     pthread_mutex_lock(&b->bmu);
     unsigned seq = ++b->barrier_seq;
     pthread_mutex_lock(&b->mu);
@@ -743,8 +701,7 @@ int cor__boot_barrier(struct cor_boot *b)
          * cor-run ends it. */
         while (b->released < seq && !b->ndead && !b->lost && !b->err[0])
             wait_until(b, NULL);
-        if (b->released < seq)
-            rc = b->ndead ? COR_EPEERDEAD : COR_EBOOT;
+        if (b->released < seq) rc = b->ndead ? COR_EPEERDEAD : COR_EBOOT;
         pthread_mutex_unlock(&b->mu);
     }
     pthread_mutex_unlock(&b->bmu);
@@ -753,8 +710,7 @@ int cor__boot_barrier(struct cor_boot *b)
 
 void cor__boot_finish(struct cor_boot *b)
 {
-    if (!b)
-        return;
+    if (!b) return;
     if (b->fd >= 0) {
         pthread_mutex_lock(&b->mu);
         b->finishing = 1;
@@ -765,13 +721,11 @@ void cor__boot_finish(struct cor_boot *b)
             struct timespec dl = deadline_in_ms(BOOT_BYE_TIMEOUT_MS);
             pthread_mutex_lock(&b->mu);
             while (!b->bye && !b->lost)
-                if (wait_until(b, &dl) == ETIMEDOUT)
-                    break;
+                if (wait_until(b, &dl) == ETIMEDOUT) break;
             pthread_mutex_unlock(&b->mu);
         }
         shutdown(b->fd, SHUT_RDWR);
-        if (b->reader_started)
-            pthread_join(b->reader, NULL);
+        if (b->reader_started) pthread_join(b->reader, NULL);
     }
     boot_free(b);
 }

@@ -32,7 +32,8 @@ static void read_knobs(void)
     g.linger_ns = cor__env_long("COR_LINGER_US", 1000, 0, 1000000) * 1000;
     g.service_slice_us = cor__env_long("COR_SERVICE_SLICE_US", 100, 0, 100000);
     g.credits = (int)cor__env_long("COR_CREDITS", 32, 2, 65535);
-    g.credit_threshold = (int)cor__env_long("COR_CREDIT_THRESHOLD", g.credits / 2, 1, g.credits - 1);
+    g.credit_threshold =
+        (int)cor__env_long("COR_CREDIT_THRESHOLD", g.credits / 2, 1, g.credits - 1);
     g.eager_override = cor__env_long("COR_EAGER_LIMIT", -1, -1, 1L << 30);
     g.stripe_min = cor__env_long("COR_STRIPE_MIN", 512 * 1024, 0, 1L << 40);
     const char *raw = getenv("COR_RAW");
@@ -94,7 +95,8 @@ static int yielders_for_routes(void)
 static int connect_peers(void)
 {
     int n = 0;
-    for (int i = 0; i < g.nroutes; i++) n += g.routes[i]->nports + (g.routes[i]->raw != NULL);
+    for (int i = 0; i < g.nroutes; i++)
+        n += g.routes[i]->nports + (g.routes[i]->raw != NULL);
     if (n == 0) return g.size > 1 ? COR_EROUTE : COR_OK;
     struct cor_boot_addr *mine = calloc((size_t)n, sizeof *mine), *all = NULL;
     struct cor_hport **hps = calloc((size_t)n, sizeof *hps);
@@ -125,8 +127,8 @@ static int connect_peers(void)
             struct cor_boot_addr *a = &all[peer * n + k];
             if (strcmp(a->route, mine[k].route) || a->port_index != mine[k].port_index) {
                 cor__log("domain %d publishes %s port %d where we have %s port %d: all domains "
-                         "must open the same routes and ports", peer, a->route, a->port_index,
-                         mine[k].route, mine[k].port_index);
+                         "must open the same routes and ports",
+                         peer, a->route, a->port_index, mine[k].route, mine[k].port_index);
                 err = COR_EBOOT;
                 goto out;
             }
@@ -165,7 +167,8 @@ void cor__peer_gone(unsigned rank, int err, bool notify)
     for (int i = 0; i < g.nroutes; i++) {
         struct cor_route *r = g.routes[i];
         if (!cor__route_has_peer_dead(r->ops)) continue;
-        for (int k = 0; k < r->nports; k++) r->ops->peer_dead(r->ports[k]->rp, rank);
+        for (int k = 0; k < r->nports; k++)
+            r->ops->peer_dead(r->ports[k]->rp, rank);
         if (r->raw) r->ops->peer_dead(r->raw->rp, rank);
     }
     cor__req_fail_peer(rank, err);
@@ -181,7 +184,8 @@ void cor__peer_gone(unsigned rank, int err, bool notify)
         larg[i] = g.death_listeners[i].arg;
     }
     COR_UNLOCK(&g.lock);
-    for (int i = 0; i < nl; i++) lfn[i]((int)rank, err, larg[i]);
+    for (int i = 0; i < nl; i++)
+        lfn[i]((int)rank, err, larg[i]);
     if (fn) fn((int)rank, err, arg);
 }
 
@@ -220,7 +224,8 @@ static void teardown(void)
     }
     for (int i = 0; i < g.nroutes; i++) {
         struct cor_route *r = g.routes[i];
-        for (int k = 0; k < r->nports; k++) cor__hport_close(r->ports[k]);
+        for (int k = 0; k < r->nports; k++)
+            cor__hport_close(r->ports[k]);
         if (r->raw) {
             cor__raw_detach(r->raw);
             cor__hport_close(r->raw);
@@ -358,8 +363,8 @@ COR_API int cor_domain_address(char *buf, size_t len)
         for (int k = 0; k < r->nports; k++) {
             char addr[COR_ADDR_MAX];
             if ((err = r->ops->address(r->ports[k]->rp, addr, sizeof addr))) return err;
-            int w = snprintf(buf + used, len - used, "%s%s %d %s", used ? " " : "", r->name, k,
-                             addr);
+            int w =
+                snprintf(buf + used, len - used, "%s%s %d %s", used ? " " : "", r->name, k, addr);
             if (w < 0 || (size_t)w >= len - used) return COR_ELIMIT;
             used += (size_t)w;
         }
@@ -407,7 +412,8 @@ COR_API int cor_domain_connect(int rank, const char *addresses)
     }
     /* Every hard port we might map a soft-port to must reach the peer. */
     int ours = 0;
-    for (int i = 0; i < g.nroutes; i++) ours += g.routes[i]->nports;
+    for (int i = 0; i < g.nroutes; i++)
+        ours += g.routes[i]->nports;
     return matched == ours ? COR_OK : COR_EROUTE;
 }
 
@@ -540,7 +546,6 @@ COR_API int cor_barrier(void)
     if (err) return err;
     return g.boot && g.size > 1 ? cor__boot_barrier(g.boot) : COR_OK;
 }
-
 
 COR_API int cor_stats_get(cor_stats_t *s)
 {

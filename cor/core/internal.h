@@ -19,18 +19,18 @@
 #include "route.h"
 
 #define COR_ROUTES_MAX 4
-#define COR_HPORTS_MAX 8 /* per route */
+#define COR_HPORTS_MAX 8      /* per route */
 #define COR_DEATH_LISTENERS 8 /* cor_domain_on_death_add */
 
 /* ---- logging and lock wrappers (abort only on broken invariants of our own) ---- */
 void cor__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-#define COR_LOCK(m)                                                                          \
-    do {                                                                                     \
-        if (pthread_mutex_lock(m) != 0) cor__fatal("mutex lock", __FILE__, __LINE__);      \
+#define COR_LOCK(m)                                                                                \
+    do {                                                                                           \
+        if (pthread_mutex_lock(m) != 0) cor__fatal("mutex lock", __FILE__, __LINE__);              \
     } while (0)
-#define COR_UNLOCK(m)                                                                        \
-    do {                                                                                     \
-        if (pthread_mutex_unlock(m) != 0) cor__fatal("mutex unlock", __FILE__, __LINE__);  \
+#define COR_UNLOCK(m)                                                                              \
+    do {                                                                                           \
+        if (pthread_mutex_unlock(m) != 0) cor__fatal("mutex unlock", __FILE__, __LINE__);          \
     } while (0)
 void cor__fatal(const char *what, const char *file, int line) __attribute__((noreturn));
 uint64_t cor__now_ns(void);
@@ -42,9 +42,9 @@ long cor__env_long(const char *name, long dflt, long min, long max);
 struct cor_bufhdr {
     _Atomic uint64_t magic; /* BUF_MAGIC while live; BUF_DEAD released (buffer.c) */
     cor_type_t type;
-    size_t n;     /* elements */
-    size_t bytes; /* n * type size */
-    void *base;   /* what the allocator returned */
+    size_t n;              /* elements */
+    size_t bytes;          /* n * type size */
+    void *base;            /* what the allocator returned */
     struct cor_hport *dma; /* route memory (mem_alloc) to give back with mem_free, or NULL */
 };
 void *cor__buf_alloc(cor_type_t type, size_t n);
@@ -63,9 +63,9 @@ struct cor_req {
     uint32_t slot, gen;       /* survive recycling (req.c) */
     /* everything below is cleared when the request is created */
     enum req_kind kind;
-    _Atomic int state;      /* enum req_state; PENDING->MATCHED->DONE by CAS */
-    struct cor_task *owner; /* whose condvar to signal */
-    cor_status_t status;    /* written before state becomes DONE */
+    _Atomic int state;           /* enum req_state; PENDING->MATCHED->DONE by CAS */
+    struct cor_task *owner;      /* whose condvar to signal */
+    cor_status_t status;         /* written before state becomes DONE */
     struct cor_req *next, *prev; /* posted list (owner task's lock) */
 
     /* matching criteria (receives) or envelope (sends) */
@@ -74,27 +74,27 @@ struct cor_req {
     int tag;
     cor_type_t type;
     size_t count;
-    void *buf;       /* user buffer or core buffer */
-    size_t cap;      /* bytes available in buf (recv) / message bytes (send) */
-    bool core_alloc; /* recvI with a core buffer: buf allocated at match */
+    void *buf;          /* user buffer or core buffer */
+    size_t cap;         /* bytes available in buf (recv) / message bytes (send) */
+    bool core_alloc;    /* recvI with a core buffer: buf allocated at match */
     _Atomic bool eager; /* send: went eager (the route may hold buf until send_done) */
-    void **out_ptr;  /* where test/wait stores buf for core_alloc receives */
+    void **out_ptr;     /* where test/wait stores buf for core_alloc receives */
 
     _Atomic int remote_rank; /* the domain whose death fails this request, -1 none */
 
     /* rendezvous state */
     struct cor_hport *hp; /* port the message travels on */
     uint32_t peer_rank;
-    uint64_t remote_req; /* the other side's request handle */
-    size_t expect;       /* receiver: bytes to arrive; sender: bytes to send */
-    _Atomic size_t done_bytes; /* receiver: bytes arrived; sender: bytes the route finished
-                                  (frames of one message may travel on several ports) */
-    bool rma;            /* data moves by remote write (route put), then F_FIN */
+    uint64_t remote_req;        /* the other side's request handle */
+    size_t expect;              /* receiver: bytes to arrive; sender: bytes to send */
+    _Atomic size_t done_bytes;  /* receiver: bytes arrived; sender: bytes the route finished
+                                   (frames of one message may travel on several ports) */
+    bool rma;                   /* data moves by remote write (route put), then F_FIN */
     _Atomic bool awaiting_data; /* receiver: CTS sent, data frames or F_FIN to come */
-    uint64_t raddr, rkey;             /* sender: where to put */
-    struct cor_route_mr *mr;          /* registration of buf for the transfer */
-    _Atomic int chunks_out; /* sender: data jobs, frames and puts naming this request */
-    _Atomic int send_err;   /* sender: the first error one of them saw */
+    uint64_t raddr, rkey;       /* sender: where to put */
+    struct cor_route_mr *mr;    /* registration of buf for the transfer */
+    _Atomic int chunks_out;     /* sender: data jobs, frames and puts naming this request */
+    _Atomic int send_err;       /* sender: the first error one of them saw */
 
     /* service calls */
     void *svc_reply;
@@ -126,20 +126,20 @@ struct cor_umsg {
     int tag;
     cor_type_t type;
     size_t count, bytes;
-    void *data;              /* UM_EAGER: core buffer holding the payload; UM_RNDV: the tail */
-    size_t tail;             /* UM_RNDV: bytes ending the message that came with the RTS */
-    int credit;              /* UM_EAGER: credit units to return when it is consumed */
-    struct cor_hport *hp;    /* where to return the credit / send CTS */
+    void *data;           /* UM_EAGER: core buffer holding the payload; UM_RNDV: the tail */
+    size_t tail;          /* UM_RNDV: bytes ending the message that came with the RTS */
+    int credit;           /* UM_EAGER: credit units to return when it is consumed */
+    struct cor_hport *hp; /* where to return the credit / send CTS */
     uint32_t peer_rank;
-    uint64_t sreq;           /* UM_RNDV: sender's request; UM_LOCAL: sender req handle */
-    struct cor_req *lsend;   /* UM_LOCAL: the local sender's request */
+    uint64_t sreq;         /* UM_RNDV: sender's request; UM_LOCAL: sender req handle */
+    struct cor_req *lsend; /* UM_LOCAL: the local sender's request */
 };
 
 /* ---- tasks ---- */
 struct cor_task {
     unsigned index;
-    bool used;               /* slot taken (g.lock) */
-    bool reserved;           /* cor_task_reserve: no thread, any thread acts for it */
+    bool used;     /* slot taken (g.lock) */
+    bool reserved; /* cor_task_reserve: no thread, any thread acts for it */
     char name[COR_NAME_MAX];
     unsigned name_index;
     pthread_t thread;
@@ -149,14 +149,14 @@ struct cor_task {
     int exit_status;
     _Atomic bool finished;
 
-    pthread_mutex_t lock;    /* protects posted, unexpected, waiting */
-    pthread_cond_t cond;     /* signalled when one of its requests completes */
-    _Atomic int sleepers;    /* threads waiting on cond (changed under lock) */
+    pthread_mutex_t lock; /* protects posted, unexpected, waiting */
+    pthread_cond_t cond;  /* signalled when one of its requests completes */
+    _Atomic int sleepers; /* threads waiting on cond (changed under lock) */
     struct cor_req *posted_head, *posted_tail;
     struct cor_umsg *unexp_head, *unexp_tail;
 
-    cor_port_t port;         /* current soft-port (whoever acts for the task) */
-    uint32_t *send_seq;      /* per destination domain (g.size entries; task itself) */
+    cor_port_t port;    /* current soft-port (whoever acts for the task) */
+    uint32_t *send_seq; /* per destination domain (g.size entries; task itself) */
     uint32_t local_seq;
 
     /* cor_task_on_arrival (reserved tasks): run where a message for the task landed */
@@ -164,8 +164,8 @@ struct cor_task {
     void *on_arrival_arg;
 };
 
-struct cor_task *cor__task_self(void);      /* the calling thread's task (main = 0) */
-struct cor_task *cor__task_current(void);   /* the same, or NULL: never adopts the thread */
+struct cor_task *cor__task_self(void);              /* the calling thread's task (main = 0) */
+struct cor_task *cor__task_current(void);           /* the same, or NULL: never adopts the thread */
 struct cor_task *cor__task_reserved(cor_idp_t idp); /* a cor_task_reserve task, or NULL */
 void cor__task_adopt_main(void);
 void cor__task_forget_self(void);
@@ -179,8 +179,8 @@ void cor__arrivals_run(void);
 extern _Thread_local bool cor__listener_thread; /* for the hooks' flags */
 
 /* ---- matching (match.c): pure list operations, caller holds task->lock ---- */
-bool cor__match(cor_idp_t want_src, cor_idp_t want_ctx, int want_tag, cor_idp_t src,
-                cor_idp_t ctx, int tag);
+bool cor__match(cor_idp_t want_src, cor_idp_t want_ctx, int want_tag, cor_idp_t src, cor_idp_t ctx,
+                int tag);
 struct cor_req *cor__posted_take(struct cor_task *t, cor_idp_t src, cor_idp_t ctx, int tag);
 void cor__posted_append(struct cor_task *t, struct cor_req *r);
 bool cor__posted_remove(struct cor_task *t, struct cor_req *r);
@@ -214,11 +214,11 @@ struct cor_hport {
     struct cor_rport *rp;
     int index; /* -1 = raw */
     struct cor_route_caps caps;
-    size_t eager_limit; /* payload bytes */
-    size_t chunk;       /* rendezvous data bytes per frame */
-    int credit_units;   /* per peer: COR_CREDITS eager messages of eager_limit bytes */
+    size_t eager_limit;   /* payload bytes */
+    size_t chunk;         /* rendezvous data bytes per frame */
+    int credit_units;     /* per peer: COR_CREDITS eager messages of eager_limit bytes */
     int credit_threshold; /* units owed that trigger a credit-only frame */
-    bool rma;           /* the route offers mem_register + put: rendezvous by remote write */
+    bool rma;             /* the route offers mem_register + put: rendezvous by remote write */
 
     /* One owner at a time (progress.c): the thread that set `owned` (a listener, a spinning
      * task, the dispatcher, a sender) is the only one that calls the route's send, put and
@@ -269,8 +269,8 @@ void cor__port_release(struct cor_hport *hp);
 bool cor__port_mine(struct cor_hport *hp);
 /* Runs route progress if nobody else is; returns events handled (0 if busy or idle). */
 int cor__hport_poll(struct cor_hport *hp);
-int cor__progress_all(void); /* one poll of every hard port */
-void cor__listeners_resume(void); /* parked listeners go back to the ports now */
+int cor__progress_all(void);                       /* one poll of every hard port */
+void cor__listeners_resume(void);                  /* parked listeners go back to the ports now */
 void *cor__copy_get(struct cor_hport *hp);         /* an eager_limit-byte block, or NULL */
 void cor__copy_put(struct cor_hport *hp, void *b); /* back to the cache, or freed */
 
@@ -307,7 +307,7 @@ void cor__port_drain(struct cor_hport *hp);     /* owner: send what is in the in
 void cor__queue_discard(struct cor_hport *hp);
 void cor__raw_upcall_send_done(struct cor_hport *hp, int status);
 int cor__raw_attach(struct cor_hport *hp);
-void cor__raw_detach(struct cor_hport *hp);   /* dispatcher: push queued frames */
+void cor__raw_detach(struct cor_hport *hp); /* dispatcher: push queued frames */
 void cor__return_credit(struct cor_hport *hp, uint32_t peer, int units);
 void cor__umsg_free(struct cor_umsg *m);
 
@@ -326,8 +326,8 @@ void cor__resources_fini(void);
  * several ports at once; messages are matched in the sender's order. */
 struct held_frame;
 struct peer_state {
-    pthread_mutex_t lock;   /* protects the fields below and orders matching */
-    uint32_t *recv_seq;     /* [max_tasks]: next message number per sender task */
+    pthread_mutex_t lock;    /* protects the fields below and orders matching */
+    uint32_t *recv_seq;      /* [max_tasks]: next message number per sender task */
     struct held_frame *held; /* frames that arrived ahead of their turn */
 };
 
@@ -362,15 +362,15 @@ struct cor_global {
     long eager_override; /* COR_EAGER_LIMIT, -1 = route default */
     long stripe_min;     /* COR_STRIPE_MIN: rendezvous data this large is striped over ports */
     bool raw_enabled;
-    bool dynamic; /* cor_init_join: peers connect at run time (cor_domain_connect) */
+    bool dynamic;          /* cor_init_join: peers connect at run time (cor_domain_connect) */
     _Atomic int init_refs; /* cor_init calls sharing a dynamic session, not yet finalized */
 
-    pthread_mutex_t lock; /* tasks table growth, names, death callbacks */
+    pthread_mutex_t lock;    /* tasks table growth, names, death callbacks */
     struct cor_task **tasks; /* [max_tasks] */
-    unsigned ntasks;      /* next spawn index */
+    unsigned ntasks;         /* next spawn index */
     int nroutes;
     struct cor_route *routes[COR_ROUTES_MAX];
-    _Atomic bool *dead;   /* [size] */
+    _Atomic bool *dead;         /* [size] */
     struct peer_state *peers;   /* [size] */
     struct cor_hport *dma_port; /* getBuffer memory comes from this route's mem_alloc */
     cor_death_fn death_fn;

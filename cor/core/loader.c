@@ -28,7 +28,7 @@ static int check_ops(const struct cor_route_ops *ops, const char *name, char *wh
 }
 
 /* Optional slots exist only if the plugin was built with a table that long. */
-#define ROUTE_HAS(ops, slot)                                                                 \
+#define ROUTE_HAS(ops, slot)                                                                       \
     ((ops)->size >= offsetof(struct cor_route_ops, slot) + sizeof((ops)->slot) && (ops)->slot)
 
 /* Finds, dlopens and checks cor_route_<name>.so: the first folder of COR_ROUTE_PATH that has

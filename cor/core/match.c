@@ -4,25 +4,34 @@
  */
 #include "internal.h"
 
-bool cor__match(cor_idp_t want_src, cor_idp_t want_ctx, int want_tag, cor_idp_t src,
-                cor_idp_t ctx, int tag)
+bool cor__match(cor_idp_t want_src, cor_idp_t want_ctx, int want_tag, cor_idp_t src, cor_idp_t ctx,
+                int tag)
 {
     return want_ctx == ctx && (want_src == COR_ANY_SOURCE || want_src == src) &&
            (want_tag == COR_ANY_TAG || want_tag == tag);
 }
 
-#define LIST_UNLINK(t, head, tail, e)                                                        \
-    do {                                                                                     \
-        if ((e)->prev) (e)->prev->next = (e)->next; else (t)->head = (e)->next;              \
-        if ((e)->next) (e)->next->prev = (e)->prev; else (t)->tail = (e)->prev;              \
-        (e)->next = (e)->prev = NULL;                                                        \
+#define LIST_UNLINK(t, head, tail, e)                                                              \
+    do {                                                                                           \
+        if ((e)->prev)                                                                             \
+            (e)->prev->next = (e)->next;                                                           \
+        else                                                                                       \
+            (t)->head = (e)->next;                                                                 \
+        if ((e)->next)                                                                             \
+            (e)->next->prev = (e)->prev;                                                           \
+        else                                                                                       \
+            (t)->tail = (e)->prev;                                                                 \
+        (e)->next = (e)->prev = NULL;                                                              \
     } while (0)
-#define LIST_APPEND(t, head, tail, e)                                                        \
-    do {                                                                                     \
-        (e)->next = NULL;                                                                    \
-        (e)->prev = (t)->tail;                                                               \
-        if ((t)->tail) (t)->tail->next = (e); else (t)->head = (e);                          \
-        (t)->tail = (e);                                                                     \
+#define LIST_APPEND(t, head, tail, e)                                                              \
+    do {                                                                                           \
+        (e)->next = NULL;                                                                          \
+        (e)->prev = (t)->tail;                                                                     \
+        if ((t)->tail)                                                                             \
+            (t)->tail->next = (e);                                                                 \
+        else                                                                                       \
+            (t)->head = (e);                                                                       \
+        (t)->tail = (e);                                                                           \
     } while (0)
 
 struct cor_req *cor__posted_take(struct cor_task *t, cor_idp_t src, cor_idp_t ctx, int tag)

@@ -32,10 +32,13 @@ int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out)
     pthread_cond_init(&hp->send_cond, NULL);
 
     const char *bind = getenv("COR_BIND");
-    struct cor_route_config cfg = {.session_cookie = g.cookie, .self = (uint32_t)g.rank,
-                                   .npeers = (uint32_t)g.size, .port_index = index,
+    struct cor_route_config cfg = {.session_cookie = g.cookie,
+                                   .self = (uint32_t)g.rank,
+                                   .npeers = (uint32_t)g.size,
+                                   .port_index = index,
                                    .bind_hint = bind && *bind ? bind : "loopback"};
-    struct cor_route_upcalls up = {.core = hp, .deliver = cor__upcall_deliver,
+    struct cor_route_upcalls up = {.core = hp,
+                                   .deliver = cor__upcall_deliver,
                                    .send_done = cor__upcall_send_done,
                                    .peer_failed = cor__upcall_peer_failed};
     int err = r->ops->open(&cfg, &up, &hp->rp);
@@ -66,8 +69,7 @@ int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out)
     if (hp->caps.frame_pref > FRAME_HDR_SIZE + 4096 && hp->caps.frame_pref < hp->caps.frame_max)
         hp->chunk = hp->caps.frame_pref - FRAME_HDR_SIZE;
     const struct cor_route_ops *ops = r->ops;
-    hp->rma = hp->caps.has_rma && cor__route_has_rma(ops) &&
-              cor__env_long("COR_RMA", 1, 0, 1) == 1;
+    hp->rma = hp->caps.has_rma && cor__route_has_rma(ops) && cor__env_long("COR_RMA", 1, 0, 1) == 1;
     *out = hp;
     return COR_OK;
 }
@@ -148,7 +150,8 @@ int cor__progress_all(void)
     int n = 0;
     for (int i = 0; i < g.nroutes; i++) {
         struct cor_route *r = g.routes[i];
-        for (int k = 0; k < r->nports; k++) n += cor__hport_poll(r->ports[k]);
+        for (int k = 0; k < r->nports; k++)
+            n += cor__hport_poll(r->ports[k]);
     }
     return n;
 }
@@ -296,7 +299,8 @@ void cor__hport_close(struct cor_hport *hp)
     cor__hport_stop(hp);
     hp->route->ops->close(hp->rp);
     cor__queue_discard(hp);
-    for (int i = 0; i < hp->ncopies; i++) free(hp->copies[i]);
+    for (int i = 0; i < hp->ncopies; i++)
+        free(hp->copies[i]);
     free(hp->links);
     free(hp);
 }

@@ -20,7 +20,7 @@ enum frame_type {
     F_CREDIT,    /* credits only */
     F_SVC_REQ,   /* service call (names, logical domains) */
     F_SVC_REP,
-    F_FIN,       /* rendezvous by remote write: the data of `rreq` is in place */
+    F_FIN, /* rendezvous by remote write: the data of `rreq` is in place */
     F_TYPE_END
 };
 

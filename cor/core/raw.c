@@ -45,11 +45,12 @@ static void raw_deliver(struct cor_hport *hp, cor_peer_t peer, const void *f, si
     rf->peer = (int)peer;
     rf->len = len;
     memcpy(rf->data, f, len);
-    if (raw->tail) raw->tail->next = rf;
-    else raw->head = rf;
+    if (raw->tail)
+        raw->tail->next = rf;
+    else
+        raw->head = rf;
     raw->tail = rf;
 }
-
 
 void cor__raw_upcall_send_done(struct cor_hport *hp, int status)
 {

@@ -141,7 +141,7 @@ struct cor_route_ops {
 };
 
 /* A route defines its table with this, the only exported symbol of the plugin. */
-#define COR_ROUTE_DECLARE(rname)                                                             \
+#define COR_ROUTE_DECLARE(rname)                                                                   \
     __attribute__((visibility("default"))) const struct cor_route_ops cor_route_##rname
 
 #endif /* COR_ROUTE_H */

@@ -111,8 +111,10 @@ COR_API int cor_task_spawn(const char *name, cor_task_fn fn, void *arg, cor_idp_
     /* Under g.lock, so a join from any task sees the thread id once the task exists. */
     COR_LOCK(&g.lock);
     int rc = pthread_create(&t->thread, &attr, task_main, t);
-    if (rc == 0) t->has_thread = true;
-    else t->used = false;
+    if (rc == 0)
+        t->has_thread = true;
+    else
+        t->used = false;
     COR_UNLOCK(&g.lock);
     pthread_attr_destroy(&attr);
     if (rc != 0) {

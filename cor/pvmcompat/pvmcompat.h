@@ -51,8 +51,9 @@ extern int pvmmytid, pvmmydsig;
     X(pvm_addmhf)                                                                                  \
     X(pvm_archcode)                                                                                \
     X(pvm_bufinfo)                                                                                 \
-    X(pvm_catchout) X(pvm_config) X(pvm_delete) X(pvm_delhosts) X(pvm_delinfo) X(pvm_delmhf) X(    \
-        pvm_exit) X(pvm_export) X(pvm_freebuf) X(pvm_freecontext) X(pvm_getcontext) X(pvm_getfds)  \
+    X(pvm_catchout)                                                                                \
+    X(pvm_config) X(pvm_delete) X(pvm_delhosts) X(pvm_delinfo) X(pvm_delmhf) X(pvm_exit) X(        \
+        pvm_export) X(pvm_freebuf) X(pvm_freecontext) X(pvm_getcontext) X(pvm_getfds)              \
         X(pvm_getmboxinfo) X(pvm_getminfo) X(pvm_getnoresets) X(pvm_getopt) X(pvm_getrbuf) X(      \
             pvm_getsbuf) X(pvm_gettmask) X(pvm_halt) X(pvm_hostsync) X(pvm_initsend) X(pvm_insert) \
             X(pvm_kill) X(pvm_lookup) X(pvm_mcast) X(pvm_mkbuf) X(pvm_mstat) X(pvm_mytid)          \
@@ -83,8 +84,8 @@ extern int pvmmytid, pvmmydsig;
     X(pvm_bcast)                                                                                   \
     X(pvm_freezegroup)                                                                             \
     X(pvm_gather)                                                                                  \
-    X(pvm_getinst) X(pvm_gettid) X(pvm_gsize) X(pvm_joingroup) X(pvm_lvgroup) X(pvm_reduce)        \
-        X(pvm_scatter)
+    X(pvm_getinst)                                                                                 \
+    X(pvm_gettid) X(pvm_gsize) X(pvm_joingroup) X(pvm_lvgroup) X(pvm_reduce) X(pvm_scatter)
 
 #define CPVM_REAL_MEMBER(name) __typeof__(name) *name;
 struct cpvm_real {

@@ -30,26 +30,26 @@ extern "C" {
 
 /* X(name, value, text): the one list of error codes; generates the enum and cor_strerror.
  * A bad, stale or forged handle of any kind is COR_EINVAL (-4 is no longer used). */
-#define COR_ERRNO_MAP(X)                                                                     \
-    X(OK, 0, "success")                                                                      \
-    X(EAGAIN, -1, "resource temporarily unavailable, try again")                             \
-    X(EINVAL, -2, "invalid argument")                                                        \
-    X(ENOMEM, -3, "out of memory")                                                           \
-    X(ETRUNC, -5, "message truncated: receive buffer too small")                             \
-    X(ETYPE, -6, "data type of message and receive differ")                                  \
-    X(ECANCELED, -7, "operation canceled")                                                   \
-    X(EPEERDEAD, -8, "peer domain died or is unreachable")                                   \
-    X(ENOTFOUND, -9, "no such resource or name")                                             \
-    X(EROUTE, -10, "route plugin missing or broken")                                         \
-    X(ECLOSED, -11, "port closed")                                                           \
-    X(EBUSY, -12, "resource busy (exclusive or in use)")                                     \
-    X(ESTATE, -13, "call not valid in this state (not initialized, already joined...)")      \
-    X(ELIMIT, -14, "a configured limit was reached")                                         \
-    X(EBOOT, -15, "cannot join the session (bootstrap failed)")                              \
-    X(EIO, -16, "system call failed")                                                        \
-    X(EPROTO, -17, "protocol violation from a peer")                                         \
-    X(ETIMEDOUT, -18, "timed out")                                                           \
-    X(EEXIST, -19, "name already exists")                                                    \
+#define COR_ERRNO_MAP(X)                                                                           \
+    X(OK, 0, "success")                                                                            \
+    X(EAGAIN, -1, "resource temporarily unavailable, try again")                                   \
+    X(EINVAL, -2, "invalid argument")                                                              \
+    X(ENOMEM, -3, "out of memory")                                                                 \
+    X(ETRUNC, -5, "message truncated: receive buffer too small")                                   \
+    X(ETYPE, -6, "data type of message and receive differ")                                        \
+    X(ECANCELED, -7, "operation canceled")                                                         \
+    X(EPEERDEAD, -8, "peer domain died or is unreachable")                                         \
+    X(ENOTFOUND, -9, "no such resource or name")                                                   \
+    X(EROUTE, -10, "route plugin missing or broken")                                               \
+    X(ECLOSED, -11, "port closed")                                                                 \
+    X(EBUSY, -12, "resource busy (exclusive or in use)")                                           \
+    X(ESTATE, -13, "call not valid in this state (not initialized, already joined...)")            \
+    X(ELIMIT, -14, "a configured limit was reached")                                               \
+    X(EBOOT, -15, "cannot join the session (bootstrap failed)")                                    \
+    X(EIO, -16, "system call failed")                                                              \
+    X(EPROTO, -17, "protocol violation from a peer")                                               \
+    X(ETIMEDOUT, -18, "timed out")                                                                 \
+    X(EEXIST, -19, "name already exists")                                                          \
     X(ENOTSUP, -20, "not supported by this system")
 
 #define COR_ERR_ENUM_(name, value, text) COR_##name = value,
@@ -89,11 +89,26 @@ static inline cor_idp_t cor_idp_make(uint32_t macro, enum cor_kind kind, unsigne
     return ((cor_idp_t)macro << 32) | ((cor_idp_t)(kind & 0xf) << 28) |
            ((cor_idp_t)(domain & 0xfff) << 16) | (index & 0xffff);
 }
-static inline uint32_t cor_idp_macro(cor_idp_t i) { return (uint32_t)(i >> 32); }
-static inline uint32_t cor_idp_micro(cor_idp_t i) { return (uint32_t)i; }
-static inline enum cor_kind cor_idp_kind(cor_idp_t i) { return (enum cor_kind)((i >> 28) & 0xf); }
-static inline unsigned cor_idp_domain(cor_idp_t i) { return (unsigned)((i >> 16) & 0xfff); }
-static inline unsigned cor_idp_index(cor_idp_t i) { return (unsigned)(i & 0xffff); }
+static inline uint32_t cor_idp_macro(cor_idp_t i)
+{
+    return (uint32_t)(i >> 32);
+}
+static inline uint32_t cor_idp_micro(cor_idp_t i)
+{
+    return (uint32_t)i;
+}
+static inline enum cor_kind cor_idp_kind(cor_idp_t i)
+{
+    return (enum cor_kind)((i >> 28) & 0xf);
+}
+static inline unsigned cor_idp_domain(cor_idp_t i)
+{
+    return (unsigned)((i >> 16) & 0xfff);
+}
+static inline unsigned cor_idp_index(cor_idp_t i)
+{
+    return (unsigned)(i & 0xffff);
+}
 
 /* Writes "macro:kind:domain.index" into buf; returns buf. */
 COR_API char *cor_idp_format(cor_idp_t idp, char *buf, size_t len);
@@ -117,16 +132,16 @@ COR_API int cor_init(int *argc, char ***argv);
 COR_API int cor_finalize(void);
 COR_API int cor_initialized(void);
 
-COR_API cor_idp_t cor_domain_self(void);       /* this domain's idp */
-COR_API int cor_domain_rank(void);             /* this domain's number, 0..size-1 */
-COR_API int cor_domain_count(void);            /* domains in the session */
-COR_API cor_idp_t cor_domain_idp(int rank);    /* idp of domain `rank` */
+COR_API cor_idp_t cor_domain_self(void);    /* this domain's idp */
+COR_API int cor_domain_rank(void);          /* this domain's number, 0..size-1 */
+COR_API int cor_domain_count(void);         /* domains in the session */
+COR_API cor_idp_t cor_domain_idp(int rank); /* idp of domain `rank` */
 /* The macro part of every idp here. A library's files in /dev/shm for a session are named
  * cor-<session as %08x>-...: cor-run removes them when the session ends. */
 COR_API uint32_t cor_session(void);
 
 /* The domain tree: domain 0 is the root; domain d's ascendant is (d-1)/2. */
-COR_API int cor_domain_parent(int rank);       /* -1 for the root */
+COR_API int cor_domain_parent(int rank);                           /* -1 for the root */
 COR_API int cor_domain_children(int rank, int *children, int max); /* returns how many */
 
 /* A notification when a peer domain dies: called from a core thread, must not block. */
@@ -301,12 +316,12 @@ typedef uint64_t cor_req_t; /* a handle; COR_REQ_NULL after it completes */
 #define COR_ANY_TAG (-1)
 
 typedef struct cor_status {
-    cor_idp_t source;  /* sending task */
+    cor_idp_t source; /* sending task */
     cor_idp_t context;
     int tag;
     cor_type_t type;
-    size_t count;      /* elements in the message (even when truncated) */
-    int error;         /* COR_OK, COR_ETRUNC, COR_ECANCELED, COR_EPEERDEAD... */
+    size_t count; /* elements in the message (even when truncated) */
+    int error;    /* COR_OK, COR_ETRUNC, COR_ECANCELED, COR_EPEERDEAD... */
 } cor_status_t;
 
 /*
@@ -345,9 +360,8 @@ COR_API int cor_peek(cor_req_t req, int *done);
  * request completed (then as cor_wait), else it stays pending. It polls the routes for at
  * most spin_us (-1: COR_SPIN_US), then blocks. A request of a reserved task
  * (cor_task_reserve) wakes whichever thread waits for it. */
-COR_API int cor_wait_timeout(cor_req_t *req, long spin_us, long timeout_us,
-                             int (*stop)(void *arg), void *stop_arg, int *done,
-                             cor_status_t *status);
+COR_API int cor_wait_timeout(cor_req_t *req, long spin_us, long timeout_us, int (*stop)(void *arg),
+                             void *stop_arg, int *done, cor_status_t *status);
 /* Polls every route once and runs what arrived (matches, rendezvous steps, completions)
  * in the calling thread; never blocks. For a task that computes for long stretches between
  * calls: the messages it expects, and the rendezvous steps its peers wait for, move at its
@@ -379,8 +393,8 @@ COR_API int cor_sendI_as(cor_idp_t as, cor_idp_t dest, cor_idp_t ctx, int tag, c
                          const void *data, size_t count, cor_req_t *req);
 COR_API int cor_recvI_as(cor_idp_t as, cor_idp_t src, cor_idp_t ctx, int tag, void **ptr,
                          cor_req_t *req);
-COR_API int cor_recvI_into_as(cor_idp_t as, cor_idp_t src, cor_idp_t ctx, int tag,
-                              cor_type_t type, void *buf, size_t count, cor_req_t *req);
+COR_API int cor_recvI_into_as(cor_idp_t as, cor_idp_t src, cor_idp_t ctx, int tag, cor_type_t type,
+                              void *buf, size_t count, cor_req_t *req);
 
 /* Blocking conveniences. */
 COR_API int cor_send(cor_idp_t dest, cor_idp_t ctx, int tag, cor_type_t type, const void *data,

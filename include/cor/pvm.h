@@ -24,8 +24,8 @@
 extern "C" {
 #endif
 
-#define PvmRouteDirectUDP 4      /* CoR's udp route (CoRudpRoute) */
-#define PvmRouteDirectMyrinet 8  /* CoR's gm route (CoRgmRoute), GM on libfabric */
+#define PvmRouteDirectUDP 4     /* CoR's udp route (CoRudpRoute) */
+#define PvmRouteDirectMyrinet 8 /* CoR's gm route (CoRgmRoute), GM on libfabric */
 
 /*
  * The CoR–PVM bridge. A PVM task that runs a CoR route is a CoR domain; these calls name its

@@ -40,14 +40,12 @@ extern "C" {
 #endif
 
 /* Old versions are 0xMMmm, new ones 0xMMmmss. */
-#define GM_API_MAJOR                                                          \
-    ((GM_API_VERSION & 0xffff) == GM_API_VERSION ? GM_API_VERSION >> 8        \
-                                                 : GM_API_VERSION >> 16)
-#define GM_API_MINOR                                                          \
-    ((GM_API_VERSION & 0xffff) == GM_API_VERSION ? GM_API_VERSION & 0xff      \
+#define GM_API_MAJOR                                                                               \
+    ((GM_API_VERSION & 0xffff) == GM_API_VERSION ? GM_API_VERSION >> 8 : GM_API_VERSION >> 16)
+#define GM_API_MINOR                                                                               \
+    ((GM_API_VERSION & 0xffff) == GM_API_VERSION ? GM_API_VERSION & 0xff                           \
                                                  : (GM_API_VERSION >> 8) & 0xff)
-#define GM_API_SUBMINOR                                                       \
-    ((GM_API_VERSION & 0xffff) == GM_API_VERSION ? 0 : GM_API_VERSION & 0xff)
+#define GM_API_SUBMINOR ((GM_API_VERSION & 0xffff) == GM_API_VERSION ? 0 : GM_API_VERSION & 0xff)
 
 #if GM_API_VERSION < GM_API_VERSION_1_0
 #error GM_API_VERSION is too small.
@@ -98,16 +96,36 @@ typedef gm_u32_t gm_pid_t;
 
 /* Network-order values are wrapped in structs so that the compiler catches
  * a field used without gm_ntoh_*(). */
-typedef struct { gm_remote_ptr_t n; } gm_remote_ptr_n_t;
-typedef struct { gm_s8_t n; } gm_s8_n_t;
-typedef struct { gm_s16_t n; } gm_s16_n_t;
-typedef struct { gm_s32_t n; } gm_s32_n_t;
-typedef struct { gm_s64_t n; } gm_s64_n_t;
-typedef struct { gm_u8_t n; } gm_u8_n_t;
-typedef struct { gm_u16_t n; } gm_u16_n_t;
-typedef struct { gm_u32_t n; } gm_u32_n_t;
-typedef struct { gm_u64_t n; } gm_u64_n_t;
-typedef struct { gm_up_t n; } gm_up_n_t;
+typedef struct {
+    gm_remote_ptr_t n;
+} gm_remote_ptr_n_t;
+typedef struct {
+    gm_s8_t n;
+} gm_s8_n_t;
+typedef struct {
+    gm_s16_t n;
+} gm_s16_n_t;
+typedef struct {
+    gm_s32_t n;
+} gm_s32_n_t;
+typedef struct {
+    gm_s64_t n;
+} gm_s64_n_t;
+typedef struct {
+    gm_u8_t n;
+} gm_u8_n_t;
+typedef struct {
+    gm_u16_t n;
+} gm_u16_n_t;
+typedef struct {
+    gm_u32_t n;
+} gm_u32_n_t;
+typedef struct {
+    gm_u64_t n;
+} gm_u64_n_t;
+typedef struct {
+    gm_up_t n;
+} gm_up_n_t;
 typedef gm_up_n_t gm_up_n_up_n_t;
 #define GM_N(x) ((x).n)
 
@@ -125,33 +143,121 @@ typedef gm_up_n_t gm_up_n_up_n_t;
 #define _GM_SW64(x) __builtin_bswap64(x)
 #endif
 
-static gm_inline gm_u8_t gm_ntoh_u8(gm_u8_n_t x) { return x.n; }
-static gm_inline gm_s8_t gm_ntoh_s8(gm_s8_n_t x) { return x.n; }
-static gm_inline gm_u16_t gm_ntoh_u16(gm_u16_n_t x) { return (gm_u16_t)_GM_SW16(x.n); }
-static gm_inline gm_s16_t gm_ntoh_s16(gm_s16_n_t x) { return (gm_s16_t)_GM_SW16((gm_u16_t)x.n); }
-static gm_inline gm_u32_t gm_ntoh_u32(gm_u32_n_t x) { return _GM_SW32(x.n); }
-static gm_inline gm_s32_t gm_ntoh_s32(gm_s32_n_t x) { return (gm_s32_t)_GM_SW32((gm_u32_t)x.n); }
-static gm_inline gm_u64_t gm_ntoh_u64(gm_u64_n_t x) { return _GM_SW64(x.n); }
-static gm_inline gm_s64_t gm_ntoh_s64(gm_s64_n_t x) { return (gm_s64_t)_GM_SW64((gm_u64_t)x.n); }
+static gm_inline gm_u8_t gm_ntoh_u8(gm_u8_n_t x)
+{
+    return x.n;
+}
+static gm_inline gm_s8_t gm_ntoh_s8(gm_s8_n_t x)
+{
+    return x.n;
+}
+static gm_inline gm_u16_t gm_ntoh_u16(gm_u16_n_t x)
+{
+    return (gm_u16_t)_GM_SW16(x.n);
+}
+static gm_inline gm_s16_t gm_ntoh_s16(gm_s16_n_t x)
+{
+    return (gm_s16_t)_GM_SW16((gm_u16_t)x.n);
+}
+static gm_inline gm_u32_t gm_ntoh_u32(gm_u32_n_t x)
+{
+    return _GM_SW32(x.n);
+}
+static gm_inline gm_s32_t gm_ntoh_s32(gm_s32_n_t x)
+{
+    return (gm_s32_t)_GM_SW32((gm_u32_t)x.n);
+}
+static gm_inline gm_u64_t gm_ntoh_u64(gm_u64_n_t x)
+{
+    return _GM_SW64(x.n);
+}
+static gm_inline gm_s64_t gm_ntoh_s64(gm_s64_n_t x)
+{
+    return (gm_s64_t)_GM_SW64((gm_u64_t)x.n);
+}
 
-static gm_inline gm_u8_n_t gm_hton_u8(gm_u8_t x) { gm_u8_n_t r; r.n = x; return r; }
-static gm_inline gm_s8_n_t gm_hton_s8(gm_s8_t x) { gm_s8_n_t r; r.n = x; return r; }
-static gm_inline gm_u16_n_t gm_hton_u16(gm_u16_t x) { gm_u16_n_t r; r.n = (gm_u16_t)_GM_SW16(x); return r; }
-static gm_inline gm_s16_n_t gm_hton_s16(gm_s16_t x) { gm_s16_n_t r; r.n = (gm_s16_t)_GM_SW16((gm_u16_t)x); return r; }
-static gm_inline gm_u32_n_t gm_hton_u32(gm_u32_t x) { gm_u32_n_t r; r.n = _GM_SW32(x); return r; }
-static gm_inline gm_s32_n_t gm_hton_s32(gm_s32_t x) { gm_s32_n_t r; r.n = (gm_s32_t)_GM_SW32((gm_u32_t)x); return r; }
-static gm_inline gm_u64_n_t gm_hton_u64(gm_u64_t x) { gm_u64_n_t r; r.n = _GM_SW64(x); return r; }
-static gm_inline gm_s64_n_t gm_hton_s64(gm_s64_t x) { gm_s64_n_t r; r.n = (gm_s64_t)_GM_SW64((gm_u64_t)x); return r; }
+static gm_inline gm_u8_n_t gm_hton_u8(gm_u8_t x)
+{
+    gm_u8_n_t r;
+    r.n = x;
+    return r;
+}
+static gm_inline gm_s8_n_t gm_hton_s8(gm_s8_t x)
+{
+    gm_s8_n_t r;
+    r.n = x;
+    return r;
+}
+static gm_inline gm_u16_n_t gm_hton_u16(gm_u16_t x)
+{
+    gm_u16_n_t r;
+    r.n = (gm_u16_t)_GM_SW16(x);
+    return r;
+}
+static gm_inline gm_s16_n_t gm_hton_s16(gm_s16_t x)
+{
+    gm_s16_n_t r;
+    r.n = (gm_s16_t)_GM_SW16((gm_u16_t)x);
+    return r;
+}
+static gm_inline gm_u32_n_t gm_hton_u32(gm_u32_t x)
+{
+    gm_u32_n_t r;
+    r.n = _GM_SW32(x);
+    return r;
+}
+static gm_inline gm_s32_n_t gm_hton_s32(gm_s32_t x)
+{
+    gm_s32_n_t r;
+    r.n = (gm_s32_t)_GM_SW32((gm_u32_t)x);
+    return r;
+}
+static gm_inline gm_u64_n_t gm_hton_u64(gm_u64_t x)
+{
+    gm_u64_n_t r;
+    r.n = _GM_SW64(x);
+    return r;
+}
+static gm_inline gm_s64_n_t gm_hton_s64(gm_s64_t x)
+{
+    gm_s64_n_t r;
+    r.n = (gm_s64_t)_GM_SW64((gm_u64_t)x);
+    return r;
+}
 
 /* Older short names: c = 8, s = 16, l = 32, ll = 64 bits. */
-static gm_inline gm_u8_t gm_ntohc(gm_u8_n_t x) { return gm_ntoh_u8(x); }
-static gm_inline gm_u16_t gm_ntohs(gm_u16_n_t x) { return gm_ntoh_u16(x); }
-static gm_inline gm_u32_t gm_ntohl(gm_u32_n_t x) { return gm_ntoh_u32(x); }
-static gm_inline gm_u64_t gm_ntohll(gm_u64_n_t x) { return gm_ntoh_u64(x); }
-static gm_inline gm_u8_n_t gm_htonc(gm_u8_t x) { return gm_hton_u8(x); }
-static gm_inline gm_u16_n_t gm_htons(gm_u16_t x) { return gm_hton_u16(x); }
-static gm_inline gm_u32_n_t gm_htonl(gm_u32_t x) { return gm_hton_u32(x); }
-static gm_inline gm_u64_n_t gm_htonll(gm_u64_t x) { return gm_hton_u64(x); }
+static gm_inline gm_u8_t gm_ntohc(gm_u8_n_t x)
+{
+    return gm_ntoh_u8(x);
+}
+static gm_inline gm_u16_t gm_ntohs(gm_u16_n_t x)
+{
+    return gm_ntoh_u16(x);
+}
+static gm_inline gm_u32_t gm_ntohl(gm_u32_n_t x)
+{
+    return gm_ntoh_u32(x);
+}
+static gm_inline gm_u64_t gm_ntohll(gm_u64_n_t x)
+{
+    return gm_ntoh_u64(x);
+}
+static gm_inline gm_u8_n_t gm_htonc(gm_u8_t x)
+{
+    return gm_hton_u8(x);
+}
+static gm_inline gm_u16_n_t gm_htons(gm_u16_t x)
+{
+    return gm_hton_u16(x);
+}
+static gm_inline gm_u32_n_t gm_htonl(gm_u32_t x)
+{
+    return gm_hton_u32(x);
+}
+static gm_inline gm_u64_n_t gm_htonll(gm_u64_t x)
+{
+    return gm_hton_u64(x);
+}
 
 /* A user pointer carried in an event (there is no gm_htonp, as in GM). */
 static gm_inline void *gm_ntohp(gm_up_n_t x)
@@ -166,11 +272,11 @@ static gm_inline void *gm_ntohp(gm_up_n_t x)
 /* ---- small macros clients use ---------------------------------------- */
 
 #define GM_OFFSETOF(type, field) ((gm_offset_t) & ((type *)0)->field)
-#define GM_STRUCT_CONTAINING(type, field, field_instance)                      \
-    ((type *)((char *)(field_instance) - GM_OFFSETOF(type, field)))
+#define GM_STRUCT_CONTAINING(type, field, field_instance)                                          \
+    ((type *)((char *)(field_instance)-GM_OFFSETOF(type, field)))
 #define GM_NUM_ELEM(ar) (sizeof(ar) / sizeof(*(ar)))
-#define GM_POWER_OF_TWO(n) (!((n) & ((n) - 1)))
-#define __GM_MISALIGNMENT(n, m) ((gm_size_t)(n) & ((gm_size_t)(m) - 1))
+#define GM_POWER_OF_TWO(n) (!((n) & ((n)-1)))
+#define __GM_MISALIGNMENT(n, m) ((gm_size_t)(n) & ((gm_size_t)(m)-1))
 #define GM_MISALIGNMENT(n, m) __GM_MISALIGNMENT(n, m)
 #define GM_ALIGNED(n, m) (__GM_MISALIGNMENT(n, m) == 0)
 #define GM_DMA_ALIGNED(p) GM_ALIGNED(p, GM_DMA_GRANULARITY)
@@ -179,15 +285,13 @@ static gm_inline void *gm_ntohp(gm_up_n_t x)
 #ifndef GM_DEBUG
 #define GM_DEBUG 0
 #endif
-#define gm_assert(a)                                                           \
-    do {                                                                       \
-        if (0)                                                                 \
-            (void)(a);                                                         \
+#define gm_assert(a)                                                                               \
+    do {                                                                                           \
+        if (0) (void)(a);                                                                          \
     } while (0)
-#define gm_always_assert(a)                                                    \
-    do {                                                                       \
-        if (!(a))                                                              \
-            _gm_assertion_failed(#a, __LINE__, __FILE__);                      \
+#define gm_always_assert(a)                                                                        \
+    do {                                                                                           \
+        if (!(a)) _gm_assertion_failed(#a, __LINE__, __FILE__);                                    \
     } while (0)
 #define gm_assert_p(a) gm_assert(a)
 #define GM_ABORT() _gm_assertion_failed("0", __LINE__, __FILE__)
@@ -210,8 +314,8 @@ typedef enum gm_status {
     GM_INTERNAL_ERROR = 12,
     GM_UNATTACHED = 13,
     GM_UNSUPPORTED_DEVICE = 14,
-    GM_SEND_TIMED_OUT = 15,   /* no matching receive buffer in time */
-    GM_SEND_REJECTED = 16,    /* size not acceptable to the receiver */
+    GM_SEND_TIMED_OUT = 15, /* no matching receive buffer in time */
+    GM_SEND_REJECTED = 16,  /* size not acceptable to the receiver */
     GM_SEND_TARGET_PORT_CLOSED = 17,
     GM_SEND_TARGET_NODE_UNREACHABLE = 18,
     GM_SEND_DROPPED = 19,     /* gm_drop_sends() dropped it; not an error */
@@ -247,11 +351,7 @@ typedef enum gm_status {
     GM_NUM_ERROR_CODES = GM_NUM_STATUS_CODES /* deprecated */
 } gm_status_t;
 
-enum gm_priority {
-    GM_LOW_PRIORITY = 0,
-    GM_HIGH_PRIORITY = 1,
-    GM_NUM_PRIORITIES = 2
-};
+enum gm_priority { GM_LOW_PRIORITY = 0, GM_HIGH_PRIORITY = 1, GM_NUM_PRIORITIES = 2 };
 
 /* Ends at 2_0_6 as in GM; clients cast newer values. */
 enum gm_api_version {
@@ -401,8 +501,7 @@ typedef union gm_recv_event {
 #define GM_RECV_EVENT_TYPE(e) (gm_ntoh_u8((e)->recv.type))
 
 /* Send, put, get, drop and resume completions.  Runs inside gm_unknown(). */
-typedef void (*gm_send_completion_callback_t)(struct gm_port *p, void *context,
-                                              gm_status_t status);
+typedef void (*gm_send_completion_callback_t)(struct gm_port *p, void *context, gm_status_t status);
 typedef void (*gm_on_exit_callback_t)(gm_status_t status, void *arg);
 
 /* ---- initialisation and ports ---------------------------------------- */
@@ -425,9 +524,8 @@ GM_ENTRY_POINT gm_status_t gm_on_exit(gm_on_exit_callback_t cb, void *arg);
  * a bad port id GM_INVALID_PARAMETER; an unknown version
  * GM_INCOMPATIBLE_LIB_AND_DRIVER; no usable fabric GM_NO_SUCH_DEVICE.
  * `port_name' is informational (may be NULL).  Blocks briefly. */
-GM_ENTRY_POINT gm_status_t gm_open(struct gm_port **p, unsigned int unit,
-                                   unsigned int port, const char *port_name,
-                                   enum gm_api_version version);
+GM_ENTRY_POINT gm_status_t gm_open(struct gm_port **p, unsigned int unit, unsigned int port,
+                                   const char *port_name, enum gm_api_version version);
 /* Closes the port; pending sends are abandoned without callbacks, buffers
  * and registrations released.  NULL is ignored. */
 GM_ENTRY_POINT void gm_close(struct gm_port *p);
@@ -438,28 +536,21 @@ GM_ENTRY_POINT gm_status_t gm_get_node_id(struct gm_port *p, unsigned int *n);
 GM_ENTRY_POINT unsigned int gm_get_port_id(struct gm_port *p);
 /* Node ids are the same on every node (from the node map), so global ids
  * equal node ids; unknown ids give GM_INVALID_PARAMETER. */
-GM_ENTRY_POINT gm_status_t gm_node_id_to_global_id(struct gm_port *p,
-                                                   unsigned int node_id,
+GM_ENTRY_POINT gm_status_t gm_node_id_to_global_id(struct gm_port *p, unsigned int node_id,
                                                    unsigned int *global_id);
-GM_ENTRY_POINT gm_status_t gm_global_id_to_node_id(struct gm_port *p,
-                                                   unsigned int global_id,
+GM_ENTRY_POINT gm_status_t gm_global_id_to_node_id(struct gm_port *p, unsigned int global_id,
                                                    unsigned int *node_id);
-GM_ENTRY_POINT gm_status_t gm_get_host_name(struct gm_port *p,
-                                            char name[GM_MAX_HOST_NAME_LEN]);
+GM_ENTRY_POINT gm_status_t gm_get_host_name(struct gm_port *p, char name[GM_MAX_HOST_NAME_LEN]);
 /* Deprecated forms: GM_NO_SUCH_NODE_ID / NULL on failure.  Accept "host"
  * and "host:0".  The returned string belongs to the library. */
-GM_ENTRY_POINT unsigned int gm_host_name_to_node_id(struct gm_port *p,
-                                                    char *host_name);
-GM_ENTRY_POINT char *gm_node_id_to_host_name(struct gm_port *p,
-                                             unsigned int node_id);
+GM_ENTRY_POINT unsigned int gm_host_name_to_node_id(struct gm_port *p, char *host_name);
+GM_ENTRY_POINT char *gm_node_id_to_host_name(struct gm_port *p, unsigned int node_id);
 /* GM_SUCCESS, or GM_INVALID_PARAMETER when unknown; never blocks. */
-GM_ENTRY_POINT gm_status_t gm_host_name_to_node_id_ex(struct gm_port *p,
-                                                      unsigned int timeout_usecs,
-                                                      const char *host_name,
-                                                      unsigned int *node_id);
-GM_ENTRY_POINT gm_status_t gm_node_id_to_host_name_ex(
-    struct gm_port *p, unsigned int timeout_usecs, unsigned int node_id,
-    char (*name)[GM_MAX_HOST_NAME_LEN + 1]);
+GM_ENTRY_POINT gm_status_t gm_host_name_to_node_id_ex(struct gm_port *p, unsigned int timeout_usecs,
+                                                      const char *host_name, unsigned int *node_id);
+GM_ENTRY_POINT gm_status_t gm_node_id_to_host_name_ex(struct gm_port *p, unsigned int timeout_usecs,
+                                                      unsigned int node_id,
+                                                      char (*name)[GM_MAX_HOST_NAME_LEN + 1]);
 /* libgm-compat extension (not in GM 2.0): gives node `node_id` of the node map, listed
  * without an address, its IPv4 address and TCP port base, for processes that learn their
  * peers at run time (a node map entry "<id> <host>" first, then this). Only while the
@@ -468,22 +559,16 @@ GM_ENTRY_POINT gm_status_t gm_node_id_to_host_name_ex(
 GM_ENTRY_POINT gm_status_t gm_node_set_address(unsigned int node_id, const char *ipv4,
                                                unsigned int port_base);
 /* 6-byte board ids, derived from the node id (or given in the node map). */
-GM_ENTRY_POINT gm_status_t gm_get_unique_board_id(struct gm_port *p,
-                                                  char unique[6]);
+GM_ENTRY_POINT gm_status_t gm_get_unique_board_id(struct gm_port *p, char unique[6]);
 GM_ENTRY_POINT gm_status_t gm_unique_id(struct gm_port *p, char unique[6]);
-GM_ENTRY_POINT gm_status_t gm_get_mapper_unique_id(struct gm_port *p,
-                                                   char unique[6]);
-GM_ENTRY_POINT gm_status_t gm_unique_id_to_node_id(struct gm_port *p,
-                                                   char unique[6],
+GM_ENTRY_POINT gm_status_t gm_get_mapper_unique_id(struct gm_port *p, char unique[6]);
+GM_ENTRY_POINT gm_status_t gm_unique_id_to_node_id(struct gm_port *p, char unique[6],
                                                    unsigned int *node_id);
-GM_ENTRY_POINT gm_status_t gm_node_id_to_unique_id(struct gm_port *p,
-                                                   unsigned int n,
+GM_ENTRY_POINT gm_status_t gm_node_id_to_unique_id(struct gm_port *p, unsigned int n,
                                                    char unique[6]);
 GM_ENTRY_POINT gm_status_t gm_max_node_id(struct gm_port *p, unsigned int *n);
-GM_ENTRY_POINT gm_status_t gm_max_node_id_in_use(struct gm_port *p,
-                                                 unsigned int *n);
-GM_ENTRY_POINT gm_status_t gm_max_node_id_inuse(struct gm_port *p,
-                                                unsigned int *n);
+GM_ENTRY_POINT gm_status_t gm_max_node_id_in_use(struct gm_port *p, unsigned int *n);
+GM_ENTRY_POINT gm_status_t gm_max_node_id_inuse(struct gm_port *p, unsigned int *n);
 GM_ENTRY_POINT gm_status_t gm_get_node_type(struct gm_port *p, int *node_type);
 
 /* ---- counts, sizes, tokens ------------------------------------------- */
@@ -498,8 +583,7 @@ GM_ENTRY_POINT int gm_alloc_send_token(struct gm_port *p, unsigned int priority)
 GM_ENTRY_POINT void gm_free_send_token(struct gm_port *p, unsigned int priority);
 GM_ENTRY_POINT void gm_free_send_tokens(struct gm_port *p, unsigned int priority,
                                         unsigned int count);
-GM_ENTRY_POINT int gm_send_token_available(struct gm_port *p,
-                                           unsigned int priority);
+GM_ENTRY_POINT int gm_send_token_available(struct gm_port *p, unsigned int priority);
 /* ceil(log2(len + 8)), at least 3. */
 GM_ENTRY_POINT unsigned int gm_min_size_for_length(gm_size_t length);
 /* 2^size - 8; 0 for size < 3 or size > 63. */
@@ -510,26 +594,22 @@ GM_ENTRY_POINT unsigned int gm_mtu(struct gm_port *p);              /* 4096 */
  * (all accepted by default).  A message of another size completes at its
  * sender with GM_SEND_REJECTED (also one already waiting for a buffer).
  * GM_INVALID_PARAMETER for a bad priority. */
-GM_ENTRY_POINT gm_status_t gm_set_acceptable_sizes(struct gm_port *p,
-                                                   enum gm_priority priority,
+GM_ENTRY_POINT gm_status_t gm_set_acceptable_sizes(struct gm_port *p, enum gm_priority priority,
                                                    gm_size_t mask);
 
 /* ---- memory ---------------------------------------------------------- */
 
 /* Registered ("DMA-able") memory, 64-byte aligned; NULL on failure. */
 GM_ENTRY_POINT void *gm_dma_malloc(struct gm_port *p, gm_size_t length);
-GM_ENTRY_POINT void *gm_dma_calloc(struct gm_port *p, gm_size_t count,
-                                   gm_size_t length);
+GM_ENTRY_POINT void *gm_dma_calloc(struct gm_port *p, gm_size_t count, gm_size_t length);
 GM_ENTRY_POINT void gm_dma_free(struct gm_port *p, void *addr);
 /* Registers [ptr, ptr+length) for receives and as a put/get target; nests.
  * GM_INVALID_PARAMETER for NULL/0, GM_OUT_OF_MEMORY. */
-GM_ENTRY_POINT gm_status_t gm_register_memory(struct gm_port *p, void *ptr,
-                                              gm_size_t length);
-GM_ENTRY_POINT gm_status_t gm_register_memory_ex(struct gm_port *p, void *ptr,
-                                                 gm_size_t length, void *pvma);
+GM_ENTRY_POINT gm_status_t gm_register_memory(struct gm_port *p, void *ptr, gm_size_t length);
+GM_ENTRY_POINT gm_status_t gm_register_memory_ex(struct gm_port *p, void *ptr, gm_size_t length,
+                                                 void *pvma);
 /* Undoes one matching gm_register_memory(); GM_INVALID_PARAMETER if none. */
-GM_ENTRY_POINT gm_status_t gm_deregister_memory(struct gm_port *p, void *ptr,
-                                                gm_size_t length);
+GM_ENTRY_POINT gm_status_t gm_deregister_memory(struct gm_port *p, void *ptr, gm_size_t length);
 /* Lets other ports put into / get from this port's registered memory. */
 GM_ENTRY_POINT gm_status_t gm_allow_remote_memory_access(struct gm_port *p);
 
@@ -548,18 +628,15 @@ GM_ENTRY_POINT gm_status_t gm_allow_remote_memory_access(struct gm_port *p);
  * until a buffer of exactly its size and priority is provided.  After an
  * error, later sends to that (port, priority) wait for gm_drop_sends() or
  * gm_resume_sending(). */
-GM_ENTRY_POINT void gm_send_with_callback(struct gm_port *p, void *message,
-                                          unsigned int size, gm_size_t len,
-                                          unsigned int priority,
-                                          unsigned int target_node_id,
-                                          unsigned int target_port_id,
-                                          gm_send_completion_callback_t callback,
-                                          void *context);
+GM_ENTRY_POINT void gm_send_with_callback(struct gm_port *p, void *message, unsigned int size,
+                                          gm_size_t len, unsigned int priority,
+                                          unsigned int target_node_id, unsigned int target_port_id,
+                                          gm_send_completion_callback_t callback, void *context);
 /* Same, to the port with the sender's own port id. */
-GM_ENTRY_POINT void gm_send_to_peer_with_callback(
-    struct gm_port *p, void *message, unsigned int size, gm_size_t len,
-    unsigned int priority, unsigned int target_node_id,
-    gm_send_completion_callback_t callback, void *context);
+GM_ENTRY_POINT void
+gm_send_to_peer_with_callback(struct gm_port *p, void *message, unsigned int size, gm_size_t len,
+                              unsigned int priority, unsigned int target_node_id,
+                              gm_send_completion_callback_t callback, void *context);
 /* PUT: writes len bytes from source_buffer to target_buffer, a virtual
  * address registered by the target port, which must have called
  * gm_allow_remote_memory_access() (else the callback gets
@@ -568,59 +645,46 @@ GM_ENTRY_POINT void gm_send_to_peer_with_callback(
  * to that port.  After the first put into a region, RMA where the provider
  * has it (see README.md: GM_RMA). */
 GM_ENTRY_POINT void gm_directed_send_with_callback(
-    struct gm_port *p, void *source_buffer, gm_remote_ptr_t target_buffer,
-    gm_size_t len, enum gm_priority priority, unsigned int target_node_id,
-    unsigned int target_port_id, gm_send_completion_callback_t callback,
-    void *context);
-GM_ENTRY_POINT void gm_put(struct gm_port *p, void *local_buffer,
-                           gm_remote_ptr_t remote_buffer, gm_size_t len,
-                           enum gm_priority priority, unsigned int target_node_id,
-                           unsigned int target_port_id,
-                           gm_send_completion_callback_t callback, void *context);
+    struct gm_port *p, void *source_buffer, gm_remote_ptr_t target_buffer, gm_size_t len,
+    enum gm_priority priority, unsigned int target_node_id, unsigned int target_port_id,
+    gm_send_completion_callback_t callback, void *context);
+GM_ENTRY_POINT void gm_put(struct gm_port *p, void *local_buffer, gm_remote_ptr_t remote_buffer,
+                           gm_size_t len, enum gm_priority priority, unsigned int target_node_id,
+                           unsigned int target_port_id, gm_send_completion_callback_t callback,
+                           void *context);
 /* GET: reads len bytes at remote_buffer (registered by the target, which
  * allowed remote access) into local_buffer; the callback runs once the data
  * is in local_buffer. */
-GM_ENTRY_POINT void gm_get(struct gm_port *p, gm_remote_ptr_t remote_buffer,
-                           void *local_buffer, gm_size_t len,
-                           enum gm_priority priority, unsigned int target_node_id,
-                           unsigned int target_port_id,
-                           gm_send_completion_callback_t callback, void *context);
+GM_ENTRY_POINT void gm_get(struct gm_port *p, gm_remote_ptr_t remote_buffer, void *local_buffer,
+                           gm_size_t len, enum gm_priority priority, unsigned int target_node_id,
+                           unsigned int target_port_id, gm_send_completion_callback_t callback,
+                           void *context);
 /* Legacy forms without callback: completion is silent (token returned). */
-GM_ENTRY_POINT void gm_send(struct gm_port *p, void *message, unsigned int size,
-                            gm_size_t len, unsigned int priority,
-                            unsigned int target_node_id,
+GM_ENTRY_POINT void gm_send(struct gm_port *p, void *message, unsigned int size, gm_size_t len,
+                            unsigned int priority, unsigned int target_node_id,
                             unsigned int target_port_id);
-GM_ENTRY_POINT void gm_send_to_peer(struct gm_port *p, void *message,
-                                    unsigned int size, gm_size_t len,
-                                    unsigned int priority,
+GM_ENTRY_POINT void gm_send_to_peer(struct gm_port *p, void *message, unsigned int size,
+                                    gm_size_t len, unsigned int priority,
                                     unsigned int target_node_id);
 GM_ENTRY_POINT void gm_directed_send(struct gm_port *p, void *source_buffer,
                                      gm_remote_ptr_t target_buffer, gm_size_t len,
-                                     enum gm_priority priority,
-                                     unsigned int target_node_id,
+                                     enum gm_priority priority, unsigned int target_node_id,
                                      unsigned int target_port_id);
 /* Treated as a reliable send (delivery is never worse than GM's). */
-GM_ENTRY_POINT void gm_datagram_send(struct gm_port *p, void *message,
-                                     unsigned int size, gm_size_t len,
-                                     unsigned int priority,
-                                     unsigned int target_node_id,
-                                     unsigned int target_port_id,
-                                     gm_send_completion_callback_t callback,
-                                     void *context);
+GM_ENTRY_POINT void gm_datagram_send(struct gm_port *p, void *message, unsigned int size,
+                                     gm_size_t len, unsigned int priority,
+                                     unsigned int target_node_id, unsigned int target_port_id,
+                                     gm_send_completion_callback_t callback, void *context);
 /* Completes every send still queued in this library to (node, port,
  * priority) with GM_SEND_DROPPED, then calls callback with GM_SUCCESS.
  * Uses a send token.  Sends already handed to the fabric are not recalled. */
 GM_ENTRY_POINT void gm_drop_sends(struct gm_port *p, unsigned int priority,
-                                  unsigned int target_node_id,
-                                  unsigned int target_port_id,
-                                  gm_send_completion_callback_t callback,
-                                  void *context);
+                                  unsigned int target_node_id, unsigned int target_port_id,
+                                  gm_send_completion_callback_t callback, void *context);
 /* Re-enables sending after an error; callback gets GM_SUCCESS. */
 GM_ENTRY_POINT void gm_resume_sending(struct gm_port *p, unsigned int priority,
-                                      unsigned int target_node_id,
-                                      unsigned int target_port_id,
-                                      gm_send_completion_callback_t callback,
-                                      void *context);
+                                      unsigned int target_node_id, unsigned int target_port_id,
+                                      gm_send_completion_callback_t callback, void *context);
 
 /* ---- receiving ------------------------------------------------------- */
 
@@ -628,13 +692,10 @@ GM_ENTRY_POINT void gm_resume_sending(struct gm_port *p, unsigned int priority,
  * of exactly (size, priority); uses one receive token, returned with the
  * receive event.  tag (0..255) comes back in the event.  Bad arguments are
  * ignored with a message on stderr. */
-GM_ENTRY_POINT void gm_provide_receive_buffer_with_tag(struct gm_port *p,
-                                                       void *ptr,
-                                                       unsigned int size,
-                                                       unsigned int priority,
+GM_ENTRY_POINT void gm_provide_receive_buffer_with_tag(struct gm_port *p, void *ptr,
+                                                       unsigned int size, unsigned int priority,
                                                        unsigned int tag);
-GM_ENTRY_POINT void gm_provide_receive_buffer(struct gm_port *p, void *ptr,
-                                              unsigned int size,
+GM_ENTRY_POINT void gm_provide_receive_buffer(struct gm_port *p, void *ptr, unsigned int size,
                                               unsigned int priority);
 /* Non-blocking poll; never NULL (GM_NO_RECV_EVENT when idle).  The event
  * stays valid until the next receive call on the port.  Pass every event
@@ -654,17 +715,15 @@ GM_ENTRY_POINT int gm_next_event_peek(struct gm_port *p, gm_u16_t *sender);
 GM_ENTRY_POINT void gm_unknown(struct gm_port *p, gm_recv_event_t *e);
 /* Copies len bytes of message to buffer unless they are the same; returns
  * buffer. */
-GM_ENTRY_POINT void *gm_memorize_message(void *message, void *buffer,
-                                         unsigned int len);
+GM_ENTRY_POINT void *gm_memorize_message(void *message, void *buffer, unsigned int len);
 
 /* ---- alarms and time ------------------------------------------------- */
 
 GM_ENTRY_POINT void gm_initialize_alarm(gm_alarm_t *my_alarm);
 /* (Re)schedules the alarm usecs from now; callback(context) runs inside
  * gm_unknown() on a GM_ALARM_EVENT. */
-GM_ENTRY_POINT void gm_set_alarm(struct gm_port *p, gm_alarm_t *my_alarm,
-                                 gm_u64_t usecs, void (*callback)(void *),
-                                 void *context);
+GM_ENTRY_POINT void gm_set_alarm(struct gm_port *p, gm_alarm_t *my_alarm, gm_u64_t usecs,
+                                 void (*callback)(void *), void *context);
 /* No-op if the alarm is not set. */
 GM_ENTRY_POINT void gm_cancel_alarm(gm_alarm_t *my_alarm);
 GM_ENTRY_POINT void gm_flush_alarm(struct gm_port *p);
@@ -677,8 +736,7 @@ GM_ENTRY_POINT gm_u64_t gm_ticks(struct gm_port *p);
 GM_ENTRY_POINT char *gm_strerror(gm_status_t error);
 /* Prints "message: text" on stderr. */
 GM_ENTRY_POINT void gm_perror(const char *message, gm_status_t error);
-GM_ENTRY_POINT void _gm_assertion_failed(const char *txt, int line,
-                                         const char *file);
+GM_ENTRY_POINT void _gm_assertion_failed(const char *txt, int line, const char *file);
 GM_ENTRY_POINT void gm_abort(void) __attribute__((noreturn));
 GM_ENTRY_POINT void gm_bcopy(const void *from, void *to, gm_size_t len);
 GM_ENTRY_POINT void gm_bzero(void *ptr, gm_size_t len);
@@ -698,10 +756,8 @@ GM_ENTRY_POINT int gm_strncmp(const char *a, const char *b, int len);
 GM_ENTRY_POINT int gm_strncasecmp(const char *a, const char *b, int len);
 GM_ENTRY_POINT char *gm_strdup(const char *s);
 GM_ENTRY_POINT int gm_isprint(int c);
-GM_ENTRY_POINT int gm_printf(const char *format, ...)
-    __attribute__((format(printf, 1, 2)));
-GM_ENTRY_POINT int gm_eprintf(const char *format, ...)
-    __attribute__((format(printf, 1, 2)));
+GM_ENTRY_POINT int gm_printf(const char *format, ...) __attribute__((format(printf, 1, 2)));
+GM_ENTRY_POINT int gm_eprintf(const char *format, ...) __attribute__((format(printf, 1, 2)));
 GM_ENTRY_POINT void gm_hex_dump(const void *ptr, gm_size_t len);
 GM_ENTRY_POINT int gm_sleep(unsigned seconds);
 GM_ENTRY_POINT gm_pid_t gm_getpid(void);
@@ -733,17 +789,13 @@ GM_ENTRY_POINT void gm_lookaside_free(void *ptr);
 #define GM_HASH_SMOOTH 1
 struct gm_hash;
 GM_ENTRY_POINT struct gm_hash *gm_create_hash(long (*compare)(void *, void *),
-                                              unsigned long (*hash)(void *),
-                                              gm_size_t key_len,
-                                              gm_size_t data_len,
-                                              gm_size_t min_entries, int flags);
+                                              unsigned long (*hash)(void *), gm_size_t key_len,
+                                              gm_size_t data_len, gm_size_t min_entries, int flags);
 GM_ENTRY_POINT void gm_destroy_hash(struct gm_hash *h);
 GM_ENTRY_POINT void *gm_hash_remove(struct gm_hash *h, void *key);
 GM_ENTRY_POINT void *gm_hash_find(struct gm_hash *h, void *key);
-GM_ENTRY_POINT gm_status_t gm_hash_insert(struct gm_hash *h, void *key,
-                                          void *datum);
-GM_ENTRY_POINT void gm_hash_rekey(struct gm_hash *h, void *old_key,
-                                  void *new_key);
+GM_ENTRY_POINT gm_status_t gm_hash_insert(struct gm_hash *h, void *key, void *datum);
+GM_ENTRY_POINT void gm_hash_rekey(struct gm_hash *h, void *old_key, void *new_key);
 GM_ENTRY_POINT long gm_hash_compare_strings(void *key1, void *key2);
 GM_ENTRY_POINT unsigned long gm_hash_hash_string(void *key);
 GM_ENTRY_POINT long gm_hash_compare_longs(void *key1, void *key2);

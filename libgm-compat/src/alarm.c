@@ -6,15 +6,13 @@
 
 GMX_EXPORT void gm_initialize_alarm(gm_alarm_t *a)
 {
-    if (a)
-        memset(a, 0, sizeof *a);
+    if (a) memset(a, 0, sizeof *a);
 }
 
 static void unlink_alarm(gm_alarm_t *a)
 {
     struct gm_port *p = a->port;
-    if (!p)
-        return;
+    if (!p) return;
     for (gm_alarm_t **link = &p->alarms; *link; link = &(*link)->next) {
         if (*link == a) {
             *link = a->next;
@@ -27,12 +25,9 @@ static void unlink_alarm(gm_alarm_t *a)
 GMX_EXPORT void gm_set_alarm(struct gm_port *p, gm_alarm_t *a, gm_u64_t usecs,
                              void (*callback)(void *), void *context)
 {
-    if (!p || !a)
-        return;
-    if (a->state == GM_ALARM_SET)
-        unlink_alarm(a);
-    if (usecs > UINT64_MAX / 2000)
-        usecs = UINT64_MAX / 2000;
+    if (!p || !a) return;
+    if (a->state == GM_ALARM_SET) unlink_alarm(a);
+    if (usecs > UINT64_MAX / 2000) usecs = UINT64_MAX / 2000;
     a->port = p;
     a->callback = callback;
     a->context = context;
@@ -47,8 +42,7 @@ GMX_EXPORT void gm_set_alarm(struct gm_port *p, gm_alarm_t *a, gm_u64_t usecs,
 
 GMX_EXPORT void gm_cancel_alarm(gm_alarm_t *a)
 {
-    if (!a || a->state != GM_ALARM_SET)
-        return;
+    if (!a || a->state != GM_ALARM_SET) return;
     unlink_alarm(a);
     a->state = GM_ALARM_FREE;
 }
@@ -78,8 +72,7 @@ void gmx_alarms_run(struct gm_port *p)
         p->alarms = a->next;
         a->next = NULL;
         a->state = GM_ALARM_FREE;
-        if (a->callback)
-            a->callback(a->context);
+        if (a->callback) a->callback(a->context);
     }
 }
 

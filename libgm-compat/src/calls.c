@@ -9,16 +9,14 @@
 
 void gmx_key_learn(struct gmx_peer *peer, const struct gmx_hdr *h)
 {
-    if (h->addr + h->len < h->addr)
-        return;
+    if (h->addr + h->len < h->addr) return;
     for (unsigned i = 0; i < peer->nkeys; i++) {
         if (peer->keys[i].base == h->addr) {
             peer->keys[i] = (struct gmx_rkey){h->addr, h->len, h->key};
             return;
         }
     }
-    unsigned i = peer->nkeys < GMX_KEY_CACHE ? peer->nkeys++
-                                             : peer->key_next++ % GMX_KEY_CACHE;
+    unsigned i = peer->nkeys < GMX_KEY_CACHE ? peer->nkeys++ : peer->key_next++ % GMX_KEY_CACHE;
     peer->keys[i] = (struct gmx_rkey){h->addr, h->len, h->key};
 }
 
@@ -36,30 +34,26 @@ static const struct gmx_rkey *key_find(struct gmx_peer *peer, uint64_t addr, uin
 {
     for (unsigned i = 0; i < peer->nkeys; i++) {
         const struct gmx_rkey *k = &peer->keys[i];
-        if (addr >= k->base && addr + len <= k->base + k->len)
-            return k;
+        if (addr >= k->base && addr + len <= k->base + k->len) return k;
     }
     return NULL;
 }
 
 /* Turns s into an fi_write/fi_read if the target's registration is known (or
  * its key was given: `key`, 0 = none); 1 if it did. */
-static int try_rma(struct gm_port *p, struct gmx_sreq *s, int op, uint64_t raddr,
-                   uint64_t len, gm_u64_t key)
+static int try_rma(struct gm_port *p, struct gmx_sreq *s, int op, uint64_t raddr, uint64_t len,
+                   gm_u64_t key)
 {
-    if (!p->rma || len == 0)
-        return 0;
+    if (!p->rma || len == 0) return 0;
     if (key && p->mr_virt) {
         s->rkey = key;
     } else {
         /* Take in any news of deregistrations first. */
         gmx_progress(p);
         const struct gmx_rkey *k = key_find(s->peer, raddr, len);
-        if (!k)
-            return 0;
+        if (!k) return 0;
         s->rkey = k->key;
-        if (!p->mr_virt)
-            raddr -= k->base;
+        if (!p->mr_virt) raddr -= k->base;
     }
     s->rma = op;
     s->raddr = raddr;
@@ -71,9 +65,8 @@ static int try_rma(struct gm_port *p, struct gmx_sreq *s, int op, uint64_t raddr
 
 /* A client request; on bad arguments or an unknown target it completes at
  * once (through gm_unknown) with the status, as GM reports send errors. */
-static struct gmx_sreq *client_req(struct gm_port *p, unsigned prio, unsigned node,
-                                   unsigned port, gm_send_completion_callback_t cb,
-                                   void *ctx, int args_ok)
+static struct gmx_sreq *client_req(struct gm_port *p, unsigned prio, unsigned node, unsigned port,
+                                   gm_send_completion_callback_t cb, void *ctx, int args_ok)
 {
     struct gmx_sreq *s = gmx_sreq_get(p);
     if (!s) {
@@ -99,8 +92,8 @@ static struct gmx_sreq *client_req(struct gm_port *p, unsigned prio, unsigned no
 
 /* Makes s a stream item of kind (small) or kind_rndv with its payload as
  * DATA; NULL-safe on memory failure (completes s). */
-static int stream_item(struct gm_port *p, struct gmx_sreq *s, unsigned kind,
-                       unsigned kind_rndv, const void *buf, size_t len)
+static int stream_item(struct gm_port *p, struct gmx_sreq *s, unsigned kind, unsigned kind_rndv,
+                       const void *buf, size_t len)
 {
     struct gmx_peer *peer = s->peer;
     unsigned prio = s->prio;
@@ -147,15 +140,13 @@ static void send_locked(struct gm_port *p, void *message, unsigned int size, gm_
                         unsigned int target_port_id, gm_send_completion_callback_t callback,
                         void *context)
 {
-    int ok = size >= GMX_MIN_SIZE && size <= GMX_MAX_SIZE &&
-             len <= gm_max_length_for_size(size) && (message || len == 0);
-    struct gmx_sreq *s = client_req(p, priority, target_node_id, target_port_id, callback,
-                                    context, ok);
-    if (!s)
-        return;
+    int ok = size >= GMX_MIN_SIZE && size <= GMX_MAX_SIZE && len <= gm_max_length_for_size(size) &&
+             (message || len == 0);
+    struct gmx_sreq *s =
+        client_req(p, priority, target_node_id, target_port_id, callback, context, ok);
+    if (!s) return;
     s->hdr.size = (uint8_t)size;
-    if (stream_item(p, s, GMX_K_MSG, GMX_K_MSG_RNDV, message, len) == 0)
-        gmx_submit(p, s);
+    if (stream_item(p, s, GMX_K_MSG, GMX_K_MSG_RNDV, message, len) == 0) gmx_submit(p, s);
 }
 
 /* gm_put, with the target's key when it was given out of band (`key`, 0 = none). */
@@ -165,10 +156,9 @@ static void put_locked(struct gm_port *p, void *local_buffer, gm_remote_ptr_t re
                        gm_send_completion_callback_t callback, void *context)
 {
     int ok = (local_buffer || len == 0) && remote_buffer + len >= remote_buffer;
-    struct gmx_sreq *s = client_req(p, (unsigned)priority, target_node_id, target_port_id,
-                                    callback, context, ok);
-    if (!s)
-        return;
+    struct gmx_sreq *s =
+        client_req(p, (unsigned)priority, target_node_id, target_port_id, callback, context, ok);
+    if (!s) return;
     if (try_rma(p, s, 1, remote_buffer, len, key)) {
         s->buf = local_buffer;
         s->len = len;
@@ -178,8 +168,7 @@ static void put_locked(struct gm_port *p, void *local_buffer, gm_remote_ptr_t re
     /* The target checks and copies (or receives the DATA straight into the
      * target address); it tells us its registration for next time. */
     s->hdr.addr = remote_buffer;
-    if (stream_item(p, s, GMX_K_PUT, GMX_K_PUT_RNDV, local_buffer, len) == 0)
-        gmx_submit(p, s);
+    if (stream_item(p, s, GMX_K_PUT, GMX_K_PUT_RNDV, local_buffer, len) == 0) gmx_submit(p, s);
 }
 
 GMX_EXPORT gm_status_t gm_compat_export(struct gm_port *p, void *addr, gm_size_t len, gm_u64_t *key)
@@ -202,11 +191,10 @@ GMX_EXPORT void gm_compat_put_keyed(struct gm_port *p, void *local_buffer,
                                     unsigned int target_port_id,
                                     gm_send_completion_callback_t callback, void *context)
 {
-    if (!p)
-        return;
+    if (!p) return;
     gmx_port_lock(p);
-    put_locked(p, local_buffer, remote_buffer, key, len, priority, target_node_id,
-               target_port_id, callback, context);
+    put_locked(p, local_buffer, remote_buffer, key, len, priority, target_node_id, target_port_id,
+               callback, context);
     gmx_acks_maybe(p); /* acks due that this send did not carry */
     gmx_port_unlock(p);
 }
@@ -217,10 +205,9 @@ static void get_locked(struct gm_port *p, gm_remote_ptr_t remote_buffer, void *l
                        void *context)
 {
     int ok = (local_buffer || len == 0) && remote_buffer + len >= remote_buffer;
-    struct gmx_sreq *s = client_req(p, (unsigned)priority, target_node_id, target_port_id,
-                                    callback, context, ok);
-    if (!s)
-        return;
+    struct gmx_sreq *s =
+        client_req(p, (unsigned)priority, target_node_id, target_port_id, callback, context, ok);
+    if (!s) return;
     struct gmx_peer *peer = s->peer;
     if (try_rma(p, s, 2, remote_buffer, len, 0)) {
         s->buf = local_buffer;
@@ -231,10 +218,8 @@ static void get_locked(struct gm_port *p, gm_remote_ptr_t remote_buffer, void *l
     struct gmx_rreq *r = gmx_rreq_get(p);
     struct gmx_sreq *h = gmx_sreq_get(p);
     if (!r || !h) {
-        if (r)
-            gmx_rreq_put(p, r);
-        if (h)
-            gmx_sreq_put(p, h);
+        if (r) gmx_rreq_put(p, r);
+        if (h) gmx_sreq_put(p, h);
         gmx_send_done(p, s, GM_OUT_OF_MEMORY);
         return;
     }
@@ -263,8 +248,7 @@ static void get_locked(struct gm_port *p, gm_remote_ptr_t remote_buffer, void *l
 
 static struct gmx_peer *known_peer(struct gm_port *p, unsigned node, unsigned port)
 {
-    if (port >= GMX_NUM_PORTS || node > gmx_cfg.max_node_id || !p->peers[node])
-        return NULL;
+    if (port >= GMX_NUM_PORTS || node > gmx_cfg.max_node_id || !p->peers[node]) return NULL;
     return p->peers[node][port];
 }
 
@@ -313,19 +297,17 @@ static void drop_locked(struct gm_port *p, unsigned int priority, unsigned int t
                 link = &s->next;
             }
         }
-        if (priority < GM_NUM_PRIORITIES)
-            peer->disabled[priority] = 0;
+        if (priority < GM_NUM_PRIORITIES) peer->disabled[priority] = 0;
     }
     token_done(p, callback, context);
 }
 
-static void resume_locked(struct gm_port *p, unsigned int priority,
-                          unsigned int target_node_id, unsigned int target_port_id,
-                          gm_send_completion_callback_t callback, void *context)
+static void resume_locked(struct gm_port *p, unsigned int priority, unsigned int target_node_id,
+                          unsigned int target_port_id, gm_send_completion_callback_t callback,
+                          void *context)
 {
     struct gmx_peer *peer = known_peer(p, target_node_id, target_port_id);
-    if (peer && priority < GM_NUM_PRIORITIES)
-        peer->disabled[priority] = 0;
+    if (peer && priority < GM_NUM_PRIORITIES) peer->disabled[priority] = 0;
     token_done(p, callback, context);
 }
 
@@ -333,54 +315,47 @@ static void resume_locked(struct gm_port *p, unsigned int priority,
 
 GMX_EXPORT void gm_send_with_callback(struct gm_port *p, void *message, unsigned int size,
                                       gm_size_t len, unsigned int priority,
-                                      unsigned int target_node_id,
-                                      unsigned int target_port_id,
+                                      unsigned int target_node_id, unsigned int target_port_id,
                                       gm_send_completion_callback_t callback, void *context)
 {
-    if (!p)
-        return;
+    if (!p) return;
     gmx_port_lock(p);
-    send_locked(p, message, size, len, priority, target_node_id, target_port_id, callback,
-                context);
+    send_locked(p, message, size, len, priority, target_node_id, target_port_id, callback, context);
     gmx_acks_maybe(p); /* acks due that this send did not carry */
     gmx_port_unlock(p);
 }
 
-GMX_EXPORT void gm_send_to_peer_with_callback(struct gm_port *p, void *message,
-                                              unsigned int size, gm_size_t len,
-                                              unsigned int priority,
+GMX_EXPORT void gm_send_to_peer_with_callback(struct gm_port *p, void *message, unsigned int size,
+                                              gm_size_t len, unsigned int priority,
                                               unsigned int target_node_id,
-                                              gm_send_completion_callback_t callback,
-                                              void *context)
+                                              gm_send_completion_callback_t callback, void *context)
 {
     if (p)
-        gm_send_with_callback(p, message, size, len, priority, target_node_id, p->port_id,
-                              callback, context);
+        gm_send_with_callback(p, message, size, len, priority, target_node_id, p->port_id, callback,
+                              context);
 }
 
 GMX_EXPORT void gm_send(struct gm_port *p, void *message, unsigned int size, gm_size_t len,
                         unsigned int priority, unsigned int target_node_id,
                         unsigned int target_port_id)
 {
-    gm_send_with_callback(p, message, size, len, priority, target_node_id, target_port_id,
-                          NULL, NULL);
+    gm_send_with_callback(p, message, size, len, priority, target_node_id, target_port_id, NULL,
+                          NULL);
 }
 
-GMX_EXPORT void gm_send_to_peer(struct gm_port *p, void *message, unsigned int size,
-                                gm_size_t len, unsigned int priority,
-                                unsigned int target_node_id)
+GMX_EXPORT void gm_send_to_peer(struct gm_port *p, void *message, unsigned int size, gm_size_t len,
+                                unsigned int priority, unsigned int target_node_id)
 {
-    gm_send_to_peer_with_callback(p, message, size, len, priority, target_node_id, NULL,
-                                  NULL);
+    gm_send_to_peer_with_callback(p, message, size, len, priority, target_node_id, NULL, NULL);
 }
 
-GMX_EXPORT void gm_datagram_send(struct gm_port *p, void *message, unsigned int size,
-                                 gm_size_t len, unsigned int priority,
-                                 unsigned int target_node_id, unsigned int target_port_id,
+GMX_EXPORT void gm_datagram_send(struct gm_port *p, void *message, unsigned int size, gm_size_t len,
+                                 unsigned int priority, unsigned int target_node_id,
+                                 unsigned int target_port_id,
                                  gm_send_completion_callback_t callback, void *context)
 {
-    gm_send_with_callback(p, message, size, len, priority, target_node_id, target_port_id,
-                          callback, context);
+    gm_send_with_callback(p, message, size, len, priority, target_node_id, target_port_id, callback,
+                          context);
 }
 
 GMX_EXPORT void gm_put(struct gm_port *p, void *local_buffer, gm_remote_ptr_t remote_buffer,
@@ -392,16 +367,13 @@ GMX_EXPORT void gm_put(struct gm_port *p, void *local_buffer, gm_remote_ptr_t re
                         target_port_id, callback, context);
 }
 
-GMX_EXPORT void gm_directed_send_with_callback(struct gm_port *p, void *source_buffer,
-                                               gm_remote_ptr_t target_buffer, gm_size_t len,
-                                               enum gm_priority priority,
-                                               unsigned int target_node_id,
-                                               unsigned int target_port_id,
-                                               gm_send_completion_callback_t callback,
-                                               void *context)
+GMX_EXPORT void gm_directed_send_with_callback(
+    struct gm_port *p, void *source_buffer, gm_remote_ptr_t target_buffer, gm_size_t len,
+    enum gm_priority priority, unsigned int target_node_id, unsigned int target_port_id,
+    gm_send_completion_callback_t callback, void *context)
 {
-    gm_put(p, source_buffer, target_buffer, len, priority, target_node_id, target_port_id,
-           callback, context);
+    gm_put(p, source_buffer, target_buffer, len, priority, target_node_id, target_port_id, callback,
+           context);
 }
 
 GMX_EXPORT void gm_directed_send(struct gm_port *p, void *source_buffer,
@@ -409,8 +381,8 @@ GMX_EXPORT void gm_directed_send(struct gm_port *p, void *source_buffer,
                                  enum gm_priority priority, unsigned int target_node_id,
                                  unsigned int target_port_id)
 {
-    gm_put(p, source_buffer, target_buffer, len, priority, target_node_id, target_port_id,
-           NULL, NULL);
+    gm_put(p, source_buffer, target_buffer, len, priority, target_node_id, target_port_id, NULL,
+           NULL);
 }
 
 GMX_EXPORT void gm_get(struct gm_port *p, gm_remote_ptr_t remote_buffer, void *local_buffer,
@@ -418,8 +390,7 @@ GMX_EXPORT void gm_get(struct gm_port *p, gm_remote_ptr_t remote_buffer, void *l
                        unsigned int target_port_id, gm_send_completion_callback_t callback,
                        void *context)
 {
-    if (!p)
-        return;
+    if (!p) return;
     gmx_port_lock(p);
     get_locked(p, remote_buffer, local_buffer, len, priority, target_node_id, target_port_id,
                callback, context);
@@ -427,12 +398,11 @@ GMX_EXPORT void gm_get(struct gm_port *p, gm_remote_ptr_t remote_buffer, void *l
     gmx_port_unlock(p);
 }
 
-GMX_EXPORT void gm_drop_sends(struct gm_port *p, unsigned int priority,
-                              unsigned int target_node_id, unsigned int target_port_id,
-                              gm_send_completion_callback_t callback, void *context)
+GMX_EXPORT void gm_drop_sends(struct gm_port *p, unsigned int priority, unsigned int target_node_id,
+                              unsigned int target_port_id, gm_send_completion_callback_t callback,
+                              void *context)
 {
-    if (!p)
-        return;
+    if (!p) return;
     gmx_port_lock(p);
     drop_locked(p, priority, target_node_id, target_port_id, callback, context);
     gmx_port_unlock(p);
@@ -442,8 +412,7 @@ GMX_EXPORT void gm_resume_sending(struct gm_port *p, unsigned int priority,
                                   unsigned int target_node_id, unsigned int target_port_id,
                                   gm_send_completion_callback_t callback, void *context)
 {
-    if (!p)
-        return;
+    if (!p) return;
     gmx_port_lock(p);
     resume_locked(p, priority, target_node_id, target_port_id, callback, context);
     gmx_port_unlock(p);

@@ -22,27 +22,23 @@ static struct {
 const struct gmx_node *gmx_node_find(unsigned id)
 {
     for (unsigned i = 0; i < gmx_cfg.num_nodes; i++)
-        if (gmx_cfg.nodes[i].id == id)
-            return &gmx_cfg.nodes[i];
+        if (gmx_cfg.nodes[i].id == id) return &gmx_cfg.nodes[i];
     return NULL;
 }
 
 /* Accepts "host" and GM's "host:board" form (board 0 only). */
 const struct gmx_node *gmx_node_by_name(const char *name)
 {
-    if (!name)
-        return NULL;
+    if (!name) return NULL;
     size_t n = strnlen(name, GM_MAX_HOST_NAME_LEN + 1);
     const char *colon = memchr(name, ':', n);
     if (colon) {
-        if (strcmp(colon, ":0") != 0)
-            return NULL;
+        if (strcmp(colon, ":0") != 0) return NULL;
         n = (size_t)(colon - name);
     }
     for (unsigned i = 0; i < gmx_cfg.num_nodes; i++) {
         const char *h = gmx_cfg.nodes[i].host;
-        if (strlen(h) == n && strncmp(h, name, n) == 0)
-            return &gmx_cfg.nodes[i];
+        if (strlen(h) == n && strncmp(h, name, n) == 0) return &gmx_cfg.nodes[i];
     }
     return NULL;
 }
@@ -73,12 +69,10 @@ int gmx_node_set_address(unsigned id, const char *ipv4, unsigned port_base)
 static int parse_uint(const char *s, unsigned long max, unsigned long *out)
 {
     char *end;
-    if (!s || !isdigit((unsigned char)*s))
-        return -1;
+    if (!s || !isdigit((unsigned char)*s)) return -1;
     errno = 0;
     unsigned long v = strtoul(s, &end, 10);
-    if (errno || *end || v > max)
-        return -1;
+    if (errno || *end || v > max) return -1;
     *out = v;
     return 0;
 }
@@ -88,20 +82,21 @@ static int parse_entry(char *line, const char *where, unsigned lineno)
 {
     char *save = NULL;
     char *id_s = strtok_r(line, " \t\r\n", &save);
-    if (!id_s)
-        return 0; /* blank */
+    if (!id_s) return 0; /* blank */
     char *host = strtok_r(NULL, " \t\r\n", &save);
     char *addr = strtok_r(NULL, " \t\r\n", &save);
     char *extra = strtok_r(NULL, " \t\r\n", &save);
     unsigned long id, base = 0;
     if (parse_uint(id_s, GMX_MAX_NODE_ID, &id) || id == 0 || !host || extra) {
-        fprintf(stderr, "libgm: %s:%u: expected '<node_id 1..65535> <host> "
-                        "[<ipv4>[:<port_base>]]'\n", where, lineno);
+        fprintf(stderr,
+                "libgm: %s:%u: expected '<node_id 1..65535> <host> "
+                "[<ipv4>[:<port_base>]]'\n",
+                where, lineno);
         return -1;
     }
     if (strlen(host) >= GM_MAX_HOST_NAME_LEN || strchr(host, ':')) {
-        fprintf(stderr, "libgm: %s:%u: bad host name '%s' (max %d chars, no ':')\n",
-                where, lineno, host, GM_MAX_HOST_NAME_LEN - 1);
+        fprintf(stderr, "libgm: %s:%u: bad host name '%s' (max %d chars, no ':')\n", where, lineno,
+                host, GM_MAX_HOST_NAME_LEN - 1);
         return -1;
     }
     if (gmx_node_find((unsigned)id)) {
@@ -115,8 +110,7 @@ static int parse_entry(char *line, const char *where, unsigned lineno)
         if (colon) {
             *colon = '\0';
             if (parse_uint(colon + 1, 65535 - GMX_NUM_PORTS, &base) || base == 0) {
-                fprintf(stderr, "libgm: %s:%u: bad port base '%s'\n", where, lineno,
-                        colon + 1);
+                fprintf(stderr, "libgm: %s:%u: bad port base '%s'\n", where, lineno, colon + 1);
                 return -1;
             }
         }
@@ -129,16 +123,14 @@ static int parse_entry(char *line, const char *where, unsigned lineno)
         node.ipv4 = in.s_addr;
     }
     node.port_base = (unsigned)base;
-    struct gmx_node *grown =
-        realloc(gmx_cfg.nodes, (gmx_cfg.num_nodes + 1) * sizeof *grown);
+    struct gmx_node *grown = realloc(gmx_cfg.nodes, (gmx_cfg.num_nodes + 1) * sizeof *grown);
     if (!grown) {
         fprintf(stderr, "libgm: out of memory reading the node map\n");
         return -1;
     }
     gmx_cfg.nodes = grown;
     gmx_cfg.nodes[gmx_cfg.num_nodes++] = node;
-    if (id > gmx_cfg.max_node_id)
-        gmx_cfg.max_node_id = (unsigned)id;
+    if (id > gmx_cfg.max_node_id) gmx_cfg.max_node_id = (unsigned)id;
     return 0;
 }
 
@@ -146,14 +138,11 @@ static int parse_text(char *text, const char *seps, const char *where)
 {
     unsigned lineno = 0;
     char *save = NULL;
-    for (char *line = strtok_r(text, seps, &save); line;
-         line = strtok_r(NULL, seps, &save)) {
+    for (char *line = strtok_r(text, seps, &save); line; line = strtok_r(NULL, seps, &save)) {
         lineno++;
         char *hash = strchr(line, '#');
-        if (hash)
-            *hash = '\0';
-        if (parse_entry(line, where, lineno))
-            return -1;
+        if (hash) *hash = '\0';
+        if (parse_entry(line, where, lineno)) return -1;
     }
     return 0;
 }
@@ -189,8 +178,7 @@ static int load_map(void)
                 break;
             }
             char *hash = strchr(line, '#');
-            if (hash)
-                *hash = '\0';
+            if (hash) *hash = '\0';
             rc = parse_entry(line, path, lineno);
         }
         fclose(f);
@@ -213,20 +201,17 @@ static void own_host_name(char *buf, size_t len)
         snprintf(buf, len, "%s", env);
         return;
     }
-    if (gethostname(buf, len) != 0)
-        snprintf(buf, len, "localhost");
+    if (gethostname(buf, len) != 0) snprintf(buf, len, "localhost");
     buf[len - 1] = '\0';
     char *colon = strchr(buf, ':');
-    if (colon)
-        *colon = '\0';
+    if (colon) *colon = '\0';
 }
 
 static unsigned env_uint(const char *name, unsigned def, unsigned long max)
 {
     const char *s = getenv(name);
     unsigned long v;
-    if (!s || !*s)
-        return def;
+    if (!s || !*s) return def;
     if (parse_uint(s, max, &v)) {
         fprintf(stderr, "libgm: ignoring %s=%s (not a number <= %lu)\n", name, s, max);
         return def;
@@ -238,16 +223,14 @@ int gmx_config_load(void)
 {
     memset(&gmx_cfg, 0, sizeof gmx_cfg);
     gmx_cfg.verbose = (int)env_uint("GM_VERBOSE", 0, 10);
-    if (load_map())
-        goto fail;
+    if (load_map()) goto fail;
 
     char host[GM_MAX_HOST_NAME_LEN];
     own_host_name(host, sizeof host);
     if (gmx_cfg.num_nodes == 0) {
         char line[GM_MAX_HOST_NAME_LEN + 8];
         snprintf(line, sizeof line, "1 %s", host);
-        if (parse_entry(line, "default node map", 1))
-            goto fail;
+        if (parse_entry(line, "default node map", 1)) goto fail;
     }
 
     const char *id_s = getenv("GM_NODE_ID");
@@ -269,11 +252,12 @@ int gmx_config_load(void)
         gmx_cfg.self = (unsigned)id;
     } else {
         const struct gmx_node *me = gmx_node_by_name(host);
-        if (!me && gmx_cfg.num_nodes == 1)
-            me = &gmx_cfg.nodes[0];
+        if (!me && gmx_cfg.num_nodes == 1) me = &gmx_cfg.nodes[0];
         if (!me) {
-            fprintf(stderr, "libgm: host '%s' is not in the node map; set GM_NODE_ID "
-                            "or GM_HOST_NAME\n", host);
+            fprintf(stderr,
+                    "libgm: host '%s' is not in the node map; set GM_NODE_ID "
+                    "or GM_HOST_NAME\n",
+                    host);
             goto fail;
         }
         gmx_cfg.self = me->id;
@@ -283,14 +267,15 @@ int gmx_config_load(void)
         given.port_base ? given.port_base : env_uint("GM_PORT_BASE", 27000, 65535 - GMX_NUM_PORTS);
     int any_addr = 0;
     for (unsigned i = 0; i < gmx_cfg.num_nodes; i++) {
-        if (gmx_cfg.nodes[i].port_base == 0)
-            gmx_cfg.nodes[i].port_base = base;
+        if (gmx_cfg.nodes[i].port_base == 0) gmx_cfg.nodes[i].port_base = base;
         any_addr |= gmx_cfg.nodes[i].has_addr;
     }
 
     const char *prov = given.provider ? given.provider : getenv("GM_PROVIDER");
     snprintf(gmx_cfg.provider, sizeof gmx_cfg.provider, "%s",
-             prov && *prov ? prov : any_addr ? "tcp;ofi_rxm" : "shm");
+             prov && *prov ? prov
+             : any_addr    ? "tcp;ofi_rxm"
+                           : "shm");
     const char *ns = given.shm_ns ? given.shm_ns : getenv("GM_SHM_NAMESPACE");
     if (ns && *ns) {
         if (!namespace_ok(ns)) {
@@ -309,8 +294,8 @@ int gmx_config_load(void)
      * FI_ENOTCONN for good, and the target's CPU is needed there anyway. */
     int is_shm = strncmp(gmx_cfg.provider, "shm", 3) == 0;
     gmx_cfg.rma = (int)env_uint("GM_RMA", is_shm ? 1 : 0, 1);
-    gmx_log("node %u of %u, provider %s, shm namespace %s\n", gmx_cfg.self,
-            gmx_cfg.num_nodes, gmx_cfg.provider, gmx_cfg.shm_ns);
+    gmx_log("node %u of %u, provider %s, shm namespace %s\n", gmx_cfg.self, gmx_cfg.num_nodes,
+            gmx_cfg.provider, gmx_cfg.shm_ns);
     return 0;
 fail:
     gmx_config_free();

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#define GMX_SPIN_NS 1000000u  /* blocking receive spins this long */
-#define GMX_NAP_NS 10000000u  /* one _GM_SLEEP_EVENT sleeps at most this long */
+#define GMX_SPIN_NS 1000000u /* blocking receive spins this long */
+#define GMX_NAP_NS 10000000u /* one _GM_SLEEP_EVENT sleeps at most this long */
 
 /* ---- the event loop ------------------------------------------------------ */
 
@@ -30,14 +30,12 @@ static gm_recv_event_t *next_event(struct gm_port *p)
 
 static gm_recv_event_t *next_event_locked(struct gm_port *p)
 {
-    if (p->done)
-        return set_type(p, GM_SENT_TOKENS_EVENT);
+    if (p->done) return set_type(p, GM_SENT_TOKENS_EVENT);
     if (!p->ring_count) {
         gmx_progress(p);
         /* Callbacks first: on GM the ack of a message reaches its sender
          * before any reply the target sent after receiving it. */
-        if (p->done)
-            return set_type(p, GM_SENT_TOKENS_EVENT);
+        if (p->done) return set_type(p, GM_SENT_TOKENS_EVENT);
     }
     if (p->ring_count) {
         p->cur = p->ring[p->ring_head];
@@ -45,29 +43,25 @@ static gm_recv_event_t *next_event_locked(struct gm_port *p)
         p->ring_count--;
         return &p->cur;
     }
-    if (p->alarms && gmx_alarm_due(p, gmx_now_ns()))
-        return set_type(p, GM_ALARM_EVENT);
+    if (p->alarms && gmx_alarm_due(p, gmx_now_ns())) return set_type(p, GM_ALARM_EVENT);
     return NULL;
 }
 
 GMX_EXPORT gm_recv_event_t *gm_receive(struct gm_port *p)
 {
     static gm_recv_event_t none; /* type 0; only for a NULL port */
-    if (!p)
-        return &none;
+    if (!p) return &none;
     gm_recv_event_t *e = next_event(p);
     return e ? e : set_type(p, GM_NO_RECV_EVENT);
 }
 
 GMX_EXPORT gm_recv_event_t *gm_blocking_receive(struct gm_port *p)
 {
-    if (!p)
-        return gm_receive(p);
+    if (!p) return gm_receive(p);
     uint64_t start = 0;
     for (unsigned i = 0;; i++) {
         gm_recv_event_t *e = next_event(p);
-        if (e)
-            return e;
+        if (e) return e;
         if ((i & 63) == 0) {
             uint64_t now = gmx_now_ns();
             if (!start)
@@ -80,23 +74,20 @@ GMX_EXPORT gm_recv_event_t *gm_blocking_receive(struct gm_port *p)
 
 GMX_EXPORT gm_recv_event_t *gm_blocking_receive_no_spin(struct gm_port *p)
 {
-    if (!p)
-        return gm_receive(p);
+    if (!p) return gm_receive(p);
     gm_recv_event_t *e = next_event(p);
     return e ? e : set_type(p, _GM_SLEEP_EVENT);
 }
 
 static int pending_locked(struct gm_port *p)
 {
-    if (!p->ring_count && !p->done)
-        gmx_progress(p);
+    if (!p->ring_count && !p->done) gmx_progress(p);
     return p->ring_count || p->done || (p->alarms && gmx_alarm_due(p, gmx_now_ns()));
 }
 
 GMX_EXPORT int gm_receive_pending(struct gm_port *p)
 {
-    if (!p)
-        return 0;
+    if (!p) return 0;
     gmx_port_lock(p);
     int r = pending_locked(p);
     gmx_port_unlock(p);
@@ -105,8 +96,7 @@ GMX_EXPORT int gm_receive_pending(struct gm_port *p)
 
 GMX_EXPORT int gm_next_event_peek(struct gm_port *p, gm_u16_t *sender)
 {
-    if (!p)
-        return GM_NO_RECV_EVENT;
+    if (!p) return GM_NO_RECV_EVENT;
     int type = GM_NO_RECV_EVENT;
     gmx_port_lock(p);
     if (!pending_locked(p)) {
@@ -115,8 +105,7 @@ GMX_EXPORT int gm_next_event_peek(struct gm_port *p, gm_u16_t *sender)
         type = GM_SENT_TOKENS_EVENT;
     } else if (p->ring_count) {
         gm_recv_event_t *e = &p->ring[p->ring_head];
-        if (sender)
-            *sender = gm_ntoh_u16(e->recv.sender_node_id);
+        if (sender) *sender = gm_ntoh_u16(e->recv.sender_node_id);
         type = GM_RECV_EVENT_TYPE(e);
     } else {
         type = GM_ALARM_EVENT;
@@ -162,8 +151,7 @@ static void nap(struct gm_port *p)
     uint64_t until = gmx_now_ns() + GMX_NAP_NS;
     for (;;) {
         uint64_t now = gmx_now_ns();
-        if (now >= until)
-            return;
+        if (now >= until) return;
         uint64_t ns = p->addr_is_str ? until - now : 20000;
         if (bell_wait(p, ns)) return;
     }
@@ -203,16 +191,14 @@ static void run_callbacks(struct gm_port *p)
         gm_status_t st = s->status;
         gmx_sreq_put(p, s);
         gmx_port_unlock(p);
-        if (cb)
-            cb(p, ctx, st);
+        if (cb) cb(p, ctx, st);
         s = next;
     }
 }
 
 GMX_EXPORT void gm_unknown(struct gm_port *p, gm_recv_event_t *e)
 {
-    if (!p || !e)
-        return;
+    if (!p || !e) return;
     unsigned type = GM_RECV_EVENT_TYPE(e);
     switch (type) {
     case GM_SENT_TOKENS_EVENT:
@@ -234,15 +220,12 @@ GMX_EXPORT void gm_unknown(struct gm_port *p, gm_recv_event_t *e)
     case GM_FAST_HIGH_PEER_RECV_EVENT: {
         /* An unhandled receive gives its buffer (token) back to GM. */
         unsigned high = type == GM_HIGH_RECV_EVENT || type == GM_HIGH_PEER_RECV_EVENT ||
-                        type == GM_FAST_HIGH_RECV_EVENT ||
-                        type == GM_FAST_HIGH_PEER_RECV_EVENT;
-        gm_provide_receive_buffer_with_tag(p, gm_ntohp(e->recv.buffer),
-                                           gm_ntoh_u8(e->recv.size), high,
-                                           gm_ntoh_u8(e->recv.tag));
+                        type == GM_FAST_HIGH_RECV_EVENT || type == GM_FAST_HIGH_PEER_RECV_EVENT;
+        gm_provide_receive_buffer_with_tag(p, gm_ntohp(e->recv.buffer), gm_ntoh_u8(e->recv.size),
+                                           high, gm_ntoh_u8(e->recv.tag));
         break;
     }
     default:
         break;
     }
 }
-

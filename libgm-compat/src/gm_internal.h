@@ -101,20 +101,20 @@ enum gmx_kind {
 
 struct gmx_hdr {
     uint8_t kind, size, prio, status;
-    uint16_t node;   /* sender */
-    uint8_t port;    /* sender */
-    uint8_t acks;    /* bit p: ack[p] is valid */
-    uint32_t seq;    /* stream items, NACK */
+    uint16_t node;                   /* sender */
+    uint8_t port;                    /* sender */
+    uint8_t acks;                    /* bit p: ack[p] is valid */
+    uint32_t seq;                    /* stream items, NACK */
     uint32_t ack[GM_NUM_PRIORITIES]; /* last item of ours processed, per prio */
-    uint32_t xfer;   /* DATA / GETDATA transfer id */
-    uint32_t epoch;  /* incarnation of the sending port */
-    uint32_t aepoch; /* incarnation of the receiving port the acks are for */
-    uint32_t base;   /* stream items: oldest item of this priority the sender
-                        still waits for (earlier ones are done or given up) */
+    uint32_t xfer;                   /* DATA / GETDATA transfer id */
+    uint32_t epoch;                  /* incarnation of the sending port */
+    uint32_t aepoch;                 /* incarnation of the receiving port the acks are for */
+    uint32_t base;                   /* stream items: oldest item of this priority the sender
+                                        still waits for (earlier ones are done or given up) */
     uint32_t pad;
-    uint64_t addr;   /* put/get target address; KEY/UNKEY region base */
-    uint64_t len;    /* payload or transfer length; KEY region length */
-    uint64_t key;    /* KEY */
+    uint64_t addr; /* put/get target address; KEY/UNKEY region base */
+    uint64_t len;  /* payload or transfer length; KEY region length */
+    uint64_t key;  /* KEY */
 };
 #define GMX_EAGER_MAX 4096 /* larger payloads go as DATA; what a receiver takes eager */
 #define GMX_BOUNCE_LEN (sizeof(struct gmx_hdr) + GMX_EAGER_MAX)
@@ -149,7 +149,7 @@ static inline size_t gmx_eager_max(size_t inject_size)
 struct gmx_node {
     unsigned id;
     char host[GM_MAX_HOST_NAME_LEN];
-    int has_addr; /* set last (release) when gmx_node_set_address fills ipv4/port_base */
+    int has_addr;       /* set last (release) when gmx_node_set_address fills ipv4/port_base */
     uint32_t ipv4;      /* network order */
     unsigned port_base; /* TCP port of GM port 0 */
 };
@@ -158,7 +158,7 @@ struct gmx_config {
     struct gmx_node *nodes;
     unsigned num_nodes;
     unsigned max_node_id;
-    unsigned self;           /* own node id */
+    unsigned self; /* own node id */
     char provider[64];
     char shm_ns[64];
     unsigned send_timeout_ms;
@@ -171,7 +171,7 @@ extern struct gmx_config gmx_cfg;
 const struct gmx_node *gmx_node_find(unsigned id);
 const struct gmx_node *gmx_node_by_name(const char *name);
 int gmx_node_set_address(unsigned id, const char *ipv4, unsigned port_base); /* 0 or -1 */
-int gmx_config_load(void);   /* 0 or -1 with a message on stderr */
+int gmx_config_load(void); /* 0 or -1 with a message on stderr */
 struct gm_compat_config;
 /* Keeps gm_compat_configure's settings for gmx_config_load; gmx_lock held. */
 gm_status_t gmx_config_set(const struct gm_compat_config *cfg);
@@ -197,8 +197,8 @@ struct gmx_bell {
 };
 
 struct gmx_sreq {
-    int is_recv; /* 0: tells a CQ context apart from gmx_rreq */
-    int in_use;  /* taken from the pool: its buf may still be read (gm_dma_free defers) */
+    int is_recv;           /* 0: tells a CQ context apart from gmx_rreq */
+    int in_use;            /* taken from the pool: its buf may still be read (gm_dma_free defers) */
     struct gmx_sreq *next; /* free list, backlog, unacked list, done list */
     enum gmx_sreq_kind kind;
     gm_status_t status;
@@ -208,22 +208,22 @@ struct gmx_sreq {
     /* what to (re)send */
     const void *buf;
     size_t len;
-    uint64_t tag;         /* DATA / GETDATA sends */
+    uint64_t tag; /* DATA / GETDATA sends */
     unsigned prio;
     uint64_t first_try_ns;
-    int eager;            /* hdr (+ buf) on the eager channel */
-    int stream;           /* a stream item: acknowledged by the target */
-    int rma;              /* 1 = fi_write, 2 = fi_read (buf = local buffer) */
-    uint64_t raddr, rkey; /* rma target */
+    int eager;              /* hdr (+ buf) on the eager channel */
+    int stream;             /* a stream item: acknowledged by the target */
+    int rma;                /* 1 = fi_write, 2 = fi_read (buf = local buffer) */
+    uint64_t raddr, rkey;   /* rma target */
     gm_status_t ack_status; /* what the target said */
     int acked;
-    int retried;          /* requeued after a transient provider error */
-    uint64_t retry_ns;    /* ... when */
+    int retried;            /* requeued after a transient provider error */
+    uint64_t retry_ns;      /* ... when */
     unsigned local_pending; /* provider completions still due (own + child) */
     uint32_t seq;
     struct gmx_hdr hdr;
-    struct gmx_sreq *child;  /* DATA that follows this header */
-    struct gmx_sreq *parent; /* of a DATA send */
+    struct gmx_sreq *child;    /* DATA that follows this header */
+    struct gmx_sreq *parent;   /* of a DATA send */
     struct gmx_rreq *get_rreq; /* GET: the GETDATA receive waiting */
 };
 
@@ -235,7 +235,7 @@ enum gmx_rreq_kind {
 };
 
 struct gmx_rreq {
-    int is_recv; /* 1 */
+    int is_recv;           /* 1 */
     struct gmx_rreq *next; /* free list, buffer list, held list, post backlog */
     enum gmx_rreq_kind kind;
     void *buf;
@@ -243,7 +243,7 @@ struct gmx_rreq {
     /* filled at completion */
     uint64_t rtag;
     size_t rlen;
-    struct gmx_sreq *get; /* GETDATA: the client's request */
+    struct gmx_sreq *get;  /* GETDATA: the client's request */
     struct gmx_peer *peer; /* CLIENT/PUTDATA receiving DATA: whose stream waits */
     uint32_t seq;          /* ... and which item it is */
     int truncated;
@@ -261,27 +261,27 @@ struct gmx_rkey {
 /* What this port knows of one remote (node, port). */
 struct gmx_peer {
     unsigned node, port;
-    struct gmx_bell *bell;     /* shm: its doorbell (bell.c), mapped when resolved */
-    uint64_t bits;             /* gmx_sender_bits(node, port) */
+    struct gmx_bell *bell; /* shm: its doorbell (bell.c), mapped when resolved */
+    uint64_t bits;         /* gmx_sender_bits(node, port) */
     fi_addr_t addr;
-    int resolved;              /* addr valid */
-    char shm_name[128];        /* shm: the address addr was made from */
-    uint64_t last_check_ns;    /* shm: last look at the target's lock file */
-    unsigned close_epoch;      /* gmx_close_epoch when last validated */
-    int reached;               /* a send to it ever completed */
-    uint64_t heard_ns;         /* shm: last sign of life (message, completion) */
-    uint64_t gone_ns;          /* shm: when its lock was last found free */
-    int reconnect;             /* tcp: the provider's connection broke: renew */
-    uint64_t reconnect_ns;     /* last renewal */
+    int resolved;           /* addr valid */
+    char shm_name[128];     /* shm: the address addr was made from */
+    uint64_t last_check_ns; /* shm: last look at the target's lock file */
+    unsigned close_epoch;   /* gmx_close_epoch when last validated */
+    int reached;            /* a send to it ever completed */
+    uint64_t heard_ns;      /* shm: last sign of life (message, completion) */
+    uint64_t gone_ns;       /* shm: when its lock was last found free */
+    int reconnect;          /* tcp: the provider's connection broke: renew */
+    uint64_t reconnect_ns;  /* last renewal */
     /* sending */
     uint32_t send_seq[GM_NUM_PRIORITIES];
-    int disabled[GM_NUM_PRIORITIES];       /* a send failed: hold the rest */
-    struct gmx_sreq *backlog, *backlog_tail; /* waiting for the window / provider */
-    struct gmx_sreq *dataq, *dataq_tail;   /* DATA behind sent headers: first */
+    int disabled[GM_NUM_PRIORITIES];             /* a send failed: hold the rest */
+    struct gmx_sreq *backlog, *backlog_tail;     /* waiting for the window / provider */
+    struct gmx_sreq *dataq, *dataq_tail;         /* DATA behind sent headers: first */
     struct gmx_sreq *unacked[GM_NUM_PRIORITIES]; /* stream items sent, in order */
     struct gmx_sreq *unacked_tail[GM_NUM_PRIORITIES];
-    unsigned inflight;                     /* length of unacked */
-    unsigned rma_busy;                     /* puts by fi_write not completed */
+    unsigned inflight; /* length of unacked */
+    unsigned rma_busy; /* puts by fi_write not completed */
     struct gmx_peer *next_backlogged;
     int in_backlog_list;
     struct gmx_peer *next_watch; /* in p->watch: has items in flight */
@@ -289,15 +289,15 @@ struct gmx_peer {
     struct gmx_rkey keys[GMX_KEY_CACHE];
     unsigned nkeys, key_next;
     /* receiving */
-    uint32_t rx_epoch;                     /* incarnation of the peer we hear from */
-    uint32_t recv_seq[GM_NUM_PRIORITIES];  /* next item to process */
-    int seen[GM_NUM_PRIORITIES];           /* recv_seq is valid */
-    unsigned stall[GM_NUM_PRIORITIES];     /* DATA of the item in process not landed */
+    uint32_t rx_epoch;                             /* incarnation of the peer we hear from */
+    uint32_t recv_seq[GM_NUM_PRIORITIES];          /* next item to process */
+    int seen[GM_NUM_PRIORITIES];                   /* recv_seq is valid */
+    unsigned stall[GM_NUM_PRIORITIES];             /* DATA of the item in process not landed */
     struct gmx_rreq *stall_req[GM_NUM_PRIORITIES]; /* ... its posted receive */
-    int blocked[GM_NUM_PRIORITIES];        /* head item waits for a buffer */
-    struct gmx_rreq *held[GM_NUM_PRIORITIES]; /* items not processed yet, by seq */
+    int blocked[GM_NUM_PRIORITIES];                /* head item waits for a buffer */
+    struct gmx_rreq *held[GM_NUM_PRIORITIES];      /* items not processed yet, by seq */
     struct gmx_rreq *held_tail[GM_NUM_PRIORITIES];
-    uint32_t ack_due[GM_NUM_PRIORITIES];   /* last processed seq to ack */
+    uint32_t ack_due[GM_NUM_PRIORITIES]; /* last processed seq to ack */
     int ack_pending[GM_NUM_PRIORITIES];
     unsigned acks_owed;   /* items processed since an ack last went */
     uint64_t ack_owed_ns; /* when a look first saw them owed (0: none yet) */
@@ -317,7 +317,7 @@ struct gmx_region {
     uintptr_t base;
     size_t len;
     unsigned refs;
-    int dma; /* from gm_dma_malloc */
+    int dma;           /* from gm_dma_malloc */
     struct fid_mr *mr; /* registered with the provider for RMA (lazily) */
     uint64_t key;
 };
@@ -341,10 +341,10 @@ struct gm_port {
     struct fid_av *av;
     size_t inject_size;
     size_t eager_max; /* client payloads sent eager (gmx_eager_max) */
-    int addr_is_str; /* shm-style names */
-    int rma;         /* provider does fi_write/fi_read without our help */
-    int mr_virt;     /* RMA addresses are virtual addresses (else offsets) */
-    int mr_prov_key; /* the provider picks keys */
+    int addr_is_str;  /* shm-style names */
+    int rma;          /* provider does fi_write/fi_read without our help */
+    int mr_virt;      /* RMA addresses are virtual addresses (else offsets) */
+    int mr_prov_key;  /* the provider picks keys */
     uint64_t next_key;
 
     /* peers: peers[node][port], node rows allocated lazily */
@@ -412,7 +412,7 @@ struct gm_port {
     _Atomic uint64_t guard_seq; /* odd while inside a call */
     _Atomic unsigned long guard_thread;
     _Atomic unsigned guard_node, guard_port;
-    uint64_t guard_seen; /* guard_seq at the watchdog's last look; watchdog only */
+    uint64_t guard_seen;  /* guard_seq at the watchdog's last look; watchdog only */
     unsigned guard_looks; /* looks that found the same call inside; watchdog only */
 };
 
@@ -423,13 +423,11 @@ extern atomic_int gmx_open_ports;       /* ports open in this process */
 void gmx_help_others(struct gm_port *self);
 static inline void gmx_port_lock(struct gm_port *p)
 {
-    if (pthread_mutex_lock(&p->lock) != 0)
-        abort(); /* a broken invariant of our own */
+    if (pthread_mutex_lock(&p->lock) != 0) abort(); /* a broken invariant of our own */
 }
 static inline void gmx_port_unlock(struct gm_port *p)
 {
-    if (pthread_mutex_unlock(&p->lock) != 0)
-        abort();
+    if (pthread_mutex_unlock(&p->lock) != 0) abort();
 }
 struct gmx_peer *gmx_peer_get(struct gm_port *p, unsigned node, unsigned port);
 int gmx_peer_resolve(struct gm_port *p, struct gmx_peer *peer);
@@ -480,8 +478,8 @@ void gmx_backlog_progress(struct gm_port *p);
 void gmx_watch_progress(struct gm_port *p);
 void gmx_nack_held(struct gm_port *p);
 void gmx_backlog_fail_all(struct gm_port *p);
-int gmx_send_internal(struct gm_port *p, struct gmx_peer *peer, const void *buf,
-                      size_t len, uint64_t tag);
+int gmx_send_internal(struct gm_port *p, struct gmx_peer *peer, const void *buf, size_t len,
+                      uint64_t tag);
 void gmx_send_failed(struct gm_port *p, struct gmx_sreq *s, gm_status_t st);
 int gmx_send_retry(struct gm_port *p, struct gmx_sreq *s);
 int gmx_send_ctl(struct gm_port *p, struct gmx_peer *peer, const struct gmx_hdr *h);
@@ -491,8 +489,8 @@ void gmx_key_forget(struct gmx_peer *peer, uint64_t base);
 
 /* recv.c */
 int gmx_progress(struct gm_port *p);
-int gmx_post_recv(struct gm_port *p, struct gmx_rreq *r, void *buf, size_t len,
-                  uint64_t tag, uint64_t ignore);
+int gmx_post_recv(struct gm_port *p, struct gmx_rreq *r, void *buf, size_t len, uint64_t tag,
+                  uint64_t ignore);
 int gmx_bounce_fill(struct gm_port *p);
 void gmx_bounce_free(struct gm_port *p);
 /* Sends the acks that are due (all of them with `all`: close, exit). */
@@ -520,10 +518,9 @@ uint64_t gmx_alarm_next(struct gm_port *p);
 /* status.c */
 gm_status_t gmx_status_from_fi(int fi_err, const struct gmx_peer *peer);
 
-#define gmx_log(...)                                                          \
-    do {                                                                      \
-        if (gmx_cfg.verbose)                                                  \
-            fprintf(stderr, "libgm: " __VA_ARGS__);                           \
+#define gmx_log(...)                                                                               \
+    do {                                                                                           \
+        if (gmx_cfg.verbose) fprintf(stderr, "libgm: " __VA_ARGS__);                               \
     } while (0)
 
 #endif

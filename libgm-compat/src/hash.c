@@ -22,11 +22,9 @@ GMX_EXPORT struct gm_hash *gm_create_hash(long (*cmp)(void *, void *),
                                           gm_size_t data_len, gm_size_t min_entries, int flags)
 {
     (void)flags;
-    if (!cmp || !hash)
-        return NULL;
+    if (!cmp || !hash) return NULL;
     struct gm_hash *h = calloc(1, sizeof *h);
-    if (!h)
-        return NULL;
+    if (!h) return NULL;
     h->cmp = cmp;
     h->hash = hash;
     h->key_len = key_len;
@@ -44,17 +42,14 @@ GMX_EXPORT struct gm_hash *gm_create_hash(long (*cmp)(void *, void *),
 
 static void ent_free(struct gm_hash *h, struct hash_ent *e)
 {
-    if (h->key_len)
-        free(e->key);
-    if (h->data_len)
-        free(e->data);
+    if (h->key_len) free(e->key);
+    if (h->data_len) free(e->data);
     free(e);
 }
 
 GMX_EXPORT void gm_destroy_hash(struct gm_hash *h)
 {
-    if (!h)
-        return;
+    if (!h) return;
     for (size_t i = 0; i < h->nb; i++)
         for (struct hash_ent *e = h->b[i], *n; e; e = n) {
             n = e->next;
@@ -74,20 +69,17 @@ static struct hash_ent **find(struct gm_hash *h, void *key)
 
 GMX_EXPORT void *gm_hash_find(struct gm_hash *h, void *key)
 {
-    if (!h)
-        return NULL;
+    if (!h) return NULL;
     struct hash_ent *e = *find(h, key);
     return e ? e->data : NULL;
 }
 
 GMX_EXPORT void *gm_hash_remove(struct gm_hash *h, void *key)
 {
-    if (!h)
-        return NULL;
+    if (!h) return NULL;
     struct hash_ent **link = find(h, key);
     struct hash_ent *e = *link;
-    if (!e)
-        return NULL;
+    if (!e) return NULL;
     *link = e->next;
     void *data = h->data_len ? NULL : e->data;
     ent_free(h, e);
@@ -97,23 +89,18 @@ GMX_EXPORT void *gm_hash_remove(struct gm_hash *h, void *key)
 
 static void *dup_or_keep(void *p, gm_size_t len)
 {
-    if (!len)
-        return p;
+    if (!len) return p;
     void *c = malloc(len);
-    if (c)
-        memcpy(c, p, len);
+    if (c) memcpy(c, p, len);
     return c;
 }
 
 GMX_EXPORT gm_status_t gm_hash_insert(struct gm_hash *h, void *key, void *datum)
 {
-    if (!h)
-        return GM_INVALID_PARAMETER;
-    if (*find(h, key))
-        return GM_FAILURE;
+    if (!h) return GM_INVALID_PARAMETER;
+    if (*find(h, key)) return GM_FAILURE;
     struct hash_ent *e = calloc(1, sizeof *e);
-    if (!e)
-        return GM_OUT_OF_MEMORY;
+    if (!e) return GM_OUT_OF_MEMORY;
     e->key = dup_or_keep(key, h->key_len);
     e->data = dup_or_keep(datum, h->data_len);
     if (!e->key || (!e->data && datum)) {
@@ -129,12 +116,10 @@ GMX_EXPORT gm_status_t gm_hash_insert(struct gm_hash *h, void *key, void *datum)
 
 GMX_EXPORT void gm_hash_rekey(struct gm_hash *h, void *old_key, void *new_key)
 {
-    if (!h)
-        return;
+    if (!h) return;
     struct hash_ent **link = find(h, old_key);
     struct hash_ent *e = *link;
-    if (!e)
-        return;
+    if (!e) return;
     *link = e->next;
     if (h->key_len)
         memcpy(e->key, new_key, h->key_len);
@@ -145,7 +130,10 @@ GMX_EXPORT void gm_hash_rekey(struct gm_hash *h, void *old_key, void *new_key)
     *head = e;
 }
 
-GMX_EXPORT long gm_hash_compare_strings(void *a, void *b) { return strcmp(a, b); }
+GMX_EXPORT long gm_hash_compare_strings(void *a, void *b)
+{
+    return strcmp(a, b);
+}
 GMX_EXPORT unsigned long gm_hash_hash_string(void *key)
 {
     unsigned long x = 5381;
@@ -158,12 +146,24 @@ GMX_EXPORT long gm_hash_compare_longs(void *a, void *b)
     long x = *(long *)a, y = *(long *)b;
     return x < y ? -1 : x > y;
 }
-GMX_EXPORT unsigned long gm_hash_hash_long(void *key) { return (unsigned long)*(long *)key * 2654435761UL; }
+GMX_EXPORT unsigned long gm_hash_hash_long(void *key)
+{
+    return (unsigned long)*(long *)key * 2654435761UL;
+}
 GMX_EXPORT long gm_hash_compare_ints(void *a, void *b)
 {
     int x = *(int *)a, y = *(int *)b;
     return x < y ? -1 : x > y;
 }
-GMX_EXPORT unsigned long gm_hash_hash_int(void *key) { return (unsigned long)(unsigned)*(int *)key * 2654435761UL; }
-GMX_EXPORT long gm_hash_compare_ptrs(void *a, void *b) { return a == b ? 0 : (a < b ? -1 : 1); }
-GMX_EXPORT unsigned long gm_hash_hash_ptr(void *key) { return (unsigned long)(uintptr_t)key >> 3; }
+GMX_EXPORT unsigned long gm_hash_hash_int(void *key)
+{
+    return (unsigned long)(unsigned)*(int *)key * 2654435761UL;
+}
+GMX_EXPORT long gm_hash_compare_ptrs(void *a, void *b)
+{
+    return a == b ? 0 : (a < b ? -1 : 1);
+}
+GMX_EXPORT unsigned long gm_hash_hash_ptr(void *key)
+{
+    return (unsigned long)(uintptr_t)key >> 3;
+}

@@ -6,8 +6,7 @@
 
 GMX_EXPORT gm_status_t gm_get_node_id(struct gm_port *p, unsigned int *n)
 {
-    if (!p || !n)
-        return GM_INVALID_PARAMETER;
+    if (!p || !n) return GM_INVALID_PARAMETER;
     *n = p->node_id;
     return GM_SUCCESS;
 }
@@ -20,8 +19,7 @@ GMX_EXPORT unsigned int gm_get_port_id(struct gm_port *p)
 GMX_EXPORT gm_status_t gm_node_id_to_global_id(struct gm_port *p, unsigned int node_id,
                                                unsigned int *global_id)
 {
-    if (!p || !global_id || !gmx_node_find(node_id))
-        return GM_INVALID_PARAMETER;
+    if (!p || !global_id || !gmx_node_find(node_id)) return GM_INVALID_PARAMETER;
     *global_id = node_id;
     return GM_SUCCESS;
 }
@@ -29,8 +27,7 @@ GMX_EXPORT gm_status_t gm_node_id_to_global_id(struct gm_port *p, unsigned int n
 GMX_EXPORT gm_status_t gm_global_id_to_node_id(struct gm_port *p, unsigned int global_id,
                                                unsigned int *node_id)
 {
-    if (!p || !node_id || !gmx_node_find(global_id))
-        return GM_INVALID_PARAMETER;
+    if (!p || !node_id || !gmx_node_find(global_id)) return GM_INVALID_PARAMETER;
     *node_id = global_id;
     return GM_SUCCESS;
 }
@@ -38,8 +35,7 @@ GMX_EXPORT gm_status_t gm_global_id_to_node_id(struct gm_port *p, unsigned int g
 GMX_EXPORT gm_status_t gm_get_host_name(struct gm_port *p, char name[GM_MAX_HOST_NAME_LEN])
 {
     const struct gmx_node *n = p ? gmx_node_find(p->node_id) : NULL;
-    if (!n || !name)
-        return GM_INVALID_PARAMETER;
+    if (!n || !name) return GM_INVALID_PARAMETER;
     snprintf(name, GM_MAX_HOST_NAME_LEN, "%s", n->host);
     return GM_SUCCESS;
 }
@@ -49,8 +45,7 @@ GMX_EXPORT gm_status_t gm_host_name_to_node_id_ex(struct gm_port *p, unsigned in
 {
     (void)timeout_usecs;
     const struct gmx_node *n = p ? gmx_node_by_name(host_name) : NULL;
-    if (!node_id)
-        return GM_INVALID_PARAMETER;
+    if (!node_id) return GM_INVALID_PARAMETER;
     if (!n) {
         *node_id = GM_NO_SUCH_NODE_ID;
         return GM_INVALID_PARAMETER;
@@ -72,8 +67,7 @@ GMX_EXPORT gm_status_t gm_node_id_to_host_name_ex(struct gm_port *p, unsigned in
 {
     (void)timeout_usecs;
     const struct gmx_node *n = p ? gmx_node_find(node_id) : NULL;
-    if (!n || !name)
-        return GM_INVALID_PARAMETER;
+    if (!n || !name) return GM_INVALID_PARAMETER;
     snprintf(*name, GM_MAX_HOST_NAME_LEN + 1, "%s", n->host);
     return GM_SUCCESS;
 }
@@ -101,11 +95,9 @@ static void unique_of(unsigned id, char unique[6])
     unique[5] = (char)id;
 }
 
-GMX_EXPORT gm_status_t gm_node_id_to_unique_id(struct gm_port *p, unsigned int n,
-                                               char unique[6])
+GMX_EXPORT gm_status_t gm_node_id_to_unique_id(struct gm_port *p, unsigned int n, char unique[6])
 {
-    if (!p || !unique || !gmx_node_find(n))
-        return GM_INVALID_PARAMETER;
+    if (!p || !unique || !gmx_node_find(n)) return GM_INVALID_PARAMETER;
     unique_of(n, unique);
     return GM_SUCCESS;
 }
@@ -128,8 +120,7 @@ GMX_EXPORT gm_status_t gm_get_mapper_unique_id(struct gm_port *p, char unique[6]
 GMX_EXPORT gm_status_t gm_unique_id_to_node_id(struct gm_port *p, char unique[6],
                                                unsigned int *node_id)
 {
-    if (!p || !unique || !node_id)
-        return GM_INVALID_PARAMETER;
+    if (!p || !unique || !node_id) return GM_INVALID_PARAMETER;
     unsigned id = (unsigned)(unsigned char)unique[4] << 8 | (unsigned char)unique[5];
     char want[6];
     unique_of(id, want);
@@ -143,16 +134,14 @@ GMX_EXPORT gm_status_t gm_unique_id_to_node_id(struct gm_port *p, char unique[6]
 
 GMX_EXPORT gm_status_t gm_max_node_id(struct gm_port *p, unsigned int *n)
 {
-    if (!p || !n)
-        return GM_INVALID_PARAMETER;
+    if (!p || !n) return GM_INVALID_PARAMETER;
     *n = GMX_MAX_NODE_ID;
     return GM_SUCCESS;
 }
 
 GMX_EXPORT gm_status_t gm_max_node_id_in_use(struct gm_port *p, unsigned int *n)
 {
-    if (!p || !n)
-        return GM_INVALID_PARAMETER;
+    if (!p || !n) return GM_INVALID_PARAMETER;
     *n = gmx_cfg.max_node_id;
     return GM_SUCCESS;
 }
@@ -164,8 +153,7 @@ GMX_EXPORT gm_status_t gm_max_node_id_inuse(struct gm_port *p, unsigned int *n)
 
 GMX_EXPORT gm_status_t gm_get_node_type(struct gm_port *p, int *node_type)
 {
-    if (!p || !node_type)
-        return GM_INVALID_PARAMETER;
+    if (!p || !node_type) return GM_INVALID_PARAMETER;
     *node_type = 0; /* a GM host */
     return GM_SUCCESS;
 }

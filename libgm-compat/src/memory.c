@@ -18,8 +18,7 @@ static int region_add(struct gm_port *p, uintptr_t base, size_t len, int dma)
     if (p->nregions == p->regions_cap) {
         unsigned cap = p->regions_cap ? p->regions_cap * 2 : 16;
         struct gmx_region *grown = realloc(p->regions, cap * sizeof *grown);
-        if (!grown)
-            return -1;
+        if (!grown) return -1;
         p->regions = grown;
         p->regions_cap = cap;
     }
@@ -31,18 +30,15 @@ static int region_add(struct gm_port *p, uintptr_t base, size_t len, int dma)
  * a put already on its way may still land, as GM's could). */
 static void unexport(struct gm_port *p, struct gmx_region *g)
 {
-    if (!g->mr)
-        return;
+    if (!g->mr) return;
     fi_close(&g->mr->fid);
     g->mr = NULL;
     struct gmx_hdr h = {.kind = GMX_K_UNKEY, .addr = g->base, .len = g->len};
     for (unsigned n = 0; n < p->peers_rows; n++) {
-        if (!p->peers[n])
-            continue;
+        if (!p->peers[n]) continue;
         for (unsigned q = 0; q < GMX_NUM_PORTS; q++) {
             struct gmx_peer *peer = p->peers[n][q];
-            if (peer && peer->keyed)
-                gmx_send_ctl(p, peer, &h);
+            if (peer && peer->keyed) gmx_send_ctl(p, peer, &h);
         }
     }
 }
@@ -56,14 +52,12 @@ void gmx_regions_unexport_all(struct gm_port *p)
 /* Registers g with the provider for remote access (once); 0 or -1. */
 int gmx_region_export(struct gm_port *p, struct gmx_region *g)
 {
-    if (g->mr)
-        return 0;
+    if (g->mr) return 0;
     uint64_t want = p->mr_prov_key ? 0 : ++p->next_key;
-    int rc = fi_mr_reg(p->domain, (void *)g->base, g->len, FI_REMOTE_READ | FI_REMOTE_WRITE,
-                       0, want, 0, &g->mr, NULL);
+    int rc = fi_mr_reg(p->domain, (void *)g->base, g->len, FI_REMOTE_READ | FI_REMOTE_WRITE, 0,
+                       want, 0, &g->mr, NULL);
     if (rc != 0) {
-        gmx_log("fi_mr_reg(%zu bytes): %s; puts there stay messages\n", g->len,
-                fi_strerror(-rc));
+        gmx_log("fi_mr_reg(%zu bytes): %s; puts there stay messages\n", g->len, fi_strerror(-rc));
         g->mr = NULL;
         return -1;
     }
@@ -94,12 +88,10 @@ static int region_del(struct gm_port *p, uintptr_t base, size_t len, int dma)
 
 struct gmx_region *gmx_region_find(struct gm_port *p, uint64_t addr, uint64_t len)
 {
-    if (addr + len < addr)
-        return NULL;
+    if (addr + len < addr) return NULL;
     for (unsigned i = 0; i < p->nregions; i++) {
         struct gmx_region *g = &p->regions[i];
-        if (addr >= g->base && addr + len <= (uint64_t)g->base + g->len)
-            return g;
+        if (addr >= g->base && addr + len <= (uint64_t)g->base + g->len) return g;
     }
     return NULL;
 }
@@ -113,8 +105,7 @@ void gmx_regions_free(struct gm_port *p)
 {
     gmx_deferred_free(p, 1);
     for (unsigned i = 0; i < p->nregions; i++)
-        if (p->regions[i].dma)
-            free((void *)p->regions[i].base);
+        if (p->regions[i].dma) free((void *)p->regions[i].base);
     free(p->regions);
     p->regions = NULL;
     p->nregions = p->regions_cap = 0;
@@ -123,12 +114,9 @@ void gmx_regions_free(struct gm_port *p)
 GMX_EXPORT void *gm_dma_malloc(struct gm_port *p, gm_size_t length)
 {
     void *mem = NULL;
-    if (!p || length > (gm_size_t)1 << 46)
-        return NULL;
-    if (length == 0)
-        length = 1; /* malloc-like: a valid pointer (a size-3 buffer holds 0 bytes) */
-    if (posix_memalign(&mem, GM_RDMA_GRANULARITY, length) != 0)
-        return NULL;
+    if (!p || length > (gm_size_t)1 << 46) return NULL;
+    if (length == 0) length = 1; /* malloc-like: a valid pointer (a size-3 buffer holds 0 bytes) */
+    if (posix_memalign(&mem, GM_RDMA_GRANULARITY, length) != 0) return NULL;
     gmx_port_lock(p);
     int rc = region_add(p, (uintptr_t)mem, length, 1);
     gmx_port_unlock(p);
@@ -141,11 +129,9 @@ GMX_EXPORT void *gm_dma_malloc(struct gm_port *p, gm_size_t length)
 
 GMX_EXPORT void *gm_dma_calloc(struct gm_port *p, gm_size_t count, gm_size_t length)
 {
-    if (count && length > ((gm_size_t)-1) / count)
-        return NULL;
+    if (count && length > ((gm_size_t)-1) / count) return NULL;
     void *mem = gm_dma_malloc(p, count * length);
-    if (mem)
-        memset(mem, 0, count * length);
+    if (mem) memset(mem, 0, count * length);
     return mem;
 }
 
@@ -178,8 +164,7 @@ void gmx_deferred_free(struct gm_port *p, int all)
  * progress rounds, or at close). */
 GMX_EXPORT void gm_dma_free(struct gm_port *p, void *addr)
 {
-    if (!p || !addr)
-        return;
+    if (!p || !addr) return;
     gmx_port_lock(p);
     size_t len = 0;
     for (unsigned i = 0; i < p->nregions; i++)
@@ -227,8 +212,7 @@ GMX_EXPORT gm_status_t gm_register_memory_ex(struct gm_port *p, void *ptr, gm_si
 
 GMX_EXPORT gm_status_t gm_deregister_memory(struct gm_port *p, void *ptr, gm_size_t length)
 {
-    if (!p || !ptr)
-        return GM_INVALID_PARAMETER;
+    if (!p || !ptr) return GM_INVALID_PARAMETER;
     gmx_port_lock(p);
     int rc = region_del(p, (uintptr_t)ptr, length, 0);
     gmx_port_unlock(p);
@@ -237,8 +221,7 @@ GMX_EXPORT gm_status_t gm_deregister_memory(struct gm_port *p, void *ptr, gm_siz
 
 GMX_EXPORT gm_status_t gm_allow_remote_memory_access(struct gm_port *p)
 {
-    if (!p)
-        return GM_INVALID_PARAMETER;
+    if (!p) return GM_INVALID_PARAMETER;
     gmx_port_lock(p);
     p->remote_access = 1;
     gmx_port_unlock(p);

@@ -12,14 +12,12 @@ static void *chunk_new(void ***chunks, unsigned *n, unsigned *cap, size_t size)
     if (*n == *cap) {
         unsigned ncap = *cap ? *cap * 2 : 16;
         void **grown = realloc(*chunks, ncap * sizeof *grown);
-        if (!grown)
-            return NULL;
+        if (!grown) return NULL;
         *chunks = grown;
         *cap = ncap;
     }
     void *c = calloc(GMX_CHUNK, size);
-    if (c)
-        (*chunks)[(*n)++] = c;
+    if (c) (*chunks)[(*n)++] = c;
     return c;
 }
 
@@ -27,8 +25,7 @@ struct gmx_sreq *gmx_sreq_get(struct gm_port *p)
 {
     if (!p->sfree) {
         struct gmx_sreq *c = chunk_new(&p->chunks, &p->nchunks, &p->chunks_cap, sizeof *c);
-        if (!c)
-            return NULL;
+        if (!c) return NULL;
         for (unsigned i = 0; i < GMX_CHUNK; i++) {
             c[i].next = p->sfree;
             p->sfree = &c[i];
@@ -68,8 +65,7 @@ struct gmx_rreq *gmx_rreq_get(struct gm_port *p)
 {
     if (!p->rfree) {
         struct gmx_rreq *c = chunk_new(&p->rchunks, &p->nrchunks, &p->rchunks_cap, sizeof *c);
-        if (!c)
-            return NULL;
+        if (!c) return NULL;
         for (unsigned i = 0; i < GMX_CHUNK; i++) {
             c[i].next = p->rfree;
             p->rfree = &c[i];
@@ -110,7 +106,6 @@ void gmx_rreq_cancel_all(struct gm_port *p)
     for (unsigned i = 0; i < p->nrchunks; i++) {
         struct gmx_rreq *c = p->rchunks[i];
         for (unsigned k = 0; k < GMX_CHUNK; k++)
-            if (c[k].posted)
-                fi_cancel(&p->ep->fid, &c[k]);
+            if (c[k].posted) fi_cancel(&p->ep->fid, &c[k]);
     }
 }

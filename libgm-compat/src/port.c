@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 static pthread_mutex_t gmx_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned gmx_init_count; /* guarded by gmx_lock */
+static unsigned gmx_init_count;      /* guarded by gmx_lock */
 static struct gm_port *gmx_registry; /* open ports; guarded by gmx_lock */
 atomic_int gmx_backlogged_ports;
 atomic_uint gmx_close_epoch;
@@ -85,12 +85,10 @@ static _Thread_local int gmx_helping;
  * now (never waits: the caller holds its own port lock). */
 void gmx_help_others(struct gm_port *self)
 {
-    if (gmx_helping || pthread_mutex_trylock(&gmx_lock) != 0)
-        return;
+    if (gmx_helping || pthread_mutex_trylock(&gmx_lock) != 0) return;
     gmx_helping = 1;
     for (struct gm_port *q = gmx_registry; q; q = q->reg_next) {
-        if (q == self || pthread_mutex_trylock(&q->lock) != 0)
-            continue;
+        if (q == self || pthread_mutex_trylock(&q->lock) != 0) continue;
         gmx_progress(q);
         gmx_port_unlock(q);
     }
@@ -118,11 +116,9 @@ uint64_t gmx_coarse_ns(void)
  * must not wait for a process that is gone.  Their lock files go too. */
 static void flush_at_exit(void)
 {
-    if (pthread_mutex_trylock(&gmx_lock) != 0)
-        return;
+    if (pthread_mutex_trylock(&gmx_lock) != 0) return;
     for (struct gm_port *q = gmx_registry; q; q = q->reg_next) {
-        if (pthread_mutex_trylock(&q->lock) != 0)
-            continue;
+        if (pthread_mutex_trylock(&q->lock) != 0) continue;
         gmx_acks_flush(q, 1);
         gmx_lock_release(q->node_id, q->port_id, q->lock_fd);
         q->lock_fd = -1;
@@ -160,25 +156,22 @@ GMX_EXPORT gm_status_t gm_compat_configure(const gm_compat_config_t *cfg)
 GMX_EXPORT void gm_finalize(void)
 {
     pthread_mutex_lock(&gmx_lock);
-    if (gmx_init_count > 0 && --gmx_init_count == 0)
-        gmx_config_free();
+    if (gmx_init_count > 0 && --gmx_init_count == 0) gmx_config_free();
     pthread_mutex_unlock(&gmx_lock);
 }
 
 /* The fabric address of (node, port) in the provider's format. */
-static int peer_address(struct gm_port *p, const struct gmx_node *n, unsigned port,
-                        void *buf, size_t *len)
+static int peer_address(struct gm_port *p, const struct gmx_node *n, unsigned port, void *buf,
+                        size_t *len)
 {
     if (p->addr_is_str) {
         char path[256];
         gmx_lock_path(n->id, port, path, sizeof path);
         int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            return -1;
+        if (fd < 0) return -1;
         ssize_t got = pread(fd, buf, *len - 1, 0);
         close(fd);
-        if (got <= 0)
-            return -1;
+        if (got <= 0) return -1;
         ((char *)buf)[got] = '\0';
         *len = strlen(buf) + 1;
         return *len > 1 ? 0 : -1;
@@ -198,17 +191,13 @@ static int peer_address(struct gm_port *p, const struct gmx_node *n, unsigned po
 int gmx_peer_resolve(struct gm_port *p, struct gmx_peer *peer)
 {
     const struct gmx_node *n = gmx_node_find(peer->node);
-    if (!n)
-        return 0;
-    if (peer->resolved && !p->addr_is_str)
-        return 1;
+    if (!n) return 0;
+    if (peer->resolved && !p->addr_is_str) return 1;
     char addr[sizeof peer->shm_name];
     size_t alen = sizeof addr;
-    if (peer_address(p, n, peer->port, addr, &alen) != 0)
-        return peer->resolved;
+    if (peer_address(p, n, peer->port, addr, &alen) != 0) return peer->resolved;
     if (peer->resolved) {
-        if (strcmp(addr, peer->shm_name) == 0)
-            return 1;
+        if (strcmp(addr, peer->shm_name) == 0) return 1;
         fi_av_remove(p->av, &peer->addr, 1, 0);
         peer->resolved = 0;
     }
@@ -243,13 +232,10 @@ int gmx_peer_closed(struct gm_port *p, const struct gmx_peer *peer)
  * clock read. */
 int gmx_peer_gone(struct gm_port *p, struct gmx_peer *peer)
 {
-    if (!p->addr_is_str)
-        return 0;
+    if (!p->addr_is_str) return 0;
     uint64_t now = gmx_coarse_ns();
-    if (now - peer->heard_ns < 1000000u)
-        return 0;
-    if (peer->gone_ns && now - peer->gone_ns < 10000000u)
-        return 1;
+    if (now - peer->heard_ns < 1000000u) return 0;
+    if (peer->gone_ns && now - peer->gone_ns < 10000000u) return 1;
     if (!gmx_peer_closed(p, peer)) {
         peer->gone_ns = 0;
         return 0;
@@ -265,12 +251,10 @@ int gmx_peer_gone(struct gm_port *p, struct gmx_peer *peer)
 void gmx_peer_reconnect(struct gm_port *p, struct gmx_peer *peer)
 {
     uint64_t now = gmx_coarse_ns();
-    if (p->addr_is_str || now - peer->reconnect_ns < 20000000u)
-        return;
+    if (p->addr_is_str || now - peer->reconnect_ns < 20000000u) return;
     peer->reconnect_ns = now;
     peer->reconnect = 0;
-    if (peer->resolved)
-        fi_av_remove(p->av, &peer->addr, 1, 0);
+    if (peer->resolved) fi_av_remove(p->av, &peer->addr, 1, 0);
     peer->resolved = 0;
     gmx_log("reconnecting to node %u port %u\n", peer->node, peer->port);
     gmx_peer_resolve(p, peer);
@@ -280,21 +264,16 @@ void gmx_peer_reconnect(struct gm_port *p, struct gmx_peer *peer)
  * not in the map (or memory ran out). */
 struct gmx_peer *gmx_peer_get(struct gm_port *p, unsigned node, unsigned port)
 {
-    if (node == 0 || node > gmx_cfg.max_node_id || port >= GMX_NUM_PORTS)
-        return NULL;
+    if (node == 0 || node > gmx_cfg.max_node_id || port >= GMX_NUM_PORTS) return NULL;
     if (!p->peers[node]) {
         p->peers[node] = calloc(GMX_NUM_PORTS, sizeof(struct gmx_peer *));
-        if (!p->peers[node])
-            return NULL;
+        if (!p->peers[node]) return NULL;
     }
     struct gmx_peer *peer = p->peers[node][port];
-    if (peer)
-        return peer;
-    if (!gmx_node_find(node))
-        return NULL;
+    if (peer) return peer;
+    if (!gmx_node_find(node)) return NULL;
     peer = calloc(1, sizeof *peer);
-    if (!peer)
-        return NULL;
+    if (!peer) return NULL;
     peer->node = node;
     peer->port = port;
     peer->bits = gmx_sender_bits(node, port);
@@ -306,8 +285,7 @@ struct gmx_peer *gmx_peer_get(struct gm_port *p, unsigned node, unsigned port)
 static gm_status_t open_fabric(struct gm_port *p, const struct gmx_node *self)
 {
     struct fi_info *hints = fi_allocinfo();
-    if (!hints)
-        return GM_OUT_OF_MEMORY;
+    if (!hints) return GM_OUT_OF_MEMORY;
     gm_status_t st = GM_NO_SUCH_DEVICE;
     int rc;
     hints->ep_attr->type = FI_EP_RDM;
@@ -324,15 +302,16 @@ static gm_status_t open_fabric(struct gm_port *p, const struct gmx_node *self)
     char name[128];
     int is_str = strstr(gmx_cfg.provider, "shm") == gmx_cfg.provider;
     if (is_str) {
-        snprintf(name, sizeof name, "fi_shm://%s-%u-%u", gmx_cfg.shm_ns, p->node_id,
-                 p->port_id);
+        snprintf(name, sizeof name, "fi_shm://%s-%u-%u", gmx_cfg.shm_ns, p->node_id, p->port_id);
         hints->addr_format = FI_ADDR_STR;
         hints->src_addr = strdup(name);
         hints->src_addrlen = strlen(name) + 1;
     } else {
         if (!self->has_addr) {
-            fprintf(stderr, "libgm: provider %s needs an address for node %u in the "
-                            "node map\n", gmx_cfg.provider, self->id);
+            fprintf(stderr,
+                    "libgm: provider %s needs an address for node %u in the "
+                    "node map\n",
+                    gmx_cfg.provider, self->id);
             goto out;
         }
         memset(&sin, 0, sizeof sin);
@@ -382,16 +361,15 @@ static gm_status_t open_fabric(struct gm_port *p, const struct gmx_node *self)
         fprintf(stderr, "libgm: fabric/domain: %s\n", fi_strerror(-rc));
         goto out;
     }
-    struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED, .size = 4096,
-                                 .wait_obj = FI_WAIT_NONE};
+    struct fi_cq_attr cq_attr = {
+        .format = FI_CQ_FORMAT_TAGGED, .size = 4096, .wait_obj = FI_WAIT_NONE};
     struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
     if ((rc = fi_cq_open(p->domain, &cq_attr, &p->cq, NULL)) ||
         (rc = fi_av_open(p->domain, &av_attr, &p->av, NULL)) ||
         (rc = fi_endpoint(p->domain, p->info, &p->ep, NULL)) ||
         (rc = fi_ep_bind(p->ep, &p->cq->fid, FI_TRANSMIT | FI_RECV)) ||
         (rc = fi_ep_bind(p->ep, &p->av->fid, 0)) || (rc = fi_enable(p->ep))) {
-        fprintf(stderr, "libgm: opening endpoint for port %u: %s\n", p->port_id,
-                fi_strerror(-rc));
+        fprintf(stderr, "libgm: opening endpoint for port %u: %s\n", p->port_id, fi_strerror(-rc));
         st = rc == -FI_EADDRINUSE ? GM_BUSY : GM_NO_SUCH_DEVICE;
         goto out;
     }
@@ -412,21 +390,14 @@ out:
 }
 
 static void close_fids(struct fid_ep *ep, struct fid_av *av, struct fid_cq *cq,
-                       struct fid_domain *domain, struct fid_fabric *fabric,
-                       struct fi_info *info)
+                       struct fid_domain *domain, struct fid_fabric *fabric, struct fi_info *info)
 {
-    if (ep)
-        fi_close(&ep->fid);
-    if (av)
-        fi_close(&av->fid);
-    if (cq)
-        fi_close(&cq->fid);
-    if (domain)
-        fi_close(&domain->fid);
-    if (fabric)
-        fi_close(&fabric->fid);
-    if (info)
-        fi_freeinfo(info);
+    if (ep) fi_close(&ep->fid);
+    if (av) fi_close(&av->fid);
+    if (cq) fi_close(&cq->fid);
+    if (domain) fi_close(&domain->fid);
+    if (fabric) fi_close(&fabric->fid);
+    if (info) fi_freeinfo(info);
 }
 
 /* Called with gmx_lock held, when no port is open any more. */
@@ -462,8 +433,7 @@ static void free_port(struct gm_port *p)
     close_fabric(p);
     if (p->peers) {
         for (unsigned n = 0; n < p->peers_rows; n++) {
-            if (!p->peers[n])
-                continue;
+            if (!p->peers[n]) continue;
             for (unsigned q = 0; q < GMX_NUM_PORTS; q++) {
                 if (p->peers[n][q]) gmx_bell_unmap(p->peers[n][q]->bell);
                 free(p->peers[n][q]);
@@ -485,28 +455,20 @@ static void free_port(struct gm_port *p)
 GMX_EXPORT gm_status_t gm_open(struct gm_port **pp, unsigned int unit, unsigned int port,
                                const char *port_name, enum gm_api_version version)
 {
-    if (!pp)
-        return GM_INVALID_PARAMETER;
+    if (!pp) return GM_INVALID_PARAMETER;
     *pp = NULL;
     unsigned v = (unsigned)version;
-    int v_ok = (v >= GM_API_VERSION_1_0 && v <= GM_API_VERSION_1_6) ||
-               v == GM_API_VERSION_2_0 ||
+    int v_ok = (v >= GM_API_VERSION_1_0 && v <= GM_API_VERSION_1_6) || v == GM_API_VERSION_2_0 ||
                (v >= GM_API_VERSION_2_0 << 8 && v <= GM_API_VERSION_2_0_16);
-    if (!v_ok)
-        return GM_INCOMPATIBLE_LIB_AND_DRIVER;
-    if (unit != 0)
-        return GM_NO_SUCH_DEVICE;
-    if (port >= GMX_NUM_PORTS)
-        return GM_INVALID_PARAMETER;
-    if (port == 0 || port == 1 || port == 3)
-        return GM_BUSY; /* daemon, mapper, ethernet */
-    if (gm_init() != GM_SUCCESS)
-        return GM_FAILURE;
+    if (!v_ok) return GM_INCOMPATIBLE_LIB_AND_DRIVER;
+    if (unit != 0) return GM_NO_SUCH_DEVICE;
+    if (port >= GMX_NUM_PORTS) return GM_INVALID_PARAMETER;
+    if (port == 0 || port == 1 || port == 3) return GM_BUSY; /* daemon, mapper, ethernet */
+    if (gm_init() != GM_SUCCESS) return GM_FAILURE;
 
     gm_status_t st = GM_OUT_OF_MEMORY;
     struct gm_port *p = calloc(1, sizeof *p);
-    if (!p)
-        goto fail_init;
+    if (!p) goto fail_init;
     p->lock_fd = -1;
     p->bell = &p->own_bell;
     pthread_mutex_init(&p->lock, NULL);
@@ -532,12 +494,10 @@ GMX_EXPORT gm_status_t gm_open(struct gm_port **pp, unsigned int unit, unsigned 
     p->peers = calloc(p->peers_rows, sizeof *p->peers);
     p->ring_cap = 512;
     p->ring = malloc(p->ring_cap * sizeof *p->ring);
-    if (!p->peers || !p->ring)
-        goto fail;
+    if (!p->peers || !p->ring) goto fail;
 
     st = open_fabric(p, gmx_node_find(p->node_id));
-    if (st != GM_SUCCESS)
-        goto fail;
+    if (st != GM_SUCCESS) goto fail;
     if (gmx_bounce_fill(p) != 0) {
         st = GM_NO_SUCH_DEVICE;
         goto fail;
@@ -553,8 +513,7 @@ GMX_EXPORT gm_status_t gm_open(struct gm_port **pp, unsigned int unit, unsigned 
     *pp = p;
     return GM_SUCCESS;
 fail:
-    if (p)
-        free_port(p);
+    if (p) free_port(p);
 fail_init:
     gm_finalize();
     return st;
@@ -583,8 +542,7 @@ static void linger_for_acks(struct gm_port *p)
             waiting = (q->dataq || (q->backlog && !q->disabled[q->backlog->prio])) &&
                       !gmx_peer_gone(p, q);
         gmx_port_unlock(p);
-        if (!waiting || gmx_now_ns() > deadline)
-            return;
+        if (!waiting || gmx_now_ns() > deadline) return;
         struct timespec nap = {0, 50000};
         nanosleep(&nap, NULL);
     }
@@ -592,8 +550,7 @@ static void linger_for_acks(struct gm_port *p)
 
 GMX_EXPORT void gm_close(struct gm_port *p)
 {
-    if (!p)
-        return;
+    if (!p) return;
     linger_for_acks(p);
     /* Once out of the registry (under gmx_lock) no helper can reach it. */
     /* Acks we owe go out now (senders wait for them), and senders forget
@@ -626,13 +583,11 @@ GMX_EXPORT void gm_close(struct gm_port *p)
     pthread_mutex_unlock(&gmx_lock);
     for (gm_alarm_t *a = p->alarms; a; a = a->next)
         a->state = GM_ALARM_FREE;
-    if (p->backlogged)
-        atomic_fetch_sub(&gmx_backlogged_ports, 1);
+    if (p->backlogged) atomic_fetch_sub(&gmx_backlogged_ports, 1);
     free_port(p);
     atomic_fetch_add(&gmx_close_epoch, 1);
     pthread_mutex_lock(&gmx_lock);
-    if (!gmx_registry)
-        bury_zombies();
+    if (!gmx_registry) bury_zombies();
     pthread_mutex_unlock(&gmx_lock);
     gm_finalize();
 }

@@ -24,8 +24,8 @@ static void post_backlog_push(struct gm_port *p, struct gmx_rreq *r)
 
 /* Posts a tagged receive; if the provider has no room now it is queued and
  * retried from the progress loop, so a receive is never lost. */
-int gmx_post_recv(struct gm_port *p, struct gmx_rreq *r, void *buf, size_t len,
-                  uint64_t tag, uint64_t ignore)
+int gmx_post_recv(struct gm_port *p, struct gmx_rreq *r, void *buf, size_t len, uint64_t tag,
+                  uint64_t ignore)
 {
     r->buf = buf;
     r->post_len = len;
@@ -54,17 +54,14 @@ static void post_backlog_progress(struct gm_port *p)
         struct gmx_rreq *r = p->post_backlog;
         ssize_t rc = fi_trecv(p->ep, r->buf, r->post_len, NULL, FI_ADDR_UNSPEC, r->post_tag,
                               r->post_ignore, r);
-        if (rc == -FI_EAGAIN)
-            return;
+        if (rc == -FI_EAGAIN) return;
         p->post_backlog = r->next;
-        if (!p->post_backlog)
-            p->post_backlog_tail = NULL;
+        if (!p->post_backlog) p->post_backlog_tail = NULL;
         r->posted = rc == 0;
         if (rc != 0) {
-            fprintf(stderr, "libgm: fi_trecv: %s; buffer %p dropped\n",
-                    fi_strerror((int)-rc), r->buf);
-            if (r->kind == GMX_R_EAGER)
-                p->bposted--;
+            fprintf(stderr, "libgm: fi_trecv: %s; buffer %p dropped\n", fi_strerror((int)-rc),
+                    r->buf);
+            if (r->kind == GMX_R_EAGER) p->bposted--;
         }
     }
 }
@@ -76,8 +73,7 @@ static struct gmx_rreq *bounce_new(struct gm_port *p)
     if (p->nbmem == p->bmem_cap) {
         unsigned cap = p->bmem_cap ? p->bmem_cap * 2 : 64;
         char **grown = realloc(p->bmem, cap * sizeof *grown);
-        if (!grown)
-            return NULL;
+        if (!grown) return NULL;
         p->bmem = grown;
         p->bmem_cap = cap;
     }
@@ -131,13 +127,14 @@ void gmx_bounce_free(struct gm_port *p)
 
 /* ---- client buffers -------------------------------------------------------- */
 
-static void provide_locked(struct gm_port *p, void *ptr, unsigned int size,
-                           unsigned int priority, unsigned int tag)
+static void provide_locked(struct gm_port *p, void *ptr, unsigned int size, unsigned int priority,
+                           unsigned int tag)
 {
-    if (!ptr || size < GMX_MIN_SIZE || size > GMX_MAX_SIZE ||
-        priority >= GM_NUM_PRIORITIES) {
-        fprintf(stderr, "libgm: gm_provide_receive_buffer: bad buffer %p size %u "
-                        "priority %u; ignored\n", ptr, size, priority);
+    if (!ptr || size < GMX_MIN_SIZE || size > GMX_MAX_SIZE || priority >= GM_NUM_PRIORITIES) {
+        fprintf(stderr,
+                "libgm: gm_provide_receive_buffer: bad buffer %p size %u "
+                "priority %u; ignored\n",
+                ptr, size, priority);
         return;
     }
     struct gmx_rreq *r = gmx_rreq_get(p);
@@ -155,8 +152,7 @@ static void provide_locked(struct gm_port *p, void *ptr, unsigned int size,
     else
         p->bufs[priority][size] = r;
     p->bufs_tail[priority][size] = r;
-    if (p->wait_list)
-        p->kick = 1;
+    if (p->wait_list) p->kick = 1;
 }
 
 static struct gmx_rreq *buffer_take(struct gm_port *p, unsigned prio, unsigned size)
@@ -164,8 +160,7 @@ static struct gmx_rreq *buffer_take(struct gm_port *p, unsigned prio, unsigned s
     struct gmx_rreq *r = p->bufs[prio][size];
     if (r) {
         p->bufs[prio][size] = r->next;
-        if (!r->next)
-            p->bufs_tail[prio][size] = NULL;
+        if (!r->next) p->bufs_tail[prio][size] = NULL;
         r->next = NULL;
     }
     return r;
@@ -176,16 +171,13 @@ static void buffer_return(struct gm_port *p, struct gmx_rreq *c)
 {
     c->next = p->bufs[c->prio][c->size];
     p->bufs[c->prio][c->size] = c;
-    if (!c->next)
-        p->bufs_tail[c->prio][c->size] = c;
+    if (!c->next) p->bufs_tail[c->prio][c->size] = c;
 }
 
-GMX_EXPORT void gm_provide_receive_buffer_with_tag(struct gm_port *p, void *ptr,
-                                                   unsigned int size, unsigned int priority,
-                                                   unsigned int tag)
+GMX_EXPORT void gm_provide_receive_buffer_with_tag(struct gm_port *p, void *ptr, unsigned int size,
+                                                   unsigned int priority, unsigned int tag)
 {
-    if (!p)
-        return;
+    if (!p) return;
     gmx_port_lock(p);
     provide_locked(p, ptr, size, priority, tag);
     gmx_port_unlock(p);
@@ -210,8 +202,7 @@ static void ack_owe(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uin
     peer->ack_pending[prio] = 1;
     if (peer->acks_owed++ == 0)
         peer->ack_owed_ns = 0; /* timed from the first look (ack_due): no clock per item */
-    if (peer->acks_owed >= GMX_ACK_BATCH)
-        p->ack_urgent = 1;
+    if (peer->acks_owed >= GMX_ACK_BATCH) p->ack_urgent = 1;
     if (!peer->in_ack_list) {
         peer->in_ack_list = 1;
         peer->next_ack = p->ack_list;
@@ -223,18 +214,16 @@ static void ack_owe(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uin
 static void nack(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uint32_t seq,
                  gm_status_t st)
 {
-    struct gmx_hdr h = {.kind = GMX_K_NACK, .prio = (uint8_t)prio, .seq = seq,
-                        .status = (uint8_t)st};
+    struct gmx_hdr h = {
+        .kind = GMX_K_NACK, .prio = (uint8_t)prio, .seq = seq, .status = (uint8_t)st};
     if (gmx_send_ctl(p, peer, &h) != 0)
         ack_owe(p, peer, prio, seq); /* at least the window moves on */
 }
 
 static int ack_due(struct gmx_peer *peer, uint64_t *now)
 {
-    if (peer->acks_owed >= GMX_ACK_BATCH)
-        return 1;
-    if (!*now)
-        *now = gmx_now_ns();
+    if (peer->acks_owed >= GMX_ACK_BATCH) return 1;
+    if (!*now) *now = gmx_now_ns();
     if (!peer->ack_owed_ns) { /* the first look starts the delay */
         peer->ack_owed_ns = *now;
         return 0;
@@ -267,8 +256,7 @@ void gmx_acks_flush(struct gm_port *p, int all)
  * (20+ ns a read on a virtual machine), and most acks ride on a reply before they are due. */
 void gmx_acks_maybe(struct gm_port *p)
 {
-    if (!p->ack_list || (!p->ack_urgent && ++p->ack_tick % GMX_ACK_LOOK_EVERY != 0))
-        return;
+    if (!p->ack_list || (!p->ack_urgent && ++p->ack_tick % GMX_ACK_LOOK_EVERY != 0)) return;
     p->ack_urgent = 0;
     gmx_acks_flush(p, 0);
 }
@@ -278,15 +266,15 @@ void gmx_acks_maybe(struct gm_port *p)
 void gmx_nack_held(struct gm_port *p)
 {
     for (unsigned n = 0; n < p->peers_rows; n++) {
-        if (!p->peers[n])
-            continue;
+        if (!p->peers[n]) continue;
         for (unsigned q = 0; q < GMX_NUM_PORTS; q++) {
             struct gmx_peer *peer = p->peers[n][q];
             for (unsigned prio = 0; peer && prio < GM_NUM_PRIORITIES; prio++) {
                 for (struct gmx_rreq *r = peer->held[prio]; r; r = r->next) {
                     struct gmx_hdr h;
                     memcpy(&h, r->buf, sizeof h);
-                    struct gmx_hdr n_h = {.kind = GMX_K_NACK, .prio = (uint8_t)prio,
+                    struct gmx_hdr n_h = {.kind = GMX_K_NACK,
+                                          .prio = (uint8_t)prio,
                                           .seq = h.seq,
                                           .status = GM_SEND_TARGET_PORT_CLOSED};
                     gmx_send_ctl(p, peer, &n_h);
@@ -304,8 +292,7 @@ gm_recv_event_t *gmx_event_push(struct gm_port *p)
         /* Rare: more completions than slots.  Grow and unwrap. */
         unsigned cap = p->ring_cap * 2;
         gm_recv_event_t *ring = malloc(cap * sizeof *ring);
-        if (!ring)
-            return NULL;
+        if (!ring) return NULL;
         for (unsigned i = 0; i < p->ring_count; i++)
             ring[i] = p->ring[(p->ring_head + i) % p->ring_cap];
         free(p->ring);
@@ -317,8 +304,7 @@ gm_recv_event_t *gmx_event_push(struct gm_port *p)
 }
 
 /* The client buffer c holds a message of len bytes from peer. */
-static void deliver(struct gm_port *p, struct gmx_rreq *c, const struct gmx_peer *peer,
-                    size_t len)
+static void deliver(struct gm_port *p, struct gmx_rreq *c, const struct gmx_peer *peer, size_t len)
 {
     gm_recv_event_t *ev = gmx_event_push(p);
     if (!ev) {
@@ -354,20 +340,17 @@ static int access_ok(struct gm_port *p, uint64_t addr, uint64_t len)
  * so that its next ones are RMA. */
 static void offer_key(struct gm_port *p, struct gmx_peer *peer, uint64_t addr, uint64_t len)
 {
-    if (!p->rma)
-        return;
+    if (!p->rma) return;
     struct gmx_region *g = gmx_region_find(p, addr, len);
-    if (!g || gmx_region_export(p, g) != 0)
-        return;
+    if (!g || gmx_region_export(p, g) != 0) return;
     struct gmx_hdr h = {.kind = GMX_K_KEY, .addr = g->base, .len = g->len, .key = g->key};
-    if (gmx_send_ctl(p, peer, &h) == 0)
-        peer->keyed = 1;
+    if (gmx_send_ctl(p, peer, &h) == 0) peer->keyed = 1;
 }
 
 /* Posts the receive of DATA(xfer) from peer into buf (or, with buf NULL,
  * into nothing, to take it out of the provider's queue). */
-static int post_data(struct gm_port *p, struct gmx_rreq *d, struct gmx_peer *peer,
-                     unsigned prio, const struct gmx_hdr *h, void *buf, size_t cap)
+static int post_data(struct gm_port *p, struct gmx_rreq *d, struct gmx_peer *peer, unsigned prio,
+                     const struct gmx_hdr *h, void *buf, size_t cap)
 {
     d->peer = peer;
     d->prio = prio;
@@ -377,8 +360,7 @@ static int post_data(struct gm_port *p, struct gmx_rreq *d, struct gmx_peer *pee
 
 /* Acts on the stream item in bounce buffer r; 1 if it must wait for a
  * client buffer (r untouched), else 0 (r released). */
-static int process(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
-                   struct gmx_rreq *r)
+static int process(struct gm_port *p, struct gmx_peer *peer, unsigned prio, struct gmx_rreq *r)
 {
     struct gmx_hdr h;
     memcpy(&h, r->buf, sizeof h);
@@ -386,8 +368,8 @@ static int process(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
     size_t plen = r->rlen - sizeof h;
     int eager = h.kind == GMX_K_MSG || h.kind == GMX_K_PUT;
     if (r->truncated || (eager ? h.len != plen : plen != 0)) {
-        gmx_log("bad item (kind %u, %llu bytes, %zu received) from node %u port %u\n",
-                h.kind, (unsigned long long)h.len, plen, peer->node, peer->port);
+        gmx_log("bad item (kind %u, %llu bytes, %zu received) from node %u port %u\n", h.kind,
+                (unsigned long long)h.len, plen, peer->node, peer->port);
         nack(p, peer, prio, h.seq, GM_INVALID_PARAMETER);
         bounce_release(p, r);
         return 0;
@@ -405,8 +387,7 @@ static int process(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
             break;
         }
         struct gmx_rreq *c = buffer_take(p, prio, size);
-        if (!c)
-            return 1;
+        if (!c) return 1;
         if (h.kind == GMX_K_MSG) {
             memcpy(c->buf, payload, plen);
             deliver(p, c, peer, plen);
@@ -427,8 +408,7 @@ static int process(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
     case GMX_K_PUT:
         if (!access_ok(p, h.addr, h.len)) {
             gmx_log("put of %llu bytes at %#llx from node %u port %u refused\n",
-                    (unsigned long long)h.len, (unsigned long long)h.addr, peer->node,
-                    peer->port);
+                    (unsigned long long)h.len, (unsigned long long)h.addr, peer->node, peer->port);
             nack(p, peer, prio, h.seq, GM_PERMISSION_DENIED);
             break;
         }
@@ -446,12 +426,10 @@ static int process(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
         int ok = access_ok(p, h.addr, h.len);
         if (!ok) {
             gmx_log("put of %llu bytes at %#llx from node %u port %u refused\n",
-                    (unsigned long long)h.len, (unsigned long long)h.addr, peer->node,
-                    peer->port);
+                    (unsigned long long)h.len, (unsigned long long)h.addr, peer->node, peer->port);
             /* Still taken out of the provider's queue (into nothing). */
             d->gmtag = 1;
-            if (post_data(p, d, peer, prio, &h, NULL, 0) != 0)
-                gmx_rreq_put(p, d);
+            if (post_data(p, d, peer, prio, &h, NULL, 0) != 0) gmx_rreq_put(p, d);
             nack(p, peer, prio, h.seq, GM_PERMISSION_DENIED);
             break;
         }
@@ -469,8 +447,7 @@ static int process(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
         uint64_t tag = gmx_tag(GMX_TK_GETDATA, h.xfer, p->self_bits);
         if (!access_ok(p, h.addr, h.len)) {
             gmx_log("get of %llu bytes at %#llx from node %u port %u refused\n",
-                    (unsigned long long)h.len, (unsigned long long)h.addr, peer->node,
-                    peer->port);
+                    (unsigned long long)h.len, (unsigned long long)h.addr, peer->node, peer->port);
             gmx_send_internal(p, peer, NULL, 0, tag | GMX_TAG_ERR);
         } else {
             gmx_send_internal(p, peer, (void *)(uintptr_t)h.addr, h.len, tag);
@@ -510,13 +487,11 @@ static void drain(struct gm_port *p, struct gmx_peer *peer, unsigned prio)
            peer->held[prio]->seq == peer->recv_seq[prio]) {
         struct gmx_rreq *r = peer->held[prio];
         peer->held[prio] = r->next;
-        if (!r->next)
-            peer->held_tail[prio] = NULL;
+        if (!r->next) peer->held_tail[prio] = NULL;
         if (process(p, peer, prio, r)) {
             r->next = peer->held[prio];
             peer->held[prio] = r;
-            if (!r->next)
-                peer->held_tail[prio] = r;
+            if (!r->next) peer->held_tail[prio] = r;
             peer->blocked[prio] = 1;
             wait_for_buffer(p, peer);
             return;
@@ -544,8 +519,7 @@ static void stream_arrive(struct gm_port *p, struct gmx_peer *peer, unsigned pri
             peer->held[prio] = old->next;
             bounce_release(p, old);
         }
-        if (!peer->held[prio])
-            peer->held_tail[prio] = NULL;
+        if (!peer->held[prio]) peer->held_tail[prio] = NULL;
     }
     int32_t d = seq_diff(r->seq, peer->recv_seq[prio]);
     struct gmx_rreq **link = &peer->held[prio];
@@ -554,17 +528,14 @@ static void stream_arrive(struct gm_port *p, struct gmx_peer *peer, unsigned pri
     if (d < 0 || (*link && (*link)->seq == r->seq)) {
         /* A duplicate (sent again after a provider error): processed or
          * held already.  Ack what is done, so the sender moves on. */
-        if (d < 0)
-            ack_owe(p, peer, prio, (peer->recv_seq[prio] - 1) & GMX_SEQ_MASK);
+        if (d < 0) ack_owe(p, peer, prio, (peer->recv_seq[prio] - 1) & GMX_SEQ_MASK);
         bounce_release(p, r);
         return;
     }
     r->next = *link;
     *link = r;
-    if (!r->next)
-        peer->held_tail[prio] = r;
-    if (!peer->blocked[prio])
-        drain(p, peer, prio);
+    if (!r->next) peer->held_tail[prio] = r;
+    if (!peer->blocked[prio]) drain(p, peer, prio);
 }
 
 /* Buffers were provided (or acceptable sizes changed): retry the streams
@@ -579,8 +550,7 @@ static void retry_waiting(struct gm_port *p)
         list = peer->next_wait;
         peer->in_wait_list = 0;
         for (unsigned prio = 0; prio < GM_NUM_PRIORITIES; prio++)
-            if (peer->blocked[prio])
-                drain(p, peer, prio);
+            if (peer->blocked[prio]) drain(p, peer, prio);
     }
 }
 
@@ -589,8 +559,8 @@ static void retry_waiting(struct gm_port *p)
  * stream starts clean. */
 static void peer_restarted(struct gm_port *p, struct gmx_peer *peer)
 {
-    gmx_log("node %u port %u was reopened; dropping what its predecessor left\n",
-            peer->node, peer->port);
+    gmx_log("node %u port %u was reopened; dropping what its predecessor left\n", peer->node,
+            peer->port);
     for (unsigned prio = 0; prio < GM_NUM_PRIORITIES; prio++) {
         while (peer->held[prio]) {
             struct gmx_rreq *r = peer->held[prio];
@@ -605,8 +575,7 @@ static void peer_restarted(struct gm_port *p, struct gmx_peer *peer)
         struct gmx_rreq *d = peer->stall_req[prio];
         if (d) {
             d->peer = NULL; /* orphan: its completion or cancel just frees it */
-            if (d->posted)
-                fi_cancel(&p->ep->fid, d);
+            if (d->posted) fi_cancel(&p->ep->fid, d);
         }
         peer->stall_req[prio] = NULL;
         peer->stall[prio] = 0;
@@ -625,8 +594,7 @@ static void eager_arrived(struct gm_port *p, struct gmx_rreq *r)
     memcpy(&h, r->buf, sizeof h);
     struct gmx_peer *peer = gmx_peer_get(p, h.node, h.port);
     if (!peer) {
-        gmx_log("message from node %u port %u (not in the node map); dropped\n", h.node,
-                h.port);
+        gmx_log("message from node %u port %u (not in the node map); dropped\n", h.node, h.port);
         bounce_release(p, r);
         return;
     }
@@ -634,8 +602,7 @@ static void eager_arrived(struct gm_port *p, struct gmx_rreq *r)
     if (h.epoch != peer->rx_epoch) {
         if (peer->rx_epoch) {
             peer_restarted(p, peer);
-            if (p->addr_is_str)
-                gmx_peer_resolve(p, peer); /* shm: its new address */
+            if (p->addr_is_str) gmx_peer_resolve(p, peer); /* shm: its new address */
         }
         peer->rx_epoch = h.epoch;
     }
@@ -661,8 +628,7 @@ static void eager_arrived(struct gm_port *p, struct gmx_rreq *r)
         break;
     default:
         if (!GMX_IS_STREAM(h.kind)) {
-            gmx_log("unknown message kind %u from node %u port %u\n", h.kind, h.node,
-                    h.port);
+            gmx_log("unknown message kind %u from node %u port %u\n", h.kind, h.node, h.port);
             break;
         }
         r->seq = h.seq & GMX_SEQ_MASK;
@@ -693,8 +659,7 @@ static void recv_done(struct gm_port *p, struct gmx_rreq *r)
             fprintf(stderr, "libgm: message truncated to its size-%u buffer\n", r->size);
         ack_owe(p, peer, prio, r->seq);
         deliver(p, r, peer, r->rlen);
-        if (peer->stall[prio])
-            peer->stall[prio]--;
+        if (peer->stall[prio]) peer->stall[prio]--;
         drain(p, peer, prio);
         return;
     }
@@ -704,12 +669,10 @@ static void recv_done(struct gm_port *p, struct gmx_rreq *r)
         int discard = r->gmtag || !peer;
         uint32_t seq = r->seq;
         gmx_rreq_put(p, r);
-        if (discard)
-            return;
+        if (discard) return;
         peer->stall_req[prio] = NULL;
         ack_owe(p, peer, prio, seq);
-        if (peer->stall[prio])
-            peer->stall[prio]--;
+        if (peer->stall[prio]) peer->stall[prio]--;
         drain(p, peer, prio);
         return;
     }
@@ -730,10 +693,8 @@ static void recv_done(struct gm_port *p, struct gmx_rreq *r)
 static void read_error(struct gm_port *p)
 {
     struct fi_cq_err_entry err = {0};
-    if (fi_cq_readerr(p->cq, &err, 0) != 1)
-        return;
-    if (!err.op_context)
-        return;
+    if (fi_cq_readerr(p->cq, &err, 0) != 1) return;
+    if (!err.op_context) return;
     if (!*(int *)err.op_context) {
         struct gmx_sreq *s = err.op_context;
         gmx_log("send to node %u port %u failed: %s\n", s->peer ? s->peer->node : 0,
@@ -741,15 +702,15 @@ static void read_error(struct gm_port *p)
         /* Transient on connection-based providers: try again (in order). */
         /* (We never cancel sends: rxm cancels the ones queued on a
          * connection that failed.) */
-        int transient = (err.err == FI_ENOTCONN || err.err == FI_EAGAIN ||
-                         err.err == FI_ECANCELED) && !p->addr_is_str;
-        if (transient && gmx_send_retry(p, s))
-            return;
+        int transient =
+            (err.err == FI_ENOTCONN || err.err == FI_EAGAIN || err.err == FI_ECANCELED) &&
+            !p->addr_is_str;
+        if (transient && gmx_send_retry(p, s)) return;
         gm_status_t st = gmx_status_from_fi(err.err, s->peer);
         if (transient && s->retried)
             st = GM_SEND_TIMED_OUT; /* the target is open, we could not reach it */
-        if (s->rma && (err.err == FI_EINVAL || err.err == FI_EACCES ||
-                       err.err == FI_EPERM || err.err == FI_EIO))
+        if (s->rma && (err.err == FI_EINVAL || err.err == FI_EACCES || err.err == FI_EPERM ||
+                       err.err == FI_EIO))
             st = GM_PERMISSION_DENIED; /* a stale or wrong key */
         gmx_send_failed(p, s, st);
         return;
@@ -791,8 +752,7 @@ static void read_error(struct gm_port *p)
 /* Polls the completion queue once; returns how many completions it handled. */
 int gmx_progress(struct gm_port *p)
 {
-    if (p->in_progress)
-        return 0;
+    if (p->in_progress) return 0;
     p->in_progress = 1;
     /* Acks owed that no reply carried in time. */
     gmx_acks_maybe(p);
@@ -801,18 +761,15 @@ int gmx_progress(struct gm_port *p)
     int handled = 0;
     ssize_t n = fi_cq_read(p->cq, ce, GMX_CQ_BATCH);
     if (n > 0) {
-        if (p->addr_is_str)
-            p->round_ns = gmx_coarse_ns();
+        if (p->addr_is_str) p->round_ns = gmx_coarse_ns();
         for (ssize_t i = 0; i < n; i++) {
-            if (!ce[i].op_context)
-                continue;
+            if (!ce[i].op_context) continue;
             if (!*(int *)ce[i].op_context) {
                 struct gmx_sreq *s = ce[i].op_context;
                 struct gmx_peer *peer = s->peer;
                 peer->reached = 1;
                 peer->heard_ns = p->round_ns;
-                if (s->rma == 1 && peer->rma_busy)
-                    peer->rma_busy--;
+                if (s->rma == 1 && peer->rma_busy) peer->rma_busy--;
                 gmx_send_local_done(p, s);
             } else {
                 struct gmx_rreq *r = ce[i].op_context;
@@ -827,17 +784,12 @@ int gmx_progress(struct gm_port *p)
         read_error(p);
         handled = 1;
     }
-    if (p->kick)
-        retry_waiting(p);
-    if (p->bposted < GMX_BOUNCE_POSTED)
-        gmx_bounce_fill(p);
-    if (p->post_backlog)
-        post_backlog_progress(p);
-    if (p->watch && (++p->watch_tick & 255) == 0)
-        gmx_watch_progress(p);
+    if (p->kick) retry_waiting(p);
+    if (p->bposted < GMX_BOUNCE_POSTED) gmx_bounce_fill(p);
+    if (p->post_backlog) post_backlog_progress(p);
+    if (p->watch && (++p->watch_tick & 255) == 0) gmx_watch_progress(p);
     p->in_progress = 0;
-    if (p->backlogged)
-        gmx_backlog_progress(p);
+    if (p->backlogged) gmx_backlog_progress(p);
     /* Other ports of this process may owe us acks (or be stuck): GM's NIC
      * moved them without their host, so progress them too. */
     if (atomic_load_explicit(&gmx_backlogged_ports, memory_order_relaxed) ||

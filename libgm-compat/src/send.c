@@ -34,8 +34,7 @@ void gmx_send_done(struct gm_port *p, struct gmx_sreq *s, gm_status_t st)
     p->done_tail = s;
 }
 
-static void fail_unacked(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
-                         gm_status_t st);
+static void fail_unacked(struct gm_port *p, struct gmx_peer *peer, unsigned prio, gm_status_t st);
 
 /* The provider is done with one part of s (its own send or its DATA).  A
  * stream item completes when its ack has come too. */
@@ -47,10 +46,8 @@ void gmx_send_local_done(struct gm_port *p, struct gmx_sreq *s)
         gmx_send_local_done(p, parent);
         return;
     }
-    if (s->local_pending)
-        s->local_pending--;
-    if (!s->local_pending && (!s->stream || s->acked))
-        gmx_send_done(p, s, s->ack_status);
+    if (s->local_pending) s->local_pending--;
+    if (!s->local_pending && (!s->stream || s->acked)) gmx_send_done(p, s, s->ack_status);
 }
 
 /* The target processed every stream item up to seq (acks come in order). */
@@ -60,22 +57,18 @@ void gmx_ack_arrived(struct gm_port *p, struct gmx_peer *peer, unsigned prio, ui
     while (peer->unacked[prio]) {
         struct gmx_sreq *s = peer->unacked[prio];
         uint32_t d = (seq - s->seq) & GMX_SEQ_MASK;
-        if (d & 0x200000u)
-            break; /* s is after seq */
+        if (d & 0x200000u) break; /* s is after seq */
         peer->unacked[prio] = s->next;
-        if (!peer->unacked[prio])
-            peer->unacked_tail[prio] = NULL;
+        if (!peer->unacked[prio]) peer->unacked_tail[prio] = NULL;
         peer->inflight--;
         s->acked = 1;
         if (s->seq == seq && st != GM_SUCCESS) {
             s->ack_status = st;
             /* GM disables the target after an error until the client
              * drops or resumes. */
-            if (s->kind == GMX_S_CLIENT)
-                peer->disabled[prio] = 1;
+            if (s->kind == GMX_S_CLIENT) peer->disabled[prio] = 1;
         }
-        if (!s->local_pending)
-            gmx_send_done(p, s, s->ack_status);
+        if (!s->local_pending) gmx_send_done(p, s, s->ack_status);
     }
 }
 
@@ -86,8 +79,7 @@ static void unacked_push(struct gm_port *p, struct gmx_peer *peer, struct gmx_sr
         peer->next_watch = p->watch;
         p->watch = peer;
     }
-    if (!s->first_try_ns)
-        s->first_try_ns = gmx_coarse_ns();
+    if (!s->first_try_ns) s->first_try_ns = gmx_coarse_ns();
     unsigned prio = s->prio;
     s->next = NULL;
     if (peer->unacked_tail[prio])
@@ -99,8 +91,7 @@ static void unacked_push(struct gm_port *p, struct gmx_peer *peer, struct gmx_sr
 }
 
 /* Items sent on (peer, prio) will not be acknowledged: fail them. */
-static void fail_unacked(struct gm_port *p, struct gmx_peer *peer, unsigned prio,
-                         gm_status_t st)
+static void fail_unacked(struct gm_port *p, struct gmx_peer *peer, unsigned prio, gm_status_t st)
 {
     while (peer->unacked[prio]) {
         struct gmx_sreq *u = peer->unacked[prio];
@@ -108,8 +99,7 @@ static void fail_unacked(struct gm_port *p, struct gmx_peer *peer, unsigned prio
         peer->inflight--;
         u->acked = 1;
         u->ack_status = st;
-        if (!u->local_pending)
-            gmx_send_done(p, u, st);
+        if (!u->local_pending) gmx_send_done(p, u, st);
     }
     peer->unacked_tail[prio] = NULL;
 }
@@ -135,13 +125,10 @@ static void abandon(struct gm_port *p, struct gmx_sreq *s, gm_status_t st)
 static void peer_dead(struct gm_port *p, struct gmx_peer *peer, gm_status_t st)
 {
     for (unsigned prio = 0; prio < GM_NUM_PRIORITIES; prio++) {
-        if (!peer->unacked[prio])
-            continue;
-        if (peer->unacked[prio]->kind == GMX_S_CLIENT)
-            peer->disabled[prio] = 1;
+        if (!peer->unacked[prio]) continue;
+        if (peer->unacked[prio]->kind == GMX_S_CLIENT) peer->disabled[prio] = 1;
         for (struct gmx_sreq *u = peer->unacked[prio]; u; u = u->next)
-            if (u->local_pending)
-                abandon(p, u, st);
+            if (u->local_pending) abandon(p, u, st);
         fail_unacked(p, peer, prio, st);
     }
 }
@@ -152,8 +139,7 @@ static void peer_dead(struct gm_port *p, struct gmx_peer *peer, gm_status_t st)
 void gmx_watch_progress(struct gm_port *p)
 {
     uint64_t now = gmx_coarse_ns();
-    if (now - p->watch_ns < 10000000u)
-        return;
+    if (now - p->watch_ns < 10000000u) return;
     p->watch_ns = now;
     uint64_t limit = (uint64_t)gmx_cfg.send_timeout_ms * 1000000u * 60;
     struct gmx_peer **link = &p->watch;
@@ -162,17 +148,15 @@ void gmx_watch_progress(struct gm_port *p)
         uint64_t oldest = 0;
         for (unsigned prio = 0; prio < GM_NUM_PRIORITIES; prio++) {
             struct gmx_sreq *u = peer->unacked[prio];
-            if (u && (!oldest || u->first_try_ns < oldest))
-                oldest = u->first_try_ns;
+            if (u && (!oldest || u->first_try_ns < oldest)) oldest = u->first_try_ns;
         }
         if (oldest && now - oldest >= 50000000u) {
             if (p->addr_is_str && gmx_peer_closed(p, peer)) {
-                gmx_log("node %u port %u closed with items in flight\n", peer->node,
-                        peer->port);
+                gmx_log("node %u port %u closed with items in flight\n", peer->node, peer->port);
                 peer_dead(p, peer, GM_SEND_TARGET_PORT_CLOSED);
             } else if (now - oldest >= limit) {
-                gmx_log("node %u port %u processed nothing for %u ms\n", peer->node,
-                        peer->port, (unsigned)((now - oldest) / 1000000u));
+                gmx_log("node %u port %u processed nothing for %u ms\n", peer->node, peer->port,
+                        (unsigned)((now - oldest) / 1000000u));
                 peer_dead(p, peer, GM_SEND_TIMED_OUT);
             }
         }
@@ -187,16 +171,13 @@ void gmx_watch_progress(struct gm_port *p)
 
 /* A send that never reached the provider failed: report it and hold that
  * stream (GM semantics); items sent before it are failed too. */
-void gmx_stream_failed(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq *s,
-                       gm_status_t st)
+void gmx_stream_failed(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq *s, gm_status_t st)
 {
-    if (s->kind == GMX_S_CLIENT && peer && s->prio < GM_NUM_PRIORITIES)
-        peer->disabled[s->prio] = 1;
+    if (s->kind == GMX_S_CLIENT && peer && s->prio < GM_NUM_PRIORITIES) peer->disabled[s->prio] = 1;
     if (s->parent) {
         /* DATA of a sent header: the target waits for it in vain. */
         struct gmx_sreq *h = s->parent;
-        if (h->stream && peer)
-            fail_unacked(p, peer, h->prio, st);
+        if (h->stream && peer) fail_unacked(p, peer, h->prio, st);
         gmx_send_local_done(p, s);
         return;
     }
@@ -207,23 +188,20 @@ void gmx_stream_failed(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq
     s->local_pending = 0;
     s->acked = 1;
     gmx_send_done(p, s, st);
-    if (peer && s->stream && s->prio < GM_NUM_PRIORITIES)
-        fail_unacked(p, peer, s->prio, st);
+    if (peer && s->stream && s->prio < GM_NUM_PRIORITIES) fail_unacked(p, peer, s->prio, st);
 }
 
 /* The provider reported an error for a send it had taken. */
 void gmx_send_failed(struct gm_port *p, struct gmx_sreq *s, gm_status_t st)
 {
     struct gmx_peer *peer = s->peer;
-    if (s->rma == 1 && peer && peer->rma_busy)
-        peer->rma_busy--;
+    if (s->rma == 1 && peer && peer->rma_busy) peer->rma_busy--;
     if (s->parent) {
         gmx_stream_failed(p, peer, s, st);
         return;
     }
     if (s->stream && peer) {
-        if (s->kind == GMX_S_CLIENT)
-            peer->disabled[s->prio] = 1;
+        if (s->kind == GMX_S_CLIENT) peer->disabled[s->prio] = 1;
         fail_unacked(p, peer, s->prio, st); /* includes s */
     } else {
         s->ack_status = st;
@@ -240,13 +218,11 @@ static void mark_backlogged(struct gm_port *p, struct gmx_peer *peer);
 int gmx_send_retry(struct gm_port *p, struct gmx_sreq *s)
 {
     struct gmx_peer *peer = s->peer;
-    if (!peer || (s->kind == GMX_S_INTERNAL && !s->parent && !s->stream && !s->tag))
-        return 0;
+    if (!peer || (s->kind == GMX_S_INTERNAL && !s->parent && !s->stream && !s->tag)) return 0;
     uint64_t now = gmx_coarse_ns();
     if (s->retried && now - s->first_try_ns >= (uint64_t)gmx_cfg.send_timeout_ms * 1000000u)
         return 0; /* the provider never recovered: the caller fails it */
-    if (s->rma == 1 && peer->rma_busy)
-        peer->rma_busy--;
+    if (s->rma == 1 && peer->rma_busy) peer->rma_busy--;
     if (s->stream) {
         /* Out of the unacked list: it was not delivered. */
         struct gmx_sreq **link = &peer->unacked[s->prio];
@@ -255,15 +231,12 @@ int gmx_send_retry(struct gm_port *p, struct gmx_sreq *s)
             prev = *link;
             link = &(*link)->next;
         }
-        if (!*link)
-            return 0; /* already failed or acked */
+        if (!*link) return 0; /* already failed or acked */
         *link = s->next;
-        if (peer->unacked_tail[s->prio] == s)
-            peer->unacked_tail[s->prio] = prev;
+        if (peer->unacked_tail[s->prio] == s) peer->unacked_tail[s->prio] = prev;
         peer->inflight--;
     }
-    if (!s->first_try_ns)
-        s->first_try_ns = gmx_coarse_ns();
+    if (!s->first_try_ns) s->first_try_ns = gmx_coarse_ns();
     struct gmx_sreq **head = s->parent ? &peer->dataq : &peer->backlog;
     struct gmx_sreq **tail = s->parent ? &peer->dataq_tail : &peer->backlog_tail;
     /* After the ones requeued before it (they carry first_try_ns of an
@@ -276,8 +249,7 @@ int gmx_send_retry(struct gm_port *p, struct gmx_sreq *s)
     peer->reconnect = 1;
     s->next = *link;
     *link = s;
-    if (!s->next)
-        *tail = s;
+    if (!s->next) *tail = s;
     mark_backlogged(p, peer);
     gmx_log("retrying a send to node %u port %u\n", peer->node, peer->port);
     return 1;
@@ -301,10 +273,8 @@ void gmx_hdr_acks(struct gmx_peer *peer, struct gmx_hdr *h)
 static void acks_sent(struct gmx_peer *peer, const struct gmx_hdr *h)
 {
     for (unsigned prio = 0; prio < GM_NUM_PRIORITIES; prio++)
-        if ((h->acks >> prio) & 1)
-            peer->ack_pending[prio] = 0;
-    if (!peer->ack_pending[0] && !peer->ack_pending[1])
-        peer->acks_owed = 0;
+        if ((h->acks >> prio) & 1) peer->ack_pending[prio] = 0;
+    if (!peer->ack_pending[0] && !peer->ack_pending[1]) peer->acks_owed = 0;
 }
 
 /* Sends hdr + payload on the eager channel: 0, -FI_EAGAIN or an error.  Small
@@ -320,14 +290,15 @@ static ssize_t eager_send(struct gm_port *p, struct gmx_peer *peer, struct gmx_h
     if (total <= p->inject_size && total <= GMX_BOUNCE_LEN) {
         char b[GMX_BOUNCE_LEN];
         memcpy(b, h, sizeof *h);
-        if (len)
-            memcpy(b + sizeof *h, buf, len);
+        if (len) memcpy(b + sizeof *h, buf, len);
         rc = fi_tinject(p->ep, b, total, peer->addr, GMX_TAG_EAGER);
         *done = rc == 0;
     } else {
         struct iovec iov[2] = {{h, sizeof *h}, {(void *)buf, len}};
-        struct fi_msg_tagged msg = {.msg_iov = iov, .iov_count = len ? 2 : 1,
-                                    .addr = peer->addr, .tag = GMX_TAG_EAGER,
+        struct fi_msg_tagged msg = {.msg_iov = iov,
+                                    .iov_count = len ? 2 : 1,
+                                    .addr = peer->addr,
+                                    .tag = GMX_TAG_EAGER,
                                     .context = ctx};
         rc = fi_tsendmsg(p->ep, &msg, FI_COMPLETION);
     }
@@ -365,8 +336,7 @@ static ssize_t send_now_raw_unguarded(struct gm_port *p, struct gmx_sreq *s)
              * the list out of order; it is at most a window long). */
             s->hdr.base = s->seq;
             for (struct gmx_sreq *u = peer->unacked[s->prio]; u; u = u->next)
-                if (((s->hdr.base - u->seq) & GMX_SEQ_MASK) - 1 < 0x1fffffu)
-                    s->hdr.base = u->seq;
+                if (((s->hdr.base - u->seq) & GMX_SEQ_MASK) - 1 < 0x1fffffu) s->hdr.base = u->seq;
         }
         rc = eager_send(p, peer, &s->hdr, s->buf, s->len, s, &done);
     } else if (s->rma == 1) {
@@ -375,12 +345,14 @@ static ssize_t send_now_raw_unguarded(struct gm_port *p, struct gmx_sreq *s)
          * delivery completion (which would slow shm down). */
         struct iovec iov = {(void *)s->buf, s->len};
         struct fi_rma_iov riov = {s->raddr, s->len, s->rkey};
-        struct fi_msg_rma msg = {.msg_iov = &iov, .iov_count = 1, .addr = peer->addr,
-                                 .rma_iov = &riov, .rma_iov_count = 1, .context = s};
-        rc = fi_writemsg(p->ep, &msg,
-                         FI_COMPLETION | (p->addr_is_str ? 0 : FI_DELIVERY_COMPLETE));
-        if (rc == 0)
-            peer->rma_busy++;
+        struct fi_msg_rma msg = {.msg_iov = &iov,
+                                 .iov_count = 1,
+                                 .addr = peer->addr,
+                                 .rma_iov = &riov,
+                                 .rma_iov_count = 1,
+                                 .context = s};
+        rc = fi_writemsg(p->ep, &msg, FI_COMPLETION | (p->addr_is_str ? 0 : FI_DELIVERY_COMPLETE));
+        if (rc == 0) peer->rma_busy++;
     } else if (s->rma == 2) {
         rc = fi_read(p->ep, (void *)s->buf, s->len, NULL, peer->addr, s->raddr, s->rkey, s);
     } else if (s->len <= p->inject_size) {
@@ -391,17 +363,14 @@ static ssize_t send_now_raw_unguarded(struct gm_port *p, struct gmx_sreq *s)
     }
     if (rc == -FI_ENOTCONN && !p->addr_is_str)
         return -FI_EAGAIN; /* a connection being set up: the backlog retries */
-    if (rc != 0)
-        return rc;
+    if (rc != 0) return rc;
     if (!s->eager)
         gmx_bell_ring(peer->bell); /* RMA and DATA too: the target's provider moves them */
     peer->reached |= done;
     struct gmx_sreq *child = s->child;
     s->child = NULL;
-    if (s->stream)
-        unacked_push(p, peer, s);
-    if (done)
-        gmx_send_local_done(p, s); /* may complete s: not touched after */
+    if (s->stream) unacked_push(p, peer, s);
+    if (done) gmx_send_local_done(p, s); /* may complete s: not touched after */
     if (child) {
         /* The DATA goes right behind its header, ahead of the backlog. */
         ssize_t crc = peer->dataq ? -FI_EAGAIN : send_now_raw_unguarded(p, child);
@@ -417,11 +386,9 @@ static ssize_t send_now_raw_unguarded(struct gm_port *p, struct gmx_sreq *s)
 static ssize_t send_now(struct gm_port *p, struct gmx_sreq *s)
 {
     struct gmx_peer *peer = s->peer;
-    if (s->stream && peer->inflight >= GMX_WINDOW)
-        return -FI_EAGAIN;
+    if (s->stream && peer->inflight >= GMX_WINDOW) return -FI_EAGAIN;
     /* A put by fi_write must land before anything after it. */
-    if (peer->rma_busy && (s->stream || s->rma == 1))
-        return -FI_EAGAIN;
+    if (peer->rma_busy && (s->stream || s->rma == 1)) return -FI_EAGAIN;
     return send_now_raw(p, s);
 }
 
@@ -429,8 +396,7 @@ static void mark_backlogged(struct gm_port *p, struct gmx_peer *peer)
 {
     if (!peer->in_backlog_list) {
         peer->in_backlog_list = 1;
-        if (!p->backlogged)
-            atomic_fetch_add(&gmx_backlogged_ports, 1);
+        if (!p->backlogged) atomic_fetch_add(&gmx_backlogged_ports, 1);
         peer->next_backlogged = p->backlogged;
         p->backlogged = peer;
     }
@@ -439,8 +405,7 @@ static void mark_backlogged(struct gm_port *p, struct gmx_peer *peer)
 static void dataq_push(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq *s)
 {
     s->next = NULL;
-    if (!s->first_try_ns)
-        s->first_try_ns = gmx_coarse_ns();
+    if (!s->first_try_ns) s->first_try_ns = gmx_coarse_ns();
     if (peer->dataq_tail)
         peer->dataq_tail->next = s;
     else
@@ -452,8 +417,7 @@ static void dataq_push(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq
 static void backlog_push(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq *s)
 {
     s->next = NULL;
-    if (!s->first_try_ns)
-        s->first_try_ns = gmx_coarse_ns();
+    if (!s->first_try_ns) s->first_try_ns = gmx_coarse_ns();
     if (peer->backlog_tail)
         peer->backlog_tail->next = s;
     else
@@ -467,8 +431,7 @@ static void backlog_push(struct gm_port *p, struct gmx_peer *peer, struct gmx_sr
 static void revalidate(struct gm_port *p, struct gmx_peer *peer)
 {
     unsigned epoch = atomic_load_explicit(&gmx_close_epoch, memory_order_relaxed);
-    if (peer->close_epoch == epoch)
-        return;
+    if (peer->close_epoch == epoch) return;
     peer->close_epoch = epoch;
     if (peer->resolved && gmx_peer_closed(p, peer)) {
         fi_av_remove(p->av, &peer->addr, 1, 0);
@@ -481,8 +444,7 @@ static void revalidate(struct gm_port *p, struct gmx_peer *peer)
 void gmx_submit(struct gm_port *p, struct gmx_sreq *s)
 {
     struct gmx_peer *peer = s->peer;
-    if (p->addr_is_str)
-        revalidate(p, peer);
+    if (p->addr_is_str) revalidate(p, peer);
     if (!peer->backlog && !peer->dataq && !peer->disabled[s->prio] &&
         (peer->resolved || gmx_peer_resolve(p, peer))) {
         ssize_t rc = send_now(p, s);
@@ -491,18 +453,14 @@ void gmx_submit(struct gm_port *p, struct gmx_sreq *s)
          * when the window or a put holds it: that takes an ack. */
         int retries = peer->reached ? 1 : 16;
         for (int i = 0; rc == -FI_EAGAIN && i < retries; i++) {
-            if ((s->stream && peer->inflight >= GMX_WINDOW) || peer->rma_busy)
-                break;
+            if ((s->stream && peer->inflight >= GMX_WINDOW) || peer->rma_busy) break;
             gmx_progress(p);
-            if (peer->backlog || peer->dataq)
-                break;
+            if (peer->backlog || peer->dataq) break;
             rc = send_now(p, s);
         }
-        if (rc == 0)
-            return;
+        if (rc == 0) return;
         if (rc != -FI_EAGAIN) {
-            gmx_log("send to node %u port %u: %s\n", peer->node, peer->port,
-                    fi_strerror((int)-rc));
+            gmx_log("send to node %u port %u: %s\n", peer->node, peer->port, fi_strerror((int)-rc));
             gmx_stream_failed(p, peer, s, gmx_status_from_fi((int)rc, peer));
             return;
         }
@@ -511,8 +469,8 @@ void gmx_submit(struct gm_port *p, struct gmx_sreq *s)
 }
 
 /* Why the head of a stuck backlog should fail now, or GM_SUCCESS to wait. */
-static gm_status_t stuck_verdict(struct gm_port *p, struct gmx_peer *peer,
-                                 const struct gmx_sreq *s, uint64_t now)
+static gm_status_t stuck_verdict(struct gm_port *p, struct gmx_peer *peer, const struct gmx_sreq *s,
+                                 uint64_t now)
 {
     uint64_t waited = now - s->first_try_ns;
     if (p->addr_is_str && now - peer->last_check_ns >= 10000000u) {
@@ -529,8 +487,7 @@ static gm_status_t stuck_verdict(struct gm_port *p, struct gmx_peer *peer,
     uint64_t limit = (uint64_t)gmx_cfg.send_timeout_ms * 1000000u;
     /* A target that took sends before may just be slow to poll: give it a
      * much longer grace than one never reached. */
-    if (peer->reached)
-        limit *= 60;
+    if (peer->reached) limit *= 60;
     return waited >= limit ? gmx_status_from_fi(FI_EAGAIN, peer) : GM_SUCCESS;
 }
 
@@ -538,34 +495,28 @@ static gm_status_t stuck_verdict(struct gm_port *p, struct gmx_peer *peer,
 static int queue_progress(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq **head,
                           struct gmx_sreq **tail, uint64_t *now)
 {
-    if (peer->reconnect && *head)
-        gmx_peer_reconnect(p, peer);
+    if (peer->reconnect && *head) gmx_peer_reconnect(p, peer);
     while (*head) {
         struct gmx_sreq *s = *head;
         if (!s->parent && peer->disabled[s->prio])
             return 0; /* held until gm_drop_sends / gm_resume_sending */
         if (s->stream && peer->inflight >= GMX_WINDOW)
             return 0; /* waits for an ack, not for the provider */
-        if (peer->rma_busy && (s->stream || s->rma == 1))
-            return 0;
+        if (peer->rma_busy && (s->stream || s->rma == 1)) return 0;
         if (s->retried && gmx_coarse_ns() - s->retry_ns < 1000000u)
             return 0; /* give a failed connection a moment */
         /* Unlink first: a successful inject may complete s at once. */
         *head = s->next;
-        if (!*head)
-            *tail = NULL;
+        if (!*head) *tail = NULL;
         ssize_t rc = peer->resolved ? send_now(p, s) : -FI_EAGAIN;
-        if (rc == 0)
-            continue;
+        if (rc == 0) continue;
         if (rc == -FI_EAGAIN) {
-            if (!*now)
-                *now = gmx_coarse_ns();
+            if (!*now) *now = gmx_coarse_ns();
             gm_status_t st = stuck_verdict(p, peer, s, *now);
             if (st == GM_SUCCESS) {
                 s->next = *head; /* back at the front */
                 *head = s;
-                if (!*tail)
-                    *tail = s;
+                if (!*tail) *tail = s;
                 return 0;
             }
             gmx_log("node %u port %u unreachable for %u ms: %s\n", peer->node, peer->port,
@@ -580,8 +531,7 @@ static int queue_progress(struct gm_port *p, struct gmx_peer *peer, struct gmx_s
 
 void gmx_backlog_progress(struct gm_port *p)
 {
-    if (!p->backlogged)
-        return;
+    if (!p->backlogged) return;
     struct gmx_peer **link = &p->backlogged;
     uint64_t now = 0;
     while (*link) {
@@ -595,18 +545,16 @@ void gmx_backlog_progress(struct gm_port *p)
             link = &peer->next_backlogged;
         }
     }
-    if (!p->backlogged)
-        atomic_fetch_sub(&gmx_backlogged_ports, 1);
+    if (!p->backlogged) atomic_fetch_sub(&gmx_backlogged_ports, 1);
 }
 
 /* Sends an internal DATA/GETDATA message (no callback); 0 or -1 when out of
  * memory. */
-int gmx_send_internal(struct gm_port *p, struct gmx_peer *peer, const void *buf,
-                      size_t len, uint64_t tag)
+int gmx_send_internal(struct gm_port *p, struct gmx_peer *peer, const void *buf, size_t len,
+                      uint64_t tag)
 {
     struct gmx_sreq *s = gmx_sreq_get(p);
-    if (!s)
-        return -1;
+    if (!s) return -1;
     s->kind = GMX_S_INTERNAL;
     s->peer = peer;
     s->buf = buf;
@@ -623,10 +571,8 @@ static void revalidate(struct gm_port *p, struct gmx_peer *peer);
 
 int gmx_send_ctl(struct gm_port *p, struct gmx_peer *peer, const struct gmx_hdr *h)
 {
-    if (p->addr_is_str)
-        revalidate(p, peer);
-    if ((!peer->resolved && !gmx_peer_resolve(p, peer)) || gmx_peer_gone(p, peer))
-        return -1;
+    if (p->addr_is_str) revalidate(p, peer);
+    if ((!peer->resolved && !gmx_peer_resolve(p, peer)) || gmx_peer_gone(p, peer)) return -1;
     struct gmx_hdr copy = *h;
     copy.node = (uint16_t)p->node_id;
     copy.port = (uint8_t)p->port_id;
@@ -635,8 +581,7 @@ int gmx_send_ctl(struct gm_port *p, struct gmx_peer *peer, const struct gmx_hdr 
     if (p->addr_is_str) gmx_guard_enter(p, peer);
     for (int i = 0; i < 1000 && rc == -FI_EAGAIN; i++) {
         rc = eager_send(p, peer, &copy, NULL, 0, NULL, &done);
-        if (rc == -FI_EAGAIN)
-            fi_cq_read(p->cq, NULL, 0); /* drive the provider only */
+        if (rc == -FI_EAGAIN) fi_cq_read(p->cq, NULL, 0); /* drive the provider only */
     }
     if (p->addr_is_str) gmx_guard_leave(p);
     return rc == 0 ? 0 : -1;

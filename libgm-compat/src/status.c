@@ -5,8 +5,7 @@
 
 gm_status_t gmx_status_from_fi(int fi_err, const struct gmx_peer *peer)
 {
-    if (fi_err < 0)
-        fi_err = -fi_err;
+    if (fi_err < 0) fi_err = -fi_err;
     switch (fi_err) {
     case 0:
         return GM_SUCCESS;

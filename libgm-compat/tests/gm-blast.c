@@ -77,8 +77,7 @@ int main(int argc, char **argv)
         else
             usage();
     }
-    if (sink == (node != 0) || count == 0 || count > 100000 || len > (1ul << 24))
-        usage();
+    if (sink == (node != 0) || count == 0 || count > 100000 || len > (1ul << 24)) usage();
     struct gm_port *p;
     gm_status_t st = gm_open(&p, 0, port_id, "gm-blast", (enum gm_api_version)GM_API_VERSION_2_0);
     if (st != GM_SUCCESS) {
@@ -91,23 +90,20 @@ int main(int argc, char **argv)
         fflush(stdout);
         while (now_ms() < deadline) {
             gm_recv_event_t *e = gm_receive(p);
-            if (GM_RECV_EVENT_TYPE(e) != GM_NO_RECV_EVENT)
-                gm_unknown(p, e);
+            if (GM_RECV_EVENT_TYPE(e) != GM_NO_RECV_EVENT) gm_unknown(p, e);
         }
         if (!no_close) gm_close(p);
         return 0;
     }
     unsigned size = gm_min_size_for_length(len);
     char *buf = gm_dma_malloc(p, len ? len : 1);
-    if (!buf)
-        return 1;
+    if (!buf) return 1;
     memset(buf, 0x5a, len);
     for (unsigned i = 0; i < count; i++)
         gm_send_with_callback(p, buf, size, len, GM_LOW_PRIORITY, node, port_id, sent_cb, NULL);
     while (done_calls < count && now_ms() < deadline) {
         gm_recv_event_t *e = gm_receive(p);
-        if (GM_RECV_EVENT_TYPE(e) != GM_NO_RECV_EVENT)
-            gm_unknown(p, e);
+        if (GM_RECV_EVENT_TYPE(e) != GM_NO_RECV_EVENT) gm_unknown(p, e);
         if (failed && !drop_called) {
             drop_called = 1;
             gm_drop_sends(p, GM_LOW_PRIORITY, node, port_id, drop_cb, NULL);
@@ -116,7 +112,6 @@ int main(int argc, char **argv)
     printf("gm-blast: %u of %u callbacks (%u failed, %u dropped, %u succeeded)\n", done_calls,
            count, failed, dropped, done_calls - failed - dropped);
     int rc = done_calls < count ? 2 : failed ? 0 : 1;
-    if (rc == 0)
-        gm_close(p); /* with nothing in flight */
+    if (rc == 0) gm_close(p); /* with nothing in flight */
     return rc;
 }

@@ -24,11 +24,11 @@
 #include <time.h>
 
 enum {
-    CTRL_SIZE = 9,       /* control messages only; data never uses size 9 */
+    CTRL_SIZE = 9, /* control messages only; data never uses size 9 */
     CTRL_LEN = 256,
     MIN_DATA_SIZE = 3,
     MAX_DATA_SIZE = 16,
-    BIG_SIZE = 21,       /* 1 MiB messages */
+    BIG_SIZE = 21, /* 1 MiB messages */
     BIG_LEN = 1048576,
     BUFS_PER_CLASS = 4,
     REGION_LEN = 1048576,
@@ -99,8 +99,7 @@ static struct item *make_sequence(unsigned n)
 {
     struct item *seq = calloc(n, sizeof *seq);
     uint32_t s = 2024;
-    if (!seq)
-        return NULL;
+    if (!seq) return NULL;
     for (unsigned i = 0; i < n; i++) {
         uint32_t r = xorshift(&s) % 1000, len;
         if (r < 3)
@@ -113,8 +112,7 @@ static struct item *make_sequence(unsigned n)
             len = 505 + xorshift(&s) % (4096 - 505);
         else
             len = 4096 + xorshift(&s) % (65528 - 4096 + 1);
-        if (gm_min_size_for_length(len) == CTRL_SIZE)
-            len = 505;
+        if (gm_min_size_for_length(len) == CTRL_SIZE) len = 505;
         seq[i].len = len;
         seq[i].prio = (xorshift(&s) & 3) == 0 ? GM_HIGH_PRIORITY : GM_LOW_PRIORITY;
         seq[i].to_peer = xorshift(&s) & 1;
@@ -140,8 +138,7 @@ static void fill(uint8_t *b, size_t len, uint32_t seed)
 static int check(const uint8_t *b, size_t len, uint32_t seed)
 {
     for (size_t i = 0; i < len; i++)
-        if (b[i] != pat(seed, i))
-            return 0;
+        if (b[i] != pat(seed, i)) return 0;
     return 1;
 }
 
@@ -163,8 +160,7 @@ static void send_cb(struct gm_port *p, void *ctx, gm_status_t st)
     tokens++;
     c->status = st;
     c->completed = 1;
-    if (c->done)
-        c->done(c, st);
+    if (c->done) c->done(c, st);
 }
 
 /* One step of the event loop; returns a receive event or NULL. */
@@ -192,8 +188,8 @@ static gm_recv_event_t *poll_once(void)
 static int event_prio(gm_recv_event_t *e)
 {
     unsigned t = GM_RECV_EVENT_TYPE(e);
-    return t == GM_HIGH_RECV_EVENT || t == GM_HIGH_PEER_RECV_EVENT || t == GM_FAST_HIGH_RECV_EVENT ||
-                   t == GM_FAST_HIGH_PEER_RECV_EVENT
+    return t == GM_HIGH_RECV_EVENT || t == GM_HIGH_PEER_RECV_EVENT ||
+                   t == GM_FAST_HIGH_RECV_EVENT || t == GM_FAST_HIGH_PEER_RECV_EVENT
                ? GM_HIGH_PRIORITY
                : GM_LOW_PRIORITY;
 }
@@ -220,8 +216,7 @@ static gm_status_t send_ctrl(const struct ctrl *c, int retry)
                 gm_unknown(port, e);
             }
         }
-        if (ctrl_sc.status == GM_SUCCESS || !retry ||
-            ctrl_sc.status != GM_SEND_TARGET_PORT_CLOSED)
+        if (ctrl_sc.status == GM_SUCCESS || !retry || ctrl_sc.status != GM_SEND_TARGET_PORT_CLOSED)
             return ctrl_sc.status;
         /* The server is not up yet: re-enable the target and try again. */
         struct send_ctx r = {0};
@@ -241,16 +236,13 @@ static struct ctrl wait_ctrl(uint32_t kind)
     for (;;) {
         check_deadline("waiting for a control message");
         gm_recv_event_t *e = poll_once();
-        if (!e)
-            continue;
+        if (!e) continue;
         unsigned size = gm_ntoh_u8(e->recv.size), len = gm_ntoh_u32(e->recv.length);
         struct ctrl c;
         memset(&c, 0, sizeof c);
-        if (size == CTRL_SIZE && len == CTRL_LEN)
-            memcpy(&c, gm_ntohp(e->recv.message), sizeof c);
+        if (size == CTRL_SIZE && len == CTRL_LEN) memcpy(&c, gm_ntohp(e->recv.message), sizeof c);
         gm_provide_receive_buffer(port, gm_ntohp(e->recv.buffer), size, event_prio(e));
-        if (c.magic == CTRL_MAGIC && c.kind == kind)
-            return c;
+        if (c.magic == CTRL_MAGIC && c.kind == kind) return c;
         fail("unexpected message (%s%lu bytes) while waiting for control", "", len);
     }
 }
@@ -260,8 +252,7 @@ static struct ctrl wait_ctrl(uint32_t kind)
 static void provide_all(void)
 {
     for (unsigned s = MIN_DATA_SIZE; s <= MAX_DATA_SIZE; s++) {
-        if (s == CTRL_SIZE)
-            continue;
+        if (s == CTRL_SIZE) continue;
         for (unsigned p = 0; p < 2; p++)
             for (unsigned k = 0; k < BUFS_PER_CLASS; k++) {
                 void *b = gm_dma_malloc(port, gm_max_length_for_size(s) + 8);
@@ -274,8 +265,8 @@ static void provide_all(void)
     }
     for (unsigned p = 0; p < 2; p++)
         for (unsigned k = 0; k < 2; k++)
-            gm_provide_receive_buffer(port, gm_dma_malloc(port, gm_max_length_for_size(BIG_SIZE) + 8),
-                                      BIG_SIZE, p);
+            gm_provide_receive_buffer(
+                port, gm_dma_malloc(port, gm_max_length_for_size(BIG_SIZE) + 8), BIG_SIZE, p);
     for (unsigned k = 0; k < BUFS_PER_CLASS; k++) {
         ctrl_bufs[k] = gm_dma_malloc(port, gm_max_length_for_size(CTRL_SIZE) + 8);
         gm_provide_receive_buffer(port, ctrl_bufs[k], CTRL_SIZE, GM_HIGH_PRIORITY);
@@ -319,8 +310,7 @@ struct echo {
 
 static void echo_done(struct send_ctx *sc, gm_status_t st)
 {
-    if (st != GM_SUCCESS)
-        fail("echo send failed: %s (%lu)", gm_strerror(st), st);
+    if (st != GM_SUCCESS) fail("echo send failed: %s (%lu)", gm_strerror(st), st);
     gm_provide_receive_buffer(port, sc->buf, sc->size, sc->prio);
     free(sc);
 }
@@ -334,10 +324,11 @@ static int run_server(void)
     }
     fill(region, REGION_LEN, 0x5e);
     /* main() has taken the hello (it tells us the client's node id). */
-    struct ctrl w = {.magic = CTRL_MAGIC, .kind = WELCOME, .region = (uintptr_t)region,
+    struct ctrl w = {.magic = CTRL_MAGIC,
+                     .kind = WELCOME,
+                     .region = (uintptr_t)region,
                      .region_len = REGION_LEN};
-    if (send_ctrl(&w, 0) != GM_SUCCESS)
-        fail("cannot answer hello: %s%lu", "", ctrl_sc.status);
+    if (send_ctrl(&w, 0) != GM_SUCCESS) fail("cannot answer hello: %s%lu", "", ctrl_sc.status);
 
     /* Echo every data message; queue echoes while out of send tokens. */
     struct echo **queue = calloc(count + 1, sizeof *queue);
@@ -351,8 +342,7 @@ static int run_server(void)
                                   port_id, send_cb, &ec->sc);
         }
         gm_recv_event_t *e = poll_once();
-        if (!e)
-            continue;
+        if (!e) continue;
         unsigned size = gm_ntoh_u8(e->recv.size);
         if (size == CTRL_SIZE) {
             fail("control message in the data phase (%s%lu)", "", 0);
@@ -363,8 +353,10 @@ static int run_server(void)
         received++;
         prog_recv = received;
         struct echo *ec = calloc(1, sizeof *ec);
-        ec->sc = (struct send_ctx){.done = echo_done, .buf = gm_ntohp(e->recv.buffer),
-                                   .size = size, .prio = event_prio(e)};
+        ec->sc = (struct send_ctx){.done = echo_done,
+                                   .buf = gm_ntohp(e->recv.buffer),
+                                   .size = size,
+                                   .prio = event_prio(e)};
         ec->len = gm_ntoh_u32(e->recv.length);
         queue[qtail++] = ec;
     }
@@ -390,8 +382,7 @@ static int run_server(void)
      * arrives. */
     struct ctrl note = wait_ctrl(NOTE);
     int put_ok = check(region, PUT_LEN, note.seed);
-    if (!put_ok)
-        fail("put data not in place when its notification arrived (%s%lu)", "", 0);
+    if (!put_ok) fail("put data not in place when its notification arrived (%s%lu)", "", 0);
     struct ctrl nr = {.magic = CTRL_MAGIC, .kind = NOTE_REPLY, .errors = put_ok ? 0 : 1};
     send_ctrl(&nr, 0);
 
@@ -434,8 +425,7 @@ static int run_client(void)
         for (unsigned tries = 0; tries < nslot && sent < count; tries++) {
             struct send_ctx *sc = &slot[next_slot];
             next_slot = (next_slot + 1) % nslot;
-            if (!sc->completed)
-                continue;
+            if (!sc->completed) continue;
             if (sc->status != GM_SUCCESS)
                 fail("data send failed: %s (%lu)", gm_strerror(sc->status), sc->status);
             sc->completed = 0;
@@ -453,8 +443,7 @@ static int run_client(void)
             prog_sent = sent;
         }
         gm_recv_event_t *e = poll_once();
-        if (!e)
-            continue;
+        if (!e) continue;
         check_data(e, "client (echo)");
         echoed++;
         prog_recv = echoed;
@@ -480,11 +469,9 @@ static int run_client(void)
         check_deadline("waiting for the put callback");
         poll_once();
     }
-    if (pc.status != GM_SUCCESS)
-        fail("gm_put failed: %s (%lu)", gm_strerror(pc.status), pc.status);
+    if (pc.status != GM_SUCCESS) fail("gm_put failed: %s (%lu)", gm_strerror(pc.status), pc.status);
     struct ctrl nr = wait_ctrl(NOTE_REPLY);
-    if (nr.errors)
-        fail("server saw the notification before the put's data (%s%lu)", "", nr.errors);
+    if (nr.errors) fail("server saw the notification before the put's data (%s%lu)", "", nr.errors);
 
     /* Get the second half of the region back. */
     uint8_t *dst = slot[1 % nslot].buf;
@@ -510,8 +497,7 @@ static int run_client(void)
     struct ctrl bye = {.magic = CTRL_MAGIC, .kind = BYE};
     send_ctrl(&bye, 0);
     struct ctrl br = wait_ctrl(BYE_REPLY);
-    if (br.errors)
-        fail("server reported %s%lu errors", "", br.errors);
+    if (br.errors) fail("server reported %s%lu errors", "", br.errors);
     free(slot);
     printf("gm-test-peer: %u messages exchanged, put/notify and get checked, %lu errors\n", count,
            errors);
@@ -547,8 +533,7 @@ int main(int argc, char **argv)
         else
             usage();
     }
-    if (is_server == (peer != NULL) || count == 0 || count > 10000000 || timeout == 0)
-        usage();
+    if (is_server == (peer != NULL) || count == 0 || count > 10000000 || timeout == 0) usage();
     deadline_us = now_us() + (uint64_t)timeout * 1000000u;
 
     gm_status_t st = gm_init();
@@ -579,8 +564,7 @@ int main(int argc, char **argv)
     seq = make_sequence(count);
     for (int p = 0; p < 2; p++)
         order[p] = calloc(count, sizeof(unsigned));
-    if (!seq || !order[0] || !order[1])
-        return 1;
+    if (!seq || !order[0] || !order[1]) return 1;
     for (unsigned i = 0; i < count; i++)
         order[seq[i].prio][norder[seq[i].prio]++] = i;
     ctrl_out = gm_dma_malloc(port, CTRL_LEN);
@@ -592,8 +576,7 @@ int main(int argc, char **argv)
         for (;;) {
             check_deadline("waiting for the client's hello");
             gm_recv_event_t *e = poll_once();
-            if (!e)
-                continue;
+            if (!e) continue;
             struct ctrl c;
             memset(&c, 0, sizeof c);
             unsigned size = gm_ntoh_u8(e->recv.size);

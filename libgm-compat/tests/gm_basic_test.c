@@ -48,9 +48,12 @@ static void test_constants(void)
 
 static void test_size_formulas(void)
 {
-    static const struct { unsigned long len; unsigned size; } cases[] = {
-        {0, 3}, {1, 4}, {8, 4}, {9, 5}, {24, 5}, {25, 6}, {4088, 12}, {4089, 13},
-        {8184, 13}, {8185, 14}, {65528, 16}, {65529, 17}, {1048576, 21},
+    static const struct {
+        unsigned long len;
+        unsigned size;
+    } cases[] = {
+        {0, 3},     {1, 4},     {8, 4},     {9, 5},      {24, 5},     {25, 6},       {4088, 12},
+        {4089, 13}, {8184, 13}, {8185, 14}, {65528, 16}, {65529, 17}, {1048576, 21},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char what[64];
@@ -72,8 +75,7 @@ static void test_byte_order(void)
 {
     GMT_EQ("ntoh(hton u16)", gm_ntoh_u16(gm_hton_u16(0x1234)), 0x1234);
     GMT_EQ("ntoh(hton u32)", gm_ntoh_u32(gm_hton_u32(0x12345678u)), 0x12345678u);
-    GMT_EQ("ntoh(hton u64)", gm_ntoh_u64(gm_hton_u64(0x0102030405060708ull)),
-           0x0102030405060708ll);
+    GMT_EQ("ntoh(hton u64)", gm_ntoh_u64(gm_hton_u64(0x0102030405060708ull)), 0x0102030405060708ll);
     GMT_EQ("ntoh(hton u8)", gm_ntoh_u8(gm_hton_u8(0xab)), 0xab);
     GMT_EQ("gm_ntohl(gm_htonl)", gm_ntohl(gm_htonl(77)), 77);
     GMT_EQ("gm_ntohs(gm_htons)", gm_ntohs(gm_htons(77)), 77);
@@ -103,14 +105,14 @@ static void test_ports(void)
     unsigned id = 0;
     gm_status_t st = gmt_open_port(&p, &id, "basic");
     GMT_EQ("gm_open on a free port", st, GM_SUCCESS);
-    if (st != GM_SUCCESS)
-        return;
+    if (st != GM_SUCCESS) return;
     GMT_EQ("gm_get_port_id", gm_get_port_id(p), id);
     GMT_EQ("gm_num_ports(port) == gm_num_ports(NULL)", gm_num_ports(p), gm_num_ports(NULL));
     st = gm_open(&q, 0, id, "basic-again", (enum gm_api_version)GM_API_VERSION_2_0);
     GMT_TRUE("second gm_open of an open port fails", st != GM_SUCCESS);
     GMT_EQ("second gm_open of an open port is GM_BUSY", st, GM_BUSY);
-    st = gm_open(&q, 0, gm_num_ports(NULL), "out-of-range", (enum gm_api_version)GM_API_VERSION_2_0);
+    st =
+        gm_open(&q, 0, gm_num_ports(NULL), "out-of-range", (enum gm_api_version)GM_API_VERSION_2_0);
     GMT_TRUE("gm_open(port id == gm_num_ports) fails", st != GM_SUCCESS);
     st = gm_open(&q, 0, 100000, "out-of-range", (enum gm_api_version)GM_API_VERSION_2_0);
     GMT_TRUE("gm_open(port 100000) fails", st != GM_SUCCESS);
@@ -123,8 +125,7 @@ static void test_ports(void)
         char what[64];
         snprintf(what, sizeof what, "gm_open(reserved port %u) fails", reserved[i]);
         GMT_TRUE(what, st != GM_SUCCESS);
-        if (st == GM_SUCCESS)
-            gm_close(q);
+        if (st == GM_SUCCESS) gm_close(q);
     }
     GMT_TRUE("send tokens > 0", gm_num_send_tokens(p) > 0);
     GMT_TRUE("receive tokens > 0", gm_num_receive_tokens(p) > 0);
@@ -134,8 +135,7 @@ static void test_ports(void)
     /* A closed port id can be opened again. */
     st = gm_open(&p, 0, id, "reopen", (enum gm_api_version)GM_API_VERSION_2_0);
     GMT_EQ("gm_open after gm_close", st, GM_SUCCESS);
-    if (st == GM_SUCCESS)
-        gm_close(p);
+    if (st == GM_SUCCESS) gm_close(p);
 }
 
 static void test_init_refcount(void)
@@ -147,8 +147,7 @@ static void test_init_refcount(void)
     unsigned id;
     gm_status_t st = gmt_open_port(&p, &id, "after-nested-finalize");
     GMT_EQ("gm_open after a balanced nested init/finalize", st, GM_SUCCESS);
-    if (st == GM_SUCCESS)
-        gm_close(p);
+    if (st == GM_SUCCESS) gm_close(p);
 }
 
 static void test_identity(void)
@@ -176,11 +175,10 @@ static void test_identity(void)
     GMT_EQ("gm_host_name_to_node_id_ex result", by_name, node);
     char *n2 = gm_node_id_to_host_name(p, node);
     GMT_TRUE("gm_node_id_to_host_name(own id) is not NULL", n2 != NULL);
-    if (n2)
-        GMT_TRUE("gm_node_id_to_host_name(own id) == own name", strcmp(n2, name) == 0);
+    if (n2) GMT_TRUE("gm_node_id_to_host_name(own id) == own name", strcmp(n2, name) == 0);
     char n3[GM_MAX_HOST_NAME_LEN + 1];
-    GMT_EQ("gm_node_id_to_host_name_ex",
-           gm_node_id_to_host_name_ex(p, 1000000, node, &n3), GM_SUCCESS);
+    GMT_EQ("gm_node_id_to_host_name_ex", gm_node_id_to_host_name_ex(p, 1000000, node, &n3),
+           GM_SUCCESS);
 
     char uid[6] = {0}, uid2[6] = {0};
     unsigned from_uid = 0;
@@ -201,8 +199,7 @@ static void test_identity(void)
     uint64_t t0 = gmt_now_us();
     gm_status_t st = gm_host_name_to_node_id_ex(p, 200000, "no-such-host.invalid", &by_name);
     GMT_TRUE("gm_host_name_to_node_id_ex(unknown) fails", st != GM_SUCCESS);
-    GMT_TRUE("gm_host_name_to_node_id_ex(unknown) returns within 5 s",
-             gmt_now_us() - t0 < 5000000);
+    GMT_TRUE("gm_host_name_to_node_id_ex(unknown) returns within 5 s", gmt_now_us() - t0 < 5000000);
     GMT_TRUE("gm_node_id_to_host_name(unknown id) is NULL",
              gm_node_id_to_host_name(p, 60000) == NULL);
     gm_close(p);

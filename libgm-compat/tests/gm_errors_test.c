@@ -22,7 +22,8 @@ static void test_closed_port(void)
     pr.b = NULL;
     struct gmt_send s = {0};
     uint64_t t0 = gmt_now_us();
-    gm_send_with_callback(pr.a, sbuf, 7, 100, GM_LOW_PRIORITY, pr.node_b, closed_id, gmt_send_cb, &s);
+    gm_send_with_callback(pr.a, sbuf, 7, 100, GM_LOW_PRIORITY, pr.node_b, closed_id, gmt_send_cb,
+                          &s);
     gmt_wait_sent(pr.a, NULL, &s.calls, 1, 15000000);
     uint64_t el = gmt_now_us() - t0;
     GMT_EQ("send to a closed port: callback ran", s.calls, 1);
@@ -37,8 +38,7 @@ static void test_closed_port(void)
     gmt_wait_sent(pr.a, NULL, &r.calls, 1, GMT_WAIT_US);
     GMT_EQ("gm_resume_sending callback status", r.status, GM_SUCCESS);
     unsigned never = gm_num_ports(NULL) - 1;
-    if (never == pr.port_a)
-        never--;
+    if (never == pr.port_a) never--;
     struct gmt_send s2 = {0};
     gm_send_with_callback(pr.a, sbuf, 7, 100, GM_HIGH_PRIORITY, pr.node_a, never, gmt_send_cb, &s2);
     gmt_wait_sent(pr.a, NULL, &s2.calls, 1, 15000000);
@@ -57,8 +57,7 @@ static void test_unknown_node(void)
     char *sbuf = gm_dma_malloc(p, 100);
     static const unsigned bad_nodes[] = {GM_NO_SUCH_NODE_ID, 4000, 65535};
     for (int i = 0; i < 3; i++) {
-        if (bad_nodes[i] == node)
-            continue;
+        if (bad_nodes[i] == node) continue;
         struct gmt_send s = {0};
         uint64_t t0 = gmt_now_us();
         gm_send_with_callback(p, sbuf, 7, 100, GM_LOW_PRIORITY, bad_nodes[i], 2, gmt_send_cb, &s);
@@ -99,7 +98,12 @@ static void test_bad_arguments(void)
     char *rbuf = gm_dma_malloc(pr.b, gm_max_length_for_size(6) + 8);
     GMT_TRUE_FATAL("gm_dma_malloc", sbuf && rbuf);
     gm_provide_receive_buffer(pr.b, rbuf, 6, GM_LOW_PRIORITY);
-    static const struct { unsigned size; size_t len; unsigned prio; const char *what; } bad[] = {
+    static const struct {
+        unsigned size;
+        size_t len;
+        unsigned prio;
+        const char *what;
+    } bad[] = {
         {6, 57, GM_LOW_PRIORITY, "length above gm_max_length_for_size(size)"},
         {2, 0, GM_LOW_PRIORITY, "size class 2"},
         {6, 10, 2, "priority 2"},
@@ -119,9 +123,11 @@ static void test_bad_arguments(void)
     GMT_EQ("no bad message was delivered", gmt_drain(pr.b, pr.a, 100000), 0);
     /* The provided buffer is still usable by a good message. */
     struct gmt_send ok = {0};
-    gm_send_with_callback(pr.a, sbuf, 6, 56, GM_LOW_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb, &ok);
+    gm_send_with_callback(pr.a, sbuf, 6, 56, GM_LOW_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb,
+                          &ok);
     struct gmt_msg m;
-    GMT_TRUE("good message after bad ones delivered", gmt_wait_msg(pr.b, pr.a, &m, GMT_WAIT_US, NULL));
+    GMT_TRUE("good message after bad ones delivered",
+             gmt_wait_msg(pr.b, pr.a, &m, GMT_WAIT_US, NULL));
     gmt_wait_sent(pr.a, pr.b, &ok.calls, 1, GMT_WAIT_US);
     GMT_EQ("good message status", ok.status, GM_SUCCESS);
     /* Providing a bad buffer is ignored (gm.h), not a crash. */
@@ -203,8 +209,7 @@ static void test_drop_sends(void)
     struct gmt_msg m;
     int got = gmt_wait_msg(pr.b, pr.a, &m, GMT_WAIT_US, NULL);
     GMT_TRUE("send after gm_resume_sending delivered", got);
-    if (got)
-        GMT_EQ("payload after resume (first bad byte)", gmt_check(m.data, 100, 77), -1);
+    if (got) GMT_EQ("payload after resume (first bad byte)", gmt_check(m.data, 100, 77), -1);
     gmt_wait_sent(pr.a, pr.b, &after.calls, 1, GMT_WAIT_US);
     GMT_EQ("send after resume: status", after.status, GM_SUCCESS);
     gm_dma_free(pr.a, sbuf);
@@ -227,7 +232,8 @@ static void test_drop_sends_idle(void)
     GMT_EQ("idle gm_drop_sends: callback inside gm_unknown", drop.outside_unknown, 0);
     gm_provide_receive_buffer(pr.b, rbuf, 5, GM_HIGH_PRIORITY);
     struct gmt_send s = {0};
-    gm_send_with_callback(pr.a, sbuf, 5, 16, GM_HIGH_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb, &s);
+    gm_send_with_callback(pr.a, sbuf, 5, 16, GM_HIGH_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb,
+                          &s);
     struct gmt_msg m;
     GMT_TRUE("high-priority send after a low-priority drop delivered",
              gmt_wait_msg(pr.b, pr.a, &m, GMT_WAIT_US, NULL));
@@ -273,14 +279,14 @@ static void test_close_with_pending(void)
     char *sb = gm_dma_malloc(pr.b, 8);
     gm_provide_receive_buffer(pr.b, rb, 5, GM_LOW_PRIORITY);
     struct gmt_send self = {0};
-    gm_send_with_callback(pr.b, sb, 5, 8, GM_LOW_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb, &self);
+    gm_send_with_callback(pr.b, sb, 5, 8, GM_LOW_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb,
+                          &self);
     struct gmt_msg m;
     int got = 0;
     uint64_t deadline = gmt_now_us() + GMT_WAIT_US;
     while (!got && gmt_now_us() < deadline) {
         int r = gmt_poll_once(pr.b, &m);
-        if (r == 1 && m.length == 8)
-            got = 1;
+        if (r == 1 && m.length == 8) got = 1;
     }
     GMT_TRUE("surviving port still delivers to itself", got);
     GMT_EQ("alarm of the closed port never ran", stale_alarm_runs, 0);
@@ -312,8 +318,8 @@ static void test_sender_reopened(void)
            gm_open(&pr.a, 0, port_a, "gmt-a2", (enum gm_api_version)GM_API_VERSION_2_0),
            GM_SUCCESS);
     struct gmt_send s = {0};
-    gm_send_with_callback(pr.a, new_msg, 5, sizeof new_msg, GM_LOW_PRIORITY, pr.node_b,
-                          pr.port_b, gmt_send_cb, &s);
+    gm_send_with_callback(pr.a, new_msg, 5, sizeof new_msg, GM_LOW_PRIORITY, pr.node_b, pr.port_b,
+                          gmt_send_cb, &s);
     gmt_drain(pr.a, pr.b, 50000);
     char *bufs[4];
     for (int i = 0; i < 4; i++) {

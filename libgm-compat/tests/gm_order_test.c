@@ -27,12 +27,9 @@ static uint32_t rng(void)
 static size_t pick_len(void)
 {
     uint32_t r = rng() % 100;
-    if (r < 5)
-        return rng() % 8; /* 0..7: below the header */
-    if (r < 60)
-        return 8 + rng() % 120;
-    if (r < 90)
-        return 128 + rng() % (4096 - 128);
+    if (r < 5) return rng() % 8; /* 0..7: below the header */
+    if (r < 60) return 8 + rng() % 120;
+    if (r < 90) return 128 + rng() % (4096 - 128);
     return 4096 + rng() % (MAX_LEN - 4096 + 1);
 }
 
@@ -44,8 +41,7 @@ static void make_payload(unsigned char *b, size_t len, uint32_t idx)
     memcpy(hdr, &idx, 4);
     memcpy(hdr + 4, &inv, 4);
     memcpy(b, hdr, len < 8 ? len : 8);
-    if (len > 8)
-        memcpy(b + 8, pattern + 8, len - 8);
+    if (len > 8) memcpy(b + 8, pattern + 8, len - 8);
 }
 static int payload_ok(const unsigned char *b, size_t len, uint32_t idx)
 {
@@ -53,8 +49,7 @@ static int payload_ok(const unsigned char *b, size_t len, uint32_t idx)
     uint32_t inv = ~idx;
     memcpy(hdr, &idx, 4);
     memcpy(hdr + 4, &inv, 4);
-    if (memcmp(b, hdr, len < 8 ? len : 8) != 0)
-        return 0;
+    if (memcmp(b, hdr, len < 8 ? len : 8) != 0) return 0;
     return len <= 8 || memcmp(b + 8, pattern + 8, len - 8) == 0;
 }
 
@@ -69,10 +64,8 @@ static void order_cb(struct gm_port *p, void *ctx, gm_status_t st)
     (void)p;
     s->busy = 0;
     cb_done++;
-    if (st != GM_SUCCESS)
-        cb_errors++;
-    if (!gmt_in_unknown)
-        cb_outside++;
+    if (st != GM_SUCCESS) cb_errors++;
+    if (!gmt_in_unknown) cb_outside++;
 }
 
 static void test_order_mixed(void)
@@ -80,11 +73,9 @@ static void test_order_mixed(void)
     unsigned long n = 100000;
     /* Sanitizer runs set COR_TEST_SCALE=small: fewer messages, same mix. */
     const char *scale = getenv("COR_TEST_SCALE");
-    if (scale && strcmp(scale, "small") == 0)
-        n = 10000;
+    if (scale && strcmp(scale, "small") == 0) n = 10000;
     const char *env = getenv("GMT_ORDER_COUNT");
-    if (env && atol(env) > 0)
-        n = (unsigned long)atol(env);
+    if (env && atol(env) > 0) n = (unsigned long)atol(env);
     if (gmt_pair_open(&pr) != 0) {
         GMT_TRUE_FATAL("open two ports", 0);
         return;
@@ -137,8 +128,7 @@ static void test_order_mixed(void)
         for (unsigned tries = 0; tries < nslot && sent < n; tries++) {
             struct slot *s = &slots[free_hint];
             free_hint = (free_hint + 1) % nslot;
-            if (s->busy)
-                continue;
+            if (s->busy) continue;
             s->busy = 1;
             make_payload(s->buf, len[sent], (uint32_t)sent);
             gm_send_with_callback(pr.a, s->buf, gm_min_size_for_length(len[sent]), len[sent],
@@ -148,8 +138,7 @@ static void test_order_mixed(void)
         /* Drain what arrived; repost each buffer at once. */
         for (int burst = 0; burst < 64; burst++) {
             struct gmt_msg m;
-            if (gmt_poll_once(pr.b, &m) != 1)
-                break;
+            if (gmt_poll_once(pr.b, &m) != 1) break;
             unsigned p = m.prio;
             if (cursor[p] >= count[p]) {
                 extra++;
@@ -159,8 +148,7 @@ static void test_order_mixed(void)
                     bad_len++;
                 else if (!payload_ok(m.data, m.length, idx))
                     bad_data++;
-                if (m.size != gm_min_size_for_length(len[idx]))
-                    bad_size++;
+                if (m.size != gm_min_size_for_length(len[idx])) bad_size++;
                 if ((m.length != len[idx] || !payload_ok(m.data, m.length, idx)) &&
                     first_bad == (unsigned long)-1)
                     first_bad = idx;

@@ -48,8 +48,7 @@ static void put_and_check(put_fn put, const char *name, size_t len, unsigned pri
     uint64_t deadline = gmt_now_us() + GMT_WAIT_US;
     while (s.calls == 0 && gmt_now_us() < deadline) {
         gmt_poll_once(pr.a, NULL);
-        if (gmt_poll_once(pr.b, NULL) == 1)
-            events_at_target++;
+        if (gmt_poll_once(pr.b, NULL) == 1) events_at_target++;
     }
     char what[128];
     snprintf(what, sizeof what, "%s %zu bytes prio %u: callback", name, len, prio);
@@ -62,8 +61,7 @@ static void put_and_check(put_fn put, const char *name, size_t len, unsigned pri
      * settle with both ports polled. */
     deadline = gmt_now_us() + 2000000;
     while (gmt_check(dst + 64, len, (uint32_t)len + prio) != -1 && gmt_now_us() < deadline)
-        if (gmt_poll_once(pr.b, NULL) == 1)
-            events_at_target++;
+        if (gmt_poll_once(pr.b, NULL) == 1) events_at_target++;
     snprintf(what, sizeof what, "%s %zu bytes: data landed (first bad byte, -1 = none)", name, len);
     GMT_EQ(what, gmt_check(dst + 64, len, (uint32_t)len + prio), -1);
     int guard_ok = 1;
@@ -80,8 +78,7 @@ static void put_and_check(put_fn put, const char *name, size_t len, unsigned pri
 
 static void test_directed_send(void)
 {
-    if (open_pair(1))
-        return;
+    if (open_pair(1)) return;
     static const size_t lens[] = {1, 64, 100, 4096, 65536, 1048576};
     for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
         for (unsigned prio = 0; prio < 2; prio++)
@@ -92,8 +89,7 @@ static void test_directed_send(void)
 
 static void test_put(void)
 {
-    if (open_pair(1))
-        return;
+    if (open_pair(1)) return;
     /* 4032/4033: where shm switches a put from eager to header + DATA. */
     static const size_t lens[] = {8, 4031, 4032, 4033, 4095, 4096, 4097, 262144};
     for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
@@ -104,8 +100,7 @@ static void test_put(void)
 /* gm_register_memory'd (not gm_dma_malloc'd) target memory. */
 static void test_put_registered_memory(void)
 {
-    if (open_pair(1))
-        return;
+    if (open_pair(1)) return;
     size_t len = 20000;
     char *dst = malloc(len), *src = gm_dma_malloc(pr.a, len);
     GMT_TRUE_FATAL("alloc", dst && src);
@@ -130,8 +125,7 @@ static void test_put_registered_memory(void)
  * when the message arrives the put's data must be there. */
 static void test_put_then_notify(void)
 {
-    if (open_pair(1))
-        return;
+    if (open_pair(1)) return;
     enum { ROUNDS = 50 };
     size_t len = 32768;
     char *dst = gm_dma_malloc(pr.b, len);
@@ -154,8 +148,7 @@ static void test_put_then_notify(void)
             break;
         }
         /* Check before any further polling: the put must already be there. */
-        if (gmt_check(dst, len, 1000 + (uint32_t)r) != -1)
-            late++;
+        if (gmt_check(dst, len, 1000 + (uint32_t)r) != -1) late++;
         gm_provide_receive_buffer(pr.b, rbuf, 4, GM_HIGH_PRIORITY);
         /* Both callbacks before src is rewritten. */
         gmt_wait_sent(pr.a, pr.b, &ps.calls, 1, GMT_WAIT_US);
@@ -172,8 +165,7 @@ static void test_put_then_notify(void)
 
 static void test_get(void)
 {
-    if (open_pair(1))
-        return;
+    if (open_pair(1)) return;
     static const size_t lens[] = {1, 64, 5000, 1048576};
     for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
         size_t len = lens[i];
@@ -189,8 +181,7 @@ static void test_get(void)
         uint64_t deadline = gmt_now_us() + GMT_WAIT_US;
         while (s.calls == 0 && gmt_now_us() < deadline) {
             gmt_poll_once(pr.a, NULL);
-            if (gmt_poll_once(pr.b, NULL) == 1)
-                ev++;
+            if (gmt_poll_once(pr.b, NULL) == 1) ev++;
         }
         char what[96];
         snprintf(what, sizeof what, "gm_get %zu bytes: callback", len);
@@ -201,8 +192,10 @@ static void test_get(void)
         GMT_EQ(what, gmt_check(local + 64, len, 500 + (uint32_t)i), -1);
         int guard_ok = 1;
         for (int g = 0; g < 64; g++)
-            guard_ok &= (unsigned char)local[g] == 0xee && (unsigned char)local[64 + len + g] == 0xee;
-        snprintf(what, sizeof what, "gm_get %zu bytes: bytes around the local buffer untouched", len);
+            guard_ok &=
+                (unsigned char)local[g] == 0xee && (unsigned char)local[64 + len + g] == 0xee;
+        snprintf(what, sizeof what, "gm_get %zu bytes: bytes around the local buffer untouched",
+                 len);
         GMT_TRUE(what, guard_ok);
         snprintf(what, sizeof what, "gm_get %zu bytes: no receive event at the target", len);
         GMT_EQ(what, ev, 0);
@@ -239,8 +232,7 @@ static void expect_put_refused(const char *what, char *dst, size_t len, int poll
 
 static void test_put_refused(void)
 {
-    if (open_pair(0))
-        return;
+    if (open_pair(0)) return;
     char *dst = gm_dma_malloc(pr.b, 4096);
     GMT_TRUE_FATAL("gm_dma_malloc", dst != NULL);
     expect_put_refused("put without gm_allow_remote_memory_access", dst, 4096, 1);
@@ -265,13 +257,12 @@ static void test_put_refused(void)
  * is refused again. */
 static void test_rma_reuse(void)
 {
-    if (open_pair(1))
-        return;
+    if (open_pair(1)) return;
     enum { REGION = 1 << 20 };
     const char *prov = getenv("GM_TEST_PROVIDER");
     const char *rma_env = getenv("GM_RMA");
-    int target_idle_ok = !(prov && strcmp(prov, "tcp") == 0) &&
-                         !(rma_env && strcmp(rma_env, "0") == 0);
+    int target_idle_ok =
+        !(prov && strcmp(prov, "tcp") == 0) && !(rma_env && strcmp(rma_env, "0") == 0);
     char *dst = malloc(REGION);
     char *src = gm_dma_malloc(pr.a, REGION);
     char *local = gm_dma_malloc(pr.a, REGION);
@@ -291,8 +282,8 @@ static void test_rma_reuse(void)
         uint32_t seed = 100 + (uint32_t)i;
         gmt_fill(src, len, seed);
         struct gmt_send ps = {0};
-        gm_put(pr.a, src, rptr(dst + 64), len, GM_LOW_PRIORITY, pr.node_b, pr.port_b,
-               gmt_send_cb, &ps);
+        gm_put(pr.a, src, rptr(dst + 64), len, GM_LOW_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb,
+               &ps);
         int done = gmt_wait_sent(pr.a, target_idle_ok ? NULL : pr.b, &ps.calls, 1, GMT_WAIT_US);
         snprintf(what, sizeof what, "put %zu bytes completes%s", len,
                  target_idle_ok ? " while only the initiator polls" : "");
@@ -303,8 +294,8 @@ static void test_rma_reuse(void)
         GMT_EQ(what, gmt_check(dst + 64, len, seed), -1);
         struct gmt_send gs = {0};
         memset(local, 0, len);
-        gm_get(pr.a, rptr(dst + 64), local, len, GM_LOW_PRIORITY, pr.node_b, pr.port_b,
-               gmt_send_cb, &gs);
+        gm_get(pr.a, rptr(dst + 64), local, len, GM_LOW_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb,
+               &gs);
         done = gmt_wait_sent(pr.a, target_idle_ok ? NULL : pr.b, &gs.calls, 1, GMT_WAIT_US);
         snprintf(what, sizeof what, "get %zu bytes completes", len);
         GMT_TRUE(what, done);
@@ -317,8 +308,7 @@ static void test_rma_reuse(void)
     gmt_drain(pr.a, pr.b, 20000); /* the sender learns it is gone */
     memset(dst, 0x11, REGION);
     s = (struct gmt_send){0};
-    gm_put(pr.a, src, rptr(dst + 64), 4096, GM_LOW_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb,
-           &s);
+    gm_put(pr.a, src, rptr(dst + 64), 4096, GM_LOW_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb, &s);
     gmt_wait_sent(pr.a, pr.b, &s.calls, 1, GMT_WAIT_US);
     GMT_EQ("put after gm_deregister_memory: callback ran", s.calls, 1);
     GMT_TRUE("put after gm_deregister_memory: refused", s.status != GM_SUCCESS);

@@ -65,15 +65,13 @@ static void test_all_sizes_both_priorities(void)
                 snprintf(what, sizeof what, "size %u prio %u len %zu", size, prio, len);
                 int got = gmt_wait_msg(pr.b, pr.a, &m, GMT_WAIT_US, NULL);
                 GMT_TRUE(what, got);
-                if (got)
-                    check_msg(what, &m, size, prio, len, seed, rbuf, 0);
+                if (got) check_msg(what, &m, size, prio, len, seed, rbuf, 0);
                 GMT_TRUE("send callback ran", gmt_wait_sent(pr.a, pr.b, &s.calls, 1, GMT_WAIT_US));
                 GMT_EQ("send status", s.status, GM_SUCCESS);
                 GMT_EQ("send callback ran once", s.calls, 1);
                 gm_dma_free(pr.b, rbuf);
                 gm_dma_free(pr.a, sbuf);
-                if (!got)
-                    goto out;
+                if (!got) goto out;
             }
         }
     }
@@ -133,8 +131,8 @@ static void test_exact_match_and_wait(void)
     char *wrong_prio = gm_dma_malloc(pr.b, gm_max_length_for_size(size) + 8);
     char *right = gm_dma_malloc(pr.b, gm_max_length_for_size(size) + 8);
     char *sbuf = gm_dma_malloc(pr.a, len);
-    GMT_TRUE_FATAL("gm_dma_malloc", wrong_size_lo && wrong_size_hi && smaller_lo && wrong_prio &&
-                                        right && sbuf);
+    GMT_TRUE_FATAL("gm_dma_malloc",
+                   wrong_size_lo && wrong_size_hi && smaller_lo && wrong_prio && right && sbuf);
     gmt_fill(sbuf, len, 42);
 
     /* Bigger size class, both priorities; same size class at high priority. */
@@ -143,8 +141,8 @@ static void test_exact_match_and_wait(void)
     gm_provide_receive_buffer(pr.b, wrong_prio, size, GM_HIGH_PRIORITY);
     gm_provide_receive_buffer(pr.b, smaller_lo, size - 1, GM_LOW_PRIORITY);
     struct gmt_send s = {0};
-    gm_send_with_callback(pr.a, sbuf, size, len, GM_LOW_PRIORITY, pr.node_b, pr.port_b,
-                          gmt_send_cb, &s);
+    gm_send_with_callback(pr.a, sbuf, size, len, GM_LOW_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb,
+                          &s);
     unsigned early = gmt_drain(pr.b, pr.a, 300000);
     GMT_EQ("no delivery into a buffer of another size or priority", early, 0);
     GMT_EQ("no send callback before the message is received", s.calls, 0);
@@ -153,8 +151,7 @@ static void test_exact_match_and_wait(void)
     struct gmt_msg m;
     int got = gmt_wait_msg(pr.b, pr.a, &m, GMT_WAIT_US, NULL);
     GMT_TRUE("delivered once the matching buffer is provided", got);
-    if (got)
-        check_msg("waiting message", &m, size, GM_LOW_PRIORITY, len, 42, right, 201);
+    if (got) check_msg("waiting message", &m, size, GM_LOW_PRIORITY, len, 42, right, 201);
     GMT_TRUE("send callback ran", gmt_wait_sent(pr.a, pr.b, &s.calls, 1, GMT_WAIT_US));
     GMT_EQ("send status", s.status, GM_SUCCESS);
 
@@ -165,20 +162,21 @@ static void test_exact_match_and_wait(void)
                           gmt_send_cb, &s2);
     got = gmt_wait_msg(pr.b, pr.a, &m, GMT_WAIT_US, NULL);
     GMT_TRUE("high-priority message uses the high-priority buffer", got);
-    if (got)
-        check_msg("high priority", &m, size, GM_HIGH_PRIORITY, len, 43, wrong_prio, 0);
+    if (got) check_msg("high priority", &m, size, GM_HIGH_PRIORITY, len, 43, wrong_prio, 0);
     GMT_TRUE("send callback ran", gmt_wait_sent(pr.a, pr.b, &s2.calls, 1, GMT_WAIT_US));
     GMT_EQ("event priority is HIGH", m.prio, GM_HIGH_PRIORITY);
 
     /* Use up the remaining buffers so they can be freed: each still matches
      * only its own (size, priority). */
-    static const struct { unsigned size, prio; } rest[] = {
+    static const struct {
+        unsigned size, prio;
+    } rest[] = {
         {size + 1, GM_LOW_PRIORITY}, {size + 1, GM_HIGH_PRIORITY}, {size - 1, GM_LOW_PRIORITY}};
     char *const rest_buf[] = {wrong_size_lo, wrong_size_hi, smaller_lo};
     for (int i = 0; i < 3; i++) {
         struct gmt_send s3 = {0};
-        size_t l = gm_max_length_for_size(rest[i].size) < len ? gm_max_length_for_size(rest[i].size)
-                                                               : len;
+        size_t l =
+            gm_max_length_for_size(rest[i].size) < len ? gm_max_length_for_size(rest[i].size) : len;
         gmt_fill(sbuf, l, 50 + (uint32_t)i);
         gm_send_with_callback(pr.a, sbuf, rest[i].size, l, rest[i].prio, pr.node_b, pr.port_b,
                               gmt_send_cb, &s3);
@@ -215,8 +213,8 @@ static void test_tags(void)
     int seen[N] = {0};
     struct gmt_send s = {0};
     for (int i = 0; i < N; i++) {
-        gm_send_with_callback(pr.a, sbuf, 5, 16, GM_LOW_PRIORITY, pr.node_b, pr.port_b,
-                              gmt_send_cb, &s);
+        gm_send_with_callback(pr.a, sbuf, 5, 16, GM_LOW_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb,
+                              &s);
         struct gmt_msg m;
         if (!gmt_wait_msg(pr.b, pr.a, &m, GMT_WAIT_US, NULL)) {
             GMT_TRUE("message with a tagged buffer arrives", 0);
@@ -270,8 +268,7 @@ static void test_acceptable_sizes(void)
     struct gmt_msg m;
     int got = gmt_wait_msg(pr.b, pr.a, &m, GMT_WAIT_US, NULL);
     GMT_TRUE("acceptable size still delivered", got);
-    if (got)
-        GMT_EQ("delivered size", m.size, 6);
+    if (got) GMT_EQ("delivered size", m.size, 6);
     gmt_wait_sent(pr.a, pr.b, &ok.calls, 1, GMT_WAIT_US);
     GMT_EQ("acceptable send status", ok.status, GM_SUCCESS);
     gmt_pair_close(&pr);

@@ -32,13 +32,10 @@ static void window_cb(struct gm_port *p, void *ctx, gm_status_t st)
 {
     struct window_slot *w = ctx;
     win_callbacks++;
-    if (!w->outstanding)
-        win_spurious++;
+    if (!w->outstanding) win_spurious++;
     w->outstanding = 0;
-    if (st != GM_SUCCESS)
-        win_errors++;
-    if (!gmt_in_unknown)
-        win_outside++;
+    if (st != GM_SUCCESS) win_errors++;
+    if (!gmt_in_unknown) win_outside++;
 }
 
 static void test_full_windows(void)
@@ -74,8 +71,7 @@ static void test_full_windows(void)
         while (round_recv < R && gmt_now_us() < deadline) {
             /* Fill the send window: one token per outstanding send. */
             for (unsigned i = 0; i < S && next < R; i++) {
-                if (slot[i].outstanding)
-                    continue;
+                if (slot[i].outstanding) continue;
                 slot[i].outstanding = 1;
                 uint32_t seq = round * R + next++;
                 memcpy(sbuf[i], &seq, 4);
@@ -87,8 +83,7 @@ static void test_full_windows(void)
             if (gmt_poll_once(pr.b, &m) == 1) {
                 uint32_t seq;
                 memcpy(&seq, m.data, 4);
-                if (m.length != len || seq != round * R + round_recv)
-                    bad_payload++;
+                if (m.length != len || seq != round * R + round_recv) bad_payload++;
                 round_recv++;
             }
             gmt_poll_once(pr.a, NULL);
@@ -123,8 +118,7 @@ struct pool_ctx {
 static void pool_cb(struct gm_port *p, void *ctx, gm_status_t st)
 {
     struct pool_ctx *c = ctx;
-    if (st != GM_SUCCESS || !gmt_in_unknown)
-        c->errors++;
+    if (st != GM_SUCCESS || !gmt_in_unknown) c->errors++;
     c->done++;
     gm_free_send_token(p, GM_HIGH_PRIORITY);
 }
@@ -188,24 +182,23 @@ static void test_unknown_reprovides(void)
     struct gmt_send s = {0};
     int got = 0;
     for (int i = 0; i < 3; i++) {
-        gm_send_with_callback(pr.a, sbuf, 6, 32, GM_LOW_PRIORITY, pr.node_b, pr.port_b,
-                              gmt_send_cb, &s);
+        gm_send_with_callback(pr.a, sbuf, 6, 32, GM_LOW_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb,
+                              &s);
         uint64_t deadline = gmt_now_us() + GMT_WAIT_US;
         int this_one = 0;
         while (!this_one && gmt_now_us() < deadline) {
             gm_recv_event_t *e = gm_receive(pr.b);
             unsigned t = GM_RECV_EVENT_TYPE(e);
             if (gmt_is_recv_type(t)) {
-                GMT_TRUE("message lands in the re-provided buffer", gm_ntohp(e->recv.buffer) == rbuf);
+                GMT_TRUE("message lands in the re-provided buffer",
+                         gm_ntohp(e->recv.buffer) == rbuf);
                 this_one = 1;
             }
-            if (t != GM_NO_RECV_EVENT)
-                gmt_unknown(pr.b, e); /* also hands the receive event back */
+            if (t != GM_NO_RECV_EVENT) gmt_unknown(pr.b, e); /* also hands the receive event back */
             gmt_poll_once(pr.a, NULL);
         }
         got += this_one;
-        if (!this_one)
-            break;
+        if (!this_one) break;
     }
     GMT_EQ("messages received through one re-provided buffer", got, 3);
     gmt_wait_sent(pr.a, pr.b, &s.calls, 3, GMT_WAIT_US);

@@ -63,9 +63,11 @@ static void test_message_wakes(void)
     GMT_EQ("woken by arrivals on shm, not on tcp", rings, !(prov && strcmp(prov, "tcp") == 0));
     unsigned long sleep_us = rings ? LONG_SLEEP_US : 1000;
     char *rbuf = gm_dma_malloc(pr.b, gm_max_length_for_size(5) + 8);
-    struct late l = {
-        .from = pr.a, .to = pr.b, .buf = gm_dma_malloc(pr.a, 16), .node = pr.node_b,
-        .port = pr.port_b};
+    struct late l = {.from = pr.a,
+                     .to = pr.b,
+                     .buf = gm_dma_malloc(pr.a, 16),
+                     .node = pr.node_b,
+                     .port = pr.port_b};
     GMT_TRUE_FATAL("gm_dma_malloc", rbuf && l.buf);
     gm_provide_receive_buffer(pr.b, rbuf, 5, GM_LOW_PRIORITY);
     pthread_t th;

@@ -59,8 +59,7 @@ void gmt_assert(int ok, int fatal, int line, const char *file, const char *fmt, 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (!ok)
-        fprintf(stderr, "%s:%d: FAILED: %s\n", file, line, msg);
+    if (!ok) fprintf(stderr, "%s:%d: FAILED: %s\n", file, line, msg);
     CU_assertImplementation(ok ? CU_TRUE : CU_FALSE, (unsigned)line, msg, file, "",
                             fatal ? CU_TRUE : CU_FALSE);
 }
@@ -71,8 +70,7 @@ gm_status_t gmt_open_port(struct gm_port **p, unsigned *port_id, const char *nam
     gm_status_t st = GM_FAILURE;
     unsigned n = gm_num_ports(NULL);
     for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++) {
-        if (probe[i] >= n)
-            break;
+        if (probe[i] >= n) break;
         st = gm_open(p, 0, probe[i], name, (enum gm_api_version)GM_API_VERSION_2_0);
         if (st == GM_SUCCESS) {
             *port_id = probe[i];
@@ -85,8 +83,7 @@ gm_status_t gmt_open_port(struct gm_port **p, unsigned *port_id, const char *nam
 int gmt_pair_open(struct gmt_pair *pr)
 {
     memset(pr, 0, sizeof *pr);
-    if (gmt_open_port(&pr->a, &pr->port_a, "gmt-a") != GM_SUCCESS)
-        return -1;
+    if (gmt_open_port(&pr->a, &pr->port_a, "gmt-a") != GM_SUCCESS) return -1;
     if (gmt_open_port(&pr->b, &pr->port_b, "gmt-b") != GM_SUCCESS) {
         gm_close(pr->a);
         pr->a = NULL;
@@ -109,10 +106,8 @@ int gmt_pair_open_or_stop(struct gmt_pair *pr)
 
 void gmt_pair_close(struct gmt_pair *pr)
 {
-    if (pr->a)
-        gm_close(pr->a);
-    if (pr->b)
-        gm_close(pr->b);
+    if (pr->a) gm_close(pr->a);
+    if (pr->b) gm_close(pr->b);
     pr->a = pr->b = NULL;
 }
 
@@ -166,13 +161,12 @@ int gmt_poll_once(struct gm_port *p, struct gmt_msg *m)
         }
         return 1;
     }
-    if (t != GM_NO_RECV_EVENT)
-        gmt_unknown(p, e);
+    if (t != GM_NO_RECV_EVENT) gmt_unknown(p, e);
     return 0;
 }
 
-int gmt_wait_msg(struct gm_port *on, struct gm_port *other, struct gmt_msg *m,
-                 uint64_t timeout_us, unsigned *stray)
+int gmt_wait_msg(struct gm_port *on, struct gm_port *other, struct gmt_msg *m, uint64_t timeout_us,
+                 unsigned *stray)
 {
     uint64_t deadline = gmt_now_us() + timeout_us;
     while (gmt_now_us() < deadline) {
@@ -181,10 +175,8 @@ int gmt_wait_msg(struct gm_port *on, struct gm_port *other, struct gmt_msg *m,
             GMT_TRUE("gm_receive never returns NULL", r >= 0);
             return 0;
         }
-        if (r == 1)
-            return 1;
-        if (other && gmt_poll_once(other, NULL) == 1 && stray)
-            (*stray)++;
+        if (r == 1) return 1;
+        if (other && gmt_poll_once(other, NULL) == 1 && stray) (*stray)++;
     }
     return 0;
 }
@@ -194,10 +186,8 @@ unsigned gmt_drain(struct gm_port *a, struct gm_port *b, uint64_t us)
     unsigned n = 0;
     uint64_t deadline = gmt_now_us() + us;
     while (gmt_now_us() < deadline) {
-        if (a && gmt_poll_once(a, NULL) == 1)
-            n++;
-        if (b && gmt_poll_once(b, NULL) == 1)
-            n++;
+        if (a && gmt_poll_once(a, NULL) == 1) n++;
+        if (b && gmt_poll_once(b, NULL) == 1) n++;
     }
     return n;
 }
@@ -208,8 +198,7 @@ void gmt_send_cb(struct gm_port *p, void *ctx, gm_status_t status)
     s->calls++;
     s->status = status;
     s->port = p;
-    if (!gmt_in_unknown)
-        s->outside_unknown++;
+    if (!gmt_in_unknown) s->outside_unknown++;
 }
 
 int gmt_wait_sent(struct gm_port *a, struct gm_port *b, const int *calls, int n,
@@ -218,8 +207,7 @@ int gmt_wait_sent(struct gm_port *a, struct gm_port *b, const int *calls, int n,
     uint64_t deadline = gmt_now_us() + timeout_us;
     while (*calls < n && gmt_now_us() < deadline) {
         gmt_poll_once(a, NULL);
-        if (b)
-            gmt_poll_once(b, NULL);
+        if (b) gmt_poll_once(b, NULL);
     }
     return *calls >= n;
 }
@@ -246,8 +234,7 @@ long gmt_check(const void *buf, size_t len, uint32_t seed)
 {
     const uint8_t *b = buf;
     for (size_t i = 0; i < len; i++)
-        if (b[i] != pattern_byte(seed, i))
-            return (long)i;
+        if (b[i] != pattern_byte(seed, i)) return (long)i;
     return -1;
 }
 
@@ -267,14 +254,11 @@ int gmt_run_suite(const char *suite, const struct gmt_test *tests)
     gmt_setup_env();
     const char *wd = getenv("GMT_WATCHDOG_S");
     gmt_watchdog(wd ? (unsigned)atoi(wd) : 600);
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 99;
+    if (CU_initialize_registry() != CUE_SUCCESS) return 99;
     CU_pSuite s = CU_add_suite(suite, suite_init, suite_clean);
-    if (!s)
-        goto fail;
+    if (!s) goto fail;
     for (const struct gmt_test *t = tests; t->name; t++)
-        if (!CU_add_test(s, t->name, t->fn))
-            goto fail;
+        if (!CU_add_test(s, t->name, t->fn)) goto fail;
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned bad = CU_get_number_of_failures() + CU_get_number_of_suites_failed() +

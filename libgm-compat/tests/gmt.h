@@ -41,11 +41,11 @@ void gmt_pair_close(struct gmt_pair *pr);
 
 /* One received message, copied out of the event (valid after the next poll). */
 struct gmt_msg {
-    unsigned type;      /* GM_*RECV_EVENT as delivered */
+    unsigned type; /* GM_*RECV_EVENT as delivered */
     unsigned length, size, prio, tag;
     unsigned sender_node, sender_port;
-    void *buffer;       /* the client buffer the event consumed */
-    void *data;         /* where the bytes are (message pointer) */
+    void *buffer; /* the client buffer the event consumed */
+    void *data;   /* where the bytes are (message pointer) */
 };
 
 int gmt_is_recv_type(unsigned type);
@@ -64,17 +64,17 @@ int gmt_poll_once(struct gm_port *p, struct gmt_msg *m);
 /* Poll a and b (b may be NULL) until a message arrives on `on` (a or b) or
  * the deadline passes; returns 1 with *m filled, 0 on timeout.  Receive
  * events on the other port are counted in *stray (may be NULL). */
-int gmt_wait_msg(struct gm_port *on, struct gm_port *other, struct gmt_msg *m,
-                 uint64_t timeout_us, unsigned *stray);
+int gmt_wait_msg(struct gm_port *on, struct gm_port *other, struct gmt_msg *m, uint64_t timeout_us,
+                 unsigned *stray);
 
 /* Poll both ports for a fixed time; returns the receive events seen. */
 unsigned gmt_drain(struct gm_port *a, struct gm_port *b, uint64_t us);
 
 /* A send completion record for gmt_send_cb. */
 struct gmt_send {
-    int calls;              /* how many times the callback ran (must be 1) */
+    int calls; /* how many times the callback ran (must be 1) */
     gm_status_t status;
-    int outside_unknown;    /* callbacks that ran outside gm_unknown */
+    int outside_unknown; /* callbacks that ran outside gm_unknown */
     struct gm_port *port;
 };
 void gmt_send_cb(struct gm_port *p, void *ctx, gm_status_t status);
@@ -101,15 +101,15 @@ int gmt_run_suite(const char *suite, const struct gmt_test *tests);
  * (which copies the message) directly. */
 void gmt_assert(int ok, int fatal, int line, const char *file, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
-#define GMT_EQ(what, got, want)                                                       \
-    do {                                                                              \
-        long long g_ = (long long)(got), w_ = (long long)(want);                      \
-        gmt_assert(g_ == w_, 0, __LINE__, __FILE__, "%s: expected %lld, got %lld",    \
-                   (what), w_, g_);                                                   \
+#define GMT_EQ(what, got, want)                                                                    \
+    do {                                                                                           \
+        long long g_ = (long long)(got), w_ = (long long)(want);                                   \
+        gmt_assert(g_ == w_, 0, __LINE__, __FILE__, "%s: expected %lld, got %lld", (what), w_,     \
+                   g_);                                                                            \
     } while (0)
-#define GMT_TRUE(what, cond) \
+#define GMT_TRUE(what, cond)                                                                       \
     gmt_assert(!!(cond), 0, __LINE__, __FILE__, "%s: expected %s", (what), #cond)
-#define GMT_TRUE_FATAL(what, cond) \
+#define GMT_TRUE_FATAL(what, cond)                                                                 \
     gmt_assert(!!(cond), 1, __LINE__, __FILE__, "%s: expected %s", (what), #cond)
 
 #endif

@@ -30,20 +30,16 @@ static const char *provider_in_use(char *buf, size_t n)
         char line[512];
         while (f && fgets(line, sizeof line, f)) {
             char *hash = strchr(line, '#');
-            if (hash)
-                *hash = 0;
+            if (hash) *hash = 0;
             char a[16], b[256], c[256];
-            if (sscanf(line, "%15s %255s %255s", a, b, c) == 3)
-                has_addr = 1;
+            if (sscanf(line, "%15s %255s %255s", a, b, c) == 3) has_addr = 1;
         }
-        if (f)
-            fclose(f);
+        if (f) fclose(f);
     } else if (inl && *inl) {
         char *copy = strdup(inl), *save = NULL;
         for (char *e = strtok_r(copy, ";", &save); e; e = strtok_r(NULL, ";", &save)) {
             char a[16], b[256], c[256];
-            if (sscanf(e, "%15s %255s %255s", a, b, c) == 3)
-                has_addr = 1;
+            if (sscanf(e, "%15s %255s %255s", a, b, c) == 3) has_addr = 1;
         }
         free(copy);
     }
@@ -80,13 +76,13 @@ int main(int argc, char **argv)
     struct gm_port *p = NULL;
     unsigned my_port = 0;
     if (want_port >= 0) {
-        st = gm_open(&p, 0, (unsigned)want_port, "gm-info", (enum gm_api_version)GM_API_VERSION_2_0);
+        st =
+            gm_open(&p, 0, (unsigned)want_port, "gm-info", (enum gm_api_version)GM_API_VERSION_2_0);
         my_port = (unsigned)want_port;
     } else {
         st = GM_BUSY;
         for (unsigned id = 2; id < nports && st != GM_SUCCESS; id++) {
-            if (id == 3)
-                continue;
+            if (id == 3) continue;
             st = gm_open(&p, 0, id, "gm-info", (enum gm_api_version)GM_API_VERSION_2_0);
             my_port = id;
         }
@@ -132,8 +128,8 @@ int main(int argc, char **argv)
                 state = "open (this program)";
             } else {
                 struct gm_port *q = NULL;
-                gm_status_t s = gm_open(&q, 0, id, "gm-info-probe",
-                                        (enum gm_api_version)GM_API_VERSION_2_0);
+                gm_status_t s =
+                    gm_open(&q, 0, id, "gm-info-probe", (enum gm_api_version)GM_API_VERSION_2_0);
                 if (s == GM_SUCCESS) {
                     gm_close(q);
                     state = "free";
@@ -154,8 +150,7 @@ int main(int argc, char **argv)
     unsigned shown = 0;
     for (unsigned id = 1; id <= in_use && id <= 65535 && shown < 4096; id++) {
         char name[GM_MAX_HOST_NAME_LEN + 1];
-        if (gm_node_id_to_host_name_ex(p, 1000000, id, &name) != GM_SUCCESS)
-            continue;
+        if (gm_node_id_to_host_name_ex(p, 1000000, id, &name) != GM_SUCCESS) continue;
         char u[6] = {0};
         gm_node_id_to_unique_id(p, id, u);
         printf("  %5u  %-24s ", id, name);

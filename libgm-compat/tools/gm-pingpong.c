@@ -37,8 +37,8 @@
 
 static struct gm_port *port;
 static unsigned peer_node = GM_NO_SUCH_NODE_ID, port_id = 2;
-static unsigned tokens;        /* send tokens we hold */
-static unsigned recv_tokens;   /* receive tokens not yet used */
+static unsigned tokens;      /* send tokens we hold */
+static unsigned recv_tokens; /* receive tokens not yet used */
 static int use_blocking, do_check;
 static uint64_t deadline_us;
 static const char *side = "gm-pingpong";
@@ -75,8 +75,7 @@ static void pool_ensure(unsigned s, unsigned want)
 {
     while (pool_count[s] < want && recv_tokens > 0) {
         void *b = gm_dma_malloc(port, gm_max_length_for_size(s) + 8);
-        if (!b)
-            die("gm_dma_malloc for a receive buffer", GM_OUT_OF_MEMORY);
+        if (!b) die("gm_dma_malloc for a receive buffer", GM_OUT_OF_MEMORY);
         gm_provide_receive_buffer(port, b, s, GM_LOW_PRIORITY);
         pool_count[s]++;
         recv_tokens--;
@@ -95,7 +94,7 @@ static unsigned pool_target(unsigned s)
 struct sendop {
     int done;
     gm_status_t status;
-    void *repost;      /* buffer to provide again when the send completes */
+    void *repost; /* buffer to provide again when the send completes */
     unsigned size;
 };
 
@@ -109,14 +108,12 @@ static void send_cb(struct gm_port *p, void *ctx, gm_status_t st)
     if (st != GM_SUCCESS) {
         static unsigned printed;
         send_errors++;
-        if (printed++ < 5)
-            fprintf(stderr, "%s: send failed: %s\n", side, gm_strerror(st));
+        if (printed++ < 5) fprintf(stderr, "%s: send failed: %s\n", side, gm_strerror(st));
     }
     if (op) {
         op->done = 1;
         op->status = st;
-        if (op->repost)
-            gm_provide_receive_buffer(p, op->repost, op->size, GM_LOW_PRIORITY);
+        if (op->repost) gm_provide_receive_buffer(p, op->repost, op->size, GM_LOW_PRIORITY);
     }
 }
 
@@ -146,8 +143,8 @@ static gm_recv_event_t *poll_event(void)
 static int is_high(gm_recv_event_t *e)
 {
     unsigned t = GM_RECV_EVENT_TYPE(e);
-    return t == GM_HIGH_RECV_EVENT || t == GM_HIGH_PEER_RECV_EVENT || t == GM_FAST_HIGH_RECV_EVENT ||
-           t == GM_FAST_HIGH_PEER_RECV_EVENT;
+    return t == GM_HIGH_RECV_EVENT || t == GM_HIGH_PEER_RECV_EVENT ||
+           t == GM_FAST_HIGH_RECV_EVENT || t == GM_FAST_HIGH_PEER_RECV_EVENT;
 }
 
 /* ---- control messages (high priority, size PP_CTRL_SIZE) -------------- */
@@ -158,8 +155,7 @@ static void ctrl_provide_all(void)
 {
     for (int i = 0; i < CTRL_BUFS; i++) {
         void *b = gm_dma_malloc(port, gm_max_length_for_size(PP_CTRL_SIZE) + 8);
-        if (!b)
-            die("gm_dma_malloc for a control buffer", GM_OUT_OF_MEMORY);
+        if (!b) die("gm_dma_malloc for a control buffer", GM_OUT_OF_MEMORY);
         gm_provide_receive_buffer(port, b, PP_CTRL_SIZE, GM_HIGH_PRIORITY);
         recv_tokens--;
     }
@@ -177,8 +173,8 @@ static gm_status_t ctrl_send(const struct pp_ctrl *c, int retry)
             poll_event();
         }
         tokens--;
-        gm_send_with_callback(port, ctrl_out, PP_CTRL_SIZE, sizeof *c, GM_HIGH_PRIORITY,
-                              peer_node, port_id, send_cb, &op);
+        gm_send_with_callback(port, ctrl_out, PP_CTRL_SIZE, sizeof *c, GM_HIGH_PRIORITY, peer_node,
+                              port_id, send_cb, &op);
         while (!op.done) {
             check_deadline("sending a control message");
             gm_recv_event_t *e = poll_event();
@@ -187,8 +183,7 @@ static gm_status_t ctrl_send(const struct pp_ctrl *c, int retry)
                 gm_unknown(port, e); /* gives the buffer back */
             }
         }
-        if (op.status != GM_SEND_TARGET_PORT_CLOSED || !retry)
-            return op.status;
+        if (op.status != GM_SEND_TARGET_PORT_CLOSED || !retry) return op.status;
         /* The server's port is not open yet: not an error, try again. */
         send_errors--;
         struct sendop r = {0};
@@ -208,19 +203,16 @@ static struct pp_ctrl ctrl_wait(unsigned *sender)
     for (;;) {
         check_deadline("waiting for a control message");
         gm_recv_event_t *e = poll_event();
-        if (!e)
-            continue;
+        if (!e) continue;
         void *buf = gm_ntohp(e->recv.buffer);
         unsigned size = gm_ntoh_u8(e->recv.size);
         if (is_high(e) && size == PP_CTRL_SIZE &&
             gm_ntoh_u32(e->recv.length) == sizeof(struct pp_ctrl)) {
             struct pp_ctrl c;
             memcpy(&c, gm_ntohp(e->recv.message), sizeof c);
-            if (sender)
-                *sender = gm_ntoh_u16(e->recv.sender_node_id);
+            if (sender) *sender = gm_ntoh_u16(e->recv.sender_node_id);
             gm_provide_receive_buffer(port, buf, size, GM_HIGH_PRIORITY);
-            if (c.magic == PP_MAGIC)
-                return c;
+            if (c.magic == PP_MAGIC) return c;
             fprintf(stderr, "%s: control message with a bad magic ignored\n", side);
             continue;
         }
@@ -240,8 +232,7 @@ static void pattern(uint8_t *b, size_t len, uint32_t seed)
 static int pattern_ok(const uint8_t *b, size_t len, uint32_t seed)
 {
     for (size_t i = 0; i < len; i++)
-        if (b[i] != (uint8_t)(seed * 31u + i * 7u + (i >> 8)))
-            return 0;
+        if (b[i] != (uint8_t)(seed * 31u + i * 7u + (i >> 8))) return 0;
     return 1;
 }
 
@@ -254,13 +245,11 @@ static void serve_pingpong(const struct pp_ctrl *c)
     unsigned total = c->warmup + c->iters;
     struct sendop *ops = calloc(POOL_MAX + 2, sizeof *ops);
     unsigned nops = POOL_MAX + 2, next = 0;
-    if (!ops)
-        die("calloc", GM_OUT_OF_MEMORY);
+    if (!ops) die("calloc", GM_OUT_OF_MEMORY);
     for (unsigned got = 0; got < total;) {
         check_deadline("serving pingpong");
         gm_recv_event_t *e = poll_event();
-        if (!e)
-            continue;
+        if (!e) continue;
         if (is_high(e)) {
             fprintf(stderr, "%s: control message during pingpong ignored\n", side);
             gm_provide_receive_buffer(port, gm_ntohp(e->recv.buffer), gm_ntoh_u8(e->recv.size),
@@ -277,8 +266,7 @@ static void serve_pingpong(const struct pp_ctrl *c)
         while (tokens == 0) {
             check_deadline("waiting for a send token");
             gm_recv_event_t *x = poll_event();
-            if (x)
-                gm_unknown(port, x);
+            if (x) gm_unknown(port, x);
         }
         tokens--;
         gm_send_with_callback(port, op->repost, op->size, gm_ntoh_u32(e->recv.length),
@@ -303,8 +291,7 @@ static void serve_stream(const struct pp_ctrl *c)
     for (unsigned got = 0; got < total;) {
         check_deadline("receiving a stream");
         gm_recv_event_t *e = poll_event();
-        if (!e)
-            continue;
+        if (!e) continue;
         uint64_t t = now_ns();
         void *buf = gm_ntohp(e->recv.buffer);
         unsigned size = gm_ntoh_u8(e->recv.size);
@@ -318,13 +305,15 @@ static void serve_stream(const struct pp_ctrl *c)
             bad++;
         gm_provide_receive_buffer(port, buf, size, GM_LOW_PRIORITY);
         got++;
-        if (got == c->warmup)
-            t0 = t;
-        if (got == total)
-            t1 = t;
+        if (got == c->warmup) t0 = t;
+        if (got == total) t1 = t;
     }
-    struct pp_ctrl r = {.magic = PP_MAGIC, .op = PP_RESULT, .len = c->len,
-                        .iters = c->iters, .elapsed_ns = t1 - t0, .errors = bad};
+    struct pp_ctrl r = {.magic = PP_MAGIC,
+                        .op = PP_RESULT,
+                        .len = c->len,
+                        .iters = c->iters,
+                        .elapsed_ns = t1 - t0,
+                        .errors = bad};
     if (ctrl_send(&r, 0) != GM_SUCCESS)
         fprintf(stderr, "%s: could not send a stream result\n", side);
 }
@@ -345,8 +334,7 @@ static int run_server(int forever)
         }
         case PP_SETUP: {
             if (c.len > PP_MAX_LEN || c.iters == 0 || c.warmup == 0) {
-                fprintf(stderr, "%s: bad setup (len %u, iters %u) refused\n", side, c.len,
-                        c.iters);
+                fprintf(stderr, "%s: bad setup (len %u, iters %u) refused\n", side, c.len, c.iters);
                 struct pp_ctrl r = {.magic = PP_MAGIC, .op = PP_REFUSED};
                 ctrl_send(&r, 0);
                 break;
@@ -363,8 +351,7 @@ static int run_server(int forever)
         }
         case PP_DONE:
             printf("%s: client done\n", side);
-            if (!forever)
-                return send_errors ? 1 : 0;
+            if (!forever) return send_errors ? 1 : 0;
             break;
         default:
             fprintf(stderr, "%s: unknown control op %u ignored\n", side, c.op);
@@ -382,8 +369,7 @@ struct result {
 
 static unsigned scaled_iters(unsigned base, unsigned len)
 {
-    if (len <= 4096)
-        return base;
+    if (len <= 4096) return base;
     uint64_t n = (uint64_t)base * 4096 / len;
     return n < 20 ? 20 : (unsigned)n;
 }
@@ -396,15 +382,12 @@ static int client_pingpong(unsigned len, unsigned iters, unsigned warmup, uint8_
     uint64_t t0 = 0;
     unsigned bad = 0;
     for (unsigned i = 0; i < warmup + iters; i++) {
-        if (i == warmup)
-            t0 = now_ns();
-        if (do_check)
-            pattern(sbuf, len, i);
+        if (i == warmup) t0 = now_ns();
+        if (do_check) pattern(sbuf, len, i);
         while (tokens == 0) {
             check_deadline("waiting for a send token");
             gm_recv_event_t *x = poll_event();
-            if (x)
-                gm_unknown(port, x);
+            if (x) gm_unknown(port, x);
         }
         tokens--;
         gm_send_with_callback(port, sbuf, s, len, GM_LOW_PRIORITY, peer_node, port_id, send_cb,
@@ -414,8 +397,7 @@ static int client_pingpong(unsigned len, unsigned iters, unsigned warmup, uint8_
             if (!e) {
                 /* The deadline check is cheap but not free: every 4096th idle poll. */
                 static unsigned idle;
-                if ((++idle & 4095) == 0)
-                    check_deadline("waiting for an echo");
+                if ((++idle & 4095) == 0) check_deadline("waiting for an echo");
                 continue;
             }
             void *buf = gm_ntohp(e->recv.buffer);
@@ -435,8 +417,7 @@ static int client_pingpong(unsigned len, unsigned iters, unsigned warmup, uint8_
     uint64_t el = now_ns() - t0;
     res->one_way_us = el / 1e3 / iters / 2;
     res->mbps = res->one_way_us > 0 ? len / res->one_way_us : 0;
-    if (bad)
-        fprintf(stderr, "%s: %u echoes of %u bytes were wrong\n", side, bad, len);
+    if (bad) fprintf(stderr, "%s: %u echoes of %u bytes were wrong\n", side, bad, len);
     return bad ? -1 : 0;
 }
 
@@ -450,12 +431,10 @@ static int client_stream(unsigned len, unsigned iters, unsigned warmup, uint8_t 
     unsigned nbuf = do_check ? gm_num_send_tokens(port) : 1, next = 0;
     uint8_t **bufs = calloc(nbuf, sizeof *bufs);
     struct sendop *ops = calloc(nbuf, sizeof *ops);
-    if (!bufs || !ops)
-        die("calloc", GM_OUT_OF_MEMORY);
+    if (!bufs || !ops) die("calloc", GM_OUT_OF_MEMORY);
     bufs[0] = sbuf;
     for (unsigned i = 1; i < nbuf; i++)
-        if (!(bufs[i] = gm_dma_malloc(port, len ? len : 1)))
-            die("gm_dma_malloc", GM_OUT_OF_MEMORY);
+        if (!(bufs[i] = gm_dma_malloc(port, len ? len : 1))) die("gm_dma_malloc", GM_OUT_OF_MEMORY);
     for (unsigned i = 0; i < nbuf; i++)
         ops[i].done = 1;
     for (unsigned i = 0; i < warmup + iters; i++) {
@@ -509,11 +488,9 @@ static void csv_append(const char *path, const struct result *r, unsigned n)
         return;
     }
     fseek(f, 0, SEEK_END);
-    if (ftell(f) == 0)
-        fprintf(f, "route,mode,bytes,ports,pairs,one_way_us,MBps\n");
+    if (ftell(f) == 0) fprintf(f, "route,mode,bytes,ports,pairs,one_way_us,MBps\n");
     for (unsigned i = 0; i < n; i++)
-        fprintf(f, "gm-raw,%s,%u,1,1,%.3f,%.6f\n", r[i].mode, r[i].len, r[i].one_way_us,
-                r[i].mbps);
+        fprintf(f, "gm-raw,%s,%u,1,1,%.3f,%.6f\n", r[i].mode, r[i].len, r[i].one_way_us, r[i].mbps);
     fclose(f);
 }
 
@@ -527,8 +504,7 @@ static int run_client(const struct client_opts *o)
 {
     struct pp_ctrl hello = {.magic = PP_MAGIC, .op = PP_HELLO};
     gm_status_t st = ctrl_send(&hello, 1);
-    if (st != GM_SUCCESS)
-        die("hello to the server", st);
+    if (st != GM_SUCCESS) die("hello to the server", st);
     unsigned sender;
     struct pp_ctrl r = ctrl_wait(&sender);
     if (r.op != PP_HELLO) {
@@ -536,14 +512,11 @@ static int run_client(const struct client_opts *o)
         return 1;
     }
     unsigned sizes[32], nsizes = 0;
-    if (o->min_size == 0)
-        sizes[nsizes++] = 0;
+    if (o->min_size == 0) sizes[nsizes++] = 0;
     for (unsigned long l = 1; l <= o->max_size && nsizes < 32; l <<= 1)
-        if (l >= o->min_size)
-            sizes[nsizes++] = (unsigned)l;
+        if (l >= o->min_size) sizes[nsizes++] = (unsigned)l;
     uint8_t *sbuf = gm_dma_malloc(port, o->max_size ? o->max_size : 1);
-    if (!sbuf)
-        die("gm_dma_malloc for the send buffer", GM_OUT_OF_MEMORY);
+    if (!sbuf) die("gm_dma_malloc for the send buffer", GM_OUT_OF_MEMORY);
     memset(sbuf, 0x3c, o->max_size);
     struct result *res = calloc(2 * nsizes, sizeof *res);
     unsigned nres = 0;
@@ -554,19 +527,20 @@ static int run_client(const struct client_opts *o)
            do_check ? ", data checked" : "");
     printf("%-9s %9s %8s %12s %12s\n", "mode", "bytes", "iters", "one_way_us", "MBps");
     for (int m = 0; m < 2; m++) {
-        if ((m == 0 && !o->pingpong) || (m == 1 && !o->stream))
-            continue;
+        if ((m == 0 && !o->pingpong) || (m == 1 && !o->stream)) continue;
         for (unsigned i = 0; i < nsizes; i++) {
             unsigned len = sizes[i];
             unsigned iters = scaled_iters(o->iters, len);
-            if (m == 1)
-                iters = iters < 50 ? 50 : iters; /* a rate needs a few messages */
+            if (m == 1) iters = iters < 50 ? 50 : iters; /* a rate needs a few messages */
             unsigned warmup = o->warmup ? o->warmup : (iters / 10 < 2 ? 2 : iters / 10);
-            struct pp_ctrl c = {.magic = PP_MAGIC, .op = PP_SETUP,
-                                .mode = m == 0 ? PP_PINGPONG : PP_STREAM, .len = len,
-                                .iters = iters, .warmup = warmup, .check = (uint32_t)do_check};
-            if ((st = ctrl_send(&c, 0)) != GM_SUCCESS)
-                die("setup", st);
+            struct pp_ctrl c = {.magic = PP_MAGIC,
+                                .op = PP_SETUP,
+                                .mode = m == 0 ? PP_PINGPONG : PP_STREAM,
+                                .len = len,
+                                .iters = iters,
+                                .warmup = warmup,
+                                .check = (uint32_t)do_check};
+            if ((st = ctrl_send(&c, 0)) != GM_SUCCESS) die("setup", st);
             struct pp_ctrl ready = ctrl_wait(&sender);
             if (ready.op != PP_READY) {
                 fprintf(stderr, "%s: server refused %u bytes\n", side, len);
@@ -579,8 +553,7 @@ static int run_client(const struct client_opts *o)
             rs->iters = iters;
             int rc = m == 0 ? client_pingpong(len, iters, warmup, sbuf, rs)
                             : client_stream(len, iters, warmup, sbuf, rs);
-            if (rc != 0)
-                failed = 1;
+            if (rc != 0) failed = 1;
             printf("%-9s %9u %8u %12.3f %12.3f\n", rs->mode, len, iters, rs->one_way_us, rs->mbps);
             fflush(stdout);
             nres++;
@@ -588,8 +561,7 @@ static int run_client(const struct client_opts *o)
     }
     struct pp_ctrl done = {.magic = PP_MAGIC, .op = PP_DONE};
     ctrl_send(&done, 0);
-    if (o->csv)
-        csv_append(o->csv, res, nres);
+    if (o->csv) csv_append(o->csv, res, nres);
     free(res);
     gm_dma_free(port, sbuf);
     return failed || send_errors ? 1 : 0;
@@ -599,20 +571,19 @@ static int run_client(const struct client_opts *o)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: gm-pingpong --server [--port N] [--forever] [options]\n"
-            "       gm-pingpong --client PEER [--port N] [options]\n"
-            "PEER is a host name from the GM node map or a node id.\n"
-            "options:\n"
-            "  --mode pingpong|stream|both  what to measure (both)\n"
-            "  --min-size B / --max-size B  size range (0 .. 1048576)\n"
-            "  --iters N                    iterations for sizes <= 4 KiB (10000),\n"
-            "                               scaled down by size above (at least 20)\n"
-            "  --warmup N                   warm-up iterations (iters/10)\n"
-            "  --csv FILE                   append cor-bench CSV rows (route gm-raw)\n"
-            "  --check                      verify every byte (slower)\n"
-            "  --blocking                   gm_blocking_receive instead of polling\n"
-            "  --timeout S                  give up after S seconds (120)\n");
+    fprintf(f, "usage: gm-pingpong --server [--port N] [--forever] [options]\n"
+               "       gm-pingpong --client PEER [--port N] [options]\n"
+               "PEER is a host name from the GM node map or a node id.\n"
+               "options:\n"
+               "  --mode pingpong|stream|both  what to measure (both)\n"
+               "  --min-size B / --max-size B  size range (0 .. 1048576)\n"
+               "  --iters N                    iterations for sizes <= 4 KiB (10000),\n"
+               "                               scaled down by size above (at least 20)\n"
+               "  --warmup N                   warm-up iterations (iters/10)\n"
+               "  --csv FILE                   append cor-bench CSV rows (route gm-raw)\n"
+               "  --check                      verify every byte (slower)\n"
+               "  --blocking                   gm_blocking_receive instead of polling\n"
+               "  --timeout S                  give up after S seconds (120)\n");
 }
 
 static unsigned long parse_num(const char *s, const char *opt, unsigned long max)
@@ -632,8 +603,8 @@ int main(int argc, char **argv)
     int server = 0, forever = 0;
     const char *peer = NULL;
     unsigned timeout = 120;
-    struct client_opts o = {.pingpong = 1, .stream = 1, .min_size = 0, .max_size = PP_MAX_LEN,
-                            .iters = 10000};
+    struct client_opts o = {
+        .pingpong = 1, .stream = 1, .min_size = 0, .max_size = PP_MAX_LEN, .iters = 10000};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--server"))
@@ -687,8 +658,7 @@ int main(int argc, char **argv)
     deadline_us = now_ns() / 1000 + (uint64_t)timeout * 1000000u;
 
     gm_status_t st = gm_init();
-    if (st != GM_SUCCESS)
-        die("gm_init", st);
+    if (st != GM_SUCCESS) die("gm_init", st);
     st = gm_open(&port, 0, port_id, side, (enum gm_api_version)GM_API_VERSION_2_0);
     if (st != GM_SUCCESS) {
         fprintf(stderr, "%s: gm_open(port %u): %s\n", side, port_id, gm_strerror(st));
@@ -697,8 +667,7 @@ int main(int argc, char **argv)
     tokens = gm_num_send_tokens(port);
     recv_tokens = gm_num_receive_tokens(port);
     ctrl_out = gm_dma_malloc(port, gm_max_length_for_size(PP_CTRL_SIZE) + 8);
-    if (!ctrl_out)
-        die("gm_dma_malloc", GM_OUT_OF_MEMORY);
+    if (!ctrl_out) die("gm_dma_malloc", GM_OUT_OF_MEMORY);
     ctrl_provide_all();
 
     int rc;

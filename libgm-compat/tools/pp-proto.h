@@ -15,13 +15,13 @@ enum pp_mode { PP_PINGPONG = 1, PP_STREAM };
 
 struct pp_ctrl {
     uint32_t magic;
-    uint32_t op;      /* enum pp_op */
-    uint32_t mode;    /* enum pp_mode (SETUP) */
-    uint32_t len;     /* message length in bytes (SETUP, RESULT) */
-    uint32_t iters;   /* timed messages (SETUP, RESULT) */
-    uint32_t warmup;  /* untimed messages first (SETUP) */
-    uint32_t check;   /* verify payloads (SETUP) */
-    uint32_t errors;  /* wrong messages seen by the server (RESULT) */
+    uint32_t op;         /* enum pp_op */
+    uint32_t mode;       /* enum pp_mode (SETUP) */
+    uint32_t len;        /* message length in bytes (SETUP, RESULT) */
+    uint32_t iters;      /* timed messages (SETUP, RESULT) */
+    uint32_t warmup;     /* untimed messages first (SETUP) */
+    uint32_t check;      /* verify payloads (SETUP) */
+    uint32_t errors;     /* wrong messages seen by the server (RESULT) */
     uint64_t elapsed_ns; /* receiver's time for `iters' messages (RESULT) */
 };
 

@@ -28,11 +28,9 @@ static uint64_t mix(uint64_t z)
 
 static int pool_init(void)
 {
-    if (pool)
-        return 0;
+    if (pool) return 0;
     pool = malloc(POOL_LEN);
-    if (!pool)
-        return -1;
+    if (!pool) return -1;
     uint64_t s = 777;
     for (size_t i = 0; i < POOL_LEN; i += 8) {
         uint64_t v = mix(s++);
@@ -65,8 +63,7 @@ uint64_t h_cookie(void)
 const struct cor_route_ops *h_route(void)
 {
     static const struct cor_route_ops *ops;
-    if (ops)
-        return ops;
+    if (ops) return ops;
     char dirs[4096], sym[64];
     const char *rp = getenv("COR_ROUTE_PATH"), *bd = getenv("COR_BUILDDIR");
     snprintf(dirs, sizeof dirs, "%s:%s/cor/routes/%s/.libs", rp ? rp : "", bd ? bd : "..",
@@ -77,16 +74,14 @@ const struct cor_route_ops *h_route(void)
     for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
         char path[4200];
         snprintf(path, sizeof path, "%s/cor_route_%s.so", d, h_route_name);
-        if (access(path, R_OK) != 0)
-            continue;
+        if (access(path, R_OK) != 0) continue;
         void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         if (!h) {
             why = dlerror();
             continue;
         }
         ops = dlsym(h, sym);
-        if (ops && ops->size == sizeof *ops && ops->abi == COR_ROUTE_ABI)
-            break;
+        if (ops && ops->size == sizeof *ops && ops->abi == COR_ROUTE_ABI) break;
         why = "no valid operations table";
         ops = NULL;
     }
@@ -124,21 +119,19 @@ static uint64_t prefix[H_MAX_PORTS][H_MAX_PORTS][PREFIX_RING];
 static void on_deliver(void *core, cor_peer_t peer, const void *frame, size_t len)
 {
     struct h_port *hp = core;
-    if (hp->hook)
-        hp->hook(hp, peer, frame, len);
+    if (hp->hook) hp->hook(hp, peer, frame, len);
     hp->rx_bytes += len;
     if (peer >= H_MAX_PORTS) {
         hp->rx_bad++;
         return;
     }
     uint64_t seq = hp->rx_next[peer]++;
-    if (!hp->check)
-        return;
+    if (!hp->check) return;
     size_t want = h_frame_len(peer, hp->rank, seq, hp->rx_max);
     if (len != want) {
         if (hp->rx_bad++ < 5)
-            fprintf(stderr, "port %u: frame %llu from %u has %zu bytes, expected %zu\n",
-                    hp->rank, (unsigned long long)seq, peer, len, want);
+            fprintf(stderr, "port %u: frame %llu from %u has %zu bytes, expected %zu\n", hp->rank,
+                    (unsigned long long)seq, peer, len, want);
         return;
     }
     size_t head = len < 8 ? len : 8;
@@ -146,8 +139,8 @@ static void on_deliver(void *core, cor_peer_t peer, const void *frame, size_t le
     if (memcmp(f, &seq, head) != 0 ||
         (len > 8 && memcmp(f + 8, pool + frame_off(peer, hp->rank, seq), len - 8) != 0)) {
         if (hp->rx_bad++ < 5)
-            fprintf(stderr, "port %u: frame %llu from %u (%zu bytes) has wrong content\n",
-                    hp->rank, (unsigned long long)seq, peer, len);
+            fprintf(stderr, "port %u: frame %llu from %u (%zu bytes) has wrong content\n", hp->rank,
+                    (unsigned long long)seq, peer, len);
     }
 }
 
@@ -155,8 +148,7 @@ static void on_done(void *core, void *cookie, int status)
 {
     struct h_port *hp = core;
     (void)cookie;
-    if (hp->closed)
-        hp->done_late++;
+    if (hp->closed) hp->done_late++;
     if (status == COR_OK) {
         /* atomic: tests that send from another thread read it (udp/route_test) */
         __atomic_fetch_add(&hp->done_ok, 1, __ATOMIC_RELAXED);
@@ -177,8 +169,7 @@ static void on_failed(void *core, cor_peer_t peer, int err)
 int h_open(struct h_port *ports, int n, uint64_t cookie)
 {
     const struct cor_route_ops *ops = h_route();
-    if (!ops || pool_init())
-        return COR_EROUTE;
+    if (!ops || pool_init()) return COR_EROUTE;
     for (int i = 0; i < n; i++) {
         memset(&ports[i], 0, sizeof ports[i]);
         ports[i].rank = (uint32_t)i;
@@ -192,8 +183,7 @@ int h_open(struct h_port *ports, int n, uint64_t cookie)
                                        .bind_hint = "loopback"};
         struct cor_route_upcalls up = {&ports[i], on_deliver, on_done, on_failed};
         int rc = ops->open(&cfg, &up, &ports[i].port);
-        if (rc == COR_OK)
-            rc = ops->address(ports[i].port, ports[i].addr, sizeof ports[i].addr);
+        if (rc == COR_OK) rc = ops->address(ports[i].port, ports[i].addr, sizeof ports[i].addr);
         if (rc != COR_OK) {
             fprintf(stderr, "open/address of port %d: %s\n", i, cor_strerror(rc));
             h_close(ports, i + 1);
@@ -215,8 +205,7 @@ int h_open(struct h_port *ports, int n, uint64_t cookie)
 
 void h_close_one(struct h_port *hp)
 {
-    if (!hp->port)
-        return;
+    if (!hp->port) return;
     struct cor_rport *p = hp->port;
     hp->port = NULL;
     h_route()->close(p);
@@ -234,17 +223,15 @@ int h_progress(struct h_port *ports, int n)
     const struct cor_route_ops *ops = h_route();
     int ev = 0;
     for (int i = 0; i < n; i++)
-        if (ports[i].port)
-            ev += ops->progress(ports[i].port);
+        if (ports[i].port) ev += ops->progress(ports[i].port);
     return ev;
 }
 
 static int expect(int port, const char *what, uint64_t got, uint64_t want)
 {
-    if (got == want)
-        return 0;
-    fprintf(stderr, "port %d: %s is %llu, expected %llu\n", port, what,
-            (unsigned long long)got, (unsigned long long)want);
+    if (got == want) return 0;
+    fprintf(stderr, "port %d: %s is %llu, expected %llu\n", port, what, (unsigned long long)got,
+            (unsigned long long)want);
     return 1;
 }
 
@@ -262,13 +249,11 @@ int h_exchanged(const struct h_port *ports, int n, uint64_t frames)
     return bad;
 }
 
-int h_progress_until(struct h_port *ports, int n, int (*cond)(void *), void *arg,
-                     double limit_s)
+int h_progress_until(struct h_port *ports, int n, int (*cond)(void *), void *arg, double limit_s)
 {
     double t0 = h_seconds();
     while (!cond(arg)) {
-        if (h_progress(ports, n) == 0 && h_seconds() - t0 > limit_s)
-            return cond(arg);
+        if (h_progress(ports, n) == 0 && h_seconds() - t0 > limit_s) return cond(arg);
     }
     return 1;
 }
@@ -285,8 +270,7 @@ int h_send_next(struct h_port *ports, int from, uint32_t to, size_t max)
     struct iovec iov[2] = {{pre, len < 8 ? len : 8},
                            {pool + frame_off(hp->rank, to, seq), len > 8 ? len - 8 : 0}};
     int rc = h_route()->send(hp->port, to, iov, 2, (void *)(uintptr_t)seq);
-    if (rc == COR_OK)
-        hp->tx_next[to]++;
+    if (rc == COR_OK) hp->tx_next[to]++;
     return rc;
 }
 
@@ -299,8 +283,7 @@ int h_exchange(struct h_port *ports, int n, uint64_t frames, size_t max, double 
     for (uint64_t iters = 1;; iters++) {
         for (int i = 0; i < n; i++)
             for (int j = 0; j < n; j++) {
-                if (i == j)
-                    continue;
+                if (i == j) continue;
                 uint64_t sent = 0;
                 for (int m = 0; m < n; m++)
                     sent += ports[i].tx_next[m];
@@ -310,8 +293,7 @@ int h_exchange(struct h_port *ports, int n, uint64_t frames, size_t max, double 
                         PREFIX_RING / 2)
                         break;
                     int rc = h_send_next(ports, i, (uint32_t)j, max);
-                    if (rc == COR_EAGAIN)
-                        break;
+                    if (rc == COR_EAGAIN) break;
                     if (rc != COR_OK) {
                         fprintf(stderr, "send %d->%d: %s\n", i, j, cor_strerror(rc));
                         return -1;
@@ -324,17 +306,15 @@ int h_exchange(struct h_port *ports, int n, uint64_t frames, size_t max, double 
         for (int i = 0; i < n; i++) {
             done += ports[i].done_ok;
             for (int j = 0; j < n; j++)
-                if (i != j && ports[i].rx_next[j] != frames)
-                    rx_ok = 0;
+                if (i != j && ports[i].rx_next[j] != frames) rx_ok = 0;
             if (ports[i].rx_bad || ports[i].done_err || ports[i].failures) {
                 fprintf(stderr, "port %d: %llu bad frames, %llu failed sends, %d failures\n", i,
-                        (unsigned long long)ports[i].rx_bad,
-                        (unsigned long long)ports[i].done_err, ports[i].failures);
+                        (unsigned long long)ports[i].rx_bad, (unsigned long long)ports[i].done_err,
+                        ports[i].failures);
                 return -1;
             }
         }
-        if (rx_ok && done >= want_done)
-            return 0;
+        if (rx_ok && done >= want_done) return 0;
         if (iters % 256 == 0 && h_seconds() - t0 > limit_s) {
             for (int i = 0; i < n; i++)
                 for (int j = 0; j < n; j++)

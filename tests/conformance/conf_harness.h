@@ -28,7 +28,7 @@ struct h_port {
     uint64_t done_ok, done_err, done_late; /* late = after the port was closed */
     int last_err;
     int failed_peer, failed_err, failures;
-    int check;     /* 0: deliveries only counted */
+    int check; /* 0: deliveries only counted */
     int closed;
     size_t rx_max; /* the size cap the senders use */
     h_frame_hook hook;
@@ -60,8 +60,7 @@ int h_exchange(struct h_port *ports, int n, uint64_t frames, size_t max, double 
  * printed with the value expected. */
 int h_exchanged(const struct h_port *ports, int n, uint64_t frames);
 /* Progress until cond(arg) or limit_s; returns cond's last value. */
-int h_progress_until(struct h_port *ports, int n, int (*cond)(void *), void *arg,
-                     double limit_s);
+int h_progress_until(struct h_port *ports, int n, int (*cond)(void *), void *arg, double limit_s);
 
 double h_seconds(void);
 int h_small(void); /* COR_TEST_SCALE=small */

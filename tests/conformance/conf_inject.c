@@ -25,16 +25,13 @@ static int inject_udp(const char *addr)
 {
     char ip[64];
     const char *colon = strrchr(addr, ':');
-    if (!colon || (size_t)(colon - addr) >= sizeof ip)
-        return -1;
+    if (!colon || (size_t)(colon - addr) >= sizeof ip) return -1;
     memcpy(ip, addr, (size_t)(colon - addr));
     ip[colon - addr] = '\0';
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
-    if (inet_pton(AF_INET, ip, &sin.sin_addr) != 1)
-        return -1;
+    if (inet_pton(AF_INET, ip, &sin.sin_addr) != 1) return -1;
     int fd = socket(AF_INET, SOCK_DGRAM, 0);
-    if (fd < 0)
-        return -1;
+    if (fd < 0) return -1;
     unsigned seed = 99;
     int sent = 0;
     for (int i = 0; i < 50; i++) {
@@ -42,8 +39,7 @@ static int inject_udp(const char *addr)
         size_t len = (size_t)(rand_r(&seed) % (i < 25 ? 40 : 1500)) + 1;
         for (size_t k = 0; k < len; k++)
             buf[k] = (uint8_t)rand_r(&seed);
-        if (sendto(fd, buf, len, 0, (struct sockaddr *)&sin, sizeof sin) == (ssize_t)len)
-            sent++;
+        if (sendto(fd, buf, len, 0, (struct sockaddr *)&sin, sizeof sin) == (ssize_t)len) sent++;
     }
     close(fd);
     return sent;
@@ -65,16 +61,14 @@ static void sent_cb(struct gm_port *p, void *ctx, gm_status_t st)
 static int inject_gm(const char *addr, uint64_t cookie, void (*pump)(void *), void *arg)
 {
     unsigned node, port;
-    if (sscanf(addr, "%u:%u:", &node, &port) != 2)
-        return -1;
+    if (sscanf(addr, "%u:%u:", &node, &port) != 2) return -1;
     struct gm_port *gp = NULL;
     unsigned id;
     for (id = 15; id > 3; id--)
         if (gm_open(&gp, 0, id, "conf-inject", (enum gm_api_version)GM_API_VERSION_2_0_16) ==
             GM_SUCCESS)
             break;
-    if (!gp)
-        return -1;
+    if (!gp) return -1;
     char *m = gm_dma_malloc(gp, 4096);
     if (!m) {
         gm_close(gp);
@@ -87,8 +81,8 @@ static int inject_gm(const char *addr, uint64_t cookie, void (*pump)(void *), vo
     memset(m + 8, 0x5a, 100);
     c.pending++;
     const char *cls = getenv("COR_GM_CLASS"); /* the route's data size class */
-    gm_send_with_callback(gp, m, cls && *cls ? (unsigned)atoi(cls) : 15, 108, GM_LOW_PRIORITY,
-                          node, port, sent_cb, &c);
+    gm_send_with_callback(gp, m, cls && *cls ? (unsigned)atoi(cls) : 15, 108, GM_LOW_PRIORITY, node,
+                          port, sent_cb, &c);
     sent++;
     /* 2: high-priority garbage from a non-peer */
     memset(m + 1024, 0xee, 16);
@@ -114,11 +108,9 @@ int conf_inject(const char *route, const char *addr, uint64_t cookie, void (*pum
     (void)cookie;
     (void)pump;
     (void)arg;
-    if (strcmp(route, "udp") == 0)
-        return inject_udp(addr);
+    if (strcmp(route, "udp") == 0) return inject_udp(addr);
 #ifdef CONF_HAVE_GM
-    if (strcmp(route, "gm") == 0)
-        return inject_gm(addr, cookie, pump, arg);
+    if (strcmp(route, "gm") == 0) return inject_gm(addr, cookie, pump, arg);
 #endif
     return -1;
 }

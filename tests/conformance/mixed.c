@@ -43,8 +43,7 @@ static _Atomic uint64_t sent_udp, sent_gm;
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void fail(const char *fmt, ...)
 {
-    if (atomic_fetch_add(&failures, 1) >= 20)
-        return;
+    if (atomic_fetch_add(&failures, 1) >= 20) return;
     char m[400];
     va_list ap;
     va_start(ap, fmt);
@@ -126,13 +125,11 @@ static int sender_task(void *arg)
             atomic_fetch_add(&switches, 1);
         }
         for (int d = 0; d < ndom; d++) {
-            if (d == rank)
-                continue;
+            if (d == rank) continue;
             for (int k = 0; k < ntasks; k++) {
                 int slot = -1;
                 for (int i = 0; i < window && slot < 0; i++)
-                    if (reqs[i] == COR_REQ_NULL)
-                        slot = i;
+                    if (reqs[i] == COR_REQ_NULL) slot = i;
                 if (slot < 0) {
                     size_t idx;
                     cor_status_t st;
@@ -194,8 +191,8 @@ static void check(int me, uint32_t *next, int rc, const cor_status_t *st, const 
     *nx = h.seq + 1;
     size_t want = msg_len(h.src_domain, h.src_sender, (uint32_t)me, h.seq);
     if (h.len != n || n != want || st->tag != (int)h.seq)
-        fail("receiver %d: from %u.%u seq %u: %zu B (header %llu, expected %zu)", me,
-             h.src_domain, h.src_sender, h.seq, n, (unsigned long long)h.len, want);
+        fail("receiver %d: from %u.%u seq %u: %zu B (header %llu, expected %zu)", me, h.src_domain,
+             h.src_sender, h.seq, n, (unsigned long long)h.len, want);
     else if (checksum(b, n) != h.sum)
         fail("receiver %d: from %u.%u seq %u: content damaged", me, h.src_domain, h.src_sender,
              h.seq);
@@ -247,8 +244,7 @@ static int receiver_task(void *arg)
             for (int i = 0; i < window; i++)
                 if (sl[i].post == checked && sl[i].done) {
                     check(me, next, sl[i].rc, &sl[i].st, sl[i].ptr);
-                    if (sl[i].ptr)
-                        cor_releaseBuffer(sl[i].ptr);
+                    if (sl[i].ptr) cor_releaseBuffer(sl[i].ptr);
                     sl[i].ptr = NULL;
                     sl[i].post = -1;
                     checked++;
@@ -263,8 +259,7 @@ out:
     for (int i = 0; i < window; i++)
         if (reqs[i] != COR_REQ_NULL) {
             cor_cancel(&reqs[i]);
-            if (cor_wait(&reqs[i], NULL) == COR_OK && sl[i].ptr)
-                cor_releaseBuffer(sl[i].ptr);
+            if (cor_wait(&reqs[i], NULL) == COR_OK && sl[i].ptr) cor_releaseBuffer(sl[i].ptr);
         }
     free(sl);
     free(reqs);
@@ -281,11 +276,20 @@ int main(int argc, char **argv)
     int c;
     while ((c = getopt(argc, argv, "t:m:x:w:")) != -1) {
         switch (c) {
-        case 't': ntasks = atoi(optarg); break;
-        case 'm': msgs = atol(optarg); break;
-        case 'x': maxsize = (size_t)atol(optarg); break;
-        case 'w': window = atoi(optarg); break;
-        default: fprintf(stderr, "usage: mixed [-t TASKS] [-m MSGS] [-x MAX] [-w WINDOW]\n");
+        case 't':
+            ntasks = atoi(optarg);
+            break;
+        case 'm':
+            msgs = atol(optarg);
+            break;
+        case 'x':
+            maxsize = (size_t)atol(optarg);
+            break;
+        case 'w':
+            window = atoi(optarg);
+            break;
+        default:
+            fprintf(stderr, "usage: mixed [-t TASKS] [-m MSGS] [-x MAX] [-w WINDOW]\n");
             return 2;
         }
     }
@@ -308,13 +312,11 @@ int main(int argc, char **argv)
     double t0 = now_s();
     for (int i = 0; i < 2 * ntasks; i++) {
         int st = 0;
-        if (cor_task_join(tasks[i], &st) != COR_OK || st != 0)
-            fail("task %d: exit %d", i, st);
+        if (cor_task_join(tasks[i], &st) != COR_OK || st != 0) fail("task %d: exit %d", i, st);
     }
     double el = now_s() - t0;
     long f = atomic_load(&failures);
-    if (ndom < 2)
-        fail("needs at least 2 domains");
+    if (ndom < 2) fail("needs at least 2 domains");
     printf("mixed: domain %d: %s %d domains, %d senders (udp %llu msgs, gm %llu, %ld route "
            "switches mid-stream) x %d receivers, %ld received in %.2f s\n",
            rank, f || ndom < 2 ? "FAIL" : "PASS", ndom, ntasks,

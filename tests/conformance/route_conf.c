@@ -42,8 +42,7 @@ static void test_address(void)
     CU_ASSERT(t >= -1);
     /* With no fd to poll and no wait() the core can only sleep timeout_ms: it must be
      * short. A route with wait() blocks there and may have no timer at all (-1). */
-    if (ops->wait_fd(p[0].port) < 0 && !ops->wait)
-        CU_ASSERT(t >= 0 && t <= 10);
+    if (ops->wait_fd(p[0].port) < 0 && !ops->wait) CU_ASSERT(t >= 0 && t <= 10);
     ops->caps(p[0].port, &caps);
     CU_ASSERT(caps.frame_max >= 4096);
     CU_ASSERT(caps.eager_limit > 0 && caps.eager_limit < caps.frame_max);
@@ -96,12 +95,10 @@ static void size_hook(struct h_port *hp, cor_peer_t peer, const void *frame, siz
 {
     (void)peer;
     uint64_t i = hp->rx_next[peer];
-    if (i >= (uint64_t)nsizes || len != sizes[i])
-        return;
+    if (i >= (uint64_t)nsizes || len != sizes[i]) return;
     const uint8_t *f = frame;
     for (size_t k = 0; k < len; k++)
-        if (f[k] != (uint8_t)(k * 31 + i + hp->rank))
-            return;
+        if (f[k] != (uint8_t)(k * 31 + i + hp->rank)) return;
     got_sizes_ok++;
 }
 
@@ -120,13 +117,12 @@ static void test_sizes(void)
     size_t fm = caps.frame_max;
     /* around GM class sizes (2^n - 8) less an 8-byte route header, e.g. the gm route's
      * small class 11 (2032/2033) and large class 15 (32752) */
-    size_t cand[] = {0, 1, 7, 8, 9, 63, 64, 65, 247, 248, 249, 1008, 1009, 1016, 2032, 2033,
-                     2040, 4080, 4081, 4088, 4096, 8184, 9000,
-                     16376, 16384, 32760, 65520, 65528, 65536, 131064, 262136, fm - 1, fm};
+    size_t cand[] = {0,    1,     7,     8,     9,     63,    64,    65,     247,    248,    249,
+                     1008, 1009,  1016,  2032,  2033,  2040,  4080,  4081,   4088,   4096,   8184,
+                     9000, 16376, 16384, 32760, 65520, 65528, 65536, 131064, 262136, fm - 1, fm};
     nsizes = 0;
     for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++)
-        if (cand[i] <= fm)
-            sizes[nsizes++] = cand[i];
+        if (cand[i] <= fm) sizes[nsizes++] = cand[i];
     got_sizes_ok = 0;
     uint8_t *buf[2][64];
     for (int s = 0; s < 2; s++) {
@@ -143,7 +139,8 @@ static void test_sizes(void)
     for (int i = 0; i < nsizes; i++)
         for (int s = 0; s < 2; s++) {
             size_t len = sizes[i], a = len / 3, b = len / 2;
-            struct iovec iov[3] = {{buf[s][i], a}, {buf[s][i] + a, b - a}, {buf[s][i] + b, len - b}};
+            struct iovec iov[3] = {
+                {buf[s][i], a}, {buf[s][i] + a, b - a}, {buf[s][i] + b, len - b}};
             int rc;
             double t0 = h_seconds();
             while ((rc = ops->send(p[s].port, (cor_peer_t)(1 - s), iov, 3, NULL)) == COR_EAGAIN &&
@@ -224,8 +221,7 @@ static void test_close_pending(void)
     CU_ASSERT_EQUAL_FATAL(h_open(p, 2, h_cookie()), COR_OK);
     int sent = 0;
     for (int i = 0; i < 50; i++)
-        if (h_send_next(p, 0, 1, 1000) == COR_OK)
-            sent++;
+        if (h_send_next(p, 0, 1, 1000) == COR_OK) sent++;
     CU_ASSERT_EQUAL(sent, 50);
     h_close_one(&p[0]);
     CU_ASSERT_EQUAL(p[0].done_ok + p[0].done_err, 50);
@@ -244,8 +240,7 @@ static int death_seen(void *arg)
     struct h_port *p = arg;
     if (p[0].failures == 0 || p[0].done_err == 0) {
         int rc = h_send_next(p, 0, 1, 1000);
-        if (rc == COR_EPEERDEAD && p[0].failures > 0)
-            return 1;
+        if (rc == COR_EPEERDEAD && p[0].failures > 0) return 1;
     }
     return p[0].failures > 0 && p[0].done_err > 0;
 }
@@ -355,8 +350,8 @@ static void test_wait(void)
     double wake = h_seconds() - t0;
     CU_ASSERT(woke);
     CU_ASSERT(wake < 0.5); /* expected well under 10 ms */
-    printf("\n  idle wait(60 ms) took %.1f ms; a frame ended wait(2 s) after %.2f ms\n",
-           idle * 1e3, wake * 1e3);
+    printf("\n  idle wait(60 ms) took %.1f ms; a frame ended wait(2 s) after %.2f ms\n", idle * 1e3,
+           wake * 1e3);
     h_close(p, 2);
 }
 
@@ -377,8 +372,7 @@ static void test_peer_dead_slot(void)
     for (int i = 0; i < 5000 && rc == COR_OK; i++) {
         rc = h_send_next(p, 0, 1, 4000);
         accepted += rc == COR_OK;
-        if (i % 64 == 0)
-            ops->progress(p[0].port); /* port 1 never progresses */
+        if (i % 64 == 0) ops->progress(p[0].port); /* port 1 never progresses */
     }
     CU_ASSERT(accepted > 0);
     ops->peer_dead(p[0].port, 1);
@@ -402,8 +396,8 @@ static void test_peer_dead_slot(void)
         ops->progress(p[2].port);
     }
     CU_ASSERT(p[2].rx_next[0] > before);
-    printf("\n  %d frames held for the dead peer, %llu finished at the next progress\n",
-           accepted, (unsigned long long)finished);
+    printf("\n  %d frames held for the dead peer, %llu finished at the next progress\n", accepted,
+           (unsigned long long)finished);
     h_close(p, 3);
 }
 
@@ -487,8 +481,7 @@ static void test_rma(void)
         rma_want_done = p[0].tx_next[1] + (uint64_t)puts;
         CU_ASSERT(h_progress_until(p, 2, rma_step_done, p, 20));
         off += len + 64;
-        if (off + (1u << 20) > RMA_LEN)
-            off = 0;
+        if (off + (1u << 20) > RMA_LEN) off = 0;
     }
     CU_ASSERT_EQUAL(rma_checked, (int)(sizeof lens / sizeof lens[0]));
     CU_ASSERT_EQUAL(rma_bad, 0);
@@ -531,29 +524,24 @@ static void test_rma(void)
 static void add(CU_pSuite s, const char *name, CU_TestFunc fn)
 {
     const char *only = getenv("COR_CONF_ONLY");
-    if (!only || !*only || strstr(name, only))
-        CU_add_test(s, name, fn);
+    if (!only || !*only || strstr(name, only)) CU_add_test(s, name, fn);
 }
 
 int main(int argc, char **argv)
 {
     const char *r = argc > 1 ? argv[1] : getenv("COR_CONF_ROUTE");
-    if (r && *r)
-        h_route_name = r;
+    if (r && *r) h_route_name = r;
     ops = h_route();
-    if (!ops)
-        return 1;
+    if (!ops) return 1;
     struct h_port p[1];
-    if (h_open(p, 1, h_cookie()) != COR_OK)
-        return 1;
+    if (h_open(p, 1, h_cookie()) != COR_OK) return 1;
     ops->caps(p[0].port, &caps);
     h_close(p, 1);
     printf("route conformance: %s, frame_max %zu, eager_limit %zu, rma %d, zero-copy send %d\n",
            h_route_name, caps.frame_max, caps.eager_limit, caps.has_rma, caps.zero_copy_send);
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
+    if (CU_initialize_registry() != CUE_SUCCESS) return 1;
     CU_pSuite s = CU_add_suite(h_route_name, NULL, NULL);
-    add(s,  "address, caps and idle state", test_address);
+    add(s, "address, caps and idle state", test_address);
     add(s, "argument errors refused, nothing sent", test_errors);
     add(s, "frames of 0 B..frame_max both ways, gathered from 3 pieces", test_sizes);
     add(s, "order under load: mixed frames both ways", test_order_load);
@@ -563,11 +551,9 @@ int main(int argc, char **argv)
     add(s, "peer_dead: held frames finish at the next progress, later sends refused",
         test_peer_dead_slot);
     add(s, "close with frames pending: one send_done each", test_close_pending);
-    add(s, "peer death: sends fail, peer_failed once, others unaffected",
-                test_peer_death);
+    add(s, "peer death: sends fail, peer_failed once, others unaffected", test_peer_death);
     add(s, "foreign data dropped and counted", test_foreign);
-    add(s, "RMA: register (cached), put ordered before later sends, DMA memory",
-                test_rma);
+    add(s, "RMA: register (cached), put ordered before later sends, DMA memory", test_rma);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();

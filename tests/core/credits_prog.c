@@ -14,14 +14,14 @@
 #define N 100
 static int failures;
 
-#define CHECK(c, ...)                                                                        \
-    do {                                                                                     \
-        if (!(c)) {                                                                          \
-            fprintf(stderr, "credits_prog[%d]: expected %s: ", cor_domain_rank(), #c);       \
-            fprintf(stderr, __VA_ARGS__);                                                    \
-            fputc('\n', stderr);                                                             \
-            failures++;                                                                      \
-        }                                                                                    \
+#define CHECK(c, ...)                                                                              \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "credits_prog[%d]: expected %s: ", cor_domain_rank(), #c);             \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            failures++;                                                                            \
+        }                                                                                          \
     } while (0)
 
 int main(void)
@@ -66,7 +66,8 @@ int main(void)
         CHECK(st.unexpected_bytes_now <= (uint64_t)eager_max * sizeof(int),
               "unexpected_bytes_now = %llu with %ld credits (%ld eager messages at most)",
               (unsigned long long)st.unexpected_bytes_now, credits, eager_max);
-        CHECK(st.unexpected_now >= 1, "unexpected_now = %llu", (unsigned long long)st.unexpected_now);
+        CHECK(st.unexpected_now >= 1, "unexpected_now = %llu",
+              (unsigned long long)st.unexpected_now);
         for (int i = 0; i < N; i++) {
             int x = -1;
             cor_status_t s;
@@ -77,7 +78,8 @@ int main(void)
         }
         cor_stats_get(&st);
         CHECK(st.credit_frames > 0, "credit_frames = %llu", (unsigned long long)st.credit_frames);
-        CHECK(st.unexpected_now == 0, "unexpected_now = %llu", (unsigned long long)st.unexpected_now);
+        CHECK(st.unexpected_now == 0, "unexpected_now = %llu",
+              (unsigned long long)st.unexpected_now);
         printf("receiver: credit frames %llu\n", (unsigned long long)st.credit_frames);
     }
     err = cor_finalize();

@@ -30,82 +30,79 @@ static inline void ct_fail(const char *file, int line, const char *fmt, long lon
 }
 
 /* EXPECT_EQ(actual, expected): integers, both printed on failure. */
-#define EXPECT_EQ(a, b)                                                                      \
-    do {                                                                                     \
-        long long ct_a = (long long)(a), ct_b = (long long)(b);                              \
-        if (ct_a != ct_b)                                                                    \
-            ct_fail(__FILE__, __LINE__, "%s = %lld, expected %lld", ct_a, ct_b, #a);         \
-        else                                                                                 \
-            CU_PASS(#a);                                                                     \
+#define EXPECT_EQ(a, b)                                                                            \
+    do {                                                                                           \
+        long long ct_a = (long long)(a), ct_b = (long long)(b);                                    \
+        if (ct_a != ct_b)                                                                          \
+            ct_fail(__FILE__, __LINE__, "%s = %lld, expected %lld", ct_a, ct_b, #a);               \
+        else                                                                                       \
+            CU_PASS(#a);                                                                           \
     } while (0)
-#define EXPECT_NE(a, b)                                                                      \
-    do {                                                                                     \
-        long long ct_a = (long long)(a), ct_b = (long long)(b);                              \
-        if (ct_a == ct_b)                                                                    \
-            ct_fail(__FILE__, __LINE__, "%s = %lld, expected anything but %lld", ct_a, ct_b, \
-                    #a);                                                                     \
-        else                                                                                 \
-            CU_PASS(#a);                                                                     \
+#define EXPECT_NE(a, b)                                                                            \
+    do {                                                                                           \
+        long long ct_a = (long long)(a), ct_b = (long long)(b);                                    \
+        if (ct_a == ct_b)                                                                          \
+            ct_fail(__FILE__, __LINE__, "%s = %lld, expected anything but %lld", ct_a, ct_b, #a);  \
+        else                                                                                       \
+            CU_PASS(#a);                                                                           \
     } while (0)
-#define EXPECT_GE(a, b)                                                                      \
-    do {                                                                                     \
-        long long ct_a = (long long)(a), ct_b = (long long)(b);                              \
-        if (ct_a < ct_b)                                                                     \
-            ct_fail(__FILE__, __LINE__, "%s = %lld, expected at least %lld", ct_a, ct_b, #a); \
-        else                                                                                 \
-            CU_PASS(#a);                                                                     \
+#define EXPECT_GE(a, b)                                                                            \
+    do {                                                                                           \
+        long long ct_a = (long long)(a), ct_b = (long long)(b);                                    \
+        if (ct_a < ct_b)                                                                           \
+            ct_fail(__FILE__, __LINE__, "%s = %lld, expected at least %lld", ct_a, ct_b, #a);      \
+        else                                                                                       \
+            CU_PASS(#a);                                                                           \
     } while (0)
-#define EXPECT_LE(a, b)                                                                      \
-    do {                                                                                     \
-        long long ct_a = (long long)(a), ct_b = (long long)(b);                              \
-        if (ct_a > ct_b)                                                                     \
-            ct_fail(__FILE__, __LINE__, "%s = %lld, expected at most %lld", ct_a, ct_b, #a);  \
-        else                                                                                 \
-            CU_PASS(#a);                                                                     \
+#define EXPECT_LE(a, b)                                                                            \
+    do {                                                                                           \
+        long long ct_a = (long long)(a), ct_b = (long long)(b);                                    \
+        if (ct_a > ct_b)                                                                           \
+            ct_fail(__FILE__, __LINE__, "%s = %lld, expected at most %lld", ct_a, ct_b, #a);       \
+        else                                                                                       \
+            CU_PASS(#a);                                                                           \
     } while (0)
 /* Strings, both printed on failure. */
-#define EXPECT_STR_EQ(a, b)                                                                  \
-    do {                                                                                     \
-        const char *ct_a = (a), *ct_b = (b);                                                 \
-        if (strcmp(ct_a, ct_b) != 0) {                                                       \
-            char ct_m[256];                                                                  \
-            snprintf(ct_m, sizeof ct_m, "%s = \"%.80s\", expected \"%.80s\"", #a, ct_a, ct_b); \
-            ct_fail_msg(__FILE__, __LINE__, ct_m);                                           \
-        } else {                                                                             \
-            CU_PASS(#a);                                                                     \
-        }                                                                                    \
+#define EXPECT_STR_EQ(a, b)                                                                        \
+    do {                                                                                           \
+        const char *ct_a = (a), *ct_b = (b);                                                       \
+        if (strcmp(ct_a, ct_b) != 0) {                                                             \
+            char ct_m[256];                                                                        \
+            snprintf(ct_m, sizeof ct_m, "%s = \"%.80s\", expected \"%.80s\"", #a, ct_a, ct_b);     \
+            ct_fail_msg(__FILE__, __LINE__, ct_m);                                                 \
+        } else {                                                                                   \
+            CU_PASS(#a);                                                                           \
+        }                                                                                          \
     } while (0)
 /* Error codes: printed by name. */
-#define EXPECT_ERR(a, b)                                                                     \
-    do {                                                                                     \
-        int ct_a = (int)(a), ct_b = (int)(b);                                                \
-        if (ct_a != ct_b) {                                                                  \
-            char ct_m[256];                                                                  \
-            snprintf(ct_m, sizeof ct_m, "%s = %d (%s), expected %d (%s)", #a, ct_a,          \
-                     cor_strerror(ct_a), ct_b, cor_strerror(ct_b));                          \
-            ct_fail_msg(__FILE__, __LINE__, ct_m);                                           \
-        } else {                                                                             \
-            CU_PASS(#a);                                                                     \
-        }                                                                                    \
+#define EXPECT_ERR(a, b)                                                                           \
+    do {                                                                                           \
+        int ct_a = (int)(a), ct_b = (int)(b);                                                      \
+        if (ct_a != ct_b) {                                                                        \
+            char ct_m[256];                                                                        \
+            snprintf(ct_m, sizeof ct_m, "%s = %d (%s), expected %d (%s)", #a, ct_a,                \
+                     cor_strerror(ct_a), ct_b, cor_strerror(ct_b));                                \
+            ct_fail_msg(__FILE__, __LINE__, ct_m);                                                 \
+        } else {                                                                                   \
+            CU_PASS(#a);                                                                           \
+        }                                                                                          \
     } while (0)
-#define EXPECT_TRUE(c)                                                                       \
-    do {                                                                                     \
-        if (!(c)) {                                                                          \
-            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #c);                 \
-            CU_assertImplementation(CU_FALSE, __LINE__, "expected " #c, __FILE__, "",        \
-                                    CU_FALSE);                                               \
-        } else {                                                                             \
-            CU_PASS(#c);                                                                     \
-        }                                                                                    \
+#define EXPECT_TRUE(c)                                                                             \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #c);                       \
+            CU_assertImplementation(CU_FALSE, __LINE__, "expected " #c, __FILE__, "", CU_FALSE);   \
+        } else {                                                                                   \
+            CU_PASS(#c);                                                                           \
+        }                                                                                          \
     } while (0)
 /* Stops the test function when a precondition for the rest of it fails. */
-#define REQUIRE(c)                                                                           \
-    do {                                                                                     \
-        if (!(c)) {                                                                          \
-            fprintf(stderr, "%s:%d: required %s\n", __FILE__, __LINE__, #c);                 \
-            CU_assertImplementation(CU_FALSE, __LINE__, "required " #c, __FILE__, "",        \
-                                    CU_TRUE);                                                \
-        }                                                                                    \
+#define REQUIRE(c)                                                                                 \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "%s:%d: required %s\n", __FILE__, __LINE__, #c);                       \
+            CU_assertImplementation(CU_FALSE, __LINE__, "required " #c, __FILE__, "", CU_TRUE);    \
+        }                                                                                          \
     } while (0)
 
 static inline double ct_now(void)

@@ -89,17 +89,17 @@ static void test_type_size(void)
 static void test_strerror(void)
 {
     /* every code has its own text; unknown codes still get a string */
-    const int codes[] = {COR_OK,        COR_EAGAIN,   COR_EINVAL,    COR_ENOMEM,
-                         COR_ETRUNC,    COR_ETYPE,    COR_ECANCELED, COR_EPEERDEAD,
-                         COR_ENOTFOUND, COR_EROUTE,   COR_ECLOSED,   COR_EBUSY,   COR_ESTATE,
-                         COR_ELIMIT,    COR_EBOOT,    COR_EIO,       COR_EPROTO,  COR_ETIMEDOUT,
-                         COR_EEXIST};
+    const int codes[] = {COR_OK,      COR_EAGAIN,    COR_EINVAL,    COR_ENOMEM,    COR_ETRUNC,
+                         COR_ETYPE,   COR_ECANCELED, COR_EPEERDEAD, COR_ENOTFOUND, COR_EROUTE,
+                         COR_ECLOSED, COR_EBUSY,     COR_ESTATE,    COR_ELIMIT,    COR_EBOOT,
+                         COR_EIO,     COR_EPROTO,    COR_ETIMEDOUT, COR_EEXIST};
     const size_t n = sizeof codes / sizeof *codes;
     for (size_t i = 0; i < n; i++) {
         const char *s = cor_strerror(codes[i]);
         REQUIRE(s != NULL);
         EXPECT_TRUE(*s != 0);
-        for (size_t j = 0; j < i; j++) EXPECT_NE(strcmp(s, cor_strerror(codes[j])), 0);
+        for (size_t j = 0; j < i; j++)
+            EXPECT_NE(strcmp(s, cor_strerror(codes[j])), 0);
     }
     EXPECT_TRUE(cor_strerror(-1000) != NULL);
     EXPECT_TRUE(cor_strerror(42) != NULL);
@@ -121,9 +121,9 @@ static void test_before_init(void)
     EXPECT_EQ(cor_initialized(), 0);
     EXPECT_ERR(cor_task_spawn("x", nop_task, NULL, &t), COR_ESTATE);
     EXPECT_ERR(cor_ldomain_create("x", &l), COR_ESTATE);
-    EXPECT_ERR(cor_sendI_typed(cor_idp_make(1, COR_KIND_TASK, 0, 0), COR_CTX_WORLD, 0, COR_INT,
-                               &v, 1, &r),
-               COR_ESTATE);
+    EXPECT_ERR(
+        cor_sendI_typed(cor_idp_make(1, COR_KIND_TASK, 0, 0), COR_CTX_WORLD, 0, COR_INT, &v, 1, &r),
+        COR_ESTATE);
     EXPECT_ERR(cor_recvI_into(COR_ANY_SOURCE, COR_CTX_WORLD, 0, COR_INT, &v, 1, &r), COR_ESTATE);
     EXPECT_ERR(cor_stats_get(&st), COR_ESTATE);
     EXPECT_ERR(cor_barrier(), COR_ESTATE);

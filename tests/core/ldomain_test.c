@@ -62,9 +62,10 @@ static void test_bad_args(void)
     /* idps of the wrong kind or session */
     EXPECT_ERR(cor_ldomain_join(cor_task_self(), member(0), &r), COR_EINVAL);
     EXPECT_ERR(cor_ldomain_join(cor_domain_self(), member(0), &r), COR_EINVAL);
-    EXPECT_ERR(cor_ldomain_join(cor_idp_make(cor_session() + 1, COR_KIND_LDOMAIN, 0,
-                                             cor_idp_index(l)), member(0), &r),
-               COR_EINVAL);
+    EXPECT_ERR(
+        cor_ldomain_join(cor_idp_make(cor_session() + 1, COR_KIND_LDOMAIN, 0, cor_idp_index(l)),
+                         member(0), &r),
+        COR_EINVAL);
     EXPECT_ERR(cor_ldomain_join(l, COR_IDP_NULL, &r), COR_EINVAL);
     EXPECT_ERR(cor_ldomain_size(cor_task_self(), &r), COR_EINVAL);
     EXPECT_ERR(cor_ldomain_size(l, NULL), COR_EINVAL);
@@ -252,7 +253,8 @@ static void test_concurrent_join(void)
         EXPECT_ERR(cor_ldomain_member(l, join_rank[i], &m), COR_OK);
         EXPECT_EQ(m, t[i]);
     }
-    for (int i = 0; i < NJOIN; i++) EXPECT_EQ(hits[i], 1);
+    for (int i = 0; i < NJOIN; i++)
+        EXPECT_EQ(hits[i], 1);
 }
 
 int main(void)

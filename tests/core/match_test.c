@@ -105,10 +105,10 @@ static void test_posted_fifo(void)
 static void test_posted_skips(void)
 {
     reset();
-    post(0, SRC(1), CTX_A, 1);          /* other tag */
-    post(1, SRC(2), CTX_A, 2);          /* other source */
-    post(2, COR_ANY_SOURCE, CTX_B, 2);  /* other context */
-    post(3, COR_ANY_SOURCE, CTX_A, 2);  /* this one */
+    post(0, SRC(1), CTX_A, 1);         /* other tag */
+    post(1, SRC(2), CTX_A, 2);         /* other source */
+    post(2, COR_ANY_SOURCE, CTX_B, 2); /* other context */
+    post(3, COR_ANY_SOURCE, CTX_A, 2); /* this one */
     post(4, SRC(1), CTX_A, COR_ANY_TAG);
     struct cor_req *r = cor__posted_take(&task, SRC(1), CTX_A, 2);
     EXPECT_TRUE(r == &reqs[3]); /* middle */
@@ -128,7 +128,8 @@ static void test_posted_skips(void)
 static void test_posted_remove(void)
 {
     reset();
-    for (int i = 0; i < 5; i++) post(i, COR_ANY_SOURCE, CTX_A, i);
+    for (int i = 0; i < 5; i++)
+        post(i, COR_ANY_SOURCE, CTX_A, i);
     EXPECT_TRUE(cor__posted_remove(&task, &reqs[2]));
     EXPECT_TRUE(!cor__posted_remove(&task, &reqs[2])); /* not there any more */
     EXPECT_TRUE(!cor__posted_remove(&task, &reqs[9])); /* never was */
@@ -207,7 +208,8 @@ static void test_long_sequence(void)
         taken++;
     }
     int a_count = 0;
-    for (int i = 0; i < N; i++) a_count += i % 5 != 0;
+    for (int i = 0; i < N; i++)
+        a_count += i % 5 != 0;
     EXPECT_EQ(bad, 0);
     EXPECT_EQ(taken, a_count);
     /* what is left is exactly context B, in order */

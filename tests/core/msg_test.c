@@ -79,7 +79,8 @@ static int int_sender(void *p)
 
 static void test_wildcards(void)
 {
-    struct sender_arg a1 = {me, COR_CTX_WORLD, 100, 1, 0, 0}, a2 = {me, COR_CTX_WORLD, 200, 1, 0, 0};
+    struct sender_arg a1 = {me, COR_CTX_WORLD, 100, 1, 0, 0},
+                      a2 = {me, COR_CTX_WORLD, 200, 1, 0, 0};
     cor_idp_t t1, t2;
     REQUIRE(cor_task_spawn("s1", int_sender, &a1, &t1) == COR_OK);
     int st1 = -1;
@@ -94,20 +95,19 @@ static void test_wildcards(void)
     EXPECT_ERR(cor_recv(t2, COR_CTX_WORLD, COR_ANY_TAG, COR_INT, &v, 1, &st), COR_OK);
     EXPECT_EQ(st.source, t2);
     EXPECT_EQ(st.tag, 200);
-    EXPECT_ERR(cor_recv(COR_ANY_SOURCE, COR_CTX_WORLD, COR_ANY_TAG, COR_INT, &v, 1, &st),
-               COR_OK);
+    EXPECT_ERR(cor_recv(COR_ANY_SOURCE, COR_CTX_WORLD, COR_ANY_TAG, COR_INT, &v, 1, &st), COR_OK);
     EXPECT_EQ(st.source, t1);
     EXPECT_EQ(st.tag, 100);
 
     /* tag filter skips, wildcard takes the oldest */
-    for (int tag = 1; tag <= 3; tag++) EXPECT_ERR(send_int(me, COR_CTX_WORLD, tag, tag * 10), COR_OK);
+    for (int tag = 1; tag <= 3; tag++)
+        EXPECT_ERR(send_int(me, COR_CTX_WORLD, tag, tag * 10), COR_OK);
     EXPECT_ERR(cor_recv(COR_ANY_SOURCE, COR_CTX_WORLD, 3, COR_INT, &v, 1, &st), COR_OK);
     EXPECT_EQ(v, 30);
     EXPECT_ERR(cor_recv(me, COR_CTX_WORLD, COR_ANY_TAG, COR_INT, &v, 1, &st), COR_OK);
     EXPECT_EQ(v, 10);
     EXPECT_EQ(st.tag, 1);
-    EXPECT_ERR(cor_recv(COR_ANY_SOURCE, COR_CTX_WORLD, COR_ANY_TAG, COR_INT, &v, 1, &st),
-               COR_OK);
+    EXPECT_ERR(cor_recv(COR_ANY_SOURCE, COR_CTX_WORLD, COR_ANY_TAG, COR_INT, &v, 1, &st), COR_OK);
     EXPECT_EQ(v, 20);
 
     /* posted first: a posted receive for another source or tag does not take it */
@@ -169,7 +169,8 @@ static void test_contexts(void)
     EXPECT_ERR(send_int(me, ctxs[2], 4, 42), COR_OK);
     cor_req_t wrong;
     int w = -1;
-    EXPECT_ERR(cor_recvI_into(COR_ANY_SOURCE, ctxs[0], COR_ANY_TAG, COR_INT, &w, 1, &wrong), COR_OK);
+    EXPECT_ERR(cor_recvI_into(COR_ANY_SOURCE, ctxs[0], COR_ANY_TAG, COR_INT, &w, 1, &wrong),
+               COR_OK);
     int done = 1;
     EXPECT_ERR(cor_test(&wrong, &done, NULL), COR_OK);
     EXPECT_EQ(done, 0);
@@ -269,8 +270,9 @@ static void test_order_posted(void)
     cor_req_t r[N];
     int v[N];
     for (int i = 0; i < N; i++)
-        EXPECT_ERR(cor_recvI_into(COR_ANY_SOURCE, COR_CTX_WORLD, COR_ANY_TAG, COR_INT, &v[i], 1, &r[i]),
-                   COR_OK);
+        EXPECT_ERR(
+            cor_recvI_into(COR_ANY_SOURCE, COR_CTX_WORLD, COR_ANY_TAG, COR_INT, &v[i], 1, &r[i]),
+            COR_OK);
     struct sender_arg a = {me, COR_CTX_WORLD, 0, N, 0, 0};
     cor_idp_t t;
     REQUIRE(cor_task_spawn("posted", int_sender, &a, &t) == COR_OK);
@@ -292,10 +294,12 @@ static void test_order_posted(void)
 static void test_truncation(void)
 {
     int out[10], in[6];
-    for (int i = 0; i < 10; i++) out[i] = i + 1;
+    for (int i = 0; i < 10; i++)
+        out[i] = i + 1;
     cor_status_t st;
     /* unexpected first */
-    for (int i = 0; i < 6; i++) in[i] = -7;
+    for (int i = 0; i < 6; i++)
+        in[i] = -7;
     EXPECT_ERR(cor_send(me, COR_CTX_WORLD, 1, COR_INT, out, 10), COR_OK);
     EXPECT_ERR(cor_recv(me, COR_CTX_WORLD, 1, COR_INT, in, 4, &st), COR_ETRUNC);
     EXPECT_ERR(st.error, COR_ETRUNC);
@@ -303,7 +307,8 @@ static void test_truncation(void)
     EXPECT_EQ(memcmp(in, out, 4 * sizeof(int)), 0);
     EXPECT_EQ(in[4], -7); /* nothing written past the buffer */
     /* posted first */
-    for (int i = 0; i < 6; i++) in[i] = -7;
+    for (int i = 0; i < 6; i++)
+        in[i] = -7;
     cor_req_t r;
     EXPECT_ERR(cor_recvI_into(me, COR_CTX_WORLD, 2, COR_INT, in, 3, &r), COR_OK);
     EXPECT_ERR(cor_send(me, COR_CTX_WORLD, 2, COR_INT, out, 10), COR_OK);
@@ -356,7 +361,8 @@ static void test_types(void)
     /* a getBuffer buffer carries its type */
     long *lb = cor_getBuffer(COR_LONG, 4);
     REQUIRE(lb != NULL);
-    for (int i = 0; i < 4; i++) lb[i] = 1L << (20 + i);
+    for (int i = 0; i < 4; i++)
+        lb[i] = 1L << (20 + i);
     cor_req_t s;
     EXPECT_ERR(cor_sendI(me, COR_CTX_WORLD, 5, lb, 3, &s), COR_OK); /* part of it */
     long lin[4] = {0};
@@ -414,7 +420,8 @@ static void test_core_buffer(void)
     size_t n = 200000;
     int *big = malloc(n * sizeof(int));
     REQUIRE(big != NULL);
-    for (size_t i = 0; i < n; i++) big[i] = (int)(i * 7);
+    for (size_t i = 0; i < n; i++)
+        big[i] = (int)(i * 7);
     cor_req_t s;
     EXPECT_ERR(cor_sendI_typed(me, COR_CTX_WORLD, 4, COR_INT, big, n, &s), COR_OK);
     EXPECT_ERR(cor_recvI(me, COR_CTX_WORLD, 4, &p, &r), COR_OK);
@@ -439,7 +446,8 @@ static void test_large(void)
     const size_t n = 4u << 20;
     unsigned char *out = cor_getBuffer(COR_BYTE, n), *in = malloc(n);
     REQUIRE(out && in);
-    for (size_t i = 0; i < n; i++) out[i] = (unsigned char)(i * 31 + (i >> 12));
+    for (size_t i = 0; i < n; i++)
+        out[i] = (unsigned char)(i * 31 + (i >> 12));
     memset(in, 0, n);
     cor_stats_t s0, s1;
     EXPECT_ERR(cor_stats_get(&s0), COR_OK);
@@ -556,7 +564,8 @@ static void test_stats(void)
     EXPECT_ERR(cor_stats_get(&a), COR_OK);
     enum { K = 10, N = 25 };
     double d[N] = {0};
-    for (int i = 0; i < K; i++) EXPECT_ERR(cor_send(me, COR_CTX_WORLD, i, COR_DOUBLE, d, N), COR_OK);
+    for (int i = 0; i < K; i++)
+        EXPECT_ERR(cor_send(me, COR_CTX_WORLD, i, COR_DOUBLE, d, N), COR_OK);
     EXPECT_ERR(cor_stats_get(&b), COR_OK);
     EXPECT_EQ(b.msgs_sent - a.msgs_sent, K);
     EXPECT_EQ(b.bytes_sent - a.bytes_sent, K * N * sizeof(double));
@@ -601,7 +610,8 @@ static void test_pairs(void)
     cor_idp_t probe;
     REQUIRE(cor_task_spawn("gate", start_gate, NULL, &probe) == COR_OK);
     EXPECT_ERR(cor_task_join(probe, NULL), COR_OK);
-    for (int k = 0; k < 2 * PAIRS; k++) ring[k] = cor_task_idp(0, cor_idp_index(probe) + 1 + (unsigned)k);
+    for (int k = 0; k < 2 * PAIRS; k++)
+        ring[k] = cor_task_idp(0, cor_idp_index(probe) + 1 + (unsigned)k);
     cor_idp_t t[2 * PAIRS];
     for (int k = 0; k < 2 * PAIRS; k++) {
         REQUIRE(cor_task_spawn("pinger", pinger, (void *)(intptr_t)k, &t[k]) == COR_OK);

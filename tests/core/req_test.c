@@ -75,7 +75,8 @@ static void test_stale_after_reuse(void)
         EXPECT_ERR(cor_wait(&r, NULL), COR_OK);
     }
     for (int i = 0; i < N; i++) {
-        for (int j = 0; j < i; j++) EXPECT_NE(old[i], old[j]);
+        for (int j = 0; j < i; j++)
+            EXPECT_NE(old[i], old[j]);
         cor_req_t h = old[i];
         EXPECT_ERR(cor_wait(&h, NULL), COR_EINVAL);
     }
@@ -92,8 +93,14 @@ static void test_stale_after_reuse(void)
 
 static void test_forged(void)
 {
-    const cor_req_t forged[] = {1, 2, 0xffffffffull, 0x100000000ull, 0x123456789abcdefull,
-                                ~0ull, 0xffffffff00000000ull, (cor_req_t)1 << 40 | 7};
+    const cor_req_t forged[] = {1,
+                                2,
+                                0xffffffffull,
+                                0x100000000ull,
+                                0x123456789abcdefull,
+                                ~0ull,
+                                0xffffffff00000000ull,
+                                (cor_req_t)1 << 40 | 7};
     for (size_t i = 0; i < sizeof forged / sizeof *forged; i++) {
         cor_req_t h = forged[i];
         int done = 3;
@@ -193,7 +200,8 @@ static void test_waitall(void)
     for (int i = 0; i < N; i++)
         EXPECT_ERR(cor_recvI_into(me, COR_CTX_WORLD, 30 + i, COR_INT, &v[i], 1, &r[i]), COR_OK);
     r[N] = COR_REQ_NULL; /* skipped */
-    for (int i = N - 1; i >= 0; i--) EXPECT_ERR(send_int(30 + i, i * 3), COR_OK);
+    for (int i = N - 1; i >= 0; i--)
+        EXPECT_ERR(send_int(30 + i, i * 3), COR_OK);
     cor_status_t st[N + 1];
     EXPECT_ERR(cor_waitall(N + 1, r, st), COR_OK);
     for (int i = 0; i < N; i++) {
@@ -215,7 +223,8 @@ static void test_waitall(void)
     EXPECT_ERR(st[0].error, COR_OK);
     EXPECT_ERR(st[1].error, COR_ETRUNC);
     EXPECT_ERR(st[2].error, COR_ECANCELED);
-    for (int i = 0; i < 3; i++) EXPECT_EQ(q[i], COR_REQ_NULL);
+    for (int i = 0; i < 3; i++)
+        EXPECT_EQ(q[i], COR_REQ_NULL);
     /* all NULL: nothing to do */
     EXPECT_ERR(cor_waitall(3, q, NULL), COR_OK);
     EXPECT_ERR(cor_waitall(0, NULL, NULL), COR_OK);
@@ -230,7 +239,7 @@ static void test_cancel(void)
     /* pending: canceled, and a later message is not eaten by it */
     EXPECT_ERR(cor_recvI_into(me, COR_CTX_WORLD, 50, COR_INT, &v, 1, &r), COR_OK);
     EXPECT_ERR(cor_cancel(&r), COR_OK);
-    EXPECT_NE(r, COR_REQ_NULL); /* completed by test/wait, not by cancel */
+    EXPECT_NE(r, COR_REQ_NULL);         /* completed by test/wait, not by cancel */
     EXPECT_ERR(cor_cancel(&r), COR_OK); /* twice is harmless */
     EXPECT_ERR(cor_wait(&r, &st), COR_ECANCELED);
     EXPECT_ERR(st.error, COR_ECANCELED);
@@ -271,7 +280,8 @@ static int race_sender(void *p)
 {
     (void)p;
     int err = 0;
-    for (int i = 0; i < RACE_N && !err; i++) err = send_int(60, i);
+    for (int i = 0; i < RACE_N && !err; i++)
+        err = send_int(60, i);
     return err;
 }
 

@@ -28,14 +28,14 @@
 
 static int rank, size;
 
-#define CHECK(cond, ...)                                                                     \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            fprintf(stderr, "boot_check[%d]: FAIL %s:%d: ", rank, __FILE__, __LINE__);       \
-            fprintf(stderr, __VA_ARGS__);                                                    \
-            fprintf(stderr, "\n");                                                           \
-            exit(1);                                                                         \
-        }                                                                                    \
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "boot_check[%d]: FAIL %s:%d: ", rank, __FILE__, __LINE__);             \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 #define NADDR 3
@@ -62,18 +62,17 @@ static void check_exchange(struct cor_boot *boot)
         make_addrs(r, want);
         for (int k = 0; k < NADDR; k++) {
             const struct cor_boot_addr *a = &all[r * NADDR + k];
-            CHECK(strcmp(a->route, want[k].route) == 0, "route of %d/%d is '%s', expected '%s'",
-                  r, k, a->route, want[k].route);
+            CHECK(strcmp(a->route, want[k].route) == 0, "route of %d/%d is '%s', expected '%s'", r,
+                  k, a->route, want[k].route);
             CHECK(a->port_index == want[k].port_index, "port of %d/%d is %d, expected %d", r, k,
                   a->port_index, want[k].port_index);
-            CHECK(strcmp(a->addr, want[k].addr) == 0, "addr of %d/%d is '%s', expected '%s'", r,
-                  k, a->addr, want[k].addr);
+            CHECK(strcmp(a->addr, want[k].addr) == 0, "addr of %d/%d is '%s', expected '%s'", r, k,
+                  a->addr, want[k].addr);
         }
     }
     free(all);
     rc = cor__boot_exchange(boot, NADDR, mine, &all);
-    CHECK(rc == COR_ESTATE || size == 1, "second exchange returned %d, expected COR_ESTATE",
-          rc);
+    CHECK(rc == COR_ESTATE || size == 1, "second exchange returned %d, expected COR_ESTATE", rc);
     free(all); /* a one-domain session answers again */
 }
 
@@ -116,11 +115,11 @@ static void send_garbage(void)
     static char big[5000];
     memset(big, 'A', sizeof big);
     const char *junk[] = {
-        "HELLO 1 0 1 0000000000000000 1\n",          /* wrong cookie */
-        "HELLO 9 0 1 0000000000000000 1\n",          /* wrong version */
-        "BARRIER 1\n",                               /* before HELLO */
-        "\x01\x02\x03\xff\n",                        /* binary */
-        big,                                         /* a line longer than the limit */
+        "HELLO 1 0 1 0000000000000000 1\n", /* wrong cookie */
+        "HELLO 9 0 1 0000000000000000 1\n", /* wrong version */
+        "BARRIER 1\n",                      /* before HELLO */
+        "\x01\x02\x03\xff\n",               /* binary */
+        big,                                /* a line longer than the limit */
     };
     for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) {
         int fd = socket(AF_UNIX, SOCK_STREAM, 0);
@@ -162,8 +161,7 @@ int main(int argc, char **argv)
     CHECK(rc == COR_OK, "init returned %d", rc);
     CHECK(cookie != 0, "zero session cookie");
     if (getenv("COR_BOOT")) {
-        CHECK(rank == atoi(getenv("COR_RANK")), "rank %d, COR_RANK %s", rank,
-              getenv("COR_RANK"));
+        CHECK(rank == atoi(getenv("COR_RANK")), "rank %d, COR_RANK %s", rank, getenv("COR_RANK"));
         CHECK(size == atoi(getenv("COR_SIZE")), "size %d", size);
     } else {
         CHECK(rank == 0 && size == 1, "alone: rank %d size %d, expected 0 and 1", rank, size);
@@ -197,8 +195,7 @@ int main(int argc, char **argv)
             pthread_mutex_lock(&death_mu);
             int seen = death_calls;
             pthread_mutex_unlock(&death_mu);
-            if (seen)
-                break;
+            if (seen) break;
             usleep(10000);
         }
         pthread_mutex_lock(&death_mu);
@@ -216,8 +213,8 @@ int main(int argc, char **argv)
         struct cor_boot_addr mine[NADDR], *all = NULL;
         make_addrs(rank, mine);
         rc = cor__boot_exchange(boot, NADDR, mine, &all);
-        CHECK(rc == COR_EPEERDEAD, "exchange with a domain missing returned %d, expected %d",
-              rc, COR_EPEERDEAD);
+        CHECK(rc == COR_EPEERDEAD, "exchange with a domain missing returned %d, expected %d", rc,
+              COR_EPEERDEAD);
         cor__boot_finish(boot);
         return 43;
     }

@@ -50,8 +50,7 @@ static _Atomic uint64_t bytes_sent, bytes_recv, msgs_recv;
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void fail(const char *fmt, ...)
 {
-    if (atomic_fetch_add(&failures, 1) >= 20)
-        return; /* enough said */
+    if (atomic_fetch_add(&failures, 1) >= 20) return; /* enough said */
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
@@ -76,10 +75,8 @@ static int first_remote(unsigned src)
  * Every pair starts with an empty message; one pair ends with the largest size. */
 static size_t msg_size(unsigned src, unsigned dst, uint32_t seq)
 {
-    if (seq == 0)
-        return 0;
-    if (src == 0 && (int)dst == first_remote(0) && seq == per_pair - 1)
-        return maxsize;
+    if (seq == 0) return 0;
+    if (src == 0 && (int)dst == first_remote(0) && seq == per_pair - 1) return maxsize;
     uint64_t h = msg_key(src, dst, seq);
     unsigned r = (unsigned)(h % 100000);
     uint64_t u = h >> 20;
@@ -93,10 +90,8 @@ static size_t msg_size(unsigned src, unsigned dst, uint32_t seq)
     } else {
         lo = 1, hi = 256;
     }
-    if (hi > maxsize)
-        hi = maxsize;
-    if (lo > hi)
-        lo = hi;
+    if (hi > maxsize) hi = maxsize;
+    if (lo > hi) lo = hi;
     return lo + (size_t)(u % (hi - lo + 1));
 }
 
@@ -149,8 +144,7 @@ static void fill_message(unsigned char *p, unsigned src, unsigned dst, uint32_t 
     memcpy(p, &h, sizeof h);
 }
 
-static int check_message(const unsigned char *p, size_t n, unsigned src, unsigned dst,
-                         uint32_t seq)
+static int check_message(const unsigned char *p, size_t n, unsigned src, unsigned dst, uint32_t seq)
 {
     uint64_t key = msg_key(src, dst, seq);
     if (n < HDR_BYTES) {
@@ -168,10 +162,10 @@ static int check_message(const unsigned char *p, size_t n, unsigned src, unsigne
 
 struct slot {
     int is_send;
-    int user_buf;   /* receive into ubuf / send from user memory */
-    long post;      /* receive: posting order */
-    int want_src;   /* receive: specific source (global task) or -1 */
-    void *ptr;      /* core buffer (send buffer, or where recvI puts the message) */
+    int user_buf; /* receive into ubuf / send from user memory */
+    long post;    /* receive: posting order */
+    int want_src; /* receive: specific source (global task) or -1 */
+    void *ptr;    /* core buffer (send buffer, or where recvI puts the message) */
     unsigned char *ubuf;
 };
 
@@ -184,7 +178,10 @@ struct task {
     long **post_of;     /* [src][seq]: posting order of the receive that got it, -1 none */
 };
 
-static unsigned gtask(int r, unsigned index) { return (unsigned)r * (unsigned)ntasks + index - 1; }
+static unsigned gtask(int r, unsigned index)
+{
+    return (unsigned)r * (unsigned)ntasks + index - 1;
+}
 
 /* -P: cor_waitany by polling, never blocking (at most 120 s). */
 static int poll_any(size_t n, cor_req_t *reqs, size_t *idx, cor_status_t *st)
@@ -219,8 +216,7 @@ static int task_main(void *arg)
     unsigned *remotes = calloc(nremote, sizeof *remotes);
     unsigned k = 0;
     for (unsigned g = 0; g < nglob; g++)
-        if ((int)(g / (unsigned)ntasks) != rank)
-            remotes[k++] = g;
+        if ((int)(g / (unsigned)ntasks) != rank) remotes[k++] = g;
     long sent = 0, send_posted = 0, recv_posted = 0, recv_done = 0, pending_wild = 0;
     if (!slots || !reqs || !remotes) {
         fail("out of memory");
@@ -240,8 +236,7 @@ static int task_main(void *arg)
     while (sent < t->to_send || recv_done < t->to_recv) {
         /* Post sends into free send slots. */
         for (int i = 0; i < window && send_posted < t->to_send; i++) {
-            if (reqs[i] != COR_REQ_NULL)
-                continue;
+            if (reqs[i] != COR_REQ_NULL) continue;
             unsigned dst = remotes[send_posted % nremote];
             uint32_t seq = (uint32_t)(send_posted / nremote);
             size_t n = msg_size(t->me, dst, seq);
@@ -277,8 +272,7 @@ static int task_main(void *arg)
         /* Post receives: mostly wildcards; some for a specific source when it is certain
          * that source still has a message no earlier receive can take. */
         for (int i = window; i < nslots && recv_posted < t->to_recv; i++) {
-            if (reqs[i] != COR_REQ_NULL)
-                continue;
+            if (reqs[i] != COR_REQ_NULL) continue;
             struct slot *s = &slots[i];
             s->is_send = 0;
             s->post = recv_posted;
@@ -287,8 +281,7 @@ static int task_main(void *arg)
             if (rng % 4 == 0) {
                 unsigned src = remotes[(rng >> 8) % nremote];
                 long left = per_pair - t->done_from[src] - t->pending_spec[src] - pending_wild;
-                if (left >= 1)
-                    s->want_src = (int)src;
+                if (left >= 1) s->want_src = (int)src;
             }
             cor_idp_t from = s->want_src < 0 ? COR_ANY_SOURCE
                                              : cor_task_idp(s->want_src / ntasks,
@@ -323,8 +316,7 @@ static int task_main(void *arg)
         atomic_fetch_add(&progress_ticks, 1);
         struct slot *s = &slots[idx];
         if (s->is_send) {
-            if (rc != COR_OK)
-                fail("send completed with %s", cor_strerror(rc));
+            if (rc != COR_OK) fail("send completed with %s", cor_strerror(rc));
             if (s->user_buf) {
                 free(s->ubuf);
                 s->ubuf = NULL;
@@ -371,14 +363,12 @@ static int task_main(void *arg)
                 atomic_fetch_add(&msgs_recv, 1);
             }
         }
-        if (!s->user_buf && s->ptr)
-            cor_releaseBuffer(s->ptr);
+        if (!s->user_buf && s->ptr) cor_releaseBuffer(s->ptr);
         s->ptr = NULL;
     }
     /* Nothing may be pending now; waitall on the empty set must return at once. */
     int rc = cor_waitall((size_t)nslots, reqs, NULL);
-    if (rc != COR_OK)
-        fail("final waitall: %s", cor_strerror(rc));
+    if (rc != COR_OK) fail("final waitall: %s", cor_strerror(rc));
 
     /* Order: per source, the receives that got seq 0, 1, 2... were posted in that order. */
     for (unsigned i = 0; i < nremote; i++) {
@@ -417,8 +407,10 @@ static void *watchdog(void *arg)
         idle = now == last ? idle + 1 : 0;
         last = now;
         if (idle >= 90) {
-            fprintf(stderr, "exchange: domain %d: FAIL no progress for 90 s (%llu messages "
-                            "received)\n", rank, (unsigned long long)atomic_load(&msgs_recv));
+            fprintf(stderr,
+                    "exchange: domain %d: FAIL no progress for 90 s (%llu messages "
+                    "received)\n",
+                    rank, (unsigned long long)atomic_load(&msgs_recv));
             _exit(3);
         }
     }
@@ -447,8 +439,7 @@ static void wait_hold_file(void)
 {
     for (int i = 0; i < 1200 && access(holdfile, F_OK) != 0; i++)
         usleep(100000);
-    if (access(holdfile, F_OK) != 0)
-        fail("hold file %s did not appear within 120 s", holdfile);
+    if (access(holdfile, F_OK) != 0) fail("hold file %s did not appear within 120 s", holdfile);
 }
 
 int main(int argc, char **argv)
@@ -456,14 +447,30 @@ int main(int argc, char **argv)
     int opt;
     while ((opt = getopt(argc, argv, "t:m:x:s:w:a:H:Pq")) != -1) {
         switch (opt) {
-        case 't': ntasks = atoi(optarg); break;
-        case 'm': total = atol(optarg); break;
-        case 'x': maxsize = (size_t)atol(optarg); break;
-        case 's': seed = (uint64_t)atoll(optarg); break;
-        case 'w': window = atoi(optarg); break;
-        case 'a': addrfile = optarg; break;
-        case 'H': holdfile = optarg; break;
-        case 'q': quiet = 1; break;
+        case 't':
+            ntasks = atoi(optarg);
+            break;
+        case 'm':
+            total = atol(optarg);
+            break;
+        case 'x':
+            maxsize = (size_t)atol(optarg);
+            break;
+        case 's':
+            seed = (uint64_t)atoll(optarg);
+            break;
+        case 'w':
+            window = atoi(optarg);
+            break;
+        case 'a':
+            addrfile = optarg;
+            break;
+        case 'H':
+            holdfile = optarg;
+            break;
+        case 'q':
+            quiet = 1;
+            break;
         case 'P':
             poll_mode = 1;
             break;
@@ -492,13 +499,11 @@ int main(int argc, char **argv)
     }
     long pairs = (long)ndom * ntasks * (ndom - 1) * ntasks;
     per_pair = total / pairs;
-    if (per_pair < 2)
-        per_pair = 2;
+    if (per_pair < 2) per_pair = 2;
     pthread_t wd;
     pthread_create(&wd, NULL, watchdog, NULL);
     pthread_detach(wd);
-    if (addrfile && rank == 0)
-        write_addr_file();
+    if (addrfile && rank == 0) write_addr_file();
 
     struct task *tasks = calloc((size_t)ntasks, sizeof *tasks);
     unsigned nglob = (unsigned)(ndom * ntasks);
@@ -517,8 +522,7 @@ int main(int argc, char **argv)
         }
     }
     rc = cor_barrier();
-    if (rc != COR_OK)
-        fail("first barrier: %s", cor_strerror(rc));
+    if (rc != COR_OK) fail("first barrier: %s", cor_strerror(rc));
     double t0 = now_s();
     cor_idp_t *ids = calloc((size_t)ntasks, sizeof *ids);
     for (int i = 0; i < ntasks; i++) {
@@ -533,8 +537,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < ntasks; i++) {
         int st = 0;
         rc = cor_task_join(ids[i], &st);
-        if (rc != COR_OK || st != 0)
-            fail("task %d: join %s, exit %d", i, cor_strerror(rc), st);
+        if (rc != COR_OK || st != 0) fail("task %d: join %s, exit %d", i, cor_strerror(rc), st);
     }
     double el = now_s() - t0;
     atomic_store(&tasks_done, 1);
@@ -542,17 +545,14 @@ int main(int argc, char **argv)
         char done[4096];
         snprintf(done, sizeof done, "%s.tasks-done", addrfile);
         FILE *f = fopen(done, "w");
-        if (f)
-            fclose(f);
+        if (f) fclose(f);
     }
-    if (holdfile && rank == 0)
-        wait_hold_file();
+    if (holdfile && rank == 0) wait_hold_file();
     cor_stats_t stats;
     memset(&stats, 0, sizeof stats);
     cor_stats_get(&stats);
     rc = cor_barrier();
-    if (rc != COR_OK)
-        fail("last barrier: %s", cor_strerror(rc));
+    if (rc != COR_OK) fail("last barrier: %s", cor_strerror(rc));
     long expect = per_pair * (ndom - 1) * ntasks * ntasks;
     if ((long)atomic_load(&msgs_recv) != expect)
         fail("received %llu messages, expected %ld", (unsigned long long)atomic_load(&msgs_recv),

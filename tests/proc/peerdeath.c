@@ -74,8 +74,10 @@ static void *watchdog(void *arg)
         idle = t == last ? idle + 1 : 0;
         last = t;
         if (idle >= STALL_S) {
-            fprintf(stderr, "peerdeath: domain %d: FAIL nothing completed for %d s: operations "
-                            "toward the dead domain hang\n", rank, STALL_S);
+            fprintf(stderr,
+                    "peerdeath: domain %d: FAIL nothing completed for %d s: operations "
+                    "toward the dead domain hang\n",
+                    rank, STALL_S);
             _exit(1);
         }
     }
@@ -95,8 +97,7 @@ static int victim_task(void *arg)
             if (rr[i] == COR_REQ_NULL)
                 cor_recvI(COR_ANY_SOURCE, COR_CTX_WORLD, COR_ANY_TAG, &rp[i], &rr[i]);
         for (int r = 0; r < ndom; r++) {
-            if (r == victim)
-                continue;
+            if (r == victim) continue;
             char msg[64];
             snprintf(msg, sizeof msg, "message %d from the victim", seq);
             cor_send(cor_task_idp(r, index), COR_CTX_WORLD, seq, COR_BYTE, msg, sizeof msg);
@@ -105,8 +106,7 @@ static int victim_task(void *arg)
         for (int i = 0; i < NRECV; i++) {
             int done = 0;
             cor_status_t st;
-            if (rr[i] != COR_REQ_NULL && cor_test(&rr[i], &done, &st) == COR_OK && done &&
-                rp[i])
+            if (rr[i] != COR_REQ_NULL && cor_test(&rr[i], &done, &st) == COR_OK && done && rp[i])
                 cor_releaseBuffer(rp[i]);
         }
         usleep(500);
@@ -152,8 +152,8 @@ static int survivor_task(void *arg)
             for (int i = 0; i < NSEND; i++) {
                 int rc;
                 if (reqs[NRECV + i] == COR_REQ_NULL &&
-                    (rc = cor_sendI(peer, COR_CTX_WORLD, 7, sbuf[i], BIG,
-                                    &reqs[NRECV + i])) != COR_OK &&
+                    (rc = cor_sendI(peer, COR_CTX_WORLD, 7, sbuf[i], BIG, &reqs[NRECV + i])) !=
+                        COR_OK &&
                     rc != COR_EPEERDEAD)
                     fail("sendI to the victim: %s", cor_strerror(rc));
             }
@@ -161,8 +161,7 @@ static int survivor_task(void *arg)
         int pending = 0;
         for (int i = 0; i < NRECV + NSEND; i++)
             pending += reqs[i] != COR_REQ_NULL;
-        if (!pending)
-            break;
+        if (!pending) break;
         size_t idx;
         cor_status_t st;
         int rc = cor_waitany(NRECV + NSEND, reqs, &idx, &st);
@@ -177,8 +176,7 @@ static int survivor_task(void *arg)
                     write_mark("flowing");
                 /* (also fine after a death: it matched before) */
                 atomic_store(&last_ok_ns, now_ns());
-                if (rp[idx])
-                    cor_releaseBuffer(rp[idx]);
+                if (rp[idx]) cor_releaseBuffer(rp[idx]);
                 rp[idx] = NULL;
             } else if (rc == COR_EPEERDEAD) {
                 recv_dead++;
@@ -187,7 +185,8 @@ static int survivor_task(void *arg)
                 dead_seen = 1;
             } else {
                 fail("receive from the victim completed with %s, expected COR_OK or "
-                     "COR_EPEERDEAD", cor_strerror(rc));
+                     "COR_EPEERDEAD",
+                     cor_strerror(rc));
                 dead_seen = 1;
             }
         } else {
@@ -201,10 +200,8 @@ static int survivor_task(void *arg)
             }
         }
     }
-    if (oks == 0)
-        fail("task %u received nothing from the victim before it died", index);
-    if (recv_dead == 0)
-        fail("task %u: no receive completed with COR_EPEERDEAD", index);
+    if (oks == 0) fail("task %u received nothing from the victim before it died", index);
+    if (recv_dead == 0) fail("task %u: no receive completed with COR_EPEERDEAD", index);
     for (int i = 0; i < NSEND; i++)
         cor_releaseBuffer(sbuf[i]);
 
@@ -212,8 +209,7 @@ static int survivor_task(void *arg)
     cor_req_t r = COR_REQ_NULL;
     void *p = NULL;
     int rc = cor_recvI(peer, COR_CTX_WORLD, COR_ANY_TAG, &p, &r);
-    if (rc == COR_OK)
-        rc = cor_wait(&r, NULL);
+    if (rc == COR_OK) rc = cor_wait(&r, NULL);
     atomic_fetch_add(&ticks, 1);
     if (rc != COR_EPEERDEAD)
         fail("a receive from the dead victim returned %s, expected COR_EPEERDEAD",
@@ -246,19 +242,14 @@ static void write_mark(const char *name)
 static void survivors_talk(void)
 {
     int next = (rank + 1) % ndom, prev = (rank - 1 + ndom) % ndom;
-    if (next == victim)
-        next = (next + 1) % ndom;
-    if (prev == victim)
-        prev = (prev - 1 + ndom) % ndom;
-    if (next == rank)
-        return; /* the only survivor */
+    if (next == victim) next = (next + 1) % ndom;
+    if (prev == victim) prev = (prev - 1 + ndom) % ndom;
+    if (next == rank) return; /* the only survivor */
     int v = rank, got = -1;
     cor_req_t r;
     int rc = cor_recvI_into(cor_task_idp(prev, 0), COR_CTX_WORLD, 99, COR_INT, &got, 1, &r);
-    if (rc == COR_OK)
-        rc = cor_send(cor_task_idp(next, 0), COR_CTX_WORLD, 99, COR_INT, &v, 1);
-    if (rc == COR_OK)
-        rc = cor_wait(&r, NULL);
+    if (rc == COR_OK) rc = cor_send(cor_task_idp(next, 0), COR_CTX_WORLD, 99, COR_INT, &v, 1);
+    if (rc == COR_OK) rc = cor_wait(&r, NULL);
     atomic_fetch_add(&ticks, 1);
     if (rc != COR_OK || got != prev)
         fail("survivors' ring after the death: %s, got %d from domain %d", cor_strerror(rc), got,
@@ -272,10 +263,8 @@ int main(int argc, char **argv)
         return 2;
     }
     dir = argv[1];
-    if (argc > 3 && strcmp(argv[2], "-t") == 0)
-        ntasks = atoi(argv[3]);
-    if (ntasks < 1 || ntasks > 64)
-        return 2;
+    if (argc > 3 && strcmp(argv[2], "-t") == 0) ntasks = atoi(argv[3]);
+    if (ntasks < 1 || ntasks > 64) return 2;
     int rc = cor_init(&argc, &argv);
     if (rc != COR_OK) {
         fprintf(stderr, "peerdeath: cor_init: %s\n", cor_strerror(rc));
@@ -299,8 +288,7 @@ int main(int argc, char **argv)
         }
     }
     rc = cor_barrier();
-    if (rc != COR_OK)
-        fail("first barrier: %s", cor_strerror(rc));
+    if (rc != COR_OK) fail("first barrier: %s", cor_strerror(rc));
     write_mark("pid");
     if (rank == victim) {
         for (int i = 0; i < ntasks; i++)
@@ -330,7 +318,6 @@ int main(int argc, char **argv)
     atomic_store(&finished, 1);
     alarm(20); /* cor_finalize with a dead domain must not hang either */
     rc = cor_finalize();
-    if (rc != COR_OK && rc != COR_EPEERDEAD)
-        fail("cor_finalize: %s", cor_strerror(rc));
+    if (rc != COR_OK && rc != COR_EPEERDEAD) fail("cor_finalize: %s", cor_strerror(rc));
     return atomic_load(&failures) ? 1 : PASS_STATUS;
 }

@@ -96,6 +96,7 @@ int main(int argc, char **argv)
     pvm_exit(); /* nothing of the dead task's may hold it up */
     double exit_s = now() - t2;
     printf("killpeer: exit notified %s after %.2f s; send to the dead task: %d after %.3f s; "
-           "pvm_exit took %.2f s\n", got_exit ? "yes" : "NO", t1 - t0, rc, send_s, exit_s);
+           "pvm_exit took %.2f s\n",
+           got_exit ? "yes" : "NO", t1 - t0, rc, send_s, exit_s);
     return got_exit && send_s < 5 && exit_s < 3 ? 0 : 1;
 }

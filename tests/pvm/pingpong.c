@@ -16,7 +16,8 @@
 
 static int fill(char *b, int n, int seq)
 {
-    for (int i = 0; i < n; i++) b[i] = (char)(seq * 31 + i * 7);
+    for (int i = 0; i < n; i++)
+        b[i] = (char)(seq * 31 + i * 7);
     return n;
 }
 
@@ -108,8 +109,10 @@ int main(int argc, char **argv)
     }
     /* A burst one way: order under load. */
     for (int seq = rounds; seq < 2 * rounds && !failed; seq++) {
-        if (!worker) failed |= send_one(peer, seq, size_of(seq, max) % 4096, encoding(seq), buf) < 0;
-        else failed |= recv_one(peer, seq, buf) < 0;
+        if (!worker)
+            failed |= send_one(peer, seq, size_of(seq, max) % 4096, encoding(seq), buf) < 0;
+        else
+            failed |= recv_one(peer, seq, buf) < 0;
     }
     int ok = !failed, peer_ok = 0;
     pvm_initsend(PvmDataDefault);
@@ -117,7 +120,9 @@ int main(int argc, char **argv)
     pvm_send(peer, TAG_DONE);
     pvm_recv(peer, TAG_DONE);
     pvm_upkint(&peer_ok, 1, 1);
-    if (!worker) printf("pingpong: %d rounds up to %d bytes: %s\n", rounds, max, ok && peer_ok ? "ok" : "FAILED");
+    if (!worker)
+        printf("pingpong: %d rounds up to %d bytes: %s\n", rounds, max,
+               ok && peer_ok ? "ok" : "FAILED");
     free(buf);
     pvm_exit();
     return ok && peer_ok ? 0 : 1;

@@ -17,7 +17,10 @@
 #define TAG_ECHO 3
 #define SIZES 4
 
-static int echo_size(int i) { return 16 << (4 * i); } /* 16 B .. 64 KiB */
+static int echo_size(int i)
+{
+    return 16 << (4 * i);
+} /* 16 B .. 64 KiB */
 
 static int worker(void)
 {
@@ -87,7 +90,8 @@ int main(int argc, char **argv)
     char *out = malloc((size_t)echo_size(SIZES - 1)), *in = malloc((size_t)echo_size(SIZES - 1));
     for (int i = 0; i < SIZES && ok; i++) {
         int size = echo_size(i);
-        for (int b = 0; b < size; b++) out[b] = (char)(b * 13 + i);
+        for (int b = 0; b < size; b++)
+            out[b] = (char)(b * 13 + i);
         pvm_initsend(PvmDataRaw);
         pvm_pkbyte(out, size, 1);
         pvm_mcast(tids, n, TAG_ECHO);
@@ -107,7 +111,8 @@ int main(int argc, char **argv)
     pvm_config(&nhost, &narch, &hosts);
     for (int h = 0; h < nhost; h++) {
         int count = 0;
-        for (int w = 0; w < n; w++) count += pvm_tidtohost(tids[w]) == hosts[h].hi_tid;
+        for (int w = 0; w < n; w++)
+            count += pvm_tidtohost(tids[w]) == hosts[h].hi_tid;
         printf("spread: %d workers on %s\n", count, hosts[h].hi_name);
     }
     printf("spread: %d workers, ring and echoes %s\n", n, ok ? "ok" : "FAILED");

@@ -17,8 +17,7 @@ static int parse_addr(const char *s, struct sockaddr_in *sa)
 {
     char ip[64];
     unsigned port;
-    if (sscanf(s, "%63[0-9.]:%u", ip, &port) != 2)
-        return -1;
+    if (sscanf(s, "%63[0-9.]:%u", ip, &port) != 2) return -1;
     memset(sa, 0, sizeof(*sa));
     sa->sin_family = AF_INET;
     sa->sin_port = htons((uint16_t)port);
@@ -35,8 +34,14 @@ static uint64_t dropped_of(struct h_port *p)
 static void put_hdr(uint8_t *b, uint64_t cookie, uint32_t src, uint32_t dst, uint32_t seq,
                     uint32_t frame_len, uint32_t off, uint32_t len)
 {
-    struct udp_hdr h = {.type = UDP_T_DATA, .cookie = cookie, .src = src, .dst = dst,
-                        .seq = seq, .frame_len = frame_len, .frag_off = off, .len = len};
+    struct udp_hdr h = {.type = UDP_T_DATA,
+                        .cookie = cookie,
+                        .src = src,
+                        .dst = dst,
+                        .seq = seq,
+                        .frame_len = frame_len,
+                        .frag_off = off,
+                        .len = len};
     udp_wire_put(b, &h);
 }
 
@@ -55,10 +60,9 @@ static void test_stranger(void)
     static uint8_t b[65507];
     int sent = 0;
     srand(99);
-#define SEND(len)                                                                             \
-    do {                                                                                     \
-        if (sendto(fd, b, (len), 0, (struct sockaddr *)&to, sizeof(to)) == (ssize_t)(len))    \
-            sent++;                                                                          \
+#define SEND(len)                                                                                  \
+    do {                                                                                           \
+        if (sendto(fd, b, (len), 0, (struct sockaddr *)&to, sizeof(to)) == (ssize_t)(len)) sent++; \
     } while (0)
     /* Random bytes of random lengths, including empty datagrams. */
     for (int i = 0; i < 200; i++) {
@@ -141,8 +145,7 @@ static void test_peer_death(void)
 
 int main(void)
 {
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
+    if (CU_initialize_registry() != CUE_SUCCESS) return 1;
     CU_pSuite s = CU_add_suite("udp_badinput", NULL, NULL);
     CU_add_test(s, "stranger's datagrams are dropped and counted", test_stranger);
     CU_add_test(s, "peer death: peer_failed (silent: ETIMEDOUT), sends EPEERDEAD", test_peer_death);

@@ -26,8 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct udp_swin sw;
     struct udp_rwin rw;
     struct udp_reasm ra = {0};
-    if (udp_swin_init(&sw, 64, 1000000, 100000, 10000000) != 0)
-        return 0;
+    if (udp_swin_init(&sw, 64, 1000000, 100000, 10000000) != 0) return 0;
     if (udp_rwin_init(&rw, 64, 1u << 20) != 0) {
         udp_swin_free(&sw);
         return 0;
@@ -39,12 +38,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     while (pos + 2 <= size) {
         size_t len = (size_t)data[pos] | ((size_t)data[pos + 1] << 8);
         pos += 2;
-        if (len > size - pos)
-            len = size - pos;
+        if (len > size - pos) len = size - pos;
         /* Copy so ASan sees the datagram's exact bounds. */
         uint8_t *dg = malloc(len ? len : 1);
-        if (!dg)
-            break;
+        if (!dg) break;
         memcpy(dg, data + pos, len);
         pos += len;
         now += 1000;
@@ -75,14 +72,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         free(owned);
                         break;
                     }
-                    if (r == UDP_RA_DONE)
-                        free(frame);
+                    if (r == UDP_RA_DONE) free(frame);
                     free(owned);
                     owned = NULL;
                     udp_rwin_advance(&rw);
                     struct udp_rslot *s = udp_rwin_ready(&rw);
-                    if (!s)
-                        break;
+                    if (!s) break;
                     cur = s->hdr;
                     cp = s->data;
                     owned = s->data;

@@ -39,8 +39,7 @@ static void run(const char *faults, uint64_t frames, size_t max)
 
 static void test_loss_mixed(void)
 {
-    run("drop=0.05,dup=0.01,reorder=0.02,delay_us=200,seed=42", frames_from_env(20000),
-        (size_t)-1);
+    run("drop=0.05,dup=0.01,reorder=0.02,delay_us=200,seed=42", frames_from_env(20000), (size_t)-1);
 }
 
 static void test_loss_small_heavy(void)
@@ -56,11 +55,9 @@ static void test_loss_other_seed(void)
 
 int main(void)
 {
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
+    if (CU_initialize_registry() != CUE_SUCCESS) return 1;
     CU_pSuite s = CU_add_suite("udp_loss", NULL, NULL);
-    CU_add_test(s, "5% drop, 1% dup, 2% reorder+delay, mixed sizes up to 1 MiB",
-                test_loss_mixed);
+    CU_add_test(s, "5% drop, 1% dup, 2% reorder+delay, mixed sizes up to 1 MiB", test_loss_mixed);
     CU_add_test(s, "20% drop, 5% dup, 10% reorder, small frames", test_loss_small_heavy);
     CU_add_test(s, "5% drop, another seed, frames up to 200 KB", test_loss_other_seed);
     CU_basic_set_mode(CU_BRM_VERBOSE);

@@ -52,8 +52,7 @@ static void test_backpressure(void)
     int rc = COR_OK, accepted = 0;
     for (int i = 0; i < 100000 && rc == COR_OK; i++) {
         rc = h_send_next(p, 0, 1, 65536);
-        if (rc == COR_OK)
-            accepted++;
+        if (rc == COR_OK) accepted++;
     }
     CU_ASSERT_EQUAL(rc, COR_EAGAIN);
     CU_ASSERT(accepted > 0);
@@ -115,8 +114,7 @@ static void test_close_pending(void)
     CU_ASSERT_EQUAL_FATAL(h_open(p, 2, COOKIE), COR_OK);
     int sent = 0;
     for (int i = 0; i < 10; i++)
-        if (h_send_next(p, 0, 1, 1000) == COR_OK)
-            sent++;
+        if (h_send_next(p, 0, 1, 1000) == COR_OK) sent++;
     CU_ASSERT_EQUAL(sent, 10);
     struct cor_rport *port0 = p[0].port;
     p[0].port = NULL;
@@ -155,20 +153,19 @@ static void test_small_datagrams(void)
 /* Knobs with bad values make open() fail with COR_EINVAL, not a crash or a silent default. */
 static void test_bad_knobs(void)
 {
-    const char *bad[][2] = {{"COR_UDP_WINDOW", "100"},      {"COR_UDP_WINDOW", "-1"},
-                            {"COR_UDP_DEAD_MS", "x"},       {"COR_UDP_DGRAM", "100"},
+    const char *bad[][2] = {{"COR_UDP_WINDOW", "100"},       {"COR_UDP_WINDOW", "-1"},
+                            {"COR_UDP_DEAD_MS", "x"},        {"COR_UDP_DGRAM", "100"},
                             {"COR_UDP_FAULTS", "drop=0.5,"}, {"COR_UDP_FAULTS", "drop=7"},
-                            {"COR_UDP_BIND", "nowhere"},    {"COR_UDP_BATCH", "1000"}};
+                            {"COR_UDP_BIND", "nowhere"},     {"COR_UDP_BATCH", "1000"}};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         setenv(bad[i][0], bad[i][1], 1);
         struct h_port p[2];
         int rc = h_open(p, 2, COOKIE);
         unsetenv(bad[i][0]);
-        if (rc == COR_OK)
-            h_close(p, 2);
+        if (rc == COR_OK) h_close(p, 2);
         if (rc != COR_EINVAL)
-            fprintf(stderr, "%s=%s: open returned %d, expected COR_EINVAL\n", bad[i][0],
-                    bad[i][1], rc);
+            fprintf(stderr, "%s=%s: open returned %d, expected COR_EINVAL\n", bad[i][0], bad[i][1],
+                    rc);
         CU_ASSERT_EQUAL(rc, COR_EINVAL);
     }
 }
@@ -222,11 +219,9 @@ static void test_threads(void)
     double t0 = h_seconds();
     uint64_t back = 0;
     while ((p[1].rx_next[0] < t.frames ||
-            __atomic_load_n(&p[0].done_ok, __ATOMIC_RELAXED) < t.frames ||
-            p[1].done_ok < back) &&
+            __atomic_load_n(&p[0].done_ok, __ATOMIC_RELAXED) < t.frames || p[1].done_ok < back) &&
            h_seconds() - t0 < 60) {
-        if (back < 500 && h_send_next(p, 1, 0, 20000) == COR_OK)
-            back++;
+        if (back < 500 && h_send_next(p, 1, 0, 20000) == COR_OK) back++;
         h_route()->progress(p[1].port);
     }
     pthread_join(ts, NULL);
@@ -246,8 +241,7 @@ static void test_threads(void)
 
 int main(void)
 {
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
+    if (CU_initialize_registry() != CUE_SUCCESS) return 1;
     CU_pSuite s = CU_add_suite("udp_route", NULL, NULL);
     CU_add_test(s, "address and idle state", test_address);
     CU_add_test(s, "send/add_peer argument errors, big and empty frames", test_send_errors);

@@ -26,8 +26,14 @@ static void b_deliver(void *core, cor_peer_t peer, const void *f, size_t len)
     got[me]++;
     got_bytes[me] += len;
 }
-static void b_done(void *core, void *cookie, int st) { done[(int)(intptr_t)core]++; }
-static void b_failed(void *core, cor_peer_t peer, int err) { fprintf(stderr, "peer failed\n"); }
+static void b_done(void *core, void *cookie, int st)
+{
+    done[(int)(intptr_t)core]++;
+}
+static void b_failed(void *core, cor_peer_t peer, int err)
+{
+    fprintf(stderr, "peer failed\n");
+}
 
 static char msg[8];
 static char *big;
@@ -57,8 +63,7 @@ static double route_pingpong(void)
     struct iovec iov = {msg, sizeof(msg)};
     double t0 = 0;
     for (int i = 0; i < iters; i++) {
-        if (i == 100)
-            t0 = h_seconds();
+        if (i == 100) t0 = h_seconds();
         while (ops->send(port[0], 1, &iov, 1, NULL) == COR_EAGAIN)
             ops->progress(port[0]);
         while (got[0] <= (uint64_t)i)
@@ -122,8 +127,7 @@ static void *raw_sink(void *a)
     static char b[65536];
     while (!raw_stop) {
         ssize_t r = recv(rs[1], b, sizeof(b), MSG_DONTWAIT);
-        if (r > 0)
-            raw_bytes += (uint64_t)r;
+        if (r > 0) raw_bytes += (uint64_t)r;
     }
     return NULL;
 }
@@ -135,7 +139,8 @@ static void raw_open(void)
         int sz = 4 << 20;
         setsockopt(rs[i], SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz));
         setsockopt(rs[i], SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz));
-        ra[i] = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        ra[i] =
+            (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
         bind(rs[i], (struct sockaddr *)&ra[i], sizeof(ra[i]));
         socklen_t l = sizeof(ra[i]);
         getsockname(rs[i], (struct sockaddr *)&ra[i], &l);
@@ -149,8 +154,7 @@ static double raw_pingpong(void)
     char b[16] = {0};
     double t0 = 0;
     for (int i = 0; i < iters; i++) {
-        if (i == 100)
-            t0 = h_seconds();
+        if (i == 100) t0 = h_seconds();
         sendto(rs[0], b, 8, 0, (struct sockaddr *)&ra[1], sizeof(ra[1]));
         while (recv(rs[0], b, sizeof(b), MSG_DONTWAIT) < 0)
             ;
@@ -212,20 +216,16 @@ static double raw_cost(void)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1)
-        iters = atoi(argv[1]);
-    if (iters < 200)
-        iters = 200;
+    if (argc > 1) iters = atoi(argv[1]);
+    if (iters < 200) iters = 200;
     ops = h_route();
-    if (!ops)
-        return 1;
+    if (!ops) return 1;
     big = calloc(1, 1 << 21);
     char addr[2][COR_ADDR_MAX];
     for (int i = 0; i < 2; i++) {
         struct cor_route_config cfg = {.session_cookie = 42, .self = (uint32_t)i, .npeers = 2};
         struct cor_route_upcalls up = {(void *)(intptr_t)i, b_deliver, b_done, b_failed};
-        if (ops->open(&cfg, &up, &port[i]) != COR_OK)
-            return 1;
+        if (ops->open(&cfg, &up, &port[i]) != COR_OK) return 1;
         ops->address(port[i], addr[i], sizeof(addr[i]));
     }
     for (int i = 0; i < 2; i++)
@@ -236,16 +236,14 @@ int main(int argc, char **argv)
     printf("one-way cost, one thread driving both ends, 8 B: raw UDP %.2f us, udp route %.2f us\n",
            rawc, route_cost());
     double rawl = raw_pingpong();
-    printf("one-way latency, 8 B: raw UDP %.2f us, udp route %.2f us\n", rawl,
-           route_pingpong());
+    printf("one-way latency, 8 B: raw UDP %.2f us, udp route %.2f us\n", rawl, route_pingpong());
     double raw = raw_stream(1.0);
     printf("raw UDP streaming, 65507 B datagrams: %.0f MB/s\n", raw);
     size_t sizes[] = {1024, 16384, 65536, 1 << 20};
     int counts[] = {100000, 40000, 20000, 1500};
     const char *only = getenv("UDP_BENCH_SIZE");
     for (int i = 0; i < 4; i++) {
-        if (only && (size_t)atol(only) != sizes[i])
-            continue;
+        if (only && (size_t)atol(only) != sizes[i]) continue;
         double r = route_stream(sizes[i], counts[i]);
         printf("udp route streaming %7zu B frames: %.0f MB/s (%.0f%% of raw)\n", sizes[i], r,
                100 * r / raw);

@@ -14,8 +14,15 @@
 
 static struct udp_hdr data_hdr(uint32_t seq, uint32_t frame_len, uint32_t off, uint32_t len)
 {
-    struct udp_hdr h = {.type = UDP_T_DATA, .cookie = 7, .src = 1, .dst = 0, .ack = 3,
-                        .sack = 5, .seq = seq, .frame_len = frame_len, .frag_off = off,
+    struct udp_hdr h = {.type = UDP_T_DATA,
+                        .cookie = 7,
+                        .src = 1,
+                        .dst = 0,
+                        .ack = 3,
+                        .sack = 5,
+                        .seq = seq,
+                        .frame_len = frame_len,
+                        .frag_off = off,
                         .len = len};
     return h;
 }
@@ -72,8 +79,7 @@ static uint32_t rel_off[64];
 static void on_release(void *ctx, struct udp_sslot *s)
 {
     (void)ctx;
-    if (nrel < 64)
-        rel_off[nrel] = s->off;
+    if (nrel < 64) rel_off[nrel] = s->off;
     nrel++;
 }
 
@@ -158,7 +164,7 @@ static void test_swin_recovery(void)
     for (int i = 0; i < 40; i++)
         udp_swin_add(&sw, NULL, 0, 1, 1, 10 * MS);
     uint32_t out[32];
-    CU_ASSERT_EQUAL(udp_swin_recovery(&sw, 5, out, 32), 0); /* no timeout yet */
+    CU_ASSERT_EQUAL(udp_swin_recovery(&sw, 5, out, 32), 0);     /* no timeout yet */
     CU_ASSERT_EQUAL(udp_swin_timeout(&sw, 20 * MS, out, 4), 4); /* all 40 lost: resend 4 */
     for (int i = 0; i < 4; i++)
         udp_swin_resent(&sw, out[i], 20 * MS);
@@ -203,7 +209,7 @@ static void test_swin_dead_and_wrap(void)
 {
     struct udp_swin sw;
     CU_ASSERT_EQUAL_FATAL(udp_swin_init(&sw, 4, MS, MS, 10 * MS), 0);
-    sw.una = sw.nxt = 0xfffffffeu; /* sequence numbers wrap */
+    sw.una = sw.nxt = 0xfffffffeu;                          /* sequence numbers wrap */
     CU_ASSERT_EQUAL(udp_swin_dead(&sw, 99999 * MS, MS), 0); /* nothing outstanding */
     for (int i = 0; i < 4; i++)
         udp_swin_add(&sw, NULL, 0, 1, 1, 10 * MS);
@@ -307,8 +313,8 @@ static void test_faults(void)
     CU_ASSERT_EQUAL(udp_faults_parse("lose=0.1", &f), -1);
     CU_ASSERT_EQUAL(udp_faults_parse("drop", &f), -1);
     CU_ASSERT_EQUAL(udp_faults_parse("delay_us=-1", &f), -1);
-    CU_ASSERT_EQUAL_FATAL(udp_faults_parse("drop=0.05,dup=0.01,reorder=0.02,delay_us=200,seed=42",
-                                           &f), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        udp_faults_parse("drop=0.05,dup=0.01,reorder=0.02,delay_us=200,seed=42", &f), 0);
     CU_ASSERT_EQUAL(f.delay_ns, 200000);
     udp_faults_parse("drop=0.05,dup=0.01,reorder=0.02,delay_us=200,seed=42", &g);
     int counts[4] = {0};
@@ -331,8 +337,7 @@ static void test_faults(void)
 
 int main(void)
 {
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 1;
+    if (CU_initialize_registry() != CUE_SUCCESS) return 1;
     CU_pSuite s = CU_add_suite("udp_window", NULL, NULL);
     CU_add_test(s, "wire format and parser", test_wire);
     CU_add_test(s, "send window: cumulative/selective acks, fast resend", test_swin_ack);

@@ -44,8 +44,7 @@ int gmr_knobs_read(struct gmr_knobs *k)
     k->node_id = v[K_NODE_ID].s;
     k->provider = v[K_PROVIDER].s;
     size_t frame_max = gm_max_length_for_size(k->data_class) - GMR_HDR;
-    if (k->eager > frame_max / 2)
-        k->eager = frame_max / 2;
+    if (k->eager > frame_max / 2) k->eager = frame_max / 2;
     if (k->tx_bytes < 2 * gm_max_length_for_size(k->data_class))
         k->tx_bytes = 2 * gm_max_length_for_size(k->data_class);
     return 0;
@@ -69,8 +68,7 @@ const char *gmr_tcp_address(void)
 static int tcp_endpoint(const struct cor_route_config *cfg)
 {
     const char *ip = cfg->bind_hint;
-    if (!ip || !strcmp(ip, "loopback") || !strcmp(ip, "auto"))
-        ip = "127.0.0.1";
+    if (!ip || !strcmp(ip, "loopback") || !strcmp(ip, "auto")) ip = "127.0.0.1";
     const char *b = getenv("GM_PORT_BASE");
     unsigned long base = b && *b ? strtoul(b, NULL, 10) : 27000;
     base += 16ul * cfg->self;
@@ -87,11 +85,9 @@ static int tcp_endpoint(const struct cor_route_config *cfg)
 static int node_knob(const struct cor_route_config *cfg, const char *s, unsigned *node)
 {
     *node = 0;
-    if (!s || !*s)
-        return 0;
+    if (!s || !*s) return 0;
     if (strcmp(s, "rank") == 0) {
-        if (cfg->self >= 65535)
-            return -1;
+        if (cfg->self >= 65535) return -1;
         *node = cfg->self + 1;
         return 0;
     }
@@ -166,8 +162,7 @@ int gmr_session_init(const struct cor_route_config *cfg, const struct gmr_knobs 
             used += (size_t)snprintf(map + used, cap - used, "%u d%u%s%s;", i + 1, i,
                                      tcp && i == cfg->self ? " " : "",
                                      tcp && i == cfg->self ? tcp_self : "");
-        if (!node)
-            node = cfg->self + 1;
+        if (!node) node = cfg->self + 1;
         gc.nodes = map;
     }
     const char *id = getenv("GM_NODE_ID");

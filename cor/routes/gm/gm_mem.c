@@ -17,8 +17,7 @@ static void mr_drop(struct cor_rport *p, struct cor_route_mr **link)
 {
     struct cor_route_mr *m = *link;
     *link = m->next;
-    if (m->refs == 0)
-        p->nunused--;
+    if (m->refs == 0) p->nunused--;
     gm_deregister_memory(p->gp, m->addr, m->len);
     free(m);
     p->nmrs--;
@@ -30,10 +29,8 @@ static void evict(struct cor_rport *p, unsigned keep)
     while (p->nunused > keep) {
         struct cor_route_mr **victim = NULL;
         for (struct cor_route_mr **l = &p->mrs; *l; l = &(*l)->next)
-            if ((*l)->refs == 0 && (!victim || (*l)->used < (*victim)->used))
-                victim = l;
-        if (!victim)
-            break;
+            if ((*l)->refs == 0 && (!victim || (*l)->used < (*victim)->used)) victim = l;
+        if (!victim) break;
         mr_drop(p, victim);
     }
 }
@@ -41,8 +38,7 @@ static void evict(struct cor_rport *p, unsigned keep)
 int gmr_mem_register(struct cor_rport *p, void *addr, size_t len, struct cor_route_mr **mr,
                      uint64_t *key)
 {
-    if (!p || !addr || !len || !mr || (uintptr_t)addr + len < (uintptr_t)addr)
-        return COR_EINVAL;
+    if (!p || !addr || !len || !mr || (uintptr_t)addr + len < (uintptr_t)addr) return COR_EINVAL;
     char *a = addr;
     pthread_mutex_lock(&p->mem_lock);
     int rc = COR_OK;
@@ -52,10 +48,8 @@ int gmr_mem_register(struct cor_rport *p, void *addr, size_t len, struct cor_rou
     }
     struct cor_route_mr *m;
     for (m = p->mrs; m; m = m->next)
-        if (a >= m->addr && len <= m->len && (size_t)(a - m->addr) <= m->len - len)
-            break;
-    if (m && m->refs == 0)
-        p->nunused--; /* a cached region in use again */
+        if (a >= m->addr && len <= m->len && (size_t)(a - m->addr) <= m->len - len) break;
+    if (m && m->refs == 0) p->nunused--; /* a cached region in use again */
     if (!m) {
         m = calloc(1, sizeof *m);
         if (!m) {
@@ -86,8 +80,7 @@ out:
 
 void gmr_mem_deregister(struct cor_rport *p, struct cor_route_mr *mr)
 {
-    if (!p || !mr)
-        return;
+    if (!p || !mr) return;
     pthread_mutex_lock(&p->mem_lock);
     for (struct cor_route_mr *m = p->mrs; m; m = m->next)
         if (m == mr && m->refs > 0) { /* ignore a stale or foreign handle */
@@ -103,8 +96,7 @@ void gmr_mem_deregister(struct cor_rport *p, struct cor_route_mr *mr)
 
 void *gmr_mem_alloc(struct cor_rport *p, size_t len)
 {
-    if (!p || !len)
-        return NULL;
+    if (!p || !len) return NULL;
     pthread_mutex_lock(&p->mem_lock);
     void *ptr = p->closing ? NULL : gm_dma_malloc(p->gp, len);
     pthread_mutex_unlock(&p->mem_lock);
@@ -113,8 +105,7 @@ void *gmr_mem_alloc(struct cor_rport *p, size_t len)
 
 void gmr_mem_free(struct cor_rport *p, void *ptr)
 {
-    if (!p || !ptr)
-        return;
+    if (!p || !ptr) return;
     pthread_mutex_lock(&p->mem_lock);
     gm_dma_free(p->gp, ptr);
     pthread_mutex_unlock(&p->mem_lock);

@@ -28,26 +28,26 @@
  * Control messages (high priority): the whole cookie, an opcode and an argument. */
 #define GMR_HDR 8
 #define GMR_CTRL_LEN 16
-#define GMR_CTRL_CLASS 6 /* 56-byte buffers for control messages */
-#define GMR_OP_BYE 1     /* the sender closed its port: sends to it will fail */
-#define GMR_OP_CREDIT 2  /* arg = data buffers the sender provided again for us */
+#define GMR_CTRL_CLASS 6  /* 56-byte buffers for control messages */
+#define GMR_OP_BYE 1      /* the sender closed its port: sends to it will fail */
+#define GMR_OP_CREDIT 2   /* arg = data buffers the sender provided again for us */
 #define GMR_RX_TOKENS 252 /* receive buffers we provide at most (GM has 254 tokens) */
 #define GMR_RX_BATCH 16   /* data frames one progress() delivers at most, in a stream */
 
 /* Tunables, read once per open from the environment (table: gm_knobs.h; gm_env.c). */
 struct gmr_knobs {
-    unsigned data_class; /* GM size class of the large data frame buffers */
-    unsigned small_class; /* GM size class of the small ones; 0 = none (all frames large) */
-    unsigned credits;    /* large data buffers per peer (receive credits), at most */
+    unsigned data_class;    /* GM size class of the large data frame buffers */
+    unsigned small_class;   /* GM size class of the small ones; 0 = none (all frames large) */
+    unsigned credits;       /* large data buffers per peer (receive credits), at most */
     unsigned small_credits; /* small ones per peer, at most */
-    size_t eager;        /* caps.eager_limit */
-    size_t tx_bytes;     /* send ring: DMA memory for copied frames */
-    unsigned tx_frames;  /* send descriptors (frames accepted, not yet completed) */
-    unsigned regcache;   /* cached user registrations kept after deregister */
-    int stats;           /* print counters at close */
-    unsigned dead_ms;    /* silent peer holding our frames for lack of credits: dead */
-    const char *node_id; /* COR_GM_NODE_ID as set (NULL: unset) */
-    const char *provider; /* COR_GM_PROVIDER as set */
+    size_t eager;           /* caps.eager_limit */
+    size_t tx_bytes;        /* send ring: DMA memory for copied frames */
+    unsigned tx_frames;     /* send descriptors (frames accepted, not yet completed) */
+    unsigned regcache;      /* cached user registrations kept after deregister */
+    int stats;              /* print counters at close */
+    unsigned dead_ms;       /* silent peer holding our frames for lack of credits: dead */
+    const char *node_id;    /* COR_GM_NODE_ID as set (NULL: unset) */
+    const char *provider;   /* COR_GM_PROVIDER as set */
 };
 /* Reads the table of gm_knobs.h; -1 (logged) on a bad value. */
 int gmr_knobs_read(struct gmr_knobs *k);
@@ -71,21 +71,21 @@ int gmr_local_is(unsigned node, unsigned port);
 struct gmr_peer {
     unsigned node, port;
     int added;
-    int dead;     /* sends refused with COR_EPEERDEAD */
-    int closed;   /* it said BYE: the next send to it declares it dead */
-    int reported; /* peer_failed made (or queued) */
-    int local;    /* a port of this process */
+    int dead;            /* sends refused with COR_EPEERDEAD */
+    int closed;          /* it said BYE: the next send to it declares it dead */
+    int reported;        /* peer_failed made (or queued) */
+    int local;           /* a port of this process */
     unsigned credits[2]; /* per class (0 small, 1 large): frames we may still send it */
     unsigned owed[2];    /* its frames whose buffers we provided again, not yet told */
-    int ctrl_busy;     /* our control message to it is with GM */
-    int credit_wanted; /* a CREDIT message is due once ctrl_busy clears */
-    int blocked;       /* pump: no credit for it in this pass */
-    unsigned nqueued;   /* its frames/puts waiting in the software queue */
-    int core_dead;      /* the core said it died: its frames still arriving are dropped */
-    int ctrl_abandoned; /* its CREDIT was given up (peer dead): ignore the late callback */
+    int ctrl_busy;       /* our control message to it is with GM */
+    int credit_wanted;   /* a CREDIT message is due once ctrl_busy clears */
+    int blocked;         /* pump: no credit for it in this pass */
+    unsigned nqueued;    /* its frames/puts waiting in the software queue */
+    int core_dead;       /* the core said it died: its frames still arriving are dropped */
+    int ctrl_abandoned;  /* its CREDIT was given up (peer dead): ignore the late callback */
     struct cor_rport *port_of;
-    int heard;              /* something arrived from it since the last starvation check */
-    uint64_t starved_since; /* ns: frames wait for its credits and it is silent */
+    int heard;               /* something arrived from it since the last starvation check */
+    uint64_t starved_since;  /* ns: frames wait for its credits and it is silent */
     _Atomic int dead_note;   /* peer_dead() from another thread: abandon it (gmr_take_notes) */
     _Atomic int closed_note; /* a port of this process closed: as if it said BYE */
 };
@@ -101,13 +101,12 @@ struct gmr_tx {
     uint32_t peer;
     uint8_t kind, state, cls; /* cls: TX_SEND's buffer class, 0 small / 1 large */
     int status;
-    char *buf;     /* TX_SEND: the copy in the byte ring; TX_PUT: the local source */
-    size_t len;    /* bytes on the wire (header included for TX_SEND) */
-    size_t end;    /* TX_SEND: byte ring offset after this frame (reclaim point) */
+    char *buf;      /* TX_SEND: the copy in the byte ring; TX_PUT: the local source */
+    size_t len;     /* bytes on the wire (header included for TX_SEND) */
+    size_t end;     /* TX_SEND: byte ring offset after this frame (reclaim point) */
     uint64_t raddr; /* TX_PUT */
     uint64_t rkey;  /* TX_PUT: the target's key (gm_compat_export), 0 = unknown */
 };
-
 
 /* A data frame received: handed to the core, then its buffer goes back to GM. */
 struct gmr_rx_item {
@@ -140,7 +139,7 @@ struct cor_rport {
     unsigned node_id, port_id;
     char host[GM_MAX_HOST_NAME_LEN + 1];
     int closing;
-    int joined; /* gmr_session_init done */
+    int joined;                   /* gmr_session_init done */
     struct cor_rport *local_next; /* list of this process's ports (gm_env.c) */
 
     struct gmr_peer *peers;
@@ -158,9 +157,9 @@ struct cor_rport {
     uint32_t cookie32;
     struct gmr_rx_item returns[GMR_RX_BATCH]; /* delivered, buffer not yet provided again */
     unsigned nreturns;
-    int credit_due; /* some peer has credit_wanted set */
-    int pump_dirty; /* tokens or credits came back, or a peer died: the queue may move */
-    uint64_t pump_ns; /* last timed pump (the starvation check needs one every 50 ms) */
+    int credit_due;      /* some peer has credit_wanted set */
+    int pump_dirty;      /* tokens or credits came back, or a peer died: the queue may move */
+    uint64_t pump_ns;    /* last timed pump (the starvation check needs one every 50 ms) */
     unsigned busy_polls; /* progress() calls that found events (the clock: 1 in 64 or 8) */
     int was_busy;        /* the last progress() found events */
     int stamp_due;       /* active_ns to be read at the next progress() */
@@ -170,24 +169,24 @@ struct cor_rport {
     unsigned tokens; /* GM send tokens left */
     char *tx_mem;    /* byte ring (DMA memory) */
     size_t tx_head, tx_tail;
-    struct gmr_tx *tx; /* descriptor ring, k.tx_frames entries */
+    struct gmr_tx *tx;                /* descriptor ring, k.tx_frames entries */
     uint64_t d_head, d_tail, d_queue; /* alloc, oldest live, first not yet given to GM */
-    struct gmr_tx **done; /* completed (TX_DONE), not yet reported; reclaimed after */
+    struct gmr_tx **done;             /* completed (TX_DONE), not yet reported; reclaimed after */
     unsigned ndone;
     struct rutil_fails fails; /* peers to report with peer_failed (`out`: gmr_report) */
     uint32_t *blocked;        /* pump scratch */
-    char *ctrl_tx; /* DMA memory for outgoing control messages */
+    char *ctrl_tx;            /* DMA memory for outgoing control messages */
 
     struct cor_route_mr *mrs; /* registration cache */
-    unsigned nmrs, nunused; /* regions; of them with no reference (cached) */
+    unsigned nmrs, nunused;   /* regions; of them with no reference (cached) */
     uint64_t mr_clock;
 
     /* counters */
     _Atomic uint64_t dropped; /* read by counters() from any thread */
     uint64_t frames_in, frames_out, queued_max, puts, abandoned, from_dead, small_out;
-    _Atomic int notes;      /* some peer has a dead_note or closed_note set */
-    _Atomic int work_hint;  /* for wait(): the owner left work that GM shows no event for */
-    _Atomic int queue_hint; /* for timeout_ms(): frames wait in the software queue */
+    _Atomic int notes;          /* some peer has a dead_note or closed_note set */
+    _Atomic int work_hint;      /* for wait(): the owner left work that GM shows no event for */
+    _Atomic int queue_hint;     /* for timeout_ms(): frames wait in the software queue */
     _Atomic uint64_t active_ns; /* last progress() that did something, by any thread: wait()
                                  * naps in proportion to the time since */
     int rings;                  /* a message to our port wakes wait() (libgm's doorbell, shm) */

@@ -28,8 +28,7 @@ static int open_gm_port(struct cor_rport *p, int index)
             p->port_id = id;
             return COR_OK;
         }
-        if (st != GM_BUSY)
-            break;
+        if (st != GM_BUSY) break;
     }
     gmr_log("cannot open a GM port for hard port %d: %s", index, gm_strerror(st));
     return st == GM_BUSY ? COR_EBUSY : COR_EROUTE;
@@ -41,8 +40,7 @@ static void port_free(struct cor_rport *p)
         gmr_mem_fini(p);
         gm_close(p->gp); /* releases DMA memory too */
     }
-    if (p->joined)
-        gmr_session_fini();
+    if (p->joined) gmr_session_fini();
     free(p->peers);
     free(p->hash);
     free(p->tx);
@@ -56,21 +54,18 @@ static void port_free(struct cor_rport *p)
 static int gmr_open(const struct cor_route_config *cfg, const struct cor_route_upcalls *up,
                     struct cor_rport **out)
 {
-    if (!out)
-        return COR_EINVAL;
+    if (!out) return COR_EINVAL;
     *out = NULL;
     if (rutil_open_check(GMR_LOG_WHO, cfg, up, 65535) != COR_OK) return COR_EINVAL;
     struct cor_rport *p = calloc(1, sizeof *p);
-    if (!p)
-        return COR_ENOMEM;
+    if (!p) return COR_ENOMEM;
     pthread_mutex_init(&p->mem_lock, NULL);
     p->up = *up;
     p->cookie = cfg->session_cookie;
     p->self = cfg->self;
     p->npeers = cfg->npeers;
     int rc = COR_EINVAL;
-    if (gmr_knobs_read(&p->k))
-        goto fail;
+    if (gmr_knobs_read(&p->k)) goto fail;
     rc = COR_ENOMEM;
     unsigned slots = 4;
     while (slots < 2 * p->npeers)
@@ -78,20 +73,17 @@ static int gmr_open(const struct cor_route_config *cfg, const struct cor_route_u
     p->hash_mask = slots - 1;
     p->peers = calloc(p->npeers, sizeof *p->peers);
     p->hash = calloc(slots, sizeof *p->hash);
-    if (!p->peers || !p->hash)
-        goto fail;
+    if (!p->peers || !p->hash) goto fail;
     if ((rc = gmr_session_init(cfg, &p->k)) != COR_OK) goto fail;
     p->joined = 1;
-    if ((rc = open_gm_port(p, cfg->port_index)) != COR_OK)
-        goto fail;
+    if ((rc = open_gm_port(p, cfg->port_index)) != COR_OK) goto fail;
     if (gm_get_node_id(p->gp, &p->node_id) != GM_SUCCESS ||
         gm_get_host_name(p->gp, p->host) != GM_SUCCESS) {
         rc = COR_EROUTE;
         goto fail;
     }
     p->host[GM_MAX_HOST_NAME_LEN] = '\0';
-    if ((rc = gmr_tx_setup(p)) != COR_OK || (rc = gmr_rx_setup(p)) != COR_OK)
-        goto fail;
+    if ((rc = gmr_tx_setup(p)) != COR_OK || (rc = gmr_rx_setup(p)) != COR_OK) goto fail;
     gm_allow_remote_memory_access(p->gp);
     p->rings = gm_compat_wakes_on_arrival(p->gp);
     p->active_ns = rutil_now_ns();
@@ -120,8 +112,7 @@ static void say_bye(struct cor_rport *p)
     for (int i = 0; i < spins; i++) {
         gm_recv_event_t *e = gm_receive(p->gp);
         unsigned type = GM_RECV_EVENT_TYPE(e);
-        if (type == GM_NO_RECV_EVENT && i > 200)
-            break;
+        if (type == GM_NO_RECV_EVENT && i > 200) break;
         if (type != GM_NO_RECV_EVENT && type != GM_RECV_EVENT && type != GM_HIGH_RECV_EVENT)
             gmr_unknown(p, e);
     }
@@ -129,8 +120,7 @@ static void say_bye(struct cor_rport *p)
 
 static void gmr_close(struct cor_rport *p)
 {
-    if (!p)
-        return;
+    if (!p) return;
     gmr_local_remove_and_notify(p);
     /* The core closes a port nobody sends on or polls any more: only the memory calls may
      * still come, and they look at `closing` under mem_lock. */
@@ -144,8 +134,7 @@ static void gmr_close(struct cor_rport *p)
     size_t nrep = 0;
     for (uint64_t i = p->d_tail; i < p->d_head; i++) {
         struct gmr_tx *t = &p->tx[i % p->k.tx_frames];
-        if (t->state == TX_FREE)
-            continue;
+        if (t->state == TX_FREE) continue;
         int st = t->state == TX_DONE ? t->status : COR_ECLOSED;
         if (rep) rep[nrep++] = (struct rutil_done){t->cookie, st};
         t->state = TX_FREE;
@@ -164,11 +153,12 @@ static void gmr_close(struct cor_rport *p)
         for (uint32_t i = 0; i < p->npeers; i++)
             gmr_log("  peer %u: credits %u+%u owed %u+%u ctrl_busy %d wanted %d dead %d tokens %u",
                     i, p->peers[i].credits[0], p->peers[i].credits[1], p->peers[i].owed[0],
-                    p->peers[i].owed[1], p->peers[i].ctrl_busy,
-                    p->peers[i].credit_wanted, p->peers[i].dead, p->tokens);
+                    p->peers[i].owed[1], p->peers[i].ctrl_busy, p->peers[i].credit_wanted,
+                    p->peers[i].dead, p->tokens);
     if (p->k.stats && p->abandoned)
         gmr_log("  %" PRIu64 " frames in flight to dead domains given up, %" PRIu64
-                " from them dropped", p->abandoned, p->from_dead);
+                " from them dropped",
+                p->abandoned, p->from_dead);
     rutil_report_done(&p->up, rep, nrep);
     free(rep);
     port_free(p);
@@ -176,8 +166,7 @@ static void gmr_close(struct cor_rport *p)
 
 static int gmr_address(struct cor_rport *p, char *buf, size_t len)
 {
-    if (!p || !buf)
-        return COR_EINVAL;
+    if (!p || !buf) return COR_EINVAL;
     const char *tcp = gmr_tcp_address();
     int w = snprintf(buf, len, "%u:%u:%s%s%s", p->node_id, p->port_id, p->host, tcp ? "@" : "",
                      tcp ? tcp : "");
@@ -193,36 +182,29 @@ static int parse_addr(struct cor_rport *p, const char *addr, unsigned *node, uns
     if (!addr || strnlen(addr, COR_ADDR_MAX) >= COR_ADDR_MAX || addr[0] < '0' || addr[0] > '9')
         return -1;
     unsigned long n = strtoul(addr, &end, 10);
-    if (*end != ':' || n == 0 || n > 65535 || end[1] < '0' || end[1] > '9')
-        return -1;
+    if (*end != ':' || n == 0 || n > 65535 || end[1] < '0' || end[1] > '9') return -1;
     unsigned long q = strtoul(end + 1, &end, 10);
-    if (*end != ':' || q >= gm_num_ports(NULL) || q == 0 || q == 1 || q == 3)
-        return -1;
+    if (*end != ':' || q >= gm_num_ports(NULL) || q == 0 || q == 1 || q == 3) return -1;
     char host[GM_MAX_HOST_NAME_LEN + 1];
     const char *at = strchr(end + 1, '@');
     size_t hlen = at ? (size_t)(at - end - 1) : strlen(end + 1);
-    if (hlen > GM_MAX_HOST_NAME_LEN)
-        return -1;
+    if (hlen > GM_MAX_HOST_NAME_LEN) return -1;
     memcpy(host, end + 1, hlen);
     host[hlen] = '\0';
     char known[GM_MAX_HOST_NAME_LEN + 1];
-    if (gm_node_id_to_host_name_ex(p->gp, 0, (unsigned)n, &known) != GM_SUCCESS)
-        return -1;
+    if (gm_node_id_to_host_name_ex(p->gp, 0, (unsigned)n, &known) != GM_SUCCESS) return -1;
     known[GM_MAX_HOST_NAME_LEN] = '\0';
-    if (strcmp(known, host) != 0)
-        return -1;
+    if (strcmp(known, host) != 0) return -1;
     if (at) {
         char ip[48];
         const char *colon = strrchr(at + 1, ':');
         if (!colon || colon[1] < '0' || colon[1] > '9' || (size_t)(colon - at - 1) >= sizeof ip)
             return -1;
         unsigned long base = strtoul(colon + 1, &end, 10);
-        if (*end || base > 65535)
-            return -1;
+        if (*end || base > 65535) return -1;
         memcpy(ip, at + 1, (size_t)(colon - at - 1));
         ip[colon - at - 1] = '\0';
-        if (gm_node_set_address((unsigned)n, ip, (unsigned)base) != GM_SUCCESS)
-            return -1;
+        if (gm_node_set_address((unsigned)n, ip, (unsigned)base) != GM_SUCCESS) return -1;
     }
     *node = (unsigned)n;
     *port = (unsigned)q;
@@ -231,8 +213,7 @@ static int parse_addr(struct cor_rport *p, const char *addr, unsigned *node, uns
 
 static int gmr_add_peer(struct cor_rport *p, cor_peer_t peer, const char *addr)
 {
-    if (!p || peer >= p->npeers)
-        return COR_EINVAL;
+    if (!p || peer >= p->npeers) return COR_EINVAL;
     unsigned node, port;
     if (parse_addr(p, addr, &node, &port) != 0) {
         gmr_log("domain %u: bad or foreign address '%.64s'", peer, addr ? addr : "(null)");
@@ -285,8 +266,7 @@ static int gmr_wait_fd(struct cor_rport *p)
  * (alarms, its in-flight watchdog) run inside gm_receive_pending(), which gmr_wait() calls. */
 static int gmr_timeout_ms(struct cor_rport *p)
 {
-    if (!p)
-        return -1;
+    if (!p) return -1;
     return atomic_load_explicit(&p->queue_hint, memory_order_relaxed) ? 100 : -1;
 }
 
@@ -357,8 +337,7 @@ static uint64_t nap_ns(struct cor_rport *p, uint64_t now)
 
 static int gmr_wait(struct cor_rport *p, int timeout_ms)
 {
-    if (!p || route_work(p))
-        return 1;
+    if (!p || route_work(p)) return 1;
     if (!slack_set) {
         slack_set = 1;
         prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
@@ -380,16 +359,14 @@ static int gmr_wait(struct cor_rport *p, int timeout_ms)
  * the owner gives the peer up at its next call (gmr_take_notes). */
 static void gmr_peer_dead_slot(struct cor_rport *p, cor_peer_t peer)
 {
-    if (!p || peer >= p->npeers || peer == p->self)
-        return;
+    if (!p || peer >= p->npeers || peer == p->self) return;
     atomic_store(&p->peers[peer].dead_note, 1);
     atomic_store(&p->notes, 1);
 }
 
 static void gmr_caps(struct cor_rport *p, struct cor_route_caps *caps)
 {
-    if (!p || !caps)
-        return;
+    if (!p || !caps) return;
     caps->frame_max = gm_max_length_for_size(p->k.data_class) - GMR_HDR;
     caps->eager_limit = p->k.eager;
     caps->has_rma = 1;
@@ -398,8 +375,7 @@ static void gmr_caps(struct cor_rport *p, struct cor_route_caps *caps)
 
 static void gmr_counters(struct cor_rport *p, uint64_t *dropped, uint64_t *retransmits)
 {
-    if (!p)
-        return;
+    if (!p) return;
     rutil_counters_put(dropped, retransmits, atomic_load(&p->dropped), 0); /* GM retransmits */
 }
 

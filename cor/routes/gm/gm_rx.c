@@ -18,14 +18,12 @@ int gmr_rx_setup(struct cor_rport *p)
 {
     /* Control buffers: a peer has at most a BYE and a couple of CREDITs in flight to us. */
     p->ctrl_bufs = 3 * p->npeers + 4;
-    if (p->ctrl_bufs > 32)
-        p->ctrl_bufs = 32;
+    if (p->ctrl_bufs > 32) p->ctrl_bufs = 32;
     /* GM's 254 receive tokens bound the buffers, except where they would leave a domain fewer
      * than 2 large ones (over ~110 domains, as dynamic PVM sessions have): then the port
      * provides 2 per domain anyway, which libgm-compat allows (it does not count tokens). */
     unsigned budget = GMR_RX_TOKENS;
-    if (budget < p->ctrl_bufs + 2 * p->npeers)
-        budget = p->ctrl_bufs + 2 * p->npeers;
+    if (budget < p->ctrl_bufs + 2 * p->npeers) budget = p->ctrl_bufs + 2 * p->npeers;
     unsigned per = (budget - p->ctrl_bufs) / p->npeers;
     p->cls[0] = p->k.small_class;
     p->cls[1] = p->k.data_class;
@@ -56,16 +54,15 @@ int gmr_rx_setup(struct cor_rport *p)
     }
     p->rx_len = off + 64 * (size_t)p->ctrl_bufs;
     p->rx_mem = gm_dma_malloc(p->gp, p->rx_len);
-    if (!p->rx_mem)
-        return COR_ENOMEM;
+    if (!p->rx_mem) return COR_ENOMEM;
     for (int c = 0; c < 2; c++)
         for (unsigned i = 0; i < p->pool_bufs[c]; i++)
             gm_provide_receive_buffer_with_tag(p->gp, p->rx_mem + p->pool_off[c] + p->stride[c] * i,
                                                p->cls[c], GM_LOW_PRIORITY, 0);
     char *ctrl = p->rx_mem + off;
     for (unsigned i = 0; i < p->ctrl_bufs; i++)
-        gm_provide_receive_buffer_with_tag(p->gp, ctrl + 64 * i, GMR_CTRL_CLASS,
-                                           GM_HIGH_PRIORITY, 1);
+        gm_provide_receive_buffer_with_tag(p->gp, ctrl + 64 * i, GMR_CTRL_CLASS, GM_HIGH_PRIORITY,
+                                           1);
     return COR_OK;
 }
 
@@ -79,8 +76,7 @@ int gmr_lookup(struct cor_rport *p, unsigned node, unsigned port, uint32_t *rank
     uint32_t key = node << 8 | port;
     for (unsigned h = hash_of(key, p->hash_mask);; h = (h + 1) & p->hash_mask) {
         uint32_t k = atomic_load_explicit(&p->hash[h].key, memory_order_acquire);
-        if (k == 0)
-            return -1;
+        if (k == 0) return -1;
         if (k == key) {
             *rank = p->hash[h].rank;
             return 0;
@@ -91,8 +87,7 @@ int gmr_lookup(struct cor_rport *p, unsigned node, unsigned port, uint32_t *rank
 /* Is buf one of our buffers of data class c (0, 1), or (c = -1) a control buffer? */
 static int own_buffer(struct cor_rport *p, const char *buf, int c)
 {
-    if (buf < p->rx_mem || buf >= p->rx_mem + p->rx_len)
-        return 0;
+    if (buf < p->rx_mem || buf >= p->rx_mem + p->rx_len) return 0;
     size_t off = (size_t)(buf - p->rx_mem);
     if (c < 0) {
         size_t ctrl_off = p->pool_off[1] + p->stride[1] * p->pool_bufs[1];
@@ -114,8 +109,7 @@ static void credits_add(struct cor_rport *p, struct gmr_peer *q, uint32_t packed
 {
     q->credits[0] += packed & 0xffff;
     q->credits[1] += packed >> 16;
-    if (packed)
-        p->pump_dirty = 1;
+    if (packed) p->pump_dirty = 1;
 }
 
 /* Buffers delivered by the last progress() go back to GM (and count toward the credits we
@@ -224,8 +218,7 @@ int gmr_report(struct cor_rport *p)
             t->state = TX_FREE;
         }
         p->ndone -= nb;
-        if (p->ndone)
-            memmove(p->done, p->done + nb, p->ndone * sizeof *p->done);
+        if (p->ndone) memmove(p->done, p->done + nb, p->ndone * sizeof *p->done);
         gmr_reclaim(p);
         rutil_report_failed(&p->up, p->fails.out, nf);
         events += rutil_report_done(&p->up, batch, nb);
@@ -260,11 +253,9 @@ static int after_events(struct cor_rport *p, int events)
  * time on them); the call after that never skips them, so a stream cannot starve them. */
 int gmr_progress(struct cor_rport *p)
 {
-    if (!p)
-        return 0;
+    if (!p) return 0;
     int events = 0;
-    if (p->closing)
-        return 0;
+    if (p->closing) return 0;
     if (atomic_load_explicit(&p->notes, memory_order_relaxed)) gmr_take_notes(p);
     /* The time of the last activity, for wait()'s naps: after the first busy poll that follows
      * an idle one and then every 8th (a few microseconds late at most, for a nap of 1/16 the
@@ -279,8 +270,7 @@ int gmr_progress(struct cor_rport *p)
     for (int i = 0; i < BUDGET && n < batch; i++) {
         gm_recv_event_t *e = gm_receive(p->gp);
         unsigned type = GM_RECV_EVENT_TYPE(e);
-        if (type == GM_NO_RECV_EVENT)
-            break;
+        if (type == GM_NO_RECV_EVENT) break;
         if (type == GM_RECV_EVENT || type == GM_HIGH_RECV_EVENT)
             n += (unsigned)on_recv(p, e, &items[n]);
         else

@@ -20,8 +20,7 @@ static struct gmr_tx *tx_at(struct cor_rport *p, uint64_t i)
 int gmr_tx_setup(struct cor_rport *p)
 {
     p->tokens = gm_num_send_tokens(p->gp);
-    if (p->tokens > 1)
-        p->tokens--; /* one kept for the control messages of close() */
+    if (p->tokens > 1) p->tokens--; /* one kept for the control messages of close() */
     p->tx = calloc(p->k.tx_frames, sizeof *p->tx);
     p->done = calloc(p->k.tx_frames, sizeof *p->done);
     p->blocked = calloc(p->npeers, sizeof *p->blocked);
@@ -42,8 +41,7 @@ static char *ring_alloc(struct cor_rport *p, size_t n, size_t *end)
 {
     n = (n + ALIGN - 1) & ~(size_t)(ALIGN - 1);
     size_t R = p->k.tx_bytes, off;
-    if (p->tx_head == p->tx_tail)
-        p->tx_head = p->tx_tail = 0;
+    if (p->tx_head == p->tx_tail) p->tx_head = p->tx_tail = 0;
     if (p->tx_head >= p->tx_tail) {
         if (R - p->tx_head >= n)
             off = p->tx_head;
@@ -66,14 +64,11 @@ void gmr_reclaim(struct cor_rport *p)
 {
     while (p->d_tail < p->d_queue) {
         struct gmr_tx *t = tx_at(p, p->d_tail);
-        if (t->state != TX_FREE)
-            break;
-        if (t->kind == TX_SEND)
-            p->tx_tail = t->end;
+        if (t->state != TX_FREE) break;
+        if (t->kind == TX_SEND) p->tx_tail = t->end;
         p->d_tail++;
     }
-    if (p->d_tail == p->d_head)
-        p->tx_head = p->tx_tail = 0;
+    if (p->d_tail == p->d_head) p->tx_head = p->tx_tail = 0;
 }
 
 /* The descriptor stays taken until gmr_report() has made its send_done upcall, so at most
@@ -105,8 +100,7 @@ void gmr_abandon_peer(struct cor_rport *p, uint32_t peer)
     q->credit_wanted = 0;
     for (uint64_t i = p->d_tail; i < p->d_head; i++) {
         struct gmr_tx *t = tx_at(p, i);
-        if (t->peer != peer || (t->state != TX_QUEUED && t->state != TX_INFLIGHT))
-            continue;
+        if (t->peer != peer || (t->state != TX_QUEUED && t->state != TX_INFLIGHT)) continue;
         if (t->state == TX_INFLIGHT) {
             p->tokens++; /* GM may never call back for a dead target */
             p->abandoned++;
@@ -145,8 +139,7 @@ void gmr_unknown(struct cor_rport *p, gm_recv_event_t *e)
 static struct gmr_tx *inflight(struct cor_rport *p, void *ctx)
 {
     uint64_t seq = (uint64_t)(uintptr_t)ctx;
-    if (seq < p->d_tail || seq >= p->d_head)
-        return NULL;
+    if (seq < p->d_tail || seq >= p->d_head) return NULL;
     struct gmr_tx *t = tx_at(p, seq);
     return t->seq == seq && t->state == TX_INFLIGHT ? t : NULL;
 }
@@ -155,11 +148,9 @@ static struct gmr_tx *inflight(struct cor_rport *p, void *ctx)
 static void on_sent(struct gm_port *gp, void *ctx, gm_status_t st)
 {
     struct cor_rport *p = gmr_cb_port;
-    if (!p || p->gp != gp)
-        return; /* cannot happen: only gmr_unknown() runs callbacks */
+    if (!p || p->gp != gp) return; /* cannot happen: only gmr_unknown() runs callbacks */
     struct gmr_tx *t = inflight(p, ctx);
-    if (!t)
-        return; /* given up when its peer died; its token came back then */
+    if (!t) return; /* given up when its peer died; its token came back then */
     p->tokens++;
     p->pump_dirty = 1;
     if (st == GM_SUCCESS) {
@@ -230,8 +221,7 @@ void gmr_send_ctrl(struct cor_rport *p, uint32_t peer, uint32_t op, uint32_t arg
     memcpy(m + 8, &op, 4);
     memcpy(m + 12, &arg, 4);
     p->tokens--;
-    if (op == GMR_OP_CREDIT)
-        q->ctrl_busy = 1;
+    if (op == GMR_OP_CREDIT) q->ctrl_busy = 1;
     gm_send_with_callback(p->gp, m, GMR_CTRL_CLASS, GMR_CTRL_LEN, GM_HIGH_PRIORITY, q->node,
                           q->port, op == GMR_OP_CREDIT ? on_ctrl_sent : NULL, q);
 }
@@ -270,8 +260,8 @@ static void starving(struct cor_rport *p, uint32_t peer, uint64_t now)
     } else if (!q->starved_since) {
         q->starved_since = now;
     } else if (now - q->starved_since > (uint64_t)p->k.dead_ms * 1000000u) {
-        gmr_log("domain %u was silent for %u ms while our frames waited for it: giving up",
-                peer, p->k.dead_ms);
+        gmr_log("domain %u was silent for %u ms while our frames waited for it: giving up", peer,
+                p->k.dead_ms);
         gmr_peer_dead(p, peer, COR_ETIMEDOUT); /* silent: the core reports it lost */
     }
 }
@@ -297,13 +287,10 @@ void gmr_pump(struct cor_rport *p, uint64_t now)
         waiting += p->peers[k].nqueued > 0;
     for (uint64_t i = p->d_queue; i < p->d_head && p->tokens > 0 && nblocked < waiting; i++) {
         struct gmr_tx *t = tx_at(p, i);
-        if (t->state != TX_QUEUED)
-            continue;
+        if (t->state != TX_QUEUED) continue;
         struct gmr_peer *q = &p->peers[t->peer];
-        if (q->blocked)
-            continue;
-        if (q->closed && !q->dead)
-            gmr_peer_dead(p, t->peer, COR_EPEERDEAD);
+        if (q->blocked) continue;
+        if (q->closed && !q->dead) gmr_peer_dead(p, t->peer, COR_EPEERDEAD);
         if (q->dead) {
             if (--q->nqueued == 0) waiting--;
             complete(p, t, COR_EPEERDEAD);
@@ -343,8 +330,7 @@ void gmr_pump(struct cor_rport *p, uint64_t now)
 /* Takes the next descriptor, or NULL (window full). */
 static struct gmr_tx *tx_new(struct cor_rport *p, uint32_t peer, void *cookie, int kind)
 {
-    if (p->d_head - p->d_tail >= p->k.tx_frames)
-        return NULL;
+    if (p->d_head - p->d_tail >= p->k.tx_frames) return NULL;
     struct gmr_tx *t = tx_at(p, p->d_head);
     t->seq = p->d_head;
     t->cookie = cookie;
@@ -362,26 +348,22 @@ static void tx_commit(struct cor_rport *p, struct gmr_tx *t)
     p->d_head++;
     struct gmr_peer *q = &p->peers[t->peer];
     if (q->nqueued == 0 && p->tokens > 0 && (t->kind == TX_PUT || q->credits[t->cls] > 0)) {
-        if (p->d_queue == p->d_head - 1)
-            p->d_queue++;
+        if (p->d_queue == p->d_head - 1) p->d_queue++;
         start(p, t);
         return;
     }
     t->state = TX_QUEUED;
     q->nqueued++;
     uint64_t n = p->d_head - p->d_queue;
-    if (n > p->queued_max)
-        p->queued_max = n;
+    if (n > p->queued_max) p->queued_max = n;
 }
 
 /* COR_OK to go on, or why a send/put to `peer` is refused now. */
 static int peer_check(struct cor_rport *p, cor_peer_t peer)
 {
     if (atomic_load_explicit(&p->notes, memory_order_relaxed)) gmr_take_notes(p);
-    if (p->closing)
-        return COR_ECLOSED;
-    if (peer >= p->npeers || !p->peers[peer].added)
-        return COR_EINVAL;
+    if (p->closing) return COR_ECLOSED;
+    if (peer >= p->npeers || !p->peers[peer].added) return COR_EINVAL;
     struct gmr_peer *q = &p->peers[peer];
     if (q->closed && !q->dead)
         gmr_peer_dead(p, peer, COR_EPEERDEAD); /* reported by the next progress() */
@@ -391,35 +373,27 @@ static int peer_check(struct cor_rport *p, cor_peer_t peer)
 int gmr_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov, int iovcnt,
              void *cookie)
 {
-    if (!p || iovcnt < 0 || (iovcnt > 0 && !iov))
-        return COR_EINVAL;
+    if (!p || iovcnt < 0 || (iovcnt > 0 && !iov)) return COR_EINVAL;
     size_t len = 0;
     for (int i = 0; i < iovcnt; i++) {
-        if (iov[i].iov_len && !iov[i].iov_base)
-            return COR_EINVAL;
+        if (iov[i].iov_len && !iov[i].iov_base) return COR_EINVAL;
         len += iov[i].iov_len;
-        if (len < iov[i].iov_len)
-            return COR_EINVAL;
+        if (len < iov[i].iov_len) return COR_EINVAL;
     }
     size_t max = gm_max_length_for_size(p->k.data_class) - GMR_HDR;
-    if (len > max)
-        return COR_EINVAL;
+    if (len > max) return COR_EINVAL;
     int cls = p->allot[0] && len + GMR_HDR <= p->small_max ? 0 : 1;
     int rc = peer_check(p, peer);
-    if (rc != COR_OK)
-        goto out;
+    if (rc != COR_OK) goto out;
     rc = COR_EAGAIN;
     struct gmr_tx *t = tx_new(p, peer, cookie, TX_SEND);
-    if (!t)
-        goto out;
+    if (!t) goto out;
     char *buf = ring_alloc(p, len + GMR_HDR, &t->end);
-    if (!buf)
-        goto out;
+    if (!buf) goto out;
     memcpy(buf, &p->cookie32, 4); /* credits: filled in when it leaves */
     size_t off = GMR_HDR;
     for (int i = 0; i < iovcnt; i++) {
-        if (iov[i].iov_len)
-            memcpy(buf + off, iov[i].iov_base, iov[i].iov_len);
+        if (iov[i].iov_len) memcpy(buf + off, iov[i].iov_base, iov[i].iov_len);
         off += iov[i].iov_len;
     }
     t->buf = buf;
@@ -449,18 +423,14 @@ static int mr_covers(struct cor_rport *p, struct cor_route_mr *mr, const char *l
 int gmr_put(struct cor_rport *p, cor_peer_t peer, const void *local, size_t len,
             struct cor_route_mr *mr, uint64_t raddr, uint64_t rkey, void *cookie)
 {
-    if (!p || !mr || (!local && len) || raddr + len < raddr)
-        return COR_EINVAL;
+    if (!p || !mr || (!local && len) || raddr + len < raddr) return COR_EINVAL;
     int rc = peer_check(p, peer);
-    if (rc != COR_OK)
-        goto out;
+    if (rc != COR_OK) goto out;
     rc = COR_EINVAL;
-    if (!mr_covers(p, mr, local, len))
-        goto out;
+    if (!mr_covers(p, mr, local, len)) goto out;
     rc = COR_EAGAIN;
     struct gmr_tx *t = tx_new(p, peer, cookie, TX_PUT);
-    if (!t)
-        goto out;
+    if (!t) goto out;
     t->buf = (char *)local;
     t->len = len;
     t->raddr = raddr;

@@ -21,17 +21,17 @@ static uint32_t iface_dgram(const char *ifname)
     memset(&ifr, 0, sizeof(ifr));
     snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
     int mtu = 1500;
-    if (fd >= 0 && ioctl(fd, SIOCGIFMTU, &ifr) == 0)
-        mtu = ifr.ifr_mtu;
-    if (fd >= 0)
-        close(fd);
-    if (mtu < 576)
-        mtu = 576;
+    if (fd >= 0 && ioctl(fd, SIOCGIFMTU, &ifr) == 0) mtu = ifr.ifr_mtu;
+    if (fd >= 0) close(fd);
+    if (mtu < 576) mtu = 576;
     uint32_t d = (uint32_t)mtu - UDP_IP_OVERHEAD;
     return d > UDP_DGRAM_MAX ? UDP_DGRAM_MAX : d;
 }
 
-static int is_loop(struct in_addr a) { return (ntohl(a.s_addr) >> 24) == 127; }
+static int is_loop(struct in_addr a)
+{
+    return (ntohl(a.s_addr) >> 24) == 127;
+}
 
 int udp_addr_pick(const char *hint, char *ip, uint32_t *dgram, int *loopback)
 {
@@ -43,8 +43,7 @@ int udp_addr_pick(const char *hint, char *ip, uint32_t *dgram, int *loopback)
     }
     int want_auto = !strcmp(hint, "auto");
     struct in_addr want;
-    if (!want_auto && inet_pton(AF_INET, hint, &want) != 1)
-        return -1;
+    if (!want_auto && inet_pton(AF_INET, hint, &want) != 1) return -1;
     if (!want_auto && is_loop(want)) {
         snprintf(ip, INET_ADDRSTRLEN, "%s", hint);
         *dgram = UDP_DGRAM_MAX;
@@ -55,8 +54,7 @@ int udp_addr_pick(const char *hint, char *ip, uint32_t *dgram, int *loopback)
     int found = 0;
     if (getifaddrs(&ifs) == 0) {
         for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next) {
-            if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
-                continue;
+            if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
             struct in_addr a = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
             if (want_auto) {
                 if ((i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP) ||
@@ -72,8 +70,7 @@ int udp_addr_pick(const char *hint, char *ip, uint32_t *dgram, int *loopback)
         }
         freeifaddrs(ifs);
     }
-    if (found)
-        return 0;
+    if (found) return 0;
     if (want_auto) { /* no usable interface: loopback still works for one host */
         strcpy(ip, "127.0.0.1");
         *dgram = UDP_DGRAM_MAX;
@@ -89,21 +86,17 @@ int udp_addr_pick(const char *hint, char *ip, uint32_t *dgram, int *loopback)
 
 int udp_addr_parse(const char *s, struct sockaddr_in *sa)
 {
-    if (!s)
-        return -1;
+    if (!s) return -1;
     const char *colon = strrchr(s, ':');
-    if (!colon || colon == s || (size_t)(colon - s) >= INET_ADDRSTRLEN)
-        return -1;
+    if (!colon || colon == s || (size_t)(colon - s) >= INET_ADDRSTRLEN) return -1;
     char ip[INET_ADDRSTRLEN];
     memcpy(ip, s, (size_t)(colon - s));
     ip[colon - s] = '\0';
     const char *p = colon + 1;
-    if (*p < '0' || *p > '9' || strlen(p) > 5)
-        return -1;
+    if (*p < '0' || *p > '9' || strlen(p) > 5) return -1;
     char *end;
     unsigned long port = strtoul(p, &end, 10);
-    if (*end || port == 0 || port > 65535)
-        return -1;
+    if (*end || port == 0 || port > 65535) return -1;
     memset(sa, 0, sizeof(*sa));
     sa->sin_family = AF_INET;
     sa->sin_port = htons((uint16_t)port);
@@ -112,12 +105,10 @@ int udp_addr_parse(const char *s, struct sockaddr_in *sa)
 
 int udp_addr_is_local(struct in_addr a)
 {
-    if (is_loop(a))
-        return 1;
+    if (is_loop(a)) return 1;
     struct ifaddrs *ifs = NULL;
     int local = 0;
-    if (getifaddrs(&ifs) != 0)
-        return 0;
+    if (getifaddrs(&ifs) != 0) return 0;
     for (struct ifaddrs *i = ifs; i && !local; i = i->ifa_next)
         if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
             ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr == a.s_addr)

@@ -13,14 +13,16 @@ static uint64_t next_rand(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-static double uniform(uint64_t *s) { return (double)(next_rand(s) >> 11) * (1.0 / 9007199254740992.0); }
+static double uniform(uint64_t *s)
+{
+    return (double)(next_rand(s) >> 11) * (1.0 / 9007199254740992.0);
+}
 
 static int prob(const char *v, double *out)
 {
     char *end;
     double d = strtod(v, &end);
-    if (end == v || *end || !(d >= 0.0 && d <= 1.0))
-        return -1;
+    if (end == v || *end || !(d >= 0.0 && d <= 1.0)) return -1;
     *out = d;
     return 0;
 }
@@ -28,11 +30,9 @@ static int prob(const char *v, double *out)
 static int uint_val(const char *v, uint64_t max, uint64_t *out)
 {
     char *end;
-    if (*v == '-' || *v == '\0')
-        return -1;
+    if (*v == '-' || *v == '\0') return -1;
     unsigned long long x = strtoull(v, &end, 0);
-    if (*end || x > max)
-        return -1;
+    if (*end || x > max) return -1;
     *out = x;
     return 0;
 }
@@ -42,19 +42,16 @@ int udp_faults_parse(const char *spec, struct udp_faults *f)
     memset(f, 0, sizeof(*f));
     f->delay_ns = 200000;
     f->seed = 1;
-    if (!spec || !*spec)
-        return 0;
+    if (!spec || !*spec) return 0;
     char buf[256];
     size_t n = strlen(spec);
     /* strtok would skip empty items: refuse them, a typo should not pass silently. */
-    if (n >= sizeof(buf) || spec[0] == ',' || spec[n - 1] == ',' || strstr(spec, ",,"))
-        return -1;
+    if (n >= sizeof(buf) || spec[0] == ',' || spec[n - 1] == ',' || strstr(spec, ",,")) return -1;
     strcpy(buf, spec);
     char *save = NULL;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(tok, '=');
-        if (!eq)
-            return -1;
+        if (!eq) return -1;
         *eq = '\0';
         const char *k = tok, *v = eq + 1;
         uint64_t u = 0;
@@ -72,11 +69,9 @@ int udp_faults_parse(const char *spec, struct udp_faults *f)
             rc = uint_val(v, UINT64_MAX, &f->seed);
         else
             rc = -1;
-        if (rc)
-            return -1;
+        if (rc) return -1;
     }
-    if (f->drop + f->dup + f->reorder > 1.0)
-        return -1;
+    if (f->drop + f->dup + f->reorder > 1.0) return -1;
     f->on = 1;
     f->rng = f->seed;
     return 0;
@@ -90,8 +85,7 @@ void udp_faults_reseed(struct udp_faults *f, uint64_t salt)
 
 int udp_faults_decide(struct udp_faults *f)
 {
-    if (!f->on)
-        return UDP_FX_SEND;
+    if (!f->on) return UDP_FX_SEND;
     double u = uniform(&f->rng);
     if (u < f->drop) {
         f->dropped++;

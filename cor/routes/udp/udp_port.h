@@ -39,9 +39,9 @@ struct udp_knobs {
     uint32_t ack_every;    /* datagrams received before an ack is sent at once */
     uint32_t batch;        /* datagrams per recvmmsg */
     size_t eager_limit;
-    const char *bind;      /* COR_UDP_BIND */
-    const char *faults;    /* COR_UDP_FAULTS */
-    int stats;             /* COR_UDP_STATS set: counters printed at close */
+    const char *bind;   /* COR_UDP_BIND */
+    const char *faults; /* COR_UDP_FAULTS */
+    int stats;          /* COR_UDP_STATS set: counters printed at close */
 };
 /* Fills k from the environment; returns 0 or -1 (a value out of range, logged). */
 int udp_knobs_read(struct udp_knobs *k);
@@ -99,16 +99,16 @@ struct cor_rport {
     uint32_t dgram_local, dgram_iface; /* datagram sizes for same-host and other peers */
 
     pthread_mutex_t lock;
-    int closing;                /* lock */
-    struct udp_sock sock;       /* send side: lock */
-    struct udp_peer *peers;     /* [npeers]; lock */
-    uint32_t *active;           /* ranks that were added, for timer scans; lock */
-    uint32_t nactive;           /* lock */
-    uint64_t timer_ns;          /* earliest time a timer may fire (atomic reads; writes under lock) */
-    uint64_t dropped;           /* foreign or malformed datagrams; lock */
-    uint64_t retransmits;       /* lock */
-    uint64_t dups, beyond;      /* duplicates and early-beyond-window datagrams; lock */
-    uint64_t timeouts;          /* retransmission timer expiries; lock */
+    int closing;            /* lock */
+    struct udp_sock sock;   /* send side: lock */
+    struct udp_peer *peers; /* [npeers]; lock */
+    uint32_t *active;       /* ranks that were added, for timer scans; lock */
+    uint32_t nactive;       /* lock */
+    uint64_t timer_ns;      /* earliest time a timer may fire (atomic reads; writes under lock) */
+    uint64_t dropped;       /* foreign or malformed datagrams; lock */
+    uint64_t retransmits;   /* lock */
+    uint64_t dups, beyond;  /* duplicates and early-beyond-window datagrams; lock */
+    uint64_t timeouts;      /* retransmission timer expiries; lock */
 
     /* Send scratch (lock). */
     struct mmsghdr tx_msg[UDP_BATCH_MAX];
@@ -119,7 +119,7 @@ struct cor_rport {
     struct mmsghdr rx_msg[UDP_BATCH_MAX];
     struct iovec rx_iov[UDP_BATCH_MAX];
     struct sockaddr_in rx_from[UDP_BATCH_MAX];
-    uint8_t *rx_buf; /* batch * (UDP_DGRAM_MAX + 1) bytes */
+    uint8_t *rx_buf;   /* batch * (UDP_DGRAM_MAX + 1) bytes */
     uint32_t *touched; /* [npeers] ranks that sent something in this batch */
     uint32_t ntouched;
     struct udp_delivery *dl; /* frames to deliver after unlocking */

@@ -12,16 +12,14 @@ int udp_reasm_feed(struct udp_reasm *r, const struct udp_hdr *h, const uint8_t *
         (h->len == 0 && h->frame_len != 0))
         return UDP_RA_BAD;
     if (!r->buf) {
-        if (h->frag_off != 0)
-            return UDP_RA_BAD;
+        if (h->frag_off != 0) return UDP_RA_BAD;
         if (h->len == h->frame_len) {
             *frame = (uint8_t *)payload;
             *len = h->len;
             return UDP_RA_SINGLE;
         }
         r->buf = malloc(h->frame_len);
-        if (!r->buf)
-            return UDP_RA_NOMEM;
+        if (!r->buf) return UDP_RA_NOMEM;
         r->frame_len = h->frame_len;
         r->have = 0;
     } else if (h->frame_len != r->frame_len || h->frag_off != r->have) {
@@ -29,8 +27,7 @@ int udp_reasm_feed(struct udp_reasm *r, const struct udp_hdr *h, const uint8_t *
     }
     memcpy(r->buf + r->have, payload, h->len);
     r->have += h->len;
-    if (r->have < r->frame_len)
-        return UDP_RA_MORE;
+    if (r->have < r->frame_len) return UDP_RA_MORE;
     *frame = r->buf;
     *len = r->frame_len;
     r->buf = NULL;

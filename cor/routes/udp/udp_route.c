@@ -42,8 +42,7 @@ static int udp_open(const struct cor_route_config *cfg, const struct cor_route_u
     if (rutil_open_check(UDP_LOG_WHO, cfg, up, 1u << 20) != COR_OK) return COR_EINVAL;
     *out = NULL;
     struct cor_rport *p = calloc(1, sizeof(*p));
-    if (!p)
-        return COR_ENOMEM;
+    if (!p) return COR_ENOMEM;
     p->sock.fd = -1;
     p->up = *up;
     p->cookie = cfg->session_cookie;
@@ -52,8 +51,7 @@ static int udp_open(const struct cor_route_config *cfg, const struct cor_route_u
     p->port_index = cfg->port_index;
     p->timer_ns = UINT64_MAX;
     int rc = COR_EINVAL;
-    if (udp_knobs_read(&p->k) != 0)
-        goto fail;
+    if (udp_knobs_read(&p->k) != 0) goto fail;
     if (udp_faults_parse(p->k.faults, &p->sock.faults) != 0) {
         udp_log("COR_UDP_FAULTS='%s': expected drop=P,dup=P,reorder=P,delay_us=N,seed=N",
                 p->k.faults);
@@ -81,16 +79,15 @@ static int udp_open(const struct cor_route_config *cfg, const struct cor_route_u
     for (uint32_t i = 0; i < p->npeers; i++)
         p->peers[i].rank = i;
     for (unsigned i = 0; i < p->k.batch; i++) {
-        p->rx_iov[i] = (struct iovec){p->rx_buf + (size_t)i * (UDP_DGRAM_MAX + 1),
-                                      UDP_DGRAM_MAX + 1};
+        p->rx_iov[i] =
+            (struct iovec){p->rx_buf + (size_t)i * (UDP_DGRAM_MAX + 1), UDP_DGRAM_MAX + 1};
         p->rx_msg[i].msg_hdr = (struct msghdr){.msg_name = &p->rx_from[i],
                                                .msg_namelen = sizeof(p->rx_from[i]),
                                                .msg_iov = &p->rx_iov[i],
                                                .msg_iovlen = 1};
     }
     rc = COR_EIO;
-    if (udp_sock_open(&p->sock, ip, p->k.sndbuf, p->k.rcvbuf) != 0)
-        goto fail;
+    if (udp_sock_open(&p->sock, ip, p->k.sndbuf, p->k.rcvbuf) != 0) goto fail;
     if (pthread_mutex_init(&p->lock, NULL) != 0) {
         udp_sock_close(&p->sock);
         goto fail;
@@ -104,8 +101,7 @@ fail:
 
 static void udp_close(struct cor_rport *p)
 {
-    if (!p)
-        return;
+    if (!p) return;
     pthread_mutex_lock(&p->lock);
     p->closing = 1;
     for (uint32_t i = 0; i < p->nactive; i++)
@@ -137,8 +133,7 @@ static void udp_close(struct cor_rport *p)
 
 static int udp_address(struct cor_rport *p, char *buf, size_t len)
 {
-    if (!p || !buf)
-        return COR_EINVAL;
+    if (!p || !buf) return COR_EINVAL;
     char ip[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &p->sock.local.sin_addr, ip, sizeof(ip));
     int n = snprintf(buf, len, "%s:%u", ip, (unsigned)ntohs(p->sock.local.sin_port));
@@ -165,8 +160,7 @@ static int udp_add_peer(struct cor_rport *p, cor_peer_t rank, const char *addr)
             rc = COR_EEXIST;
     } else if (udp_swin_init(&peer->sw, p->k.window, p->k.rto_init_ns, p->k.rto_min_ns,
                              p->k.rto_max_ns) != 0 ||
-               udp_rwin_init(&peer->rw, p->k.window, 2 * p->k.window_bytes + UDP_DGRAM_MAX) !=
-                   0) {
+               udp_rwin_init(&peer->rw, p->k.window, 2 * p->k.window_bytes + UDP_DGRAM_MAX) != 0) {
         udp_swin_free(&peer->sw);
         rc = COR_ENOMEM;
     } else {
@@ -179,20 +173,21 @@ static int udp_add_peer(struct cor_rport *p, cor_peer_t rank, const char *addr)
     return rc;
 }
 
-static int udp_wait_fd(struct cor_rport *p) { return p ? p->sock.fd : -1; }
+static int udp_wait_fd(struct cor_rport *p)
+{
+    return p ? p->sock.fd : -1;
+}
 
 static int udp_timeout_ms(struct cor_rport *p)
 {
-    if (!p)
-        return -1;
+    if (!p) return -1;
     uint64_t t = __atomic_load_n(&p->timer_ns, __ATOMIC_RELAXED);
     return rutil_ms_until(t, t == UINT64_MAX ? 0 : rutil_now_ns());
 }
 
 static void udp_caps(struct cor_rport *p, struct cor_route_caps *c)
 {
-    if (!c)
-        return;
+    if (!c) return;
     c->frame_max = UDP_FRAME_MAX;
     c->eager_limit = p ? p->k.eager_limit : 16384;
     c->has_rma = 0;
@@ -206,8 +201,7 @@ static void udp_caps(struct cor_rport *p, struct cor_route_caps *c)
 
 static void udp_counters(struct cor_rport *p, uint64_t *dropped, uint64_t *retransmits)
 {
-    if (!p)
-        return;
+    if (!p) return;
     pthread_mutex_lock(&p->lock);
     rutil_counters_put(dropped, retransmits, p->dropped, p->retransmits);
     pthread_mutex_unlock(&p->lock);
@@ -217,8 +211,7 @@ static void udp_counters(struct cor_rport *p, uint64_t *dropped, uint64_t *retra
  * frames finish now instead of after the dead-peer timeout (cor_finalize waits for them). */
 static void udp_peer_dead(struct cor_rport *p, cor_peer_t rank)
 {
-    if (!p || rank >= p->npeers)
-        return;
+    if (!p || rank >= p->npeers) return;
     pthread_mutex_lock(&p->lock);
     udp_fail_peer(p, &p->peers[rank], COR_EPEERDEAD);
     udp_timer_at(p,

@@ -27,11 +27,9 @@ static void released(void *vctx, struct udp_sslot *s)
 {
     struct ack_ctx *c = vctx;
     struct udp_frame *f = s->frame;
-    if (!s->last || f != c->peer->head)
-        return;
+    if (!s->last || f != c->peer->head) return;
     c->peer->head = f->next;
-    if (!c->peer->head)
-        c->peer->tail = NULL;
+    if (!c->peer->head) c->peer->tail = NULL;
     c->peer->nframes--;
     udp_done_push(c->p, f, COR_OK);
 }
@@ -42,8 +40,7 @@ static int dl_push(struct cor_rport *p, cor_peer_t peer, const void *frame, size
     if (p->ndl == p->cap_dl) {
         size_t cap = p->cap_dl ? 2 * p->cap_dl : 64;
         struct udp_delivery *d = realloc(p->dl, cap * sizeof(*d));
-        if (!d)
-            return -1;
+        if (!d) return -1;
         p->dl = d;
         p->cap_dl = cap;
     }
@@ -58,8 +55,7 @@ static int take_fragment(struct cor_rport *p, struct udp_peer *peer, const struc
 {
     /* Reserve the delivery slot first, so a completed frame is never lost. */
     if (p->ndl == p->cap_dl) {
-        if (dl_push(p, 0, NULL, 0, NULL) != 0)
-            return -1;
+        if (dl_push(p, 0, NULL, 0, NULL) != 0) return -1;
         p->ndl--;
     }
     uint8_t *frame = NULL;
@@ -94,10 +90,8 @@ static void data_in(struct cor_rport *p, struct udp_peer *peer, const struct udp
     peer->ack_owed_bytes += h->len;
     /* A quarter of a window unacknowledged: ack now, so the sender never stalls on a full
      * window while we sit on its acks. */
-    if (peer->ack_owed_bytes >= p->k.window_bytes / 4)
-        peer->ack_now = 1;
-    if (h->flags & UDP_F_ACKNOW)
-        peer->ack_now = 1;
+    if (peer->ack_owed_bytes >= p->k.window_bytes / 4) peer->ack_now = 1;
+    if (h->flags & UDP_F_ACKNOW) peer->ack_now = 1;
     /* Every datagram is acknowledged within ack_delay even if its ACKREQ flag was lost with
      * a later datagram; a reply sent sooner carries the ack for free. */
     if (!peer->ack_due) {
@@ -112,14 +106,12 @@ static void data_in(struct cor_rport *p, struct udp_peer *peer, const struct udp
             peer->ts_echo = h->tsval;
             peer->ts_echo_valid = 1;
         }
-        if (take_fragment(p, peer, h, payload, NULL) != 0)
-            return;
+        if (take_fragment(p, peer, h, payload, NULL) != 0) return;
         udp_rwin_advance(rw);
         /* Early datagrams that are now in order. */
         for (struct udp_rslot *s; peer->state == UDP_PEER_UP && (s = udp_rwin_ready(rw));) {
             struct udp_hdr sh = s->hdr;
-            if (take_fragment(p, peer, &sh, s->data, s->data) != 0)
-                break;
+            if (take_fragment(p, peer, &sh, s->data, s->data) != 0) break;
             /* take_fragment now owns the copy (freed, or freed after delivery). */
             s->data = NULL;
             udp_rwin_advance(rw);
@@ -169,21 +161,18 @@ static void datagram_in(struct cor_rport *p, const uint8_t *buf, size_t n,
     if (released_n > 0 && peer->sw.in_recovery) {
         uint32_t seqs[UDP_RESEND_MAX];
         int k = udp_swin_recovery(&peer->sw, released_n, seqs, UDP_RESEND_MAX);
-        if (k)
-            udp_resend(p, peer, seqs, k, now);
+        if (k) udp_resend(p, peer, seqs, k, now);
     }
     if (released_n >= 0 && h.sack) {
         uint32_t seqs[UDP_RESEND_MAX];
         int k = udp_swin_fast(&peer->sw, now, seqs, UDP_RESEND_MAX);
-        if (k)
-            udp_resend(p, peer, seqs, k, now);
+        if (k) udp_resend(p, peer, seqs, k, now);
     }
     if (!peer->touched) {
         peer->touched = 1;
         p->touched[p->ntouched++] = peer->rank;
     }
-    if (h.type == UDP_T_DATA)
-        data_in(p, peer, &h, buf + UDP_HDR_LEN, now);
+    if (h.type == UDP_T_DATA) data_in(p, peer, &h, buf + UDP_HDR_LEN, now);
 }
 
 /* Peers heard from in this batch: send what the opened window allows, then owed acks. */
@@ -192,8 +181,7 @@ static void after_batch(struct cor_rport *p, uint64_t now)
     for (uint32_t i = 0; i < p->ntouched; i++) {
         struct udp_peer *peer = &p->peers[p->touched[i]];
         peer->touched = 0;
-        if (peer->state != UDP_PEER_UP)
-            continue;
+        if (peer->state != UDP_PEER_UP) continue;
         udp_pump(p, peer, now);
         if (peer->ack_owed && (peer->ack_now || peer->ack_owed >= p->k.ack_every))
             udp_send_ack(p, peer, now);
@@ -209,8 +197,7 @@ static void run_timers(struct cor_rport *p, uint64_t now)
     udp_sock_release(&p->sock, now);
     for (uint32_t i = 0; i < p->nactive; i++) {
         struct udp_peer *peer = &p->peers[p->active[i]];
-        if (peer->state != UDP_PEER_UP)
-            continue;
+        if (peer->state != UDP_PEER_UP) continue;
         struct udp_swin *sw = &peer->sw;
         if (udp_swin_dead(sw, now, p->k.dead_ns)) {
             udp_log("peer %u acknowledged nothing for %llu ms: giving up", peer->rank,
@@ -224,21 +211,17 @@ static void run_timers(struct cor_rport *p, uint64_t now)
             p->timeouts++;
             udp_resend(p, peer, seqs, k, now);
         }
-        if (peer->unsent)
-            udp_pump(p, peer, now);
-        if (peer->ack_owed && peer->ack_due && now >= peer->ack_due)
-            udp_send_ack(p, peer, now);
+        if (peer->unsent) udp_pump(p, peer, now);
+        if (peer->ack_owed && peer->ack_due && now >= peer->ack_due) udp_send_ack(p, peer, now);
         uint64_t t[4] = {udp_swin_deadline(sw),
                          udp_swin_inflight(sw) ? sw->last_progress_ns + p->k.dead_ns : 0,
                          peer->ack_owed ? (peer->ack_due ? peer->ack_due : now + 100000) : 0,
                          peer->unsent && !udp_swin_inflight(sw) ? now + 100000 : 0};
         for (int j = 0; j < 4; j++)
-            if (t[j] && t[j] < next)
-                next = t[j];
+            if (t[j] && t[j] < next) next = t[j];
     }
     uint64_t held = udp_sock_held_due(&p->sock);
-    if (held && held < next)
-        next = held;
+    if (held && held < next) next = held;
     __atomic_store_n(&p->timer_ns, next, __ATOMIC_RELAXED);
 }
 
@@ -260,8 +243,7 @@ static int callbacks(struct cor_rport *p, uint32_t nfl, struct udp_frame *done)
 
 int udp_op_progress(struct cor_rport *p)
 {
-    if (!p)
-        return 0;
+    if (!p) return 0;
     int events = 0;
     unsigned batch = p->k.batch;
     for (int round = 0; round < UDP_ROUNDS; round++) {
@@ -272,8 +254,7 @@ int udp_op_progress(struct cor_rport *p)
         int n = udp_sock_recv(&p->sock, p->rx_msg, batch);
         uint64_t now = rutil_now_ns();
         int timers = now >= __atomic_load_n(&p->timer_ns, __ATOMIC_RELAXED);
-        if (n <= 0 && !timers)
-            break;
+        if (n <= 0 && !timers) break;
         pthread_mutex_lock(&p->lock);
         if (p->closing) {
             pthread_mutex_unlock(&p->lock);
@@ -283,15 +264,13 @@ int udp_op_progress(struct cor_rport *p)
             datagram_in(p, p->rx_iov[i].iov_base, p->rx_msg[i].msg_len, &p->rx_from[i],
                         !!(p->rx_msg[i].msg_hdr.msg_flags & MSG_TRUNC), now);
         after_batch(p, now);
-        if (timers)
-            run_timers(p, now);
+        if (timers) run_timers(p, now);
         struct udp_frame *done = p->done_head;
         p->done_head = p->done_tail = NULL;
         uint32_t nfl = rutil_fails_take(&p->fails);
         pthread_mutex_unlock(&p->lock);
         events += callbacks(p, nfl, done);
-        if (n < (int)batch)
-            break;
+        if (n < (int)batch) break;
     }
     return events;
 }

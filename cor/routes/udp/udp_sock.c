@@ -19,11 +19,9 @@ struct udp_held {
 
 static void set_buf(int fd, int force_opt, int opt, int bytes, const char *name)
 {
-    if (bytes <= 0)
-        return;
+    if (bytes <= 0) return;
     /* The FORCE variants pass rmem_max/wmem_max when privileged; fall back silently. */
-    if (setsockopt(fd, SOL_SOCKET, force_opt, &bytes, sizeof(bytes)) == 0)
-        return;
+    if (setsockopt(fd, SOL_SOCKET, force_opt, &bytes, sizeof(bytes)) == 0) return;
     if (setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof(bytes)) != 0)
         udp_log("setsockopt(%s, %d): %s", name, bytes, strerror(errno));
 }
@@ -68,12 +66,14 @@ void udp_sock_close(struct udp_sock *s)
         free(h);
     }
     s->held_tail = NULL;
-    if (s->fd >= 0)
-        close(s->fd);
+    if (s->fd >= 0) close(s->fd);
     s->fd = -1;
 }
 
-static int soft_error(int e) { return e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS || e == EINTR; }
+static int soft_error(int e)
+{
+    return e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS || e == EINTR;
+}
 
 /* Raw batched send; returns messages accepted, counting hard-error losses as sent. */
 static int send_raw(struct udp_sock *s, struct mmsghdr *m, unsigned n)
@@ -86,8 +86,7 @@ static int send_raw(struct udp_sock *s, struct mmsghdr *m, unsigned n)
             continue;
         }
         int e = r < 0 ? errno : EAGAIN;
-        if (soft_error(e))
-            break;
+        if (soft_error(e)) break;
         /* A hard error (unreachable network...) loses this datagram; retransmission and the
          * dead-peer timeout deal with it. */
         if (!s->logged_error) {
@@ -105,8 +104,7 @@ static int hold(struct udp_sock *s, const struct msghdr *mh, uint64_t now)
     for (size_t i = 0; i < mh->msg_iovlen; i++)
         len += mh->msg_iov[i].iov_len;
     struct udp_held *h = malloc(sizeof(*h) + len);
-    if (!h)
-        return -1;
+    if (!h) return -1;
     h->next = NULL;
     h->due = now + s->faults.delay_ns;
     memcpy(&h->to, mh->msg_name, sizeof(h->to));
@@ -126,25 +124,21 @@ static int hold(struct udp_sock *s, const struct msghdr *mh, uint64_t now)
 
 int udp_sock_send(struct udp_sock *s, struct mmsghdr *m, unsigned n, uint64_t now)
 {
-    if (!s->faults.on)
-        return send_raw(s, m, n);
+    if (!s->faults.on) return send_raw(s, m, n);
     udp_sock_release(s, now);
     for (unsigned i = 0; i < n; i++) {
         switch (udp_faults_decide(&s->faults)) {
         case UDP_FX_DROP:
             break;
         case UDP_FX_HOLD:
-            if (hold(s, &m[i].msg_hdr, now) == 0)
-                break;
+            if (hold(s, &m[i].msg_hdr, now) == 0) break;
             /* could not hold it: send it now */
             __attribute__((fallthrough));
         case UDP_FX_SEND:
-            if (send_raw(s, &m[i], 1) == 0)
-                return (int)i;
+            if (send_raw(s, &m[i], 1) == 0) return (int)i;
             break;
         case UDP_FX_DUP:
-            if (send_raw(s, &m[i], 1) == 0)
-                return (int)i;
+            if (send_raw(s, &m[i], 1) == 0) return (int)i;
             send_raw(s, &m[i], 1);
             break;
         }
@@ -161,24 +155,23 @@ void udp_sock_release(struct udp_sock *s, uint64_t now)
                                         .msg_namelen = sizeof(h->to),
                                         .msg_iov = &iov,
                                         .msg_iovlen = 1}};
-        if (send_raw(s, &m, 1) == 0)
-            return; /* socket full: try again later */
+        if (send_raw(s, &m, 1) == 0) return; /* socket full: try again later */
         s->held_head = h->next;
-        if (!s->held_head)
-            s->held_tail = NULL;
+        if (!s->held_head) s->held_tail = NULL;
         free(h);
     }
 }
 
-uint64_t udp_sock_held_due(const struct udp_sock *s) { return s->held_head ? s->held_head->due : 0; }
+uint64_t udp_sock_held_due(const struct udp_sock *s)
+{
+    return s->held_head ? s->held_head->due : 0;
+}
 
 int udp_sock_recv(struct udp_sock *s, struct mmsghdr *m, unsigned n)
 {
     int r = recvmmsg(s->fd, m, n, MSG_DONTWAIT, NULL);
-    if (r >= 0)
-        return r;
+    if (r >= 0) return r;
     int e = errno;
-    if (soft_error(e) || e == ECONNREFUSED)
-        return 0;
+    if (soft_error(e) || e == ECONNREFUSED) return 0;
     return -e;
 }

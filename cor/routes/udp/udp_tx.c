@@ -19,8 +19,7 @@
 
 void udp_timer_at(struct cor_rport *p, uint64_t t)
 {
-    if (t && t < p->timer_ns)
-        __atomic_store_n(&p->timer_ns, t, __ATOMIC_RELAXED);
+    if (t && t < p->timer_ns) __atomic_store_n(&p->timer_ns, t, __ATOMIC_RELAXED);
 }
 
 /* Sends tx_msg[0..k); datagrams the fault injector holds back get a timer. */
@@ -43,8 +42,7 @@ static int slice(const struct udp_frame *f, uint32_t off, uint32_t len, struct i
             continue;
         }
         size_t skip = off - pos, take = l - skip;
-        if (take > len)
-            take = len;
+        if (take > len) take = len;
         out[n].iov_base = (uint8_t *)f->iov[i].iov_base + skip;
         out[n].iov_len = take;
         n++;
@@ -97,8 +95,7 @@ void udp_pump(struct cor_rport *p, struct udp_peer *peer, uint64_t now)
     uint32_t payload_max = peer->dgram - UDP_HDR_LEN;
     while (peer->state == UDP_PEER_UP && peer->unsent) {
         uint32_t room = udp_swin_room(sw);
-        if (room > UDP_BATCH_MAX)
-            room = UDP_BATCH_MAX;
+        if (room > UDP_BATCH_MAX) room = UDP_BATCH_MAX;
         struct udp_hdr h;
         fill_hdr(p, peer, &h, UDP_T_DATA, now);
         struct udp_frame *f = peer->unsent;
@@ -123,17 +120,14 @@ void udp_pump(struct cor_rport *p, struct udp_peer *peer, uint64_t now)
                 off = 0;
             }
         }
-        if (k == 0)
-            break;
+        if (k == 0) break;
         /* Tell the receiver when we go idle (ack soon) or run out of window (ack now). A
          * burst of large frames that ends asks for the ack at once: its sender waits for
          * that ack to reuse its memory, and the receiver may have nothing to piggy-back it
          * on for a while (small frames are copied by the core and need no such hurry). */
         uint16_t flags = 0;
-        if (!f)
-            flags |= sw->bytes + bytes >= UDP_BURST_ACK_BYTES ? UDP_F_ACKNOW : UDP_F_ACKREQ;
-        if (k == udp_swin_room(sw) || bytes >= p->k.window_bytes)
-            flags |= UDP_F_ACKNOW;
+        if (!f) flags |= sw->bytes + bytes >= UDP_BURST_ACK_BYTES ? UDP_F_ACKNOW : UDP_F_ACKREQ;
+        if (k == udp_swin_room(sw) || bytes >= p->k.window_bytes) flags |= UDP_F_ACKNOW;
         p->tx_hdr[k - 1][6] = (uint8_t)flags;
         p->tx_hdr[k - 1][7] = (uint8_t)(flags >> 8);
 
@@ -145,8 +139,7 @@ void udp_pump(struct cor_rport *p, struct udp_peer *peer, uint64_t now)
             udp_swin_add(sw, cf, cf->sent, len, last, now);
             cf->sent += len;
             peer->queued_bytes -= len;
-            if (last)
-                peer->unsent = cf->next;
+            if (last) peer->unsent = cf->next;
         }
         if (sent > 0) {
             acked(peer);
@@ -182,8 +175,7 @@ void udp_resend(struct cor_rport *p, struct udp_peer *peer, const uint32_t *seqs
     unsigned k = 0;
     for (int i = 0; i < n && k < UDP_BATCH_MAX; i++) {
         struct udp_sslot *s = udp_swin_at(&peer->sw, seqs[i]);
-        if (!s)
-            continue;
+        if (!s) continue;
         struct udp_frame *f = s->frame;
         h.seq = seqs[i];
         h.frame_len = f->len;
@@ -194,8 +186,7 @@ void udp_resend(struct cor_rport *p, struct udp_peer *peer, const uint32_t *seqs
         set_msg(p, k, peer, 1 + slice(f, s->off, s->len, &p->tx_iov[k][1]));
         k++;
     }
-    if (k == 0)
-        return;
+    if (k == 0) return;
     int sent = sock_send(p, k, now);
     for (int i = 0; i < sent; i++) {
         uint8_t *hb = p->tx_hdr[i];
@@ -204,8 +195,7 @@ void udp_resend(struct cor_rport *p, struct udp_peer *peer, const uint32_t *seqs
         udp_swin_resent(&peer->sw, seq, now);
         p->retransmits++;
     }
-    if (sent > 0)
-        acked(peer);
+    if (sent > 0) acked(peer);
     udp_timer_at(p, udp_swin_deadline(&peer->sw));
 }
 
@@ -235,8 +225,7 @@ void udp_peer_flush(struct cor_rport *p, struct udp_peer *peer, int status)
 
 void udp_fail_peer(struct cor_rport *p, struct udp_peer *peer, int err)
 {
-    if (peer->state != UDP_PEER_UP)
-        return;
+    if (peer->state != UDP_PEER_UP) return;
     peer->state = UDP_PEER_DEAD;
     udp_peer_flush(p, peer, COR_EPEERDEAD);
     /* Nothing more will be sent or delivered: free the windows' memory now. */
@@ -256,8 +245,7 @@ int udp_done_run(struct cor_rport *p, struct udp_frame *list)
         f->flat = NULL;
         n++;
     }
-    if (!list)
-        return 0;
+    if (!list) return 0;
     pthread_mutex_lock(&p->lock);
     while (list && p->nfree < UDP_FREE_MAX) {
         struct udp_frame *next = list->next;
@@ -278,15 +266,12 @@ int udp_done_run(struct cor_rport *p, struct udp_frame *list)
 int udp_op_send(struct cor_rport *p, cor_peer_t rank, const struct iovec *iov, int iovcnt,
                 void *cookie)
 {
-    if (!p || rank >= p->npeers || iovcnt < 0 || (iovcnt > 0 && !iov))
-        return COR_EINVAL;
+    if (!p || rank >= p->npeers || iovcnt < 0 || (iovcnt > 0 && !iov)) return COR_EINVAL;
     size_t total = 0;
     int pieces = 0;
     for (int i = 0; i < iovcnt; i++) {
-        if (iov[i].iov_len == 0)
-            continue;
-        if (!iov[i].iov_base || iov[i].iov_len > UDP_FRAME_MAX - total)
-            return COR_EINVAL;
+        if (iov[i].iov_len == 0) continue;
+        if (!iov[i].iov_base || iov[i].iov_len > UDP_FRAME_MAX - total) return COR_EINVAL;
         total += iov[i].iov_len;
         pieces++;
     }
@@ -318,8 +303,7 @@ int udp_op_send(struct cor_rport *p, cor_peer_t rank, const struct iovec *iov, i
         f->len = (uint32_t)total;
         if (pieces <= UDP_IOV_INLINE) {
             for (int i = 0; i < iovcnt; i++)
-                if (iov[i].iov_len)
-                    f->iov_inline[f->iovcnt++] = iov[i];
+                if (iov[i].iov_len) f->iov_inline[f->iovcnt++] = iov[i];
         } else {
             /* Too many pieces to slice cheaply: keep one private copy instead. */
             f->flat = malloc(total);
@@ -346,8 +330,7 @@ int udp_op_send(struct cor_rport *p, cor_peer_t rank, const struct iovec *iov, i
         else
             peer->head = f;
         peer->tail = f;
-        if (!peer->unsent)
-            peer->unsent = f;
+        if (!peer->unsent) peer->unsent = f;
         peer->queued_bytes += total;
         peer->nframes++;
         udp_pump(p, peer, rutil_now_ns());

@@ -10,17 +10,18 @@
 /* Lower bound of the variance term, so a very steady RTT does not make the timer hair-trigger. */
 #define UDP_RTO_VAR_MIN_NS 200000ull
 
-static int pow2(uint32_t n) { return n >= 2 && n <= 65536 && (n & (n - 1)) == 0; }
+static int pow2(uint32_t n)
+{
+    return n >= 2 && n <= 65536 && (n & (n - 1)) == 0;
+}
 
 int udp_swin_init(struct udp_swin *sw, uint32_t size, uint64_t rto_init, uint64_t rto_min,
                   uint64_t rto_max)
 {
     memset(sw, 0, sizeof(*sw));
-    if (!pow2(size) || rto_min == 0 || rto_min > rto_max)
-        return -1;
+    if (!pow2(size) || rto_min == 0 || rto_min > rto_max) return -1;
     sw->slot = calloc(size, sizeof(*sw->slot));
-    if (!sw->slot)
-        return -1;
+    if (!sw->slot) return -1;
     sw->size = size;
     sw->mask = size - 1;
     sw->rto_min = rto_min;
@@ -37,21 +38,19 @@ void udp_swin_free(struct udp_swin *sw)
 
 struct udp_sslot *udp_swin_at(struct udp_swin *sw, uint32_t seq)
 {
-    if (udp_seq_lt(seq, sw->una) || !udp_seq_lt(seq, sw->nxt))
-        return NULL;
+    if (udp_seq_lt(seq, sw->una) || !udp_seq_lt(seq, sw->nxt)) return NULL;
     return &sw->slot[seq & sw->mask];
 }
 
 struct udp_sslot *udp_swin_add(struct udp_swin *sw, void *frame, uint32_t off, uint32_t len,
                                int last, uint64_t now)
 {
-    if (udp_swin_room(sw) == 0)
-        return NULL;
+    if (udp_swin_room(sw) == 0) return NULL;
     if (udp_swin_inflight(sw) == 0)
         sw->last_progress_ns = now; /* the dead-peer clock starts with the first datagram */
     struct udp_sslot *s = &sw->slot[sw->nxt & sw->mask];
-    *s = (struct udp_sslot){.frame = frame, .off = off, .len = len, .sent_ns = now, .tx = 1,
-                            .last = (uint8_t)!!last};
+    *s = (struct udp_sslot){
+        .frame = frame, .off = off, .len = len, .sent_ns = now, .tx = 1, .last = (uint8_t) !!last};
     sw->nxt++;
     sw->bytes += len;
     return s;
@@ -60,11 +59,9 @@ struct udp_sslot *udp_swin_add(struct udp_swin *sw, void *frame, uint32_t off, u
 void udp_swin_resent(struct udp_swin *sw, uint32_t seq, uint64_t now)
 {
     struct udp_sslot *s = udp_swin_at(sw, seq);
-    if (!s)
-        return;
+    if (!s) return;
     s->sent_ns = now;
-    if (s->tx < UINT16_MAX)
-        s->tx++;
+    if (s->tx < UINT16_MAX) s->tx++;
     sw->retransmits++;
 }
 
@@ -77,12 +74,10 @@ void udp_swin_rtt(struct udp_swin *sw, uint64_t r)
         uint64_t err = sw->srtt > r ? sw->srtt - r : r - sw->srtt;
         sw->rttvar = (3 * sw->rttvar + err) / 4;
         sw->srtt = (7 * sw->srtt + r) / 8;
-        if (sw->srtt == 0)
-            sw->srtt = 1;
+        if (sw->srtt == 0) sw->srtt = 1;
     }
     uint64_t var = 4 * sw->rttvar;
-    if (var < UDP_RTO_VAR_MIN_NS)
-        var = UDP_RTO_VAR_MIN_NS;
+    if (var < UDP_RTO_VAR_MIN_NS) var = UDP_RTO_VAR_MIN_NS;
     uint64_t rto = sw->srtt + var;
     sw->rto = rto < sw->rto_min ? sw->rto_min : rto > sw->rto_max ? sw->rto_max : rto;
 }
@@ -90,34 +85,28 @@ void udp_swin_rtt(struct udp_swin *sw, uint64_t r)
 int udp_swin_ack(struct udp_swin *sw, uint32_t ack, uint64_t sack, uint64_t now,
                  udp_release_fn release, void *ctx)
 {
-    if (udp_seq_lt(ack, sw->una) || udp_seq_lt(sw->nxt, ack))
-        return -1;
+    if (udp_seq_lt(ack, sw->una) || udp_seq_lt(sw->nxt, ack)) return -1;
     int progressed = 0, released = 0;
     while (sw->una != ack) {
         struct udp_sslot *s = &sw->slot[sw->una & sw->mask];
         sw->bytes -= s->len;
         sw->una++;
         released++;
-        if (release)
-            release(ctx, s);
+        if (release) release(ctx, s);
         memset(s, 0, sizeof(*s));
     }
-    if (released)
-        progressed = 1;
+    if (released) progressed = 1;
     for (int i = 0; i < 64 && sack; i++, sack >>= 1) {
-        if (!(sack & 1))
-            continue;
+        if (!(sack & 1)) continue;
         uint32_t seq = ack + 1 + (uint32_t)i;
-        if (!udp_seq_lt(seq, sw->nxt))
-            break;
+        if (!udp_seq_lt(seq, sw->nxt)) break;
         struct udp_sslot *s = &sw->slot[seq & sw->mask];
         if (!s->sacked) {
             s->sacked = 1;
             progressed = 1;
         }
     }
-    if (progressed)
-        sw->last_progress_ns = now;
+    if (progressed) sw->last_progress_ns = now;
     return released;
 }
 
@@ -143,24 +132,20 @@ int udp_swin_fast(struct udp_swin *sw, uint64_t now, uint32_t *out, int max)
 
 uint64_t udp_swin_deadline(const struct udp_swin *sw)
 {
-    if (udp_swin_inflight(sw) == 0)
-        return 0;
+    if (udp_swin_inflight(sw) == 0) return 0;
     return sw->slot[sw->una & sw->mask].sent_ns + sw->rto;
 }
 
 int udp_swin_timeout(struct udp_swin *sw, uint64_t now, uint32_t *out, int max)
 {
     uint64_t dl = udp_swin_deadline(sw);
-    if (dl == 0 || now < dl)
-        return 0;
+    if (dl == 0 || now < dl) return 0;
     int n = 0;
     for (uint32_t seq = sw->una; udp_seq_lt(seq, sw->nxt) && n < max; seq++) {
         struct udp_sslot *s = &sw->slot[seq & sw->mask];
-        if (!s->sacked && now - s->sent_ns >= sw->rto)
-            out[n++] = seq;
+        if (!s->sacked && now - s->sent_ns >= sw->rto) out[n++] = seq;
     }
-    if (!sw->in_recovery)
-        sw->rto_before = sw->rto;
+    if (!sw->in_recovery) sw->rto_before = sw->rto;
     sw->rto = sw->rto * 2 > sw->rto_max ? sw->rto_max : sw->rto * 2;
     sw->in_recovery = 1;
     sw->recover = sw->nxt;
@@ -180,20 +165,17 @@ void udp_swin_echo(struct udp_swin *sw, uint64_t sent_ns)
 
 int udp_swin_recovery(struct udp_swin *sw, int released, uint32_t *out, int max)
 {
-    if (!sw->in_recovery || released <= 0)
-        return 0;
+    if (!sw->in_recovery || released <= 0) return 0;
     if (!udp_seq_lt(sw->una, sw->recover)) {
         sw->in_recovery = 0;
         return 0;
     }
     int want = 2 * released + 2;
-    if (want > max)
-        want = max;
+    if (want > max) want = max;
     int n = 0;
     for (uint32_t seq = sw->una; udp_seq_lt(seq, sw->recover) && n < want; seq++) {
         struct udp_sslot *s = &sw->slot[seq & sw->mask];
-        if (!s->sacked && s->sent_ns < sw->recover_ns)
-            out[n++] = seq;
+        if (!s->sacked && s->sent_ns < sw->recover_ns) out[n++] = seq;
     }
     return n;
 }
@@ -207,11 +189,9 @@ int udp_swin_dead(const struct udp_swin *sw, uint64_t now, uint64_t dead_ns)
 int udp_rwin_init(struct udp_rwin *rw, uint32_t size, size_t max_bytes)
 {
     memset(rw, 0, sizeof(*rw));
-    if (!pow2(size))
-        return -1;
+    if (!pow2(size)) return -1;
     rw->slot = calloc(size, sizeof(*rw->slot));
-    if (!rw->slot)
-        return -1;
+    if (!rw->slot) return -1;
     rw->size = size;
     rw->mask = size - 1;
     rw->max_bytes = max_bytes;
@@ -230,26 +210,19 @@ void udp_rwin_free(struct udp_rwin *rw)
 int udp_rwin_classify(const struct udp_rwin *rw, uint32_t seq)
 {
     int32_t d = udp_seq_diff(seq, rw->next);
-    if (d < 0)
-        return UDP_RX_DUP;
-    if (d == 0)
-        return UDP_RX_NEXT;
-    if ((uint32_t)d >= rw->size)
-        return UDP_RX_BEYOND;
+    if (d < 0) return UDP_RX_DUP;
+    if (d == 0) return UDP_RX_NEXT;
+    if ((uint32_t)d >= rw->size) return UDP_RX_BEYOND;
     return rw->slot[seq & rw->mask].present ? UDP_RX_DUP : UDP_RX_STORE;
 }
 
 int udp_rwin_store(struct udp_rwin *rw, const struct udp_hdr *h, const uint8_t *payload)
 {
-    if (udp_rwin_classify(rw, h->seq) != UDP_RX_STORE)
-        return -1;
-    if (rw->stored_bytes + h->len > rw->max_bytes)
-        return -1;
+    if (udp_rwin_classify(rw, h->seq) != UDP_RX_STORE) return -1;
+    if (rw->stored_bytes + h->len > rw->max_bytes) return -1;
     uint8_t *copy = malloc(h->len ? h->len : 1);
-    if (!copy)
-        return -1;
-    if (h->len)
-        memcpy(copy, payload, h->len);
+    if (!copy) return -1;
+    if (h->len) memcpy(copy, payload, h->len);
     struct udp_rslot *s = &rw->slot[h->seq & rw->mask];
     s->data = copy;
     s->hdr = *h;
@@ -282,11 +255,9 @@ uint8_t *udp_rwin_advance(struct udp_rwin *rw)
 uint64_t udp_rwin_sack(const struct udp_rwin *rw)
 {
     uint64_t bits = 0;
-    if (rw->stored == 0)
-        return 0;
+    if (rw->stored == 0) return 0;
     uint32_t span = rw->size - 1 < 64 ? rw->size - 1 : 64;
     for (uint32_t i = 0; i < span; i++)
-        if (rw->slot[(rw->next + 1 + i) & rw->mask].present)
-            bits |= 1ull << i;
+        if (rw->slot[(rw->next + 1 + i) & rw->mask].present) bits |= 1ull << i;
     return bits;
 }

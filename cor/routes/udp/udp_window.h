@@ -34,7 +34,7 @@ struct udp_swin {
     uint32_t una, nxt; /* oldest unacknowledged, next to assign */
     uint32_t size, mask;
     struct udp_sslot *slot;
-    size_t bytes;       /* payload bytes in flight */
+    size_t bytes;          /* payload bytes in flight */
     uint64_t srtt, rttvar; /* ns; srtt == 0: no sample yet */
     uint64_t rto, rto_min, rto_max;
     uint64_t last_progress_ns; /* last time the peer acknowledged something new */
@@ -50,7 +50,10 @@ struct udp_swin {
 int udp_swin_init(struct udp_swin *sw, uint32_t size, uint64_t rto_init, uint64_t rto_min,
                   uint64_t rto_max);
 void udp_swin_free(struct udp_swin *sw);
-static inline uint32_t udp_swin_inflight(const struct udp_swin *sw) { return sw->nxt - sw->una; }
+static inline uint32_t udp_swin_inflight(const struct udp_swin *sw)
+{
+    return sw->nxt - sw->una;
+}
 static inline uint32_t udp_swin_room(const struct udp_swin *sw)
 {
     return sw->size - udp_swin_inflight(sw);
@@ -99,7 +102,7 @@ struct udp_rwin {
     uint32_t next; /* next seq to deliver */
     uint32_t size, mask;
     struct udp_rslot *slot;
-    uint32_t stored;                 /* early datagrams kept */
+    uint32_t stored;                /* early datagrams kept */
     size_t stored_bytes, max_bytes; /* their payload bytes, and the budget */
 };
 

@@ -16,13 +16,18 @@ static void put64(uint8_t *p, uint64_t v)
     for (int i = 0; i < 8; i++)
         p[i] = (uint8_t)(v >> (8 * i));
 }
-static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint16_t get16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
 static uint32_t get32(const uint8_t *p)
 {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-           ((uint32_t)p[3] << 24);
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
-static uint64_t get64(const uint8_t *p) { return get32(p) | ((uint64_t)get32(p + 4) << 32); }
+static uint64_t get64(const uint8_t *p)
+{
+    return get32(p) | ((uint64_t)get32(p + 4) << 32);
+}
 
 void udp_wire_put(uint8_t *out, const struct udp_hdr *h)
 {
@@ -45,10 +50,8 @@ void udp_wire_put(uint8_t *out, const struct udp_hdr *h)
 
 int udp_wire_parse(const uint8_t *buf, size_t n, size_t frame_max, struct udp_hdr *h)
 {
-    if (!buf || n < UDP_HDR_LEN)
-        return UDP_W_SHORT;
-    if (get32(buf) != UDP_WIRE_MAGIC || buf[4] != UDP_WIRE_VERSION)
-        return UDP_W_MAGIC;
+    if (!buf || n < UDP_HDR_LEN) return UDP_W_SHORT;
+    if (get32(buf) != UDP_WIRE_MAGIC || buf[4] != UDP_WIRE_VERSION) return UDP_W_MAGIC;
     h->type = buf[5];
     h->flags = get16(buf + 6);
     h->cookie = get64(buf + 8);
@@ -64,16 +67,12 @@ int udp_wire_parse(const uint8_t *buf, size_t n, size_t frame_max, struct udp_hd
     h->tsecr = get32(buf + 56);
     if ((h->type != UDP_T_DATA && h->type != UDP_T_ACK) || (h->flags & ~UDP_F_ALL))
         return UDP_W_TYPE;
-    if (n > UDP_DGRAM_MAX || (size_t)h->len != n - UDP_HDR_LEN)
-        return UDP_W_LEN;
+    if (n > UDP_DGRAM_MAX || (size_t)h->len != n - UDP_HDR_LEN) return UDP_W_LEN;
     if (h->type == UDP_T_ACK)
         return (h->len || h->frame_len || h->frag_off || h->seq) ? UDP_W_FRAG : UDP_W_OK;
-    if (h->frame_len > frame_max)
-        return UDP_W_FRAME;
+    if (h->frame_len > frame_max) return UDP_W_FRAME;
     /* 64-bit sums: no overflow whatever the fields say. */
-    if ((uint64_t)h->frag_off + h->len > h->frame_len)
-        return UDP_W_FRAG;
-    if (h->len == 0 && h->frame_len != 0)
-        return UDP_W_FRAG;
+    if ((uint64_t)h->frag_off + h->len > h->frame_len) return UDP_W_FRAG;
+    if (h->len == 0 && h->frame_len != 0) return UDP_W_FRAG;
     return UDP_W_OK;
 }

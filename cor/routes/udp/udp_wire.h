@@ -53,12 +53,12 @@ struct udp_hdr {
 /* Why a datagram was refused (0 = accepted). */
 enum udp_wire_err {
     UDP_W_OK = 0,
-    UDP_W_SHORT,     /* shorter than a header */
-    UDP_W_MAGIC,     /* not ours (magic or version) */
-    UDP_W_TYPE,      /* unknown type or flags */
-    UDP_W_LEN,       /* len field disagrees with the datagram length */
-    UDP_W_FRAME,     /* frame_len above frame_max */
-    UDP_W_FRAG,      /* fragment does not fit its frame, or an empty fragment of a non-empty frame */
+    UDP_W_SHORT, /* shorter than a header */
+    UDP_W_MAGIC, /* not ours (magic or version) */
+    UDP_W_TYPE,  /* unknown type or flags */
+    UDP_W_LEN,   /* len field disagrees with the datagram length */
+    UDP_W_FRAME, /* frame_len above frame_max */
+    UDP_W_FRAG,  /* fragment does not fit its frame, or an empty fragment of a non-empty frame */
 };
 
 /* Writes h into out[0..UDP_HDR_LEN). */
@@ -67,8 +67,17 @@ void udp_wire_put(uint8_t *out, const struct udp_hdr *h);
 int udp_wire_parse(const uint8_t *buf, size_t n, size_t frame_max, struct udp_hdr *h);
 
 /* Sequence-number arithmetic that survives wrap-around. */
-static inline int32_t udp_seq_diff(uint32_t a, uint32_t b) { return (int32_t)(a - b); }
-static inline int udp_seq_lt(uint32_t a, uint32_t b) { return udp_seq_diff(a, b) < 0; }
-static inline int udp_seq_le(uint32_t a, uint32_t b) { return udp_seq_diff(a, b) <= 0; }
+static inline int32_t udp_seq_diff(uint32_t a, uint32_t b)
+{
+    return (int32_t)(a - b);
+}
+static inline int udp_seq_lt(uint32_t a, uint32_t b)
+{
+    return udp_seq_diff(a, b) < 0;
+}
+static inline int udp_seq_le(uint32_t a, uint32_t b)
+{
+    return udp_seq_diff(a, b) <= 0;
+}
 
 #endif
