@@ -1,5 +1,13 @@
 /*
- * The domain side of the session bootstrap: a connection to cor-run's rendezvous socket.
+ * The cor-run backend of the bootstrap (boot.h): a connection to cor-run's rendezvous socket.
+ *
+ * cor-run sets, for each domain it starts:
+ *   COR_BOOT     path of cor-run's rendezvous UNIX socket (mode 0600)
+ *   COR_RANK     this domain's number, COR_SIZE the number of domains
+ *   COR_SESSION  64-bit session cookie, 16 hex digits (also the idp macro part: low 32 bits)
+ *   COR_ROUTE    default route name; COR_PORTS hard ports per route; COR_BIND address hint
+ * The connection stays open until finish: it carries barriers and death notices, and cor-run
+ * takes its loss as the domain's death.
  *
  * Wire protocol (version 1, shared with apps/cor-run.c). Both directions carry lines of
  * printable ASCII ending in '\n', at most BOOT_LINE_MAX bytes with the newline; a longer line
@@ -25,7 +33,7 @@
  * is gone: the session is over, and the domain ends itself with SIGTERM (unless
  * COR_BOOT_ORPHAN=keep) so that no domain outlives its launcher.
  */
-#include "bootstrap.h"
+#include "boot.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -35,20 +43,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #define BOOT_LINE_MAX 1024
-#define BOOT_MAX_ADDRS 64        /* addresses one domain may publish */
-#define BOOT_TIMEOUT_DEFAULT 120 /* seconds for init and exchange (COR_BOOT_TIMEOUT) */
+#define BOOT_MAX_ADDRS COR_BOOT_MAX_ADDRS
 #define BOOT_BYE_TIMEOUT_MS 5000 /* how long finish waits for cor-run's BYE */
 
-struct cor_boot {
-    int rank, size;
-    uint64_t cookie;
+struct corrun_boot {
+    struct cor_boot base; /* rank, size, cookie: set at init, read-only after */
     int fd; /* -1 in a one-domain session; written under wmu, read by the reader thread */
 
     pthread_mutex_t wmu;  /* serializes writes to fd */
@@ -74,18 +79,20 @@ struct cor_boot {
     int table_n, table_got, table_open, table_ready;
 };
 
-static void boot_log(const struct cor_boot *b, const char *fmt, ...)
+static void boot_log(const struct corrun_boot *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-static void boot_log(const struct cor_boot *b, const char *fmt, ...)
+static void boot_log(const struct corrun_boot *b, const char *fmt, ...)
 {
-    char msg[512];
+    char msg[480];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "cor[%d]: bootstrap: %s\n", b ? b->rank : -1, msg);
+    cor__boot_log(b ? &b->base : NULL, "cor-run", "%s", msg);
 }
+
+static const struct cor_boot_ops corrun_ops;
 
 /* ---- small parsers (all input is checked) ------------------------------------------------ */
 
@@ -118,19 +125,6 @@ static int parse_hex64(const char *s, uint64_t *out)
     }
     *out = v;
     return 0;
-}
-
-static int route_name_ok(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n >= sizeof(((struct cor_boot_addr *)0)->route)) return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '-' || c == '.'))
-            return 0;
-    }
-    return 1;
 }
 
 static void hex_encode(const char *s, char *out)
@@ -208,7 +202,7 @@ static int write_all(int fd, const char *buf, size_t len)
 }
 
 /* Sends one whole message (one or more lines) atomically with respect to other writers. */
-static int boot_send(struct cor_boot *b, const char *text, size_t len)
+static int boot_send(struct corrun_boot *b, const char *text, size_t len)
 {
     pthread_mutex_lock(&b->wmu);
     int rc = write_all(b->fd, text, len);
@@ -220,9 +214,10 @@ static int boot_send(struct cor_boot *b, const char *text, size_t len)
     return COR_OK;
 }
 
-void cor__boot_lost(struct cor_boot *b, int rank)
+static void corrun_lost(struct cor_boot *base, int rank)
 {
-    if (!b || b->fd < 0 || rank < 0 || rank >= b->size || rank == b->rank) return;
+    struct corrun_boot *b = (struct corrun_boot *)base;
+    if (b->fd < 0) return;
     pthread_mutex_lock(&b->mu);
     int known = b->dead[rank] || b->lost || b->finishing;
     pthread_mutex_unlock(&b->mu);
@@ -234,7 +229,7 @@ void cor__boot_lost(struct cor_boot *b, int rank)
 
 /* ---- the reader thread ------------------------------------------------------------------ */
 
-static void deliver_death(struct cor_boot *b, int rank, const char *why)
+static void deliver_death(struct corrun_boot *b, int rank, const char *why)
 {
     pthread_mutex_lock(&b->mu);
     int first = !b->dead[rank];
@@ -256,13 +251,13 @@ static void deliver_death(struct cor_boot *b, int rank, const char *why)
 }
 
 /* Handles one line from cor-run; returns -1 on a protocol error. Called without mu. */
-static int handle_line(struct cor_boot *b, char *line)
+static int handle_line(struct corrun_boot *b, char *line)
 {
     char *w[7];
     long v[4];
     if (strncmp(line, "DEAD ", 5) == 0) {
         int n = split_words(line, w, 3, 1);
-        if (n < 2 || parse_long(w[1], 0, b->size - 1, &v[0])) return -1;
+        if (n < 2 || parse_long(w[1], 0, b->base.size - 1, &v[0])) return -1;
         deliver_death(b, (int)v[0], n == 3 ? w[2] : "(no reason given)");
         return 0;
     }
@@ -285,9 +280,9 @@ static int handle_line(struct cor_boot *b, char *line)
     } else if (strcmp(w[0], "RELEASE") == 0 && n == 2 && !parse_long(w[1], 1, 0x7fffffffL, &v[0])) {
         if ((unsigned)v[0] > b->released) b->released = (unsigned)v[0];
     } else if (strcmp(w[0], "TABLE") == 0 && n == 3 && !b->table_open && !b->table_ready &&
-               !parse_long(w[1], b->size, b->size, &v[0]) &&
+               !parse_long(w[1], b->base.size, b->base.size, &v[0]) &&
                !parse_long(w[2], 1, BOOT_MAX_ADDRS, &v[1])) {
-        size_t cnt = (size_t)b->size * (size_t)v[1];
+        size_t cnt = (size_t)b->base.size * (size_t)v[1];
         b->table = calloc(cnt, sizeof *b->table);
         b->table_seen = calloc(cnt, 1);
         if (!b->table || !b->table_seen) {
@@ -298,9 +293,9 @@ static int handle_line(struct cor_boot *b, char *line)
             b->table_open = 1;
         }
     } else if (strcmp(w[0], "A") == 0 && n == 6 && b->table_open &&
-               !parse_long(w[1], 0, b->size - 1, &v[0]) &&
+               !parse_long(w[1], 0, b->base.size - 1, &v[0]) &&
                !parse_long(w[2], 0, b->table_n - 1, &v[1]) &&
-               !parse_long(w[4], -1000000, 1000000, &v[2]) && route_name_ok(w[3])) {
+               !parse_long(w[4], -1000000, 1000000, &v[2]) && cor__boot_route_name_ok(w[3])) {
         size_t i = (size_t)v[0] * (size_t)b->table_n + (size_t)v[1];
         struct cor_boot_addr *a = &b->table[i];
         if (b->table_seen[i] || hex_decode(w[5], a->addr, sizeof a->addr)) {
@@ -312,7 +307,7 @@ static int handle_line(struct cor_boot *b, char *line)
             b->table_got++;
         }
     } else if (strcmp(w[0], "END") == 0 && n == 1 && b->table_open &&
-               b->table_got == b->size * b->table_n) {
+               b->table_got == b->base.size * b->table_n) {
         b->table_open = 0;
         b->table_ready = 1;
     } else {
@@ -333,7 +328,7 @@ static void sanitize(char *s)
  * buf (BOOT_BUF bytes). Returns NULL, or why the connection must end. No I/O: the reader
  * thread feeds it what read() returns, and tests/core/fuzz_boot.c feeds it anything. */
 #define BOOT_BUF (2 * BOOT_LINE_MAX)
-static const char *boot_take_lines(struct cor_boot *b, char *buf, size_t *have)
+static const char *boot_take_lines(struct corrun_boot *b, char *buf, size_t *have)
 {
     size_t start = 0;
     char *nl;
@@ -359,7 +354,7 @@ static const char *boot_take_lines(struct cor_boot *b, char *buf, size_t *have)
 
 static void *reader_main(void *arg)
 {
-    struct cor_boot *b = arg;
+    struct corrun_boot *b = arg;
     prctl(PR_SET_NAME, "cor-boot", 0, 0, 0); /* (bootstrap.c stands apart from the core) */
     char buf[BOOT_BUF];
     size_t have = 0;
@@ -393,14 +388,6 @@ static void *reader_main(void *arg)
 
 /* ---- waiting ----------------------------------------------------------------------------- */
 
-static int boot_timeout_s(void)
-{
-    long v;
-    const char *s = getenv("COR_BOOT_TIMEOUT");
-    if (s && !parse_long(s, 1, 86400, &v)) return (int)v;
-    return BOOT_TIMEOUT_DEFAULT;
-}
-
 static struct timespec deadline_in_ms(long ms)
 {
     struct timespec t;
@@ -415,7 +402,7 @@ static struct timespec deadline_in_ms(long ms)
 }
 
 /* Waits on cv (mu held) until the deadline; returns ETIMEDOUT when it passed. */
-static int wait_until(struct cor_boot *b, const struct timespec *deadline)
+static int wait_until(struct corrun_boot *b, const struct timespec *deadline)
 {
     if (!deadline) {
         pthread_cond_wait(&b->cv, &b->mu);
@@ -426,18 +413,7 @@ static int wait_until(struct cor_boot *b, const struct timespec *deadline)
 
 /* ---- the interface ------------------------------------------------------------------------ */
 
-static uint64_t random_cookie(void)
-{
-    uint64_t c = 0;
-    if (getrandom(&c, sizeof c, 0) != (ssize_t)sizeof c || c == 0) {
-        struct timespec t;
-        clock_gettime(CLOCK_REALTIME, &t);
-        c ^= ((uint64_t)t.tv_nsec << 32) ^ (uint64_t)t.tv_sec ^ ((uint64_t)getpid() << 16);
-    }
-    return c ? c : 1;
-}
-
-static void boot_free(struct cor_boot *b)
+static void boot_free(struct corrun_boot *b)
 {
     if (!b) return;
     if (b->fd >= 0) close(b->fd);
@@ -452,12 +428,12 @@ static void boot_free(struct cor_boot *b)
     free(b);
 }
 
-static struct cor_boot *boot_alloc(int rank, int size)
+static struct corrun_boot *boot_alloc(int rank, int size)
 {
-    struct cor_boot *b = calloc(1, sizeof *b);
+    struct corrun_boot *b = calloc(1, sizeof *b);
     if (!b) return NULL;
-    b->rank = rank;
-    b->size = size;
+    b->base.rank = rank;
+    b->base.size = size;
     b->fd = -1;
     pthread_mutex_init(&b->wmu, NULL);
     pthread_mutex_init(&b->bmu, NULL);
@@ -490,7 +466,7 @@ static int env_long(const char *name, long lo, long hi, long *out)
     return 0;
 }
 
-static int boot_connect(struct cor_boot *b, const char *path)
+static int boot_connect(struct corrun_boot *b, const char *path)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof sa.sun_path) {
@@ -510,21 +486,10 @@ static int boot_connect(struct cor_boot *b, const char *path)
     return 0;
 }
 
-int cor__boot_init(struct cor_boot **bootp, int *rank, int *size, uint64_t *cookie)
+int cor__boot_corrun_init(struct cor_boot **bootp)
 {
-    if (!bootp || !rank || !size || !cookie) return COR_EINVAL;
     *bootp = NULL;
     const char *path = getenv("COR_BOOT");
-    if (!path || !*path) {
-        struct cor_boot *b = boot_alloc(0, 1);
-        if (!b) return COR_ENOMEM;
-        b->cookie = random_cookie();
-        *bootp = b;
-        *rank = 0;
-        *size = 1;
-        *cookie = b->cookie;
-        return COR_OK;
-    }
 
     long r, n;
     uint64_t c;
@@ -534,9 +499,9 @@ int cor__boot_init(struct cor_boot **bootp, int *rank, int *size, uint64_t *cook
         boot_log(NULL, "COR_SESSION must be 16 hex digits");
         return COR_EBOOT;
     }
-    struct cor_boot *b = boot_alloc((int)r, (int)n);
+    struct corrun_boot *b = boot_alloc((int)r, (int)n);
     if (!b) return COR_ENOMEM;
-    b->cookie = c;
+    b->base.cookie = c;
     if (boot_connect(b, path)) goto fail;
     if (pthread_create(&b->reader, NULL, reader_main, b)) {
         boot_log(b, "cannot start the bootstrap thread");
@@ -545,11 +510,11 @@ int cor__boot_init(struct cor_boot **bootp, int *rank, int *size, uint64_t *cook
     b->reader_started = 1;
 
     char hello[128];
-    int len = snprintf(hello, sizeof hello, "HELLO 1 %d %d %016llx %ld\n", b->rank, b->size,
-                       (unsigned long long)c, (long)getpid());
+    int len = snprintf(hello, sizeof hello, "HELLO 1 %d %d %016llx %ld\n", b->base.rank,
+                       b->base.size, (unsigned long long)c, (long)getpid());
     if (boot_send(b, hello, (size_t)len)) goto fail;
 
-    struct timespec dl = deadline_in_ms(1000L * boot_timeout_s());
+    struct timespec dl = deadline_in_ms(1000L * cor__boot_timeout_s());
     int rc = COR_OK;
     pthread_mutex_lock(&b->mu);
     while (!b->welcomed && !b->lost && !b->err[0] && rc == COR_OK)
@@ -561,10 +526,8 @@ int cor__boot_init(struct cor_boot **bootp, int *rank, int *size, uint64_t *cook
                  rc == COR_ETIMEDOUT ? "timed out" : "refused or closed");
         goto fail;
     }
-    *bootp = b;
-    *rank = b->rank;
-    *size = b->size;
-    *cookie = c;
+    b->base.ops = &corrun_ops;
+    *bootp = &b->base;
     return COR_OK;
 
 fail:
@@ -579,38 +542,12 @@ fail:
     return COR_EBOOT;
 }
 
-static int check_addrs(struct cor_boot *b, int n, const struct cor_boot_addr *mine)
+static int corrun_exchange(struct cor_boot *base, int n, const struct cor_boot_addr *mine,
+                           struct cor_boot_addr **all)
 {
-    if (n < 1 || n > BOOT_MAX_ADDRS || !mine) {
-        boot_log(b, "exchange: %d addresses (1..%d allowed)", n, BOOT_MAX_ADDRS);
-        return COR_EINVAL;
-    }
-    for (int i = 0; i < n; i++) {
-        if (strnlen(mine[i].route, sizeof mine[i].route) == sizeof mine[i].route ||
-            !route_name_ok(mine[i].route) ||
-            strnlen(mine[i].addr, sizeof mine[i].addr) == sizeof mine[i].addr ||
-            mine[i].port_index < -1000000 || mine[i].port_index > 1000000) {
-            boot_log(b, "exchange: address %d is malformed", i);
-            return COR_EINVAL;
-        }
-    }
-    return COR_OK;
-}
-
-int cor__boot_exchange(struct cor_boot *b, int n, const struct cor_boot_addr *mine,
-                       struct cor_boot_addr **all)
-{
-    if (!b || !all) return COR_EINVAL;
-    *all = NULL;
-    int rc = check_addrs(b, n, mine);
+    struct corrun_boot *b = (struct corrun_boot *)base;
+    int rc = cor__boot_check_addrs(&b->base, "cor-run", n, mine);
     if (rc) return rc;
-    if (b->fd < 0) {
-        *all = malloc((size_t)n * sizeof **all);
-        if (!*all) return COR_ENOMEM;
-        memcpy(*all, mine, (size_t)n * sizeof **all);
-        return COR_OK;
-    }
-
     pthread_mutex_lock(&b->mu);
     int again = b->exchanged;
     b->exchanged = 1;
@@ -635,7 +572,7 @@ int cor__boot_exchange(struct cor_boot *b, int n, const struct cor_boot_addr *mi
     free(msg);
     if (rc) return rc;
 
-    struct timespec dl = deadline_in_ms(1000L * boot_timeout_s());
+    struct timespec dl = deadline_in_ms(1000L * cor__boot_timeout_s());
     pthread_mutex_lock(&b->mu);
     while (!b->table_ready && !b->lost && !b->err[0] && b->ndead == 0 && rc == COR_OK)
         if (wait_until(b, &dl) == ETIMEDOUT) rc = COR_ETIMEDOUT;
@@ -663,16 +600,16 @@ int cor__boot_exchange(struct cor_boot *b, int n, const struct cor_boot_addr *mi
     return rc;
 }
 
-void cor__boot_on_death(struct cor_boot *b, cor_boot_death_fn fn, void *arg)
+static void corrun_on_death(struct cor_boot *base, cor_boot_death_fn fn, void *arg)
 {
-    if (!b) return;
+    struct corrun_boot *b = (struct corrun_boot *)base;
     pthread_mutex_lock(&b->mu);
     b->death_fn = fn;
     b->death_arg = arg;
     pthread_mutex_unlock(&b->mu);
     if (!fn) return;
     /* Deaths heard before registration are replayed here, in the caller's thread. */
-    for (int r = 0; r < b->size; r++) {
+    for (int r = 0; r < b->base.size; r++) {
         pthread_mutex_lock(&b->mu);
         int call = b->dead[r] && !b->notified[r];
         if (call) b->notified[r] = 1;
@@ -681,10 +618,9 @@ void cor__boot_on_death(struct cor_boot *b, cor_boot_death_fn fn, void *arg)
     }
 }
 
-int cor__boot_barrier(struct cor_boot *b)
+static int corrun_barrier(struct cor_boot *base)
 {
-    if (!b) return COR_EINVAL;
-    if (b->fd < 0) return COR_OK;
+    struct corrun_boot *b = (struct corrun_boot *)base;
     pthread_mutex_lock(&b->bmu);
     unsigned seq = ++b->barrier_seq;
     pthread_mutex_lock(&b->mu);
@@ -708,9 +644,9 @@ int cor__boot_barrier(struct cor_boot *b)
     return rc;
 }
 
-void cor__boot_finish(struct cor_boot *b)
+static void corrun_finish(struct cor_boot *base)
 {
-    if (!b) return;
+    struct corrun_boot *b = (struct corrun_boot *)base;
     if (b->fd >= 0) {
         pthread_mutex_lock(&b->mu);
         b->finishing = 1;
@@ -729,3 +665,12 @@ void cor__boot_finish(struct cor_boot *b)
     }
     boot_free(b);
 }
+
+static const struct cor_boot_ops corrun_ops = {
+    .name = "cor-run",
+    .exchange = corrun_exchange,
+    .barrier = corrun_barrier,
+    .lost = corrun_lost,
+    .on_death = corrun_on_death,
+    .finish = corrun_finish,
+};

@@ -15,7 +15,7 @@
 #include <stdio.h>
 
 #include "cor/cor.h"
-#include "bootstrap.h"
+#include "boot.h"
 #include "route.h"
 
 #define COR_ROUTES_MAX 4

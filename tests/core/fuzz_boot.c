@@ -1,8 +1,8 @@
 /*
  * libFuzzer target for the domain's side of the bootstrap protocol: the lines cor-run sends
  * (WELCOME, TABLE, A, END, RELEASE, DEAD, ERR, BYE), as the reader thread takes them from its
- * socket. Includes bootstrap.c to reach its static parser (boot_take_lines and handle_line);
- * built and run by core/run-fuzz.sh.
+ * socket. Includes boot.c and bootstrap.c to reach its static parser (boot_take_lines and
+ * handle_line); built and run by core/run-fuzz.sh.
  *
  * Input: byte 0 chooses the session size (1..8) and this domain's rank, byte 1 the size of
  * each read (1..256 bytes), the rest is the byte stream from cor-run. Checks beyond the
@@ -10,6 +10,7 @@
  * session, and a finished table has every entry, each with a valid route and a terminated
  * address.
  */
+#include "boot.c"
 #include "bootstrap.c"
 
 #include <assert.h>
@@ -23,19 +24,20 @@ static void on_death(void *arg, int rank, const char *why)
     assert(why && strlen(why) < BOOT_LINE_MAX);
 }
 
-static void check(const struct cor_boot *b)
+static void check(const struct corrun_boot *b)
 {
-    assert(b->ndead >= 0 && b->ndead <= b->size);
+    assert(b->ndead >= 0 && b->ndead <= b->base.size);
     assert(b->released <= 0x7fffffffu);
     assert(strnlen(b->err, sizeof b->err) < sizeof b->err);
     if (b->table_ready) {
         assert(!b->table_open && b->table && b->table_n >= 1 && b->table_n <= BOOT_MAX_ADDRS);
-        assert(b->table_got == b->size * b->table_n);
+        assert(b->table_got == b->base.size * b->table_n);
         for (int i = 0; i < b->table_got; i++) {
             const struct cor_boot_addr *a = &b->table[i];
             assert(b->table_seen[i]);
             assert(strnlen(a->addr, sizeof a->addr) < sizeof a->addr);
-            assert(strnlen(a->route, sizeof a->route) < sizeof a->route && route_name_ok(a->route));
+            assert(strnlen(a->route, sizeof a->route) < sizeof a->route &&
+                   cor__boot_route_name_ok(a->route));
             assert(a->port_index >= -1000000 && a->port_index <= 1000000);
         }
     }
@@ -49,7 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t chunk = 1 + (size_t)data[1];
     data += 2;
     size -= 2;
-    struct cor_boot *b = boot_alloc(rank, fuzz_size);
+    struct corrun_boot *b = boot_alloc(rank, fuzz_size);
     if (!b) return 0;
     b->death_fn = on_death;
     char buf[BOOT_BUF];

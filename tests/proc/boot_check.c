@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bootstrap.h"
+#include "boot.h"
 
 static int rank, size;
 

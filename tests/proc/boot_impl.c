@@ -1,3 +1,4 @@
 /* The bootstrap compiled into proc/boot_check on its own, without the rest of libcor, so
  * that cor-run and the bootstrap protocol can be tested in isolation. */
+#include "boot.c"
 #include "bootstrap.c"

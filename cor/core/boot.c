@@ -1,0 +1,258 @@
+/*
+ * The bootstrap's front: picks the backend the environment names, the one-domain session,
+ * the calls that go through a backend's ops table, and what the backends share.
+ *
+ * Order (first match wins):
+ *   1. COR_BOOT set                 -> cor-run (cor-run sets it for the domains it starts; it
+ *                                      wins over PMIx variables a cor-run started by srun or
+ *                                      mpirun passes on to its domains)
+ *   2. PMIX_NAMESPACE, PMIX_RANK or a PMIX_SERVER_URI* variable set
+ *                                   -> PMIx (COR_EBOOT if this libcor was built without it)
+ *   3. a launcher that started several copies without PMIx (SLURM_STEP_NUM_TASKS or
+ *      OMPI_COMM_WORLD_SIZE above 1): COR_EBOOT naming it (`srun` without `--mpi=pmix` would
+ *      otherwise run N unrelated one-domain sessions)
+ *   4. otherwise                    -> a one-domain session
+ */
+#include "boot.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BOOT_TIMEOUT_DEFAULT 120 /* seconds for init and exchange (COR_BOOT_TIMEOUT) */
+
+extern char **environ;
+
+void cor__boot_log(const struct cor_boot *b, const char *backend, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "cor[%d]: bootstrap (%s): %s\n", b ? b->rank : -1, backend, msg);
+}
+
+int cor__boot_timeout_s(void)
+{
+    const char *s = getenv("COR_BOOT_TIMEOUT");
+    if (s && *s) {
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (!errno && !*end && v >= 1 && v <= 86400) return (int)v;
+    }
+    return BOOT_TIMEOUT_DEFAULT;
+}
+
+uint64_t cor__boot_random_cookie(void)
+{
+    uint64_t c = 0;
+    if (getrandom(&c, sizeof c, 0) != (ssize_t)sizeof c || c == 0) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        c ^= ((uint64_t)t.tv_nsec << 32) ^ (uint64_t)t.tv_sec ^ ((uint64_t)getpid() << 16);
+    }
+    return c ? c : 1;
+}
+
+int cor__boot_route_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n >= sizeof(((struct cor_boot_addr *)0)->route)) return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-' || c == '.'))
+            return 0;
+    }
+    return 1;
+}
+
+int cor__boot_check_addrs(const struct cor_boot *b, const char *backend, int n,
+                          const struct cor_boot_addr *mine)
+{
+    if (n < 1 || n > COR_BOOT_MAX_ADDRS || !mine) {
+        cor__boot_log(b, backend, "exchange: %d addresses (1..%d allowed)", n, COR_BOOT_MAX_ADDRS);
+        return COR_EINVAL;
+    }
+    for (int i = 0; i < n; i++) {
+        if (strnlen(mine[i].route, sizeof mine[i].route) == sizeof mine[i].route ||
+            !cor__boot_route_name_ok(mine[i].route) ||
+            strnlen(mine[i].addr, sizeof mine[i].addr) == sizeof mine[i].addr ||
+            mine[i].port_index < -1000000 || mine[i].port_index > 1000000) {
+            cor__boot_log(b, backend, "exchange: address %d is malformed", i);
+            return COR_EINVAL;
+        }
+    }
+    return COR_OK;
+}
+
+/* ---- the one-domain session --------------------------------------------------------------- */
+
+static int none_exchange(struct cor_boot *b, int n, const struct cor_boot_addr *mine,
+                         struct cor_boot_addr **all)
+{
+    int rc = cor__boot_check_addrs(b, "none", n, mine);
+    if (rc) return rc;
+    *all = malloc((size_t)n * sizeof **all);
+    if (!*all) return COR_ENOMEM;
+    memcpy(*all, mine, (size_t)n * sizeof **all);
+    return COR_OK;
+}
+
+static int none_barrier(struct cor_boot *b)
+{
+    (void)b;
+    return COR_OK;
+}
+
+static void none_lost(struct cor_boot *b, int rank)
+{
+    (void)b;
+    (void)rank;
+}
+
+static void none_on_death(struct cor_boot *b, cor_boot_death_fn fn, void *arg)
+{
+    (void)b;
+    (void)fn;
+    (void)arg;
+}
+
+static void none_finish(struct cor_boot *b)
+{
+    free(b);
+}
+
+static const struct cor_boot_ops none_ops = {
+    .name = "none",
+    .exchange = none_exchange,
+    .barrier = none_barrier,
+    .lost = none_lost,
+    .on_death = none_on_death,
+    .finish = none_finish,
+};
+
+static int none_init(struct cor_boot **bootp)
+{
+    struct cor_boot *b = calloc(1, sizeof *b);
+    if (!b) return COR_ENOMEM;
+    *b = (struct cor_boot){
+        .ops = &none_ops, .rank = 0, .size = 1, .cookie = cor__boot_random_cookie()};
+    *bootp = b;
+    return COR_OK;
+}
+
+/* ---- choosing ------------------------------------------------------------------------------ */
+
+static int set(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v;
+}
+
+/* The name of a PMIx variable in the environment that says a PMIx server started us, or NULL. */
+static const char *pmix_variable(void)
+{
+    if (set("PMIX_NAMESPACE")) return "PMIX_NAMESPACE";
+    if (set("PMIX_RANK")) return "PMIX_RANK";
+    for (char **e = environ; e && *e; e++)
+        if (strncmp(*e, "PMIX_SERVER_URI", 15) == 0) return "PMIX_SERVER_URI";
+    return NULL;
+}
+
+/* A launcher that started several copies of us but gave no way to reach it, or NULL. */
+static const char *launcher_without_pmix(char *why, size_t len)
+{
+    static const struct {
+        const char *var, *launcher, *hint;
+    } known[] = {
+        {"SLURM_STEP_NUM_TASKS", "Slurm (srun)", "run it with srun --mpi=pmix"},
+        {"OMPI_COMM_WORLD_SIZE", "Open MPI (mpirun)", "its PMIx server did not set PMIX_*"},
+    };
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        const char *v = getenv(known[i].var);
+        if (v && atol(v) > 1) {
+            snprintf(why, len, "%s started %s copies of this program (%s=%s) without PMIx: %s",
+                     known[i].launcher, v, known[i].var, v, known[i].hint);
+            return known[i].launcher;
+        }
+    }
+    return NULL;
+}
+
+const char *cor__boot_backends(void)
+{
+#ifdef COR_HAVE_PMIX
+    return "cor-run pmix none";
+#else
+    return "cor-run none";
+#endif
+}
+
+int cor__boot_init(struct cor_boot **bootp, int *rank, int *size, uint64_t *cookie)
+{
+    if (!bootp || !rank || !size || !cookie) return COR_EINVAL;
+    *bootp = NULL;
+    int rc;
+    const char *pmix = pmix_variable();
+    char why[256];
+    if (set("COR_BOOT")) {
+        rc = cor__boot_corrun_init(bootp);
+    } else if (pmix) {
+#ifdef COR_HAVE_PMIX
+        rc = cor__boot_pmix_init(bootp);
+#else
+        cor__boot_log(NULL, "pmix",
+                      "%s is set: a PMIx launcher (srun --mpi=pmix, mpirun) started this "
+                      "program, but this libcor was built without PMIx (configure found no "
+                      "libpmix-dev, or --without-pmix)",
+                      pmix);
+        rc = COR_EBOOT;
+#endif
+    } else if (launcher_without_pmix(why, sizeof why)) {
+        cor__boot_log(NULL, "none", "%s", why);
+        rc = COR_EBOOT;
+    } else {
+        rc = none_init(bootp);
+    }
+    if (rc) return rc;
+    *rank = (*bootp)->rank;
+    *size = (*bootp)->size;
+    *cookie = (*bootp)->cookie;
+    return COR_OK;
+}
+
+int cor__boot_exchange(struct cor_boot *b, int n, const struct cor_boot_addr *mine,
+                       struct cor_boot_addr **all)
+{
+    if (!b || !all) return COR_EINVAL;
+    *all = NULL;
+    return b->ops->exchange(b, n, mine, all);
+}
+
+void cor__boot_on_death(struct cor_boot *b, cor_boot_death_fn fn, void *arg)
+{
+    if (b) b->ops->on_death(b, fn, arg);
+}
+
+int cor__boot_barrier(struct cor_boot *b)
+{
+    return b ? b->ops->barrier(b) : COR_EINVAL;
+}
+
+void cor__boot_lost(struct cor_boot *b, int rank)
+{
+    if (b && rank >= 0 && rank < b->size && rank != b->rank) b->ops->lost(b, rank);
+}
+
+void cor__boot_finish(struct cor_boot *b)
+{
+    if (b) b->ops->finish(b);
+}

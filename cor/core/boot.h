@@ -1,0 +1,101 @@
+/*
+ * Joining a session: how a domain learns its rank, the session, and its peers' route
+ * addresses, and hears that a peer died. Private to libcor.
+ *
+ * One interface, several backends chosen at run time by cor__boot_init from the environment
+ * (boot.c; the order is the README's "Bootstrap" section):
+ *   cor-run  COR_BOOT is set (bootstrap.c: cor-run's rendezvous socket)
+ *   pmix     PMIx variables are set (boot_pmix.c: Slurm's srun --mpi=pmix, Open MPI's mpirun)
+ *   none     neither: a one-domain session (rank 0, size 1, random cookie)
+ * A program that looks launched but cannot reach its launcher gets COR_EBOOT with a log line
+ * naming the launcher, never a silent one-domain session. libcorpvm's dynamic sessions do not
+ * come through here: libcorpvm joins with cor_init_join and connects peers itself.
+ *
+ * Every backend's state starts with struct cor_boot (rank, size, cookie, ops), and the
+ * cor__boot_* calls below go through its ops table.
+ */
+#ifndef COR_BOOT_H
+#define COR_BOOT_H
+
+#include <stdint.h>
+
+#include "route.h"
+
+#define COR_BOOT_MAX_ADDRS 64 /* addresses one domain may publish */
+
+struct cor_boot_addr {
+    char route[32];
+    int port_index; /* hard port index on that route; raw ports use index -1 - k */
+    char addr[COR_ADDR_MAX];
+};
+
+/* Called from a bootstrap thread when domain `rank` died; `why` is text from the launcher. */
+typedef void (*cor_boot_death_fn)(void *arg, int rank, const char *why);
+
+struct cor_boot;
+
+/* A backend. Every slot is mandatory; the calls' contracts are those of cor__boot_* below. */
+struct cor_boot_ops {
+    const char *name; /* "cor-run", "pmix", "none": what logs and cor-info call it */
+    int (*exchange)(struct cor_boot *b, int n, const struct cor_boot_addr *mine,
+                    struct cor_boot_addr **all);
+    int (*barrier)(struct cor_boot *b);
+    void (*lost)(struct cor_boot *b, int rank);
+    void (*on_death)(struct cor_boot *b, cor_boot_death_fn fn, void *arg);
+    void (*finish)(struct cor_boot *b);
+};
+
+/* The base every backend's state embeds first. Set once by the backend's init. */
+struct cor_boot {
+    const struct cor_boot_ops *ops;
+    int rank, size;
+    uint64_t cookie;
+};
+
+/* Reads the environment and joins the session through the backend it names.
+ * Errors: COR_EBOOT (logged, naming the launcher), COR_ENOMEM, COR_EINVAL. */
+int cor__boot_init(struct cor_boot **boot, int *rank, int *size, uint64_t *cookie);
+/* Publishes this domain's addresses and returns everyone's: *all gets size * n entries,
+ * rank r's at [r * n .. r * n + n), in the same order as `mine` (every domain publishes the
+ * same routes and port indices). Blocks until all domains published. Once per session.
+ * Free *all with free(). */
+int cor__boot_exchange(struct cor_boot *boot, int n, const struct cor_boot_addr *mine,
+                       struct cor_boot_addr **all);
+/* Registers the death callback (called at most once per dead rank the launcher reports). */
+void cor__boot_on_death(struct cor_boot *boot, cor_boot_death_fn fn, void *arg);
+/* Blocks until every domain entered the barrier, or a domain died (COR_EPEERDEAD).
+ * Thread-safe; one barrier at a time per domain. */
+int cor__boot_barrier(struct cor_boot *boot);
+/* This domain's routes gave `rank` up. cor-run declares it dead for the whole session (and
+ * stops it); launchers that cannot (PMIx) mark it dead here, so barriers fail instead of
+ * waiting for it. Nothing in a one-domain session or once the death is known. */
+void cor__boot_lost(struct cor_boot *boot, int rank);
+/* Says this domain finalized normally and leaves the session; frees boot. */
+void cor__boot_finish(struct cor_boot *boot);
+
+/* The backends built into this libcor, in the order cor__boot_init tries them, separated by
+ * spaces ("cor-run pmix none"): what cor-info shows. */
+const char *cor__boot_backends(void);
+
+/* ---- for the backends (boot.c) ---- */
+
+/* "cor[rank]: bootstrap (backend): msg" on stderr; b may be NULL (rank -1). */
+void cor__boot_log(const struct cor_boot *b, const char *backend, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* COR_BOOT_TIMEOUT (seconds, 1..86400, default 120): how long init and exchange wait. */
+int cor__boot_timeout_s(void);
+/* A random nonzero 64-bit session cookie. */
+uint64_t cor__boot_random_cookie(void);
+/* Checks addresses before they are published: count 1..COR_BOOT_MAX_ADDRS, route names of
+ * [A-Za-z0-9_.-], terminated addresses. COR_EINVAL (logged) if not. */
+int cor__boot_check_addrs(const struct cor_boot *b, const char *backend, int n,
+                          const struct cor_boot_addr *mine);
+int cor__boot_route_name_ok(const char *s);
+
+/* Backends' entry points: each allocates its state, fills the base, joins. */
+int cor__boot_corrun_init(struct cor_boot **boot); /* bootstrap.c */
+#ifdef COR_HAVE_PMIX
+int cor__boot_pmix_init(struct cor_boot **boot); /* boot_pmix.c */
+#endif
+
+#endif
