@@ -46,46 +46,127 @@ int pmsg_setenc(struct pmsg *mp, int enc);
 extern int pvmmytid, pvmmydsig;
 
 /* Every libpvm3/libgpvm3 function libcorpvm calls or wraps. */
+/* clang-format off: it reflows a long list of X() differently at each run */
 #define CPVM_REAL_CALLS(X)                                                                         \
     X(pvm_addhosts)                                                                                \
     X(pvm_addmhf)                                                                                  \
     X(pvm_archcode)                                                                                \
     X(pvm_bufinfo)                                                                                 \
     X(pvm_catchout)                                                                                \
-    X(pvm_config) X(pvm_delete) X(pvm_delhosts) X(pvm_delinfo) X(pvm_delmhf) X(pvm_exit) X(        \
-        pvm_export) X(pvm_freebuf) X(pvm_freecontext) X(pvm_getcontext) X(pvm_getfds)              \
-        X(pvm_getmboxinfo) X(pvm_getminfo) X(pvm_getnoresets) X(pvm_getopt) X(pvm_getrbuf) X(      \
-            pvm_getsbuf) X(pvm_gettmask) X(pvm_halt) X(pvm_hostsync) X(pvm_initsend) X(pvm_insert) \
-            X(pvm_kill) X(pvm_lookup) X(pvm_mcast) X(pvm_mkbuf) X(pvm_mstat) X(pvm_mytid)          \
-                X(pvm_newcontext) X(pvm_notify) X(pvm_nrecv) X(pvm_parent) X(pvm_perror)           \
-                    X(pvm_pkbyte) X(pvm_pkcplx) X(pvm_pkdcplx) X(pvm_pkdouble) X(pvm_pkfloat) X(   \
-                        pvm_pkint) X(pvm_pklong) X(pvm_pkmesg) X(pvm_pkmesgbody) X(pvm_pkshort)    \
-                        X(pvm_pkstr) X(pvm_pkuint) X(pvm_pkulong) X(pvm_pkushort) X(pvm_precv) X(  \
-                            pvm_probe) X(pvm_psend) X(pvm_pstat) X(pvm_putinfo) X(pvm_recv)        \
-                            X(pvm_recvf) X(pvm_recvinfo) X(pvm_reg_hoster) X(pvm_reg_rm) X(        \
-                                pvm_reg_tasker) X(pvm_reg_tracer) X(pvm_send) X(pvm_sendsig)       \
-                                X(pvm_setcontext) X(pvm_setminfo) X(pvm_setopt) X(pvm_setrbuf) X(  \
-                                    pvm_setsbuf) X(pvm_settmask) X(pvm_siblings) X(pvm_spawn)      \
-                                    X(pvm_start_pvmd) X(pvm_tasks) X(pvm_tickle) X(pvm_tidtohost)  \
-                                        X(pvm_trecv) X(pvm_unexport) X(pvm_upkbyte) X(pvm_upkcplx) \
-                                            X(pvm_upkdcplx) X(pvm_upkdouble) X(pvm_upkfloat)       \
-                                                X(pvm_upkint) X(pvm_upklong) X(pvm_upkmesg)        \
-                                                    X(pvm_upkshort) X(pvm_upkstr) X(pvm_upkuint)   \
-                                                        X(pvm_upkulong) X(pvm_upkushort)           \
-                                                            X(pvm_version) X(pvm_vpackf)           \
-                                                                X(pvm_vunpackf) X(midtobuf)        \
-                                                                    X(mesg_input) X(umbuf_new)     \
-                                                                        X(fr_new) X(pmsg_setlen)   \
-                                                                            X(pmsg_setenc)
+    X(pvm_config)                                                                                  \
+    X(pvm_delete)                                                                                  \
+    X(pvm_delhosts)                                                                                \
+    X(pvm_delinfo)                                                                                 \
+    X(pvm_delmhf)                                                                                  \
+    X(pvm_exit)                                                                                    \
+    X(pvm_export)                                                                                  \
+    X(pvm_freebuf)                                                                                 \
+    X(pvm_freecontext)                                                                             \
+    X(pvm_getcontext)                                                                              \
+    X(pvm_getfds)                                                                                  \
+    X(pvm_getmboxinfo)                                                                             \
+    X(pvm_getminfo)                                                                                \
+    X(pvm_getnoresets)                                                                             \
+    X(pvm_getopt)                                                                                  \
+    X(pvm_getrbuf)                                                                                 \
+    X(pvm_getsbuf)                                                                                 \
+    X(pvm_gettmask)                                                                                \
+    X(pvm_halt)                                                                                    \
+    X(pvm_hostsync)                                                                                \
+    X(pvm_initsend)                                                                                \
+    X(pvm_insert)                                                                                  \
+    X(pvm_kill)                                                                                    \
+    X(pvm_lookup)                                                                                  \
+    X(pvm_mcast)                                                                                   \
+    X(pvm_mkbuf)                                                                                   \
+    X(pvm_mstat)                                                                                   \
+    X(pvm_mytid)                                                                                   \
+    X(pvm_newcontext)                                                                              \
+    X(pvm_notify)                                                                                  \
+    X(pvm_nrecv)                                                                                   \
+    X(pvm_parent)                                                                                  \
+    X(pvm_perror)                                                                                  \
+    X(pvm_pkbyte)                                                                                  \
+    X(pvm_pkcplx)                                                                                  \
+    X(pvm_pkdcplx)                                                                                 \
+    X(pvm_pkdouble)                                                                                \
+    X(pvm_pkfloat)                                                                                 \
+    X(pvm_pkint)                                                                                   \
+    X(pvm_pklong)                                                                                  \
+    X(pvm_pkmesg)                                                                                  \
+    X(pvm_pkmesgbody)                                                                              \
+    X(pvm_pkshort)                                                                                 \
+    X(pvm_pkstr)                                                                                   \
+    X(pvm_pkuint)                                                                                  \
+    X(pvm_pkulong)                                                                                 \
+    X(pvm_pkushort)                                                                                \
+    X(pvm_precv)                                                                                   \
+    X(pvm_probe)                                                                                   \
+    X(pvm_psend)                                                                                   \
+    X(pvm_pstat)                                                                                   \
+    X(pvm_putinfo)                                                                                 \
+    X(pvm_recv)                                                                                    \
+    X(pvm_recvf)                                                                                   \
+    X(pvm_recvinfo)                                                                                \
+    X(pvm_reg_hoster)                                                                              \
+    X(pvm_reg_rm)                                                                                  \
+    X(pvm_reg_tasker)                                                                              \
+    X(pvm_reg_tracer)                                                                              \
+    X(pvm_send)                                                                                    \
+    X(pvm_sendsig)                                                                                 \
+    X(pvm_setcontext)                                                                              \
+    X(pvm_setminfo)                                                                                \
+    X(pvm_setopt)                                                                                  \
+    X(pvm_setrbuf)                                                                                 \
+    X(pvm_setsbuf)                                                                                 \
+    X(pvm_settmask)                                                                                \
+    X(pvm_siblings)                                                                                \
+    X(pvm_spawn)                                                                                   \
+    X(pvm_start_pvmd)                                                                              \
+    X(pvm_tasks)                                                                                   \
+    X(pvm_tickle)                                                                                  \
+    X(pvm_tidtohost)                                                                               \
+    X(pvm_trecv)                                                                                   \
+    X(pvm_unexport)                                                                                \
+    X(pvm_upkbyte)                                                                                 \
+    X(pvm_upkcplx)                                                                                 \
+    X(pvm_upkdcplx)                                                                                \
+    X(pvm_upkdouble)                                                                               \
+    X(pvm_upkfloat)                                                                                \
+    X(pvm_upkint)                                                                                  \
+    X(pvm_upklong)                                                                                 \
+    X(pvm_upkmesg)                                                                                 \
+    X(pvm_upkshort)                                                                                \
+    X(pvm_upkstr)                                                                                  \
+    X(pvm_upkuint)                                                                                 \
+    X(pvm_upkulong)                                                                                \
+    X(pvm_upkushort)                                                                               \
+    X(pvm_version)                                                                                 \
+    X(pvm_vpackf)                                                                                  \
+    X(pvm_vunpackf)                                                                                \
+    X(midtobuf)                                                                                    \
+    X(mesg_input)                                                                                  \
+    X(umbuf_new)                                                                                   \
+    X(fr_new)                                                                                      \
+    X(pmsg_setlen)                                                                                 \
+    X(pmsg_setenc)
+/* clang-format on */
 
 /* libgpvm3, present only in programs that link it. */
+/* clang-format off: it reflows a long list of X() differently at each run */
 #define CPVM_GROUP_CALLS(X)                                                                        \
     X(pvm_barrier)                                                                                 \
     X(pvm_bcast)                                                                                   \
     X(pvm_freezegroup)                                                                             \
     X(pvm_gather)                                                                                  \
     X(pvm_getinst)                                                                                 \
-    X(pvm_gettid) X(pvm_gsize) X(pvm_joingroup) X(pvm_lvgroup) X(pvm_reduce) X(pvm_scatter)
+    X(pvm_gettid)                                                                                  \
+    X(pvm_gsize)                                                                                   \
+    X(pvm_joingroup)                                                                               \
+    X(pvm_lvgroup)                                                                                 \
+    X(pvm_reduce)                                                                                  \
+    X(pvm_scatter)
+/* clang-format on */
 
 #define CPVM_REAL_MEMBER(name) __typeof__(name) *name;
 struct cpvm_real {
