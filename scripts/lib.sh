@@ -6,7 +6,7 @@ COR_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # Debian packages the build, the tests and the sanitizer runs need.
 COR_PACKAGES=(build-essential autoconf automake libtool pkg-config libcunit1-dev libfabric-dev
-    libfabric-bin pvm-dev pvm pvm-examples iproute2 clang libclang-rt-14-dev python3
+    libfabric-bin pvm-dev pvm pvm-examples iproute2 clang clang-format libclang-rt-14-dev python3
     man-db groff-base util-linux gnuplot-nox)
 
 say() { printf '\n=== %s\n' "$*"; }
