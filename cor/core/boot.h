@@ -19,7 +19,7 @@
 
 #include <stdint.h>
 
-#include "route.h"
+#include "cor/route.h"
 
 #define COR_BOOT_MAX_ADDRS 64 /* addresses one domain may publish */
 

@@ -16,7 +16,7 @@
 
 #include "cor/cor.h"
 #include "boot.h"
-#include "route.h"
+#include "cor/route.h"
 
 #define COR_ROUTES_MAX 4
 #define COR_HPORTS_MAX 8      /* per route */

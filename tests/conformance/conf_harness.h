@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "route.h"
+#include "cor/route.h"
 
 #define H_MAX_PORTS 4
 

@@ -20,7 +20,7 @@
 
 #include "gm.h"
 #include "gm_compat.h"
-#include "route.h"
+#include "cor/route.h"
 #include "rutil.h"
 
 /* Every GM message starts with a header. Data frames (low priority): 32 bits of the session

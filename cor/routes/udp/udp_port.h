@@ -11,7 +11,7 @@
 
 #include <pthread.h>
 
-#include "route.h"
+#include "cor/route.h"
 #include "udp_reasm.h"
 #include "udp_sock.h"
 #include "udp_window.h"

@@ -24,7 +24,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "route.h"
+#include "cor/route.h"
 
 /* ---- clock ---------------------------------------------------------------------------- */
 
