@@ -93,6 +93,75 @@ int cor__boot_check_addrs(const struct cor_boot *b, const char *backend, int n,
     return COR_OK;
 }
 
+/* ---- the address blob (boot.h) ------------------------------------------------------------ */
+
+#define BLOB_MAGIC 'C'
+#define BLOB_VERSION 1
+
+int cor__boot_blob_encode(int n, const struct cor_boot_addr *mine, unsigned char **blob,
+                          size_t *len)
+{
+    *blob = NULL;
+    *len = 0;
+    if (n < 1 || n > COR_BOOT_MAX_ADDRS) return COR_EINVAL;
+    size_t cap = 3 + (size_t)n * (1 + sizeof mine->route + 4 + 2 + COR_ADDR_MAX), k = 0;
+    unsigned char *p = malloc(cap);
+    if (!p) return COR_ENOMEM;
+    p[k++] = BLOB_MAGIC;
+    p[k++] = BLOB_VERSION;
+    p[k++] = (unsigned char)n;
+    for (int i = 0; i < n; i++) {
+        size_t rl = strnlen(mine[i].route, sizeof mine[i].route);
+        size_t al = strnlen(mine[i].addr, sizeof mine[i].addr);
+        if (rl == 0 || rl == sizeof mine[i].route || al == sizeof mine[i].addr) {
+            free(p);
+            return COR_EINVAL;
+        }
+        uint32_t pi = (uint32_t)mine[i].port_index;
+        p[k++] = (unsigned char)rl;
+        memcpy(p + k, mine[i].route, rl);
+        k += rl;
+        for (int s = 24; s >= 0; s -= 8)
+            p[k++] = (unsigned char)(pi >> s);
+        p[k++] = (unsigned char)(al >> 8);
+        p[k++] = (unsigned char)al;
+        memcpy(p + k, mine[i].addr, al);
+        k += al;
+    }
+    *blob = p;
+    *len = k;
+    return COR_OK;
+}
+
+int cor__boot_blob_decode(const unsigned char *blob, size_t len, int n, struct cor_boot_addr *out)
+{
+    size_t k = 3;
+    if (!blob || len < 3 || blob[0] != BLOB_MAGIC || blob[1] != BLOB_VERSION || blob[2] != n ||
+        n < 1 || n > COR_BOOT_MAX_ADDRS)
+        return COR_EINVAL;
+    for (int i = 0; i < n; i++) {
+        struct cor_boot_addr *a = &out[i];
+        memset(a, 0, sizeof *a);
+        if (len - k < 1) return COR_EINVAL;
+        size_t rl = blob[k++];
+        if (rl == 0 || rl >= sizeof a->route || len - k < rl + 4 + 2) return COR_EINVAL;
+        memcpy(a->route, blob + k, rl);
+        k += rl;
+        if (!cor__boot_route_name_ok(a->route)) return COR_EINVAL;
+        uint32_t pi = 0;
+        for (int s = 0; s < 4; s++)
+            pi = pi << 8 | blob[k++];
+        a->port_index = (int)(int32_t)pi;
+        if (a->port_index < -1000000 || a->port_index > 1000000) return COR_EINVAL;
+        size_t al = (size_t)blob[k] << 8 | blob[k + 1];
+        k += 2;
+        if (al >= sizeof a->addr || len - k < al || memchr(blob + k, 0, al)) return COR_EINVAL;
+        memcpy(a->addr, blob + k, al);
+        k += al;
+    }
+    return k == len ? COR_OK : COR_EINVAL;
+}
+
 /* ---- the one-domain session --------------------------------------------------------------- */
 
 static int none_exchange(struct cor_boot *b, int n, const struct cor_boot_addr *mine,

@@ -91,6 +91,15 @@ uint64_t cor__boot_random_cookie(void);
 int cor__boot_check_addrs(const struct cor_boot *b, const char *backend, int n,
                           const struct cor_boot_addr *mine);
 int cor__boot_route_name_ok(const char *s);
+/* A domain's addresses as one binary-safe blob, for backends that move bytes (PMIx):
+ * 'C', 1 (version), count, then per address: route length (1 byte), route, port index (4
+ * bytes, big-endian, two's complement), address length (2 bytes, big-endian), address bytes.
+ * encode: *blob from malloc (free it), COR_ENOMEM or COR_EINVAL. decode: the blob is
+ * untrusted; it must hold exactly n well-formed addresses (route names as above, no NUL in an
+ * address, nothing left over), else COR_EINVAL; out[n] is filled. */
+int cor__boot_blob_encode(int n, const struct cor_boot_addr *mine, unsigned char **blob,
+                          size_t *len);
+int cor__boot_blob_decode(const unsigned char *blob, size_t len, int n, struct cor_boot_addr *out);
 
 /* Backends' entry points: each allocates its state, fills the base, joins. */
 int cor__boot_corrun_init(struct cor_boot **boot); /* bootstrap.c */

@@ -2,3 +2,6 @@
  * that cor-run and the bootstrap protocol can be tested in isolation. */
 #include "boot.c"
 #include "bootstrap.c"
+#ifdef COR_HAVE_PMIX
+#include "boot_pmix.c"
+#endif

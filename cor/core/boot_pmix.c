@@ -1,0 +1,379 @@
+/*
+ * The PMIx backend of the bootstrap (boot.h): domains started by a PMIx server, Slurm's
+ * `srun --mpi=pmix` or Open MPI's `mpirun`.
+ *
+ * - Rank from PMIx_Init; size (PMIX_JOB_SIZE), local size and local peers from PMIx_Get on
+ *   the job (wildcard rank).
+ * - Session cookie: rank 0 draws it and puts it (key "cor.cookie"); the others get it from
+ *   rank 0 directly (the server fetches it when rank 0 committed: no fence). It must be
+ *   secret (the routes drop frames without it), so it is not derived from the namespace.
+ * - Exchange: each domain puts all its hard ports' addresses once, as one binary-safe blob
+ *   (cor__boot_blob_encode; key "cor.addrs", PMIX_GLOBAL), commits, then one PMIx_Fence with
+ *   PMIX_COLLECT_DATA; every get after it is answered from the local copy of the data. Slurm
+ *   supports no publish/lookup, so put/fence/get is the one way that works under both.
+ * - Barrier: PMIx_Fence without data, non-blocking, so that a domain our routes gave up
+ *   (cor__boot_lost) ends the wait with COR_EPEERDEAD instead of leaving it hanging. A fence
+ *   given up that way is never started again: after a loss every barrier fails at once.
+ * - Deaths: the launchers report none to the survivors (Slurm and mpirun end the job when a
+ *   task dies); the routes detect a dead peer and the core fails what was toward it.
+ * - Domains on several hosts (PMIX_LOCAL_SIZE < PMIX_JOB_SIZE): unless the user chose, the gm
+ *   route goes over libfabric's tcp provider (COR_GM_PROVIDER=tcp) and the routes bind to the
+ *   address toward the peers (COR_BIND=auto); the gm route's node map then comes from the
+ *   exchange (each address carries the node's TCP endpoint), never from GM_NODES by hand.
+ */
+#include "boot.h"
+
+#include <pmix.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define KEY_COOKIE "cor.cookie"
+#define KEY_ADDRS "cor.addrs"
+
+struct pboot {
+    struct cor_boot base; /* rank, size, cookie: set at init, read-only after */
+    pmix_proc_t self;     /* our namespace and rank */
+    int local_size;       /* domains on our host (PMIX_LOCAL_SIZE) */
+    int local_rank;       /* our rank among them (PMIX_LOCAL_RANK) */
+
+    pthread_mutex_t bmu; /* one barrier at a time */
+
+    pthread_mutex_t mu; /* guards everything below */
+    pthread_cond_t cv;
+    unsigned fences_done; /* barrier fences completed (PMIx's progress thread counts them) */
+    int fence_status;     /* the last one's status */
+    int fence_abandoned;  /* a barrier gave up on its fence (a peer was lost) */
+    int exchanged;
+    int nlost;
+    unsigned char *lost; /* [size]: our routes gave this rank up */
+};
+
+static const struct cor_boot_ops pb_ops;
+
+static void plog(const struct pboot *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void plog(const struct pboot *b, const char *fmt, ...)
+{
+    char msg[480];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    cor__boot_log(b ? &b->base : NULL, "pmix", "%s", msg);
+}
+
+/* Who started us, for error messages: Slurm names its namespaces "slurm.pmix.<job>.<step>". */
+static const char *launcher_name(void)
+{
+    const char *ns = getenv("PMIX_NAMESPACE");
+    if (ns && strncmp(ns, "slurm.pmix.", 11) == 0) return "Slurm's srun --mpi=pmix";
+    if (getenv("OMPI_COMMAND") || getenv("OMPI_COMM_WORLD_SIZE") || getenv("OMPI_MCA_orte_hnp_uri"))
+        return "Open MPI's mpirun";
+    return "the PMIx launcher (srun --mpi=pmix or mpirun)";
+}
+
+/* Gets a job-level (wildcard rank) or own value as an unsigned integer of any PMIx width. */
+static int get_uint(struct pboot *b, int wildcard, const char *key, unsigned long *out)
+{
+    pmix_proc_t who = b->self;
+    if (wildcard) who.rank = PMIX_RANK_WILDCARD;
+    pmix_value_t *v = NULL;
+    pmix_status_t rc = PMIx_Get(&who, key, NULL, 0, &v);
+    if (rc != PMIX_SUCCESS || !v) return -1;
+    int ok = 0;
+    switch (v->type) {
+    case PMIX_UINT32:
+        *out = v->data.uint32;
+        break;
+    case PMIX_UINT16:
+        *out = v->data.uint16;
+        break;
+    case PMIX_UINT64:
+        *out = (unsigned long)v->data.uint64;
+        break;
+    case PMIX_UINT8:
+        *out = v->data.uint8;
+        break;
+    case PMIX_INT:
+        ok = v->data.integer < 0 ? -1 : 0;
+        *out = (unsigned long)v->data.integer;
+        break;
+    default:
+        ok = -1;
+    }
+    PMIX_VALUE_RELEASE(v);
+    return ok;
+}
+
+static void pb_free(struct pboot *b)
+{
+    pthread_mutex_destroy(&b->bmu);
+    pthread_mutex_destroy(&b->mu);
+    pthread_cond_destroy(&b->cv);
+    free(b->lost);
+    free(b);
+}
+
+/* Rank 0 draws the cookie and puts it; the others fetch it from rank 0. */
+static int share_cookie(struct pboot *b)
+{
+    pmix_status_t rc;
+    if (b->base.rank == 0) {
+        pmix_value_t v;
+        PMIX_VALUE_CONSTRUCT(&v);
+        v.type = PMIX_UINT64;
+        v.data.uint64 = b->base.cookie = cor__boot_random_cookie();
+        if ((rc = PMIx_Put(PMIX_GLOBAL, KEY_COOKIE, &v)) != PMIX_SUCCESS ||
+            (rc = PMIx_Commit()) != PMIX_SUCCESS) {
+            plog(b, "cannot publish the session cookie: %s", PMIx_Error_string(rc));
+            return COR_EBOOT;
+        }
+        return COR_OK;
+    }
+    pmix_proc_t zero = b->self;
+    zero.rank = 0;
+    pmix_info_t info;
+    int timeout = cor__boot_timeout_s();
+    PMIX_INFO_LOAD(&info, PMIX_TIMEOUT, &timeout, PMIX_INT);
+    pmix_value_t *v = NULL;
+    rc = PMIx_Get(&zero, KEY_COOKIE, &info, 1, &v);
+    PMIX_INFO_DESTRUCT(&info);
+    if (rc != PMIX_SUCCESS || !v || v->type != PMIX_UINT64 || v->data.uint64 == 0) {
+        plog(b, "cannot get the session cookie from domain 0: %s",
+             rc != PMIX_SUCCESS ? PMIx_Error_string(rc) : "wrong type");
+        if (v) PMIX_VALUE_RELEASE(v);
+        return COR_EBOOT;
+    }
+    b->base.cookie = v->data.uint64;
+    PMIX_VALUE_RELEASE(v);
+    return COR_OK;
+}
+
+/* Domains on several hosts: the defaults that reach across them, unless the user chose. */
+static void across_hosts(struct pboot *b)
+{
+    if (b->local_size <= 0 || b->local_size >= b->base.size) return;
+    const char *p = getenv("COR_GM_PROVIDER"), *m1 = getenv("GM_NODES"),
+               *m2 = getenv("GM_NODE_MAP"), *bind = getenv("COR_BIND");
+    /* No thread of ours runs yet; PMIx's progress thread reads no COR_ or GM_ variable. */
+    if (!(p && *p) && !(m1 && *m1) && !(m2 && *m2)) setenv("COR_GM_PROVIDER", "tcp", 1);
+    if (!(bind && *bind)) setenv("COR_BIND", "auto", 1);
+}
+
+int cor__boot_pmix_init(struct cor_boot **bootp)
+{
+    *bootp = NULL;
+    struct pboot *b = calloc(1, sizeof *b);
+    if (!b) return COR_ENOMEM;
+    pthread_mutex_init(&b->bmu, NULL);
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&b->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    b->base.ops = &pb_ops;
+    b->base.rank = -1;
+
+    pmix_status_t rc = PMIx_Init(&b->self, NULL, 0);
+    if (rc != PMIX_SUCCESS) {
+        const char *ns = getenv("PMIX_NAMESPACE");
+        plog(NULL,
+             "PMIx variables say %s started this program (PMIX_NAMESPACE=%.64s), but its PMIx "
+             "server cannot be reached: PMIx_Init: %s",
+             launcher_name(), ns ? ns : "(unset)", PMIx_Error_string(rc));
+        pb_free(b);
+        return COR_EBOOT;
+    }
+    unsigned long size, lsize = 0, lrank = 0;
+    if (b->self.rank > (pmix_rank_t)COR_MAX_DOMAINS || get_uint(b, 1, PMIX_JOB_SIZE, &size) ||
+        size < 1 || size > COR_MAX_DOMAINS || b->self.rank >= size) {
+        plog(NULL, "%s gave no usable job size or rank (rank %u; 1..%d domains allowed)",
+             launcher_name(), (unsigned)b->self.rank, COR_MAX_DOMAINS);
+        goto fail;
+    }
+    b->base.rank = (int)b->self.rank;
+    b->base.size = (int)size;
+    /* Local size and rank are optional (1 host assumed without them). */
+    if (get_uint(b, 1, PMIX_LOCAL_SIZE, &lsize) || lsize < 1 || lsize > size) lsize = size;
+    if (get_uint(b, 0, PMIX_LOCAL_RANK, &lrank) || lrank >= lsize) lrank = 0;
+    b->local_size = (int)lsize;
+    b->local_rank = (int)lrank;
+    b->lost = calloc(size, 1);
+    if (!b->lost) goto fail;
+    if (share_cookie(b)) goto fail;
+    across_hosts(b);
+    *bootp = &b->base;
+    return COR_OK;
+
+fail:
+    PMIx_Finalize(NULL, 0);
+    pb_free(b);
+    return COR_EBOOT;
+}
+
+static int pb_exchange(struct cor_boot *base, int n, const struct cor_boot_addr *mine,
+                       struct cor_boot_addr **all)
+{
+    struct pboot *b = (struct pboot *)base;
+    int err = cor__boot_check_addrs(base, "pmix", n, mine);
+    if (err) return err;
+    pthread_mutex_lock(&b->mu);
+    int again = b->exchanged;
+    b->exchanged = 1;
+    pthread_mutex_unlock(&b->mu);
+    if (again) {
+        plog(b, "exchange: called twice (once per session)");
+        return COR_ESTATE;
+    }
+    unsigned char *blob;
+    size_t len;
+    if ((err = cor__boot_blob_encode(n, mine, &blob, &len))) return err;
+    pmix_value_t v;
+    PMIX_VALUE_CONSTRUCT(&v);
+    v.type = PMIX_BYTE_OBJECT;
+    v.data.bo.bytes = (char *)blob;
+    v.data.bo.size = len;
+    pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, KEY_ADDRS, &v); /* copies the blob */
+    free(blob);
+    if (rc == PMIX_SUCCESS) rc = PMIx_Commit();
+    if (rc != PMIX_SUCCESS) {
+        plog(b, "exchange: cannot put our addresses: %s", PMIx_Error_string(rc));
+        return COR_EBOOT;
+    }
+    pmix_info_t info[2];
+    bool collect = true;
+    int timeout = cor__boot_timeout_s();
+    PMIX_INFO_LOAD(&info[0], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+    PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &timeout, PMIX_INT);
+    rc = PMIx_Fence(NULL, 0, info, 2);
+    PMIX_INFO_DESTRUCT(&info[0]);
+    PMIX_INFO_DESTRUCT(&info[1]);
+    if (rc != PMIX_SUCCESS) {
+        plog(b, "exchange: the fence failed: %s", PMIx_Error_string(rc));
+        return rc == PMIX_ERR_TIMEOUT ? COR_ETIMEDOUT : COR_EBOOT;
+    }
+    struct cor_boot_addr *table = calloc((size_t)b->base.size * (size_t)n, sizeof *table);
+    if (!table) return COR_ENOMEM;
+    pmix_info_t opt;
+    bool optional = true; /* after the fence, only the local copy: a missing key is an error */
+    PMIX_INFO_LOAD(&opt, PMIX_OPTIONAL, &optional, PMIX_BOOL);
+    pmix_proc_t who = b->self;
+    for (int r = 0; r < b->base.size && !err; r++) {
+        pmix_value_t *got = NULL;
+        who.rank = (pmix_rank_t)r;
+        rc = PMIx_Get(&who, KEY_ADDRS, &opt, 1, &got);
+        if (rc != PMIX_SUCCESS || !got || got->type != PMIX_BYTE_OBJECT) {
+            plog(b, "exchange: no addresses from domain %d: %s", r,
+                 rc != PMIX_SUCCESS ? PMIx_Error_string(rc) : "wrong type");
+            err = COR_EBOOT;
+        } else if (cor__boot_blob_decode((const unsigned char *)got->data.bo.bytes,
+                                         got->data.bo.size, n, &table[(size_t)r * n])) {
+            plog(b,
+                 "exchange: domain %d published %zu bytes that are not %d addresses (all "
+                 "domains must open the same routes and ports)",
+                 r, got->data.bo.size, n);
+            err = COR_EBOOT;
+        }
+        if (got) PMIX_VALUE_RELEASE(got);
+    }
+    PMIX_INFO_DESTRUCT(&opt);
+    if (err) {
+        free(table);
+        return err;
+    }
+    *all = table;
+    return COR_OK;
+}
+
+static void fence_done(pmix_status_t status, void *cbdata)
+{
+    struct pboot *b = cbdata;
+    pthread_mutex_lock(&b->mu);
+    b->fences_done++;
+    b->fence_status = status;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
+static int pb_barrier(struct cor_boot *base)
+{
+    struct pboot *b = (struct pboot *)base;
+    pthread_mutex_lock(&b->bmu);
+    pthread_mutex_lock(&b->mu);
+    int rc = b->nlost || b->fence_abandoned ? COR_EPEERDEAD : COR_OK;
+    unsigned want = b->fences_done + 1;
+    pthread_mutex_unlock(&b->mu);
+    if (rc == COR_OK) {
+        pmix_status_t st = PMIx_Fence_nb(NULL, 0, NULL, 0, fence_done, b);
+        if (st != PMIX_SUCCESS) {
+            plog(b, "barrier: PMIx_Fence_nb: %s", PMIx_Error_string(st));
+            rc = COR_EBOOT;
+        }
+    }
+    if (rc == COR_OK) {
+        pthread_mutex_lock(&b->mu);
+        /* No timeout: a barrier may wait for a long computation; a loss ends it. */
+        while (b->fences_done < want && !b->nlost)
+            pthread_cond_wait(&b->cv, &b->mu);
+        if (b->fences_done < want) {
+            b->fence_abandoned = 1;
+            rc = COR_EPEERDEAD;
+        } else if (b->fence_status != PMIX_SUCCESS) {
+            plog(b, "barrier: the fence failed: %s", PMIx_Error_string(b->fence_status));
+            rc = COR_EBOOT;
+        }
+        pthread_mutex_unlock(&b->mu);
+    }
+    pthread_mutex_unlock(&b->bmu);
+    return rc;
+}
+
+static void pb_lost(struct cor_boot *base, int rank)
+{
+    struct pboot *b = (struct pboot *)base;
+    pthread_mutex_lock(&b->mu);
+    int first = !b->lost[rank];
+    if (first) {
+        b->lost[rank] = 1;
+        b->nlost++;
+        pthread_cond_broadcast(&b->cv);
+    }
+    pthread_mutex_unlock(&b->mu);
+    if (first)
+        plog(b,
+             "the routes gave domain %d up; %s reports no deaths, so barriers fail from now on "
+             "instead of waiting for it",
+             rank, launcher_name());
+}
+
+static void pb_on_death(struct cor_boot *base, cor_boot_death_fn fn, void *arg)
+{
+    /* The launchers tell survivors of no death (PMIx events never came, under Slurm or
+     * mpirun --enable-recovery): nothing to register; the routes report deaths. */
+    (void)base;
+    (void)fn;
+    (void)arg;
+}
+
+static void pb_finish(struct cor_boot *base)
+{
+    struct pboot *b = (struct pboot *)base;
+    /* PMIx_Finalize stops PMIx's progress thread: no fence_done may run after it. */
+    pmix_status_t rc = PMIx_Finalize(NULL, 0);
+    if (rc != PMIX_SUCCESS) plog(b, "PMIx_Finalize: %s", PMIx_Error_string(rc));
+    pb_free(b);
+}
+
+static const struct cor_boot_ops pb_ops = {
+    .name = "pmix",
+    .exchange = pb_exchange,
+    .barrier = pb_barrier,
+    .lost = pb_lost,
+    .on_death = pb_on_death,
+    .finish = pb_finish,
+};
