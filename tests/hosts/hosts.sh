@@ -36,6 +36,6 @@ esac
 # Cleanup leaves nothing: run it now (it is idempotent) and look.
 tag=$HOSTS_TAG
 hosts_cleanup
-left=$(ip netns list | grep "^$tag" ; ls -d /etc/netns/$tag* 2>/dev/null; grep "$WORK/hosts/uts" /proc/mounts)
+left=$(ip netns list | grep "^$tag" ; grep "$WORK/hosts/uts" /proc/mounts)
 [ -z "$left" ] || die "left behind: $left"
 say "PASS"

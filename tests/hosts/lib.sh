@@ -37,7 +37,7 @@ hosts_skip() {
 }
 
 # hosts_cleanup: kills what still runs inside our namespaces (only ours: their names hold $$),
-# deletes them (their links and the bridge go with them), the UTS namespaces and /etc/netns/NS.
+# deletes them (their links and the bridge go with them) and the UTS namespaces.
 hosts_cleanup() {
     for hc_ns in $HOSTS_NSLIST; do
         hc_pids=$(ip netns pids "$hc_ns" 2>/dev/null)
@@ -45,7 +45,6 @@ hosts_cleanup() {
     done
     for hc_ns in $HOSTS_NSLIST; do
         ip netns del "$hc_ns" 2>/dev/null
-        rm -rf "/etc/netns/$hc_ns"
     done
     for hc_u in "$HOSTS_DIR"/uts.*; do
         [ -e "$hc_u" ] || continue
@@ -121,13 +120,6 @@ hosts_create() {
         echo "$hname" >>"$HOSTS_DIR/hostfile"
         HOSTS_NAMES="$HOSTS_NAMES${HOSTS_NAMES:+ }$hname"
         hi=$((hi + 1))
-    done
-    # `ip netns exec NS` bind-mounts /etc/netns/NS/* over /etc/*: every host resolves every
-    # host's name through its own /etc/hosts.
-    for hname in $HOSTS_NAMES; do
-        hns=$(host_ns "$hname")
-        mkdir -p "/etc/netns/$hns" && cp "$HOSTS_DIR/hosts" "/etc/netns/$hns/hosts" ||
-            hosts_fail "cannot write /etc/netns/$hns/hosts"
     done
     # The carrier (and the bridge port's forwarding state) come up asynchronously; routes
     # that pick their interface by carrier want it. 10 s at most.
