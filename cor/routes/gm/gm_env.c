@@ -8,6 +8,7 @@
  * to libgm-compat with gm_compat_configure (gm_compat.h), never through the environment: setenv
  * races with other threads reading it, and children of the domain must not inherit them.
  */
+#include <arpa/inet.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,11 +65,18 @@ const char *gmr_tcp_address(void)
 }
 
 /* Our node's TCP endpoint when domains learn each other at run time: the bind address the
- * core was given and a port base of our own (GM_PORT_BASE + 16 x rank). */
+ * core was given ("auto": the one rutil_auto_ipv4 picks, as the udp route does; domains on
+ * several hosts need it, a loopback address would send each peer to itself) and a port base
+ * of our own (GM_PORT_BASE + 16 x rank). */
 static int tcp_endpoint(const struct cor_route_config *cfg)
 {
     const char *ip = cfg->bind_hint;
-    if (!ip || !strcmp(ip, "loopback") || !strcmp(ip, "auto")) ip = "127.0.0.1";
+    char picked[INET_ADDRSTRLEN];
+    if (ip && !strcmp(ip, "auto")) {
+        rutil_auto_ipv4(picked, NULL);
+        ip = picked;
+    }
+    if (!ip || !strcmp(ip, "loopback")) ip = "127.0.0.1";
     const char *b = getenv("GM_PORT_BASE");
     unsigned long base = b && *b ? strtoul(b, NULL, 10) : 27000;
     base += 16ul * cfg->self;

@@ -41,10 +41,20 @@ int udp_addr_pick(const char *hint, char *ip, uint32_t *dgram, int *loopback)
         *loopback = 1;
         return 0;
     }
-    int want_auto = !strcmp(hint, "auto");
+    if (!strcmp(hint, "auto")) {
+        char ifname[IF_NAMESIZE];
+        if (rutil_auto_ipv4(ip, ifname) == 0) {
+            *dgram = iface_dgram(ifname);
+            *loopback = 0;
+        } else { /* no usable interface: loopback still works for one host */
+            *dgram = UDP_DGRAM_MAX;
+            *loopback = 1;
+        }
+        return 0;
+    }
     struct in_addr want;
-    if (!want_auto && inet_pton(AF_INET, hint, &want) != 1) return -1;
-    if (!want_auto && is_loop(want)) {
+    if (inet_pton(AF_INET, hint, &want) != 1) return -1;
+    if (is_loop(want)) {
         snprintf(ip, INET_ADDRSTRLEN, "%s", hint);
         *dgram = UDP_DGRAM_MAX;
         *loopback = 1;
@@ -56,13 +66,7 @@ int udp_addr_pick(const char *hint, char *ip, uint32_t *dgram, int *loopback)
         for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next) {
             if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
             struct in_addr a = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
-            if (want_auto) {
-                if ((i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP) ||
-                    !(i->ifa_flags & IFF_RUNNING) || is_loop(a))
-                    continue;
-            } else if (a.s_addr != want.s_addr) {
-                continue;
-            }
+            if (a.s_addr != want.s_addr) continue;
             inet_ntop(AF_INET, &a, ip, INET_ADDRSTRLEN);
             *dgram = (i->ifa_flags & IFF_LOOPBACK) ? UDP_DGRAM_MAX : iface_dgram(i->ifa_name);
             *loopback = !!(i->ifa_flags & IFF_LOOPBACK);
@@ -71,12 +75,6 @@ int udp_addr_pick(const char *hint, char *ip, uint32_t *dgram, int *loopback)
         freeifaddrs(ifs);
     }
     if (found) return 0;
-    if (want_auto) { /* no usable interface: loopback still works for one host */
-        strcpy(ip, "127.0.0.1");
-        *dgram = UDP_DGRAM_MAX;
-        *loopback = 1;
-        return 0;
-    }
     /* An explicit address we cannot see (e.g. not yet configured): bind() will tell. */
     snprintf(ip, INET_ADDRSTRLEN, "%s", hint);
     *dgram = 1500 - UDP_IP_OVERHEAD;

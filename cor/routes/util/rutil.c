@@ -1,7 +1,11 @@
-/* Logging, open() checks and the failed-peer list of the route layer (rutil.h). */
+/* Logging, open() checks, "auto" addresses and the failed-peer list of the route layer. */
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "rutil.h"
 
@@ -13,6 +17,27 @@ void rutil_log(const char *who, const char *fmt, ...)
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     fprintf(stderr, "%s: %s\n", who, line);
+}
+
+int rutil_auto_ipv4(char *ip, char *ifname)
+{
+    struct ifaddrs *ifs = NULL;
+    int found = 0;
+    if (getifaddrs(&ifs) == 0) {
+        for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next) {
+            if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+            struct in_addr a = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+            if ((i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP) ||
+                !(i->ifa_flags & IFF_RUNNING) || (ntohl(a.s_addr) >> 24) == 127)
+                continue;
+            inet_ntop(AF_INET, &a, ip, INET_ADDRSTRLEN);
+            if (ifname) snprintf(ifname, IF_NAMESIZE, "%s", i->ifa_name);
+            found = 1;
+        }
+        freeifaddrs(ifs);
+    }
+    if (!found) strcpy(ip, "127.0.0.1");
+    return found ? 0 : -1;
 }
 
 int rutil_open_check(const char *who, const struct cor_route_config *cfg,

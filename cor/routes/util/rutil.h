@@ -62,6 +62,15 @@ static inline struct timespec rutil_abstime(uint64_t ns)
  * messages are cut at 512 bytes. Each route wraps it: udp_log("..."), gmr_log("..."). */
 void rutil_log(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* ---- addresses ----------------------------------------------------------------------- */
+
+/* What the bind hint "auto" means for every route: the first IPv4 address of an interface
+ * that is up, has its carrier and is not loopback (getifaddrs order). Writes its dotted form
+ * to ip (at least 16 bytes) and, if ifname is not NULL, the interface's name (at least
+ * IF_NAMESIZE bytes); returns 0, or -1 with ip = "127.0.0.1" when there is none (loopback
+ * still serves one host). */
+int rutil_auto_ipv4(char *ip, char *ifname);
+
 /* ---- knob tables ---------------------------------------------------------------------- */
 
 /* How a knob is read: an unsigned integer in [lo, hi] (strtoull base 0: 0x.. and 0.. work),
