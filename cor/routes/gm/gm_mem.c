@@ -42,7 +42,7 @@ int gmr_mem_register(struct cor_rport *p, void *addr, size_t len, struct cor_rou
     char *a = addr;
     pthread_mutex_lock(&p->mem_lock);
     int rc = COR_OK;
-    if (p->closing) {
+    if (p->base.closing) {
         rc = COR_ECLOSED;
         goto out;
     }
@@ -98,7 +98,7 @@ void *gmr_mem_alloc(struct cor_rport *p, size_t len)
 {
     if (!p || !len) return NULL;
     pthread_mutex_lock(&p->mem_lock);
-    void *ptr = p->closing ? NULL : gm_dma_malloc(p->gp, len);
+    void *ptr = p->base.closing ? NULL : gm_dma_malloc(p->gp, len);
     pthread_mutex_unlock(&p->mem_lock);
     return ptr;
 }

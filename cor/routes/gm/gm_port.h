@@ -95,17 +95,16 @@ enum gmr_tx_kind { TX_SEND = 0, TX_PUT };
 
 /* One accepted send or put, in a FIFO ring of descriptors (order of acceptance). */
 struct gmr_tx {
-    uint64_t seq; /* descriptor number; the GM callback context (a late callback of a
-                   * descriptor given up and reused must not complete the new one) */
-    void *cookie;
+    uint64_t seq;           /* descriptor number; the GM callback context (a late callback of a
+                             * descriptor given up and reused must not complete the new one) */
+    struct rutil_done done; /* the send's cookie; its status once TX_DONE (the done list) */
     uint32_t peer;
     uint8_t kind, state, cls; /* cls: TX_SEND's buffer class, 0 small / 1 large */
-    int status;
-    char *buf;      /* TX_SEND: the copy in the byte ring; TX_PUT: the local source */
-    size_t len;     /* bytes on the wire (header included for TX_SEND) */
-    size_t end;     /* TX_SEND: byte ring offset after this frame (reclaim point) */
-    uint64_t raddr; /* TX_PUT */
-    uint64_t rkey;  /* TX_PUT: the target's key (gm_compat_export), 0 = unknown */
+    char *buf;                /* TX_SEND: the copy in the byte ring; TX_PUT: the local source */
+    size_t len;               /* bytes on the wire (header included for TX_SEND) */
+    size_t end;               /* TX_SEND: byte ring offset after this frame (reclaim point) */
+    uint64_t raddr;           /* TX_PUT */
+    uint64_t rkey;            /* TX_PUT: the target's key (gm_compat_export), 0 = unknown */
 };
 
 /* A data frame received: handed to the core, then its buffer goes back to GM. */
@@ -130,15 +129,15 @@ struct gmr_hslot {
 };
 
 struct cor_rport {
+    /* First: the route base (callbacks, cookie, self/npeers, port index; `closing` is set under
+     * mem_lock and read by the owner; the failed peers and the done list belong to the owner;
+     * dropped is atomic, counters() reads it from any thread). */
+    struct rutil_port base;
     pthread_mutex_t mem_lock; /* the registration cache; add_peer(); `closing` is set under it */
     struct gm_port *gp;
-    struct cor_route_upcalls up;
     struct gmr_knobs k;
-    uint64_t cookie;
-    uint32_t self, npeers;
     unsigned node_id, port_id;
     char host[GM_MAX_HOST_NAME_LEN + 1];
-    int closing;
     int joined;                   /* gmr_session_init done */
     struct cor_rport *local_next; /* list of this process's ports (gm_env.c) */
 
@@ -171,18 +170,16 @@ struct cor_rport {
     size_t tx_head, tx_tail;
     struct gmr_tx *tx;                /* descriptor ring, k.tx_frames entries */
     uint64_t d_head, d_tail, d_queue; /* alloc, oldest live, first not yet given to GM */
-    struct gmr_tx **done;             /* completed (TX_DONE), not yet reported; reclaimed after */
-    unsigned ndone;
-    struct rutil_fails fails; /* peers to report with peer_failed (`out`: gmr_report) */
-    uint32_t *blocked;        /* pump scratch */
-    char *ctrl_tx;            /* DMA memory for outgoing control messages */
+    /* completed descriptors (TX_DONE) wait on base's done list until reported; reclaimed
+     * after */
+    uint32_t *blocked; /* pump scratch */
+    char *ctrl_tx;     /* DMA memory for outgoing control messages */
 
     struct cor_route_mr *mrs; /* registration cache */
     unsigned nmrs, nunused;   /* regions; of them with no reference (cached) */
     uint64_t mr_clock;
 
-    /* counters */
-    _Atomic uint64_t dropped; /* read by counters() from any thread */
+    /* counters (dropped: in base) */
     uint64_t frames_in, frames_out, queued_max, puts, abandoned, from_dead, small_out;
     _Atomic int notes;          /* some peer has a dead_note or closed_note set */
     _Atomic int work_hint;      /* for wait(): the owner left work that GM shows no event for */

@@ -44,8 +44,7 @@ static void port_free(struct cor_rport *p)
     free(p->peers);
     free(p->hash);
     free(p->tx);
-    free(p->done);
-    rutil_fails_fini(&p->fails);
+    rutil_port_fini(&p->base);
     free(p->blocked);
     pthread_mutex_destroy(&p->mem_lock);
     free(p);
@@ -56,22 +55,19 @@ static int gmr_open(const struct cor_route_config *cfg, const struct cor_route_u
 {
     if (!out) return COR_EINVAL;
     *out = NULL;
-    if (rutil_open_check(GMR_LOG_WHO, cfg, up, 65535) != COR_OK) return COR_EINVAL;
     struct cor_rport *p = calloc(1, sizeof *p);
     if (!p) return COR_ENOMEM;
     pthread_mutex_init(&p->mem_lock, NULL);
-    p->up = *up;
-    p->cookie = cfg->session_cookie;
-    p->self = cfg->self;
-    p->npeers = cfg->npeers;
-    int rc = COR_EINVAL;
+    int rc = rutil_port_init(&p->base, GMR_LOG_WHO, cfg, up, 65535);
+    if (rc != COR_OK) goto fail;
+    rc = COR_EINVAL;
     if (gmr_knobs_read(&p->k)) goto fail;
     rc = COR_ENOMEM;
     unsigned slots = 4;
-    while (slots < 2 * p->npeers)
+    while (slots < 2 * p->base.npeers)
         slots *= 2;
     p->hash_mask = slots - 1;
-    p->peers = calloc(p->npeers, sizeof *p->peers);
+    p->peers = calloc(p->base.npeers, sizeof *p->peers);
     p->hash = calloc(slots, sizeof *p->hash);
     if (!p->peers || !p->hash) goto fail;
     if ((rc = gmr_session_init(cfg, &p->k)) != COR_OK) goto fail;
@@ -100,9 +96,9 @@ fail:
 static void say_bye(struct cor_rport *p)
 {
     int any = 0;
-    for (uint32_t i = 0; i < p->npeers; i++) {
+    for (uint32_t i = 0; i < p->base.npeers; i++) {
         struct gmr_peer *q = &p->peers[i];
-        if (!q->added || q->dead || q->closed || i == p->self || q->local)
+        if (!q->added || q->dead || q->closed || i == p->base.self || q->local)
             continue; /* local ports learn it from gmr_local_remove_and_notify */
         gmr_send_ctrl(p, i, GMR_OP_BYE, 0);
         any = 1;
@@ -125,32 +121,33 @@ static void gmr_close(struct cor_rport *p)
     /* The core closes a port nobody sends on or polls any more: only the memory calls may
      * still come, and they look at `closing` under mem_lock. */
     pthread_mutex_lock(&p->mem_lock);
-    p->closing = 1;
+    p->base.closing = 1;
     pthread_mutex_unlock(&p->mem_lock);
     say_bye(p);
     /* Every accepted frame not yet reported completes with COR_ECLOSED (or its status). */
     size_t n = (size_t)(p->d_head - p->d_tail);
-    struct rutil_done *rep = calloc(n ? n : 1, sizeof *rep);
+    struct rutil_done_copy *rep = calloc(n ? n : 1, sizeof *rep);
     size_t nrep = 0;
     for (uint64_t i = p->d_tail; i < p->d_head; i++) {
         struct gmr_tx *t = &p->tx[i % p->k.tx_frames];
         if (t->state == TX_FREE) continue;
-        int st = t->state == TX_DONE ? t->status : COR_ECLOSED;
-        if (rep) rep[nrep++] = (struct rutil_done){t->cookie, st};
+        int st = t->state == TX_DONE ? t->done.status : COR_ECLOSED;
+        if (rep) rep[nrep++] = (struct rutil_done_copy){t->done.cookie, st};
         t->state = TX_FREE;
     }
-    p->ndone = 0;
+    unsigned ndone = 0; /* the done list is now empty: its descriptors were reported above */
+    (void)rutil_done_take(&p->base);
     if (p->k.stats)
         gmr_log("port node %u id %u: frames out %" PRIu64 " (%" PRIu64 " small) in %" PRIu64
                 ", puts %" PRIu64 ", dropped %" PRIu64 ", deepest software queue %" PRIu64,
                 p->node_id, p->port_id, p->frames_out, p->small_out, p->frames_in, p->puts,
-                p->dropped, p->queued_max);
+                rutil_port_dropped(&p->base), p->queued_max);
     if (p->k.stats)
         gmr_log("  ring: d_tail %llu d_queue %llu d_head %llu tx_tail %zu tx_head %zu ndone %u",
                 (unsigned long long)p->d_tail, (unsigned long long)p->d_queue,
-                (unsigned long long)p->d_head, p->tx_tail, p->tx_head, p->ndone);
+                (unsigned long long)p->d_head, p->tx_tail, p->tx_head, ndone);
     if (p->k.stats)
-        for (uint32_t i = 0; i < p->npeers; i++)
+        for (uint32_t i = 0; i < p->base.npeers; i++)
             gmr_log("  peer %u: credits %u+%u owed %u+%u ctrl_busy %d wanted %d dead %d tokens %u",
                     i, p->peers[i].credits[0], p->peers[i].credits[1], p->peers[i].owed[0],
                     p->peers[i].owed[1], p->peers[i].ctrl_busy, p->peers[i].credit_wanted,
@@ -159,7 +156,7 @@ static void gmr_close(struct cor_rport *p)
         gmr_log("  %" PRIu64 " frames in flight to dead domains given up, %" PRIu64
                 " from them dropped",
                 p->abandoned, p->from_dead);
-    rutil_report_done(&p->up, rep, nrep);
+    rutil_port_report_copies(&p->base, rep, nrep);
     free(rep);
     port_free(p);
 }
@@ -213,7 +210,7 @@ static int parse_addr(struct cor_rport *p, const char *addr, unsigned *node, uns
 
 static int gmr_add_peer(struct cor_rport *p, cor_peer_t peer, const char *addr)
 {
-    if (!p || peer >= p->npeers) return COR_EINVAL;
+    if (!p || peer >= p->base.npeers) return COR_EINVAL;
     unsigned node, port;
     if (parse_addr(p, addr, &node, &port) != 0) {
         gmr_log("domain %u: bad or foreign address '%.64s'", peer, addr ? addr : "(null)");
@@ -279,8 +276,8 @@ static int route_work(struct cor_rport *p)
 
 void gmr_publish(struct cor_rport *p)
 {
-    int w = p->closing || p->ndone || p->fails.n || p->credit_due || p->nreturns ||
-            (p->d_queue < p->d_head && p->tokens > 0);
+    int w = p->base.closing || p->base.done_head || p->base.fails.n || p->credit_due ||
+            p->nreturns || (p->d_queue < p->d_head && p->tokens > 0);
     int q = p->d_queue < p->d_head;
     /* stored only when they change: the listener reads them while the owner works */
     if (atomic_load_explicit(&p->work_hint, memory_order_relaxed) != w)
@@ -292,7 +289,7 @@ void gmr_publish(struct cor_rport *p)
 void gmr_take_notes(struct cor_rport *p)
 {
     if (!atomic_exchange(&p->notes, 0)) return;
-    for (uint32_t i = 0; i < p->npeers; i++) {
+    for (uint32_t i = 0; i < p->base.npeers; i++) {
         struct gmr_peer *q = &p->peers[i];
         if (atomic_load_explicit(&q->closed_note, memory_order_relaxed) &&
             atomic_exchange(&q->closed_note, 0)) {
@@ -300,7 +297,7 @@ void gmr_take_notes(struct cor_rport *p)
             p->pump_dirty = 1;
         }
         if (atomic_load_explicit(&q->dead_note, memory_order_relaxed) &&
-            atomic_exchange(&q->dead_note, 0) && q->added && !p->closing)
+            atomic_exchange(&q->dead_note, 0) && q->added && !p->base.closing)
             gmr_abandon_peer(p, i);
     }
 }
@@ -359,7 +356,7 @@ static int gmr_wait(struct cor_rport *p, int timeout_ms)
  * the owner gives the peer up at its next call (gmr_take_notes). */
 static void gmr_peer_dead_slot(struct cor_rport *p, cor_peer_t peer)
 {
-    if (!p || peer >= p->npeers || peer == p->self) return;
+    if (!p || peer >= p->base.npeers || peer == p->base.self) return;
     atomic_store(&p->peers[peer].dead_note, 1);
     atomic_store(&p->notes, 1);
 }
@@ -376,7 +373,7 @@ static void gmr_caps(struct cor_rport *p, struct cor_route_caps *caps)
 static void gmr_counters(struct cor_rport *p, uint64_t *dropped, uint64_t *retransmits)
 {
     if (!p) return;
-    rutil_counters_put(dropped, retransmits, atomic_load(&p->dropped), 0); /* GM retransmits */
+    rutil_counters_put(dropped, retransmits, rutil_port_dropped(&p->base), 0); /* GM retransmits */
 }
 
 COR_ROUTE_DECLARE(gm) = {

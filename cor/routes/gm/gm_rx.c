@@ -17,14 +17,14 @@
 int gmr_rx_setup(struct cor_rport *p)
 {
     /* Control buffers: a peer has at most a BYE and a couple of CREDITs in flight to us. */
-    p->ctrl_bufs = 3 * p->npeers + 4;
+    p->ctrl_bufs = 3 * p->base.npeers + 4;
     if (p->ctrl_bufs > 32) p->ctrl_bufs = 32;
     /* GM's 254 receive tokens bound the buffers, except where they would leave a domain fewer
      * than 2 large ones (over ~110 domains, as dynamic PVM sessions have): then the port
      * provides 2 per domain anyway, which libgm-compat allows (it does not count tokens). */
     unsigned budget = GMR_RX_TOKENS;
-    if (budget < p->ctrl_bufs + 2 * p->npeers) budget = p->ctrl_bufs + 2 * p->npeers;
-    unsigned per = (budget - p->ctrl_bufs) / p->npeers;
+    if (budget < p->ctrl_bufs + 2 * p->base.npeers) budget = p->ctrl_bufs + 2 * p->base.npeers;
+    unsigned per = (budget - p->ctrl_bufs) / p->base.npeers;
     p->cls[0] = p->k.small_class;
     p->cls[1] = p->k.data_class;
     /* GM's receive tokens (not memory) are what is scarce, and every frame fits a large
@@ -40,14 +40,14 @@ int gmr_rx_setup(struct cor_rport *p)
         p->small_max = gm_max_length_for_size(p->cls[0]);
     }
     if (p->allot[1] < 2) {
-        gmr_log("%u domains: too many for GM's %u receive tokens per port", p->npeers,
+        gmr_log("%u domains: too many for GM's %u receive tokens per port", p->base.npeers,
                 GMR_RX_TOKENS);
         return COR_ELIMIT;
     }
     /* Buffers start 64-byte aligned: a class holds a power of two minus 8, rounded up. */
     size_t off = 0;
     for (int c = 0; c < 2; c++) {
-        p->pool_bufs[c] = p->allot[c] * p->npeers;
+        p->pool_bufs[c] = p->allot[c] * p->base.npeers;
         p->stride[c] = p->allot[c] ? (gm_max_length_for_size(p->cls[c]) + 63) & ~(size_t)63 : 64;
         p->pool_off[c] = off;
         off += p->stride[c] * p->pool_bufs[c];
@@ -119,7 +119,7 @@ static void give_back(struct cor_rport *p)
 {
     unsigned n = p->nreturns;
     p->nreturns = 0;
-    for (unsigned i = 0; i < n && !p->closing; i++) {
+    for (unsigned i = 0; i < n && !p->base.closing; i++) {
         struct gmr_rx_item *it = &p->returns[i];
         gm_provide_receive_buffer_with_tag(p->gp, it->buf, p->cls[it->c], GM_LOW_PRIORITY, 0);
         p->peers[it->peer].owed[it->c]++;
@@ -132,7 +132,7 @@ static void on_control(struct cor_rport *p, const char *m, size_t len, uint32_t 
     uint64_t cookie;
     uint32_t op;
     if (len != GMR_CTRL_LEN) {
-        p->dropped++;
+        rutil_port_drop(&p->base);
         return;
     }
     memcpy(&cookie, m, 8);
@@ -140,9 +140,9 @@ static void on_control(struct cor_rport *p, const char *m, size_t len, uint32_t 
     uint32_t arg;
     memcpy(&arg, m + 12, 4);
     struct gmr_peer *q = &p->peers[peer];
-    if (cookie != p->cookie || (op != GMR_OP_BYE && op != GMR_OP_CREDIT) ||
+    if (cookie != p->base.cookie || (op != GMR_OP_BYE && op != GMR_OP_CREDIT) ||
         (op == GMR_OP_CREDIT && (arg == 0 || !credits_ok(p, q, arg)))) {
-        p->dropped++;
+        rutil_port_drop(&p->base);
         return;
     }
     q->heard = 1;
@@ -167,7 +167,7 @@ static int on_recv(struct cor_rport *p, gm_recv_event_t *e, struct gmr_rx_item *
     int c = high ? -1 : (p->allot[0] && size == p->cls[0]) ? 0 : 1;
     if (!own_buffer(p, buf, c)) {
         /* Not ours (cannot happen with a correct libgm): never touch or re-provide it. */
-        p->dropped++;
+        rutil_port_drop(&p->base);
         return 0;
     }
     uint32_t peer;
@@ -176,7 +176,7 @@ static int on_recv(struct cor_rport *p, gm_recv_event_t *e, struct gmr_rx_item *
         if (ok && size == GMR_CTRL_CLASS && len <= 64)
             on_control(p, buf, len, peer);
         else
-            p->dropped++;
+            rutil_port_drop(&p->base);
         gm_provide_receive_buffer_with_tag(p->gp, buf, GMR_CTRL_CLASS, GM_HIGH_PRIORITY, 1);
         return 0;
     }
@@ -198,7 +198,7 @@ static int on_recv(struct cor_rport *p, gm_recv_event_t *e, struct gmr_rx_item *
             return 1;
         }
     }
-    p->dropped++;
+    rutil_port_drop(&p->base);
     gm_provide_receive_buffer_with_tag(p->gp, buf, p->cls[c], GM_LOW_PRIORITY, 0);
     return 0;
 }
@@ -206,22 +206,22 @@ static int on_recv(struct cor_rport *p, gm_recv_event_t *e, struct gmr_rx_item *
 int gmr_report(struct cor_rport *p)
 {
     int events = 0;
-    while (p->ndone || p->fails.n) {
-        struct rutil_done batch[64];
+    while (p->base.done_head || p->base.fails.n) {
+        struct rutil_done_copy batch[64];
         unsigned nb = 0;
         /* Deaths first, so the core knows why the sends that follow failed. */
-        uint32_t nf = rutil_fails_take(&p->fails);
-        while (nb < 64 && nb < p->ndone) { /* oldest first */
-            struct gmr_tx *t = p->done[nb];
-            batch[nb] = (struct rutil_done){t->cookie, t->status};
-            nb++;
+        uint32_t nf = rutil_fails_take(&p->base.fails);
+        /* Copied out, oldest first: the descriptors are free again before the upcalls, for
+         * the sends those make. */
+        struct rutil_done *d;
+        while (nb < 64 && (d = rutil_done_pop(&p->base))) {
+            struct gmr_tx *t = rutil_container_of(d, struct gmr_tx, done);
+            batch[nb++] = (struct rutil_done_copy){d->cookie, d->status};
             t->state = TX_FREE;
         }
-        p->ndone -= nb;
-        if (p->ndone) memmove(p->done, p->done + nb, p->ndone * sizeof *p->done);
         gmr_reclaim(p);
-        rutil_report_failed(&p->up, p->fails.out, nf);
-        events += rutil_report_done(&p->up, batch, nb);
+        rutil_port_report_failed(&p->base, nf);
+        events += rutil_port_report_copies(&p->base, batch, nb);
     }
     return events;
 }
@@ -255,7 +255,7 @@ int gmr_progress(struct cor_rport *p)
 {
     if (!p) return 0;
     int events = 0;
-    if (p->closing) return 0;
+    if (p->base.closing) return 0;
     if (atomic_load_explicit(&p->notes, memory_order_relaxed)) gmr_take_notes(p);
     /* The time of the last activity, for wait()'s naps: after the first busy poll that follows
      * an idle one and then every 8th (a few microseconds late at most, for a nap of 1/16 the
@@ -293,6 +293,7 @@ int gmr_progress(struct cor_rport *p)
     }
     gmr_publish(p);
     for (unsigned i = 0; i < n; i++)
-        p->up.deliver(p->up.core, items[i].peer, items[i].buf + GMR_HDR, items[i].len - GMR_HDR);
+        p->base.up.deliver(p->base.up.core, items[i].peer, items[i].buf + GMR_HDR,
+                           items[i].len - GMR_HDR);
     return events;
 }

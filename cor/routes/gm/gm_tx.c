@@ -22,15 +22,12 @@ int gmr_tx_setup(struct cor_rport *p)
     p->tokens = gm_num_send_tokens(p->gp);
     if (p->tokens > 1) p->tokens--; /* one kept for the control messages of close() */
     p->tx = calloc(p->k.tx_frames, sizeof *p->tx);
-    p->done = calloc(p->k.tx_frames, sizeof *p->done);
-    p->blocked = calloc(p->npeers, sizeof *p->blocked);
+    p->blocked = calloc(p->base.npeers, sizeof *p->blocked);
     p->tx_mem = gm_dma_malloc(p->gp, p->k.tx_bytes);
     /* two control slots per peer: CREDIT and BYE */
-    p->ctrl_tx = gm_dma_malloc(p->gp, (size_t)GMR_CTRL_LEN * 2 * p->npeers);
-    p->cookie32 = (uint32_t)(p->cookie ^ (p->cookie >> 32));
-    if (!p->tx || !p->done || rutil_fails_init(&p->fails, p->npeers) != 0 || !p->blocked ||
-        !p->tx_mem || !p->ctrl_tx)
-        return COR_ENOMEM;
+    p->ctrl_tx = gm_dma_malloc(p->gp, (size_t)GMR_CTRL_LEN * 2 * p->base.npeers);
+    p->cookie32 = (uint32_t)(p->base.cookie ^ (p->base.cookie >> 32));
+    if (!p->tx || !p->blocked || !p->tx_mem || !p->ctrl_tx) return COR_ENOMEM;
     return COR_OK;
 }
 
@@ -75,9 +72,8 @@ void gmr_reclaim(struct cor_rport *p)
  * tx_frames completions wait. */
 static void complete(struct cor_rport *p, struct gmr_tx *t, int status)
 {
-    t->status = status;
     t->state = TX_DONE;
-    p->done[p->ndone++] = t;
+    rutil_done_push(&p->base, &t->done, status);
 }
 
 void gmr_peer_dead(struct cor_rport *p, uint32_t peer, int err)
@@ -87,7 +83,7 @@ void gmr_peer_dead(struct cor_rport *p, uint32_t peer, int err)
     p->pump_dirty = 1;
     if (!q->reported) {
         q->reported = 1;
-        rutil_fails_push(&p->fails, peer, err);
+        rutil_fails_push(&p->base.fails, peer, err);
     }
 }
 
@@ -217,7 +213,7 @@ void gmr_send_ctrl(struct cor_rport *p, uint32_t peer, uint32_t op, uint32_t arg
 {
     struct gmr_peer *q = &p->peers[peer];
     char *m = p->ctrl_tx + (size_t)GMR_CTRL_LEN * (2 * peer + (op == GMR_OP_BYE));
-    memcpy(m, &p->cookie, 8);
+    memcpy(m, &p->base.cookie, 8);
     memcpy(m + 8, &op, 4);
     memcpy(m + 12, &arg, 4);
     p->tokens--;
@@ -270,7 +266,7 @@ void gmr_pump(struct cor_rport *p, uint64_t now)
 {
     if (p->credit_due) {
         p->credit_due = 0;
-        for (uint32_t i = 0; i < p->npeers; i++)
+        for (uint32_t i = 0; i < p->base.npeers; i++)
             if (p->peers[i].credit_wanted) {
                 p->peers[i].credit_wanted = 0;
                 gmr_credit_return(p, i);
@@ -283,7 +279,7 @@ void gmr_pump(struct cor_rport *p, uint64_t now)
     p->pump_dirty = 0;
     if (now) p->pump_ns = now;
     unsigned nblocked = 0, waiting = 0;
-    for (uint32_t k = 0; k < p->npeers; k++)
+    for (uint32_t k = 0; k < p->base.npeers; k++)
         waiting += p->peers[k].nqueued > 0;
     for (uint64_t i = p->d_queue; i < p->d_head && p->tokens > 0 && nblocked < waiting; i++) {
         struct gmr_tx *t = tx_at(p, i);
@@ -333,10 +329,10 @@ static struct gmr_tx *tx_new(struct cor_rport *p, uint32_t peer, void *cookie, i
     if (p->d_head - p->d_tail >= p->k.tx_frames) return NULL;
     struct gmr_tx *t = tx_at(p, p->d_head);
     t->seq = p->d_head;
-    t->cookie = cookie;
+    t->done.cookie = cookie;
     t->peer = peer;
     t->kind = (uint8_t)kind;
-    t->status = COR_OK;
+    t->done.status = COR_OK;
     return t;
 }
 
@@ -362,8 +358,8 @@ static void tx_commit(struct cor_rport *p, struct gmr_tx *t)
 static int peer_check(struct cor_rport *p, cor_peer_t peer)
 {
     if (atomic_load_explicit(&p->notes, memory_order_relaxed)) gmr_take_notes(p);
-    if (p->closing) return COR_ECLOSED;
-    if (peer >= p->npeers || !p->peers[peer].added) return COR_EINVAL;
+    if (p->base.closing) return COR_ECLOSED;
+    if (peer >= p->base.npeers || !p->peers[peer].added) return COR_EINVAL;
     struct gmr_peer *q = &p->peers[peer];
     if (q->closed && !q->dead)
         gmr_peer_dead(p, peer, COR_EPEERDEAD); /* reported by the next progress() */

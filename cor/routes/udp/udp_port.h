@@ -12,6 +12,7 @@
 #include <pthread.h>
 
 #include "cor/route.h"
+#include "rutil.h"
 #include "udp_reasm.h"
 #include "udp_sock.h"
 #include "udp_window.h"
@@ -48,15 +49,14 @@ int udp_knobs_read(struct udp_knobs *k);
 
 /* A frame accepted by send(), until its last datagram is acknowledged. */
 struct udp_frame {
-    struct udp_frame *next;
-    void *cookie;
-    uint32_t len;  /* frame length */
-    uint32_t sent; /* bytes already put into datagrams */
+    struct udp_frame *next; /* the peer's queue, or the free list */
+    struct rutil_done done; /* the send's cookie; its status once finished (the done list) */
+    uint32_t len;           /* frame length */
+    uint32_t sent;          /* bytes already put into datagrams */
     int iovcnt;
     const struct iovec *iov; /* iov_inline, or one entry over `flat` */
     struct iovec iov_inline[UDP_IOV_INLINE];
     uint8_t *flat; /* private copy when the caller gave too many pieces */
-    int status;    /* send_done status once on the done list */
 };
 
 enum udp_peer_state { UDP_PEER_NONE = 0, UDP_PEER_UP, UDP_PEER_DEAD };
@@ -91,21 +91,18 @@ struct udp_delivery {
 };
 
 struct cor_rport {
-    struct cor_route_upcalls up;
-    uint64_t cookie;
-    uint32_t self, npeers;
-    int port_index;
+    /* First: the route base (callbacks, cookie, self/npeers, port index; closing, the failed
+     * peers and the done list are guarded by `lock`; dropped is atomic). */
+    struct rutil_port base;
     struct udp_knobs k;
     uint32_t dgram_local, dgram_iface; /* datagram sizes for same-host and other peers */
 
     pthread_mutex_t lock;
-    int closing;            /* lock */
     struct udp_sock sock;   /* send side: lock */
     struct udp_peer *peers; /* [npeers]; lock */
     uint32_t *active;       /* ranks that were added, for timer scans; lock */
     uint32_t nactive;       /* lock */
     uint64_t timer_ns;      /* earliest time a timer may fire (atomic reads; writes under lock) */
-    uint64_t dropped;       /* foreign or malformed datagrams; lock */
     uint64_t retransmits;   /* lock */
     uint64_t dups, beyond;  /* duplicates and early-beyond-window datagrams; lock */
     uint64_t timeouts;      /* retransmission timer expiries; lock */
@@ -124,11 +121,7 @@ struct cor_rport {
     uint32_t ntouched;
     struct udp_delivery *dl; /* frames to deliver after unlocking */
     size_t ndl, cap_dl;
-    struct rutil_fails fails; /* peers given up, to report after unlocking (lock; `out`:
-                               * progress only) */
 
-    /* Completed frames waiting for send_done (lock; taken by progress/close). */
-    struct udp_frame *done_head, *done_tail;
     /* Recycled frame records (lock). */
     struct udp_frame *free_frames;
     uint32_t nfree;
@@ -147,14 +140,12 @@ void udp_send_ack(struct cor_rport *p, struct udp_peer *peer, uint64_t now);
 void udp_resend(struct cor_rport *p, struct udp_peer *peer, const uint32_t *seqs, int n,
                 uint64_t now);
 void udp_timer_at(struct cor_rport *p, uint64_t t);
-/* Appends a finished frame to the done list. */
-void udp_done_push(struct cor_rport *p, struct udp_frame *f, int status);
 void udp_fail_peer(struct cor_rport *p, struct udp_peer *peer, int err);
 /* Moves every frame of the peer to the done list with `status`. */
 void udp_peer_flush(struct cor_rport *p, struct udp_peer *peer, int status);
-/* Makes the send_done callbacks of a detached done list, then recycles the records.
+/* Makes the send_done callbacks of a detached done list, then recycles the frames.
  * Called without the lock. Returns how many. */
-int udp_done_run(struct cor_rport *p, struct udp_frame *list);
+int udp_done_run(struct cor_rport *p, struct rutil_done *list);
 /* udp_tx.c: the send() op */
 int udp_op_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov, int iovcnt,
                 void *cookie);

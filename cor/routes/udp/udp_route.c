@@ -13,7 +13,7 @@
 static void port_free(struct cor_rport *p)
 {
     if (p->peers)
-        for (uint32_t i = 0; i < p->npeers; i++) {
+        for (uint32_t i = 0; i < p->base.npeers; i++) {
             udp_swin_free(&p->peers[i].sw);
             udp_rwin_free(&p->peers[i].rw);
             udp_reasm_reset(&p->peers[i].ra);
@@ -26,7 +26,7 @@ static void port_free(struct cor_rport *p)
     free(p->peers);
     free(p->active);
     free(p->touched);
-    rutil_fails_fini(&p->fails);
+    rutil_port_fini(&p->base);
     free(p->dl);
     free(p->rx_buf);
     free(p);
@@ -39,18 +39,14 @@ static int udp_open(const struct cor_route_config *cfg, const struct cor_route_u
         udp_log("open: invalid configuration or upcalls");
         return COR_EINVAL;
     }
-    if (rutil_open_check(UDP_LOG_WHO, cfg, up, 1u << 20) != COR_OK) return COR_EINVAL;
     *out = NULL;
     struct cor_rport *p = calloc(1, sizeof(*p));
     if (!p) return COR_ENOMEM;
     p->sock.fd = -1;
-    p->up = *up;
-    p->cookie = cfg->session_cookie;
-    p->self = cfg->self;
-    p->npeers = cfg->npeers;
-    p->port_index = cfg->port_index;
     p->timer_ns = UINT64_MAX;
-    int rc = COR_EINVAL;
+    int rc = rutil_port_init(&p->base, UDP_LOG_WHO, cfg, up, 1u << 20);
+    if (rc != COR_OK) goto fail;
+    rc = COR_EINVAL;
     if (udp_knobs_read(&p->k) != 0) goto fail;
     if (udp_faults_parse(p->k.faults, &p->sock.faults) != 0) {
         udp_log("COR_UDP_FAULTS='%s': expected drop=P,dup=P,reorder=P,delay_us=N,seed=N",
@@ -69,14 +65,12 @@ static int udp_open(const struct cor_route_config *cfg, const struct cor_route_u
     p->dgram_local = p->k.dgram ? p->k.dgram : UDP_DGRAM_MAX;
     p->dgram_iface = p->k.dgram ? p->k.dgram : dgram;
     rc = COR_ENOMEM;
-    p->peers = calloc(p->npeers, sizeof(*p->peers));
-    p->active = calloc(p->npeers, sizeof(*p->active));
-    p->touched = calloc(p->npeers, sizeof(*p->touched));
+    p->peers = calloc(p->base.npeers, sizeof(*p->peers));
+    p->active = calloc(p->base.npeers, sizeof(*p->active));
+    p->touched = calloc(p->base.npeers, sizeof(*p->touched));
     p->rx_buf = malloc((size_t)p->k.batch * (UDP_DGRAM_MAX + 1));
-    if (!p->peers || !p->active || !p->touched || !p->rx_buf ||
-        rutil_fails_init(&p->fails, p->npeers) != 0)
-        goto fail;
-    for (uint32_t i = 0; i < p->npeers; i++)
+    if (!p->peers || !p->active || !p->touched || !p->rx_buf) goto fail;
+    for (uint32_t i = 0; i < p->base.npeers; i++)
         p->peers[i].rank = i;
     for (unsigned i = 0; i < p->k.batch; i++) {
         p->rx_iov[i] =
@@ -103,11 +97,10 @@ static void udp_close(struct cor_rport *p)
 {
     if (!p) return;
     pthread_mutex_lock(&p->lock);
-    p->closing = 1;
+    p->base.closing = 1;
     for (uint32_t i = 0; i < p->nactive; i++)
         udp_peer_flush(p, &p->peers[p->active[i]], COR_ECLOSED);
-    struct udp_frame *done = p->done_head;
-    p->done_head = p->done_tail = NULL;
+    struct rutil_done *done = rutil_done_take(&p->base);
     pthread_mutex_unlock(&p->lock);
     udp_done_run(p, done);
     pthread_mutex_lock(&p->lock); /* quiesce: a straggling send() sees `closing` */
@@ -115,7 +108,7 @@ static void udp_close(struct cor_rport *p)
     if (p->k.stats) {
         udp_log("port %u.%d: dropped %llu retransmits %llu (timeouts %llu) duplicates %llu "
                 "beyond-window %llu",
-                p->self, p->port_index, (unsigned long long)p->dropped,
+                p->base.self, p->base.port_index, (unsigned long long)rutil_port_dropped(&p->base),
                 (unsigned long long)p->retransmits, (unsigned long long)p->timeouts,
                 (unsigned long long)p->dups, (unsigned long long)p->beyond);
         for (uint32_t i = 0; i < p->nactive; i++) {
@@ -143,7 +136,7 @@ static int udp_address(struct cor_rport *p, char *buf, size_t len)
 static int udp_add_peer(struct cor_rport *p, cor_peer_t rank, const char *addr)
 {
     struct sockaddr_in sa;
-    if (!p || rank >= p->npeers || udp_addr_parse(addr, &sa) != 0) {
+    if (!p || rank >= p->base.npeers || udp_addr_parse(addr, &sa) != 0) {
         udp_log("add_peer %u: bad rank or address '%s' (expected a.b.c.d:port)", rank,
                 addr ? addr : "(null)");
         return COR_EINVAL;
@@ -153,7 +146,7 @@ static int udp_add_peer(struct cor_rport *p, cor_peer_t rank, const char *addr)
     int rc = COR_OK;
     pthread_mutex_lock(&p->lock);
     struct udp_peer *peer = &p->peers[rank];
-    if (p->closing) {
+    if (p->base.closing) {
         rc = COR_ECLOSED;
     } else if (peer->state != UDP_PEER_NONE) {
         if (peer->sa.sin_addr.s_addr != sa.sin_addr.s_addr || peer->sa.sin_port != sa.sin_port)
@@ -203,7 +196,7 @@ static void udp_counters(struct cor_rport *p, uint64_t *dropped, uint64_t *retra
 {
     if (!p) return;
     pthread_mutex_lock(&p->lock);
-    rutil_counters_put(dropped, retransmits, p->dropped, p->retransmits);
+    rutil_counters_put(dropped, retransmits, rutil_port_dropped(&p->base), p->retransmits);
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -211,7 +204,7 @@ static void udp_counters(struct cor_rport *p, uint64_t *dropped, uint64_t *retra
  * frames finish now instead of after the dead-peer timeout (cor_finalize waits for them). */
 static void udp_peer_dead(struct cor_rport *p, cor_peer_t rank)
 {
-    if (!p || rank >= p->npeers) return;
+    if (!p || rank >= p->base.npeers) return;
     pthread_mutex_lock(&p->lock);
     udp_fail_peer(p, &p->peers[rank], COR_EPEERDEAD);
     udp_timer_at(p,

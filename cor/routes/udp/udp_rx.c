@@ -31,7 +31,7 @@ static void released(void *vctx, struct udp_sslot *s)
     c->peer->head = f->next;
     if (!c->peer->head) c->peer->tail = NULL;
     c->peer->nframes--;
-    udp_done_push(c->p, f, COR_OK);
+    rutil_done_push(&c->p->base, &f->done, COR_OK);
 }
 
 static int dl_push(struct cor_rport *p, cor_peer_t peer, const void *frame, size_t len,
@@ -74,7 +74,7 @@ static int take_fragment(struct cor_rport *p, struct udp_peer *peer, const struc
     case UDP_RA_NOMEM:
         return -1;
     default: /* a session member breaking the protocol: give up on it */
-        p->dropped++;
+        rutil_port_drop(&p->base);
         udp_log("peer %u sent an inconsistent fragment (seq %u off %u len %u of %u): giving up",
                 peer->rank, h->seq, h->frag_off, h->len, h->frame_len);
         udp_fail_peer(p, peer, COR_EPROTO);
@@ -139,14 +139,14 @@ static void datagram_in(struct cor_rport *p, const uint8_t *buf, size_t n,
 {
     struct udp_hdr h;
     if (truncated || udp_wire_parse(buf, n, UDP_FRAME_MAX, &h) != UDP_W_OK ||
-        h.cookie != p->cookie || h.dst != p->self || h.src >= p->npeers) {
-        p->dropped++;
+        h.cookie != p->base.cookie || h.dst != p->base.self || h.src >= p->base.npeers) {
+        rutil_port_drop(&p->base);
         return;
     }
     struct udp_peer *peer = &p->peers[h.src];
     if (peer->state != UDP_PEER_UP || from->sin_family != AF_INET ||
         from->sin_addr.s_addr != peer->sa.sin_addr.s_addr || from->sin_port != peer->sa.sin_port) {
-        p->dropped++;
+        rutil_port_drop(&p->base);
         return;
     }
     struct ack_ctx c = {p, peer};
@@ -226,13 +226,13 @@ static void run_timers(struct cor_rport *p, uint64_t now)
 }
 
 /* Makes the callbacks collected under the lock; the lock is not held. */
-static int callbacks(struct cor_rport *p, uint32_t nfl, struct udp_frame *done)
+static int callbacks(struct cor_rport *p, uint32_t nfl, struct rutil_done *done)
 {
     int events = 0;
-    rutil_report_failed(&p->up, p->fails.out, nfl);
+    rutil_port_report_failed(&p->base, nfl);
     for (size_t i = 0; i < p->ndl; i++) {
         struct udp_delivery *d = &p->dl[i];
-        p->up.deliver(p->up.core, d->peer, d->frame, d->len);
+        p->base.up.deliver(p->base.up.core, d->peer, d->frame, d->len);
         free(d->to_free);
         events++;
     }
@@ -256,7 +256,7 @@ int udp_op_progress(struct cor_rport *p)
         int timers = now >= __atomic_load_n(&p->timer_ns, __ATOMIC_RELAXED);
         if (n <= 0 && !timers) break;
         pthread_mutex_lock(&p->lock);
-        if (p->closing) {
+        if (p->base.closing) {
             pthread_mutex_unlock(&p->lock);
             break;
         }
@@ -265,9 +265,8 @@ int udp_op_progress(struct cor_rport *p)
                         !!(p->rx_msg[i].msg_hdr.msg_flags & MSG_TRUNC), now);
         after_batch(p, now);
         if (timers) run_timers(p, now);
-        struct udp_frame *done = p->done_head;
-        p->done_head = p->done_tail = NULL;
-        uint32_t nfl = rutil_fails_take(&p->fails);
+        struct rutil_done *done = rutil_done_take(&p->base);
+        uint32_t nfl = rutil_fails_take(&p->base.fails);
         pthread_mutex_unlock(&p->lock);
         events += callbacks(p, nfl, done);
         if (n < (int)batch) break;

@@ -58,8 +58,8 @@ static void fill_hdr(struct cor_rport *p, struct udp_peer *peer, struct udp_hdr 
 {
     memset(h, 0, sizeof(*h));
     h->type = (uint8_t)type;
-    h->cookie = p->cookie;
-    h->src = p->self;
+    h->cookie = p->base.cookie;
+    h->src = p->base.self;
     h->dst = peer->rank;
     h->ack = peer->rw.next;
     h->sack = udp_rwin_sack(&peer->rw);
@@ -199,23 +199,12 @@ void udp_resend(struct cor_rport *p, struct udp_peer *peer, const uint32_t *seqs
     udp_timer_at(p, udp_swin_deadline(&peer->sw));
 }
 
-void udp_done_push(struct cor_rport *p, struct udp_frame *f, int status)
-{
-    f->status = status;
-    f->next = NULL;
-    if (p->done_tail)
-        p->done_tail->next = f;
-    else
-        p->done_head = f;
-    p->done_tail = f;
-}
-
 void udp_peer_flush(struct cor_rport *p, struct udp_peer *peer, int status)
 {
     struct udp_frame *f = peer->head;
     while (f) {
         struct udp_frame *next = f->next;
-        udp_done_push(p, f, status);
+        rutil_done_push(&p->base, &f->done, status);
         f = next;
     }
     peer->head = peer->tail = peer->unsent = NULL;
@@ -233,32 +222,31 @@ void udp_fail_peer(struct cor_rport *p, struct udp_peer *peer, int err)
     udp_rwin_free(&peer->rw);
     udp_reasm_reset(&peer->ra);
     acked(peer);
-    rutil_fails_push(&p->fails, peer->rank, err);
+    rutil_fails_push(&p->base.fails, peer->rank, err);
 }
 
-int udp_done_run(struct cor_rport *p, struct udp_frame *list)
+int udp_done_run(struct cor_rport *p, struct rutil_done *list)
 {
-    int n = 0;
-    for (struct udp_frame *f = list; f; f = f->next) {
-        p->up.send_done(p->up.core, f->cookie, f->status);
+    if (!list) return 0;
+    int n = rutil_port_report_list(&p->base, list);
+    for (struct rutil_done *d = list; d; d = d->next) {
+        struct udp_frame *f = rutil_container_of(d, struct udp_frame, done);
         free(f->flat);
         f->flat = NULL;
-        n++;
     }
-    if (!list) return 0;
     pthread_mutex_lock(&p->lock);
     while (list && p->nfree < UDP_FREE_MAX) {
-        struct udp_frame *next = list->next;
-        list->next = p->free_frames;
-        p->free_frames = list;
+        struct udp_frame *f = rutil_container_of(list, struct udp_frame, done);
+        list = list->next;
+        f->next = p->free_frames;
+        p->free_frames = f;
         p->nfree++;
-        list = next;
     }
     pthread_mutex_unlock(&p->lock);
     while (list) {
-        struct udp_frame *next = list->next;
-        free(list);
-        list = next;
+        struct udp_frame *f = rutil_container_of(list, struct udp_frame, done);
+        list = list->next;
+        free(f);
     }
     return n;
 }
@@ -266,7 +254,7 @@ int udp_done_run(struct cor_rport *p, struct udp_frame *list)
 int udp_op_send(struct cor_rport *p, cor_peer_t rank, const struct iovec *iov, int iovcnt,
                 void *cookie)
 {
-    if (!p || rank >= p->npeers || iovcnt < 0 || (iovcnt > 0 && !iov)) return COR_EINVAL;
+    if (!p || rank >= p->base.npeers || iovcnt < 0 || (iovcnt > 0 && !iov)) return COR_EINVAL;
     size_t total = 0;
     int pieces = 0;
     for (int i = 0; i < iovcnt; i++) {
@@ -278,7 +266,7 @@ int udp_op_send(struct cor_rport *p, cor_peer_t rank, const struct iovec *iov, i
     pthread_mutex_lock(&p->lock);
     struct udp_peer *peer = &p->peers[rank];
     int rc = COR_OK;
-    if (p->closing)
+    if (p->base.closing)
         rc = COR_ECLOSED;
     else if (peer->state == UDP_PEER_NONE)
         rc = COR_EINVAL;
@@ -299,7 +287,7 @@ int udp_op_send(struct cor_rport *p, cor_peer_t rank, const struct iovec *iov, i
     }
     if (rc == COR_OK) {
         memset(f, 0, sizeof(*f));
-        f->cookie = cookie;
+        f->done.cookie = cookie;
         f->len = (uint32_t)total;
         if (pieces <= UDP_IOV_INLINE) {
             for (int i = 0; i < iovcnt; i++)

@@ -1,4 +1,4 @@
-/* Logging, open() checks, "auto" addresses and the failed-peer list of the route layer. */
+/* Logging, "auto" addresses and the port base's set-up of the route layer (rutil.h). */
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -40,33 +40,34 @@ int rutil_auto_ipv4(char *ip, char *ifname)
     return found ? 0 : -1;
 }
 
-int rutil_open_check(const char *who, const struct cor_route_config *cfg,
-                     const struct cor_route_upcalls *up, uint32_t max_peers)
+int rutil_port_init(struct rutil_port *b, const char *who, const struct cor_route_config *cfg,
+                    const struct cor_route_upcalls *up, uint32_t max_peers)
 {
     if (!cfg || !up || !up->deliver || !up->send_done || !up->peer_failed || cfg->npeers == 0 ||
         cfg->npeers > max_peers || cfg->self >= cfg->npeers) {
         rutil_log(who, "open: invalid configuration or upcalls");
         return COR_EINVAL;
     }
+    b->up = *up;
+    b->cookie = cfg->session_cookie;
+    b->self = cfg->self;
+    b->npeers = cfg->npeers;
+    b->port_index = cfg->port_index;
+    /* A peer fails at most once: npeers entries always suffice. */
+    b->fails.n = 0;
+    b->fails.v = calloc(cfg->npeers, sizeof *b->fails.v);
+    b->fails.out = calloc(cfg->npeers, sizeof *b->fails.out);
+    if (!b->fails.v || !b->fails.out) {
+        rutil_port_fini(b);
+        return COR_ENOMEM;
+    }
     return COR_OK;
 }
 
-int rutil_fails_init(struct rutil_fails *f, uint32_t npeers)
+void rutil_port_fini(struct rutil_port *b)
 {
-    f->n = 0;
-    f->v = calloc(npeers ? npeers : 1, sizeof *f->v);
-    f->out = calloc(npeers ? npeers : 1, sizeof *f->out);
-    if (!f->v || !f->out) {
-        rutil_fails_fini(f);
-        return -1;
-    }
-    return 0;
-}
-
-void rutil_fails_fini(struct rutil_fails *f)
-{
-    free(f->v);
-    free(f->out);
-    f->v = f->out = NULL;
-    f->n = 0;
+    free(b->fails.v);
+    free(b->fails.out);
+    b->fails.v = b->fails.out = NULL;
+    b->fails.n = 0;
 }

@@ -7,19 +7,23 @@
  * - knob tables: a route lists its environment variables once, as an X-macro (name, default,
  *   range, the default cor-info shows, meaning); rutil_knobs_read() parses them with one
  *   error message, and cor-info prints the same table;
- * - reporting to the core: a bounded list of failed peers, and the upcalls made, in the
- *   contract's order, where no route lock is held.
+ * - the port base, struct rutil_port, which each route port embeds first: the core's
+ *   callbacks, the session's cookie, rank and size, the closing flag, the failed peers, the
+ *   finished sends and the drop counter;
+ * - reporting to the core at the end of a poll: the upcalls made, in the contract's order,
+ *   where no route lock is held.
  *
  * Built as libcorroute_util.la (noinst, static) and linked into each plugin, which is built
  * with -fvisibility=hidden: nothing here is exported. Everything on a send or receive path is
  * `static inline` in this header; only the cold calls (knobs, logging) live in .c files.
- * No function here takes a lock or keeps state of its own; callers say what guards their
- * lists (udp: the route's port lock; gm: the port's one owner, route.h).
+ * No function here takes a lock or keeps state of its own; routes say what guards the
+ * base's lists (udp: the route's port lock; gm: the port's one owner, route.h).
  */
 #ifndef COR_ROUTES_RUTIL_H
 #define COR_ROUTES_RUTIL_H
 
 #include <limits.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -104,12 +108,10 @@ struct rutil_knob_val {
 int rutil_knobs_read(const char *who, const struct rutil_knob *t, size_t n,
                      struct rutil_knob_val *v);
 
-/* ---- reporting to the core ------------------------------------------------------------ */
+/* ---- the port base ------------------------------------------------------------------- */
 
-/* Validates what open() was given: every upcall set, 1 <= npeers <= max_peers, self a peer.
- * Logs "<who>: open: invalid configuration or upcalls" and returns COR_EINVAL, else COR_OK. */
-int rutil_open_check(const char *who, const struct cor_route_config *cfg,
-                     const struct cor_route_upcalls *up, uint32_t max_peers);
+/* container_of: the route object that embeds `member` at `ptr`. */
+#define rutil_container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* A peer given up, to report with peer_failed. */
 struct rutil_fail {
@@ -125,17 +127,58 @@ struct rutil_fails {
     uint32_t n;
 };
 
-/* Allocates room for npeers failures; 0 or -1 (no memory). */
-int rutil_fails_init(struct rutil_fails *f, uint32_t npeers);
-void rutil_fails_fini(struct rutil_fails *f);
+/* A send that finished, waiting for its send_done upcall: embedded in the route's own record
+ * of the send (udp: its frame; gm: its descriptor), which it finds again with
+ * rutil_container_of. The record must stay valid until it has been reported. */
+struct rutil_done {
+    struct rutil_done *next;
+    void *cookie;
+    int status;
+};
 
-/* Port lock held; the caller makes sure each peer is pushed once. */
+/* The fields every route port has, embedded FIRST in the route's struct cor_rport (libfabric's
+ * util_ep in a provider's endpoint): the route reaches them as p->base.x at a fixed offset, no
+ * pointer to follow. Set by rutil_port_init at open and constant afterwards, except:
+ * - closing, fails, the done list: guarded as the route's header says (udp: its port lock; gm:
+ *   the port's one owner, and `closing` is set under its mem_lock);
+ * - dropped: atomic (counters() reads it from any thread). */
+struct rutil_port {
+    struct cor_route_upcalls up;              /* the core's callbacks */
+    uint64_t cookie;                          /* the session cookie, carried by every frame */
+    uint32_t self, npeers;                    /* our rank; domains in the session */
+    int port_index;                           /* which hard port of this route in the domain */
+    int closing;                              /* close() began: sends are refused */
+    struct rutil_fails fails;                 /* peers given up, not yet reported */
+    struct rutil_done *done_head, *done_tail; /* finished sends, oldest first */
+    _Atomic uint64_t dropped;                 /* foreign or malformed frames, dropped and counted */
+};
+
+/* open(): checks the configuration (every upcall set, 1 <= npeers <= max_peers, self a
+ * peer: else logs "<who>: open: invalid configuration or upcalls" and returns COR_EINVAL),
+ * then fills b and allocates its failure list (COR_ENOMEM). b must be zeroed before. */
+int rutil_port_init(struct rutil_port *b, const char *who, const struct cor_route_config *cfg,
+                    const struct cor_route_upcalls *up, uint32_t max_peers);
+/* Frees what rutil_port_init allocated; safe on a zeroed or half-initialised base. */
+void rutil_port_fini(struct rutil_port *b);
+
+/* A foreign or malformed frame was dropped. */
+static inline void rutil_port_drop(struct rutil_port *b)
+{
+    atomic_fetch_add_explicit(&b->dropped, 1, memory_order_relaxed);
+}
+
+static inline uint64_t rutil_port_dropped(const struct rutil_port *b)
+{
+    return atomic_load_explicit(&b->dropped, memory_order_relaxed);
+}
+
+/* The caller makes sure each peer is pushed once (guarded as the route says). */
 static inline void rutil_fails_push(struct rutil_fails *f, cor_peer_t peer, int err)
 {
     f->v[f->n++] = (struct rutil_fail){peer, err};
 }
 
-/* Port lock held: moves the pending failures to f->out; returns how many. */
+/* Moves the pending failures to f->out; returns how many (guarded as the route says). */
 static inline uint32_t rutil_fails_take(struct rutil_fails *f)
 {
     uint32_t n = f->n;
@@ -145,28 +188,70 @@ static inline uint32_t rutil_fails_take(struct rutil_fails *f)
     return n;
 }
 
-/* No route lock held: peer_failed for each of fl[0..n), in order. The contract's order is
- * deaths first, then the deliveries and send completions collected with them, so the core
- * knows why the sends that follow failed. */
-static inline void rutil_report_failed(const struct cor_route_upcalls *up,
-                                       const struct rutil_fail *fl, size_t n)
+/* A send finished with `status`: appended to the done list (guarded as the route says). */
+static inline void rutil_done_push(struct rutil_port *b, struct rutil_done *d, int status)
 {
-    for (size_t i = 0; i < n; i++)
-        up->peer_failed(up->core, fl[i].peer, fl[i].err);
+    d->status = status;
+    d->next = NULL;
+    if (b->done_tail)
+        b->done_tail->next = d;
+    else
+        b->done_head = d;
+    b->done_tail = d;
 }
 
-/* A send finished: the cookie and status for send_done. */
-struct rutil_done {
+/* Detaches the whole done list, oldest first (NULL: none). */
+static inline struct rutil_done *rutil_done_take(struct rutil_port *b)
+{
+    struct rutil_done *d = b->done_head;
+    b->done_head = b->done_tail = NULL;
+    return d;
+}
+
+/* Removes the oldest finished send (NULL: none). */
+static inline struct rutil_done *rutil_done_pop(struct rutil_port *b)
+{
+    struct rutil_done *d = b->done_head;
+    if (d && !(b->done_head = d->next)) b->done_tail = NULL;
+    return d;
+}
+
+/* ---- end-of-poll reporting ------------------------------------------------------------
+ * The contract's order (route.h): deaths first, then the deliveries and send completions
+ * collected with them, so the core knows why the sends that follow failed. The route takes
+ * what is pending under its guard (rutil_fails_take, rutil_done_take), releases every lock,
+ * and then reports: no route lock is held during these calls, as a callback may send(). */
+
+/* peer_failed for the n failures rutil_fails_take moved to b->fails.out, in order. */
+static inline void rutil_port_report_failed(struct rutil_port *b, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        b->up.peer_failed(b->up.core, b->fails.out[i].peer, b->fails.out[i].err);
+}
+
+/* send_done for each finished send of a detached list, oldest first. The records are not
+ * touched after their upcall; the caller recycles them afterwards. Returns how many. */
+static inline int rutil_port_report_list(struct rutil_port *b, const struct rutil_done *d)
+{
+    int n = 0;
+    for (; d; d = d->next, n++)
+        b->up.send_done(b->up.core, d->cookie, d->status);
+    return n;
+}
+
+/* A send's completion copied out of its record, for a route that recycles the record before
+ * the upcall (gm: a callback's send() may reuse the descriptor at once). */
+struct rutil_done_copy {
     void *cookie;
     int status;
 };
 
-/* No route lock held: send_done for each of d[0..n), oldest first. Returns n. */
-static inline int rutil_report_done(const struct cor_route_upcalls *up, const struct rutil_done *d,
-                                    size_t n)
+/* send_done for each of d[0..n), oldest first. Returns n. */
+static inline int rutil_port_report_copies(struct rutil_port *b, const struct rutil_done_copy *d,
+                                           size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        up->send_done(up->core, d[i].cookie, d[i].status);
+        b->up.send_done(b->up.core, d[i].cookie, d[i].status);
     return (int)n;
 }
 
