@@ -1,9 +1,11 @@
 /*
  * cor-run: starts the N domains of a CoR session and supervises them.
  *
- * It makes a private rendezvous (a UNIX socket, mode 0600, in a fresh 0700 directory), starts
- * the domains with COR_* in their environment, answers their bootstrap (address table,
- * barriers; the line protocol is described in cor/core/bootstrap.c), forwards SIGINT, SIGTERM
+ * It makes a private rendezvous (a UNIX socket, mode 0600, in a fresh 0700 directory; or a TCP
+ * socket when domains run on other hosts, where a connection must prove that it knows the
+ * session secret before anything else), starts the domains with COR_* in their environment,
+ * answers their bootstrap (address table, barriers; the lines are in cor/core/bootline.h,
+ * shared with the domains' side), forwards SIGINT, SIGTERM
  * and SIGHUP, and watches both the processes and their connections. A domain that exits or
  * drops its connection before saying FINISH has died: cor-run names it and how, tells the
  * survivors (their operations toward it then fail with COR_EPEERDEAD), gives them a grace
@@ -12,12 +14,18 @@
  * Single-threaded: one poll() loop; signals arrive through a self-pipe. Everything read from
  * the socket is untrusted (lengths, ranks, duplicates and order are checked).
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <dirent.h>
 #include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -34,13 +42,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LINE_MAX_ 1024      /* protocol line limit, newline included */
-#define MAX_DOMAINS 4096    /* COR_MAX_DOMAINS */
-#define MAX_ADDRS 64        /* addresses one domain may publish */
-#define MAX_ADDR_HEX 510    /* 2 * (COR_ADDR_MAX - 1) */
+#include "boot_auth.h"
+#include "bootline.h"
+
+#define LINE_MAX_ COR_BOOT_LINE_MAX
+#define MAX_DOMAINS COR_BOOT_MAX_DOMAINS
+#define MAX_ADDRS COR_BOOT_MAX_ADDRS
 #define OUT_MAX (64u << 20) /* a domain that does not read gets disconnected */
 #define LOST_WAIT_S 0.5     /* after a connection drops, wait this long for the exit */
 #define ANON_TIMEOUT_S 10.0 /* a connection must say HELLO within this */
+#define AUTH_TIMEOUT_S 5.0  /* a TCP connection must prove the secret within this */
 #define KILL_WAIT_S 2.0     /* from SIGTERM to SIGKILL during teardown */
 #define REAP_WAIT_S 5.0     /* from SIGKILL to giving up on a child */
 
@@ -48,12 +59,30 @@ static const char *progname = "cor-run";
 static int verbose;
 
 struct addr {
-    char route[32];
+    char route[COR_BOOT_ROUTE_MAX];
     int port;
-    char hex[MAX_ADDR_HEX + 2];
+    char addr[COR_BOOT_ADDR_MAX]; /* decoded */
 };
 
 enum dstate { D_NEW, D_RUNNING, D_REAPED };
+
+/* Why a connection was refused before it joined; counted when it is closed. */
+enum refusal {
+    REF_NONE,
+    REF_GARBAGE, /* TCP: anything but a proof, or closed before one */
+    REF_PROOF,   /* TCP: a wrong proof (another secret, a replayed exchange) */
+    REF_SLOW,    /* TCP: no proof within AUTH_TIMEOUT_S */
+    REF_CROWD,   /* too many connections that did not join yet */
+    REF_HELLO,   /* a bad HELLO (wrong session, rank taken...), or none in time */
+    REF_KINDS
+};
+static const char *const refusal_names[REF_KINDS] = {
+    [REF_GARBAGE] = "sent garbage or closed before proving the secret",
+    [REF_PROOF] = "gave a wrong proof",
+    [REF_SLOW] = "were too slow to prove the secret",
+    [REF_CROWD] = "came while too many others waited",
+    [REF_HELLO] = "sent no valid HELLO",
+};
 
 struct domain {
     int rank;
@@ -74,6 +103,10 @@ struct domain {
 struct conn {
     int fd;
     int rank; /* -1 until HELLO */
+    int tcp;  /* on the TCP rendezvous: must prove the secret first */
+    int authed;
+    enum refusal refusal;                    /* set when refused; counted at close */
+    unsigned char nonce[COR_BOOT_KEY_BYTES]; /* our challenge (tcp) */
     double opened;
     char in[2 * LINE_MAX_];
     size_t in_len;
@@ -90,6 +123,21 @@ static struct {
     uint64_t cookie;
     char dir[PATH_MAX], sock[PATH_MAX];
     int lfd, sigr, sigw;
+    /* TCP rendezvous (--listen, or --hosts naming other hosts): its address as the domains
+     * reach it, and the session secret they must prove they know. */
+    const char *listen_arg;
+    int tcp;
+    char boot_addr[300]; /* "tcp:HOST:PORT" */
+    unsigned char secret[COR_BOOT_KEY_BYTES];
+    char secret_hex[COR_BOOT_KEY_HEX + 1];
+    /* Domain 0 through an agent on TCP: its stdin is a pipe that first carries the secret,
+     * then what cor-run reads on its own stdin. */
+    int relay_fd;
+    char relay[4096];
+    size_t relay_len;
+    int stdin_open;
+    /* Connections refused before they joined (strangers), by why (enum refusal). */
+    unsigned refused[REF_KINDS];
     struct domain *dom;
     struct conn *conns;
     int nconns, conns_cap;
@@ -140,31 +188,6 @@ static int parse_seconds(const char *s, double *out)
     if (errno || end == s || *end || !(v >= 0) || v > 86400) return -1;
     *out = v;
     return 0;
-}
-
-static int route_name_ok(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > 31) return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '-' || c == '.'))
-            return 0;
-    }
-    return 1;
-}
-
-static int hex_ok(const char *h)
-{
-    if (strcmp(h, "-") == 0) return 1;
-    size_t n = strlen(h);
-    if (n == 0 || n % 2 || n > MAX_ADDR_HEX) return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f') ||
-              (h[i] >= 'A' && h[i] <= 'F')))
-            return 0;
-    return 1;
 }
 
 static void describe_status(int ws, char *buf, size_t len)
@@ -285,15 +308,24 @@ static void conn_write(int i, const char *text, size_t len)
     c->out_len += len;
 }
 
-static void conn_printf(int i, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void conn_printf(int i, const char *fmt, ...)
+/* Queues one protocol line on connection i. */
+static void conn_line(int i, const struct cor_bootline *l)
 {
-    char line[LINE_MAX_ + 64];
+    char line[LINE_MAX_ + 1];
+    int len = cor__bootline_format(l, line, sizeof line);
+    if (len > 0) conn_write(i, line, (size_t)len);
+}
+
+/* ERR with printf-style text. */
+static void conn_err(int i, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void conn_err(int i, const char *fmt, ...)
+{
+    struct cor_bootline l = {.kind = COR_BL_ERR};
     va_list ap;
     va_start(ap, fmt);
-    int len = vsnprintf(line, sizeof line, fmt, ap);
+    vsnprintf(l.text, sizeof l.text, fmt, ap);
     va_end(ap);
-    if (len > 0 && (size_t)len < sizeof line) conn_write(i, line, (size_t)len);
+    conn_line(i, &l);
 }
 
 /* Writes what the socket takes now; returns -1 when the connection broke. */
@@ -312,17 +344,12 @@ static int conn_flush(int i)
     return 0;
 }
 
-static void conn_send_domain(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void conn_send_domain(int rank, const char *fmt, ...)
+/* Queues a line for domain `rank`, if it is connected and did not finish. */
+static void domain_line(int rank, const struct cor_bootline *l)
 {
     struct domain *d = &g.dom[rank];
     if (d->conn < 0 || d->finished) return;
-    char line[LINE_MAX_ + 64];
-    va_list ap;
-    va_start(ap, fmt);
-    int len = vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (len > 0 && (size_t)len < sizeof line) conn_write(d->conn, line, (size_t)len);
+    conn_line(d->conn, l);
 }
 
 /* ---- deaths and teardown ------------------------------------------------------------------- */
@@ -350,8 +377,10 @@ static void declare_dead(int r, const char *why)
         say("domain %d (pid %ld) %s", r, (long)d->pid, why);
     else
         say("domain %d %s", r, why);
+    struct cor_bootline l = {.kind = COR_BL_DEAD, .rank = r};
+    snprintf(l.text, sizeof l.text, "%s", why);
     for (int s = 0; s < g.n; s++)
-        if (s != r && !g.dom[s].dead) conn_send_domain(s, "DEAD %d %s\n", r, why);
+        if (s != r && !g.dom[s].dead) domain_line(s, &l);
     if (d->state == D_RUNNING && d->pid > 0) {
         /* Alive but cut off from the session (no connection, never joined): stop it now;
          * the teardown escalates to SIGKILL if needed. */
@@ -415,8 +444,10 @@ static void send_table(void)
             say("domains published different numbers of addresses (domain 0: %d, domain %d: "
                 "%d)",
                 n, r, g.dom[r].naddr);
+            struct cor_bootline e = {.kind = COR_BL_ERR};
+            snprintf(e.text, sizeof e.text, "domains published different numbers of addresses");
             for (int s = 0; s < g.n; s++)
-                conn_send_domain(s, "ERR domains published different numbers of addresses\n");
+                domain_line(s, &e);
             g.startup_failed = 1;
             begin_teardown();
             return;
@@ -426,13 +457,21 @@ static void send_table(void)
     for (int s = 0; s < g.n; s++) {
         struct domain *to = &g.dom[s];
         if (to->conn < 0 || to->finished) continue;
-        conn_printf(to->conn, "TABLE %d %d\n", g.n, n);
+        struct cor_bootline l = {.kind = COR_BL_TABLE, .size = g.n, .n = n};
+        conn_line(to->conn, &l);
+        l.kind = COR_BL_A;
         for (int r = 0; r < g.n; r++)
             for (int k = 0; k < n; k++) {
                 struct addr *a = &g.dom[r].addrs[k];
-                conn_printf(to->conn, "A %d %d %s %d %s\n", r, k, a->route, a->port, a->hex);
+                l.rank = r;
+                l.k = k;
+                l.port = a->port;
+                memcpy(l.route, a->route, sizeof l.route);
+                memcpy(l.addr, a->addr, sizeof l.addr);
+                conn_line(to->conn, &l);
             }
-        conn_printf(to->conn, "END\n");
+        l.kind = COR_BL_END;
+        conn_line(to->conn, &l);
     }
     if (verbose) say("address table sent (%d domains x %d addresses)", g.n, n);
 }
@@ -450,37 +489,21 @@ static void try_release(void)
         }
         if (waiting && gone >= 0) {
             /* A domain that finished will never enter: fail the barrier, do not hang it. */
+            struct cor_bootline e = {.kind = COR_BL_ERR};
+            snprintf(e.text, sizeof e.text,
+                     "barrier %u cannot complete: domain %d finished without entering it", next,
+                     gone);
             for (int r = 0; r < g.n; r++)
-                if (g.dom[r].barrier >= next)
-                    conn_send_domain(r,
-                                     "ERR barrier %u cannot complete: domain %d finished "
-                                     "without entering it\n",
-                                     next, gone);
+                if (g.dom[r].barrier >= next) domain_line(r, &e);
             return;
         }
         for (int r = 0; r < g.n; r++)
             if (g.dom[r].barrier < next) return;
         g.released = next;
+        struct cor_bootline l = {.kind = COR_BL_RELEASE, .seq = next};
         for (int r = 0; r < g.n; r++)
-            conn_send_domain(r, "RELEASE %u\n", next);
+            domain_line(r, &l);
     }
-}
-
-static int split_words(char *line, char **w, int max)
-{
-    int n = 0;
-    char *p = line;
-    while (*p) {
-        while (*p == ' ')
-            p++;
-        if (!*p) break;
-        if (n == max) return max + 1; /* too many words */
-        w[n++] = p;
-        while (*p && *p != ' ')
-            p++;
-        if (*p) *p++ = 0;
-    }
-    return n;
 }
 
 static int check_peer_uid(int fd)
@@ -503,31 +526,67 @@ static int all_joined(void)
     return 1;
 }
 
-static int handle_hello(int ci, char **w, int nw)
+static const char *conn_name(int ci, char *buf, size_t cap)
+{
+    const struct conn *c = &g.conns[ci];
+    if (c->rank >= 0)
+        snprintf(buf, cap, "domain %d", c->rank);
+    else
+        snprintf(buf, cap, "an unidentified %sconnection", c->tcp ? "TCP " : "");
+    return buf;
+}
+
+/* The first line on a TCP connection: PROOF of the secret for our challenge. */
+static int handle_proof(int ci, const struct cor_bootline *l)
 {
     struct conn *c = &g.conns[ci];
-    long ver, rank, size, pid;
-    if (nw != 6 || parse_int(w[1], 1, 1, &ver) || parse_int(w[2], 0, MAX_DOMAINS - 1, &rank) ||
-        parse_int(w[3], 1, MAX_DOMAINS, &size) || parse_int(w[5], 1, LONG_MAX, &pid)) {
-        conn_printf(ci, "ERR malformed HELLO\n");
+    if (l->kind != COR_BL_PROOF) {
+        c->refusal = REF_GARBAGE;
+        if (verbose) say("refused a TCP connection that did not answer the challenge");
         return -1;
     }
-    char cookie[17];
-    snprintf(cookie, sizeof cookie, "%016llx", (unsigned long long)g.cookie);
-    if (strcasecmp(w[4], cookie) != 0) {
+    unsigned char want[COR_BOOT_KEY_BYTES];
+    cor__boot_mac(g.secret, COR_BOOT_ROLE_DOMAIN, c->nonce, l->nonce, want);
+    if (!cor__boot_mac_equal(want, l->mac, sizeof want)) {
+        c->refusal = REF_PROOF;
+        say("refused a TCP connection with a wrong proof of the session secret");
+        conn_err(ci, "wrong proof of the session secret");
+        return -1;
+    }
+    c->authed = 1;
+    struct cor_bootline p = {.kind = COR_BL_PROVEN};
+    cor__boot_mac(g.secret, COR_BOOT_ROLE_CORRUN, c->nonce, l->nonce, p.mac);
+    conn_line(ci, &p);
+    return 0;
+}
+
+static int handle_hello(int ci, const struct cor_bootline *l)
+{
+    struct conn *c = &g.conns[ci];
+    if (l->kind != COR_BL_HELLO) {
+        c->refusal = REF_HELLO;
+        conn_err(ci, "expected HELLO");
+        return -1;
+    }
+    if (l->session != g.cookie) {
+        c->refusal = REF_HELLO;
         say("refused a bootstrap connection with a wrong session cookie");
-        conn_printf(ci, "ERR wrong session\n");
+        conn_err(ci, "wrong session");
         return -1;
     }
-    if (size != g.n || rank >= g.n) {
-        say("refused a HELLO for rank %ld of %ld (this session has %d domains)", rank, size, g.n);
-        conn_printf(ci, "ERR rank or size does not match the session\n");
+    if (l->size != g.n || l->rank >= g.n) {
+        c->refusal = REF_HELLO;
+        say("refused a HELLO for rank %ld of %ld (this session has %d domains)", l->rank, l->size,
+            g.n);
+        conn_err(ci, "rank or size does not match the session");
         return -1;
     }
+    long rank = l->rank, pid = l->pid;
     struct domain *d = &g.dom[rank];
     if (d->joined || d->dead || d->conn >= 0) {
+        c->refusal = REF_HELLO;
         say("refused a second HELLO for domain %ld", rank);
-        conn_printf(ci, "ERR domain %ld already joined\n", rank);
+        conn_err(ci, "domain %ld already joined", rank);
         return -1;
     }
     if (verbose && !g.agent && pid != d->pid)
@@ -536,7 +595,8 @@ static int handle_hello(int ci, char **w, int nw)
     d->conn = ci;
     d->joined = 1;
     g.any_joined = 1;
-    conn_printf(ci, "WELCOME\n");
+    struct cor_bootline w = {.kind = COR_BL_WELCOME};
+    conn_line(ci, &w);
     if (verbose) say("domain %ld (pid %ld) joined", rank, pid);
     if (all_joined())
         remove_rendezvous(); /* nobody connects any more: even kill -9 leaves nothing now */
@@ -545,29 +605,41 @@ static int handle_hello(int ci, char **w, int nw)
 }
 
 /* Handles one line from connection ci; returns -1 to drop the connection. */
-static int handle_line(int ci, char *line)
+static int domain_says(int ci, const char *text)
 {
     struct conn *c = &g.conns[ci];
-    char *w[8];
-    int nw = split_words(line, w, 7);
-    if (nw < 1 || nw > 7) return -1;
-    if (c->rank < 0) return strcmp(w[0], "HELLO") == 0 ? handle_hello(ci, w, nw) : -1;
-    struct domain *d = &g.dom[c->rank];
-    long v1, v2;
-    if (d->finished) return -1; /* nothing may follow FINISH */
-    if (strcmp(w[0], "ADDR") == 0 && nw == 5 && !d->published) {
-        if (parse_int(w[1], 0, MAX_ADDRS - 1, &v1) || v1 != d->naddr || !route_name_ok(w[2]) ||
-            parse_int(w[3], -1000000, 1000000, &v2) || !hex_ok(w[4]))
+    struct cor_bootline l;
+    int bad = cor__bootline_parse(text, &l);
+    if (c->tcp && !c->authed) {
+        if (bad) {
+            c->refusal = REF_GARBAGE;
+            if (verbose) say("refused a TCP connection that sent garbage");
             return -1;
+        }
+        return handle_proof(ci, &l);
+    }
+    if (c->rank < 0) {
+        if (bad) {
+            c->refusal = REF_HELLO;
+            return -1;
+        }
+        return handle_hello(ci, &l);
+    }
+    if (bad) return -1;
+    struct domain *d = &g.dom[c->rank];
+    if (d->finished) return -1; /* nothing may follow FINISH */
+    switch (l.kind) {
+    case COR_BL_ADDR: {
+        if (d->published || l.k != d->naddr) return -1;
         if (!d->addrs && !(d->addrs = calloc(MAX_ADDRS, sizeof *d->addrs))) return -1;
         struct addr *a = &d->addrs[d->naddr++];
-        snprintf(a->route, sizeof a->route, "%s", w[2]);
-        a->port = (int)v2;
-        snprintf(a->hex, sizeof a->hex, "%s", w[4]);
+        memcpy(a->route, l.route, sizeof a->route);
+        memcpy(a->addr, l.addr, sizeof a->addr);
+        a->port = (int)l.port;
         return 0;
     }
-    if (strcmp(w[0], "PUB") == 0 && nw == 2 && !d->published) {
-        if (parse_int(w[1], 1, MAX_ADDRS, &v1) || v1 != d->naddr) return -1;
+    case COR_BL_PUB: {
+        if (d->published || l.n != d->naddr) return -1;
         d->published = 1;
         int all = 1;
         for (int r = 0; r < g.n; r++)
@@ -575,68 +647,68 @@ static int handle_line(int ci, char *line)
         if (all && !g.table_sent) send_table();
         return 0;
     }
-    if (strcmp(w[0], "BARRIER") == 0 && nw == 2) {
-        if (parse_int(w[1], 1, INT_MAX, &v1) || (unsigned)v1 != d->barrier + 1) return -1;
-        d->barrier = (unsigned)v1;
+    case COR_BL_BARRIER:
+        if ((unsigned long)l.seq != (unsigned long)d->barrier + 1) return -1;
+        d->barrier = (unsigned)l.seq;
         try_release();
         return 0;
-    }
-    if (strcmp(w[0], "LOST") == 0 && nw == 2) {
+    case COR_BL_LOST: {
         /* d's routes gave a peer up (silent for their dead time: stopped or wedged): the
          * session loses it, or the others' barriers would wait for it as long as it lives */
-        if (parse_int(w[1], 0, g.n - 1, &v1) || v1 == d->rank) return -1;
+        if (l.rank >= g.n || l.rank == d->rank) return -1;
         char why[96];
         snprintf(why, sizeof why, "given up by domain %d (its routes heard nothing from it)",
                  d->rank);
-        declare_dead((int)v1, why);
+        declare_dead((int)l.rank, why);
         return 0;
     }
-    if (strcmp(w[0], "FINISH") == 0 && nw == 1) {
+    case COR_BL_FINISH: {
         if (!d->published && !g.table_sent) /* the others' exchange cannot complete */
             declare_dead(d->rank, "left the session before publishing its addresses");
         d->finished = 1;
-        conn_printf(ci, "BYE\n");
+        struct cor_bootline bye = {.kind = COR_BL_BYE};
+        conn_line(ci, &bye);
         if (verbose) say("domain %d finished", d->rank);
         try_release();
         return 0;
     }
-    return -1;
+    default:
+        return -1;
+    }
+}
+
+static int conn_take_one(void *arg, char *line)
+{
+    int ci = (int)(intptr_t)arg;
+    if (domain_says(ci, line) == 0) return 0;
+    char who[64];
+    struct conn *c = &g.conns[ci];
+    if (!c->tcp || c->authed)
+        say("protocol error from %s on the bootstrap socket; dropping it",
+            conn_name(ci, who, sizeof who));
+    return -2;
 }
 
 /* Handles the complete lines in connection ci's input buffer and keeps a partial last line.
  * Returns 0, -1 to drop the connection, or -2 to drop it after flushing what was written to it
- * (an ERR). No socket I/O: conn_read feeds it, and tests/proc/fuzz_corrun.c feeds it anything. */
+ * (an ERR). No socket I/O: conn_read feeds it, and tests/core/fuzz_bootline.c feeds it
+ * anything. */
 static int conn_take_lines(int ci)
 {
     struct conn *c = &g.conns[ci];
-    size_t start = 0;
-    char *nl;
-    while ((nl = memchr(c->in + start, '\n', c->in_len - start)) != NULL) {
-        size_t len = (size_t)(nl - (c->in + start));
-        char line[LINE_MAX_];
-        if (len + 1 > LINE_MAX_ || memchr(c->in + start, 0, len)) {
-            say("bootstrap line too long or with a NUL byte from %s%d; dropping it",
-                c->rank < 0 ? "unidentified connection " : "domain ", c->rank < 0 ? ci : c->rank);
-            return -1;
+    int rc = cor__bootline_take(c->in, &c->in_len, conn_take_one, (void *)(intptr_t)ci);
+    if (rc == COR_BL_TOO_LONG || rc == COR_BL_NUL) {
+        char who[64];
+        if (c->tcp && !c->authed) {
+            c->refusal = REF_GARBAGE;
+            if (verbose) say("refused a TCP connection that sent garbage");
+        } else {
+            say("bootstrap line too long or with a NUL byte from %s; dropping it",
+                conn_name(ci, who, sizeof who));
         }
-        memcpy(line, c->in + start, len);
-        line[len] = 0;
-        start += len + 1;
-        if (handle_line(ci, line)) {
-            say("protocol error from %s%d on the bootstrap socket; dropping it",
-                c->rank < 0 ? "an unidentified connection " : "domain ",
-                c->rank < 0 ? ci : c->rank);
-            return -2;
-        }
-    }
-    memmove(c->in, c->in + start, c->in_len - start);
-    c->in_len -= start;
-    if (c->in_len >= LINE_MAX_) {
-        say("bootstrap line too long from %s%d; dropping it",
-            c->rank < 0 ? "unidentified connection " : "domain ", c->rank < 0 ? ci : c->rank);
         return -1;
     }
-    return 0;
+    return rc;
 }
 
 /* Reads what is there (nonblocking); returns -1 at EOF, error or a protocol error. */
@@ -659,6 +731,11 @@ static void conn_close(int ci)
 {
     struct conn *c = &g.conns[ci];
     if (c->fd < 0) return;
+    if (c->rank < 0) {
+        enum refusal why = c->refusal;
+        if (why == REF_NONE && c->tcp && !c->authed) why = REF_GARBAGE;
+        if (why != REF_NONE) g.refused[why]++;
+    }
     close(c->fd);
     c->fd = -1;
     c->in_len = 0; /* what it sent and nobody will read (a line too long, say) */
@@ -681,7 +758,13 @@ static void accept_conns(void)
         int open_anon = 0;
         for (int i = 0; i < g.nconns; i++)
             open_anon += g.conns[i].fd >= 0 && g.conns[i].rank < 0;
-        if (open_anon > g.n + 16 || check_peer_uid(fd)) {
+        if (open_anon > g.n + 16) {
+            g.refused[REF_CROWD]++;
+            close(fd);
+            continue;
+        }
+        if (!g.tcp && check_peer_uid(fd)) {
+            g.refused[REF_HELLO]++;
             close(fd);
             continue;
         }
@@ -709,6 +792,19 @@ static void accept_conns(void)
         c->fd = fd;
         c->rank = -1;
         c->opened = now_s();
+        if (g.tcp) {
+            int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            c->tcp = 1;
+            struct cor_bootline ch = {.kind = COR_BL_CHALLENGE, .version = COR_BOOT_VERSION};
+            if (cor__boot_random(c->nonce, sizeof c->nonce)) {
+                say("getrandom: %s", strerror(errno));
+                conn_close(slot);
+                continue;
+            }
+            memcpy(ch.nonce, c->nonce, sizeof ch.nonce);
+            conn_line(slot, &ch);
+        }
     }
 }
 
@@ -788,24 +884,40 @@ static int split_command(char *s, char **w, int max)
     return n;
 }
 
-#define NENV 7
+#define NENV 8
 
-static void make_env(int rank, char env[NENV][PATH_MAX + 16])
+/* The domain's COR_* settings; returns how many. COR_BOOT_SECRET (TCP only) is the secret
+ * itself for a child of ours (in its environment, which only its user can read) and "-" for
+ * one started through an agent, whose command line anyone on both hosts may read: that one
+ * reads the secret from its stdin, a pipe from us (ssh carries it encrypted). */
+static int make_env(int rank, char env[NENV][PATH_MAX + 16])
 {
-    snprintf(env[0], sizeof env[0], "COR_BOOT=%s", g.sock);
+    snprintf(env[0], sizeof env[0], "COR_BOOT=%s", g.tcp ? g.boot_addr : g.sock);
     snprintf(env[1], sizeof env[1], "COR_RANK=%d", rank);
     snprintf(env[2], sizeof env[2], "COR_SIZE=%d", g.n);
     snprintf(env[3], sizeof env[3], "COR_SESSION=%016llx", (unsigned long long)g.cookie);
     snprintf(env[4], sizeof env[4], "COR_ROUTE=%s", g.route);
     snprintf(env[5], sizeof env[5], "COR_PORTS=%d", g.ports);
     snprintf(env[6], sizeof env[6], "COR_BIND=%s", g.bind);
+    if (!g.tcp) return 7;
+    snprintf(env[7], sizeof env[7], "COR_BOOT_SECRET=%s", g.agent ? "-" : g.secret_hex);
+    return 8;
+}
+
+/* May we read our stdin for domain 0? Not when it is a terminal we do not own (cor-run in a
+ * shell's background: reading would stop us with SIGTTIN). */
+static int stdin_relayable(void)
+{
+    if (fcntl(0, F_GETFL) < 0) return 0;
+    return !isatty(0) || tcgetpgrp(0) == getpgrp();
 }
 
 /* Starts domain `rank`; returns -1 (after saying why) when it could not be started. */
 static int start_domain(int rank, char **prog_argv, int prog_argc)
 {
     static char env[NENV][PATH_MAX + 16];
-    make_env(rank, env);
+    int nenv = make_env(rank, env);
+    int secret_pipe = g.tcp && g.agent; /* the secret goes on the domain's stdin */
     enum { MAXW = 64 };
     char *words[MAXW];
     int nw = 0;
@@ -821,7 +933,7 @@ static int start_domain(int rank, char **prog_argv, int prog_argc)
             return -1;
         }
     }
-    size_t argc = (size_t)nw + (g.agent ? 1 + NENV : 0) + (size_t)prog_argc + 1;
+    size_t argc = (size_t)nw + (g.agent ? 1 + (size_t)nenv : 0) + (size_t)prog_argc + 1;
     char **argv = calloc(argc, sizeof *argv);
     if (!argv) {
         free(agent);
@@ -833,15 +945,15 @@ static int start_domain(int rank, char **prog_argv, int prog_argc)
     if (g.agent) {
         /* The agent may not pass our environment on (ssh, sudo): say it on the command. */
         argv[k++] = "env";
-        for (int i = 0; i < NENV; i++)
+        for (int i = 0; i < nenv; i++)
             argv[k++] = env[i];
     }
     for (int i = 0; i < prog_argc; i++)
         argv[k++] = prog_argv[i];
     argv[k] = NULL;
 
-    int ep[2];
-    if (pipe2(ep, O_CLOEXEC)) {
+    int ep[2], sp[2] = {-1, -1};
+    if (pipe2(ep, O_CLOEXEC) || (secret_pipe && pipe2(sp, O_CLOEXEC))) {
         say("pipe: %s", strerror(errno));
         free(argv);
         free(agent);
@@ -853,6 +965,10 @@ static int start_domain(int rank, char **prog_argv, int prog_argc)
         say("cannot start domain %d: fork: %s", rank, strerror(errno));
         close(ep[0]);
         close(ep[1]);
+        if (secret_pipe) {
+            close(sp[0]);
+            close(sp[1]);
+        }
         free(argv);
         free(agent);
         return -1;
@@ -866,14 +982,16 @@ static int start_domain(int rank, char **prog_argv, int prog_argc)
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         signal(SIGPIPE, SIG_DFL);
-        if (rank > 0) {
+        if (secret_pipe) {
+            dup2(sp[0], 0); /* dup2 clears close-on-exec on 0 */
+        } else if (rank > 0) {
             int nul = open("/dev/null", O_RDONLY);
             if (nul >= 0) {
                 dup2(nul, 0);
                 close(nul);
             }
         }
-        for (int i = 0; i < NENV; i++)
+        for (int i = 0; i < nenv; i++)
             putenv(env[i]);
         execvp(argv[0], argv);
         int e = errno;
@@ -891,6 +1009,23 @@ static int start_domain(int rank, char **prog_argv, int prog_argc)
     close(ep[0]);
     g.dom[rank].pid = pid;
     g.dom[rank].state = D_RUNNING;
+    if (secret_pipe) {
+        close(sp[0]);
+        /* 65 bytes into an empty pipe: never blocks. Domain 0 then reads our stdin through
+         * the same pipe (relay_stdin); the others see its end, as /dev/null. */
+        char line[COR_BOOT_KEY_HEX + 2];
+        int n = snprintf(line, sizeof line, "%s\n", g.secret_hex);
+        if (write(sp[1], line, (size_t)n) != n && got != (ssize_t)sizeof e)
+            say("cannot give domain %d the session secret: %s", rank, strerror(errno));
+        memset(line, 0, sizeof line);
+        if (rank == 0 && got != (ssize_t)sizeof e && stdin_relayable()) {
+            fcntl(sp[1], F_SETFL, O_NONBLOCK);
+            g.relay_fd = sp[1];
+            g.stdin_open = 1;
+        } else {
+            close(sp[1]);
+        }
+    }
     if (got == (ssize_t)sizeof e) {
         say("cannot start domain %d: %s: %s", rank, argv[0], strerror(e));
         free(argv);
@@ -901,6 +1036,32 @@ static int start_domain(int rank, char **prog_argv, int prog_argc)
     free(argv);
     free(agent);
     return 0;
+}
+
+/* Domain 0's stdin when it is our pipe: what cor-run reads on its stdin, passed on. */
+static void relay_stdin(short in_events, short out_events)
+{
+    if (g.stdin_open && g.relay_len == 0 && (in_events & (POLLIN | POLLHUP | POLLERR))) {
+        ssize_t k = read(0, g.relay, sizeof g.relay);
+        if (k > 0)
+            g.relay_len = (size_t)k;
+        else if (k == 0 || (errno != EINTR && errno != EAGAIN))
+            g.stdin_open = 0;
+    }
+    if (g.relay_fd >= 0 && g.relay_len > 0 && (out_events & (POLLOUT | POLLERR | POLLHUP))) {
+        ssize_t k = write(g.relay_fd, g.relay, g.relay_len);
+        if (k > 0) {
+            memmove(g.relay, g.relay + k, g.relay_len - (size_t)k);
+            g.relay_len -= (size_t)k;
+        } else if (k < 0 && errno != EINTR && errno != EAGAIN) {
+            g.relay_len = 0;
+            g.stdin_open = 0; /* domain 0 closed its stdin: nobody reads it any more */
+        }
+    }
+    if (g.relay_fd >= 0 && !g.stdin_open && g.relay_len == 0) {
+        close(g.relay_fd);
+        g.relay_fd = -1;
+    }
 }
 
 /* ---- the loop ----------------------------------------------------------------------------------
@@ -975,9 +1136,18 @@ static void check_timers(void)
                                 "running)");
         }
     }
-    for (int i = 0; i < g.nconns; i++)
-        if (g.conns[i].fd >= 0 && g.conns[i].rank < 0 && t - g.conns[i].opened > ANON_TIMEOUT_S)
+    for (int i = 0; i < g.nconns; i++) {
+        struct conn *c = &g.conns[i];
+        if (c->fd < 0 || c->rank >= 0) continue;
+        if (c->tcp && !c->authed && t - c->opened > AUTH_TIMEOUT_S) {
+            c->refusal = REF_SLOW;
+            if (verbose) say("refused a TCP connection that did not prove the secret in time");
             conn_close(i);
+        } else if (t - c->opened > ANON_TIMEOUT_S) {
+            c->refusal = REF_HELLO;
+            conn_close(i);
+        }
+    }
     if (g.any_joined && g.stage == 0 && t - g.started > g.start_timeout) {
         for (int r = 0; r < g.n; r++)
             if (!g.dom[r].joined && !g.dom[r].dead) {
@@ -1023,7 +1193,7 @@ static void run_loop(void)
             say("%d domain(s) did not go away after SIGKILL; giving up on them", live_domains());
             break;
         }
-        size_t need = 2 + (size_t)g.nconns;
+        size_t need = 4 + (size_t)g.nconns;
         if (need > pf_cap) {
             struct pollfd *p = realloc(pf, need * sizeof *p);
             if (!p) {
@@ -1036,10 +1206,14 @@ static void run_loop(void)
         }
         pf[0] = (struct pollfd){.fd = g.sigr, .events = POLLIN};
         pf[1] = (struct pollfd){.fd = g.lfd, .events = POLLIN};
+        int relaying = g.relay_fd >= 0;
+        pf[2] = (struct pollfd){.fd = relaying && g.stdin_open && !g.relay_len ? 0 : -1,
+                                .events = POLLIN};
+        pf[3] = (struct pollfd){.fd = relaying && g.relay_len ? g.relay_fd : -1, .events = POLLOUT};
         for (int i = 0; i < g.nconns; i++) {
             struct conn *c = &g.conns[i];
-            pf[2 + i] = (struct pollfd){.fd = c->fd, .events = POLLIN};
-            if (c->fd >= 0 && c->out_len > c->out_off) pf[2 + i].events |= POLLOUT;
+            pf[4 + i] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+            if (c->fd >= 0 && c->out_len > c->out_off) pf[4 + i].events |= POLLOUT;
         }
         int k = poll(pf, need, next_timeout_ms());
         if (k < 0 && errno != EINTR) {
@@ -1049,10 +1223,11 @@ static void run_loop(void)
         if (k > 0) {
             if (pf[0].revents) handle_signals();
             if (pf[1].revents & POLLIN) accept_conns();
-            for (int i = 0; i < g.nconns && 2 + (size_t)i < need; i++) {
+            if (pf[2].revents || pf[3].revents) relay_stdin(pf[2].revents, pf[3].revents);
+            for (int i = 0; i < g.nconns && 4 + (size_t)i < need; i++) {
                 struct conn *c = &g.conns[i];
-                short re = pf[2 + i].revents;
-                if (c->fd < 0 || c->fd != pf[2 + i].fd || !re) continue;
+                short re = pf[4 + i].revents;
+                if (c->fd < 0 || c->fd != pf[4 + i].fd || !re) continue;
                 int bad = 0;
                 if (re & (POLLIN | POLLHUP | POLLERR)) bad = conn_read(i) < 0;
                 if (!bad && c->fd >= 0) bad = conn_flush(i) < 0;
@@ -1074,8 +1249,161 @@ static void run_loop(void)
 
 /* ---- setup and main ------------------------------------------------------------------------ */
 
+/* Is host `h` this machine? 1 yes, 0 no (*ai then holds its first address), -1 cannot tell. */
+static int host_is_local(const char *h, struct sockaddr_storage *out, socklen_t *outlen)
+{
+    char me[256] = "";
+    gethostname(me, sizeof me - 1);
+    size_t ml = strcspn(me, ".");
+    if (!strcmp(h, "localhost") || !strcmp(h, me) || (strlen(h) == ml && !strncmp(h, me, ml)))
+        return 1;
+    struct addrinfo hints = {.ai_socktype = SOCK_DGRAM}, *res;
+    if (getaddrinfo(h, NULL, &hints, &res)) return -1;
+    int local = 0;
+    for (struct addrinfo *ai = res; ai && !local; ai = ai->ai_next) {
+        /* An address we can bind is ours. */
+        int fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) continue;
+        struct sockaddr_storage ss;
+        memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+        ((struct sockaddr_in *)&ss)->sin_port = 0; /* same offset in sockaddr_in6 */
+        local = bind(fd, (struct sockaddr *)&ss, ai->ai_addrlen) == 0;
+        close(fd);
+    }
+    memcpy(out, res->ai_addr, res->ai_addrlen);
+    *outlen = res->ai_addrlen;
+    freeaddrinfo(res);
+    return local;
+}
+
+/* The listening address when --hosts names other hosts and --listen is not given: our
+ * address toward the first of them (the kernel's route choice, by a connected UDP socket,
+ * which sends nothing). Returns 1 and fills host[] if TCP is needed, 0 if every host is this
+ * one, -1 after saying why it cannot choose. */
+static int listen_for_hosts(char *host, size_t cap)
+{
+    for (int i = 0; i < g.nhosts; i++) {
+        struct sockaddr_storage peer, me;
+        socklen_t pl = 0, ml = sizeof me;
+        int local = host_is_local(g.hosts[i], &peer, &pl);
+        if (local == 1) continue;
+        if (local < 0) {
+            say("--hosts: cannot resolve '%s' to choose the address other hosts reach cor-run "
+                "on; give it with --listen ADDR[:PORT]",
+                g.hosts[i]);
+            return -1;
+        }
+        int fd = socket(peer.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        ((struct sockaddr_in *)&peer)->sin_port = htons(9); /* any port: nothing is sent */
+        if (fd < 0 || connect(fd, (struct sockaddr *)&peer, pl) ||
+            getsockname(fd, (struct sockaddr *)&me, &ml) ||
+            getnameinfo((struct sockaddr *)&me, ml, host, (socklen_t)cap, NULL, 0,
+                        NI_NUMERICHOST)) {
+            say("--hosts: no route to '%s' (%s); give the address to listen on with --listen",
+                g.hosts[i], strerror(errno));
+            if (fd >= 0) close(fd);
+            return -1;
+        }
+        close(fd);
+        return 1;
+    }
+    return 0;
+}
+
+/* --listen ADDR[:PORT] or [ADDR6][:PORT] into host[] and port[] ("0": any free port). */
+static int split_listen(const char *s, char *host, size_t cap, char *port)
+{
+    const char *h = s, *p = NULL;
+    size_t hn;
+    if (*s == '[') {
+        const char *e = strchr(s, ']');
+        if (!e) return -1;
+        h = s + 1;
+        hn = (size_t)(e - h);
+        if (e[1] == ':')
+            p = e + 2;
+        else if (e[1])
+            return -1;
+    } else {
+        const char *colon = strrchr(s, ':');
+        if (colon && strchr(s, ':') == colon) { /* one colon: ADDR:PORT */
+            hn = (size_t)(colon - s);
+            p = colon + 1;
+        } else { /* none, or a bare IPv6 address */
+            hn = strlen(s);
+        }
+    }
+    if (hn == 0 || hn >= cap) return -1;
+    memcpy(host, h, hn);
+    host[hn] = 0;
+    long v = 0;
+    if (p && parse_int(p, 0, 65535, &v)) return -1;
+    snprintf(port, 8, "%ld", v);
+    return 0;
+}
+
+static int make_tcp_rendezvous(void)
+{
+    char host[256], port[8] = "0";
+    if (g.listen_arg) {
+        if (split_listen(g.listen_arg, host, sizeof host, port)) {
+            say("--listen wants ADDR[:PORT] or [ADDR6][:PORT], not '%s'", g.listen_arg);
+            return -1;
+        }
+    } else if (listen_for_hosts(host, sizeof host) != 1) {
+        return -1;
+    }
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *res;
+    int e = getaddrinfo(host, port, &hints, &res);
+    if (e) {
+        say("--listen: cannot resolve '%s': %s", host, gai_strerror(e));
+        return -1;
+    }
+    int err = 0;
+    for (struct addrinfo *ai = res; ai && g.lfd < 0; ai = ai->ai_next) {
+        char num[INET6_ADDRSTRLEN];
+        if (getnameinfo(ai->ai_addr, ai->ai_addrlen, num, sizeof num, NULL, 0, NI_NUMERICHOST))
+            continue;
+        if (!strcmp(num, "0.0.0.0") || !strcmp(num, "::")) {
+            say("--listen: '%s' is every address; the domains need one they can reach", host);
+            freeaddrinfo(res);
+            return -1;
+        }
+        int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        int one = 1;
+        if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 128)) {
+            err = errno;
+            if (fd >= 0) close(fd);
+            continue;
+        }
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        char pnum[8];
+        getsockname(fd, (struct sockaddr *)&ss, &sl);
+        getnameinfo((struct sockaddr *)&ss, sl, num, sizeof num, pnum, sizeof pnum,
+                    NI_NUMERICHOST | NI_NUMERICSERV);
+        snprintf(g.boot_addr, sizeof g.boot_addr,
+                 ss.ss_family == AF_INET6 ? "tcp:[%s]:%s" : "tcp:%s:%s", num, pnum);
+        g.lfd = fd;
+    }
+    freeaddrinfo(res);
+    if (g.lfd < 0) {
+        say("cannot listen on %s port %s: %s", host, port, strerror(err));
+        return -1;
+    }
+    if (cor__boot_random(g.secret, sizeof g.secret)) {
+        say("getrandom: %s (no secret for the session)", strerror(errno));
+        return -1;
+    }
+    cor__bootline_hex(g.secret, sizeof g.secret, g.secret_hex);
+    if (verbose) say("rendezvous on %s", g.boot_addr);
+    return 0;
+}
+
 static int make_rendezvous(void)
 {
+    if (g.tcp) return make_tcp_rendezvous();
     const char *tmp = getenv("TMPDIR");
     if (!tmp || !*tmp) tmp = "/tmp";
     if (snprintf(g.dir, sizeof g.dir, "%s/cor-run.XXXXXX", tmp) >= (int)sizeof g.dir) {
@@ -1146,6 +1474,23 @@ static uint64_t session_cookie(void)
     return c ? c : 1;
 }
 
+/* Strangers are said at the end, on stderr, whatever -v says: someone knocked. */
+static void report_refused(void)
+{
+    unsigned total = 0;
+    for (int i = 0; i < REF_KINDS; i++)
+        total += g.refused[i];
+    if (!total) return;
+    char why[512];
+    size_t n = 0;
+    why[0] = 0;
+    for (int i = 1; i < REF_KINDS; i++)
+        if (g.refused[i])
+            n += (size_t)snprintf(why + n, sizeof why - n, "%s%u %s", n ? ", " : "", g.refused[i],
+                                  refusal_names[i]);
+    say("refused %u connection(s) to the rendezvous: %s", total, why);
+}
+
 static void usage(FILE *f)
 {
     fprintf(
@@ -1158,23 +1503,37 @@ static void usage(FILE *f)
         "      --route NAME       default route of the domains (COR_ROUTE, default udp)\n"
         "      --ports P          hard ports per route in each domain (COR_PORTS, default 1)\n"
         "      --bind ADDR        address hint for routes: loopback, auto or an IP address\n"
-        "                         (COR_BIND; default loopback, or auto with --agent)\n"
-        "      --agent CMD        start each domain through CMD, e.g. 'ip netns exec ns{rank}'.\n"
-        "                         CMD is split at spaces ('...' and \"...\" group words); in it\n"
-        "                         {rank} is the domain number, {size} is N, {host} the domain's\n"
-        "                         host from --hosts, {{ a literal '{'. The domain runs as\n"
-        "                         CMD env COR_...=... PROGRAM ARGS. The rendezvous is a UNIX\n"
-        "                         socket on this host, so the agent must run the domain on this\n"
-        "                         host (namespaces, containers, sudo).\n"
-        "      --hosts H1,H2,...  hosts for {host}, given out round-robin (default localhost)\n"
+        "                         (COR_BIND; default loopback, or auto with --agent or TCP;\n"
+        "                         auto: the domain's address toward cor-run on TCP, else its\n"
+        "                         first interface that is up and not loopback)\n"
+        "      --agent CMD        start each domain through CMD, e.g. 'ssh {host}' or\n"
+        "                         'ip netns exec ns{rank}'. CMD is split at spaces ('...' and\n"
+        "                         \"...\" group words); in it {rank} is the domain number, {size}\n"
+        "                         is N, {host} the domain's host from --hosts, {{ a literal '{'.\n"
+        "                         The domain runs as CMD env COR_...=... PROGRAM ARGS.\n"
+        "      --hosts H1,H2,...  hosts for {host}, given out round-robin (default localhost).\n"
+        "                         If one is not this host, the rendezvous is TCP on our address\n"
+        "                         toward the first such host (unless --listen says where)\n"
+        "      --listen ADDR[:PORT]  make the rendezvous TCP on ADDR ([ADDR] for IPv6), port\n"
+        "                         PORT (default: any free port). Domains on other hosts connect\n"
+        "                         there and must prove they know the session secret (HMAC\n"
+        "                         challenge; the secret never travels on the connection). With\n"
+        "                         --agent the secret goes to each domain on its stdin (ssh\n"
+        "                         carries it encrypted; nothing shows in ps), otherwise in its\n"
+        "                         environment. Without --listen and remote --hosts: a UNIX\n"
+        "                         socket, so the agent must run the domains on this host\n"
+        "                         (namespaces, containers, sudo)\n"
         "      --grace SEC        after a domain dies, how long the others may take to exit\n"
         "                         before SIGTERM (then SIGKILL %.0f s later); default 3\n"
         "      --start-timeout SEC  how long domains may take to join the session; default 60\n"
         "  -v, --verbose          say what happens\n"
         "  -h, --help             this text\n"
         "\n"
-        "Each domain gets COR_BOOT (rendezvous socket), COR_RANK, COR_SIZE, COR_SESSION (16 hex\n"
-        "digits), COR_ROUTE, COR_PORTS and COR_BIND. Only domain 0 reads the terminal.\n"
+        "Each domain gets COR_BOOT (rendezvous socket path, or tcp:ADDR:PORT), COR_RANK,\n"
+        "COR_SIZE, COR_SESSION (16 hex digits), COR_ROUTE, COR_PORTS, COR_BIND and, on TCP,\n"
+        "COR_BOOT_SECRET (the secret, or - for a line on stdin). Only domain 0 reads the\n"
+        "terminal. Connections refused at the rendezvous (wrong secret, garbage, too slow) are\n"
+        "counted and reported on stderr at the end; the session goes on.\n"
         "SIGINT, SIGTERM and SIGHUP are passed to the domains. If a domain exits or loses its\n"
         "connection before finishing, cor-run says which and how, tells the others (their\n"
         "operations toward it fail with COR_EPEERDEAD) and stops them after the grace period.\n"
@@ -1198,7 +1557,7 @@ static int parse_hosts(char *list)
 
 int main(int argc, char **argv)
 {
-    enum { O_ROUTE = 256, O_PORTS, O_BIND, O_AGENT, O_HOSTS, O_GRACE, O_START };
+    enum { O_ROUTE = 256, O_PORTS, O_BIND, O_AGENT, O_HOSTS, O_LISTEN, O_GRACE, O_START };
     static const struct option opts[] = {
         {"np", required_argument, NULL, 'n'},
         {"route", required_argument, NULL, O_ROUTE},
@@ -1206,6 +1565,7 @@ int main(int argc, char **argv)
         {"bind", required_argument, NULL, O_BIND},
         {"agent", required_argument, NULL, O_AGENT},
         {"hosts", required_argument, NULL, O_HOSTS},
+        {"listen", required_argument, NULL, O_LISTEN},
         {"grace", required_argument, NULL, O_GRACE},
         {"start-timeout", required_argument, NULL, O_START},
         {"verbose", no_argument, NULL, 'v'},
@@ -1217,7 +1577,7 @@ int main(int argc, char **argv)
     g.route = "udp";
     g.grace = 3.0;
     g.start_timeout = 60.0;
-    g.lfd = g.sigr = g.sigw = -1;
+    g.lfd = g.sigr = g.sigw = g.relay_fd = -1;
     long v;
     int opt;
     while ((opt = getopt_long(argc, argv, "+n:vh", opts, NULL)) != -1) {
@@ -1230,7 +1590,7 @@ int main(int argc, char **argv)
             g.n = (int)v;
             break;
         case O_ROUTE:
-            if (!route_name_ok(optarg)) {
+            if (!cor__bootline_route_ok(optarg)) {
                 say("--route: '%s' is not a route name", optarg);
                 return 2;
             }
@@ -1258,6 +1618,13 @@ int main(int argc, char **argv)
                 say("--hosts wants a comma-separated list of hosts");
                 return 2;
             }
+            break;
+        case O_LISTEN:
+            if (!*optarg || strlen(optarg) > 255) {
+                say("--listen wants ADDR[:PORT], not '%s'", optarg);
+                return 2;
+            }
+            g.listen_arg = optarg;
             break;
         case O_GRACE:
             if (parse_seconds(optarg, &g.grace)) {
@@ -1287,7 +1654,19 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (!g.bind) g.bind = g.agent ? "auto" : "loopback";
+    static char auto_listen[INET6_ADDRSTRLEN + 2];
+    if (g.listen_arg) {
+        g.tcp = 1;
+    } else if (g.nhosts) {
+        char a[INET6_ADDRSTRLEN];
+        int need = listen_for_hosts(a, sizeof a);
+        if (need < 0) return 2;
+        /* IPv6 as [ADDR] for split_listen */
+        snprintf(auto_listen, sizeof auto_listen, strchr(a, ':') ? "[%s]" : "%s", a);
+        g.tcp = need;
+        if (need) g.listen_arg = auto_listen;
+    }
+    if (!g.bind) g.bind = g.agent || g.tcp ? "auto" : "loopback";
     g.cookie = session_cookie();
     g.dom = calloc((size_t)g.n, sizeof *g.dom);
     if (!g.dom) {
@@ -1317,6 +1696,7 @@ int main(int argc, char **argv)
     run_loop();
     remove_rendezvous();
     remove_session_files();
+    report_refused();
 
     int worst = 0, died = g.ndead > 0;
     for (int r = 0; r < g.n; r++) {

@@ -63,15 +63,9 @@ uint64_t cor__boot_random_cookie(void)
 
 int cor__boot_route_name_ok(const char *s)
 {
-    size_t n = strlen(s);
-    if (n == 0 || n >= sizeof(((struct cor_boot_addr *)0)->route)) return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '-' || c == '.'))
-            return 0;
-    }
-    return 1;
+    _Static_assert(sizeof(((struct cor_boot_addr *)0)->route) == COR_BOOT_ROUTE_MAX,
+                   "route names differ in size from the bootstrap lines'");
+    return cor__bootline_route_ok(s); /* one rule for every backend and cor-run */
 }
 
 int cor__boot_check_addrs(const struct cor_boot *b, const char *backend, int n,

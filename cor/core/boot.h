@@ -19,9 +19,8 @@
 
 #include <stdint.h>
 
+#include "bootline.h" /* the limits (COR_BOOT_MAX_ADDRS...), shared with cor-run */
 #include "cor/route.h"
-
-#define COR_BOOT_MAX_ADDRS 64 /* addresses one domain may publish */
 
 struct cor_boot_addr {
     char route[32];
@@ -50,6 +49,10 @@ struct cor_boot {
     const struct cor_boot_ops *ops;
     int rank, size;
     uint64_t cookie;
+    /* This domain's IP address toward its peers, when the backend knows it (cor-run over
+     * TCP: our end of the connection to cor-run), else "". COR_BIND=auto binds the routes
+     * there (progress.c). */
+    char local_addr[48];
 };
 
 /* Reads the environment and joins the session through the backend it names.

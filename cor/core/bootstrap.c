@@ -1,31 +1,26 @@
 /*
- * The cor-run backend of the bootstrap (boot.h): a connection to cor-run's rendezvous socket.
+ * The cor-run backend of the bootstrap (boot.h): a connection to cor-run's rendezvous, a UNIX
+ * socket on this host or TCP across hosts. The lines, their limits and the authentication
+ * exchange on TCP are in bootline.h, shared with apps/cor-run.c.
  *
  * cor-run sets, for each domain it starts:
- *   COR_BOOT     path of cor-run's rendezvous UNIX socket (mode 0600)
+ *   COR_BOOT     path of cor-run's rendezvous UNIX socket (mode 0600), or tcp:HOST:PORT
+ *   COR_BOOT_SECRET  with tcp: the session secret, 64 hex digits, or "-": a line on stdin
  *   COR_RANK     this domain's number, COR_SIZE the number of domains
  *   COR_SESSION  64-bit session cookie, 16 hex digits (also the idp macro part: low 32 bits)
  *   COR_ROUTE    default route name; COR_PORTS hard ports per route; COR_BIND address hint
  * The connection stays open until finish: it carries barriers and death notices, and cor-run
  * takes its loss as the domain's death.
  *
- * Wire protocol (version 1, shared with apps/cor-run.c). Both directions carry lines of
- * printable ASCII ending in '\n', at most BOOT_LINE_MAX bytes with the newline; a longer line
- * or an unknown word is a protocol error and ends the connection. Addresses travel hex-encoded
- * ("-" for an empty one) so that they may hold any byte.
- *
- *   domain -> cor-run                         cor-run -> domain
- *   HELLO 1 <rank> <size> <session> <pid>     WELCOME            (or ERR <why>, then close)
- *   ADDR <k> <route> <port_index> <hex>       TABLE <size> <n>
- *   PUB <n>   (after ADDR 0..n-1)             A <rank> <k> <route> <port_index> <hex>  x size*n
- *   BARRIER <seq>   (seq = 1, 2, ...)         END
- *   FINISH                                    RELEASE <seq>
- *   LOST <rank>                               DEAD <rank> <why>
- *                                             BYE                (answer to FINISH)
- *
  * LOST: this domain's routes gave `rank` up (it answered nothing for their dead time, as a
  * stopped or wedged process does): cor-run declares it dead for everyone and stops it, so the
  * others' barriers and finalize do not wait for a process that still lives but is lost.
+ *
+ * On TCP, before anything else, the domain and cor-run prove to each other that they know the
+ * session secret (COR_BOOT_SECRET: 64 hex digits, or "-" for a line on standard input, which
+ * cor-run writes there for domains it starts through an agent). That exchange is done here,
+ * synchronously, before the reader thread starts. Our end of that connection is the address
+ * toward the other hosts: COR_BIND=auto binds the routes there (cor_boot.local_addr).
  *
  * A background thread reads the socket (WELCOME, TABLE, RELEASE, DEAD, BYE) so that the rest
  * of libcor never blocks on it; callers wait on a condition variable, and writes are
@@ -35,7 +30,12 @@
  */
 #include "boot.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -48,9 +48,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BOOT_LINE_MAX 1024
-#define BOOT_MAX_ADDRS COR_BOOT_MAX_ADDRS
-#define BOOT_BYE_TIMEOUT_MS 5000 /* how long finish waits for cor-run's BYE */
+#include "boot_auth.h"
+#include "bootline.h"
+
+#define BOOT_BYE_TIMEOUT_MS 5000   /* how long finish waits for cor-run's BYE */
+#define BOOT_AUTH_TIMEOUT_MS 10000 /* the secret on stdin, and the TCP challenge */
 
 struct corrun_boot {
     struct cor_boot base; /* rank, size, cookie: set at init, read-only after */
@@ -94,97 +96,9 @@ static void boot_log(const struct corrun_boot *b, const char *fmt, ...)
 
 static const struct cor_boot_ops corrun_ops;
 
-/* ---- small parsers (all input is checked) ------------------------------------------------ */
-
 static int parse_long(const char *s, long lo, long hi, long *out)
 {
-    char *end;
-    if (!s || !*s) return -1;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
-}
-
-static int parse_hex64(const char *s, uint64_t *out)
-{
-    uint64_t v = 0;
-    if (!s || strlen(s) != 16) return -1;
-    for (int i = 0; i < 16; i++) {
-        int c = s[i], d;
-        if (c >= '0' && c <= '9')
-            d = c - '0';
-        else if (c >= 'a' && c <= 'f')
-            d = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F')
-            d = c - 'A' + 10;
-        else
-            return -1;
-        v = v << 4 | (uint64_t)d;
-    }
-    *out = v;
-    return 0;
-}
-
-static void hex_encode(const char *s, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-    if (!*s) {
-        strcpy(out, "-");
-        return;
-    }
-    for (; *s; s++) {
-        *out++ = digits[(unsigned char)*s >> 4];
-        *out++ = digits[(unsigned char)*s & 15];
-    }
-    *out = 0;
-}
-
-/* Decodes into out[cap]; rejects odd lengths, non-hex, NUL bytes and overflow. */
-static int hex_decode(const char *h, char *out, size_t cap)
-{
-    if (strcmp(h, "-") == 0) {
-        out[0] = 0;
-        return 0;
-    }
-    size_t n = strlen(h);
-    if (n == 0 || n % 2 || n / 2 >= cap) return -1;
-    for (size_t i = 0; i < n / 2; i++) {
-        int v = 0;
-        for (int j = 0; j < 2; j++) {
-            char c = h[2 * i + j];
-            int d = (c >= '0' && c <= '9')   ? c - '0'
-                    : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-                    : (c >= 'A' && c <= 'F') ? c - 'A' + 10
-                                             : -1;
-            if (d < 0) return -1;
-            v = v * 16 + d;
-        }
-        if (v == 0) return -1;
-        out[i] = (char)v;
-    }
-    out[n / 2] = 0;
-    return 0;
-}
-
-/* Splits line into at most max words (in place); the last word keeps the rest of the line
- * when rest_last is set (for free text). Returns the word count. */
-static int split_words(char *line, char **w, int max, int rest_last)
-{
-    int n = 0;
-    char *p = line;
-    while (*p && n < max) {
-        while (*p == ' ')
-            p++;
-        if (!*p) break;
-        w[n++] = p;
-        if (rest_last && n == max) break;
-        while (*p && *p != ' ')
-            p++;
-        if (*p) *p++ = 0;
-    }
-    return n;
+    return cor__bootline_long(s, lo, hi, out);
 }
 
 /* ---- writing -------------------------------------------------------------------------- */
@@ -222,9 +136,10 @@ static void corrun_lost(struct cor_boot *base, int rank)
     int known = b->dead[rank] || b->lost || b->finishing;
     pthread_mutex_unlock(&b->mu);
     if (known) return; /* cor-run told us first, or the session is over for us */
-    char line[32];
-    int n = snprintf(line, sizeof line, "LOST %d\n", rank);
-    boot_send(b, line, (size_t)n);
+    struct cor_bootline l = {.kind = COR_BL_LOST, .rank = rank};
+    char line[64];
+    int n = cor__bootline_format(&l, line, sizeof line);
+    if (n > 0) boot_send(b, line, (size_t)n);
 }
 
 /* ---- the reader thread ------------------------------------------------------------------ */
@@ -251,66 +166,81 @@ static void deliver_death(struct corrun_boot *b, int rank, const char *why)
 }
 
 /* Handles one line from cor-run; returns -1 on a protocol error. Called without mu. */
-static int handle_line(struct corrun_boot *b, char *line)
+static int corrun_line(struct corrun_boot *b, const char *text)
 {
-    char *w[7];
-    long v[4];
-    if (strncmp(line, "DEAD ", 5) == 0) {
-        int n = split_words(line, w, 3, 1);
-        if (n < 2 || parse_long(w[1], 0, b->base.size - 1, &v[0])) return -1;
-        deliver_death(b, (int)v[0], n == 3 ? w[2] : "(no reason given)");
+    struct cor_bootline l;
+    if (cor__bootline_parse(text, &l)) return -1;
+    if (l.kind == COR_BL_DEAD) {
+        if (l.rank >= b->base.size) return -1;
+        deliver_death(b, (int)l.rank, l.text[0] ? l.text : "(no reason given)");
         return 0;
     }
-    if (strncmp(line, "ERR ", 4) == 0) {
+    if (l.kind == COR_BL_ERR) {
         pthread_mutex_lock(&b->mu);
-        snprintf(b->err, sizeof b->err, "%.200s", line + 4);
+        snprintf(b->err, sizeof b->err, "%.200s", l.text[0] ? l.text : "(no reason given)");
         pthread_cond_broadcast(&b->cv);
         pthread_mutex_unlock(&b->mu);
-        boot_log(b, "cor-run says: %s", line + 4);
+        boot_log(b, "cor-run says: %s", l.text);
         return 0;
     }
-    int n = split_words(line, w, 7, 0);
-    if (n == 0) return -1;
     int rc = 0;
     pthread_mutex_lock(&b->mu);
-    if (strcmp(w[0], "WELCOME") == 0 && n == 1) {
+    switch (l.kind) {
+    case COR_BL_WELCOME:
         b->welcomed = 1;
-    } else if (strcmp(w[0], "BYE") == 0 && n == 1) {
+        break;
+    case COR_BL_BYE:
         b->bye = 1;
-    } else if (strcmp(w[0], "RELEASE") == 0 && n == 2 && !parse_long(w[1], 1, 0x7fffffffL, &v[0])) {
-        if ((unsigned)v[0] > b->released) b->released = (unsigned)v[0];
-    } else if (strcmp(w[0], "TABLE") == 0 && n == 3 && !b->table_open && !b->table_ready &&
-               !parse_long(w[1], b->base.size, b->base.size, &v[0]) &&
-               !parse_long(w[2], 1, BOOT_MAX_ADDRS, &v[1])) {
-        size_t cnt = (size_t)b->base.size * (size_t)v[1];
+        break;
+    case COR_BL_RELEASE:
+        if ((unsigned)l.seq > b->released) b->released = (unsigned)l.seq;
+        break;
+    case COR_BL_TABLE: {
+        if (b->table_open || b->table_ready || l.size != b->base.size) {
+            rc = -1;
+            break;
+        }
+        size_t cnt = (size_t)b->base.size * (size_t)l.n;
         b->table = calloc(cnt, sizeof *b->table);
         b->table_seen = calloc(cnt, 1);
         if (!b->table || !b->table_seen) {
             rc = -1;
         } else {
-            b->table_n = (int)v[1];
+            b->table_n = (int)l.n;
             b->table_got = 0;
             b->table_open = 1;
         }
-    } else if (strcmp(w[0], "A") == 0 && n == 6 && b->table_open &&
-               !parse_long(w[1], 0, b->base.size - 1, &v[0]) &&
-               !parse_long(w[2], 0, b->table_n - 1, &v[1]) &&
-               !parse_long(w[4], -1000000, 1000000, &v[2]) && cor__boot_route_name_ok(w[3])) {
-        size_t i = (size_t)v[0] * (size_t)b->table_n + (size_t)v[1];
-        struct cor_boot_addr *a = &b->table[i];
-        if (b->table_seen[i] || hex_decode(w[5], a->addr, sizeof a->addr)) {
+        break;
+    }
+    case COR_BL_A: {
+        if (!b->table_open || l.rank >= b->base.size || l.k >= b->table_n) {
             rc = -1;
-        } else {
-            snprintf(a->route, sizeof a->route, "%s", w[3]);
-            a->port_index = (int)v[2];
-            b->table_seen[i] = 1;
-            b->table_got++;
+            break;
         }
-    } else if (strcmp(w[0], "END") == 0 && n == 1 && b->table_open &&
-               b->table_got == b->base.size * b->table_n) {
+        size_t i = (size_t)l.rank * (size_t)b->table_n + (size_t)l.k;
+        struct cor_boot_addr *a = &b->table[i];
+        if (b->table_seen[i]) {
+            rc = -1;
+            break;
+        }
+        _Static_assert(sizeof a->route == COR_BOOT_ROUTE_MAX, "route name sizes differ");
+        _Static_assert(sizeof a->addr == COR_BOOT_ADDR_MAX, "address sizes differ");
+        memcpy(a->route, l.route, sizeof a->route);
+        memcpy(a->addr, l.addr, sizeof a->addr);
+        a->port_index = (int)l.port;
+        b->table_seen[i] = 1;
+        b->table_got++;
+        break;
+    }
+    case COR_BL_END:
+        if (!b->table_open || b->table_got != b->base.size * b->table_n) {
+            rc = -1;
+            break;
+        }
         b->table_open = 0;
         b->table_ready = 1;
-    } else {
+        break;
+    default: /* a line for the other direction, or authentication after it ended */
         rc = -1;
     }
     pthread_cond_broadcast(&b->cv);
@@ -324,31 +254,23 @@ static void sanitize(char *s)
         if ((unsigned char)*s < 32 || (unsigned char)*s > 126) *s = '?';
 }
 
+static int reader_take_one(void *arg, char *line)
+{
+    struct corrun_boot *b = arg;
+    if (corrun_line(b, line) == 0) return 0;
+    sanitize(line);
+    boot_log(b, "protocol error from cor-run on line '%.80s'", line);
+    return -1;
+}
+
 /* Handles the complete lines in buf[0 .. *have) and moves a partial last line to the start of
- * buf (BOOT_BUF bytes). Returns NULL, or why the connection must end. No I/O: the reader
- * thread feeds it what read() returns, and tests/core/fuzz_boot.c feeds it anything. */
-#define BOOT_BUF (2 * BOOT_LINE_MAX)
+ * buf (COR_BOOT_BUF bytes). Returns NULL, or why the connection must end. No I/O: the reader
+ * thread feeds it what read() returns, and tests/core/fuzz_bootline.c feeds it anything. */
 static const char *boot_take_lines(struct corrun_boot *b, char *buf, size_t *have)
 {
-    size_t start = 0;
-    char *nl;
-    while ((nl = memchr(buf + start, '\n', *have - start)) != NULL) {
-        *nl = 0;
-        char *line = buf + start;
-        size_t len = (size_t)(nl - line);
-        start += len + 1;
-        if (len + 1 > BOOT_LINE_MAX || memchr(line, 0, len)) return "protocol error";
-        char copy[BOOT_LINE_MAX];
-        memcpy(copy, line, len + 1);
-        if (handle_line(b, copy)) {
-            sanitize(line);
-            boot_log(b, "protocol error from cor-run on line '%.80s'", line);
-            return "protocol error";
-        }
-    }
-    memmove(buf, buf + start, *have - start);
-    *have -= start;
-    if (*have >= BOOT_LINE_MAX) return "line too long from cor-run";
+    int rc = cor__bootline_take(buf, have, reader_take_one, b);
+    if (rc == COR_BL_TOO_LONG) return "line too long from cor-run";
+    if (rc) return "protocol error";
     return NULL;
 }
 
@@ -356,7 +278,7 @@ static void *reader_main(void *arg)
 {
     struct corrun_boot *b = arg;
     prctl(PR_SET_NAME, "cor-boot", 0, 0, 0); /* (bootstrap.c stands apart from the core) */
-    char buf[BOOT_BUF];
+    char buf[COR_BOOT_BUF];
     size_t have = 0;
     const char *why = "connection closed by cor-run";
     for (;;) {
@@ -466,7 +388,7 @@ static int env_long(const char *name, long lo, long hi, long *out)
     return 0;
 }
 
-static int boot_connect(struct corrun_boot *b, const char *path)
+static int connect_unix(struct corrun_boot *b, const char *path)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof sa.sun_path) {
@@ -486,6 +408,173 @@ static int boot_connect(struct corrun_boot *b, const char *path)
     return 0;
 }
 
+/* "HOST:PORT" or "[HOST]:PORT" (IPv6) into host[cap] and port[8]. */
+static int split_host_port(const char *s, char *host, size_t cap, char *port)
+{
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s || strlen(colon + 1) == 0 || strlen(colon + 1) > 5) return -1;
+    const char *h = s;
+    size_t hn = (size_t)(colon - s);
+    if (*h == '[') {
+        if (hn < 3 || h[hn - 1] != ']') return -1;
+        h++;
+        hn -= 2;
+    }
+    if (hn >= cap) return -1;
+    memcpy(host, h, hn);
+    host[hn] = 0;
+    strcpy(port, colon + 1);
+    return 0;
+}
+
+static int connect_tcp(struct corrun_boot *b, const char *where)
+{
+    char host[256], port[8];
+    if (split_host_port(where, host, sizeof host, port)) {
+        boot_log(b, "COR_BOOT=tcp:%.200s is not tcp:HOST:PORT", where);
+        return -1;
+    }
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *res;
+    int e = getaddrinfo(host, port, &hints, &res);
+    if (e) {
+        boot_log(b, "cannot resolve cor-run's address %s: %s", where, gai_strerror(e));
+        return -1;
+    }
+    int err = ECONNREFUSED;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        b->fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (b->fd < 0) {
+            err = errno;
+            continue;
+        }
+        if (connect(b->fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
+        err = errno;
+        close(b->fd);
+        b->fd = -1;
+    }
+    freeaddrinfo(res);
+    if (b->fd < 0) {
+        boot_log(b, "cannot connect to cor-run at %s: %s", where, strerror(err));
+        return -1;
+    }
+    int one = 1;
+    setsockopt(b->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one); /* barriers are small */
+    /* Our end of this connection is our address toward cor-run's host: COR_BIND=auto. */
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(b->fd, (struct sockaddr *)&ss, &sl) == 0 &&
+        getnameinfo((struct sockaddr *)&ss, sl, b->base.local_addr, sizeof b->base.local_addr, NULL,
+                    0, NI_NUMERICHOST) != 0)
+        b->base.local_addr[0] = 0;
+    return 0;
+}
+
+/* Reads one line (up to its newline, no further) from fd within the deadline, into
+ * line[COR_BOOT_LINE_MAX]. Byte by byte: what follows the line is not ours to take (stdin),
+ * or must stay for the reader thread. */
+static int read_line(int fd, char *line, const struct timespec *deadline)
+{
+    size_t n = 0;
+    for (;;) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        long ms = (deadline->tv_sec - t.tv_sec) * 1000 + (deadline->tv_nsec - t.tv_nsec) / 1000000;
+        if (ms <= 0) return -ETIMEDOUT;
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        int k = poll(&pf, 1, (int)ms);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return -errno;
+        if (k == 0) return -ETIMEDOUT;
+        char c;
+        ssize_t r = read(fd, &c, 1);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (r < 0) return -errno;
+        if (r == 0) return -EPIPE;
+        if (c == '\n') {
+            line[n] = 0;
+            return 0;
+        }
+        if (c == 0 || n + 2 > COR_BOOT_LINE_MAX) return -EPROTO;
+        line[n++] = c;
+    }
+}
+
+/* The session secret: COR_BOOT_SECRET as 64 hex digits, or "-": one such line on stdin. */
+static int read_secret(struct corrun_boot *b, unsigned char secret[COR_BOOT_KEY_BYTES])
+{
+    const char *s = getenv("COR_BOOT_SECRET");
+    char line[COR_BOOT_LINE_MAX];
+    if (!s || !*s) {
+        boot_log(b, "COR_BOOT names a TCP rendezvous but COR_BOOT_SECRET is not set");
+        return -1;
+    }
+    if (strcmp(s, "-") == 0) {
+        struct timespec dl = deadline_in_ms(BOOT_AUTH_TIMEOUT_MS);
+        int e = read_line(0, line, &dl);
+        if (e) {
+            boot_log(b, "cannot read the session secret from standard input: %s",
+                     e == -EPROTO ? "line too long" : strerror(-e));
+            return -1;
+        }
+        s = line;
+    }
+    int rc = cor__bootline_unhex(s, secret, COR_BOOT_KEY_BYTES);
+    if (rc) boot_log(b, "the session secret is not %d hex digits", COR_BOOT_KEY_HEX);
+    memset(line, 0, sizeof line);
+    return rc;
+}
+
+/* The challenge on a TCP rendezvous (bootline.h): cor-run proves itself too, so that a
+ * stranger listening in its place cannot feed this domain a table. */
+static int authenticate(struct corrun_boot *b, const unsigned char secret[COR_BOOT_KEY_BYTES])
+{
+    struct timespec dl = deadline_in_ms(BOOT_AUTH_TIMEOUT_MS);
+    char line[COR_BOOT_LINE_MAX], out[COR_BOOT_LINE_MAX + 1];
+    struct cor_bootline ch, l;
+    int e = read_line(b->fd, line, &dl);
+    if (e || cor__bootline_parse(line, &ch) || ch.kind != COR_BL_CHALLENGE) {
+        boot_log(b, "no challenge from cor-run (%s)", e ? strerror(-e) : "it sent something else");
+        return -1;
+    }
+    memset(&l, 0, sizeof l);
+    l.kind = COR_BL_PROOF;
+    if (cor__boot_random(l.nonce, sizeof l.nonce)) {
+        boot_log(b, "getrandom: %s", strerror(errno));
+        return -1;
+    }
+    cor__boot_mac(secret, COR_BOOT_ROLE_DOMAIN, ch.nonce, l.nonce, l.mac);
+    int n = cor__bootline_format(&l, out, sizeof out);
+    if (n < 0 || boot_send(b, out, (size_t)n)) return -1;
+    unsigned char want[COR_BOOT_KEY_BYTES];
+    cor__boot_mac(secret, COR_BOOT_ROLE_CORRUN, ch.nonce, l.nonce, want);
+    struct cor_bootline p;
+    e = read_line(b->fd, line, &dl);
+    if (e || cor__bootline_parse(line, &p) || (p.kind != COR_BL_PROVEN && p.kind != COR_BL_ERR)) {
+        boot_log(b, "cor-run did not answer the proof (%s)", e ? strerror(-e) : "bad line");
+        return -1;
+    }
+    if (p.kind == COR_BL_ERR) {
+        boot_log(b, "cor-run refused this domain: %s", p.text);
+        return -1;
+    }
+    if (!cor__boot_mac_equal(p.mac, want, sizeof want)) {
+        boot_log(b, "the rendezvous does not know the session secret: not our cor-run");
+        return -1;
+    }
+    return 0;
+}
+
+static int boot_connect(struct corrun_boot *b, const char *where)
+{
+    if (strncmp(where, "tcp:", 4) != 0) return connect_unix(b, where);
+    unsigned char secret[COR_BOOT_KEY_BYTES];
+    if (read_secret(b, secret)) return -1;
+    int rc = connect_tcp(b, where + 4);
+    if (rc == 0) rc = authenticate(b, secret);
+    memset(secret, 0, sizeof secret);
+    return rc;
+}
+
 int cor__boot_corrun_init(struct cor_boot **bootp)
 {
     *bootp = NULL;
@@ -495,10 +584,14 @@ int cor__boot_corrun_init(struct cor_boot **bootp)
     uint64_t c;
     if (env_long("COR_SIZE", 1, COR_MAX_DOMAINS, &n) || env_long("COR_RANK", 0, n - 1, &r))
         return COR_EBOOT;
-    if (parse_hex64(getenv("COR_SESSION"), &c)) {
+    unsigned char sb[8];
+    if (cor__bootline_unhex(getenv("COR_SESSION"), sb, sizeof sb)) {
         boot_log(NULL, "COR_SESSION must be 16 hex digits");
         return COR_EBOOT;
     }
+    c = 0;
+    for (int i = 0; i < 8; i++)
+        c = c << 8 | sb[i];
     struct corrun_boot *b = boot_alloc((int)r, (int)n);
     if (!b) return COR_ENOMEM;
     b->base.cookie = c;
@@ -509,10 +602,14 @@ int cor__boot_corrun_init(struct cor_boot **bootp)
     }
     b->reader_started = 1;
 
-    char hello[128];
-    int len = snprintf(hello, sizeof hello, "HELLO 1 %d %d %016llx %ld\n", b->base.rank,
-                       b->base.size, (unsigned long long)c, (long)getpid());
-    if (boot_send(b, hello, (size_t)len)) goto fail;
+    struct cor_bootline hl = {.kind = COR_BL_HELLO, .version = COR_BOOT_VERSION};
+    hl.rank = b->base.rank;
+    hl.size = b->base.size;
+    hl.session = c;
+    hl.pid = (long)getpid();
+    char hello[COR_BOOT_LINE_MAX + 1];
+    int len = cor__bootline_format(&hl, hello, sizeof hello);
+    if (len < 0 || boot_send(b, hello, (size_t)len)) goto fail;
 
     struct timespec dl = deadline_in_ms(1000L * cor__boot_timeout_s());
     int rc = COR_OK;
@@ -558,16 +655,27 @@ static int corrun_exchange(struct cor_boot *base, int n, const struct cor_boot_a
     }
 
     /* One message: the ADDR lines and PUB. */
-    size_t cap = (size_t)n * (BOOT_LINE_MAX) + 32, len = 0;
+    size_t cap = (size_t)(n + 1) * (COR_BOOT_LINE_MAX + 1), len = 0;
     char *msg = malloc(cap);
     if (!msg) return COR_ENOMEM;
-    for (int i = 0; i < n; i++) {
-        char hex[2 * COR_ADDR_MAX + 2];
-        hex_encode(mine[i].addr, hex);
-        len += (size_t)snprintf(msg + len, cap - len, "ADDR %d %s %d %s\n", i, mine[i].route,
-                                mine[i].port_index, hex);
+    struct cor_bootline l = {.kind = COR_BL_ADDR};
+    for (int i = 0; i < n && rc == COR_OK; i++) {
+        l.k = i;
+        memcpy(l.route, mine[i].route, sizeof l.route);
+        memcpy(l.addr, mine[i].addr, sizeof l.addr);
+        l.port = mine[i].port_index;
+        int k = cor__bootline_format(&l, msg + len, cap - len);
+        if (k < 0) rc = COR_EINVAL; /* check_addrs let nothing through that does not fit */
+        len += k < 0 ? 0 : (size_t)k;
     }
-    len += (size_t)snprintf(msg + len, cap - len, "PUB %d\n", n);
+    l.kind = COR_BL_PUB;
+    l.n = n;
+    int k = rc ? -1 : cor__bootline_format(&l, msg + len, cap - len);
+    if (k < 0) {
+        free(msg);
+        return COR_EINVAL;
+    }
+    len += (size_t)k;
     rc = boot_send(b, msg, len);
     free(msg);
     if (rc) return rc;
@@ -627,9 +735,10 @@ static int corrun_barrier(struct cor_boot *base)
     int rc = b->ndead ? COR_EPEERDEAD : (b->lost || b->err[0]) ? COR_EBOOT : COR_OK;
     pthread_mutex_unlock(&b->mu);
     if (rc == COR_OK) {
+        struct cor_bootline l = {.kind = COR_BL_BARRIER, .seq = seq};
         char line[64];
-        int len = snprintf(line, sizeof line, "BARRIER %u\n", seq);
-        rc = boot_send(b, line, (size_t)len);
+        int len = cor__bootline_format(&l, line, sizeof line);
+        rc = len < 0 ? COR_ELIMIT : boot_send(b, line, (size_t)len);
     }
     if (rc == COR_OK) {
         pthread_mutex_lock(&b->mu);

@@ -7,14 +7,49 @@
  * (req.c), and while a task spins the listeners stay off the sockets so the reply is not
  * stolen by a thread that must first be woken.
  */
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "internal.h"
 #include "proto.h"
+
+/* COR_BIND as the routes get it. "auto" is resolved here, once for every route: our end of
+ * the TCP connection to cor-run (the address toward the other hosts), else the first IPv4
+ * interface that is up, running and not loopback, else loopback. */
+static const char *bind_hint(char *buf, size_t cap)
+{
+    const char *bind = getenv("COR_BIND");
+    if (!bind || !*bind) return "loopback";
+    if (strcmp(bind, "auto") != 0) return bind;
+    if (g.boot && g.boot->local_addr[0]) {
+        snprintf(buf, cap, "%s", g.boot->local_addr);
+        return buf;
+    }
+    struct ifaddrs *ifs = NULL;
+    const char *pick = "loopback";
+    if (getifaddrs(&ifs) == 0) {
+        for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+            if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
+                (i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP) ||
+                !(i->ifa_flags & IFF_RUNNING))
+                continue;
+            struct in_addr a = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+            if ((ntohl(a.s_addr) >> 24) == 127) continue;
+            if (inet_ntop(AF_INET, &a, buf, (socklen_t)cap)) pick = buf;
+            break;
+        }
+        freeifaddrs(ifs);
+    }
+    return pick;
+}
 
 int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out)
 {
@@ -31,12 +66,13 @@ int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out)
     pthread_mutex_init(&hp->copy_lock, NULL);
     pthread_cond_init(&hp->send_cond, NULL);
 
-    const char *bind = getenv("COR_BIND");
+    char bind_buf[64];
+    const char *bind = bind_hint(bind_buf, sizeof bind_buf);
     struct cor_route_config cfg = {.session_cookie = g.cookie,
                                    .self = (uint32_t)g.rank,
                                    .npeers = (uint32_t)g.size,
                                    .port_index = index,
-                                   .bind_hint = bind && *bind ? bind : "loopback"};
+                                   .bind_hint = bind};
     struct cor_route_upcalls up = {.core = hp,
                                    .deliver = cor__upcall_deliver,
                                    .send_done = cor__upcall_send_done,

@@ -1,0 +1,2 @@
+/* The core's bootline.c compiled into an internal test program. */
+#include "bootline.c"
