@@ -10,6 +10,8 @@
  *   boot_check garbage         rank 0 first sends junk to cor-run on side connections
  *   boot_check agent           like exchange, and checks AGENT_RANK == COR_RANK
  *   boot_check hold            joins, says "joined" on stdout, then sleeps until killed
+ *   boot_check wait PATH       like exchange, but between the exchange and the barriers
+ *                              waits (at most 120 s) until PATH exists
  * Exit 0 = all checks passed; 1 = a check failed (the reason is printed).
  */
 #define _GNU_SOURCE
@@ -220,6 +222,13 @@ int main(int argc, char **argv)
     }
 
     check_exchange(boot);
+    if (strcmp(mode, "wait") == 0 && argc > 2) {
+        printf("exchanged %d\n", rank);
+        fflush(stdout);
+        for (int i = 0; i < 1200 && access(argv[2], F_OK) != 0; i++)
+            usleep(100000);
+        CHECK(access(argv[2], F_OK) == 0, "%s did not appear within 120 s", argv[2]);
+    }
     check_barriers(boot);
     cor__boot_finish(boot);
     return 0;
