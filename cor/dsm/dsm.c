@@ -8,13 +8,13 @@
  * request sent to this domain, in a context of its own. Its messages are served where they
  * land: the task's arrival hook (on_arrival) drains the mailbox in whatever thread polled the
  * message in (a task waiting in the core, a listener), one thread at a time (the turn,
- * D.turn_mu); a thread of the service only takes what a thread holding one of our mutexes
+ * dsm__rt.turn_mu); a thread of the service only takes what a thread holding one of our mutexes
  * left, and deaths. Served here: operations on objects homed here, the directory entries of
  * the names that hash here and the locks that live here. Barrier messages go to a second
  * reserved task ("cor.dsm.barrier"), received by a task waiting in the barrier.
  *
  * Who owns what:
- * - D.lock guards the resource table (objects and locks homed here, by index), the barrier
+ * - dsm__rt.lock guards the resource table (objects and locks homed here, by index), the barrier
  *   list and every barrier's state. An object's data is guarded by its own mutex, so the
  *   home's tasks operate on it directly (no message) while the service serves remote ones.
  * - Only the thread holding the turn touches the directory, the locks' queues, the errors
@@ -38,7 +38,7 @@
 
 #include "dsm_runtime.h"
 
-struct dsm_runtime D = {
+struct dsm_runtime dsm__rt = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .svc_out.mu = PTHREAD_MUTEX_INITIALIZER,
     .direct_mu = PTHREAD_MUTEX_INITIALIZER,
@@ -53,7 +53,7 @@ struct dsm_runtime D = {
 };
 
 /* How many of our mutexes the thread holds (lock_or_die). */
-__thread int tls_locks;
+__thread int dsm__tls_locks;
 
 COR_API const char *cor_dsm_strerror(int err)
 {
@@ -70,12 +70,12 @@ COR_API const char *cor_dsm_strerror(int err)
 
 /* ---- Resources homed here ------------------------------------------------------------ */
 
-void res_free(struct res *x)
+void dsm__res_free(struct dsm__res *x)
 {
     if (x->shm) {
         dsm_shm_retire(x->shm);
         dsm_shm_close(x->shm);
-    } else if (x->kind == RES_OBJ) {
+    } else if (x->kind == DSM__RES_OBJ) {
         free(x->obj.data);
     }
     if (x->protocol == COR_DSM_CACHED) {
@@ -87,60 +87,60 @@ void res_free(struct res *x)
     free(x);
 }
 
-void res_put(struct res *x)
+void dsm__res_put(struct dsm__res *x)
 {
-    if (atomic_fetch_sub(&x->refs, 1) == 1) res_free(x);
+    if (atomic_fetch_sub(&x->refs, 1) == 1) dsm__res_free(x);
 }
 
-struct res *res_get(cor_idp_t idp, enum res_kind kind)
+struct dsm__res *dsm__res_get(cor_idp_t idp, enum dsm__res_kind kind)
 {
-    if (!our_idp(idp) || cor_idp_domain(idp) != (unsigned)D.rank) return NULL;
-    lock_or_die(&D.lock);
-    struct res *x = D.res ? D.res[cor_idp_index(idp)] : NULL;
+    if (!dsm__our_idp(idp) || cor_idp_domain(idp) != (unsigned)dsm__rt.rank) return NULL;
+    dsm__lock_or_die(&dsm__rt.lock);
+    struct dsm__res *x = dsm__rt.res ? dsm__rt.res[cor_idp_index(idp)] : NULL;
     if (x && x->kind == kind)
         atomic_fetch_add(&x->refs, 1);
     else
         x = NULL;
-    unlock_or_die(&D.lock);
+    dsm__unlock_or_die(&dsm__rt.lock);
     return x;
 }
 
 /* Gives x an index (reused last: a stale idp meets ENOTFOUND for as long as possible). */
-int res_add(struct res *x)
+int dsm__res_add(struct dsm__res *x)
 {
-    lock_or_die(&D.lock);
-    for (unsigned k = 0; k < RES_MAX; k++) {
-        unsigned i = (D.next_index + k) % RES_MAX + 1;
-        if (!D.res[i]) {
-            D.res[i] = x;
+    dsm__lock_or_die(&dsm__rt.lock);
+    for (unsigned k = 0; k < DSM__RES_MAX; k++) {
+        unsigned i = (dsm__rt.next_index + k) % DSM__RES_MAX + 1;
+        if (!dsm__rt.res[i]) {
+            dsm__rt.res[i] = x;
             x->index = i;
-            D.next_index = i % RES_MAX;
-            unlock_or_die(&D.lock);
+            dsm__rt.next_index = i % DSM__RES_MAX;
+            dsm__unlock_or_die(&dsm__rt.lock);
             return COR_OK;
         }
     }
-    unlock_or_die(&D.lock);
+    dsm__unlock_or_die(&dsm__rt.lock);
     return COR_ELIMIT;
 }
 
 /* Takes resource `index` of `kind` out of the table; returns it (with the table's
  * reference) or NULL. */
-static struct res *res_remove(unsigned index, enum res_kind kind)
+static struct dsm__res *res_remove(unsigned index, enum dsm__res_kind kind)
 {
-    if (index == 0 || index > RES_MAX) return NULL;
-    lock_or_die(&D.lock);
-    struct res *x = D.res[index];
+    if (index == 0 || index > DSM__RES_MAX) return NULL;
+    dsm__lock_or_die(&dsm__rt.lock);
+    struct dsm__res *x = dsm__rt.res[index];
     if (x && x->kind == kind)
-        D.res[index] = NULL;
+        dsm__rt.res[index] = NULL;
     else
         x = NULL;
-    unlock_or_die(&D.lock);
+    dsm__unlock_or_die(&dsm__rt.lock);
     return x;
 }
 
-struct res *res_new(enum res_kind kind, const char *name)
+struct dsm__res *dsm__res_new(enum dsm__res_kind kind, const char *name)
 {
-    struct res *x = calloc(1, sizeof *x);
+    struct dsm__res *x = calloc(1, sizeof *x);
     if (!x) return NULL;
     x->kind = kind;
     atomic_init(&x->refs, 1);
@@ -150,29 +150,29 @@ struct res *res_new(enum res_kind kind, const char *name)
 }
 
 /* Runs a request on a home-only object homed here, in the calling thread. */
-int obj_apply(struct res *x, const struct dsm_req *r, void *out, uint64_t *value)
+int dsm__obj_apply(struct dsm__res *x, const struct dsm_req *r, void *out, uint64_t *value)
 {
     if (x->shm) return dsm_shm_apply(x->shm, r, out, value);
-    lock_or_die(&x->mu);
+    dsm__lock_or_die(&x->mu);
     int err = dsm_obj_apply(&x->obj, r, out, value);
-    unlock_or_die(&x->mu);
+    dsm__unlock_or_die(&x->mu);
     return err;
 }
 
 /* ---- Services of other domains -------------------------------------------------------- */
 
-/* The idp of a mailbox (a reserved task: SVC_NAME or BAR_NAME) of domain `rank`. */
-int mailbox_of(int rank, const char *name, cor_idp_t *out)
+/* The idp of a mailbox (a reserved task: DSM__SVC_NAME or DSM__BAR_NAME) of domain `rank`. */
+int dsm__mailbox_of(int rank, const char *name, cor_idp_t *out)
 {
-    if (rank < 0 || rank >= D.size) return COR_EINVAL;
-    if (atomic_load(&D.dead[rank])) return COR_EPEERDEAD;
-    bool bar = !strcmp(name, BAR_NAME);
-    _Atomic cor_idp_t *cache = bar ? D.bar_boxes : D.svcs;
+    if (rank < 0 || rank >= dsm__rt.size) return COR_EINVAL;
+    if (atomic_load(&dsm__rt.dead[rank])) return COR_EPEERDEAD;
+    bool bar = !strcmp(name, DSM__BAR_NAME);
+    _Atomic cor_idp_t *cache = bar ? dsm__rt.bar_boxes : dsm__rt.svcs;
     cor_idp_t s = atomic_load(&cache[rank]);
     if (s == COR_IDP_NULL) {
         int err = COR_OK;
-        if (rank == D.rank)
-            s = bar ? D.bar_box : D.svc;
+        if (rank == dsm__rt.rank)
+            s = bar ? dsm__rt.bar_box : dsm__rt.svc;
         else
             err = cor_task_lookup(rank, name, 0, &s);
         if (err) return err;
@@ -182,9 +182,9 @@ int mailbox_of(int rank, const char *name, cor_idp_t *out)
     return COR_OK;
 }
 
-int svc_of(int rank, cor_idp_t *svc)
+int dsm__svc_of(int rank, cor_idp_t *svc)
 {
-    return mailbox_of(rank, SVC_NAME, svc);
+    return dsm__mailbox_of(rank, DSM__SVC_NAME, svc);
 }
 
 static void on_death(int rank, int err, void *arg)
@@ -192,22 +192,22 @@ static void on_death(int rank, int err, void *arg)
     (void)err;
     (void)arg;
     /* Called from a core thread: no locks, just marks (the service does the rest). */
-    if (!D.dead || rank < 0 || rank >= D.size) return;
-    atomic_store(&D.dead[rank], true);
-    atomic_store(&D.deaths_pending, 1);
-    svc_wake();
+    if (!dsm__rt.dead || rank < 0 || rank >= dsm__rt.size) return;
+    atomic_store(&dsm__rt.dead[rank], true);
+    atomic_store(&dsm__rt.deaths_pending, 1);
+    dsm__svc_wake();
 }
 
 /* ---- Client operations ---------------------------------------------------------------- */
 
-struct copy *region_of(cor_dsm_region_t rgn)
+struct dsm__copy *dsm__region_of(cor_dsm_region_t rgn)
 {
-    return dsm_handle_get(DSM_H_REGION, HANDLE(rgn));
+    return dsm_handle_get(DSM_H_REGION, DSM__HANDLE(rgn));
 }
 
 static __thread uint32_t tls_id;
 
-uint32_t next_id(void)
+uint32_t dsm__next_id(void)
 {
     tls_id = (tls_id + 1) & DSM_ID_MAX;
     if (tls_id == 0) tls_id = 1;
@@ -221,7 +221,7 @@ static void op_release(struct cor_dsm_op *o)
     o->sbuf = o->rbuf = NULL;
 }
 
-void op_init(struct cor_dsm_op *o, const struct dsm_req *r)
+void dsm__op_init(struct cor_dsm_op *o, const struct dsm_req *r)
 {
     memset(o, 0, offsetof(struct cor_dsm_op, small));
     o->op = r->op;
@@ -233,11 +233,11 @@ void op_init(struct cor_dsm_op *o, const struct dsm_req *r)
 static bool adds_pending(int home);
 static void adds_settle_home(int home);
 
-int op_start(struct cor_dsm_op *o, int home, const struct dsm_req *r, size_t rep_data)
+int dsm__op_start(struct cor_dsm_op *o, int home, const struct dsm_req *r, size_t rep_data)
 {
-    adds_flush_home(home);
+    dsm__adds_flush_home(home);
     cor_idp_t svc;
-    int err = svc_of(home, &svc);
+    int err = dsm__svc_of(home, &svc);
     if (err) return err;
     size_t n = dsm_req_size(r);
     if (n == 0) return COR_EINVAL;
@@ -249,15 +249,15 @@ int op_start(struct cor_dsm_op *o, int home, const struct dsm_req *r, size_t rep
         return COR_ENOMEM;
     }
     dsm_req_encode(o->sbuf, n, r);
-    err = cor_recvI_into(svc, D.ctx, (int)r->id, COR_BYTE, o->rbuf, o->rcap, &o->rreq);
+    err = cor_recvI_into(svc, dsm__rt.ctx, (int)r->id, COR_BYTE, o->rbuf, o->rcap, &o->rreq);
     if (err) goto fail;
-    err = cor_sendI_typed(svc, D.ctx, (int)r->id, COR_BYTE, o->sbuf, n, &o->sreq);
+    err = cor_sendI_typed(svc, dsm__rt.ctx, (int)r->id, COR_BYTE, o->sbuf, n, &o->sreq);
     if (err) {
         cor_cancel(&o->rreq);
         cor_wait(&o->rreq, NULL);
         goto fail;
     }
-    atomic_fetch_add(&D.remote_ops, 1);
+    atomic_fetch_add(&dsm__rt.remote_ops, 1);
     return COR_OK;
 fail:
     op_release(o);
@@ -285,7 +285,7 @@ static int op_finish(struct cor_dsm_op *o, size_t len)
     case DSM_OP_QUERY:
     case DSM_OP_DIR_GET: {
         cor_dsm_info_t info;
-        if (dsm_info_decode(rep.data, rep.data_len, &info) || !our_idp(rep.value) ||
+        if (dsm_info_decode(rep.data, rep.data_len, &info) || !dsm__our_idp(rep.value) ||
             cor_idp_domain(rep.value) != (unsigned)info.home)
             return COR_EPROTO;
         if (o->info) *o->info = info;
@@ -293,7 +293,7 @@ static int op_finish(struct cor_dsm_op *o, size_t len)
         return COR_OK;
     }
     case DSM_OP_LOCK_OPEN:
-        if (rep.data_len || !our_idp(rep.value)) return COR_EPROTO;
+        if (rep.data_len || !dsm__our_idp(rep.value)) return COR_EPROTO;
         if (o->idp_out) *o->idp_out = rep.value;
         return COR_OK;
     default:
@@ -316,13 +316,13 @@ static int op_abort(struct cor_dsm_op *o, int err)
  * SHM_WAIT_US (or COR_DSM_SPIN_US), so that the domains being waited for get a CPU when
  * domains outnumber cores (polling alone: 2 ms per barrier of 4 domains on 2 cores,
  * yielding: 7 us); then nap(arg), a sleep in the kernel of a few milliseconds at most. */
-void shm_wait(int (*met)(void *), void (*nap)(void *), void *arg, int domains)
+void dsm__shm_wait(int (*met)(void *), void (*nap)(void *), void *arg, int domains)
 {
     /* With a core for each domain waited with, first a few looks alone: a peer on another core
      * ends the wait within a microsecond, and a poll of the routes between looks adds its own
      * (2-domain barrier 0.12-0.41 us -> 0.13-0.31); with fewer cores they only keep the CPU
      * from the domains still to come (4-domain barrier on 2 cores: 5.7 -> 18 us). */
-    for (int i = 0; domains <= D.ncpus && i < SHM_SPIN_LOOKS; i++) {
+    for (int i = 0; domains <= dsm__rt.ncpus && i < DSM__SHM_SPIN_LOOKS; i++) {
         if (met(arg)) return;
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
@@ -330,7 +330,7 @@ void shm_wait(int (*met)(void *), void (*nap)(void *), void *arg, int domains)
     }
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    long spin_us = D.poll_us < 0 ? SHM_WAIT_US : D.poll_us;
+    long spin_us = dsm__rt.poll_us < 0 ? DSM__SHM_WAIT_US : dsm__rt.poll_us;
     for (unsigned i = 1; !met(arg); i++) {
         cor_progress();
         sched_yield();
@@ -346,20 +346,20 @@ void shm_wait(int (*met)(void *), void (*nap)(void *), void *arg, int domains)
 static bool domain_dead(int rank, void *arg)
 {
     (void)arg;
-    return rank >= 0 && rank < D.size && atomic_load(&D.dead[rank]);
+    return rank >= 0 && rank < dsm__rt.size && atomic_load(&dsm__rt.dead[rank]);
 }
 
 /* Whether an acquisition in shared memory is over (o->result then says how). */
-int lock_turn(void *arg)
+int dsm__lock_turn(void *arg)
 {
     struct cor_dsm_op *o = arg;
     int status;
     if (o->done) return 1; /* asked again: the holder's news was taken already */
-    if (atomic_load(&D.dead[o->lock_home]))
+    if (atomic_load(&dsm__rt.dead[o->lock_home]))
         o->result = COR_EPEERDEAD; /* as a request to a dead home would */
-    else if (dsm_shm_lock_turn(o->lk, o->ticket, D.rank, domain_dead, NULL, &status))
+    else if (dsm_shm_lock_turn(o->lk, o->ticket, dsm__rt.rank, domain_dead, NULL, &status))
         o->result = status;
-    else if (atomic_load(&D.stopping))
+    else if (atomic_load(&dsm__rt.stopping))
         o->result = COR_ESTATE;
     else
         return 0;
@@ -376,12 +376,12 @@ static void lock_nap(void *arg)
 static int op_wait(struct cor_dsm_op *o)
 {
     if (!o->done && o->bar_in) {
-        o->result = bar_step(&o->bar, true, NULL);
+        o->result = dsm__bar_step(&o->bar, true, NULL);
         o->done = true;
     }
-    if (!o->done && o->lk) shm_wait(lock_turn, lock_nap, o, D.size);
+    if (!o->done && o->lk) dsm__shm_wait(dsm__lock_turn, lock_nap, o, dsm__rt.size);
     if (!o->done && o->section) {
-        o->result = section_begin(o->section, o->smode, true);
+        o->result = dsm__section_begin(o->section, o->smode, true);
         o->done = true;
     }
     if (!o->done) {
@@ -395,7 +395,7 @@ static int op_wait(struct cor_dsm_op *o)
         }
         o->done = true;
     }
-    held_settle(o);
+    dsm__held_settle(o);
     op_release(o);
     return o->result;
 }
@@ -405,17 +405,17 @@ static int op_test(struct cor_dsm_op *o, int *done)
     *done = 0;
     if (!o->done && o->bar_in) {
         int d = 0;
-        int err = bar_step(&o->bar, false, &d);
+        int err = dsm__bar_step(&o->bar, false, &d);
         if (!d) return COR_OK;
         o->result = err;
         o->done = true;
     }
-    if (!o->done && o->lk && !lock_turn(o)) {
+    if (!o->done && o->lk && !dsm__lock_turn(o)) {
         cor_progress();
         return COR_OK;
     }
     if (!o->done && o->section) {
-        int err = section_begin(o->section, o->smode, false);
+        int err = dsm__section_begin(o->section, o->smode, false);
         if (err == COR_EAGAIN) {
             cor_progress(); /* the grant's rendezvous moves, as a cor_test would move it */
             return COR_OK;
@@ -441,7 +441,7 @@ static int op_test(struct cor_dsm_op *o, int *done)
             o->done = true;
         }
     }
-    held_settle(o);
+    dsm__held_settle(o);
     op_release(o);
     *done = 1;
     return o->result;
@@ -452,8 +452,8 @@ static int op_test(struct cor_dsm_op *o, int *done)
  * object, one of another host, or COR_DSM_SHM=0). */
 static int shm_op(int home, const struct dsm_req *r, void *out, uint64_t *slot)
 {
-    if (!D.shm) return DSM_SHM_NONE;
-    if (atomic_load(&D.dead[home])) return COR_EPEERDEAD;
+    if (!dsm__rt.shm) return DSM_SHM_NONE;
+    if (atomic_load(&dsm__rt.dead[home])) return COR_EPEERDEAD;
     if (adds_pending(home)) {
         /* only for an object with a segment: a request would follow the adds anyway */
         if (!dsm_shm_views_has(r->obj)) return DSM_SHM_NONE;
@@ -462,7 +462,7 @@ static int shm_op(int home, const struct dsm_req *r, void *out, uint64_t *slot)
     uint64_t value = 0;
     int err = dsm_shm_views_apply(r, out, &value);
     if (err == DSM_SHM_NONE) return err;
-    atomic_fetch_add(&D.shm_ops, 1);
+    atomic_fetch_add(&dsm__rt.shm_ops, 1);
     if (!err && slot) *slot = value;
     return err;
 }
@@ -472,12 +472,12 @@ static int shm_op(int home, const struct dsm_req *r, void *out, uint64_t *slot)
 static int obj_op(struct cor_dsm_op *o, cor_idp_t obj, uint8_t op, size_t offset, size_t count,
                   cor_type_t type, const void *data, size_t data_len, void *out, uint64_t *slot)
 {
-    if (!is_up()) return COR_ESTATE;
-    if (!our_idp(obj) || (unsigned)type >= COR_TYPE_COUNT) return COR_EINVAL;
+    if (!dsm__is_up()) return COR_ESTATE;
+    if (!dsm__our_idp(obj) || (unsigned)type >= COR_TYPE_COUNT) return COR_EINVAL;
     if (data_len && !data) return COR_EINVAL;
     struct dsm_req r = {.op = op,
                         .type = (uint8_t)type,
-                        .id = next_id(),
+                        .id = dsm__next_id(),
                         .obj = obj,
                         .offset = offset,
                         .count = count,
@@ -487,33 +487,33 @@ static int obj_op(struct cor_dsm_op *o, cor_idp_t obj, uint8_t op, size_t offset
         size_t ts = cor_type_size(type);
         return ts && count > COR_DSM_MAX_BYTES / ts ? COR_ELIMIT : COR_EINVAL;
     }
-    op_init(o, &r);
+    dsm__op_init(o, &r);
     o->out = out;
     o->out_len = dsm_obj_out_len(&r);
     o->slot = slot;
     if (op == DSM_OP_GET && o->out_len && !out) return COR_EINVAL;
     int home = (int)cor_idp_domain(obj);
-    if (home != D.rank) {
+    if (home != dsm__rt.rank) {
         int err = shm_op(home, &r, out, slot);
-        if (err == DSM_SHM_NONE) return op_start(o, home, &r, o->out_len);
+        if (err == DSM_SHM_NONE) return dsm__op_start(o, home, &r, o->out_len);
         o->result = err;
         o->done = true;
         return COR_OK;
     }
 
-    struct res *x = res_get(obj, RES_OBJ);
+    struct dsm__res *x = dsm__res_get(obj, DSM__RES_OBJ);
     if (x && x->protocol == COR_DSM_CACHED) {
         /* its turn comes through the directory, which the service keeps moving */
-        res_put(x);
-        return op_start(o, home, &r, o->out_len);
+        dsm__res_put(x);
+        return dsm__op_start(o, home, &r, o->out_len);
     }
-    atomic_fetch_add(&D.local_ops, 1);
+    atomic_fetch_add(&dsm__rt.local_ops, 1);
     if (!x) {
         o->result = COR_ENOTFOUND;
     } else {
         uint64_t value = 0;
-        o->result = obj_apply(x, &r, out, &value);
-        res_put(x);
+        o->result = dsm__obj_apply(x, &r, out, &value);
+        dsm__res_put(x);
         if (!o->result && slot) *slot = value;
     }
     o->done = true;
@@ -521,18 +521,18 @@ static int obj_op(struct cor_dsm_op *o, cor_idp_t obj, uint8_t op, size_t offset
 }
 
 /* A blocking request of any kind to domain `home`. */
-int call(int home, const struct dsm_req *r, struct cor_dsm_op *o, size_t rep_data)
+int dsm__call(int home, const struct dsm_req *r, struct cor_dsm_op *o, size_t rep_data)
 {
-    int err = op_start(o, home, r, rep_data);
+    int err = dsm__op_start(o, home, r, rep_data);
     return err ? err : op_wait(o);
 }
 
-int run_blocking(struct cor_dsm_op *o, int err)
+int dsm__run_blocking(struct cor_dsm_op *o, int err)
 {
     return err ? err : op_wait(o);
 }
 
-int run_nb(struct cor_dsm_op *o, int err, cor_dsm_req_t *req)
+int dsm__run_nb(struct cor_dsm_op *o, int err, cor_dsm_req_t *req)
 {
     if (err) {
         dsm_handle_take(DSM_H_REQ, o->handle, false);
@@ -540,12 +540,12 @@ int run_nb(struct cor_dsm_op *o, int err, cor_dsm_req_t *req)
         *req = NULL;
         return err;
     }
-    *req = AS_HANDLE(cor_dsm_req_t, o->handle);
+    *req = DSM__AS_HANDLE(cor_dsm_req_t, o->handle);
     return COR_OK;
 }
 
 /* An operation with its handle taken before it starts (none can fail once it runs). */
-struct cor_dsm_op *nb_alloc(void)
+struct cor_dsm_op *dsm__nb_alloc(void)
 {
     struct cor_dsm_op *o = malloc(sizeof *o);
     if (o && !(o->handle = dsm_handle_put(DSM_H_REQ, o))) {
@@ -571,14 +571,15 @@ static size_t nbytes(cor_type_t type, size_t count)
 COR_API int cor_dsm_get(cor_idp_t obj, size_t offset, size_t count, cor_type_t type, void *buf)
 {
     struct cor_dsm_op o;
-    return run_blocking(&o, obj_op(&o, obj, DSM_OP_GET, offset, count, type, NULL, 0, buf, NULL));
+    return dsm__run_blocking(&o,
+                             obj_op(&o, obj, DSM_OP_GET, offset, count, type, NULL, 0, buf, NULL));
 }
 
 COR_API int cor_dsm_getI(cor_idp_t obj, size_t offset, size_t count, cor_type_t type, void *buf,
                          cor_dsm_req_t *req)
 {
-    NB_ALLOC(o, req);
-    return run_nb(o, obj_op(o, obj, DSM_OP_GET, offset, count, type, NULL, 0, buf, NULL), req);
+    DSM__NB_ALLOC(o, req);
+    return dsm__run_nb(o, obj_op(o, obj, DSM_OP_GET, offset, count, type, NULL, 0, buf, NULL), req);
 }
 
 COR_API int cor_dsm_put(cor_idp_t obj, size_t offset, size_t count, cor_type_t type,
@@ -587,7 +588,8 @@ COR_API int cor_dsm_put(cor_idp_t obj, size_t offset, size_t count, cor_type_t t
     struct cor_dsm_op o;
     size_t n = nbytes(type, count);
     if (n == SIZE_MAX) return tsz(type) ? COR_ELIMIT : COR_EINVAL;
-    return run_blocking(&o, obj_op(&o, obj, DSM_OP_PUT, offset, count, type, buf, n, NULL, NULL));
+    return dsm__run_blocking(&o,
+                             obj_op(&o, obj, DSM_OP_PUT, offset, count, type, buf, n, NULL, NULL));
 }
 
 COR_API int cor_dsm_putI(cor_idp_t obj, size_t offset, size_t count, cor_type_t type,
@@ -595,8 +597,8 @@ COR_API int cor_dsm_putI(cor_idp_t obj, size_t offset, size_t count, cor_type_t 
 {
     size_t n = nbytes(type, count);
     if (n == SIZE_MAX) return tsz(type) ? COR_ELIMIT : COR_EINVAL;
-    NB_ALLOC(o, req);
-    return run_nb(o, obj_op(o, obj, DSM_OP_PUT, offset, count, type, buf, n, NULL, NULL), req);
+    DSM__NB_ALLOC(o, req);
+    return dsm__run_nb(o, obj_op(o, obj, DSM_OP_PUT, offset, count, type, buf, n, NULL, NULL), req);
 }
 
 /* One-element operations: value (and desired, for CAS) travel as the request's data. */
@@ -614,42 +616,42 @@ static int elem_op(struct cor_dsm_op *o, cor_idp_t obj, uint8_t op, size_t index
 COR_API int cor_dsm_swap(cor_idp_t obj, size_t index, cor_type_t type, const void *value, void *old)
 {
     struct cor_dsm_op o;
-    return run_blocking(&o, elem_op(&o, obj, DSM_OP_SWAP, index, type, value, NULL, old));
+    return dsm__run_blocking(&o, elem_op(&o, obj, DSM_OP_SWAP, index, type, value, NULL, old));
 }
 
 COR_API int cor_dsm_swapI(cor_idp_t obj, size_t index, cor_type_t type, const void *value,
                           void *old, cor_dsm_req_t *req)
 {
-    NB_ALLOC(o, req);
-    return run_nb(o, elem_op(o, obj, DSM_OP_SWAP, index, type, value, NULL, old), req);
+    DSM__NB_ALLOC(o, req);
+    return dsm__run_nb(o, elem_op(o, obj, DSM_OP_SWAP, index, type, value, NULL, old), req);
 }
 
 COR_API int cor_dsm_fetch_add(cor_idp_t obj, size_t index, cor_type_t type, const void *value,
                               void *old)
 {
     struct cor_dsm_op o;
-    return run_blocking(&o, elem_op(&o, obj, DSM_OP_FADD, index, type, value, NULL, old));
+    return dsm__run_blocking(&o, elem_op(&o, obj, DSM_OP_FADD, index, type, value, NULL, old));
 }
 
 COR_API int cor_dsm_fetch_addI(cor_idp_t obj, size_t index, cor_type_t type, const void *value,
                                void *old, cor_dsm_req_t *req)
 {
-    NB_ALLOC(o, req);
-    return run_nb(o, elem_op(o, obj, DSM_OP_FADD, index, type, value, NULL, old), req);
+    DSM__NB_ALLOC(o, req);
+    return dsm__run_nb(o, elem_op(o, obj, DSM_OP_FADD, index, type, value, NULL, old), req);
 }
 
 COR_API int cor_dsm_cas(cor_idp_t obj, size_t index, cor_type_t type, const void *expected,
                         const void *desired, void *old)
 {
     struct cor_dsm_op o;
-    return run_blocking(&o, elem_op(&o, obj, DSM_OP_CAS, index, type, expected, desired, old));
+    return dsm__run_blocking(&o, elem_op(&o, obj, DSM_OP_CAS, index, type, expected, desired, old));
 }
 
 COR_API int cor_dsm_casI(cor_idp_t obj, size_t index, cor_type_t type, const void *expected,
                          const void *desired, void *old, cor_dsm_req_t *req)
 {
-    NB_ALLOC(o, req);
-    return run_nb(o, elem_op(o, obj, DSM_OP_CAS, index, type, expected, desired, old), req);
+    DSM__NB_ALLOC(o, req);
+    return dsm__run_nb(o, elem_op(o, obj, DSM_OP_CAS, index, type, expected, desired, old), req);
 }
 
 COR_API int cor_dsm_append(cor_idp_t obj, cor_type_t type, const void *data, size_t count,
@@ -658,7 +660,8 @@ COR_API int cor_dsm_append(cor_idp_t obj, cor_type_t type, const void *data, siz
     struct cor_dsm_op o;
     size_t n = nbytes(type, count);
     if (n == SIZE_MAX) return tsz(type) ? COR_ELIMIT : COR_EINVAL;
-    return run_blocking(&o, obj_op(&o, obj, DSM_OP_APPEND, 0, count, type, data, n, NULL, slot));
+    return dsm__run_blocking(&o,
+                             obj_op(&o, obj, DSM_OP_APPEND, 0, count, type, data, n, NULL, slot));
 }
 
 COR_API int cor_dsm_appendI(cor_idp_t obj, cor_type_t type, const void *data, size_t count,
@@ -666,8 +669,8 @@ COR_API int cor_dsm_appendI(cor_idp_t obj, cor_type_t type, const void *data, si
 {
     size_t n = nbytes(type, count);
     if (n == SIZE_MAX) return tsz(type) ? COR_ELIMIT : COR_EINVAL;
-    NB_ALLOC(o, req);
-    return run_nb(o, obj_op(o, obj, DSM_OP_APPEND, 0, count, type, data, n, NULL, slot), req);
+    DSM__NB_ALLOC(o, req);
+    return dsm__run_nb(o, obj_op(o, obj, DSM_OP_APPEND, 0, count, type, data, n, NULL, slot), req);
 }
 
 /* A test or wait has the handle to itself (claimed), so two tasks completing one handle at
@@ -675,7 +678,7 @@ COR_API int cor_dsm_appendI(cor_idp_t obj, cor_type_t type, const void *data, si
 COR_API int cor_dsm_test(cor_dsm_req_t *req, int *done)
 {
     if (!req || !done) return COR_EINVAL;
-    uint64_t h = HANDLE(*req);
+    uint64_t h = DSM__HANDLE(*req);
     struct cor_dsm_op *o = dsm_handle_claim(DSM_H_REQ, h);
     if (!o) return COR_EINVAL;
     int err = op_test(o, done);
@@ -692,7 +695,7 @@ COR_API int cor_dsm_test(cor_dsm_req_t *req, int *done)
 COR_API int cor_dsm_wait(cor_dsm_req_t *req)
 {
     if (!req) return COR_EINVAL;
-    uint64_t h = HANDLE(*req);
+    uint64_t h = DSM__HANDLE(*req);
     struct cor_dsm_op *o = dsm_handle_claim(DSM_H_REQ, h);
     if (!o) return COR_EINVAL;
     int err = op_wait(o);
@@ -785,7 +788,7 @@ static uint32_t batch_apply_here(struct add_batch *b, const struct dsm_req *all)
         int err = dsm_shm_views_apply_all(run, n, NULL, NULL);
         if (err == DSM_SHM_NONE) break;
         add_note(err);
-        atomic_fetch_add(&D.shm_ops, n);
+        atomic_fetch_add(&dsm__rt.shm_ops, n);
         i += (uint32_t)n;
     }
     return i;
@@ -797,11 +800,11 @@ static void batch_send(struct add_state *a, struct add_batch *b)
     if (b->home < 0 || b->n == 0) return;
     int home = b->home;
     struct dsm_req r = {.op = DSM_OP_ADDV,
-                        .id = next_id(),
+                        .id = dsm__next_id(),
                         .count = b->n,
                         .data = b->e,
                         .data_len = (size_t)b->n * DSM_ADDV_ENTRY};
-    uint32_t here = D.shm && !atomic_load(&D.dead[home]) ? batch_apply_here(b, &r) : 0;
+    uint32_t here = dsm__rt.shm && !atomic_load(&dsm__rt.dead[home]) ? batch_apply_here(b, &r) : 0;
     r.count -= here;
     r.data = b->e + (size_t)here * DSM_ADDV_ENTRY;
     r.data_len -= (size_t)here * DSM_ADDV_ENTRY;
@@ -809,7 +812,7 @@ static void batch_send(struct add_state *a, struct add_batch *b)
     b->n = 0;
     if (r.count == 0) return;
     cor_idp_t svc;
-    int err = svc_of(home, &svc);
+    int err = dsm__svc_of(home, &svc);
     size_t n = dsm_req_size(&r);
     unsigned char *buf = err ? NULL : malloc(n);
     if (!buf) {
@@ -821,7 +824,7 @@ static void batch_send(struct add_state *a, struct add_batch *b)
     if (a->fl[k].req != COR_REQ_NULL) add_note(cor_wait(&a->fl[k].req, NULL));
     free(a->fl[k].buf);
     a->fl[k].buf = buf;
-    err = cor_sendI_typed(svc, D.ctx, (int)r.id, COR_BYTE, buf, n, &a->fl[k].req);
+    err = cor_sendI_typed(svc, dsm__rt.ctx, (int)r.id, COR_BYTE, buf, n, &a->fl[k].req);
     if (err) {
         add_note(err);
         a->fl[k].req = COR_REQ_NULL;
@@ -831,7 +834,7 @@ static void batch_send(struct add_state *a, struct add_batch *b)
 }
 
 /* Before another operation of this task toward `home`: its adds go first. */
-void adds_flush_home(int home)
+void dsm__adds_flush_home(int home)
 {
     if (!tls_as) return;
     for (int i = 0; i < ADD_BATCHES; i++)
@@ -851,21 +854,21 @@ static bool adds_pending(int home)
  * (a QUIET there), as the messages' order would have it. */
 static void adds_settle_home(int home)
 {
-    adds_flush_home(home);
+    dsm__adds_flush_home(home);
     uint64_t bit = 1ull << (home % 64);
     if (!(tls_homes[home / 64] & bit)) return;
-    struct dsm_req r = {.op = DSM_OP_QUIET, .id = next_id()};
+    struct dsm_req r = {.op = DSM_OP_QUIET, .id = dsm__next_id()};
     struct cor_dsm_op q;
-    op_init(&q, &r);
-    add_note(call(home, &r, &q, 0));
+    dsm__op_init(&q, &r);
+    add_note(dsm__call(home, &r, &q, 0));
     tls_homes[home / 64] &= ~bit;
 }
 
 COR_API int cor_dsm_add(cor_idp_t obj, size_t index, cor_type_t type, const void *value)
 {
-    if (!is_up()) return COR_ESTATE;
+    if (!dsm__is_up()) return COR_ESTATE;
     size_t ts = tsz(type);
-    if (!our_idp(obj) || !ts || !value) return COR_EINVAL;
+    if (!dsm__our_idp(obj) || !ts || !value) return COR_EINVAL;
     int home = (int)cor_idp_domain(obj);
     struct dsm_req r = {.op = DSM_OP_ADD,
                         .type = (uint8_t)type,
@@ -874,23 +877,23 @@ COR_API int cor_dsm_add(cor_idp_t obj, size_t index, cor_type_t type, const void
                         .count = 1,
                         .data = value,
                         .data_len = ts};
-    if (home == D.rank) {
-        struct res *x = res_get(obj, RES_OBJ);
+    if (home == dsm__rt.rank) {
+        struct dsm__res *x = dsm__res_get(obj, DSM__RES_OBJ);
         if (!x || x->protocol != COR_DSM_CACHED) {
-            atomic_fetch_add(&D.local_ops, 1);
+            atomic_fetch_add(&dsm__rt.local_ops, 1);
             if (!x) {
                 add_note(COR_ENOTFOUND);
                 return COR_OK;
             }
-            add_note(obj_apply(x, &r, NULL, NULL));
-            res_put(x);
+            add_note(dsm__obj_apply(x, &r, NULL, NULL));
+            dsm__res_put(x);
             return COR_OK;
         }
         /* A cached object's add waits for its directory turn (copies elsewhere are recalled
          * first): it goes through our own service in the task's batch, as a remote task's
          * does, and cor_dsm_quiet asks that service too. */
-        res_put(x);
-    } else if (atomic_load(&D.dead[home])) {
+        dsm__res_put(x);
+    } else if (atomic_load(&dsm__rt.dead[home])) {
         return COR_EPEERDEAD;
     }
     struct add_state *a = add_state();
@@ -905,14 +908,14 @@ COR_API int cor_dsm_add(cor_idp_t obj, size_t index, cor_type_t type, const void
     }
     dsm_addv_put(b->e + (size_t)b->n * DSM_ADDV_ENTRY, obj, index, type, value);
     b->n++;
-    atomic_fetch_add(&D.remote_ops, 1);
+    atomic_fetch_add(&dsm__rt.remote_ops, 1);
     if (b->n == DSM_ADDV_MAX) batch_send(a, b);
     return COR_OK;
 }
 
 COR_API int cor_dsm_quiet(void)
 {
-    if (!is_up()) return COR_ESTATE;
+    if (!dsm__is_up()) return COR_ESTATE;
     if (tls_as) {
         for (int i = 0; i < ADD_BATCHES; i++)
             batch_send(tls_as, &tls_as->b[i]);
@@ -923,7 +926,7 @@ COR_API int cor_dsm_quiet(void)
         }
     }
     int nh = 0;
-    for (int h = 0; h < D.size; h++)
+    for (int h = 0; h < dsm__rt.size; h++)
         nh += (tls_homes[h / 64] >> (h % 64)) & 1;
     if (nh) {
         struct cor_dsm_op *ops = calloc((size_t)nh, sizeof *ops);
@@ -934,11 +937,11 @@ COR_API int cor_dsm_quiet(void)
             return COR_ENOMEM;
         }
         int k = 0;
-        for (int h = 0; h < D.size; h++) {
+        for (int h = 0; h < dsm__rt.size; h++) {
             if (!((tls_homes[h / 64] >> (h % 64)) & 1)) continue;
-            struct dsm_req r = {.op = DSM_OP_QUIET, .id = next_id()};
-            op_init(&ops[k], &r);
-            int err = op_start(&ops[k], h, &r, 0);
+            struct dsm_req r = {.op = DSM_OP_QUIET, .id = dsm__next_id()};
+            dsm__op_init(&ops[k], &r);
+            int err = dsm__op_start(&ops[k], h, &r, 0);
             if (err)
                 add_note(err);
             else
@@ -961,54 +964,56 @@ COR_API int cor_dsm_quiet(void)
 COR_API int cor_dsm_create(const char *name, cor_type_t type, size_t count,
                            cor_dsm_protocol_t protocol, cor_idp_t *obj)
 {
-    if (!is_up()) return COR_ESTATE;
+    if (!dsm__is_up()) return COR_ESTATE;
     size_t ts = tsz(type);
-    if (!name_ok(name) || !ts || count == 0 || !obj ||
+    if (!dsm__name_ok(name) || !ts || count == 0 || !obj ||
         (protocol != COR_DSM_HOME_ONLY && protocol != COR_DSM_CACHED))
         return COR_EINVAL;
     if (count > COR_DSM_MAX_BYTES / ts) return COR_ELIMIT;
-    struct res *x = res_new(RES_OBJ, name);
+    struct dsm__res *x = dsm__res_new(DSM__RES_OBJ, name);
     if (!x) return COR_ENOMEM;
     x->protocol = protocol;
     x->obj.type = type;
     x->obj.tsize = ts;
     x->obj.count = count;
-    if (protocol == COR_DSM_HOME_ONLY && D.shm && D.size > 1) x->shm = dsm_shm_create(type, count);
+    if (protocol == COR_DSM_HOME_ONLY && dsm__rt.shm && dsm__rt.size > 1)
+        x->shm = dsm_shm_create(type, count);
     if (!x->shm && !(x->obj.data = calloc(count, ts))) {
-        res_free(x);
+        dsm__res_free(x);
         return COR_ENOMEM;
     }
     if (protocol == COR_DSM_CACHED) {
-        int e = cached_setup(x);
+        int e = dsm__cached_setup(x);
         if (e) {
             x->protocol = COR_DSM_HOME_ONLY; /* nothing of the cached state to free */
-            res_free(x);
+            dsm__res_free(x);
             return e;
         }
     }
-    int err = res_add(x);
+    int err = dsm__res_add(x);
     if (err) {
-        res_free(x);
+        dsm__res_free(x);
         return err;
     }
-    cor_idp_t idp = cor_idp_make(D.session, COR_KIND_OBJECT, (unsigned)D.rank, x->index);
+    cor_idp_t idp =
+        cor_idp_make(dsm__rt.session, COR_KIND_OBJECT, (unsigned)dsm__rt.rank, x->index);
     x->hc.idp = idp;
     /* unpublished, the segment still serves this domain; the others send requests */
     if (x->shm) dsm_shm_publish(x->shm, idp);
     struct dsm_req r = {.op = DSM_OP_DIR_PUT,
                         .type = (uint8_t)type,
-                        .id = next_id(),
+                        .id = dsm__next_id(),
                         .flags = protocol,
                         .obj = idp,
                         .count = count,
                         .name = name,
                         .name_len = strlen(name)};
     struct cor_dsm_op o;
-    op_init(&o, &r);
-    err = call(dir_home(name), &r, &o, 0);
+    dsm__op_init(&o, &r);
+    err = dsm__call(dsm__dir_home(name), &r, &o, 0);
     if (err) {
-        struct res *y = res_remove(x->index, RES_OBJ);
-        if (y) res_put(y);
+        struct dsm__res *y = res_remove(x->index, DSM__RES_OBJ);
+        if (y) dsm__res_put(y);
         return err;
     }
     *obj = idp;
@@ -1017,17 +1022,17 @@ COR_API int cor_dsm_create(const char *name, cor_type_t type, size_t count,
 
 COR_API int cor_dsm_lookup(const char *name, cor_idp_t *obj)
 {
-    if (!is_up()) return COR_ESTATE;
-    if (!name_ok(name) || !obj) return COR_EINVAL;
+    if (!dsm__is_up()) return COR_ESTATE;
+    if (!dsm__name_ok(name) || !obj) return COR_EINVAL;
     struct dsm_req r = {
-        .op = DSM_OP_DIR_GET, .id = next_id(), .name = name, .name_len = strlen(name)};
+        .op = DSM_OP_DIR_GET, .id = dsm__next_id(), .name = name, .name_len = strlen(name)};
     struct cor_dsm_op o;
-    op_init(&o, &r);
+    dsm__op_init(&o, &r);
     o.idp_out = obj;
-    return call(dir_home(name), &r, &o, DSM_INFO_HDR + COR_NAME_MAX);
+    return dsm__call(dsm__dir_home(name), &r, &o, DSM_INFO_HDR + COR_NAME_MAX);
 }
 
-void local_info(struct res *x, cor_dsm_info_t *info)
+void dsm__local_info(struct dsm__res *x, cor_dsm_info_t *info)
 {
     memset(info, 0, sizeof *info);
     info->type = x->obj.type;
@@ -1036,51 +1041,51 @@ void local_info(struct res *x, cor_dsm_info_t *info)
     if (x->shm) {
         dsm_shm_appended(x->shm, &info->appended);
     } else {
-        lock_or_die(&x->mu);
+        dsm__lock_or_die(&x->mu);
         info->appended = x->obj.appended;
-        unlock_or_die(&x->mu);
+        dsm__unlock_or_die(&x->mu);
     }
-    info->home = D.rank;
+    info->home = dsm__rt.rank;
     info->protocol = x->protocol;
     snprintf(info->name, sizeof info->name, "%s", x->name);
 }
 
 COR_API int cor_dsm_query(cor_idp_t obj, cor_dsm_info_t *info)
 {
-    if (!is_up()) return COR_ESTATE;
-    if (!our_idp(obj) || !info) return COR_EINVAL;
+    if (!dsm__is_up()) return COR_ESTATE;
+    if (!dsm__our_idp(obj) || !info) return COR_EINVAL;
     int home = (int)cor_idp_domain(obj);
-    if (home == D.rank) {
-        struct res *x = res_get(obj, RES_OBJ);
+    if (home == dsm__rt.rank) {
+        struct dsm__res *x = dsm__res_get(obj, DSM__RES_OBJ);
         if (!x) return COR_ENOTFOUND;
-        local_info(x, info);
-        res_put(x);
+        dsm__local_info(x, info);
+        dsm__res_put(x);
         return COR_OK;
     }
-    struct dsm_req r = {.op = DSM_OP_QUERY, .id = next_id(), .obj = obj};
+    struct dsm_req r = {.op = DSM_OP_QUERY, .id = dsm__next_id(), .obj = obj};
     struct cor_dsm_op o;
-    op_init(&o, &r);
+    dsm__op_init(&o, &r);
     o.info = info;
-    return call(home, &r, &o, DSM_INFO_HDR + COR_NAME_MAX);
+    return dsm__call(home, &r, &o, DSM_INFO_HDR + COR_NAME_MAX);
 }
 
 COR_API int cor_dsm_destroy(cor_idp_t obj)
 {
-    if (!is_up()) return COR_ESTATE;
-    if (!our_idp(obj) || cor_idp_domain(obj) != (unsigned)D.rank) return COR_EINVAL;
-    struct res *x = res_remove(cor_idp_index(obj), RES_OBJ);
+    if (!dsm__is_up()) return COR_ESTATE;
+    if (!dsm__our_idp(obj) || cor_idp_domain(obj) != (unsigned)dsm__rt.rank) return COR_EINVAL;
+    struct dsm__res *x = res_remove(cor_idp_index(obj), DSM__RES_OBJ);
     if (!x) return COR_ENOTFOUND;
-    if (x->protocol == COR_DSM_CACHED) cached_destroy(x);
+    if (x->protocol == COR_DSM_CACHED) dsm__cached_destroy(x);
     if (x->shm) dsm_shm_retire(x->shm); /* other domains' operations end here too */
     struct dsm_req r = {.op = DSM_OP_DIR_DEL,
-                        .id = next_id(),
+                        .id = dsm__next_id(),
                         .obj = obj,
                         .name = x->name,
                         .name_len = strlen(x->name)};
     struct cor_dsm_op o;
-    op_init(&o, &r);
-    int err = call(dir_home(x->name), &r, &o, 0);
-    res_put(x); /* freed when the last operation in progress on it ends */
+    dsm__op_init(&o, &r);
+    int err = dsm__call(dsm__dir_home(x->name), &r, &o, 0);
+    dsm__res_put(x); /* freed when the last operation in progress on it ends */
     return err;
 }
 
@@ -1088,193 +1093,196 @@ COR_API int cor_dsm_destroy(cor_idp_t obj)
 
 COR_API int cor_dsm_init(void)
 {
-    if (!cor_initialized() || atomic_load(&D.up) || D.res) return COR_ESTATE;
-    D.rank = cor_domain_rank();
-    D.size = cor_domain_count();
-    D.session = cor_session();
+    if (!cor_initialized() || atomic_load(&dsm__rt.up) || dsm__rt.res) return COR_ESTATE;
+    dsm__rt.rank = cor_domain_rank();
+    dsm__rt.size = cor_domain_count();
+    dsm__rt.session = cor_session();
     /* A context no application message uses: kind "context", domain 4095, index 0xd5. */
-    D.ctx = cor_idp_make(D.session, COR_KIND_CONTEXT, COR_MAX_DOMAINS - 1, 0xd5);
-    D.dctx = cor_idp_make(D.session, COR_KIND_CONTEXT, COR_MAX_DOMAINS - 1, 0xd6);
+    dsm__rt.ctx = cor_idp_make(dsm__rt.session, COR_KIND_CONTEXT, COR_MAX_DOMAINS - 1, 0xd5);
+    dsm__rt.dctx = cor_idp_make(dsm__rt.session, COR_KIND_CONTEXT, COR_MAX_DOMAINS - 1, 0xd6);
     const char *budget = getenv("COR_DSM_CACHE_BYTES");
-    atomic_store(&D.cache_budget,
-                 budget && *budget ? (size_t)strtoull(budget, NULL, 10) : DEFAULT_CACHE_BYTES);
+    atomic_store(&dsm__rt.cache_budget,
+                 budget && *budget ? (size_t)strtoull(budget, NULL, 10) : DSM__DEFAULT_CACHE_BYTES);
     const char *spin = getenv("COR_DSM_SPIN_US");
-    D.poll_us = spin && *spin ? strtol(spin, NULL, 10) : -1; /* -1: the core's COR_SPIN_US */
-    if (D.poll_us < -1) D.poll_us = 0;
+    dsm__rt.poll_us = spin && *spin ? strtol(spin, NULL, 10) : -1; /* -1: the core's COR_SPIN_US */
+    if (dsm__rt.poll_us < -1) dsm__rt.poll_us = 0;
     const char *shm = getenv("COR_DSM_SHM");
-    D.shm = !(shm && !strcmp(shm, "0"));
+    dsm__rt.shm = !(shm && !strcmp(shm, "0"));
     long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-    D.ncpus = ncpus > 0 ? (int)ncpus : 1;
-    D.svcs = calloc((size_t)D.size, sizeof *D.svcs);
-    D.bar_boxes = calloc((size_t)D.size, sizeof *D.bar_boxes);
-    D.dead = calloc((size_t)D.size, sizeof *D.dead);
-    D.death_done = calloc((size_t)D.size, sizeof *D.death_done);
-    D.res = calloc(RES_MAX + 1, sizeof *D.res);
-    if (!D.svcs || !D.bar_boxes || !D.dead || !D.death_done || !D.res) return COR_ENOMEM;
-    int err = cor_task_reserve(SVC_NAME, &D.svc);
+    dsm__rt.ncpus = ncpus > 0 ? (int)ncpus : 1;
+    dsm__rt.svcs = calloc((size_t)dsm__rt.size, sizeof *dsm__rt.svcs);
+    dsm__rt.bar_boxes = calloc((size_t)dsm__rt.size, sizeof *dsm__rt.bar_boxes);
+    dsm__rt.dead = calloc((size_t)dsm__rt.size, sizeof *dsm__rt.dead);
+    dsm__rt.death_done = calloc((size_t)dsm__rt.size, sizeof *dsm__rt.death_done);
+    dsm__rt.res = calloc(DSM__RES_MAX + 1, sizeof *dsm__rt.res);
+    if (!dsm__rt.svcs || !dsm__rt.bar_boxes || !dsm__rt.dead || !dsm__rt.death_done || !dsm__rt.res)
+        return COR_ENOMEM;
+    int err = cor_task_reserve(DSM__SVC_NAME, &dsm__rt.svc);
     if (err) return err;
-    err = cor_task_reserve(BAR_NAME, &D.bar_box);
+    err = cor_task_reserve(DSM__BAR_NAME, &dsm__rt.bar_box);
     if (err) return err;
     err = cor_domain_on_death_add(on_death, NULL);
     if (err) return err;
-    D.ready = 0;
-    if (pthread_create(&D.thread, NULL, service, NULL)) return COR_EIO;
-    lock_or_die(&D.ready_mu);
-    while (D.ready == 0)
-        pthread_cond_wait(&D.ready_cv, &D.ready_mu);
-    err = D.ready < 0 ? D.ready : COR_OK;
-    unlock_or_die(&D.ready_mu);
+    dsm__rt.ready = 0;
+    if (pthread_create(&dsm__rt.thread, NULL, dsm__service, NULL)) return COR_EIO;
+    dsm__lock_or_die(&dsm__rt.ready_mu);
+    while (dsm__rt.ready == 0)
+        pthread_cond_wait(&dsm__rt.ready_cv, &dsm__rt.ready_mu);
+    err = dsm__rt.ready < 0 ? dsm__rt.ready : COR_OK;
+    dsm__unlock_or_die(&dsm__rt.ready_mu);
     if (err) {
-        pthread_join(D.thread, NULL);
+        pthread_join(dsm__rt.thread, NULL);
         return err;
     }
     /* served from now on where messages land (one that came before waits for the hook's
      * first call or the service thread's next look) */
-    err = cor_task_on_arrival(D.svc, on_arrival, NULL);
-    if (!err) err = cor_task_on_arrival(D.bar_box, bar_on_arrival, NULL);
+    err = cor_task_on_arrival(dsm__rt.svc, dsm__on_arrival, NULL);
+    if (!err) err = cor_task_on_arrival(dsm__rt.bar_box, dsm__bar_on_arrival, NULL);
     if (err) { /* another library took the last hook */
-        cor_task_on_arrival(D.svc, NULL, NULL);
-        atomic_store(&D.stopping, 1);
-        svc_wake();
-        pthread_join(D.thread, NULL);
+        cor_task_on_arrival(dsm__rt.svc, NULL, NULL);
+        atomic_store(&dsm__rt.stopping, 1);
+        dsm__svc_wake();
+        pthread_join(dsm__rt.thread, NULL);
         return err;
     }
-    atomic_store(&D.up, 1);
+    atomic_store(&dsm__rt.up, 1);
     /* every domain counts itself in the session's file before the barrier: after it, the
      * count says whether all of them share this host */
-    if (D.shm && D.size > 1) D.host = dsm_shm_bar_join(D.session, 0, 0);
+    if (dsm__rt.shm && dsm__rt.size > 1) dsm__rt.host = dsm_shm_bar_join(dsm__rt.session, 0, 0);
     err = cor_barrier();
-    D.all_here = !err && D.host && dsm_shm_bar_all_here(D.host, D.size);
+    dsm__rt.all_here = !err && dsm__rt.host && dsm_shm_bar_all_here(dsm__rt.host, dsm__rt.size);
     /* Every domain's service and barrier mailbox, looked up now that all are reserved: a
      * lookup asks the domain and waits for its answer, which the hooks that send to them
      * must never do (a listener that waited in a hook for an answer it was the one to bring
      * in hung two domains' barriers, each asking the other). A domain already dead is left. */
-    for (int r = 0; !err && r < D.size; r++) {
+    for (int r = 0; !err && r < dsm__rt.size; r++) {
         cor_idp_t x;
-        svc_of(r, &x);
-        mailbox_of(r, BAR_NAME, &x);
+        dsm__svc_of(r, &x);
+        dsm__mailbox_of(r, DSM__BAR_NAME, &x);
     }
     return err;
 }
 
 COR_API int cor_dsm_finalize(void)
 {
-    if (!atomic_load(&D.up) || atomic_load(&D.stopping)) return COR_ESTATE;
+    if (!atomic_load(&dsm__rt.up) || atomic_load(&dsm__rt.stopping)) return COR_ESTATE;
     int err = cor_barrier();
-    atomic_store(&D.stopping, 1);
-    svc_wake();
-    pthread_join(D.thread, NULL);
-    cor_task_on_arrival(D.bar_box, NULL, NULL);
-    lock_or_die(&D.lock); /* a pump still under way (a hook called before) ends first */
-    while (D.bar_driving) {
-        unlock_or_die(&D.lock);
+    atomic_store(&dsm__rt.stopping, 1);
+    dsm__svc_wake();
+    pthread_join(dsm__rt.thread, NULL);
+    cor_task_on_arrival(dsm__rt.bar_box, NULL, NULL);
+    dsm__lock_or_die(&dsm__rt.lock); /* a pump still under way (a hook called before) ends first */
+    while (dsm__rt.bar_driving) {
+        dsm__unlock_or_die(&dsm__rt.lock);
         sched_yield();
-        lock_or_die(&D.lock);
+        dsm__lock_or_die(&dsm__rt.lock);
     }
-    D.bar_driving = true; /* for the rest of finalize: later hooks do nothing */
-    unlock_or_die(&D.lock);
-    if (D.bar_rr != COR_REQ_NULL) { /* no barrier waits now: take the receive back */
-        cor_cancel(&D.bar_rr);
-        cor_wait(&D.bar_rr, NULL);
-        if (D.bar_msg) cor_releaseBuffer(D.bar_msg);
-        D.bar_msg = NULL;
+    dsm__rt.bar_driving = true; /* for the rest of finalize: later hooks do nothing */
+    dsm__unlock_or_die(&dsm__rt.lock);
+    if (dsm__rt.bar_rr != COR_REQ_NULL) { /* no barrier waits now: take the receive back */
+        cor_cancel(&dsm__rt.bar_rr);
+        cor_wait(&dsm__rt.bar_rr, NULL);
+        if (dsm__rt.bar_msg) cor_releaseBuffer(dsm__rt.bar_msg);
+        dsm__rt.bar_msg = NULL;
     }
-    outbox_clear(&D.bar_out);
-    for (unsigned i = 1; i <= RES_MAX; i++)
-        if (D.res[i]) {
-            res_put(D.res[i]);
-            D.res[i] = NULL;
+    dsm__outbox_clear(&dsm__rt.bar_out);
+    for (unsigned i = 1; i <= DSM__RES_MAX; i++)
+        if (dsm__rt.res[i]) {
+            dsm__res_put(dsm__rt.res[i]);
+            dsm__rt.res[i] = NULL;
         }
-    for (int k = 0; k < DIR_BUCKETS; k++)
-        while (D.copies[k]) {
-            struct copy *c = D.copies[k];
-            D.copies[k] = c->next;
-            copy_free(c);
+    for (int k = 0; k < DSM__DIR_BUCKETS; k++)
+        while (dsm__rt.copies[k]) {
+            struct dsm__copy *c = dsm__rt.copies[k];
+            dsm__rt.copies[k] = c->next;
+            dsm__copy_free(c);
         }
-    while (D.retired) {
-        struct copy *c = D.retired;
-        D.retired = c->next;
-        copy_free(c);
+    while (dsm__rt.retired) {
+        struct dsm__copy *c = dsm__rt.retired;
+        dsm__rt.retired = c->next;
+        dsm__copy_free(c);
     }
-    D.direct = NULL;
-    atomic_store(&D.ndirect, 0);
-    atomic_store(&D.cached_bytes, 0);
-    for (int k = 0; k < DIR_BUCKETS; k++)
-        while (D.dir[k]) {
-            struct dir_entry *e = D.dir[k];
-            D.dir[k] = e->next;
+    dsm__rt.direct = NULL;
+    atomic_store(&dsm__rt.ndirect, 0);
+    atomic_store(&dsm__rt.cached_bytes, 0);
+    for (int k = 0; k < DSM__DIR_BUCKETS; k++)
+        while (dsm__rt.dir[k]) {
+            struct dsm__dir_entry *e = dsm__rt.dir[k];
+            dsm__rt.dir[k] = e->next;
             free(e);
         }
-    while (D.qerrs)
-        qerr_take(D.qerrs->who);
-    while (D.addqs) { /* adds still queued in a directory are dropped (README) */
-        struct addq *q = D.addqs;
-        D.addqs = q->next;
+    while (dsm__rt.qerrs)
+        dsm__qerr_take(dsm__rt.qerrs->who);
+    while (dsm__rt.addqs) { /* adds still queued in a directory are dropped (README) */
+        struct dsm__addq *q = dsm__rt.addqs;
+        dsm__rt.addqs = q->next;
         free(q);
     }
-    while (D.bars) {
-        struct cor_dsm_barrier *b = D.bars;
-        D.bars = b->next;
-        bar_free(b);
+    while (dsm__rt.bars) {
+        struct cor_dsm_barrier *b = dsm__rt.bars;
+        dsm__rt.bars = b->next;
+        dsm__bar_free(b);
     }
-    while (D.bar_gens) {
-        struct bar_gen *g = D.bar_gens;
-        D.bar_gens = g->next;
+    while (dsm__rt.bar_gens) {
+        struct dsm__bar_gen *g = dsm__rt.bar_gens;
+        dsm__rt.bar_gens = g->next;
         free(g);
     }
-    outbox_clear(&D.svc_out);
+    dsm__outbox_clear(&dsm__rt.svc_out);
     dsm_shm_views_clear();
     dsm_shm_lock_views_clear();
-    dsm_shm_bar_leave(D.host);
-    D.host = NULL;
-    D.all_here = false;
-    sbuf_clear();
+    dsm_shm_bar_leave(dsm__rt.host);
+    dsm__rt.host = NULL;
+    dsm__rt.all_here = false;
+    dsm__sbuf_clear();
     dsm_handle_clear();
-    D.bar_driving = false; /* (D.stopping keeps a late hook from pumping until the next init) */
-    atomic_store(&D.bar_pending, 0);
-    /* D.dead and D.svcs stay: the core may still report a death to on_death. */
-    atomic_store(&D.up, 0);
+    dsm__rt.bar_driving =
+        false; /* (dsm__rt.stopping keeps a late hook from pumping until the next init) */
+    atomic_store(&dsm__rt.bar_pending, 0);
+    /* dsm__rt.dead and dsm__rt.svcs stay: the core may still report a death to on_death. */
+    atomic_store(&dsm__rt.up, 0);
     return err;
 }
 
 COR_API int cor_dsm_stats_get(cor_dsm_stats_t *stats)
 {
     if (!stats) return COR_EINVAL;
-    if (!atomic_load(&D.up)) return COR_ESTATE;
-    stats->requests_served = atomic_load(&D.served);
-    stats->requests_dropped = atomic_load(&D.dropped);
-    stats->local_ops = atomic_load(&D.local_ops);
-    stats->remote_ops = atomic_load(&D.remote_ops);
-    stats->shm_ops = atomic_load(&D.shm_ops);
-    stats->grants_direct = atomic_load(&D.grants_direct);
-    stats->grants_task = atomic_load(&D.grants_task);
-    stats->copy_bytes = atomic_load(&D.copy_bytes);
+    if (!atomic_load(&dsm__rt.up)) return COR_ESTATE;
+    stats->requests_served = atomic_load(&dsm__rt.served);
+    stats->requests_dropped = atomic_load(&dsm__rt.dropped);
+    stats->local_ops = atomic_load(&dsm__rt.local_ops);
+    stats->remote_ops = atomic_load(&dsm__rt.remote_ops);
+    stats->shm_ops = atomic_load(&dsm__rt.shm_ops);
+    stats->grants_direct = atomic_load(&dsm__rt.grants_direct);
+    stats->grants_task = atomic_load(&dsm__rt.grants_task);
+    stats->copy_bytes = atomic_load(&dsm__rt.copy_bytes);
     uint64_t hits = 0, misses = 0;
     uint64_t copies = 0;
-    lock_or_die(&D.lock);
-    for (int k = 0; k <= DIR_BUCKETS; k++) /* the buckets, then the retired copies */
-        for (struct copy *c = k < DIR_BUCKETS ? D.copies[k] : D.retired; c; c = c->next) {
+    dsm__lock_or_die(&dsm__rt.lock);
+    for (int k = 0; k <= DSM__DIR_BUCKETS; k++) /* the buckets, then the retired copies */
+        for (struct dsm__copy *c = k < DSM__DIR_BUCKETS ? dsm__rt.copies[k] : dsm__rt.retired; c;
+             c = c->next) {
             copies++;
-            lock_or_die(c->mu);
-            hits += c->hits + ((atomic_load(&c->fast) & ~FAST_OPEN) >> 24);
+            dsm__lock_or_die(c->mu);
+            hits += c->hits + ((atomic_load(&c->fast) & ~DSM__FAST_OPEN) >> 24);
             misses += c->misses;
-            unlock_or_die(c->mu);
+            dsm__unlock_or_die(c->mu);
         }
-    for (unsigned i = 1; i <= RES_MAX; i++) {
-        struct res *x = D.res[i];
-        if (!x || x->kind != RES_OBJ || x->protocol != COR_DSM_CACHED) continue;
-        lock_or_die(&x->mu);
+    for (unsigned i = 1; i <= DSM__RES_MAX; i++) {
+        struct dsm__res *x = dsm__rt.res[i];
+        if (!x || x->kind != DSM__RES_OBJ || x->protocol != COR_DSM_CACHED) continue;
+        dsm__lock_or_die(&x->mu);
         hits += x->hc.hits;
         misses += x->hc.misses;
-        unlock_or_die(&x->mu);
+        dsm__unlock_or_die(&x->mu);
     }
-    unlock_or_die(&D.lock);
+    dsm__unlock_or_die(&dsm__rt.lock);
     stats->section_hits = hits;
     stats->section_misses = misses;
     stats->copies = copies;
-    stats->invalidations = atomic_load(&D.invalidations);
-    stats->recalls = atomic_load(&D.recalls);
-    stats->evictions = atomic_load(&D.evictions);
-    stats->cached_bytes = atomic_load(&D.cached_bytes);
+    stats->invalidations = atomic_load(&dsm__rt.invalidations);
+    stats->recalls = atomic_load(&dsm__rt.recalls);
+    stats->evictions = atomic_load(&dsm__rt.evictions);
+    stats->cached_bytes = atomic_load(&dsm__rt.cached_bytes);
     return COR_OK;
 }

@@ -41,7 +41,7 @@ static void *sbuf_get(size_t n)
 {
     if (n >= SBUF_MIN_BYTES) {
         void *b = NULL;
-        lock_or_die(&sbufs.mu);
+        dsm__lock_or_die(&sbufs.mu);
         for (size_t i = 0; i < sbufs.n; i++) {
             size_t cap = malloc_usable_size(sbufs.buf[i]);
             if (cap >= n && cap / 2 <= n) { /* no more than twice what is needed */
@@ -51,52 +51,52 @@ static void *sbuf_get(size_t n)
                 break;
             }
         }
-        unlock_or_die(&sbufs.mu);
+        dsm__unlock_or_die(&sbufs.mu);
         if (b) return b;
     }
     return malloc(n);
 }
 
 /* Frees a send buffer (from malloc or sbuf_get), or keeps it for sbuf_get. */
-void sbuf_put(void *b)
+void dsm__sbuf_put(void *b)
 {
     if (!b) return;
     size_t cap = malloc_usable_size(b);
     if (cap >= SBUF_MIN_BYTES) {
-        lock_or_die(&sbufs.mu);
+        dsm__lock_or_die(&sbufs.mu);
         bool keep = sbufs.n < SBUF_KEEP && sbufs.bytes + cap <= SBUF_KEEP_BYTES;
         if (keep) {
             sbufs.buf[sbufs.n++] = b;
             sbufs.bytes += cap;
         }
-        unlock_or_die(&sbufs.mu);
+        dsm__unlock_or_die(&sbufs.mu);
         if (keep) return;
     }
     free(b);
 }
 
-void sbuf_clear(void)
+void dsm__sbuf_clear(void)
 {
-    lock_or_die(&sbufs.mu);
+    dsm__lock_or_die(&sbufs.mu);
     while (sbufs.n)
         free(sbufs.buf[--sbufs.n]);
     sbufs.bytes = 0;
-    unlock_or_die(&sbufs.mu);
+    dsm__unlock_or_die(&sbufs.mu);
 }
 
-static void copy_wake(struct copy *c);
+static void copy_wake(struct dsm__copy *c);
 static void copy_retire(cor_idp_t idp);
 
 /* The sections the calling task has open (the hit path reads these: initial-exec TLS, see
  * Makefile.am). */
 static __thread struct {
-    struct copy *c;
+    struct dsm__copy *c;
     int mode;
     bool fast; /* started on the fast path */
 } tls_sec[COR_DSM_MAX_SECTIONS];
 static __thread int tls_nsec;
 
-static int tls_find(const struct copy *c)
+static int tls_find(const struct dsm__copy *c)
 {
     for (int i = 0; i < tls_nsec; i++)
         if (tls_sec[i].c == c) return i;
@@ -106,7 +106,7 @@ static int tls_find(const struct copy *c)
 /* Copies of this size and more take their grant's data straight into their memory (below). */
 #define DSM_DIRECT_MIN ((size_t)16 << 10)
 
-/* The tag of an object's data sent straight into a copy (in D.dctx). */
+/* The tag of an object's data sent straight into a copy (in dsm__rt.dctx). */
 static int direct_tag(cor_idp_t obj)
 {
     return (int)cor_idp_index(obj);
@@ -121,11 +121,11 @@ struct pop {
 
 /* A protocol message (service to service) carrying the copy's data if `data`; id: an
  * invalidation's grant number. */
-static void cmsg_id(int dom, uint8_t op, const struct copy *c, uint64_t seq, uint32_t id,
+static void cmsg_id(int dom, uint8_t op, const struct dsm__copy *c, uint64_t seq, uint32_t id,
                     uint32_t flags, const void *data)
 {
     cor_idp_t svc;
-    if (svc_of(dom, &svc)) return; /* dead: its death is handled on its own */
+    if (dsm__svc_of(dom, &svc)) return; /* dead: its death is handled on its own */
     struct dsm_req r = {.op = op,
                         .type = (uint8_t)c->type,
                         .id = id & DSM_ID_MAX,
@@ -139,36 +139,36 @@ static void cmsg_id(int dom, uint8_t op, const struct copy *c, uint64_t seq, uin
     unsigned char *buf = n ? sbuf_get(n) : NULL;
     if (!buf) return; /* the peer sees no answer: as from a slow domain */
     dsm_req_encode(buf, n, &r);
-    svc_send(svc, 0, buf, n);
+    dsm__svc_send(svc, 0, buf, n);
 }
 
-static void cmsg(int dom, uint8_t op, const struct copy *c, uint64_t seq, uint32_t flags,
+static void cmsg(int dom, uint8_t op, const struct dsm__copy *c, uint64_t seq, uint32_t flags,
                  const void *data)
 {
     cmsg_id(dom, op, c, seq, 0, flags, data);
 }
 
-static bool copy_valid(const struct copy *c)
+static bool copy_valid(const struct dsm__copy *c)
 {
     return c->st.state != DSM_MODE_NONE;
 }
 
 /* Accounting of the valid bytes of copies homed elsewhere, around a state change. */
-static void copy_account(const struct copy *c, bool was_valid)
+static void copy_account(const struct dsm__copy *c, bool was_valid)
 {
     if (c->x || was_valid == copy_valid(c)) return;
     if (was_valid)
-        atomic_fetch_sub(&D.cached_bytes, c->bytes);
+        atomic_fetch_sub(&dsm__rt.cached_bytes, c->bytes);
     else
-        atomic_fetch_add(&D.cached_bytes, c->bytes);
+        atomic_fetch_add(&dsm__rt.cached_bytes, c->bytes);
 }
 
 /* Directory callbacks, at the home under x->mu. */
 static bool dir_inv(void *ctx, int dom, uint32_t seq, bool writeback, bool keep)
 {
-    struct res *x = ctx;
-    atomic_fetch_add(&D.invalidations, 1);
-    if (dom == D.rank) {
+    struct dsm__res *x = ctx;
+    atomic_fetch_add(&dsm__rt.invalidations, 1);
+    if (dom == dsm__rt.rank) {
         bool dirty;
         bool now = dsm_copy_inv(&x->hc.st, seq, keep, &dirty);
         if (!now) copy_wake(&x->hc); /* new sections must wait now */
@@ -179,11 +179,11 @@ static bool dir_inv(void *ctx, int dom, uint32_t seq, bool writeback, bool keep)
     return false; /* a dead one counts as acknowledged when its death is handled */
 }
 
-static void op_run(struct res *x, struct pop *p, int status)
+static void op_run(struct dsm__res *x, struct pop *p, int status)
 {
     if (p->r.op == DSM_OP_ADD) { /* non-fetching: no reply; the sender's QUIET waits for it */
         if (status == COR_OK) status = dsm_obj_apply(&x->obj, &p->r, NULL, NULL);
-        add_done(p->src, status);
+        dsm__add_done(p->src, status);
         free(p);
         return;
     }
@@ -195,7 +195,7 @@ static void op_run(struct res *x, struct pop *p, int status)
         return;
     }
     if (status == COR_OK) status = dsm_obj_apply(&x->obj, &p->r, buf + DSM_REP_HDR, &value);
-    reply_buf(p->src, p->r.op, p->r.type, p->r.id, status, value, buf, olen);
+    dsm__reply_buf(p->src, p->r.op, p->r.type, p->r.id, status, value, buf, olen);
     free(p);
 }
 
@@ -203,27 +203,28 @@ static void op_run(struct res *x, struct pop *p, int status)
  * or in task `to`): the object's memory alone, read in place until the send completes (no
  * write reaches it before the grantee acknowledges an invalidation, which it does only once
  * the data landed). */
-static void direct_send(struct res *x, int dom, cor_idp_t to)
+static void direct_send(struct dsm__res *x, int dom, cor_idp_t to)
 {
     cor_idp_t svc;
-    if (svc_of(dom, &svc)) return; /* dead: its death is handled on its own */
+    if (dsm__svc_of(dom, &svc)) return; /* dead: its death is handled on its own */
     atomic_fetch_add(&x->refs, 1);
-    lock_or_die(&D.svc_out.mu);
-    outbox_send_in(&D.svc_out, D.svc, to ? to : svc, D.dctx, (uint32_t)direct_tag(x->hc.idp),
-                   (struct pend){.buf = x->obj.data, .obj = x}, x->hc.bytes);
-    unlock_or_die(&D.svc_out.mu);
+    dsm__lock_or_die(&dsm__rt.svc_out.mu);
+    dsm__outbox_send_in(&dsm__rt.svc_out, dsm__rt.svc, to ? to : svc, dsm__rt.dctx,
+                        (uint32_t)direct_tag(x->hc.idp),
+                        (struct dsm__pend){.buf = x->obj.data, .obj = x}, x->hc.bytes);
+    dsm__unlock_or_die(&dsm__rt.svc_out.mu);
 }
 
 static void dir_grant(void *ctx, const struct dsm_dreq *r, bool data, int status)
 {
-    struct res *x = ctx;
+    struct dsm__res *x = ctx;
     if (r->kind == DSM_DREQ_OP) {
-        if (r->recalled) atomic_fetch_add(&D.recalls, 1);
+        if (r->recalled) atomic_fetch_add(&dsm__rt.recalls, 1);
         op_run(x, r->op, status);
         /* the operation changed the memory under nobody's copy: the home's is current */
         return;
     }
-    if (r->who == D.rank) {
+    if (r->who == dsm__rt.rank) {
         dsm_copy_grant(&x->hc.st, r->mode, status);
         copy_wake(&x->hc);
         return;
@@ -245,12 +246,12 @@ static void dir_grant(void *ctx, const struct dsm_dreq *r, bool data, int status
 
 static const struct dsm_dir_cb dir_cbs = {.inv = dir_inv, .grant = dir_grant};
 
-int cached_setup(struct res *x)
+int dsm__cached_setup(struct dsm__res *x)
 {
-    int err = dsm_dir_init(&x->dir, D.size, D.rank, &dir_cbs, x);
+    int err = dsm_dir_init(&x->dir, dsm__rt.size, dsm__rt.rank, &dir_cbs, x);
     if (err) return err;
-    struct copy *c = &x->hc;
-    c->home = D.rank;
+    struct dsm__copy *c = &x->hc;
+    c->home = dsm__rt.rank;
     c->type = x->obj.type;
     c->count = x->obj.count;
     c->bytes = x->obj.count * x->obj.tsize;
@@ -262,26 +263,26 @@ int cached_setup(struct res *x)
     return COR_OK;
 }
 
-/* Under D.lock: the link in D.copies that holds idp's copy, or the empty one at its bucket's
- * end. */
-static struct copy **copy_slot(cor_idp_t idp)
+/* Under dsm__rt.lock: the link in dsm__rt.copies that holds idp's copy, or the empty one at its
+ * bucket's end. */
+static struct dsm__copy **copy_slot(cor_idp_t idp)
 {
-    struct copy **p = &D.copies[idp % DIR_BUCKETS];
+    struct dsm__copy **p = &dsm__rt.copies[idp % DSM__DIR_BUCKETS];
     while (*p && (*p)->idp != idp)
         p = &(*p)->next;
     return p;
 }
 
-static struct copy *copy_find(cor_idp_t idp)
+static struct dsm__copy *copy_find(cor_idp_t idp)
 {
-    lock_or_die(&D.lock);
-    struct copy *c = *copy_slot(idp);
-    unlock_or_die(&D.lock);
+    dsm__lock_or_die(&dsm__rt.lock);
+    struct dsm__copy *c = *copy_slot(idp);
+    dsm__unlock_or_die(&dsm__rt.lock);
     return c;
 }
 
-static void copy_lock(struct copy *c);
-static void copy_unlock(struct copy *c);
+static void copy_lock(struct dsm__copy *c);
+static void copy_unlock(struct dsm__copy *c);
 
 /* The data of a copy homed elsewhere: allocated when a region first maps it, given back once
  * no region maps it and it is invalid and idle (copy_data_release), allocated again by the
@@ -291,24 +292,24 @@ static void copy_unlock(struct copy *c);
  * first grant then copies into resident memory instead of taking a page fault per page in the
  * service thread (about 25 us each on a paravirtualized guest: 0.8 ms for a 128 KiB block).
  * The stores are volatile, or the compiler would drop them. */
-static size_t copy_data_size(const struct copy *c)
+static size_t copy_data_size(const struct dsm__copy *c)
 {
     return (size_t)(c->count ? c->count : 1) * cor_type_size(c->type);
 }
 
-static int copy_data_alloc(struct copy *c)
+static int copy_data_alloc(struct dsm__copy *c)
 {
     size_t n = copy_data_size(c);
     if (!(c->data = calloc(1, n))) return COR_ENOMEM;
     for (size_t o = 0; o < n; o += 4096)
         ((volatile unsigned char *)c->data)[o] = 0;
-    atomic_fetch_add(&D.copy_bytes, n);
+    atomic_fetch_add(&dsm__rt.copy_bytes, n);
     return COR_OK;
 }
 
 /* Under *c->mu: no region maps c and nothing is under way on it (a section, a request, a
  * receive posted into the data, an invalidation, a waiter). */
-static bool copy_idle(const struct copy *c)
+static bool copy_idle(const struct dsm__copy *c)
 {
     const struct dsm_copy *s = &c->st;
     return atomic_load(&c->maps) == 0 && !s->readers && !s->writers && !s->pending && !s->inv &&
@@ -317,15 +318,15 @@ static bool copy_idle(const struct copy *c)
 
 /* Under *c->mu. A valid copy keeps its data (the cache); so does one that a region maps (its
  * owner holds the pointer) or on which anything is under way. */
-static void copy_data_release(struct copy *c)
+static void copy_data_release(struct dsm__copy *c)
 {
     if (c->x || !c->data || copy_valid(c) || !copy_idle(c)) return;
     free(c->data);
     c->data = NULL;
-    atomic_fetch_sub(&D.copy_bytes, copy_data_size(c));
+    atomic_fetch_sub(&dsm__rt.copy_bytes, copy_data_size(c));
 }
 
-void copy_free(struct copy *c)
+void dsm__copy_free(struct dsm__copy *c)
 {
     if (c->dreq != COR_REQ_NULL) { /* cor_dsm_finalize: the service has stopped */
         cor_cancel(&c->dreq);
@@ -333,7 +334,7 @@ void copy_free(struct copy *c)
     }
     pthread_mutex_destroy(&c->own_mu);
     pthread_cond_destroy(&c->cv);
-    if (c->data) atomic_fetch_sub(&D.copy_bytes, copy_data_size(c));
+    if (c->data) atomic_fetch_sub(&dsm__rt.copy_bytes, copy_data_size(c));
     free(c->data);
     free(c);
 }
@@ -346,96 +347,96 @@ void copy_free(struct copy *c)
  * works, nothing is freed: the next sweep does it).
  */
 
-/* Under D.lock: frees the retired copies nothing involves any more. */
+/* Under dsm__rt.lock: frees the retired copies nothing involves any more. */
 static void retired_sweep(void)
 {
-    if (atomic_load(&D.evicting)) return;
-    for (struct copy **p = &D.retired; *p;) {
-        struct copy *c = *p;
-        lock_or_die(c->mu);
+    if (atomic_load(&dsm__rt.evicting)) return;
+    for (struct dsm__copy **p = &dsm__rt.retired; *p;) {
+        struct dsm__copy *c = *p;
+        dsm__lock_or_die(c->mu);
         bool idle = copy_idle(c);
-        unlock_or_die(c->mu);
+        dsm__unlock_or_die(c->mu);
         if (idle) {
             *p = c->next;
-            copy_free(c);
+            dsm__copy_free(c);
         } else {
             p = &c->next;
         }
     }
 }
 
-/* Under D.lock: whether obj was destroyed since D.ngone was `seen` (1), not (0), or maybe (-1:
- * more objects were destroyed since than D.gone remembers). The home answered a map's query
- * before it destroyed obj, and the news of that came to the service before the map could
- * keep its new copy: without this look the copy would stay, and one day stand for another
+/* Under dsm__rt.lock: whether obj was destroyed since dsm__rt.ngone was `seen` (1), not (0), or
+ * maybe (-1: more objects were destroyed since than dsm__rt.gone remembers). The home answered a
+ * map's query before it destroyed obj, and the news of that came to the service before the map
+ * could keep its new copy: without this look the copy would stay, and one day stand for another
  * object under the same idp. */
 static int gone_since(cor_idp_t obj, uint64_t seen)
 {
-    if (D.ngone - seen > GONE_RING) return -1;
-    for (uint64_t i = seen; i < D.ngone; i++)
-        if (D.gone[i % GONE_RING] == obj) return 1;
+    if (dsm__rt.ngone - seen > DSM__GONE_RING) return -1;
+    for (uint64_t i = seen; i < dsm__rt.ngone; i++)
+        if (dsm__rt.gone[i % DSM__GONE_RING] == obj) return 1;
     return 0;
 }
 
 /* Ends one map of c, a copy homed elsewhere: its data goes once nobody maps it and it is
  * invalid, the copy itself once it retired too. */
-static void copy_put(struct copy *c)
+static void copy_put(struct dsm__copy *c)
 {
-    lock_or_die(&D.lock);
+    dsm__lock_or_die(&dsm__rt.lock);
     if (atomic_fetch_sub(&c->maps, 1) == 1) {
         copy_lock(c);
         copy_data_release(c);
         copy_unlock(c);
         if (c->retired) retired_sweep();
     }
-    unlock_or_die(&D.lock);
+    dsm__unlock_or_die(&dsm__rt.lock);
 }
 
 /* One map of c, counted in c->maps already: a handle of its own (the unmap ends it). */
-static int map_handle(struct copy *c, cor_dsm_region_t *rgn)
+static int map_handle(struct dsm__copy *c, cor_dsm_region_t *rgn)
 {
     uint64_t h = dsm_handle_put(DSM_H_REGION, c);
     if (!h) {
         if (c->x) {
             atomic_fetch_sub(&c->maps, 1);
-            res_put(c->x);
+            dsm__res_put(c->x);
         } else {
             copy_put(c);
         }
         return COR_ENOMEM;
     }
-    *rgn = AS_HANDLE(cor_dsm_region_t, h);
+    *rgn = DSM__AS_HANDLE(cor_dsm_region_t, h);
     return COR_OK;
 }
 
 COR_API int cor_dsm_map(cor_idp_t obj, cor_dsm_region_t *rgn)
 {
-    if (!is_up()) return COR_ESTATE;
-    if (!our_idp(obj) || !rgn) return COR_EINVAL;
+    if (!dsm__is_up()) return COR_ESTATE;
+    if (!dsm__our_idp(obj) || !rgn) return COR_EINVAL;
     int home = (int)cor_idp_domain(obj);
-    if (home == D.rank) {
-        struct res *x = res_get(obj, RES_OBJ);
+    if (home == dsm__rt.rank) {
+        struct dsm__res *x = dsm__res_get(obj, DSM__RES_OBJ);
         if (!x) return COR_ENOTFOUND;
         if (x->protocol != COR_DSM_CACHED) {
-            res_put(x);
+            dsm__res_put(x);
             return COR_DSM_EPROTOCOL;
         }
         atomic_fetch_add(&x->hc.maps, 1);
         return map_handle(&x->hc, rgn); /* the reference is the map's */
     }
-    /* Found and counted under D.lock: a copy that retires meanwhile stays while mapped. */
+    /* Found and counted under dsm__rt.lock: a copy that retires meanwhile stays while mapped. */
 again:
-    lock_or_die(&D.lock);
-    struct copy *c = *copy_slot(obj);
+    dsm__lock_or_die(&dsm__rt.lock);
+    struct dsm__copy *c = *copy_slot(obj);
     if (c) atomic_fetch_add(&c->maps, 1);
-    uint64_t seen = D.ngone;
-    unlock_or_die(&D.lock);
+    uint64_t seen = dsm__rt.ngone;
+    dsm__unlock_or_die(&dsm__rt.lock);
     if (!c) {
         cor_dsm_info_t info;
         int err = cor_dsm_query(obj, &info);
         if (err) return err;
         if (info.protocol != COR_DSM_CACHED) return COR_DSM_EPROTOCOL;
-        struct copy *n = calloc(1, sizeof *n);
+        struct dsm__copy *n = calloc(1, sizeof *n);
         if (!n) return COR_ENOMEM;
         n->idp = obj;
         n->home = home;
@@ -449,8 +450,8 @@ again:
         n->mu = &n->own_mu;
         pthread_mutex_init(&n->own_mu, NULL);
         pthread_cond_init(&n->cv, NULL);
-        lock_or_die(&D.lock);
-        struct copy **slot = copy_slot(obj);
+        dsm__lock_or_die(&dsm__rt.lock);
+        struct dsm__copy **slot = copy_slot(obj);
         c = *slot;
         int gone = c ? 0 : gone_since(obj, seen);
         if (!c && !gone) {
@@ -458,8 +459,8 @@ again:
             n = NULL;
         }
         if (c) atomic_fetch_add(&c->maps, 1);
-        unlock_or_die(&D.lock);
-        if (n) copy_free(n); /* another task mapped it first, or it is gone */
+        dsm__unlock_or_die(&dsm__rt.lock);
+        if (n) dsm__copy_free(n); /* another task mapped it first, or it is gone */
         if (gone < 0) goto again;
         if (gone) return COR_ENOTFOUND;
     }
@@ -476,7 +477,7 @@ again:
 
 COR_API int cor_dsm_region_data(cor_dsm_region_t rgn, void **data, size_t *count)
 {
-    struct copy *c = region_of(rgn);
+    struct dsm__copy *c = dsm__region_of(rgn);
     if (!c || !data) return COR_EINVAL;
     *data = c->data;
     if (count) *count = c->count;
@@ -485,13 +486,14 @@ COR_API int cor_dsm_region_data(cor_dsm_region_t rgn, void **data, size_t *count
 
 COR_API int cor_dsm_unmap(cor_dsm_region_t rgn)
 {
-    struct copy *c = region_of(rgn);
+    struct dsm__copy *c = dsm__region_of(rgn);
     if (!c) return COR_EINVAL;
     if (tls_find(c) >= 0) return COR_DSM_ESECTION;
-    if (!dsm_handle_take(DSM_H_REGION, HANDLE(rgn), false)) return COR_EINVAL; /* a racing unmap */
+    if (!dsm_handle_take(DSM_H_REGION, DSM__HANDLE(rgn), false))
+        return COR_EINVAL; /* a racing unmap */
     if (c->x) {
         atomic_fetch_sub(&c->maps, 1);
-        res_put(c->x);
+        dsm__res_put(c->x);
     } else {
         copy_put(c);
     }
@@ -508,53 +510,53 @@ COR_API int cor_dsm_unmap(cor_dsm_region_t rgn)
  * above the count total the fast hits (for the statistics), free of charge.
  */
 
-static bool fast_read_start(struct copy *c)
+static bool fast_read_start(struct dsm__copy *c)
 {
     uint64_t v = atomic_load_explicit(&c->fast, memory_order_relaxed);
-    while ((v & FAST_OPEN) && (v & FAST_COUNT) != FAST_COUNT)
-        if (atomic_compare_exchange_weak_explicit(&c->fast, &v, v + 1 + FAST_HIT,
+    while ((v & DSM__FAST_OPEN) && (v & DSM__FAST_COUNT) != DSM__FAST_COUNT)
+        if (atomic_compare_exchange_weak_explicit(&c->fast, &v, v + 1 + DSM__FAST_HIT,
                                                   memory_order_acquire, memory_order_relaxed))
             return true;
     return false;
 }
 
 /* true: ended; false: the fast path closed meanwhile, end through the mutex. */
-static bool fast_read_end(struct copy *c)
+static bool fast_read_end(struct dsm__copy *c)
 {
-    return atomic_fetch_sub_explicit(&c->fast, 1, memory_order_release) & FAST_OPEN;
+    return atomic_fetch_sub_explicit(&c->fast, 1, memory_order_release) & DSM__FAST_OPEN;
 }
 
 /* Under *c->mu: opens the fast path if a read could start now and nobody waits. */
-static void fast_reopen(struct copy *c)
+static void fast_reopen(struct dsm__copy *c)
 {
     const struct dsm_copy *s = &c->st;
     if (!s->err && !s->inv && !s->fresh && s->state >= DSM_MODE_READ && !s->writers &&
         s->pending != DSM_MODE_WRITE && !s->waiters &&
-        (atomic_load_explicit(&c->fast, memory_order_relaxed) & FAST_COUNT) == 0)
-        atomic_fetch_or_explicit(&c->fast, FAST_OPEN, memory_order_release);
+        (atomic_load_explicit(&c->fast, memory_order_relaxed) & DSM__FAST_COUNT) == 0)
+        atomic_fetch_or_explicit(&c->fast, DSM__FAST_OPEN, memory_order_release);
 }
 
 /* Under *c->mu: closes it; its readers of the moment join the state machine's. */
-static void fast_close(struct copy *c)
+static void fast_close(struct dsm__copy *c)
 {
-    uint64_t old = atomic_fetch_and_explicit(&c->fast, ~FAST_OPEN, memory_order_acq_rel);
-    if (old & FAST_OPEN) c->st.readers += (int)(old & FAST_COUNT);
+    uint64_t old = atomic_fetch_and_explicit(&c->fast, ~DSM__FAST_OPEN, memory_order_acq_rel);
+    if (old & DSM__FAST_OPEN) c->st.readers += (int)(old & DSM__FAST_COUNT);
 }
 
-static void copy_lock(struct copy *c)
+static void copy_lock(struct dsm__copy *c)
 {
-    lock_or_die(c->mu);
+    dsm__lock_or_die(c->mu);
     if (!c->x) fast_close(c);
 }
 
-static void copy_unlock(struct copy *c)
+static void copy_unlock(struct dsm__copy *c)
 {
     if (!c->x) fast_reopen(c);
-    unlock_or_die(c->mu);
+    dsm__unlock_or_die(c->mu);
 }
 
 /* Under *c->mu: wakes the tasks waiting on c (and a task driving the service for c). */
-static void copy_wake(struct copy *c)
+static void copy_wake(struct dsm__copy *c)
 {
     atomic_fetch_add_explicit(&c->gen, 1, memory_order_release);
     pthread_cond_broadcast(&c->cv);
@@ -563,10 +565,10 @@ static void copy_wake(struct copy *c)
 /*
  * Grants straight into the copy. A copy of DSM_DIRECT_MIN bytes or more that has no valid
  * data posts the receive of the data into c->data before it asks (as the service task, in
- * D.dctx, tagged with the object's index: one request per copy at a time). The home sends the
+ * dsm__rt.dctx, tagged with the object's index: one request per copy at a time). The home sends the
  * object's memory alone, which over the core's rendezvous (gm: the route's remote write)
  * lands in the copy with no staging buffer or copy on either side, then the grant's header
- * (DSM_CF_DIRECT) over D.ctx, in order with its invalidations. The grant takes effect when
+ * (DSM_CF_DIRECT) over dsm__rt.ctx, in order with its invalidations. The grant takes effect when
  * both came; an invalidation after the header waits for the data, one before it concerns a
  * copy this domain dropped already (acknowledged at once, as always). The thread holding the
  * service's turn sees the receive complete (the arrival hook also runs for it). Smaller
@@ -576,36 +578,36 @@ static void copy_wake(struct copy *c)
 static void evict(void);
 
 /* Under *c->mu: posts the receive; false if it could not (the grant then comes inline). */
-static bool direct_post(struct copy *c)
+static bool direct_post(struct dsm__copy *c)
 {
     cor_idp_t home_svc;
-    if (c->x || c->bytes < DSM_DIRECT_MIN || svc_of(c->home, &home_svc)) return false;
-    lock_or_die(&D.svc_out.mu);
-    int err = cor_recvI_into_as(D.svc, home_svc, D.dctx, direct_tag(c->idp), COR_BYTE, c->data,
-                                c->bytes, &c->dreq);
-    unlock_or_die(&D.svc_out.mu);
+    if (c->x || c->bytes < DSM_DIRECT_MIN || dsm__svc_of(c->home, &home_svc)) return false;
+    dsm__lock_or_die(&dsm__rt.svc_out.mu);
+    int err = cor_recvI_into_as(dsm__rt.svc, home_svc, dsm__rt.dctx, direct_tag(c->idp), COR_BYTE,
+                                c->data, c->bytes, &c->dreq);
+    dsm__unlock_or_die(&dsm__rt.svc_out.mu);
     if (err) return false;
-    lock_or_die(&D.direct_mu);
-    c->dnext = D.direct;
-    D.direct = c;
-    atomic_fetch_add(&D.ndirect, 1);
-    unlock_or_die(&D.direct_mu);
+    dsm__lock_or_die(&dsm__rt.direct_mu);
+    c->dnext = dsm__rt.direct;
+    dsm__rt.direct = c;
+    atomic_fetch_add(&dsm__rt.ndirect, 1);
+    dsm__unlock_or_die(&dsm__rt.direct_mu);
     return true;
 }
 
-static void direct_unlink(struct copy *c)
+static void direct_unlink(struct dsm__copy *c)
 {
-    lock_or_die(&D.direct_mu);
-    for (struct copy **p = &D.direct; *p; p = &(*p)->dnext)
+    dsm__lock_or_die(&dsm__rt.direct_mu);
+    for (struct dsm__copy **p = &dsm__rt.direct; *p; p = &(*p)->dnext)
         if (*p == c) {
             *p = c->dnext;
-            atomic_fetch_sub(&D.ndirect, 1);
+            atomic_fetch_sub(&dsm__rt.ndirect, 1);
             break;
         }
-    unlock_or_die(&D.direct_mu);
+    dsm__unlock_or_die(&dsm__rt.direct_mu);
 }
 
-static void direct_reset(struct copy *c)
+static void direct_reset(struct dsm__copy *c)
 {
     c->dmode = DSM_MODE_NONE;
     c->dlanded = c->dinv = false;
@@ -614,21 +616,21 @@ static void direct_reset(struct copy *c)
 
 /* Under *c->mu, holding the turn: no data will come (a grant refused or inline, the home's
  * death, finalize): takes the receive back. */
-static void direct_cancel(struct copy *c)
+static void direct_cancel(struct dsm__copy *c)
 {
     direct_reset(c);
     if (c->dreq == COR_REQ_NULL) return;
     direct_unlink(c);
-    lock_or_die(&D.svc_out.mu);
+    dsm__lock_or_die(&dsm__rt.svc_out.mu);
     cor_cancel(&c->dreq);
     cor_wait(&c->dreq, NULL);
-    unlock_or_die(&D.svc_out.mu);
+    dsm__unlock_or_die(&dsm__rt.svc_out.mu);
     c->dreq = COR_REQ_NULL;
 }
 
 /* Under *c->mu: a grant whose data came apart from the service's messages takes effect if
  * still asked for (counted in *kind), then an invalidation that waited for the data. */
-static bool grant_landed(struct copy *c, int mode, int err, _Atomic uint64_t *kind)
+static bool grant_landed(struct dsm__copy *c, int mode, int err, _Atomic uint64_t *kind)
 {
     if (!c->st.pending) return false;
     dsm_copy_grant(&c->st, mode, err);
@@ -643,15 +645,15 @@ static bool grant_landed(struct copy *c, int mode, int err, _Atomic uint64_t *ki
 }
 
 /* Under *c->mu, holding the turn: the grant takes effect once its header and data both came. */
-static void direct_finish(struct copy *c)
+static void direct_finish(struct dsm__copy *c)
 {
     if (!c->dmode || !c->dlanded) return;
-    if (grant_landed(c, c->dmode, c->dland_err, &D.grants_direct)) copy_wake(c);
+    if (grant_landed(c, c->dmode, c->dland_err, &dsm__rt.grants_direct)) copy_wake(c);
     direct_reset(c);
 }
 
 /* Holding the turn: c's data came (or its receive failed). */
-static void direct_land(struct copy *c)
+static void direct_land(struct dsm__copy *c)
 {
     copy_lock(c);
     bool was = copy_valid(c);
@@ -669,25 +671,25 @@ static void direct_land(struct copy *c)
 }
 
 /* Holding the turn: lands the copies whose data came. */
-void direct_reap(void)
+void dsm__direct_reap(void)
 {
-    struct copy *landed = NULL;
-    lock_or_die(&D.direct_mu);
-    for (struct copy **p = &D.direct; *p;) {
-        struct copy *c = *p;
+    struct dsm__copy *landed = NULL;
+    dsm__lock_or_die(&dsm__rt.direct_mu);
+    for (struct dsm__copy **p = &dsm__rt.direct; *p;) {
+        struct dsm__copy *c = *p;
         int done = 0;
         if (cor_peek(c->dreq, &done) == COR_OK && !done) {
             p = &c->dnext;
             continue;
         }
         *p = c->dnext;
-        atomic_fetch_sub(&D.ndirect, 1);
+        atomic_fetch_sub(&dsm__rt.ndirect, 1);
         c->dnext = landed;
         landed = c;
     }
-    unlock_or_die(&D.direct_mu);
+    dsm__unlock_or_die(&dsm__rt.direct_mu);
     while (landed) {
-        struct copy *c = landed;
+        struct dsm__copy *c = landed;
         landed = c->dnext;
         direct_land(c);
     }
@@ -697,7 +699,7 @@ void direct_reap(void)
 /*
  * Grants as the data alone, to the task that asks. A copy under DSM_DIRECT_MIN bytes without
  * valid data, asked for by a task that waits for it (a blocking start), has that task post
- * the receive of the data into c->data (its own receive, in D.dctx, from the home's service,
+ * the receive of the data into c->data (its own receive, in dsm__rt.dctx, from the home's service,
  * tagged with the object's index) before it asks with DSM_CF_TASK. The home sends the object's
  * memory alone, whose arrival is the grant: the task sees its own receive complete and lands
  * it; no arrival hook, no service turn, no message to decode. An invalidation that comes to
@@ -712,13 +714,14 @@ void direct_reap(void)
 
 /* Under *c->mu: posts the calling task's receive; false if it cannot (the grant then comes
  * as a message). */
-static bool small_post(struct copy *c, int mode)
+static bool small_post(struct dsm__copy *c, int mode)
 {
     cor_idp_t home_svc;
     if (c->x || c->bytes >= DSM_DIRECT_MIN || cor_task_self() == COR_IDP_NULL ||
-        svc_of(c->home, &home_svc))
+        dsm__svc_of(c->home, &home_svc))
         return false;
-    if (cor_recvI_into(home_svc, D.dctx, direct_tag(c->idp), COR_BYTE, c->data, c->bytes, &c->sreq))
+    if (cor_recvI_into(home_svc, dsm__rt.dctx, direct_tag(c->idp), COR_BYTE, c->data, c->bytes,
+                       &c->sreq))
         return false;
     c->smode = (uint8_t)mode;
     c->scanceled = false;
@@ -726,7 +729,7 @@ static bool small_post(struct copy *c, int mode)
 }
 
 /* Under *c->mu: the service takes the task's receive back (the task still completes it). */
-static void small_cancel(struct copy *c)
+static void small_cancel(struct dsm__copy *c)
 {
     if (c->sreq == COR_REQ_NULL || c->scanceled) return;
     cor_req_t h = c->sreq; /* the task's handle stays its own */
@@ -736,10 +739,10 @@ static void small_cancel(struct copy *c)
 
 /* Under *c->mu: the task's receive completed (err: how): the grant takes effect unless the
  * service took the receive back, then an invalidation that waited for it. */
-static void small_land(struct copy *c, int err)
+static void small_land(struct dsm__copy *c, int err)
 {
     bool was = copy_valid(c);
-    if (!c->scanceled) grant_landed(c, c->smode, err, &D.grants_task);
+    if (!c->scanceled) grant_landed(c, c->smode, err, &dsm__rt.grants_task);
     c->sreq = COR_REQ_NULL;
     c->scanceled = c->dinv = false;
     copy_account(c, was);
@@ -748,14 +751,14 @@ static void small_land(struct copy *c, int err)
 
 /* Under *c->mu, by the task that posted c->sreq: waits for it (polling the routes, then
  * asleep on the task's own condvar) and lands it. */
-static void small_wait(struct copy *c)
+static void small_wait(struct dsm__copy *c)
 {
     cor_req_t h = c->sreq;
     cor_status_t st;
     int done = 0, err;
     copy_unlock(c);
     do
-        err = cor_wait_timeout(&h, D.poll_us, 1000000, NULL, NULL, &done, &st);
+        err = cor_wait_timeout(&h, dsm__rt.poll_us, 1000000, NULL, NULL, &done, &st);
     while (err == COR_OK && !done);
     copy_lock(c);
     if (!done && !err) err = COR_EPROTO;
@@ -764,17 +767,19 @@ static void small_wait(struct copy *c)
 }
 
 /* Under *c->mu: asks the home for `mode`; `task_waits`: the calling task blocks for it. */
-static int copy_request(struct copy *c, int mode, bool have, bool task_waits)
+static int copy_request(struct dsm__copy *c, int mode, bool have, bool task_waits)
 {
     c->misses++;
     if (c->x) {
-        struct dsm_dreq r = {
-            .who = D.rank, .mode = (uint8_t)mode, .kind = DSM_DREQ_SECTION, .have_copy = have};
+        struct dsm_dreq r = {.who = dsm__rt.rank,
+                             .mode = (uint8_t)mode,
+                             .kind = DSM_DREQ_SECTION,
+                             .have_copy = have};
         int err = dsm_dir_request(&c->x->dir, &r);
         if (err) c->st.pending = DSM_MODE_NONE;
         return err;
     }
-    if (atomic_load(&D.dead[c->home])) {
+    if (atomic_load(&dsm__rt.dead[c->home])) {
         c->st.pending = DSM_MODE_NONE;
         return COR_EPEERDEAD;
     }
@@ -792,26 +797,26 @@ static int copy_request(struct copy *c, int mode, bool have, bool task_waits)
 
 /* Under *c->mu: a section of the domain on c ended or the copy was dropped for a flush:
  * acknowledges a due invalidation (round seq) to the home. */
-static void copy_ack(struct copy *c, uint32_t seq)
+static void copy_ack(struct dsm__copy *c, uint32_t seq)
 {
     bool was = copy_valid(c);
     bool dirty = dsm_copy_drop(&c->st);
     copy_account(c, was);
     if (c->x)
-        dsm_dir_ack(&c->x->dir, D.rank, seq);
+        dsm_dir_ack(&c->x->dir, dsm__rt.rank, seq);
     else
         cmsg(c->home, DSM_OP_C_ACK, c, seq, 0, dirty ? c->data : NULL);
 }
 
-static void timed_wait(struct copy *c)
+static void timed_wait(struct dsm__copy *c)
 {
     if (!c->x) fast_reopen(c); /* stays shut while this task waits; for form's sake */
-    wait_a_while(&c->cv, c->mu);
+    dsm__wait_a_while(&c->cv, c->mu);
     if (!c->x) fast_close(c);
 }
 
 struct copy_watch {
-    struct copy *c;
+    struct dsm__copy *c;
     unsigned gen;
 };
 
@@ -819,7 +824,7 @@ static int copy_changed(void *arg)
 {
     const struct copy_watch *w = arg;
     return atomic_load_explicit(&w->c->gen, memory_order_acquire) != w->gen ||
-           atomic_load(&D.stopping);
+           atomic_load(&dsm__rt.stopping);
 }
 
 /*
@@ -830,14 +835,14 @@ static int copy_changed(void *arg)
  * condvar cost 8-70 us on the shared 2-core machine). After one poll that saw no change
  * (*sleep set) it sleeps on the condvar: a long wait costs no core.
  */
-static void wait_change(struct copy *c, bool *sleep)
+static void wait_change(struct dsm__copy *c, bool *sleep)
 {
     if (!*sleep) {
         struct copy_watch w = {c, atomic_load_explicit(&c->gen, memory_order_relaxed)};
         if (!c->x) fast_reopen(c); /* stays shut while this task waits; for form's sake */
-        unlock_or_die(c->mu);
-        *sleep = !cor_poll_until(copy_changed, &w, D.poll_us);
-        lock_or_die(c->mu);
+        dsm__unlock_or_die(c->mu);
+        *sleep = !cor_poll_until(copy_changed, &w, dsm__rt.poll_us);
+        dsm__lock_or_die(c->mu);
         if (!c->x) fast_close(c);
         if (!*sleep || atomic_load_explicit(&c->gen, memory_order_relaxed) != w.gen) return;
     }
@@ -846,7 +851,7 @@ static void wait_change(struct copy *c, bool *sleep)
 
 /* Tries to start a section (blocking: until it starts or fails). COR_EAGAIN: not yet (the
  * copy is requested). */
-static int section_start(struct copy *c, int mode, bool block, bool *fast)
+static int section_start(struct dsm__copy *c, int mode, bool block, bool *fast)
 {
     *fast = false;
     if (mode == DSM_MODE_READ && !c->x && fast_read_start(c)) {
@@ -868,7 +873,7 @@ static int section_start(struct copy *c, int mode, bool block, bool *fast)
             dsm_copy_start(&c->st, mode);
             break;
         }
-        if (!c->st.err && !c->x && atomic_load(&D.dead[c->home])) c->st.err = COR_EPEERDEAD;
+        if (!c->st.err && !c->x && atomic_load(&dsm__rt.dead[c->home])) c->st.err = COR_EPEERDEAD;
         bool have;
         int m = dsm_copy_miss(&c->st, mode, &have);
         if (m < 0) {
@@ -896,9 +901,9 @@ static int section_start(struct copy *c, int mode, bool block, bool *fast)
     return err;
 }
 
-int section_begin(struct copy *c, int mode, bool block)
+int dsm__section_begin(struct dsm__copy *c, int mode, bool block)
 {
-    if (!is_up()) return COR_ESTATE;
+    if (!dsm__is_up()) return COR_ESTATE;
     if (!c) return COR_EINVAL;
     if (tls_find(c) >= 0) return COR_DSM_ESECTION;
     if (tls_nsec == COR_DSM_MAX_SECTIONS) return COR_ELIMIT;
@@ -913,7 +918,7 @@ int section_begin(struct copy *c, int mode, bool block)
     return err;
 }
 
-static int section_end(struct copy *c, int mode)
+static int section_end(struct dsm__copy *c, int mode)
 {
     if (!c) return COR_EINVAL;
     int i = tls_find(c);
@@ -922,7 +927,7 @@ static int section_end(struct copy *c, int mode)
     tls_sec[i] = tls_sec[--tls_nsec];
     /* the LRU stamp: the service's tick, written only when it moved (no shared-line writes
      * on every hit; a clock read would cost as much as the rest of the hit) */
-    uint64_t tick = atomic_load_explicit(&D.tick, memory_order_relaxed);
+    uint64_t tick = atomic_load_explicit(&dsm__rt.tick, memory_order_relaxed);
     if (atomic_load_explicit(&c->last_use, memory_order_relaxed) != tick)
         atomic_store_explicit(&c->last_use, tick, memory_order_relaxed);
     if (fast && fast_read_end(c)) return COR_OK;
@@ -935,32 +940,32 @@ static int section_end(struct copy *c, int mode)
 
 COR_API int cor_dsm_start_read(cor_dsm_region_t rgn)
 {
-    return section_begin(region_of(rgn), DSM_MODE_READ, true);
+    return dsm__section_begin(dsm__region_of(rgn), DSM_MODE_READ, true);
 }
 COR_API int cor_dsm_end_read(cor_dsm_region_t rgn)
 {
-    return section_end(region_of(rgn), DSM_MODE_READ);
+    return section_end(dsm__region_of(rgn), DSM_MODE_READ);
 }
 COR_API int cor_dsm_start_write(cor_dsm_region_t rgn)
 {
-    return section_begin(region_of(rgn), DSM_MODE_WRITE, true);
+    return dsm__section_begin(dsm__region_of(rgn), DSM_MODE_WRITE, true);
 }
 COR_API int cor_dsm_end_write(cor_dsm_region_t rgn)
 {
-    return section_end(region_of(rgn), DSM_MODE_WRITE);
+    return section_end(dsm__region_of(rgn), DSM_MODE_WRITE);
 }
 
 COR_API int cor_dsm_flush(cor_dsm_region_t rgn)
 {
-    if (!is_up()) return COR_ESTATE;
-    struct copy *c = region_of(rgn);
+    if (!dsm__is_up()) return COR_ESTATE;
+    struct dsm__copy *c = dsm__region_of(rgn);
     if (!c) return COR_EINVAL;
     if (tls_find(c) >= 0) return COR_DSM_ESECTION;
     if (c->x) return COR_OK; /* the home's copy is the object itself */
     copy_lock(c);
     c->st.waiters++;
     while ((c->st.readers || c->st.writers || c->st.pending) && !c->st.err &&
-           !atomic_load(&D.dead[c->home]))
+           !atomic_load(&dsm__rt.dead[c->home]))
         timed_wait(c);
     c->st.waiters--;
     if (copy_valid(c) && !c->st.err) {
@@ -981,41 +986,43 @@ COR_API int cor_dsm_flush(cor_dsm_region_t rgn)
 
 COR_API int cor_dsm_set_cache_bytes(size_t bytes)
 {
-    atomic_store(&D.cache_budget, bytes);
+    atomic_store(&dsm__rt.cache_budget, bytes);
     return COR_OK;
 }
 
 /* Flushes idle copies, least recently used first, until the valid ones fit the budget. The
- * copies are never freed before cor_dsm_finalize, so pointers taken under D.lock stay good. */
+ * copies are never freed before cor_dsm_finalize, so pointers taken under dsm__rt.lock stay good.
+ */
 static int cmp_lru(const void *a, const void *b)
 {
-    uint64_t x = atomic_load(&(*(struct copy *const *)a)->last_use);
-    uint64_t y = atomic_load(&(*(struct copy *const *)b)->last_use);
+    uint64_t x = atomic_load(&(*(struct dsm__copy *const *)a)->last_use);
+    uint64_t y = atomic_load(&(*(struct dsm__copy *const *)b)->last_use);
     return x < y ? -1 : x > y;
 }
 
 static void evict(void)
 {
-    if (atomic_load(&D.cached_bytes) <= atomic_load(&D.cache_budget)) return;
+    if (atomic_load(&dsm__rt.cached_bytes) <= atomic_load(&dsm__rt.cache_budget)) return;
     size_t n = 0, cap = 64;
-    struct copy **v = malloc(cap * sizeof *v);
+    struct dsm__copy **v = malloc(cap * sizeof *v);
     if (!v) return;
-    lock_or_die(&D.lock);
-    atomic_fetch_add(&D.evicting, 1); /* what we list is not freed until we are done */
-    for (int k = 0; k < DIR_BUCKETS; k++)
-        for (struct copy *c = D.copies[k]; c; c = c->next) {
+    dsm__lock_or_die(&dsm__rt.lock);
+    atomic_fetch_add(&dsm__rt.evicting, 1); /* what we list is not freed until we are done */
+    for (int k = 0; k < DSM__DIR_BUCKETS; k++)
+        for (struct dsm__copy *c = dsm__rt.copies[k]; c; c = c->next) {
             if (n == cap) {
-                struct copy **w = realloc(v, 2 * cap * sizeof *v);
+                struct dsm__copy **w = realloc(v, 2 * cap * sizeof *v);
                 if (!w) break;
                 v = w;
                 cap *= 2;
             }
             v[n++] = c;
         }
-    unlock_or_die(&D.lock);
+    dsm__unlock_or_die(&dsm__rt.lock);
     qsort(v, n, sizeof *v, cmp_lru);
-    for (size_t i = 0; i < n && atomic_load(&D.cached_bytes) > atomic_load(&D.cache_budget); i++) {
-        struct copy *c = v[i];
+    for (size_t i = 0;
+         i < n && atomic_load(&dsm__rt.cached_bytes) > atomic_load(&dsm__rt.cache_budget); i++) {
+        struct dsm__copy *c = v[i];
         copy_lock(c);
         struct dsm_copy *s = &c->st;
         if (copy_valid(c) && !s->readers && !s->writers && !s->pending && !s->inv && !s->waiters &&
@@ -1023,23 +1030,23 @@ static void evict(void)
             bool dirty = dsm_copy_drop(s);
             copy_account(c, true);
             cmsg(c->home, DSM_OP_C_FLUSH, c, 0, 0, dirty ? c->data : NULL);
-            atomic_fetch_add(&D.evictions, 1);
+            atomic_fetch_add(&dsm__rt.evictions, 1);
             copy_data_release(c);
         }
         copy_unlock(c);
     }
-    if (atomic_fetch_sub(&D.evicting, 1) == 1) { /* copies that retired meanwhile may go */
-        lock_or_die(&D.lock);
+    if (atomic_fetch_sub(&dsm__rt.evicting, 1) == 1) { /* copies that retired meanwhile may go */
+        dsm__lock_or_die(&dsm__rt.lock);
         retired_sweep();
-        unlock_or_die(&D.lock);
+        dsm__unlock_or_die(&dsm__rt.lock);
     }
     free(v);
 }
 
 /* The service: protocol messages. src is the sending domain's service. */
-void serve_cached_home(int from, const struct dsm_req *r, cor_idp_t src)
+void dsm__serve_cached_home(int from, const struct dsm_req *r, cor_idp_t src)
 {
-    struct res *x = res_get(r->obj, RES_OBJ);
+    struct dsm__res *x = dsm__res_get(r->obj, DSM__RES_OBJ);
     if (!x || x->protocol != COR_DSM_CACHED) {
         if (r->op == DSM_OP_C_REQ) {
             int err = x ? COR_DSM_EPROTOCOL : COR_ENOTFOUND;
@@ -1050,15 +1057,15 @@ void serve_cached_home(int from, const struct dsm_req *r, cor_idp_t src)
             size_t n = dsm_req_size(&g);
             unsigned char *buf = malloc(n);
             if (buf && dsm_req_encode(buf, n, &g))
-                svc_send(src, 0, buf, n);
+                dsm__svc_send(src, 0, buf, n);
             else
                 free(buf);
         }
-        if (x) res_put(x);
+        if (x) dsm__res_put(x);
         return;
     }
     size_t bytes = x->hc.bytes;
-    lock_or_die(&x->mu);
+    dsm__lock_or_die(&x->mu);
     switch (r->op) {
     case DSM_OP_C_REQ: {
         struct dsm_dreq q = {.who = from,
@@ -1080,7 +1087,7 @@ void serve_cached_home(int from, const struct dsm_req *r, cor_idp_t src)
             if (r->data_len == bytes && r->type == (uint8_t)x->obj.type)
                 memcpy(x->obj.data, r->data, bytes);
             else
-                atomic_fetch_add(&D.dropped, 1); /* an owner's ack without its data */
+                atomic_fetch_add(&dsm__rt.dropped, 1); /* an owner's ack without its data */
         }
         dsm_dir_ack(&x->dir, from, (uint32_t)r->offset);
         break;
@@ -1091,24 +1098,24 @@ void serve_cached_home(int from, const struct dsm_req *r, cor_idp_t src)
         dsm_dir_release(&x->dir, from);
         break;
     }
-    unlock_or_die(&x->mu);
-    res_put(x);
+    dsm__unlock_or_die(&x->mu);
+    dsm__res_put(x);
 }
 
-void serve_cached_copy(const struct dsm_req *r)
+void dsm__serve_cached_copy(const struct dsm_req *r)
 {
     if (r->op == DSM_OP_C_GONE) {
         copy_retire(r->obj);
         return;
     }
-    struct copy *c = copy_find(r->obj);
+    struct dsm__copy *c = copy_find(r->obj);
     if (!c) {
         if (r->op == DSM_OP_C_INV) { /* we never had it: nothing to give back */
-            struct copy none = {
+            struct dsm__copy none = {
                 .idp = r->obj, .home = (int)cor_idp_domain(r->obj), .type = (cor_type_t)r->type};
             cmsg(none.home, DSM_OP_C_ACK, &none, r->offset, 0, NULL);
         } else {
-            atomic_fetch_add(&D.dropped, 1);
+            atomic_fetch_add(&dsm__rt.dropped, 1);
         }
         return;
     }
@@ -1134,7 +1141,7 @@ void serve_cached_copy(const struct dsm_req *r)
     }
     if (r->op == DSM_OP_C_GRANT && (r->flags & DSM_CF_DIRECT)) {
         if (c->dreq == COR_REQ_NULL && !c->dlanded) {
-            atomic_fetch_add(&D.dropped, 1); /* no data was asked for */
+            atomic_fetch_add(&dsm__rt.dropped, 1); /* no data was asked for */
         } else {
             c->dmode = (uint8_t)(r->flags & DSM_CF_MODE);
             direct_finish(c);
@@ -1150,7 +1157,7 @@ void serve_cached_copy(const struct dsm_req *r)
         direct_cancel(c); /* a grant in a message: no data comes alone */
         small_cancel(c);
         if (!c->st.pending) {
-            atomic_fetch_add(&D.dropped, 1); /* nobody asked */
+            atomic_fetch_add(&dsm__rt.dropped, 1); /* nobody asked */
         } else {
             if (!err && r->data_len) {
                 if (r->data_len == c->bytes && r->type == (uint8_t)c->type)
@@ -1178,16 +1185,16 @@ void serve_cached_copy(const struct dsm_req *r)
 }
 
 /* An operation on a cached object homed here: its turn comes through the directory. */
-void serve_cached_op(struct res *x, cor_idp_t src, const struct dsm_req *r)
+void dsm__serve_cached_op(struct dsm__res *x, cor_idp_t src, const struct dsm_req *r)
 {
     struct pop *p = malloc(sizeof *p + r->data_len);
     if (!p && r->op == DSM_OP_ADD) {
-        add_done(src, COR_ENOMEM);
+        dsm__add_done(src, COR_ENOMEM);
         return;
     }
     if (!p) {
         struct dsm_req q = *r;
-        reply_buf(src, q.op, q.type, q.id, COR_ENOMEM, 0, malloc(DSM_REP_HDR), 0);
+        dsm__reply_buf(src, q.op, q.type, q.id, COR_ENOMEM, 0, malloc(DSM_REP_HDR), 0);
         return;
     }
     p->src = src;
@@ -1196,41 +1203,41 @@ void serve_cached_op(struct res *x, cor_idp_t src, const struct dsm_req *r)
     p->r.data = p->data;
     p->r.name = NULL;
     p->r.name_len = 0;
-    struct dsm_dreq q = {.who = D.rank,
+    struct dsm_dreq q = {.who = dsm__rt.rank,
                          .mode = r->op == DSM_OP_GET ? DSM_MODE_READ : DSM_MODE_WRITE,
                          .kind = DSM_DREQ_OP,
                          .op = p};
-    lock_or_die(&x->mu);
+    dsm__lock_or_die(&x->mu);
     int err = dsm_dir_request(&x->dir, &q);
     if (err) op_run(x, p, err);
-    unlock_or_die(&x->mu);
+    dsm__unlock_or_die(&x->mu);
 }
 
 /* A cached object is destroyed: the copies elsewhere are invalidated (their data goes
  * nowhere), requests waiting in the directory and later ones get COR_ENOTFOUND. */
 static void destroy_inv(void *ctx, int dom)
 {
-    struct res *x = ctx;
-    if (dom != D.rank) cmsg_id(dom, DSM_OP_C_INV, &x->hc, 0, x->dir.granted[dom], 0, NULL);
+    struct dsm__res *x = ctx;
+    if (dom != dsm__rt.rank) cmsg_id(dom, DSM_OP_C_INV, &x->hc, 0, x->dir.granted[dom], 0, NULL);
 }
 
-void cached_destroy(struct res *x)
+void dsm__cached_destroy(struct dsm__res *x)
 {
-    lock_or_die(&x->mu);
+    dsm__lock_or_die(&x->mu);
     dsm_dir_fail(&x->dir, COR_ENOTFOUND, destroy_inv, x);
     if (!x->hc.st.err) x->hc.st.err = COR_ENOTFOUND;
     copy_wake(&x->hc);
     /* Every domain forgets its copy, holder or not: one that mapped it keeps its size and its
      * grant count, which a later object at the same index would inherit. After the
      * invalidations (one outbox: in order). */
-    for (int d = 0; d < D.size; d++)
-        if (d != D.rank) cmsg(d, DSM_OP_C_GONE, &x->hc, 0, 0, NULL);
-    unlock_or_die(&x->mu);
+    for (int d = 0; d < dsm__rt.size; d++)
+        if (d != dsm__rt.rank) cmsg(d, DSM_OP_C_GONE, &x->hc, 0, 0, NULL);
+    dsm__unlock_or_die(&x->mu);
 }
 
-/* Copy c fails for good with err (D.lock and its mutex held): what was under way on it ends,
+/* Copy c fails for good with err (dsm__rt.lock and its mutex held): what was under way on it ends,
  * sections that start or wait get err; a copy inside a section stays valid until it ends. */
-static void copy_fail(struct copy *c, int err)
+static void copy_fail(struct dsm__copy *c, int err)
 {
     bool was = copy_valid(c);
     direct_cancel(c);
@@ -1242,19 +1249,19 @@ static void copy_fail(struct copy *c, int err)
     copy_wake(c);
 }
 
-/* The home destroyed the object: its copy here leaves D.copies (the next map of that idp asks
- * the home again) for D.retired, where the regions that still map it see COR_ENOTFOUND, and
+/* The home destroyed the object: its copy here leaves dsm__rt.copies (the next map of that idp asks
+ * the home again) for dsm__rt.retired, where the regions that still map it see COR_ENOTFOUND, and
  * goes once nothing involves it (retired_sweep). */
 static void copy_retire(cor_idp_t idp)
 {
-    lock_or_die(&D.lock);
-    D.gone[D.ngone++ % GONE_RING] = idp;
-    struct copy **p = copy_slot(idp);
-    struct copy *c = *p;
+    dsm__lock_or_die(&dsm__rt.lock);
+    dsm__rt.gone[dsm__rt.ngone++ % DSM__GONE_RING] = idp;
+    struct dsm__copy **p = copy_slot(idp);
+    struct dsm__copy *c = *p;
     if (c) {
         *p = c->next;
-        c->next = D.retired;
-        D.retired = c;
+        c->next = dsm__rt.retired;
+        dsm__rt.retired = c;
         copy_lock(c);
         c->retired = true;
         copy_fail(c, COR_ENOTFOUND);
@@ -1262,52 +1269,52 @@ static void copy_retire(cor_idp_t idp)
         copy_unlock(c);
         retired_sweep();
     }
-    unlock_or_die(&D.lock);
+    dsm__unlock_or_die(&dsm__rt.lock);
 }
 
 /* Domain d died: directories forget its copies (a dirty one's data is lost), copies homed
  * there fail. */
-void cached_peer_dead(int d)
+void dsm__cached_peer_dead(int d)
 {
     size_t n = 0;
-    struct res **xs = malloc((RES_MAX + 1) * sizeof *xs);
-    lock_or_die(&D.lock);
-    for (unsigned i = 1; xs && i <= RES_MAX; i++) {
-        struct res *x = D.res[i];
-        if (x && x->kind == RES_OBJ && x->protocol == COR_DSM_CACHED) {
+    struct dsm__res **xs = malloc((DSM__RES_MAX + 1) * sizeof *xs);
+    dsm__lock_or_die(&dsm__rt.lock);
+    for (unsigned i = 1; xs && i <= DSM__RES_MAX; i++) {
+        struct dsm__res *x = dsm__rt.res[i];
+        if (x && x->kind == DSM__RES_OBJ && x->protocol == COR_DSM_CACHED) {
             atomic_fetch_add(&x->refs, 1);
             xs[n++] = x;
         }
     }
-    unlock_or_die(&D.lock);
+    dsm__unlock_or_die(&dsm__rt.lock);
     for (size_t i = 0; i < n; i++) {
-        struct res *x = xs[i];
-        lock_or_die(&x->mu);
+        struct dsm__res *x = xs[i];
+        dsm__lock_or_die(&x->mu);
         dsm_dir_peer_dead(&x->dir, d);
         if (x->dir.lost && !x->hc.st.err) x->hc.st.err = COR_EPEERDEAD;
         copy_wake(&x->hc);
-        unlock_or_die(&x->mu);
-        res_put(x);
+        dsm__unlock_or_die(&x->mu);
+        dsm__res_put(x);
     }
     free(xs);
-    lock_or_die(&D.lock);
-    for (int k = 0; k < DIR_BUCKETS; k++)
-        for (struct copy *c = D.copies[k]; c; c = c->next) {
+    dsm__lock_or_die(&dsm__rt.lock);
+    for (int k = 0; k < DSM__DIR_BUCKETS; k++)
+        for (struct dsm__copy *c = dsm__rt.copies[k]; c; c = c->next) {
             if (c->home != d) continue;
-            copy_lock(c); /* D.lock -> copy mutex: nowhere the other way round */
+            copy_lock(c); /* dsm__rt.lock -> copy mutex: nowhere the other way round */
             copy_fail(c, COR_EPEERDEAD);
             copy_unlock(c);
         }
-    unlock_or_die(&D.lock);
+    dsm__unlock_or_die(&dsm__rt.lock);
 }
 
 /* Non-blocking starts: a cor_dsm_op of kind section. */
 static int section_op(struct cor_dsm_op *o, cor_dsm_region_t rgn, int mode)
 {
     memset(o, 0, offsetof(struct cor_dsm_op, small));
-    o->section = region_of(rgn);
+    o->section = dsm__region_of(rgn);
     o->smode = mode;
-    int err = section_begin(o->section, mode, false);
+    int err = dsm__section_begin(o->section, mode, false);
     if (err == COR_EAGAIN) return COR_OK;
     o->done = true;
     o->result = err;
@@ -1316,12 +1323,12 @@ static int section_op(struct cor_dsm_op *o, cor_dsm_region_t rgn, int mode)
 
 COR_API int cor_dsm_start_readI(cor_dsm_region_t rgn, cor_dsm_req_t *req)
 {
-    NB_ALLOC(o, req);
-    return run_nb(o, section_op(o, rgn, DSM_MODE_READ), req);
+    DSM__NB_ALLOC(o, req);
+    return dsm__run_nb(o, section_op(o, rgn, DSM_MODE_READ), req);
 }
 
 COR_API int cor_dsm_start_writeI(cor_dsm_region_t rgn, cor_dsm_req_t *req)
 {
-    NB_ALLOC(o, req);
-    return run_nb(o, section_op(o, rgn, DSM_MODE_WRITE), req);
+    DSM__NB_ALLOC(o, req);
+    return dsm__run_nb(o, section_op(o, rgn, DSM_MODE_WRITE), req);
 }

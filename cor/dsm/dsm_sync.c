@@ -21,14 +21,14 @@
 
 COR_API int cor_dsm_lock_open(const char *name, cor_idp_t *lock)
 {
-    if (!is_up()) return COR_ESTATE;
-    if (!name_ok(name) || !lock) return COR_EINVAL;
+    if (!dsm__is_up()) return COR_ESTATE;
+    if (!dsm__name_ok(name) || !lock) return COR_EINVAL;
     struct dsm_req r = {
-        .op = DSM_OP_LOCK_OPEN, .id = next_id(), .name = name, .name_len = strlen(name)};
+        .op = DSM_OP_LOCK_OPEN, .id = dsm__next_id(), .name = name, .name_len = strlen(name)};
     struct cor_dsm_op o;
-    op_init(&o, &r);
+    dsm__op_init(&o, &r);
     o.idp_out = lock;
-    return call(dir_home(name), &r, &o, 0);
+    return dsm__call(dsm__dir_home(name), &r, &o, 0);
 }
 
 /*
@@ -58,7 +58,7 @@ static void held_drop(int i)
 }
 
 /* An acquisition ended: the lock is held (also when its last holder died), or not at all. */
-void held_settle(struct cor_dsm_op *o)
+void dsm__held_settle(struct cor_dsm_op *o)
 {
     if (o->lock == COR_IDP_NULL) return;
     int i = held_find(o->lock);
@@ -73,27 +73,27 @@ void held_settle(struct cor_dsm_op *o)
 
 static int lock_op(struct cor_dsm_op *o, cor_idp_t lock, uint8_t op)
 {
-    if (!is_up()) return COR_ESTATE;
-    if (!our_idp(lock)) return COR_EINVAL;
+    if (!dsm__is_up()) return COR_ESTATE;
+    if (!dsm__our_idp(lock)) return COR_EINVAL;
     if (held_find(lock) >= 0) return COR_ESTATE; /* held, or being acquired */
     if (tls_nheld == DSM_LOCKS_HELD) return COR_ELIMIT;
-    struct dsm_req r = {.op = op, .id = next_id(), .obj = lock};
-    op_init(o, &r);
+    struct dsm_req r = {.op = op, .id = dsm__next_id(), .obj = lock};
+    dsm__op_init(o, &r);
     int home = (int)cor_idp_domain(lock);
-    if (D.all_here) { /* a ticket in shared memory (dsm_shm.c) instead of a request */
-        if (atomic_load(&D.dead[home])) return COR_EPEERDEAD;
+    if (dsm__rt.all_here) { /* a ticket in shared memory (dsm_shm.c) instead of a request */
+        if (atomic_load(&dsm__rt.dead[home])) return COR_EPEERDEAD;
         o->lk = dsm_shm_lock_view(lock);
         if (!o->lk) return COR_ENOMEM; /* never requests: the others' tickets would not see them */
         o->lock_home = home;
         if (op == DSM_OP_LOCK_TRY) {
-            o->result = dsm_shm_lock_try(o->lk, D.rank, &o->ticket);
-            if (o->result == COR_OK) lock_turn(o); /* holds at once; was its holder dead? */
+            o->result = dsm_shm_lock_try(o->lk, dsm__rt.rank, &o->ticket);
+            if (o->result == COR_OK) dsm__lock_turn(o); /* holds at once; was its holder dead? */
             o->done = true;
         } else {
-            o->ticket = dsm_shm_lock_ticket(o->lk, D.rank);
+            o->ticket = dsm_shm_lock_ticket(o->lk, dsm__rt.rank);
         }
     } else {
-        int err = op_start(o, home, &r, 0);
+        int err = dsm__op_start(o, home, &r, 0);
         if (err) return err;
     }
     tls_held[tls_nheld].lock = lock;
@@ -105,83 +105,83 @@ static int lock_op(struct cor_dsm_op *o, cor_idp_t lock, uint8_t op)
 COR_API int cor_dsm_lock(cor_idp_t lock)
 {
     struct cor_dsm_op o;
-    return run_blocking(&o, lock_op(&o, lock, DSM_OP_LOCK_ACQ));
+    return dsm__run_blocking(&o, lock_op(&o, lock, DSM_OP_LOCK_ACQ));
 }
 
 COR_API int cor_dsm_lockI(cor_idp_t lock, cor_dsm_req_t *req)
 {
-    NB_ALLOC(o, req);
-    return run_nb(o, lock_op(o, lock, DSM_OP_LOCK_ACQ), req);
+    DSM__NB_ALLOC(o, req);
+    return dsm__run_nb(o, lock_op(o, lock, DSM_OP_LOCK_ACQ), req);
 }
 
 COR_API int cor_dsm_trylock(cor_idp_t lock)
 {
     struct cor_dsm_op o;
-    return run_blocking(&o, lock_op(&o, lock, DSM_OP_LOCK_TRY));
+    return dsm__run_blocking(&o, lock_op(&o, lock, DSM_OP_LOCK_TRY));
 }
 
 COR_API int cor_dsm_unlock(cor_idp_t lock)
 {
-    if (!is_up()) return COR_ESTATE;
-    if (!our_idp(lock)) return COR_EINVAL;
+    if (!dsm__is_up()) return COR_ESTATE;
+    if (!dsm__our_idp(lock)) return COR_EINVAL;
     int i = held_find(lock);
     if (i < 0 || !tls_held[i].granted) return COR_ESTATE;
     int home = (int)cor_idp_domain(lock);
-    if (D.all_here) {
+    if (dsm__rt.all_here) {
         struct dsm_shm_lock *k = dsm_shm_lock_view(lock); /* mapped when it was acquired */
         if (!k) return COR_ENOMEM;
         held_drop(i);
         dsm_shm_lock_release(k);
-        return atomic_load(&D.dead[home]) ? COR_EPEERDEAD : COR_OK;
+        return atomic_load(&dsm__rt.dead[home]) ? COR_EPEERDEAD : COR_OK;
     }
     held_drop(i);
-    adds_flush_home(home);
+    dsm__adds_flush_home(home);
     cor_idp_t svc;
-    int err = svc_of(home, &svc);
+    int err = dsm__svc_of(home, &svc);
     if (err) return err;
-    struct dsm_req r = {.op = DSM_OP_LOCK_REL, .id = next_id(), .obj = lock};
+    struct dsm_req r = {.op = DSM_OP_LOCK_REL, .id = dsm__next_id(), .obj = lock};
     unsigned char buf[DSM_REQ_HDR];
     size_t n = dsm_req_encode(buf, sizeof buf, &r);
     cor_req_t sreq;
-    err = cor_sendI_typed(svc, D.ctx, (int)r.id, COR_BYTE, buf, n, &sreq);
+    err = cor_sendI_typed(svc, dsm__rt.ctx, (int)r.id, COR_BYTE, buf, n, &sreq);
     if (!err) err = cor_wait(&sreq, NULL);
-    if (!err) atomic_fetch_add(&D.remote_ops, 1);
+    if (!err) atomic_fetch_add(&dsm__rt.remote_ops, 1);
     return err;
 }
 
 /* ---- Barriers --------------------------------------------------------------------------- */
 
-/* Under D.lock. */
+/* Under dsm__rt.lock. */
 static struct cor_dsm_barrier *bar_find(uint64_t id, bool make)
 {
-    for (struct cor_dsm_barrier *b = D.bars; b; b = b->next)
+    for (struct cor_dsm_barrier *b = dsm__rt.bars; b; b = b->next)
         if (b->id == id) return b;
     if (!make) return NULL;
     struct cor_dsm_barrier *b = calloc(1, sizeof *b);
     if (!b) return NULL;
     b->id = id;
-    b->next = D.bars;
-    D.bars = b;
+    b->next = dsm__rt.bars;
+    dsm__rt.bars = b;
     return b;
 }
 
-void bar_free(struct cor_dsm_barrier *b)
+void dsm__bar_free(struct cor_dsm_barrier *b)
 {
     dsm_shm_bar_leave(b->sb);
     free(b->members);
     free(b);
 }
 
-/* The creation number of barrier name `id` here (1, 2, ...), or 0 without memory; D.lock. */
-unsigned bar_gen_next(uint64_t id)
+/* The creation number of barrier name `id` here (1, 2, ...), or 0 without memory; dsm__rt.lock. */
+unsigned dsm__bar_gen_next(uint64_t id)
 {
-    struct bar_gen *g = D.bar_gens;
+    struct dsm__bar_gen *g = dsm__rt.bar_gens;
     while (g && g->id != id)
         g = g->next;
     if (!g && (g = calloc(1, sizeof *g))) {
         g->id = id;
-        g->next = D.bar_gens;
-        D.bar_gens = g;
+        g->next = dsm__rt.bar_gens;
+        dsm__rt.bar_gens = g;
     }
     return g ? ++g->gen : 0;
 }
@@ -194,25 +194,25 @@ static int cmp_int(const void *a, const void *b)
 COR_API int cor_dsm_barrier_create(const char *name, cor_idp_t ldom, int local_tasks,
                                    cor_dsm_barrier_t *bar)
 {
-    if (!is_up()) return COR_ESTATE;
-    if (!name_ok(name) || local_tasks < 1 || !bar) return COR_EINVAL;
-    int n = 0, *members = malloc((size_t)D.size * sizeof *members);
+    if (!dsm__is_up()) return COR_ESTATE;
+    if (!dsm__name_ok(name) || local_tasks < 1 || !bar) return COR_EINVAL;
+    int n = 0, *members = malloc((size_t)dsm__rt.size * sizeof *members);
     if (!members) return COR_ENOMEM;
     int err = COR_OK;
     if (ldom == COR_IDP_NULL) {
-        for (int r = 0; r < D.size; r++)
+        for (int r = 0; r < dsm__rt.size; r++)
             members[n++] = r;
     } else {
         int size = 0;
         err = cor_ldomain_size(ldom, &size);
-        bool *seen = calloc((size_t)D.size, sizeof *seen);
+        bool *seen = calloc((size_t)dsm__rt.size, sizeof *seen);
         if (!err && !seen) err = COR_ENOMEM;
         for (int i = 0; !err && i < size; i++) {
             cor_idp_t m;
             err = cor_ldomain_member(ldom, i, &m);
             if (err) break;
             unsigned d = cor_idp_domain(m);
-            if (cor_idp_macro(m) != D.session || d >= (unsigned)D.size) continue;
+            if (cor_idp_macro(m) != dsm__rt.session || d >= (unsigned)dsm__rt.size) continue;
             if (!seen[d]) members[n++] = (int)d;
             seen[d] = true;
         }
@@ -221,14 +221,14 @@ COR_API int cor_dsm_barrier_create(const char *name, cor_idp_t ldom, int local_t
     }
     int pos = -1;
     for (int i = 0; i < n; i++)
-        if (members[i] == D.rank) pos = i;
+        if (members[i] == dsm__rt.rank) pos = i;
     if (!err && pos < 0) err = COR_EINVAL;
     if (err) {
         free(members);
         return err;
     }
     uint64_t id = dsm_hash(name, strlen(name));
-    lock_or_die(&D.lock);
+    dsm__lock_or_die(&dsm__rt.lock);
     struct cor_dsm_barrier *b = bar_find(id, true);
     if (!b)
         err = COR_ENOMEM;
@@ -238,10 +238,10 @@ COR_API int cor_dsm_barrier_create(const char *name, cor_idp_t ldom, int local_t
         b->created = true;
         b->members = members;
         dsm_bar_setup(&b->st, n, pos, local_tasks);
-        unsigned gen = bar_gen_next(id);
-        if (gen && D.shm && n > 1) b->sb = dsm_shm_bar_join(D.session, id, gen);
+        unsigned gen = dsm__bar_gen_next(id);
+        if (gen && dsm__rt.shm && n > 1) b->sb = dsm_shm_bar_join(dsm__rt.session, id, gen);
         for (int i = 0; i < n; i++)
-            if (atomic_load(&D.dead[members[i]])) b->err = COR_EPEERDEAD;
+            if (atomic_load(&dsm__rt.dead[members[i]])) b->err = COR_EPEERDEAD;
         b->handle = dsm_handle_put(DSM_H_BARRIER, b);
         if (!b->handle) {
             b->created = false;
@@ -250,39 +250,40 @@ COR_API int cor_dsm_barrier_create(const char *name, cor_idp_t ldom, int local_t
             b->sb = NULL;
             err = COR_ENOMEM;
         }
-        *bar = AS_HANDLE(cor_dsm_barrier_t, b->handle);
+        *bar = DSM__AS_HANDLE(cor_dsm_barrier_t, b->handle);
     }
-    unlock_or_die(&D.lock);
+    dsm__unlock_or_die(&dsm__rt.lock);
     if (err) free(members);
     return err;
 }
 
 /* Sends barrier messages as the barrier mailbox's task, from whichever thread calls. */
 
-/* Under D.lock: turns the messages' member positions into domain ranks, so they can be sent
+/* Under dsm__rt.lock: turns the messages' member positions into domain ranks, so they can be sent
  * after the lock is released without touching b (once an episode completed, a task of this
  * domain may destroy the barrier). */
-void bar_resolve(const struct cor_dsm_barrier *b, struct dsm_bar_msg *m, int n)
+void dsm__bar_resolve(const struct cor_dsm_barrier *b, struct dsm_bar_msg *m, int n)
 {
     for (int i = 0; i < n; i++)
         m[i].to = b->members[m[i].to];
 }
 
-/* Wakes the barrier waiters; D.lock held. A driver polling the routes sees bar_events move. */
-void bar_wake(void)
+/* Wakes the barrier waiters; dsm__rt.lock held. A driver polling the routes sees bar_events move.
+ */
+void dsm__bar_wake(void)
 {
-    atomic_fetch_add(&D.bar_events, 1);
-    pthread_cond_broadcast(&D.bar_cv);
+    atomic_fetch_add(&dsm__rt.bar_events, 1);
+    pthread_cond_broadcast(&dsm__rt.bar_cv);
 }
 
-/* Whether episode `epoch` of b ended or failed; D.lock held. */
+/* Whether episode `epoch` of b ended or failed; dsm__rt.lock held. */
 static bool bar_over(struct cor_dsm_barrier *b, uint64_t epoch)
 {
     if (b->st.epoch != epoch || b->err) return true;
     for (int i = 0; i < b->st.n; i++)
-        if (atomic_load(&D.dead[b->members[i]])) {
+        if (atomic_load(&dsm__rt.dead[b->members[i]])) {
             b->err = COR_EPEERDEAD;
-            bar_wake();
+            dsm__bar_wake();
             return true;
         }
     return false;
@@ -294,23 +295,23 @@ static void bar_take(const void *buf, size_t len)
 {
     struct dsm_req r;
     if (dsm_req_decode(buf, len, &r) || r.op != DSM_OP_BARRIER) {
-        atomic_fetch_add(&D.dropped, 1);
+        atomic_fetch_add(&dsm__rt.dropped, 1);
         return;
     }
     struct dsm_bar_msg msgs[DSM_MAX_ROUNDS];
     int nmsg = 0;
     bool completed = false;
-    lock_or_die(&D.lock);
+    dsm__lock_or_die(&dsm__rt.lock);
     struct cor_dsm_barrier *b = bar_find(r.obj, true);
     if (b && dsm_bar_recv(&b->st, r.offset) == COR_OK && b->created && !b->err) {
         nmsg = dsm_bar_advance(&b->st, msgs, &completed);
-        bar_resolve(b, msgs, nmsg);
-        if (completed) bar_wake();
+        dsm__bar_resolve(b, msgs, nmsg);
+        if (completed) dsm__bar_wake();
     } else if (!b || b->st.n > 0) {
-        atomic_fetch_add(&D.dropped, 1);
+        atomic_fetch_add(&dsm__rt.dropped, 1);
     }
-    unlock_or_die(&D.lock);
-    if (nmsg) bar_send(r.obj, msgs, nmsg);
+    dsm__unlock_or_die(&dsm__rt.lock);
+    if (nmsg) dsm__bar_send(r.obj, msgs, nmsg);
 }
 
 struct bar_meeting {
@@ -320,14 +321,14 @@ struct bar_meeting {
 };
 
 /* Whether a domain waiting in a barrier's file may stop: the episode ended, a member died,
- * or we stop. Reads no state under D.lock (b stays while a task is inside). */
+ * or we stop. Reads no state under dsm__rt.lock (b stays while a task is inside). */
 static int bar_met(void *arg)
 {
     struct bar_meeting *m = arg;
     if (dsm_shm_bar_passed(m->b->sb, m->gen)) return 1;
-    if (atomic_load(&D.stopping)) m->err = COR_ESTATE;
+    if (atomic_load(&dsm__rt.stopping)) m->err = COR_ESTATE;
     for (int i = 0; i < m->b->st.n && !m->err; i++)
-        if (atomic_load(&D.dead[m->b->members[i]])) m->err = COR_EPEERDEAD;
+        if (atomic_load(&dsm__rt.dead[m->b->members[i]])) m->err = COR_EPEERDEAD;
     return m->err != COR_OK;
 }
 
@@ -345,48 +346,50 @@ struct bar_watch {
 
 /* Called at every turn of a polling wait, and with the mailbox task's lock held while it
  * blocks: so no lock here (a send completing as the mailbox's task takes that lock under the
- * core's send lock, which the cached protocol takes under a copy's mutex, and D.lock is held
+ * core's send lock, which the cached protocol takes under a copy's mutex, and dsm__rt.lock is held
  * while copies' mutexes are taken). Says only that something happened; bar_watch_over looks. */
 static int bar_watch_stop(void *arg)
 {
     struct bar_watch *w = arg;
-    if (w->over || atomic_load(&D.stopping)) return 1;
-    if (atomic_load(&D.bar_events) != w->events) return 1;
+    if (w->over || atomic_load(&dsm__rt.stopping)) return 1;
+    if (atomic_load(&dsm__rt.bar_events) != w->events) return 1;
     for (int i = 0; i < w->b->st.n; i++)
-        if (atomic_load(&D.dead[w->b->members[i]])) return 1;
+        if (atomic_load(&dsm__rt.dead[w->b->members[i]])) return 1;
     return 0;
 }
 
-/* Whether the driver's turn is over; outside the core's waits, so D.lock may be taken. */
+/* Whether the driver's turn is over; outside the core's waits, so dsm__rt.lock may be taken. */
 static bool bar_watch_over(struct bar_watch *w)
 {
     if (!bar_watch_stop(w)) return false;
-    if (!w->over && !atomic_load(&D.stopping)) {
-        w->events = atomic_load(&D.bar_events); /* before the look: no event is missed */
-        lock_or_die(&D.lock);
+    if (!w->over && !atomic_load(&dsm__rt.stopping)) {
+        w->events = atomic_load(&dsm__rt.bar_events); /* before the look: no event is missed */
+        dsm__lock_or_die(&dsm__rt.lock);
         w->over = bar_over(w->b, w->epoch);
-        unlock_or_die(&D.lock);
+        dsm__unlock_or_die(&dsm__rt.lock);
     }
-    return w->over || atomic_load(&D.stopping);
+    return w->over || atomic_load(&dsm__rt.stopping);
 }
 
 /* Holding the driver's role: posts the mailbox's one receive if none is. */
 static int bar_post(void)
 {
-    if (D.bar_rr != COR_REQ_NULL) return COR_OK;
-    D.bar_msg = NULL;
-    lock_or_die(&D.bar_out.mu);
-    int err = cor_recvI_as(D.bar_box, COR_ANY_SOURCE, D.ctx, COR_ANY_TAG, &D.bar_msg, &D.bar_rr);
-    unlock_or_die(&D.bar_out.mu);
+    if (dsm__rt.bar_rr != COR_REQ_NULL) return COR_OK;
+    dsm__rt.bar_msg = NULL;
+    dsm__lock_or_die(&dsm__rt.bar_out.mu);
+    int err = cor_recvI_as(dsm__rt.bar_box, COR_ANY_SOURCE, dsm__rt.ctx, COR_ANY_TAG,
+                           &dsm__rt.bar_msg, &dsm__rt.bar_rr);
+    dsm__unlock_or_die(&dsm__rt.bar_out.mu);
     return err;
 }
 
 /* Holding the driver's role: the receive completed (rc): counts its message, frees it. */
 static void bar_landed(int rc, const cor_status_t *st)
 {
-    if (rc == COR_OK && D.bar_msg) bar_take(D.bar_msg, st->count * cor_type_size(st->type));
-    if (D.bar_msg) cor_releaseBuffer(D.bar_msg);
-    D.bar_msg = NULL;
+    if (rc == COR_OK && dsm__rt.bar_msg)
+        bar_take(dsm__rt.bar_msg, st->count * cor_type_size(st->type));
+    if (dsm__rt.bar_msg) cor_releaseBuffer(dsm__rt.bar_msg);
+    dsm__rt.bar_msg = NULL;
 }
 
 /* The driver's turn: receives barrier messages (for any barrier) with the mailbox's one
@@ -394,27 +397,27 @@ static void bar_landed(int rc, const cor_status_t *st)
  * over. The receive outlives the turn: the next driver waits on it. */
 static void bar_drive(struct cor_dsm_barrier *b, uint64_t epoch)
 {
-    struct bar_watch w = {b, epoch, atomic_load(&D.bar_events) - 1, false};
+    struct bar_watch w = {b, epoch, atomic_load(&dsm__rt.bar_events) - 1, false};
     /* Polls only in the first slice: a long wait (a domain computing meanwhile) would else
      * poll again every WAIT_SLICE_US, and park the listeners for its poll each time. */
-    long spin_us = D.poll_us;
+    long spin_us = dsm__rt.poll_us;
     while (!bar_watch_over(&w)) {
         int err = bar_post();
         if (err) {
-            lock_or_die(&D.lock);
+            dsm__lock_or_die(&dsm__rt.lock);
             if (!b->err) b->err = err;
-            unlock_or_die(&D.lock);
+            dsm__unlock_or_die(&dsm__rt.lock);
             return;
         }
         int done = 0;
         cor_status_t st;
-        int rc =
-            cor_wait_timeout(&D.bar_rr, spin_us, WAIT_SLICE_US, bar_watch_stop, &w, &done, &st);
+        int rc = cor_wait_timeout(&dsm__rt.bar_rr, spin_us, DSM__WAIT_SLICE_US, bar_watch_stop, &w,
+                                  &done, &st);
         if (!done) {
             spin_us = 0;
             continue;
         }
-        spin_us = D.poll_us; /* the episode's next rounds follow soon */
+        spin_us = dsm__rt.poll_us; /* the episode's next rounds follow soon */
         bar_landed(rc, &st);
     }
 }
@@ -425,9 +428,9 @@ static void bar_take_ready(void)
     for (;;) {
         if (bar_post()) return; /* the service thread tries again at its next look */
         int done = 0;
-        if (cor_peek(D.bar_rr, &done) == COR_OK && !done) return;
+        if (cor_peek(dsm__rt.bar_rr, &done) == COR_OK && !done) return;
         cor_status_t st;
-        int rc = cor_test(&D.bar_rr, &done, &st);
+        int rc = cor_test(&dsm__rt.bar_rr, &done, &st);
         if (!done) return;
         bar_landed(rc, &st);
     }
@@ -440,51 +443,51 @@ static void bar_take_ready(void)
  * domain that entered with cor_dsm_barrier_waitI still answers the others' rounds), as
  * requests are served. A driver that holds the role takes them itself and pumps after its turn.
  */
-void bar_pump(void)
+void dsm__bar_pump(void)
 {
-    while (atomic_load(&D.bar_pending)) {
-        lock_or_die(&D.lock);
-        bool mine = !D.bar_driving && !atomic_load(&D.stopping);
-        if (mine) D.bar_driving = true;
-        unlock_or_die(&D.lock);
+    while (atomic_load(&dsm__rt.bar_pending)) {
+        dsm__lock_or_die(&dsm__rt.lock);
+        bool mine = !dsm__rt.bar_driving && !atomic_load(&dsm__rt.stopping);
+        if (mine) dsm__rt.bar_driving = true;
+        dsm__unlock_or_die(&dsm__rt.lock);
         if (!mine) return;
-        atomic_store(&D.bar_pending, 0);
+        atomic_store(&dsm__rt.bar_pending, 0);
         bar_take_ready();
-        lock_or_die(&D.lock);
-        D.bar_driving = false;
-        bar_wake();
-        unlock_or_die(&D.lock);
+        dsm__lock_or_die(&dsm__rt.lock);
+        dsm__rt.bar_driving = false;
+        dsm__bar_wake();
+        dsm__unlock_or_die(&dsm__rt.lock);
     }
 }
 
 /* The barrier mailbox's arrival hook. A thread holding one of our mutexes leaves the message
- * to the service thread (the pump takes D.lock). */
-void bar_on_arrival(void *arg, int flags)
+ * to the service thread (the pump takes dsm__rt.lock). */
+void dsm__bar_on_arrival(void *arg, int flags)
 {
     (void)arg;
     (void)flags;
-    atomic_store(&D.bar_pending, 1);
-    if (tls_locks)
-        svc_wake();
+    atomic_store(&dsm__rt.bar_pending, 1);
+    if (dsm__tls_locks)
+        dsm__svc_wake();
     else
-        bar_pump();
+        dsm__bar_pump();
 }
 
 /* The arrival: counts the task in, and if it is the domain's last, sends the first rounds or
  * arrives in the file. An error means the task is not inside. */
-static int bar_enter(cor_dsm_barrier_t bar, struct bar_entry *e)
+static int bar_enter(cor_dsm_barrier_t bar, struct dsm__bar_entry *e)
 {
-    if (!is_up()) return COR_ESTATE;
+    if (!dsm__is_up()) return COR_ESTATE;
     struct dsm_bar_msg msgs[DSM_MAX_ROUNDS];
     int nmsg = 0;
     bool completed = false;
-    lock_or_die(&D.lock); /* the handle is looked up under it: no destroy in between */
-    struct cor_dsm_barrier *b = dsm_handle_get(DSM_H_BARRIER, HANDLE(bar));
+    dsm__lock_or_die(&dsm__rt.lock); /* the handle is looked up under it: no destroy in between */
+    struct cor_dsm_barrier *b = dsm_handle_get(DSM_H_BARRIER, DSM__HANDLE(bar));
     if (!b) {
-        unlock_or_die(&D.lock);
+        dsm__unlock_or_die(&dsm__rt.lock);
         return COR_EINVAL;
     }
-    *e = (struct bar_entry){.b = b, .epoch = b->st.epoch};
+    *e = (struct dsm__bar_entry){.b = b, .epoch = b->st.epoch};
     int err = b->err;
     if (!err && dsm_bar_arrive(&b->st)) {
         if (b->shm)
@@ -492,80 +495,80 @@ static int bar_enter(cor_dsm_barrier_t bar, struct bar_entry *e)
         else
             nmsg = dsm_bar_advance(&b->st, msgs, &completed);
     }
-    bar_resolve(b, msgs, nmsg);
+    dsm__bar_resolve(b, msgs, nmsg);
     uint64_t id = b->id;
     if (!err) b->inside++;
-    if (completed) bar_wake();
-    unlock_or_die(&D.lock);
+    if (completed) dsm__bar_wake();
+    dsm__unlock_or_die(&dsm__rt.lock);
     if (err) return err;
     if (e->meet) /* b stays: destroy waits for b->inside */
         e->met = dsm_shm_bar_arrive(b->sb, b->st.n, &e->gen);
     else
-        err = bar_send(id, msgs, nmsg);
-    lock_or_die(&D.lock);
+        err = dsm__bar_send(id, msgs, nmsg);
+    dsm__lock_or_die(&dsm__rt.lock);
     if (e->meet && e->met) {
         dsm_bar_done(&b->st);
-        bar_wake();
+        dsm__bar_wake();
     }
     if (err && !b->err) {
         b->err = err;
-        bar_wake();
+        dsm__bar_wake();
     }
-    unlock_or_die(&D.lock);
+    dsm__unlock_or_die(&dsm__rt.lock);
     return COR_OK;
 }
 
 /* Waits for the episode's end (block), or looks once and moves it on (*done says whether it
  * ended); the episode's result once it did. */
-int bar_step(struct bar_entry *e, bool block, int *done)
+int dsm__bar_step(struct dsm__bar_entry *e, bool block, int *done)
 {
     struct cor_dsm_barrier *b = e->b;
     if (e->meet && !e->met) {
         struct bar_meeting m = {b, e->gen, COR_OK};
         if (block) {
-            shm_wait(bar_met, bar_nap, &m, b->st.n);
+            dsm__shm_wait(bar_met, bar_nap, &m, b->st.n);
         } else if (!bar_met(&m)) {
             cor_progress();
             *done = 0;
             return COR_OK;
         }
         e->met = true;
-        lock_or_die(&D.lock);
+        dsm__lock_or_die(&dsm__rt.lock);
         if (!m.err)
             dsm_bar_done(&b->st);
         else if (!b->err)
             b->err = m.err;
-        bar_wake();
-        unlock_or_die(&D.lock);
+        dsm__bar_wake();
+        dsm__unlock_or_die(&dsm__rt.lock);
     }
-    lock_or_die(&D.lock);
+    dsm__lock_or_die(&dsm__rt.lock);
     /* One waiting task at a time receives the barrier messages of the domain (the driver);
      * the others sleep until their episode ends or the driver's turn does. */
     while (!bar_over(b, e->epoch)) {
         if (!block) {
-            unlock_or_die(&D.lock);
-            atomic_store(&D.bar_pending, 1); /* messages may wait that no hook saw */
-            bar_pump();
+            dsm__unlock_or_die(&dsm__rt.lock);
+            atomic_store(&dsm__rt.bar_pending, 1); /* messages may wait that no hook saw */
+            dsm__bar_pump();
             cor_progress();
-            lock_or_die(&D.lock);
+            dsm__lock_or_die(&dsm__rt.lock);
             if (bar_over(b, e->epoch)) break;
-            unlock_or_die(&D.lock);
+            dsm__unlock_or_die(&dsm__rt.lock);
             *done = 0;
             return COR_OK;
         }
-        if (!D.bar_driving && !b->shm) {
-            D.bar_driving = true;
-            unlock_or_die(&D.lock);
+        if (!dsm__rt.bar_driving && !b->shm) {
+            dsm__rt.bar_driving = true;
+            dsm__unlock_or_die(&dsm__rt.lock);
             bar_drive(b, e->epoch);
-            lock_or_die(&D.lock);
-            D.bar_driving = false;
-            bar_wake(); /* another waiter may drive now */
-            unlock_or_die(&D.lock);
-            bar_pump(); /* what came as the turn ended */
-            lock_or_die(&D.lock);
+            dsm__lock_or_die(&dsm__rt.lock);
+            dsm__rt.bar_driving = false;
+            dsm__bar_wake(); /* another waiter may drive now */
+            dsm__unlock_or_die(&dsm__rt.lock);
+            dsm__bar_pump(); /* what came as the turn ended */
+            dsm__lock_or_die(&dsm__rt.lock);
             continue;
         }
-        wait_a_while(&D.bar_cv, &D.lock);
+        dsm__wait_a_while(&dsm__rt.bar_cv, &dsm__rt.lock);
     }
     int err = b->st.epoch != e->epoch ? COR_OK : b->err;
     if (!err && b->sb && !b->shm_checked) { /* before any task of the domain arrives again */
@@ -573,45 +576,45 @@ int bar_step(struct bar_entry *e, bool block, int *done)
         b->shm_checked = true;
     }
     b->inside--;
-    unlock_or_die(&D.lock);
+    dsm__unlock_or_die(&dsm__rt.lock);
     if (done) *done = 1;
     return err;
 }
 
 COR_API int cor_dsm_barrier_wait(cor_dsm_barrier_t bar)
 {
-    struct bar_entry e;
+    struct dsm__bar_entry e;
     int err = bar_enter(bar, &e);
-    return err ? err : bar_step(&e, true, NULL);
+    return err ? err : dsm__bar_step(&e, true, NULL);
 }
 
 COR_API int cor_dsm_barrier_waitI(cor_dsm_barrier_t bar, cor_dsm_req_t *req)
 {
     if (!req) return COR_EINVAL;
     *req = NULL;
-    struct cor_dsm_op *o = nb_alloc();
+    struct cor_dsm_op *o = dsm__nb_alloc();
     if (!o) return COR_ENOMEM;
     memset(o, 0, offsetof(struct cor_dsm_op, small));
     o->bar_in = true;
-    return run_nb(o, bar_enter(bar, &o->bar), req);
+    return dsm__run_nb(o, bar_enter(bar, &o->bar), req);
 }
 
 COR_API int cor_dsm_barrier_destroy(cor_dsm_barrier_t bar)
 {
-    if (!is_up()) return COR_ESTATE;
-    lock_or_die(&D.lock);
-    struct cor_dsm_barrier *b = dsm_handle_get(DSM_H_BARRIER, HANDLE(bar));
+    if (!dsm__is_up()) return COR_ESTATE;
+    dsm__lock_or_die(&dsm__rt.lock);
+    struct cor_dsm_barrier *b = dsm_handle_get(DSM_H_BARRIER, DSM__HANDLE(bar));
     if (!b || b->st.arrived > 0 || b->inside > 0) {
-        unlock_or_die(&D.lock);
+        dsm__unlock_or_die(&dsm__rt.lock);
         return b ? COR_EBUSY : COR_EINVAL;
     }
     dsm_handle_take(DSM_H_BARRIER, b->handle, false);
-    for (struct cor_dsm_barrier **p = &D.bars; *p; p = &(*p)->next)
+    for (struct cor_dsm_barrier **p = &dsm__rt.bars; *p; p = &(*p)->next)
         if (*p == b) {
             *p = b->next;
             break;
         }
-    unlock_or_die(&D.lock);
-    bar_free(b);
+    dsm__unlock_or_die(&dsm__rt.lock);
+    dsm__bar_free(b);
     return COR_OK;
 }
