@@ -298,12 +298,15 @@ int main(int argc, char **argv)
         json_str(cor_version());
         printf(",\n  \"plugin_dir\": ");
         json_str(cor_plugin_dir());
+        printf(",\n  \"bootstrap\": ");
+        json_str(cor_boot_backends());
         printf(",\n  \"route_path\": ");
         json_str(route_path ? route_path : "");
         printf(",\n  \"routes\": [");
     } else {
         printf("CoR %s\n", cor_version());
         printf("  plugin folder    %s\n", cor_plugin_dir());
+        printf("  bootstrap        %s\n", cor_boot_backends());
         printf("  COR_ROUTE_PATH   %s\n", route_path && *route_path ? route_path : "-");
         printf("\nroutes:\n");
     }

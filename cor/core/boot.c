@@ -250,7 +250,7 @@ static const char *launcher_without_pmix(char *why, size_t len)
     return NULL;
 }
 
-const char *cor__boot_backends(void)
+COR_API const char *cor_boot_backends(void)
 {
 #ifdef COR_HAVE_PMIX
     return "cor-run pmix none";
@@ -313,6 +313,11 @@ int cor__boot_barrier(struct cor_boot *b)
 void cor__boot_lost(struct cor_boot *b, int rank)
 {
     if (b && rank >= 0 && rank < b->size && rank != b->rank) b->ops->lost(b, rank);
+}
+
+void cor__boot_died(struct cor_boot *b, int rank)
+{
+    if (b && b->ops->died && rank >= 0 && rank < b->size && rank != b->rank) b->ops->died(b, rank);
 }
 
 void cor__boot_finish(struct cor_boot *b)

@@ -33,13 +33,15 @@ typedef void (*cor_boot_death_fn)(void *arg, int rank, const char *why);
 
 struct cor_boot;
 
-/* A backend. Every slot is mandatory; the calls' contracts are those of cor__boot_* below. */
+/* A backend. Every slot but `died` is mandatory (NULL: nothing to do); the calls' contracts
+ * are those of cor__boot_* below. */
 struct cor_boot_ops {
     const char *name; /* "cor-run", "pmix", "none": what logs and cor-info call it */
     int (*exchange)(struct cor_boot *b, int n, const struct cor_boot_addr *mine,
                     struct cor_boot_addr **all);
     int (*barrier)(struct cor_boot *b);
     void (*lost)(struct cor_boot *b, int rank);
+    void (*died)(struct cor_boot *b, int rank);
     void (*on_death)(struct cor_boot *b, cor_boot_death_fn fn, void *arg);
     void (*finish)(struct cor_boot *b);
 };
@@ -73,12 +75,11 @@ int cor__boot_barrier(struct cor_boot *boot);
  * stops it); launchers that cannot (PMIx) mark it dead here, so barriers fail instead of
  * waiting for it. Nothing in a one-domain session or once the death is known. */
 void cor__boot_lost(struct cor_boot *boot, int rank);
+/* The core saw domain `rank` die (its routes, or the launcher's notice): a backend whose
+ * launcher tells nobody (PMIx) fails its barriers from now on rather than wait for it. */
+void cor__boot_died(struct cor_boot *boot, int rank);
 /* Says this domain finalized normally and leaves the session; frees boot. */
 void cor__boot_finish(struct cor_boot *boot);
-
-/* The backends built into this libcor, in the order cor__boot_init tries them, separated by
- * spaces ("cor-run pmix none"): what cor-info shows. */
-const char *cor__boot_backends(void);
 
 /* ---- for the backends (boot.c) ---- */
 

@@ -4,18 +4,22 @@
  *
  * - Rank from PMIx_Init; size (PMIX_JOB_SIZE), local size and local peers from PMIx_Get on
  *   the job (wildcard rank).
- * - Session cookie: rank 0 draws it and puts it (key "cor.cookie"); the others get it from
- *   rank 0 directly (the server fetches it when rank 0 committed: no fence). It must be
- *   secret (the routes drop frames without it), so it is not derived from the namespace.
+ * - Session cookie: rank 0 draws it and puts it (key "cor.cookie"); after a first fence the
+ *   others get it. It must be secret (the routes drop frames without it), so it is not
+ *   derived from the namespace; the routes need it to open, before the address exchange.
  * - Exchange: each domain puts all its hard ports' addresses once, as one binary-safe blob
  *   (cor__boot_blob_encode; key "cor.addrs", PMIX_GLOBAL), commits, then one PMIx_Fence with
  *   PMIX_COLLECT_DATA; every get after it is answered from the local copy of the data. Slurm
  *   supports no publish/lookup, so put/fence/get is the one way that works under both.
- * - Barrier: PMIx_Fence without data, non-blocking, so that a domain our routes gave up
- *   (cor__boot_lost) ends the wait with COR_EPEERDEAD instead of leaving it hanging. A fence
+ * - Barrier: PMIx_Fence without data, non-blocking, so that a domain that died or that our
+ *   routes gave up (cor__boot_died, cor__boot_lost) ends the wait with COR_EPEERDEAD instead
+ *   of leaving it hanging. A fence
  *   given up that way is never started again: after a loss every barrier fails at once.
  * - Deaths: the launchers report none to the survivors (Slurm and mpirun end the job when a
- *   task dies); the routes detect a dead peer and the core fails what was toward it.
+ *   task dies); the routes detect a dead peer and the core fails what was toward it. A
+ *   survivor that never heard from the dead domain (no traffic to it) still enters the next
+ *   barrier's fence and waits there until the launcher ends the job (mpirun
+ *   --enable-recovery does not: such a survivor waits).
  * - Domains on several hosts (PMIX_LOCAL_SIZE < PMIX_JOB_SIZE): unless the user chose, the gm
  *   route goes over libfabric's tcp provider (COR_GM_PROVIDER=tcp) and the routes bind to the
  *   address toward the peers (COR_BIND=auto); the gm route's node map then comes from the
@@ -109,6 +113,21 @@ static int get_uint(struct pboot *b, int wildcard, const char *key, unsigned lon
     return ok;
 }
 
+/* A blocking fence of the whole job, collecting the data put before it (collect) or not, bounded
+ * by COR_BOOT_TIMEOUT (for init and the exchange only: barriers may wait for long computations). */
+static pmix_status_t fence(struct pboot *b, bool collect)
+{
+    (void)b;
+    pmix_info_t info[2];
+    int timeout = cor__boot_timeout_s();
+    PMIX_INFO_LOAD(&info[0], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+    PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &timeout, PMIX_INT);
+    pmix_status_t rc = PMIx_Fence(NULL, 0, info, 2);
+    PMIX_INFO_DESTRUCT(&info[0]);
+    PMIX_INFO_DESTRUCT(&info[1]);
+    return rc;
+}
+
 static void pb_free(struct pboot *b)
 {
     pthread_mutex_destroy(&b->bmu);
@@ -118,10 +137,12 @@ static void pb_free(struct pboot *b)
     free(b);
 }
 
-/* Rank 0 draws the cookie and puts it; the others fetch it from rank 0. */
+/* Rank 0 draws the cookie and puts it; a fence later everyone gets it. A get from rank 0
+ * without the fence (the server asks rank 0's server) returned NOT-FOUND under mpirun when
+ * rank 0 had not committed yet. */
 static int share_cookie(struct pboot *b)
 {
-    pmix_status_t rc;
+    pmix_status_t rc = PMIX_SUCCESS;
     if (b->base.rank == 0) {
         pmix_value_t v;
         PMIX_VALUE_CONSTRUCT(&v);
@@ -132,16 +153,16 @@ static int share_cookie(struct pboot *b)
             plog(b, "cannot publish the session cookie: %s", PMIx_Error_string(rc));
             return COR_EBOOT;
         }
-        return COR_OK;
     }
+    if ((rc = fence(b, 1)) != PMIX_SUCCESS) {
+        plog(b, "the first fence failed: %s", PMIx_Error_string(rc));
+        return COR_EBOOT;
+    }
+    if (b->base.rank == 0) return COR_OK;
     pmix_proc_t zero = b->self;
     zero.rank = 0;
-    pmix_info_t info;
-    int timeout = cor__boot_timeout_s();
-    PMIX_INFO_LOAD(&info, PMIX_TIMEOUT, &timeout, PMIX_INT);
     pmix_value_t *v = NULL;
-    rc = PMIx_Get(&zero, KEY_COOKIE, &info, 1, &v);
-    PMIX_INFO_DESTRUCT(&info);
+    rc = PMIx_Get(&zero, KEY_COOKIE, NULL, 0, &v);
     if (rc != PMIX_SUCCESS || !v || v->type != PMIX_UINT64 || v->data.uint64 == 0) {
         plog(b, "cannot get the session cookie from domain 0: %s",
              rc != PMIX_SUCCESS ? PMIx_Error_string(rc) : "wrong type");
@@ -245,14 +266,7 @@ static int pb_exchange(struct cor_boot *base, int n, const struct cor_boot_addr 
         plog(b, "exchange: cannot put our addresses: %s", PMIx_Error_string(rc));
         return COR_EBOOT;
     }
-    pmix_info_t info[2];
-    bool collect = true;
-    int timeout = cor__boot_timeout_s();
-    PMIX_INFO_LOAD(&info[0], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
-    PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &timeout, PMIX_INT);
-    rc = PMIx_Fence(NULL, 0, info, 2);
-    PMIX_INFO_DESTRUCT(&info[0]);
-    PMIX_INFO_DESTRUCT(&info[1]);
+    rc = fence(b, 1);
     if (rc != PMIX_SUCCESS) {
         plog(b, "exchange: the fence failed: %s", PMIx_Error_string(rc));
         return rc == PMIX_ERR_TIMEOUT ? COR_ETIMEDOUT : COR_EBOOT;
@@ -346,8 +360,8 @@ static void pb_lost(struct cor_boot *base, int rank)
     pthread_mutex_unlock(&b->mu);
     if (first)
         plog(b,
-             "the routes gave domain %d up; %s reports no deaths, so barriers fail from now on "
-             "instead of waiting for it",
+             "domain %d died or was given up by the routes; %s tells the other domains "
+             "nothing, so barriers fail from now on instead of waiting for it",
              rank, launcher_name());
 }
 
@@ -374,6 +388,7 @@ static const struct cor_boot_ops pb_ops = {
     .exchange = pb_exchange,
     .barrier = pb_barrier,
     .lost = pb_lost,
+    .died = pb_lost,
     .on_death = pb_on_death,
     .finish = pb_finish,
 };

@@ -173,6 +173,7 @@ void cor__peer_gone(unsigned rank, int err, bool notify)
     }
     cor__req_fail_peer(rank, err);
     if (!notify) return;
+    cor__boot_died(g.boot, (int)rank);
     COR_LOCK(&g.lock);
     cor_death_fn fn = g.death_fn;
     void *arg = g.death_arg;

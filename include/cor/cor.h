@@ -416,6 +416,9 @@ COR_API int cor_stats_get(cor_stats_t *stats);
  * COR_ROUTE_PATH. */
 COR_API const char *cor_version(void);
 COR_API const char *cor_plugin_dir(void);
+/* The bootstrap backends built into this libcor, in the order cor_init tries them,
+ * space-separated: "cor-run pmix none" (or "cor-run none" without PMIx). */
+COR_API const char *cor_boot_backends(void);
 
 /* What cor_route_probe learnt of a route plugin (cor-info shows it). */
 typedef struct cor_route_probe {
