@@ -1,6 +1,6 @@
 /*
  * The bootstrap protocol's lines: grammar, limits and encodings, in one place for both ends
- * (the domain side, cor/core/bootstrap.c, and cor-run, apps/cor-run.c, which compiles
+ * (the domain side, cor/core/bootstrap.c, and cor-run, apps/tools/cor-run.c, which compiles
  * bootline.c in). Pure functions: no I/O, no session state. What depends on the session (is
  * this rank below the size? was this address announced twice?) stays with each end.
  *

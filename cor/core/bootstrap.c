@@ -1,7 +1,7 @@
 /*
  * The cor-run backend of the bootstrap (boot.h): a connection to cor-run's rendezvous, a UNIX
  * socket on this host or TCP across hosts. The lines, their limits and the authentication
- * exchange on TCP are in bootline.h, shared with apps/cor-run.c.
+ * exchange on TCP are in bootline.h, shared with apps/tools/cor-run.c.
  *
  * cor-run sets, for each domain it starts:
  *   COR_BOOT     path of cor-run's rendezvous UNIX socket (mode 0600), or tcp:HOST:PORT

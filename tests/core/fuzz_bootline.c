@@ -1,7 +1,7 @@
 /*
  * The one libFuzzer target of the bootstrap protocol's lines (cor/core/bootline.h), for both
  * ends: the grammar itself, the domain's reader (cor/core/bootstrap.c, with boot.c) and cor-run's
- * connections (apps/cor-run.c, its main renamed), which this file includes to reach their
+ * connections (apps/tools/cor-run.c, its main renamed), which this file includes to reach their
  * static parsers and state. Build (tests/core/run-fuzz.sh does it):
  *
  *   clang -fsanitize=fuzzer,address,undefined -pthread -Iinclude -Icor/core \

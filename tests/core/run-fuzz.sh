@@ -1,13 +1,13 @@
 #!/bin/sh
 # Builds the one libFuzzer target of the bootstrap protocol's lines (fuzz_bootline.c: the
 # grammar of cor/core/bootline.c, the domain's reader in cor/core/bootstrap.c and cor-run's
-# connections in apps/cor-run.c) with clang (-fsanitize=fuzzer,address,undefined) in a
+# connections in apps/tools/cor-run.c) with clang (-fsanitize=fuzzer,address,undefined) in a
 # temporary folder and runs it for SECONDS (default 30). Exits non-zero if the build fails or
 # the fuzzer finds a crash. Needs clang, libclang-rt-dev and python3 (for the proof seed).
 . "$(dirname "$0")/../fuzz-lib.sh"
 fuzz_setup bootline "$@"
 top=$fuzz_top
-fuzz_cc -pthread -I"$top/include" -I"$top/cor/core" -I"$top/apps" \
+fuzz_cc -pthread -I"$top/include" -I"$top/cor/core" -I"$top/apps/tools" \
     "$fuzz_here/fuzz_bootline.c" "$top/cor/core/bootline.c" "$top/cor/core/boot_auth.c" \
     -o "$fuzz_tmp/fuzz_bootline"
 c=$fuzz_tmp/corpus

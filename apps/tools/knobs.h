@@ -2,7 +2,7 @@
  * Every environment variable (knob) the CoR libraries, libgm-compat and the launchers read,
  * written once for cor-info: name, module, default, meaning. The routes keep theirs in their
  * own tables (the ones they parse with), which cor-info includes. The modules parse their own
- * knobs; apps/cor_info_test.sh compares cor-info's list with the "COR_*" / "GM_*" names found
+ * knobs; apps/tools/cor_info_test.sh compares cor-info's list with the "COR_*" / "GM_*" names found
  * in the sources, both ways, so neither can change without the other.
  */
 #ifndef COR_APPS_KNOBS_H
