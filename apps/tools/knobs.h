@@ -58,7 +58,7 @@
     X("GM_PROVIDER", "libgm", "shm or tcp;ofi_rxm", "libfabric provider")                          \
     X("GM_PORT_BASE", "libgm", "27000", "TCP port of GM port 0")                                   \
     X("GM_SHM_NAMESPACE", "libgm", "gm<uid>", "prefix of shm endpoint names")                      \
-    X("GM_SEND_TIMEOUT_MS", "libgm", "1000", "how long a send may fail to reach its port")         \
+    X("GM_SEND_TIMEOUT_MS", "libgm", "60000", "how long a send waits for its port to open")        \
     X("GM_RMA", "libgm", "1 on shm, else 0", "1: puts and gets by the provider's RMA")             \
     X("GM_CLOSE_LINGER_MS", "libgm", "2000", "shm: how long gm_close waits for acks")              \
     X("GM_VERBOSE", "libgm", "0", "1: print fabric errors and configuration")

@@ -26,7 +26,8 @@
 extern "C" {
 #endif
 
-#define GM_COMPAT_CONFIG_VERSION 1
+/* 2 added send_timeout_ms; gm_compat_configure still takes version 1 (without it). */
+#define GM_COMPAT_CONFIG_VERSION 2
 
 typedef struct gm_compat_config {
     unsigned version;          /* GM_COMPAT_CONFIG_VERSION (gm_compat_config_init sets it) */
@@ -38,6 +39,8 @@ typedef struct gm_compat_config {
                                   ':' or space); NULL: GM_SHM_NAMESPACE */
     unsigned port_base;        /* TCP port of GM port 0 for map entries without one;
                                   0: GM_PORT_BASE */
+    unsigned send_timeout_ms;  /* how long a send to a port not open yet is retried (at most
+                                  3600000); 0: GM_SEND_TIMEOUT_MS, else 60000 */
 } gm_compat_config_t;
 
 /* Fills *cfg with "nothing set": version, NULL strings, zero numbers. */
@@ -50,7 +53,7 @@ GM_ENTRY_POINT void gm_compat_config_init(gm_compat_config_t *cfg);
  * environment.
  * Returns GM_SUCCESS; GM_BUSY while GM is initialized in this process (nothing changes);
  * GM_INVALID_PARAMETER for an unknown version, a node id above 65535, a port base above
- * 65519 or a bad namespace; GM_OUT_OF_MEMORY. */
+ * 65519, a send timeout above an hour or a bad namespace; GM_OUT_OF_MEMORY. */
 GM_ENTRY_POINT gm_status_t gm_compat_configure(const gm_compat_config_t *cfg);
 
 /* Sleeping for a port's events without polling (GM itself only had

@@ -45,7 +45,7 @@ struct gmx_bell *gmx_bell_map_peer(unsigned node, unsigned port)
 {
     char path[256];
     gmx_lock_path(node, port, path, sizeof path);
-    int fd = open(path, O_RDWR | O_CLOEXEC);
+    int fd = gmx_lock_open(path, O_RDWR);
     if (fd < 0) return NULL;
     struct stat st;
     /* A file still being set up (or of a library without bells) is not mapped: beyond its

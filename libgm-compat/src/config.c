@@ -16,7 +16,7 @@ struct gmx_config gmx_cfg;
 /* What gm_compat_configure gave (copies); guarded by gmx_lock like gmx_cfg. */
 static struct {
     char *nodes, *provider, *shm_ns;
-    unsigned node_id, port_base;
+    unsigned node_id, port_base, send_timeout_ms;
 } given;
 
 const struct gmx_node *gmx_node_find(unsigned id)
@@ -188,7 +188,7 @@ static int load_map(void)
     return 0;
 }
 
-/* A namespace names files in $TMPDIR and /dev/shm. */
+/* A namespace names files in /dev/shm (lock files, the shm provider's regions). */
 static int namespace_ok(const char *ns)
 {
     return strlen(ns) <= 40 && !strpbrk(ns, "/: ");
@@ -287,7 +287,15 @@ int gmx_config_load(void)
     } else {
         snprintf(gmx_cfg.shm_ns, sizeof gmx_cfg.shm_ns, "gm%u", (unsigned)getuid());
     }
-    gmx_cfg.send_timeout_ms = env_uint("GM_SEND_TIMEOUT_MS", 1000, 3600000);
+    /* A person must have time to start the receiver of a sender started first. */
+    gmx_cfg.send_timeout_ms = given.send_timeout_ms
+                                  ? given.send_timeout_ms
+                                  : env_uint("GM_SEND_TIMEOUT_MS", GMX_SEND_TIMEOUT_MS, 3600000);
+    /* A target that took sends and then processes nothing (no buffer, a dead TCP peer):
+     * 60 times the timeout, but no more than a minute unless the timeout itself is longer
+     * (tests shorten both with a short timeout). */
+    unsigned t = gmx_cfg.send_timeout_ms;
+    gmx_cfg.stuck_ms = t <= 1000 ? 60 * t : t > 60000 ? t : 60000;
     gmx_cfg.close_linger_ms = env_uint("GM_CLOSE_LINGER_MS", 2000, 3600000);
     /* RMA by default only on shm: with tcp;ofi_rxm (libfabric 1.17) RMA
      * traffic sometimes leaves a connection failing every send with
@@ -331,7 +339,7 @@ gm_status_t gmx_config_set(const gm_compat_config_t *c)
 {
     forget_given();
     if (!c) return GM_SUCCESS;
-    if (c->version != GM_COMPAT_CONFIG_VERSION || c->node_id > GMX_MAX_NODE_ID ||
+    if (c->version < 1 || c->version > GM_COMPAT_CONFIG_VERSION || c->node_id > GMX_MAX_NODE_ID ||
         c->port_base > 65535 - GMX_NUM_PORTS ||
         (c->provider && strlen(c->provider) >= sizeof gmx_cfg.provider) ||
         (c->shm_namespace && *c->shm_namespace && !namespace_ok(c->shm_namespace)))
@@ -343,6 +351,13 @@ gm_status_t gmx_config_set(const gm_compat_config_t *c)
     }
     given.node_id = c->node_id;
     given.port_base = c->port_base;
+    if (c->version >= 2) { /* version 1 callers' structure ends before it */
+        if (c->send_timeout_ms > 3600000) {
+            forget_given();
+            return GM_INVALID_PARAMETER;
+        }
+        given.send_timeout_ms = c->send_timeout_ms;
+    }
     return GM_SUCCESS;
 }
 

@@ -39,6 +39,7 @@
 #define GMX_MIN_SIZE 3
 #define GMX_MAX_SIZE 40 /* largest size class accepted */
 #define GMX_MAX_NODE_ID 65535
+#define GMX_SEND_TIMEOUT_MS 60000 /* GM_SEND_TIMEOUT_MS's default */
 
 /* ---- wire format ------------------------------------------------------
  * Two kinds of traffic, both tagged sends with EXACT tags: libfabric 1.17's
@@ -161,7 +162,8 @@ struct gmx_config {
     unsigned self; /* own node id */
     char provider[64];
     char shm_ns[64];
-    unsigned send_timeout_ms;
+    unsigned send_timeout_ms; /* GM_SEND_TIMEOUT_MS: a port not open yet is retried this long */
+    unsigned stuck_ms;        /* a target that processes nothing fails sends after this */
     unsigned close_linger_ms; /* GM_CLOSE_LINGER_MS: gm_close waits for acks this long */
     int verbose;
     int rma; /* GM_RMA: use the provider's RMA when it has it */
@@ -191,6 +193,7 @@ struct gmx_rreq;
 #define GMX_LOCKFILE_SIZE 4096
 #define GMX_ADDR_AREA 256
 #define GMX_BELL_OFFSET 256
+#define GMX_REGION_NAME (GMX_ADDR_AREA + 2) /* "/" + an address's name + NUL */
 struct gmx_bell {
     _Atomic uint32_t armed; /* threads about to sleep or asleep on seq */
     _Atomic uint32_t seq;   /* bumped by each ring that found armed set; the futex */
@@ -269,6 +272,9 @@ struct gmx_peer {
     uint64_t last_check_ns; /* shm: last look at the target's lock file */
     unsigned close_epoch;   /* gmx_close_epoch when last validated */
     int reached;            /* a send to it ever completed */
+    int existed;            /* it was open once since we started: its address was read,
+                               it sent to us, or its dead owner's lock file was found (a
+                               port gone, not one that has not opened yet) */
     uint64_t heard_ns;      /* shm: last sign of life (message, completion) */
     uint64_t gone_ns;       /* shm: when its lock was last found free */
     int reconnect;          /* tcp: the provider's connection broke: renew */
@@ -330,8 +336,9 @@ struct gm_port {
     uint64_t self_bits;
     char name[GM_MAX_PORT_NAME_LEN + 1];
     int lock_fd;
-    struct gmx_bell *bell;    /* what wakes a sleeper on this port: own_bell or mapped */
-    struct gmx_bell own_bell; /* when the lock file could not be mapped */
+    char region[GMX_REGION_NAME]; /* shm: the provider's region, "/<name>" ("" if none) */
+    struct gmx_bell *bell;        /* what wakes a sleeper on this port: own_bell or mapped */
+    struct gmx_bell own_bell;     /* when the lock file could not be mapped */
 
     struct fi_info *info;
     struct fid_fabric *fabric;
@@ -432,12 +439,19 @@ static inline void gmx_port_unlock(struct gm_port *p)
 struct gmx_peer *gmx_peer_get(struct gm_port *p, unsigned node, unsigned port);
 int gmx_peer_resolve(struct gm_port *p, struct gmx_peer *peer);
 /* lockfile.c: the per-port lock file (see there).  take: an fd holding the lock, -1 busy,
- * -2 error; release: unpublishes and removes it; unheld: 1 if nobody holds it (and removes
- * a dead owner's file). */
+ * -2 error; release: unpublishes and removes it (region_too: the provider's shm region
+ * named in it as well, for a process exiting with the port open); unheld: nonzero if nobody
+ * holds it, GMX_PORT_DEAD if a file was there (its owner died: it and its region are
+ * removed); sweep: does that for every lock file of this user on the host, returns how many
+ * it found dead; open: a lock file of this user (-1, errno EPERM for another user's). */
+enum { GMX_PORT_HELD = 0, GMX_PORT_NONE = 1, GMX_PORT_DEAD = 2 };
+const char *gmx_lock_dir(void);
 void gmx_lock_path(unsigned node, unsigned port, char *buf, size_t len);
+int gmx_lock_open(const char *path, int flags);
 int gmx_lock_take(unsigned node, unsigned port);
-void gmx_lock_release(unsigned node, unsigned port, int fd);
+void gmx_lock_release(unsigned node, unsigned port, int fd, int region_too);
 int gmx_lock_unheld(unsigned node, unsigned port);
+unsigned gmx_lock_sweep(void);
 /* bell.c: the doorbell that wakes a thread sleeping for a port's events (see there). */
 struct gmx_bell *gmx_bell_map_own(int lock_fd);
 struct gmx_bell *gmx_bell_map_peer(unsigned node, unsigned port);
@@ -446,7 +460,7 @@ void gmx_bell_ring(struct gmx_bell *b);
 uint32_t gmx_bell_arm(struct gmx_bell *b);
 void gmx_bell_sleep(struct gmx_bell *b, uint32_t seen, uint64_t ns);
 void gmx_bell_disarm(struct gmx_bell *b);
-int gmx_peer_closed(struct gm_port *p, const struct gmx_peer *peer);
+int gmx_peer_closed(struct gm_port *p, struct gmx_peer *peer);
 int gmx_peer_gone(struct gm_port *p, struct gmx_peer *peer);
 void gmx_peer_reconnect(struct gm_port *p, struct gmx_peer *peer);
 uint64_t gmx_now_ns(void);

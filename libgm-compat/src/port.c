@@ -10,7 +10,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,6 +31,9 @@ static pthread_once_t gmx_atexit_once = PTHREAD_ONCE_INIT;
  * closes.  Guarded by gmx_lock. */
 struct zombie {
     struct zombie *next;
+    char region[GMX_REGION_NAME]; /* its shm region's name ("" if none) */
+    dev_t dev;                    /* ... and the file it named when the port closed */
+    ino_t ino;
     struct fi_info *info;
     struct fid_fabric *fabric;
     struct fid_domain *domain;
@@ -112,17 +117,34 @@ uint64_t gmx_coarse_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The file in /dev/shm of a shm region name ("/name"). */
+static int region_stat(const char *region, struct stat *st)
+{
+    char path[GMX_REGION_NAME + 16];
+    snprintf(path, sizeof path, "/dev/shm%s", region);
+    return lstat(path, st);
+}
+
 /* At exit, acks the open ports still owe go out: their senders' callbacks
- * must not wait for a process that is gone.  Their lock files go too. */
+ * must not wait for a process that is gone.  Their lock files go too, and
+ * the shm provider's regions, which it removes only when an endpoint is
+ * closed: those of open ports (under their locks) and of ports closed
+ * while others were open (zombies: if the name still names their file). */
 static void flush_at_exit(void)
 {
     if (pthread_mutex_trylock(&gmx_lock) != 0) return;
     for (struct gm_port *q = gmx_registry; q; q = q->reg_next) {
         if (pthread_mutex_trylock(&q->lock) != 0) continue;
         gmx_acks_flush(q, 1);
-        gmx_lock_release(q->node_id, q->port_id, q->lock_fd);
+        gmx_lock_release(q->node_id, q->port_id, q->lock_fd, 1);
         q->lock_fd = -1;
         gmx_port_unlock(q);
+    }
+    for (struct zombie *z = gmx_zombies; z; z = z->next) {
+        struct stat st;
+        if (z->region[0] && region_stat(z->region, &st) == 0 && st.st_dev == z->dev &&
+            st.st_ino == z->ino)
+            shm_unlink(z->region);
     }
     pthread_mutex_unlock(&gmx_lock);
 }
@@ -167,7 +189,7 @@ static int peer_address(struct gm_port *p, const struct gmx_node *n, unsigned po
     if (p->addr_is_str) {
         char path[256];
         gmx_lock_path(n->id, port, path, sizeof path);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        int fd = gmx_lock_open(path, O_RDONLY);
         if (fd < 0) return -1;
         ssize_t got = pread(fd, buf, *len - 1, 0);
         close(fd);
@@ -213,15 +235,20 @@ int gmx_peer_resolve(struct gm_port *p, struct gmx_peer *peer)
         peer->bell = gmx_bell_map_peer(peer->node, peer->port);
     }
     peer->resolved = 1;
+    if (p->addr_is_str) peer->existed = 1; /* its lock file had an address: it was open */
     return 1;
 }
 
-/* 1 if the target port is known not to be open (shm: nobody holds its lock). */
-int gmx_peer_closed(struct gm_port *p, const struct gmx_peer *peer)
+/* Nonzero if the target port is known not to be open (shm: nobody holds its lock);
+ * GMX_PORT_DEAD if its lock file showed it had been open (its owner died). */
+int gmx_peer_closed(struct gm_port *p, struct gmx_peer *peer)
 {
-    if (!p->addr_is_str || !gmx_lock_unheld(peer->node, peer->port)) return 0;
+    if (!p->addr_is_str) return 0;
+    int st = gmx_lock_unheld(peer->node, peer->port);
+    if (st == GMX_PORT_HELD) return 0;
+    if (st == GMX_PORT_DEAD) peer->existed = 1;
     gmx_note_peer_lost();
-    return 1;
+    return st;
 }
 
 /* shm: 1 if peer must not be touched through libfabric now.  A process
@@ -382,6 +409,11 @@ static gm_status_t open_fabric(struct gm_port *p, const struct gmx_node *self)
             fprintf(stderr, "libgm: cannot publish the address of port %u\n", p->port_id);
             goto out;
         }
+        /* Its region's name, "/<name>" for "fi_shm://<name>" (for the cleanup at exit). */
+        char addr[sizeof got + 1];
+        snprintf(addr, sizeof addr, "%.*s", (int)strnlen(got, glen), got);
+        const char *nm = strstr(addr, "://");
+        if (nm) snprintf(p->region, sizeof p->region, "/%s", nm + 3);
     }
     st = GM_SUCCESS;
 out:
@@ -446,7 +478,7 @@ static void free_port(struct gm_port *p)
     gmx_pool_free(p);
     gmx_bounce_free(p);
     free(p->ring);
-    gmx_lock_release(p->node_id, p->port_id, p->lock_fd);
+    gmx_lock_release(p->node_id, p->port_id, p->lock_fd, 0);
     if (p->bell != &p->own_bell) gmx_bell_unmap(p->bell);
     pthread_mutex_destroy(&p->lock);
     free(p);
@@ -479,10 +511,11 @@ GMX_EXPORT gm_status_t gm_open(struct gm_port **pp, unsigned int unit, unsigned 
     snprintf(p->name, sizeof p->name, "%s", port_name ? port_name : "");
     p->acceptable[0] = p->acceptable[1] = ~(gm_size_t)0;
 
-    /* One process per (namespace, node, port): GM says GM_BUSY to the second.  Files of
-     * this node's ports whose owners died go now. */
-    for (unsigned q = 0; q < GMX_NUM_PORTS; q++)
-        if (q != port) gmx_lock_unheld(p->node_id, q);
+    /* What killed processes left on this host (their lock files and shm regions) goes now,
+     * whatever their namespace.  Then one process per (namespace, node, port): GM says
+     * GM_BUSY to the second. */
+    unsigned swept = gmx_lock_sweep();
+    if (swept) gmx_log("removed %u port(s) left by dead processes\n", swept);
     p->lock_fd = gmx_lock_take(p->node_id, port);
     if (p->lock_fd < 0) {
         st = p->lock_fd == -1 ? GM_BUSY : GM_FAILURE;
@@ -571,7 +604,19 @@ GMX_EXPORT void gm_close(struct gm_port *p)
     struct zombie *z = NULL;
     if (p->addr_is_str && gmx_registry && p->ep && (z = calloc(1, sizeof *z))) {
         gmx_rreq_cancel_all(p);
-        *z = (struct zombie){gmx_zombies, p->info, p->fabric, p->domain, p->ep, p->cq, p->av};
+        *z = (struct zombie){.next = gmx_zombies,
+                             .info = p->info,
+                             .fabric = p->fabric,
+                             .domain = p->domain,
+                             .ep = p->ep,
+                             .cq = p->cq,
+                             .av = p->av};
+        struct stat st;
+        if (p->region[0] && region_stat(p->region, &st) == 0) {
+            memcpy(z->region, p->region, sizeof z->region);
+            z->dev = st.st_dev;
+            z->ino = st.st_ino;
+        }
         gmx_zombies = z;
         p->info = NULL;
         p->fabric = NULL;

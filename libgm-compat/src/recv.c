@@ -599,6 +599,7 @@ static void eager_arrived(struct gm_port *p, struct gmx_rreq *r)
         return;
     }
     peer->heard_ns = p->round_ns;
+    peer->existed = 1;
     if (h.epoch != peer->rx_epoch) {
         if (peer->rx_epoch) {
             peer_restarted(p, peer);

@@ -135,13 +135,13 @@ static void peer_dead(struct gm_port *p, struct gmx_peer *peer, gm_status_t st)
 
 /* Looks (every 10 ms) at the oldest item in flight to each target: a shm
  * target whose lock is gone died or closed; any target that has not
- * processed an item for 60 x GM_SEND_TIMEOUT_MS timed out. */
+ * processed an item for gmx_cfg.stuck_ms timed out. */
 void gmx_watch_progress(struct gm_port *p)
 {
     uint64_t now = gmx_coarse_ns();
     if (now - p->watch_ns < 10000000u) return;
     p->watch_ns = now;
-    uint64_t limit = (uint64_t)gmx_cfg.send_timeout_ms * 1000000u * 60;
+    uint64_t limit = (uint64_t)gmx_cfg.stuck_ms * 1000000u;
     struct gmx_peer **link = &p->watch;
     while (*link) {
         struct gmx_peer *peer = *link;
@@ -477,17 +477,19 @@ static gm_status_t stuck_verdict(struct gm_port *p, struct gmx_peer *peer, const
         /* shm: the target's lock file says whether it is open, and where. */
         peer->last_check_ns = now;
         if (gmx_peer_closed(p, peer)) {
-            /* A port we talked to closed or died: say so at once.  One never reached may
-             * not be open yet: like GM, retry for the send timeout (below). */
-            if (peer->reached && waited >= 50000000u) return GM_SEND_TARGET_PORT_CLOSED;
+            /* A port that was open once (we reached it, read its address, heard from it,
+             * or found the lock file its killed owner left) closed or died: say so at once.
+             * One never seen open may not be open yet: like GM, retry for the send timeout
+             * (below), long enough for a person to start the receiver. */
+            if ((peer->reached || peer->existed) && waited >= 50000000u)
+                return GM_SEND_TARGET_PORT_CLOSED;
         } else {
             gmx_peer_resolve(p, peer);
         }
     }
-    uint64_t limit = (uint64_t)gmx_cfg.send_timeout_ms * 1000000u;
-    /* A target that took sends before may just be slow to poll: give it a
-     * much longer grace than one never reached. */
-    if (peer->reached) limit *= 60;
+    /* A target that took sends before may just be slow to poll: its own grace. */
+    uint64_t limit =
+        (uint64_t)(peer->reached ? gmx_cfg.stuck_ms : gmx_cfg.send_timeout_ms) * 1000000u;
     return waited >= limit ? gmx_status_from_fi(FI_EAGAIN, peer) : GM_SUCCESS;
 }
 

@@ -12,7 +12,13 @@
  *   free   each message comes from gm_dma_malloc and is gm_dma_free'd right after the send,
  *          before its callback: the send must still succeed and the data arrive intact;
  *   close  sends COUNT messages, naps 50 ms without calling GM, then gm_close without
- *          waiting for a callback: the sink must still get every message.
+ *          waiting for a callback: the sink must still get every message;
+ *   closed no sink ever comes: the first send must complete with
+ *          GM_SEND_TARGET_PORT_CLOSED once GM_SEND_TIMEOUT_MS ran out (the rest are dropped
+ *          with gm_drop_sends); prints the time it took.
+ * closed --delay S first sends one message to the sink (which must succeed), says "reached",
+ * then waits S seconds before the COUNT sends: the script kills the sink meanwhile, a port
+ * that was open and is gone, which must be reported at once, not after the timeout.
  * Exit 0 when all holds, 1 with a message otherwise.
  */
 #include "gm.h"
@@ -58,6 +64,28 @@ static void on_sent(struct gm_port *p, void *ctx, gm_status_t st)
                 (unsigned long)(uintptr_t)ctx, gm_strerror(st), (int)st, now_s() - started);
         exit(1);
     }
+}
+
+static unsigned closed_seen, other_seen;
+
+static void on_closed(struct gm_port *p, void *ctx, gm_status_t st)
+{
+    (void)p;
+    (void)ctx;
+    pending--;
+    if (!first_cb) first_cb = now_s() - started;
+    if (st == GM_SEND_TARGET_PORT_CLOSED)
+        closed_seen++;
+    else if (st != GM_SEND_DROPPED)
+        other_seen++;
+}
+
+static void on_drop(struct gm_port *p, void *ctx, gm_status_t st)
+{
+    (void)p;
+    (void)ctx;
+    (void)st;
+    pending--;
 }
 
 /* One step of the event loop: a receive event, or NULL (others go to gm_unknown). */
@@ -123,6 +151,7 @@ static int run_sender(const char *mode, unsigned node, unsigned target_port, uns
     void **bufs = calloc(count, sizeof *bufs);
     if (!bufs) return 1;
     int do_free = !strcmp(mode, "free");
+    int closed = !strcmp(mode, "closed");
     started = now_s();
     for (unsigned i = 0; i < count; i++) {
         bufs[i] = gm_dma_malloc(port, len);
@@ -132,8 +161,8 @@ static int run_sender(const char *mode, unsigned node, unsigned target_port, uns
         }
         fill(bufs[i], len, i);
         pending++;
-        gm_send_with_callback(port, bufs[i], size, len, GM_LOW_PRIORITY, node, target_port, on_sent,
-                              (void *)(uintptr_t)i);
+        gm_send_with_callback(port, bufs[i], size, len, GM_LOW_PRIORITY, node, target_port,
+                              closed ? on_closed : on_sent, (void *)(uintptr_t)i);
         if (do_free) {
             /* GM kept DMA memory valid until its send completed; and make sure freed
              * memory does not still hold the right bytes by luck. */
@@ -152,6 +181,25 @@ static int run_sender(const char *mode, unsigned node, unsigned target_port, uns
         printf("gm-forgive: %u sends then gm_close without waiting\n", count);
         return 0;
     }
+    if (closed) {
+        while (!first_cb)
+            poll_once();
+        pending++;
+        gm_drop_sends(port, GM_LOW_PRIORITY, node, target_port, on_drop, NULL);
+        while (pending)
+            poll_once();
+        for (unsigned i = 0; i < count; i++)
+            gm_dma_free(port, bufs[i]);
+        free(bufs);
+        if (!closed_seen || other_seen) {
+            fprintf(stderr,
+                    "gm-forgive: closed: %u sends said the port was closed, %u something else\n",
+                    closed_seen, other_seen);
+            return 1;
+        }
+        printf("gm-forgive: closed: GM_SEND_TARGET_PORT_CLOSED after %.3f s\n", first_cb);
+        return 0;
+    }
     while (pending)
         poll_once();
     for (unsigned i = 0; i < count; i++)
@@ -168,10 +216,11 @@ int main(int argc, char **argv)
     const char *mode = NULL;
     unsigned node = 0, port_id = 2, count = 1;
     unsigned long len = 64;
-    double timeout = 60;
+    double timeout = 60, delay = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--sink") || !strcmp(a, "late") || !strcmp(a, "free") || !strcmp(a, "close"))
+        if (!strcmp(a, "--sink") || !strcmp(a, "late") || !strcmp(a, "free") ||
+            !strcmp(a, "close") || !strcmp(a, "closed"))
             mode = a;
         else if (!strcmp(a, "--to") && v)
             node = (unsigned)atoi(argv[++i]);
@@ -183,12 +232,14 @@ int main(int argc, char **argv)
             len = strtoul(argv[++i], NULL, 0);
         else if (!strcmp(a, "--timeout") && v)
             timeout = atof(argv[++i]);
+        else if (!strcmp(a, "--delay") && v)
+            delay = atof(argv[++i]);
         else
             mode = NULL, i = argc;
     }
     if (!mode || (strcmp(mode, "--sink") && !node) || !count || count > 100000 || !len ||
         len > (64ul << 20) || port_id > 15) {
-        fprintf(stderr, "usage: gm-forgive --sink | late|free|close --to NODE  --port N "
+        fprintf(stderr, "usage: gm-forgive --sink | late|free|close|closed --to NODE  --port N "
                         "--count N --len BYTES [--timeout S]\n");
         return 2;
     }
@@ -198,6 +249,22 @@ int main(int argc, char **argv)
     if (st != GM_SUCCESS) {
         fprintf(stderr, "gm-forgive: gm_open(port %u): %s\n", port_id, gm_strerror(st));
         return 1;
+    }
+    if (delay > 0 && delay < timeout && !strcmp(mode, "closed")) {
+        unsigned size = gm_min_size_for_length(len);
+        void *b = gm_dma_malloc(port, len);
+        if (!b) return 1;
+        fill(b, len, 0);
+        pending = 1;
+        gm_send_with_callback(port, b, size, len, GM_LOW_PRIORITY, node, port_id, on_sent, NULL);
+        while (pending)
+            poll_once();
+        gm_dma_free(port, b);
+        first_cb = 0;
+        printf("gm-forgive: reached\n");
+        fflush(stdout);
+        struct timespec nap = {(time_t)delay, (long)((delay - (time_t)delay) * 1e9)};
+        nanosleep(&nap, NULL);
     }
     int rc =
         strcmp(mode, "--sink") ? run_sender(mode, node, port_id, count, len) : run_sink(count, len);

@@ -1,14 +1,22 @@
 #!/bin/sh
 # GM's forgiving behaviour that real clients lean on (gm-forgive.c), two processes as two
 # nodes, on shm and on tcp;ofi_rxm over 127.0.0.1:
-#   late   the sender starts first: its sends wait for the target port to open (0.5 s after
-#          they were issued) instead of failing with GM_SEND_TARGET_PORT_CLOSED;
+#   late   the sender starts first: its sends wait for the target port to open (3 s after
+#          they were issued; the default GM_SEND_TIMEOUT_MS, a minute, leaves a person time to
+#          start it) instead of failing with GM_SEND_TARGET_PORT_CLOSED;
+#   closed with GM_SEND_TIMEOUT_MS=500 and no target ever: GM_SEND_TARGET_PORT_CLOSED after
+#          0.5 s (not much earlier, not a minute later);
+#   killed (shm) the target took a first message and was then killed (SIGKILL): a port
+#          gone, not one not open yet, so the next sends get GM_SEND_TARGET_PORT_CLOSED
+#          within 5 s (its lock file) although the send timeout is the default minute (over
+#          tcp a dead target shows only as one that stopped taking sends: GM_SEND_TIMED_OUT
+#          after a minute, as with the old 1 s default);
 #   free   gm_dma_free of each 1 MiB message right after its send: still sent intact;
 #   close  gm_close 50 ms after the last send, no callback awaited: nothing lost.
 . "$(dirname "$0")/gm-proc-lib.sh"
 GMT_FORGIVE="$GMT_BUILDDIR/tests/gm-forgive"
 gmt_need "$GMT_FORGIVE"
-unset GM_NODE_MAP GM_NODE_ID
+unset GM_NODE_MAP GM_NODE_ID GM_SEND_TIMEOUT_MS
 base=$(gmt_port_base)
 fail=0
 
@@ -23,7 +31,8 @@ wait_line() {
 }
 
 # run TAG PORT ORDER ENV MODE ARGS...: both with the environment words ENV; ORDER sink-first starts the sender once the sink is ready;
-# sender-first starts the sink once the sender issued its sends (the target not open yet).
+# sender-first starts the sink once the sender issued its sends (the target not open yet), LATE
+# seconds later (0.5 unless set).
 run() {
     tag=$1 p=$2 order=$3 envw=$4 mode=$5
     shift 5
@@ -34,11 +43,35 @@ run() {
     else
         gmt_bg "${tag}_send" env GM_NODE_ID=2 $envw "$GMT_FORGIVE" $mode --port "$p" --to 1 "$@"
         wait_line "${tag}_send" "sends issued" || { fail=1; return; }
-        sleep 0.5
+        sleep "${LATE:-0.5}"
         gmt_bg "${tag}_sink" env GM_NODE_ID=1 $envw "$GMT_FORGIVE" --sink --port "$p" "$@"
     fi
     gmt_wait "${tag}_send" && gmt_wait "${tag}_sink" || { echo "FAIL: $tag"; fail=1; return; }
     echo "PASS: $tag: $(tail -n 1 "$GMT_TMP/${tag}_send.log") / $(tail -n 1 "$GMT_TMP/${tag}_sink.log")"
+}
+
+# closed_ok NAME MIN MAX: NAME's log says PORT_CLOSED after a time in [MIN, MAX) seconds.
+closed_ok() {
+    if gmt_wait "$1" &&
+        awk -v lo="$2" -v hi="$3" '/PORT_CLOSED after/ { t = $(NF - 1) + 0; ok = t >= lo && t < hi }
+            END { exit !ok }' "$GMT_TMP/$1.log"; then
+        echo "PASS: $1: $(tail -n 1 "$GMT_TMP/$1.log")"
+    else
+        echo "FAIL: $1: $(cat "$GMT_TMP/$1.log")"
+        fail=1
+    fi
+}
+
+killed_case() { # PROVIDER
+    gmt_bg $1_ksink env GM_NODE_ID=1 "$GMT_FORGIVE" --sink --port 10 --count 100 --len 100
+    wait_line $1_ksink "sink ready" || { fail=1; return; }
+    gmt_bg $1_killed env GM_NODE_ID=2 "$GMT_FORGIVE" closed --port 10 --to 1 --count 4 \
+        --len 100 --timeout 40 --delay 2
+    wait_line $1_killed "reached" || { fail=1; return; }
+    eval "kp=\$GMT_PID_$1_ksink"
+    pkill -KILL -P "$kp" 2>/dev/null # timeout(1) runs it as its child
+    wait "$kp" 2>/dev/null
+    closed_ok $1_killed 0 5
 }
 
 for prov in shm tcp; do
@@ -48,10 +81,14 @@ for prov in shm tcp; do
         export GM_PROVIDER='tcp;ofi_rxm'
         export GM_NODES="1 fsink 127.0.0.1:$base; 2 fsend 127.0.0.1:$((base + 100))"
     fi
-    # The send timeout (20 s) is well above the time the sink takes to open (a loaded
-    # machine, sanitizers).
-    run ${prov}_late 6 sender-first GM_SEND_TIMEOUT_MS=20000 late --count 20 --len 100 \
-        --timeout 60
+    # The default send timeout, a minute, is well above the 3 s (and the time the sink takes
+    # to open on a loaded machine, under sanitizers).
+    LATE=3 run ${prov}_late 6 sender-first GM_VERBOSE=0 late --count 20 --len 100 --timeout 60
+    # Nobody opens the port: the short timeout still gives PORT_CLOSED, and not before it.
+    gmt_bg ${prov}_closed env GM_NODE_ID=2 GM_SEND_TIMEOUT_MS=500 "$GMT_FORGIVE" closed --port 9 \
+        --to 1 --count 4 --len 100 --timeout 30
+    closed_ok ${prov}_closed 0.45 10
+    [ $prov = shm ] && killed_case $prov
     run ${prov}_free 7 sink-first GM_VERBOSE=0 free --count "$(gmt_scaled 8)" --len 1048576 --timeout 60
     # gm_close waits up to GM_CLOSE_LINGER_MS for the sink's acks (2 s by default; more for
     # slow machines: it returns as soon as they came).

@@ -46,8 +46,8 @@ export GM_NODES="1 gmt-sink 127.0.0.1:$base; 2 gmt-sender 127.0.0.1:$((base + 10
 export GM_PROVIDER='tcp;ofi_rxm' GM_SEND_TIMEOUT_MS=100
 run_case tcp_kill_small 100
 # The killed tcp sink's lock file (nobody probes it over tcp) goes when a
-# process opens another port of its node.
-lockf="${TMPDIR:-/tmp}/$GM_SHM_NAMESPACE-1-5.lock"
+# process opens a port on this host.
+lockf="/dev/shm/$GM_SHM_NAMESPACE-1-5.lock"
 gmt_bg sweep env GM_NODE_ID=1 "$GMT_BLAST" --sink --port 6 --timeout 0
 gmt_wait sweep || fail=1
 if [ -e "$lockf" ]; then

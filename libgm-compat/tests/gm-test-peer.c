@@ -1,7 +1,11 @@
 /* gm-test-peer: one side of the two-process GM test.
  *
- *   gm-test-peer --server [--port N] [--count N] [--timeout S]
- *   gm-test-peer --client PEER [--port N] [--count N] [--timeout S]
+ *   gm-test-peer --server [--port N] [--count N] [--timeout S] [CONFIG]
+ *   gm-test-peer --client PEER [--port N] [--count N] [--timeout S] [CONFIG]
+ *
+ * CONFIG (--nodes MAP, --node ID, --ns NAMESPACE) configures libgm-compat with
+ * gm_compat_configure instead of the GM_* environment, so that a process with
+ * an empty environment (env -i) can take part.
  *
  * PEER is a host name from the node map (or a node id).  Both sides open the
  * same port id, like GM programs (so gm_send_to_peer_with_callback works).
@@ -15,6 +19,7 @@
  * says bye; the server answers with its error count.  Exit 0 only if both
  * sides saw no error; 2 on timeout. */
 #include <gm.h>
+#include <gm_compat.h>
 
 #include <errno.h>
 #include <stdint.h>
@@ -509,7 +514,7 @@ static int run_client(void)
 static void usage(void)
 {
     fprintf(stderr, "usage: gm-test-peer --server | --client PEER  [--port N] [--count N] "
-                    "[--timeout SECONDS]\n");
+                    "[--timeout SECONDS] [--nodes MAP] [--node ID] [--ns NAMESPACE]\n");
     exit(64);
 }
 
@@ -519,6 +524,9 @@ int main(int argc, char **argv)
     unsigned timeout = 60;
     port_id = 2;
     count = 2000;
+    gm_compat_config_t cfg;
+    gm_compat_config_init(&cfg);
+    int configured = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--server"))
             is_server = 1;
@@ -530,8 +538,18 @@ int main(int argc, char **argv)
             count = (unsigned)strtoul(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--timeout") && i + 1 < argc)
             timeout = (unsigned)strtoul(argv[++i], NULL, 0);
+        else if (!strcmp(argv[i], "--nodes") && i + 1 < argc)
+            cfg.nodes = argv[++i], configured = 1;
+        else if (!strcmp(argv[i], "--node") && i + 1 < argc)
+            cfg.node_id = (unsigned)strtoul(argv[++i], NULL, 0), configured = 1;
+        else if (!strcmp(argv[i], "--ns") && i + 1 < argc)
+            cfg.shm_namespace = argv[++i], configured = 1;
         else
             usage();
+    }
+    if (configured && gm_compat_configure(&cfg) != GM_SUCCESS) {
+        fprintf(stderr, "gm-test-peer: gm_compat_configure refused the settings\n");
+        return 1;
     }
     if (is_server == (peer != NULL) || count == 0 || count > 10000000 || timeout == 0) usage();
     deadline_us = now_us() + (uint64_t)timeout * 1000000u;

@@ -16,6 +16,7 @@ static const char *const decoys[][2] = {
     {"GM_NODES", "1 decoy-one; 7 decoy-seven"},
     {"GM_NODE_ID", "7"},
     {"GM_PROVIDER", "no-such-provider"},
+    {"GM_SEND_TIMEOUT_MS", "3600000"},
 };
 #define NDECOYS (sizeof decoys / sizeof decoys[0])
 static char *saved[NDECOYS];
@@ -52,6 +53,7 @@ static void test_init_fills_defaults(void)
     GMT_TRUE("shm_namespace unset", c.shm_namespace == NULL);
     GMT_EQ("node_id unset", c.node_id, 0);
     GMT_EQ("port_base unset", c.port_base, 0);
+    GMT_EQ("send_timeout_ms unset", c.send_timeout_ms, 0);
 }
 
 static void test_busy_while_initialized(void)
@@ -75,6 +77,12 @@ static void test_rejects_bad_settings(void)
     gm_compat_config_init(&c);
     c.port_base = 65520;
     GMT_EQ("port base above 65519", gm_compat_configure(&c), GM_INVALID_PARAMETER);
+    gm_compat_config_init(&c);
+    c.send_timeout_ms = 3600001;
+    GMT_EQ("send timeout above an hour", gm_compat_configure(&c), GM_INVALID_PARAMETER);
+    c.version = 1; /* callers built before send_timeout_ms: the field is not read */
+    GMT_EQ("version 1 ignores send_timeout_ms", gm_compat_configure(&c), GM_SUCCESS);
+    GMT_EQ("forget them", gm_compat_configure(NULL), GM_SUCCESS);
     gm_compat_config_init(&c);
     c.shm_namespace = "has/slash";
     GMT_EQ("namespace with '/'", gm_compat_configure(&c), GM_INVALID_PARAMETER);
@@ -103,6 +111,7 @@ static void test_overrides_environment(void)
     c.node_id = 2;
     c.provider = "shm";
     c.shm_namespace = ns;
+    c.send_timeout_ms = 200; /* the environment says an hour */
     GMT_EQ("configure", gm_compat_configure(&c), GM_SUCCESS);
     /* The library keeps copies. */
     memset(nodes, 'x', sizeof nodes - 1);
@@ -118,11 +127,14 @@ static void test_overrides_environment(void)
         GMT_EQ("beta is node 2", gm_host_name_to_node_id(pr.a, "beta"), 2);
         GMT_EQ("decoy map unknown", gm_host_name_to_node_id(pr.a, "decoy-seven"),
                GM_NO_SUCH_NODE_ID);
+        /* In the directory of the host, never the process's TMPDIR (README, "shm addresses"). */
         char path[256];
+        snprintf(path, sizeof path, "/dev/shm/gmtcfg%ld-2-%u.lock", (long)getpid(), pr.port_a);
+        GMT_TRUE("lock file in the configured namespace, in /dev/shm", access(path, F_OK) == 0);
         const char *tmp = getenv("TMPDIR");
         snprintf(path, sizeof path, "%s/gmtcfg%ld-2-%u.lock", tmp && *tmp ? tmp : "/tmp",
                  (long)getpid(), pr.port_a);
-        GMT_TRUE("lock file in the configured namespace", access(path, F_OK) == 0);
+        GMT_TRUE("no lock file in TMPDIR", access(path, F_OK) != 0);
         GMT_EQ("configure while ports are open", gm_compat_configure(NULL), GM_BUSY);
         /* A message from a to b through the configured provider and namespace. */
         void *in = gm_dma_malloc(pr.b, 64), *out = gm_dma_malloc(pr.a, 64);
@@ -137,6 +149,16 @@ static void test_overrides_environment(void)
         GMT_EQ("length", m.length, 40);
         GMT_EQ("content", gmt_check(m.data, 40, 11), -1);
         GMT_TRUE("send completes", gmt_wait_sent(pr.a, pr.b, &sent.calls, 1, GMT_WAIT_US));
+        /* The call's send timeout, not the environment's hour: a port nobody opens. */
+        unsigned never = gm_num_ports(NULL) - 1;
+        while (never == pr.port_a || never == pr.port_b)
+            never--;
+        struct gmt_send lost = {0};
+        uint64_t t0 = gmt_now_us();
+        gm_send_with_callback(pr.a, out, 7, 40, GM_HIGH_PRIORITY, 1, never, gmt_send_cb, &lost);
+        gmt_wait_sent(pr.a, pr.b, &lost.calls, 1, 15000000);
+        GMT_EQ("send to a port never opened: status", lost.status, GM_SEND_TARGET_PORT_CLOSED);
+        GMT_TRUE("... after the call's 200 ms (within 10 s)", gmt_now_us() - t0 < 10000000);
         gm_dma_free(pr.b, in);
         gm_dma_free(pr.a, out);
         gmt_pair_close(&pr);

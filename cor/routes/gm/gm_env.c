@@ -53,6 +53,10 @@ int gmr_knobs_read(struct gmr_knobs *k)
 
 /* ---- session setup -------------------------------------------------------------------- */
 
+/* How long libgm retries a send to a port that is not open (GM_SEND_TIMEOUT_MS unless the
+ * user set that): see gmr_session_init. */
+#define GMR_SEND_TIMEOUT_MS 1000
+
 static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned session_refs; /* gm_init calls made by this route, guarded by session_lock */
 /* COR_GM_PROVIDER=tcp without a user's node map: "ip:port_base" of our node, which we
@@ -141,7 +145,7 @@ int gmr_session_init(const struct cor_route_config *cfg, const struct gmr_knobs 
     gm_compat_config_init(&gc);
     int err = COR_OK;
     char *map = NULL;
-    char ns_name[32];
+    char ns_name[48];
     const char *m1 = getenv("GM_NODES"), *m2 = getenv("GM_NODE_MAP");
     int user_map = (m1 && *m1) || (m2 && *m2);
     const char *want = k->provider;
@@ -177,10 +181,19 @@ int gmr_session_init(const struct cor_route_config *cfg, const struct gmr_knobs 
     if (node && !(id && *id)) gc.node_id = node;
     const char *ns = getenv("GM_SHM_NAMESPACE");
     if (!(ns && *ns)) {
-        snprintf(ns_name, sizeof ns_name, "cor%016" PRIx64,
+        /* cor-<session>-...: the names cor-run removes when the session ends (cor.h,
+         * cor_session(): the cookie's low 32 bits, 1 for 0), so a domain killed with its
+         * port open leaves neither its lock file nor its shm region behind. */
+        uint32_t session = (uint32_t)cfg->session_cookie ? (uint32_t)cfg->session_cookie : 1;
+        snprintf(ns_name, sizeof ns_name, "cor-%08" PRIx32 "-%016" PRIx64, session,
                  gmr_namespace_hash(cfg->session_cookie));
         gc.shm_namespace = ns_name;
     }
+    /* Every peer address the route sends to was published by an open port: a port not open
+     * is a domain gone, not one still starting, so libgm's wait for a port to open (a minute
+     * by default, for GM programs started by hand) is cut to a second. */
+    const char *to = getenv("GM_SEND_TIMEOUT_MS");
+    if (!(to && *to)) gc.send_timeout_ms = GMR_SEND_TIMEOUT_MS;
     /* GM_BUSY: the program itself started GM before us; its settings stand (as before). */
     gm_status_t st = gm_compat_configure(&gc);
     if (st != GM_SUCCESS && st != GM_BUSY) {
