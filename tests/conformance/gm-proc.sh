@@ -62,7 +62,8 @@ done
 # frames held for the victim finish with COR_EPEERDEAD, on tcp and on shm (where libgm-compat
 # frees sends stuck on a lock the victim died holding, its own or a survivor's:
 # libgm-compat/src/unstick.c). A survivor still waiting 1 s after the kill must not use more
-# than a quarter of a core.
+# than a quarter of a core. Once cor-run ended, none of the files in /dev/shm the victim had
+# open (its lock files and 16 MiB shm region, those of its peers) may be left.
 run_peerdeath() { # TAG [env assignments...]
     tag=$1
     shift
@@ -77,6 +78,11 @@ run_peerdeath() { # TAG [env assignments...]
     done
     sleep 0.2
     vpid=$(cat "$WORK/pid.2")
+    # The victim's files in /dev/shm (its lock files, its shm region, the peers' regions it
+    # mapped): none may outlive the session.
+    shmfiles=$({ grep -o ' /dev/shm/[^ ]*$' "/proc/$vpid/maps"; ls -l "/proc/$vpid/fd" |
+        grep -o '/dev/shm/[^ ]*$'; } 2>/dev/null | sed 's/^ //' | sort -u)
+    [ -n "$shmfiles" ] || { show $tag; die "$tag: the victim has no file in /dev/shm open"; }
     kill -KILL "$vpid"
     start=$(date +%s.%N)
     watch_cpu $tag 30 "$(cat "$WORK/pid.0")" "$(cat "$WORK/pid.1")"
@@ -88,7 +94,11 @@ run_peerdeath() { # TAG [env assignments...]
         grep -q "domain $r (pid [0-9]*) exited with status 42" "$WORK/$tag.err" ||
             { show $tag; die "$tag: survivor $r did not exit by itself with status 42"; }
     done
-    say "$tag: survivors passed, cor-run exited $RC, $el s after the kill; $CPU_NOTE"
+    left=
+    for f in $shmfiles; do [ -e "$f" ] && left="$left $f"; done
+    [ -z "$left" ] || die "$tag: left in /dev/shm after the session:$left"
+    say "$tag: survivors passed, cor-run exited $RC, $el s after the kill; $CPU_NOTE;" \
+        "none of the victim's $(echo "$shmfiles" | wc -l) files in /dev/shm is left"
 }
 MAP3="1 d0 127.0.0.1:$BASE; 2 d1 127.0.0.1:$((BASE + 16)); 3 d2 127.0.0.1:$((BASE + 32))"
 say "tcp: peerdeath over gm, domain 2 of 3 killed with SIGKILL"
