@@ -245,6 +245,7 @@ struct cor_hport {
     pthread_t listener, dispatcher;
     bool threads;
     _Atomic bool stop;
+    int stop_fd; /* eventfd the listener polls beside the route's descriptor (-1: none) */
     void (*raw_deliver)(struct cor_hport *hp, cor_peer_t peer, const void *f, size_t len);
     void *raw_state;
 };

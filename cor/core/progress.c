@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "proto.h"
@@ -236,7 +238,11 @@ static void *listener(void *arg)
     cor_thread_attentive();
     cor__listener_thread = true;
     const struct cor_route_ops *ops = hp->route->ops;
-    struct pollfd pfd = {.fd = ops->wait_fd(hp->rp), .events = POLLIN};
+    /* pfd[1]: cor__hport_stop's wake-up, so that stopping does not wait out the poll (up to
+     * 50 ms: every cor_finalize over udp took 50 ms before it). */
+    struct pollfd pfds[2] = {{.fd = ops->wait_fd(hp->rp), .events = POLLIN},
+                             {.fd = hp->stop_fd, .events = POLLIN}};
+    struct pollfd pfd = pfds[0];
     bool has_wait = cor__route_has_wait(ops);
     while (!atomic_load(&hp->stop)) {
         if (tasks_polling()) {
@@ -256,7 +262,9 @@ static void *listener(void *arg)
          * when a task starts polling, rather than compete with it. */
         if (pfd.fd < 0 && has_wait && timeout > 1) timeout = 1;
         if (pfd.fd >= 0) {
-            if (poll(&pfd, 1, timeout) < 0) continue;
+            int k = poll(pfds, hp->stop_fd >= 0 ? 2 : 1, timeout);
+            pfd.revents = pfds[0].revents;
+            if (k < 0) continue;
         } else if (has_wait) {
             ops->wait(hp->rp, timeout);
         } else {
@@ -302,13 +310,21 @@ static void *dispatcher(void *arg)
     return NULL;
 }
 
+static int stop_fd_close(struct cor_hport *hp)
+{
+    if (hp->stop_fd >= 0) close(hp->stop_fd);
+    hp->stop_fd = -1;
+    return COR_ENOMEM;
+}
+
 int cor__hport_start(struct cor_hport *hp)
 {
-    if (pthread_create(&hp->listener, NULL, listener, hp) != 0) return COR_ENOMEM;
+    hp->stop_fd = hp->route->ops->wait_fd(hp->rp) >= 0 ? eventfd(0, EFD_CLOEXEC) : -1;
+    if (pthread_create(&hp->listener, NULL, listener, hp) != 0) return stop_fd_close(hp);
     if (pthread_create(&hp->dispatcher, NULL, dispatcher, hp) != 0) {
         atomic_store(&hp->stop, true);
         pthread_join(hp->listener, NULL);
-        return COR_ENOMEM;
+        return stop_fd_close(hp);
     }
     hp->threads = true;
     return COR_OK;
@@ -318,6 +334,11 @@ void cor__hport_stop(struct cor_hport *hp)
 {
     if (!hp->threads) return;
     atomic_store(&hp->stop, true);
+    if (hp->stop_fd >= 0) {
+        uint64_t one = 1;
+        ssize_t w = write(hp->stop_fd, &one, sizeof one);
+        (void)w; /* a full counter wakes the listener as well */
+    }
     COR_LOCK(&hp->disp_lock);
     pthread_cond_broadcast(&hp->send_cond);
     COR_UNLOCK(&hp->disp_lock);
@@ -327,6 +348,7 @@ void cor__hport_stop(struct cor_hport *hp)
     pthread_join(hp->listener, NULL);
     pthread_join(hp->dispatcher, NULL);
     hp->threads = false;
+    stop_fd_close(hp);
 }
 
 void cor__hport_close(struct cor_hport *hp)
