@@ -270,10 +270,9 @@ static int init_domain(void)
     g.dead = calloc((size_t)g.size, sizeof *g.dead);
     g.peers = calloc((size_t)g.size, sizeof *g.peers);
     if (!g.tasks || !g.dead || !g.peers) return err;
-    for (int i = 0; i < g.size; i++) {
+    /* recv_seq comes with the peer's first message (proto.c, in_order) */
+    for (int i = 0; i < g.size; i++)
         pthread_mutex_init(&g.peers[i].lock, NULL);
-        if (!(g.peers[i].recv_seq = calloc((size_t)g.max_tasks, sizeof(uint32_t)))) return err;
-    }
     cor__task_adopt_main();
     err = open_routes(g.size > 1);
     if (err) return err;

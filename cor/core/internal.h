@@ -328,7 +328,8 @@ void cor__resources_fini(void);
 struct held_frame;
 struct peer_state {
     pthread_mutex_t lock;    /* protects the fields below and orders matching */
-    uint32_t *recv_seq;      /* [max_tasks]: next message number per sender task */
+    uint32_t *recv_seq;      /* [max_tasks]: next message number per sender task; NULL until
+                              * the peer's first message */
     struct held_frame *held; /* frames that arrived ahead of their turn */
 };
 

@@ -986,6 +986,13 @@ static void in_order(struct cor_hport *hp, uint32_t peer, const struct frame_hdr
         return;
     }
     COR_LOCK(&ps->lock);
+    /* Made at the first message from this peer, not at cor_init: 4 KiB (max_tasks numbers)
+     * per peer is 1 MiB a domain at 256 domains and 40 MiB at 10,000 (docs/scale.md). */
+    if (!ps->recv_seq && !(ps->recv_seq = calloc((size_t)g.max_tasks, sizeof(uint32_t)))) {
+        COR_UNLOCK(&ps->lock);
+        drop("no memory for the sender's message numbers", peer);
+        return;
+    }
     uint32_t *next = &ps->recv_seq[h->src_task];
     if (h->seq != *next) {
         if ((int32_t)(h->seq - *next) < 0) {
