@@ -257,7 +257,7 @@ int dsm__op_start(struct cor_dsm_op *o, int home, const struct dsm_req *r, size_
         cor_wait(&o->rreq, NULL);
         goto fail;
     }
-    atomic_fetch_add(&dsm__rt.remote_ops, 1);
+    dsm__count_requests(home, 1);
     return COR_OK;
 fail:
     op_release(o);
@@ -830,6 +830,8 @@ static void batch_send(struct add_state *a, struct add_batch *b)
         a->fl[k].req = COR_REQ_NULL;
         return;
     }
+    /* counted here, not when added: the adds applied in shared memory above are shm_ops */
+    dsm__count_requests(home, r.count);
     tls_homes[home / 64] |= 1ull << (home % 64);
 }
 
@@ -908,7 +910,6 @@ COR_API int cor_dsm_add(cor_idp_t obj, size_t index, cor_type_t type, const void
     }
     dsm_addv_put(b->e + (size_t)b->n * DSM_ADDV_ENTRY, obj, index, type, value);
     b->n++;
-    atomic_fetch_add(&dsm__rt.remote_ops, 1);
     if (b->n == DSM_ADDV_MAX) batch_send(a, b);
     return COR_OK;
 }

@@ -237,6 +237,14 @@ struct dsm_runtime {
 };
 extern struct dsm_runtime dsm__rt;
 
+/* n operations went by request to `home`'s service: remote_ops when that is another domain's
+ * (cor_dsm_stats_t), local_ops when it is ours (a cached object's or lock's turn comes through
+ * our own service). Operations run in shared memory are shm_ops, never these. */
+static inline void dsm__count_requests(int home, uint64_t n)
+{
+    atomic_fetch_add(home == dsm__rt.rank ? &dsm__rt.local_ops : &dsm__rt.remote_ops, n);
+}
+
 /* struct dsm__copy's `fast` word (dsm_cached.c: the read fast path): */
 #define DSM__FAST_OPEN (1ull << 63)
 #define DSM__FAST_COUNT 0xffffffull

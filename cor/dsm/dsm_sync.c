@@ -145,7 +145,7 @@ COR_API int cor_dsm_unlock(cor_idp_t lock)
     cor_req_t sreq;
     err = cor_sendI_typed(svc, dsm__rt.ctx, (int)r.id, COR_BYTE, buf, n, &sreq);
     if (!err) err = cor_wait(&sreq, NULL);
-    if (!err) atomic_fetch_add(&dsm__rt.remote_ops, 1);
+    if (!err) dsm__count_requests(home, 1);
     return err;
 }
 

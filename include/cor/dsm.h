@@ -308,8 +308,10 @@ COR_API int cor_dsm_barrier_destroy(cor_dsm_barrier_t bar);
 typedef struct cor_dsm_stats {
     uint64_t requests_served;  /* requests this domain's service handled */
     uint64_t requests_dropped; /* malformed requests dropped (wire data is untrusted) */
-    uint64_t local_ops;        /* operations run in the caller's thread (home = own domain) */
-    uint64_t remote_ops;       /* operations sent to another domain's service */
+    uint64_t local_ops;        /* operations on objects and locks of this domain (home = own
+                                  domain): in the caller's thread, or by its own service */
+    uint64_t remote_ops;       /* operations sent to another domain's service (not those run
+                                  in shared memory: shm_ops) */
     uint64_t shm_ops;          /* operations run here on a home-only object of another domain
                                   of this host, in the memory it shares (no message) */
     uint64_t section_hits;     /* sections started on a valid copy, without a message */

@@ -40,6 +40,10 @@
  *     its dirty copy is lost, survivors' sections on it get COR_EPEERDEAD), inside a read
  *     section on "kr" (a survivor's write waiting for it is granted after the death) and
  *     inside a write section on "kh", homed at the victim (survivors' reads fail).
+ *   dsm_proc counts DIR
+ *     cor_dsm_stats_t tells where operations ran: each domain adds to the next domain's
+ *     home-only object and to its own; the counters must say shm_ops (one host, COR_DSM_SHM=1)
+ *     or remote_ops (COR_DSM_SHM=0) for the first, never both, and local_ops for the second.
  *   dsm_proc reuse DIR
  *     A destroyed object's index reused (cached, then home-only): domain 0's "ra" (4 longs),
  *     read by every domain, is destroyed, and domain 0 creates objects until one gets its idp
@@ -166,6 +170,57 @@ static cor_idp_t lookup_n(const char *prefix, int d)
 
 static cor_idp_t *ctr, *fifo, *blob, lockL;
 static cor_dsm_barrier_t all_bar;
+
+/* ---- counts ---- */
+
+/* K adds to the next domain's home-only object, then K to our own: with COR_DSM_SHM=1 (one
+ * host) the first K are shm_ops and no remote_ops (they were counted as both), with
+ * COR_DSM_SHM=0 K + 1 remote_ops (the adds and the quiet) and no shm_ops; our own are
+ * local_ops only. Then every home checks its values. */
+static void run_counts(void)
+{
+    enum { K = 100 };
+    char name[COR_NAME_MAX];
+    snprintf(name, sizeof name, "cnt.%d", rank);
+    cor_idp_t own = COR_IDP_NULL;
+    CHECK(cor_dsm_create(name, COR_LONG, 2, COR_DSM_HOME_ONLY, &own));
+    CHECK(cor_dsm_barrier_create("all", COR_IDP_NULL, 1, &all_bar));
+    CHECK(cor_dsm_barrier_wait(all_bar)); /* every object exists */
+    cor_idp_t other = lookup_n("cnt", (rank + 1) % ndom);
+    const char *shm = getenv("COR_DSM_SHM");
+    int shm_on = !(shm && !strcmp(shm, "0"));
+    cor_dsm_stats_t a, b, c;
+    long one = 1;
+    CHECK(cor_dsm_stats_get(&a));
+    for (int i = 0; i < K; i++)
+        CHECK(cor_dsm_add(other, 0, COR_LONG, &one));
+    CHECK(cor_dsm_quiet());
+    CHECK(cor_dsm_stats_get(&b));
+    for (int i = 0; i < K; i++)
+        CHECK(cor_dsm_add(own, 1, COR_LONG, &one));
+    CHECK(cor_dsm_quiet());
+    CHECK(cor_dsm_stats_get(&c));
+    unsigned long long rem = b.remote_ops - a.remote_ops, sh = b.shm_ops - a.shm_ops;
+    unsigned long long want_rem = shm_on ? 0 : K + 1, want_sh = shm_on ? K : 0;
+    if (rem != want_rem || sh != want_sh)
+        fail("%d adds to domain %d: remote_ops +%llu, shm_ops +%llu; expected +%llu, +%llu", K,
+             (rank + 1) % ndom, rem, sh, want_rem, want_sh);
+    unsigned long long loc = c.local_ops - b.local_ops;
+    if (loc != K || c.remote_ops != b.remote_ops || c.shm_ops != b.shm_ops)
+        fail("%d adds to our own object: local_ops +%llu, remote_ops +%llu, shm_ops +%llu", K, loc,
+             (unsigned long long)(c.remote_ops - b.remote_ops),
+             (unsigned long long)(c.shm_ops - b.shm_ops));
+    CHECK(cor_dsm_barrier_wait(all_bar)); /* every add is in */
+    long v[2] = {0, 0};
+    CHECK(cor_dsm_get(own, 0, 2, COR_LONG, v));
+    if (v[0] != K || v[1] != K)
+        fail("cnt.%d = {%ld, %ld}, expected {%d, %d}", rank, v[0], v[1], K, K);
+    printf("domain %d: %s counts: %d adds to domain %d: remote_ops +%llu, shm_ops +%llu; %d to "
+           "our own: local_ops +%llu\n",
+           rank, atomic_load(&failures) ? "FAIL" : "PASS", K, (rank + 1) % ndom, rem, sh, K, loc);
+    CHECK(cor_dsm_barrier_wait(all_bar)); /* nobody destroys while others read */
+    CHECK(cor_dsm_destroy(own));
+}
 
 static uint64_t block_sum(const unsigned char *b)
 {
@@ -1263,7 +1318,7 @@ static void run_reuse(void)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: dsm_proc mix|cache|lockfair|barrier|kill|reuse DIR "
+        fprintf(stderr, "usage: dsm_proc mix|cache|lockfair|barrier|kill|reuse|counts DIR "
                         "[-t TASKS] [-i ITERS] [-f RATIO] [-b CACHE_BYTES]\n");
         return 2;
     }
@@ -1317,6 +1372,8 @@ int main(int argc, char **argv)
         run_barrier();
     else if (!strcmp(mode, "reuse"))
         run_reuse();
+    else if (!strcmp(mode, "counts"))
+        run_counts();
     else
         return 2;
     atomic_store(&finished, 1);

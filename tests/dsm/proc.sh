@@ -40,6 +40,8 @@ run() {
 for route in udp gm; do
     if [ $route = udp ]; then COR_DSM_SHM=0; else COR_DSM_SHM=1; fi
     export COR_DSM_SHM
+    say "$route (COR_DSM_SHM=$COR_DSM_SHM): counters, 2 domains (where each add ran)"
+    run counts$route 2 counts $route
     say "$route (COR_DSM_SHM=$COR_DSM_SHM): mix, 2 domains x $T tasks x $I2 rounds"
     run mix2$route 2 mix $route -t $T -i $I2
     say "$route (COR_DSM_SHM=$COR_DSM_SHM): mix, 4 domains x $T tasks x $I4 rounds"
