@@ -5,19 +5,22 @@
  * COR_* / GM_* knob with its default and current value.
  *
  *   cor-info [--json] [--no-open]
+ *   cor-info --knobs-markdown MODULE   (core, a route's name, dsm, pvm, libgm, cor-pvm)
  *
  * Routes are probed with cor_route_probe (one loopback port each, opened and closed again);
- * libgm-compat by opening one GM port as gm-info does. --no-open skips both.
+ * libgm-compat by opening one GM port as gm-info does (libgm is dlopen'ed, not linked: it is
+ * the gm route's dependency). --no-open skips both. Knobs come from their tables: the core's
+ * (cor_knobs), each route plugin's own (cor_route_knobs: its ops table), and knobs.h for the
+ * modules that have no table of their own.
  */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cor/cor.h"
-#include "gm_knobs.h"
 #include "knobs.h"
-#include "udp_knobs.h"
 #ifdef HAVE_LIBGM
 #include <gm.h>
 #endif
@@ -32,20 +35,18 @@ static const char usage[] =
     "default and current value.\n"
     "  --json      one JSON object on standard output, for scripts\n"
     "  --no-open   do not open ports: no route capabilities, no GM node map\n"
+    "  --knobs-markdown MODULE\n"
+    "              the knob table of MODULE (core, a route, dsm, pvm, libgm, cor-pvm) in\n"
+    "              Markdown, as the READMEs have it\n"
     "  -h, --help  this text\n";
 
 struct knob {
-    const char *name, *module, *dflt, *meaning;
+    const char *name, *module, *meaning;
+    char dflt[32], range[48];
 };
-#define KNOB_ROW(n, m, d, w) {n, m, d, w},
-/* A row of a route's knob table (cor/routes/util/rutil.h): the default shown is the number
- * unless the row names one. */
-#define SHOWN(def, shown) (sizeof(shown) > 1 ? shown : #def)
-#define UDP_ROW(id, n, kind, def, lo, hi, shown, w) {n, "udp", SHOWN(def, shown), w},
-#define GM_ROW(id, n, kind, def, lo, hi, shown, w) {n, "gm", SHOWN(def, shown), w},
-static const struct knob knobs[] = {COR_KNOBS_CORE(KNOB_ROW) UDP_KNOBS(UDP_ROW) GM_KNOBS(GM_ROW)
-                                        COR_KNOBS_OTHER(KNOB_ROW)};
-#define NKNOBS (sizeof knobs / sizeof knobs[0])
+#define MAX_KNOBS 512
+static struct knob knobs[MAX_KNOBS];
+static size_t nknobs;
 
 static int json;
 
@@ -151,6 +152,49 @@ static void show_route(const char *name, int open_port, int first)
 
 /* ---- libgm-compat ------------------------------------------------------------------------ */
 
+#ifdef HAVE_LIBGM
+/* libgm, found at run time: the gm route plugin's dependency (already mapped when its probe
+ * loaded it), else the library search path. cor-info itself does not link it. */
+static struct {
+    __typeof__(gm_init) *init;
+    __typeof__(gm_finalize) *finalize;
+    __typeof__(gm_num_ports) *num_ports;
+    __typeof__(gm_open) *open;
+    __typeof__(gm_close) *close;
+    __typeof__(gm_get_node_id) *get_node_id;
+    __typeof__(gm_max_node_id_in_use) *max_node_id_in_use;
+    __typeof__(gm_node_id_to_host_name_ex) *node_id_to_host_name_ex;
+    __typeof__(gm_strerror) *strerror;
+} G;
+
+static int gm_load(char *error, size_t len)
+{
+    void *dl = dlopen("libgm.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        snprintf(error, len, "libgm not loaded: %s", dlerror());
+        return -1;
+    }
+#define GM_SYM(f)                                                                                  \
+    do {                                                                                           \
+        if (!(*(void **)&G.f = dlsym(dl, "gm_" #f))) {                                             \
+            snprintf(error, len, "libgm.so.0 has no gm_" #f);                                      \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+    GM_SYM(init);
+    GM_SYM(finalize);
+    GM_SYM(num_ports);
+    GM_SYM(open);
+    GM_SYM(close);
+    GM_SYM(get_node_id);
+    GM_SYM(max_node_id_in_use);
+    GM_SYM(node_id_to_host_name_ex);
+    GM_SYM(strerror);
+#undef GM_SYM
+    return 0;
+}
+#endif
+
 static void gm_section(int open_port)
 {
     const char *prov = getenv("GM_PROVIDER"), *map = getenv("GM_NODE_MAP");
@@ -177,36 +221,36 @@ static void gm_section(int open_port)
     } nodes[MAX_NODES];
 #ifdef HAVE_LIBGM
     built = 1;
-    if (open_port) {
-        gm_status_t st = gm_init();
+    if (open_port && gm_load(error, sizeof error) == 0) {
+        gm_status_t st = G.init();
         int inited = st == GM_SUCCESS;
         struct gm_port *gp = NULL;
         /* the first free port of 2, 4, 5, ... (0, 1 and 3 are GM's own) */
-        for (unsigned id = 2; st == GM_SUCCESS && id < gm_num_ports(NULL); id++) {
+        for (unsigned id = 2; st == GM_SUCCESS && id < G.num_ports(NULL); id++) {
             if (id == 3) continue;
-            st = gm_open(&gp, 0, id, "cor-info", (enum gm_api_version)GM_API_VERSION_2_0);
+            st = G.open(&gp, 0, id, "cor-info", (enum gm_api_version)GM_API_VERSION_2_0);
             if (st == GM_SUCCESS) break;
             if (st == GM_BUSY) st = GM_SUCCESS; /* try the next port */
         }
         if (gp) {
             opened = 1;
-            gm_get_node_id(gp, &self);
-            gm_max_node_id_in_use(gp, &in_use);
+            G.get_node_id(gp, &self);
+            G.max_node_id_in_use(gp, &in_use);
             for (unsigned id = 1; id <= in_use && nnodes < MAX_NODES; id++) {
                 char name[GM_MAX_HOST_NAME_LEN + 1];
-                if (gm_node_id_to_host_name_ex(gp, 1000000, id, &name) != GM_SUCCESS) continue;
+                if (G.node_id_to_host_name_ex(gp, 1000000, id, &name) != GM_SUCCESS) continue;
                 nodes[nnodes].id = id;
                 snprintf(nodes[nnodes].host, sizeof nodes[nnodes].host, "%s", name);
                 nnodes++;
             }
-            gm_close(gp);
+            G.close(gp);
         } else if (!inited) {
-            snprintf(error, sizeof error, "gm_init: %s", gm_strerror(st));
+            snprintf(error, sizeof error, "gm_init: %s", G.strerror(st));
         } else {
             snprintf(error, sizeof error, "cannot open a GM port: %s",
-                     st == GM_SUCCESS ? "every port is busy" : gm_strerror(st));
+                     st == GM_SUCCESS ? "every port is busy" : G.strerror(st));
         }
-        if (inited) gm_finalize();
+        if (inited) G.finalize();
     }
 #endif
     if (!built)
@@ -245,11 +289,63 @@ static void gm_section(int open_port)
 
 /* ---- knobs ------------------------------------------------------------------------------- */
 
+static void knob_add(const cor_knob_t *k, const char *module)
+{
+    if (nknobs == MAX_KNOBS || !k->name) return;
+    struct knob *o = &knobs[nknobs++];
+    o->name = k->name;
+    o->module = module;
+    o->meaning = k->meaning ? k->meaning : "";
+    if (k->shown && *k->shown)
+        snprintf(o->dflt, sizeof o->dflt, "%s", k->shown);
+    else if (k->type == COR_KNOB_INT)
+        snprintf(o->dflt, sizeof o->dflt, "%lld", k->def);
+    else
+        snprintf(o->dflt, sizeof o->dflt, "unset");
+    o->range[0] = 0;
+    if (k->type == COR_KNOB_INT) snprintf(o->range, sizeof o->range, "%lld..%lld", k->lo, k->hi);
+}
+
+/* Every knob: the core's table, each route's from its plugin (routes that do not load have
+ * none to show), then the other modules' (knobs.h). */
+static void knobs_collect(char names[][32], int nroutes)
+{
+    size_t n;
+    const cor_knob_t *t = cor_knobs(&n);
+    for (size_t i = 0; i < n; i++)
+        knob_add(&t[i], "core");
+    for (int r = 0; r < nroutes; r++)
+        if (cor_route_knobs(names[r], &t, &n) == COR_OK)
+            for (size_t i = 0; i < n; i++)
+                knob_add(&t[i], names[r]);
+#define OTHER_ROW(nm, mod, d, w) {nm, COR_KNOB_STR, 0, 0, 0, d, w},
+    static const cor_knob_t other[] = {COR_KNOBS_OTHER(OTHER_ROW)};
+    static const char *other_mod[] = {
+#define OTHER_MOD(nm, mod, d, w) mod,
+        COR_KNOBS_OTHER(OTHER_MOD)};
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
+        knob_add(&other[i], other_mod[i]);
+}
+
+/* The README table of one module's knobs; 1 when the module has none. */
+static int knobs_markdown(const char *module)
+{
+    int found = 0;
+    for (size_t i = 0; i < nknobs; i++) {
+        if (strcmp(knobs[i].module, module)) continue;
+        if (!found++)
+            printf("| variable | default | range | meaning |\n| --- | --- | --- | --- |\n");
+        printf("| `%s` | %s | %s | %s |\n", knobs[i].name, knobs[i].dflt, knobs[i].range,
+               knobs[i].meaning);
+    }
+    return !found;
+}
+
 static void knob_section(void)
 {
     if (json) {
         printf("  \"knobs\": [");
-        for (size_t i = 0; i < NKNOBS; i++) {
+        for (size_t i = 0; i < nknobs; i++) {
             const char *v = getenv(knobs[i].name);
             printf("%s\n    {\"name\": ", i ? "," : "");
             json_str(knobs[i].name);
@@ -268,7 +364,7 @@ static void knob_section(void)
     }
     printf("\nknobs (environment):\n");
     printf("  %-22s %-8s %-18s %-18s %s\n", "name", "module", "default", "current", "meaning");
-    for (size_t i = 0; i < NKNOBS; i++) {
+    for (size_t i = 0; i < nknobs; i++) {
         const char *v = getenv(knobs[i].name);
         printf("  %-22s %-8s %-18s %-18s %s\n", knobs[i].name, knobs[i].module, knobs[i].dflt,
                v ? v : "-", knobs[i].meaning);
@@ -278,8 +374,15 @@ static void knob_section(void)
 int main(int argc, char **argv)
 {
     int open_ports = 1;
+    const char *markdown = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) {
+        if (!strcmp(argv[i], "--knobs-markdown")) {
+            if (++i == argc) {
+                fprintf(stderr, "cor-info: --knobs-markdown needs a module name\n");
+                return 2;
+            }
+            markdown = argv[i];
+        } else if (!strcmp(argv[i], "--json")) {
             json = 1;
         } else if (!strcmp(argv[i], "--no-open")) {
             open_ports = 0;
@@ -291,6 +394,19 @@ int main(int argc, char **argv)
                     argv[i]);
             return 2;
         }
+    }
+    static char names[MAX_ROUTES][32];
+    int n = route_names(names, MAX_ROUTES);
+    knobs_collect(names, n);
+    if (markdown) {
+        if (knobs_markdown(markdown)) {
+            fprintf(stderr,
+                    "cor-info: no knobs of '%s' (a module: core, a route that loads, "
+                    "dsm, pvm, libgm, cor-pvm)\n",
+                    markdown);
+            return 1;
+        }
+        return fflush(stdout) == 0 ? 0 : 1;
     }
     const char *route_path = getenv("COR_ROUTE_PATH");
     if (json) {
@@ -310,8 +426,6 @@ int main(int argc, char **argv)
         printf("  COR_ROUTE_PATH   %s\n", route_path && *route_path ? route_path : "-");
         printf("\nroutes:\n");
     }
-    static char names[MAX_ROUTES][32];
-    int n = route_names(names, MAX_ROUTES);
     for (int i = 0; i < n; i++)
         show_route(names[i], open_ports, i == 0);
     if (json) printf("\n  ],\n");

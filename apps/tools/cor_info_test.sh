@@ -69,13 +69,13 @@ echo "ok: JSON report"
 sed -n 's/^\.knobs\[[0-9]*\]\.name=//p' "$dir/paths" | sort -u >"$dir/table"
 {
     find "$src/cor" "$src/libgm-compat/src" "$src/libgm-compat/tools" "$src/apps" \
-        -name '*.[ch]' ! -name knobs.h ! -path '*/examples/*' -exec cat {} + |
+        -name '*.[ch]' ! -path '*/apps/tools/knobs.h' ! -path '*/examples/*' -exec cat {} + |
         grep -oE '"(COR|GM)_[A-Z0-9_]+[="]' | tr -d '"='
     grep -oE '\b(COR|GM)_[A-Z0-9_]+' "$src/apps/tools/cor-pvm.in"
 } | sort -u >"$dir/sources"
 missing=$(comm -13 "$dir/table" "$dir/sources")
 stale=$(comm -23 "$dir/table" "$dir/sources")
-[ -z "$missing" ] || fail "knobs read by the sources but not listed by cor-info (apps/tools/knobs.h, the routes' *_knobs.h): $missing"
+[ -z "$missing" ] || fail "knobs read by the sources but not listed by cor-info (cor/core/knobs.h, the routes' *_knobs.h, apps/tools/knobs.h): $missing"
 [ -z "$stale" ] || fail "knobs listed by cor-info that no source reads: $stale"
 [ "$(wc -l <"$dir/table")" -ge 50 ] || fail "the knob table has fewer than 50 names"
 echo "ok: knob table matches the sources ($(wc -l <"$dir/table") names)"

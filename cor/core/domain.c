@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "knobs.h"
 
 struct cor_global cor__g = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -26,16 +27,16 @@ COR_API int cor_initialized(void)
 
 static void read_knobs(void)
 {
-    g.max_tasks = (int)cor__env_long("COR_MAX_TASKS", 1024, 64, COR_MAX_INDEX + 1);
-    g.spin_ns = cor__env_long("COR_SPIN_US", 2000, 0, 10000000) * 1000;
-    g.yielders_max = (int)cor__env_long("COR_YIELDERS", -1, -1, 1 << 20); /* -1: by the routes */
-    g.linger_ns = cor__env_long("COR_LINGER_US", 1000, 0, 1000000) * 1000;
-    g.service_slice_us = cor__env_long("COR_SERVICE_SLICE_US", 100, 0, 100000);
-    g.credits = (int)cor__env_long("COR_CREDITS", 32, 2, 65535);
+    g.max_tasks = (int)cor__knob_long(COR_K_MAX_TASKS);
+    g.spin_ns = cor__knob_long(COR_K_SPIN_US) * 1000;
+    g.yielders_max = (int)cor__knob_long(COR_K_YIELDERS); /* -1: by the routes */
+    g.linger_ns = cor__knob_long(COR_K_LINGER_US) * 1000;
+    g.service_slice_us = cor__knob_long(COR_K_SERVICE_SLICE_US);
+    g.credits = (int)cor__knob_long(COR_K_CREDITS);
     g.credit_threshold =
-        (int)cor__env_long("COR_CREDIT_THRESHOLD", g.credits / 2, 1, g.credits - 1);
-    g.eager_override = cor__env_long("COR_EAGER_LIMIT", -1, -1, 1L << 30);
-    g.stripe_min = cor__env_long("COR_STRIPE_MIN", 512 * 1024, 0, 1L << 40);
+        (int)cor__knob_long_in(COR_K_CREDIT_THRESHOLD, g.credits / 2, g.credits - 1);
+    g.eager_override = cor__knob_long(COR_K_EAGER_LIMIT);
+    g.stripe_min = cor__knob_long(COR_K_STRIPE_MIN);
     const char *raw = getenv("COR_RAW");
     g.raw_enabled = raw && *raw && strcmp(raw, "0") != 0;
 }
@@ -48,7 +49,7 @@ static int open_routes(bool required)
     if (!list || !*list) list = getenv("COR_ROUTE");
     bool explicit_route = list && *list;
     if (!explicit_route) list = "udp";
-    int nports = (int)cor__env_long("COR_PORTS", 1, 1, COR_HPORTS_MAX);
+    int nports = (int)cor__knob_long(COR_K_PORTS);
     char names[256];
     snprintf(names, sizeof names, "%s", list);
     for (char *save, *name = strtok_r(names, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
@@ -281,7 +282,7 @@ static int init_domain(void)
     /* getBuffer memory: the first route that can send from its own memory without a copy */
     for (int i = 0; i < g.nroutes && !g.dma_port; i++)
         if (cor__route_has_mem(g.routes[i]->ops) && g.routes[i]->nports &&
-            cor__env_long("COR_DMA_BUFFERS", 1, 0, 1))
+            cor__knob_long(COR_K_DMA_BUFFERS))
             g.dma_port = g.routes[i]->ports[0];
     if (g.boot) cor__boot_on_death(g.boot, on_boot_death, NULL);
     for (int i = 0; i < g.nroutes; i++) {

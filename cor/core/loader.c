@@ -212,3 +212,21 @@ int cor_route_probe(const char *name, int open_port, cor_route_probe_t *out)
     out->rma = out->rma && caps.has_rma;
     return COR_OK;
 }
+
+int cor_route_knobs(const char *name, const cor_knob_t **knobs, size_t *n)
+{
+    if (!knobs || !n || !name_ok(name)) return COR_EINVAL;
+    *knobs = NULL;
+    *n = 0;
+    char path[4096], why[1024];
+    void *dl;
+    const struct cor_route_ops *ops;
+    if (plugin_open(name, path, sizeof path, why, sizeof why, &dl, &ops)) return COR_EROUTE;
+    /* The plugin stays loaded (as cor__route_unload keeps it): the table stays valid. */
+    if (ROUTE_HAS(ops, knobs) &&
+        ops->size >= offsetof(struct cor_route_ops, nknobs) + sizeof ops->nknobs) {
+        *knobs = ops->knobs;
+        *n = ops->nknobs;
+    }
+    return COR_OK;
+}

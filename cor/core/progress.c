@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "knobs.h"
 #include "proto.h"
 
 /* COR_BIND as the routes get it. "auto" is resolved here, once for every route: our end of
@@ -107,7 +108,7 @@ int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out)
     if (hp->caps.frame_pref > FRAME_HDR_SIZE + 4096 && hp->caps.frame_pref < hp->caps.frame_max)
         hp->chunk = hp->caps.frame_pref - FRAME_HDR_SIZE;
     const struct cor_route_ops *ops = r->ops;
-    hp->rma = hp->caps.has_rma && cor__route_has_rma(ops) && cor__env_long("COR_RMA", 1, 0, 1) == 1;
+    hp->rma = hp->caps.has_rma && cor__route_has_rma(ops) && cor__knob_long(COR_K_RMA) == 1;
     *out = hp;
     return COR_OK;
 }

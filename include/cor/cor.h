@@ -444,6 +444,31 @@ typedef struct cor_route_probe {
  * for a bad name. Not thread-safe with itself. */
 COR_API int cor_route_probe(const char *name, int open_port, cor_route_probe_t *out);
 
+/* ---- knobs: environment variables, declared once in a table the code reads ------------------
+ * The core declares its own in one table (cor_knobs); each route plugin declares its own in
+ * its operations table (struct cor_route_ops.knobs, include/cor/route.h). cor-info lists both
+ * and generates the READMEs' knob tables from them (cor-info --knobs-markdown). */
+typedef enum cor_knob_type {
+    COR_KNOB_INT, /* an integer in [lo, hi] */
+    COR_KNOB_STR, /* a string, used as it is */
+    COR_KNOB_SET  /* set or not (any value, even empty, sets it) */
+} cor_knob_type_t;
+
+typedef struct cor_knob {
+    const char *name;      /* "COR_UDP_WINDOW" */
+    cor_knob_type_t type;  /* how it is read */
+    long long def, lo, hi; /* COR_KNOB_INT: the default and the accepted range */
+    const char *shown;     /* the default as people read it ("" = the number def) */
+    const char *meaning;   /* one line */
+} cor_knob_t;
+
+/* The core's knobs (libcor, read at cor_init): the table and its length. */
+COR_API const cor_knob_t *cor_knobs(size_t *n);
+/* Loads route `name` as cor_route_probe does and gives its knob table (*n = 0 when the plugin
+ * declares none). The table stays valid for the life of the process. COR_EROUTE when the
+ * plugin does not load, COR_EINVAL for a bad name or NULL arguments. */
+COR_API int cor_route_knobs(const char *name, const cor_knob_t **knobs, size_t *n);
+
 #ifdef __cplusplus
 }
 #endif

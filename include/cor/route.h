@@ -138,6 +138,16 @@ struct cor_route_ops {
      * may have work or timeout_ms passed; returns at once if work is pending. The core's
      * listener calls it with no lock held. */
     int (*wait)(struct cor_rport *port, int timeout_ms);
+
+    /* --- description (no call) --- */
+
+    /* The route's knobs: the environment variables it reads at open, one row each (name,
+     * type, default, range, meaning; cor.h), in a const table of the plugin. cor-info lists
+     * them from here and the route's README table is generated from them; the route should
+     * read its knobs with the same table (cor/routes/util's rutil_knobs_read does). NULL/0:
+     * none declared. */
+    const cor_knob_t *knobs;
+    size_t nknobs;
 };
 
 /* A route defines its table with this, the only exported symbol of the plugin. */

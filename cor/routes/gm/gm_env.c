@@ -19,13 +19,13 @@
 
 #include <gm_compat.h>
 
-static const struct rutil_knob table[] = {GM_KNOBS(RUTIL_KNOB_ROW)};
+const cor_knob_t gmr_knob_table[] = {GM_KNOBS(RUTIL_KNOB_ROW)};
 enum { GM_KNOBS(RUTIL_KNOB_ENUM) NKNOBS };
 
 int gmr_knobs_read(struct gmr_knobs *k)
 {
     struct rutil_knob_val v[NKNOBS];
-    if (rutil_knobs_read(GMR_LOG_WHO, table, NKNOBS, v) != 0) return -1;
+    if (rutil_knobs_read(GMR_LOG_WHO, gmr_knob_table, NKNOBS, v) != 0) return -1;
     unsigned long cls = v[K_CLASS].u, scls = v[K_SMALL_CLASS].u;
     if (scls && (scls < 8 || scls >= cls)) {
         gmr_log("COR_GM_SMALL_CLASS=%lu: expected 0 (none) or 8..%lu (below COR_GM_CLASS)", scls,

@@ -51,6 +51,8 @@ struct gmr_knobs {
 };
 /* Reads the table of gm_knobs.h; -1 (logged) on a bad value. */
 int gmr_knobs_read(struct gmr_knobs *k);
+/* The knob table (gm_knobs.h's rows), which the ops table points to. */
+extern const cor_knob_t gmr_knob_table[];
 /* Logs a message prefixed "cor route gm:" to stderr (the route layer's logger). */
 #define GMR_LOG_WHO "cor route gm"
 #define gmr_log(...) rutil_log(GMR_LOG_WHO, __VA_ARGS__)

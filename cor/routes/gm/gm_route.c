@@ -11,6 +11,7 @@
 #include <sys/prctl.h>
 #include <time.h>
 
+#include "gm_knobs.h"
 #include "gm_port.h"
 
 /* GM port ids a hard port may use, in probing order (0, 1 and 3 are GM's own). */
@@ -397,4 +398,6 @@ COR_ROUTE_DECLARE(gm) = {
     .mem_free = gmr_mem_free,
     .peer_dead = gmr_peer_dead_slot,
     .wait = gmr_wait,
+    .knobs = gmr_knob_table,
+    .nknobs = 0 GM_KNOBS(RUTIL_KNOB_COUNT),
 };

@@ -4,13 +4,13 @@
 #include "udp_knobs.h"
 #include "udp_port.h"
 
-static const struct rutil_knob table[] = {UDP_KNOBS(RUTIL_KNOB_ROW)};
+const cor_knob_t udp_knob_table[] = {UDP_KNOBS(RUTIL_KNOB_ROW)};
 enum { UDP_KNOBS(RUTIL_KNOB_ENUM) NKNOBS };
 
 int udp_knobs_read(struct udp_knobs *k)
 {
     struct rutil_knob_val v[NKNOBS];
-    int bad = rutil_knobs_read(UDP_LOG_WHO, table, NKNOBS, v) != 0;
+    int bad = rutil_knobs_read(UDP_LOG_WHO, udp_knob_table, NKNOBS, v) != 0;
     memset(k, 0, sizeof(*k));
     k->sndbuf = (int)v[K_SNDBUF].u;
     k->rcvbuf = (int)v[K_RCVBUF].u;

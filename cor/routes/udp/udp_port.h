@@ -46,6 +46,8 @@ struct udp_knobs {
 };
 /* Fills k from the environment; returns 0 or -1 (a value out of range, logged). */
 int udp_knobs_read(struct udp_knobs *k);
+/* The knob table (udp_knobs.h's rows), which the ops table points to. */
+extern const cor_knob_t udp_knob_table[];
 
 /* A frame accepted by send(), until its last datagram is acknowledged. */
 struct udp_frame {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "udp_knobs.h"
 #include "udp_port.h"
 
 static void port_free(struct cor_rport *p)
@@ -227,4 +228,6 @@ COR_ROUTE_DECLARE(udp) = {
     .caps = udp_caps,
     .counters = udp_counters,
     .peer_dead = udp_peer_dead,
+    .knobs = udp_knob_table,
+    .nknobs = 0 UDP_KNOBS(RUTIL_KNOB_COUNT),
 };

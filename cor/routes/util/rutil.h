@@ -5,8 +5,9 @@
  * - the clock: monotonic nanoseconds and the conversions timeout_ms() and timed waits need;
  * - logging: one line on stderr with the route's prefix;
  * - knob tables: a route lists its environment variables once, as an X-macro (name, default,
- *   range, the default cor-info shows, meaning); rutil_knobs_read() parses them with one
- *   error message, and cor-info prints the same table;
+ *   range, the default cor-info shows, meaning) that becomes the cor_knob_t table its ops
+ *   point to; rutil_knobs_read() parses them with one error message, and cor-info prints the
+ *   same table from the loaded plugin;
  * - the port base, struct rutil_port, which each route port embeds first: the core's
  *   callbacks, the session's cookie, rank and size, the closing flag, the failed peers, the
  *   finished sends and the drop counter;
@@ -77,26 +78,23 @@ int rutil_auto_ipv4(char *ip, char *ifname);
 
 /* ---- knob tables ---------------------------------------------------------------------- */
 
-/* How a knob is read: an unsigned integer in [lo, hi] (strtoull base 0: 0x.. and 0.. work),
- * a string handed to the route as it is, or set-or-not (any value, even empty, sets it). */
-enum rutil_knob_kind { RUTIL_KNOB_UINT, RUTIL_KNOB_STR, RUTIL_KNOB_SET };
-
-struct rutil_knob {
-    const char *name;
-    enum rutil_knob_kind kind;
-    unsigned long long def, lo, hi; /* UINT only */
-};
-
-/* A route's table is an X-macro of rows
+/* A route's knobs are a table of cor_knob_t (cor.h), written as an X-macro of rows
  *     X(ID, "COR_<ROUTE>_NAME", KIND, default, lo, hi, "shown default", "meaning")
- * (KIND = UINT, STR or SET; the shown default is "" when it is the default number itself).
- * These turn it into the reader's table and into indices: K_ID. */
+ * (KIND = UINT: a non-negative integer in [lo, hi]; STR; SET; the shown default is "" when it
+ * is the default number itself). RUTIL_KNOB_ROW turns a row into the table's entry, which the
+ * route's ops point to (.knobs) and rutil_knobs_read parses with; RUTIL_KNOB_ENUM into an
+ * index K_ID. */
+#define RUTIL_KNOB_KIND_UINT COR_KNOB_INT
+#define RUTIL_KNOB_KIND_STR COR_KNOB_STR
+#define RUTIL_KNOB_KIND_SET COR_KNOB_SET
 #define RUTIL_KNOB_ROW(id, name, kind, def, lo, hi, shown, meaning)                                \
-    {name, RUTIL_KNOB_##kind, def, lo, hi},
+    {name, RUTIL_KNOB_KIND_##kind, def, lo, hi, shown, meaning},
 #define RUTIL_KNOB_ENUM(id, name, kind, def, lo, hi, shown, meaning) K_##id,
+/* (0 TABLE(RUTIL_KNOB_COUNT)): the number of rows, a constant for the ops table. */
+#define RUTIL_KNOB_COUNT(id, name, kind, def, lo, hi, shown, meaning) +1
 
-/* One knob's value: u (UINT: the value or the default; SET: 1 if set), s (STR: getenv's
- * value, NULL when unset). */
+/* One knob's value: u (INT: the value or the default; SET: 1 if set), s (getenv's value,
+ * NULL when unset). */
 struct rutil_knob_val {
     unsigned long long u;
     const char *s;
@@ -105,8 +103,7 @@ struct rutil_knob_val {
 /* Reads every knob of t[0..n) from the environment into v[0..n). A UINT that is not a whole
  * number in [lo, hi] is logged ("<who>: NAME='value': expected an integer in [lo, hi]") and
  * gets its default. Returns the number of such bad values (0: all fine). */
-int rutil_knobs_read(const char *who, const struct rutil_knob *t, size_t n,
-                     struct rutil_knob_val *v);
+int rutil_knobs_read(const char *who, const cor_knob_t *t, size_t n, struct rutil_knob_val *v);
 
 /* ---- the port base ------------------------------------------------------------------- */
 

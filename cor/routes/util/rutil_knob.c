@@ -4,31 +4,31 @@
 
 #include "rutil.h"
 
-int rutil_knobs_read(const char *who, const struct rutil_knob *t, size_t n,
-                     struct rutil_knob_val *v)
+int rutil_knobs_read(const char *who, const cor_knob_t *t, size_t n, struct rutil_knob_val *v)
 {
     int bad = 0;
     for (size_t i = 0; i < n; i++) {
         const char *s = getenv(t[i].name);
         v[i].s = s;
-        switch (t[i].kind) {
-        case RUTIL_KNOB_SET:
+        switch (t[i].type) {
+        case COR_KNOB_SET:
             v[i].u = s != NULL;
             continue;
-        case RUTIL_KNOB_STR:
+        case COR_KNOB_STR:
             v[i].u = 0;
             continue;
-        case RUTIL_KNOB_UINT:
+        case COR_KNOB_INT:
             break;
         }
-        v[i].u = t[i].def;
+        v[i].u = (unsigned long long)t[i].def;
         if (!s || !*s) continue;
         /* strtoull takes "-1" as a huge number: refuse any sign before the digits. */
         char *end;
         errno = 0;
         unsigned long long x = strtoull(s, &end, 0);
-        if (*s == '-' || errno || *end || x < t[i].lo || x > t[i].hi) {
-            rutil_log(who, "%s='%s': expected an integer in [%llu, %llu]", t[i].name, s, t[i].lo,
+        if (*s == '-' || errno || *end || x < (unsigned long long)t[i].lo ||
+            x > (unsigned long long)t[i].hi) {
+            rutil_log(who, "%s='%s': expected an integer in [%lld, %lld]", t[i].name, s, t[i].lo,
                       t[i].hi);
             bad++;
             continue;
