@@ -14,6 +14,7 @@ P=$PROC/peerdeath
 [ -x "$P" ] || die "peerdeath not built"
 LIMIT=30
 LAUNCH_TIMEOUT=150
+launch_private_shm
 
 # start TAG ROUTE: 3 domains of peerdeath, domain 2 killed once every survivor hears from it.
 start_and_kill() {

@@ -46,6 +46,15 @@ launch_mpirun() {
         ${LAUNCH_MPIRUN_ARGS:-} $(launch_mpirun_env) -n "$lm_n" "$@"
 }
 
+# launch_private_shm: the gm route's shared-memory files get a name of this test's
+# (GM_SHM_NAMESPACE), removed on exit: a launcher that ends a job kills its domains, which
+# leave their files in /dev/shm behind.
+launch_private_shm() {
+    GM_SHM_NAMESPACE=corl$$
+    export GM_SHM_NAMESPACE
+    add_cleanup "rm -f /dev/shm/corl$$-*"
+}
+
 slurm_node_prefix() { :; }
 
 # A free TCP port pair (P, P+1) on loopback, from a range kept away from the routes' ports.

@@ -11,6 +11,7 @@ cor_info=$("$B/apps/cor-info" --no-open 2>&1)
 echo "$cor_info" | grep -q "bootstrap .*pmix" || skip "libcor built without PMIx (libpmix-dev)"
 unset GM_NODES GM_NODE_MAP GM_NODE_ID GM_PROVIDER GM_SHM_NAMESPACE COR_ROUTES COR_BOOT
 LAUNCH_TIMEOUT=120
+launch_private_shm
 for route in udp gm gm-tcp; do
     launch_examples launch_mpirun $route
 done

@@ -10,6 +10,7 @@ launch_need_slurm
     skip "libcor built without PMIx (libpmix-dev)"
 unset GM_NODES GM_NODE_MAP GM_NODE_ID GM_PROVIDER GM_SHM_NAMESPACE COR_ROUTES COR_BOOT
 slurm_start
+launch_private_shm
 say "Slurm up (SLURM_CONF=$SLURM_CONF)"
 for route in udp gm; do
     launch_examples launch_srun $route
