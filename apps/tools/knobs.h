@@ -23,6 +23,7 @@
     X("COR_PVM_DETACH_MIN", "pvm", "32768", "bytes from which a fragment travels detached")        \
     X("COR_PVM_KEEP_MEMORY", "pvm", "1", "0: leave glibc's trimming thresholds alone")             \
     X("COR_PVM_LIB", "cor-pvm", "installed", "the libcorpvm.so cor-pvm preloads")                  \
+    X("COR_LAUNCH_TRACE", "launch_cor", "unset", "1: print the time of each cor_init step")        \
     X("GM_NODE_MAP", "libgm", "unset", "path of the node map file")                                \
     X("GM_NODES", "libgm", "unset", "the node map inline, entries separated by ';'")               \
     X("GM_NODE_ID", "libgm", "from host name", "this process's node id in the map")                \
