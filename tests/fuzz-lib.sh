@@ -1,3 +1,5 @@
+# Deprecated: fuzz targets are built by `make fuzz` and run by tests/fuzz/run.sh (see
+# tests/README.md); this stays until no run-fuzz.sh script uses it.
 # Shared part of the tests/*/run-fuzz.sh scripts (sourced, POSIX sh). A script does:
 #   . "$(dirname "$0")/../fuzz-lib.sh"
 #   fuzz_setup NAME "$@"        # checks SECONDS, finds clang, makes $fuzz_tmp/corpus

@@ -3,7 +3,8 @@
  * eager channel (eager_arrived), the per-sender stream ordering they drive (stream_arrive,
  * seq/base, duplicates, restarts), and the item checks (process: kind, size, lengths). Includes
  * src/recv.c with the rest of the library replaced by small stand-ins below (no libfabric
- * provider: posted receives are only recorded); built and run by tests/run-fuzz.sh.
+ * provider: posted receives are only recorded); built by `make fuzz`
+ * (tests/fuzz at the top of the tree), run by tests/fuzz/run.sh.
  *
  * Input: a sequence of operations, each chosen by one byte:
  *   0 len(2) bytes  a raw eager message (header and payload as sent on the wire)

@@ -1,7 +1,7 @@
 /*
  * libFuzzer target for what libcorpvm reads from the wire: the input is taken as a routed
  * image (checked, then walked) and as a control message's words and address (decoded).
- * Built and run by run-fuzz.sh.
+ * Built by `make fuzz` (tests/fuzz), run by tests/fuzz/run.sh.
  */
 #include <stdint.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * (each prefixed by a 2-byte little-endian length) fed through the parser, the acknowledgement
  * logic of a send window with datagrams in flight, the receive window and reassembly, as the
  * route's receive path does (the cookie and address checks are skipped so the fuzzer reaches
- * the deeper logic). Built and run by run-fuzz.sh.
+ * the deeper logic). Built by `make fuzz` (tests/fuzz), run by tests/fuzz/run.sh.
  */
 #include <stdint.h>
 #include <stdlib.h>
