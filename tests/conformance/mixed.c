@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cor/cor.h"
+#include "../proc/proc_util.h"
 
 #define MAGIC 0x4d697864u
 #define SWITCH_EVERY 16
@@ -37,20 +38,8 @@ struct msg_hdr {
 static int ntasks = 4, window = 8, rank, ndom;
 static long msgs = 200;
 static size_t maxsize = 256u << 10;
-static _Atomic long failures, received, switches;
+static _Atomic long received, switches;
 static _Atomic uint64_t sent_udp, sent_gm;
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-    if (atomic_fetch_add(&failures, 1) >= 20) return;
-    char m[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m, sizeof m, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "mixed: domain %d: FAIL %s\n", rank, m);
-}
 
 static uint64_t mix(uint64_t x)
 {
@@ -90,13 +79,6 @@ static uint64_t checksum(const uint8_t *b, size_t len)
     return sum;
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 /* Receivers are tasks T+1..2T of each domain; senders 1..T. */
 static cor_idp_t receiver(int dom, int k)
 {
@@ -109,7 +91,7 @@ static int sender_task(void *arg)
     const char *route = me % 2 ? "udp" : "gm";
     int rc = cor_setTransport(route);
     if (rc != COR_OK) {
-        fail("sender %d: cor_setTransport(\"%s\"): %s", me, route, cor_strerror(rc));
+        pt_fail("sender %d: cor_setTransport(\"%s\"): %s", me, route, cor_strerror(rc));
         return 1;
     }
     cor_req_t *reqs = calloc((size_t)window, sizeof *reqs);
@@ -121,7 +103,7 @@ static int sender_task(void *arg)
         if (me == 1 && seq > 0 && seq % SWITCH_EVERY == 0) {
             route = strcmp(route, "udp") == 0 ? "gm" : "udp";
             if ((rc = cor_setTransport(route)) != COR_OK)
-                fail("sender 1: switch to %s: %s", route, cor_strerror(rc));
+                pt_fail("sender 1: switch to %s: %s", route, cor_strerror(rc));
             atomic_fetch_add(&switches, 1);
         }
         for (int d = 0; d < ndom; d++) {
@@ -135,7 +117,7 @@ static int sender_task(void *arg)
                     cor_status_t st;
                     rc = cor_waitany((size_t)window, reqs, &idx, &st);
                     if (rc != COR_OK || idx >= (size_t)window) {
-                        fail("sender %d: send completed with %s", me, cor_strerror(rc));
+                        pt_fail("sender %d: send completed with %s", me, cor_strerror(rc));
                         goto out;
                     }
                     slot = (int)idx;
@@ -147,7 +129,7 @@ static int sender_task(void *arg)
                 rc = cor_sendI_typed(receiver(d, k), COR_CTX_WORLD, (int)seq, COR_BYTE, bufs[slot],
                                      len, &reqs[slot]);
                 if (rc != COR_OK) {
-                    fail("sender %d: sendI seq %ld: %s", me, seq, cor_strerror(rc));
+                    pt_fail("sender %d: sendI seq %ld: %s", me, seq, cor_strerror(rc));
                     goto out;
                 }
                 atomic_fetch_add(strcmp(route, "udp") == 0 ? &sent_udp : &sent_gm, 1);
@@ -156,7 +138,7 @@ static int sender_task(void *arg)
     }
 out:
     if (cor_waitall((size_t)window, reqs, NULL) != COR_OK)
-        fail("sender %d: a send failed at the end", me);
+        pt_fail("sender %d: a send failed at the end", me);
     for (int i = 0; i < window; i++)
         free(bufs[i]);
     free(bufs);
@@ -170,32 +152,32 @@ static void check(int me, uint32_t *next, int rc, const cor_status_t *st, const 
     struct msg_hdr h;
     size_t n = st->count;
     if (rc != COR_OK || !b || n < sizeof h) {
-        fail("receiver %d: message of %zu B, %s", me, n, cor_strerror(rc));
+        pt_fail("receiver %d: message of %zu B, %s", me, n, cor_strerror(rc));
         return;
     }
     memcpy(&h, b, sizeof h);
     if (h.magic != MAGIC || h.src_domain >= (uint32_t)ndom || h.src_domain == (uint32_t)rank ||
         h.src_sender < 1 || h.src_sender > (uint32_t)ntasks) {
-        fail("receiver %d: foreign header", me);
+        pt_fail("receiver %d: foreign header", me);
         return;
     }
     if (st->source != cor_task_idp((int)h.src_domain, h.src_sender)) {
-        fail("receiver %d: status source %#llx, header says %u.%u", me,
-             (unsigned long long)st->source, h.src_domain, h.src_sender);
+        pt_fail("receiver %d: status source %#llx, header says %u.%u", me,
+                (unsigned long long)st->source, h.src_domain, h.src_sender);
         return;
     }
     uint32_t *nx = &next[h.src_domain * (uint32_t)(ntasks + 1) + h.src_sender];
     if (h.seq != *nx)
-        fail("receiver %d: from %u.%u expected seq %u, got %u (order)", me, h.src_domain,
-             h.src_sender, *nx, h.seq);
+        pt_fail("receiver %d: from %u.%u expected seq %u, got %u (order)", me, h.src_domain,
+                h.src_sender, *nx, h.seq);
     *nx = h.seq + 1;
     size_t want = msg_len(h.src_domain, h.src_sender, (uint32_t)me, h.seq);
     if (h.len != n || n != want || st->tag != (int)h.seq)
-        fail("receiver %d: from %u.%u seq %u: %zu B (header %llu, expected %zu)", me, h.src_domain,
-             h.src_sender, h.seq, n, (unsigned long long)h.len, want);
+        pt_fail("receiver %d: from %u.%u seq %u: %zu B (header %llu, expected %zu)", me,
+                h.src_domain, h.src_sender, h.seq, n, (unsigned long long)h.len, want);
     else if (checksum(b, n) != h.sum)
-        fail("receiver %d: from %u.%u seq %u: content damaged", me, h.src_domain, h.src_sender,
-             h.seq);
+        pt_fail("receiver %d: from %u.%u seq %u: content damaged", me, h.src_domain, h.src_sender,
+                h.seq);
 }
 
 /* Posted receives match in the order they were posted, so messages are checked in post
@@ -223,7 +205,7 @@ static int receiver_task(void *arg)
             if (sl[i].post < 0) {
                 if (cor_recvI(COR_ANY_SOURCE, COR_CTX_WORLD, COR_ANY_TAG, &sl[i].ptr, &reqs[i]) !=
                     COR_OK) {
-                    fail("receiver %d: recvI failed", me);
+                    pt_fail("receiver %d: recvI failed", me);
                     goto out;
                 }
                 sl[i] = (struct rslot){.post = posted++, .ptr = sl[i].ptr};
@@ -232,7 +214,7 @@ static int receiver_task(void *arg)
         cor_status_t st;
         int rc = cor_waitany((size_t)window, reqs, &idx, &st);
         if (idx >= (size_t)window) {
-            fail("receiver %d: waitany: %s", me, cor_strerror(rc));
+            pt_fail("receiver %d: waitany: %s", me, cor_strerror(rc));
             break;
         }
         got++;
@@ -255,7 +237,7 @@ static int receiver_task(void *arg)
 out:
     atomic_fetch_add(&received, got);
     if (checked != expect)
-        fail("receiver %d: %ld of %ld messages in %d s", me, checked, expect, LIMIT_S);
+        pt_fail("receiver %d: %ld of %ld messages in %d s", me, checked, expect, LIMIT_S);
     for (int i = 0; i < window; i++)
         if (reqs[i] != COR_REQ_NULL) {
             cor_cancel(&reqs[i]);
@@ -269,6 +251,7 @@ out:
 
 int main(int argc, char **argv)
 {
+    pt_name = "mixed";
     if (cor_init(&argc, &argv) != COR_OK) {
         fprintf(stderr, "mixed: cor_init failed\n");
         return 2;
@@ -298,25 +281,25 @@ int main(int argc, char **argv)
         fprintf(stderr, "mixed: bad arguments\n");
         return 2;
     }
-    rank = cor_domain_rank();
+    rank = pt_rank = cor_domain_rank();
     ndom = cor_domain_count();
     cor_idp_t tasks[130];
     /* senders first (indices 1..T), then receivers (T+1..2T): the same in every domain */
     for (int i = 0; i < ntasks; i++)
         if (cor_task_spawn("sender", sender_task, (void *)(intptr_t)(i + 1), &tasks[i]) != COR_OK)
-            fail("spawn sender %d", i + 1);
+            pt_fail("spawn sender %d", i + 1);
     for (int i = 0; i < ntasks; i++)
         if (cor_task_spawn("receiver", receiver_task, (void *)(intptr_t)i, &tasks[ntasks + i]) !=
             COR_OK)
-            fail("spawn receiver %d", i);
+            pt_fail("spawn receiver %d", i);
     double t0 = now_s();
     for (int i = 0; i < 2 * ntasks; i++) {
         int st = 0;
-        if (cor_task_join(tasks[i], &st) != COR_OK || st != 0) fail("task %d: exit %d", i, st);
+        if (cor_task_join(tasks[i], &st) != COR_OK || st != 0) pt_fail("task %d: exit %d", i, st);
     }
     double el = now_s() - t0;
-    long f = atomic_load(&failures);
-    if (ndom < 2) fail("needs at least 2 domains");
+    long f = atomic_load(&pt_failures);
+    if (ndom < 2) pt_fail("needs at least 2 domains");
     printf("mixed: domain %d: %s %d domains, %d senders (udp %llu msgs, gm %llu, %ld route "
            "switches mid-stream) x %d receivers, %ld received in %.2f s\n",
            rank, f || ndom < 2 ? "FAIL" : "PASS", ndom, ntasks,

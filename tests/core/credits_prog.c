@@ -10,29 +10,21 @@
 #include <unistd.h>
 
 #include "cor/cor.h"
+#include "../proc/proc_util.h"
 
 #define N 100
-static int failures;
-
-#define CHECK(c, ...)                                                                              \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "credits_prog[%d]: expected %s: ", cor_domain_rank(), #c);             \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 int main(void)
 {
+    pt_name = "credits_prog";
     alarm(60);
     int err = cor_init(NULL, NULL);
     if (err) {
         fprintf(stderr, "cor_init: %s\n", cor_strerror(err));
         return 1;
     }
-    CHECK(cor_domain_count() == 2, "2 domains, got %d", cor_domain_count());
+    pt_rank = cor_domain_rank();
+    PT_CHECK(cor_domain_count() == 2, "2 domains, got %d", cor_domain_count());
     long credits = getenv("COR_CREDITS") ? atol(getenv("COR_CREDITS")) : 32;
     long elimit = getenv("COR_EAGER_LIMIT") ? atol(getenv("COR_EAGER_LIMIT")) : 256;
     /* Credits are units of 256 bytes (cor/core/README.md): the sender holds credits slots of
@@ -48,41 +40,43 @@ int main(void)
         for (int i = 0; i < N; i++) {
             v[i] = i;
             err = cor_sendI_typed(to, COR_CTX_WORLD, 5, COR_INT, &v[i], 1, &r[i]);
-            CHECK(err == COR_OK, "sendI %d: %s", i, cor_strerror(err));
+            PT_CHECK(err == COR_OK, "sendI %d: %s", i, cor_strerror(err));
         }
         err = cor_waitall(N, r, NULL);
-        CHECK(err == COR_OK, "waitall: %s", cor_strerror(err));
+        PT_CHECK(err == COR_OK, "waitall: %s", cor_strerror(err));
         cor_stats_get(&st);
-        CHECK(st.credit_stalls > 0, "credit_stalls = %llu", (unsigned long long)st.credit_stalls);
-        CHECK(st.rndv_sent > 0, "rndv_sent = %llu", (unsigned long long)st.rndv_sent);
-        CHECK(st.eager_sent >= (uint64_t)eager_max, "eager_sent = %llu",
-              (unsigned long long)st.eager_sent);
+        PT_CHECK(st.credit_stalls > 0, "credit_stalls = %llu",
+                 (unsigned long long)st.credit_stalls);
+        PT_CHECK(st.rndv_sent > 0, "rndv_sent = %llu", (unsigned long long)st.rndv_sent);
+        PT_CHECK(st.eager_sent >= (uint64_t)eager_max, "eager_sent = %llu",
+                 (unsigned long long)st.eager_sent);
         printf("sender: eager %llu, rendezvous %llu, stalls %llu\n",
                (unsigned long long)st.eager_sent, (unsigned long long)st.rndv_sent,
                (unsigned long long)st.credit_stalls);
     } else {
         usleep(300000); /* let the burst arrive unexpected */
         cor_stats_get(&st);
-        CHECK(st.unexpected_bytes_now <= (uint64_t)eager_max * sizeof(int),
-              "unexpected_bytes_now = %llu with %ld credits (%ld eager messages at most)",
-              (unsigned long long)st.unexpected_bytes_now, credits, eager_max);
-        CHECK(st.unexpected_now >= 1, "unexpected_now = %llu",
-              (unsigned long long)st.unexpected_now);
+        PT_CHECK(st.unexpected_bytes_now <= (uint64_t)eager_max * sizeof(int),
+                 "unexpected_bytes_now = %llu with %ld credits (%ld eager messages at most)",
+                 (unsigned long long)st.unexpected_bytes_now, credits, eager_max);
+        PT_CHECK(st.unexpected_now >= 1, "unexpected_now = %llu",
+                 (unsigned long long)st.unexpected_now);
         for (int i = 0; i < N; i++) {
             int x = -1;
             cor_status_t s;
             err = cor_recv(COR_ANY_SOURCE, COR_CTX_WORLD, COR_ANY_TAG, COR_INT, &x, 1, &s);
-            CHECK(err == COR_OK && x == i, "message %d in order, got %d (%s)", i, x,
-                  cor_strerror(err));
+            PT_CHECK(err == COR_OK && x == i, "message %d in order, got %d (%s)", i, x,
+                     cor_strerror(err));
             if (err) break;
         }
         cor_stats_get(&st);
-        CHECK(st.credit_frames > 0, "credit_frames = %llu", (unsigned long long)st.credit_frames);
-        CHECK(st.unexpected_now == 0, "unexpected_now = %llu",
-              (unsigned long long)st.unexpected_now);
+        PT_CHECK(st.credit_frames > 0, "credit_frames = %llu",
+                 (unsigned long long)st.credit_frames);
+        PT_CHECK(st.unexpected_now == 0, "unexpected_now = %llu",
+                 (unsigned long long)st.unexpected_now);
         printf("receiver: credit frames %llu\n", (unsigned long long)st.credit_frames);
     }
     err = cor_finalize();
-    CHECK(err == COR_OK, "finalize: %s", cor_strerror(err));
-    return failures ? 1 : 0;
+    PT_CHECK(err == COR_OK, "finalize: %s", cor_strerror(err));
+    return pt_failures ? 1 : 0;
 }

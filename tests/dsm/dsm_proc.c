@@ -68,6 +68,7 @@
 
 #include "cor/cor.h"
 #include "cor/dsm.h"
+#include "../proc/proc_util.h"
 
 #define BLOCKS 16
 #define BLOCK 4096
@@ -78,7 +79,7 @@ static int rank, ndom, ntasks = 4;
 static long iters = 200;
 static double max_ratio = 1.5;
 static const char *dir;
-static _Atomic long failures, ticks;
+static _Atomic long ticks;
 static atomic_int finished;
 
 static double now(void)
@@ -88,42 +89,12 @@ static double now(void)
     return (double)t.tv_sec + t.tv_nsec / 1e9;
 }
 
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-    if (atomic_fetch_add(&failures, 1) > 20) return;
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "dsm_proc: domain %d: FAIL %s\n", rank, msg);
-}
-
 #define CHECK(call)                                                                                \
     do {                                                                                           \
         int e_ = (call);                                                                           \
         atomic_fetch_add(&ticks, 1);                                                               \
-        if (e_ != COR_OK) fail("%s: %s (line %d)", #call, cor_dsm_strerror(e_), __LINE__);         \
+        if (e_ != COR_OK) pt_fail("%s: %s (line %d)", #call, cor_dsm_strerror(e_), __LINE__);      \
     } while (0)
-
-static void *watchdog(void *arg)
-{
-    long last = -1;
-    int idle = 0;
-    while (!atomic_load(&finished)) {
-        sleep(1);
-        long t = atomic_load(&ticks);
-        idle = t == last ? idle + 1 : 0;
-        last = t;
-        if (idle >= STALL_S) {
-            fprintf(stderr, "dsm_proc: domain %d: FAIL nothing completed for %d s (hang)\n", rank,
-                    STALL_S);
-            _exit(3);
-        }
-    }
-    return arg;
-}
 
 static void write_mark(const char *name)
 {
@@ -142,12 +113,12 @@ static int spawn_all(int (*fn)(void *))
     cor_idp_t t[256];
     for (int i = 0; i < ntasks; i++)
         if (cor_task_spawn("dsm", fn, (void *)(intptr_t)i, &t[i]) != COR_OK) {
-            fail("spawn");
+            pt_fail("spawn");
             return 1;
         }
     for (int i = 0; i < ntasks; i++) {
         int st = 0;
-        if (cor_task_join(t[i], &st) != COR_OK || st != 0) fail("task %d ended with %d", i, st);
+        if (cor_task_join(t[i], &st) != COR_OK || st != 0) pt_fail("task %d ended with %d", i, st);
     }
     return 0;
 }
@@ -276,7 +247,7 @@ static int mix_task(void *arg)
             CHECK(cor_dsm_get(blob[d], (size_t)((b + 5) % BLOCKS) * BLOCK, BLOCK, COR_BYTE, in));
             uint64_t s;
             memcpy(&s, in, 8);
-            if (s != 0 && s != block_sum(in)) fail("torn read in blob.%d", d);
+            if (s != 0 && s != block_sum(in)) pt_fail("torn read in blob.%d", d);
         }
     }
     CHECK(cor_dsm_quiet());
@@ -314,7 +285,8 @@ static void run_mix(void)
         cor_dsm_info_t info;
         CHECK(cor_dsm_query(fifo[d], &info));
         if (info.home != d || info.type != COR_LONG || info.count != (size_t)per)
-            fail("query fifo.%d: home %d type %d count %zu", d, info.home, info.type, info.count);
+            pt_fail("query fifo.%d: home %d type %d count %zu", d, info.home, info.type,
+                    info.count);
     }
     double t0 = now();
     spawn_all(mix_task);
@@ -323,7 +295,7 @@ static void run_mix(void)
     long c[8];
     CHECK(cor_dsm_get(ctr[rank], 0, 8, COR_LONG, c));
     for (int k = 0; k < 5; k++)
-        if (c[k] != per) fail("ctr.%d[%d] = %ld, expected %ld", rank, k, c[k], per);
+        if (c[k] != per) pt_fail("ctr.%d[%d] = %ld, expected %ld", rank, k, c[k], per);
     long *f = malloc((size_t)per * sizeof *f);
     CHECK(cor_dsm_get(fifo[rank], 0, (size_t)per, COR_LONG, f));
     /* each task's values in its own order, each once */
@@ -333,14 +305,14 @@ static void run_mix(void)
     for (long i = 0; i < per; i++) {
         long who = f[i] / 1000000, seq = f[i] % 1000000;
         if (who < 0 || who >= (long)ndom * 1000 || seq != last[who] + 1) {
-            fail("fifo.%d[%ld] = %ld out of order", rank, i, f[i]);
+            pt_fail("fifo.%d[%ld] = %ld out of order", rank, i, f[i]);
             break;
         }
         last[who] = seq;
     }
     qsort(f, (size_t)per, sizeof *f, cmp_long);
     for (long i = 1; i < per; i++)
-        if (f[i] == f[i - 1]) fail("fifo.%d holds %ld twice", rank, f[i]);
+        if (f[i] == f[i - 1]) pt_fail("fifo.%d holds %ld twice", rank, f[i]);
     free(f);
     free(last);
     cor_dsm_stats_t s;
@@ -351,14 +323,15 @@ static void run_mix(void)
     const char *shm = getenv("COR_DSM_SHM");
     int shm_off = shm && !strcmp(shm, "0");
     if (shm_off ? s.shm_ops != 0 : ndom > 1 && s.shm_ops == 0)
-        fail("%llu operations in shared memory with COR_DSM_SHM=%s", (unsigned long long)s.shm_ops,
-             shm ? shm : "(unset)");
+        pt_fail("%llu operations in shared memory with COR_DSM_SHM=%s",
+                (unsigned long long)s.shm_ops, shm ? shm : "(unset)");
     printf("domain %d: %s mix: %ld operations x 8 kinds on each of %d homes from %d tasks "
            "per domain in %.2f s; served %llu, dropped %llu, in shared memory %llu\n",
-           rank, atomic_load(&failures) ? "FAIL" : "PASS", per, ndom, ntasks, el,
+           rank, atomic_load(&pt_failures) ? "FAIL" : "PASS", per, ndom, ntasks, el,
            (unsigned long long)s.requests_served, (unsigned long long)s.requests_dropped,
            (unsigned long long)s.shm_ops);
-    if (s.requests_dropped) fail("%llu requests dropped", (unsigned long long)s.requests_dropped);
+    if (s.requests_dropped)
+        pt_fail("%llu requests dropped", (unsigned long long)s.requests_dropped);
     CHECK(cor_dsm_barrier_wait(all_bar)); /* nobody destroys while others read */
     CHECK(cor_dsm_destroy(ctr[rank]));
     CHECK(cor_dsm_destroy(fifo[rank]));
@@ -399,7 +372,7 @@ static int cadd_task(void *arg)
     /* no quiet yet: the get goes after the task's adds, in the order issued */
     CHECK(cor_dsm_get(cadd, mine, 1, COR_LONG, &got));
     if (got != iters)
-        fail("task %d: own slot of cadd = %ld before quiet, expected %ld", k, got, iters);
+        pt_fail("task %d: own slot of cadd = %ld before quiet, expected %ld", k, got, iters);
     CHECK(cor_dsm_quiet());
     return 0;
 }
@@ -422,17 +395,17 @@ static void run_cadd(void)
     long total = (long)ndom * ntasks * iters;
     CHECK(cor_dsm_start_read(rg));
     if (v[0] != total)
-        fail("cadd[0] = %ld in a read section after quiet, expected %ld", v[0], total);
+        pt_fail("cadd[0] = %ld in a read section after quiet, expected %ld", v[0], total);
     for (size_t i = 1; i < n; i++)
-        if (v[i] != iters) fail("cadd[%zu] = %ld, expected %ld", i, v[i], iters);
+        if (v[i] != iters) pt_fail("cadd[%zu] = %ld, expected %ld", i, v[i], iters);
     CHECK(cor_dsm_end_read(rg));
     CHECK(cor_dsm_stats_get(&s1));
     if (rank == 0 && cache_bytes != 0 && ndom > 1 && s1.recalls <= s0.recalls)
-        fail("adds to cadd recalled no copy (recalls %llu -> %llu)", (unsigned long long)s0.recalls,
-             (unsigned long long)s1.recalls);
+        pt_fail("adds to cadd recalled no copy (recalls %llu -> %llu)",
+                (unsigned long long)s0.recalls, (unsigned long long)s1.recalls);
     printf("domain %d: cadd %s: %ld adds from %d tasks per domain to a cached object read "
            "everywhere, exact; recalls here %llu -> %llu\n",
-           rank, atomic_load(&failures) ? "FAIL" : "PASS", total, ntasks,
+           rank, atomic_load(&pt_failures) ? "FAIL" : "PASS", total, ntasks,
            (unsigned long long)s0.recalls, (unsigned long long)s1.recalls);
     CHECK(cor_dsm_unmap(rg));
     CHECK(cor_dsm_barrier_wait(all_bar));
@@ -442,7 +415,8 @@ static void run_cadd(void)
     CHECK(cor_dsm_add(cadd, 0, COR_LONG, &one));
     int err = cor_dsm_quiet();
     if (err != COR_ENOTFOUND)
-        fail("an add to destroyed cadd: quiet %s, expected COR_ENOTFOUND", cor_dsm_strerror(err));
+        pt_fail("an add to destroyed cadd: quiet %s, expected COR_ENOTFOUND",
+                cor_dsm_strerror(err));
 }
 
 static int cache_task(void *arg)
@@ -464,7 +438,7 @@ static int cache_task(void *arg)
             CHECK(cor_dsm_region_data(rc[d], (void **)&c, NULL));
             /* a write section: every element moves, the sum follows */
             CHECK(cor_dsm_start_write(rb[d]));
-            if (!cblk_check(v)) fail("torn block cblk.%d at write start", d);
+            if (!cblk_check(v)) pt_fail("torn block cblk.%d at write start", d);
             for (int e = 1; e < CB; e++)
                 v[e]++;
             v[0] += CB - 1;
@@ -477,7 +451,7 @@ static int cache_task(void *arg)
                 CHECK(cor_dsm_start_readI(rb[d], &r));
                 CHECK(cor_dsm_wait(&r));
             }
-            if (!cblk_check(v)) fail("torn read of cblk.%d", d);
+            if (!cblk_check(v)) pt_fail("torn read of cblk.%d", d);
             CHECK(cor_dsm_end_read(rb[d]));
             /* a counter under a write section, another by remote fetch-add (recalls) */
             CHECK(cor_dsm_start_write(rc[d]));
@@ -487,7 +461,7 @@ static int cache_task(void *arg)
             /* a get of the whole block: recalls the write copy, must not be torn */
             if ((i + k) % 4 == 0) {
                 CHECK(cor_dsm_get(cblk[d], 0, CB, COR_LONG, in));
-                if (!cblk_check(in)) fail("torn get of cblk.%d", d);
+                if (!cblk_check(in)) pt_fail("torn get of cblk.%d", d);
             }
             if ((i + k) % 5 == 0) CHECK(cor_dsm_flush(rb[d]));
         }
@@ -522,7 +496,7 @@ static void run_downgrade(void)
     CHECK(cor_dsm_barrier_wait(all_bar));
     if (rank == 0) {
         CHECK(cor_dsm_start_read(rg));
-        if (p[0] != 4242) fail("downgrade: the home read %ld, expected the owner's 4242", p[0]);
+        if (p[0] != 4242) pt_fail("downgrade: the home read %ld, expected the owner's 4242", p[0]);
         CHECK(cor_dsm_end_read(rg));
     }
     CHECK(cor_dsm_barrier_wait(all_bar));
@@ -530,11 +504,11 @@ static void run_downgrade(void)
         cor_dsm_stats_t a, b;
         CHECK(cor_dsm_stats_get(&a));
         CHECK(cor_dsm_start_read(rg));
-        if (p[0] != 4242) fail("downgrade: the old owner read %ld, expected 4242", p[0]);
+        if (p[0] != 4242) pt_fail("downgrade: the old owner read %ld, expected 4242", p[0]);
         CHECK(cor_dsm_end_read(rg));
         CHECK(cor_dsm_stats_get(&b));
         if (b.section_misses != a.section_misses)
-            fail("downgrade: the old owner's read missed (it should have kept a read copy)");
+            pt_fail("downgrade: the old owner's read missed (it should have kept a read copy)");
     }
     CHECK(cor_dsm_unmap(rg));
     CHECK(cor_dsm_barrier_wait(all_bar));
@@ -566,8 +540,8 @@ static void run_copy_memory(void)
     cor_dsm_stats_t s;
     CHECK(cor_dsm_stats_get(&s));
     if (cache_bytes < 0 && s.copy_bytes < others)
-        fail("copy memory: %llu bytes held after reading, expected the %zu of valid copies",
-             (unsigned long long)s.copy_bytes, others);
+        pt_fail("copy memory: %llu bytes held after reading, expected the %zu of valid copies",
+                (unsigned long long)s.copy_bytes, others);
     CHECK(cor_dsm_barrier_wait(all_bar));
     cor_dsm_region_t own;
     long *p;
@@ -585,8 +559,8 @@ static void run_copy_memory(void)
         usleep(10000);
     }
     if (s.copy_bytes >= others)
-        fail("copy memory: %llu bytes still held after every copy was invalidated and unmapped",
-             (unsigned long long)s.copy_bytes);
+        pt_fail("copy memory: %llu bytes still held after every copy was invalidated and unmapped",
+                (unsigned long long)s.copy_bytes);
     CHECK(cor_dsm_barrier_wait(all_bar));
     CHECK(cor_dsm_destroy(mem[rank]));
     free(mem);
@@ -618,9 +592,9 @@ static void run_cache(void)
     long c[4], *v = malloc(CB * sizeof *v);
     CHECK(cor_dsm_get(cctr[rank], 0, 4, COR_LONG, c));
     if (c[0] != per || c[1] != per)
-        fail("cctr.%d = %ld (sections), %ld (fetch-adds), expected %ld", rank, c[0], c[1], per);
+        pt_fail("cctr.%d = %ld (sections), %ld (fetch-adds), expected %ld", rank, c[0], c[1], per);
     CHECK(cor_dsm_get(cblk[rank], 0, CB, COR_LONG, v));
-    if (!cblk_check(v) || v[1] != per) fail("cblk.%d[1] = %ld, expected %ld", rank, v[1], per);
+    if (!cblk_check(v) || v[1] != per) pt_fail("cblk.%d[1] = %ld, expected %ld", rank, v[1], per);
     free(v);
     cor_dsm_stats_t s;
     CHECK(cor_dsm_stats_get(&s));
@@ -628,21 +602,22 @@ static void run_cache(void)
            "sections and fetch-adds from %d tasks per domain in %.2f s; hits %llu, misses %llu, "
            "invalidations %llu, recalls %llu, evictions %llu, grants straight into the copy %llu, "
            "to the asking task %llu, dropped %llu\n",
-           rank, atomic_load(&failures) ? "FAIL" : "PASS", per, ndom, per, ntasks, el,
+           rank, atomic_load(&pt_failures) ? "FAIL" : "PASS", per, ndom, per, ntasks, el,
            (unsigned long long)s.section_hits, (unsigned long long)s.section_misses,
            (unsigned long long)s.invalidations, (unsigned long long)s.recalls,
            (unsigned long long)s.evictions, (unsigned long long)s.grants_direct,
            (unsigned long long)s.grants_task, (unsigned long long)s.requests_dropped);
-    if (s.requests_dropped) fail("%llu requests dropped", (unsigned long long)s.requests_dropped);
+    if (s.requests_dropped)
+        pt_fail("%llu requests dropped", (unsigned long long)s.requests_dropped);
     int big = CB * sizeof(long) >= 16384;
     if (ndom > 1 && big != (s.grants_direct > 0))
-        fail("%llu grants straight into the copy with blocks of %zu bytes",
-             (unsigned long long)s.grants_direct, CB * sizeof(long));
+        pt_fail("%llu grants straight into the copy with blocks of %zu bytes",
+                (unsigned long long)s.grants_direct, CB * sizeof(long));
     /* smaller blocks: the blocking starts' grants come as data to the task that asked */
     if (ndom > 1 && !big && s.grants_task == 0)
-        fail("%llu grants to the asking task with blocks of %zu bytes",
-             (unsigned long long)s.grants_task, CB * sizeof(long));
-    if (cache_bytes == 0 && s.evictions == 0 && ndom > 1) fail("a budget of 0 evicted nothing");
+        pt_fail("%llu grants to the asking task with blocks of %zu bytes",
+                (unsigned long long)s.grants_task, CB * sizeof(long));
+    if (cache_bytes == 0 && s.evictions == 0 && ndom > 1) pt_fail("a budget of 0 evicted nothing");
     CHECK(cor_dsm_barrier_wait(all_bar));
     run_cadd();
     if (ndom > 1) run_downgrade();
@@ -666,12 +641,12 @@ static void run_cache(void)
             usleep(10000);
         }
         if (err != COR_ENOTFOUND)
-            fail("a section on destroyed cblk.%d: %s, expected COR_ENOTFOUND", d,
-                 cor_dsm_strerror(err));
+            pt_fail("a section on destroyed cblk.%d: %s, expected COR_ENOTFOUND", d,
+                    cor_dsm_strerror(err));
         err = cor_dsm_map(cblk[d], &rg);
         if (err != COR_ENOTFOUND)
-            fail("a map of destroyed cblk.%d: %s, expected COR_ENOTFOUND", d,
-                 cor_dsm_strerror(err));
+            pt_fail("a map of destroyed cblk.%d: %s, expected COR_ENOTFOUND", d,
+                    cor_dsm_strerror(err));
         if (!err) CHECK(cor_dsm_unmap(rg));
     }
 }
@@ -706,7 +681,7 @@ static int fair_task(void *arg)
             acq_fair[k] += all;
         }
         CHECK(cor_dsm_unlock(lockF));
-        if (stop || atomic_load(&failures) || now() > deadline) break;
+        if (stop || atomic_load(&pt_failures) || now() > deadline) break;
     }
     return 0;
 }
@@ -737,16 +712,16 @@ static void run_lockfair(void)
     long c[4];
     CHECK(cor_dsm_get(fctr, 0, 4, COR_LONG, c));
     if (c[0] != c[1] || c[3] != iters)
-        fail("lock-protected counter %ld, sum of acquisitions %ld, of those once all contended "
-             "%ld, expected %ld",
-             c[0], c[1], c[3], iters);
+        pt_fail("lock-protected counter %ld, sum of acquisitions %ld, of those once all contended "
+                "%ld, expected %ld",
+                c[0], c[1], c[3], iters);
     double ratio = mn > 0 ? (double)mx / (double)mn : 1e9;
     printf("domain %d: %s lockfair: %ld acquisitions in %.2f s (%.1f us each), %ld once all "
            "contended; this domain's tasks took min %ld max %ld of those (max/min %.2f, limit "
            "%.2f)\n",
-           rank, atomic_load(&failures) || ratio > max_ratio ? "FAIL" : "PASS", c[0], el,
+           rank, atomic_load(&pt_failures) || ratio > max_ratio ? "FAIL" : "PASS", c[0], el,
            el / (double)c[0] * 1e6, iters, mn, mx, ratio, max_ratio);
-    if (ratio > max_ratio) fail("unfair: max/min %.2f > %.2f", ratio, max_ratio);
+    if (ratio > max_ratio) pt_fail("unfair: max/min %.2f > %.2f", ratio, max_ratio);
     /* the ratio across domains: each domain adds its min and max at domain 0 */
     CHECK(cor_dsm_barrier_wait(all_bar));
     if (rank == 0) CHECK(cor_dsm_destroy(fctr));
@@ -767,8 +742,8 @@ static int bar_task(void *arg)
         long c = 0;
         CHECK(cor_dsm_get(bctr, 0, 1, COR_LONG, &c));
         if (c < (long)ndom * ntasks * (e + 1))
-            fail("episode %ld: left the barrier with %ld arrivals counted, expected %ld", e, c,
-                 (long)ndom * ntasks * (e + 1));
+            pt_fail("episode %ld: left the barrier with %ld arrivals counted, expected %ld", e, c,
+                    (long)ndom * ntasks * (e + 1));
         CHECK(cor_dsm_barrier_wait(tbar));
     }
     return 0;
@@ -803,7 +778,8 @@ static void run_ibarrier(long eps)
             for (int d = 0; d < ndom; d++)
                 for (int i = 0; d != rank && !mark_seen(name, d); i++) {
                     if (i == 30000) { /* 30 s */
-                        fail("episode %ld: domain %d never left while domain 1 made no call", e, d);
+                        pt_fail("episode %ld: domain %d never left while domain 1 made no call", e,
+                                d);
                         break;
                     }
                     usleep(1000);
@@ -817,25 +793,25 @@ static void run_ibarrier(long eps)
                 CHECK(cor_dsm_test(&rq, &done));
                 tests++;
             }
-            if (rq != NULL) fail("a completed barrier request was not cleared");
+            if (rq != NULL) pt_fail("a completed barrier request was not cleared");
         }
         long c = 0;
         CHECK(cor_dsm_get(bctr, 2, 1, COR_LONG, &c));
         if (c < (long)ndom * (e + 1))
-            fail("non-blocking episode %ld: left with %ld arrivals counted, expected %ld", e, c,
-                 (long)ndom * (e + 1));
+            pt_fail("non-blocking episode %ld: left with %ld arrivals counted, expected %ld", e, c,
+                    (long)ndom * (e + 1));
         atomic_fetch_add(&ticks, 1);
         write_mark(name);
     }
     cor_dsm_req_t rq;
     CHECK(cor_dsm_barrier_waitI(ib, &rq)); /* a last one, waited for after a destroy refused */
     int busy = cor_dsm_barrier_destroy(ib);
-    if (busy != COR_EBUSY) fail("destroy of a barrier with a request pending: %d", busy);
+    if (busy != COR_EBUSY) pt_fail("destroy of a barrier with a request pending: %d", busy);
     CHECK(cor_dsm_wait(&rq));
     CHECK(cor_dsm_barrier_wait(all_bar));
     CHECK(cor_dsm_barrier_destroy(ib));
     printf("domain %d: non-blocking barrier %s: %ld episodes over %d domains (%ld tests)\n", rank,
-           atomic_load(&failures) ? "FAIL" : "PASS", eps, ndom, tests);
+           atomic_load(&pt_failures) ? "FAIL" : "PASS", eps, ndom, tests);
 }
 
 static void run_barrier(void)
@@ -866,7 +842,8 @@ static void run_barrier(void)
             CHECK(cor_dsm_barrier_wait(evenbar));
             long c = 0;
             CHECK(cor_dsm_get(bctr, 1, 1, COR_LONG, &c));
-            if (c < ((long)ndom + 1) / 2 * (e + 1)) fail("evens episode %ld: %ld arrivals", e, c);
+            if (c < ((long)ndom + 1) / 2 * (e + 1))
+                pt_fail("evens episode %ld: %ld arrivals", e, c);
             CHECK(cor_dsm_barrier_wait(evenbar));
             even_eps++;
         }
@@ -874,14 +851,14 @@ static void run_barrier(void)
     } else {
         cor_dsm_barrier_t x;
         int e = cor_dsm_barrier_create("evens", ld, 1, &x);
-        if (e != COR_EINVAL) fail("an odd domain joined the evens' barrier: %d", e);
+        if (e != COR_EINVAL) pt_fail("an odd domain joined the evens' barrier: %d", e);
     }
     double el2 = now() - t1;
     CHECK(cor_dsm_barrier_wait(all_bar));
     run_ibarrier(iters < 20 ? iters : 20);
     printf("domain %d: %s barrier: %ld episodes x 2 over %d domains x %d tasks in %.2f s "
            "(%.1f us per barrier); %ld x 2 over the even domains in %.2f s\n",
-           rank, atomic_load(&failures) ? "FAIL" : "PASS", iters, ndom, ntasks, el,
+           rank, atomic_load(&pt_failures) ? "FAIL" : "PASS", iters, ndom, ntasks, el,
            el / (double)(2 * iters) * 1e6, even_eps, el2);
     CHECK(cor_dsm_barrier_wait(all_bar));
     if (rank == 0) CHECK(cor_dsm_destroy(bctr));
@@ -913,7 +890,7 @@ static cor_idp_t lock_at(const char *name, int home, char *n)
         if (cor_dsm_lock_open(n, &l) != COR_OK) break;
         if ((int)cor_idp_domain(l) == home) return l;
     }
-    fail("no lock name homed at domain %d", home);
+    pt_fail("no lock name homed at domain %d", home);
     return COR_IDP_NULL;
 }
 
@@ -921,7 +898,7 @@ static void expect_err(const char *what, int got, int want, double t0)
 {
     atomic_fetch_add(&ticks, 1);
     if (got != want)
-        fail("%s returned %s, expected %s", what, cor_dsm_strerror(got), cor_dsm_strerror(want));
+        pt_fail("%s returned %s, expected %s", what, cor_dsm_strerror(got), cor_dsm_strerror(want));
     else
         printf("domain %d: %s -> %s after %.2f s\n", rank, what, cor_dsm_strerror(got), now() - t0);
 }
@@ -977,7 +954,7 @@ static int kill_task(void *arg)
         if (err == COR_DSM_EOWNERDEAD || err == COR_OK)
             CHECK(cor_dsm_unlock(hlock));
         else
-            fail("lock held by the dead domain: %s", cor_dsm_strerror(err));
+            pt_fail("lock held by the dead domain: %s", cor_dsm_strerror(err));
         break;
     case 3: /* an all-domain barrier the victim never reaches */
         task_ready();
@@ -996,7 +973,7 @@ static int kill_task(void *arg)
         err = cor_dsm_start_write(rg);
         atomic_fetch_add(&ticks, 1);
         if (err) {
-            fail("write section after a reader died: %s", cor_dsm_strerror(err));
+            pt_fail("write section after a reader died: %s", cor_dsm_strerror(err));
         } else {
             long *p = NULL;
             CHECK(cor_dsm_region_data(rg, (void **)&p, NULL));
@@ -1069,9 +1046,7 @@ static int run_kill(void)
     vlock = lock_at("vlock", victim, vlock_name);
     hlock = lock_at("hlock", 0, hname);
     CHECK(cor_dsm_barrier_wait(all_bar));
-    pthread_t wd;
-    pthread_create(&wd, NULL, watchdog, NULL);
-    pthread_detach(wd);
+    pt_watchdog_start(&ticks, &finished, STALL_S, 3, "hang");
     if (rank == victim) {
         spawn_all(kill_task); /* never returns: killed */
         return 5;
@@ -1099,18 +1074,19 @@ static int run_kill(void)
         CHECK(cor_dsm_get(d0obj, 0, 1, COR_LONG, &v));
         usleep(10000);
     }
-    if (v != 100L * (ndom - 1)) fail("survivors' counter %ld, expected %ld", v, 100L * (ndom - 1));
+    if (v != 100L * (ndom - 1))
+        pt_fail("survivors' counter %ld, expected %ld", v, 100L * (ndom - 1));
     /* the object the dead reader held is whole: one increment per surviving domain */
     long w = 0;
     for (int i = 0; i < 600 && w < ndom - 1; i++) {
         CHECK(cor_dsm_get(kr, 0, 1, COR_LONG, &w));
         usleep(10000);
     }
-    if (w != ndom - 1) fail("kr[0] = %ld after the reader's death, expected %d", w, ndom - 1);
+    if (w != ndom - 1) pt_fail("kr[0] = %ld after the reader's death, expected %d", w, ndom - 1);
     survivors_done();
-    printf("domain %d: %s kill\n", rank, atomic_load(&failures) ? "FAIL" : "PASS");
+    printf("domain %d: %s kill\n", rank, atomic_load(&pt_failures) ? "FAIL" : "PASS");
     fflush(stdout);
-    return atomic_load(&failures) ? 1 : PASS_KILLED;
+    return atomic_load(&pt_failures) ? 1 : PASS_KILLED;
 }
 
 /* ---- reuse ---- */
@@ -1125,13 +1101,14 @@ static void reuse_section(cor_idp_t o, int write, size_t n, long base, int slot,
     size_t count = 0;
     CHECK(cor_dsm_region_data(rg, (void **)&v, &count));
     if (count != n)
-        fail("the copy of %#llx has %zu elements, the object %zu", (unsigned long long)o, count, n);
+        pt_fail("the copy of %#llx has %zu elements, the object %zu", (unsigned long long)o, count,
+                n);
     CHECK(write ? cor_dsm_start_write(rg) : cor_dsm_start_read(rg));
     for (size_t i = 0; v && i < n && i < count; i++) {
         if (write && slot < 0) v[i] = base + (long)i;
         if (!write && i >= (size_t)ndom && v[i] != base + (long)i) {
-            fail("element %zu of %#llx is %ld, expected %ld", i, (unsigned long long)o, v[i],
-                 base + (long)i);
+            pt_fail("element %zu of %#llx is %ld, expected %ld", i, (unsigned long long)o, v[i],
+                    base + (long)i);
             break;
         }
     }
@@ -1152,7 +1129,8 @@ static void reuse_access(cor_idp_t o, int cached, int write, size_t n, long base
     cor_dsm_info_t info;
     CHECK(cor_dsm_query(o, &info));
     if (info.count != n)
-        fail("%#llx has %zu elements, expected %zu", (unsigned long long)o, (size_t)info.count, n);
+        pt_fail("%#llx has %zu elements, expected %zu", (unsigned long long)o, (size_t)info.count,
+                n);
     long v[64];
     if (n > 64) return;
     if (write && slot >= 0) {
@@ -1165,8 +1143,8 @@ static void reuse_access(cor_idp_t o, int cached, int write, size_t n, long base
         CHECK(cor_dsm_get(o, 0, n, COR_LONG, v));
         for (size_t i = ndom; i < n; i++)
             if (v[i] != base + (long)i) {
-                fail("element %zu of %#llx is %ld, expected %ld", i, (unsigned long long)o, v[i],
-                     base + (long)i);
+                pt_fail("element %zu of %#llx is %ld, expected %ld", i, (unsigned long long)o, v[i],
+                        base + (long)i);
                 break;
             }
     }
@@ -1192,7 +1170,7 @@ static int storm_task(void *arg)
         atomic_fetch_add(&ticks, 1);
         if (e == COR_ENOTFOUND) continue;
         if (e) {
-            fail("lookup rs: %s", cor_dsm_strerror(e));
+            pt_fail("lookup rs: %s", cor_dsm_strerror(e));
             break;
         }
         cor_dsm_region_t rg;
@@ -1204,7 +1182,7 @@ static int storm_task(void *arg)
             CHECK(cor_dsm_unmap(rg));
         }
         if (e == COR_ENOTFOUND) atomic_fetch_add(&storm_lost, 1);
-        if (e && e != COR_ENOTFOUND) fail("a section on rs: %s", cor_dsm_strerror(e));
+        if (e && e != COR_ENOTFOUND) pt_fail("a section on rs: %s", cor_dsm_strerror(e));
     }
     return 0;
 }
@@ -1236,20 +1214,21 @@ static void run_reuse(void)
             for (made = 1; made <= 70000; made++) {
                 int e = cor_dsm_create("rb", COR_LONG, NB, proto, &b);
                 if (e) {
-                    fail("create rb: %s", cor_dsm_strerror(e));
+                    pt_fail("create rb: %s", cor_dsm_strerror(e));
                     break;
                 }
                 atomic_fetch_add(&ticks, 1);
                 if (b == a) break;
                 CHECK(cor_dsm_destroy(b));
             }
-            if (b != a) fail("no object got ra's idp back in %ld creations", made);
+            if (b != a) pt_fail("no object got ra's idp back in %ld creations", made);
             reuse_access(b, cached, 1, NB, 200, -1, 0);
         }
         CHECK(cor_dsm_barrier_wait(all_bar));
         if (rank) b = lookup("rb");
         if (b != a)
-            fail("rb's idp %#llx is not ra's %#llx", (unsigned long long)b, (unsigned long long)a);
+            pt_fail("rb's idp %#llx is not ra's %#llx", (unsigned long long)b,
+                    (unsigned long long)a);
         reuse_access(b, cached, 0, NB, 200, -1, 0);
         reuse_access(b, cached, 1, NB, 200, rank, 1000 + rank);
         CHECK(cor_dsm_barrier_wait(all_bar));
@@ -1258,7 +1237,7 @@ static void run_reuse(void)
             CHECK(cor_dsm_get(b, 0, NB, COR_LONG, v));
             for (int d = 0; d < ndom; d++)
                 if (v[d] != 1000 + d)
-                    fail("rb[%d] = %ld, expected domain %d's write %d", d, v[d], d, 1000 + d);
+                    pt_fail("rb[%d] = %ld, expected domain %d's write %d", d, v[d], d, 1000 + d);
         }
         CHECK(cor_dsm_barrier_wait(all_bar));
         if (rank == 0) CHECK(cor_dsm_destroy(b));
@@ -1307,16 +1286,17 @@ static void run_reuse(void)
         usleep(10000);
     }
     if (st.copies != 0)
-        fail("%llu copies kept after %d objects were read here and destroyed",
-             (unsigned long long)st.copies, CHURN);
+        pt_fail("%llu copies kept after %d objects were read here and destroyed",
+                (unsigned long long)st.copies, CHURN);
     printf("domain %d: %s reuse; %d objects read everywhere and destroyed, %d more destroyed "
            "while read (%ld sections, %ld found it gone): %llu copies left\n",
-           rank, atomic_load(&failures) ? "FAIL" : "PASS", CHURN, CHURN, atomic_load(&storm_read),
-           atomic_load(&storm_lost), (unsigned long long)st.copies);
+           rank, atomic_load(&pt_failures) ? "FAIL" : "PASS", CHURN, CHURN,
+           atomic_load(&storm_read), atomic_load(&storm_lost), (unsigned long long)st.copies);
 }
 
 int main(int argc, char **argv)
 {
+    pt_name = "dsm_proc";
     if (argc < 3) {
         fprintf(stderr, "usage: dsm_proc mix|cache|lockfair|barrier|kill|reuse|counts DIR "
                         "[-t TASKS] [-i ITERS] [-f RATIO] [-b CACHE_BYTES]\n");
@@ -1342,7 +1322,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "dsm_proc: cor_init: %s\n", cor_strerror(rc));
         return 1;
     }
-    rank = cor_domain_rank();
+    rank = pt_rank = cor_domain_rank();
     ndom = cor_domain_count();
     rc = cor_dsm_init();
     if (rc != COR_OK) {
@@ -1359,9 +1339,7 @@ int main(int argc, char **argv)
         fflush(stdout);
         _exit(status);
     }
-    pthread_t wd;
-    pthread_create(&wd, NULL, watchdog, NULL);
-    pthread_detach(wd);
+    pt_watchdog_start(&ticks, &finished, STALL_S, 3, "hang");
     if (!strcmp(mode, "mix"))
         run_mix();
     else if (!strcmp(mode, "cache"))
@@ -1379,8 +1357,8 @@ int main(int argc, char **argv)
     atomic_store(&finished, 1);
     CHECK(cor_dsm_finalize());
     CHECK(cor_finalize());
-    if (atomic_load(&failures)) {
-        printf("domain %d: FAIL (%ld failures)\n", rank, atomic_load(&failures));
+    if (atomic_load(&pt_failures)) {
+        printf("domain %d: FAIL (%ld pt_failures)\n", rank, atomic_load(&pt_failures));
         status = 1;
     }
     return status;

@@ -43,21 +43,9 @@ static uint64_t seed = 1;
 static const char *addrfile, *holdfile;
 static int rank, ndom;
 static long per_pair;
-static _Atomic long progress_ticks, failures;
+static _Atomic long progress_ticks;
 static atomic_int tasks_done;
 static _Atomic uint64_t bytes_sent, bytes_recv, msgs_recv;
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-    if (atomic_fetch_add(&failures, 1) >= 20) return; /* enough said */
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "exchange: domain %d: FAIL %s\n", rank, msg);
-}
 
 static uint64_t msg_key(unsigned src, unsigned dst, uint32_t seq)
 {
@@ -219,7 +207,7 @@ static int task_main(void *arg)
         if ((int)(g / (unsigned)ntasks) != rank) remotes[k++] = g;
     long sent = 0, send_posted = 0, recv_posted = 0, recv_done = 0, pending_wild = 0;
     if (!slots || !reqs || !remotes) {
-        fail("out of memory");
+        pt_fail("out of memory");
         return 1;
     }
     /* Half the receive slots use user buffers of maxsize bytes (the others core buffers). */
@@ -227,7 +215,7 @@ static int task_main(void *arg)
         if (i % 2 == 1) {
             slots[i].ubuf = malloc(maxsize ? maxsize : 1);
             if (!slots[i].ubuf) {
-                fail("out of memory for receive buffers");
+                pt_fail("out of memory for receive buffers");
                 return 1;
             }
         }
@@ -248,7 +236,7 @@ static int task_main(void *arg)
             if (s->user_buf) {
                 s->ubuf = malloc(n ? n : 1);
                 if (!s->ubuf) {
-                    fail("out of memory");
+                    pt_fail("out of memory");
                     return 1;
                 }
                 fill_message(s->ubuf, t->me, dst, seq, n);
@@ -256,14 +244,14 @@ static int task_main(void *arg)
             } else {
                 s->ptr = cor_getBuffer(COR_BYTE, n ? n : 1); /* count 0 is sent below */
                 if (!s->ptr) {
-                    fail("cor_getBuffer(%zu) returned NULL", n);
+                    pt_fail("cor_getBuffer(%zu) returned NULL", n);
                     return 1;
                 }
                 fill_message(s->ptr, t->me, dst, seq, n);
                 rc = cor_sendI(to, COR_CTX_WORLD, (int)seq, s->ptr, n, &reqs[i]);
             }
             if (rc != COR_OK) {
-                fail("sendI to task %u seq %u (%zu B): %s", dst, seq, n, cor_strerror(rc));
+                pt_fail("sendI to task %u seq %u (%zu B): %s", dst, seq, n, cor_strerror(rc));
                 return 1;
             }
             atomic_fetch_add(&bytes_sent, n);
@@ -295,7 +283,7 @@ static int task_main(void *arg)
             else
                 rc = cor_recvI(from, COR_CTX_WORLD, COR_ANY_TAG, &s->ptr, &reqs[i]);
             if (rc != COR_OK) {
-                fail("recvI: %s", cor_strerror(rc));
+                pt_fail("recvI: %s", cor_strerror(rc));
                 return 1;
             }
             if (s->want_src < 0)
@@ -310,13 +298,13 @@ static int task_main(void *arg)
         int rc = poll_mode ? poll_any((size_t)nslots, reqs, &idx, &st)
                            : cor_waitany((size_t)nslots, reqs, &idx, &st);
         if (idx >= (size_t)nslots) {
-            fail("waitany returned index %zu (rc %s)", idx, cor_strerror(rc));
+            pt_fail("waitany returned index %zu (rc %s)", idx, cor_strerror(rc));
             return 1;
         }
         atomic_fetch_add(&progress_ticks, 1);
         struct slot *s = &slots[idx];
         if (s->is_send) {
-            if (rc != COR_OK) fail("send completed with %s", cor_strerror(rc));
+            if (rc != COR_OK) pt_fail("send completed with %s", cor_strerror(rc));
             if (s->user_buf) {
                 free(s->ubuf);
                 s->ubuf = NULL;
@@ -334,29 +322,29 @@ static int task_main(void *arg)
             t->pending_spec[s->want_src]--;
         const unsigned char *data = s->user_buf ? s->ubuf : s->ptr;
         if (rc != COR_OK) {
-            fail("receive completed with %s", cor_strerror(rc));
+            pt_fail("receive completed with %s", cor_strerror(rc));
         } else if (cor_idp_kind(st.source) != COR_KIND_TASK ||
                    (int)cor_idp_domain(st.source) >= ndom ||
                    (int)cor_idp_domain(st.source) == rank || cor_idp_index(st.source) < 1 ||
                    (int)cor_idp_index(st.source) > ntasks) {
-            fail("message from unexpected source %llx", (unsigned long long)st.source);
+            pt_fail("message from unexpected source %llx", (unsigned long long)st.source);
         } else {
             unsigned src = gtask((int)cor_idp_domain(st.source), cor_idp_index(st.source));
             long seq = st.tag;
             if (s->want_src >= 0 && (unsigned)s->want_src != src)
-                fail("receive for task %d matched a message from task %u", s->want_src, src);
+                pt_fail("receive for task %d matched a message from task %u", s->want_src, src);
             if (seq < 0 || seq >= per_pair) {
-                fail("tag %ld from task %u out of range 0..%ld", seq, src, per_pair - 1);
+                pt_fail("tag %ld from task %u out of range 0..%ld", seq, src, per_pair - 1);
             } else {
                 size_t want = msg_size(src, t->me, (uint32_t)seq);
                 if (st.count != want || st.type != COR_BYTE)
-                    fail("message %ld from task %u: %zu elements of type %d, expected %zu bytes",
-                         seq, src, st.count, (int)st.type, want);
+                    pt_fail("message %ld from task %u: %zu elements of type %d, expected %zu bytes",
+                            seq, src, st.count, (int)st.type, want);
                 else if (!check_message(data, want, src, t->me, (uint32_t)seq))
-                    fail("message %ld from task %u (%zu B): content or checksum wrong", seq, src,
-                         want);
+                    pt_fail("message %ld from task %u (%zu B): content or checksum wrong", seq, src,
+                            want);
                 if (t->post_of[src][seq] >= 0)
-                    fail("message %ld from task %u received twice", seq, src);
+                    pt_fail("message %ld from task %u received twice", seq, src);
                 t->post_of[src][seq] = s->post;
                 t->done_from[src]++;
                 atomic_fetch_add(&bytes_recv, st.count);
@@ -368,7 +356,7 @@ static int task_main(void *arg)
     }
     /* Nothing may be pending now; waitall on the empty set must return at once. */
     int rc = cor_waitall((size_t)nslots, reqs, NULL);
-    if (rc != COR_OK) fail("final waitall: %s", cor_strerror(rc));
+    if (rc != COR_OK) pt_fail("final waitall: %s", cor_strerror(rc));
 
     /* Order: per source, the receives that got seq 0, 1, 2... were posted in that order. */
     for (unsigned i = 0; i < nremote; i++) {
@@ -377,11 +365,11 @@ static int task_main(void *arg)
         for (long q = 0; q < per_pair; q++) {
             long p = t->post_of[src][q];
             if (p < 0) {
-                fail("message %ld from task %u never arrived", q, src);
+                pt_fail("message %ld from task %u never arrived", q, src);
                 break;
             }
             if (p <= last) {
-                fail("message %ld from task %u overtook message %ld", q, src, q - 1);
+                pt_fail("message %ld from task %u overtook message %ld", q, src, q - 1);
                 break;
             }
             last = p;
@@ -395,28 +383,6 @@ static int task_main(void *arg)
     return 0;
 }
 
-/* Reports and gives up if nothing completes for a long time (the script's timeout would
- * otherwise kill us without a word). */
-static void *watchdog(void *arg)
-{
-    long last = -1;
-    int idle = 0;
-    while (!atomic_load(&tasks_done)) {
-        sleep(1);
-        long now = atomic_load(&progress_ticks);
-        idle = now == last ? idle + 1 : 0;
-        last = now;
-        if (idle >= 90) {
-            fprintf(stderr,
-                    "exchange: domain %d: FAIL no progress for 90 s (%llu messages "
-                    "received)\n",
-                    rank, (unsigned long long)atomic_load(&msgs_recv));
-            _exit(3);
-        }
-    }
-    return arg;
-}
-
 static void write_addr_file(void)
 {
     char addr[256] = "";
@@ -426,7 +392,7 @@ static void write_addr_file(void)
     snprintf(tmp, sizeof tmp, "%s.tmp", addrfile);
     FILE *f = fopen(tmp, "w");
     if (!f) {
-        fail("cannot write %s", tmp);
+        pt_fail("cannot write %s", tmp);
         return;
     }
     const char *sess = getenv("COR_SESSION");
@@ -439,11 +405,12 @@ static void wait_hold_file(void)
 {
     for (int i = 0; i < 1200 && access(holdfile, F_OK) != 0; i++)
         usleep(100000);
-    if (access(holdfile, F_OK) != 0) fail("hold file %s did not appear within 120 s", holdfile);
+    if (access(holdfile, F_OK) != 0) pt_fail("hold file %s did not appear within 120 s", holdfile);
 }
 
 int main(int argc, char **argv)
 {
+    pt_name = "exchange";
     int opt;
     while ((opt = getopt(argc, argv, "t:m:x:s:w:a:H:Pq")) != -1) {
         switch (opt) {
@@ -490,7 +457,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "exchange: cor_init: %s\n", cor_strerror(rc));
         return 1;
     }
-    rank = cor_domain_rank();
+    rank = pt_rank = cor_domain_rank();
     ndom = cor_domain_count();
     if (ndom < 2) {
         fprintf(stderr, "exchange: needs at least 2 domains (run it under cor-run -n N)\n");
@@ -500,9 +467,7 @@ int main(int argc, char **argv)
     long pairs = (long)ndom * ntasks * (ndom - 1) * ntasks;
     per_pair = total / pairs;
     if (per_pair < 2) per_pair = 2;
-    pthread_t wd;
-    pthread_create(&wd, NULL, watchdog, NULL);
-    pthread_detach(wd);
+    pt_watchdog_start(&progress_ticks, &tasks_done, 90, 3, "no message completed (hang)");
     if (addrfile && rank == 0) write_addr_file();
 
     struct task *tasks = calloc((size_t)ntasks, sizeof *tasks);
@@ -522,22 +487,22 @@ int main(int argc, char **argv)
         }
     }
     rc = cor_barrier();
-    if (rc != COR_OK) fail("first barrier: %s", cor_strerror(rc));
+    if (rc != COR_OK) pt_fail("first barrier: %s", cor_strerror(rc));
     double t0 = now_s();
     cor_idp_t *ids = calloc((size_t)ntasks, sizeof *ids);
     for (int i = 0; i < ntasks; i++) {
         rc = cor_task_spawn("xchg", task_main, &tasks[i], &ids[i]);
         if (rc != COR_OK) {
-            fail("spawn: %s", cor_strerror(rc));
+            pt_fail("spawn: %s", cor_strerror(rc));
             return 1;
         }
         if (cor_idp_index(ids[i]) != (unsigned)i + 1)
-            fail("task %d got index %u, expected %d", i, cor_idp_index(ids[i]), i + 1);
+            pt_fail("task %d got index %u, expected %d", i, cor_idp_index(ids[i]), i + 1);
     }
     for (int i = 0; i < ntasks; i++) {
         int st = 0;
         rc = cor_task_join(ids[i], &st);
-        if (rc != COR_OK || st != 0) fail("task %d: join %s, exit %d", i, cor_strerror(rc), st);
+        if (rc != COR_OK || st != 0) pt_fail("task %d: join %s, exit %d", i, cor_strerror(rc), st);
     }
     double el = now_s() - t0;
     atomic_store(&tasks_done, 1);
@@ -552,12 +517,12 @@ int main(int argc, char **argv)
     memset(&stats, 0, sizeof stats);
     cor_stats_get(&stats);
     rc = cor_barrier();
-    if (rc != COR_OK) fail("last barrier: %s", cor_strerror(rc));
+    if (rc != COR_OK) pt_fail("last barrier: %s", cor_strerror(rc));
     long expect = per_pair * (ndom - 1) * ntasks * ntasks;
     if ((long)atomic_load(&msgs_recv) != expect)
-        fail("received %llu messages, expected %ld", (unsigned long long)atomic_load(&msgs_recv),
-             expect);
-    long nfail = atomic_load(&failures);
+        pt_fail("received %llu messages, expected %ld", (unsigned long long)atomic_load(&msgs_recv),
+                expect);
+    long nfail = atomic_load(&pt_failures);
     printf("exchange: domain %d: %s %d domains x %d tasks, %ld msgs per pair, received %llu "
            "msgs %.1f MB in %.2f s (%.1f MB/s in), frames_dropped=%llu, polled_events=%ld\n",
            rank, nfail ? "FAIL" : "PASS", ndom, ntasks, per_pair,

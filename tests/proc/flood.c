@@ -27,21 +27,9 @@
 #include "cor/cor.h"
 #include "proc_util.h"
 
-static int failures;
-
 /* Receiver memory per unexpected message beyond its eager data: the core's record of it and
  * an RTS's tail (at most 1 KiB), with the allocator's overhead. */
 #define UNEXP_RNDV_MAX 2048
-
-#define CHECK(c, ...)                                                                              \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "flood[%d]: FAIL expected %s: ", cor_domain_rank(), #c);               \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 static long env_long(const char *name, long def)
 {
@@ -87,7 +75,7 @@ static int sender(long nmsg, int window, double idle, long slowed_max)
         int k = (int)(i % window);
         if (i >= window) { /* reuse slot k: its send (message i - window) must be done */
             err = cor_wait(&req[k], NULL);
-            CHECK(err == COR_OK, "send %ld: %s", i - window, cor_strerror(err));
+            PT_CHECK(err == COR_OK, "send %ld: %s", i - window, cor_strerror(err));
             done_bytes += (long)msg_size(i - window);
             t_last = now_s();
             if (i == window) fprintf(stderr, "flood: sender: streaming\n"); /* see starve.sh */
@@ -98,7 +86,7 @@ static int sender(long nmsg, int window, double idle, long slowed_max)
         fill(buf[k], n, i);
         err = cor_sendI_typed(to, COR_CTX_WORLD, (int)(i & 0x7fffffff), COR_UINT64, buf[k], n,
                               &req[k]);
-        CHECK(err == COR_OK, "sendI %ld: %s", i, cor_strerror(err));
+        PT_CHECK(err == COR_OK, "sendI %ld: %s", i, cor_strerror(err));
     }
     if (done_at_idle < 0) done_at_idle = done_bytes;
     cor_stats_t st;
@@ -108,9 +96,9 @@ static int sender(long nmsg, int window, double idle, long slowed_max)
            done_bytes, nmsg, t_last - t0, done_at_idle, idle * 0.9, slowed_max,
            (unsigned long long)st.eager_sent, (unsigned long long)st.rndv_sent,
            (unsigned long long)st.credit_stalls);
-    CHECK(done_at_idle <= slowed_max, "at most %ld bytes sent while the receiver idles, got %ld",
-          slowed_max, done_at_idle);
-    CHECK(st.credit_stalls > 0, "credit stalls, got %llu", (unsigned long long)st.credit_stalls);
+    PT_CHECK(done_at_idle <= slowed_max, "at most %ld bytes sent while the receiver idles, got %ld",
+             slowed_max, done_at_idle);
+    PT_CHECK(st.credit_stalls > 0, "credit stalls, got %llu", (unsigned long long)st.credit_stalls);
     for (int k = 0; k < window; k++)
         free(buf[k]);
     free(buf);
@@ -178,19 +166,19 @@ static int receiver(long nmsg, int window, double idle, long slack)
            "(bound %ld KiB); unexpected messages at most %llu holding %llu bytes of eager data\n",
            idle, base / 1024, peak / 1024, (peak - base) / 1024, bound / 1024,
            (unsigned long long)max_unexp, (unsigned long long)max_unexp_bytes);
-    CHECK(base > 0, "VmRSS readable");
-    CHECK(peak - base <= bound, "RSS growth <= %ld bytes, got %ld", bound, peak - base);
-    CHECK(max_unexp_bytes <= (uint64_t)(credits * elimit * ports),
-          "unexpected eager bytes <= credits x eager limit x ports = %ld, got %llu",
-          credits * elimit * ports, (unsigned long long)max_unexp_bytes);
+    PT_CHECK(base > 0, "VmRSS readable");
+    PT_CHECK(peak - base <= bound, "RSS growth <= %ld bytes, got %ld", bound, peak - base);
+    PT_CHECK(max_unexp_bytes <= (uint64_t)(credits * elimit * ports),
+             "unexpected eager bytes <= credits x eager limit x ports = %ld, got %llu",
+             credits * elimit * ports, (unsigned long long)max_unexp_bytes);
     /* One per send the peer has outstanding: the sender's window, plus the eager ones that
      * completed at once. */
     long eager_max = eager_messages_max(credits, elimit, ports);
-    CHECK(max_unexp <= (uint64_t)(window + eager_max),
-          "unexpected messages <= window + eager ones = %ld, got %llu", window + eager_max,
-          (unsigned long long)max_unexp);
-    CHECK(max_unexp > 0, "the flood arrived unexpected, got %llu messages",
-          (unsigned long long)max_unexp);
+    PT_CHECK(max_unexp <= (uint64_t)(window + eager_max),
+             "unexpected messages <= window + eager ones = %ld, got %llu", window + eager_max,
+             (unsigned long long)max_unexp);
+    PT_CHECK(max_unexp > 0, "the flood arrived unexpected, got %llu messages",
+             (unsigned long long)max_unexp);
 
     double t1 = now_s();
     long got = 0, bytes = 0;
@@ -201,26 +189,27 @@ static int receiver(long nmsg, int window, double idle, long slack)
             long m = i - window;
             cor_status_t s;
             err = cor_wait(&req[k], &s);
-            CHECK(err == COR_OK, "receive %ld: %s", m, cor_strerror(err));
+            PT_CHECK(err == COR_OK, "receive %ld: %s", m, cor_strerror(err));
             if (err) break;
             size_t n = msg_size(m) / 8, bad = first_bad(buf[k], n, m);
-            CHECK(s.tag == (int)(m & 0x7fffffff) && s.count == n && bad == n,
-                  "message %ld in order and intact: tag %d, %zu words, first bad word %zu of %zu",
-                  m, s.tag, (size_t)s.count, bad, n);
-            if (failures > 10) return 1;
+            PT_CHECK(
+                s.tag == (int)(m & 0x7fffffff) && s.count == n && bad == n,
+                "message %ld in order and intact: tag %d, %zu words, first bad word %zu of %zu", m,
+                s.tag, (size_t)s.count, bad, n);
+            if (pt_failures > 10) return 1;
             got++;
             bytes += (long)msg_size(m);
         }
         if (i >= nmsg) continue;
         err = cor_recvI_into(cor_task_idp(1, 0), COR_CTX_WORLD, COR_ANY_TAG, COR_UINT64, buf[k],
                              cap / 8, &req[k]);
-        CHECK(err == COR_OK, "recvI %ld: %s", i, cor_strerror(err));
+        PT_CHECK(err == COR_OK, "recvI %ld: %s", i, cor_strerror(err));
     }
     double dt = now_s() - t1;
     printf("flood: receiver: %ld messages, %ld bytes in order and intact, received in %.2f s "
            "after the idle time (%.0f MB/s)\n",
            got, bytes, dt, dt > 0 ? (double)bytes / dt / 1e6 : 0.0);
-    CHECK(got == nmsg, "%ld messages, got %ld", nmsg, got);
+    PT_CHECK(got == nmsg, "%ld messages, got %ld", nmsg, got);
     for (int k = 0; k < window; k++)
         free(buf[k]);
     free(buf);
@@ -230,6 +219,7 @@ static int receiver(long nmsg, int window, double idle, long slack)
 
 int main(int argc, char **argv)
 {
+    pt_name = "flood";
     long total = 1L << 30, slack = 0;
     double idle = 10;
     int window = 16, opt;
@@ -272,13 +262,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "cor_init: %s\n", cor_strerror(err));
         return 1;
     }
-    int rank = cor_domain_rank();
+    int rank = pt_rank = cor_domain_rank();
     long nmsg = 0, sum = 0;
     while (sum < total)
         sum += (long)msg_size(nmsg++);
     if (cor_domain_count() != 2) {
         fprintf(stderr, "flood: needs 2 domains, got %d\n", cor_domain_count());
-        failures++;
+        pt_failures++;
     } else {
         /* Both started and the receiver's baseline taken: the flood starts after this. */
         if (cor_domain_rank() == 0 && receiver_prepare(window)) {
@@ -286,17 +276,17 @@ int main(int argc, char **argv)
             return 1;
         }
         err = cor_barrier();
-        CHECK(err == COR_OK, "barrier: %s", cor_strerror(err));
+        PT_CHECK(err == COR_OK, "barrier: %s", cor_strerror(err));
         long credits = env_long("COR_CREDITS", 32), ports = env_long("COR_PORTS", 1);
         long elimit = env_long("COR_EAGER_LIMIT", 16384);
         long slowed_max =
             eager_messages_max(credits, elimit, ports) * (long)esize + (long)window * (long)rsize;
         int rc = cor_domain_rank() == 1 ? sender(nmsg, window, idle, slowed_max)
                                         : receiver(nmsg, window, idle, slack);
-        if (rc) failures++;
+        if (rc) pt_failures++;
     }
     err = cor_finalize();
-    CHECK(err == COR_OK, "finalize: %s", cor_strerror(err));
-    if (!failures) printf("flood: domain %d: PASS\n", rank);
-    return failures ? 1 : 0;
+    PT_CHECK(err == COR_OK, "finalize: %s", cor_strerror(err));
+    if (!pt_failures) printf("flood: domain %d: PASS\n", rank);
+    return pt_failures ? 1 : 0;
 }

@@ -32,19 +32,6 @@
 static int rank;
 static long per_phase = 2000;
 static size_t maxsize = 256 * 1024;
-static _Atomic long failures;
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-    if (atomic_fetch_add(&failures, 1) >= 20) return;
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "hooked: domain %d: FAIL %s\n", rank, msg);
-}
 
 /* Message k: its size (mostly small, some beyond any eager limit) and its bytes. */
 static size_t size_of(long k)
@@ -100,14 +87,14 @@ static void serve_all(void)
     for (;;) {
         if (E.rr == COR_REQ_NULL &&
             cor_recvI_as(E.box, COR_ANY_SOURCE, COR_CTX_WORLD, COR_ANY_TAG, &E.msg, &E.rr)) {
-            fail("cor_recvI_as in the hook");
+            pt_fail("cor_recvI_as in the hook");
             return;
         }
         int done = 0;
         if (cor_peek(E.rr, &done) != COR_OK || !done) return; /* a rendezvous still moving */
         cor_status_t st;
         if (cor_test(&E.rr, &done, &st) != COR_OK) {
-            fail("a message to the box completed with an error");
+            pt_fail("a message to the box completed with an error");
             continue;
         }
         if (E.nout == MAX_PENDING) reap(true); /* the sends are ours to keep until done */
@@ -115,7 +102,7 @@ static void serve_all(void)
         int err = cor_sendI_as(E.box, st.source, COR_CTX_WORLD, TAG_ECHO_BASE + st.tag, COR_BYTE,
                                E.msg, st.count, &sr);
         if (err) {
-            fail("echo of message %d: %s", st.tag, cor_strerror(err));
+            pt_fail("echo of message %d: %s", st.tag, cor_strerror(err));
             cor_releaseBuffer(E.msg);
         } else {
             E.out[E.nout].req = sr;
@@ -165,7 +152,7 @@ static int server(cor_idp_t client)
         cor_peek(r, &done);
     }
     if (!done) {
-        fail("phase 2 did not end within 120 s");
+        pt_fail("phase 2 did not end within 120 s");
         cor_cancel(&r);
     }
     cor_wait(&r, NULL);
@@ -174,15 +161,16 @@ static int server(cor_idp_t client)
     reap(true);
     if (E.rr != COR_REQ_NULL) {
         cor_cancel(&E.rr);
-        if (cor_wait(&E.rr, NULL) == COR_OK) fail("a message to the box was left unserved");
+        if (cor_wait(&E.rr, NULL) == COR_OK) pt_fail("a message to the box was left unserved");
         if (E.msg) cor_releaseBuffer(E.msg);
     }
     pthread_mutex_unlock(&E.turn);
     long served = atomic_load(&E.served);
-    if (served != 2 * per_phase) fail("served %ld messages, expected %ld", served, 2 * per_phase);
-    if (listener_calls == 0) fail("no message was brought by a listener in phase 1");
-    if (atomic_load(&E.by_others) == 0) fail("no message was brought by a task");
-    if (atomic_load(&failures) == 0)
+    if (served != 2 * per_phase)
+        pt_fail("served %ld messages, expected %ld", served, 2 * per_phase);
+    if (listener_calls == 0) pt_fail("no message was brought by a listener in phase 1");
+    if (atomic_load(&E.by_others) == 0) pt_fail("no message was brought by a task");
+    if (atomic_load(&pt_failures) == 0)
         printf("hooked: domain 0: PASS served %ld; hook calls by listeners %ld, by tasks %ld\n",
                served, atomic_load(&E.by_listener), atomic_load(&E.by_others));
     return COR_OK;
@@ -210,7 +198,7 @@ static int client(cor_idp_t server_main)
             err = cor_recv(box, COR_CTX_WORLD, TAG_ECHO_BASE + (int)k, COR_BYTE, in, maxsize + 1,
                            &st);
             if (err) return err;
-            if (st.count != n || memcmp(in, out, n)) fail("echo %ld: wrong size or bytes", k);
+            if (st.count != n || memcmp(in, out, n)) pt_fail("echo %ld: wrong size or bytes", k);
             bytes += (long)n;
         }
         long token = phase;
@@ -218,13 +206,14 @@ static int client(cor_idp_t server_main)
     }
     free(out);
     free(in);
-    if (atomic_load(&failures) == 0)
+    if (atomic_load(&pt_failures) == 0)
         printf("hooked: domain 1: PASS %ld echoes, %ld bytes\n", k, bytes);
     return COR_OK;
 }
 
 int main(int argc, char **argv)
 {
+    pt_name = "hooked";
     int opt;
     while ((opt = getopt(argc, argv, "m:x:")) != -1) {
         switch (opt) {
@@ -244,15 +233,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "hooked: cor_init: %s\n", cor_strerror(err));
         return 1;
     }
-    rank = cor_domain_rank();
+    rank = pt_rank = cor_domain_rank();
     if (cor_domain_count() != 2) {
         fprintf(stderr, "hooked: run with cor-run -n 2\n");
         cor_finalize();
         return 2;
     }
     err = rank == 0 ? server(cor_task_idp(1, 0)) : client(cor_task_idp(0, 0));
-    if (err) fail("%s", cor_strerror(err));
+    if (err) pt_fail("%s", cor_strerror(err));
     int fin = cor_finalize();
-    if (fin) fail("cor_finalize: %s", cor_strerror(fin));
-    return atomic_load(&failures) ? 1 : 0;
+    if (fin) pt_fail("cor_finalize: %s", cor_strerror(fin));
+    return atomic_load(&pt_failures) ? 1 : 0;
 }

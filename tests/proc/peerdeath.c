@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cor/cor.h"
+#include "proc_util.h"
 
 #define PASS_STATUS 42
 #define NRECV 4
@@ -31,7 +32,7 @@
 
 static int rank, ndom, victim, ntasks = 4;
 static const char *dir;
-static _Atomic long ticks, failures;
+static _Atomic long ticks;
 static atomic_int death_rank = -1, death_err, death_calls, finished;
 static _Atomic long first_err_ns, last_ok_ns;
 static atomic_int tasks_flowing; /* survivor tasks that received from the victim */
@@ -43,18 +44,6 @@ static long now_ns(void)
     return t.tv_sec * 1000000000L + t.tv_nsec;
 }
 
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-    atomic_fetch_add(&failures, 1);
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "peerdeath: domain %d: FAIL %s\n", rank, msg);
-}
-
 static void write_mark(const char *name);
 
 static void on_death(int r, int err, void *arg)
@@ -62,26 +51,6 @@ static void on_death(int r, int err, void *arg)
     atomic_store(&death_rank, r);
     atomic_store(&death_err, err);
     atomic_fetch_add(&death_calls, 1);
-}
-
-static void *watchdog(void *arg)
-{
-    long last = -1;
-    int idle = 0;
-    while (!atomic_load(&finished)) {
-        sleep(1);
-        long t = atomic_load(&ticks);
-        idle = t == last ? idle + 1 : 0;
-        last = t;
-        if (idle >= STALL_S) {
-            fprintf(stderr,
-                    "peerdeath: domain %d: FAIL nothing completed for %d s: operations "
-                    "toward the dead domain hang\n",
-                    rank, STALL_S);
-            _exit(1);
-        }
-    }
-    return arg;
 }
 
 /* The victim's tasks: stream small messages to task i of every survivor, absorb what comes. */
@@ -128,7 +97,7 @@ static int survivor_task(void *arg)
     for (int i = 0; i < NSEND; i++) {
         sbuf[i] = cor_getBuffer(COR_BYTE, BIG);
         if (!sbuf[i]) {
-            fail("cor_getBuffer");
+            pt_fail("cor_getBuffer");
             return 1;
         }
         memset(sbuf[i], 0x5a, BIG);
@@ -146,7 +115,7 @@ static int survivor_task(void *arg)
                     recv_dead++;
                     dead_seen = 1;
                 } else if (rc != COR_OK) {
-                    fail("recvI from the victim: %s", cor_strerror(rc));
+                    pt_fail("recvI from the victim: %s", cor_strerror(rc));
                 }
             }
             for (int i = 0; i < NSEND; i++) {
@@ -155,7 +124,7 @@ static int survivor_task(void *arg)
                     (rc = cor_sendI(peer, COR_CTX_WORLD, 7, sbuf[i], BIG, &reqs[NRECV + i])) !=
                         COR_OK &&
                     rc != COR_EPEERDEAD)
-                    fail("sendI to the victim: %s", cor_strerror(rc));
+                    pt_fail("sendI to the victim: %s", cor_strerror(rc));
             }
         }
         int pending = 0;
@@ -167,7 +136,7 @@ static int survivor_task(void *arg)
         int rc = cor_waitany(NRECV + NSEND, reqs, &idx, &st);
         atomic_fetch_add(&ticks, 1);
         if (idx >= NRECV + NSEND) {
-            fail("waitany: index %zu, %s", idx, cor_strerror(rc));
+            pt_fail("waitany: index %zu, %s", idx, cor_strerror(rc));
             return 1;
         }
         if (idx < NRECV) {
@@ -184,9 +153,9 @@ static int survivor_task(void *arg)
                 atomic_compare_exchange_strong(&first_err_ns, &expect, now_ns());
                 dead_seen = 1;
             } else {
-                fail("receive from the victim completed with %s, expected COR_OK or "
-                     "COR_EPEERDEAD",
-                     cor_strerror(rc));
+                pt_fail("receive from the victim completed with %s, expected COR_OK or "
+                        "COR_EPEERDEAD",
+                        cor_strerror(rc));
                 dead_seen = 1;
             }
         } else {
@@ -196,12 +165,12 @@ static int survivor_task(void *arg)
                 long expect = 0;
                 atomic_compare_exchange_strong(&first_err_ns, &expect, now_ns());
             } else if (rc != COR_OK) {
-                fail("send to the victim completed with %s", cor_strerror(rc));
+                pt_fail("send to the victim completed with %s", cor_strerror(rc));
             }
         }
     }
-    if (oks == 0) fail("task %u received nothing from the victim before it died", index);
-    if (recv_dead == 0) fail("task %u: no receive completed with COR_EPEERDEAD", index);
+    if (oks == 0) pt_fail("task %u received nothing from the victim before it died", index);
+    if (recv_dead == 0) pt_fail("task %u: no receive completed with COR_EPEERDEAD", index);
     for (int i = 0; i < NSEND; i++)
         cor_releaseBuffer(sbuf[i]);
 
@@ -212,13 +181,13 @@ static int survivor_task(void *arg)
     if (rc == COR_OK) rc = cor_wait(&r, NULL);
     atomic_fetch_add(&ticks, 1);
     if (rc != COR_EPEERDEAD)
-        fail("a receive from the dead victim returned %s, expected COR_EPEERDEAD",
-             cor_strerror(rc));
+        pt_fail("a receive from the dead victim returned %s, expected COR_EPEERDEAD",
+                cor_strerror(rc));
     char one = 1;
     rc = cor_send(peer, COR_CTX_WORLD, 1, COR_BYTE, &one, 1);
     atomic_fetch_add(&ticks, 1);
     if (rc != COR_EPEERDEAD)
-        fail("a send to the dead victim returned %s, expected COR_EPEERDEAD", cor_strerror(rc));
+        pt_fail("a send to the dead victim returned %s, expected COR_EPEERDEAD", cor_strerror(rc));
     return 0;
 }
 
@@ -230,7 +199,7 @@ static void write_mark(const char *name)
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     if (!f) {
-        fail("cannot write %s", tmp);
+        pt_fail("cannot write %s", tmp);
         return;
     }
     fprintf(f, "%ld\n", (long)getpid());
@@ -252,12 +221,13 @@ static void survivors_talk(void)
     if (rc == COR_OK) rc = cor_wait(&r, NULL);
     atomic_fetch_add(&ticks, 1);
     if (rc != COR_OK || got != prev)
-        fail("survivors' ring after the death: %s, got %d from domain %d", cor_strerror(rc), got,
-             prev);
+        pt_fail("survivors' ring after the death: %s, got %d from domain %d", cor_strerror(rc), got,
+                prev);
 }
 
 int main(int argc, char **argv)
 {
+    pt_name = "peerdeath";
     if (argc < 2) {
         fprintf(stderr, "usage: peerdeath DIR [-t TASKS]\n");
         return 2;
@@ -270,7 +240,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "peerdeath: cor_init: %s\n", cor_strerror(rc));
         return 1;
     }
-    rank = cor_domain_rank();
+    rank = pt_rank = cor_domain_rank();
     ndom = cor_domain_count();
     victim = ndom - 1;
     if (ndom < 2) {
@@ -283,41 +253,39 @@ int main(int argc, char **argv)
         rc = cor_task_spawn("pd", rank == victim ? victim_task : survivor_task,
                             (void *)(uintptr_t)(i + 1), &ids[i]);
         if (rc != COR_OK) {
-            fail("spawn: %s", cor_strerror(rc));
+            pt_fail("spawn: %s", cor_strerror(rc));
             return 1;
         }
     }
     rc = cor_barrier();
-    if (rc != COR_OK) fail("first barrier: %s", cor_strerror(rc));
+    if (rc != COR_OK) pt_fail("first barrier: %s", cor_strerror(rc));
     write_mark("pid");
     if (rank == victim) {
         for (int i = 0; i < ntasks; i++)
             cor_task_join(ids[i], NULL);
         return 5; /* not reached: the victim is killed */
     }
-    pthread_t wd;
-    pthread_create(&wd, NULL, watchdog, NULL);
-    pthread_detach(wd);
+    pt_watchdog_start(&ticks, &finished, STALL_S, 1, "operations toward the dead domain hang");
     for (int i = 0; i < ntasks; i++) {
         int st = 0;
         rc = cor_task_join(ids[i], &st);
         if (rc != COR_OK || st != 0)
-            fail("task %d: join %s, status %d", i + 1, cor_strerror(rc), st);
+            pt_fail("task %d: join %s, status %d", i + 1, cor_strerror(rc), st);
     }
     survivors_talk();
     for (int i = 0; i < 100 && atomic_load(&death_calls) == 0; i++)
         usleep(10000);
     if (atomic_load(&death_calls) != 1 || atomic_load(&death_rank) != victim)
-        fail("death callback: %d calls, last for domain %d; expected 1 call for domain %d",
-             atomic_load(&death_calls), atomic_load(&death_rank), victim);
+        pt_fail("death callback: %d calls, last for domain %d; expected 1 call for domain %d",
+                atomic_load(&death_calls), atomic_load(&death_rank), victim);
     long lag = atomic_load(&first_err_ns) - atomic_load(&last_ok_ns);
     printf("peerdeath: domain %d: %s: pending operations toward domain %d failed %.3f s after "
            "its last message arrived\n",
-           rank, atomic_load(&failures) ? "FAIL" : "PASS", victim, (double)lag / 1e9);
+           rank, atomic_load(&pt_failures) ? "FAIL" : "PASS", victim, (double)lag / 1e9);
     fflush(stdout);
     atomic_store(&finished, 1);
     alarm(20); /* cor_finalize with a dead domain must not hang either */
     rc = cor_finalize();
-    if (rc != COR_OK && rc != COR_EPEERDEAD) fail("cor_finalize: %s", cor_strerror(rc));
-    return atomic_load(&failures) ? 1 : PASS_STATUS;
+    if (rc != COR_OK && rc != COR_EPEERDEAD) pt_fail("cor_finalize: %s", cor_strerror(rc));
+    return atomic_load(&pt_failures) ? 1 : PASS_STATUS;
 }

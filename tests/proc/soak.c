@@ -32,20 +32,7 @@
 static int ntasks = 16, rank, ndom;
 static double duration = 60, warmup = 15;
 static size_t maxsize = 1u << 20;
-static _Atomic long failures;
 static _Atomic uint64_t msgs_recv, bytes_recv;
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-    if (atomic_fetch_add(&failures, 1) >= 20) return;
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "soak: domain %d: FAIL %s\n", rank, msg);
-}
 
 /* Size of message k from domain src's task i: both ends compute it. */
 static size_t msg_size(int src, int i, uint32_t k)
@@ -78,7 +65,7 @@ static int task_main(void *arg)
     cor_idp_t dst = cor_task_idp(to, i), src = cor_task_idp(from, i);
     unsigned char *sbuf = malloc(maxsize ? maxsize : 1), *rbuf = malloc(maxsize ? maxsize : 1);
     if (!sbuf || !rbuf) {
-        fail("task %d: out of memory", i);
+        pt_fail("task %d: out of memory", i);
         goto out;
     }
     double end = now_s() + duration;
@@ -101,33 +88,33 @@ static int task_main(void *arg)
                 sent++;
             }
             if (err) {
-                fail("task %d: sendI %u: %s", i, sent, cor_strerror(err));
+                pt_fail("task %d: sendI %u: %s", i, sent, cor_strerror(err));
                 break;
             }
         }
         cor_status_t st;
         err = cor_recv(src, COR_CTX_WORLD, COR_ANY_TAG, COR_BYTE, rbuf, maxsize, &st);
         if (err) {
-            fail("task %d: recv %u: %s", i, got, cor_strerror(err));
+            pt_fail("task %d: recv %u: %s", i, got, cor_strerror(err));
             break;
         }
         if (st.tag == TAG_END) {
             uint32_t count;
             memcpy(&count, rbuf, sizeof count);
             if (st.count != 4 || count != got)
-                fail("task %d: end after %u messages, the sender says %u", i, got, count);
+                pt_fail("task %d: end after %u messages, the sender says %u", i, got, count);
             receiver_done = 1;
         } else {
             size_t n = msg_size(from, i, got), bad = n;
             if (st.tag != (int)(got % TAG_END) || st.count != n) {
-                fail("task %d: message %u: tag %d, %zu bytes, expected tag %u, %zu bytes", i, got,
-                     st.tag, (size_t)st.count, got % TAG_END, n);
+                pt_fail("task %d: message %u: tag %d, %zu bytes, expected tag %u, %zu bytes", i,
+                        got, st.tag, (size_t)st.count, got % TAG_END, n);
                 break;
             }
             for (size_t o = 0; o < n && bad == n; o++)
                 if (rbuf[o] != byte_at(from, i, got, o)) bad = o;
             if (bad != n) {
-                fail("task %d: message %u of %zu bytes damaged at byte %zu", i, got, n, bad);
+                pt_fail("task %d: message %u of %zu bytes damaged at byte %zu", i, got, n, bad);
                 break;
             }
             atomic_fetch_add(&msgs_recv, 1);
@@ -135,7 +122,7 @@ static int task_main(void *arg)
             got++;
         }
         if (sr != COR_REQ_NULL && (err = cor_wait(&sr, NULL)) != COR_OK) {
-            fail("task %d: send %u: %s", i, sent, cor_strerror(err));
+            pt_fail("task %d: send %u: %s", i, sent, cor_strerror(err));
             break;
         }
     }
@@ -143,7 +130,7 @@ static int task_main(void *arg)
      * end message. */
     if (!sender_done &&
         cor_send(dst, COR_CTX_WORLD, TAG_END, COR_BYTE, &sent, sizeof sent) != COR_OK)
-        fail("task %d: end message", i);
+        pt_fail("task %d: end message", i);
 out:
     free(sbuf);
     free(rbuf);
@@ -163,6 +150,7 @@ static int fd_count(void)
 
 int main(int argc, char **argv)
 {
+    pt_name = "soak";
     int opt;
     while ((opt = getopt(argc, argv, "t:d:W:x:")) != -1) {
         switch (opt) {
@@ -194,7 +182,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "soak: cor_init: %s\n", cor_strerror(err));
         return 1;
     }
-    rank = cor_domain_rank();
+    rank = pt_rank = cor_domain_rank();
     ndom = cor_domain_count();
     if (ndom < 2) {
         fprintf(stderr, "soak: needs at least 2 domains\n");
@@ -207,7 +195,7 @@ int main(int argc, char **argv)
         char name[32];
         snprintf(name, sizeof name, "soak%d", i + 1);
         err = cor_task_spawn(name, task_main, (void *)(intptr_t)(i + 1), &ids[i]);
-        if (err) fail("spawn %d: %s", i + 1, cor_strerror(err));
+        if (err) pt_fail("spawn %d: %s", i + 1, cor_strerror(err));
     }
     /* RSS sampled every 200 ms while the traffic runs: "flat" compares the mean of the first
      * fifth after warm-up with the mean of the last fifth (single samples swing with the
@@ -236,19 +224,19 @@ int main(int argc, char **argv)
            late = late_n ? late_sum / (double)late_n : 0;
     for (int i = 0; i < ntasks; i++)
         if (ids[i] != COR_IDP_NULL && (err = cor_task_join(ids[i], NULL)) != COR_OK)
-            fail("join %d: %s", i + 1, cor_strerror(err));
+            pt_fail("join %d: %s", i + 1, cor_strerror(err));
     double growth = early > 0 ? 100.0 * (late - early) / early : 0;
-    if (!early_n || !late_n) fail("too few RSS samples (%ld, %ld): run longer", early_n, late_n);
+    if (!early_n || !late_n) pt_fail("too few RSS samples (%ld, %ld): run longer", early_n, late_n);
     if (growth >= 5.0)
-        fail("RSS grew %.1f%% after warm-up (%.0f -> %.0f KiB)", growth, early, late);
+        pt_fail("RSS grew %.1f%% after warm-up (%.0f -> %.0f KiB)", growth, early, late);
     if (fds_late != fds_warm)
-        fail("descriptors %d after warm-up, %d at the end", fds_warm, fds_late);
+        pt_fail("descriptors %d after warm-up, %d at the end", fds_warm, fds_late);
     err = cor_finalize();
-    if (err) fail("finalize: %s", cor_strerror(err));
+    if (err) pt_fail("finalize: %s", cor_strerror(err));
     printf("soak: domain %d: %s %llu messages %llu bytes in %.0f s; RSS (mean) %.0f KiB just "
            "after the %.0f s warm-up, %.0f KiB at the end (%+.1f%%), peak %ld KiB; descriptors "
            "%d -> %d\n",
-           rank, failures ? "FAIL" : "PASS", (unsigned long long)msgs_recv,
+           rank, pt_failures ? "FAIL" : "PASS", (unsigned long long)msgs_recv,
            (unsigned long long)bytes_recv, now_s() - t0, early, warmup, late, growth, rss_peak,
            fds_warm, fds_late);
     /* The curve, so a reader can tell a plateau from a steady climb. */
@@ -259,5 +247,5 @@ int main(int argc, char **argv)
                                  tenth_n[k] ? tenth_sum[k] / (double)tenth_n[k] : 0.0);
     printf("soak: domain %d: mean RSS (KiB) per tenth of the time after warm-up:%s\n", rank, curve);
     free(ids);
-    return failures ? 1 : 0;
+    return pt_failures ? 1 : 0;
 }
