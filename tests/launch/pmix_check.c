@@ -1,0 +1,122 @@
+/*
+ * pmix_check: the PMIx bootstrap backend alone (boot.c + boot_pmix.c linked in, no rest of
+ * libcor) under mpirun, as proc/boot_check tests the cor-run one. Used by launch/backend.sh.
+ *
+ *   pmix_check exchange   addresses with spaces, tabs and high bytes survive the exchange;
+ *                         two barriers; finish
+ *   pmix_check died       the last rank exits at once after the exchange; the others tell
+ *                         the backend it died (as the core does when a route reports it) while
+ *                         a thread waits in a barrier: the barrier returns COR_EPEERDEAD, and
+ *                         so does the next one, at once
+ * Exit 0 = all checks passed; 1 = a check failed (the reason is printed); the last rank of
+ * `died` exits 3.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "boot.h"
+
+static int rank, size;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "pmix_check[%d]: FAIL %s:%d: ", rank, __FILE__, __LINE__);             \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+#define NADDR 3
+
+static void make_addrs(int r, struct cor_boot_addr *a)
+{
+    for (int k = 0; k < NADDR; k++) {
+        memset(&a[k], 0, sizeof a[k]);
+        snprintf(a[k].route, sizeof a[k].route, "%s", k == 2 ? "gm" : "udp");
+        a[k].port_index = k == 2 ? -1 : k;
+        snprintf(a[k].addr, sizeof a[k].addr, "10.0.%d.%d:%d with spaces\t\xc3\xa9\x01", r, k,
+                 4000 + r);
+    }
+}
+
+static void check_exchange(struct cor_boot *boot)
+{
+    struct cor_boot_addr mine[NADDR], want[NADDR], *all = NULL;
+    make_addrs(rank, mine);
+    int rc = cor__boot_exchange(boot, NADDR, mine, &all);
+    CHECK(rc == COR_OK, "exchange returned %d, expected 0", rc);
+    for (int r = 0; r < size; r++) {
+        make_addrs(r, want);
+        for (int k = 0; k < NADDR; k++) {
+            const struct cor_boot_addr *a = &all[r * NADDR + k];
+            CHECK(!strcmp(a->route, want[k].route) && a->port_index == want[k].port_index &&
+                      !strcmp(a->addr, want[k].addr),
+                  "rank %d address %d: got %s %d '%s'", r, k, a->route, a->port_index, a->addr);
+        }
+    }
+    free(all);
+}
+
+struct waiter {
+    struct cor_boot *boot;
+    int rc;
+};
+
+static void *barrier_thread(void *arg)
+{
+    struct waiter *w = arg;
+    w->rc = cor__boot_barrier(w->boot);
+    return NULL;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "exchange";
+    struct cor_boot *boot = NULL;
+    uint64_t cookie;
+    int rc = cor__boot_init(&boot, &rank, &size, &cookie);
+    CHECK(rc == COR_OK, "init returned %d", rc);
+    CHECK(!strcmp(boot->ops->name, "pmix"), "backend %s, expected pmix", boot->ops->name);
+    CHECK(size >= 2 && cookie != 0, "size %d, cookie %llx", size, (unsigned long long)cookie);
+    check_exchange(boot);
+    if (!strcmp(mode, "exchange")) {
+        CHECK((rc = cor__boot_barrier(boot)) == COR_OK, "barrier 1 returned %d", rc);
+        CHECK((rc = cor__boot_barrier(boot)) == COR_OK, "barrier 2 returned %d", rc);
+        cor__boot_finish(boot);
+        printf("pmix_check[%d]: PASS exchange of %d domains\n", rank, size);
+        return 0;
+    }
+    CHECK(!strcmp(mode, "died"), "unknown mode %s", mode);
+    int victim = size - 1;
+    if (rank == victim) _exit(3); /* gone without a word, as a killed domain */
+    struct waiter arg = {boot, -99};
+    pthread_t t;
+    pthread_create(&t, NULL, barrier_thread, &arg);
+    usleep(300000); /* the thread waits in the fence, which the victim never enters */
+    double t0 = now_s();
+    cor__boot_died(boot, victim);
+    pthread_join(t, NULL);
+    double waited = now_s() - t0;
+    CHECK(arg.rc == COR_EPEERDEAD, "the waiting barrier returned %d, expected %d", arg.rc,
+          COR_EPEERDEAD);
+    CHECK(waited < 5, "the waiting barrier took %.1f s to return", waited);
+    CHECK((rc = cor__boot_barrier(boot)) == COR_EPEERDEAD, "the next barrier returned %d", rc);
+    printf("pmix_check[%d]: PASS barrier released %.3f s after the death\n", rank, waited);
+    fflush(stdout);
+    cor__boot_finish(boot); /* PMIx_Finalize with the abandoned fence still pending */
+    return 0;
+}
