@@ -174,21 +174,22 @@ static void run_counts(void)
     unsigned long long rem = b.remote_ops - a.remote_ops, sh = b.shm_ops - a.shm_ops;
     unsigned long long want_rem = shm_on ? 0 : K + 1, want_sh = shm_on ? K : 0;
     if (rem != want_rem || sh != want_sh)
-        fail("%d adds to domain %d: remote_ops +%llu, shm_ops +%llu; expected +%llu, +%llu", K,
-             (rank + 1) % ndom, rem, sh, want_rem, want_sh);
+        pt_fail("%d adds to domain %d: remote_ops +%llu, shm_ops +%llu; expected +%llu, +%llu", K,
+                (rank + 1) % ndom, rem, sh, want_rem, want_sh);
     unsigned long long loc = c.local_ops - b.local_ops;
     if (loc != K || c.remote_ops != b.remote_ops || c.shm_ops != b.shm_ops)
-        fail("%d adds to our own object: local_ops +%llu, remote_ops +%llu, shm_ops +%llu", K, loc,
-             (unsigned long long)(c.remote_ops - b.remote_ops),
-             (unsigned long long)(c.shm_ops - b.shm_ops));
+        pt_fail("%d adds to our own object: local_ops +%llu, remote_ops +%llu, shm_ops +%llu", K,
+                loc, (unsigned long long)(c.remote_ops - b.remote_ops),
+                (unsigned long long)(c.shm_ops - b.shm_ops));
     CHECK(cor_dsm_barrier_wait(all_bar)); /* every add is in */
     long v[2] = {0, 0};
     CHECK(cor_dsm_get(own, 0, 2, COR_LONG, v));
     if (v[0] != K || v[1] != K)
-        fail("cnt.%d = {%ld, %ld}, expected {%d, %d}", rank, v[0], v[1], K, K);
+        pt_fail("cnt.%d = {%ld, %ld}, expected {%d, %d}", rank, v[0], v[1], K, K);
     printf("domain %d: %s counts: %d adds to domain %d: remote_ops +%llu, shm_ops +%llu; %d to "
            "our own: local_ops +%llu\n",
-           rank, atomic_load(&failures) ? "FAIL" : "PASS", K, (rank + 1) % ndom, rem, sh, K, loc);
+           rank, atomic_load(&pt_failures) ? "FAIL" : "PASS", K, (rank + 1) % ndom, rem, sh, K,
+           loc);
     CHECK(cor_dsm_barrier_wait(all_bar)); /* nobody destroys while others read */
     CHECK(cor_dsm_destroy(own));
 }
