@@ -1,16 +1,21 @@
 /*
- * The baseline: plain UDP sockets on 127.0.0.1, polled (non-blocking recv in a spin loop), the
- * best a program can do over the kernel's UDP without any runtime. Rows are named "udp-socket".
+ * The baseline: plain UDP sockets, polled (non-blocking recv in a spin loop), the best a
+ * program can do over the kernel's UDP without any runtime. Rows are named "udp-socket".
  *
- * Each domain binds a socket and the two exchange port numbers with cor_send/cor_recv, then
- * connect() to each other. A message larger than one datagram goes as 64 KiB-class datagrams
- * (UDP_DGRAM_MAX, the IPv4 limit). Streams are a byte stream cut into datagrams of
- * min(size, UDP_DGRAM_MAX), with a credit window acknowledged by the receiver: loopback UDP
- * drops what overflows the socket buffer, and a lost datagram would stall the measurement.
- * Loss is still detected (no progress for LOSS_TIMEOUT_NS) and reported, never waited out.
+ * Each domain binds a socket to the address its routes use (COR_BIND as cor-run sets it: unset
+ * or "loopback" is 127.0.0.1, an IPv4 address is itself, "auto" the first interface that is up
+ * and not loopback, as the core picks for a domain started on another host) and the two
+ * exchange address and port with cor_send/cor_recv, then connect() to each other. A message larger
+ * than one datagram goes as 64 KiB-class datagrams (UDP_DGRAM_MAX, the IPv4 limit). Streams are a
+ * byte stream cut into datagrams of min(size, UDP_DGRAM_MAX), with a credit window acknowledged by
+ * the receiver: loopback UDP drops what overflows the socket buffer, and a lost datagram would
+ * stall the measurement. Loss is still detected (no progress for LOSS_TIMEOUT_NS) and reported,
+ * never waited out.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,11 +53,35 @@ static void set_buf(int fd, int force_opt, int opt)
         (void)setsockopt(fd, SOL_SOCKET, opt, &v, sizeof v);
 }
 
+/* The address to bind, by COR_BIND (see the top of this file). */
+static struct in_addr local_addr(void)
+{
+    struct in_addr a = {.s_addr = htonl(INADDR_LOOPBACK)};
+    const char *bind = getenv("COR_BIND");
+    if (!bind || !*bind || !strcmp(bind, "loopback")) return a;
+    if (strcmp(bind, "auto") != 0) {
+        struct in_addr x;
+        if (inet_pton(AF_INET, bind, &x) == 1) a = x;
+        return a;
+    }
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) != 0) return a;
+    for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK) ||
+            !(i->ifa_flags & IFF_UP) || !(i->ifa_flags & IFF_RUNNING))
+            continue;
+        a = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+        break;
+    }
+    freeifaddrs(ifs);
+    return a;
+}
+
 static int sock_open(const struct bench *b, struct sock_ctx *c)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr = local_addr()};
     socklen_t alen = sizeof a;
-    int err, myport, peerport;
+    int err, mine[2], peer_ap[2], peerport;
     cor_idp_t peer = cor_task_idp(1 - b->rank, 0);
 
     memset(c, 0, sizeof *c);
@@ -73,22 +102,25 @@ static int sock_open(const struct bench *b, struct sock_ctx *c)
                 "cor-bench: UDP receive buffer of %d bytes only (not root?): the "
                 "socket stream keeps %zu bytes in flight\n",
                 rcv, c->window_bytes);
-    if (bind(c->fd, (struct sockaddr *)&a, sizeof a) < 0) return sys_fail("bind 127.0.0.1");
+    if (bind(c->fd, (struct sockaddr *)&a, sizeof a) < 0) return sys_fail("bind");
     if (getsockname(c->fd, (struct sockaddr *)&a, &alen) < 0) return sys_fail("getsockname");
-    myport = ntohs(a.sin_port);
+    mine[0] = (int)ntohl(a.sin_addr.s_addr);
+    mine[1] = ntohs(a.sin_port);
     /* Domain 0 sends first so the two blocking calls cannot wait on each other. */
     if (b->rank == 0) {
-        err = cor_send(peer, COR_CTX_WORLD, BENCH_TAG_SETUP, COR_INT, &myport, 1);
-        if (!err) err = cor_recv(peer, COR_CTX_WORLD, BENCH_TAG_SETUP, COR_INT, &peerport, 1, NULL);
+        err = cor_send(peer, COR_CTX_WORLD, BENCH_TAG_SETUP, COR_INT, mine, 2);
+        if (!err) err = cor_recv(peer, COR_CTX_WORLD, BENCH_TAG_SETUP, COR_INT, peer_ap, 2, NULL);
     } else {
-        err = cor_recv(peer, COR_CTX_WORLD, BENCH_TAG_SETUP, COR_INT, &peerport, 1, NULL);
-        if (!err) err = cor_send(peer, COR_CTX_WORLD, BENCH_TAG_SETUP, COR_INT, &myport, 1);
+        err = cor_recv(peer, COR_CTX_WORLD, BENCH_TAG_SETUP, COR_INT, peer_ap, 2, NULL);
+        if (!err) err = cor_send(peer, COR_CTX_WORLD, BENCH_TAG_SETUP, COR_INT, mine, 2);
     }
+    peerport = peer_ap[1];
     if (err) return bench_fail("exchanging socket ports", err);
     if (peerport <= 0 || peerport > 65535) {
         fprintf(stderr, "cor-bench: peer sent a bad port %d\n", peerport);
         return COR_EPROTO;
     }
+    a.sin_addr.s_addr = htonl((uint32_t)peer_ap[0]);
     a.sin_port = htons((uint16_t)peerport);
     if (connect(c->fd, (struct sockaddr *)&a, sizeof a) < 0) return sys_fail("connect");
     size_t max = bench_max_size(b);
