@@ -1,6 +1,9 @@
 #!/bin/sh
-# The man pages: each renders with `man -l` without a warning, has its sections, names every
-# option its tool's --help lists, and `make install-man` installs it.
+# The man pages. Section 1: each renders with `man -l` without a warning, has its sections,
+# names every option its tool's --help lists, and `make install-man` installs it. Section 3
+# (man/): each renders without a warning and has its sections, every SEE ALSO reference
+# exists, every page is reached from cor(3), every public call of the headers is named in a
+# page's NAME, and after `make install` `man NAME` shows that page for every name.
 set -u
 top=${COR_BUILDDIR:?run me through make check}
 src=${COR_SRCDIR:?run me through make check}
@@ -67,5 +70,104 @@ for p in $want; do
     find "$dir/inst" -path "*/man1/$p" | grep -q . || fail "make install-man did not install $p"
 done
 echo "ok: install-man ($want)"
+
+
+# ---- section 3 -------------------------------------------------------------------------
+m3=$src/man
+links=$m3/links.sh
+pages=$(cd "$m3" && ls ./*.3 | sed 's|^\./||')
+[ -n "$pages" ] || fail "man3: no page in $m3"
+# every name a page answers to: its own and its links
+(cd "$m3" && for p in $pages; do echo "$(basename "$p" .3) $(basename "$p" .3)"; done
+    sh "$links" names $pages) | sort -u >"$dir/names"
+for p in $pages; do
+    name=$(basename "$p" .3)
+    LC_ALL=C MANWIDTH=80 timeout 30 man --warnings -l "$m3/$p" >"$dir/$name.3.txt" 2>"$dir/$name.3.err"
+    if [ -s "$dir/$name.3.err" ]; then
+        fail "$p: man -l warns:"
+        cat "$dir/$name.3.err"
+    fi
+    want="NAME SYNOPSIS DESCRIPTION SEE_ALSO"
+    [ "$name" = cor ] || want="$want RETURN_VALUE"
+    for section in $want; do
+        grep -q "^$(echo "$section" | tr _ ' ')" "$dir/$name.3.txt" || fail "$p: no $section section"
+    done
+    # SEE ALSO: every section 3 reference is a page or a link
+    sed -n '/^\.SH SEE ALSO/,/^\.SH /p' "$m3/$p" | grep -oE '^\.BR [A-Za-z_]+ \(3\)' |
+        awk '{print $2}' >"$dir/$name.refs"
+    [ -s "$dir/$name.refs" ] || fail "$p: SEE ALSO names no section 3 page"
+    while read -r r; do
+        grep -q "^$r " "$dir/names" || fail "$p: SEE ALSO $r(3), which no page or link is"
+    done <"$dir/$name.refs"
+done
+# every page is reached from cor(3) by SEE ALSO and the pages cor(3) lists
+reached=" cor "
+todo=cor
+for round in $(seq 1 30); do
+    next=
+    for n in $todo; do
+        [ -f "$m3/$n.3" ] || continue
+        for r in $(grep -oE '^\.BR [A-Za-z_]+ (\(3\)|"\(3\), ")' "$m3/$n.3" | awk '{print $2}'; \
+            grep -oE '^\.BR [a-z_]+ "\(3\), " [a-z_]+ \(3\)' "$m3/$n.3" | awk '{print $4}'); do
+            case $reached in *" $r "*) ;; *) reached="$reached$r " next="$next $r" ;; esac
+        done
+    done
+    [ -n "$next" ] || break
+    todo=$next
+done
+for p in $pages; do
+    case $reached in *" $(basename "$p" .3) "*) ;; *) fail "$p: not reached from cor(3)" ;; esac
+done
+
+# the public calls of the headers (and the macros users look up): each must be a name
+route_h=$src/include/cor/route.h
+[ -f "$route_h" ] || route_h=$src/cor/core/route.h
+{
+    grep -hE '^COR_API' "$src"/include/cor/cor.h "$src"/include/cor/raw.h "$src"/include/cor/dsm.h
+    grep -hE '^static inline [a-z_ ]+ \**cor_idp_[a-z]+\(' "$src"/include/cor/cor.h
+    grep -hE '^int pvm_cor_[a-z_]+\(' "$src"/include/cor/pvm.h
+    grep -hE '^GM_ENTRY_POINT' "$src"/libgm-compat/include/gm_compat.h
+    # gm.h's own additions to GM 2.0 follow a comment saying so
+    awk '/libgm-compat extension/ {want = 1} want && /^GM_ENTRY_POINT/ {print; want = 0}' \
+        "$src"/libgm-compat/include/gm.h
+} | sed -E 's/\(.*//; s/.*[ *]//' >"$dir/calls"
+grep -hoE '^#define (PvmRouteDirect[A-Za-z]+|COR_ROUTE_DECLARE)' "$src"/include/cor/pvm.h "$route_h" |
+    awk '{print $2}' >>"$dir/calls"
+ncalls=$(wc -l <"$dir/calls")
+[ "$ncalls" -ge 100 ] || fail "man3: found only $ncalls public calls in the headers (parser broken?)"
+while read -r c; do
+    grep -q "^$c " "$dir/names" || fail "man3: $c is public but no page names it"
+done <"$dir/calls"
+
+# installed: `man NAME` finds a page for every name and shows its group's page
+if make -s -C "$top/man" install DESTDIR="$dir/inst3" >"$dir/install3.log" 2>&1; then
+    mp=$(find "$dir/inst3" -type d -name man3 | head -n 1)
+    if [ -z "$mp" ]; then
+        fail "make -C man install put no man3 folder"
+    else
+        mp=$(dirname "$mp")
+        nlinks=0 shown=" "
+        while read -r n page; do
+            [ -f "$mp/man3/$page.3" ] || continue # a page this build does not install
+            f=$(man -w -M "$mp" 3 "$n" 2>/dev/null) || { fail "man 3 $n: not found after make install"; continue; }
+            # the link page itself, or (man-db may follow it) the page
+            if [ "$f" != "$mp/man3/$page.3" ] && [ "$(cat "$f")" != ".so man3/$page.3" ]; then
+                fail "man 3 $n finds $f, not a link to $page.3"
+            fi
+            nlinks=$((nlinks + 1))
+            # one name of each page shown through man, the link followed (0.3 s each)
+            case $shown in *" $page "*) continue ;; esac
+            [ "$n" = "$page" ] && continue
+            shown="$shown$page "
+            LC_ALL=C MANWIDTH=80 timeout 30 man --warnings -M "$mp" 3 "$n" >"$dir/as-$n.txt" 2>"$dir/as-$n.err" ||
+                fail "man 3 $n failed"
+            [ -s "$dir/as-$n.err" ] && fail "man 3 $n warns: $(cat "$dir/as-$n.err")"
+            cmp -s "$dir/as-$n.txt" "$dir/$page.3.txt" || fail "man 3 $n does not show $page(3)"
+        done <"$dir/names"
+        echo "ok: man3 ($(echo "$pages" | wc -w) pages, $nlinks names, $ncalls public calls named)"
+    fi
+else
+    fail "make -C man install failed: $(cat "$dir/install3.log")"
+fi
 
 [ "$fails" -eq 0 ] || exit 1
