@@ -66,7 +66,9 @@ int cor__boot_init(struct cor_boot **boot, int *rank, int *size, uint64_t *cooki
  * Free *all with free(). */
 int cor__boot_exchange(struct cor_boot *boot, int n, const struct cor_boot_addr *mine,
                        struct cor_boot_addr **all);
-/* Registers the death callback (called at most once per dead rank the launcher reports). */
+/* Registers the death callback (called at most once per dead rank the launcher reports).
+ * fn NULL unregisters it: when that returns, no call of the old callback is running or will
+ * start (the core does this before freeing what the callback touches). */
 void cor__boot_on_death(struct cor_boot *boot, cor_boot_death_fn fn, void *arg);
 /* Blocks until every domain entered the barrier, or a domain died (COR_EPEERDEAD).
  * Thread-safe; one barrier at a time per domain. */

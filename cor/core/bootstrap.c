@@ -75,6 +75,7 @@ struct corrun_boot {
     unsigned char *notified; /* [size]: death callback made */
     cor_boot_death_fn death_fn;
     void *death_arg;
+    int in_death_fn; /* death callbacks running now (outside mu): unregistering waits */
     /* Table being received (reader thread) and the finished one (table_ready). */
     struct cor_boot_addr *table;
     unsigned char *table_seen;
@@ -158,11 +159,17 @@ static void deliver_death(struct corrun_boot *b, int rank, const char *why)
         b->notified[rank] = 1;
         fn = b->death_fn;
         arg = b->death_arg;
+        b->in_death_fn++;
     }
     pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);
     if (first) boot_log(b, "domain %d died: %s", rank, why);
-    if (fn) fn(arg, rank, why);
+    if (!fn) return;
+    fn(arg, rank, why);
+    pthread_mutex_lock(&b->mu);
+    b->in_death_fn--;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
 }
 
 /* Handles one line from cor-run; returns -1 on a protocol error. Called without mu. */
@@ -714,6 +721,10 @@ static void corrun_on_death(struct cor_boot *base, cor_boot_death_fn fn, void *a
     pthread_mutex_lock(&b->mu);
     b->death_fn = fn;
     b->death_arg = arg;
+    /* Unregistering: the core frees what the callback touches once this returns, so a call
+     * the reader thread began before must end first (it never waits for us: no deadlock). */
+    while (!fn && b->in_death_fn)
+        pthread_cond_wait(&b->cv, &b->mu);
     pthread_mutex_unlock(&b->mu);
     if (!fn) return;
     /* Deaths heard before registration are replayed here, in the caller's thread. */

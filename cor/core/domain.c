@@ -297,6 +297,7 @@ static int init_domain(void)
 static int init_failed(int err)
 {
     cor__log("cor_init failed: %s", cor_strerror(err));
+    if (g.boot) cor__boot_on_death(g.boot, NULL, NULL);
     teardown();
     if (g.boot) cor__boot_finish(g.boot);
     g.boot = NULL;
@@ -458,6 +459,9 @@ COR_API int cor_finalize(void)
     int err = COR_OK;
     if (g.boot && g.size > 1) err = cor__boot_barrier(g.boot);
     atomic_store(&g.initialized, 3);
+    /* A death notice may still come (a peer given up late): the callback must not run
+     * while teardown frees g.dead and the ports. */
+    if (g.boot) cor__boot_on_death(g.boot, NULL, NULL);
     teardown();
     if (g.boot) cor__boot_finish(g.boot);
     g.boot = NULL;
