@@ -269,7 +269,7 @@ static void test_send_token_pool(void)
 
 int main(void)
 {
-    static const struct gmt_test tests[] = {
+    static const struct ct_test tests[] = {
         {"API version macros", test_api_version_macros},
         {"constants and status codes", test_constants},
         {"size-class formulas", test_size_formulas},

@@ -414,7 +414,7 @@ static void test_ticks(void)
 
 int main(void)
 {
-    static const struct gmt_test tests[] = {
+    static const struct ct_test tests[] = {
         {"send callbacks run only inside gm_unknown", test_callback_only_in_unknown},
         {"callbacks may send and provide buffers", test_callbacks_send_and_provide},
         {"alarm fires once, not early, inside gm_unknown", test_alarm_fires},

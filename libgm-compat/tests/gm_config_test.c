@@ -208,7 +208,7 @@ static void test_settings_persist_until_reset(void)
 
 int main(void)
 {
-    static const struct gmt_test tests[] = {
+    static const struct ct_test tests[] = {
         {"gm_compat_config_init fills 'nothing set'", test_init_fills_defaults},
         {"GM_BUSY while GM is initialized", test_busy_while_initialized},
         {"bad settings rejected; a bad map fails gm_init", test_rejects_bad_settings},

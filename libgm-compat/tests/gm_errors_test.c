@@ -341,7 +341,7 @@ static void test_sender_reopened(void)
 
 int main(void)
 {
-    static const struct gmt_test tests[] = {
+    static const struct ct_test tests[] = {
         {"send to a closed port", test_closed_port},
         {"send, put, get to unknown nodes", test_unknown_node},
         {"bad arguments reported, never a crash", test_bad_arguments},

@@ -192,7 +192,7 @@ static void test_order_mixed(void)
 
 int main(void)
 {
-    static const struct gmt_test tests[] = {
+    static const struct ct_test tests[] = {
         {"100,000 mixed-size messages at two priorities, in order", test_order_mixed},
         {NULL, NULL},
     };

@@ -372,7 +372,7 @@ static void test_put_keyed(void)
 
 int main(void)
 {
-    static const struct gmt_test tests[] = {
+    static const struct ct_test tests[] = {
         {"directed send, 1 B .. 1 MiB, both priorities", test_directed_send},
         {"gm_put", test_put},
         {"put into gm_register_memory memory", test_put_registered_memory},

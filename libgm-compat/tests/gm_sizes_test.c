@@ -276,7 +276,7 @@ static void test_acceptable_sizes(void)
 
 int main(void)
 {
-    static const struct gmt_test tests[] = {
+    static const struct ct_test tests[] = {
         {"every size class 3..21 at both priorities", test_all_sizes_both_priorities},
         {"lengths around the eager and inject switches", test_protocol_thresholds},
         {"exact (size, priority) match; waits for a buffer", test_exact_match_and_wait},

@@ -208,7 +208,7 @@ static void test_unknown_reprovides(void)
 
 int main(void)
 {
-    static const struct gmt_test tests[] = {
+    static const struct ct_test tests[] = {
         {"token counts as GM reports them", test_counts},
         {"full send and receive windows, twice", test_full_windows},
         {"send-token pool: one token back per callback", test_token_pool_loop},

@@ -160,7 +160,7 @@ static void test_timeout_alarm_ready(void)
 
 int main(void)
 {
-    static const struct gmt_test tests[] = {
+    static const struct ct_test tests[] = {
         {"a message wakes gm_compat_wait; acks owed go out while asleep", test_message_wakes},
         {"gm_compat_wake from another thread", test_wake_from_another_thread},
         {"timeouts, alarms, events already there", test_timeout_alarm_ready},

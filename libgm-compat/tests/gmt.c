@@ -20,13 +20,6 @@ uint64_t gmt_now_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-void gmt_watchdog(unsigned seconds)
-{
-    /* Default SIGALRM action terminates the process: the test fails. */
-    signal(SIGALRM, SIG_DFL);
-    alarm(seconds);
-}
-
 void gmt_setup_env(void)
 {
     /* Each suite gets its own shm namespace (suites run in parallel under
@@ -54,14 +47,16 @@ void gmt_setup_env(void)
 
 void gmt_assert(int ok, int fatal, int line, const char *file, const char *fmt, ...)
 {
+    if (ok) {
+        CU_assertImplementation(CU_TRUE, (unsigned)line, "", file, "", CU_FALSE);
+        return;
+    }
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (!ok) fprintf(stderr, "%s:%d: FAILED: %s\n", file, line, msg);
-    CU_assertImplementation(ok ? CU_TRUE : CU_FALSE, (unsigned)line, msg, file, "",
-                            fatal ? CU_TRUE : CU_FALSE);
+    ct_report(fatal, file, line, msg);
 }
 
 gm_status_t gmt_open_port(struct gm_port **p, unsigned *port_id, const char *name)
@@ -249,24 +244,9 @@ static int suite_clean(void)
     return 0;
 }
 
-int gmt_run_suite(const char *suite, const struct gmt_test *tests)
+int gmt_run_suite(const char *suite, const struct ct_test *tests)
 {
     gmt_setup_env();
     const char *wd = getenv("GMT_WATCHDOG_S");
-    gmt_watchdog(wd ? (unsigned)atoi(wd) : 600);
-    if (CU_initialize_registry() != CUE_SUCCESS) return 99;
-    CU_pSuite s = CU_add_suite(suite, suite_init, suite_clean);
-    if (!s) goto fail;
-    for (const struct gmt_test *t = tests; t->name; t++)
-        if (!CU_add_test(s, t->name, t->fn)) goto fail;
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned bad = CU_get_number_of_failures() + CU_get_number_of_suites_failed() +
-                   CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
-    return bad ? 1 : 0;
-fail:
-    fprintf(stderr, "%s: CUnit setup failed: %s\n", suite, CU_get_error_msg());
-    CU_cleanup_registry();
-    return 99;
+    return ct_main(suite, suite_init, suite_clean, tests, wd ? (unsigned)atoi(wd) : 600);
 }

@@ -4,7 +4,7 @@
  * library's default provider (shm unless GM_TEST_PROVIDER / the library's
  * own environment says otherwise).  Every wait here is bounded by a
  * deadline so that a broken library fails a test instead of hanging it;
- * gmt_watchdog() is the last resort for a call that never returns. */
+ * the watchdog of gmt_run_suite() is the last resort for a call that never returns. */
 #ifndef GMT_H
 #define GMT_H
 
@@ -13,14 +13,12 @@
 #include <stddef.h>
 #include <CUnit/CUnit.h>
 
+#include "../../tests/ctest.h" /* the CUnit helpers of every suite */
+
 /* Default bound for a single wait (microseconds); sanitizer builds are slow. */
 #define GMT_WAIT_US (20u * 1000u * 1000u)
 
 uint64_t gmt_now_us(void);
-
-/* Kill the suite with SIGALRM if it runs longer than seconds: a call that
- * never returns (a hung gm_blocking_receive) must fail the run, not hang it. */
-void gmt_watchdog(unsigned seconds);
 
 /* Environment defaults for in-process suites; call before gm_init(). */
 void gmt_setup_env(void);
@@ -88,17 +86,15 @@ int gmt_wait_sent(struct gm_port *a, struct gm_port *b, const int *calls, int n,
 void gmt_fill(void *buf, size_t len, uint32_t seed);
 long gmt_check(const void *buf, size_t len, uint32_t seed);
 
-/* Run a CUnit suite built from a NULL-terminated table; returns the exit
- * status for automake (0 = all passed). */
-struct gmt_test {
-    const char *name;
-    void (*fn)(void);
-};
-int gmt_run_suite(const char *suite, const struct gmt_test *tests);
+/* Runs a CUnit suite built from a NULL-terminated table with ct_main()
+ * (tests/ctest.h) between gm_init and gm_finalize, after gmt_setup_env(),
+ * under a watchdog of GMT_WATCHDOG_S seconds (default 600): a call that
+ * never returns (a hung gm_blocking_receive) fails the run.  Returns the
+ * exit status for automake (0 = all passed). */
+int gmt_run_suite(const char *suite, const struct ct_test *tests);
 
-/* Assertions that print what they expected and what they got.  CUnit's
- * CU_FAIL stringifies its argument, so these call the implementation
- * (which copies the message) directly. */
+/* Assertions that print what they expected and what they got (through
+ * ct_report(), tests/ctest.h); `what` names the check. */
 void gmt_assert(int ok, int fatal, int line, const char *file, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 #define GMT_EQ(what, got, want)                                                                    \

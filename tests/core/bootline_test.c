@@ -5,7 +5,7 @@
  */
 #include "boot_auth.h"
 #include "bootline.h"
-#include "ctest.h"
+#include "../ctest.h"
 
 static void unhex_any(const char *h, unsigned char *out, size_t *n)
 {

@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 
 #include "cor/cor.h"
-#include "ctest.h"
+#include "../ctest.h"
 
 static void test_types_and_sizes(void)
 {

@@ -14,7 +14,7 @@
 
 #include "internal.h"
 #include "proto.h"
-#include "ctest.h"
+#include "../ctest.h"
 
 #define CREDITS 4
 #define THRESHOLD 2

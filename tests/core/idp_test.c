@@ -3,7 +3,7 @@
  * cor_type_size, cor_strerror, calls before cor_init, domain queries of a lone domain.
  */
 #include "cor/cor.h"
-#include "ctest.h"
+#include "../ctest.h"
 
 static void test_idp_fields(void)
 {

@@ -5,7 +5,7 @@
 #include <stdatomic.h>
 
 #include "cor/cor.h"
-#include "ctest.h"
+#include "../ctest.h"
 
 static int init(void)
 {

@@ -4,7 +4,7 @@
  * when entries leave from the head, the middle and the tail.
  */
 #include "internal.h"
-#include "ctest.h"
+#include "../ctest.h"
 
 #define SRC(i) cor_idp_make(9, COR_KIND_TASK, 0, (i))
 #define CTX_A ((cor_idp_t)1)

@@ -7,7 +7,7 @@
 #include <stdatomic.h>
 
 #include "cor/cor.h"
-#include "ctest.h"
+#include "../ctest.h"
 
 static cor_idp_t me;
 

@@ -4,7 +4,7 @@
  * its slot holds another port, and for handles of an earlier session.
  */
 #include "cor/cor.h"
-#include "ctest.h"
+#include "../ctest.h"
 
 static int init(void)
 {

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cor/cor.h"
-#include "ctest.h"
+#include "../ctest.h"
 
 static cor_idp_t me;
 

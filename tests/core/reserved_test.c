@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "cor/cor.h"
-#include "ctest.h"
+#include "../ctest.h"
 
 #define WAIT_US 5000000L /* what "completes" means here: within 5 s */
 #define LARGE 100000     /* ints: 400 kB, beyond the 64 KiB a local send buffers */

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "cor/cor.h"
-#include "ctest.h"
+#include "../ctest.h"
 
 static int init(void)
 {

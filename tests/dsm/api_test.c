@@ -9,7 +9,7 @@
 
 #include "cor/cor.h"
 #include "cor/dsm.h"
-#include "../core/ctest.h"
+#include "../ctest.h"
 
 #define NT 8
 #define SCALE_ITERS 4000

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "dsm_internal.h"
-#include "../core/ctest.h"
+#include "../ctest.h"
 
 /* ---- The directory alone, with recording callbacks ------------------------------------ */
 

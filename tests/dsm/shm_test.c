@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "dsm_internal.h"
-#include "../core/ctest.h"
+#include "../ctest.h"
 
 /* An idp of a session nobody else runs here: this process's own number. */
 static cor_idp_t idp_of(unsigned index)

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "dsm_internal.h"
-#include "../core/ctest.h"
+#include "../ctest.h"
 
 static size_t enc(unsigned char *buf, size_t cap, struct dsm_req *r)
 {

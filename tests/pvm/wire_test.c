@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../core/ctest.h"
+#include "../ctest.h"
 #include "wire.h"
 
 /* An image of `nfrag` fragments of the given lengths (negative: detached), built as the
