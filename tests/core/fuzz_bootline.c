@@ -2,10 +2,8 @@
  * The one libFuzzer target of the bootstrap protocol's lines (cor/core/bootline.h), for both
  * ends: the grammar itself, the domain's reader (cor/core/bootstrap.c, with boot.c) and cor-run's
  * connections (apps/tools/cor-run.c, its main renamed), which this file includes to reach their
- * static parsers and state. Build (tests/core/run-fuzz.sh does it):
- *
- *   clang -fsanitize=fuzzer,address,undefined -pthread -Iinclude -Icor/core \
- *       -Iapps tests/core/fuzz_bootline.c cor/core/bootline.c cor/core/boot_auth.c
+ * static parsers and state. Built by `make fuzz` (tests/fuzz/Makefile.am: with
+ * cor/core/bootline.c and boot_auth.c, -Iapps/tools), run by tests/fuzz/run.sh.
  *
  * Byte 0 chooses the part (mod 3):
  * 0 grammar: the rest is lines; every line that parses formats back to a line that parses to

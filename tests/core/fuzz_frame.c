@@ -1,7 +1,7 @@
 /*
  * libFuzzer target for the core's frame checks (cor/core/proto.h: cor__frame_hdr and
  * cor__frame_msg_ok, which cor__upcall_deliver and on_message apply to every frame a route
- * delivers). Built with idp.c (cor_type_size) and run by core/run-fuzz-frame.sh.
+ * delivers). Built with idp.c (cor_type_size) by `make fuzz`, run by tests/fuzz/run.sh.
  *
  * Input: byte 0 chooses the eager limit (0, 1 KiB, 8 KiB or 64 KiB), the rest is the frame.
  * Checks beyond the sanitizers: a message header that passes describes exactly its bytes

@@ -7,7 +7,7 @@
  * from the id), which must keep its invariants (one owner, or readers; a round waits only
  * for holders). The same bytes are also the first page of a same-host segment file (dsm_shm.c,
  * idp FUZZ_IDP, 64 longs of room after it): dsm_shm_check must refuse it or give an object
- * that fits the file. Built and run by dsm/run-fuzz.sh.
+ * that fits the file. Built by `make fuzz`, run by tests/fuzz/run.sh.
  */
 #include <stdlib.h>
 #include <string.h>
