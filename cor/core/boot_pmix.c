@@ -338,8 +338,14 @@ static int pb_barrier(struct cor_boot *base)
             b->fence_abandoned = 1;
             rc = COR_EPEERDEAD;
         } else if (b->fence_status != PMIX_SUCCESS) {
+            /* PARTIAL SUCCESS: a participant left (mpirun --enable-recovery, a domain that
+             * exited or died): the barrier did not join everyone, and no later one will. */
+            int gone = b->fence_status == PMIX_ERR_PARTIAL_SUCCESS ||
+                       b->fence_status == PMIX_ERR_PROC_ABORTED ||
+                       b->fence_status == PMIX_ERR_PROC_TERM_WO_SYNC;
             plog(b, "barrier: the fence failed: %s", PMIx_Error_string(b->fence_status));
-            rc = COR_EBOOT;
+            rc = gone ? COR_EPEERDEAD : COR_EBOOT;
+            if (gone) b->fence_abandoned = 1;
         }
         pthread_mutex_unlock(&b->mu);
     }

@@ -4,10 +4,10 @@
  *
  *   pmix_check exchange   addresses with spaces, tabs and high bytes survive the exchange;
  *                         two barriers; finish
- *   pmix_check died       the last rank exits at once after the exchange; the others tell
- *                         the backend it died (as the core does when a route reports it) while
- *                         a thread waits in a barrier: the barrier returns COR_EPEERDEAD, and
- *                         so does the next one, at once
+ *   pmix_check died       the last rank stays out of the barrier (sleeps 8 s, then exits);
+ *                         the others tell the backend it died (as the core does when a route
+ *                         reports it) while a thread waits in a barrier: the barrier returns
+ *                         COR_EPEERDEAD at once, and so does the next one
  * Exit 0 = all checks passed; 1 = a check failed (the reason is printed); the last rank of
  * `died` exits 3.
  */
@@ -100,9 +100,12 @@ int main(int argc, char **argv)
         printf("pmix_check[%d]: PASS exchange of %d domains\n", rank, size);
         return 0;
     }
-    CHECK(!strcmp(mode, "died"), "unknown mode %s", mode);
     int victim = size - 1;
-    if (rank == victim) _exit(3); /* gone without a word, as a killed domain */
+    CHECK(!strcmp(mode, "died"), "unknown mode %s", mode);
+    if (rank == victim) {
+        sleep(8); /* alive, never in the barrier: only the survivors' word ends their wait */
+        _exit(3);
+    }
     struct waiter arg = {boot, -99};
     pthread_t t;
     pthread_create(&t, NULL, barrier_thread, &arg);
