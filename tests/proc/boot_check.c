@@ -10,6 +10,8 @@
  *   boot_check garbage         rank 0 first sends junk to cor-run on side connections
  *   boot_check agent           like exchange, and checks AGENT_RANK == COR_RANK
  *   boot_check hold            joins, says "joined" on stdout, then sleeps until killed
+ *   boot_check stdin           like exchange, then prints "stdin RANK: LINE" for the first
+ *                              line of its standard input, or "stdin RANK: EOF"
  *   boot_check wait PATH       like exchange, but between the exchange and the barriers
  *                              waits (at most 120 s) until PATH exists
  * Exit 0 = all checks passed; 1 = a check failed (the reason is printed).
@@ -230,6 +232,14 @@ int main(int argc, char **argv)
         CHECK(access(argv[2], F_OK) == 0, "%s did not appear within 120 s", argv[2]);
     }
     check_barriers(boot);
+    if (strcmp(mode, "stdin") == 0) {
+        char line[256];
+        if (fgets(line, sizeof line, stdin))
+            printf("stdin %d: %s", rank, line);
+        else
+            printf("stdin %d: EOF\n", rank);
+        fflush(stdout);
+    }
     cor__boot_finish(boot);
     return 0;
 }

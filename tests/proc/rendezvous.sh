@@ -5,8 +5,9 @@
 # made with another session's secret, a proof replayed from another connection's challenge,
 # and a proof one byte a second. Each is refused and closed (the slow one within cor-run's 5 s
 # bound) having been sent nothing but CHALLENGE/ERR; the session completes (exit 0) and
-# cor-run reports the refusals by reason. Also: a domain given the wrong secret is refused and
-# says so; the secret shows in no process's command line.
+# cor-run reports the refusals by reason. Also: domain 0 reads cor-run's stdin after the
+# secret (the others see its end); a domain given the wrong secret is refused and says so; the
+# secret shows in no process's command line.
 . "$(dirname "$0")/common.sh"
 BC=$PROC/boot_check
 [ -x "$BC" ] || die "boot_check not built"
@@ -53,6 +54,12 @@ for want in "4 sent garbage or closed before proving" "2 gave a wrong proof" \
     "1 were too slow"; do
     case $line in *"$want"*) ;; *) die "expected '$want' in the report";; esac
 done
+
+say "domain 0 reads cor-run's stdin after the secret; the others see its end"
+printf 'line for domain 0\n' | timeout 60 "$CORRUN" -n 2 --listen 127.0.0.1 --agent env \
+    "$BC" stdin >"$WORK/in.out" 2>"$WORK/in.err" || { cat "$WORK/in.out" "$WORK/in.err"; die "exited $?"; }
+grep -q "^stdin 0: line for domain 0\$" "$WORK/in.out" && grep -q "^stdin 1: EOF\$" "$WORK/in.out" || \
+    { cat "$WORK/in.out" "$WORK/in.err"; die "stdin was not passed on as expected"; }
 
 say "a domain with the wrong secret is refused and says why"
 printf '%s\n' "$old" >"$WORK/wrong"
