@@ -40,7 +40,8 @@
     X(DMA_BUFFERS, "COR_DMA_BUFFERS", INT, 1, 0, 1, "",                                            \
       "0: getBuffer from the heap, not route memory")                                              \
     X(RAW, "COR_RAW", STR, 0, 0, 0, "unset", "1: open a raw hard port per route (cor/raw.h)")      \
-    X(BOOT, "COR_BOOT", STR, 0, 0, 0, "set by cor-run", "rendezvous socket of the session")        \
+    X(BOOT, "COR_BOOT", STR, 0, 0, 0, "set by cor-run",                                            \
+      "rendezvous of the session: a UNIX socket path or tcp:HOST:PORT")                            \
     X(RANK, "COR_RANK", STR, 0, 0, 0, "set by cor-run", "this domain's number")                    \
     X(SIZE, "COR_SIZE", STR, 0, 0, 0, "set by cor-run", "domains in the session")                  \
     X(SESSION, "COR_SESSION", STR, 0, 0, 0, "set by cor-run", "session cookie, 16 hex digits")     \
