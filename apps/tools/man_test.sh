@@ -47,8 +47,9 @@ check "$src/apps/man/cor-bench.1" "$top/apps/cor-bench"
 check "$src/apps/man/cor-info.1" "$top/apps/cor-info"
 if [ -x "$top/apps/cor-pvm" ]; then
     check "$src/apps/man/cor-pvm.1" "$top/apps/cor-pvm"
+    check "$src/apps/man/pvm-bench.1" "$top/apps/pvm-bench"
 else
-    echo "skip: cor-pvm (built with --disable-pvm)"
+    echo "skip: cor-pvm, pvm-bench (built with --disable-pvm)"
 fi
 if [ -x "$top/libgm-compat/tools/gm-info" ]; then
     check "$src/libgm-compat/tools/gm-info.1" "$top/libgm-compat/tools/gm-info"
@@ -64,7 +65,7 @@ for sub in apps libgm-compat; do
         fail "make -C $sub install-man failed: $(cat "$dir/install.log")"
 done
 want="cor-run.1 cor-bench.1 cor-info.1"
-[ -x "$top/apps/cor-pvm" ] && want="$want cor-pvm.1"
+[ -x "$top/apps/cor-pvm" ] && want="$want cor-pvm.1 pvm-bench.1"
 [ -x "$top/libgm-compat/tools/gm-info" ] && want="$want gm-info.1 gm-pingpong.1"
 for p in $want; do
     find "$dir/inst" -path "*/man1/$p" | grep -q . || fail "make install-man did not install $p"
