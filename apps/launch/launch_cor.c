@@ -1,11 +1,12 @@
 /*
  * launch_cor: what scripts/bench-launch measures against launch_pmix: cor_init and
  * cor_finalize, nothing else (the session, the routes' hard ports and threads, the address
- * exchange, the finalize barrier). COR_LAUNCH_TRACE=1 prints the time of each step on
+ * exchange, the finalize barrier). `launch_cor --trace` prints the time of each step on
  * stderr. Exit status 0 when both worked.
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <cor/cor.h>
@@ -19,7 +20,7 @@ static double now_ms(void)
 
 int main(int argc, char **argv)
 {
-    const char *trace = getenv("COR_LAUNCH_TRACE");
+    int trace = argc > 1 && !strcmp(argv[1], "--trace");
     double t0 = now_ms();
     int err = cor_init(&argc, &argv);
     if (err) {
@@ -29,7 +30,7 @@ int main(int argc, char **argv)
     double t1 = now_ms();
     err = cor_finalize();
     double t2 = now_ms();
-    if (trace && *trace == '1')
+    if (trace)
         fprintf(stderr, "launch_cor: cor_init %.2f ms, cor_finalize %.2f ms\n", t1 - t0, t2 - t1);
     if (err) fprintf(stderr, "launch_cor: cor_finalize: %s\n", cor_strerror(err));
     return err ? 1 : 0;

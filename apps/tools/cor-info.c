@@ -5,14 +5,17 @@
  * COR_* / GM_* knob with its default and current value.
  *
  *   cor-info [--json] [--no-open]
- *   cor-info --knobs-markdown MODULE   (core, a route's name, dsm, pvm, libgm, cor-pvm)
+ *   cor-info --knobs-markdown MODULE   (core, a route's name, dsm, pvm, libgm)
  *
  * Routes are probed with cor_route_probe (one loopback port each, opened and closed again);
  * libgm-compat by opening one GM port as gm-info does (libgm is dlopen'ed, not linked: it is
- * the gm route's dependency). --no-open skips both. Knobs come from their tables: the core's
- * (cor_knobs), each route plugin's own (cor_route_knobs: its ops table), and knobs.h for the
- * modules that have no table of their own.
+ * the gm route's dependency). --no-open skips both. Knobs come from the tables the modules
+ * read them with: the core's (cor_knobs), each route plugin's own (cor_route_knobs: its ops
+ * table), libcordsm's (cor_dsm_knobs, linked), libcorpvm's (cor_pvm_knobs) and libgm-compat's
+ * (gm_compat_knobs), both dlopen'ed: libcorpvm interposes on libpvm3 and libgm is the gm
+ * route's, neither belongs in this program.
  */
+#define _GNU_SOURCE /* dladdr */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -20,9 +23,10 @@
 #include <string.h>
 
 #include "cor/cor.h"
-#include "knobs.h"
+#include "cor/dsm.h"
 #ifdef HAVE_LIBGM
 #include <gm.h>
+#include <gm_compat.h>
 #endif
 
 #define MAX_ROUTES 64
@@ -36,17 +40,25 @@ static const char usage[] =
     "  --json      one JSON object on standard output, for scripts\n"
     "  --no-open   do not open ports: no route capabilities, no GM node map\n"
     "  --knobs-markdown MODULE\n"
-    "              the knob table of MODULE (core, a route, dsm, pvm, libgm, cor-pvm) in\n"
+    "              the knob table of MODULE (core, a route, dsm, pvm, libgm) in\n"
     "              Markdown, as the READMEs have it\n"
     "  -h, --help  this text\n";
 
 struct knob {
     const char *name, *module, *meaning;
-    char dflt[32], range[48];
+    char dflt[48], range[48];
 };
 #define MAX_KNOBS 512
 static struct knob knobs[MAX_KNOBS];
 static size_t nknobs;
+
+/* Modules whose knobs could not be listed (a library that did not load), and why. */
+#define MAX_UNLISTED 8
+static struct {
+    const char *module;
+    char why[256];
+} unlisted[MAX_UNLISTED];
+static int nunlisted;
 
 static int json;
 
@@ -150,6 +162,27 @@ static void show_route(const char *name, int open_port, int first)
            p.ports_max);
 }
 
+/* ---- libraries cor-info loads rather than links ------------------------------------------- */
+
+/* dlopen(file), else the file beside libcor (installed: one lib folder), else where a build
+ * tree has it (`build_rel`, from libcor's folder cor/core/.libs). NULL with *why set. */
+static void *dlopen_beside_libcor(const char *file, const char *build_rel, char *why, size_t len)
+{
+    void *dl = dlopen(file, RTLD_NOW | RTLD_LOCAL);
+    if (dl) return dl;
+    snprintf(why, len, "%s", dlerror());
+    Dl_info info;
+    if (!dladdr((void *)cor_version, &info) || !info.dli_fname) return NULL;
+    const char *slash = strrchr(info.dli_fname, '/');
+    if (!slash) return NULL;
+    int dirlen = (int)(slash - info.dli_fname);
+    char path[4096];
+    snprintf(path, sizeof path, "%.*s/%s", dirlen, info.dli_fname, file);
+    if ((dl = dlopen(path, RTLD_NOW | RTLD_LOCAL))) return dl;
+    snprintf(path, sizeof path, "%.*s/%s/%s", dirlen, info.dli_fname, build_rel, file);
+    return dlopen(path, RTLD_NOW | RTLD_LOCAL);
+}
+
 /* ---- libgm-compat ------------------------------------------------------------------------ */
 
 #ifdef HAVE_LIBGM
@@ -165,19 +198,33 @@ static struct {
     __typeof__(gm_max_node_id_in_use) *max_node_id_in_use;
     __typeof__(gm_node_id_to_host_name_ex) *node_id_to_host_name_ex;
     __typeof__(gm_strerror) *strerror;
+    __typeof__(gm_compat_knobs) *compat_knobs;
 } G;
 
+/* libgm, once; 0 when G is filled, else -1 with the reason in error. */
 static int gm_load(char *error, size_t len)
 {
-    void *dl = dlopen("libgm.so.0", RTLD_NOW | RTLD_LOCAL);
+    static int done, rc;
+    static char why[256];
+    if (done) {
+        snprintf(error, len, "%s", why);
+        return rc;
+    }
+    done = 1;
+    rc = -1;
+    char dlwhy[200] = "";
+    void *dl =
+        dlopen_beside_libcor("libgm.so.0", "../../../libgm-compat/.libs", dlwhy, sizeof dlwhy);
     if (!dl) {
-        snprintf(error, len, "libgm not loaded: %s", dlerror());
+        snprintf(why, sizeof why, "libgm not loaded: %s", dlwhy);
+        snprintf(error, len, "%s", why);
         return -1;
     }
 #define GM_SYM(f)                                                                                  \
     do {                                                                                           \
         if (!(*(void **)&G.f = dlsym(dl, "gm_" #f))) {                                             \
-            snprintf(error, len, "libgm.so.0 has no gm_" #f);                                      \
+            snprintf(why, sizeof why, "libgm.so.0 has no gm_" #f);                                 \
+            snprintf(error, len, "%s", why);                                                       \
             return -1;                                                                             \
         }                                                                                          \
     } while (0)
@@ -190,8 +237,9 @@ static int gm_load(char *error, size_t len)
     GM_SYM(max_node_id_in_use);
     GM_SYM(node_id_to_host_name_ex);
     GM_SYM(strerror);
+    GM_SYM(compat_knobs);
 #undef GM_SYM
-    return 0;
+    return rc = 0;
 }
 #endif
 
@@ -289,6 +337,14 @@ static void gm_section(int open_port)
 
 /* ---- knobs ------------------------------------------------------------------------------- */
 
+static void knob_unlisted(const char *module, const char *why)
+{
+    if (nunlisted == MAX_UNLISTED) return;
+    unlisted[nunlisted].module = module;
+    snprintf(unlisted[nunlisted].why, sizeof unlisted[nunlisted].why, "%s", why);
+    nunlisted++;
+}
+
 static void knob_add(const cor_knob_t *k, const char *module)
 {
     if (nknobs == MAX_KNOBS || !k->name) return;
@@ -306,25 +362,80 @@ static void knob_add(const cor_knob_t *k, const char *module)
     if (k->type == COR_KNOB_INT) snprintf(o->range, sizeof o->range, "%lld..%lld", k->lo, k->hi);
 }
 
-/* Every knob: the core's table, each route's from its plugin (routes that do not load have
- * none to show), then the other modules' (knobs.h). */
+static void knob_table_add(const cor_knob_t *t, size_t n, const char *module)
+{
+    for (size_t i = 0; t && i < n; i++)
+        knob_add(&t[i], module);
+}
+
+/* libcorpvm's table: COR_PVM_LIB (the library cor-pvm preloads), else the one beside libcor. */
+static void knobs_pvm(void)
+{
+#ifdef HAVE_PVM
+    char why[256] = "";
+    const char *lib = getenv("COR_PVM_LIB");
+    void *dl = lib && *lib ? dlopen(lib, RTLD_NOW | RTLD_LOCAL)
+                           : dlopen_beside_libcor("libcorpvm.so.0", "../../pvmcompat/.libs", why,
+                                                  sizeof why);
+    if (!dl && lib && *lib) snprintf(why, sizeof why, "%s", dlerror());
+    const cor_knob_t *(*get)(size_t *) = NULL;
+    if (dl) *(void **)&get = dlsym(dl, "cor_pvm_knobs");
+    if (!get) {
+        knob_unlisted("pvm", dl ? "libcorpvm has no cor_pvm_knobs" : why);
+        return;
+    }
+    size_t n;
+    const cor_knob_t *t = get(&n);
+    knob_table_add(t, n, "pvm");
+#endif
+}
+
+/* libgm-compat's table, converted to cor_knob_t rows (libgm knows nothing of CoR). */
+static void knobs_libgm(void)
+{
+#ifdef HAVE_LIBGM
+    char why[256];
+    if (gm_load(why, sizeof why)) {
+        knob_unlisted("libgm", why);
+        return;
+    }
+    unsigned n;
+    const gm_compat_knob_t *g = G.compat_knobs(&n);
+    for (unsigned i = 0; g && i < n; i++) {
+        cor_knob_t k = {.name = g[i].name, .def = g[i].def, .lo = g[i].lo, .hi = g[i].hi};
+        k.type = g[i].type == GM_COMPAT_KNOB_NUMBER ? COR_KNOB_INT : COR_KNOB_STR;
+        k.shown = g[i].shown;
+        k.meaning = g[i].meaning;
+        knob_add(&k, "libgm");
+    }
+#endif
+}
+
+/* Every knob, from the tables the modules read them with: the core's, each route's from its
+ * plugin (routes that do not load have none to show), libcordsm's, libcorpvm's, libgm's. */
 static void knobs_collect(char names[][32], int nroutes)
 {
     size_t n;
     const cor_knob_t *t = cor_knobs(&n);
-    for (size_t i = 0; i < n; i++)
-        knob_add(&t[i], "core");
+    knob_table_add(t, n, "core");
     for (int r = 0; r < nroutes; r++)
-        if (cor_route_knobs(names[r], &t, &n) == COR_OK)
-            for (size_t i = 0; i < n; i++)
-                knob_add(&t[i], names[r]);
-#define OTHER_ROW(nm, mod, d, w) {nm, COR_KNOB_STR, 0, 0, 0, d, w},
-    static const cor_knob_t other[] = {COR_KNOBS_OTHER(OTHER_ROW)};
-    static const char *other_mod[] = {
-#define OTHER_MOD(nm, mod, d, w) mod,
-        COR_KNOBS_OTHER(OTHER_MOD)};
-    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
-        knob_add(&other[i], other_mod[i]);
+        if (cor_route_knobs(names[r], &t, &n) == COR_OK) knob_table_add(t, n, names[r]);
+    t = cor_dsm_knobs(&n);
+    knob_table_add(t, n, "dsm");
+    knobs_pvm();
+    knobs_libgm();
+}
+
+/* Whether this build has `module`: pvm and libgm can be configured away. */
+static int module_built(const char *module)
+{
+#ifndef HAVE_PVM
+    if (!strcmp(module, "pvm")) return 0;
+#endif
+#ifndef HAVE_LIBGM
+    if (!strcmp(module, "libgm")) return 0;
+#endif
+    return 1;
 }
 
 /* The README table of one module's knobs; 1 when the module has none. */
@@ -359,7 +470,15 @@ static void knob_section(void)
             json_str(knobs[i].meaning);
             printf("}");
         }
-        printf("\n  ]\n");
+        printf("\n  ],\n  \"knobs_unlisted\": [");
+        for (int i = 0; i < nunlisted; i++) {
+            printf("%s{\"module\": ", i ? ", " : "");
+            json_str(unlisted[i].module);
+            printf(", \"why\": ");
+            json_str(unlisted[i].why);
+            printf("}");
+        }
+        printf("]\n");
         return;
     }
     printf("\nknobs (environment):\n");
@@ -369,6 +488,8 @@ static void knob_section(void)
         printf("  %-22s %-8s %-18s %-18s %s\n", knobs[i].name, knobs[i].module, knobs[i].dflt,
                v ? v : "-", knobs[i].meaning);
     }
+    for (int i = 0; i < nunlisted; i++)
+        printf("  (the knobs of %s are not listed: %s)\n", unlisted[i].module, unlisted[i].why);
 }
 
 int main(int argc, char **argv)
@@ -399,10 +520,20 @@ int main(int argc, char **argv)
     int n = route_names(names, MAX_ROUTES);
     knobs_collect(names, n);
     if (markdown) {
+        if (!module_built(markdown)) {
+            fprintf(stderr, "cor-info: '%s' is not built (configured away)\n", markdown);
+            return 3;
+        }
         if (knobs_markdown(markdown)) {
+            for (int i = 0; i < nunlisted; i++)
+                if (!strcmp(unlisted[i].module, markdown)) {
+                    fprintf(stderr, "cor-info: the knobs of '%s' are not listed: %s\n", markdown,
+                            unlisted[i].why);
+                    return 1;
+                }
             fprintf(stderr,
                     "cor-info: no knobs of '%s' (a module: core, a route that loads, "
-                    "dsm, pvm, libgm, cor-pvm)\n",
+                    "dsm, pvm, libgm)\n",
                     markdown);
             return 1;
         }

@@ -14,8 +14,8 @@
  *   4. otherwise                    -> a one-domain session
  */
 #include "boot.h"
+#include "knobs.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,8 +23,6 @@
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
-
-#define BOOT_TIMEOUT_DEFAULT 120 /* seconds for init and exchange (COR_BOOT_TIMEOUT) */
 
 extern char **environ;
 
@@ -40,14 +38,7 @@ void cor__boot_log(const struct cor_boot *b, const char *backend, const char *fm
 
 int cor__boot_timeout_s(void)
 {
-    const char *s = getenv("COR_BOOT_TIMEOUT");
-    if (s && *s) {
-        char *end;
-        errno = 0;
-        long v = strtol(s, &end, 10);
-        if (!errno && !*end && v >= 1 && v <= 86400) return (int)v;
-    }
-    return BOOT_TIMEOUT_DEFAULT;
+    return (int)cor__knob_long(COR_K_BOOT_TIMEOUT);
 }
 
 uint64_t cor__boot_random_cookie(void)
@@ -266,7 +257,7 @@ int cor__boot_init(struct cor_boot **bootp, int *rank, int *size, uint64_t *cook
     int rc;
     const char *pmix = pmix_variable();
     char why[256];
-    if (set("COR_BOOT")) {
+    if (set(cor__knob_name(COR_K_BOOT))) {
         rc = cor__boot_corrun_init(bootp);
     } else if (pmix) {
 #ifdef COR_HAVE_PMIX

@@ -26,6 +26,7 @@
  *   exchange (each address carries the node's TCP endpoint), never from GM_NODES by hand.
  */
 #include "boot.h"
+#include "knobs.h"
 
 #include <pmix.h>
 #include <pthread.h>
@@ -179,10 +180,10 @@ static void across_hosts(struct pboot *b)
 {
     if (b->local_size <= 0 || b->local_size >= b->base.size) return;
     const char *p = getenv("COR_GM_PROVIDER"), *m1 = getenv("GM_NODES"),
-               *m2 = getenv("GM_NODE_MAP"), *bind = getenv("COR_BIND");
+               *m2 = getenv("GM_NODE_MAP"), *bind = cor__knob_str(COR_K_BIND);
     /* No thread of ours runs yet; PMIx's progress thread reads no COR_ or GM_ variable. */
     if (!(p && *p) && !(m1 && *m1) && !(m2 && *m2)) setenv("COR_GM_PROVIDER", "tcp", 1);
-    if (!(bind && *bind)) setenv("COR_BIND", "auto", 1);
+    if (!(bind && *bind)) setenv(cor__knob_name(COR_K_BIND), "auto", 1);
 }
 
 int cor__boot_pmix_init(struct cor_boot **bootp)

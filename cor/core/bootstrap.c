@@ -50,6 +50,7 @@
 
 #include "boot_auth.h"
 #include "bootline.h"
+#include "knobs.h"
 
 #define BOOT_BYE_TIMEOUT_MS 5000   /* how long finish waits for cor-run's BYE */
 #define BOOT_AUTH_TIMEOUT_MS 10000 /* the secret on stdin, and the TCP challenge */
@@ -309,7 +310,7 @@ static void *reader_main(void *arg)
     pthread_mutex_unlock(&b->mu);
     if (!expected) {
         boot_log(b, "lost the connection to cor-run (%s): the session is over", why);
-        const char *orphan = getenv("COR_BOOT_ORPHAN");
+        const char *orphan = cor__knob_str(COR_K_BOOT_ORPHAN);
         if (!orphan || strcmp(orphan, "keep") != 0) kill(getpid(), SIGTERM);
     }
     return NULL;
@@ -381,9 +382,9 @@ static struct corrun_boot *boot_alloc(int rank, int size)
     return b;
 }
 
-static int env_long(const char *name, long lo, long hi, long *out)
+static int env_long(int id, long lo, long hi, long *out)
 {
-    const char *s = getenv(name);
+    const char *name = cor__knob_name(id), *s = cor__knob_str(id);
     if (!s) {
         boot_log(NULL, "COR_BOOT is set but %s is missing", name);
         return -1;
@@ -509,7 +510,7 @@ static int read_line(int fd, char *line, const struct timespec *deadline)
 /* The session secret: COR_BOOT_SECRET as 64 hex digits, or "-": one such line on stdin. */
 static int read_secret(struct corrun_boot *b, unsigned char secret[COR_BOOT_KEY_BYTES])
 {
-    const char *s = getenv("COR_BOOT_SECRET");
+    const char *s = cor__knob_str(COR_K_BOOT_SECRET);
     char line[COR_BOOT_LINE_MAX];
     if (!s || !*s) {
         boot_log(b, "COR_BOOT names a TCP rendezvous but COR_BOOT_SECRET is not set");
@@ -585,14 +586,14 @@ static int boot_connect(struct corrun_boot *b, const char *where)
 int cor__boot_corrun_init(struct cor_boot **bootp)
 {
     *bootp = NULL;
-    const char *path = getenv("COR_BOOT");
+    const char *path = cor__knob_str(COR_K_BOOT);
 
     long r, n;
     uint64_t c;
-    if (env_long("COR_SIZE", 1, COR_MAX_DOMAINS, &n) || env_long("COR_RANK", 0, n - 1, &r))
+    if (env_long(COR_K_SIZE, 1, COR_MAX_DOMAINS, &n) || env_long(COR_K_RANK, 0, n - 1, &r))
         return COR_EBOOT;
     unsigned char sb[8];
-    if (cor__bootline_unhex(getenv("COR_SESSION"), sb, sizeof sb)) {
+    if (cor__bootline_unhex(cor__knob_str(COR_K_SESSION), sb, sizeof sb)) {
         boot_log(NULL, "COR_SESSION must be 16 hex digits");
         return COR_EBOOT;
     }

@@ -37,7 +37,7 @@ static void read_knobs(void)
         (int)cor__knob_long_in(COR_K_CREDIT_THRESHOLD, g.credits / 2, g.credits - 1);
     g.eager_override = cor__knob_long(COR_K_EAGER_LIMIT);
     g.stripe_min = cor__knob_long(COR_K_STRIPE_MIN);
-    const char *raw = getenv("COR_RAW");
+    const char *raw = cor__knob_str(COR_K_RAW);
     g.raw_enabled = raw && *raw && strcmp(raw, "0") != 0;
 }
 
@@ -45,8 +45,8 @@ static void read_knobs(void)
  * ports each, plus a raw port when COR_RAW is set. */
 static int open_routes(bool required)
 {
-    const char *list = getenv("COR_ROUTES");
-    if (!list || !*list) list = getenv("COR_ROUTE");
+    const char *list = cor__knob_str(COR_K_ROUTES);
+    if (!list || !*list) list = cor__knob_str(COR_K_ROUTE);
     bool explicit_route = list && *list;
     if (!explicit_route) list = "udp";
     int nports = (int)cor__knob_long(COR_K_PORTS);

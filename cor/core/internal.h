@@ -36,7 +36,6 @@ void cor__fatal(const char *what, const char *file, int line) __attribute__((nor
 uint64_t cor__now_ns(void);
 void cor__cond_wait_ns(pthread_cond_t *cond, pthread_mutex_t *lock, long ns);
 void cor__thread_name(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-long cor__env_long(const char *name, long dflt, long min, long max);
 
 /* ---- buffers (getBuffer): a header before the data says what they hold ---- */
 struct cor_bufhdr {

@@ -1,10 +1,10 @@
 /*
  * The core's knobs, once: X(ID, name, TYPE, default, lo, hi, "shown default", "meaning").
  * TYPE is INT (read by cor__knob_long with this default and range), STR or SET (read where
- * they are used, by this name). The table is public through cor_knobs() (cor.h): cor-info
- * lists it and the top README's table is generated from it (cor-info --knobs-markdown core).
- * The bootstrap's variables are set by the launchers (cor-run, PMIx); they are listed here
- * for the user and read by the bootstrap modules.
+ * they are used with cor__knob_str(COR_K_<ID>): the name is written only here). The table is public
+ * through cor_knobs() (cor.h): cor-info lists it and the top README's table is generated from it
+ * (cor-info --knobs-markdown core). The bootstrap's variables are set by the launchers (cor-run,
+ * PMIx); they are listed here for the user and read by the bootstrap modules.
  */
 #ifndef COR_CORE_KNOBS_H
 #define COR_CORE_KNOBS_H
@@ -45,7 +45,7 @@
     X(RANK, "COR_RANK", STR, 0, 0, 0, "set by cor-run", "this domain's number")                    \
     X(SIZE, "COR_SIZE", STR, 0, 0, 0, "set by cor-run", "domains in the session")                  \
     X(SESSION, "COR_SESSION", STR, 0, 0, 0, "set by cor-run", "session cookie, 16 hex digits")     \
-    X(BOOT_TIMEOUT, "COR_BOOT_TIMEOUT", STR, 0, 0, 0, "120",                                       \
+    X(BOOT_TIMEOUT, "COR_BOOT_TIMEOUT", INT, 120, 1, 86400, "",                                    \
       "seconds a domain waits for the session to form")                                            \
     X(BOOT_ORPHAN, "COR_BOOT_ORPHAN", STR, 0, 0, 0, "unset",                                       \
       "keep: survive losing cor-run (else SIGTERM)")                                               \
@@ -57,6 +57,9 @@ enum { COR_CORE_KNOBS(COR_KNOB_ENUM) COR_K_COUNT };
 
 /* An INT knob of the table: its value, or its default when unset or malformed (reported). */
 long cor__knob_long(int id);
+/* A knob's name, and its value as a string (getenv by the table's name; NULL when unset). */
+const char *cor__knob_name(int id);
+const char *cor__knob_str(int id);
 /* The same with a default and upper bound known only at run time (COR_CREDIT_THRESHOLD). */
 long cor__knob_long_in(int id, long dflt, long hi);
 

@@ -10,6 +10,7 @@
 
 #include "config.h" /* PACKAGE_VERSION */
 #include "internal.h"
+#include "knobs.h"
 
 /* Checks the table once; on failure `why` says what is wrong. */
 static int check_ops(const struct cor_route_ops *ops, const char *name, char *why, size_t wlen)
@@ -44,7 +45,7 @@ static int plugin_open(const char *name, char *path, size_t plen, char *why, siz
     snprintf(why, wlen, "%s not found in any plugin folder; set COR_ROUTE_PATH to its folder",
              file);
     *path = 0;
-    const char *env = getenv("COR_ROUTE_PATH");
+    const char *env = cor__knob_str(COR_K_ROUTE_PATH);
     snprintf(dirs, sizeof dirs, "%s%s%s", env ? env : "", env && *env ? ":" : "", COR_PLUGINDIR);
     void *dl = NULL;
     for (char *save, *dir = strtok_r(dirs, ":", &save); dir && !dl;

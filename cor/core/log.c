@@ -1,5 +1,4 @@
 /* Diagnostics and small helpers shared by the core's files. */
-#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,21 +27,6 @@ uint64_t cor__now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* Reads an integer knob; a malformed or out-of-range value is reported and ignored. */
-long cor__env_long(const char *name, long dflt, long min, long max)
-{
-    const char *s = getenv(name);
-    if (!s || !*s) return dflt;
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 0);
-    if (errno || *end || v < min || v > max) {
-        cor__log("ignoring %s=%s: expected an integer in [%ld, %ld]", name, s, min, max);
-        return dflt;
-    }
-    return v;
 }
 
 /* pthread_cond_timedwait for a relative time. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "knobs.h"
 
 /*
  * Handles: a soft-port lives in a slot of a table whose memory is never returned (like
@@ -67,7 +68,7 @@ static struct cor_port *port_get(cor_port_t h)
 static struct cor_route *route_or_default(const char *name)
 {
     if (!name) {
-        const char *env = getenv("COR_ROUTE");
+        const char *env = cor__knob_str(COR_K_ROUTE);
         struct cor_route *r = env && *env ? cor__route_find(env) : NULL;
         return r ? r : cor__route_find(NULL);
     }

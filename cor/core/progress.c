@@ -29,7 +29,7 @@
  * interface that is up, running and not loopback, else loopback. */
 static const char *bind_hint(char *buf, size_t cap)
 {
-    const char *bind = getenv("COR_BIND");
+    const char *bind = cor__knob_str(COR_K_BIND);
     if (!bind || !*bind) return "loopback";
     if (strcmp(bind, "auto") != 0) return bind;
     if (g.boot && g.boot->local_addr[0]) {

@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dsm_knobs.h"
 #include "dsm_runtime.h"
 
 struct dsm_runtime dsm__rt = {
@@ -1101,14 +1102,9 @@ COR_API int cor_dsm_init(void)
     /* A context no application message uses: kind "context", domain 4095, index 0xd5. */
     dsm__rt.ctx = cor_idp_make(dsm__rt.session, COR_KIND_CONTEXT, COR_MAX_DOMAINS - 1, 0xd5);
     dsm__rt.dctx = cor_idp_make(dsm__rt.session, COR_KIND_CONTEXT, COR_MAX_DOMAINS - 1, 0xd6);
-    const char *budget = getenv("COR_DSM_CACHE_BYTES");
-    atomic_store(&dsm__rt.cache_budget,
-                 budget && *budget ? (size_t)strtoull(budget, NULL, 10) : DSM__DEFAULT_CACHE_BYTES);
-    const char *spin = getenv("COR_DSM_SPIN_US");
-    dsm__rt.poll_us = spin && *spin ? strtol(spin, NULL, 10) : -1; /* -1: the core's COR_SPIN_US */
-    if (dsm__rt.poll_us < -1) dsm__rt.poll_us = 0;
-    const char *shm = getenv("COR_DSM_SHM");
-    dsm__rt.shm = !(shm && !strcmp(shm, "0"));
+    atomic_store(&dsm__rt.cache_budget, (size_t)dsm__knob(DSM__K_CACHE_BYTES));
+    dsm__rt.poll_us = (long)dsm__knob(DSM__K_SPIN_US); /* -1: the core's COR_SPIN_US */
+    dsm__rt.shm = dsm__knob(DSM__K_SHM) != 0;
     long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
     dsm__rt.ncpus = ncpus > 0 ? (int)ncpus : 1;
     dsm__rt.svcs = calloc((size_t)dsm__rt.size, sizeof *dsm__rt.svcs);

@@ -250,7 +250,6 @@ static inline void dsm__count_requests(int home, uint64_t n)
 #define DSM__FAST_COUNT 0xffffffull
 #define DSM__FAST_HIT (1ull << 24)
 
-#define DSM__DEFAULT_CACHE_BYTES ((size_t)256 << 20)
 #define DSM__SECTION_WAIT_NS 10000000L /* waiters look at deaths at least this often */
 
 /* A client operation: a request to a home and its reply, or a lock, section or barrier

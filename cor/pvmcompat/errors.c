@@ -50,8 +50,7 @@ void cpvm_log(const char *fmt, ...)
 
 void cpvm_stats_print(void)
 {
-    const char *s = getenv("COR_PVM_STATS");
-    if (!s || !*s || !strcmp(s, "0")) return;
+    if (!cpvm_knob(CPVM_K_STATS)) return;
     struct cpvm_stats *c = &cpvm_stats;
     cpvm_log("routed sent %llu (%llu B) received %llu (%llu B); via pvm sent %llu received "
              "%llu; hello %llu ack %llu nak %llu switch %llu held %llu dropped %llu gone %llu",

@@ -119,8 +119,7 @@ struct span {
 static int plan(const struct span *s, int n, bool native, bool *detach, int *run_end)
 {
     if (detach_min < 0) {
-        const char *e = getenv("COR_PVM_DETACH_MIN");
-        detach_min = e && *e ? atol(e) : 32 * 1024;
+        detach_min = (long)cpvm_knob(CPVM_K_DETACH_MIN);
     }
     int ndetached = 0;
     for (int i = 0; i < n;) {

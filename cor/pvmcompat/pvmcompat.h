@@ -27,6 +27,7 @@
 
 #include "cor/cor.h"
 #include "cor/pvm.h"
+#include "knobs.h"
 
 #define CPVM_API __attribute__((visibility("default")))
 

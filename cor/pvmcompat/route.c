@@ -262,7 +262,7 @@ void cpvm_run_deferred(void)
 
 static int route_of_env(void)
 {
-    const char *s = getenv("COR_PVM_ROUTE");
+    const char *s = cpvm_knob_str(CPVM_K_ROUTE);
     if (!s || !*s || !strcmp(s, "none") || !strcmp(s, "pvm")) return 0;
     if (!strcmp(s, "udp")) return PvmRouteDirectUDP;
     if (!strcmp(s, "myrinet") || !strcmp(s, "gm")) return PvmRouteDirectMyrinet;
@@ -367,8 +367,7 @@ static void announce(void)
  * COR_PVM_KEEP_MEMORY=0. */
 static void keep_memory(void)
 {
-    const char *e = getenv("COR_PVM_KEEP_MEMORY");
-    if (e && !strcmp(e, "0")) return;
+    if (!cpvm_knob(CPVM_K_KEEP_MEMORY)) return;
     mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's largest: blocks below come from the heap */
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
 }
@@ -385,9 +384,7 @@ static int join(int opt)
         return PvmNotImpl;
     }
     const char *name = route_name(opt);
-    rt.capacity = (int)strtol(getenv("COR_PVM_DOMAINS") ? getenv("COR_PVM_DOMAINS") : "", NULL, 10);
-    if (rt.capacity <= 0) rt.capacity = CPVM_DOMAINS_DEFAULT;
-    if (rt.capacity > COR_MAX_DOMAINS) rt.capacity = COR_MAX_DOMAINS;
+    rt.capacity = (int)cpvm_knob(CPVM_K_DOMAINS);
     int rc = mailbox_session(&rt.session);
     if (rc < 0) {
         cpvm_log("no CoR session in pvmd's mailbox (%d): PVM's routes only", rc);
@@ -547,11 +544,7 @@ void cpvm_route_touch(int tid)
      * from inside any pvm call), so even a program that sends one message per pair gets
      * the route; but at most COR_PVM_CONNECT_MS (default 1000): a busy peer's first
      * messages go PVM's way and the switch happens when it answers. */
-    if (rt.connect_ms < 0) {
-        const char *s = getenv("COR_PVM_CONNECT_MS");
-        rt.connect_ms = s && *s ? atol(s) : 1000;
-        if (rt.connect_ms < 0) rt.connect_ms = 0;
-    }
+    if (rt.connect_ms < 0) rt.connect_ms = (long)cpvm_knob(CPVM_K_CONNECT_MS);
     uint64_t deadline = cpvm_now_ns() + (uint64_t)rt.connect_ms * 1000000u;
     while (p->tx == TX_HELLO) {
         cpvm_read_sockets(); /* the answer runs the handler */

@@ -13,8 +13,7 @@
 #define CPVM_MBOX_SESSION "CoR.session"
 #define CPVM_MBOX_RANKS "CoR.ranks"
 #define CPVM_MBOX_TID "CoR.tid." /* + the tid in hex: the task runs a CoR route */
-#define CPVM_DOMAINS_DEFAULT 64
-#define CPVM_COR_CTX 0x7f5 /* local index of the CoR context of routed PVM messages */
+#define CPVM_COR_CTX 0x7f5       /* local index of the CoR context of routed PVM messages */
 #define CPVM_DATA_TAG 1
 #define CPVM_TIDLOCAL 0x3ffff
 

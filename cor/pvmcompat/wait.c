@@ -126,8 +126,7 @@ bool cpvm_sockets_due(bool waiting)
 static long spin_budget_ns(void)
 {
     if (spin_ns < 0) {
-        const char *s = getenv("COR_PVM_SPIN_US");
-        spin_ns = (s && *s ? atol(s) : 2000) * 1000L;
+        spin_ns = (long)cpvm_knob(CPVM_K_SPIN_US) * 1000L;
     }
     return spin_ns;
 }

@@ -446,8 +446,9 @@ COR_API int cor_route_probe(const char *name, int open_port, cor_route_probe_t *
 
 /* ---- knobs: environment variables, declared once in a table the code reads ------------------
  * The core declares its own in one table (cor_knobs); each route plugin declares its own in
- * its operations table (struct cor_route_ops.knobs, include/cor/route.h). cor-info lists both
- * and generates the READMEs' knob tables from them (cor-info --knobs-markdown). */
+ * its operations table (struct cor_route_ops.knobs, include/cor/route.h); libcordsm and
+ * libcorpvm give theirs with cor_dsm_knobs and cor_pvm_knobs. cor-info lists them all and
+ * generates the READMEs' knob tables from them (cor-info --knobs-markdown). */
 typedef enum cor_knob_type {
     COR_KNOB_INT, /* an integer in [lo, hi] */
     COR_KNOB_STR, /* a string, used as it is */
@@ -464,6 +465,10 @@ typedef struct cor_knob {
 
 /* The core's knobs (libcor, read at cor_init): the table and its length. */
 COR_API const cor_knob_t *cor_knobs(size_t *n);
+/* Reads integer knob *k from the environment: its value, or k->def when it is unset, empty,
+ * not a whole number or outside [k->lo, k->hi] (then reported on stderr, once per read).
+ * 0 for a knob that is not COR_KNOB_INT. Libraries on libcor read their tables with it. */
+COR_API long long cor_knob_int(const cor_knob_t *k);
 /* Loads route `name` as cor_route_probe does and gives its knob table (*n = 0 when the plugin
  * declares none). The table stays valid for the life of the process. COR_EROUTE when the
  * plugin does not load, COR_EINVAL for a bad name or NULL arguments. */

@@ -74,6 +74,10 @@ COR_API int cor_dsm_init(void);
  */
 COR_API int cor_dsm_finalize(void);
 
+/* libcordsm's knobs (COR_DSM_*, read at cor_dsm_init): the table and its length, as
+ * cor_knobs() gives the core's (cor-info lists them). */
+COR_API const cor_knob_t *cor_dsm_knobs(size_t *n);
+
 /* ---- Objects --------------------------------------------------------------------------- */
 
 /* The protocol of an object, chosen at creation. */

@@ -38,6 +38,10 @@ int pvm_cor_domain(int tid, int *rank);
 /* The idp of task `index` of tid's domain (0 is the thread that enrolled first). */
 int pvm_cor_task(int tid, unsigned index, cor_idp_t *task);
 
+/* libcorpvm's knobs (COR_PVM_*): the table and its length, as cor_knobs() gives the core's
+ * (cor-info lists them, loading this library with dlopen). */
+COR_API const cor_knob_t *cor_pvm_knobs(size_t *n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -56,6 +56,25 @@ GM_ENTRY_POINT void gm_compat_config_init(gm_compat_config_t *cfg);
  * 65519, a send timeout above an hour or a bad namespace; GM_OUT_OF_MEMORY. */
 GM_ENTRY_POINT gm_status_t gm_compat_configure(const gm_compat_config_t *cfg);
 
+/* libgm-compat's knobs: the environment variables it reads (README.md, "Knobs"), one row
+ * each, the table it reads them with. A NUMBER is a whole number in [lo, hi], def when unset
+ * or bad; a STRING is used as it is. `shown` is the default as people read it ("" = def).
+ * gm_compat_knobs gives the table and sets *n to its length; cor-info lists it. */
+typedef enum gm_compat_knob_type {
+    GM_COMPAT_KNOB_NUMBER,
+    GM_COMPAT_KNOB_STRING
+} gm_compat_knob_type_t;
+
+typedef struct gm_compat_knob {
+    const char *name; /* "GM_PROVIDER" */
+    gm_compat_knob_type_t type;
+    long long def, lo, hi;
+    const char *shown;
+    const char *meaning; /* one line */
+} gm_compat_knob_t;
+
+GM_ENTRY_POINT const gm_compat_knob_t *gm_compat_knobs(unsigned *n);
+
 /* Sleeping for a port's events without polling (GM itself only had
  * gm_blocking_receive, which cannot be woken by another thread nor bounded).
  *

@@ -159,8 +159,8 @@ static int parse_inline(const char *text, const char *where)
 static int load_map(void)
 {
     if (given.nodes) return parse_inline(given.nodes, "gm_compat_configure nodes");
-    const char *path = getenv("GM_NODE_MAP");
-    const char *inl = getenv("GM_NODES");
+    const char *path = gmx_knob_str(GMX_K_NODE_MAP);
+    const char *inl = gmx_knob_str(GMX_K_NODES);
     if (path && *path) {
         FILE *f = fopen(path, "r");
         if (!f) {
@@ -196,7 +196,7 @@ static int namespace_ok(const char *ns)
 
 static void own_host_name(char *buf, size_t len)
 {
-    const char *env = getenv("GM_HOST_NAME");
+    const char *env = gmx_knob_str(GMX_K_HOST_NAME);
     if (env && *env) {
         snprintf(buf, len, "%s", env);
         return;
@@ -207,22 +207,10 @@ static void own_host_name(char *buf, size_t len)
     if (colon) *colon = '\0';
 }
 
-static unsigned env_uint(const char *name, unsigned def, unsigned long max)
-{
-    const char *s = getenv(name);
-    unsigned long v;
-    if (!s || !*s) return def;
-    if (parse_uint(s, max, &v)) {
-        fprintf(stderr, "libgm: ignoring %s=%s (not a number <= %lu)\n", name, s, max);
-        return def;
-    }
-    return (unsigned)v;
-}
-
 int gmx_config_load(void)
 {
     memset(&gmx_cfg, 0, sizeof gmx_cfg);
-    gmx_cfg.verbose = (int)env_uint("GM_VERBOSE", 0, 10);
+    gmx_cfg.verbose = (int)gmx_knob_uint(GMX_K_VERBOSE);
     if (load_map()) goto fail;
 
     char host[GM_MAX_HOST_NAME_LEN];
@@ -233,7 +221,7 @@ int gmx_config_load(void)
         if (parse_entry(line, "default node map", 1)) goto fail;
     }
 
-    const char *id_s = getenv("GM_NODE_ID");
+    const char *id_s = gmx_knob_str(GMX_K_NODE_ID);
     if (given.node_id) {
         if (!gmx_node_find(given.node_id)) {
             fprintf(stderr,
@@ -263,20 +251,19 @@ int gmx_config_load(void)
         gmx_cfg.self = me->id;
     }
 
-    unsigned base =
-        given.port_base ? given.port_base : env_uint("GM_PORT_BASE", 27000, 65535 - GMX_NUM_PORTS);
+    unsigned base = given.port_base ? given.port_base : (unsigned)gmx_knob_uint(GMX_K_PORT_BASE);
     int any_addr = 0;
     for (unsigned i = 0; i < gmx_cfg.num_nodes; i++) {
         if (gmx_cfg.nodes[i].port_base == 0) gmx_cfg.nodes[i].port_base = base;
         any_addr |= gmx_cfg.nodes[i].has_addr;
     }
 
-    const char *prov = given.provider ? given.provider : getenv("GM_PROVIDER");
+    const char *prov = given.provider ? given.provider : gmx_knob_str(GMX_K_PROVIDER);
     snprintf(gmx_cfg.provider, sizeof gmx_cfg.provider, "%s",
              prov && *prov ? prov
              : any_addr    ? "tcp;ofi_rxm"
                            : "shm");
-    const char *ns = given.shm_ns ? given.shm_ns : getenv("GM_SHM_NAMESPACE");
+    const char *ns = given.shm_ns ? given.shm_ns : gmx_knob_str(GMX_K_SHM_NAMESPACE);
     if (ns && *ns) {
         if (!namespace_ok(ns)) {
             fprintf(stderr, "libgm: GM_SHM_NAMESPACE must be <= 40 chars without '/', ':' "
@@ -290,18 +277,18 @@ int gmx_config_load(void)
     /* A person must have time to start the receiver of a sender started first. */
     gmx_cfg.send_timeout_ms = given.send_timeout_ms
                                   ? given.send_timeout_ms
-                                  : env_uint("GM_SEND_TIMEOUT_MS", GMX_SEND_TIMEOUT_MS, 3600000);
+                                  : (unsigned)gmx_knob_uint(GMX_K_SEND_TIMEOUT_MS);
     /* A target that took sends and then processes nothing (no buffer, a dead TCP peer):
      * 60 times the timeout, but no more than a minute unless the timeout itself is longer
      * (tests shorten both with a short timeout). */
     unsigned t = gmx_cfg.send_timeout_ms;
     gmx_cfg.stuck_ms = t <= 1000 ? 60 * t : t > 60000 ? t : 60000;
-    gmx_cfg.close_linger_ms = env_uint("GM_CLOSE_LINGER_MS", 2000, 3600000);
+    gmx_cfg.close_linger_ms = (unsigned)gmx_knob_uint(GMX_K_CLOSE_LINGER_MS);
     /* RMA by default only on shm: with tcp;ofi_rxm (libfabric 1.17) RMA
      * traffic sometimes leaves a connection failing every send with
      * FI_ENOTCONN for good, and the target's CPU is needed there anyway. */
     int is_shm = strncmp(gmx_cfg.provider, "shm", 3) == 0;
-    gmx_cfg.rma = (int)env_uint("GM_RMA", is_shm ? 1 : 0, 1);
+    gmx_cfg.rma = (int)gmx_knob_uint_or(GMX_K_RMA, is_shm ? 1 : 0);
     gmx_log("node %u of %u, provider %s, shm namespace %s\n", gmx_cfg.self, gmx_cfg.num_nodes,
             gmx_cfg.provider, gmx_cfg.shm_ns);
     return 0;

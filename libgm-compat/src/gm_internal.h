@@ -39,7 +39,8 @@
 #define GMX_MIN_SIZE 3
 #define GMX_MAX_SIZE 40 /* largest size class accepted */
 #define GMX_MAX_NODE_ID 65535
-#define GMX_SEND_TIMEOUT_MS 60000 /* GM_SEND_TIMEOUT_MS's default */
+
+#include "knobs.h" /* the knob table: GMX_KNOBS, gmx_knob_uint, gmx_knob_str */
 
 /* ---- wire format ------------------------------------------------------
  * Two kinds of traffic, both tagged sends with EXACT tags: libfabric 1.17's
