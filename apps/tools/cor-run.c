@@ -52,6 +52,7 @@
 #define LOST_WAIT_S 0.5     /* after a connection drops, wait this long for the exit */
 #define ANON_TIMEOUT_S 10.0 /* a connection must say HELLO within this */
 #define AUTH_TIMEOUT_S 5.0  /* a TCP connection must prove the secret within this */
+#define TCP_CROWD 256       /* unproven TCP connections kept at once, beyond one per domain */
 #define KILL_WAIT_S 2.0     /* from SIGTERM to SIGKILL during teardown */
 #define REAP_WAIT_S 5.0     /* from SIGKILL to giving up on a child */
 
@@ -80,7 +81,7 @@ static const char *const refusal_names[REF_KINDS] = {
     [REF_GARBAGE] = "sent garbage or closed before proving the secret",
     [REF_PROOF] = "gave a wrong proof",
     [REF_SLOW] = "were too slow to prove the secret",
-    [REF_CROWD] = "came while too many others waited",
+    [REF_CROWD] = "met a full house (too many connections waiting)",
     [REF_HELLO] = "sent no valid HELLO",
 };
 
@@ -755,13 +756,26 @@ static void accept_conns(void)
     for (;;) {
         int fd = accept4(g.lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) return;
-        int open_anon = 0;
-        for (int i = 0; i < g.nconns; i++)
-            open_anon += g.conns[i].fd >= 0 && g.conns[i].rank < 0;
-        if (open_anon > g.n + 16) {
-            g.refused[REF_CROWD]++;
-            close(fd);
-            continue;
+        int open_anon = 0, oldest = -1;
+        for (int i = 0; i < g.nconns; i++) {
+            struct conn *c = &g.conns[i];
+            if (c->fd < 0 || c->rank >= 0) continue;
+            open_anon++;
+            if (c->tcp && !c->authed && (oldest < 0 || c->opened < g.conns[oldest].opened))
+                oldest = i;
+        }
+        if (open_anon > g.n + (g.tcp ? TCP_CROWD : 16)) {
+            /* Anyone may knock on TCP: a stranger that proved nothing for a second makes
+             * room (a domain proves the secret within a round trip of connecting), else the
+             * newcomer is turned away. */
+            if (oldest >= 0 && now_s() - g.conns[oldest].opened > 1.0) {
+                g.conns[oldest].refusal = REF_CROWD;
+                conn_close(oldest);
+            } else {
+                g.refused[REF_CROWD]++;
+                close(fd);
+                continue;
+            }
         }
         if (!g.tcp && check_peer_uid(fd)) {
             g.refused[REF_HELLO]++;
@@ -1696,6 +1710,8 @@ int main(int argc, char **argv)
     run_loop();
     remove_rendezvous();
     remove_session_files();
+    for (int i = 0; i < g.nconns; i++)
+        conn_close(i); /* strangers still waiting are counted too */
     report_refused();
 
     int worst = 0, died = g.ndead > 0;

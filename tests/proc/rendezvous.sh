@@ -5,8 +5,9 @@
 # made with another session's secret, a proof replayed from another connection's challenge,
 # and a proof one byte a second. Each is refused and closed (the slow one within cor-run's 5 s
 # bound) having been sent nothing but CHALLENGE/ERR; the session completes (exit 0) and
-# cor-run reports the refusals by reason. Also: domain 0 reads cor-run's stdin after the
-# secret (the others see its end); a domain given the wrong secret is refused and says so; the
+# cor-run reports the refusals by reason. Also: a crowd of 60 silent connections held open
+# does not keep the domains out (room for 256 unproven connections beside the domains'); domain 0 reads cor-run's
+# stdin after the secret (the others see its end); a domain given the wrong secret is refused and says so; the
 # secret shows in no process's command line.
 . "$(dirname "$0")/common.sh"
 BC=$PROC/boot_check
@@ -60,6 +61,32 @@ printf 'line for domain 0\n' | timeout 60 "$CORRUN" -n 2 --listen 127.0.0.1 --ag
     "$BC" stdin >"$WORK/in.out" 2>"$WORK/in.err" || { cat "$WORK/in.out" "$WORK/in.err"; die "exited $?"; }
 grep -q "^stdin 0: line for domain 0\$" "$WORK/in.out" && grep -q "^stdin 1: EOF\$" "$WORK/in.out" || \
     { cat "$WORK/in.out" "$WORK/in.err"; die "stdin was not passed on as expected"; }
+
+say "a crowd of 60 silent connections does not keep the domains out"
+cat >"$WORK/late.sh" <<AGENT
+#!/bin/sh
+i=0
+while [ ! -e "$WORK/crowded" ] && [ \$i -lt 300 ]; do sleep 0.1; i=\$((i + 1)); done
+exec "\$@"
+AGENT
+run_bg crowd timeout 60 "$CORRUN" -v -n 2 --listen 127.0.0.1 --agent "sh $WORK/late.sh" \
+    "$BC" exchange </dev/null
+i=0
+until addr=$(sed -n 's/.*rendezvous on tcp:\(.*\)$/\1/p' "$WORK/crowd.err" 2>/dev/null) && [ -n "$addr" ]; do
+    i=$((i + 1)); [ $i -gt 300 ] && { show crowd; die "cor-run did not listen within 30 s"; }
+    sleep 0.1
+done
+timeout 60 python3 "$(dirname "$0")/crowd.py" "${addr%:*}" "${addr##*:}" 60 "$WORK/crowded" \
+    "$WORK/crowd.stop" 40 >"$WORK/crowd.py.out" 2>&1 &
+cpid=$!
+wait_bg crowd
+touch "$WORK/crowd.stop"
+wait $cpid
+sed 's/^/  /' "$WORK/crowd.py.out"
+[ $RC = 0 ] || { show crowd; die "the session exited $RC with a crowd at the door, expected 0"; }
+n=$(sed -n 's/.*refused \([0-9]*\) connection(s) to the rendezvous.*/\1/p' "$WORK/crowd.err")
+[ "${n:-0}" -ge 60 ] || { show crowd; die "cor-run counted ${n:-no} refused connections, expected 60 or more"; }
+say "  $(grep 'refused .* connection' "$WORK/crowd.err" | sed 's/^cor-run: //')"
 
 say "a domain with the wrong secret is refused and says why"
 printf '%s\n' "$old" >"$WORK/wrong"
