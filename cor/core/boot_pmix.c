@@ -28,6 +28,7 @@
 #include "boot.h"
 #include "knobs.h"
 
+#include <errno.h>
 #include <pmix.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -38,6 +39,7 @@
 
 #define KEY_COOKIE "cor.cookie"
 #define KEY_ADDRS "cor.addrs"
+#define LOSS_GRACE_S 2 /* how long a barrier waits for its fence once a domain is lost */
 
 struct pboot {
     struct cor_boot base; /* rank, size, cookie: set at init, read-only after */
@@ -335,6 +337,14 @@ static int pb_barrier(struct cor_boot *base)
         /* No timeout: a barrier may wait for a long computation; a loss ends it. */
         while (b->fences_done < want && !b->nlost)
             pthread_cond_wait(&b->cv, &b->mu);
+        /* A domain is gone. One that passed this very fence may already have finalized and
+         * closed its ports (a route reports that as a loss) before our fence completed: give
+         * the fence a moment (seen under TSan over gm-tcp: hello's cor_finalize failed). */
+        struct timespec dl;
+        clock_gettime(CLOCK_MONOTONIC, &dl);
+        dl.tv_sec += LOSS_GRACE_S;
+        while (b->fences_done < want && pthread_cond_timedwait(&b->cv, &b->mu, &dl) != ETIMEDOUT)
+            ;
         if (b->fences_done < want) {
             b->fence_abandoned = 1;
             rc = COR_EPEERDEAD;

@@ -116,7 +116,7 @@ int main(int argc, char **argv)
     double waited = now_s() - t0;
     CHECK(arg.rc == COR_EPEERDEAD, "the waiting barrier returned %d, expected %d", arg.rc,
           COR_EPEERDEAD);
-    CHECK(waited < 5, "the waiting barrier took %.1f s to return", waited);
+    CHECK(waited < 10, "the waiting barrier took %.1f s to return", waited);
     CHECK((rc = cor__boot_barrier(boot)) == COR_EPEERDEAD, "the next barrier returned %d", rc);
     printf("pmix_check[%d]: PASS barrier released %.3f s after the death\n", rank, waited);
     fflush(stdout);
