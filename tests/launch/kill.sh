@@ -20,6 +20,7 @@ launch_private_shm
 start_and_kill() {
     tag=$1
     rm -f "$WORK"/pid.* "$WORK"/flowing.*
+    launch_shm_next
     run_bg "$tag" env COR_ROUTE="$2" sh -c '. "$1"; shift; launch_mpirun "$@"' sh \
         "$(dirname "$0")/lib.sh" 3 "$P" "$WORK" -t 4
     for r in 0 1 2; do

@@ -41,18 +41,28 @@ launch_mpirun_env() {
 launch_mpirun() {
     lm_n=$1
     shift
+    launch_shm_next
     # shellcheck disable=SC2046,SC2086 # words on purpose
     timeout -k 5 "$LAUNCH_TIMEOUT" mpirun --allow-run-as-root --oversubscribe --bind-to none \
         ${LAUNCH_MPIRUN_ARGS:-} $(launch_mpirun_env) -n "$lm_n" "$@"
 }
 
-# launch_private_shm: the gm route's shared-memory files get a name of this test's
-# (GM_SHM_NAMESPACE), removed on exit: a launcher that ends a job kills its domains, which
-# leave their files in /dev/shm behind.
+# launch_private_shm: the gm route's shared-memory files get names of this test's
+# (GM_SHM_NAMESPACE corl<pid>s<job>, one per job: sessions must not share one), removed on
+# exit: a launcher that ends a job kills its domains, which leave their files in /dev/shm.
 launch_private_shm() {
-    GM_SHM_NAMESPACE=corl$$
+    LAUNCH_SHM=corl$$s
+    add_cleanup "rm -f /dev/shm/$LAUNCH_SHM*"
+}
+
+# The next job's GM_SHM_NAMESPACE, when launch_private_shm was called (a counter in $WORK:
+# jobs may start from subshells).
+launch_shm_next() {
+    [ -n "${LAUNCH_SHM:-}" ] || return 0
+    lsn=$(cat "$WORK/shm.seq" 2>/dev/null || echo 0)
+    echo $((lsn + 1)) >"$WORK/shm.seq"
+    GM_SHM_NAMESPACE=$LAUNCH_SHM$lsn
     export GM_SHM_NAMESPACE
-    add_cleanup "rm -f /dev/shm/corl$$-*"
 }
 
 slurm_node_prefix() { :; }
@@ -158,6 +168,7 @@ slurm_start() {
 launch_srun() {
     ls_n=$1
     shift
+    launch_shm_next
     # shellcheck disable=SC2086
     timeout -k 5 "$LAUNCH_TIMEOUT" srun --mpi=pmix --overcommit -n "$ls_n" ${LAUNCH_SRUN_ARGS:-} \
         "$@"
