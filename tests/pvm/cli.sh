@@ -1,0 +1,41 @@
+#!/bin/bash
+# cor-pvm's command line: --help prints the usage (the script's leading comment) and nothing
+# else, bad arguments are clear errors with status 2, PVM's own programs are refused. No PVM
+# virtual machine needed. Exit 0 pass, 1 fail, 77 skip.
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+BUILD=${COR_BUILDDIR:-$(cd "$HERE/../.." && pwd)/build}
+COR_PVM=$BUILD/apps/cor-pvm
+NAME=cli
+say() { echo "$NAME: $*"; }
+[ -x "$COR_PVM" ] || { say "SKIP: $COR_PVM not built"; exit 77; }
+fails=0
+fail() { say "FAIL: $*"; fails=$((fails + 1)); }
+
+for opt in --help -h; do
+    out=$(timeout 10 "$COR_PVM" $opt 2>&1); rc=$?
+    [ $rc = 0 ] || fail "$opt exited $rc"
+    # What it must print: the leading comment block, without its '# '.
+    want=$(sed -n '2,/^[^#]/p' "$COR_PVM" | sed -n 's/^# \{0,1\}//p')
+    [ "$out" = "$want" ] || { fail "$opt printed something else than the usage:"; diff <(echo "$want") <(echo "$out") | sed 's/^/  | /'; }
+    grep -q 'cor-pvm \[--route' <<<"$out" || fail "$opt: no synopsis line"
+    if grep -nE '^(set |route=|stats=|usage\(\)|while |case |esac|done|fi)' <<<"$out"; then
+        fail "$opt printed the script's own code"
+    fi
+done
+# expect STATUS WHAT-IN-STDERR ARGS...
+expect() {
+    local st=$1 re=$2 out rc
+    shift 2
+    out=$(timeout 10 "$COR_PVM" "$@" 2>&1 >/dev/null); rc=$?
+    [ $rc = "$st" ] || fail "cor-pvm $*: exit $rc, expected $st"
+    grep -qE -- "$re" <<<"$out" || fail "cor-pvm $*: stderr '$out' lacks /$re/"
+}
+expect 2 "unknown option '--bogus'" --bogus true
+expect 2 "--route takes" --route ether true
+expect 2 "--route needs a value" --route
+expect 2 "no program given"
+expect 2 "PVM's own program" pvmd
+expect 0 "" --route none true
+[ $fails = 0 ] || exit 1
+say PASS
