@@ -176,6 +176,7 @@ static struct cpvm_peer *routed_peer(int tid)
  * caller must use PVM's path. Lock held. */
 static int route_send(int tid, int tag, int *rc)
 {
+    if (cpvm_pvm_protocol(tag)) return 0;
     struct cpvm_peer *p = routed_peer(tid);
     if (!p) return 0;
     int sbuf = REAL(pvm_getsbuf);
@@ -210,10 +211,11 @@ CPVM_API int pvm_mcast(int *tids, int n, int tag)
     /* Handshakes first (they may wait, and switch pairs); then PVM's path for the peers
      * that are not routed, at once, before anything can send another SWITCH; then the
      * routed ones. */
-    for (int i = 0; i < n && rc >= 0; i++)
+    bool protocol = cpvm_pvm_protocol(tag);
+    for (int i = 0; i < n && rc >= 0 && !protocol; i++)
         cpvm_route_touch(tids[i]);
     for (int i = 0; i < n && rc >= 0; i++) {
-        struct cpvm_peer *p = cpvm_routing() ? cpvm_peer_find(tids[i]) : NULL;
+        struct cpvm_peer *p = cpvm_routing() && !protocol ? cpvm_peer_find(tids[i]) : NULL;
         if (!p || p->tx != TX_ROUTED) rest[nrest++] = tids[i];
     }
     if (rc >= 0 && nrest) {
@@ -266,7 +268,7 @@ CPVM_API int pvm_psend(int tid, int tag, void *buf, int len, int type)
     if (CPVM_PASS) return cpvm_real.pvm_psend(tid, tag, buf, len, type);
     cpvm_enter();
     int rc, size = type_size(type);
-    struct cpvm_peer *p = routed_peer(tid);
+    struct cpvm_peer *p = cpvm_pvm_protocol(tag) ? NULL : routed_peer(tid);
     struct cpvm_out o;
     if (!p) {
         rc = REAL(pvm_psend, tid, tag, buf, len, type);
@@ -658,13 +660,14 @@ CPVM_API int pvm_probe(int tid, int tag)
 /* Receives like pvm_trecv; deadline_ns 0 waits for ever. Lock held. */
 static int recv_until(int tid, int tag, uint64_t deadline_ns)
 {
+    uint64_t spin_end = cpvm_spin_end();
     for (;;) {
         cpvm_pump();
         if (cpvm_has_deferred()) cpvm_run_deferred();
         int rc = worth_looking(tid, tag, true) ? REAL(pvm_nrecv, tid, tag) : 0;
         if (rc != 0) return received(rc);
         if (deadline_ns && cpvm_now_ns() >= deadline_ns) return 0;
-        cpvm_wait_activity(deadline_ns);
+        cpvm_wait_activity(deadline_ns, spin_end);
     }
 }
 

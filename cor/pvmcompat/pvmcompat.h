@@ -227,8 +227,13 @@ void cpvm_wake_waiters(void);
 uint64_t cpvm_queue_signature(void);
 int cpvm_waiters(void);
 /* Blocks without the lock until a routed message completed, PVM's sockets have data, another
- * thread queued something, or `deadline_ns` (0 = none) passed. Lock held on entry and exit. */
-void cpvm_wait_activity(uint64_t deadline_ns);
+ * thread queued something, or `deadline_ns` (0 = none) passed: polling until `spin_end_ns`
+ * (a wait's cpvm_spin_end() taken when it began), asleep after that. Lock held on entry and
+ * exit. */
+void cpvm_wait_activity(uint64_t deadline_ns, uint64_t spin_end_ns);
+uint64_t cpvm_spin_end(void); /* now + COR_PVM_SPIN_US */
+/* The arrival hook of the task's CoR inbox (cor_task_on_arrival): wakes a sleeping waiter. */
+void cpvm_arrival(void *arg, int flags);
 uint64_t cpvm_now_ns(void);
 /* Whether a receive that found nothing queued should let libpvm3 read PVM's sockets now
  * (`waiting`: a blocking receive, whose waits poll the sockets). */

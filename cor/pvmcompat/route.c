@@ -195,7 +195,7 @@ static void handle(const struct cpvm_ctl *c)
     if (rt.leaving && c->kind != CTL_HELLO) return; /* after pvm_exit began */
     switch (c->kind) {
     case CTL_HELLO:
-        if (rt.joined && connect_peer(p, c)) {
+        if (rt.joined && !rt.system_role && connect_peer(p, c)) {
             ctl_send(c->tid, CTL_ACK);
             atomic_fetch_add(&cpvm_stats.acks, 1);
         } else {
@@ -428,6 +428,11 @@ static int join(int opt)
         return PvmNoMem;
     }
     rt.inbox_index = cor_idp_index(rt.inbox);
+    /* A waiter asleep (wait.c) wakes when a routed message reaches the inbox. */
+    if ((err = cor_task_on_arrival(rt.inbox, cpvm_arrival, NULL)))
+        cpvm_log("no arrival hook (%s): blocked receives look every millisecond",
+                 cor_strerror(err));
+    rt.hooked = !err;
     rt.ctx = cor_idp_make(cor_session(), COR_KIND_CONTEXT, 0, CPVM_COR_CTX);
     rt.route = opt;
     rt.joined = true;
@@ -495,7 +500,63 @@ int cpvm_route_set(int value)
 
 bool cpvm_routing(void)
 {
-    return rt.joined && rt.opt == rt.route;
+    return rt.joined && rt.opt == rt.route && !rt.system_role;
+}
+
+/* PVM's system contexts (pvmproto.h: SYSCTX_TC 0x7ffff down to 0x7fff6), and the one of
+ * dynamic groups, whose traffic between members is the program's own (libgpvm3 waits for it
+ * through pvm_recv, which takes routed messages in). */
+#define SYSCTX_FIRST 0x7ffff
+#define SYSCTX_LAST 0x7fff6
+#define SYSCTX_DG 0x7fffc
+
+bool cpvm_pvm_protocol(int tag)
+{
+    /* Reserved tags (bit 31: TM_, TC_, SM_ ... codes, e.g. a resource manager's replies to
+     * a pvm_spawn that libpvm3 awaits in its own select) and system contexts. */
+    if (tag < 0) return true;
+    int ctx = REAL(pvm_getcontext);
+    return ctx >= SYSCTX_LAST && ctx <= SYSCTX_FIRST && ctx != SYSCTX_DG;
+}
+
+/* pvm_reg_rm, pvm_reg_tasker, pvm_reg_hoster: the task becomes part of PVM. From then on
+ * all it sends takes PVM's path (its replies are awaited inside libpvm3's calls, which look
+ * at PVM's sockets only), and it turns down handshakes. */
+static void system_role(int rc, const char *what)
+{
+    if (rc < 0 || rt.system_role) return;
+    rt.system_role = true;
+    if (rt.joined) cpvm_log("registered as %s: everything it sends takes PVM's path", what);
+}
+
+CPVM_API int pvm_reg_rm(struct pvmhostinfo **hip)
+{
+    if (CPVM_PASS) return cpvm_real.pvm_reg_rm(hip);
+    cpvm_enter();
+    int rc = REAL(pvm_reg_rm, hip);
+    system_role(rc, "resource manager");
+    cpvm_leave();
+    return rc;
+}
+
+CPVM_API int pvm_reg_tasker(void)
+{
+    if (CPVM_PASS) return cpvm_real.pvm_reg_tasker();
+    cpvm_enter();
+    int rc = REAL(pvm_reg_tasker);
+    system_role(rc, "tasker");
+    cpvm_leave();
+    return rc;
+}
+
+CPVM_API int pvm_reg_hoster(void)
+{
+    if (CPVM_PASS) return cpvm_real.pvm_reg_hoster();
+    cpvm_enter();
+    int rc = REAL(pvm_reg_hoster);
+    system_role(rc, "hoster");
+    cpvm_leave();
+    return rc;
 }
 
 /* The name of a task's mailbox entry saying it runs libcorpvm with a route. */
@@ -546,11 +607,12 @@ void cpvm_route_touch(int tid)
      * messages go PVM's way and the switch happens when it answers. */
     if (rt.connect_ms < 0) rt.connect_ms = (long)cpvm_knob(CPVM_K_CONNECT_MS);
     uint64_t deadline = cpvm_now_ns() + (uint64_t)rt.connect_ms * 1000000u;
+    uint64_t spin_end = cpvm_spin_end();
     while (p->tx == TX_HELLO) {
         cpvm_read_sockets(); /* the answer runs the handler */
         cpvm_run_deferred();
         if (p->tx != TX_HELLO || cpvm_now_ns() >= deadline) break;
-        cpvm_wait_activity(deadline);
+        cpvm_wait_activity(deadline, spin_end);
     }
 }
 

@@ -37,6 +37,10 @@ struct cpvm_route {
     int env_route; /* COR_PVM_ROUTE's choice, 0 none */
     int route;     /* the CoR route we joined with (PvmRouteDirectUDP/Myrinet) */
     bool joined, join_failed, leaving;
+    bool hooked; /* the inbox's arrival hook is in place: sleepers hear routed messages */
+    /* Registered as resource manager, tasker or hoster: a part of PVM itself, whose
+     * messages are PVM's protocol (replies libpvm3 waits for inside its own calls). */
+    bool system_role;
     uint64_t session;
     int rank, capacity;
     cor_idp_t inbox, ctx;
@@ -51,6 +55,9 @@ struct cpvm_peer *cpvm_peer_find(int tid);
 struct cpvm_peer *cpvm_peer_get(int tid); /* made if new; NULL out of memory */
 struct cpvm_peer *cpvm_peer_of_rank(int rank);
 bool cpvm_routing(void); /* the task's option names the route it joined */
+/* Whether a message with this tag, sent in the current context, is PVM's own protocol:
+ * then it takes PVM's path whatever the route option. Lock held. */
+bool cpvm_pvm_protocol(int tag);
 /* Reads what PVM's sockets hold now (control messages run their handlers). Lock held. */
 void cpvm_read_sockets(void);
 

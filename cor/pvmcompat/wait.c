@@ -4,14 +4,20 @@
  *
  * One waiter at a time is the spinner: it polls the CoR route (cor_test on the head routed
  * receive) and, less often, PVM's sockets; the others sleep on a condition variable until a
- * pvm_* call that may have queued something for them leaves (generation count). The spinner
- * spins COR_PVM_SPIN_US (default 2000 us, as the core's waits) and then naps on PVM's
- * sockets 1 ms at a time, still checking the route between naps.
+ * pvm_* call that may have queued something for them leaves (generation count), or the
+ * spinner leaves. A receive call spins COR_PVM_SPIN_US (default 2000 us, as the core's waits)
+ * in all; then the spinner sleeps in poll() on PVM's sockets and a bell the routes ring
+ * (sleep_on): a task blocked in pvm_recv uses no CPU, and wakes for either path at once.
  */
+#define _GNU_SOURCE /* ppoll */
+#include <errno.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "route.h"
 
@@ -30,6 +36,13 @@ uint64_t cpvm_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static uint64_t cpvm_realtime_ns(void) /* (condition variables time out on this clock) */
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 int cpvm_waiters(void)
 {
     return atomic_load_explicit(&nwaiters, memory_order_relaxed) +
@@ -37,9 +50,12 @@ int cpvm_waiters(void)
            atomic_load_explicit(&spinner_busy, memory_order_relaxed);
 }
 
+static void ring(void);
+
 void cpvm_wake_waiters(void)
 {
     atomic_fetch_add(&generation, 1);
+    ring();
     if (!atomic_load(&nwaiters)) return;
     pthread_mutex_lock(&arrived_lock);
     pthread_cond_broadcast(&arrived);
@@ -119,10 +135,7 @@ bool cpvm_sockets_due(bool waiting)
     return true;
 }
 
-/* The spinner's wait; no lock held. Inside the core (which polls the routes COR_PVM_SPIN_US,
- * default 2000 us, as its own waits do, with the listeners parked), then blocked for at most
- * a millisecond (the core's listeners deliver, the reserved task's condvar wakes us); PVM's
- * sockets are looked at in between. Returns when the caller should look under the lock. */
+/* The spin budget of a wait (COR_PVM_SPIN_US, default 2000 us, as the core's waits). */
 static long spin_budget_ns(void)
 {
     if (spin_ns < 0) {
@@ -131,46 +144,134 @@ static long spin_budget_ns(void)
     return spin_ns;
 }
 
-static void spin(struct watch *w, uint64_t deadline_ns)
+uint64_t cpvm_spin_end(void)
 {
-    spin_budget_ns();
-    uint64_t now = cpvm_now_ns();
-    long left_us = deadline_ns ? (long)((deadline_ns > now ? deadline_ns - now : 0) / 1000) : -1;
-    long budget_us = spin_ns / 1000 + 1000;
-    long timeout_us = left_us >= 0 && left_us < budget_us ? left_us : budget_us;
-    if (cpvm_rt.joined) {
-        cpvm_routed_wait(spin_ns / 1000, timeout_us, something_else, w);
-        return;
-    }
-    /* No route: only PVM's sockets can bring anything. */
-    sockets_ready(w->pfd, w->nfd, timeout_us > 1000 ? 1 : (int)(timeout_us / 1000));
+    return cpvm_now_ns() + (uint64_t)spin_budget_ns();
 }
 
-void cpvm_wait_activity(uint64_t deadline_ns)
+/* ---- sleeping ------------------------------------------------------------------------
+ * Once a wait has spun its budget it sleeps in poll() on PVM's sockets and on an eventfd
+ * (`bell`) that rings when something else may end the wait: a routed message reached the
+ * task's inbox (the core's arrival hook, run by whichever thread brought it: a listener while
+ * nobody polls), or another thread queued something or handled a control message
+ * (cpvm_wake_waiters). The bell is rung only while somebody sleeps on it, so the fast paths
+ * make no system call. A sleeper counts itself before it looks a last time, and a ringer
+ * makes its news visible before it looks at the count: no wake-up is lost. */
+static int bell = -1;             /* eventfd; made once (bell_once) */
+static _Atomic int sleepers;      /* threads in poll() on the bell */
+static _Atomic uint64_t arrivals; /* routed arrivals seen by the hook */
+static pthread_once_t bell_once = PTHREAD_ONCE_INIT;
+
+static void make_bell(void)
 {
-    if (cpvm_nested()) {
-        /* Inside a group call that keeps the lock: poll briefly, without releasing. */
-        struct pollfd pfd[MAX_FDS];
-        int n = pvm_fds(pfd);
-        if (!cpvm_routed_wait(20, 20, NULL, NULL)) sockets_ready(pfd, n, 0);
+    bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (bell < 0) cpvm_log("eventfd: %s; waits poll instead of sleeping", strerror(errno));
+}
+
+static void ring(void)
+{
+    if (!atomic_load(&sleepers) || bell < 0) return;
+    uint64_t one = 1;
+    ssize_t n = write(bell, &one, sizeof one); /* EAGAIN: it rings already */
+    (void)n;
+}
+
+/* The inbox's arrival hook: must not block. */
+void cpvm_arrival(void *arg, int flags)
+{
+    (void)arg;
+    (void)flags;
+    atomic_fetch_add(&arrivals, 1);
+    ring();
+}
+
+/* Sleeps until PVM's sockets have data, the bell rings or `deadline_ns` (0: none) passes,
+ * unless something arrived since the caller's last look (gen0, arrivals0). No lock held. */
+static void sleep_on(struct pollfd *pfd, int nfd, uint64_t gen0, uint64_t arrivals0,
+                     uint64_t deadline_ns)
+{
+    pthread_once(&bell_once, make_bell);
+    int n = nfd;
+    if (bell >= 0) pfd[n++] = (struct pollfd){.fd = bell, .events = POLLIN};
+    atomic_fetch_add(&sleepers, 1);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load(&generation) == gen0 && atomic_load(&arrivals) == arrivals0 &&
+        !cpvm_routed_arrived()) {
+        struct timespec ts, *tsp = NULL;
+        if (deadline_ns) {
+            uint64_t now = cpvm_now_ns(), left = deadline_ns > now ? deadline_ns - now : 0;
+            ts = (struct timespec){(time_t)(left / 1000000000u), (long)(left % 1000000000u)};
+            tsp = &ts;
+        }
+        /* Without a bell, or a route that does not ring it, look every millisecond. */
+        bool deaf = bell < 0 || (cpvm_rt.joined && !cpvm_rt.hooked);
+        if (deaf && (!tsp || ts.tv_sec > 0 || ts.tv_nsec > 1000000))
+            ts = (struct timespec){0, 1000000}, tsp = &ts;
+        if (ppoll(pfd, (nfds_t)n, tsp, NULL) > 0) {
+            for (int i = 0; i < nfd; i++)
+                if (pfd[i].revents) atomic_store(&sockets_readable, true);
+        }
+    }
+    atomic_fetch_sub(&sleepers, 1);
+    if (bell >= 0) {
+        uint64_t v;
+        ssize_t r = read(bell, &v, sizeof v); /* reset; other sleepers woke already */
+        (void)r;
+    }
+}
+
+/* The spinner's spin; no lock held. Inside the core (which polls the routes, with the
+ * listeners parked) until a routed message arrived, something_else() saw news or the spin
+ * ends; without a route, PVM's sockets are polled. */
+static void spin(struct watch *w, uint64_t deadline_ns, uint64_t spin_end_ns)
+{
+    uint64_t now = cpvm_now_ns(), end = spin_end_ns;
+    if (deadline_ns && deadline_ns < end) end = deadline_ns;
+    long us = end > now ? (long)((end - now) / 1000) : 0;
+    if (cpvm_rt.joined) {
+        cpvm_routed_wait(us, us, something_else, w);
         return;
     }
-    struct pollfd pfd[MAX_FDS];
+    while (!something_else(w) && cpvm_now_ns() < end)
+        ;
+}
+
+void cpvm_wait_activity(uint64_t deadline_ns, uint64_t spin_end_ns)
+{
+    struct pollfd pfd[MAX_FDS + 1];
     int nfd = pvm_fds(pfd);
-    uint64_t gen0 = atomic_load(&generation);
+    uint64_t gen0 = atomic_load(&generation), arr0 = atomic_load(&arrivals);
+    bool spinning = cpvm_now_ns() < spin_end_ns;
+    if (cpvm_nested()) {
+        /* Inside a group call that keeps the lock: wait without releasing it. */
+        if (!spinning) {
+            sleep_on(pfd, nfd, gen0, arr0, deadline_ns);
+            return;
+        }
+        struct watch w = {gen0, pfd, nfd, cpvm_now_ns(), 0, 0};
+        spin(&w, deadline_ns, spin_end_ns);
+        return;
+    }
     int depth = cpvm_unlock_all();
     bool expected = false;
     if (atomic_compare_exchange_strong(&spinner_busy, &expected, true)) {
-        struct watch w = {
-            gen0, pfd, nfd, cpvm_now_ns() + POLL_FIRST_NS, 0, spin_budget_ns() > 0 ? 15 : 0};
-        spin(&w, deadline_ns);
+        if (spinning) {
+            struct watch w = {
+                gen0, pfd, nfd, cpvm_now_ns() + POLL_FIRST_NS, 0, spin_budget_ns() > 0 ? 15 : 0};
+            spin(&w, deadline_ns, spin_end_ns);
+        } else {
+            sleep_on(pfd, nfd, gen0, arr0, deadline_ns);
+        }
         atomic_store(&spinner_busy, false);
+        /* A waiter asleep below may have to take over. */
+        if (atomic_load(&nwaiters)) cpvm_wake_waiters();
     } else {
-        /* Another thread spins and queues our messages too: stay runnable and hand the core
-         * over (far cheaper than a sleep and a wake-up, with more threads than cores), for
-         * as long as a spinner would spin; then sleep. */
+        /* Another thread spins (or sleeps on the sockets) and queues our messages too: stay
+         * runnable and hand the core over while it spins (far cheaper than a sleep and a
+         * wake-up, with more threads than cores); then sleep until the queue changes or the
+         * spinner leaves (it wakes us then). */
         atomic_fetch_add(&nyielders, 1);
-        uint64_t until = cpvm_now_ns() + (uint64_t)spin_budget_ns();
+        uint64_t until = spin_end_ns;
         if (deadline_ns && deadline_ns < until) until = deadline_ns;
         while (atomic_load(&generation) == gen0 && atomic_load(&spinner_busy) &&
                cpvm_now_ns() < until)
@@ -183,15 +284,16 @@ void cpvm_wait_activity(uint64_t deadline_ns)
         }
         atomic_fetch_add(&nwaiters, 1);
         pthread_mutex_lock(&arrived_lock);
-        if (atomic_load(&generation) == gen0) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 1000000; /* the spinner may leave: look again within 1 ms */
-            if (ts.tv_nsec >= 1000000000) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000;
+        while (atomic_load(&generation) == gen0 && atomic_load(&spinner_busy)) {
+            if (!deadline_ns) {
+                pthread_cond_wait(&arrived, &arrived_lock);
+                continue;
             }
-            pthread_cond_timedwait(&arrived, &arrived_lock, &ts);
+            uint64_t now_rt = cpvm_realtime_ns(), now = cpvm_now_ns();
+            if (now >= deadline_ns) break;
+            uint64_t at = now_rt + (deadline_ns - now);
+            struct timespec ts = {(time_t)(at / 1000000000u), (long)(at % 1000000000u)};
+            if (pthread_cond_timedwait(&arrived, &arrived_lock, &ts) == ETIMEDOUT) break;
         }
         pthread_mutex_unlock(&arrived_lock);
         atomic_fetch_sub(&nwaiters, 1);

@@ -142,9 +142,6 @@ WRAP3(pvm_start_pvmd, int, char **, int)
 WRAP3(pvm_tasks, int, int *, struct pvmtaskinfo **)
 WRAP4(pvm_tickle, int, int *, int *, int *)
 WRAP1(pvm_tidtohost, int)
-WRAP0(pvm_reg_hoster)
-WRAP1(pvm_reg_rm, struct pvmhostinfo **)
-WRAP0(pvm_reg_tasker)
 
 CPVM_API int pvm_reg_tracer(int a, int b, int c, int d, char *e, int f, int g)
 {

@@ -17,6 +17,10 @@
 #                                           in the wrap) of the run must show routed sends and
 #                                           receives, and no dropped frame (counts need not
 #                                           match: a task killed by its master prints none)
+#   PVM_EXAMPLE_RM="cor-pvm --route udp"    start srm.pvm (pvm-examples' resource manager)
+#                                           with this prefix ("plain": none) before the
+#                                           examples: pvm_spawn, pvm_config, pvm_notify ...
+#                                           of every task then go through it
 #   EXTRA_EP                                more folders for spawn to search (pvmlib.sh)
 #   PVM_EXAMPLE_VERBOSE=1                   show every example's output
 set -euo pipefail
@@ -327,6 +331,25 @@ fi
 
 pvm_vm_start || { say "FAIL: cannot start a PVM virtual machine"; exit 1; }
 [ ${#WRAP[@]} = 0 ] || say "wrap: ${WRAP[*]}"
+RM_PID=""
+stop_rm() {
+    [ -n "$RM_PID" ] || return 0
+    kill "$RM_PID" 2>/dev/null || true
+    wait_pid_bounded "$RM_PID" 5 || kill -9 "$RM_PID" 2>/dev/null || true
+    wait "$RM_PID" 2>/dev/null || true
+    RM_PID=""
+}
+if [ -n "${PVM_EXAMPLE_RM:-}" ]; then
+    RMWRAP=()
+    [ "$PVM_EXAMPLE_RM" = plain ] || read -r -a RMWRAP <<<"$PVM_EXAMPLE_RM"
+    # (stdbuf: its lines reach the file at once)
+    limited timeout -k 2 600 "${PVM_EXEC[@]}" stdbuf -oL "${RMWRAP[@]}" srm.pvm </dev/null >"$PVM_WORK/rm.out" 2>&1 &
+    RM_PID=$!
+    trap 'stop_rm; pvm_cleanup_all' EXIT
+    wait_grep "$PVM_WORK/rm.out" 'registered as Resource Manager' 10 ||
+        { say "FAIL: srm.pvm did not register as resource manager"; sed 's/^/  | /' "$PVM_WORK/rm.out"; exit 1; }
+    say "resource manager: ${RMWRAP[*]} srm.pvm (pid $RM_PID)"
+fi
 PASS=0 FAIL=0 FAILED=()
 declare -A DONE
 for n in "${LIST[@]}"; do
@@ -351,6 +374,12 @@ for n in "${LIST[@]}"; do
         pvm_console reset >/dev/null 2>&1 || true
     fi
 done
+if [ -n "$RM_PID" ]; then
+    # The manager saw the examples' requests, and nothing of libcorpvm's protocol.
+    grep -q 'PVMd message is SM_' "$PVM_WORK/rm.out" ||
+        { FAIL=$((FAIL + 1)); FAILED+=("srm.pvm"); say "FAIL srm.pvm: no request went through the resource manager"; }
+    stop_rm
+fi
 pvm_vm_stop
 [ $FAIL = 0 ] || say "failed: ${FAILED[*]}"
 echo "$PASS passed, $FAIL failed"

@@ -1,0 +1,43 @@
+#!/bin/bash
+# A task blocked in pvm_recv sleeps (life.c idle): over each CoR route, a routed worker
+# waits 10 s for a message; its CPU time meanwhile (all its threads: getrusage) must stay at
+# or below 0.05 s, and it must still wake for a routed message and for one that comes PVM's
+# way (from pvmd's socket), each answered within a second. Exit 0 pass, 1 fail, 77 skip.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/pvmlib.sh"
+NAME=idle
+BUILD=${COR_BUILDDIR:-$(cd "$HERE/../.." && pwd)/build}
+LIFE=$BUILD/tests/pvm/life
+say() { echo "$NAME: $*"; }
+fail() { say "FAIL: $*"; exit 1; }
+[ "$(id -u)" = 0 ] || { say "SKIP: not root"; exit 77; }
+pvm_available || { say "SKIP: $PVM_WHY"; exit 77; }
+[ -x "$LIFE" ] || fail "$LIFE not built"
+export COR_ROUTE_PATH=${COR_ROUTE_PATH:-$BUILD/cor/routes/udp/.libs:$BUILD/cor/routes/gm/.libs}
+SECS=${COR_PVM_IDLE_SECS:-10}
+# The budget: 0.05 s of CPU per 10 s of waiting.
+MAX_CPU=$(awk -v s="$SECS" 'BEGIN {printf "%.3f", 0.05 * s / 10}')
+EXTRA_EP=$(dirname "$LIFE") pvm_vm_start || fail "cannot start a PVM virtual machine"
+exports=COR_PVM_ROUTE:COR_ROUTE_PATH
+for v in LD_LIBRARY_PATH ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
+    [ -z "${!v:-}" ] || exports=$exports:$v
+done
+rc=0
+for route in ${COR_PVM_TEST_ROUTES:-myrinet udp}; do
+    pvm_run_master -t $((SECS + 60)) env COR_PVM_ROUTE=$route PVM_EXPORT=$exports "$LIFE" idle "$SECS"
+    line=$(grep '^life: idle cpu' "$PVM_OUT" || true)
+    if [ "$PVM_RC" != 0 ] || [ -z "$line" ]; then
+        say "FAIL $route: exit $PVM_RC"; cat "$PVM_OUT" "$PVM_ERR" | sed 's/^/  | /'; pvm_log | tail -20 | sed 's/^/  log| /'
+        rc=1; continue
+    fi
+    read -r cpu routed pvm <<<"$(sed -E 's/.*idle cpu ([0-9.]+) s .* wake routed ([0-9.]+) ms, pvm ([0-9.]+) ms.*/\1 \2 \3/' <<<"$line")"
+    why=""
+    awk -v c="$cpu" -v m="$MAX_CPU" 'BEGIN {exit !(c <= m)}' || why="the idle receiver used $cpu s of CPU (at most $MAX_CPU)"
+    awk -v r="$routed" -v p="$pvm" 'BEGIN {exit !(r < 1000 && p < 1000)}' ||
+        why="${why:+$why; }a wake-up took more than a second (routed $routed ms, PVM's path $pvm ms)"
+    if [ -n "$why" ]; then say "FAIL $route: $why"; rc=1; else say "PASS $route: ${line#life: }"; fi
+done
+pvm_vm_stop
+[ $rc = 0 ] && say PASS
+exit $rc

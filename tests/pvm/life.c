@@ -1,0 +1,257 @@
+/*
+ * life: the life of routed PVM tasks, for the process tests of libcorpvm (lifecycle.sh).
+ * Linked -lcorpvm -lpvm3; the route comes from COR_PVM_ROUTE. Modes:
+ *
+ *   life idle SECS      spawns a worker, exchanges a few messages (the pair switches to the
+ *                       route), then leaves the worker blocked in pvm_recv for SECS seconds
+ *                       and wakes it with a routed message, then (after a second) with one
+ *                       on PVM's path (the master switches itself to PvmDontRoute). Prints
+ *                       "life: idle cpu C s over S s; wake routed R ms, pvm P ms": the
+ *                       worker's CPU time (all its threads, getrusage) while it was blocked,
+ *                       and how long each wake-up took from send to answer.
+ *   life spawn N [ROUNDS]  spawns N children one after another; each tells the master its
+ *                       CoR domain rank and whether its message to the master travels the
+ *                       route, then ends (ROUNDS messages each way first, default 1).
+ *                       Prints "life: child K rank R routed Y|N" for each and
+ *                       "life: spawned N, routed M, last rank R routed Y|N".
+ *   life end HOW        spawns a child that exchanges routed messages with the master and
+ *                       ends without pvm_exit: HOW = return (from main), exit (exit(0)) or
+ *                       kill (the master kills it with SIGKILL). Prints "life: end HOW ok".
+ *
+ * Every wait is bounded (trecv with a timeout); exit status 0 when the run did what it
+ * says, 1 when something failed, 2 when PVM could not start it.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cor/pvm.h>
+#include <pvm3.h>
+
+#define TAG_HELLO 1
+#define TAG_WAKE 2
+#define TAG_ANSWER 3
+#define TAG_DATA 4
+#define TAG_EXIT 99
+#define WAIT_S 30 /* no wait of this program lasts longer */
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec / 1e6;
+}
+
+/* Receives from tid with tag within WAIT_S; the message id, or <= 0. */
+static int recv_bounded(int tid, int tag)
+{
+    struct timeval tmo = {WAIT_S, 0};
+    int mid = pvm_trecv(tid, tag, &tmo);
+    if (mid <= 0)
+        fprintf(stderr, "life: t%x: nothing from t%x tag %d within %d s (%d)\n",
+                (unsigned)pvm_mytid(), (unsigned)tid, tag, WAIT_S, mid);
+    return mid;
+}
+
+static int send_int(int tid, int tag, int v)
+{
+    pvm_initsend(PvmDataDefault);
+    pvm_pkint(&v, 1, 1);
+    return pvm_send(tid, tag);
+}
+
+static int spawn_one(const char *self, char **args, int *tid)
+{
+    if (pvm_spawn((char *)self, args, PvmTaskDefault, "", 1, tid) != 1 || *tid < 0) {
+        fprintf(stderr, "life: cannot spawn %s %s: %d\n", self, args[0], *tid);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- idle ---- */
+
+static int idle_worker(void)
+{
+    int parent = pvm_parent();
+    for (int i = 0; i < 3; i++) { /* warm: the pair switches to the route */
+        if (recv_bounded(parent, TAG_DATA) <= 0) return 1;
+        send_int(parent, TAG_DATA, i);
+    }
+    for (int round = 0; round < 2; round++) {
+        double c0 = cpu_seconds(), t0 = now();
+        struct timeval tmo = {120, 0}; /* the master's sleep, and then some */
+        if (pvm_trecv(parent, TAG_WAKE, &tmo) <= 0) return 1;
+        double cpu = cpu_seconds() - c0, wall = now() - t0;
+        pvm_initsend(PvmDataDefault);
+        pvm_pkdouble(&cpu, 1, 1);
+        pvm_pkdouble(&wall, 1, 1);
+        pvm_send(parent, TAG_ANSWER);
+    }
+    pvm_exit();
+    return 0;
+}
+
+/* Wakes the worker after `secs`; its CPU time while blocked and the wake-up time. */
+static double master_cpu; /* the master's own CPU time while it slept (its CoR threads) */
+
+static int wake(int w, double secs, double *cpu, double *wall, double *ms)
+{
+    struct timespec nap = {(time_t)secs, (long)((secs - (time_t)secs) * 1e9)};
+    double c0 = cpu_seconds();
+    nanosleep(&nap, NULL);
+    master_cpu = cpu_seconds() - c0;
+    double t0 = now();
+    send_int(w, TAG_WAKE, 0);
+    if (recv_bounded(w, TAG_ANSWER) <= 0) return -1;
+    *ms = (now() - t0) * 1e3;
+    pvm_upkdouble(cpu, 1, 1);
+    pvm_upkdouble(wall, 1, 1);
+    return 0;
+}
+
+static int idle_master(const char *self, double secs)
+{
+    char *args[] = {"idle-worker", NULL};
+    int w;
+    if (spawn_one(self, args, &w)) return 2;
+    for (int i = 0; i < 3; i++) {
+        send_int(w, TAG_DATA, i);
+        if (recv_bounded(w, TAG_DATA) <= 0) return 1;
+    }
+    double cpu = -1, wall = 0, routed_ms = -1, pvm_ms = -1, cpu2, wall2;
+    if (wake(w, secs, &cpu, &wall, &routed_ms)) return 1;
+    double sleeper = master_cpu;
+    int old = pvm_setopt(PvmRoute, PvmDontRoute); /* the next one goes PVM's way */
+    if (wake(w, 1, &cpu2, &wall2, &pvm_ms)) return 1;
+    pvm_setopt(PvmRoute, old);
+    printf("life: idle cpu %.3f s over %.1f s; wake routed %.2f ms, pvm %.2f ms; sleeping "
+           "master %.3f s\n",
+           cpu, wall, routed_ms, pvm_ms, sleeper);
+    pvm_exit();
+    return 0;
+}
+
+/* ---- spawn ---- */
+
+/* The child's report: its rank (-1 none) and whether its messages to the parent go routed. */
+static int report(int parent, int rounds)
+{
+    int rank = -1, prank = -1;
+    pvm_cor_domain(pvm_mytid(), &rank);
+    for (int i = 0; i < rounds; i++) {
+        if (i > 0 && recv_bounded(parent, TAG_DATA) <= 0) return 1;
+        send_int(parent, TAG_DATA, i);
+    }
+    int routed = pvm_cor_domain(parent, &prank) == PvmOk;
+    pvm_initsend(PvmDataDefault);
+    pvm_pkint(&rank, 1, 1);
+    pvm_pkint(&routed, 1, 1);
+    return pvm_send(parent, TAG_HELLO) < 0;
+}
+
+static int spawn_child(int rounds)
+{
+    int rc = report(pvm_parent(), rounds);
+    pvm_exit();
+    return rc;
+}
+
+static int spawn_master(const char *self, int n, int rounds)
+{
+    char r[16];
+    snprintf(r, sizeof r, "%d", rounds);
+    char *args[] = {"spawn-child", r, NULL};
+    int routed = 0, rank = -1, yes = 0;
+    for (int k = 0; k < n; k++) {
+        int c;
+        if (spawn_one(self, args, &c)) return 2;
+        for (int i = 0; i < rounds; i++) {
+            if (recv_bounded(c, TAG_DATA) <= 0) return 1;
+            if (i + 1 < rounds) send_int(c, TAG_DATA, i);
+        }
+        if (recv_bounded(c, TAG_HELLO) <= 0) return 1;
+        pvm_upkint(&rank, 1, 1);
+        pvm_upkint(&yes, 1, 1);
+        routed += yes;
+        printf("life: child %d rank %d routed %c\n", k, rank, yes ? 'Y' : 'N');
+    }
+    printf("life: spawned %d, routed %d, last rank %d routed %c\n", n, routed, rank,
+           yes ? 'Y' : 'N');
+    pvm_exit();
+    return 0;
+}
+
+/* ---- end ---- */
+
+static int end_child(const char *how)
+{
+    int parent = pvm_parent();
+    if (report(parent, 3)) return 1;
+    if (!strcmp(how, "kill")) {
+        for (int i = 0; i < 10 * WAIT_S; i++) /* the master kills it */
+            sleep(1);
+        return 1;
+    }
+    if (!strcmp(how, "exit")) exit(0);
+    return 0; /* from main, without pvm_exit */
+}
+
+static int end_master(const char *self, const char *how)
+{
+    char *args[] = {"end-child", (char *)how, NULL};
+    int c, rank = -1, yes = 0;
+    if (spawn_one(self, args, &c)) return 2;
+    pvm_notify(PvmTaskExit, TAG_EXIT, 1, &c);
+    for (int i = 0; i < 3; i++) {
+        if (recv_bounded(c, TAG_DATA) <= 0) return 1;
+        if (i + 1 < 3) send_int(c, TAG_DATA, i);
+    }
+    if (recv_bounded(c, TAG_HELLO) <= 0) return 1;
+    pvm_upkint(&rank, 1, 1);
+    pvm_upkint(&yes, 1, 1);
+    if (!strcmp(how, "kill")) {
+        int ntask = 0, pid = 0;
+        struct pvmtaskinfo *ti;
+        pvm_tasks(0, &ntask, &ti);
+        for (int i = 0; i < ntask; i++)
+            if (ti[i].ti_tid == c) pid = ti[i].ti_pid;
+        if (pid <= 0 || kill(pid, SIGKILL)) {
+            fprintf(stderr, "life: cannot kill t%x (pid %d)\n", (unsigned)c, pid);
+            return 1;
+        }
+    }
+    if (recv_bounded(-1, TAG_EXIT) <= 0) return 1;
+    printf("life: end %s ok (child rank %d routed %c)\n", how, rank, yes ? 'Y' : 'N');
+    pvm_exit();
+    return yes ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (pvm_mytid() < 0) return 2;
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (!strcmp(mode, "idle-worker")) return idle_worker();
+    if (!strcmp(mode, "spawn-child")) return spawn_child(argc > 2 ? atoi(argv[2]) : 1);
+    if (!strcmp(mode, "end-child")) return end_child(argc > 2 ? argv[2] : "return");
+    if (!strcmp(mode, "idle") && argc > 2) return idle_master(argv[0], atof(argv[2]));
+    if (!strcmp(mode, "spawn") && argc > 2)
+        return spawn_master(argv[0], atoi(argv[2]), argc > 3 ? atoi(argv[3]) : 1);
+    if (!strcmp(mode, "end") && argc > 2) return end_master(argv[0], argv[2]);
+    fprintf(stderr, "usage: life idle SECS | spawn N [ROUNDS] | end return|exit|kill\n");
+    pvm_exit();
+    return 2;
+}
