@@ -25,7 +25,9 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdio.h>
+#include <time.h>
 #include <sys/random.h>
 
 #include "pmsg.h"
@@ -192,10 +194,11 @@ static void handle(const struct cpvm_ctl *c)
 {
     struct cpvm_peer *p = cpvm_peer_get(c->tid);
     if (!p) return;
-    if (rt.leaving && c->kind != CTL_HELLO) return; /* after pvm_exit began */
+    /* After pvm_exit began only exits matter (they release what cor_finalize waits for). */
+    if (rt.leaving && c->kind != CTL_HELLO && c->kind != CTL_EXITED) return;
     switch (c->kind) {
     case CTL_HELLO:
-        if (rt.joined && !rt.system_role && connect_peer(p, c)) {
+        if (rt.joined && !rt.system_role && !rt.leaving && connect_peer(p, c)) {
             ctl_send(c->tid, CTL_ACK);
             atomic_fetch_add(&cpvm_stats.acks, 1);
         } else {
@@ -500,7 +503,7 @@ int cpvm_route_set(int value)
 
 bool cpvm_routing(void)
 {
-    return rt.joined && rt.opt == rt.route && !rt.system_role;
+    return rt.joined && rt.opt == rt.route && !rt.system_role && !rt.leaving;
 }
 
 /* PVM's system contexts (pvmproto.h: SYSCTX_TC 0x7ffff down to 0x7fff6), and the one of
@@ -616,6 +619,49 @@ void cpvm_route_touch(int tid)
     }
 }
 
+/* cor_finalize waits until peers acknowledged all our frames; a peer that exits meanwhile
+ * (or ended before our last frames reached it) never will, and the route would give it up
+ * only after seconds (udp: 5). While it waits, a thread reads PVM's exit notices (and only
+ * those: rt.leaving) and gives such peers up at once. The big lock is let go meanwhile: the
+ * watcher takes it for its reads; other threads' calls find the task leaving (PVM's path). */
+static _Atomic bool finalizing;
+
+static void *exit_watcher(void *arg)
+{
+    (void)arg;
+    while (atomic_load(&finalizing)) {
+        cpvm_enter();
+        int *fds = NULL, n = REAL(pvm_getfds, &fds);
+        struct pollfd pfd[8];
+        if (n > 8) n = 8;
+        for (int i = 0; i < n && fds; i++)
+            pfd[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+        cpvm_read_sockets();
+        cpvm_run_deferred();
+        cpvm_leave();
+        /* Sleep until PVM has something, at most a millisecond (to see `finalizing`). */
+        if (n > 0 && fds)
+            poll(pfd, (nfds_t)n, 1);
+        else
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+    return NULL;
+}
+
+static void finalize_watching_exits(void)
+{
+    pthread_t w;
+    atomic_store(&finalizing, true);
+    bool watching = !cpvm_nested() && pthread_create(&w, NULL, exit_watcher, NULL) == 0;
+    int depth = watching ? cpvm_unlock_all() : 0;
+    cor_finalize();
+    atomic_store(&finalizing, false);
+    if (watching) {
+        pthread_join(w, NULL);
+        cpvm_relock_all(depth);
+    }
+}
+
 void cpvm_route_exit(void)
 {
     cpvm_stats_print();
@@ -626,18 +672,14 @@ void cpvm_route_exit(void)
     cpvm_read_sockets();
     cpvm_run_deferred();
     rt.leaving = true;
+    /* A peer that said goodbye is in its own cor_finalize, still acknowledging our frames:
+     * it is given up only when PVM says it exited. */
     for (unsigned i = 0; i < tid_cap; i++) {
         struct cpvm_peer *p = by_tid[i];
-        if (!p || !p->connected || p->gone) continue;
-        if (p->said_bye) {
-            p->gone = true;
-            cor_domain_leave(p->rank, 0);
-        } else {
-            ctl_send(p->tid, CTL_BYE);
-        }
+        if (p && p->connected && !p->gone && !p->said_bye) ctl_send(p->tid, CTL_BYE);
     }
     cpvm_inbound_stop();
-    cor_finalize();
+    finalize_watching_exits();
     rt.joined = false;
 }
 

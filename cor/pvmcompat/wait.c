@@ -238,6 +238,9 @@ static void spin(struct watch *w, uint64_t deadline_ns, uint64_t spin_end_ns)
 
 void cpvm_wait_activity(uint64_t deadline_ns, uint64_t spin_end_ns)
 {
+    /* Control messages that libpvm3 read during the caller's own calls (a send reads what
+     * came in meanwhile) wait for cpvm_run_deferred, and no socket or bell will tell. */
+    if (cpvm_has_deferred()) return;
     struct pollfd pfd[MAX_FDS + 1];
     int nfd = pvm_fds(pfd);
     uint64_t gen0 = atomic_load(&generation), arr0 = atomic_load(&arrivals);

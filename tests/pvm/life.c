@@ -11,7 +11,8 @@
  *                       and how long each wake-up took from send to answer.
  *   life spawn N [ROUNDS]  spawns N children one after another; each tells the master its
  *                       CoR domain rank and whether its message to the master travels the
- *                       route, then ends (ROUNDS messages each way first, default 1).
+ *                       route (ROUNDS messages each way first, default 1), takes the
+ *                       master's last message and ends at once.
  *                       Prints "life: child K rank R routed Y|N" for each and
  *                       "life: spawned N, routed M, last rank R routed Y|N".
  *   life end HOW        spawns a child that exchanges routed messages with the master and
@@ -166,6 +167,11 @@ static int report(int parent, int rounds)
 static int spawn_child(int rounds)
 {
     int rc = report(pvm_parent(), rounds);
+    /* The master's last word; the child ends as soon as it has it (its acknowledgement, if
+     * the route owes one, must still reach the master). */
+    if (!rc && recv_bounded(pvm_parent(), TAG_DATA) <= 0) rc = 1;
+    /* The master, done, leaves at once: its goodbye reaches us before we leave too. */
+    nanosleep(&(struct timespec){0, 20000000}, NULL);
     pvm_exit();
     return rc;
 }
@@ -186,6 +192,7 @@ static int spawn_master(const char *self, int n, int rounds)
         if (recv_bounded(c, TAG_HELLO) <= 0) return 1;
         pvm_upkint(&rank, 1, 1);
         pvm_upkint(&yes, 1, 1);
+        send_int(c, TAG_DATA, -1);
         routed += yes;
         printf("life: child %d rank %d routed %c\n", k, rank, yes ? 'Y' : 'N');
     }

@@ -21,6 +21,8 @@
 #                                           with this prefix ("plain": none) before the
 #                                           examples: pvm_spawn, pvm_config, pvm_notify ...
 #                                           of every task then go through it
+#   PVM_EXAMPLE_MAX_MS=4000                 an example that takes longer fails
+#   PVM_EXAMPLE_REPEAT=8                    run the list that many times
 #   EXTRA_EP                                more folders for spawn to search (pvmlib.sh)
 #   PVM_EXAMPLE_VERBOSE=1                   show every example's output
 set -euo pipefail
@@ -217,6 +219,7 @@ run_mhf() {
     wait_pid_bounded $spid 10 || true
     wait $spid 2>/dev/null || src=$?
     cp "$d/server.out" "$OUT"
+    cp "$d/tickle.out" "$OUT.tickle"
     RCS="server $src, tickle $trc"
     [ "$trc" = 0 ] || { WHY="mhf_tickle exited $trc"; cat "$d/tickle.out" >>"$OUT"; return 1; }
     [ "$src" = 0 ] || { WHY="mhf_server exited $src"; return 1; }
@@ -281,6 +284,13 @@ run_one() {
     esac
     pvm_log_since "$logoff" >"$OUT.log"
     [ -z "$WHY" ] || return 1
+    # A route that gave a peer up (it stopped acknowledging: exited too early, or never
+    # answered) made some task wait seconds, whatever the output says.
+    local f outs=()
+    for f in "$OUT" "$OUT.log" "$OUT.tickle" "$OUT.1" "$OUT.2"; do [ ! -f "$f" ] || outs+=("$f"); done
+    if grep -hE 'acknowledged nothing|giving the domain up|giving up$' "${outs[@]}" >"$OUT.gaveup"; then
+        WHY="a route gave a peer up: $(head -1 "$OUT.gaveup")"; return 1
+    fi
     while IFS= read -r line; do
         [ -n "$line" ] || continue
         where=${line%% *}; line=${line#* }
@@ -352,13 +362,23 @@ if [ -n "${PVM_EXAMPLE_RM:-}" ]; then
 fi
 PASS=0 FAIL=0 FAILED=()
 declare -A DONE
-for n in "${LIST[@]}"; do
-    [ -z "${DONE[$n]:-}" ] || continue
-    DONE[$n]=1
+RUNS=()
+for ((rep = 0; rep < ${PVM_EXAMPLE_REPEAT:-1}; rep++)); do
+    DONE=()
+    for n in "${LIST[@]}"; do
+        [ -z "${DONE[$n]:-}" ] || continue
+        DONE[$n]=1
+        RUNS+=("$n")
+    done
+done
+for n in "${RUNS[@]}"; do
     t0=$(date +%s%N)
     ROUTED_NOTE=""
     if run_one "$n"; then ok=1; else ok=0; fi
     ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    if [ $ok = 1 ] && [ -n "${PVM_EXAMPLE_MAX_MS:-}" ] && [ "$ms" -gt "$PVM_EXAMPLE_MAX_MS" ]; then
+        ok=0 WHY="took $ms ms, more than PVM_EXAMPLE_MAX_MS=$PVM_EXAMPLE_MAX_MS"
+    fi
     if [ $ok = 1 ]; then
         PASS=$((PASS + 1))
         say "PASS $n (${ms} ms, exit ${RCS:-n/a})${ROUTED_NOTE:+, $ROUTED_NOTE}"

@@ -98,6 +98,14 @@ static void udp_close(struct cor_rport *p)
 {
     if (!p) return;
     pthread_mutex_lock(&p->lock);
+    /* Acknowledge what we received and still owe an ack for (acks are delayed): a peer
+     * that sent us its last frames would otherwise wait for them until it gives us up
+     * (COR_UDP_DEAD_MS, 5 s), e.g. in its own cor_finalize. */
+    uint64_t now = rutil_now_ns();
+    for (uint32_t i = 0; i < p->nactive; i++) {
+        struct udp_peer *peer = &p->peers[p->active[i]];
+        if (peer->state == UDP_PEER_UP && peer->ack_owed) udp_send_ack(p, peer, now);
+    }
     p->base.closing = 1;
     for (uint32_t i = 0; i < p->nactive; i++)
         udp_peer_flush(p, &p->peers[p->active[i]], COR_ECLOSED);
