@@ -103,6 +103,18 @@ static void wake_if_queue_changed(void)
     cpvm_wake_waiters();
 }
 
+bool cpvm_try_enter(void)
+{
+    if (depth > 0) {
+        depth++;
+        return true;
+    }
+    if (pthread_mutex_trylock(&big) != 0) return false;
+    depth = 1;
+    install();
+    return true;
+}
+
 void cpvm_leave(void)
 {
     if (depth == 1) {

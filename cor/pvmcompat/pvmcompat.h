@@ -193,6 +193,8 @@ extern _Thread_local int cpvm_in_real; /* > 0 while this thread runs a real libp
 
 /* Takes the big lock (re-entrant) and installs this thread's buffers and context. */
 void cpvm_enter(void);
+/* The same if the lock is free or this thread's; false if another thread holds it. */
+bool cpvm_try_enter(void);
 /* At the outermost level: runs deferred protocol work, wakes waiters, releases the lock. */
 void cpvm_leave(void);
 /* For waiting: releases the lock entirely (all levels) and takes it back. */

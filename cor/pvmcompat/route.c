@@ -278,7 +278,11 @@ static const char *route_name(int opt)
     return opt == PvmRouteDirectUDP ? "udp" : opt == PvmRouteDirectMyrinet ? "gm" : NULL;
 }
 
-/* A persistent mailbox entry `name` holding the session cookie, made if missing. */
+/* The session cookie: instance 0 of CoR.session, made if missing. Entries are persistent and
+ * over-writable (any task may remove them when the session ends: mbox.c); the one who gets
+ * index 0 of the class made the session, a task that lost that race reads it. */
+#define MBOX_SHARED                                                                                \
+    (PvmMboxPersistent | PvmMboxMultiInstance | PvmMboxFirstAvail | PvmMboxOverWritable)
 static int mailbox_session(uint64_t *session)
 {
     for (int attempt = 0; attempt < 3; attempt++) {
@@ -301,14 +305,15 @@ static int mailbox_session(uint64_t *session)
         int mine = REAL(pvm_mkbuf, PvmDataDefault), old = REAL(pvm_setsbuf, mine);
         int w[2] = {(int)(uint32_t)(s >> 32), (int)(uint32_t)s};
         REAL(pvm_pkint, w, 2, 1);
-        int rc = REAL(pvm_putinfo, CPVM_MBOX_SESSION, mine, PvmMboxPersistent);
+        int rc = REAL(pvm_putinfo, CPVM_MBOX_SESSION, mine, MBOX_SHARED);
         REAL(pvm_setsbuf, old);
         REAL(pvm_freebuf, mine);
-        if (rc >= 0) {
+        if (rc == 0) {
             *session = s;
             return PvmOk;
         }
         /* Somebody else made it first: read theirs. */
+        if (rc > 0) REAL(pvm_delinfo, CPVM_MBOX_SESSION, rc, PvmMboxDefault);
     }
     return PvmSysErr;
 }
@@ -319,8 +324,7 @@ static int mailbox_rank(int *rank)
     int mine = REAL(pvm_mkbuf, PvmDataDefault), old = REAL(pvm_setsbuf, mine);
     int tid = pvmmytid;
     REAL(pvm_pkint, &tid, 1, 1);
-    int rc = REAL(pvm_putinfo, CPVM_MBOX_RANKS, mine,
-                  PvmMboxPersistent | PvmMboxMultiInstance | PvmMboxFirstAvail);
+    int rc = REAL(pvm_putinfo, CPVM_MBOX_RANKS, mine, MBOX_SHARED);
     REAL(pvm_setsbuf, old);
     REAL(pvm_freebuf, mine);
     if (rc < 0) return rc;
@@ -375,6 +379,17 @@ static void keep_memory(void)
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
 }
 
+/* A routed task that ends without pvm_exit (returns from main, calls exit) leaves its
+ * session as pvm_exit would have it: goodbyes, the route's files (gm: its shared memory
+ * region) and the session's mailbox entries if it was the last. Not from inside a libpvm3
+ * call (a message handler that exits), nor while another thread holds the lock. */
+static void leave_at_exit(void)
+{
+    if (!rt.joined || rt.leaving || cpvm_in_real || !cpvm_try_enter()) return;
+    cpvm_route_exit();
+    cpvm_leave();
+}
+
 /* Joins the VM's CoR session over route `opt`. Lock held. */
 static int join(int opt)
 {
@@ -388,6 +403,7 @@ static int join(int opt)
     }
     const char *name = route_name(opt);
     rt.capacity = (int)cpvm_knob(CPVM_K_DOMAINS);
+    cpvm_mbox_join();
     int rc = mailbox_session(&rt.session);
     if (rc < 0) {
         cpvm_log("no CoR session in pvmd's mailbox (%d): PVM's routes only", rc);
@@ -440,6 +456,8 @@ static int join(int opt)
     rt.route = opt;
     rt.joined = true;
     rt.join_failed = false;
+    static bool at_exit; /* registered after cor_init_join's own: runs before them */
+    if (!at_exit) at_exit = atexit(leave_at_exit) == 0;
     announce();
     if ((err = cpvm_inbound_start())) {
         cpvm_log("cannot post routed receives: %s", cor_strerror(err));
@@ -464,8 +482,8 @@ bool cpvm_is_setup(void)
 void cpvm_setup(void)
 {
     rt.setup = true;
-    REAL(pvm_addmhf, -1, CTL_TAG, CTL_CTX, ctl_handler);
-    REAL(pvm_addmhf, -1, EXIT_TAG, CTL_CTX, exit_handler);
+    cpvm_addmhf_own(-1, CTL_TAG, CTL_CTX, ctl_handler);
+    cpvm_addmhf_own(-1, EXIT_TAG, CTL_CTX, exit_handler);
     rt.env_route = route_of_env();
     if (rt.env_route) {
         rt.opt = rt.env_route;
@@ -681,6 +699,7 @@ void cpvm_route_exit(void)
     cpvm_inbound_stop();
     finalize_watching_exits();
     rt.joined = false;
+    cpvm_mbox_leave();
 }
 
 CPVM_API int pvm_setopt(int what, int value)

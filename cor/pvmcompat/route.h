@@ -61,6 +61,11 @@ bool cpvm_pvm_protocol(int tag);
 /* Reads what PVM's sockets hold now (control messages run their handlers). Lock held. */
 void cpvm_read_sockets(void);
 
+/* mbox.c: the layer's entries in pvmd's mailbox, and its message handlers */
+void cpvm_mbox_join(void);  /* before the session is read: marks the task alive */
+void cpvm_mbox_leave(void); /* the last one alive removes the session's entries */
+int cpvm_addmhf_own(int src, int tag, int ctx, int (*fn)(int));
+
 /* msgio.c */
 int cpvm_inbound_start(void);
 void cpvm_inbound_stop(void);

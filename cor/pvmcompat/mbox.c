@@ -1,0 +1,167 @@
+/*
+ * The layer's own entries in pvmd's mailbox (CoR.*) and message handlers, and keeping them out
+ * of the program's sight.
+ *
+ * A task that takes a route marks itself alive with an instance of CoR.live, an entry PVM
+ * removes when the task ends, even killed. The session (CoR.session) and the rank claims
+ * (CoR.ranks) are persistent, and over-writable so that any task may remove them: the last
+ * routed task that leaves removes them, and a task that joins while no task is alive (the
+ * last one was killed) removes what is left before it makes a new session. So a virtual
+ * machine's routed programs, run one after another, start again from rank 0.
+ *
+ * Programs see neither: pvm_getmboxinfo leaves CoR.* out, and the ids pvm_addmhf returns and
+ * pvm_delmhf takes are those the program would have without libcorpvm's two handlers.
+ */
+#include <string.h>
+
+#include "route.h"
+
+#define MBOX_LIVE "CoR.live"
+#define MBOX_PREFIX "CoR."
+
+/* Instances of `name` (its info from pvm_getmboxinfo); -1 if it cannot tell. Lock held. */
+static int instances(const char *name, int skip_owner)
+{
+    int n = 0;
+    struct pvmmboxinfo *mi = NULL;
+    if (REAL(pvm_getmboxinfo, (char *)name, &n, &mi) < 0) return -1;
+    int count = 0;
+    for (int i = 0; i < n && mi; i++) {
+        if (strcmp(mi[i].mi_name, name)) continue;
+        for (int k = 0; k < mi[i].mi_nentries; k++)
+            if (mi[i].mi_owners[k] != skip_owner) count++;
+    }
+    return count;
+}
+
+/* Removes every instance of `name`. Lock held. */
+static void remove_all(const char *name)
+{
+    int n = 0, idx[256], nidx = 0;
+    struct pvmmboxinfo *mi = NULL;
+    if (REAL(pvm_getmboxinfo, (char *)name, &n, &mi) < 0) return;
+    for (int i = 0; i < n && mi; i++)
+        if (!strcmp(mi[i].mi_name, name))
+            for (int k = 0; k < mi[i].mi_nentries && nidx < 256; k++)
+                idx[nidx++] = mi[i].mi_indices[k];
+    /* (the info array is libpvm3's until its next call: copied first) */
+    for (int k = 0; k < nidx; k++)
+        REAL(pvm_delinfo, (char *)name, idx[k], PvmMboxDefault);
+}
+
+static void remove_session(void)
+{
+    remove_all(CPVM_MBOX_SESSION);
+    remove_all(CPVM_MBOX_RANKS);
+}
+
+void cpvm_mbox_join(void)
+{
+    int buf = REAL(pvm_mkbuf, PvmDataDefault), old = REAL(pvm_setsbuf, buf);
+    int rc = REAL(pvm_putinfo, MBOX_LIVE, buf, PvmMboxMultiInstance);
+    REAL(pvm_setsbuf, old);
+    REAL(pvm_freebuf, buf);
+    if (rc < 0) return;
+    /* Nobody else alive: what a session left (its last task killed) goes first. */
+    if (instances(MBOX_LIVE, pvmmytid) == 0) remove_session();
+}
+
+void cpvm_mbox_leave(void)
+{
+    bool last = instances(MBOX_LIVE, pvmmytid) == 0;
+    if (last) remove_session();
+    int n = 0;
+    struct pvmmboxinfo *mi = NULL;
+    int idx[16], nidx = 0;
+    if (REAL(pvm_getmboxinfo, MBOX_LIVE, &n, &mi) >= 0)
+        for (int i = 0; i < n && mi; i++)
+            for (int k = 0; k < mi[i].mi_nentries && nidx < 16; k++)
+                if (mi[i].mi_owners[k] == pvmmytid) idx[nidx++] = mi[i].mi_indices[k];
+    for (int k = 0; k < nidx; k++)
+        REAL(pvm_delinfo, MBOX_LIVE, idx[k], PvmMboxDefault);
+}
+
+/* ---- out of the program's sight ---------------------------------------------------------- */
+
+CPVM_API int pvm_getmboxinfo(char *pattern, int *nclasses, struct pvmmboxinfo **classes)
+{
+    if (CPVM_PASS) return cpvm_real.pvm_getmboxinfo(pattern, nclasses, classes);
+    cpvm_enter();
+    int rc = REAL(pvm_getmboxinfo, pattern, nclasses, classes);
+    if (rc >= 0 && nclasses && classes && *classes) {
+        /* Ours go to the end (swapped, not overwritten: libpvm3 frees the array's entries
+         * at its next call) and are not counted. */
+        struct pvmmboxinfo *mi = *classes;
+        int n = *nclasses, keep = 0;
+        for (int i = 0; i < n; i++) {
+            if (mi[i].mi_name && !strncmp(mi[i].mi_name, MBOX_PREFIX, strlen(MBOX_PREFIX)))
+                continue;
+            if (i != keep) {
+                struct pvmmboxinfo t = mi[keep];
+                mi[keep] = mi[i];
+                mi[i] = t;
+            }
+            keep++;
+        }
+        *nclasses = keep;
+    }
+    cpvm_leave();
+    return rc;
+}
+
+/* Our handlers' ids, ascending; -1 unused. */
+static int own_mhid[2] = {-1, -1};
+
+int cpvm_addmhf_own(int src, int tag, int ctx, int (*fn)(int))
+{
+    int id = REAL(pvm_addmhf, src, tag, ctx, fn);
+    if (id < 0) return id;
+    for (int i = 0; i < 2; i++)
+        if (own_mhid[i] < 0) {
+            own_mhid[i] = id;
+            break;
+        }
+    if (own_mhid[0] > own_mhid[1] && own_mhid[1] >= 0) {
+        int t = own_mhid[0];
+        own_mhid[0] = own_mhid[1];
+        own_mhid[1] = t;
+    }
+    return id;
+}
+
+static int user_id(int real)
+{
+    int u = real;
+    for (int i = 0; i < 2; i++)
+        if (own_mhid[i] >= 0 && own_mhid[i] < real) u--;
+    return u;
+}
+
+static int real_id(int user)
+{
+    int r = user;
+    for (int i = 0; i < 2; i++) /* ascending: each of ours at or below shifts it up */
+        if (own_mhid[i] >= 0 && own_mhid[i] <= r) r++;
+    return r;
+}
+
+typedef int (*handler_fn)(int);
+
+CPVM_API int pvm_addmhf(int src, int tag, int ctx, handler_fn fn)
+{
+    if (CPVM_PASS) return cpvm_real.pvm_addmhf(src, tag, ctx, fn);
+    cpvm_enter();
+    int id = REAL(pvm_addmhf, src, tag, ctx, fn);
+    if (id >= 0) id = user_id(id);
+    cpvm_leave();
+    return id;
+}
+
+CPVM_API int pvm_delmhf(int id)
+{
+    if (CPVM_PASS) return cpvm_real.pvm_delmhf(id);
+    cpvm_enter();
+    int rc = REAL(pvm_delmhf, id < 0 ? id : real_id(id));
+    cpvm_leave();
+    return rc;
+}

@@ -1,0 +1,56 @@
+#!/bin/bash
+# Nothing left behind: over each CoR route, a routed task that ends without pvm_exit
+# (life.c end: returns from main, calls exit, is killed with SIGKILL) leaves no file of its
+# session in /dev/shm or the temp dir once the master has left, and the session's mailbox
+# entries (CoR.*) are gone (Debian's gmbi, a plain PVM program, lists the mailbox). Exit 0
+# pass, 1 fail, 77 skip.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/pvmlib.sh"
+NAME=leftovers
+BUILD=${COR_BUILDDIR:-$(cd "$HERE/../.." && pwd)/build}
+LIFE=$BUILD/tests/pvm/life
+say() { echo "$NAME: $*"; }
+fail() { say "FAIL: $*"; exit 1; }
+[ "$(id -u)" = 0 ] || { say "SKIP: not root"; exit 77; }
+pvm_available || { say "SKIP: $PVM_WHY"; exit 77; }
+[ -x "$LIFE" ] || fail "$LIFE not built"
+[ -x /usr/bin/gmbi ] || { say "SKIP: pvm-examples' gmbi is not installed"; exit 77; }
+export COR_ROUTE_PATH=${COR_ROUTE_PATH:-$BUILD/cor/routes/udp/.libs:$BUILD/cor/routes/gm/.libs}
+# A temp dir of our own: pvmd and the tasks it spawns get it too.
+T=$(mktemp -d "${TMPDIR:-/tmp}/corleft.XXXXXX")
+export TMPDIR=$T
+trap 'pvm_cleanup_all; rm -rf "$T"' EXIT
+EXTRA_EP=$(dirname "$LIFE") pvm_vm_start || fail "cannot start a PVM virtual machine"
+exports=COR_PVM_ROUTE:COR_ROUTE_PATH
+for v in LD_LIBRARY_PATH ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
+    [ -z "${!v:-}" ] || exports=$exports:$v
+done
+shm_list() { find /dev/shm -maxdepth 1 -newer "$T/stamp" -name 'cor*' 2>/dev/null | sort; }
+tmp_list() { find "$T" -mindepth 1 -maxdepth 1 ! -path "$PVM_WORK" ! -name stamp 2>/dev/null | sort; }
+rc=0
+for route in ${COR_PVM_TEST_ROUTES:-myrinet udp}; do
+    for how in return exit kill; do
+        touch "$T/stamp"
+        sleep 0.05 # (file times are coarse)
+        pvm_run_master -t 60 env COR_PVM_ROUTE=$route PVM_EXPORT=$exports "$LIFE" end $how
+        why=""
+        if [ "$PVM_RC" != 0 ] || ! grep -q "^life: end $how ok" "$PVM_OUT"; then
+            why="exit $PVM_RC: $(cat "$PVM_OUT" "$PVM_ERR" | head -5)"
+        fi
+        # the child's exit went through pvmd before the master's notice: give files a moment
+        for ((i = 0; i < 30; i++)); do
+            [ -z "$(shm_list)$(tmp_list)" ] && break
+            sleep 0.1
+        done
+        left="$(shm_list) $(tmp_list)"
+        [ -z "${left// /}" ] || why="${why:+$why; }left behind:$(echo $left)"
+        mbox=$(timeout 10 gmbi '*' 2>&1 | grep -o '<CoR\.[^>]*>' | sort -u | tr '\n' ' ' || true)
+        [ -z "$mbox" ] || why="${why:+$why; }mailbox entries left: $mbox"
+        if [ -n "$why" ]; then say "FAIL $route $how: $why"; rc=1; else say "PASS $route $how"; fi
+        # what one case left must not count against the next
+        find /dev/shm -maxdepth 1 -newer "$T/stamp" -name 'cor*' -delete 2>/dev/null || true
+    done
+done
+[ $rc = 0 ] && say PASS
+exit $rc
