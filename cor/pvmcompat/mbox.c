@@ -13,10 +13,12 @@
  * pvm_delmhf takes are those the program would have without libcorpvm's two handlers.
  */
 #include <string.h>
+#include <time.h>
 
 #include "route.h"
 
 #define MBOX_LIVE "CoR.live"
+#define MBOX_LOCK "CoR.lock"
 #define MBOX_PREFIX "CoR."
 
 /* Instances of `name` (its info from pvm_getmboxinfo); -1 if it cannot tell. Lock held. */
@@ -55,21 +57,50 @@ static void remove_session(void)
     remove_all(CPVM_MBOX_RANKS);
 }
 
-void cpvm_mbox_join(void)
+/* Puts an empty entry `name` with `flags`; its index, or a PVM error. Lock held. */
+static int put_empty(const char *name, int flags)
 {
     int buf = REAL(pvm_mkbuf, PvmDataDefault), old = REAL(pvm_setsbuf, buf);
-    int rc = REAL(pvm_putinfo, MBOX_LIVE, buf, PvmMboxMultiInstance);
+    int rc = REAL(pvm_putinfo, (char *)name, buf, flags);
     REAL(pvm_setsbuf, old);
     REAL(pvm_freebuf, buf);
-    if (rc < 0) return;
+    return rc;
+}
+
+/* Joining and leaving tasks take turns (CoR.lock: a plain entry, which only one task can
+ * hold and PVM removes with its task): one that joins while the last one leaves, or two
+ * that join at once after a killed session, must agree on the session. Waits at most 2 s
+ * (then goes on: at worst two sessions, whose tasks talk PVM's way). */
+static bool locked;
+
+static void mbox_lock(void)
+{
+    for (int i = 0; i < 2000 && !locked; i++) {
+        if (put_empty(MBOX_LOCK, PvmMboxDefault) >= 0)
+            locked = true;
+        else
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+}
+
+void cpvm_mbox_unlock(void)
+{
+    if (locked) REAL(pvm_delinfo, MBOX_LOCK, 0, PvmMboxDefault);
+    locked = false;
+}
+
+void cpvm_mbox_join(void)
+{
+    mbox_lock();
+    if (put_empty(MBOX_LIVE, PvmMboxMultiInstance) < 0) return;
     /* Nobody else alive: what a session left (its last task killed) goes first. */
     if (instances(MBOX_LIVE, pvmmytid) == 0) remove_session();
 }
 
 void cpvm_mbox_leave(void)
 {
-    bool last = instances(MBOX_LIVE, pvmmytid) == 0;
-    if (last) remove_session();
+    mbox_lock();
+    if (instances(MBOX_LIVE, pvmmytid) == 0) remove_session();
     int n = 0;
     struct pvmmboxinfo *mi = NULL;
     int idx[16], nidx = 0;
@@ -79,6 +110,7 @@ void cpvm_mbox_leave(void)
                 if (mi[i].mi_owners[k] == pvmmytid) idx[nidx++] = mi[i].mi_indices[k];
     for (int k = 0; k < nidx; k++)
         REAL(pvm_delinfo, MBOX_LIVE, idx[k], PvmMboxDefault);
+    cpvm_mbox_unlock();
 }
 
 /* ---- out of the program's sight ---------------------------------------------------------- */

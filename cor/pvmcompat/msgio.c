@@ -76,16 +76,55 @@ static int finish_sends(cor_req_t *req, int n)
 static struct backlog {
     cor_req_t req;
     void *image;
-    size_t cap;
+    size_t cap, len;
+    struct cpvm_peer *peer;
 } backlog[BACKLOG_MAX];
 static unsigned bl_first, bl_count;
 
-/* Tests one background send (progressing the routes): true once it is complete. */
-static bool background_done(cor_req_t *req)
+/* The route gave peer p up (it found the peer's port closed, or the peer silent) while PVM
+ * did not say it exited: its messages take PVM's path from now on; a waiting receiver gets
+ * them that way instead of never. Lock held. */
+static void route_failed(struct cpvm_peer *p, int err)
 {
-    int done = 0, err = *req ? cor_test(req, &done, NULL) : COR_OK;
-    if (*req && !done) return false;
-    if (err) { /* too late to tell the caller: the peer is gone, or going */
+    if (p->gone || p->tx != TX_ROUTED) return;
+    p->tx = TX_REFUSED;
+    atomic_fetch_add(&cpvm_stats.peers_gone, 1);
+    cpvm_log("the route to t%x failed (%s): its messages take PVM's path", (unsigned)p->tid,
+             cor_strerror(err));
+}
+
+/* Sends a routed image on PVM's path after all: rebuilt as the libpvm3 message it was (same
+ * encoding, context and tag). Lock held. */
+static void resend_on_pvm(int tid, const void *image, size_t len)
+{
+    char *dst[CPVM_DETACH_MAX];
+    int dlen[CPVM_DETACH_MAX], n = 0;
+    struct lp_msg *m =
+        cpvm_image_check(image, len) ? cpvm_in_message(image, len, dst, dlen, &n) : NULL;
+    if (!m || n) { /* (only images without detached pieces go on in the background) */
+        if (m) cpvm_in_discard(m);
+        atomic_fetch_add(&cpvm_stats.dropped, 1);
+        return;
+    }
+    int mid = m->mid, ctx = cpvm_image_word(image, H_CTX), tag = cpvm_image_word(image, H_TAG);
+    int old = REAL(pvm_setsbuf, mid), octx = REAL(pvm_setcontext, ctx);
+    if (REAL(pvm_send, tid, tag) >= 0)
+        atomic_fetch_add_explicit(&cpvm_stats.pvm_sent, 1, memory_order_relaxed);
+    REAL(pvm_setcontext, octx);
+    REAL(pvm_setsbuf, old);
+    REAL(pvm_freebuf, mid);
+}
+
+/* Tests one background send (progressing the routes): true once it is complete. A send
+ * that failed goes PVM's way, unless PVM said the peer exited. */
+static bool background_done(struct backlog *b)
+{
+    int done = 0, err = b->req ? cor_test(&b->req, &done, NULL) : COR_OK;
+    if (b->req && !done) return false;
+    if (err && b->peer && !b->peer->gone) {
+        route_failed(b->peer, err);
+        resend_on_pvm(b->peer->tid, b->image, b->len);
+    } else if (err) { /* too late to tell the caller: the peer is gone */
         atomic_fetch_add(&cpvm_stats.dropped, 1);
         cpvm_log("a routed message failed after pvm_send returned: %s", cor_strerror(err));
     }
@@ -99,7 +138,7 @@ static unsigned reap(void)
         struct backlog *b = &backlog[bl_first];
         int done = 0;
         if (cor_peek(b->req, &done) == COR_OK && !done) return bl_count;
-        background_done(&b->req);
+        background_done(b);
         cpvm_image_release(b->image, b->cap);
         bl_first = (bl_first + 1) % BACKLOG_MAX;
         bl_count--;
@@ -112,7 +151,7 @@ static void reap_until(unsigned most)
 {
     uint64_t next_look = cpvm_now_ns() + 1000000;
     while (reap() > most) {
-        background_done(&backlog[bl_first].req); /* progresses the routes */
+        background_done(&backlog[bl_first]); /* progresses the routes */
         if (cpvm_nested()) continue;
         look_for_exits(&next_look);
         int depth = cpvm_unlock_all();
@@ -148,7 +187,7 @@ static int send_out(struct cpvm_peer *p, struct cpvm_out *o)
     if (!err && !o->npiece) {
         reap_until(BACKLOG_MAX - 1);
         backlog[(bl_first + bl_count++) % BACKLOG_MAX] =
-            (struct backlog){req[0], o->image, o->image_cap};
+            (struct backlog){req[0], o->image, o->image_cap, o->image_len, p};
         o->image = NULL;
     } else {
         werr = finish_sends(req, n);
@@ -185,6 +224,10 @@ static int route_send(int tid, int tag, int *rc)
     if (*rc < 0) return 1;
     *rc = send_out(p, &o);
     cpvm_out_release(&o);
+    if (*rc < 0 && !p->gone && p->tx == TX_ROUTED && *rc != PvmNoMem) {
+        route_failed(p, COR_EPEERDEAD);
+        return 0; /* the caller sends it PVM's way */
+    }
     return 1;
 }
 

@@ -406,10 +406,13 @@ static int join(int opt)
     cpvm_mbox_join();
     int rc = mailbox_session(&rt.session);
     if (rc < 0) {
+        cpvm_mbox_unlock();
         cpvm_log("no CoR session in pvmd's mailbox (%d): PVM's routes only", rc);
         return rc;
     }
-    if ((rc = mailbox_rank(&rt.rank)) < 0) {
+    rc = mailbox_rank(&rt.rank);
+    cpvm_mbox_unlock();
+    if (rc < 0) {
         cpvm_log("cannot claim a CoR domain rank in pvmd's mailbox (%d)", rc);
         return rc;
     }

@@ -62,8 +62,10 @@ bool cpvm_pvm_protocol(int tag);
 void cpvm_read_sockets(void);
 
 /* mbox.c: the layer's entries in pvmd's mailbox, and its message handlers */
-void cpvm_mbox_join(void);  /* before the session is read: marks the task alive */
-void cpvm_mbox_leave(void); /* the last one alive removes the session's entries */
+/* Before the session is read: takes the mailbox lock, marks the task alive. */
+void cpvm_mbox_join(void);
+void cpvm_mbox_unlock(void); /* once the rank is claimed (or the join failed) */
+void cpvm_mbox_leave(void);  /* the last one alive removes the session's entries */
 int cpvm_addmhf_own(int src, int tag, int ctx, int (*fn)(int));
 
 /* msgio.c */

@@ -39,6 +39,8 @@
 #   PVM_VM_ENV         extra VAR=value words for pvmd's environment (both hosts' pvmds,
 #                      hence the tasks they spawn);
 #                      LD_PRELOAD* words are dropped: pvmd and the console link libpvm3
+#   PVM_VM_TMPDIR      pvmd's TMPDIR (default: the caller's); PVM_VM_NO_TMPDIR=1: none
+#                      at all (a pvmd started from another shell, or by rsh)
 #   PVM_MASTER_TIMEOUT seconds a pvm_run_master may run (default 60)
 #   PVM_MASTER_FSIZE_KB largest file a master may write (ulimit -f; default 65536 KiB), so
 #                      that a runaway loop printing prompts cannot fill the disk
@@ -95,9 +97,10 @@ pvm_netns_available() {
 # never LD_PRELOAD. TMPDIR too: the tasks pvmd spawns must find the master's gm lock files
 # (scripts/test runs everything with a private TMPDIR).
 __pvm_clean_env() {
-    local w out=(PATH=/usr/bin:/bin:/usr/sbin:/sbin HOME="${HOME:-/root}" TMPDIR="${TMPDIR:-/tmp}"
+    local w out=(PATH=/usr/bin:/bin:/usr/sbin:/sbin HOME="${HOME:-/root}"
                  PVM_TMP="$PVM_TMP" PVM_ALLOW_ROOT=1 PVM_ROOT="$PVM_ROOT"
                  COR_PVMLIB_VM="$__PVM_VM_ID")
+    [ "${PVM_VM_NO_TMPDIR:-0}" = 1 ] || out+=(TMPDIR="${PVM_VM_TMPDIR:-${TMPDIR:-/tmp}}")
     __PVM_EXTRA=()
     for w in ${PVM_VM_ENV:-}; do
         case $w in LD_PRELOAD*|LD_AUDIT*)
