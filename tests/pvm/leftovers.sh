@@ -26,16 +26,17 @@ exports=COR_PVM_ROUTE:COR_ROUTE_PATH
 for v in LD_LIBRARY_PATH ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
     [ -z "${!v:-}" ] || exports=$exports:$v
 done
-shm_list() { find /dev/shm -maxdepth 1 -newer "$T/stamp" -name 'cor*' 2>/dev/null | sort; }
+# (other tests may run at once: only the files of this run's session count)
+shm_list() { [ -z "$SESSION" ] || find /dev/shm -maxdepth 1 -name "cor*$SESSION*" 2>/dev/null | sort; }
 tmp_list() { find "$T" -mindepth 1 -maxdepth 1 ! -path "$PVM_WORK" ! -name stamp 2>/dev/null | sort; }
 rc=0
 for route in ${COR_PVM_TEST_ROUTES:-myrinet udp}; do
     for how in return exit kill; do
         touch "$T/stamp"
-        sleep 0.05 # (file times are coarse)
         pvm_run_master -t 60 env COR_PVM_ROUTE=$route PVM_EXPORT=$exports "$LIFE" end $how
         why=""
-        if [ "$PVM_RC" != 0 ] || ! grep -q "^life: end $how ok" "$PVM_OUT"; then
+        SESSION=$(sed -n 's/^life: end .* session \([0-9a-f]*\)$/\1/p' "$PVM_OUT")
+        if [ "$PVM_RC" != 0 ] || ! grep -q "^life: end $how ok" "$PVM_OUT" || [ -z "$SESSION" ]; then
             why="exit $PVM_RC: $(cat "$PVM_OUT" "$PVM_ERR" | head -5)"
         fi
         # the child's exit went through pvmd before the master's notice: give files a moment
@@ -49,7 +50,7 @@ for route in ${COR_PVM_TEST_ROUTES:-myrinet udp}; do
         [ -z "$mbox" ] || why="${why:+$why; }mailbox entries left: $mbox"
         if [ -n "$why" ]; then say "FAIL $route $how: $why"; rc=1; else say "PASS $route $how"; fi
         # what one case left must not count against the next
-        find /dev/shm -maxdepth 1 -newer "$T/stamp" -name 'cor*' -delete 2>/dev/null || true
+        [ -z "$SESSION" ] || find /dev/shm -maxdepth 1 -name "cor*$SESSION*" -delete 2>/dev/null || true
     done
 done
 [ $rc = 0 ] && say PASS

@@ -242,7 +242,9 @@ static int end_master(const char *self, const char *how)
         }
     }
     if (recv_bounded(-1, TAG_EXIT) <= 0) return 1;
-    printf("life: end %s ok (child rank %d routed %c)\n", how, rank, yes ? 'Y' : 'N');
+    /* The session names the files of its routes (cor-<session>-...). */
+    printf("life: end %s ok (child rank %d routed %c) session %08x\n", how, rank, yes ? 'Y' : 'N',
+           (unsigned)cor_session());
     pvm_exit();
     return yes ? 0 : 1;
 }
