@@ -3,6 +3,9 @@
  * udp: datagrams of random bytes and truncated headers to the port's address.
  * gm: GM messages from a port that is not a peer, with a wrong cookie, too short, and
  * garbage at high priority (needs libgm: built with CONF_HAVE_GM).
+ * pipe (the out-of-tree example, apps/examples/route_pipe.c): connections from another
+ * process carrying a short frame, a bad magic, a wrong cookie, a rank outside the session,
+ * and the right cookie with the rank of a peer that is another process.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -11,10 +14,15 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef CONF_HAVE_GM
@@ -102,6 +110,52 @@ static int inject_gm(const char *addr, uint64_t cookie, void (*pump)(void *), vo
 }
 #endif
 
+/* The child's part: one connection per junk frame; exits 0 when all were sent. */
+static void pipe_stranger(const struct sockaddr_un *sa, socklen_t salen, uint64_t cookie)
+{
+    uint8_t f[5][32];
+    size_t len[5] = {5, 32, 32, 32, 32};
+    uint32_t magic = 0x70697065u, bad = 0x12345678u, rank1 = 1, far = 99;
+    uint64_t wrong = cookie ^ 1;
+    memset(f, 0xa5, sizeof f);
+    memcpy(f[1], &bad, 4); /* bad magic */
+    memcpy(f[2], &magic, 4), memcpy(f[2] + 4, &rank1, 4), memcpy(f[2] + 8, &wrong, 8);
+    memcpy(f[3], &magic, 4), memcpy(f[3] + 4, &far, 4), memcpy(f[3] + 8, &cookie, 8);
+    memcpy(f[4], &magic, 4), memcpy(f[4] + 4, &rank1, 4), memcpy(f[4] + 8, &cookie, 8);
+    for (int i = 0; i < 5; i++) {
+        int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+        if (fd < 0 || connect(fd, (const struct sockaddr *)sa, salen) != 0 ||
+            send(fd, f[i], len[i], MSG_NOSIGNAL) != (ssize_t)len[i])
+            _exit(1);
+        close(fd);
+    }
+    _exit(0);
+}
+
+static int inject_pipe(const char *addr, uint64_t cookie, void (*pump)(void *), void *arg)
+{
+    if (strncmp(addr, "unix:@", 6) != 0 ||
+        strlen(addr + 6) >= sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
+        return -1;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path + 1, addr + 6, strlen(addr + 6));
+    socklen_t salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(addr + 6));
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) pipe_stranger(&sa, salen, cookie);
+    int st = -1;
+    for (int i = 0; i < 5000 && waitpid(pid, &st, WNOHANG) == 0; i++) { /* at most ~5 s */
+        if (pump) pump(arg);
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+    if (st == -1) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        return -1;
+    }
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 5 : -1;
+}
+
 int conf_inject(const char *route, const char *addr, uint64_t cookie, void (*pump)(void *),
                 void *arg)
 {
@@ -109,6 +163,7 @@ int conf_inject(const char *route, const char *addr, uint64_t cookie, void (*pum
     (void)pump;
     (void)arg;
     if (strcmp(route, "udp") == 0) return inject_udp(addr);
+    if (strcmp(route, "pipe") == 0) return inject_pipe(addr, cookie, pump, arg);
 #ifdef CONF_HAVE_GM
     if (strcmp(route, "gm") == 0) return inject_gm(addr, cookie, pump, arg);
 #endif
