@@ -155,7 +155,8 @@ static int run_gm(const char *addrfile, int ndom, long count)
     /* The session's node map and namespace, as cor/routes/gm/gm_env.c makes them. */
     for (int r = 0; r < ndom; r++)
         snprintf(nodes + strlen(nodes), sizeof nodes - strlen(nodes), "%d d%d;", r + 1, r);
-    snprintf(ns, sizeof ns, "cor%016" PRIx64, namespace_hash(cookie));
+    uint32_t session = (uint32_t)cookie ? (uint32_t)cookie : 1;
+    snprintf(ns, sizeof ns, "cor-%08" PRIx32 "-%016" PRIx64, session, namespace_hash(cookie));
     setenv("GM_NODES", nodes, 1);
     setenv("GM_NODE_ID", "1", 1);
     setenv("GM_SHM_NAMESPACE", ns, 1);
