@@ -10,7 +10,9 @@
  * machine's routed programs, run one after another, start again from rank 0.
  *
  * Programs see neither: pvm_getmboxinfo leaves CoR.* out, and the ids pvm_addmhf returns and
- * pvm_delmhf takes are those the program would have without libcorpvm's two handlers.
+ * pvm_delmhf takes are those the program would have without libcorpvm's two handlers. (Only
+ * libpvm3's debugging dump of its handler table, pvmdisplaymhfinfo, still lists them: taking
+ * them out for the dump changes the table's free list, which the dump shows too.)
  */
 #include <string.h>
 #include <time.h>

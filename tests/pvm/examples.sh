@@ -13,7 +13,8 @@ COR_PVM=$BUILD/apps/cor-pvm
 # (pingpong, killpeer, threads, mixed) cover libcorpvm in sanitizer builds.
 [ -z "${COR_SANITIZED:-}" ] || { echo "examples: SKIP: sanitizer build"; exit 77; }
 # Every message of these goes between the same pairs more than once, or they time the routes.
-export PVM_EXAMPLE_ROUTED="timing dbwtest ibwtest rbwtest pbwtest inherit1 inherit3 master1"
+# (matrix.sh reads this line)
+export PVM_EXAMPLE_ROUTED="timing dbwtest ibwtest rbwtest pbwtest inherit1 inherit3 master1 fmaster1 hitc fgexample frsg trsg"
 rc=0
 for route in ${COR_PVM_TEST_ROUTES:-myrinet udp}; do
     echo "examples: --route $route"

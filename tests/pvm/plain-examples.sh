@@ -21,6 +21,7 @@
 #                                           with this prefix ("plain": none) before the
 #                                           examples: pvm_spawn, pvm_config, pvm_notify ...
 #                                           of every task then go through it
+#   PVM_EXAMPLE_SAVE=DIR                    keep each example's output (DIR/NAME.out, .log)
 #   PVM_EXAMPLE_MAX_MS=4000                 an example that takes longer fails
 #   PVM_EXAMPLE_REPEAT=8                    run the list that many times
 #   EXTRA_EP                                more folders for spawn to search (pvmlib.sh)
@@ -148,9 +149,37 @@ out 7 ^Roundtrip T = [0-9]+ \\(us\\)  \\([0-9.]+ MB/s\\)  Data size: (0|8|80|800
 out 0 ^error:"
 done
 
+# The Fortran master/slave: fmaster1 spawns 3 fslave1 that pass data around a ring.
+ex fmaster1 master "fmaster1" "" 0 20 "\
+out 1 ^ Spawning +3 tasks
+out 1 SUCCESSFUL
+out 3 ^ I got +([0-9.]+) from +[0-2] \\(expected +\\1 \\)\$
+out 0 Trouble"
+
+# hitc (Fortran) hands out work to hitc_slave tasks until done, then sends no-more-work.
+ex hitc master "hitc" "" 0 30 "\
+out 1 hosts? detected in configuration
+out + ^ I got result from tid: +[0-9]+\$
+log + received no-more-work flag: exiting"
+
+# fgexample: gexample in Fortran (groups, reductions; pvmgs from ep=/usr/bin).
+ex fgexample master "fgexample" "" 0 30 "\
+out 1 The 1-Norm is +5050\$
+out 1 The product of column 1 is +9\\.332621544394[0-9]*E\\+157\$"
+
+# frsg (Fortran) and trsg (C): reduce, scatter and gather over a group of 16 tasks, 4
+# elements each (asked on stdin). trsg's main falls off its end.
+ex frsg master "frsg" '16\n4\n' 0 30 "\
+out 1 Test OK: Sum of Squares of first +64 +integers is +89440
+out 1 Test Ok: Received \\( +4\\.0+ +, +8\\.0+ +\\)"
+ex trsg master "trsg" '16\n4\n' '*' 30 "\
+out 1 Test OK: Sum of Squares of first 64 integers is 89440
+out 1 Test Ok: Received \\(4\\.000000, 8\\.000000\\)"
+
 declare -A ALIAS=([hello]=hello.pvm [hello_other]=hello.pvm [slave1]=master1
     [timing_slave]=timing [inherita]="inherit1 inherit3" [inherit2]="inherit1 inherit3 inheritb"
-    [mhf_tickle]=mhf_server [bwtest]="dbwtest ibwtest rbwtest pbwtest")
+    [mhf_tickle]=mhf_server [bwtest]="dbwtest ibwtest rbwtest pbwtest" [fslave1]=fmaster1
+    [hitc_slave]=hitc [rsg]="frsg trsg")
 
 # ---------------------------------------------------------------------------------------
 # Context checks (the numbers differ from run to run).
@@ -378,6 +407,11 @@ for n in "${RUNS[@]}"; do
     ms=$(( ($(date +%s%N) - t0) / 1000000 ))
     if [ $ok = 1 ] && [ -n "${PVM_EXAMPLE_MAX_MS:-}" ] && [ "$ms" -gt "$PVM_EXAMPLE_MAX_MS" ]; then
         ok=0 WHY="took $ms ms, more than PVM_EXAMPLE_MAX_MS=$PVM_EXAMPLE_MAX_MS"
+    fi
+    if [ -n "${PVM_EXAMPLE_SAVE:-}" ]; then # the run's output, for matrix.sh
+        mkdir -p "$PVM_EXAMPLE_SAVE"
+        cat "$OUT" "$OUT.tickle" "$OUT.1" "$OUT.2" 2>/dev/null >>"$PVM_EXAMPLE_SAVE/$n.out" || true
+        sed 's/^\[t[0-9a-f]*\] [0-9/]* [0-9:]* //' "$OUT.log" 2>/dev/null >>"$PVM_EXAMPLE_SAVE/$n.log" || true
     fi
     if [ $ok = 1 ]; then
         PASS=$((PASS + 1))
