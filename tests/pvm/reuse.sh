@@ -1,0 +1,60 @@
+#!/bin/bash
+# A virtual machine that lives long keeps routing: 500 short routed programs (life.c spawn 1:
+# a master and its child, one routed exchange) one after another in one VM, over udp, and
+# 34 over myrinet (68 ranks, more than COR_PVM_DOMAINS=64): the last one's child must be
+# routed (its pvm_cor_domain of the master succeeds) and its counters must show routed
+# messages. Before ranks came back when a session ended, the 33rd program and every later
+# one kept PVM's path ("domain rank 64 exceeds COR_PVM_DOMAINS=64"). (A task that lives on
+# while more than 64 others come and go still exhausts the ranks: issue 31, item 5.) Exit 0
+# pass, 1 fail, 77 skip.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/pvmlib.sh"
+NAME=reuse
+BUILD=${COR_BUILDDIR:-$(cd "$HERE/../.." && pwd)/build}
+LIFE=$BUILD/tests/pvm/life
+say() { echo "$NAME: $*"; }
+[ "$(id -u)" = 0 ] || { say "SKIP: not root"; exit 77; }
+pvm_available || { say "SKIP: $PVM_WHY"; exit 77; }
+[ -x "$LIFE" ] || { say "FAIL: $LIFE not built"; exit 1; }
+export COR_ROUTE_PATH=${COR_ROUTE_PATH:-$BUILD/cor/routes/udp/.libs:$BUILD/cor/routes/gm/.libs}
+exports=COR_PVM_ROUTE:COR_ROUTE_PATH:COR_PVM_STATS
+for v in LD_LIBRARY_PATH ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
+    [ -z "${!v:-}" ] || exports=$exports:$v
+done
+EXTRA_EP=$(dirname "$LIFE") PVM_LIB_QUIET=1 pvm_vm_start || { say "FAIL: cannot start pvmd"; exit 1; }
+rc=0
+for spec in "udp ${COR_PVM_REUSE_UDP:-500}" "myrinet ${COR_PVM_REUSE_GM:-34}"; do
+    read -r route runs <<<"$spec"
+    [ "${COR_TEST_SCALE:-}" != small ] || [ "$runs" -le 40 ] || runs=40
+    t0=$(date +%s)
+    for ((i = 1; i <= runs; i++)); do
+        off=$(pvm_log_size)
+        stats=""
+        [ $i != "$runs" ] || stats=1
+        pvm_run_master -t 30 env COR_PVM_ROUTE=$route COR_PVM_STATS=$stats PVM_EXPORT=$exports \
+            "$LIFE" spawn 1 1
+        if [ "$PVM_RC" != 0 ]; then
+            say "FAIL $route: program $i exited $PVM_RC"; cat "$PVM_OUT" "$PVM_ERR" | sed 's/^/  | /'
+            rc=1; break
+        fi
+    done
+    [ $rc = 0 ] || break
+    last=$(grep '^life: spawned' "$PVM_OUT" || true)
+    # the child's counters reach pvmd's log when it ends
+    for ((k = 0; k < 50; k++)); do
+        sent=$(pvm_log_since "$off" | { grep -o 'routed sent [0-9]*' || true; } | awk '{s += $3} END {print s + 0}')
+        [ "$sent" -gt 0 ] && break
+        sleep 0.1
+    done
+    sent=$((sent + $({ grep -o 'routed sent [0-9]*' "$PVM_ERR" || true; } | awk '{s += $3} END {print s + 0}')))
+    if [[ $last != *"routed 1, last rank "*" routed Y"* ]] || [ "$sent" -eq 0 ]; then
+        say "FAIL $route: program $runs of $runs: '$last', routed sends $sent"
+        cat "$PVM_ERR" | sed 's/^/  | /'; rc=1
+    else
+        say "PASS $route: $runs programs in $(($(date +%s) - t0)) s; the last: ${last#life: }, routed sends $sent"
+    fi
+done
+pvm_vm_stop
+[ $rc = 0 ] && say PASS
+exit $rc
