@@ -201,6 +201,14 @@ static void handle(const struct cpvm_ctl *c)
         if (rt.joined && !rt.system_role && !rt.leaving && connect_peer(p, c)) {
             ctl_send(c->tid, CTL_ACK);
             atomic_fetch_add(&cpvm_stats.acks, 1);
+            /* It takes our route: ask for the way back now, not at our first message to it
+             * (no mailbox look-up, no wait then). Until its answer our messages to it go
+             * PVM's way; SWITCH keeps their order. */
+            if (p->tx == TX_NEW && cpvm_routing()) {
+                ctl_send(c->tid, CTL_HELLO);
+                p->tx = TX_HELLO;
+                atomic_fetch_add(&cpvm_stats.hello_sent, 1);
+            }
         } else {
             ctl_send(c->tid, CTL_NAK);
             atomic_fetch_add(&cpvm_stats.naks, 1);
