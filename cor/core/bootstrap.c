@@ -251,7 +251,9 @@ static int corrun_line(struct corrun_boot *b, const char *text)
     default: /* a line for the other direction, or authentication after it ended */
         rc = -1;
     }
-    pthread_cond_broadcast(&b->cv);
+    /* Nobody waits for a single table line: waking the waiters at each of the N lines made
+     * N^2 wake-ups a session at start-up (docs/scale.md). */
+    if (l.kind != COR_BL_A && l.kind != COR_BL_TABLE) pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);
     return rc;
 }

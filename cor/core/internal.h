@@ -326,9 +326,11 @@ void cor__resources_fini(void);
  * several ports at once; messages are matched in the sender's order. */
 struct held_frame;
 struct peer_state {
-    pthread_mutex_t lock;    /* protects the fields below and orders matching */
-    uint32_t *recv_seq;      /* [max_tasks]: next message number per sender task; NULL until
-                              * the peer's first message */
+    pthread_mutex_t lock; /* protects the fields below and orders matching */
+    uint32_t *recv_seq;   /* [nrecv_seq]: next message number per sender task; NULL until
+                           * the peer's first message, then as long as the highest task
+                           * index heard from needs (proto.c, in_order) */
+    uint32_t nrecv_seq;
     struct held_frame *held; /* frames that arrived ahead of their turn */
 };
 

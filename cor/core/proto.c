@@ -975,6 +975,22 @@ static void on_svc(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *
 static void process(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *h,
                     const void *payload, size_t plen);
 
+/* Makes ps->recv_seq long enough for sender task `task` (< max_tasks): a power of two from
+ * 8 numbers up, new ones 0. Caller holds ps->lock. */
+static int recv_seq_fit(struct peer_state *ps, unsigned task)
+{
+    uint32_t n = ps->nrecv_seq ? ps->nrecv_seq : 8;
+    while (n <= task)
+        n *= 2;
+    if (n > (uint32_t)g.max_tasks) n = (uint32_t)g.max_tasks;
+    uint32_t *seq = realloc(ps->recv_seq, n * sizeof *seq);
+    if (!seq) return -1;
+    memset(seq + ps->nrecv_seq, 0, (n - ps->nrecv_seq) * sizeof *seq);
+    ps->recv_seq = seq;
+    ps->nrecv_seq = n;
+    return 0;
+}
+
 /* Matches messages in each sender task's order, holding any that overtook an earlier one
  * (possible only when a task switched hard ports or routes). */
 static void in_order(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *h,
@@ -986,9 +1002,10 @@ static void in_order(struct cor_hport *hp, uint32_t peer, const struct frame_hdr
         return;
     }
     COR_LOCK(&ps->lock);
-    /* Made at the first message from this peer, not at cor_init: 4 KiB (max_tasks numbers)
-     * per peer is 1 MiB a domain at 256 domains and 40 MiB at 10,000 (docs/scale.md). */
-    if (!ps->recv_seq && !(ps->recv_seq = calloc((size_t)g.max_tasks, sizeof(uint32_t)))) {
+    /* Made at the first message from this peer, not at cor_init, and only as long as the
+     * sender's task indices need: max_tasks numbers (4 KiB) per peer would be 1 MiB a domain
+     * at 256 domains and 40 MiB at 10,000 (docs/scale.md). */
+    if (h->src_task >= ps->nrecv_seq && recv_seq_fit(ps, h->src_task) != 0) {
         COR_UNLOCK(&ps->lock);
         drop("no memory for the sender's message numbers", peer);
         return;

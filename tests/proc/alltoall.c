@@ -7,11 +7,13 @@
  *
  *   alltoall [-s]
  *   -s  skip the messages: cor_init and cor_finalize only (proc/latedeath.sh)
- * Output: "alltoall: domain R of N: PASS init_ms X rss_kb Y fds Z threads T", or FAIL lines;
+ * Output: "alltoall: domain R of N: PASS init_ms X rss_kb Y heap_kb H fds Z threads T" (H: bytes
+ * malloc'd and still in use, mallinfo2), or FAIL lines;
  * exit status 0 only if every message arrived with the right value.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,9 +94,11 @@ int main(int argc, char **argv)
     }
     /* opendir's own descriptor is not the domain's */
     long rss = rss_kb(), fds = count_dir("/proc/self/fd") - 1, thr = count_dir("/proc/self/task");
+    struct mallinfo2 mi = mallinfo2(); /* heap bytes in use, every arena */
     if (!bad)
-        printf("alltoall: domain %d of %d: PASS init_ms %.1f rss_kb %ld fds %ld threads %ld\n", me,
-               n, init_ms, rss, fds, thr);
+        printf("alltoall: domain %d of %d: PASS init_ms %.1f rss_kb %ld heap_kb %zu fds %ld "
+               "threads %ld\n",
+               me, n, init_ms, rss, (mi.uordblks + mi.hblkhd) / 1024, fds, thr);
     fflush(stdout);
     free(got);
     free(req);

@@ -115,9 +115,11 @@ static void test_stranger(void)
     h_close(p, 2);
 }
 
-static void test_peer_death(void)
+/* A peer whose port closed (its process ended) is refused by its host: given up at once,
+ * with COR_EPEERDEAD, long before the dead time (30 s here). */
+static void test_peer_closed(void)
 {
-    setenv("COR_UDP_DEAD_MS", "300", 1);
+    setenv("COR_UDP_DEAD_MS", "30000", 1);
     struct h_port p[2];
     int rc = h_open(p, 2, COOKIE);
     unsetenv("COR_UDP_DEAD_MS");
@@ -134,12 +136,39 @@ static void test_peer_death(void)
     double dt = h_seconds() - t0;
     CU_ASSERT_EQUAL(p[0].failures, 1);
     CU_ASSERT_EQUAL(p[0].failed_peer, 1);
+    CU_ASSERT_EQUAL(p[0].failed_err, COR_EPEERDEAD); /* closed: the process is gone */
+    CU_ASSERT(dt < 2.0);
+    CU_ASSERT_EQUAL(p[0].done_err, 5);
+    CU_ASSERT_EQUAL(p[0].last_err, COR_EPEERDEAD);
+    CU_ASSERT_EQUAL(h_send_next(p, 0, 1, 5000), COR_EPEERDEAD);
+    printf("\n  closed peer noticed after %.0f ms\n", dt * 1000);
+    h_close(p, 2);
+}
+
+/* A peer that keeps its port but answers nothing (stopped, or starved of CPU) is given up
+ * only after the dead time of silence (300 ms here), with COR_ETIMEDOUT. */
+static void test_peer_silent(void)
+{
+    setenv("COR_UDP_DEAD_MS", "300", 1);
+    struct h_port p[2];
+    int rc = h_open(p, 2, COOKIE);
+    unsetenv("COR_UDP_DEAD_MS");
+    CU_ASSERT_EQUAL_FATAL(rc, COR_OK);
+    CU_ASSERT_EQUAL_FATAL(h_exchange(p, 2, 100, 5000, 30), 0);
+    for (int i = 0; i < 5; i++)
+        CU_ASSERT_EQUAL(h_send_next(p, 0, 1, 5000), COR_OK);
+    double t0 = h_seconds();
+    while (p[0].failures == 0 && h_seconds() - t0 < 5)
+        h_progress(p, 1); /* port 1 stays open and is never polled */
+    double dt = h_seconds() - t0;
+    CU_ASSERT_EQUAL(p[0].failures, 1);
+    CU_ASSERT_EQUAL(p[0].failed_peer, 1);
     CU_ASSERT_EQUAL(p[0].failed_err, COR_ETIMEDOUT); /* silent: the core reports it lost */
     CU_ASSERT(dt >= 0.25 && dt < 3.0);
     CU_ASSERT_EQUAL(p[0].done_err, 5);
     CU_ASSERT_EQUAL(p[0].last_err, COR_EPEERDEAD);
     CU_ASSERT_EQUAL(h_send_next(p, 0, 1, 5000), COR_EPEERDEAD);
-    printf("\n  peer failure noticed after %.0f ms\n", dt * 1000);
+    printf("\n  silent peer given up after %.0f ms\n", dt * 1000);
     h_close(p, 2);
 }
 
@@ -148,7 +177,8 @@ int main(void)
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
     CU_pSuite s = CU_add_suite("udp_badinput", NULL, NULL);
     CU_add_test(s, "stranger's datagrams are dropped and counted", test_stranger);
-    CU_add_test(s, "peer death: peer_failed (silent: ETIMEDOUT), sends EPEERDEAD", test_peer_death);
+    CU_add_test(s, "closed peer: refused, given up at once (EPEERDEAD)", test_peer_closed);
+    CU_add_test(s, "silent peer: given up after the dead time (ETIMEDOUT)", test_peer_silent);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();

@@ -121,6 +121,44 @@ static void test_swin_ack(void)
     udp_swin_free(&sw);
 }
 
+/* The send ring starts small and grows to the window as datagrams pile up in flight, across
+ * a sequence wrap, keeping every slot (and acks, sacks, the timer) right. */
+static void test_swin_grow(void)
+{
+    struct udp_swin sw;
+    CU_ASSERT_EQUAL_FATAL(udp_swin_init(&sw, 256, 5 * MS, MS, 100 * MS), 0);
+    CU_ASSERT_EQUAL(sw.size, UDP_SWIN_FIRST);
+    CU_ASSERT_EQUAL(udp_swin_room(&sw), 256);
+    sw.una = sw.nxt = 0xffffff00u; /* the window wraps around 2^32 while it grows */
+    for (uint32_t i = 0; i < 200; i++)
+        CU_ASSERT_PTR_NOT_NULL(udp_swin_add(&sw, NULL, i, 1, 1, i * US));
+    CU_ASSERT_EQUAL(sw.size, 256);
+    CU_ASSERT_EQUAL(udp_swin_reserve(&sw, 100), 56); /* the ring holds the window, no more */
+    for (uint32_t i = 0; i < 200; i++) {
+        struct udp_sslot *s = udp_swin_at(&sw, 0xffffff00u + i);
+        CU_ASSERT_FATAL(s != NULL);
+        CU_ASSERT_EQUAL(s->off, i);
+        CU_ASSERT_EQUAL(s->sent_ns, i * US);
+    }
+    CU_ASSERT_EQUAL(udp_swin_deadline(&sw), 5 * MS);
+    nrel = 0;
+    /* 100 released, then 102 and 103 selectively acknowledged */
+    CU_ASSERT_EQUAL(udp_swin_ack(&sw, 0xffffff00u + 100, 0x6, MS, on_release, NULL), 100);
+    CU_ASSERT_EQUAL(rel_off[63], 63);
+    CU_ASSERT(udp_swin_at(&sw, 0xffffff00u + 102)->sacked);
+    CU_ASSERT(!udp_swin_at(&sw, 0xffffff00u + 101)->sacked);
+    for (uint32_t i = 200; i < 356; i++)
+        CU_ASSERT_PTR_NOT_NULL(udp_swin_add(&sw, NULL, i, 1, 1, MS));
+    CU_ASSERT_PTR_NULL(udp_swin_add(&sw, NULL, 356, 1, 1, MS)); /* 256 in flight */
+    CU_ASSERT_EQUAL(udp_swin_at(&sw, 0xffffff00u + 355)->off, 355);
+    CU_ASSERT_EQUAL(udp_swin_at(&sw, 0xffffff00u + 100)->off, 100);
+    udp_swin_free(&sw);
+    /* a window smaller than the first ring gets a ring of its size */
+    CU_ASSERT_EQUAL_FATAL(udp_swin_init(&sw, 4, MS, MS, 10 * MS), 0);
+    CU_ASSERT_EQUAL(sw.size, 4);
+    udp_swin_free(&sw);
+}
+
 static void test_swin_rto(void)
 {
     struct udp_swin sw;
@@ -265,6 +303,42 @@ static void test_rwin(void)
     udp_rwin_free(&rw);
 }
 
+/* No ring while datagrams come in order; one as large as the farthest early datagram needs,
+ * growing (entries keep their place by seq) up to the window. */
+static void test_rwin_grow(void)
+{
+    struct udp_rwin rw;
+    CU_ASSERT_EQUAL(udp_rwin_init(&rw, 3, 100), -1);
+    CU_ASSERT_EQUAL_FATAL(udp_rwin_init(&rw, 512, 1 << 20), 0);
+    uint8_t pay[4] = {1, 2, 3, 4};
+    for (uint32_t i = 0; i < 1000; i++) {
+        CU_ASSERT_EQUAL(udp_rwin_classify(&rw, i), UDP_RX_NEXT);
+        CU_ASSERT_PTR_NULL(udp_rwin_advance(&rw));
+    }
+    CU_ASSERT_EQUAL(rw.size, 0);
+    CU_ASSERT_PTR_NULL(rw.slot);
+    struct udp_hdr h = data_hdr(1002, 4, 0, 4); /* next is 1000 */
+    CU_ASSERT_EQUAL(udp_rwin_store(&rw, &h, pay), 0);
+    CU_ASSERT_EQUAL(rw.size, UDP_RWIN_FIRST);
+    CU_ASSERT_EQUAL(udp_rwin_sack(&rw), 0x2ull);
+    h.seq = 1000 + 300; /* far ahead: the ring grows to 512, 1002 keeps its place */
+    CU_ASSERT_EQUAL(udp_rwin_store(&rw, &h, pay), 0);
+    CU_ASSERT_EQUAL(rw.size, 512);
+    CU_ASSERT_EQUAL(udp_rwin_classify(&rw, 1002), UDP_RX_DUP);
+    CU_ASSERT_EQUAL(udp_rwin_classify(&rw, 1300), UDP_RX_DUP);
+    CU_ASSERT_EQUAL(udp_rwin_classify(&rw, 1001), UDP_RX_STORE);
+    CU_ASSERT_EQUAL(udp_rwin_classify(&rw, 1000 + 512), UDP_RX_BEYOND);
+    CU_ASSERT_EQUAL(udp_rwin_sack(&rw), 0x2ull);
+    CU_ASSERT_PTR_NULL(udp_rwin_advance(&rw)); /* 1000 processed directly */
+    CU_ASSERT_PTR_NULL(udp_rwin_advance(&rw)); /* 1001 too */
+    struct udp_rslot *s = udp_rwin_ready(&rw);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(s->hdr.seq, 1002);
+    free(udp_rwin_advance(&rw));
+    CU_ASSERT_EQUAL(rw.stored, 1);
+    udp_rwin_free(&rw); /* frees 1300 */
+}
+
 static void test_reasm(void)
 {
     struct udp_reasm r = {0};
@@ -341,11 +415,13 @@ int main(void)
     CU_pSuite s = CU_add_suite("udp_window", NULL, NULL);
     CU_add_test(s, "wire format and parser", test_wire);
     CU_add_test(s, "send window: cumulative/selective acks, fast resend", test_swin_ack);
+    CU_add_test(s, "send window: the ring grows to the window", test_swin_grow);
     CU_add_test(s, "send window: timeout, backoff, RTT estimate, Karn", test_swin_rto);
     CU_add_test(s, "send window: recovery after a timeout", test_swin_recovery);
     CU_add_test(s, "send window: needless timeout detected", test_swin_spurious);
     CU_add_test(s, "send window: dead peer, sequence wrap", test_swin_dead_and_wrap);
     CU_add_test(s, "receive window: classify, store, sack, budget", test_rwin);
+    CU_add_test(s, "receive window: no ring in order, grows for early datagrams", test_rwin_grow);
     CU_add_test(s, "reassembly", test_reasm);
     CU_add_test(s, "fault injector", test_faults);
     CU_basic_set_mode(CU_BRM_VERBOSE);

@@ -1,6 +1,11 @@
 /*
  * CoRudpRoute internals shared by its files: knobs, frames, peers and the hard port.
  *
+ * Per peer, a port keeps 24 bytes from add_peer on (struct udp_dest: where the peer is, and
+ * whether it is up) and makes the protocol state (struct udp_peer: windows, queues, acks) at
+ * the first datagram sent to it or accepted from it; the windows then grow with use
+ * (udp_window.h). A peer this domain never talks to costs the 24 bytes and a pointer.
+ *
  * Locking: one mutex per port (`lock`) guards every peer's windows, frame queues, the timer
  * and the socket's send side. progress() receives without the lock (the receive buffers and
  * the callback lists belong to the one thread running progress()), takes the lock to apply
@@ -34,7 +39,7 @@ struct udp_knobs {
     size_t queue_bytes;    /* bytes accepted but not yet sent, per peer, before EAGAIN */
     uint32_t queue_frames; /* frames accepted and not completed, per peer, before EAGAIN */
     uint64_t rto_init_ns, rto_min_ns, rto_max_ns;
-    uint64_t dead_ns;
+    uint64_t dead_ns;      /* silence with data outstanding before a peer is given up */
     uint32_t dgram;        /* datagram size override (0 = by interface) */
     uint64_t ack_delay_ns; /* how long an idle receiver waits to piggy-back an ack */
     uint32_t ack_every;    /* datagrams received before an ack is sent at once */
@@ -63,11 +68,20 @@ struct udp_frame {
 
 enum udp_peer_state { UDP_PEER_NONE = 0, UDP_PEER_UP, UDP_PEER_DEAD };
 
-struct udp_peer {
-    int state;
-    cor_peer_t rank;
+/* A member of the session, from add_peer on. */
+struct udp_dest {
     struct sockaddr_in sa;
     uint32_t dgram; /* largest datagram towards this peer, header included */
+    int state;      /* enum udp_peer_state */
+};
+
+/* The protocol state toward one peer, made at first contact (udp_peer_get). */
+struct udp_peer {
+    cor_peer_t rank;
+    struct udp_dest *dest; /* &port->dests[rank] */
+    int heard;             /* a datagram from the peer was accepted (COR_UDP_STATS) */
+    uint64_t refused_ns;   /* its host refused a datagram of ours then (0: not since the
+                            * peer last acknowledged something): udp_rx.c, refusals_in */
     struct udp_swin sw;
     struct udp_rwin rw;
     struct udp_reasm ra;
@@ -100,14 +114,20 @@ struct cor_rport {
     uint32_t dgram_local, dgram_iface; /* datagram sizes for same-host and other peers */
 
     pthread_mutex_t lock;
-    struct udp_sock sock;   /* send side: lock */
-    struct udp_peer *peers; /* [npeers]; lock */
-    uint32_t *active;       /* ranks that were added, for timer scans; lock */
-    uint32_t nactive;       /* lock */
-    uint64_t timer_ns;      /* earliest time a timer may fire (atomic reads; writes under lock) */
-    uint64_t retransmits;   /* lock */
-    uint64_t dups, beyond;  /* duplicates and early-beyond-window datagrams; lock */
-    uint64_t timeouts;      /* retransmission timer expiries; lock */
+    struct udp_sock sock;    /* send side: lock */
+    struct udp_dest *dests;  /* [npeers]; lock */
+    struct udp_peer **peers; /* [npeers], NULL until first contact; lock */
+    uint32_t *active;        /* ranks that have a udp_peer, for timer scans; lock */
+    uint32_t nactive;        /* lock */
+    uint64_t timer_ns;       /* earliest time a timer may fire (atomic reads; writes under lock) */
+    uint64_t retransmits;    /* lock */
+    uint64_t dups, beyond;   /* duplicates and early-beyond-window datagrams; lock */
+    uint64_t timeouts;       /* retransmission timer expiries; lock */
+    /* Longest wait for an acknowledgement with data outstanding, toward a peer that had not
+     * answered yet ([0]: start-up) and one that had ([1]); COR_UDP_STATS prints them. lock */
+    uint64_t silence_max[2];
+    /* Round trips toward all peers (udp_rtt_feed): a new peer's first timeout (lock) */
+    uint64_t srtt, rttvar, rto_hint;
 
     /* Send scratch (lock). */
     struct mmsghdr tx_msg[UDP_BATCH_MAX];
@@ -136,13 +156,19 @@ static inline uint32_t udp_ts(uint64_t now_ns)
     return t ? t : 1;
 }
 
+/* udp_peer.c (port lock held): the peer's protocol state, made at first contact; NULL when
+ * the peer was not added, is dead, or memory ran out. */
+struct udp_peer *udp_peer_get(struct cor_rport *p, cor_peer_t rank);
+void udp_peer_free(struct udp_peer *peer);
+
 /* udp_tx.c (port lock held) */
 void udp_pump(struct cor_rport *p, struct udp_peer *peer, uint64_t now);
 void udp_send_ack(struct cor_rport *p, struct udp_peer *peer, uint64_t now);
 void udp_resend(struct cor_rport *p, struct udp_peer *peer, const uint32_t *seqs, int n,
                 uint64_t now);
 void udp_timer_at(struct cor_rport *p, uint64_t t);
-void udp_fail_peer(struct cor_rport *p, struct udp_peer *peer, int err);
+/* Gives peer `rank` up (once): its frames finish with COR_EPEERDEAD, peer_failed(err). */
+void udp_fail_peer(struct cor_rport *p, cor_peer_t rank, int err);
 /* Moves every frame of the peer to the done list with `status`. */
 void udp_peer_flush(struct cor_rport *p, struct udp_peer *peer, int status);
 /* Makes the send_done callbacks of a detached done list, then recycles the frames.

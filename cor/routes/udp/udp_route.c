@@ -14,17 +14,15 @@
 static void port_free(struct cor_rport *p)
 {
     if (p->peers)
-        for (uint32_t i = 0; i < p->base.npeers; i++) {
-            udp_swin_free(&p->peers[i].sw);
-            udp_rwin_free(&p->peers[i].rw);
-            udp_reasm_reset(&p->peers[i].ra);
-        }
+        for (uint32_t i = 0; i < p->nactive; i++)
+            udp_peer_free(p->peers[p->active[i]]);
     while (p->free_frames) {
         struct udp_frame *f = p->free_frames;
         p->free_frames = f->next;
         free(f);
     }
     free(p->peers);
+    free(p->dests);
     free(p->active);
     free(p->touched);
     rutil_port_fini(&p->base);
@@ -66,13 +64,12 @@ static int udp_open(const struct cor_route_config *cfg, const struct cor_route_u
     p->dgram_local = p->k.dgram ? p->k.dgram : UDP_DGRAM_MAX;
     p->dgram_iface = p->k.dgram ? p->k.dgram : dgram;
     rc = COR_ENOMEM;
+    p->dests = calloc(p->base.npeers, sizeof(*p->dests));
     p->peers = calloc(p->base.npeers, sizeof(*p->peers));
     p->active = calloc(p->base.npeers, sizeof(*p->active));
     p->touched = calloc(p->base.npeers, sizeof(*p->touched));
     p->rx_buf = malloc((size_t)p->k.batch * (UDP_DGRAM_MAX + 1));
-    if (!p->peers || !p->active || !p->touched || !p->rx_buf) goto fail;
-    for (uint32_t i = 0; i < p->base.npeers; i++)
-        p->peers[i].rank = i;
+    if (!p->dests || !p->peers || !p->active || !p->touched || !p->rx_buf) goto fail;
     for (unsigned i = 0; i < p->k.batch; i++) {
         p->rx_iov[i] =
             (struct iovec){p->rx_buf + (size_t)i * (UDP_DGRAM_MAX + 1), UDP_DGRAM_MAX + 1};
@@ -99,16 +96,16 @@ static void udp_close(struct cor_rport *p)
     if (!p) return;
     pthread_mutex_lock(&p->lock);
     /* Acknowledge what we received and still owe an ack for (acks are delayed): a peer
-     * that sent us its last frames would otherwise wait for them until it gives us up
-     * (COR_UDP_DEAD_MS, 5 s), e.g. in its own cor_finalize. */
+     * that sent us its last frames would otherwise find our port closed and give us up, or
+     * wait for them in its own cor_finalize. */
     uint64_t now = rutil_now_ns();
     for (uint32_t i = 0; i < p->nactive; i++) {
-        struct udp_peer *peer = &p->peers[p->active[i]];
-        if (peer->state == UDP_PEER_UP && peer->ack_owed) udp_send_ack(p, peer, now);
+        struct udp_peer *peer = p->peers[p->active[i]];
+        if (peer->dest->state == UDP_PEER_UP && peer->ack_owed) udp_send_ack(p, peer, now);
     }
     p->base.closing = 1;
     for (uint32_t i = 0; i < p->nactive; i++)
-        udp_peer_flush(p, &p->peers[p->active[i]], COR_ECLOSED);
+        udp_peer_flush(p, p->peers[p->active[i]], COR_ECLOSED);
     struct rutil_done *done = rutil_done_take(&p->base);
     pthread_mutex_unlock(&p->lock);
     udp_done_run(p, done);
@@ -116,12 +113,16 @@ static void udp_close(struct cor_rport *p)
     pthread_mutex_unlock(&p->lock);
     if (p->k.stats) {
         udp_log("port %u.%d: dropped %llu retransmits %llu (timeouts %llu) duplicates %llu "
-                "beyond-window %llu",
+                "beyond-window %llu; %u of %u peers contacted; longest silence %llu ms before "
+                "a peer's first answer, %llu ms after",
                 p->base.self, p->base.port_index, (unsigned long long)rutil_port_dropped(&p->base),
                 (unsigned long long)p->retransmits, (unsigned long long)p->timeouts,
-                (unsigned long long)p->dups, (unsigned long long)p->beyond);
-        for (uint32_t i = 0; i < p->nactive; i++) {
-            struct udp_peer *peer = &p->peers[p->active[i]];
+                (unsigned long long)p->dups, (unsigned long long)p->beyond, p->nactive,
+                p->base.npeers - 1, (unsigned long long)(p->silence_max[0] / 1000000),
+                (unsigned long long)(p->silence_max[1] / 1000000));
+        /* per peer only for small sessions: hundreds of lines per domain help nobody */
+        for (uint32_t i = 0; i < p->nactive && p->nactive <= 16; i++) {
+            struct udp_peer *peer = p->peers[p->active[i]];
             udp_log("  peer %u: srtt %llu us rto %llu us, needless timeouts %llu", peer->rank,
                     (unsigned long long)(peer->sw.srtt / 1000),
                     (unsigned long long)(peer->sw.rto / 1000),
@@ -154,22 +155,17 @@ static int udp_add_peer(struct cor_rport *p, cor_peer_t rank, const char *addr)
     uint32_t dgram = udp_addr_is_local(sa.sin_addr) ? p->dgram_local : p->dgram_iface;
     int rc = COR_OK;
     pthread_mutex_lock(&p->lock);
-    struct udp_peer *peer = &p->peers[rank];
+    struct udp_dest *d = &p->dests[rank];
     if (p->base.closing) {
         rc = COR_ECLOSED;
-    } else if (peer->state != UDP_PEER_NONE) {
-        if (peer->sa.sin_addr.s_addr != sa.sin_addr.s_addr || peer->sa.sin_port != sa.sin_port)
+    } else if (d->state != UDP_PEER_NONE) {
+        if (d->sa.sin_addr.s_addr != sa.sin_addr.s_addr || d->sa.sin_port != sa.sin_port)
             rc = COR_EEXIST;
-    } else if (udp_swin_init(&peer->sw, p->k.window, p->k.rto_init_ns, p->k.rto_min_ns,
-                             p->k.rto_max_ns) != 0 ||
-               udp_rwin_init(&peer->rw, p->k.window, 2 * p->k.window_bytes + UDP_DGRAM_MAX) != 0) {
-        udp_swin_free(&peer->sw);
-        rc = COR_ENOMEM;
     } else {
-        peer->sa = sa;
-        peer->dgram = dgram;
-        peer->state = UDP_PEER_UP;
-        p->active[p->nactive++] = rank;
+        /* Only where it is: windows and queues come at first contact (udp_peer_get). */
+        d->sa = sa;
+        d->dgram = dgram;
+        d->state = UDP_PEER_UP;
     }
     pthread_mutex_unlock(&p->lock);
     return rc;
@@ -215,7 +211,7 @@ static void udp_peer_dead(struct cor_rport *p, cor_peer_t rank)
 {
     if (!p || rank >= p->base.npeers) return;
     pthread_mutex_lock(&p->lock);
-    udp_fail_peer(p, &p->peers[rank], COR_EPEERDEAD);
+    udp_fail_peer(p, rank, COR_EPEERDEAD);
     udp_timer_at(p,
                  rutil_now_ns()); /* the next progress() reports them, even with nothing to read */
     pthread_mutex_unlock(&p->lock);

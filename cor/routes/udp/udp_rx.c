@@ -15,6 +15,10 @@
 #define UDP_ROUNDS 4
 /* Seqs resent per timer or ack. */
 #define UDP_RESEND_MAX 32
+/* Refused datagrams read per round. */
+#define UDP_REFUSALS_MAX 16
+/* Silence after a refusal before the peer is given up. */
+#define UDP_REFUSED_GRACE_NS 200000000ull
 
 struct ack_ctx {
     struct cor_rport *p;
@@ -77,7 +81,7 @@ static int take_fragment(struct cor_rport *p, struct udp_peer *peer, const struc
         rutil_port_drop(&p->base);
         udp_log("peer %u sent an inconsistent fragment (seq %u off %u len %u of %u): giving up",
                 peer->rank, h->seq, h->frag_off, h->len, h->frame_len);
-        udp_fail_peer(p, peer, COR_EPROTO);
+        udp_fail_peer(p, peer->rank, COR_EPROTO);
         return -1;
     }
 }
@@ -109,14 +113,14 @@ static void data_in(struct cor_rport *p, struct udp_peer *peer, const struct udp
         if (take_fragment(p, peer, h, payload, NULL) != 0) return;
         udp_rwin_advance(rw);
         /* Early datagrams that are now in order. */
-        for (struct udp_rslot *s; peer->state == UDP_PEER_UP && (s = udp_rwin_ready(rw));) {
+        for (struct udp_rslot *s; peer->dest->state == UDP_PEER_UP && (s = udp_rwin_ready(rw));) {
             struct udp_hdr sh = s->hdr;
             if (take_fragment(p, peer, &sh, s->data, s->data) != 0) break;
             /* take_fragment now owns the copy (freed, or freed after delivery). */
             s->data = NULL;
             udp_rwin_advance(rw);
         }
-        if (peer->state == UDP_PEER_UP && rw->stored)
+        if (peer->dest->state == UDP_PEER_UP && rw->stored)
             peer->ack_now = 1; /* a hole remains: tell the sender at once */
         break;
     case UDP_RX_STORE:
@@ -143,19 +147,27 @@ static void datagram_in(struct cor_rport *p, const uint8_t *buf, size_t n,
         rutil_port_drop(&p->base);
         return;
     }
-    struct udp_peer *peer = &p->peers[h.src];
-    if (peer->state != UDP_PEER_UP || from->sin_family != AF_INET ||
-        from->sin_addr.s_addr != peer->sa.sin_addr.s_addr || from->sin_port != peer->sa.sin_port) {
+    const struct udp_dest *d = &p->dests[h.src];
+    struct udp_peer *peer;
+    if (d->state != UDP_PEER_UP || from->sin_family != AF_INET ||
+        from->sin_addr.s_addr != d->sa.sin_addr.s_addr || from->sin_port != d->sa.sin_port ||
+        !(peer = udp_peer_get(p, h.src))) {
         rutil_port_drop(&p->base);
         return;
     }
     struct ack_ctx c = {p, peer};
+    uint64_t waited = udp_swin_inflight(&peer->sw) ? now - peer->sw.last_progress_ns : 0;
+    int heard = peer->heard;
+    peer->heard = 1;
     int released_n = udp_swin_ack(&peer->sw, h.ack, h.sack, now, released, &c);
+    if (waited && peer->sw.last_progress_ns == now && waited > p->silence_max[heard])
+        p->silence_max[heard] = waited;
     if (released_n >= 0 && h.tsecr) {
         uint32_t rtt_us = udp_ts(now) - h.tsecr;
         if (rtt_us < 60000000u) { /* else a stale or bogus echo */
             udp_swin_echo(&peer->sw, now - (uint64_t)rtt_us * 1000);
             udp_swin_rtt(&peer->sw, (uint64_t)rtt_us * 1000);
+            p->rto_hint = udp_rtt_feed(&p->srtt, &p->rttvar, (uint64_t)rtt_us * 1000);
         }
     }
     if (released_n > 0 && peer->sw.in_recovery) {
@@ -175,13 +187,38 @@ static void datagram_in(struct cor_rport *p, const uint8_t *buf, size_t n,
     if (h.type == UDP_T_DATA) data_in(p, peer, &h, buf + UDP_HDR_LEN, now);
 }
 
+/* Datagrams of ours that hosts refused: the port they went to is closed, so the peer's
+ * process is gone (a slow or stopped one still has its port and says nothing). A peer that
+ * has data in flight and stays silent UDP_REFUSED_GRACE_NS after a refusal is given up then,
+ * without waiting out the dead time (run_timers). The grace lets two domains that finalize
+ * together close their ports in peace (the last control frame of one may find the other's
+ * port just closed), and an acknowledgement that still comes (a forged ICMP error) cancels
+ * it. Only a refusal naming a session member at the address add_peer gave counts. */
+static void refusals_in(struct cor_rport *p, const struct udp_refusal *rf, int n, uint64_t now)
+{
+    for (int i = 0; i < n; i++) {
+        uint64_t cookie;
+        uint32_t src, dst;
+        if (udp_wire_peek(rf[i].head, rf[i].len, &cookie, &src, &dst) != UDP_W_OK ||
+            cookie != p->base.cookie || src != p->base.self || dst >= p->base.npeers)
+            continue;
+        const struct udp_dest *d = &p->dests[dst];
+        struct udp_peer *peer = p->peers[dst];
+        if (d->state != UDP_PEER_UP || rf[i].to.sin_addr.s_addr != d->sa.sin_addr.s_addr ||
+            rf[i].to.sin_port != d->sa.sin_port || !peer || peer->refused_ns)
+            continue;
+        peer->refused_ns = now;
+        udp_timer_at(p, now + UDP_REFUSED_GRACE_NS);
+    }
+}
+
 /* Peers heard from in this batch: send what the opened window allows, then owed acks. */
 static void after_batch(struct cor_rport *p, uint64_t now)
 {
     for (uint32_t i = 0; i < p->ntouched; i++) {
-        struct udp_peer *peer = &p->peers[p->touched[i]];
+        struct udp_peer *peer = p->peers[p->touched[i]];
         peer->touched = 0;
-        if (peer->state != UDP_PEER_UP) continue;
+        if (peer->dest->state != UDP_PEER_UP) continue;
         udp_pump(p, peer, now);
         if (peer->ack_owed && (peer->ack_now || peer->ack_owed >= p->k.ack_every))
             udp_send_ack(p, peer, now);
@@ -190,34 +227,49 @@ static void after_batch(struct cor_rport *p, uint64_t now)
     p->ntouched = 0;
 }
 
-/* Timers: retransmission, dead peers, delayed acks, held datagrams. Recomputes timer_ns. */
-static void run_timers(struct cor_rport *p, uint64_t now)
+/* Timers: retransmission, dead peers, delayed acks, held datagrams. Recomputes timer_ns.
+ * drained: the socket had nothing more to read, so a peer's acknowledgements cannot be
+ * waiting unread behind us (after this process was descheduled a while): only then is
+ * silence judged. */
+static void run_timers(struct cor_rport *p, uint64_t now, int drained)
 {
     uint64_t next = UINT64_MAX;
     udp_sock_release(&p->sock, now);
     for (uint32_t i = 0; i < p->nactive; i++) {
-        struct udp_peer *peer = &p->peers[p->active[i]];
-        if (peer->state != UDP_PEER_UP) continue;
+        struct udp_peer *peer = p->peers[p->active[i]];
+        if (peer->dest->state != UDP_PEER_UP) continue;
         struct udp_swin *sw = &peer->sw;
-        if (udp_swin_dead(sw, now, p->k.dead_ns)) {
-            udp_log("peer %u acknowledged nothing for %llu ms: giving up", peer->rank,
-                    (unsigned long long)(p->k.dead_ns / 1000000));
-            udp_fail_peer(p, peer, COR_ETIMEDOUT); /* silent: the core reports it lost */
+        uint64_t dead_ns = p->k.dead_ns;
+        if (peer->refused_ns && sw->last_progress_ns > peer->refused_ns) peer->refused_ns = 0;
+        if (drained && peer->refused_ns && udp_swin_inflight(sw) &&
+            now - peer->refused_ns >= UDP_REFUSED_GRACE_NS) {
+            udp_log("peer %u's port is closed (its process ended): giving up", peer->rank);
+            udp_fail_peer(p, peer->rank, COR_EPEERDEAD);
+            continue;
+        }
+        /* Silence alone: a peer whose process ended is refused by its host (above) */
+        if (drained && udp_swin_dead(sw, now, dead_ns)) {
+            udp_log("peer %u acknowledged nothing for %llu ms%s: giving up", peer->rank,
+                    (unsigned long long)(dead_ns / 1000000),
+                    peer->heard ? "" : " (it never answered)");
+            udp_fail_peer(p, peer->rank, COR_ETIMEDOUT); /* silent: the core reports it lost */
             continue;
         }
         uint32_t seqs[UDP_RESEND_MAX];
         int k = udp_swin_timeout(sw, now, seqs, UDP_RESEND_MAX);
+        if (k) udp_swin_rto_hint(sw, p->rto_hint);
         if (k) {
             p->timeouts++;
             udp_resend(p, peer, seqs, k, now);
         }
         if (peer->unsent) udp_pump(p, peer, now);
         if (peer->ack_owed && peer->ack_due && now >= peer->ack_due) udp_send_ack(p, peer, now);
-        uint64_t t[4] = {udp_swin_deadline(sw),
-                         udp_swin_inflight(sw) ? sw->last_progress_ns + p->k.dead_ns : 0,
+        uint64_t t[5] = {udp_swin_deadline(sw),
+                         udp_swin_inflight(sw) ? sw->last_progress_ns + dead_ns : 0,
                          peer->ack_owed ? (peer->ack_due ? peer->ack_due : now + 100000) : 0,
-                         peer->unsent && !udp_swin_inflight(sw) ? now + 100000 : 0};
-        for (int j = 0; j < 4; j++)
+                         peer->unsent && !udp_swin_inflight(sw) ? now + 100000 : 0,
+                         peer->refused_ns ? peer->refused_ns + UDP_REFUSED_GRACE_NS : 0};
+        for (int j = 0; j < 5; j++)
             if (t[j] && t[j] < next) next = t[j];
     }
     uint64_t held = udp_sock_held_due(&p->sock);
@@ -252,9 +304,11 @@ int udp_op_progress(struct cor_rport *p)
             p->rx_msg[i].msg_hdr.msg_flags = 0;
         }
         int n = udp_sock_recv(&p->sock, p->rx_msg, batch);
+        struct udp_refusal rf[UDP_REFUSALS_MAX];
+        int nrf = udp_sock_refused(&p->sock, rf, UDP_REFUSALS_MAX);
         uint64_t now = rutil_now_ns();
         int timers = now >= __atomic_load_n(&p->timer_ns, __ATOMIC_RELAXED);
-        if (n <= 0 && !timers) break;
+        if (n <= 0 && !timers && !nrf) break;
         pthread_mutex_lock(&p->lock);
         if (p->base.closing) {
             pthread_mutex_unlock(&p->lock);
@@ -264,7 +318,8 @@ int udp_op_progress(struct cor_rport *p)
             datagram_in(p, p->rx_iov[i].iov_base, p->rx_msg[i].msg_len, &p->rx_from[i],
                         !!(p->rx_msg[i].msg_hdr.msg_flags & MSG_TRUNC), now);
         after_batch(p, now);
-        if (timers) run_timers(p, now);
+        refusals_in(p, rf, nrf, now);
+        if (timers) run_timers(p, now, n < (int)batch);
         struct rutil_done *done = rutil_done_take(&p->base);
         uint32_t nfl = rutil_fails_take(&p->base.fails);
         pthread_mutex_unlock(&p->lock);

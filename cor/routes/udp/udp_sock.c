@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/errqueue.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,13 @@ int udp_sock_open(struct udp_sock *s, const char *ip, int sndbuf, int rcvbuf)
     }
     set_buf(s->fd, SO_SNDBUFFORCE, SO_SNDBUF, sndbuf, "SO_SNDBUF");
     set_buf(s->fd, SO_RCVBUFFORCE, SO_RCVBUF, rcvbuf, "SO_RCVBUF");
+    /* Without it an unconnected socket hears of no ICMP error: a dead peer and a slow one
+     * would look the same. */
+    int one = 1;
+    if (setsockopt(s->fd, IPPROTO_IP, IP_RECVERR, &one, sizeof(one)) != 0)
+        udp_log("setsockopt(IP_RECVERR): %s (dead peers are noticed by silence only)",
+                strerror(errno));
+    atomic_store(&s->refused_pending, 0);
     memset(&s->local, 0, sizeof(s->local));
     s->local.sin_family = AF_INET;
     if (inet_pton(AF_INET, ip, &s->local.sin_addr) != 1) {
@@ -86,6 +94,12 @@ static int send_raw(struct udp_sock *s, struct mmsghdr *m, unsigned n)
             continue;
         }
         int e = r < 0 ? errno : EAGAIN;
+        if (e == ECONNREFUSED) {
+            /* An earlier datagram was refused (the error is now read, nothing was sent):
+             * note it for progress() and send this one again. */
+            atomic_store(&s->refused_pending, 1);
+            continue;
+        }
         if (soft_error(e)) break;
         /* A hard error (unreachable network...) loses this datagram; retransmission and the
          * dead-peer timeout deal with it. */
@@ -172,6 +186,58 @@ int udp_sock_recv(struct udp_sock *s, struct mmsghdr *m, unsigned n)
     int r = recvmmsg(s->fd, m, n, MSG_DONTWAIT, NULL);
     if (r >= 0) return r;
     int e = errno;
-    if (soft_error(e) || e == ECONNREFUSED) return 0;
+    if (e == ECONNREFUSED) {
+        atomic_store(&s->refused_pending, 1);
+        return 0;
+    }
+    if (soft_error(e)) return 0;
     return -e;
+}
+
+int udp_sock_refused(struct udp_sock *s, struct udp_refusal *out, int max)
+{
+    if (!atomic_exchange(&s->refused_pending, 0)) return 0;
+    int k = 0;
+    /* Bounded: the queue holds what ICMP brought since the last look; more than this many
+     * is read on the next round (the flag is set again). */
+    for (int i = 0; i < 256; i++) {
+        struct sockaddr_in to;
+        uint8_t head[64];
+        union {
+            char buf[CMSG_SPACE(sizeof(struct sock_extended_err) + sizeof(struct sockaddr_in))];
+            struct cmsghdr align;
+        } ctl;
+        struct iovec iov = {head, sizeof(head)};
+        struct msghdr mh = {.msg_name = &to,
+                            .msg_namelen = sizeof(to),
+                            .msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = ctl.buf,
+                            .msg_controllen = sizeof(ctl.buf)};
+        ssize_t r = recvmsg(s->fd, &mh, MSG_ERRQUEUE | MSG_DONTWAIT);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return k; /* EAGAIN: the queue is empty */
+        }
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+            if (c->cmsg_level != IPPROTO_IP || c->cmsg_type != IP_RECVERR) continue;
+            struct sock_extended_err ee;
+            memcpy(&ee, CMSG_DATA(c), sizeof(ee));
+            /* Port unreachable from ICMP; a local error or another ICMP type says nothing
+             * about the process at the other end. */
+            if (ee.ee_origin != SO_EE_ORIGIN_ICMP || ee.ee_type != 3 || ee.ee_code != 3 ||
+                mh.msg_namelen < sizeof(to) || to.sin_family != AF_INET || k == max)
+                continue;
+            out[k].to = to;
+            out[k].len = (size_t)r < sizeof(head) ? (size_t)r : sizeof(head);
+            memcpy(out[k].head, head, out[k].len);
+            k++;
+        }
+        if (k == max) {
+            atomic_store(&s->refused_pending, 1); /* the rest next time */
+            return k;
+        }
+    }
+    atomic_store(&s->refused_pending, 1);
+    return k;
 }

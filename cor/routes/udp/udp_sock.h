@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #endif
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -26,9 +27,23 @@ struct udp_sock {
     struct udp_faults faults;
     struct udp_held *held_head, *held_tail; /* FIFO, oldest due first; port lock */
     int logged_error;                       /* hard send errors are logged once */
+    /* A send or receive reported ECONNREFUSED: ICMP errors wait in the error queue
+     * (udp_sock_refused reads them). Set under the port lock or by progress(). */
+    _Atomic int refused_pending;
 };
 
-/* Opens a socket bound to ip (dotted quad) with a kernel-chosen port; 0 or -errno. */
+/* A datagram of ours that a host refused: "port unreachable", the port it went to is closed
+ * (the process that had it ended). `to` is where it went, `head` its first bytes (our
+ * header, as sent), `len` how many of them came back. */
+struct udp_refusal {
+    struct sockaddr_in to;
+    uint8_t head[64];
+    size_t len;
+};
+
+/* Opens a socket bound to ip (dotted quad) with a kernel-chosen port; 0 or -errno. The
+ * socket asks for ICMP errors (IP_RECVERR), so that a peer whose process is gone (its port
+ * closed) is told from one that is only slow (docs/scale.md). */
 int udp_sock_open(struct udp_sock *s, const char *ip, int sndbuf, int rcvbuf);
 void udp_sock_close(struct udp_sock *s);
 /* Sends the first n messages (faults applied); returns how many the kernel accepted, counting
@@ -40,6 +55,10 @@ void udp_sock_release(struct udp_sock *s, uint64_t now);
 uint64_t udp_sock_held_due(const struct udp_sock *s);
 /* Receives up to n datagrams without blocking; returns the count (0 = none) or -errno. */
 int udp_sock_recv(struct udp_sock *s, struct mmsghdr *m, unsigned n);
+/* When an ICMP error was reported: reads the error queue, writes up to max "port
+ * unreachable" refusals to out and returns their count (others are read and ignored). 0 at
+ * once when nothing was reported. Only from progress(). */
+int udp_sock_refused(struct udp_sock *s, struct udp_refusal *out, int max);
 
 /* Address selection. hint: "loopback", "auto" or a dotted quad. Writes the IP to bind
  * (ip[16]) and the largest datagram that needs no IP fragmentation on that interface

@@ -80,8 +80,8 @@ static void acked(struct udp_peer *peer)
 static void set_msg(struct cor_rport *p, unsigned k, struct udp_peer *peer, int niov)
 {
     struct msghdr *mh = &p->tx_msg[k].msg_hdr;
-    mh->msg_name = &peer->sa;
-    mh->msg_namelen = sizeof(peer->sa);
+    mh->msg_name = &peer->dest->sa;
+    mh->msg_namelen = sizeof(peer->dest->sa);
     mh->msg_iov = p->tx_iov[k];
     mh->msg_iovlen = (size_t)niov;
     mh->msg_control = NULL;
@@ -92,10 +92,12 @@ static void set_msg(struct cor_rport *p, unsigned k, struct udp_peer *peer, int 
 void udp_pump(struct cor_rport *p, struct udp_peer *peer, uint64_t now)
 {
     struct udp_swin *sw = &peer->sw;
-    uint32_t payload_max = peer->dgram - UDP_HDR_LEN;
-    while (peer->state == UDP_PEER_UP && peer->unsent) {
+    uint32_t payload_max = peer->dest->dgram - UDP_HDR_LEN;
+    while (peer->dest->state == UDP_PEER_UP && peer->unsent) {
         uint32_t room = udp_swin_room(sw);
         if (room > UDP_BATCH_MAX) room = UDP_BATCH_MAX;
+        /* The ring grows here, before sending, so every datagram sent gets its slot. */
+        room = udp_swin_reserve(sw, room);
         struct udp_hdr h;
         fill_hdr(p, peer, &h, UDP_T_DATA, now);
         struct udp_frame *f = peer->unsent;
@@ -212,17 +214,21 @@ void udp_peer_flush(struct cor_rport *p, struct udp_peer *peer, int status)
     peer->nframes = 0;
 }
 
-void udp_fail_peer(struct cor_rport *p, struct udp_peer *peer, int err)
+void udp_fail_peer(struct cor_rport *p, cor_peer_t rank, int err)
 {
-    if (peer->state != UDP_PEER_UP) return;
-    peer->state = UDP_PEER_DEAD;
-    udp_peer_flush(p, peer, COR_EPEERDEAD);
-    /* Nothing more will be sent or delivered: free the windows' memory now. */
-    udp_swin_free(&peer->sw);
-    udp_rwin_free(&peer->rw);
-    udp_reasm_reset(&peer->ra);
-    acked(peer);
-    rutil_fails_push(&p->base.fails, peer->rank, err);
+    struct udp_dest *d = &p->dests[rank];
+    if (d->state != UDP_PEER_UP) return;
+    d->state = UDP_PEER_DEAD;
+    struct udp_peer *peer = p->peers[rank];
+    if (peer) {
+        udp_peer_flush(p, peer, COR_EPEERDEAD);
+        /* Nothing more will be sent or delivered: free the windows' memory now. */
+        udp_swin_free(&peer->sw);
+        udp_rwin_free(&peer->rw);
+        udp_reasm_reset(&peer->ra);
+        acked(peer);
+    }
+    rutil_fails_push(&p->base.fails, rank, err);
 }
 
 int udp_done_run(struct cor_rport *p, struct rutil_done *list)
@@ -264,14 +270,17 @@ int udp_op_send(struct cor_rport *p, cor_peer_t rank, const struct iovec *iov, i
         pieces++;
     }
     pthread_mutex_lock(&p->lock);
-    struct udp_peer *peer = &p->peers[rank];
+    int state = p->dests[rank].state;
+    struct udp_peer *peer = NULL;
     int rc = COR_OK;
     if (p->base.closing)
         rc = COR_ECLOSED;
-    else if (peer->state == UDP_PEER_NONE)
+    else if (state == UDP_PEER_NONE)
         rc = COR_EINVAL;
-    else if (peer->state == UDP_PEER_DEAD)
+    else if (state == UDP_PEER_DEAD)
         rc = COR_EPEERDEAD;
+    else if (!(peer = udp_peer_get(p, rank))) /* the first frame to this peer */
+        rc = COR_ENOMEM;
     else if (peer->nframes >= p->k.queue_frames ||
              (peer->unsent && peer->queued_bytes + total > p->k.queue_bytes))
         rc = COR_EAGAIN;

@@ -15,13 +15,15 @@ static int pow2(uint32_t n)
     return n >= 2 && n <= 65536 && (n & (n - 1)) == 0;
 }
 
-int udp_swin_init(struct udp_swin *sw, uint32_t size, uint64_t rto_init, uint64_t rto_min,
+int udp_swin_init(struct udp_swin *sw, uint32_t limit, uint64_t rto_init, uint64_t rto_min,
                   uint64_t rto_max)
 {
     memset(sw, 0, sizeof(*sw));
-    if (!pow2(size) || rto_min == 0 || rto_min > rto_max) return -1;
+    if (!pow2(limit) || rto_min == 0 || rto_min > rto_max) return -1;
+    uint32_t size = limit < UDP_SWIN_FIRST ? limit : UDP_SWIN_FIRST;
     sw->slot = calloc(size, sizeof(*sw->slot));
     if (!sw->slot) return -1;
+    sw->limit = limit;
     sw->size = size;
     sw->mask = size - 1;
     sw->rto_min = rto_min;
@@ -42,10 +44,35 @@ struct udp_sslot *udp_swin_at(struct udp_swin *sw, uint32_t seq)
     return &sw->slot[seq & sw->mask];
 }
 
+/* Doubles the ring (up to limit), keeping every in-flight slot at its seq's new index.
+ * Returns 0, or -1 when it is as large as it may be or memory ran out (nothing changed). */
+static int swin_grow(struct udp_swin *sw)
+{
+    if (sw->size >= sw->limit) return -1;
+    uint32_t size = sw->size * 2;
+    struct udp_sslot *slot = calloc(size, sizeof(*slot));
+    if (!slot) return -1;
+    for (uint32_t seq = sw->una; seq != sw->nxt; seq++)
+        slot[seq & (size - 1)] = sw->slot[seq & sw->mask];
+    free(sw->slot);
+    sw->slot = slot;
+    sw->size = size;
+    sw->mask = size - 1;
+    return 0;
+}
+
+uint32_t udp_swin_reserve(struct udp_swin *sw, uint32_t want)
+{
+    while (sw->size - udp_swin_inflight(sw) < want && swin_grow(sw) == 0)
+        ;
+    uint32_t fit = sw->size - udp_swin_inflight(sw);
+    return fit < want ? fit : want;
+}
+
 struct udp_sslot *udp_swin_add(struct udp_swin *sw, void *frame, uint32_t off, uint32_t len,
                                int last, uint64_t now)
 {
-    if (udp_swin_room(sw) == 0) return NULL;
+    if (udp_swin_room(sw) == 0 || udp_swin_reserve(sw, 1) == 0) return NULL;
     if (udp_swin_inflight(sw) == 0)
         sw->last_progress_ns = now; /* the dead-peer clock starts with the first datagram */
     struct udp_sslot *s = &sw->slot[sw->nxt & sw->mask];
@@ -65,21 +92,33 @@ void udp_swin_resent(struct udp_swin *sw, uint32_t seq, uint64_t now)
     sw->retransmits++;
 }
 
+uint64_t udp_rtt_feed(uint64_t *srtt, uint64_t *rttvar, uint64_t r)
+{
+    if (*srtt == 0) {
+        *srtt = r ? r : 1;
+        *rttvar = r / 2;
+    } else {
+        uint64_t err = *srtt > r ? *srtt - r : r - *srtt;
+        *rttvar = (3 * *rttvar + err) / 4;
+        *srtt = (7 * *srtt + r) / 8;
+        if (*srtt == 0) *srtt = 1;
+    }
+    uint64_t var = 4 * *rttvar;
+    if (var < UDP_RTO_VAR_MIN_NS) var = UDP_RTO_VAR_MIN_NS;
+    return *srtt + var;
+}
+
 void udp_swin_rtt(struct udp_swin *sw, uint64_t r)
 {
-    if (sw->srtt == 0) {
-        sw->srtt = r ? r : 1;
-        sw->rttvar = r / 2;
-    } else {
-        uint64_t err = sw->srtt > r ? sw->srtt - r : r - sw->srtt;
-        sw->rttvar = (3 * sw->rttvar + err) / 4;
-        sw->srtt = (7 * sw->srtt + r) / 8;
-        if (sw->srtt == 0) sw->srtt = 1;
-    }
-    uint64_t var = 4 * sw->rttvar;
-    if (var < UDP_RTO_VAR_MIN_NS) var = UDP_RTO_VAR_MIN_NS;
-    uint64_t rto = sw->srtt + var;
+    uint64_t rto = udp_rtt_feed(&sw->srtt, &sw->rttvar, r);
     sw->rto = rto < sw->rto_min ? sw->rto_min : rto > sw->rto_max ? sw->rto_max : rto;
+}
+
+void udp_swin_rto_hint(struct udp_swin *sw, uint64_t rto)
+{
+    if (sw->srtt) return; /* its own samples know better */
+    if (rto > sw->rto_max) rto = sw->rto_max;
+    if (rto > sw->rto) sw->rto = rto;
 }
 
 int udp_swin_ack(struct udp_swin *sw, uint32_t ack, uint64_t sack, uint64_t now,
@@ -186,25 +225,31 @@ int udp_swin_dead(const struct udp_swin *sw, uint64_t now, uint64_t dead_ns)
            now - sw->last_progress_ns >= dead_ns;
 }
 
-int udp_rwin_init(struct udp_rwin *rw, uint32_t size, size_t max_bytes)
+int udp_rwin_init(struct udp_rwin *rw, uint32_t limit, size_t max_bytes)
 {
     memset(rw, 0, sizeof(*rw));
-    if (!pow2(size)) return -1;
-    rw->slot = calloc(size, sizeof(*rw->slot));
-    if (!rw->slot) return -1;
-    rw->size = size;
-    rw->mask = size - 1;
+    if (!pow2(limit)) return -1;
+    rw->limit = limit;
     rw->max_bytes = max_bytes;
     return 0;
 }
 
 void udp_rwin_free(struct udp_rwin *rw)
 {
-    if (rw->slot)
-        for (uint32_t i = 0; i < rw->size; i++)
-            free(rw->slot[i].data);
+    for (uint32_t i = 0; i < rw->size; i++)
+        if (rw->slot[i]) {
+            free(rw->slot[i]->data);
+            free(rw->slot[i]);
+        }
     free(rw->slot);
     memset(rw, 0, sizeof(*rw));
+}
+
+/* What the ring holds for seq (0 < seq - next < limit), or NULL. */
+static struct udp_rslot *rwin_at(const struct udp_rwin *rw, uint32_t seq)
+{
+    if (rw->stored == 0 || (uint32_t)udp_seq_diff(seq, rw->next) >= rw->size) return NULL;
+    return rw->slot[seq & rw->mask];
 }
 
 int udp_rwin_classify(const struct udp_rwin *rw, uint32_t seq)
@@ -212,21 +257,45 @@ int udp_rwin_classify(const struct udp_rwin *rw, uint32_t seq)
     int32_t d = udp_seq_diff(seq, rw->next);
     if (d < 0) return UDP_RX_DUP;
     if (d == 0) return UDP_RX_NEXT;
-    if ((uint32_t)d >= rw->size) return UDP_RX_BEYOND;
-    return rw->slot[seq & rw->mask].present ? UDP_RX_DUP : UDP_RX_STORE;
+    if ((uint32_t)d >= rw->limit) return UDP_RX_BEYOND;
+    return rwin_at(rw, seq) ? UDP_RX_DUP : UDP_RX_STORE;
+}
+
+/* Makes the ring large enough for seq next + d (d < limit), moving what it holds. */
+static int rwin_fit(struct udp_rwin *rw, uint32_t d)
+{
+    if (d < rw->size) return 0;
+    uint32_t size = rw->size ? rw->size : UDP_RWIN_FIRST;
+    while (size <= d)
+        size *= 2;
+    if (size > rw->limit) size = rw->limit;
+    struct udp_rslot **slot = calloc(size, sizeof(*slot));
+    if (!slot) return -1;
+    for (uint32_t i = 0; i < rw->size; i++)
+        if (rw->slot[i]) slot[rw->slot[i]->hdr.seq & (size - 1)] = rw->slot[i];
+    free(rw->slot);
+    rw->slot = slot;
+    rw->size = size;
+    rw->mask = size - 1;
+    return 0;
 }
 
 int udp_rwin_store(struct udp_rwin *rw, const struct udp_hdr *h, const uint8_t *payload)
 {
     if (udp_rwin_classify(rw, h->seq) != UDP_RX_STORE) return -1;
     if (rw->stored_bytes + h->len > rw->max_bytes) return -1;
+    if (rwin_fit(rw, (uint32_t)udp_seq_diff(h->seq, rw->next)) != 0) return -1;
+    struct udp_rslot *s = malloc(sizeof(*s));
     uint8_t *copy = malloc(h->len ? h->len : 1);
-    if (!copy) return -1;
+    if (!s || !copy) {
+        free(s);
+        free(copy);
+        return -1;
+    }
     if (h->len) memcpy(copy, payload, h->len);
-    struct udp_rslot *s = &rw->slot[h->seq & rw->mask];
     s->data = copy;
     s->hdr = *h;
-    s->present = 1;
+    rw->slot[h->seq & rw->mask] = s;
     rw->stored++;
     rw->stored_bytes += h->len;
     return 0;
@@ -234,19 +303,19 @@ int udp_rwin_store(struct udp_rwin *rw, const struct udp_hdr *h, const uint8_t *
 
 struct udp_rslot *udp_rwin_ready(struct udp_rwin *rw)
 {
-    struct udp_rslot *s = &rw->slot[rw->next & rw->mask];
-    return s->present ? s : NULL;
+    return rw->stored ? rw->slot[rw->next & rw->mask] : NULL;
 }
 
 uint8_t *udp_rwin_advance(struct udp_rwin *rw)
 {
-    struct udp_rslot *s = &rw->slot[rw->next & rw->mask];
     uint8_t *data = NULL;
-    if (s->present) {
+    struct udp_rslot *s = udp_rwin_ready(rw);
+    if (s) {
         data = s->data;
         rw->stored--;
         rw->stored_bytes -= s->hdr.len;
-        memset(s, 0, sizeof(*s));
+        rw->slot[rw->next & rw->mask] = NULL;
+        free(s);
     }
     rw->next++;
     return data;
@@ -258,6 +327,6 @@ uint64_t udp_rwin_sack(const struct udp_rwin *rw)
     if (rw->stored == 0) return 0;
     uint32_t span = rw->size - 1 < 64 ? rw->size - 1 : 64;
     for (uint32_t i = 0; i < span; i++)
-        if (rw->slot[(rw->next + 1 + i) & rw->mask].present) bits |= 1ull << i;
+        if (rw->slot[(rw->next + 1 + i) & rw->mask]) bits |= 1ull << i;
     return bits;
 }

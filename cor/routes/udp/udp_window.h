@@ -1,6 +1,6 @@
 /*
  * Per-peer sliding windows of CoRudpRoute, pure logic (no sockets, no locks, time passed in
- * as nanoseconds). The caller (udp_peer.c) holds the port lock around every call.
+ * as nanoseconds). The caller (udp_tx.c, udp_rx.c) holds the port lock around every call.
  *
  * Send window: datagrams [una, nxt) are in flight; each slot remembers its fragment, when it
  * was last sent and whether the peer acknowledged it selectively. Acknowledgements are
@@ -10,8 +10,14 @@
  * behind a hole give true samples), doubles on each timeout, and stays within
  * [rto_min, rto_max].
  *
- * Receive window: the next expected seq plus room for `size` datagrams that arrived early;
+ * Receive window: the next expected seq plus room for `limit` datagrams that arrived early;
  * duplicates and datagrams beyond the window are recognised so they can be dropped.
+ *
+ * Both grow with use, so that a peer costs little until it is busy (docs/scale.md): the send
+ * window's ring starts at UDP_SWIN_FIRST slots and doubles when the datagrams in flight fill
+ * it, up to `limit` (COR_UDP_WINDOW); the receive window has no ring at all while datagrams
+ * arrive in order (the common case), and one as large as the farthest early datagram needs
+ * (a power of two, at least UDP_RWIN_FIRST, at most `limit`) once one must be kept.
  */
 #ifndef UDP_WINDOW_H
 #define UDP_WINDOW_H
@@ -20,6 +26,10 @@
 #include <stdint.h>
 
 #include "udp_wire.h"
+
+/* Slots a send window starts with, and the smallest ring a receive window makes. */
+#define UDP_SWIN_FIRST 16
+#define UDP_RWIN_FIRST 16
 
 struct udp_sslot {
     void *frame;       /* owning frame record (opaque here) */
@@ -31,8 +41,9 @@ struct udp_sslot {
 };
 
 struct udp_swin {
-    uint32_t una, nxt; /* oldest unacknowledged, next to assign */
-    uint32_t size, mask;
+    uint32_t una, nxt;   /* oldest unacknowledged, next to assign */
+    uint32_t limit;      /* datagrams in flight at most */
+    uint32_t size, mask; /* slots allocated now (a power of two <= limit) */
     struct udp_sslot *slot;
     size_t bytes;          /* payload bytes in flight */
     uint64_t srtt, rttvar; /* ns; srtt == 0: no sample yet */
@@ -46,8 +57,8 @@ struct udp_swin {
     uint64_t retransmits;
 };
 
-/* size: power of two, 2..65536. Returns 0 or -1 (bad size / out of memory). */
-int udp_swin_init(struct udp_swin *sw, uint32_t size, uint64_t rto_init, uint64_t rto_min,
+/* limit: power of two, 2..65536. Returns 0 or -1 (bad limit / out of memory). */
+int udp_swin_init(struct udp_swin *sw, uint32_t limit, uint64_t rto_init, uint64_t rto_min,
                   uint64_t rto_max);
 void udp_swin_free(struct udp_swin *sw);
 static inline uint32_t udp_swin_inflight(const struct udp_swin *sw)
@@ -56,11 +67,16 @@ static inline uint32_t udp_swin_inflight(const struct udp_swin *sw)
 }
 static inline uint32_t udp_swin_room(const struct udp_swin *sw)
 {
-    return sw->size - udp_swin_inflight(sw);
+    return sw->limit - udp_swin_inflight(sw);
 }
+/* Makes room in the ring for `want` more datagrams (want <= room), growing it; returns how
+ * many fit now: want, or fewer when memory ran out (at least one whenever the ring is not
+ * full). Call before sending what udp_swin_add will record. */
+uint32_t udp_swin_reserve(struct udp_swin *sw, uint32_t want);
 /* The slot of an in-flight seq, or NULL. */
 struct udp_sslot *udp_swin_at(struct udp_swin *sw, uint32_t seq);
-/* Takes seq nxt for a fragment sent at `now`; NULL when the window is full. */
+/* Takes seq nxt for a fragment sent at `now`; NULL when the window is full (or the ring is
+ * and cannot grow: see udp_swin_reserve). */
 struct udp_sslot *udp_swin_add(struct udp_swin *sw, void *frame, uint32_t off, uint32_t len,
                                int last, uint64_t now);
 /* Records a retransmission of seq at `now`. */
@@ -91,17 +107,25 @@ void udp_swin_echo(struct udp_swin *sw, uint64_t sent_ns);
 int udp_swin_dead(const struct udp_swin *sw, uint64_t now, uint64_t dead_ns);
 /* Feeds one round-trip sample (ns) to the estimator. */
 void udp_swin_rtt(struct udp_swin *sw, uint64_t sample);
+/* The estimator itself (RFC 6298's smoothing, srtt == 0: no sample yet): feeds a sample and
+ * returns srtt + 4 rttvar (at least srtt + a floor), unbounded. */
+uint64_t udp_rtt_feed(uint64_t *srtt, uint64_t *rttvar, uint64_t sample);
+/* A window with no sample of its own yet takes the timeout its port measured toward the other
+ * peers, if longer (bounded by rto_max): a host too busy to answer within 10 ms answers no
+ * new peer faster, and every timeout before the first answer is a needless resend. */
+void udp_swin_rto_hint(struct udp_swin *sw, uint64_t rto);
 
+/* An early datagram kept by the receive window (allocated when stored). */
 struct udp_rslot {
-    uint8_t *data; /* malloc'd payload copy */
+    uint8_t *data; /* malloc'd payload copy; the caller may take it (set NULL) */
     struct udp_hdr hdr;
-    uint8_t present;
 };
 
 struct udp_rwin {
-    uint32_t next; /* next seq to deliver */
-    uint32_t size, mask;
-    struct udp_rslot *slot;
+    uint32_t next;                  /* next seq to deliver */
+    uint32_t limit;                 /* early datagrams are kept up to next + limit - 1 */
+    uint32_t size, mask;            /* ring size now: 0 (no ring) until the first early datagram */
+    struct udp_rslot **slot;        /* [size], NULL = nothing stored there */
     uint32_t stored;                /* early datagrams kept */
     size_t stored_bytes, max_bytes; /* their payload bytes, and the budget */
 };
@@ -113,7 +137,8 @@ enum udp_rx_class {
     UDP_RX_BEYOND, /* too far ahead: drop (the sender will resend) */
 };
 
-int udp_rwin_init(struct udp_rwin *rw, uint32_t size, size_t max_bytes);
+/* limit: power of two, 2..65536; allocates nothing. Returns 0 or -1 (bad limit). */
+int udp_rwin_init(struct udp_rwin *rw, uint32_t limit, size_t max_bytes);
 void udp_rwin_free(struct udp_rwin *rw); /* frees stored payloads too */
 int udp_rwin_classify(const struct udp_rwin *rw, uint32_t seq);
 /* Stores an early datagram (copies the payload). 0, or -1 when over budget / no memory. */

@@ -76,3 +76,13 @@ int udp_wire_parse(const uint8_t *buf, size_t n, size_t frame_max, struct udp_hd
     if (h->len == 0 && h->frame_len != 0) return UDP_W_FRAG;
     return UDP_W_OK;
 }
+
+int udp_wire_peek(const uint8_t *buf, size_t n, uint64_t *cookie, uint32_t *src, uint32_t *dst)
+{
+    if (!buf || n < UDP_HDR_LEN) return UDP_W_SHORT;
+    if (get32(buf) != UDP_WIRE_MAGIC || buf[4] != UDP_WIRE_VERSION) return UDP_W_MAGIC;
+    *cookie = get64(buf + 8);
+    *src = get32(buf + 16);
+    *dst = get32(buf + 20);
+    return UDP_W_OK;
+}

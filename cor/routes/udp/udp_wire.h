@@ -66,6 +66,10 @@ void udp_wire_put(uint8_t *out, const struct udp_hdr *h);
 /* Parses a datagram of n bytes; on UDP_W_OK *h is filled and the payload is buf+UDP_HDR_LEN. */
 int udp_wire_parse(const uint8_t *buf, size_t n, size_t frame_max, struct udp_hdr *h);
 
+/* The first bytes of a datagram (at least a header's worth; the rest may be cut off, as in
+ * what an ICMP error gives back): its cookie and ranks, if magic and version are ours. */
+int udp_wire_peek(const uint8_t *buf, size_t n, uint64_t *cookie, uint32_t *src, uint32_t *dst);
+
 /* Sequence-number arithmetic that survives wrap-around. */
 static inline int32_t udp_seq_diff(uint32_t a, uint32_t b)
 {
