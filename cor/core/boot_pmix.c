@@ -11,10 +11,16 @@
  *   (cor__boot_blob_encode; key "cor.addrs", PMIX_GLOBAL), commits, then one PMIx_Fence with
  *   PMIX_COLLECT_DATA; every get after it is answered from the local copy of the data. Slurm
  *   supports no publish/lookup, so put/fence/get is the one way that works under both.
- * - Barrier: PMIx_Fence without data, non-blocking, so that a domain that died or that our
- *   routes gave up (cor__boot_died, cor__boot_lost) ends the wait with COR_EPEERDEAD instead
- *   of leaving it hanging. A fence
- *   given up that way is never started again: after a loss every barrier fails at once.
+ * - Barrier: PMIx_Fence, non-blocking, so that a domain that died or that our routes gave up
+ *   (cor__boot_died, cor__boot_lost) ends the wait with COR_EPEERDEAD instead of leaving it
+ *   hanging. A fence given up that way is never started again: after a loss every barrier
+ *   fails at once. Under Slurm the barrier's fence collects data (PMIX_COLLECT_DATA, as the
+ *   exchange's does): Slurm's pmix plugin runs a fence with no data to collect over its "tree"
+ *   algorithm, and that one, with two nodes of two tasks (tests/hosts/slurm.sh), completed on
+ *   the second node as soon as its own tasks had entered, before any task of the first node
+ *   had (a barrier that let a home finalize while another domain still mapped its object);
+ *   a fence with data goes over its "ring", which waited for every task in every run.
+ *   mpirun's fence without data joins everyone and stays the cheaper one there.
  * - Deaths: the launchers report none to the survivors (Slurm and mpirun end the job when a
  *   task dies); the routes detect a dead peer and the core fails what was toward it. A
  *   survivor that never heard from the dead domain (no traffic to it) still enters the next
@@ -42,10 +48,12 @@
 #define LOSS_GRACE_S 2 /* how long a barrier waits for its fence once a domain is lost */
 
 struct pboot {
-    struct cor_boot base; /* rank, size, cookie: set at init, read-only after */
-    pmix_proc_t self;     /* our namespace and rank */
-    int local_size;       /* domains on our host (PMIX_LOCAL_SIZE) */
-    int local_rank;       /* our rank among them (PMIX_LOCAL_RANK) */
+    struct cor_boot base;  /* rank, size, cookie: set at init, read-only after */
+    pmix_proc_t self;      /* our namespace and rank */
+    int local_size;        /* domains on our host (PMIX_LOCAL_SIZE) */
+    int local_rank;        /* our rank among them (PMIX_LOCAL_RANK) */
+    bool barrier_collects; /* Slurm: barriers fence with PMIX_COLLECT_DATA (see the top) */
+    pmix_info_t collect;   /* that info; kept while a fence may still read it */
 
     pthread_mutex_t bmu; /* one barrier at a time */
 
@@ -73,11 +81,17 @@ static void plog(const struct pboot *b, const char *fmt, ...)
     cor__boot_log(b ? &b->base : NULL, "pmix", "%s", msg);
 }
 
-/* Who started us, for error messages: Slurm names its namespaces "slurm.pmix.<job>.<step>". */
-static const char *launcher_name(void)
+/* Slurm names its namespaces "slurm.pmix.<job>.<step>". */
+static bool under_slurm(void)
 {
     const char *ns = getenv("PMIX_NAMESPACE");
-    if (ns && strncmp(ns, "slurm.pmix.", 11) == 0) return "Slurm's srun --mpi=pmix";
+    return ns && strncmp(ns, "slurm.pmix.", 11) == 0;
+}
+
+/* Who started us, for error messages. */
+static const char *launcher_name(void)
+{
+    if (under_slurm()) return "Slurm's srun --mpi=pmix";
     if (getenv("OMPI_COMMAND") || getenv("OMPI_COMM_WORLD_SIZE") || getenv("OMPI_MCA_orte_hnp_uri"))
         return "Open MPI's mpirun";
     return "the PMIx launcher (srun --mpi=pmix or mpirun)";
@@ -133,6 +147,7 @@ static pmix_status_t fence(struct pboot *b, bool collect)
 
 static void pb_free(struct pboot *b)
 {
+    PMIX_INFO_DESTRUCT(&b->collect);
     pthread_mutex_destroy(&b->bmu);
     pthread_mutex_destroy(&b->mu);
     pthread_cond_destroy(&b->cv);
@@ -202,6 +217,8 @@ int cor__boot_pmix_init(struct cor_boot **bootp)
     pthread_condattr_destroy(&ca);
     b->base.ops = &pb_ops;
     b->base.rank = -1;
+    bool yes = true;
+    PMIX_INFO_LOAD(&b->collect, PMIX_COLLECT_DATA, &yes, PMIX_BOOL);
 
     pmix_status_t rc = PMIx_Init(&b->self, NULL, 0);
     if (rc != PMIX_SUCCESS) {
@@ -227,6 +244,7 @@ int cor__boot_pmix_init(struct cor_boot **bootp)
     if (get_uint(b, 0, PMIX_LOCAL_RANK, &lrank) || lrank >= lsize) lrank = 0;
     b->local_size = (int)lsize;
     b->local_rank = (int)lrank;
+    b->barrier_collects = under_slurm();
     b->lost = calloc(size, 1);
     if (!b->lost) goto fail;
     if (share_cookie(b)) goto fail;
@@ -326,7 +344,9 @@ static int pb_barrier(struct cor_boot *base)
     unsigned want = b->fences_done + 1;
     pthread_mutex_unlock(&b->mu);
     if (rc == COR_OK) {
-        pmix_status_t st = PMIx_Fence_nb(NULL, 0, NULL, 0, fence_done, b);
+        /* Slurm picks its fence algorithm by whether data is collected (see the top). */
+        pmix_status_t st = PMIx_Fence_nb(NULL, 0, b->barrier_collects ? &b->collect : NULL,
+                                         b->barrier_collects ? 1 : 0, fence_done, b);
         if (st != PMIX_SUCCESS) {
             plog(b, "barrier: PMIx_Fence_nb: %s", PMIx_Error_string(st));
             rc = COR_EBOOT;

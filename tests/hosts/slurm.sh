@@ -1,9 +1,10 @@
 #!/bin/sh
 # Slurm across namespace hosts: slurmctld on h0, one slurmd on each of h1 and h2 (each finds
 # its NodeName by its hostname; same port, its own spool, pid, log and TmpFS), and the CoR
-# workload (workload.sh) under `srun --mpi=pmix -N 2 -n 4` from h0: udp and gm exchanges,
-# the DSM, kill -9 of a domain on h2 (srun ends the step and names it). Skipped (77) where namespaces cannot be
-# made, Slurm is missing or CoR was built without PMIx.
+# workload (workload.sh) under `srun --mpi=pmix -N 2 -n 4` from h0: the bootstrap's barriers
+# (launch/pmix_check order), udp and gm exchanges, the DSM, kill -9 of a domain on h2 (srun
+# ends the step and names it). Skipped (77) where namespaces cannot be made, Slurm is missing
+# or CoR was built without PMIx.
 . "$(dirname "$0")/../proc/common.sh"
 . "$(dirname "$0")/lib.sh"
 for c in slurmctld slurmd srun sinfo; do
@@ -78,5 +79,11 @@ launch() {
 }
 KILLED_RE='(task 3: Killed|tasks? [0-9,-]*3[0-9,-]*: Killed)'
 WL_HOSTS="h1 h2"
+# The bootstrap's barrier alone: none returns before every domain entered it (Slurm's fence
+# without data returned on each node once its own tasks were in: cor/core/boot_pmix.c).
+say "srun: 10 bootstrap barriers, 4 domains on 2 hosts, each host late in turn"
+mkdir -p "$WORK/order"
+wl_step order 4 "$B/tests/launch/pmix_check" order "$WORK/order"
+wl_expect order 4 '^pmix_check\[[0-9]+\]: PASS'
 workload_run srun
 say "PASS"

@@ -8,6 +8,10 @@
  *                         the others tell the backend it died (as the core does when a route
  *                         reports it) while a thread waits in a barrier: the barrier returns
  *                         COR_EPEERDEAD at once, and so does the next one
+ *   pmix_check order DIR  ten barriers; before each, the ranks of one parity (one host of
+ *                         two, placed round robin) sleep 0.3 s, in turn, then every rank
+ *                         marks DIR/in.ROUND.RANK; after it, every rank's mark must be there:
+ *                         a barrier that returned before every rank entered fails this
  * Exit 0 = all checks passed; 1 = a check failed (the reason is printed); the last rank of
  * `died` exits 3.
  */
@@ -98,6 +102,28 @@ int main(int argc, char **argv)
         CHECK((rc = cor__boot_barrier(boot)) == COR_OK, "barrier 2 returned %d", rc);
         cor__boot_finish(boot);
         printf("pmix_check[%d]: PASS exchange of %d domains\n", rank, size);
+        return 0;
+    }
+    if (!strcmp(mode, "order")) {
+        CHECK(argc > 2, "usage: pmix_check order DIR");
+        char path[4096];
+        for (int k = 0; k < 10; k++) {
+            if (rank % 2 == k % 2) usleep(300000);
+            snprintf(path, sizeof path, "%s/in.%d.%d", argv[2], k, rank);
+            FILE *f = fopen(path, "w");
+            CHECK(f && fclose(f) == 0, "cannot create %s", path);
+            double t0 = now_s();
+            CHECK((rc = cor__boot_barrier(boot)) == COR_OK, "barrier %d returned %d", k, rc);
+            for (int r = 0; r < size; r++) {
+                snprintf(path, sizeof path, "%s/in.%d.%d", argv[2], k, r);
+                CHECK(access(path, F_OK) == 0,
+                      "barrier %d returned after %.3f s, before rank %d entered it", k,
+                      now_s() - t0, r);
+            }
+        }
+        cor__boot_finish(boot);
+        printf("pmix_check[%d]: PASS 10 barriers of %d domains, none left before all entered\n",
+               rank, size);
         return 0;
     }
     int victim = size - 1;

@@ -1,0 +1,123 @@
+/*
+ * burst: messages sent right at start-up, while the pair switches from PVM's path to the
+ * route, arrive complete and in order, both ways.
+ *
+ * The master spawns a worker (this program with "worker") and sends it numbered messages
+ * at once and on, a message every 200 us while the worker is still starting (not on the
+ * route yet: PVM's path), until the worker's first message arrives (the worker took the
+ * route and asked for the pair's switch); then `burst` more without a pause (across the
+ * switch) and an end marker carrying how many it sent. The worker sends `burst` numbered
+ * messages right after its enrolment, then takes the master's and checks number and order.
+ * Each side checks what it got; exit status 0 when all arrived, in order.
+ *
+ *   burst [count]      (default 500)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include <pvm3.h>
+
+#define TAG_SEQ 21
+#define TAG_END 22
+#define TAG_VERDICT 23
+#define MAX_WAIT_SENDS 50000 /* 200 us apart: at most 10 s for the worker to start */
+
+static int send_seq(int to, int seq)
+{
+    int hdr[2] = {seq, ~seq};
+    pvm_initsend(PvmDataDefault);
+    pvm_pkint(hdr, 2, 1);
+    return pvm_send(to, TAG_SEQ);
+}
+
+/* Takes messages from `from` until its end marker (or `expect` of them, if >= 0); returns
+ * the number of errors (wrong number, order or content). */
+static int take(int from, int expect, const char *who)
+{
+    int next = 0, errors = 0;
+    for (;;) {
+        int buf = pvm_recv(from, -1);
+        int bytes = 0, tag = 0, src = 0;
+        if (buf < 0 || pvm_bufinfo(buf, &bytes, &tag, &src) < 0) {
+            fprintf(stderr, "burst %s: receive failed (%d)\n", who, buf);
+            return errors + 1;
+        }
+        if (tag == TAG_END) {
+            int sent = -1;
+            pvm_upkint(&sent, 1, 1);
+            if (sent != next) {
+                fprintf(stderr, "burst %s: %d sent, %d received\n", who, sent, next);
+                errors++;
+            }
+            return errors;
+        }
+        int hdr[2] = {-1, 0};
+        if (tag != TAG_SEQ || pvm_upkint(hdr, 2, 1) < 0 || hdr[1] != ~hdr[0] || hdr[0] != next) {
+            if (errors++ < 5)
+                fprintf(stderr, "burst %s: message %d is #%d (tag %d)\n", who, next, hdr[0], tag);
+        }
+        next++;
+        if (expect >= 0 && next == expect) return errors;
+    }
+}
+
+static int worker(int master, int count)
+{
+    for (int i = 0; i < count; i++)
+        if (send_seq(master, i) < 0) return 1;
+    pvm_initsend(PvmDataDefault);
+    pvm_pkint(&count, 1, 1);
+    pvm_send(master, TAG_END);
+    int errors = take(master, -1, "worker");
+    pvm_initsend(PvmDataDefault);
+    pvm_pkint(&errors, 1, 1);
+    pvm_send(master, TAG_VERDICT);
+    return errors != 0;
+}
+
+int main(int argc, char **argv)
+{
+    int worker_mode = argc > 1 && argv[1][0] == 'w';
+    int count = atoi(argc > 1 + worker_mode ? argv[1 + worker_mode] : "500");
+    if (count < 1 || count > 1000000) {
+        fprintf(stderr, "burst: count must be 1..1000000\n");
+        return 2;
+    }
+    if (pvm_mytid() < 0) return 1;
+    if (worker_mode) {
+        int rc = worker(pvm_parent(), count);
+        pvm_exit();
+        return rc;
+    }
+    char n[16];
+    snprintf(n, sizeof n, "%d", count);
+    char *args[] = {"worker", n, NULL};
+    int tid = -1, sent = 0, rc = 1;
+    if (pvm_spawn("burst", args, PvmTaskDefault, "", 1, &tid) != 1 || tid < 0) {
+        fprintf(stderr, "burst: cannot spawn the worker (%d)\n", tid);
+        goto out;
+    }
+    /* While the worker starts: PVM's path. */
+    while (sent < MAX_WAIT_SENDS && pvm_probe(tid, TAG_SEQ) == 0) {
+        if (send_seq(tid, sent++) < 0) goto out;
+        nanosleep(&(struct timespec){0, 200000}, NULL);
+    }
+    int before = sent;
+    for (int i = 0; i < count; i++)
+        if (send_seq(tid, sent++) < 0) goto out;
+    pvm_initsend(PvmDataDefault);
+    pvm_pkint(&sent, 1, 1);
+    pvm_send(tid, TAG_END);
+    int errors = take(tid, -1, "master"), theirs = -1;
+    if (pvm_recv(tid, TAG_VERDICT) < 0 || pvm_upkint(&theirs, 1, 1) < 0) theirs = -1;
+    if (errors || theirs != 0) {
+        fprintf(stderr, "burst: master saw %d errors, the worker %d\n", errors, theirs);
+        goto out;
+    }
+    printf("burst: %d+%d to the worker and %d back, complete and in order\n", before, count, count);
+    rc = 0;
+out:
+    pvm_exit();
+    return rc;
+}

@@ -1,0 +1,57 @@
+#!/bin/bash
+# Order across the switch at start-up, both routes: tests/pvm/burst.c sends messages while
+# its worker is still starting (PVM's path), then a burst as the pair switches to the route,
+# and the worker a burst right after its enrolment; both sides check count and order. Each
+# route runs with the first message waiting for the handshake (the default) and without
+# (COR_PVM_CONNECT_MS=0: the worker's burst starts on PVM's path too). The counters must show
+# both paths used, a switch, and nothing dropped. Exit 0 pass, 1 fail, 77 skip.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/pvmlib.sh"
+NAME=burst
+BUILD=${COR_BUILDDIR:-$(cd "$HERE/../.." && pwd)/build}
+PROG=$BUILD/tests/pvm/burst
+say() { echo "$NAME: $*"; }
+fail() { say "FAIL: $*"; exit 1; }
+[ "$(id -u)" = 0 ] || { say "SKIP: not root"; exit 77; }
+pvm_available || { say "SKIP: $PVM_WHY"; exit 77; }
+[ -x "$PROG" ] || fail "$PROG not built"
+export COR_ROUTE_PATH=${COR_ROUTE_PATH:-$BUILD/cor/routes/udp/.libs:$BUILD/cor/routes/gm/.libs}
+count=500
+[ "${COR_TEST_SCALE:-}" = small ] && count=200
+
+EXTRA_EP=$(dirname "$PROG") pvm_vm_start || fail "cannot start a PVM virtual machine"
+exports=COR_PVM_ROUTE:COR_PVM_STATS:COR_ROUTE_PATH:COR_PVM_CONNECT_MS
+for v in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
+    [ -z "${!v:-}" ] || exports=$exports:$v
+done
+
+# Sums the counters over the master's output and what the worker logged.
+counters() { # FILE... -> "routed_sent pvm_sent switches dropped"
+    cat "$@" | grep -o 'routed sent [0-9]* .*dropped [0-9]*' |
+        awk '{for (i = 1; i < NF; i++) {
+                  if ($i == "routed" && $(i + 1) == "sent") r += $(i + 2)
+                  if ($i == "pvm" && $(i + 1) == "sent") p += $(i + 2)
+                  if ($i == "switch") s += $(i + 1)
+                  if ($i == "dropped") d += $(i + 1) } }
+             END {printf "%d %d %d %d", r, p, s, d}'
+}
+
+for route in myrinet udp; do
+    for wait_ms in 1000 0; do
+        off=$(pvm_log_size)
+        PVM_MASTER_TIMEOUT=90 pvm_run_master env COR_PVM_ROUTE=$route COR_PVM_STATS=1 \
+            COR_PVM_CONNECT_MS=$wait_ms PVM_EXPORT=$exports "$PROG" $count
+        pvm_log_since "$off" >"$PVM_WORK/$route.log"
+        grep -q "complete and in order" "$PVM_OUT" && [ "$PVM_RC" = 0 ] ||
+            { cat "$PVM_OUT" "$PVM_ERR" "$PVM_WORK/$route.log" | tail -40
+              fail "$route (connect wait $wait_ms ms): exit $PVM_RC"; }
+        read -r r p s d <<<"$(counters "$PVM_ERR" "$PVM_WORK/$route.log")"
+        [ "$r" -gt 0 ] && [ "$p" -gt 0 ] && [ "$s" -ge 1 ] && [ "$d" = 0 ] ||
+            { cat "$PVM_ERR" "$PVM_WORK/$route.log"
+              fail "$route: counters say routed sent $r, pvm sent $p, switches $s, dropped $d"; }
+        say "$route (connect wait $wait_ms ms): $(cat "$PVM_OUT"); routed $r, pvm $p, switches $s"
+    done
+done
+pvm_vm_stop
+say "PASS"
