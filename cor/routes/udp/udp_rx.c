@@ -305,9 +305,11 @@ int udp_op_progress(struct cor_rport *p)
         }
         int n = udp_sock_recv(&p->sock, p->rx_msg, batch);
         struct udp_refusal rf[UDP_REFUSALS_MAX];
-        int nrf = udp_sock_refused(&p->sock, rf, UDP_REFUSALS_MAX);
         uint64_t now = rutil_now_ns();
         int timers = now >= __atomic_load_n(&p->timer_ns, __ATOMIC_RELAXED);
+        /* With the timers too (not at every poll: a syscall), in case an error entry came
+         * without an error report (a local one): poll() would report POLLERR for it. */
+        int nrf = udp_sock_refused(&p->sock, rf, UDP_REFUSALS_MAX, timers && round == 0);
         if (n <= 0 && !timers && !nrf) break;
         pthread_mutex_lock(&p->lock);
         if (p->base.closing) {

@@ -102,7 +102,9 @@ static int send_raw(struct udp_sock *s, struct mmsghdr *m, unsigned n)
         }
         if (soft_error(e)) break;
         /* A hard error (unreachable network...) loses this datagram; retransmission and the
-         * dead-peer timeout deal with it. */
+         * dead-peer timeout deal with it. With IP_RECVERR it may also have left an entry in
+         * the error queue, which keeps poll() reporting POLLERR until it is read. */
+        atomic_store(&s->refused_pending, 1);
         if (!s->logged_error) {
             udp_log("sendmmsg: %s (datagram dropped, further errors not logged)", strerror(e));
             s->logged_error = 1;
@@ -186,17 +188,17 @@ int udp_sock_recv(struct udp_sock *s, struct mmsghdr *m, unsigned n)
     int r = recvmmsg(s->fd, m, n, MSG_DONTWAIT, NULL);
     if (r >= 0) return r;
     int e = errno;
-    if (e == ECONNREFUSED) {
-        atomic_store(&s->refused_pending, 1);
-        return 0;
-    }
     if (soft_error(e)) return 0;
-    return -e;
+    /* ECONNREFUSED (or another ICMP error, EMSGSIZE...): reported once here, the details wait
+     * in the error queue (read by udp_sock_refused, which also empties it so that poll()
+     * stops reporting POLLERR). */
+    atomic_store(&s->refused_pending, 1);
+    return 0;
 }
 
-int udp_sock_refused(struct udp_sock *s, struct udp_refusal *out, int max)
+int udp_sock_refused(struct udp_sock *s, struct udp_refusal *out, int max, int always)
 {
-    if (!atomic_exchange(&s->refused_pending, 0)) return 0;
+    if (!atomic_exchange(&s->refused_pending, 0) && !always) return 0;
     int k = 0;
     /* Bounded: the queue holds what ICMP brought since the last look; more than this many
      * is read on the next round (the flag is set again). */

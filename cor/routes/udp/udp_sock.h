@@ -53,12 +53,13 @@ int udp_sock_send(struct udp_sock *s, struct mmsghdr *m, unsigned n, uint64_t no
 void udp_sock_release(struct udp_sock *s, uint64_t now);
 /* When the oldest held datagram is due (ns), or 0 when none is held. */
 uint64_t udp_sock_held_due(const struct udp_sock *s);
-/* Receives up to n datagrams without blocking; returns the count (0 = none) or -errno. */
+/* Receives up to n datagrams without blocking; returns the count (0 = none). An error the
+ * socket reports (an ICMP error) makes the next udp_sock_refused read the error queue. */
 int udp_sock_recv(struct udp_sock *s, struct mmsghdr *m, unsigned n);
-/* When an ICMP error was reported: reads the error queue, writes up to max "port
+/* When an error was reported (or `always`): reads the error queue, writes up to max "port
  * unreachable" refusals to out and returns their count (others are read and ignored). 0 at
- * once when nothing was reported. Only from progress(). */
-int udp_sock_refused(struct udp_sock *s, struct udp_refusal *out, int max);
+ * once when nothing was reported and not `always`. Only from progress(). */
+int udp_sock_refused(struct udp_sock *s, struct udp_refusal *out, int max, int always);
 
 /* Address selection. hint: "loopback", "auto" or a dotted quad. Writes the IP to bind
  * (ip[16]) and the largest datagram that needs no IP fragmentation on that interface
