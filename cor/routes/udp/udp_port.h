@@ -135,6 +135,7 @@ struct cor_rport {
     uint8_t tx_hdr[UDP_BATCH_MAX][UDP_HDR_LEN];
 
     /* Receive side: only the thread in progress(). */
+    uint64_t errq_check_ns; /* next look at the error queue without an error reported */
     struct mmsghdr rx_msg[UDP_BATCH_MAX];
     struct iovec rx_iov[UDP_BATCH_MAX];
     struct sockaddr_in rx_from[UDP_BATCH_MAX];

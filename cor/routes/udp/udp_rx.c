@@ -17,6 +17,8 @@
 #define UDP_RESEND_MAX 32
 /* Refused datagrams read per round. */
 #define UDP_REFUSALS_MAX 16
+/* How often the error queue is read without an error reported. */
+#define UDP_ERRQ_CHECK_NS 100000000ull
 /* Silence after a refusal before the peer is given up. */
 #define UDP_REFUSED_GRACE_NS 200000000ull
 
@@ -307,9 +309,12 @@ int udp_op_progress(struct cor_rport *p)
         struct udp_refusal rf[UDP_REFUSALS_MAX];
         uint64_t now = rutil_now_ns();
         int timers = now >= __atomic_load_n(&p->timer_ns, __ATOMIC_RELAXED);
-        /* With the timers too (not at every poll: a syscall), in case an error entry came
-         * without an error report (a local one): poll() would report POLLERR for it. */
-        int nrf = udp_sock_refused(&p->sock, rf, UDP_REFUSALS_MAX, timers && round == 0);
+        /* Every UDP_ERRQ_CHECK_NS too, in case an error entry came without an error report
+         * (a local one): poll() would report POLLERR for it. Not more often: it is a system
+         * call, and timers run at every delayed acknowledgement (1-2 us a message). */
+        int look = timers && round == 0 && now >= p->errq_check_ns;
+        if (look) p->errq_check_ns = now + UDP_ERRQ_CHECK_NS;
+        int nrf = udp_sock_refused(&p->sock, rf, UDP_REFUSALS_MAX, look);
         if (n <= 0 && !timers && !nrf) break;
         pthread_mutex_lock(&p->lock);
         if (p->base.closing) {

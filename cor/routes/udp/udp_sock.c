@@ -198,7 +198,9 @@ int udp_sock_recv(struct udp_sock *s, struct mmsghdr *m, unsigned n)
 
 int udp_sock_refused(struct udp_sock *s, struct udp_refusal *out, int max, int always)
 {
-    if (!atomic_exchange(&s->refused_pending, 0) && !always) return 0;
+    /* (a load first: this runs at every progress() call, and nearly always finds nothing) */
+    if (!always && !atomic_load_explicit(&s->refused_pending, memory_order_relaxed)) return 0;
+    atomic_store(&s->refused_pending, 0);
     int k = 0;
     /* Bounded: the queue holds what ICMP brought since the last look; more than this many
      * is read on the next round (the flag is set again). */
