@@ -36,6 +36,8 @@ expect 2 "--route takes" --route ether true
 expect 2 "--route needs a value" --route
 expect 2 "no program given"
 expect 2 "PVM's own program" pvmd
-expect 0 "" --route none true
+# Running a program preloads libcorpvm into it: in a sanitizer build the runtime would not come
+# first in the program's libraries (the sanitizer refuses to start), so only the normal build.
+[ "${COR_SANITIZED:-}" = yes ] || expect 0 "" --route none true
 [ $fails = 0 ] || exit 1
 say PASS
