@@ -23,50 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "boot.h"
-
-static int rank, size;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "pmix_check[%d]: FAIL %s:%d: ", rank, __FILE__, __LINE__);             \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-#define NADDR 3
-
-static void make_addrs(int r, struct cor_boot_addr *a)
-{
-    for (int k = 0; k < NADDR; k++) {
-        memset(&a[k], 0, sizeof a[k]);
-        snprintf(a[k].route, sizeof a[k].route, "%s", k == 2 ? "gm" : "udp");
-        a[k].port_index = k == 2 ? -1 : k;
-        snprintf(a[k].addr, sizeof a[k].addr, "10.0.%d.%d:%d with spaces\t\xc3\xa9\x01", r, k,
-                 4000 + r);
-    }
-}
-
-static void check_exchange(struct cor_boot *boot)
-{
-    struct cor_boot_addr mine[NADDR], want[NADDR], *all = NULL;
-    make_addrs(rank, mine);
-    int rc = cor__boot_exchange(boot, NADDR, mine, &all);
-    CHECK(rc == COR_OK, "exchange returned %d, expected 0", rc);
-    for (int r = 0; r < size; r++) {
-        make_addrs(r, want);
-        for (int k = 0; k < NADDR; k++) {
-            const struct cor_boot_addr *a = &all[r * NADDR + k];
-            CHECK(!strcmp(a->route, want[k].route) && a->port_index == want[k].port_index &&
-                      !strcmp(a->addr, want[k].addr),
-                  "rank %d address %d: got %s %d '%s'", r, k, a->route, a->port_index, a->addr);
-        }
-    }
-    free(all);
-}
+#include "../proc/boot_table.h"
 
 struct waiter {
     struct cor_boot *boot;
@@ -89,6 +46,7 @@ static double now_s(void)
 
 int main(int argc, char **argv)
 {
+    bt_name = "pmix_check";
     const char *mode = argc > 1 ? argv[1] : "exchange";
     struct cor_boot *boot = NULL;
     uint64_t cookie;
