@@ -1,6 +1,6 @@
 /*
- * Helpers shared by the DSM applications (gups, lu): a clock, strict number parsing, a
- * counter-based generator and the fatal-error exit. Header-only: each program is one file.
+ * Helpers shared by the DSM applications (gups, lu): a clock, strict number and option parsing,
+ * a counter-based generator and the fatal-error exit. Header-only: each program is one file.
  */
 #ifndef COR_APP_H
 #define COR_APP_H
@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -72,6 +73,44 @@ static inline int app_parse_u64(const char *prog, const char *opt, const char *s
 bad:
     fprintf(stderr, "%s: %s wants a number in [%" PRIu64 ", %" PRIu64 "], not '%s'\n", prog, opt,
             min, max, s ? s : "(missing)");
+    return -1;
+}
+
+/* One command-line option: a flag (sets *flag to 1) or a number (app_parse_u64 into *value,
+ * within [min, max]). A table of them ends with a null name. */
+struct app_opt {
+    const char *name;
+    int *flag;
+    uint64_t *value;
+    uint64_t min, max;
+};
+
+/* Parses argv against opts. Returns -1 to go on, or the status to exit with at once: 0 after
+ * -h/--help printed the usage, 2 after a bad or unknown argument (said, then the usage). */
+static inline int app_parse_args(const char *prog, int argc, char **argv,
+                                 const struct app_opt *opts, void (*usage)(void))
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage();
+            return 0;
+        }
+        const struct app_opt *o = opts;
+        while (o->name && strcmp(o->name, a))
+            o++;
+        if (!o->name) {
+            fprintf(stderr, "%s: unknown argument '%s'\n", prog, a);
+            usage();
+            return 2;
+        }
+        if (o->flag) {
+            *o->flag = 1;
+            continue;
+        }
+        if (app_parse_u64(prog, a, v, o->min, o->max, o->value)) return 2;
+        i++;
+    }
     return -1;
 }
 

@@ -273,36 +273,14 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int r = 0;
-        if (!strcmp(a, "--baseline")) {
-            baseline = 1;
-            continue;
-        } else if (!strcmp(a, "--drop-one")) {
-            drop_one = 1;
-            continue;
-        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage();
-            return 0;
-        } else if (!strcmp(a, "-T"))
-            r = app_parse_u64(PROG, a, v, 1, MAX_SLOTS, &slots);
-        else if (!strcmp(a, "-u"))
-            r = app_parse_u64(PROG, a, v, 1, MAX_UPDATES, &updates);
-        else if (!strcmp(a, "-t"))
-            r = app_parse_u64(PROG, a, v, 1, MAX_TASKS, &ntasks);
-        else if (!strcmp(a, "-s"))
-            r = app_parse_u64(PROG, a, v, 0, UINT64_MAX, &seed);
-        else if (!strcmp(a, "-d"))
-            r = app_parse_u64(PROG, a, v, 1, COR_MAX_DOMAINS, &emulated);
-        else {
-            fprintf(stderr, PROG ": unknown argument '%s'\n", a);
-            usage();
-            return 2;
-        }
-        if (r) return 2;
-        i++;
-    }
+    const struct app_opt opts[] = {
+        {"--baseline", &baseline, NULL, 0, 0},       {"--drop-one", &drop_one, NULL, 0, 0},
+        {"-T", NULL, &slots, 1, MAX_SLOTS},          {"-u", NULL, &updates, 1, MAX_UPDATES},
+        {"-t", NULL, &ntasks, 1, MAX_TASKS},         {"-s", NULL, &seed, 0, UINT64_MAX},
+        {"-d", NULL, &emulated, 1, COR_MAX_DOMAINS}, {NULL, NULL, NULL, 0, 0},
+    };
+    int rc = app_parse_args(PROG, argc, argv, opts, usage);
+    if (rc >= 0) return rc;
     if (baseline) {
         if (slots < emulated) {
             fprintf(stderr, PROG ": -T %" PRIu64 " is fewer slots than -d %" PRIu64 "\n", slots,

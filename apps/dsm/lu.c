@@ -766,35 +766,17 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int r = 0;
-        if (!strcmp(a, "--baseline")) {
-            baseline = 1;
-            continue;
-        } else if (!strcmp(a, "--trace")) {
-            trace = 1;
-            continue;
-        } else if (!strcmp(a, "--perturb")) {
-            perturb = 1;
-            continue;
-        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage();
-            return 0;
-        } else if (!strcmp(a, "-n"))
-            r = app_parse_u64(PROG, a, v, 1, MAX_N, &n);
-        else if (!strcmp(a, "-b"))
-            r = app_parse_u64(PROG, a, v, 1, MAX_N, &bs);
-        else if (!strcmp(a, "-t"))
-            r = app_parse_u64(PROG, a, v, 1, MAX_TASKS, &ntasks);
-        else {
-            fprintf(stderr, PROG ": unknown argument '%s'\n", a);
-            usage();
-            return 2;
-        }
-        if (r) return 2;
-        i++;
-    }
+    const struct app_opt opts[] = {
+        {"--baseline", &baseline, NULL, 0, 0},
+        {"--trace", &trace, NULL, 0, 0},
+        {"--perturb", &perturb, NULL, 0, 0},
+        {"-n", NULL, &n, 1, MAX_N},
+        {"-b", NULL, &bs, 1, MAX_N},
+        {"-t", NULL, &ntasks, 1, MAX_TASKS},
+        {NULL, NULL, NULL, 0, 0},
+    };
+    int rc = app_parse_args(PROG, argc, argv, opts, usage);
+    if (rc >= 0) return rc;
     if (n % bs) {
         fprintf(stderr,
                 PROG ": the order %" PRIu64 " is not a multiple of the block size %" PRIu64 "\n", n,
