@@ -145,6 +145,12 @@ struct bench_msg_ops {
  * receiver before the sender goes on; domain 0 times from message `warm` to the last. */
 int bench_windows(const struct bench *b, const struct bench_msg_ops *ops, void *ctx, size_t size,
                   long total, long warm, long ack_every, struct bench_stream_result *r);
+/* Ping-pong over a message transport: for every size, after bench_warmup untimed round trips,
+ * domain 0 times bench_iters_pingpong round trips (it sends, domain 1 answers) and reports
+ * them as `route` (drain is not used). Returns 0 or the first CoR error (printed). */
+int bench_pingpong(struct bench *b, const char *route, const struct bench_msg_ops *ops, void *ctx);
+/* The row of a ping-pong: rtt_us for one round trip of `size` bytes each way. */
+void bench_pingpong_row(const struct bench *b, const char *route, size_t size, double rtt_us);
 /* rate: about n timed messages in whole windows of b->window, after two untimed windows;
  * *total counts them all and *warm is the receiver's clock start (as bench_stream_recv). */
 void bench_rate_budget(const struct bench *b, long n, long *total, long *warm);

@@ -88,42 +88,6 @@ static void raw_close(struct raw_ctx *c)
     free(c->rbuf);
 }
 
-int bench_raw_pingpong(struct bench *b)
-{
-    struct raw_ctx c;
-    int err = raw_open(b, &c);
-    for (int i = 0; !err && i < b->nsizes; i++) {
-        size_t size = b->sizes[i];
-        bench_progress(b, i, b->nsizes, size);
-        long n = bench_iters_pingpong(b, size), warm = bench_warmup(n);
-        uint64_t t0 = 0;
-        for (long k = 0; !err && k < warm + n; k++) {
-            if (k == warm) t0 = bench_now_ns();
-            if (b->rank == 0) {
-                if (!(err = raw_send_msg(&c, size))) err = raw_recv_msg(&c, size);
-            } else if (!(err = raw_recv_msg(&c, size))) {
-                err = raw_send_msg(&c, size);
-            }
-        }
-        if (err || b->rank != 0) continue;
-        double rtt = (double)(bench_now_ns() - t0) / 1e3 / (double)n;
-        struct bench_row row = {
-            .route = c.route,
-            .mode = "pingpong",
-            .bytes = size,
-            .ports = 1,
-            .pairs = 1,
-            .rtt_us = rtt,
-            .one_way_us = rtt / 2,
-            .mbps = (double)size / (rtt / 2),
-        };
-        bench_row(b, &row);
-    }
-    if (!err && (err = cor_raw_flush(c.raw))) bench_fail("cor_raw_flush", err);
-    raw_close(&c);
-    return err;
-}
-
 static int raw_send_ctx(void *c, size_t size)
 {
     return raw_send_msg(c, size);
@@ -132,6 +96,17 @@ static int raw_send_ctx(void *c, size_t size)
 static int raw_recv_ctx(void *c, size_t size)
 {
     return raw_recv_msg(c, size);
+}
+
+int bench_raw_pingpong(struct bench *b)
+{
+    static const struct bench_msg_ops ops = {raw_send_ctx, raw_recv_ctx, NULL};
+    struct raw_ctx c;
+    int err = raw_open(b, &c);
+    if (!err) err = bench_pingpong(b, c.route, &ops, &c);
+    if (!err && (err = cor_raw_flush(c.raw))) bench_fail("cor_raw_flush", err);
+    raw_close(&c);
+    return err;
 }
 
 static int raw_drain(void *c)

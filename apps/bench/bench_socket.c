@@ -215,45 +215,6 @@ static int msg_recv(struct sock_ctx *c, size_t size)
     return COR_OK;
 }
 
-int bench_socket_pingpong(struct bench *b)
-{
-    struct sock_ctx c;
-    int err = sock_open(b, &c);
-    for (int i = 0; !err && i < b->nsizes; i++) {
-        size_t size = b->sizes[i];
-        bench_progress(b, i, b->nsizes, size);
-        long n = bench_iters_pingpong(b, size), warm = bench_warmup(n);
-        uint64_t t0 = 0;
-        /* Leftovers of an earlier size cannot exist (every message was answered). */
-        for (long k = 0; !err && k < warm + n; k++) {
-            if (k == warm) t0 = bench_now_ns();
-            if (b->rank == 0) {
-                if (!(err = msg_send(&c, size))) err = msg_recv(&c, size);
-            } else if (!(err = msg_recv(&c, size))) {
-                err = msg_send(&c, size);
-            }
-        }
-        if (err)
-            fprintf(stderr, "cor-bench: domain %d: UDP ping-pong of %zu bytes failed\n", b->rank,
-                    size);
-        if (err || b->rank != 0) continue;
-        double rtt = (double)(bench_now_ns() - t0) / 1e3 / (double)n;
-        struct bench_row row = {
-            .route = "udp-socket",
-            .mode = "pingpong",
-            .bytes = size,
-            .ports = 1,
-            .pairs = 1,
-            .rtt_us = rtt,
-            .one_way_us = rtt / 2,
-            .mbps = (double)size / (rtt / 2),
-        };
-        bench_row(b, &row);
-    }
-    sock_close(&c);
-    return err;
-}
-
 /* Stream plan for one size: `total` bytes in datagrams of `dgram` bytes. */
 struct plan {
     uint64_t dgrams; /* datagrams in all */
@@ -378,6 +339,16 @@ static int sock_send_ctx(void *c, size_t size)
 static int sock_recv_ctx(void *c, size_t size)
 {
     return msg_recv(c, size);
+}
+
+int bench_socket_pingpong(struct bench *b)
+{
+    static const struct bench_msg_ops ops = {sock_send_ctx, sock_recv_ctx, NULL};
+    struct sock_ctx c;
+    int err = sock_open(b, &c);
+    if (!err) err = bench_pingpong(b, "udp-socket", &ops, &c);
+    sock_close(&c);
+    return err;
 }
 
 /* rate: windows of b->window messages, each acked; a window fits the socket buffer (sizes up

@@ -244,17 +244,7 @@ int bench_task_pingpong(struct bench *b)
         }
         double rtt = 0;
         if ((err = pingpong_measure(b, &tb, peer, size, n, warm, &rtt))) break;
-        struct bench_row row = {
-            .route = b->route,
-            .mode = "pingpong",
-            .bytes = size,
-            .ports = 1,
-            .pairs = 1,
-            .rtt_us = rtt,
-            .one_way_us = rtt / 2,
-            .mbps = (double)size / (rtt / 2),
-        };
-        bench_row(b, &row);
+        bench_pingpong_row(b, b->route, size, rtt);
     }
     bufs_release(&tb);
     return err;
