@@ -8,29 +8,7 @@
 
 #include "cor/cor.h"
 #include "../ctest.h"
-
-static cor_idp_t me;
-
-static int init(void)
-{
-    unsetenv("COR_BOOT");
-    if (cor_init(NULL, NULL) != COR_OK) return 1;
-    me = cor_task_self();
-    return 0;
-}
-
-static int clean(void)
-{
-    return cor_finalize() == COR_OK ? 0 : 1;
-}
-
-/* Nothing must be left over between tests. */
-static void expect_no_unexpected(void)
-{
-    cor_stats_t st;
-    EXPECT_ERR(cor_stats_get(&st), COR_OK);
-    EXPECT_EQ(st.unexpected_now, 0);
-}
+#include "one_domain.h"
 
 static int send_int(cor_idp_t to, cor_idp_t ctx, int tag, int v)
 {

@@ -9,21 +9,7 @@
 
 #include "cor/cor.h"
 #include "../ctest.h"
-
-static cor_idp_t me;
-
-static int init(void)
-{
-    unsetenv("COR_BOOT");
-    if (cor_init(NULL, NULL) != COR_OK) return 1;
-    me = cor_task_self();
-    return 0;
-}
-
-static int clean(void)
-{
-    return cor_finalize() == COR_OK ? 0 : 1;
-}
+#include "one_domain.h"
 
 static int send_int(int tag, int v)
 {

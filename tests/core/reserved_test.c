@@ -12,32 +12,12 @@
 
 #include "cor/cor.h"
 #include "../ctest.h"
+#include "one_domain.h"
 
 #define WAIT_US 5000000L /* what "completes" means here: within 5 s */
 #define LARGE 100000     /* ints: 400 kB, beyond the 64 KiB a local send buffers */
 
-static cor_idp_t me;
 static int pre_init_err = 1; /* cor_task_reserve before cor_init */
-
-static int init(void)
-{
-    unsetenv("COR_BOOT");
-    if (cor_init(NULL, NULL) != COR_OK) return 1;
-    me = cor_task_self();
-    return 0;
-}
-
-static int clean(void)
-{
-    return cor_finalize() == COR_OK ? 0 : 1;
-}
-
-static void expect_no_unexpected(void)
-{
-    cor_stats_t st;
-    EXPECT_ERR(cor_stats_get(&st), COR_OK);
-    EXPECT_EQ(st.unexpected_now, 0);
-}
 
 static cor_idp_t reserve(const char *name)
 {

@@ -13,17 +13,7 @@
 
 #include "cor/cor.h"
 #include "../ctest.h"
-
-static int init(void)
-{
-    unsetenv("COR_BOOT");
-    return cor_init(NULL, NULL) == COR_OK ? 0 : 1;
-}
-
-static int clean(void)
-{
-    return cor_finalize() == COR_OK ? 0 : 1;
-}
+#include "one_domain.h"
 
 struct seen {
     cor_idp_t self;
