@@ -13,6 +13,13 @@
  *
  * Single-threaded: one poll() loop; signals arrive through a self-pipe. Everything read from
  * the socket is untrusted (lengths, ranks, duplicates and order are checked).
+ *
+ * Scale: the work per session is O(N) plus the address table's bytes (N lines to each of N
+ * domains, formatted once and shared by every connection). Domains are started without
+ * waiting for their exec (an exec failure is learned when the child is reaped); the
+ * connections are watched with epoll, so an event costs O(1) and not O(N); what each event
+ * needs to know about the session (who joined, published, entered the next barrier, is
+ * running) is kept in counters, not found by scanning the domains.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -34,6 +41,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -113,7 +122,11 @@ struct conn {
     size_t in_len;
     char *out;
     size_t out_len, out_off, out_cap;
-    int closing; /* close once out is flushed */
+    int closing;       /* close once out is flushed */
+    int table_pending; /* the shared table (g.table) goes out before out[] */
+    size_t table_off;  /* bytes of it sent */
+    int dirty;         /* in g.dirty: has output to flush or is closing */
+    int watching_out;  /* epoll watches it for POLLOUT */
 };
 
 static struct {
@@ -142,9 +155,35 @@ static struct {
     struct domain *dom;
     struct conn *conns;
     int nconns, conns_cap;
+    int *free_slots; /* closed connections' slots, reused first */
+    int nfree;
+    int *dirty; /* connections with output queued by the handlers of this turn */
+    int ndirty, dirty_cap;
+    int epfd; /* the connections (the loop's other descriptors are poll()ed) */
     double started;
     int table_sent;
+    char *table; /* TABLE, the A lines and END: formatted once, sent to every domain */
+    size_t table_len;
     unsigned released;
+    /* Counters that replace scans of the N domains at every event (O(N^2) a session). */
+    int nlive;       /* domains in D_RUNNING */
+    int njoined;     /* said HELLO */
+    int npublished;  /* said PUB */
+    int nanon;       /* open connections that did not join yet */
+    int nlost_wait;  /* domains with lost_at > 0 */
+    int at_next;     /* domains whose barrier >= released + 1 */
+    int at_next_fin; /* of these, finished */
+    int behind_fin;  /* finished domains whose barrier < released + 1 */
+    int behind_fin_rank;
+    unsigned barrier_failed; /* barrier seq already failed (ERR sent) */
+    double next_anon_check;
+    /* Children: pid -> rank (open addressing), and the errno of a failed exec per rank (a
+     * shared page written by the child between fork and exec). */
+    int *pid_rank;
+    unsigned pid_mask;
+    int *exec_err;
+    const char *exec_name; /* the program or agent started (for the message) */
+    int start_failed;      /* a domain could not be started: stop the rest, exit 127 */
     int any_joined, ndead, startup_failed, user_signal;
     int stage; /* 0 running, 1 grace after a death, 2 SIGTERM sent, 3 SIGKILL sent */
     double stage_deadline;
@@ -277,10 +316,40 @@ static void signal_live(int sig, int mark)
 
 static void conn_close(int i);
 
+/* Connection i has output to flush (or is to be closed) at the end of this turn. */
+static void mark_dirty(int i)
+{
+    struct conn *c = &g.conns[i];
+    if (c->dirty) return;
+    if (g.ndirty == g.dirty_cap) {
+        int cap = g.dirty_cap ? 2 * g.dirty_cap : 64;
+        int *p = realloc(g.dirty, (size_t)cap * sizeof *p);
+        if (!p) {
+            say("out of memory");
+            c->closing = 1; /* nothing can be queued for it; conn_write stops at closing */
+            return;
+        }
+        g.dirty = p;
+        g.dirty_cap = cap;
+    }
+    c->dirty = 1;
+    g.dirty[g.ndirty++] = i;
+}
+
+/* Whether epoll tells us when connection i can take more output. */
+static void watch_out(int i, int on)
+{
+    struct conn *c = &g.conns[i];
+    if (c->watching_out == on || c->fd < 0 || g.epfd < 0) return;
+    struct epoll_event ev = {.events = EPOLLIN | (on ? EPOLLOUT : 0), .data.u32 = (uint32_t)i};
+    if (epoll_ctl(g.epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0) c->watching_out = on;
+}
+
 static void conn_write(int i, const char *text, size_t len)
 {
     struct conn *c = &g.conns[i];
     if (c->fd < 0 || c->closing) return;
+    mark_dirty(i);
     if (c->out_len - c->out_off + len > OUT_MAX) {
         say("a domain does not read its bootstrap connection; dropping it");
         c->closing = 1;
@@ -329,19 +398,50 @@ static void conn_err(int i, const char *fmt, ...)
     conn_line(i, &l);
 }
 
+/* Queues the shared address table on connection i. It is not copied unless lines wait
+ * before it (they must go first); conn_flush sends it from g.table. */
+static void conn_table(int i)
+{
+    struct conn *c = &g.conns[i];
+    if (c->fd < 0 || c->closing) return;
+    if (c->out_len > c->out_off || c->table_pending) {
+        conn_write(i, g.table, g.table_len);
+        return;
+    }
+    c->table_pending = 1;
+    c->table_off = 0;
+    mark_dirty(i);
+}
+
 /* Writes what the socket takes now; returns -1 when the connection broke. */
 static int conn_flush(int i)
 {
     struct conn *c = &g.conns[i];
+    while (c->table_pending) {
+        ssize_t k = send(c->fd, g.table + c->table_off, g.table_len - c->table_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            watch_out(i, 1);
+            return 0;
+        }
+        if (k <= 0) return -1;
+        c->table_off += (size_t)k;
+        if (c->table_off == g.table_len) c->table_pending = 0;
+    }
     while (c->out_off < c->out_len) {
         ssize_t k =
             send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (k < 0 && errno == EINTR) continue;
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            watch_out(i, 1);
+            return 0;
+        }
         if (k <= 0) return -1;
         c->out_off += (size_t)k;
     }
     c->out_off = c->out_len = 0;
+    watch_out(i, 0);
     return 0;
 }
 
@@ -455,55 +555,109 @@ static void send_table(void)
         }
     }
     g.table_sent = 1;
+    /* Formatted once (N lines), then shared by the N connections: formatting it per domain
+     * was N^2 lines of work and N^2 bytes of buffers. */
+    size_t cap = ((size_t)g.n * (size_t)n + 2) * (LINE_MAX_ + 1), len = 0;
+    char *t = malloc(cap);
+    if (!t) {
+        say("out of memory for the address table (%d domains x %d addresses)", g.n, n);
+        struct cor_bootline e = {.kind = COR_BL_ERR};
+        snprintf(e.text, sizeof e.text, "cor-run is out of memory");
+        for (int s = 0; s < g.n; s++)
+            domain_line(s, &e);
+        g.startup_failed = 1;
+        begin_teardown();
+        return;
+    }
+    struct cor_bootline l = {.kind = COR_BL_TABLE, .size = g.n, .n = n};
+    int k = cor__bootline_format(&l, t, cap);
+    len += k > 0 ? (size_t)k : 0;
+    l.kind = COR_BL_A;
+    for (int r = 0; r < g.n; r++)
+        for (int a = 0; a < n; a++) {
+            const struct addr *x = &g.dom[r].addrs[a];
+            l.rank = r;
+            l.k = a;
+            l.port = x->port;
+            memcpy(l.route, x->route, sizeof l.route);
+            memcpy(l.addr, x->addr, sizeof l.addr);
+            k = cor__bootline_format(&l, t + len, cap - len);
+            len += k > 0 ? (size_t)k : 0;
+        }
+    l.kind = COR_BL_END;
+    k = cor__bootline_format(&l, t + len, cap - len);
+    len += k > 0 ? (size_t)k : 0;
+    char *shrunk = realloc(t, len);
+    g.table = shrunk ? shrunk : t;
+    g.table_len = len;
     for (int s = 0; s < g.n; s++) {
         struct domain *to = &g.dom[s];
-        if (to->conn < 0 || to->finished) continue;
-        struct cor_bootline l = {.kind = COR_BL_TABLE, .size = g.n, .n = n};
-        conn_line(to->conn, &l);
-        l.kind = COR_BL_A;
-        for (int r = 0; r < g.n; r++)
-            for (int k = 0; k < n; k++) {
-                struct addr *a = &g.dom[r].addrs[k];
-                l.rank = r;
-                l.k = k;
-                l.port = a->port;
-                memcpy(l.route, a->route, sizeof l.route);
-                memcpy(l.addr, a->addr, sizeof l.addr);
-                conn_line(to->conn, &l);
-            }
-        l.kind = COR_BL_END;
-        conn_line(to->conn, &l);
+        if (to->conn >= 0 && !to->finished) conn_table(to->conn);
     }
     if (verbose) say("address table sent (%d domains x %d addresses)", g.n, n);
 }
 
-static void try_release(void)
+/* The barrier counters (g.at_next, at_next_fin, behind_fin) counted afresh for the barrier
+ * after g.released: once per barrier released, O(N). */
+static void count_barrier(void)
+{
+    unsigned next = g.released + 1;
+    g.at_next = g.at_next_fin = g.behind_fin = 0;
+    for (int r = 0; r < g.n; r++) {
+        const struct domain *d = &g.dom[r];
+        if (d->barrier >= next) {
+            g.at_next++;
+            g.at_next_fin += d->finished;
+        } else if (d->finished) {
+            g.behind_fin++;
+            g.behind_fin_rank = r;
+        }
+    }
+}
+
+/* Domain d entered barrier d->barrier (BARRIER) or finished (FINISH): the counters follow. */
+static void barrier_entered(const struct domain *d)
+{
+    if (d->barrier == g.released + 1) g.at_next++;
+}
+
+static void barrier_finished(const struct domain *d)
+{
+    if (d->barrier >= g.released + 1) {
+        g.at_next_fin++;
+    } else {
+        g.behind_fin++;
+        g.behind_fin_rank = d->rank;
+    }
+}
+
+/* A barrier may complete, or fail, after domain `who` (-1: none) entered it or finished. */
+static void try_release(int who)
 {
     for (;;) {
         unsigned next = g.released + 1;
-        int waiting = 0, gone = -1;
-        for (int r = 0; r < g.n; r++) {
-            if (g.dom[r].barrier >= next && !g.dom[r].finished)
-                waiting = 1;
-            else if (g.dom[r].barrier < next && g.dom[r].finished)
-                gone = r;
-        }
-        if (waiting && gone >= 0) {
+        int waiting = g.at_next > g.at_next_fin;
+        if (waiting && g.behind_fin > 0) {
             /* A domain that finished will never enter: fail the barrier, do not hang it. */
             struct cor_bootline e = {.kind = COR_BL_ERR};
             snprintf(e.text, sizeof e.text,
                      "barrier %u cannot complete: domain %d finished without entering it", next,
-                     gone);
+                     g.behind_fin_rank);
+            if (g.barrier_failed == next) { /* the others were told: only a newcomer */
+                if (who >= 0 && g.dom[who].barrier >= next) domain_line(who, &e);
+                return;
+            }
+            g.barrier_failed = next;
             for (int r = 0; r < g.n; r++)
                 if (g.dom[r].barrier >= next) domain_line(r, &e);
             return;
         }
-        for (int r = 0; r < g.n; r++)
-            if (g.dom[r].barrier < next) return;
+        if (g.at_next < g.n) return;
         g.released = next;
         struct cor_bootline l = {.kind = COR_BL_RELEASE, .seq = next};
         for (int r = 0; r < g.n; r++)
             domain_line(r, &l);
+        count_barrier();
     }
 }
 
@@ -519,13 +673,6 @@ static int check_peer_uid(int fd)
 }
 
 static void remove_rendezvous(void);
-
-static int all_joined(void)
-{
-    for (int r = 0; r < g.n; r++)
-        if (!g.dom[r].joined) return 0;
-    return 1;
-}
 
 static const char *conn_name(int ci, char *buf, size_t cap)
 {
@@ -593,15 +740,20 @@ static int handle_hello(int ci, const struct cor_bootline *l)
     if (verbose && !g.agent && pid != d->pid)
         say("domain %ld says pid %ld, started as pid %ld", rank, pid, (long)d->pid);
     c->rank = (int)rank;
+    g.nanon--;
     d->conn = ci;
     d->joined = 1;
+    g.njoined++;
+    int first = !g.any_joined;
     g.any_joined = 1;
     struct cor_bootline w = {.kind = COR_BL_WELCOME};
     conn_line(ci, &w);
     if (verbose) say("domain %ld (pid %ld) joined", rank, pid);
-    if (all_joined())
+    if (g.njoined == g.n)
         remove_rendezvous(); /* nobody connects any more: even kill -9 leaves nothing now */
-    check_unjoined_exits();
+    /* From now on domain_exited takes a quiet exit without joining as a death; before, it
+     * did not: look back once. */
+    if (first) check_unjoined_exits();
     return 0;
 }
 
@@ -642,16 +794,15 @@ static int domain_says(int ci, const char *text)
     case COR_BL_PUB: {
         if (d->published || l.n != d->naddr) return -1;
         d->published = 1;
-        int all = 1;
-        for (int r = 0; r < g.n; r++)
-            all &= g.dom[r].published;
-        if (all && !g.table_sent) send_table();
+        g.npublished++;
+        if (g.npublished == g.n && !g.table_sent) send_table();
         return 0;
     }
     case COR_BL_BARRIER:
         if ((unsigned long)l.seq != (unsigned long)d->barrier + 1) return -1;
         d->barrier = (unsigned)l.seq;
-        try_release();
+        barrier_entered(d);
+        try_release(d->rank);
         return 0;
     case COR_BL_LOST: {
         /* d's routes gave a peer up (silent for their dead time: stopped or wedged): the
@@ -667,10 +818,11 @@ static int domain_says(int ci, const char *text)
         if (!d->published && !g.table_sent) /* the others' exchange cannot complete */
             declare_dead(d->rank, "left the session before publishing its addresses");
         d->finished = 1;
+        barrier_finished(d);
         struct cor_bootline bye = {.kind = COR_BL_BYE};
         conn_line(ci, &bye);
         if (verbose) say("domain %d finished", d->rank);
-        try_release();
+        try_release(-1);
         return 0;
     }
     default:
@@ -736,18 +888,25 @@ static void conn_close(int ci)
         enum refusal why = c->refusal;
         if (why == REF_NONE && c->tcp && !c->authed) why = REF_GARBAGE;
         if (why != REF_NONE) g.refused[why]++;
+        if (g.nanon > 0) g.nanon--;
     }
+    if (g.epfd >= 0) epoll_ctl(g.epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
     c->in_len = 0; /* what it sent and nobody will read (a line too long, say) */
     free(c->out);
     c->out = NULL;
     c->out_len = c->out_off = c->out_cap = 0;
+    c->table_pending = 0;
+    c->watching_out = 0;
+    if (g.free_slots) g.free_slots[g.nfree++] = ci; /* room for every slot: see accept_conns */
     if (c->rank >= 0) {
         struct domain *d = &g.dom[c->rank];
         d->conn = -1;
-        if (!d->finished && !d->dead && d->state == D_RUNNING)
+        if (!d->finished && !d->dead && d->state == D_RUNNING) {
             d->lost_at = now_s(); /* decided in check_timers: exit status or lost link */
+            g.nlost_wait++;
+        }
     }
 }
 
@@ -756,15 +915,14 @@ static void accept_conns(void)
     for (;;) {
         int fd = accept4(g.lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) return;
-        int open_anon = 0, oldest = -1;
-        for (int i = 0; i < g.nconns; i++) {
-            struct conn *c = &g.conns[i];
-            if (c->fd < 0 || c->rank >= 0) continue;
-            open_anon++;
-            if (c->tcp && !c->authed && (oldest < 0 || c->opened < g.conns[oldest].opened))
-                oldest = i;
-        }
-        if (open_anon > g.n + (g.tcp ? TCP_CROWD : 16)) {
+        if (g.nanon > g.n + (g.tcp ? TCP_CROWD : 16)) {
+            int oldest = -1; /* a scan, but only with a full house */
+            for (int i = 0; i < g.nconns; i++) {
+                struct conn *c = &g.conns[i];
+                if (c->fd < 0 || c->rank >= 0) continue;
+                if (c->tcp && !c->authed && (oldest < 0 || c->opened < g.conns[oldest].opened))
+                    oldest = i;
+            }
             /* Anyone may knock on TCP: a stranger that proved nothing for a second makes
              * room (a domain proves the secret within a round trip of connecting), else the
              * newcomer is turned away. */
@@ -783,20 +941,19 @@ static void accept_conns(void)
             continue;
         }
         int slot = -1;
-        for (int i = 0; i < g.nconns; i++)
-            if (g.conns[i].fd < 0) {
-                slot = i;
-                break;
-            }
-        if (slot < 0) {
+        if (g.nfree > 0) {
+            slot = g.free_slots[--g.nfree];
+        } else {
             if (g.nconns == g.conns_cap) {
                 int cap = g.conns_cap ? 2 * g.conns_cap : 16;
                 struct conn *p = realloc(g.conns, (size_t)cap * sizeof *p);
-                if (!p) {
+                int *f = p ? realloc(g.free_slots, (size_t)cap * sizeof *f) : NULL;
+                if (p) g.conns = p;
+                if (!f) {
                     close(fd);
                     return;
                 }
-                g.conns = p;
+                g.free_slots = f;
                 g.conns_cap = cap;
             }
             slot = g.nconns++;
@@ -806,6 +963,13 @@ static void accept_conns(void)
         c->fd = fd;
         c->rank = -1;
         c->opened = now_s();
+        g.nanon++;
+        struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)slot};
+        if (epoll_ctl(g.epfd, EPOLL_CTL_ADD, fd, &ev)) {
+            say("epoll_ctl: %s", strerror(errno));
+            conn_close(slot);
+            continue;
+        }
         if (g.tcp) {
             int one = 1;
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -926,7 +1090,50 @@ static int stdin_relayable(void)
     return !isatty(0) || tcgetpgrp(0) == getpgrp();
 }
 
-/* Starts domain `rank`; returns -1 (after saying why) when it could not be started. */
+/* pid -> rank, for reaping in O(1). */
+static void pid_insert(pid_t pid, int rank)
+{
+    unsigned h = (unsigned)pid * 2654435761u;
+    for (unsigned i = h & g.pid_mask;; i = (i + 1) & g.pid_mask)
+        if (g.pid_rank[i] < 0) {
+            g.pid_rank[i] = rank;
+            return;
+        }
+}
+
+static int pid_lookup(pid_t pid)
+{
+    unsigned h = (unsigned)pid * 2654435761u;
+    for (unsigned i = h & g.pid_mask;; i = (i + 1) & g.pid_mask) {
+        int r = g.pid_rank[i];
+        if (r < 0) return -1;
+        if (g.dom[r].pid == pid && g.dom[r].state == D_RUNNING) return r;
+    }
+}
+
+/* The table of children and the shared page of exec failures; -1 if out of memory. */
+static int children_alloc(void)
+{
+    unsigned cap = 16;
+    while (cap < 2u * (unsigned)g.n)
+        cap *= 2;
+    g.pid_mask = cap - 1;
+    g.pid_rank = malloc(cap * sizeof *g.pid_rank);
+    g.exec_err = mmap(NULL, (size_t)g.n * sizeof *g.exec_err, PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (!g.pid_rank || g.exec_err == MAP_FAILED) {
+        say("out of memory");
+        g.exec_err = NULL;
+        return -1;
+    }
+    for (unsigned i = 0; i < cap; i++)
+        g.pid_rank[i] = -1;
+    return 0;
+}
+
+/* Starts domain `rank` without waiting for its exec: a failed exec is learned when the child
+ * is reaped (exit 127 with g.exec_err[rank] set). Returns -1 (after saying why) when it could
+ * not even be forked. */
 static int start_domain(int rank, char **prog_argv, int prog_argc)
 {
     static char env[NENV][PATH_MAX + 16];
@@ -966,8 +1173,8 @@ static int start_domain(int rank, char **prog_argv, int prog_argc)
         argv[k++] = prog_argv[i];
     argv[k] = NULL;
 
-    int ep[2], sp[2] = {-1, -1};
-    if (pipe2(ep, O_CLOEXEC) || (secret_pipe && pipe2(sp, O_CLOEXEC))) {
+    int sp[2] = {-1, -1};
+    if (secret_pipe && pipe2(sp, O_CLOEXEC)) {
         say("pipe: %s", strerror(errno));
         free(argv);
         free(agent);
@@ -977,8 +1184,6 @@ static int start_domain(int rank, char **prog_argv, int prog_argc)
     pid_t pid = fork();
     if (pid < 0) {
         say("cannot start domain %d: fork: %s", rank, strerror(errno));
-        close(ep[0]);
-        close(ep[1]);
         if (secret_pipe) {
             close(sp[0]);
             close(sp[1]);
@@ -989,7 +1194,6 @@ static int start_domain(int rank, char **prog_argv, int prog_argc)
     }
     if (pid == 0) {
         /* Child: cor-run is single-threaded, so setenv is safe here. */
-        close(ep[0]);
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive cor-run */
         if (getppid() != parent) _exit(127);
         sigset_t none;
@@ -1008,43 +1212,30 @@ static int start_domain(int rank, char **prog_argv, int prog_argc)
         for (int i = 0; i < nenv; i++)
             putenv(env[i]);
         execvp(argv[0], argv);
-        int e = errno;
-        if (write(ep[1], &e, sizeof e) < 0) {
-            /* the parent sees a bare EOF and exit 127 */
-        }
+        g.exec_err[rank] = errno ? errno : ENOEXEC; /* a shared page: the parent reads it */
         _exit(127);
     }
-    close(ep[1]);
-    int e = 0;
-    ssize_t got;
-    do
-        got = read(ep[0], &e, sizeof e);
-    while (got < 0 && errno == EINTR);
-    close(ep[0]);
     g.dom[rank].pid = pid;
     g.dom[rank].state = D_RUNNING;
+    g.nlive++;
+    pid_insert(pid, rank);
+    if (!g.exec_name) g.exec_name = strdup(argv[0]);
     if (secret_pipe) {
         close(sp[0]);
         /* 65 bytes into an empty pipe: never blocks. Domain 0 then reads our stdin through
          * the same pipe (relay_stdin); the others see its end, as /dev/null. */
         char line[COR_BOOT_KEY_HEX + 2];
         int n = snprintf(line, sizeof line, "%s\n", g.secret_hex);
-        if (write(sp[1], line, (size_t)n) != n && got != (ssize_t)sizeof e)
+        if (write(sp[1], line, (size_t)n) != n && errno != EPIPE) /* EPIPE: its exec failed */
             say("cannot give domain %d the session secret: %s", rank, strerror(errno));
         memset(line, 0, sizeof line);
-        if (rank == 0 && got != (ssize_t)sizeof e && stdin_relayable()) {
+        if (rank == 0 && stdin_relayable()) {
             fcntl(sp[1], F_SETFL, O_NONBLOCK);
             g.relay_fd = sp[1];
             g.stdin_open = 1;
         } else {
             close(sp[1]);
         }
-    }
-    if (got == (ssize_t)sizeof e) {
-        say("cannot start domain %d: %s: %s", rank, argv[0], strerror(e));
-        free(argv);
-        free(agent);
-        return -1;
     }
     if (verbose) say("domain %d started as pid %ld", rank, (long)pid);
     free(argv);
@@ -1087,11 +1278,26 @@ static void reap(void)
         int ws;
         pid_t pid = waitpid(-1, &ws, WNOHANG);
         if (pid <= 0) return;
-        for (int r = 0; r < g.n; r++) {
+        int r = pid_lookup(pid);
+        if (r >= 0) {
             struct domain *d = &g.dom[r];
-            if (d->pid != pid || d->state != D_RUNNING) continue;
             d->state = D_REAPED;
             d->wstatus = ws;
+            g.nlive--;
+            if (g.exec_err && g.exec_err[r] && WIFEXITED(ws) && WEXITSTATUS(ws) == 127) {
+                /* Its exec failed: nothing useful can run. Stop what started, at once; the
+                 * first such domain is named at the end (they fail alike). */
+                d->dead = 1;
+                g.ndead++;
+                if (!g.start_failed) {
+                    g.start_failed = 1;
+                    for (int s = 0; s < g.n; s++)
+                        g.dom[s].dead = 1;
+                    signal_live(SIGTERM, 1);
+                    g.stage = 2;
+                    g.stage_deadline = now_s() + KILL_WAIT_S;
+                }
+            }
             /* The process is gone, so its connection holds all it ever wrote (FINISH...). */
             if (d->conn >= 0) {
                 int ci = d->conn;
@@ -1099,8 +1305,9 @@ static void reap(void)
                 conn_flush(ci);
                 conn_close(ci);
             }
+            if (d->lost_at > 0) g.nlost_wait--;
             d->lost_at = 0;
-            domain_exited(d);
+            if (!g.start_failed) domain_exited(d);
         }
     }
 }
@@ -1132,25 +1339,27 @@ static void handle_signals(void)
 
 static int live_domains(void)
 {
-    int live = 0;
-    for (int r = 0; r < g.n; r++)
-        live += g.dom[r].state == D_RUNNING;
-    return live;
+    return g.nlive;
 }
 
 static void check_timers(void)
 {
     double t = now_s();
-    for (int r = 0; r < g.n; r++) {
+    for (int r = 0; r < g.n && g.nlost_wait > 0; r++) {
         struct domain *d = &g.dom[r];
         if (d->lost_at > 0 && t - d->lost_at >= LOST_WAIT_S) {
             d->lost_at = 0;
+            g.nlost_wait--;
             if (d->state == D_RUNNING)
                 declare_dead(r, "closed its bootstrap connection before finishing (still "
                                 "running)");
         }
     }
-    for (int i = 0; i < g.nconns; i++) {
+    /* Connections that did not join: their timeouts are seconds, so a look every 100 ms
+     * (not at every event: that was O(N) per event) is exact enough. */
+    int look = g.nanon > 0 && t >= g.next_anon_check;
+    if (look) g.next_anon_check = t + 0.1;
+    for (int i = 0; look && i < g.nconns; i++) {
         struct conn *c = &g.conns[i];
         if (c->fd < 0 || c->rank >= 0) continue;
         if (c->tcp && !c->authed && t - c->opened > AUTH_TIMEOUT_S) {
@@ -1162,7 +1371,7 @@ static void check_timers(void)
             conn_close(i);
         }
     }
-    if (g.any_joined && g.stage == 0 && t - g.started > g.start_timeout) {
+    if (g.any_joined && g.stage == 0 && g.njoined < g.n && t - g.started > g.start_timeout) {
         for (int r = 0; r < g.n; r++)
             if (!g.dom[r].joined && !g.dom[r].dead) {
                 char why[128];
@@ -1190,7 +1399,7 @@ static void check_timers(void)
 static int next_timeout_ms(void)
 {
     double t = now_s(), next = t + 1.0;
-    for (int r = 0; r < g.n; r++)
+    for (int r = 0; r < g.n && g.nlost_wait > 0; r++)
         if (g.dom[r].lost_at > 0 && g.dom[r].lost_at + LOST_WAIT_S < next)
             next = g.dom[r].lost_at + LOST_WAIT_S;
     if (g.stage > 0 && g.stage_deadline < next) next = g.stage_deadline;
@@ -1198,67 +1407,76 @@ static int next_timeout_ms(void)
     return ms < 0 ? 0 : ms > 1000 ? 1000 : (int)ms;
 }
 
+/* Output pending on connection i (lines, or the shared table)? */
+static int conn_pending(const struct conn *c)
+{
+    return c->table_pending || c->out_len > c->out_off;
+}
+
+/* Flushes connection i after an event or a handler queued output; closes it when it broke,
+ * or when it was given up (closing) and what it still had to say is out. */
+static void conn_service(int i)
+{
+    struct conn *c = &g.conns[i];
+    if (c->fd < 0) return;
+    if (conn_pending(c) && conn_flush(i) < 0)
+        conn_close(i);
+    else if (c->closing && !conn_pending(c))
+        conn_close(i); /* gave up on it (does not read, or out of memory) */
+}
+
 static void run_loop(void)
 {
-    struct pollfd *pf = NULL;
-    size_t pf_cap = 0;
+    enum { MAX_EVENTS = 256 };
+    struct epoll_event ev[MAX_EVENTS];
     while (live_domains() > 0) {
         if (g.stage == 3 && now_s() >= g.stage_deadline) {
             say("%d domain(s) did not go away after SIGKILL; giving up on them", live_domains());
             break;
         }
-        size_t need = 4 + (size_t)g.nconns;
-        if (need > pf_cap) {
-            struct pollfd *p = realloc(pf, need * sizeof *p);
-            if (!p) {
-                say("out of memory");
-                signal_live(SIGKILL, 1);
-                break;
-            }
-            pf = p;
-            pf_cap = need;
-        }
+        struct pollfd pf[5];
         pf[0] = (struct pollfd){.fd = g.sigr, .events = POLLIN};
         pf[1] = (struct pollfd){.fd = g.lfd, .events = POLLIN};
         int relaying = g.relay_fd >= 0;
         pf[2] = (struct pollfd){.fd = relaying && g.stdin_open && !g.relay_len ? 0 : -1,
                                 .events = POLLIN};
         pf[3] = (struct pollfd){.fd = relaying && g.relay_len ? g.relay_fd : -1, .events = POLLOUT};
-        for (int i = 0; i < g.nconns; i++) {
-            struct conn *c = &g.conns[i];
-            pf[4 + i] = (struct pollfd){.fd = c->fd, .events = POLLIN};
-            if (c->fd >= 0 && c->out_len > c->out_off) pf[4 + i].events |= POLLOUT;
-        }
-        int k = poll(pf, need, next_timeout_ms());
+        pf[4] = (struct pollfd){.fd = g.epfd, .events = POLLIN}; /* the connections */
+        int k = poll(pf, 5, next_timeout_ms());
         if (k < 0 && errno != EINTR) {
             say("poll: %s", strerror(errno));
             break;
         }
         if (k > 0) {
+            /* Connections first: a slot closed here is not reused before the next turn
+             * (accept comes after), so no event below names a newcomer by mistake. */
+            int ne = pf[4].revents ? epoll_wait(g.epfd, ev, MAX_EVENTS, 0) : 0;
+            for (int e = 0; e < ne; e++) {
+                int i = (int)ev[e].data.u32;
+                if (i >= g.nconns) continue;
+                struct conn *c = &g.conns[i];
+                if (c->fd < 0) continue; /* closed by an earlier event of this batch */
+                int bad = 0;
+                if (ev[e].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) bad = conn_read(i) < 0;
+                if (bad)
+                    conn_close(i);
+                else
+                    conn_service(i);
+            }
             if (pf[0].revents) handle_signals();
             if (pf[1].revents & POLLIN) accept_conns();
             if (pf[2].revents || pf[3].revents) relay_stdin(pf[2].revents, pf[3].revents);
-            for (int i = 0; i < g.nconns && 4 + (size_t)i < need; i++) {
-                struct conn *c = &g.conns[i];
-                short re = pf[4 + i].revents;
-                if (c->fd < 0 || c->fd != pf[4 + i].fd || !re) continue;
-                int bad = 0;
-                if (re & (POLLIN | POLLHUP | POLLERR)) bad = conn_read(i) < 0;
-                if (!bad && c->fd >= 0) bad = conn_flush(i) < 0;
-                if (bad) conn_close(i);
-            }
-        }
-        /* Sends queued by handlers (DEAD, RELEASE, TABLE) go out without waiting a turn. */
-        for (int i = 0; i < g.nconns; i++) {
-            if (g.conns[i].fd >= 0 && g.conns[i].out_len > g.conns[i].out_off && conn_flush(i) < 0)
-                conn_close(i);
-            else if (g.conns[i].fd >= 0 && g.conns[i].closing)
-                conn_close(i); /* gave up on it (does not read, or out of memory) */
         }
         reap();
         check_timers();
+        /* Sends queued by handlers (DEAD, RELEASE, TABLE) go out without waiting a turn. */
+        for (int d = 0; d < g.ndirty; d++) {
+            int i = g.dirty[d];
+            g.conns[i].dirty = 0;
+            conn_service(i);
+        }
+        g.ndirty = 0;
     }
-    free(pf);
 }
 
 /* ---- setup and main ------------------------------------------------------------------------ */
@@ -1356,6 +1574,12 @@ static int split_listen(const char *s, char *host, size_t cap, char *port)
     return 0;
 }
 
+/* Every domain may connect before cor-run accepts the first (they start together). */
+static int backlog(void)
+{
+    return g.n + 16 > 128 ? g.n + 16 : 128;
+}
+
 static int make_tcp_rendezvous(void)
 {
     char host[256], port[8] = "0";
@@ -1386,7 +1610,7 @@ static int make_tcp_rendezvous(void)
         int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         int one = 1;
         if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 128)) {
+        if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, backlog())) {
             err = errno;
             if (fd >= 0) close(fd);
             continue;
@@ -1446,7 +1670,7 @@ static int make_rendezvous(void)
     mode_t old = umask(077);
     int rc = bind(g.lfd, (struct sockaddr *)&sa, sizeof sa);
     umask(old);
-    if (rc || chmod(g.sock, 0600) || listen(g.lfd, 128)) {
+    if (rc || chmod(g.sock, 0600) || listen(g.lfd, backlog())) {
         say("cannot listen on %s: %s", g.sock, strerror(errno));
         return -1;
     }
@@ -1591,7 +1815,7 @@ int main(int argc, char **argv)
     g.route = "udp";
     g.grace = 3.0;
     g.start_timeout = 60.0;
-    g.lfd = g.sigr = g.sigw = g.relay_fd = -1;
+    g.lfd = g.sigr = g.sigw = g.relay_fd = g.epfd = -1;
     long v;
     int opt;
     while ((opt = getopt_long(argc, argv, "+n:vh", opts, NULL)) != -1) {
@@ -1695,12 +1919,23 @@ int main(int argc, char **argv)
         remove_rendezvous();
         return 1;
     }
+    g.epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (g.epfd < 0) {
+        say("epoll_create1: %s", strerror(errno));
+        remove_rendezvous();
+        return 1;
+    }
+    if (children_alloc()) {
+        remove_rendezvous();
+        return 1;
+    }
     g.started = now_s();
-    int start_failed = 0;
-    for (int r = 0; r < g.n && !start_failed; r++)
-        if (start_domain(r, argv + optind, argc - optind)) start_failed = 1;
-    if (start_failed) {
+    int fork_failed = 0;
+    for (int r = 0; r < g.n && !fork_failed; r++)
+        if (start_domain(r, argv + optind, argc - optind)) fork_failed = 1;
+    if (fork_failed && !g.start_failed) {
         /* Nothing useful can run: stop what started, at once. */
+        g.start_failed = 1;
         for (int r = 0; r < g.n; r++)
             g.dom[r].dead = 1;
         signal_live(SIGTERM, 1);
@@ -1708,6 +1943,17 @@ int main(int argc, char **argv)
         g.stage_deadline = now_s() + KILL_WAIT_S;
     }
     run_loop();
+    /* Domains whose exec failed (they were started without waiting): the first is named,
+     * with how many failed alike. */
+    int nfailed = 0, first_failed = -1;
+    for (int r = 0; r < g.n && g.exec_err; r++)
+        if (g.exec_err[r] && g.dom[r].state == D_REAPED) {
+            nfailed++;
+            if (first_failed < 0) first_failed = r;
+        }
+    if (first_failed >= 0)
+        say("cannot start domain %d: %s: %s (%d of %d domains could not be started)", first_failed,
+            g.exec_name ? g.exec_name : "?", strerror(g.exec_err[first_failed]), nfailed, g.n);
     remove_rendezvous();
     remove_session_files();
     for (int i = 0; i < g.nconns; i++)
@@ -1725,7 +1971,7 @@ int main(int argc, char **argv)
         int code = status_code(d->wstatus);
         if (code > worst) worst = code;
     }
-    if (start_failed) return 127;
+    if (g.start_failed) return 127;
     if ((died || g.startup_failed) && worst == 0) worst = 1;
     if (g.user_signal && worst == 0) worst = 128 + g.user_signal;
     return worst;

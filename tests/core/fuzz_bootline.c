@@ -202,7 +202,7 @@ static void fuzz_corrun(const uint8_t *data, size_t size)
     unsigned tcp_mask = data[1];
     g.cookie = 0x0123456789abcdefULL;
     g.grace = 1;
-    g.lfd = g.sigr = g.sigw = g.relay_fd = -1;
+    g.lfd = g.sigr = g.sigw = g.relay_fd = g.epfd = -1;
     g.dom = calloc((size_t)g.n, sizeof *g.dom);
     g.conns = calloc(FUZZ_CONNS, sizeof *g.conns);
     assert(g.dom && g.conns);
@@ -212,6 +212,7 @@ static void fuzz_corrun(const uint8_t *data, size_t size)
         g.dom[r].conn = -1;
     }
     g.nconns = g.conns_cap = FUZZ_CONNS;
+    g.nanon = FUZZ_CONNS; /* none joined yet */
     for (int i = 0; i < FUZZ_CONNS; i++) {
         struct conn *c = &g.conns[i];
         c->fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
@@ -252,6 +253,8 @@ static void fuzz_corrun(const uint8_t *data, size_t size)
         free(g.dom[r].addrs);
     free(g.dom);
     free(g.conns);
+    free(g.dirty);
+    free(g.table);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
