@@ -7,8 +7,10 @@
  *
  *   alltoall [-s]
  *   -s  skip the messages: cor_init and cor_finalize only (proc/latedeath.sh)
- * Output: "alltoall: domain R of N: PASS init_ms X rss_kb Y heap_kb H fds Z threads T" (H: bytes
- * malloc'd and still in use, mallinfo2), or FAIL lines;
+ * Output: "alltoall: domain R of N: PASS init_ms X up_at U rss_kb Y heap_kb H fds Z threads T"
+ * (X: this domain's cor_init; U: when its cor_init returned, seconds since the epoch, to
+ * compare with when the launcher started: scripts/bench-scale; H: bytes malloc'd and still in
+ * use, mallinfo2), or FAIL lines;
  * exit status 0 only if every message arrived with the right value.
  */
 #define _GNU_SOURCE
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cor/cor.h"
 #include "proc_util.h"
@@ -45,6 +48,8 @@ int main(int argc, char **argv)
     double t0 = now_s();
     int rc = cor_init(&argc, &argv);
     double init_ms = (now_s() - t0) * 1e3;
+    struct timespec up;
+    clock_gettime(CLOCK_REALTIME, &up); /* the launcher's clock: bench-scale's date +%s.%N */
     if (rc != COR_OK) {
         fprintf(stderr, "alltoall: cor_init: %s\n", cor_strerror(rc));
         return 1;
@@ -96,9 +101,10 @@ int main(int argc, char **argv)
     long rss = rss_kb(), fds = count_dir("/proc/self/fd") - 1, thr = count_dir("/proc/self/task");
     struct mallinfo2 mi = mallinfo2(); /* heap bytes in use, every arena */
     if (!bad)
-        printf("alltoall: domain %d of %d: PASS init_ms %.1f rss_kb %ld heap_kb %zu fds %ld "
-               "threads %ld\n",
-               me, n, init_ms, rss, (mi.uordblks + mi.hblkhd) / 1024, fds, thr);
+        printf("alltoall: domain %d of %d: PASS init_ms %.1f up_at %lld.%06ld rss_kb %ld heap_kb "
+               "%zu fds %ld threads %ld\n",
+               me, n, init_ms, (long long)up.tv_sec, up.tv_nsec / 1000, rss,
+               (mi.uordblks + mi.hblkhd) / 1024, fds, thr);
     fflush(stdout);
     free(got);
     free(req);
