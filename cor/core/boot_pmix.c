@@ -132,6 +132,13 @@ static int get_uint(struct pboot *b, int wildcard, const char *key, unsigned lon
 
 /* A blocking fence of the whole job, collecting the data put before it (collect) or not, bounded
  * by COR_BOOT_TIMEOUT (for init and the exchange only: barriers may wait for long computations). */
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
 static pmix_status_t fence(struct pboot *b, bool collect)
 {
     (void)b;
@@ -274,6 +281,7 @@ static int pb_exchange(struct cor_boot *base, int n, const struct cor_boot_addr 
     }
     unsigned char *blob;
     size_t len;
+    double t0 = now_ms();
     if ((err = cor__boot_blob_encode(n, mine, &blob, &len))) return err;
     pmix_value_t v;
     PMIX_VALUE_CONSTRUCT(&v);
@@ -287,11 +295,13 @@ static int pb_exchange(struct cor_boot *base, int n, const struct cor_boot_addr 
         plog(b, "exchange: cannot put our addresses: %s", PMIx_Error_string(rc));
         return COR_EBOOT;
     }
+    double t1 = now_ms();
     rc = fence(b, 1);
     if (rc != PMIX_SUCCESS) {
         plog(b, "exchange: the fence failed: %s", PMIx_Error_string(rc));
         return rc == PMIX_ERR_TIMEOUT ? COR_ETIMEDOUT : COR_EBOOT;
     }
+    double t2 = now_ms();
     struct cor_boot_addr *table = calloc((size_t)b->base.size * (size_t)n, sizeof *table);
     if (!table) return COR_ENOMEM;
     pmix_info_t opt;
@@ -321,6 +331,9 @@ static int pb_exchange(struct cor_boot *base, int n, const struct cor_boot_addr 
         free(table);
         return err;
     }
+    if (cor__knob_long(COR_K_BOOT_STATS))
+        plog(b, "exchange: put %.1f ms, fence %.1f ms, %d gets %.1f ms", t1 - t0, t2 - t1,
+             b->base.size, now_ms() - t2);
     *all = table;
     return COR_OK;
 }

@@ -50,7 +50,9 @@
     X(BOOT_ORPHAN, "COR_BOOT_ORPHAN", STR, 0, 0, 0, "unset",                                       \
       "keep: survive losing cor-run (else SIGTERM)")                                               \
     X(BOOT_SECRET, "COR_BOOT_SECRET", STR, 0, 0, 0, "set by cor-run",                              \
-      "TCP rendezvous: the session secret, 64 hex digits or - (a line on stdin)")
+      "TCP rendezvous: the session secret, 64 hex digits or - (a line on stdin)")                  \
+    X(BOOT_STATS, "COR_BOOT_STATS", INT, 0, 0, 1, "",                                              \
+      "1: the PMIx exchange says what its put, fence and gets took")
 
 #define COR_KNOB_ENUM(id, name, type, def, lo, hi, shown, meaning) COR_K_##id,
 enum { COR_CORE_KNOBS(COR_KNOB_ENUM) COR_K_COUNT };
