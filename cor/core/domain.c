@@ -383,10 +383,42 @@ static struct cor_hport *hport_named(const char *route, int index)
     return NULL;
 }
 
-COR_API int cor_domain_connect(int rank, const char *addresses)
+/* cor_domain_connect and cor_domain_leave come from whichever thread learns of a peer (libcorpvm:
+ * a thread reading PVM's exit notices while the main thread is in cor_finalize). They use the
+ * routes and the peer tables, which teardown frees: each call counts itself in g.peer_calls
+ * before it checks the state, and cor_finalize, once it set the state to finalizing, waits
+ * until none is under way. (Both sides are sequentially consistent: a call either sees the
+ * state change and returns COR_ESTATE, or cor_finalize sees the call and waits for it.) */
+static bool peer_call_begin(void)
 {
-    int err = cor__check_init();
-    if (err) return err;
+    atomic_fetch_add(&g.peer_calls, 1);
+    if (cor__check_init() == COR_OK) return true;
+    atomic_fetch_sub(&g.peer_calls, 1);
+    return false;
+}
+
+static void peer_call_end(void)
+{
+    atomic_fetch_sub(&g.peer_calls, 1);
+}
+
+static void wait_peer_calls(void)
+{
+    bool said = false;
+    uint64_t t0 = cor__now_ns();
+    while (atomic_load(&g.peer_calls) > 0) {
+        if (!said && cor__now_ns() - t0 > 5000000000u) {
+            cor__log("cor_finalize: waiting for a cor_domain_connect/leave in another thread "
+                     "(a death callback that blocks?)");
+            said = true;
+        }
+        nanosleep(&(struct timespec){0, 100000}, NULL);
+    }
+}
+
+static int domain_connect(int rank, const char *addresses)
+{
+    int err;
     if (!g.dynamic) return COR_ESTATE;
     if (rank < 0 || rank >= g.size || rank == g.rank || !addresses) return COR_EINVAL;
     if (atomic_load(&g.dead[rank])) return COR_EPEERDEAD;
@@ -419,13 +451,24 @@ COR_API int cor_domain_connect(int rank, const char *addresses)
     return matched == ours ? COR_OK : COR_EROUTE;
 }
 
+COR_API int cor_domain_connect(int rank, const char *addresses)
+{
+    if (!peer_call_begin()) return COR_ESTATE;
+    int err = domain_connect(rank, addresses);
+    peer_call_end();
+    return err;
+}
+
 COR_API int cor_domain_leave(int rank, int err)
 {
-    int e = cor__check_init();
-    if (e) return e;
-    if (rank < 0 || rank >= g.size || rank == g.rank) return COR_EINVAL;
-    cor__peer_gone((unsigned)rank, err ? err : COR_EPEERDEAD, err != 0);
-    return COR_OK;
+    if (!peer_call_begin()) return COR_ESTATE;
+    int e = COR_OK;
+    if (rank < 0 || rank >= g.size || rank == g.rank)
+        e = COR_EINVAL;
+    else
+        cor__peer_gone((unsigned)rank, err ? err : COR_EPEERDEAD, err != 0);
+    peer_call_end();
+    return e;
 }
 
 /* Waits (bounded) until the routes hold none of our frames, so peers got everything. */
@@ -459,6 +502,7 @@ COR_API int cor_finalize(void)
     int err = COR_OK;
     if (g.boot && g.size > 1) err = cor__boot_barrier(g.boot);
     atomic_store(&g.initialized, 3);
+    wait_peer_calls();
     /* A death notice may still come (a peer given up late): the callback must not run
      * while teardown frees g.dead and the ports. */
     if (g.boot) cor__boot_on_death(g.boot, NULL, NULL);

@@ -367,6 +367,8 @@ struct cor_global {
     bool raw_enabled;
     bool dynamic;          /* cor_init_join: peers connect at run time (cor_domain_connect) */
     _Atomic int init_refs; /* cor_init calls sharing a dynamic session, not yet finalized */
+    /* cor_domain_connect/leave calls under way (any thread): teardown waits for them. */
+    _Atomic int peer_calls;
 
     pthread_mutex_t lock;    /* tasks table growth, names, death callbacks */
     struct cor_task **tasks; /* [max_tasks] */

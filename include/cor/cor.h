@@ -175,7 +175,10 @@ COR_API int cor_domain_address(char *buf, size_t len);
 COR_API int cor_domain_connect(int rank, const char *addresses);
 /* Domain `rank` is gone: err 0 means it left normally (nobody is notified), else it died (the
  * cor_domain_on_death callback runs). Either way operations toward it fail with
- * COR_EPEERDEAD from now on, and its rank is never reachable again in this domain. */
+ * COR_EPEERDEAD from now on, and its rank is never reachable again in this domain.
+ * cor_domain_connect and cor_domain_leave may come from any thread, also while another one is
+ * in cor_finalize: once that one tears the routes down they return COR_ESTATE, and it waits
+ * for calls already under way. */
 COR_API int cor_domain_leave(int rank, int err);
 
 /* Barrier of all domains (the main threads' tasks call it; any one task per domain). */
