@@ -43,11 +43,19 @@ static void read_knobs(void)
 
 /* Opens every configured route (COR_ROUTES, else COR_ROUTE, else "udp") with COR_PORTS hard
  * ports each, plus a raw port when COR_RAW is set. */
-static int open_routes(bool required)
+/* The routes to open: COR_ROUTES, else COR_ROUTE, else NULL (then udp, if it loads). */
+static const char *routes_asked(void)
 {
     const char *list = cor__knob_str(COR_K_ROUTES);
     if (!list || !*list) list = cor__knob_str(COR_K_ROUTE);
-    bool explicit_route = list && *list;
+    return list && *list ? list : NULL;
+}
+
+static int open_routes(bool required)
+{
+    cor__route_prepare_wait();
+    const char *list = routes_asked();
+    bool explicit_route = list != NULL;
     if (!explicit_route) list = "udp";
     int nports = (int)cor__knob_long(COR_K_PORTS);
     char names[256];
@@ -296,6 +304,7 @@ static int init_domain(void)
 
 static int init_failed(int err)
 {
+    cor__route_prepare_wait();
     cor__log("cor_init failed: %s", cor_strerror(err));
     if (g.boot) cor__boot_on_death(g.boot, NULL, NULL);
     teardown();
@@ -321,6 +330,7 @@ COR_API int cor_init(int *argc, char ***argv)
     read_knobs();
     g.ntasks = 0;
     g.dynamic = false;
+    cor__route_prepare_start(routes_asked()); /* while the launcher answers */
     int err = cor__boot_init(&g.boot, &g.rank, &g.size, &g.cookie);
     if (!err) err = init_domain();
     if (err) return init_failed(err);

@@ -256,6 +256,10 @@ int cor__route_has_peer_dead(const struct cor_route_ops *ops);
 int cor__route_has_wait(const struct cor_route_ops *ops);
 int cor__route_has_counters(const struct cor_route_ops *ops);
 void cor__route_unload(struct cor_route *r);
+/* Loads the plugins of `list` (comma-separated route names) and calls their prepare() in a
+ * thread of its own (unless COR_PREPARE=0); cor__route_prepare_wait joins it (no-op if none). */
+void cor__route_prepare_start(const char *list);
+void cor__route_prepare_wait(void);
 struct cor_route *cor__route_find(const char *name); /* NULL: not opened */
 int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out);
 void cor__hport_close(struct cor_hport *hp);

@@ -39,6 +39,8 @@
     X(RMA, "COR_RMA", INT, 1, 0, 1, "", "0: no remote writes for rendezvous")                      \
     X(DMA_BUFFERS, "COR_DMA_BUFFERS", INT, 1, 0, 1, "",                                            \
       "0: getBuffer from the heap, not route memory")                                              \
+    X(PREPARE, "COR_PREPARE", INT, 1, 0, 1, "",                                                    \
+      "0: load the routes' libraries after the launcher answered")                                 \
     X(RAW, "COR_RAW", STR, 0, 0, 0, "unset", "1: open a raw hard port per route (cor/raw.h)")      \
     X(BOOT, "COR_BOOT", STR, 0, 0, 0, "set by cor-run",                                            \
       "rendezvous of the session: a UNIX socket path or tcp:HOST:PORT")                            \

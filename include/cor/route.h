@@ -148,6 +148,15 @@ struct cor_route_ops {
      * none declared. */
     const cor_knob_t *knobs;
     size_t nknobs;
+
+    /* --- optional, once per process --- */
+
+    /* The route's slow process-wide setup (loading and initializing its libraries), done
+     * ahead of open(): cor_init calls it from a thread of its own while the launcher
+     * answers, and waits for it to return before its first open(). It must be safe to
+     * call from any thread, more than once, and may do nothing; open() must work without
+     * it. */
+    void (*prepare)(void);
 };
 
 /* A route defines its table with this, the only exported symbol of the plugin. */

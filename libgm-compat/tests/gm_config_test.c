@@ -5,6 +5,7 @@
 #include "gmt.h"
 
 #include <gm_compat.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,6 +207,32 @@ static void test_settings_persist_until_reset(void)
     }
 }
 
+/* gm_compat_prepare: callable from several threads at once, before and while GM is
+ * initialized, any number of times; ports open as before. */
+static void *prepare_thread(void *arg)
+{
+    (void)arg;
+    gm_compat_prepare();
+    gm_compat_prepare();
+    return NULL;
+}
+
+static void test_prepare_from_threads(void)
+{
+    pthread_t t[4];
+    int started = 0;
+    for (int i = 0; i < 4; i++)
+        started += pthread_create(&t[i], NULL, prepare_thread, NULL) == 0;
+    GMT_EQ("threads started", started, 4);
+    for (int i = 0; i < started; i++)
+        pthread_join(t[i], NULL);
+    gm_compat_prepare();
+    struct gm_port *p = NULL;
+    unsigned id;
+    GMT_EQ("a port opens after prepare", gmt_open_port(&p, &id, "cfg-prepare"), GM_SUCCESS);
+    if (p) gm_close(p);
+}
+
 int main(void)
 {
     static const struct ct_test tests[] = {
@@ -214,6 +241,7 @@ int main(void)
         {"bad settings rejected; a bad map fails gm_init", test_rejects_bad_settings},
         {"settings override the environment and leave it alone", test_overrides_environment},
         {"settings persist until reset; NULL means environment", test_settings_persist_until_reset},
+        {"gm_compat_prepare from several threads, then a port", test_prepare_from_threads},
         {NULL, NULL},
     };
     return gmt_run_suite("gm_config", tests);

@@ -400,4 +400,5 @@ COR_ROUTE_DECLARE(gm) = {
     .wait = gmr_wait,
     .knobs = gmr_knob_table,
     .nknobs = 0 GM_KNOBS(RUTIL_KNOB_COUNT),
+    .prepare = gm_compat_prepare,
 };
