@@ -283,12 +283,64 @@ int cor__boot_init(struct cor_boot **bootp, int *rank, int *size, uint64_t *cook
     return COR_OK;
 }
 
+/* This host's name as the domains publish it: the UTS node name ("" if there is none). */
+static void host_name(char *buf, size_t len)
+{
+    if (gethostname(buf, len - 1) != 0) buf[0] = 0;
+    buf[len - 1] = 0;
+}
+
 int cor__boot_exchange(struct cor_boot *b, int n, const struct cor_boot_addr *mine,
                        struct cor_boot_addr **all)
 {
-    if (!b || !all) return COR_EINVAL;
+    if (!b || !all || n < 0 || n >= COR_BOOT_MAX_ADDRS || (n && !mine)) return COR_EINVAL;
     *all = NULL;
-    return b->ops->exchange(b, n, mine, all);
+    int m = n + 1; /* our addresses, then our host name */
+    struct cor_boot_addr *ext = calloc((size_t)m, sizeof *ext), *got = NULL;
+    if (!ext) return COR_ENOMEM;
+    if (n) memcpy(ext, mine, (size_t)n * sizeof *ext);
+    snprintf(ext[n].route, sizeof ext[n].route, "%s", COR_BOOT_HOST_ROUTE);
+    host_name(ext[n].addr, sizeof ext[n].addr);
+    int rc = b->ops->exchange(b, m, ext, &got);
+    if (rc) goto out;
+    rc = COR_ENOMEM;
+    unsigned char *local = b->local ? NULL : calloc((size_t)b->size, 1);
+    struct cor_boot_addr *table = malloc((size_t)b->size * (size_t)(n ? n : 1) * sizeof *table);
+    if ((!b->local && !local) || !table) {
+        free(local);
+        free(table);
+        goto out;
+    }
+    for (int r = 0; r < b->size; r++) {
+        const struct cor_boot_addr *h = &got[(size_t)r * (size_t)m + (size_t)n];
+        if (strcmp(h->route, COR_BOOT_HOST_ROUTE) != 0) {
+            cor__boot_log(b, b->ops->name,
+                          "domain %d published no host name (a libcor of another "
+                          "version?)",
+                          r);
+            free(local);
+            free(table);
+            rc = COR_EBOOT;
+            goto out;
+        }
+        if (local) local[r] = r == b->rank || strcmp(h->addr, ext[n].addr) == 0;
+        if (n)
+            memcpy(&table[(size_t)r * (size_t)n], &got[(size_t)r * (size_t)m],
+                   (size_t)n * sizeof *table);
+    }
+    if (local) b->local = local;
+    *all = table;
+    rc = COR_OK;
+out:
+    free(ext);
+    free(got);
+    return rc;
+}
+
+int cor__boot_local(const struct cor_boot *b, int rank)
+{
+    if (!b || rank < 0 || rank >= b->size) return 0;
+    return b->local ? b->local[rank] != 0 : 1;
 }
 
 void cor__boot_on_death(struct cor_boot *b, cor_boot_death_fn fn, void *arg)
@@ -313,5 +365,8 @@ void cor__boot_died(struct cor_boot *b, int rank)
 
 void cor__boot_finish(struct cor_boot *b)
 {
-    if (b) b->ops->finish(b);
+    if (!b) return;
+    free(b->local);
+    b->local = NULL;
+    b->ops->finish(b);
 }

@@ -55,6 +55,12 @@ struct cor_boot {
      * TCP: our end of the connection to cor-run), else "". COR_BIND=auto binds the routes
      * there (progress.c). */
     char local_addr[48];
+    /* [size]: local[r] != 0 if domain r runs on this host, sharing its memory (/dev/shm); our
+     * own rank included. The backend sets it when its launcher says which domains share the
+     * node (PMIx: PMIX_LOCAL_PEERS); else cor__boot_exchange sets it from the host names every
+     * domain publishes beside its addresses. Freed by cor__boot_finish. The one answer to
+     * "which domains share memory with me" (cor_domain_local). */
+    unsigned char *local;
 };
 
 /* Reads the environment and joins the session through the backend it names.
@@ -63,7 +69,10 @@ int cor__boot_init(struct cor_boot **boot, int *rank, int *size, uint64_t *cooki
 /* Publishes this domain's addresses and returns everyone's: *all gets size * n entries,
  * rank r's at [r * n .. r * n + n), in the same order as `mine` (every domain publishes the
  * same routes and port indices). Blocks until all domains published. Once per session.
- * Free *all with free(). */
+ * Free *all with free(). Beside the addresses each domain publishes its host name (one
+ * more entry, route COR_BOOT_HOST_ROUTE, taken out of *all again): where the backend did not
+ * set boot->local, the domains of our host name are the local ones. n < COR_BOOT_MAX_ADDRS. */
+#define COR_BOOT_HOST_ROUTE "cor.host"
 int cor__boot_exchange(struct cor_boot *boot, int n, const struct cor_boot_addr *mine,
                        struct cor_boot_addr **all);
 /* Registers the death callback (called at most once per dead rank the launcher reports).
@@ -80,6 +89,9 @@ void cor__boot_lost(struct cor_boot *boot, int rank);
 /* The core saw domain `rank` die (its routes, or the launcher's notice): a backend whose
  * launcher tells nobody (PMIx) fails its barriers from now on rather than wait for it. */
 void cor__boot_died(struct cor_boot *boot, int rank);
+/* 1 if domain `rank` shares this host (boot->local; every domain while it is not set),
+ * 0 if not or out of range. */
+int cor__boot_local(const struct cor_boot *boot, int rank);
 /* Says this domain finalized normally and leaves the session; frees boot. */
 void cor__boot_finish(struct cor_boot *boot);
 

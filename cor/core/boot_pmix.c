@@ -159,6 +159,7 @@ static void pb_free(struct pboot *b)
     pthread_mutex_destroy(&b->mu);
     pthread_cond_destroy(&b->cv);
     free(b->lost);
+    free(b->base.local);
     free(b);
 }
 
@@ -197,6 +198,52 @@ static int share_cookie(struct pboot *b)
     b->base.cookie = v->data.uint64;
     PMIX_VALUE_RELEASE(v);
     return COR_OK;
+}
+
+/* The domains on our node, from PMIX_LOCAL_PEERS ("0,2,5": the launcher's own idea of a
+ * node, by host name) into b->base.local. Without it: every domain if PMIX_LOCAL_SIZE says
+ * they all are here, else left to the host names of the exchange (cor__boot_exchange). A
+ * list that names a rank out of range, is malformed or leaves us out is not used. */
+static void local_peers(struct pboot *b)
+{
+    int size = b->base.size;
+    unsigned char *local = calloc((size_t)size, 1);
+    if (!local) return;
+    pmix_proc_t job = b->self;
+    job.rank = PMIX_RANK_WILDCARD;
+    pmix_value_t *v = NULL;
+    int ok = 0, count = 0;
+    if (PMIx_Get(&job, PMIX_LOCAL_PEERS, NULL, 0, &v) == PMIX_SUCCESS && v &&
+        v->type == PMIX_STRING && v->data.string) {
+        ok = 1;
+        for (const char *p = v->data.string; ok && *p;) {
+            char *end;
+            errno = 0;
+            long r = strtol(p, &end, 10);
+            if (end == p || errno || r < 0 || r >= size || (*end && *end != ','))
+                ok = 0;
+            else {
+                count += !local[r];
+                local[r] = 1;
+                p = *end ? end + 1 : end;
+            }
+        }
+        ok = ok && local[b->base.rank];
+    }
+    if (v) PMIX_VALUE_RELEASE(v);
+    if (!ok && b->local_size == size) {
+        memset(local, 1, (size_t)size);
+        ok = 1;
+        count = size;
+    }
+    if (!ok) {
+        free(local);
+        return;
+    }
+    if (count != b->local_size)
+        plog(b, "PMIX_LOCAL_PEERS names %d domains, PMIX_LOCAL_SIZE says %d: using the list", count,
+             b->local_size);
+    b->base.local = local;
 }
 
 /* Domains on several hosts: the defaults that reach across them, unless the user chose. */
@@ -251,6 +298,7 @@ int cor__boot_pmix_init(struct cor_boot **bootp)
     if (get_uint(b, 0, PMIX_LOCAL_RANK, &lrank) || lrank >= lsize) lrank = 0;
     b->local_size = (int)lsize;
     b->local_rank = (int)lrank;
+    local_peers(b);
     b->barrier_collects = under_slurm();
     b->lost = calloc(size, 1);
     if (!b->lost) goto fail;

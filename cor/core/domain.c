@@ -549,6 +549,12 @@ COR_API uint32_t cor_session(void)
     return cor__check_init() ? 0 : g.macro;
 }
 
+COR_API int cor_domain_local(int rank)
+{
+    if (cor__check_init() || rank < 0 || rank >= g.size) return 0;
+    return g.boot ? cor__boot_local(g.boot, rank) : 1;
+}
+
 COR_API int cor_domain_parent(int rank)
 {
     if (cor__check_init() || rank <= 0 || rank >= g.size) return -1;

@@ -453,7 +453,7 @@ static int op_test(struct cor_dsm_op *o, int *done)
  * object, one of another host, or COR_DSM_SHM=0). */
 static int shm_op(int home, const struct dsm_req *r, void *out, uint64_t *slot)
 {
-    if (!dsm__rt.shm) return DSM_SHM_NONE;
+    if (!dsm__rt.shm || !dsm__rt.local[home]) return DSM_SHM_NONE;
     if (atomic_load(&dsm__rt.dead[home])) return COR_EPEERDEAD;
     if (adds_pending(home)) {
         /* only for an object with a segment: a request would follow the adds anyway */
@@ -805,7 +805,9 @@ static void batch_send(struct add_state *a, struct add_batch *b)
                         .count = b->n,
                         .data = b->e,
                         .data_len = (size_t)b->n * DSM_ADDV_ENTRY};
-    uint32_t here = dsm__rt.shm && !atomic_load(&dsm__rt.dead[home]) ? batch_apply_here(b, &r) : 0;
+    uint32_t here = dsm__rt.shm && dsm__rt.local[home] && !atomic_load(&dsm__rt.dead[home])
+                        ? batch_apply_here(b, &r)
+                        : 0;
     r.count -= here;
     r.data = b->e + (size_t)here * DSM_ADDV_ENTRY;
     r.data_len -= (size_t)here * DSM_ADDV_ENTRY;
@@ -978,7 +980,7 @@ COR_API int cor_dsm_create(const char *name, cor_type_t type, size_t count,
     x->obj.type = type;
     x->obj.tsize = ts;
     x->obj.count = count;
-    if (protocol == COR_DSM_HOME_ONLY && dsm__rt.shm && dsm__rt.size > 1)
+    if (protocol == COR_DSM_HOME_ONLY && dsm__rt.shm && dsm__rt.any_local)
         x->shm = dsm_shm_create(type, count);
     if (!x->shm && !(x->obj.data = calloc(count, ts))) {
         dsm__res_free(x);
@@ -1111,8 +1113,16 @@ COR_API int cor_dsm_init(void)
     dsm__rt.bar_boxes = calloc((size_t)dsm__rt.size, sizeof *dsm__rt.bar_boxes);
     dsm__rt.dead = calloc((size_t)dsm__rt.size, sizeof *dsm__rt.dead);
     dsm__rt.death_done = calloc((size_t)dsm__rt.size, sizeof *dsm__rt.death_done);
+    free(dsm__rt.local); /* a second init after a finalize */
+    dsm__rt.local = calloc((size_t)dsm__rt.size, 1);
+    dsm__rt.any_local = false;
+    for (int r = 0; dsm__rt.local && r < dsm__rt.size; r++) {
+        dsm__rt.local[r] = cor_domain_local(r) != 0;
+        if (r != dsm__rt.rank && dsm__rt.local[r]) dsm__rt.any_local = true;
+    }
     dsm__rt.res = calloc(DSM__RES_MAX + 1, sizeof *dsm__rt.res);
-    if (!dsm__rt.svcs || !dsm__rt.bar_boxes || !dsm__rt.dead || !dsm__rt.death_done || !dsm__rt.res)
+    if (!dsm__rt.svcs || !dsm__rt.bar_boxes || !dsm__rt.dead || !dsm__rt.death_done ||
+        !dsm__rt.res || !dsm__rt.local)
         return COR_ENOMEM;
     int err = cor_task_reserve(DSM__SVC_NAME, &dsm__rt.svc);
     if (err) return err;
@@ -1145,7 +1155,11 @@ COR_API int cor_dsm_init(void)
     atomic_store(&dsm__rt.up, 1);
     /* every domain counts itself in the session's file before the barrier: after it, the
      * count says whether all of them share this host */
-    if (dsm__rt.shm && dsm__rt.size > 1) dsm__rt.host = dsm_shm_bar_join(dsm__rt.session, 0, 0);
+    bool every_local = true;
+    for (int r = 0; r < dsm__rt.size; r++)
+        every_local = every_local && dsm__rt.local[r];
+    if (dsm__rt.shm && dsm__rt.size > 1 && every_local)
+        dsm__rt.host = dsm_shm_bar_join(dsm__rt.session, 0, 0);
     err = cor_barrier();
     dsm__rt.all_here = !err && dsm__rt.host && dsm_shm_bar_all_here(dsm__rt.host, dsm__rt.size);
     /* Every domain's service and barrier mailbox, looked up now that all are reserved: a

@@ -165,6 +165,11 @@ struct dsm_runtime {
     cor_idp_t dctx; /* grants' data sent straight into copies (no application uses it either) */
     long poll_us;   /* how long a task waiting for a protocol message polls the routes */
     bool shm;       /* home-only objects shared with the host's domains (COR_DSM_SHM) */
+    /* [size] the domains that share this host's memory (cor_domain_local: the bootstrap's
+     * answer); shared memory is used with these only, never with a file that another host's
+     * domain made in a /dev/shm that happens to be shared (network namespaces) */
+    unsigned char *local;
+    bool any_local;           /* another domain shares the host: home-only objects get a segment */
     struct dsm_shm_bar *host; /* the session's file, where each domain of the host counts itself */
     bool all_here;            /* every domain did (after init): locks live in shared memory */
     int ncpus;                /* online CPUs: whether a shared-memory wait looks before polling */

@@ -239,7 +239,11 @@ COR_API int cor_dsm_barrier_create(const char *name, cor_idp_t ldom, int local_t
         b->members = members;
         dsm_bar_setup(&b->st, n, pos, local_tasks);
         unsigned gen = dsm__bar_gen_next(id);
-        if (gen && dsm__rt.shm && n > 1) b->sb = dsm_shm_bar_join(dsm__rt.session, id, gen);
+        bool members_local = true; /* the same answer in every member (cor_domain_local) */
+        for (int i = 0; i < n; i++)
+            members_local = members_local && dsm__rt.local[members[i]];
+        if (gen && dsm__rt.shm && n > 1 && members_local)
+            b->sb = dsm_shm_bar_join(dsm__rt.session, id, gen);
         for (int i = 0; i < n; i++)
             if (atomic_load(&dsm__rt.dead[members[i]])) b->err = COR_EPEERDEAD;
         b->handle = dsm_handle_put(DSM_H_BARRIER, b);

@@ -140,6 +140,13 @@ COR_API cor_idp_t cor_domain_idp(int rank); /* idp of domain `rank` */
  * cor-<session as %08x>-...: cor-run removes them when the session ends. */
 COR_API uint32_t cor_session(void);
 
+/* 1 if domain `rank` runs on this host (it shares this host's memory: /dev/shm), 0 if it
+ * runs on another or rank is out of range; this domain is local. The bootstrap's answer, the
+ * same in every domain of the session: the launcher's local peers (PMIx), else the domains
+ * whose host name (gethostname) is ours. Sessions made with cor_init_join count every domain
+ * as local. */
+COR_API int cor_domain_local(int rank);
+
 /* The domain tree: domain 0 is the root; domain d's ascendant is (d-1)/2. */
 COR_API int cor_domain_parent(int rank);                           /* -1 for the root */
 COR_API int cor_domain_children(int rank, int *children, int max); /* returns how many */

@@ -1,5 +1,8 @@
 /*
- * dsm_proc: libcordsm across real domains (started by cor-run). Modes:
+ * dsm_proc: libcordsm across real domains (started by cor-run). Modes below; every mode
+ * takes -H HOSTS: the domains run round robin on that many hosts of their own host names
+ * (tests/hosts: rank r on host r mod HOSTS), so only domains r, r + HOSTS, ... may share
+ * memory (mix and counts check where their operations ran).
  *
  *   dsm_proc mix DIR [-t TASKS] [-i ITERS]
  *     Every domain d homes "ctr.d" (8 longs), "fifo.d" (a FIFO of longs) and "blob.d"
@@ -43,7 +46,8 @@
  *   dsm_proc counts DIR
  *     cor_dsm_stats_t tells where operations ran: each domain adds to the next domain's
  *     home-only object and to its own; the counters must say shm_ops (one host, COR_DSM_SHM=1)
- *     or remote_ops (COR_DSM_SHM=0) for the first, never both, and local_ops for the second.
+ *     or remote_ops (COR_DSM_SHM=0, or -H: the next domain runs on another host) for the
+ *     first, never both, and local_ops for the second.
  *   dsm_proc reuse DIR
  *     A destroyed object's index reused (cached, then home-only): domain 0's "ra" (4 longs),
  *     read by every domain, is destroyed, and domain 0 creates objects until one gets its idp
@@ -144,10 +148,20 @@ static cor_dsm_barrier_t all_bar;
 
 /* ---- counts ---- */
 
+/* -H K: the domains run on K hosts of their own host names (tests/hosts), rank r on host
+ * r mod K; 1 (the default): all on this one. Says which operations may run in shared memory. */
+static int nhosts = 1;
+
+static int same_host(int a, int b)
+{
+    return a % nhosts == b % nhosts;
+}
+
 /* K adds to the next domain's home-only object, then K to our own: with COR_DSM_SHM=1 (one
  * host) the first K are shm_ops and no remote_ops (they were counted as both), with
- * COR_DSM_SHM=0 K + 1 remote_ops (the adds and the quiet) and no shm_ops; our own are
- * local_ops only. Then every home checks its values. */
+ * COR_DSM_SHM=0, or with the next domain on another host (-H) even if that host shares our
+ * /dev/shm (network namespaces), K + 1 remote_ops (the adds and the quiet) and no shm_ops;
+ * our own are local_ops only. Then every home checks its values. */
 static void run_counts(void)
 {
     enum { K = 100 };
@@ -159,7 +173,7 @@ static void run_counts(void)
     CHECK(cor_dsm_barrier_wait(all_bar)); /* every object exists */
     cor_idp_t other = lookup_n("cnt", (rank + 1) % ndom);
     const char *shm = getenv("COR_DSM_SHM");
-    int shm_on = !(shm && !strcmp(shm, "0"));
+    int shm_on = !(shm && !strcmp(shm, "0")) && same_host(rank, (rank + 1) % ndom);
     cor_dsm_stats_t a, b, c;
     long one = 1;
     CHECK(cor_dsm_stats_get(&a));
@@ -320,10 +334,12 @@ static void run_mix(void)
     CHECK(cor_dsm_stats_get(&s));
     /* COR_DSM_SHM=0: every operation on another home is a request; else those on a home of
      * this host that shares its objects run here (every home does in these runs but the odd
-     * domains of the run over both routes) */
+     * domains of the run over both routes; with -H only those of our host) */
     const char *shm = getenv("COR_DSM_SHM");
-    int shm_off = shm && !strcmp(shm, "0");
-    if (shm_off ? s.shm_ops != 0 : ndom > 1 && s.shm_ops == 0)
+    int shm_off = shm && !strcmp(shm, "0"), mates = 0;
+    for (int r = 0; r < ndom; r++)
+        mates += r != rank && same_host(r, rank);
+    if (shm_off ? s.shm_ops != 0 : mates > 0 && s.shm_ops == 0)
         pt_fail("%llu operations in shared memory with COR_DSM_SHM=%s",
                 (unsigned long long)s.shm_ops, shm ? shm : "(unset)");
     printf("domain %d: %s mix: %ld operations x 8 kinds on each of %d homes from %d tasks "
@@ -1300,7 +1316,7 @@ int main(int argc, char **argv)
     pt_name = "dsm_proc";
     if (argc < 3) {
         fprintf(stderr, "usage: dsm_proc mix|cache|lockfair|barrier|kill|reuse|counts DIR "
-                        "[-t TASKS] [-i ITERS] [-f RATIO] [-b CACHE_BYTES]\n");
+                        "[-t TASKS] [-i ITERS] [-f RATIO] [-b CACHE_BYTES] [-H HOSTS]\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -1316,8 +1332,10 @@ int main(int argc, char **argv)
             cache_bytes = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "-B"))
             CB = atoi(argv[i + 1]), cb_given = 1;
+        else if (!strcmp(argv[i], "-H"))
+            nhosts = atoi(argv[i + 1]);
     }
-    if (ntasks < 1 || ntasks > 256 || iters < 1 || CB < 2 || CB > (1 << 20)) return 2;
+    if (ntasks < 1 || ntasks > 256 || iters < 1 || CB < 2 || CB > (1 << 20) || nhosts < 1) return 2;
     int rc = cor_init(&argc, &argv);
     if (rc != COR_OK) {
         fprintf(stderr, "dsm_proc: cor_init: %s\n", cor_strerror(rc));

@@ -14,7 +14,8 @@ WL_HOSTS=${WL_HOSTS:-h0 h1}
 WL_A=${WL_HOSTS% *}
 WL_B=${WL_HOSTS#* }
 for p in "$X" "$PD" "$DSMP"; do [ -x "$p" ] || die "$p not built"; done
-unset GM_NODES GM_NODE_MAP GM_NODE_ID GM_PROVIDER GM_SHM_NAMESPACE COR_ROUTES COR_BIND COR_GM_PROVIDER
+unset GM_NODES GM_NODE_MAP GM_NODE_ID GM_PROVIDER GM_SHM_NAMESPACE COR_ROUTES COR_BIND COR_GM_PROVIDER \
+    COR_DSM_SHM
 if [ $SMALL = 1 ]; then MSGS=2000 DSMI=4 LIMIT=110; else MSGS=6000 DSMI=10 LIMIT=60; fi
 
 # wl_step TAG N PROG ARGS...: runs it in the background (killed at exit if it hangs) and
@@ -49,14 +50,18 @@ workload_run() {
     done
     # The DSM across hosts, over gm/tcp (udp is the route the kill step uses): cached objects
     # (sections, recalls), locks inside the mixed workload, barriers over all domains and
-    # over a logical domain. COR_DSM_SHM=0: namespace hosts share /dev/shm, where the DSM
-    # would meet domains of the other "host" in shared memory (cor/dsm/README.md); real
-    # hosts do not, so requests, grants and barriers travel over the route, as they would.
-    for mode in cache mix barrier; do
-        say "$wl_l: DSM $mode, 4 domains x 2 tasks on 2 hosts (gm, COR_DSM_SHM=0)"
-        COR_DSM_SHM=0 COR_ROUTE=gm wl_step dsm$mode 4 "$DSMP" $mode "$WORK" -t 2 -i $DSMI
+    # over a logical domain. COR_DSM_SHM is the default (1): namespace hosts share /dev/shm,
+    # but the DSM uses shared memory only with the domains the bootstrap calls local
+    # (cor_domain_local: the launcher's local peers), so between the hosts requests, grants
+    # and barriers travel over the route, as between real hosts, and within a host in
+    # shared memory. `counts` checks where each operation ran: the next domain (rank + 1) is
+    # always on the other host, so its adds must be requests, never shared memory.
+    for mode in counts cache mix barrier; do
+        say "$wl_l: DSM $mode, 4 domains x 2 tasks on 2 hosts (gm)"
+        COR_ROUTE=gm wl_step dsm$mode 4 "$DSMP" $mode "$WORK" -t 2 -i $DSMI -H 2
         wl_expect dsm$mode 4 '^domain [0-9]+: PASS'
     done
+    grep '^domain 0: PASS counts' "$WORK/dsmcounts.out" | sed 's/^/  /'
 
     say "$wl_l: kill -9 of domain 3 (on $WL_B) while it streams to the others (udp)"
     rm -f "$WORK"/pid.* "$WORK"/flowing.*
