@@ -11,6 +11,13 @@
  *   (cor__boot_blob_encode; key "cor.addrs", PMIX_GLOBAL), commits, then one PMIx_Fence with
  *   PMIX_COLLECT_DATA; every get after it is answered from the local copy of the data. Slurm
  *   supports no publish/lookup, so put/fence/get is the one way that works under both.
+ * - The N blobs are got once per node, not once per domain: each get is a request to the
+ *   node's PMIx server, and N domains of a node getting N blobs each made N^2 requests
+ *   through it (at 256 domains on 2 cores, 1.4 s per domain after the fence; 56 ms now,
+ *   docs/measurements/scale-2026-11-28c.md). The node's first domain (lowest rank of
+ *   PMIX_LOCAL_PEERS) gets them and puts them as one blob (key "cor.table", PMIX_LOCAL: each
+ *   blob after its 4-byte length); after a second fence the node's other domains get that one.
+ *   Without PMIX_LOCAL_PEERS (or with COR_BOOT_NODE_TABLE=0) every domain gets the N blobs.
  * - Barrier: PMIx_Fence, non-blocking, so that a domain that died or that our routes gave up
  *   (cor__boot_died, cor__boot_lost) ends the wait with COR_EPEERDEAD instead of leaving it
  *   hanging. A fence given up that way is never started again: after a loss every barrier
@@ -45,7 +52,8 @@
 
 #define KEY_COOKIE "cor.cookie"
 #define KEY_ADDRS "cor.addrs"
-#define LOSS_GRACE_S 2 /* how long a barrier waits for its fence once a domain is lost */
+#define KEY_TABLE "cor.table" /* the node's table, put by its first domain */
+#define LOSS_GRACE_S 2        /* how long a barrier waits for its fence once a domain is lost */
 
 struct pboot {
     struct cor_boot base;  /* rank, size, cookie: set at init, read-only after */
@@ -313,6 +321,137 @@ fail:
     return COR_EBOOT;
 }
 
+/* The lowest rank on our node (PMIX_LOCAL_PEERS), or -1 if PMIx does not say or says
+ * something that does not include us. */
+static int node_leader(struct pboot *b)
+{
+    pmix_proc_t who = b->self;
+    who.rank = PMIX_RANK_WILDCARD;
+    pmix_value_t *v = NULL;
+    pmix_status_t rc = PMIx_Get(&who, PMIX_LOCAL_PEERS, NULL, 0, &v);
+    long lowest = -1;
+    int self = 0;
+    if (rc == PMIX_SUCCESS && v && v->type == PMIX_STRING && v->data.string) {
+        const char *p = v->data.string;
+        for (;;) {
+            char *end;
+            errno = 0;
+            long r = strtol(p, &end, 10);
+            if (errno || end == p || r < 0 || r >= b->base.size || (*end && *end != ',')) {
+                lowest = -1;
+                break;
+            }
+            if (lowest < 0 || r < lowest) lowest = r;
+            self |= r == b->base.rank;
+            if (!*end) break;
+            p = end + 1;
+        }
+    }
+    if (v) PMIX_VALUE_RELEASE(v);
+    return self ? (int)lowest : -1;
+}
+
+/* Gets every domain's blob after the exchange's fence, decodes it into table[size * n] and,
+ * when node is not NULL, makes *node the node's table: the N blobs, each after its length
+ * (4 bytes, big-endian), for the other domains of the node (get_node_table). */
+static int get_blobs(struct pboot *b, int n, struct cor_boot_addr *table, unsigned char **node,
+                     size_t *node_len)
+{
+    int err = 0;
+    size_t cap = 0, len = 0;
+    unsigned char *out = NULL;
+    pmix_info_t opt;
+    bool optional = true; /* after the fence, only the local copy: a missing key is an error */
+    PMIX_INFO_LOAD(&opt, PMIX_OPTIONAL, &optional, PMIX_BOOL);
+    pmix_proc_t who = b->self;
+    for (int r = 0; r < b->base.size && !err; r++) {
+        pmix_value_t *got = NULL;
+        who.rank = (pmix_rank_t)r;
+        pmix_status_t rc = PMIx_Get(&who, KEY_ADDRS, &opt, 1, &got);
+        if (rc != PMIX_SUCCESS || !got || got->type != PMIX_BYTE_OBJECT) {
+            plog(b, "exchange: no addresses from domain %d: %s", r,
+                 rc != PMIX_SUCCESS ? PMIx_Error_string(rc) : "wrong type");
+            err = COR_EBOOT;
+        } else if (cor__boot_blob_decode((const unsigned char *)got->data.bo.bytes,
+                                         got->data.bo.size, n, &table[(size_t)r * n])) {
+            plog(b,
+                 "exchange: domain %d published %zu bytes that are not %d addresses (all "
+                 "domains must open the same routes and ports)",
+                 r, got->data.bo.size, n);
+            err = COR_EBOOT;
+        } else if (node) {
+            size_t k = got->data.bo.size;
+            if (len + 4 + k > cap) {
+                size_t c = cap ? cap : 4096;
+                while (c < len + 4 + k)
+                    c *= 2;
+                unsigned char *p = realloc(out, c);
+                if (!p) {
+                    err = COR_ENOMEM;
+                } else {
+                    out = p;
+                    cap = c;
+                }
+            }
+            if (!err) {
+                for (int s = 24; s >= 0; s -= 8)
+                    out[len++] = (unsigned char)(k >> s);
+                memcpy(out + len, got->data.bo.bytes, k);
+                len += k;
+            }
+        }
+        if (got) PMIX_VALUE_RELEASE(got);
+    }
+    PMIX_INFO_DESTRUCT(&opt);
+    if (err || !node) {
+        free(out);
+        return err;
+    }
+    *node = out;
+    *node_len = len;
+    return COR_OK;
+}
+
+/* The node's table from its leader (one get), decoded into table[size * n]. */
+static int get_node_table(struct pboot *b, int leader, int n, struct cor_boot_addr *table)
+{
+    pmix_info_t opt;
+    bool optional = true;
+    PMIX_INFO_LOAD(&opt, PMIX_OPTIONAL, &optional, PMIX_BOOL);
+    pmix_proc_t who = b->self;
+    who.rank = (pmix_rank_t)leader;
+    pmix_value_t *got = NULL;
+    pmix_status_t rc = PMIx_Get(&who, KEY_TABLE, &opt, 1, &got);
+    PMIX_INFO_DESTRUCT(&opt);
+    int err = 0;
+    if (rc != PMIX_SUCCESS || !got || got->type != PMIX_BYTE_OBJECT) {
+        plog(b, "exchange: no address table from domain %d, this node's first: %s", leader,
+             rc != PMIX_SUCCESS ? PMIx_Error_string(rc) : "wrong type");
+        err = COR_EBOOT;
+    } else {
+        const unsigned char *p = (const unsigned char *)got->data.bo.bytes;
+        size_t len = got->data.bo.size, k = 0;
+        for (int r = 0; r < b->base.size && !err; r++) {
+            size_t bl = 0;
+            if (len - k < 4) {
+                err = COR_EBOOT;
+                break;
+            }
+            for (int s = 0; s < 4; s++)
+                bl = bl << 8 | p[k++];
+            if (bl > len - k || cor__boot_blob_decode(p + k, bl, n, &table[(size_t)r * (size_t)n]))
+                err = COR_EBOOT;
+            k += bl;
+        }
+        if (!err && k != len) err = COR_EBOOT;
+        if (err)
+            plog(b, "exchange: the address table from domain %d is malformed (%zu bytes)", leader,
+                 len);
+    }
+    if (got) PMIX_VALUE_RELEASE(got);
+    return err;
+}
+
 static int pb_exchange(struct cor_boot *base, int n, const struct cor_boot_addr *mine,
                        struct cor_boot_addr **all)
 {
@@ -352,36 +491,52 @@ static int pb_exchange(struct cor_boot *base, int n, const struct cor_boot_addr 
     double t2 = now_ms();
     struct cor_boot_addr *table = calloc((size_t)b->base.size * (size_t)n, sizeof *table);
     if (!table) return COR_ENOMEM;
-    pmix_info_t opt;
-    bool optional = true; /* after the fence, only the local copy: a missing key is an error */
-    PMIX_INFO_LOAD(&opt, PMIX_OPTIONAL, &optional, PMIX_BOOL);
-    pmix_proc_t who = b->self;
-    for (int r = 0; r < b->base.size && !err; r++) {
-        pmix_value_t *got = NULL;
-        who.rank = (pmix_rank_t)r;
-        rc = PMIx_Get(&who, KEY_ADDRS, &opt, 1, &got);
-        if (rc != PMIX_SUCCESS || !got || got->type != PMIX_BYTE_OBJECT) {
-            plog(b, "exchange: no addresses from domain %d: %s", r,
-                 rc != PMIX_SUCCESS ? PMIx_Error_string(rc) : "wrong type");
-            err = COR_EBOOT;
-        } else if (cor__boot_blob_decode((const unsigned char *)got->data.bo.bytes,
-                                         got->data.bo.size, n, &table[(size_t)r * n])) {
-            plog(b,
-                 "exchange: domain %d published %zu bytes that are not %d addresses (all "
-                 "domains must open the same routes and ports)",
-                 r, got->data.bo.size, n);
-            err = COR_EBOOT;
+    int leader = cor__knob_long(COR_K_BOOT_NODE_TABLE) ? node_leader(b) : -1;
+    double t3 = t2;
+    if (leader < 0) {
+        /* Who else is on this node is not known: every domain gets the N blobs itself. */
+        err = get_blobs(b, n, table, NULL, NULL);
+        t3 = now_ms();
+    } else {
+        /* One domain per node gets the N blobs and puts them as one (PMIX_LOCAL); a second
+         * fence later the others get that one: N + local gets per node, not N x local. The
+         * leader enters the fence whatever happened, or the others would wait for it. */
+        unsigned char *node = NULL;
+        size_t node_len = 0;
+        if (b->base.rank == leader) {
+            err = get_blobs(b, n, table, &node, &node_len);
+            if (!err) {
+                PMIX_VALUE_CONSTRUCT(&v);
+                v.type = PMIX_BYTE_OBJECT;
+                v.data.bo.bytes = (char *)node;
+                v.data.bo.size = node_len;
+                rc = PMIx_Put(PMIX_LOCAL, KEY_TABLE, &v);
+                if (rc == PMIX_SUCCESS) rc = PMIx_Commit();
+                if (rc != PMIX_SUCCESS) {
+                    plog(b, "exchange: cannot put the node's table: %s", PMIx_Error_string(rc));
+                    err = COR_EBOOT;
+                }
+            }
+            free(node);
         }
-        if (got) PMIX_VALUE_RELEASE(got);
+        t3 = now_ms();
+        rc = fence(b, b->barrier_collects);
+        if (rc != PMIX_SUCCESS) {
+            plog(b, "exchange: the second fence failed: %s", PMIx_Error_string(rc));
+            if (!err) err = rc == PMIX_ERR_TIMEOUT ? COR_ETIMEDOUT : COR_EBOOT;
+        }
+        if (!err && b->base.rank != leader) err = get_node_table(b, leader, n, table);
     }
-    PMIX_INFO_DESTRUCT(&opt);
     if (err) {
         free(table);
         return err;
     }
     if (cor__knob_long(COR_K_BOOT_STATS))
-        plog(b, "exchange: put %.1f ms, fence %.1f ms, %d gets %.1f ms", t1 - t0, t2 - t1,
-             b->base.size, now_ms() - t2);
+        plog(b, "exchange: put %.1f ms, fence %.1f ms, %s %.1f ms, then %.1f ms", t1 - t0, t2 - t1,
+             leader < 0               ? "all gets"
+             : b->base.rank == leader ? "leader's gets"
+                                      : "wait",
+             t3 - t2, now_ms() - t3);
     *all = table;
     return COR_OK;
 }

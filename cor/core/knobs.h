@@ -54,7 +54,9 @@
     X(BOOT_SECRET, "COR_BOOT_SECRET", STR, 0, 0, 0, "set by cor-run",                              \
       "TCP rendezvous: the session secret, 64 hex digits or - (a line on stdin)")                  \
     X(BOOT_STATS, "COR_BOOT_STATS", INT, 0, 0, 1, "",                                              \
-      "1: the PMIx exchange says what its put, fence and gets took")
+      "1: the PMIx exchange says what its put, fence and gets took")                               \
+    X(BOOT_NODE_TABLE, "COR_BOOT_NODE_TABLE", INT, 1, 0, 1, "",                                    \
+      "PMIx: 0: each domain gets the N addresses itself, not its node's table")
 
 #define COR_KNOB_ENUM(id, name, type, def, lo, hi, shown, meaning) COR_K_##id,
 enum { COR_CORE_KNOBS(COR_KNOB_ENUM) COR_K_COUNT };
