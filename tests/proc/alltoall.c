@@ -7,10 +7,11 @@
  *
  *   alltoall [-s]
  *   -s  skip the messages: cor_init and cor_finalize only (proc/latedeath.sh)
- * Output: "alltoall: domain R of N: PASS init_ms X up_at U rss_kb Y heap_kb H fds Z threads T"
- * (X: this domain's cor_init; U: when its cor_init returned, seconds since the epoch, to
- * compare with when the launcher started: scripts/bench-scale; H: bytes malloc'd and still in
- * use, mallinfo2), or FAIL lines;
+ * Output: "alltoall: domain R of N: PASS init_ms X init_cpu_ms C up_at U rss_kb Y heap_kb H fds Z
+ * threads T" (X: this domain's cor_init; C: the CPU time, user and system, of the process
+ * when cor_init returned; U: when cor_init returned, seconds since the epoch, to compare with
+ * when the launcher started: scripts/bench-scale; H: bytes malloc'd and still in use,
+ * mallinfo2), or FAIL lines;
  * exit status 0 only if every message arrived with the right value.
  */
 #define _GNU_SOURCE
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "cor/cor.h"
@@ -50,6 +52,10 @@ int main(int argc, char **argv)
     double init_ms = (now_s() - t0) * 1e3;
     struct timespec up;
     clock_gettime(CLOCK_REALTIME, &up); /* the launcher's clock: bench-scale's date +%s.%N */
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru); /* every thread of ours so far: the start-up's CPU */
+    double init_cpu_ms = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+                         (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-3;
     if (rc != COR_OK) {
         fprintf(stderr, "alltoall: cor_init: %s\n", cor_strerror(rc));
         return 1;
@@ -101,9 +107,9 @@ int main(int argc, char **argv)
     long rss = rss_kb(), fds = count_dir("/proc/self/fd") - 1, thr = count_dir("/proc/self/task");
     struct mallinfo2 mi = mallinfo2(); /* heap bytes in use, every arena */
     if (!bad)
-        printf("alltoall: domain %d of %d: PASS init_ms %.1f up_at %lld.%06ld rss_kb %ld heap_kb "
-               "%zu fds %ld threads %ld\n",
-               me, n, init_ms, (long long)up.tv_sec, up.tv_nsec / 1000, rss,
+        printf("alltoall: domain %d of %d: PASS init_ms %.1f init_cpu_ms %.1f up_at %lld.%06ld "
+               "rss_kb %ld heap_kb %zu fds %ld threads %ld\n",
+               me, n, init_ms, init_cpu_ms, (long long)up.tv_sec, up.tv_nsec / 1000, rss,
                (mi.uordblks + mi.hblkhd) / 1024, fds, thr);
     fflush(stdout);
     free(got);
