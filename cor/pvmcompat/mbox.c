@@ -6,8 +6,13 @@
  * removes when the task ends, even killed. The session (CoR.session) and the rank claims
  * (CoR.ranks) are persistent, and over-writable so that any task may remove them: the last
  * routed task that leaves removes them, and a task that joins while no task is alive (the
- * last one was killed) removes what is left before it makes a new session. So a virtual
- * machine's routed programs, run one after another, start again from rank 0.
+ * last one was killed) removes what is left before it makes a new session. A task that
+ * leaves while others live gives its rank claim back once its route is closed (after
+ * cor_finalize: its files are gone), so the next task to join takes that rank: a session
+ * that never ends (programs that overlap, a task that lives for days) does not run out of
+ * ranks. A peer that knew the rank's earlier task never routes to its new one (route.c,
+ * connect_peer: the core never makes a rank it gave up reachable again); they talk PVM's
+ * way. Only a killed task's rank stays claimed until the session ends.
  *
  * Programs see neither: pvm_getmboxinfo leaves CoR.* out, and the ids pvm_addmhf returns and
  * pvm_delmhf takes are those the program would have without libcorpvm's two handlers. (Only
@@ -99,19 +104,32 @@ void cpvm_mbox_join(void)
     if (instances(MBOX_LIVE, pvmmytid) == 0) remove_session();
 }
 
-void cpvm_mbox_leave(void)
+/* Removes our instances of `name` (all of them, or only index `only` if >= 0). Lock held. */
+static void remove_own(const char *name, int only)
 {
-    mbox_lock();
-    if (instances(MBOX_LIVE, pvmmytid) == 0) remove_session();
     int n = 0;
     struct pvmmboxinfo *mi = NULL;
     int idx[16], nidx = 0;
-    if (REAL(pvm_getmboxinfo, MBOX_LIVE, &n, &mi) >= 0)
-        for (int i = 0; i < n && mi; i++)
+    if (REAL(pvm_getmboxinfo, (char *)name, &n, &mi) >= 0)
+        for (int i = 0; i < n && mi; i++) {
+            if (strcmp(mi[i].mi_name, name)) continue;
             for (int k = 0; k < mi[i].mi_nentries && nidx < 16; k++)
-                if (mi[i].mi_owners[k] == pvmmytid) idx[nidx++] = mi[i].mi_indices[k];
+                if (mi[i].mi_owners[k] == pvmmytid && (only < 0 || mi[i].mi_indices[k] == only))
+                    idx[nidx++] = mi[i].mi_indices[k];
+        }
+    /* (the info array is libpvm3's until its next call: copied first) */
     for (int k = 0; k < nidx; k++)
-        REAL(pvm_delinfo, MBOX_LIVE, idx[k], PvmMboxDefault);
+        REAL(pvm_delinfo, (char *)name, idx[k], PvmMboxDefault);
+}
+
+void cpvm_mbox_leave(int rank)
+{
+    mbox_lock();
+    if (instances(MBOX_LIVE, pvmmytid) == 0)
+        remove_session();
+    else if (rank >= 0)
+        remove_own(CPVM_MBOX_RANKS, rank); /* the next task to join takes it */
+    remove_own(MBOX_LIVE, -1);
     cpvm_mbox_unlock();
 }
 

@@ -171,7 +171,9 @@ static bool connect_peer(struct cpvm_peer *p, const struct cpvm_ctl *c)
         c->rank == rt.rank)
         return false;
     struct cpvm_peer *other = cpvm_peer_of_rank(c->rank);
-    if (other && other != p) return false; /* ranks are never reused: a forgery */
+    /* A rank we knew held by another task: a forgery, or the rank given back and taken by a
+     * new task (mbox.c), which our core never reaches again (cor_domain_leave): PVM's way. */
+    if (other && other != p) return false;
     if (p->connected) return p->rank == c->rank && p->inbox_index == (unsigned)c->inbox;
     int err = cor_domain_connect(c->rank, c->addr);
     if (err) {
@@ -414,23 +416,27 @@ static int join(int opt)
     cpvm_mbox_join();
     int rc = mailbox_session(&rt.session);
     if (rc < 0) {
-        cpvm_mbox_unlock();
+        cpvm_mbox_leave(-1);
         cpvm_log("no CoR session in pvmd's mailbox (%d): PVM's routes only", rc);
         return rc;
     }
     rc = mailbox_rank(&rt.rank);
-    cpvm_mbox_unlock();
     if (rc < 0) {
+        cpvm_mbox_leave(-1);
         cpvm_log("cannot claim a CoR domain rank in pvmd's mailbox (%d)", rc);
         return rc;
     }
     if (rt.rank >= rt.capacity) {
-        cpvm_log("domain rank %d exceeds COR_PVM_DOMAINS=%d: PVM's routes only", rt.rank,
-                 rt.capacity);
+        cpvm_mbox_leave(rt.rank); /* not ours to keep: a rank given back goes to a later task */
+        cpvm_log("domain rank %d exceeds COR_PVM_DOMAINS=%d (that many routed tasks alive): "
+                 "PVM's routes only",
+                 rt.rank, rt.capacity);
         return PvmOutOfRes;
     }
+    cpvm_mbox_unlock();
     int err;
     if (cor_initialized()) {
+        cpvm_mbox_leave(rt.rank);
         cpvm_log("CoR is already initialized in this process (cor_init before the first pvm "
                  "call?): PVM's routes only");
         return PvmExists;
@@ -447,6 +453,7 @@ static int join(int opt)
         setenv("COR_GM_PROVIDER", "tcp", 1);
     err = cor_init_join(&(cor_join_t){rt.session, rt.rank, rt.capacity});
     if (err) {
+        cpvm_mbox_leave(rt.rank);
         cpvm_log("cannot start CoR's %s route: %s; PVM's routes only", name, cor_strerror(err));
         return cpvm_error(err);
     }
@@ -455,6 +462,7 @@ static int join(int opt)
         (err = cor_domain_address(rt.addr, sizeof rt.addr))) {
         cpvm_log("CoR domain setup: %s", cor_strerror(err ? err : COR_ENOMEM));
         cor_finalize();
+        cpvm_mbox_leave(rt.rank);
         return PvmNoMem;
     }
     rt.inbox_index = cor_idp_index(rt.inbox);
@@ -710,7 +718,7 @@ void cpvm_route_exit(void)
     cpvm_inbound_stop();
     finalize_watching_exits();
     rt.joined = false;
-    cpvm_mbox_leave();
+    cpvm_mbox_leave(rt.rank); /* after cor_finalize: the route's files are gone */
 }
 
 CPVM_API int pvm_setopt(int what, int value)

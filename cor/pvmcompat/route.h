@@ -65,7 +65,9 @@ void cpvm_read_sockets(void);
 /* Before the session is read: takes the mailbox lock, marks the task alive. */
 void cpvm_mbox_join(void);
 void cpvm_mbox_unlock(void); /* once the rank is claimed (or the join failed) */
-void cpvm_mbox_leave(void);  /* the last one alive removes the session's entries */
+/* Leaves the session: gives `rank` back (if >= 0; the route is closed), or, the last one alive,
+ * removes the session's entries. Takes the lock (or keeps join's) and releases it. */
+void cpvm_mbox_leave(int rank);
 int cpvm_addmhf_own(int src, int tag, int ctx, int (*fn)(int));
 
 /* msgio.c */

@@ -18,10 +18,14 @@
  *   life end HOW        spawns a child that exchanges routed messages with the master and
  *                       ends without pvm_exit: HOW = return (from main), exit (exit(0)) or
  *                       kill (the master kills it with SIGKILL). Prints "life: end HOW ok".
+ *   life hold SECS      a routed task that lives on: prints "life: holding rank R" (its CoR
+ *                       domain rank, -1 if it has none), then stays (keeping its session
+ *                       alive) until its standard input ends or SECS pass, and leaves.
  *
  * Every wait is bounded (trecv with a timeout); exit status 0 when the run did what it
  * says, 1 when something failed, 2 when PVM could not start it.
  */
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -249,6 +253,26 @@ static int end_master(const char *self, const char *how)
     return yes ? 0 : 1;
 }
 
+/* ---- hold ---- */
+
+static int hold(double secs)
+{
+    int rank = -1;
+    if (pvm_cor_domain(pvm_mytid(), &rank) != PvmOk) rank = -1;
+    printf("life: holding rank %d\n", rank);
+    fflush(stdout);
+    struct pollfd in = {.fd = 0, .events = POLLIN};
+    char buf[64];
+    double end = now() + secs;
+    while (now() < end) { /* until stdin ends (or is an error) */
+        int n = poll(&in, 1, (int)((end - now()) * 1e3) + 1);
+        if (n > 0 && read(0, buf, sizeof buf) <= 0) break;
+        if (n < 0) break;
+    }
+    pvm_exit();
+    return rank >= 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     if (pvm_mytid() < 0) return 2;
@@ -260,7 +284,9 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "spawn") && argc > 2)
         return spawn_master(argv[0], atoi(argv[2]), argc > 3 ? atoi(argv[3]) : 1);
     if (!strcmp(mode, "end") && argc > 2) return end_master(argv[0], argv[2]);
-    fprintf(stderr, "usage: life idle SECS | spawn N [ROUNDS] | end return|exit|kill\n");
+    if (!strcmp(mode, "hold") && argc > 2) return hold(atof(argv[2]));
+    fprintf(stderr,
+            "usage: life idle SECS | spawn N [ROUNDS] | end return|exit|kill | hold SECS\n");
     pvm_exit();
     return 2;
 }

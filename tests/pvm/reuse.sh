@@ -1,12 +1,14 @@
 #!/bin/bash
 # A virtual machine that lives long keeps routing: 500 short routed programs (life.c spawn 1:
 # a master and its child, one routed exchange) one after another in one VM, over udp, and
-# 34 over myrinet (68 ranks, more than COR_PVM_DOMAINS=64): the last one's child must be
-# routed (its pvm_cor_domain of the master succeeds) and its counters must show routed
-# messages. Before ranks came back when a session ended, the 33rd program and every later
-# one kept PVM's path ("domain rank 64 exceeds COR_PVM_DOMAINS=64"). (A task that lives on
-# while more than 64 others come and go still exhausts the ranks: issue 31, item 5.) Exit 0
-# pass, 1 fail, 77 skip.
+# 34 over myrinet (68 ranks, more than COR_PVM_DOMAINS=64), while one routed task (life.c
+# hold) lives on through all of them, so their session never ends: the last program's child
+# must be routed (its pvm_cor_domain of the master succeeds) and its counters must show
+# routed messages. A task that leaves gives its rank back (the next one to join takes it);
+# before, ranks came back only when the session ended, and the 33rd program and every later
+# one kept PVM's path ("domain rank 64 exceeds COR_PVM_DOMAINS=64") whenever some routed
+# task outlived them (a long-lived one, or only the previous program's child still leaving
+# while the next program joined). Exit 0 pass, 1 fail, 77 skip.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pvmlib.sh"
@@ -28,6 +30,15 @@ for spec in "udp ${COR_PVM_REUSE_UDP:-500}" "myrinet ${COR_PVM_REUSE_GM:-34}"; d
     read -r route runs <<<"$spec"
     [ "${COR_TEST_SCALE:-}" != small ] || [ "$runs" -le 40 ] || runs=40
     t0=$(date +%s)
+    # the task that outlives every program: its input open until they all ran
+    coproc HOLD { exec timeout -k 5 900 env COR_PVM_ROUTE=$route "$LIFE" hold 600 2>&1; }
+    hold_pid=$HOLD_PID
+    held=""
+    read -r -t 60 held <&"${HOLD[0]}" || true
+    if [[ $held != "life: holding rank "[0-9]* ]]; then
+        say "FAIL $route: the long-lived task did not join a route: '$held'"
+        rc=1; break
+    fi
     for ((i = 1; i <= runs; i++)); do
         off=$(pvm_log_size)
         stats=""
@@ -39,6 +50,8 @@ for spec in "udp ${COR_PVM_REUSE_UDP:-500}" "myrinet ${COR_PVM_REUSE_GM:-34}"; d
             rc=1; break
         fi
     done
+    eval "exec ${HOLD[1]}>&-" # its input ends: it leaves
+    wait "$hold_pid" || { say "FAIL $route: the long-lived task failed ($?)"; rc=1; }
     [ $rc = 0 ] || break
     last=$(grep '^life: spawned' "$PVM_OUT" || true)
     # the child's counters reach pvmd's log when it ends
@@ -52,7 +65,8 @@ for spec in "udp ${COR_PVM_REUSE_UDP:-500}" "myrinet ${COR_PVM_REUSE_GM:-34}"; d
         say "FAIL $route: program $runs of $runs: '$last', routed sends $sent"
         cat "$PVM_ERR" | sed 's/^/  | /'; rc=1
     else
-        say "PASS $route: $runs programs in $(($(date +%s) - t0)) s; the last: ${last#life: }, routed sends $sent"
+        say "PASS $route: $runs programs beside a task of ${held#life: holding }" \
+            "in $(($(date +%s) - t0)) s; the last: ${last#life: }, routed sends $sent"
     fi
 done
 pvm_vm_stop
