@@ -100,6 +100,18 @@ GM_ENTRY_POINT int gm_compat_wait(struct gm_port *p, unsigned long timeout_us);
 GM_ENTRY_POINT void gm_compat_wake(struct gm_port *p);
 GM_ENTRY_POINT int gm_compat_wakes_on_arrival(struct gm_port *p);
 
+/* Whether a port of this host is still open, for senders that wait for a
+ * peer's answer with nothing of theirs in flight to it: on shm a message to a
+ * process killed with SIGKILL lands in its shared memory and completes, and
+ * nothing ever fails.  GM_SEND_TARGET_PORT_CLOSED if no process holds port
+ * `port` of node `node` (its owner closed it or died: the flock on its lock
+ * file, which the kernel drops with the process, is the proof; a dead owner's
+ * files are removed on the way); GM_SUCCESS if one does, or where the provider
+ * keeps no lock files (tcp: its own errors tell).  A few system calls, no
+ * message; thread-safe. */
+GM_ENTRY_POINT gm_status_t gm_compat_port_probe(struct gm_port *p, unsigned int node,
+                                                unsigned int port);
+
 /* Puts whose first transfer is already a remote write.  GM's gm_put names
  * remote memory by address alone; here the sender learns the target's key
  * only after a first put there went as messages (which needs the target's

@@ -251,6 +251,14 @@ int gmx_peer_closed(struct gm_port *p, struct gmx_peer *peer)
     return st;
 }
 
+GMX_EXPORT gm_status_t gm_compat_port_probe(struct gm_port *p, unsigned int node, unsigned int port)
+{
+    if (!p || !p->addr_is_str) return GM_SUCCESS; /* no lock files: the provider will tell */
+    if (gmx_lock_unheld(node, port) == GMX_PORT_HELD) return GM_SUCCESS;
+    gmx_note_peer_lost();
+    return GM_SEND_TARGET_PORT_CLOSED;
+}
+
 /* shm: 1 if peer must not be touched through libfabric now.  A process
  * killed while it held its shm region's spin lock leaves every later send
  * to it spinning forever inside the provider, so a peer silent for more

@@ -6,7 +6,11 @@
  * operations toward it must fail, and the survivors must still talk to each other. A survivor
  * that passes exits with status 42 (so the script can tell it from any other ending).
  *
- *   peerdeath DIR [-t TASKS]
+ *   peerdeath DIR [-t TASKS] [-q]
+ * -q (quiet victim): the victim sends QUIET_MSGS messages to each survivor task, then sleeps
+ * and posts no receive, so the survivors' large sends wait for its clear-to-send and nothing
+ * of theirs is in flight toward it when it dies: only a route that notices a dead peer with
+ * no traffic (or the launcher) can end their wait.
  * Each domain writes DIR/pid.RANK (its pid) once the session is up, and each survivor
  * DIR/flowing.RANK once every one of its tasks received a message from the victim (the
  * script kills the victim after that, however slow the start: sanitizers, tcp).
@@ -30,7 +34,9 @@
 #define BIG (256u << 10)
 #define STALL_S 15 /* no completion for this long = something hangs */
 
-static int rank, ndom, victim, ntasks = 4;
+#define QUIET_MSGS 4
+
+static int rank, ndom, victim, ntasks = 4, quiet;
 static const char *dir;
 static _Atomic long ticks;
 static atomic_int death_rank = -1, death_err, death_calls, finished;
@@ -62,7 +68,11 @@ static int victim_task(void *arg)
     void *rp[NRECV];
     int seq = 0;
     while (now_ns() < deadline) {
-        for (int i = 0; i < NRECV; i++)
+        if (quiet && seq >= QUIET_MSGS) { /* wait to be killed, answering nothing */
+            usleep(10000);
+            continue;
+        }
+        for (int i = 0; i < NRECV && !quiet; i++)
             if (rr[i] == COR_REQ_NULL)
                 cor_recvI(COR_ANY_SOURCE, COR_CTX_WORLD, COR_ANY_TAG, &rp[i], &rr[i]);
         for (int r = 0; r < ndom; r++) {
@@ -229,11 +239,20 @@ int main(int argc, char **argv)
 {
     pt_name = "peerdeath";
     if (argc < 2) {
-        fprintf(stderr, "usage: peerdeath DIR [-t TASKS]\n");
+        fprintf(stderr, "usage: peerdeath DIR [-t TASKS] [-q]\n");
         return 2;
     }
     dir = argv[1];
-    if (argc > 3 && strcmp(argv[2], "-t") == 0) ntasks = atoi(argv[3]);
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "-t") == 0 && i + 1 < argc)
+            ntasks = atoi(argv[++i]);
+        else if (strcmp(argv[i], "-q") == 0)
+            quiet = 1;
+        else if (argv[i][0] == '-') {
+            fprintf(stderr, "peerdeath: unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
     if (ntasks < 1 || ntasks > 64) return 2;
     int rc = cor_init(&argc, &argv);
     if (rc != COR_OK) {

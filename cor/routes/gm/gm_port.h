@@ -90,6 +90,7 @@ struct gmr_peer {
     uint64_t starved_since;  /* ns: frames wait for its credits and it is silent */
     _Atomic int dead_note;   /* peer_dead() from another thread: abandon it (gmr_take_notes) */
     _Atomic int closed_note; /* a port of this process closed: as if it said BYE */
+    int probed_closed;       /* the last liveness probe found its port closed (gmr_probe) */
 };
 
 enum gmr_tx_state { TX_FREE = 0, TX_QUEUED, TX_INFLIGHT, TX_DONE };
@@ -190,6 +191,8 @@ struct cor_rport {
                                  * naps in proportion to the time since */
     int rings;                  /* a message to our port wakes wait() (libgm's doorbell, shm) */
     _Atomic int kick;           /* else: a send since wait() began to nap; its reply comes soon */
+    _Atomic uint64_t probe_ns;  /* shm: the last liveness probe of the peers' ports */
+    _Atomic int probe_due;      /* wait() saw GMR_PROBE_MS pass: the owner probes (gmr_probe) */
 };
 
 /* The port whose gm_unknown() is running in this thread: GM callbacks get only the GM port
@@ -211,6 +214,11 @@ void gmr_publish(struct cor_rport *p);
  * for silent peers (dead_ms) every 50 ms; 0 for one made because credits or tokens came back. */
 void gmr_pump(struct cor_rport *p, uint64_t now);
 void gmr_reclaim(struct cor_rport *p);
+/* Owner, when wait() found a probe due (shm only): every live peer's port that no process
+ * holds any more, two probes in a row (a peer that closed normally said BYE in between), is
+ * given up with COR_EPEERDEAD. */
+void gmr_probe(struct cor_rport *p);
+#define GMR_PROBE_MS 250
 /* err for peer_failed: COR_ETIMEDOUT when it went silent, else COR_EPEERDEAD. */
 void gmr_peer_dead(struct cor_rport *p, uint32_t peer, int err);
 /* The core says peer died: give up every frame held for it. */

@@ -84,6 +84,7 @@ static int gmr_open(const struct cor_route_config *cfg, const struct cor_route_u
     gm_allow_remote_memory_access(p->gp);
     p->rings = gm_compat_wakes_on_arrival(p->gp);
     p->active_ns = rutil_now_ns();
+    p->probe_ns = p->active_ns;
     gmr_local_add(p);
     *out = p;
     return COR_OK;
@@ -336,6 +337,15 @@ static uint64_t nap_ns(struct cor_rport *p, uint64_t now)
 static int gmr_wait(struct cor_rport *p, int timeout_ms)
 {
     if (!p || route_work(p)) return 1;
+    if (p->rings) { /* shm: the peers' liveness probe is due (gmr_probe, by the owner) */
+        uint64_t t = rutil_now_ns();
+        if (t - atomic_load_explicit(&p->probe_ns, memory_order_relaxed) >=
+            (uint64_t)GMR_PROBE_MS * 1000000u) {
+            atomic_store_explicit(&p->probe_ns, t, memory_order_relaxed);
+            atomic_store(&p->probe_due, 1);
+            return 1;
+        }
+    }
     if (!slack_set) {
         slack_set = 1;
         prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);

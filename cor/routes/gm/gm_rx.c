@@ -257,6 +257,9 @@ int gmr_progress(struct cor_rport *p)
     int events = 0;
     if (p->base.closing) return 0;
     if (atomic_load_explicit(&p->notes, memory_order_relaxed)) gmr_take_notes(p);
+    if (atomic_load_explicit(&p->probe_due, memory_order_relaxed) &&
+        atomic_exchange(&p->probe_due, 0))
+        gmr_probe(p);
     /* The time of the last activity, for wait()'s naps: after the first busy poll that follows
      * an idle one and then every 8th (a few microseconds late at most, for a nap of 1/16 the
      * idle time). */

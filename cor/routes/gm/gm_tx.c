@@ -87,6 +87,33 @@ void gmr_peer_dead(struct cor_rport *p, uint32_t peer, int err)
     }
 }
 
+/* On shm a message to a process killed with SIGKILL lands in its memory and completes: no
+ * send fails, and a survivor that waits for its answer (a rendezvous' clear-to-send, a DSM
+ * reply) with nothing in flight to it would wait for ever (mpirun --enable-recovery tells
+ * nobody; tests/launch/kill.sh). The port's lock file, whose flock the kernel drops with the
+ * process, says whether someone still holds the port (gm_compat_port_probe). A peer found
+ * closed twice in a row, GMR_PROBE_MS apart, with no BYE from it meanwhile, died. */
+void gmr_probe(struct cor_rport *p)
+{
+    for (uint32_t i = 0; i < p->base.npeers; i++) {
+        struct gmr_peer *q = &p->peers[i];
+        if (i == p->base.self || !q->added || q->local || q->dead || q->closed) {
+            q->probed_closed = 0;
+            continue;
+        }
+        if (gm_compat_port_probe(p->gp, q->node, q->port) == GM_SUCCESS) {
+            q->probed_closed = 0;
+        } else if (!q->probed_closed) {
+            q->probed_closed = 1; /* a BYE may still be on its way: look again next time */
+        } else {
+            gmr_log("domain %u: nobody holds its port any more (its process is gone): giving "
+                    "it up",
+                    i);
+            gmr_peer_dead(p, i, COR_EPEERDEAD);
+        }
+    }
+}
+
 void gmr_abandon_peer(struct cor_rport *p, uint32_t peer)
 {
     struct gmr_peer *q = &p->peers[peer];
