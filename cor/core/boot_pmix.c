@@ -61,6 +61,7 @@ struct pboot {
     int local_size;        /* domains on our host (PMIX_LOCAL_SIZE) */
     int local_rank;        /* our rank among them (PMIX_LOCAL_RANK) */
     bool barrier_collects; /* Slurm: barriers fence with PMIX_COLLECT_DATA (see the top) */
+    bool peers_listed;     /* base.local came from PMIX_LOCAL_PEERS (local_peers) */
     pmix_info_t collect;   /* that info; kept while a fence may still read it */
 
     pthread_mutex_t bmu; /* one barrier at a time */
@@ -237,6 +238,7 @@ static void local_peers(struct pboot *b)
             }
         }
         ok = ok && local[b->base.rank];
+        b->peers_listed = ok;
     }
     if (v) PMIX_VALUE_RELEASE(v);
     if (!ok && b->local_size == size) {
@@ -325,30 +327,10 @@ fail:
  * something that does not include us. */
 static int node_leader(struct pboot *b)
 {
-    pmix_proc_t who = b->self;
-    who.rank = PMIX_RANK_WILDCARD;
-    pmix_value_t *v = NULL;
-    pmix_status_t rc = PMIx_Get(&who, PMIX_LOCAL_PEERS, NULL, 0, &v);
-    long lowest = -1;
-    int self = 0;
-    if (rc == PMIX_SUCCESS && v && v->type == PMIX_STRING && v->data.string) {
-        const char *p = v->data.string;
-        for (;;) {
-            char *end;
-            errno = 0;
-            long r = strtol(p, &end, 10);
-            if (errno || end == p || r < 0 || r >= b->base.size || (*end && *end != ',')) {
-                lowest = -1;
-                break;
-            }
-            if (lowest < 0 || r < lowest) lowest = r;
-            self |= r == b->base.rank;
-            if (!*end) break;
-            p = end + 1;
-        }
-    }
-    if (v) PMIX_VALUE_RELEASE(v);
-    return self ? (int)lowest : -1;
+    if (!b->peers_listed) return -1;
+    for (int r = 0; r < b->base.size; r++) /* base.local holds us (local_peers checked) */
+        if (b->base.local[r]) return r;
+    return -1;
 }
 
 /* Gets every domain's blob after the exchange's fence, decodes it into table[size * n] and,
