@@ -838,6 +838,93 @@ static int bench_barrier(struct dsm_ctx *c)
     return paced ? COR_OK : bench_barrier_floor(c);
 }
 
+/* Polling against waiting: POLL_TASKS tasks in every domain go through barrier episodes, all
+ * by cor_dsm_wait (the reference) or all by cor_dsm_barrier_waitI and a cor_dsm_test loop that
+ * never yields itself, in alternating blocks. With more tasks than CPUs the loop must not
+ * starve the threads it waits for (other tasks, listeners, services). Timed by task 0 of
+ * domain 0 per episode. */
+#define POLL_TASKS 4
+#define POLL_BLOCKS 4 /* blocks of each mode, alternating */
+
+struct poll_arg {
+    cor_dsm_barrier_t bar;
+    bool test;  /* poll with cor_dsm_test, else cor_dsm_wait */
+    long n;     /* episodes timed, after n / 10 untimed */
+    double *v;  /* per episode (task 0 of domain 0), else NULL */
+    long polls; /* cor_dsm_test calls that found the episode still running */
+    int err;
+};
+
+static int poll_task(void *arg)
+{
+    struct poll_arg *a = arg;
+    for (long i = -a->n / 10; i < a->n && a->err == COR_OK; i++) {
+        double t = now_us();
+        if (a->test) {
+            cor_dsm_req_t rq;
+            int done = 0;
+            a->err = cor_dsm_barrier_waitI(a->bar, &rq);
+            while (a->err == COR_OK && !done) {
+                a->err = cor_dsm_test(&rq, &done);
+                a->polls += !done;
+            }
+        } else {
+            a->err = cor_dsm_barrier_wait(a->bar);
+        }
+        if (i >= 0 && a->v) a->v[i] = now_us() - t;
+    }
+    return 0;
+}
+
+static int bench_polling(struct dsm_ctx *c)
+{
+    struct dsm_row wr, tr, ratio;
+    row_init(&wr, "barrier_tasks_wait", "us", "barrier, %d domains x %d tasks, cor_dsm_wait",
+             c->ndom, POLL_TASKS);
+    row_init(&tr, "barrier_tasks_test", "us", "barrier, %d domains x %d tasks, cor_dsm_test loop",
+             c->ndom, POLL_TASKS);
+    row_init(&ratio, "barrier_test_per_wait", "x", "  test loop / wait (alternating blocks)");
+    ratio.goal_max = 2;
+    long per = c->n / 10 / POLL_BLOCKS; /* episodes per block: a slow loop takes milliseconds */
+    if (per < 5) per = 5;
+    long n = per * POLL_BLOCKS;
+    double *vw = malloc((size_t)n * sizeof *vw), *vt = malloc((size_t)n * sizeof *vt);
+    cor_dsm_barrier_t bar;
+    int err = vw && vt ? cor_dsm_barrier_create("cor-bench.poll", COR_IDP_NULL, POLL_TASKS, &bar)
+                       : COR_ENOMEM;
+    long polls = 0;
+    for (int b = 0; b < 2 * POLL_BLOCKS && err == COR_OK; b++) {
+        bool test = b & 1;
+        struct poll_arg a[POLL_TASKS];
+        double *v = (test ? vt : vw) + (b / 2) * per;
+        for (int i = 0; i < POLL_TASKS; i++)
+            a[i] = (struct poll_arg){bar, test, per, i == 0 && c->rank == 0 ? v : NULL, 0, COR_OK};
+        err = cor_dsm_barrier_wait(c->all);
+        if (err == COR_OK) err = run_tasks(POLL_TASKS, poll_task, a, sizeof a[0]);
+        for (int i = 0; i < POLL_TASKS && err == COR_OK; i++) {
+            err = a[i].err;
+            polls += a[i].polls;
+        }
+    }
+    if (err == COR_OK) err = cor_dsm_barrier_wait(c->all);
+    if (err == COR_OK) err = cor_dsm_barrier_destroy(bar);
+    if (err == COR_OK && c->rank == 0) {
+        row_stats(&wr, vw, n);
+        row_stats(&tr, vt, n);
+        ratio.count = n;
+        ratio.median = tr.median / wr.median;
+        size_t len = strlen(tr.what);
+        snprintf(tr.what + len, sizeof tr.what - len, " [%.0f polls/ep]",
+                 (double)polls / (double)(n + POLL_BLOCKS * (per / 10)) / POLL_TASKS);
+    }
+    free(vw);
+    free(vt);
+    if (err != COR_OK) return dsm_fail("barrier of tasks, polling and waiting", err);
+    TRY(publish(c, 0, &wr));
+    TRY(publish(c, 0, &tr));
+    return publish(c, 0, &ratio);
+}
+
 static atomic_int computing;
 
 static int compute_task(void *arg)
@@ -931,8 +1018,8 @@ static int bench_locks(struct dsm_ctx *c)
 }
 
 /* The measures by group (--only): R and R_end always run. */
-static const char *const dsm_groups[] = {"sections", "atomics",   "adds", "lock",
-                                         "barrier",  "attentive", "put"};
+static const char *const dsm_groups[] = {"sections",  "atomics", "adds",   "lock",
+                                         "barrier",   "polling", "attentive", "put"};
 
 /* Whether `name` is an item of the comma-separated list. */
 static bool in_list(const char *list, const char *name)
@@ -987,8 +1074,8 @@ static int run_all(struct dsm_ctx *c)
     TRY(setup(c));
     TRY(bench_R(c, 0));
     static int (*const run[])(struct dsm_ctx *) = {bench_sections, bench_atomics, bench_adds,
-                                                   bench_locks,    bench_barrier, bench_attentive,
-                                                   bench_put};
+                                                   bench_locks,    bench_barrier, bench_polling,
+                                                   bench_attentive, bench_put};
     for (size_t g = 0; g < sizeof run / sizeof *run; g++) {
         if (!want(c, dsm_groups[g])) continue;
         TRY(run[g](c));

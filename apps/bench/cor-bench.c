@@ -58,7 +58,7 @@ static const char usage[] =
     "                    default 4); dsm's --sizes are its put sizes (default\n"
     "                    64,1K,16K,256K,1M)\n"
     "  --only LIST       dsm: measure only these groups (R always): sections, atomics,\n"
-    "                    adds, lock, barrier, attentive, put; e.g. --only atomics,lock\n"
+    "                    adds, lock, barrier, polling, attentive, put; e.g. --only atomics,lock\n"
     "  --csv FILE        write rows route,mode,bytes,ports,pairs,one_way_us,MBps\n"
     "                    (dsm: route,domains,what,count,median,p99,unit,per_R,goal,met)\n"
     "  --plot FILE.png   draw this run's rows with gnuplot (not dsm): by size, time per\n"
