@@ -838,11 +838,13 @@ static int bench_barrier(struct dsm_ctx *c)
     return paced ? COR_OK : bench_barrier_floor(c);
 }
 
-/* Polling against waiting: POLL_TASKS tasks in every domain go through barrier episodes, all
- * by cor_dsm_wait (the reference) or all by cor_dsm_barrier_waitI and a cor_dsm_test loop that
+/* Polling against waiting: `tasks` tasks in every domain go through barrier episodes, all by
+ * cor_dsm_wait (the reference) or all by cor_dsm_barrier_waitI and a cor_dsm_test loop that
  * never yields itself, in alternating blocks. With more tasks than CPUs the loop must not
- * starve the threads it waits for (other tasks, listeners, services). Timed by task 0 of
- * domain 0 per episode. */
+ * starve the threads it waits for (other tasks, listeners, services); with the CPUs to itself
+ * (1 task, 2 domains on 2 cores) it must not be slower than the wait. The round trip R by
+ * cor_test loops beside R by cor_recv, alternating too, is the same for the core's test.
+ * Timed by task 0 of domain 0 (domain 1 for R) per episode. */
 #define POLL_TASKS 4
 #define POLL_BLOCKS 4 /* blocks of each mode, alternating */
 
@@ -876,53 +878,134 @@ static int poll_task(void *arg)
     return 0;
 }
 
-static int bench_polling(struct dsm_ctx *c)
+/* The three rows of one comparison: wait, test loop, their ratio (goal `goal`, 0: none). */
+static int poll_publish(struct dsm_ctx *c, struct dsm_row *wr, struct dsm_row *tr, double *vw,
+                        double *vt, long n, const char *key, double goal)
 {
-    struct dsm_row wr, tr, ratio;
-    row_init(&wr, "barrier_tasks_wait", "us", "barrier, %d domains x %d tasks, cor_dsm_wait",
-             c->ndom, POLL_TASKS);
-    row_init(&tr, "barrier_tasks_test", "us", "barrier, %d domains x %d tasks, cor_dsm_test loop",
-             c->ndom, POLL_TASKS);
-    row_init(&ratio, "barrier_test_per_wait", "x", "  test loop / wait (alternating blocks)");
-    ratio.goal_max = 2;
-    long per = c->n / 10 / POLL_BLOCKS; /* episodes per block: a slow loop takes milliseconds */
-    if (per < 5) per = 5;
-    long n = per * POLL_BLOCKS;
-    double *vw = malloc((size_t)n * sizeof *vw), *vt = malloc((size_t)n * sizeof *vt);
+    struct dsm_row ratio;
+    row_init(&ratio, key, "x", "  test loop / wait (alternating blocks)");
+    ratio.goal_max = goal;
+    if (c->rank == 0) {
+        ratio.count = n;
+        ratio.median = tr->median / wr->median;
+    }
+    TRY(publish(c, 0, wr));
+    TRY(publish(c, 0, tr));
+    return publish(c, 0, &ratio);
+}
+
+static int poll_barrier(struct dsm_ctx *c, int tasks, double *vw, double *vt, long per)
+{
+    struct dsm_row wr, tr;
+    char key[40];
+    snprintf(key, sizeof key, "barrier_tasks%d_wait", tasks);
+    row_init(&wr, key, "us", "barrier, %d domains x %d task%s, cor_dsm_wait", c->ndom, tasks,
+             tasks > 1 ? "s" : "");
+    snprintf(key, sizeof key, "barrier_tasks%d_test", tasks);
+    row_init(&tr, key, "us", "  the same, cor_dsm_test loop");
+    long n = per * POLL_BLOCKS, polls = 0;
     cor_dsm_barrier_t bar;
-    int err = vw && vt ? cor_dsm_barrier_create("cor-bench.poll", COR_IDP_NULL, POLL_TASKS, &bar)
-                       : COR_ENOMEM;
-    long polls = 0;
+    snprintf(key, sizeof key, "cor-bench.poll%d", tasks);
+    int err = cor_dsm_barrier_create(key, COR_IDP_NULL, tasks, &bar);
     for (int b = 0; b < 2 * POLL_BLOCKS && err == COR_OK; b++) {
         bool test = b & 1;
         struct poll_arg a[POLL_TASKS];
         double *v = (test ? vt : vw) + (b / 2) * per;
-        for (int i = 0; i < POLL_TASKS; i++)
+        for (int i = 0; i < tasks; i++)
             a[i] = (struct poll_arg){bar, test, per, i == 0 && c->rank == 0 ? v : NULL, 0, COR_OK};
         err = cor_dsm_barrier_wait(c->all);
-        if (err == COR_OK) err = run_tasks(POLL_TASKS, poll_task, a, sizeof a[0]);
-        for (int i = 0; i < POLL_TASKS && err == COR_OK; i++) {
+        if (err == COR_OK) err = run_tasks(tasks, poll_task, a, sizeof a[0]);
+        for (int i = 0; i < tasks && err == COR_OK; i++) {
             err = a[i].err;
             polls += a[i].polls;
         }
     }
     if (err == COR_OK) err = cor_dsm_barrier_wait(c->all);
     if (err == COR_OK) err = cor_dsm_barrier_destroy(bar);
-    if (err == COR_OK && c->rank == 0) {
+    if (err != COR_OK) return dsm_fail("barrier episodes, polling and waiting", err);
+    if (c->rank == 0) {
         row_stats(&wr, vw, n);
         row_stats(&tr, vt, n);
+        size_t len = strlen(tr.what);
+        long episodes = (long)tasks * POLL_BLOCKS * (per + per / 10);
+        snprintf(tr.what + len, sizeof tr.what - len, " [%.0f misses/ep]",
+                 (double)polls / (double)episodes);
+    }
+    snprintf(key, sizeof key, "barrier_tasks%d_test_per_wait", tasks);
+    return poll_publish(c, &wr, &tr, vw, vt, n, key, tasks > 1 ? 2 : 1.2);
+}
+
+/* One 8 B round trip between the main tasks of domains 1 and 0, each waiting for its message
+ * by cor_recv or by a cor_test loop. */
+static int poll_round_trip(struct dsm_ctx *c, bool test)
+{
+    int peer = !c->rank;
+    long buf = 0;
+    for (int step = 0; step < 2; step++) {
+        if ((step == 0) == (c->rank == 1)) {
+            TRY(cor_send(main_of(c, peer), COR_CTX_WORLD, BENCH_TAG_DSM_RTT, COR_BYTE, &buf, 8));
+        } else if (!test) {
+            TRY(cor_recv(main_of(c, peer), COR_CTX_WORLD, BENCH_TAG_DSM_RTT, COR_BYTE, &buf, 8,
+                         NULL));
+        } else {
+            cor_req_t rq;
+            int done = 0;
+            TRY(cor_recvI_into(main_of(c, peer), COR_CTX_WORLD, BENCH_TAG_DSM_RTT, COR_BYTE, &buf,
+                               8, &rq));
+            while (!done)
+                TRY(cor_test(&rq, &done, NULL));
+        }
+    }
+    return COR_OK;
+}
+
+static int poll_R(struct dsm_ctx *c, double *vw, double *vt, long per)
+{
+    struct dsm_row wr, tr;
+    row_init(&wr, "R_wait", "us", "R, domains 1<->0, cor_recv");
+    row_init(&tr, "R_test", "us", "  the same, cor_recvI_into + cor_test loop");
+    per *= 10; /* microseconds each */
+    for (int b = 0; b < 2 * POLL_BLOCKS && c->rank <= 1; b++) {
+        bool test = b & 1;
+        double *v = (test ? vt : vw) + (b / 2) * per;
+        for (long i = -per / 10; i < per; i++) {
+            double t = now_us();
+            TRY(poll_round_trip(c, test));
+            if (i >= 0) v[i] = now_us() - t;
+        }
+    }
+    long n = per * POLL_BLOCKS;
+    if (c->rank == 1) {
+        row_stats(&wr, vw, n);
+        row_stats(&tr, vt, n);
+    }
+    /* measured at domain 1: its rows go to domain 0, which makes the ratio */
+    TRY(publish(c, 1, &wr));
+    TRY(publish(c, 1, &tr));
+    struct dsm_row ratio;
+    row_init(&ratio, "R_test_per_wait", "x", "  test loop / wait (alternating blocks)");
+    ratio.goal_max = 1.2;
+    if (c->rank == 0) {
         ratio.count = n;
         ratio.median = tr.median / wr.median;
-        size_t len = strlen(tr.what);
-        snprintf(tr.what + len, sizeof tr.what - len, " [%.0f polls/ep]",
-                 (double)polls / (double)(n + POLL_BLOCKS * (per / 10)) / POLL_TASKS);
     }
+    return publish(c, 0, &ratio);
+}
+
+static int bench_polling(struct dsm_ctx *c)
+{
+    long per = c->n / 10 / POLL_BLOCKS; /* episodes per block: a slow loop takes milliseconds */
+    if (per < 5) per = 5;
+    double *vw = malloc((size_t)per * 10 * POLL_BLOCKS * sizeof *vw);
+    double *vt = malloc((size_t)per * 10 * POLL_BLOCKS * sizeof *vt);
+    int err = vw && vt ? COR_OK : dsm_fail("samples", COR_ENOMEM);
+    if (err == COR_OK) err = poll_barrier(c, POLL_TASKS, vw, vt, per);
+    if (err == COR_OK) err = poll_barrier(c, 1, vw, vt, per);
+    if (err == COR_OK) err = cor_dsm_barrier_wait(c->all);
+    if (err == COR_OK) err = poll_R(c, vw, vt, per);
     free(vw);
     free(vt);
-    if (err != COR_OK) return dsm_fail("barrier of tasks, polling and waiting", err);
-    TRY(publish(c, 0, &wr));
-    TRY(publish(c, 0, &tr));
-    return publish(c, 0, &ratio);
+    return err;
 }
 
 static atomic_int computing;
@@ -1018,8 +1101,8 @@ static int bench_locks(struct dsm_ctx *c)
 }
 
 /* The measures by group (--only): R and R_end always run. */
-static const char *const dsm_groups[] = {"sections",  "atomics", "adds",   "lock",
-                                         "barrier",   "polling", "attentive", "put"};
+static const char *const dsm_groups[] = {"sections", "atomics", "adds",      "lock",
+                                         "barrier",  "polling", "attentive", "put"};
 
 /* Whether `name` is an item of the comma-separated list. */
 static bool in_list(const char *list, const char *name)
@@ -1073,8 +1156,8 @@ static int run_all(struct dsm_ctx *c)
 {
     TRY(setup(c));
     TRY(bench_R(c, 0));
-    static int (*const run[])(struct dsm_ctx *) = {bench_sections, bench_atomics, bench_adds,
-                                                   bench_locks,    bench_barrier, bench_polling,
+    static int (*const run[])(struct dsm_ctx *) = {bench_sections,  bench_atomics, bench_adds,
+                                                   bench_locks,     bench_barrier, bench_polling,
                                                    bench_attentive, bench_put};
     for (size_t g = 0; g < sizeof run / sizeof *run; g++) {
         if (!want(c, dsm_groups[g])) continue;

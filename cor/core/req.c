@@ -296,6 +296,44 @@ static void idle_pause(uint64_t now)
     if (cor__now_ns() - now > LATE_YIELD_NS) pause_until = now + LATE_YIELD_MODE_NS;
 }
 
+/*
+ * A loop of tests (cor_test, or a library's own test reporting through cor_polled) is a
+ * spinner the core does not see: with more such loops than CPUs they held the CPUs for whole
+ * time slices while the threads they wait for (other tasks, the listeners, a library's
+ * service) queued behind them (3 domains x 4 tasks testing a DSM barrier on 2 cores: 24-120
+ * ms an episode against ~50 us waiting), as MPI and OpenSHMEM programs that test in a loop
+ * on an oversubscribed node do unless told to yield when idle. So a thread whose tests have
+ * found nothing for POLL_FREE_NS in a row yields its CPU. A yield that came back later than
+ * POLL_CROWDED_NS let another thread run: the CPUs are crowded, and the thread yields at each
+ * further miss (as dsm__shm_wait's polling does) until a yield comes back at once (nobody
+ * else wanted the CPU: POLL_FREE_NS of free looks again). A loop with the CPUs to itself so
+ * yields once per 10 us, a system call; among a dozen loops on 2 cores each hands its CPU on
+ * after one look (yielding every 2-10 us instead made an episode 1.3-25x the wait's; naps of
+ * 5-20 us 8-450x, each loop noticing the end a nap late). Misses further apart than
+ * POLL_LOOP_GAP_NS are no loop (a task that computes between its tests): a new count.
+ */
+#define POLL_FREE_NS 10000
+#define POLL_CROWDED_NS 4000
+#define POLL_LOOP_GAP_NS 20000
+static __thread uint64_t miss_since, miss_last; /* the thread's misses in a row: 0, none */
+static __thread bool crowded;                   /* its last yield let another thread run */
+
+COR_API void cor_polled(int found)
+{
+    if (found) {
+        miss_since = 0;
+        return;
+    }
+    uint64_t now = cor__now_ns();
+    if (!miss_since || now - miss_last > POLL_LOOP_GAP_NS) miss_since = now;
+    miss_last = now;
+    if (!crowded && now - miss_since < POLL_FREE_NS) return;
+    sched_yield();
+    uint64_t after = cor__now_ns();
+    crowded = after - now > POLL_CROWDED_NS;
+    miss_since = miss_last = after;
+}
+
 /* Polls every port until done(arg) or the spin budget from `start` is spent; `now`: the
  * clock at the call. Returns the clock's last reading. */
 static uint64_t spin(pred_fn done, void *arg, uint64_t start, uint64_t now, long spin_ns)
@@ -454,10 +492,12 @@ COR_API int cor_test(cor_req_t *req, int *done, cor_status_t *status)
     if (!req_done(r)) {
         cor__progress_all();
         if (!req_done(r)) {
+            cor_polled(0);
             *done = 0;
             return COR_OK;
         }
     }
+    cor_polled(1);
     *done = 1;
     return finish(req, r, status);
 }

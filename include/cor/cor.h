@@ -380,6 +380,13 @@ COR_API int cor_wait_timeout(cor_req_t *req, long spin_us, long timeout_us, int 
  * Returns the number of events handled (0 also while another thread of the domain is
  * already polling), or COR_ESTATE before cor_init. */
 COR_API int cor_progress(void);
+/* What a test loop reports after each look at what it waits for (found: nonzero once it is
+ * there). A thread whose looks found nothing for about 10 us in a row lets other threads run
+ * a while (a yield, or a nap of microseconds when more threads are runnable than CPUs), so
+ * that loops in more tasks than CPUs do not starve the threads they wait for; looks further
+ * apart (computing in between) cost nothing. cor_test reports itself; a library's own test
+ * (cor_dsm_test) calls this. */
+COR_API void cor_polled(int found);
 /* Polls the routes in the calling thread, as cor_wait does while it spins, until
  * stop(stop_arg) returns nonzero (then returns 1) or spin_us passed (returns 0; -1:
  * COR_SPIN_US). For a wait on something other than a request (a library's own state,

@@ -196,7 +196,9 @@ COR_API int cor_dsm_appendI(cor_idp_t obj, cor_type_t type, const void *data, si
 /* *done = 1 and the operation's result when it completed (the handle becomes NULL), else
  * *done = 0 and COR_OK. COR_EINVAL for a NULL, completed or forged handle. A test of a
  * pending operation polls the routes once (as cor_test, cor_progress): a task that computes
- * and tests now and then moves its messages itself. */
+ * and tests now and then moves its messages itself. A loop of tests gives its CPU away now
+ * and then (as cor_test's, see cor_polled): more looping tasks than CPUs do not starve the
+ * threads they wait for. */
 COR_API int cor_dsm_test(cor_dsm_req_t *req, int *done);
 /* Waits for completion; returns the operation's result; the handle becomes NULL. */
 COR_API int cor_dsm_wait(cor_dsm_req_t *req);

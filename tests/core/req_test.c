@@ -2,6 +2,9 @@
  * The request lifecycle through the public API: test, wait, waitany, waitall, cancel, and
  * handles that are invalid once completed (or never existed).
  */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -421,6 +424,54 @@ static void test_progress(void)
     EXPECT_EQ(v, 42);
 }
 
+/* A loop of cor_test gives its CPU away once it found nothing for a while: a thread that
+ * computes on the same CPU runs within the loop's first 2000 tests (about 10 us of them
+ * pass before the first yield), not a whole time slice (milliseconds) later when the
+ * scheduler would take the CPU from the loop. */
+static atomic_long worker_count;
+static atomic_int worker_stop;
+
+static void *worker(void *arg)
+{
+    cpu_set_t *one = arg;
+    sched_setaffinity(0, sizeof *one, one);
+    while (!atomic_load_explicit(&worker_stop, memory_order_relaxed))
+        atomic_fetch_add_explicit(&worker_count, 1, memory_order_relaxed);
+    return NULL;
+}
+
+static void test_loop_yields(void)
+{
+    cpu_set_t all, one;
+    REQUIRE(sched_getaffinity(0, sizeof all, &all) == 0);
+    int cpu = sched_getcpu();
+    REQUIRE(cpu >= 0);
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, worker, &one) == 0);
+    for (int i = 0; i < 2000 && atomic_load(&worker_count) == 0; i++)
+        usleep(1000); /* until the worker runs on our CPU */
+    int v = 0, done = 0;
+    cor_req_t r = COR_REQ_NULL;
+    EXPECT_ERR(cor_recvI_into(me, COR_CTX_WORLD, 11, COR_INT, &v, 1, &r), COR_OK);
+    long before = atomic_load(&worker_count), tests = 0;
+    int err = COR_OK;
+    while (err == COR_OK && tests < 1000000 && atomic_load(&worker_count) == before) {
+        err = cor_test(&r, &done, NULL);
+        tests++;
+    }
+    atomic_store(&worker_stop, 1);
+    pthread_join(th, NULL);
+    sched_setaffinity(0, sizeof all, &all);
+    EXPECT_ERR(err, COR_OK);
+    EXPECT_EQ(done, 0);
+    if (tests >= 2000) printf("the worker ran after %ld tests, not within 2000\n", tests);
+    EXPECT_TRUE(tests < 2000);
+    EXPECT_ERR(cor_cancel(&r), COR_OK);
+}
+
 int main(void)
 {
     static const struct ct_test tests[] = {
@@ -435,6 +486,7 @@ int main(void)
         {"wait from another task", test_wait_in_other_task},
         {"sleeping waits woken by other tasks' completions", test_sleeping_waits_woken},
         {"cor_progress", test_progress},
+        {"a test loop yields its CPU", test_loop_yields},
         {NULL, NULL},
     };
     return ct_main("req", init, clean, tests, 90);
