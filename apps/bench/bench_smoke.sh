@@ -116,8 +116,8 @@ dsm_run() {
     echo "ok: $name"
 }
 unset GM_NODES GM_NODE_MAP GM_NODE_ID GM_PROVIDER GM_SHM_NAMESPACE COR_ROUTES # as tests/dsm/proc.sh
-dsm_run dsm-udp 19 2 udp 0 --count 20 --sizes 64,70000 --tasks 2
-dsm_run dsm-gm3 25 3 gm 1 --count 20 --sizes 64
+dsm_run dsm-udp 28 2 udp 0 --count 20 --sizes 64,70000 --tasks 2
+dsm_run dsm-gm3 34 3 gm 1 --count 20 --sizes 64
 # --only: R, the atomics (fetch-add, CAS), the locks (uncontended, fairness, contended), R_end
 dsm_run dsm-only 7 2 udp 0 --count 20 --only atomics,lock
 if "$b/cor-bench" dsm --count 5 >"$dir/bad.out" 2>&1 || ! grep -q -- "--count takes" "$dir/bad.out"; then
