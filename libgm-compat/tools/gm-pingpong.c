@@ -5,7 +5,7 @@
  *   gm-pingpong --server [--port N] [--timeout S] [--blocking]
  *   gm-pingpong --client PEER [--port N] [--mode pingpong|stream|both]
  *               [--min-size B] [--max-size B] [--iters N] [--warmup N]
- *               [--csv FILE] [--check] [--blocking] [--timeout S]
+ *               [--csv FILE] [--check] [--spread] [--blocking] [--timeout S]
  *
  * Two processes started like any GM program: both open the same fixed port
  * id; the client names the server by host name (node map) or node id.
@@ -39,7 +39,7 @@ static struct gm_port *port;
 static unsigned peer_node = GM_NO_SUCH_NODE_ID, port_id = 2;
 static unsigned tokens;      /* send tokens we hold */
 static unsigned recv_tokens; /* receive tokens not yet used */
-static int use_blocking, do_check;
+static int use_blocking, do_check, show_spread;
 static uint64_t deadline_us;
 static const char *side = "gm-pingpong";
 
@@ -374,15 +374,45 @@ static unsigned scaled_iters(unsigned base, unsigned len)
     return n < 20 ? 20 : (unsigned)n;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* --spread: how the round trips of one size spread (one-way: half of each), and where the
+ * slowest was: a stall shows as a few iterations far above the median, which the average
+ * (one_way_us) hides or blows up. */
+static void spread_print(unsigned len, uint64_t *rt, unsigned n)
+{
+    uint64_t sum = 0, max = 0;
+    unsigned at = 0, slow = 0;
+    for (unsigned i = 0; i < n; i++) {
+        sum += rt[i];
+        if (rt[i] > max) max = rt[i], at = i;
+    }
+    qsort(rt, n, sizeof *rt, cmp_u64);
+    uint64_t med = rt[n / 2], slow_ns = 0;
+    for (unsigned i = 0; i < n; i++)
+        if (rt[i] > 10 * med) slow++, slow_ns += rt[i];
+    printf("# spread %u B: one-way median %.3f us, p99 %.3f, max %.3f (iteration %u); %u of %u "
+           "over 10x the median, %.1f%% of the time\n",
+           len, med / 2e3, rt[n * 99 / 100] / 2e3, max / 2e3, at, slow, n,
+           sum ? 100.0 * (double)slow_ns / (double)sum : 0.0);
+}
+
 static int client_pingpong(unsigned len, unsigned iters, unsigned warmup, uint8_t *sbuf,
                            struct result *res)
 {
     unsigned s = gm_min_size_for_length(len);
     pool_ensure(s, 2);
-    uint64_t t0 = 0;
+    uint64_t t0 = 0, ti = 0;
     unsigned bad = 0;
+    uint64_t *rt = show_spread ? calloc(iters, sizeof *rt) : NULL;
     for (unsigned i = 0; i < warmup + iters; i++) {
         if (i == warmup) t0 = now_ns();
+        if (rt && i > warmup) rt[i - warmup - 1] = now_ns() - ti;
+        if (rt) ti = now_ns();
         if (do_check) pattern(sbuf, len, i);
         while (tokens == 0) {
             check_deadline("waiting for a send token");
@@ -415,6 +445,11 @@ static int client_pingpong(unsigned len, unsigned iters, unsigned warmup, uint8_
         }
     }
     uint64_t el = now_ns() - t0;
+    if (rt) {
+        rt[iters - 1] = now_ns() - ti;
+        spread_print(len, rt, iters);
+        free(rt);
+    }
     res->one_way_us = el / 1e3 / iters / 2;
     res->mbps = res->one_way_us > 0 ? len / res->one_way_us : 0;
     if (bad) fprintf(stderr, "%s: %u echoes of %u bytes were wrong\n", side, bad, len);
@@ -582,6 +617,7 @@ static void usage(FILE *f)
                "  --warmup N                   warm-up iterations (iters/10)\n"
                "  --csv FILE                   append cor-bench CSV rows (route gm-raw)\n"
                "  --check                      verify every byte (slower)\n"
+               "  --spread                     pingpong: median, p99, max of the round trips\n"
                "  --blocking                   gm_blocking_receive instead of polling\n"
                "  --timeout S                  give up after S seconds (120)\n");
 }
@@ -613,6 +649,8 @@ int main(int argc, char **argv)
             forever = 1;
         else if (!strcmp(a, "--check"))
             do_check = 1;
+        else if (!strcmp(a, "--spread"))
+            show_spread = 1;
         else if (!strcmp(a, "--blocking"))
             use_blocking = 1;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
