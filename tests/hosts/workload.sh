@@ -16,6 +16,14 @@ WL_B=${WL_HOSTS#* }
 for p in "$X" "$PD" "$DSMP"; do [ -x "$p" ] || die "$p not built"; done
 unset GM_NODES GM_NODE_MAP GM_NODE_ID GM_PROVIDER GM_SHM_NAMESPACE COR_ROUTES COR_BIND COR_GM_PROVIDER \
     COR_DSM_SHM
+# Sanitizer builds: libpmix leaks a few bytes of its own in every domain (LeakSanitizer:
+# "Direct leak of 3 byte(s) ... pmix_rte_init", 2 more in pmix_bfrops_base_value_load), which
+# fails every step at exit; AddressSanitizer stays on, and the same programs' leaks are
+# checked under cor-run by the other suites (as tests/launch/lib.sh does).
+if [ "${COR_SANITIZED:-}" = yes ]; then
+    ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
+    export ASAN_OPTIONS
+fi
 if [ $SMALL = 1 ]; then MSGS=2000 DSMI=4 LIMIT=110; else MSGS=6000 DSMI=10 LIMIT=60; fi
 
 # wl_step TAG N PROG ARGS...: runs it in the background (killed at exit if it hangs) and
