@@ -6,8 +6,15 @@
 #include <string.h>
 #include <time.h>
 
+#include <inttypes.h>
+#include <unistd.h>
+#include <sys/random.h>
+
 #include "internal.h"
 #include "knobs.h"
+
+/* cor_domain_address's pseudo-route that carries the domain's incarnation. */
+#define EPOCH_WORD "epoch"
 
 struct cor_global cor__g = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -254,6 +261,8 @@ static void teardown(void)
     g.peers = NULL;
     free((void *)g.dead);
     g.dead = NULL;
+    free((void *)g.peer_epoch);
+    g.peer_epoch = NULL;
     if (g.tasks) {
         for (int i = 0; i < g.max_tasks; i++) {
             struct cor_task *t = g.tasks[i];
@@ -278,7 +287,8 @@ static int init_domain(void)
     g.tasks = calloc((size_t)g.max_tasks, sizeof *g.tasks);
     g.dead = calloc((size_t)g.size, sizeof *g.dead);
     g.peers = calloc((size_t)g.size, sizeof *g.peers);
-    if (!g.tasks || !g.dead || !g.peers) return err;
+    g.peer_epoch = calloc((size_t)g.size, sizeof *g.peer_epoch);
+    if (!g.tasks || !g.dead || !g.peers || !g.peer_epoch) return err;
     /* recv_seq comes with the peer's first message (proto.c, in_order) */
     for (int i = 0; i < g.size; i++)
         pthread_mutex_init(&g.peers[i].lock, NULL);
@@ -330,6 +340,7 @@ COR_API int cor_init(int *argc, char ***argv)
     read_knobs();
     g.ntasks = 0;
     g.dynamic = false;
+    g.epoch = 0;                              /* static sessions: ranks are never reused */
     cor__route_prepare_start(routes_asked()); /* while the launcher answers */
     int err = cor__boot_init(&g.boot, &g.rank, &g.size, &g.cookie);
     if (!err) err = init_domain();
@@ -354,6 +365,11 @@ COR_API int cor_init_join(const cor_join_t *join)
     g.rank = join->rank;
     g.size = join->capacity;
     g.cookie = join->session;
+    /* Our incarnation: a rank of a dynamic session is reused once its task is gone. */
+    g.epoch = 0;
+    while (!g.epoch)
+        if (getrandom(&g.epoch, sizeof g.epoch, 0) != sizeof g.epoch)
+            g.epoch = (uint32_t)cor__now_ns() ^ (uint32_t)getpid() << 16;
     atomic_store(&g.init_refs, 1);
     int err = init_domain();
     if (err) return init_failed(err);
@@ -361,15 +377,18 @@ COR_API int cor_init_join(const cor_join_t *join)
     return COR_OK;
 }
 
-/* "route port_index address" per hard port, separated by spaces: what a peer's
- * cor_domain_connect takes. Raw ports are not published in dynamic sessions. */
+/* "epoch 0 <incarnation>", then "route port_index address" per hard port, separated by
+ * spaces: what a peer's cor_domain_connect takes. (The incarnation is written as a port of a
+ * route named "epoch", which no domain opens.) Raw ports are not published in dynamic
+ * sessions. */
 COR_API int cor_domain_address(char *buf, size_t len)
 {
     int err = cor__check_init();
     if (err) return err;
     if (!buf || len == 0) return COR_EINVAL;
-    size_t used = 0;
-    buf[0] = '\0';
+    int w0 = snprintf(buf, len, "%s 0 %" PRIu32, EPOCH_WORD, g.epoch);
+    if (w0 < 0 || (size_t)w0 >= len) return COR_ELIMIT;
+    size_t used = (size_t)w0;
     for (int i = 0; i < g.nroutes; i++) {
         struct cor_route *r = g.routes[i];
         for (int k = 0; k < r->nports; k++) {
@@ -391,6 +410,26 @@ static struct cor_hport *hport_named(const char *route, int index)
         if (!strcmp(g.routes[i]->name, route) && index >= 0 && index < g.routes[i]->nports)
             return g.routes[i]->ports[index];
     return NULL;
+}
+
+/* The incarnation "epoch 0 N" names in a cor_domain_address string; 0 if none, -1 if
+ * malformed. */
+static long epoch_of(const char *addresses)
+{
+    char copy[1024];
+    if (strlen(addresses) >= sizeof copy) return -1;
+    strcpy(copy, addresses);
+    char *save, *route = strtok_r(copy, " ", &save);
+    while (route) {
+        char *index = strtok_r(NULL, " ", &save), *addr = strtok_r(NULL, " ", &save), *end;
+        if (!index || !addr) return -1;
+        if (!strcmp(route, EPOCH_WORD)) {
+            unsigned long v = strtoul(addr, &end, 10);
+            return *end || addr[0] == '-' || v == 0 || v > UINT32_MAX ? -1 : (long)v;
+        }
+        route = strtok_r(NULL, " ", &save);
+    }
+    return 0;
 }
 
 /* cor_domain_connect and cor_domain_leave come from whichever thread learns of a peer (libcorpvm:
@@ -431,7 +470,20 @@ static int domain_connect(int rank, const char *addresses)
     int err;
     if (!g.dynamic) return COR_ESTATE;
     if (rank < 0 || rank >= g.size || rank == g.rank || !addresses) return COR_EINVAL;
-    if (atomic_load(&g.dead[rank])) return COR_EPEERDEAD;
+    long epoch = epoch_of(addresses);
+    if (epoch < 0) return COR_EINVAL;
+    uint32_t known = atomic_load(&g.peer_epoch[rank]);
+    bool readmit = atomic_load(&g.dead[rank]);
+    if (readmit) {
+        /* The rank left: only a new occupant (another incarnation) may take it again. */
+        if (!epoch || (uint32_t)epoch == known) return COR_EPEERDEAD;
+        cor__peer_reset((uint32_t)rank);
+        atomic_store(&g.peer_epoch[rank], (uint32_t)epoch);
+    } else if (epoch && known && (uint32_t)epoch != known) {
+        return COR_EEXIST; /* another occupant while the rank's one has not left */
+    } else if (epoch) {
+        atomic_store(&g.peer_epoch[rank], (uint32_t)epoch);
+    }
     char copy[1024];
     if (strlen(addresses) >= sizeof copy) return COR_EINVAL;
     strcpy(copy, addresses);
@@ -442,7 +494,7 @@ static int domain_connect(int rank, const char *addresses)
         if (!index || !addr) return COR_EINVAL;
         long k = strtol(index, &end, 10);
         if (*end || k < 0 || k >= COR_HPORTS_MAX) return COR_EINVAL;
-        struct cor_hport *hp = hport_named(route, (int)k);
+        struct cor_hport *hp = strcmp(route, EPOCH_WORD) ? hport_named(route, (int)k) : NULL;
         if (hp) {
             err = hp->route->ops->add_peer(hp->rp, (cor_peer_t)rank, addr);
             if (err) {
@@ -458,7 +510,9 @@ static int domain_connect(int rank, const char *addresses)
     int ours = 0;
     for (int i = 0; i < g.nroutes; i++)
         ours += g.routes[i]->nports;
-    return matched == ours ? COR_OK : COR_EROUTE;
+    if (matched != ours) return COR_EROUTE;
+    if (readmit) atomic_store(&g.dead[rank], false); /* the new occupant is reachable */
+    return COR_OK;
 }
 
 COR_API int cor_domain_connect(int rank, const char *addresses)

@@ -185,6 +185,8 @@ void cor__posted_append(struct cor_task *t, struct cor_req *r);
 bool cor__posted_remove(struct cor_task *t, struct cor_req *r);
 struct cor_umsg *cor__unexp_take(struct cor_task *t, cor_idp_t src, cor_idp_t ctx, int tag);
 void cor__unexp_append(struct cor_task *t, struct cor_umsg *m);
+/* Unlinks every message domain `peer` sent that waits in t (a list through next). */
+struct cor_umsg *cor__unexp_take_peer(struct cor_task *t, uint32_t peer);
 
 /* ---- hard ports and routes ---- */
 struct peer_link {       /* per (hard port, peer) flow-control state (proto.c) */
@@ -314,6 +316,8 @@ int cor__raw_attach(struct cor_hport *hp);
 void cor__raw_detach(struct cor_hport *hp); /* dispatcher: push queued frames */
 void cor__return_credit(struct cor_hport *hp, uint32_t peer, int units);
 void cor__umsg_free(struct cor_umsg *m);
+/* Forgets what this domain kept for rank `peer`'s earlier occupant (proto.c). */
+void cor__peer_reset(uint32_t peer);
 
 /* ---- service calls (resources.c): small requests answered by another domain's core ---- */
 struct svc_msg {
@@ -379,9 +383,15 @@ struct cor_global {
     unsigned ntasks;         /* next spawn index */
     int nroutes;
     struct cor_route *routes[COR_ROUTES_MAX];
-    _Atomic bool *dead;         /* [size] */
-    struct peer_state *peers;   /* [size] */
-    struct cor_hport *dma_port; /* getBuffer memory comes from this route's mem_alloc */
+    _Atomic bool *dead;       /* [size] */
+    struct peer_state *peers; /* [size] */
+    /* Incarnations (dynamic sessions): ours, random at join, and each rank's current
+     * occupant's, learnt with its address (0: unknown, any accepted). Every frame carries
+     * both (proto.h), so frames of a rank's earlier occupant, or meant for it, are dropped
+     * once the rank is re-admitted (cor_domain_connect after cor_domain_leave). */
+    uint32_t epoch;
+    _Atomic uint32_t *peer_epoch; /* [size] */
+    struct cor_hport *dma_port;   /* getBuffer memory comes from this route's mem_alloc */
     cor_death_fn death_fn;
     void *death_arg;
     /* Libraries' listeners (cor_domain_on_death_add), beside the application's one. */

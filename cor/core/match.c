@@ -70,6 +70,19 @@ struct cor_umsg *cor__unexp_take(struct cor_task *t, cor_idp_t src, cor_idp_t ct
     return NULL;
 }
 
+struct cor_umsg *cor__unexp_take_peer(struct cor_task *t, uint32_t peer)
+{
+    struct cor_umsg *gone = NULL;
+    for (struct cor_umsg *m = t->unexp_head, *next; m; m = next) {
+        next = m->next;
+        if (m->kind == UM_LOCAL || m->peer_rank != peer) continue;
+        LIST_UNLINK(t, unexp_head, unexp_tail, m);
+        m->next = gone;
+        gone = m;
+    }
+    return gone;
+}
+
 void cor__unexp_append(struct cor_task *t, struct cor_umsg *m)
 {
     LIST_APPEND(t, unexp_head, unexp_tail, m);

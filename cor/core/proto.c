@@ -26,6 +26,7 @@ struct send_op {
     enum op_kind kind;
     struct cor_hport *hp;
     uint32_t peer;
+    uint32_t epoch; /* the peer's incarnation when the op was made (hdr.dst_epoch) */
     struct frame_hdr hdr;
     const void *payload;
     size_t plen;
@@ -76,6 +77,7 @@ static struct send_op *op_new(struct cor_hport *hp, uint32_t peer)
     if (op) {
         op->hp = hp;
         op->peer = peer;
+        op->epoch = atomic_load_explicit(&g.peer_epoch[peer], memory_order_relaxed);
     }
     return op;
 }
@@ -88,6 +90,7 @@ static struct send_op *op_new_copy(struct cor_hport *hp, uint32_t peer, const vo
         memset(op, 0, sizeof *op);
         op->hp = hp;
         op->peer = peer;
+        op->epoch = atomic_load_explicit(&g.peer_epoch[peer], memory_order_relaxed);
         if (plen) memcpy(op->room, p, plen);
         op->payload = op->room;
         op->plen = plen;
@@ -151,6 +154,8 @@ static int route_send(struct cor_hport *hp, struct send_op *op, bool own)
 {
     struct peer_link *l = &hp->links[op->peer];
     if (op->hdr.type != F_CREDIT) op->hdr.credits = (uint16_t)owed_take(l); /* piggy-back */
+    op->hdr.src_epoch = g.epoch;
+    op->hdr.dst_epoch = op->epoch;
     struct iovec iov[2] = {{&op->hdr, FRAME_HDR_SIZE}, {(void *)op->payload, op->plen}};
     /* Once the route accepted it, op may be finished and freed by another thread's progress:
      * take what we need from it before. A copying route is done with an eager payload at
@@ -599,8 +604,11 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
 
     struct cor_port *port = cor__task_port(t);
     if (!port) return g.nroutes ? COR_ENOMEM : COR_EROUTE;
-    if (!t->send_seq && !(t->send_seq = calloc((size_t)g.size, sizeof *t->send_seq)))
-        return COR_ENOMEM;
+    if (!t->send_seq) {
+        uint32_t *seq = calloc((size_t)g.size, sizeof *seq);
+        if (!seq) return COR_ENOMEM;
+        __atomic_store_n(&t->send_seq, seq, __ATOMIC_RELEASE); /* cor__peer_reset reads it */
+    }
     struct cor_hport *hp = port->hp;
     /* A small message is copied now, outside the lock, in case it goes eager on a route that
      * sends from our memory (below); as a rendezvous, the copy just goes unused. */
@@ -1061,6 +1069,13 @@ void cor__upcall_deliver(void *core, cor_peer_t peer, const void *frame, size_t 
              peer);
         return;
     }
+    /* A rank re-admitted (cor_domain_connect after cor_domain_leave): what its earlier
+     * occupant sent late, or what was meant for our own earlier incarnation, is not ours. */
+    uint32_t pe = atomic_load_explicit(&g.peer_epoch[peer], memory_order_acquire);
+    if ((pe && h.src_epoch != pe) || (h.dst_epoch && h.dst_epoch != g.epoch)) {
+        drop("from an earlier occupant of its rank, or for one of ours", peer);
+        return;
+    }
     if (h.credits) credits_add(hp, &hp->links[peer], h.credits);
     const unsigned char *p = frame;
     if (h.type == F_EAGER || h.type == F_RTS)
@@ -1119,4 +1134,52 @@ void cor__queue_discard(struct cor_hport *hp)
         op_fail(op, COR_ECLOSED);
         op = next;
     }
+}
+
+/* Rank `peer` gets a new occupant (cor_domain_connect after cor_domain_leave): what this
+ * domain kept for the earlier one goes, so the new one starts as a peer never heard from:
+ * message numbers both ways, frames held for their turn, eager credits, and the unexpected
+ * messages the earlier one left (dropped and counted: nobody may take them for the new
+ * one's). The rank is dead meanwhile (sends to it fail before they take a number). */
+void cor__peer_reset(uint32_t peer)
+{
+    struct peer_state *ps = &g.peers[peer];
+    COR_LOCK(&ps->lock);
+    free(ps->recv_seq);
+    ps->recv_seq = NULL;
+    ps->nrecv_seq = 0;
+    struct held_frame *hf = ps->held;
+    ps->held = NULL;
+    COR_UNLOCK(&ps->lock);
+    while (hf) {
+        struct held_frame *next = hf->next;
+        cor__count(C_FRAMES_DROPPED, 1);
+        free(hf);
+        hf = next;
+    }
+    for (int i = 0; i < g.nroutes; i++)
+        for (int k = 0; k < g.routes[i]->nports; k++) {
+            struct cor_hport *hp = g.routes[i]->ports[k];
+            atomic_store(&hp->links[peer].credits, hp->credit_units);
+            atomic_store(&hp->links[peer].owed, 0);
+        }
+    COR_LOCK(&g.lock);
+    for (int i = 0; g.tasks && i < g.max_tasks; i++) {
+        struct cor_task *t = g.tasks[i];
+        if (!t) continue;
+        COR_LOCK(&t->lock);
+        uint32_t *seq = __atomic_load_n(&t->send_seq, __ATOMIC_ACQUIRE);
+        if (seq) seq[peer] = 0;
+        struct cor_umsg *gone = cor__unexp_take_peer(t, peer);
+        COR_UNLOCK(&t->lock);
+        while (gone) {
+            struct cor_umsg *next = gone->next;
+            cor__count(C_UNEXPECTED_NOW, -1);
+            cor__count(C_UNEXPECTED_BYTES_NOW, -(int64_t)(gone->hp ? gone->bytes : 0));
+            cor__count(C_FRAMES_DROPPED, 1);
+            cor__umsg_free(gone);
+            gone = next;
+        }
+    }
+    COR_UNLOCK(&g.lock);
 }

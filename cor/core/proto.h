@@ -32,6 +32,8 @@ struct frame_hdr {
     uint16_t dst_task; /* receiver's task index */
     uint32_t seq;      /* EAGER/RTS: per (sender task, receiving domain) message number */
     int32_t tag;
+    uint32_t src_epoch; /* the sender's incarnation (0 in static sessions) */
+    uint32_t dst_epoch; /* the receiver's incarnation the sender knew (0: unknown) */
     uint64_t ctx;
     uint64_t count; /* elements */
     uint64_t len;   /* message bytes (EAGER/RTS), bytes allowed (CTS), payload bytes (DATA) */

@@ -3,17 +3,17 @@
  * of the program's sight.
  *
  * A task that takes a route marks itself alive with an instance of CoR.live, an entry PVM
- * removes when the task ends, even killed. The session (CoR.session) and the rank claims
- * (CoR.ranks) are persistent, and over-writable so that any task may remove them: the last
- * routed task that leaves removes them, and a task that joins while no task is alive (the
- * last one was killed) removes what is left before it makes a new session. A task that
- * leaves while others live gives its rank claim back once its route is closed (after
- * cor_finalize: its files are gone), so the next task to join takes that rank: a session
- * that never ends (programs that overlap, a task that lives for days) does not run out of
- * ranks. A peer that knew the rank's earlier task never routes to its new one (route.c,
- * connect_peer: the core never makes a rank it gave up reachable again); they talk PVM's
- * way. Only a killed task's rank stays claimed until the session ends.
- *
+ * removes when the task ends, even killed. The session (CoR.session) is persistent and
+ * over-writable, so that any task may remove it: the last routed task that leaves removes
+ * it with the rank claims, and a task that joins while no task is alive (the last one was
+ * killed) removes what is left before it makes a new session. A rank claim (CoR.ranks) is an
+ * entry PVM removes with its task too (a killed one included), and a task that leaves while
+ * others live gives it back itself once its route is closed (after cor_finalize: its files
+ * are gone): the next task to join takes the rank, so a session that never ends (programs
+ * that overlap, a task that lives for days) does not run out of ranks. A peer that knew
+ * the rank's earlier task re-admits the rank for the new one once the mailbox confirms the
+ * claim (route.c, connect_peer; the core forgets the earlier one: cor_domain_connect).
+
  * Programs see neither: pvm_getmboxinfo leaves CoR.* out, and the ids pvm_addmhf returns and
  * pvm_delmhf takes are those the program would have without libcorpvm's two handlers. (Only
  * libpvm3's debugging dump of its handler table, pvmdisplaymhfinfo, still lists them: taking

@@ -278,6 +278,7 @@ struct cpvm_stats {
     _Atomic uint64_t routed_sent, routed_recv, routed_bytes_sent, routed_bytes_recv;
     _Atomic uint64_t pvm_sent, pvm_recv; /* sends and receives that went PVM's way */
     _Atomic uint64_t hello_sent, acks, naks, switches, held, dropped, peers_gone;
+    _Atomic uint64_t readmitted; /* ranks taken over by a new task (route.c) */
 };
 extern struct cpvm_stats cpvm_stats;
 void cpvm_stats_print(void); /* stderr, when COR_PVM_STATS is set */

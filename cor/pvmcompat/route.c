@@ -15,9 +15,10 @@
  * Control messages are read by a PVM message handler inside whichever libpvm3 call reads
  * them; the handler only queues an event, handled when the outermost pvm_* call leaves.
  *
- * Domain ranks come from pvmd's mailbox: a persistent multi-instance entry per rank,
- * claimed with PvmMboxFirstAvail, so ranks are unique for the virtual machine's lifetime
- * and never reused; the session cookie is a persistent entry too.
+ * Domain ranks come from pvmd's mailbox: a multi-instance entry per rank, claimed with
+ * PvmMboxFirstAvail, which PVM removes with its task: ranks are unique among the living and
+ * reused once their task is gone (peers re-admit the rank: connect_peer); the session
+ * cookie is a persistent entry.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -164,6 +165,38 @@ static int exit_handler(int mid)
     return 0;
 }
 
+/* The tid that holds `rank` in pvmd's mailbox now; 0 if none or unknown. Lock held. */
+static int rank_holder(int rank)
+{
+    int saved = REAL(pvm_setrbuf, 0); /* recvinfo frees the active receive buffer */
+    int buf = REAL(pvm_recvinfo, CPVM_MBOX_RANKS, rank, PvmMboxDefault), tid = 0;
+    if (buf > 0) {
+        REAL(pvm_setrbuf, buf);
+        if (REAL(pvm_upkint, &tid, 1, 1) < 0) tid = 0;
+        REAL(pvm_freebuf, buf);
+    }
+    REAL(pvm_setrbuf, saved);
+    return tid;
+}
+
+/* Our peer `old` had the rank that `tid` now says is its own. Ranks are freed by PVM when
+ * their task ends, so this is a new occupant if pvmd's mailbox says so: then the earlier
+ * one is gone (its exit notice may still be on its way) and the rank is re-admitted (the
+ * core forgets the earlier one: cor_domain_connect). Else a forgery or a confusion. */
+static bool rank_taken_over(struct cpvm_peer *old, int tid)
+{
+    if (!old->gone && rank_holder(old->rank) != tid) return false;
+    if (!old->gone) {
+        old->gone = true;
+        old->tx = TX_GONE;
+        atomic_fetch_add(&cpvm_stats.peers_gone, 1);
+        cor_domain_leave(old->rank, 0);
+    }
+    rt.by_rank[old->rank] = NULL;
+    atomic_fetch_add(&cpvm_stats.readmitted, 1);
+    return true;
+}
+
 /* Makes peer p (rank, addresses) reachable over our route; false if it cannot be. */
 static bool connect_peer(struct cpvm_peer *p, const struct cpvm_ctl *c)
 {
@@ -171,9 +204,9 @@ static bool connect_peer(struct cpvm_peer *p, const struct cpvm_ctl *c)
         c->rank == rt.rank)
         return false;
     struct cpvm_peer *other = cpvm_peer_of_rank(c->rank);
-    /* A rank we knew held by another task: a forgery, or the rank given back and taken by a
-     * new task (mbox.c), which our core never reaches again (cor_domain_leave): PVM's way. */
-    if (other && other != p) return false;
+    /* A rank we knew held by another task: a forgery, or the rank given back (mbox.c) and
+     * taken by a new task, which we re-admit once pvmd's mailbox confirms the claim. */
+    if (other && other != p && !rank_taken_over(other, p->tid)) return false;
     if (p->connected) return p->rank == c->rank && p->inbox_index == (unsigned)c->inbox;
     int err = cor_domain_connect(c->rank, c->addr);
     if (err) {
@@ -328,13 +361,17 @@ static int mailbox_session(uint64_t *session)
     return PvmSysErr;
 }
 
-/* A rank of our own: the first free instance of a persistent multi-instance entry. */
+/* A rank of our own: the first free instance of a multi-instance entry holding our tid,
+ * which PVM removes with its task (even killed), so the rank is free again once we are gone:
+ * a VM that lives long, with a task that lives on while others come and go, keeps routing.
+ * Peers that knew the rank's earlier occupant re-admit it for us (connect_peer). */
 static int mailbox_rank(int *rank)
 {
     int mine = REAL(pvm_mkbuf, PvmDataDefault), old = REAL(pvm_setsbuf, mine);
     int tid = pvmmytid;
     REAL(pvm_pkint, &tid, 1, 1);
-    int rc = REAL(pvm_putinfo, CPVM_MBOX_RANKS, mine, MBOX_SHARED);
+    int rc = REAL(pvm_putinfo, CPVM_MBOX_RANKS, mine,
+                  PvmMboxMultiInstance | PvmMboxFirstAvail | PvmMboxOverWritable);
     REAL(pvm_setsbuf, old);
     REAL(pvm_freebuf, mine);
     if (rc < 0) return rc;

@@ -178,11 +178,18 @@ COR_API int cor_init_join(const cor_join_t *join);
 COR_API int cor_domain_address(char *buf, size_t len);
 /* Makes domain `rank`, whose cor_domain_address is `addresses`, reachable. Every hard port of
  * ours must find its counterpart (else COR_EROUTE: the peer opened other routes). Calling it
- * again with the same addresses is harmless. COR_ESTATE outside dynamic sessions. */
+ * again with the same addresses is harmless. COR_ESTATE outside dynamic sessions.
+ * A rank that left (cor_domain_leave) is re-admitted when `addresses` name another
+ * incarnation (each domain's address carries its own): everything kept for the earlier
+ * occupant is forgotten (message numbers, credits, its unexpected messages, the routes' peer
+ * state), and frames of the earlier one, or meant for our earlier view of the rank, are
+ * dropped and counted (cor_stats_t.frames_dropped). The earlier occupant's address again:
+ * COR_EPEERDEAD; another occupant while the rank has not left: COR_EEXIST. */
 COR_API int cor_domain_connect(int rank, const char *addresses);
 /* Domain `rank` is gone: err 0 means it left normally (nobody is notified), else it died (the
  * cor_domain_on_death callback runs). Either way operations toward it fail with
- * COR_EPEERDEAD from now on, and its rank is never reachable again in this domain.
+ * COR_EPEERDEAD from now on, until a new occupant of the rank is connected
+ * (cor_domain_connect).
  * cor_domain_connect and cor_domain_leave may come from any thread, also while another one is
  * in cor_finalize: once that one tears the routes down they return COR_ESTATE, and it waits
  * for calls already under way. */

@@ -28,6 +28,7 @@
  * region a dead owner's file names is no live process's. */
 #include "gm_internal.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -98,7 +99,8 @@ static int clear_address(int fd)
 /* The shm region named by the address in the lock file open as fd, whose path is path:
  * its name for shm_unlink in buf, 0; -1 if the file names none (no address: a closed port,
  * a tcp port) or one that is not this port's.  The file's stem <namespace>-<node>-<port>
- * must begin the region's name followed by ':' (the provider's suffix), so a damaged file
+ * must begin the region's name followed by ':' (the provider's suffix) or by ".<pid>.<n>:"
+ * (a name per opening, port.c), so a damaged file
  * never makes us remove anything else. */
 static int region_of(int fd, const char *path, char *buf, size_t len)
 {
@@ -114,8 +116,18 @@ static int region_of(int fd, const char *path, char *buf, size_t len)
     size_t plen = strlen(SHM_ADDR_PREFIX);
     const char *name = addr + plen;
     if (strncmp(addr, SHM_ADDR_PREFIX, plen) != 0 || strncmp(name, base, stem) != 0 ||
-        name[stem] != ':' || strchr(name, '/') || strlen(name) + 2 > len)
+        (name[stem] != ':' && name[stem] != '.') || strchr(name, '/') || strlen(name) + 2 > len)
         return -1;
+    /* ".<pid>.<n>" (port.c: a name per opening), hex digits only, then the ':' suffix */
+    if (name[stem] == '.') {
+        size_t k = stem + 1, dots = 1;
+        for (; name[k] && name[k] != ':'; k++)
+            if (name[k] == '.')
+                dots++;
+            else if (!isxdigit((unsigned char)name[k]))
+                return -1;
+        if (name[k] != ':' || dots != 2) return -1;
+    }
     snprintf(buf, len, "/%s", name);
     return 0;
 }

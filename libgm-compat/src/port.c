@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -337,7 +338,13 @@ static gm_status_t open_fabric(struct gm_port *p, const struct gmx_node *self)
     char name[128];
     int is_str = strstr(gmx_cfg.provider, "shm") == gmx_cfg.provider;
     if (is_str) {
-        snprintf(name, sizeof name, "fi_shm://%s-%u-%u", gmx_cfg.shm_ns, p->node_id, p->port_id);
+        /* Each opening of a port id gets a region name of its own (the process and its count
+         * of openings after the port's stem): a peer that knew an earlier owner of this port
+         * id follows the lock file to the new name (gmx_peer_resolve), never the earlier
+         * owner's region, which the provider may still have mapped under the old name. */
+        static _Atomic unsigned openings;
+        snprintf(name, sizeof name, "fi_shm://%s-%u-%u.%x.%x", gmx_cfg.shm_ns, p->node_id,
+                 p->port_id, (unsigned)getpid(), atomic_fetch_add(&openings, 1));
         hints->addr_format = FI_ADDR_STR;
         hints->src_addr = strdup(name);
         hints->src_addrlen = strlen(name) + 1;

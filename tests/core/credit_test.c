@@ -207,7 +207,8 @@ static int setup(void)
     g.tasks = calloc((size_t)g.max_tasks, sizeof *g.tasks);
     g.dead = calloc(2, sizeof *g.dead);
     g.peers = calloc(2, sizeof *g.peers);
-    if (!g.tasks || !g.dead || !g.peers) return 1;
+    g.peer_epoch = calloc(2, sizeof *g.peer_epoch);
+    if (!g.tasks || !g.dead || !g.peers || !g.peer_epoch) return 1;
     for (int i = 0; i < 2; i++) {
         pthread_mutex_init(&g.peers[i].lock, NULL);
         g.peers[i].recv_seq = calloc((size_t)g.max_tasks, sizeof(uint32_t));

@@ -15,6 +15,11 @@
  *                       master's last message and ends at once.
  *                       Prints "life: child K rank R routed Y|N" for each and
  *                       "life: spawned N, routed M, last rank R routed Y|N".
+ *   life churn N K [ROUNDS]  lives while N children come and go, K at a time (at most 16):
+ *                       each exchanges ROUNDS (default 3) numbered messages with the
+ *                       master, checked both ways, reports its rank and whether it is
+ *                       routed, and ends; the next ones start once those ended. Prints
+ *                       "life: churn N by K: routed M, bad B, last rank R routed Y|N".
  *   life end HOW        spawns a child that exchanges routed messages with the master and
  *                       ends without pvm_exit: HOW = return (from main), exit (exit(0)) or
  *                       kill (the master kills it with SIGKILL). Prints "life: end HOW ok".
@@ -206,6 +211,84 @@ static int spawn_master(const char *self, int n, int rounds)
     return 0;
 }
 
+/* ---- churn ---- */
+
+/* A child of churn: ROUNDS numbered exchanges with the master (each checked), its report,
+ * then it ends. Values: 1000 * its number + the round, each way. */
+static int churn_child(int rounds)
+{
+    int parent = pvm_parent(), me = -1, v = -1, bad = 0;
+    struct timeval tmo = {WAIT_S, 0};
+    if (pvm_trecv(parent, TAG_WAKE, &tmo) <= 0) return 1;
+    pvm_upkint(&me, 1, 1);
+    for (int i = 0; i < rounds; i++) {
+        send_int(parent, TAG_DATA, 1000 * me + i);
+        if (recv_bounded(parent, TAG_DATA) <= 0) return 1;
+        pvm_upkint(&v, 1, 1);
+        if (v != -(1000 * me + i)) bad++;
+    }
+    int rank = -1, prank = -1;
+    pvm_cor_domain(pvm_mytid(), &rank);
+    int routed = pvm_cor_domain(parent, &prank) == PvmOk;
+    pvm_initsend(PvmDataDefault);
+    pvm_pkint(&rank, 1, 1);
+    pvm_pkint(&routed, 1, 1);
+    pvm_pkint(&bad, 1, 1);
+    pvm_send(parent, TAG_HELLO);
+    pvm_exit();
+    return bad != 0;
+}
+
+/* The master lives while N children come and go, K at a time: ranks of children gone are
+ * taken by new ones (more than COR_PVM_DOMAINS over the master's life), and every exchange
+ * must carry the right value. Prints "life: churn N by K: routed M, bad B, last rank R
+ * routed Y|N". */
+static int churn_master(const char *self, int n, int k, int rounds)
+{
+    char r[16];
+    snprintf(r, sizeof r, "%d", rounds);
+    char *args[] = {"churn-child", r, NULL};
+    int routed = 0, bad = 0, rank = -1, yes = 0, done = 0;
+    if (k < 1) k = 1;
+    if (k > 16) k = 16;
+    while (done < n) {
+        int tids[16], m = n - done < k ? n - done : k;
+        for (int j = 0; j < m; j++) {
+            if (spawn_one(self, args, &tids[j])) return 2;
+            pvm_notify(PvmTaskExit, TAG_EXIT, 1, &tids[j]);
+            send_int(tids[j], TAG_WAKE, done + j);
+        }
+        for (int i = 0; i < rounds; i++)
+            for (int j = 0; j < m; j++) {
+                int v = -1, want = 1000 * (done + j) + i;
+                if (recv_bounded(tids[j], TAG_DATA) <= 0) return 1;
+                pvm_upkint(&v, 1, 1);
+                if (v != want) {
+                    fprintf(stderr, "life: child %d round %d sent %d, expected %d\n", done + j, i,
+                            v, want);
+                    bad++;
+                }
+                send_int(tids[j], TAG_DATA, -want);
+            }
+        for (int j = 0; j < m; j++) {
+            int cbad = 0;
+            if (recv_bounded(tids[j], TAG_HELLO) <= 0) return 1;
+            pvm_upkint(&rank, 1, 1);
+            pvm_upkint(&yes, 1, 1);
+            pvm_upkint(&cbad, 1, 1);
+            bad += cbad;
+            routed += yes;
+        }
+        for (int j = 0; j < m; j++) /* gone before the next ones start: their ranks are free */
+            if (recv_bounded(-1, TAG_EXIT) <= 0) return 1;
+        done += m;
+    }
+    printf("life: churn %d by %d: routed %d, bad %d, last rank %d routed %c\n", n, k, routed, bad,
+           rank, yes ? 'Y' : 'N');
+    pvm_exit();
+    return bad != 0;
+}
+
 /* ---- end ---- */
 
 static int end_child(const char *how)
@@ -285,8 +368,11 @@ int main(int argc, char **argv)
         return spawn_master(argv[0], atoi(argv[2]), argc > 3 ? atoi(argv[3]) : 1);
     if (!strcmp(mode, "end") && argc > 2) return end_master(argv[0], argv[2]);
     if (!strcmp(mode, "hold") && argc > 2) return hold(atof(argv[2]));
-    fprintf(stderr,
-            "usage: life idle SECS | spawn N [ROUNDS] | end return|exit|kill | hold SECS\n");
+    if (!strcmp(mode, "churn-child")) return churn_child(argc > 2 ? atoi(argv[2]) : 1);
+    if (!strcmp(mode, "churn") && argc > 3)
+        return churn_master(argv[0], atoi(argv[2]), atoi(argv[3]), argc > 4 ? atoi(argv[4]) : 3);
+    fprintf(stderr, "usage: life idle SECS | spawn N [ROUNDS] | end return|exit|kill | hold SECS | "
+                    "churn N K [ROUNDS]\n");
     pvm_exit();
     return 2;
 }

@@ -91,6 +91,13 @@ struct gmr_peer {
     _Atomic int dead_note;   /* peer_dead() from another thread: abandon it (gmr_take_notes) */
     _Atomic int closed_note; /* a port of this process closed: as if it said BYE */
     int probed_closed;       /* the last liveness probe found its port closed (gmr_probe) */
+    /* Re-admission (a new occupant of the rank, add_peer after the peer was given up): gone
+     * is set when it is given up (any thread); add_peer leaves the new address in re_* and
+     * readmit_note, which the owner applies (gmr_take_notes) after any dead_note. */
+    _Atomic int gone;
+    _Atomic int readmit_note;
+    unsigned re_node, re_port;
+    int re_local;
 };
 
 enum gmr_tx_state { TX_FREE = 0, TX_QUEUED, TX_INFLIGHT, TX_DONE };
@@ -127,8 +134,8 @@ struct cor_route_mr {
 };
 
 struct gmr_hslot {
-    _Atomic uint32_t key; /* node << 8 | port, 0 = empty; set after rank (add_peer) */
-    uint32_t rank;
+    _Atomic uint32_t key;  /* node << 8 | port, 0 = empty; set after rank (add_peer) */
+    _Atomic uint32_t rank; /* re-pointed when a new domain takes a gone one's GM port */
 };
 
 struct cor_rport {

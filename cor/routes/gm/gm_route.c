@@ -210,6 +210,69 @@ static int parse_addr(struct cor_rport *p, const char *addr, unsigned *node, uns
     return 0;
 }
 
+/* Points (node, port) at rank `peer` in the hash: a new key, or one a rank given up had (GM
+ * port numbers are few: a new domain on a node often gets one a gone domain had). mem_lock
+ * held; the owner reads the hash without it. -1 if the table is full. */
+static int hash_point(struct cor_rport *p, unsigned node, unsigned port, uint32_t peer)
+{
+    uint32_t key = node << 8 | port;
+    unsigned h = (unsigned)((key * 2654435761u) >> 8) & p->hash_mask;
+    for (unsigned n = 0; n <= p->hash_mask; n++, h = (h + 1) & p->hash_mask) {
+        uint32_t k = atomic_load_explicit(&p->hash[h].key, memory_order_relaxed);
+        if (k == key) {
+            atomic_store_explicit(&p->hash[h].rank, peer, memory_order_release);
+            return 0;
+        }
+        if (!k) {
+            atomic_store_explicit(&p->hash[h].rank, peer, memory_order_relaxed);
+            atomic_store_explicit(&p->hash[h].key, key, memory_order_release);
+            return 0;
+        }
+    }
+    gmr_log("domain %u: no room for another GM address (%u known)", peer, p->hash_mask + 1);
+    return -1;
+}
+
+/* A new occupant of rank `peer`, which was given up (mem_lock held): the owner forgets the
+ * earlier one's state when it takes the note. Frames of the earlier one that still arrive
+ * are the core's to drop (its frames carry its incarnation). */
+static int readmit(struct cor_rport *p, cor_peer_t peer, unsigned node, unsigned port, int local)
+{
+    uint32_t other;
+    if (gmr_lookup(p, node, port, &other) == 0 && other != peer &&
+        !atomic_load(&p->peers[other].gone)) {
+        gmr_log("domain %u: address %u:%u is already domain %u's", peer, node, port, other);
+        return COR_EINVAL;
+    }
+    if (hash_point(p, node, port, peer)) return COR_ELIMIT;
+    struct gmr_peer *q = &p->peers[peer];
+    q->re_node = node;
+    q->re_port = port;
+    q->re_local = local;
+    atomic_store(&q->gone, 0);
+    atomic_store(&q->readmit_note, 1);
+    atomic_store(&p->notes, 1);
+    return COR_OK;
+}
+
+/* Owner: a rank's new occupant (readmit's note) starts as a peer just added. */
+static void apply_readmit(struct cor_rport *p, struct gmr_peer *q)
+{
+    q->node = q->re_node;
+    q->port = q->re_port;
+    q->local = q->re_local;
+    q->dead = q->closed = q->reported = q->core_dead = 0;
+    q->credits[0] = p->allot[0];
+    q->credits[1] = p->allot[1];
+    q->owed[0] = q->owed[1] = 0;
+    q->credit_wanted = 0;
+    q->blocked = 0;
+    q->heard = 0;
+    q->starved_since = 0;
+    atomic_store(&q->closed_note, 0);
+    p->pump_dirty = 1;
+}
+
 static int gmr_add_peer(struct cor_rport *p, cor_peer_t peer, const char *addr)
 {
     if (!p || peer >= p->base.npeers) return COR_EINVAL;
@@ -223,6 +286,10 @@ static int gmr_add_peer(struct cor_rport *p, cor_peer_t peer, const char *addr)
      * the hash, which is written last, and sends to it only once the core has it added. */
     pthread_mutex_lock(&p->mem_lock);
     int rc = COR_EEXIST;
+    if (p->peers[peer].added && atomic_load(&p->peers[peer].gone)) {
+        rc = readmit(p, peer, node, port, local);
+        goto out;
+    }
     if (p->peers[peer].added) {
         if (p->peers[peer].node == node && p->peers[peer].port == port)
             rc = COR_OK; /* the same again */
@@ -230,14 +297,11 @@ static int gmr_add_peer(struct cor_rport *p, cor_peer_t peer, const char *addr)
     }
     rc = COR_EINVAL;
     uint32_t other;
-    if (gmr_lookup(p, node, port, &other) == 0) {
+    if (gmr_lookup(p, node, port, &other) == 0 && !atomic_load(&p->peers[other].gone)) {
         gmr_log("domain %u: address %s is already domain %u's", peer, addr, other);
         goto out;
     }
-    uint32_t key = node << 8 | port;
-    unsigned h = (unsigned)((key * 2654435761u) >> 8) & p->hash_mask;
-    while (atomic_load_explicit(&p->hash[h].key, memory_order_relaxed))
-        h = (h + 1) & p->hash_mask;
+    if (hash_point(p, node, port, peer)) goto out;
     struct gmr_peer *q = &p->peers[peer];
     q->node = node;
     q->port = port;
@@ -246,8 +310,6 @@ static int gmr_add_peer(struct cor_rport *p, cor_peer_t peer, const char *addr)
     q->credits[0] = p->allot[0];
     q->credits[1] = p->allot[1];
     q->port_of = p;
-    p->hash[h].rank = peer;
-    atomic_store_explicit(&p->hash[h].key, key, memory_order_release);
     rc = COR_OK;
 out:
     pthread_mutex_unlock(&p->mem_lock);
@@ -301,6 +363,9 @@ void gmr_take_notes(struct cor_rport *p)
         if (atomic_load_explicit(&q->dead_note, memory_order_relaxed) &&
             atomic_exchange(&q->dead_note, 0) && q->added && !p->base.closing)
             gmr_abandon_peer(p, i);
+        if (atomic_load_explicit(&q->readmit_note, memory_order_acquire) &&
+            atomic_exchange(&q->readmit_note, 0))
+            apply_readmit(p, q);
     }
 }
 
@@ -368,6 +433,7 @@ static int gmr_wait(struct cor_rport *p, int timeout_ms)
 static void gmr_peer_dead_slot(struct cor_rport *p, cor_peer_t peer)
 {
     if (!p || peer >= p->base.npeers || peer == p->base.self) return;
+    atomic_store(&p->peers[peer].gone, 1);
     atomic_store(&p->peers[peer].dead_note, 1);
     atomic_store(&p->notes, 1);
 }

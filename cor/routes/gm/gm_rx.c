@@ -74,14 +74,16 @@ static unsigned hash_of(uint32_t key, unsigned mask)
 int gmr_lookup(struct cor_rport *p, unsigned node, unsigned port, uint32_t *rank)
 {
     uint32_t key = node << 8 | port;
-    for (unsigned h = hash_of(key, p->hash_mask);; h = (h + 1) & p->hash_mask) {
+    unsigned h = hash_of(key, p->hash_mask);
+    for (unsigned n = 0; n <= p->hash_mask; n++, h = (h + 1) & p->hash_mask) {
         uint32_t k = atomic_load_explicit(&p->hash[h].key, memory_order_acquire);
         if (k == 0) return -1;
         if (k == key) {
-            *rank = p->hash[h].rank;
+            *rank = atomic_load_explicit(&p->hash[h].rank, memory_order_acquire);
             return 0;
         }
     }
+    return -1;
 }
 
 /* Is buf one of our buffers of data class c (0, 1), or (c = -1) a control buffer? */
@@ -180,6 +182,10 @@ static int on_recv(struct cor_rport *p, gm_recv_event_t *e, struct gmr_rx_item *
         gm_provide_receive_buffer_with_tag(p->gp, buf, GMR_CTRL_CLASS, GM_HIGH_PRIORITY, 1);
         return 0;
     }
+    /* A new occupant of a rank given up: its note first (add_peer, before it could send). */
+    if (ok && p->peers[peer].core_dead &&
+        atomic_load_explicit(&p->peers[peer].readmit_note, memory_order_acquire))
+        gmr_take_notes(p);
     if (ok && p->peers[peer].core_dead) {
         /* The core already failed everything toward it: late frames would only match
          * requests that no longer wait (or new ones posted after the death was known). */

@@ -80,6 +80,7 @@ void gmr_peer_dead(struct cor_rport *p, uint32_t peer, int err)
 {
     struct gmr_peer *q = &p->peers[peer];
     q->dead = 1;
+    atomic_store(&q->gone, 1);
     p->pump_dirty = 1;
     if (!q->reported) {
         q->reported = 1;

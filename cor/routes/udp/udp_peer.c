@@ -36,3 +36,30 @@ void udp_peer_free(struct udp_peer *peer)
     udp_reasm_reset(&peer->ra);
     free(peer);
 }
+
+void udp_peer_readmit(struct cor_rport *p, cor_peer_t rank, const struct sockaddr_in *sa,
+                      uint32_t dgram)
+{
+    struct udp_peer *old = p->peers[rank];
+    if (old) {
+        /* Its frames were finished when it was given up (udp_fail_peer); the windows too. */
+        for (uint32_t i = 0; i < p->nactive; i++)
+            if (p->active[i] == rank) {
+                p->active[i] = p->active[--p->nactive];
+                break;
+            }
+        p->peers[rank] = NULL;
+        udp_peer_free(old);
+    }
+    /* A failure of the earlier occupant not reported yet must not reach the core now. */
+    struct rutil_fails *f = &p->base.fails;
+    for (uint32_t i = 0; i < f->n;)
+        if (f->v[i].peer == rank)
+            f->v[i] = f->v[--f->n];
+        else
+            i++;
+    struct udp_dest *d = &p->dests[rank];
+    d->sa = *sa;
+    d->dgram = dgram;
+    d->state = UDP_PEER_UP;
+}

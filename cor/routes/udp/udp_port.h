@@ -161,6 +161,10 @@ static inline uint32_t udp_ts(uint64_t now_ns)
  * the peer was not added, is dead, or memory ran out. */
 struct udp_peer *udp_peer_get(struct cor_rport *p, cor_peer_t rank);
 void udp_peer_free(struct udp_peer *peer);
+/* A new occupant of a rank given up, at `sa`: the earlier one's state and pending failure
+ * report go, the rank is up again (its protocol state is made afresh at first contact). */
+void udp_peer_readmit(struct cor_rport *p, cor_peer_t rank, const struct sockaddr_in *sa,
+                      uint32_t dgram);
 
 /* udp_tx.c (port lock held) */
 void udp_pump(struct cor_rport *p, struct udp_peer *peer, uint64_t now);
@@ -168,7 +172,8 @@ void udp_send_ack(struct cor_rport *p, struct udp_peer *peer, uint64_t now);
 void udp_resend(struct cor_rport *p, struct udp_peer *peer, const uint32_t *seqs, int n,
                 uint64_t now);
 void udp_timer_at(struct cor_rport *p, uint64_t t);
-/* Gives peer `rank` up (once): its frames finish with COR_EPEERDEAD, peer_failed(err). */
+/* Gives peer `rank` up (once): its frames finish with COR_EPEERDEAD, peer_failed(err)
+ * (err 0: none, the core gave it up itself). */
 void udp_fail_peer(struct cor_rport *p, cor_peer_t rank, int err);
 /* Moves every frame of the peer to the done list with `status`. */
 void udp_peer_flush(struct cor_rport *p, struct udp_peer *peer, int status);

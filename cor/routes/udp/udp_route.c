@@ -158,6 +158,10 @@ static int udp_add_peer(struct cor_rport *p, cor_peer_t rank, const char *addr)
     struct udp_dest *d = &p->dests[rank];
     if (p->base.closing) {
         rc = COR_ECLOSED;
+    } else if (d->state == UDP_PEER_DEAD) {
+        /* The core re-admits the rank for a new occupant: its datagrams come from `sa`, the
+         * earlier one's (from its own address) are dropped and counted (datagram_in). */
+        udp_peer_readmit(p, rank, &sa, dgram);
     } else if (d->state != UDP_PEER_NONE) {
         if (d->sa.sin_addr.s_addr != sa.sin_addr.s_addr || d->sa.sin_port != sa.sin_port)
             rc = COR_EEXIST;
@@ -211,7 +215,7 @@ static void udp_peer_dead(struct cor_rport *p, cor_peer_t rank)
 {
     if (!p || rank >= p->base.npeers) return;
     pthread_mutex_lock(&p->lock);
-    udp_fail_peer(p, rank, COR_EPEERDEAD);
+    udp_fail_peer(p, rank, 0); /* no peer_failed: the core knows (route.h) */
     udp_timer_at(p,
                  rutil_now_ns()); /* the next progress() reports them, even with nothing to read */
     pthread_mutex_unlock(&p->lock);

@@ -228,7 +228,7 @@ void udp_fail_peer(struct cor_rport *p, cor_peer_t rank, int err)
         udp_reasm_reset(&peer->ra);
         acked(peer);
     }
-    rutil_fails_push(&p->base.fails, rank, err);
+    if (err) rutil_fails_push(&p->base.fails, rank, err);
 }
 
 int udp_done_run(struct cor_rport *p, struct rutil_done *list)

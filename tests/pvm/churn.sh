@@ -1,0 +1,49 @@
+#!/bin/bash
+# A task that lives while many others come and go keeps routing (issue 31, item 5): one
+# master (life churn) lives while 200 short routed children come and go, over udp 1 then 3
+# at a time, and over myrinet (gm) 3 at a time: 200 is more than COR_PVM_DOMAINS=64, so children take the
+# ranks of children gone, and the master re-admits each rank for its new occupant. Every
+# exchange carries a checked value; the last children must be routed (pvm_cor_domain) and
+# the master's counters must show routed messages and re-admitted ranks. Before ranks were
+# freed with their task and re-admitted, the 64th child and every later one kept PVM's path.
+# COR_PVM_CHURN (default 200) sets the number. Exit 0 pass, 1 fail, 77 skip.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/pvmlib.sh"
+NAME=churn
+BUILD=${COR_BUILDDIR:-$(cd "$HERE/../.." && pwd)/build}
+LIFE=$BUILD/tests/pvm/life
+say() { echo "$NAME: $*"; }
+[ "$(id -u)" = 0 ] || { say "SKIP: not root"; exit 77; }
+pvm_available || { say "SKIP: $PVM_WHY"; exit 77; }
+[ -x "$LIFE" ] || { say "FAIL: $LIFE not built"; exit 1; }
+export COR_ROUTE_PATH=${COR_ROUTE_PATH:-$BUILD/cor/routes/udp/.libs:$BUILD/cor/routes/gm/.libs}
+exports=COR_PVM_ROUTE:COR_ROUTE_PATH:COR_PVM_STATS
+for v in LD_LIBRARY_PATH ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
+    [ -z "${!v:-}" ] || exports=$exports:$v
+done
+n=${COR_PVM_CHURN:-200}
+[ "${COR_TEST_SCALE:-}" != small ] || [ "$n" -le 80 ] || n=80
+EXTRA_EP=$(dirname "$LIFE") PVM_LIB_QUIET=1 pvm_vm_start || { say "FAIL: cannot start pvmd"; exit 1; }
+rc=0
+for spec in "udp 1" "udp 3" "myrinet 3"; do
+    read -r route k <<<"$spec"
+    t0=$(date +%s)
+    pvm_run_master -t 900 env COR_PVM_ROUTE=$route COR_PVM_STATS=1 PVM_EXPORT=$exports \
+        "$LIFE" churn "$n" "$k" 3
+    out=$(grep '^life: churn' "$PVM_OUT" || true)
+    readm=$({ grep -o 'readmitted [0-9]*' "$PVM_ERR" || true; } | awk '{s += $2} END {print s + 0}')
+    sent=$({ grep -o 'routed sent [0-9]*' "$PVM_ERR" || true; } | awk '{s += $3} END {print s + 0}')
+    # every child routed, every value right, the last one routed; the master re-admitted ranks
+    if [ "$PVM_RC" != 0 ] || [[ $out != *": routed $n, bad 0, last rank "*" routed Y" ]] ||
+        [ "$sent" -eq 0 ] || [ "$readm" -eq 0 ]; then
+        say "FAIL $route by $k: exit $PVM_RC, '$out', master routed sends $sent, ranks re-admitted $readm"
+        cat "$PVM_OUT" "$PVM_ERR" | tail -40 | sed 's/^/  | /'
+        rc=1
+    else
+        say "PASS $route by $k: ${out#life: } in $(($(date +%s) - t0)) s; master routed sends $sent, ranks re-admitted $readm"
+    fi
+done
+pvm_vm_stop
+[ $rc = 0 ] && say PASS
+exit $rc
