@@ -1,7 +1,7 @@
 #!/bin/sh
 # Nothing left behind: a port's lock file (/dev/shm/<namespace>-<node>-<port>.lock, never
-# in TMPDIR) and the shm provider's region (/dev/shm/<namespace>-<node>-<port>:...) exist
-# while the port is open and go when it closes, when its process exits with the port open,
+# in TMPDIR) and the shm provider's region (/dev/shm/<namespace>-<node>-<port>.<pid>.<n>:...)
+# exist while the port is open and go when it closes, when its process exits with the port open,
 # and, when its process was killed, as soon as a sender probes the port or any process of
 # this user opens a port on this host (any node, any namespace).  A second opener of an
 # open port still gets GM_BUSY.  shm, in a private TMPDIR that must stay empty.
@@ -17,7 +17,7 @@ export GM_NODES='1 gmt-sink; 2 gmt-sender' GM_PROVIDER=shm GM_SHM_NAMESPACE="$ns
 export GM_SEND_TIMEOUT_MS=300
 lock() { echo "/dev/shm/$ns-$1-$2.lock"; }
 # region NODE PORT: 0 if the port's shm region exists
-region() { ls /dev/shm 2>/dev/null | grep -q "^$ns-$1-$2:"; }
+region() { ls /dev/shm 2>/dev/null | grep -q "^$ns-$1-$2[:.]"; }
 no_region() { ! region "$@"; }
 GMT_EXTRA_CLEANUP='rm -f /dev/shm/"$ns"-* /dev/shm/"$ns"x-*'
 
