@@ -274,6 +274,10 @@ int gmx_peer_gone(struct gm_port *p, struct gmx_peer *peer)
     if (peer->gone_ns && now - peer->gone_ns < 10000000u) return 1;
     if (!gmx_peer_closed(p, peer)) {
         peer->gone_ns = 0;
+        /* Open, but perhaps by a new owner since we last heard (a port id is reused): its
+         * region has a name of its own, which the lock file gives; sending on to the
+         * earlier owner's would lose everything until the new one speaks first. */
+        if (peer->resolved) gmx_peer_resolve(p, peer);
         return 0;
     }
     peer->gone_ns = now;
