@@ -269,7 +269,16 @@ static void apply_readmit(struct cor_rport *p, struct gmr_peer *q)
     q->blocked = 0;
     q->heard = 0;
     q->starved_since = 0;
+    q->probed_closed = 0;
     atomic_store(&q->closed_note, 0);
+    /* A failure of the earlier occupant not reported yet must not reach the core now. */
+    uint32_t rank = (uint32_t)(q - p->peers);
+    struct rutil_fails *f = &p->base.fails;
+    for (uint32_t i = 0; i < f->n;)
+        if (f->v[i].peer == rank)
+            f->v[i] = f->v[--f->n];
+        else
+            i++;
     p->pump_dirty = 1;
 }
 
