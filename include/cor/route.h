@@ -93,7 +93,12 @@ struct cor_route_ops {
     void (*close)(struct cor_rport *port);
     /* The address other domains give to add_peer, NUL-terminated, < COR_ADDR_MAX. */
     int (*address)(struct cor_rport *port, char *buf, size_t len);
-    /* Resolves and records peer `peer` at `addr` (as returned by its address()). */
+    /* Resolves and records peer `peer` at `addr` (as returned by its address()). Called again
+     * for a peer the route gave up or was told dead (peer_dead), it is the rank's new
+     * occupant (dynamic sessions: cor_domain_connect re-admits it): the route forgets the
+     * earlier one's state (windows, credits, connection, a failure not reported yet) and
+     * reaches the new one at `addr`, which may equal the earlier one's. Frames of the
+     * earlier occupant that arrive later may reach deliver(): the core drops them. */
     int (*add_peer)(struct cor_rport *port, cor_peer_t peer, const char *addr);
     /* Sends one frame: the concatenation of iov[0..iovcnt). COR_OK = accepted, send_done
      * (cookie) will follow from some progress() call; COR_EAGAIN = window full, retry after
@@ -132,7 +137,7 @@ struct cor_route_ops {
 
     /* The core learnt (from the launcher) that `peer` died: frames to it that the route still
      * holds must finish (send_done with COR_EPEERDEAD) at the next progress(), and later
-     * sends are refused. Makes no upcall itself. */
+     * sends are refused (until add_peer re-admits the rank). Makes no upcall itself. */
     void (*peer_dead)(struct cor_rport *port, cor_peer_t peer);
     /* For routes without a file descriptor (wait_fd() returns -1): blocks until progress()
      * may have work or timeout_ms passed; returns at once if work is pending. The core's
