@@ -48,8 +48,6 @@ static void read_knobs(void)
     g.raw_enabled = raw && *raw && strcmp(raw, "0") != 0;
 }
 
-/* Opens every configured route (COR_ROUTES, else COR_ROUTE, else "udp") with COR_PORTS hard
- * ports each, plus a raw port when COR_RAW is set. */
 /* The routes to open: COR_ROUTES, else COR_ROUTE, else NULL (then udp, if it loads). */
 static const char *routes_asked(void)
 {
@@ -58,6 +56,8 @@ static const char *routes_asked(void)
     return list && *list ? list : NULL;
 }
 
+/* Opens every configured route (COR_ROUTES, else COR_ROUTE, else "udp") with COR_PORTS hard
+ * ports each, plus a raw port when COR_RAW is set, once the routes' preparation is over. */
 static int open_routes(bool required)
 {
     cor__route_prepare_wait();
