@@ -98,7 +98,11 @@ void gmr_probe(struct cor_rport *p)
 {
     for (uint32_t i = 0; i < p->base.npeers; i++) {
         struct gmr_peer *q = &p->peers[i];
-        if (i == p->base.self || !q->added || q->local || q->dead || q->closed) {
+        /* add_peer (another thread, under mem_lock) may be making this peer right now */
+        pthread_mutex_lock(&p->mem_lock);
+        int added = q->added;
+        pthread_mutex_unlock(&p->mem_lock);
+        if (i == p->base.self || !added || q->local || q->dead || q->closed) {
             q->probed_closed = 0;
             continue;
         }
