@@ -6,7 +6,10 @@
 # The gm route over shm sees no error from a killed peer (its messages land in the dead
 # process's shared memory): it probes the lock file each live peer's port holds while its
 # process lives (cor/routes/gm/README.md, "Peer death"), so its survivors, waiting for a
-# rendezvous answer that will never come, find out too.
+# rendezvous answer that will never come, find out too. The udp route learns a peer's death
+# from its host refusing a datagram (ICMP port unreachable); when every datagram to the victim
+# was acknowledged before it died, nothing more goes to it unless the route probes silent
+# peers (cor/routes/udp/README.md, "Peer death"), which the quiet-victim case needs.
 . "$(dirname "$0")/../proc/common.sh"
 . "$(dirname "$0")/lib.sh"
 launch_need_mpirun
@@ -39,12 +42,13 @@ start_and_kill() {
     [ $el -le $LIMIT ] || { show "$tag"; die "$tag: the job took $el s after the kill (limit $LIMIT)"; }
 }
 
-# recgmq: the victim goes quiet before it dies (peerdeath -q): the survivors only wait for
-# its clear-to-send, with nothing in flight toward it, so no send of theirs can fail; over
-# shm only the gm route's probe of the peers' ports (gmr_probe) finds the death. Before it,
-# such survivors waited until the watchdog ("nothing completed for 15 s"), 1 run in 7 of
-# the plain case too (a survivor with no credit left to return).
-for c in "udp udp" "gm gm" "gmq gm -q"; do
+# recgmq, recudpq: the victim goes quiet before it dies (peerdeath -q): the survivors only
+# wait for its clear-to-send, with nothing in flight toward it, so no send of theirs can fail;
+# over shm only the gm route's probe of the peers' ports (gmr_probe) finds the death, over udp
+# only its probe of silent peers (a datagram the dead port's host refuses). Before them, such
+# survivors waited until the watchdog ("nothing completed for 15 s"), for gm 1 run in 7 of the
+# plain case too (a survivor with no credit left to return).
+for c in "udp udp" "udpq udp -q" "gm gm" "gmq gm -q"; do
     set -- $c
     tag=rec$1
     say "$tag: $2 ${3:-}, mpirun --enable-recovery: the survivors find out by themselves"

@@ -30,6 +30,7 @@ int udp_knobs_read(struct udp_knobs *k)
         bad = 1;
     }
     k->dead_ns = v[K_DEAD_MS].u * 1000000;
+    k->probe_ns = v[K_PROBE_MS].u * 1000000;
     k->dgram = (uint32_t)v[K_DGRAM].u;
     if (k->dgram && k->dgram < 576) {
         udp_log("COR_UDP_DGRAM=%u: at least 576", k->dgram);

@@ -27,6 +27,8 @@
       "first retransmission timeout")                                                              \
     X(DEAD_MS, "COR_UDP_DEAD_MS", UINT, 60000, 10, 86400000, "",                                   \
       "silence with data outstanding before peer death (closed port: 0.2 s)")                      \
+    X(PROBE_MS, "COR_UDP_PROBE_MS", UINT, 1000, 0, 86400000, "",                                   \
+      "silence before a peer's port is probed (0: never)")                                         \
     X(DGRAM, "COR_UDP_DGRAM", UINT, 0, 0, UDP_DGRAM_MAX, "by interface",                           \
       "datagram size, header included (576..65507)")                                               \
     X(ACK_DELAY_US, "COR_UDP_ACK_DELAY_US", UINT, 50, 0, 1000000, "",                              \

@@ -15,6 +15,7 @@ struct udp_peer *udp_peer_get(struct cor_rport *p, cor_peer_t rank)
     if (!peer) return NULL;
     peer->rank = rank;
     peer->dest = &p->dests[rank];
+    peer->heard_ns = rutil_now_ns(); /* silence is counted from first contact */
     /* The receive budget allows a whole send window of early datagrams twice over. */
     if (udp_swin_init(&peer->sw, p->k.window, p->k.rto_init_ns, p->k.rto_min_ns, p->k.rto_max_ns) !=
             0 ||

@@ -40,6 +40,7 @@ struct udp_knobs {
     uint32_t queue_frames; /* frames accepted and not completed, per peer, before EAGAIN */
     uint64_t rto_init_ns, rto_min_ns, rto_max_ns;
     uint64_t dead_ns;      /* silence with data outstanding before a peer is given up */
+    uint64_t probe_ns;     /* silence with nothing outstanding before a probe (0: none) */
     uint32_t dgram;        /* datagram size override (0 = by interface) */
     uint64_t ack_delay_ns; /* how long an idle receiver waits to piggy-back an ack */
     uint32_t ack_every;    /* datagrams received before an ack is sent at once */
@@ -82,6 +83,8 @@ struct udp_peer {
     int heard;             /* a datagram from the peer was accepted (COR_UDP_STATS) */
     uint64_t refused_ns;   /* its host refused a datagram of ours then (0: not since the
                             * peer last acknowledged something): udp_rx.c, refusals_in */
+    uint64_t heard_ns;     /* last datagram accepted from it (or the state's birth) */
+    uint64_t probed_ns;    /* last probe sent to it (0: none): udp_rx.c, probe_due */
     struct udp_swin sw;
     struct udp_rwin rw;
     struct udp_reasm ra;
@@ -123,6 +126,7 @@ struct cor_rport {
     uint64_t retransmits;    /* lock */
     uint64_t dups, beyond;   /* duplicates and early-beyond-window datagrams; lock */
     uint64_t timeouts;       /* retransmission timer expiries; lock */
+    uint64_t probes;         /* probes sent to silent peers (udp_rx.c); lock */
     /* Longest wait for an acknowledgement with data outstanding, toward a peer that had not
      * answered yet ([0]: start-up) and one that had ([1]); COR_UDP_STATS prints them. lock */
     uint64_t silence_max[2];

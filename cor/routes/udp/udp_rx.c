@@ -21,6 +21,8 @@
 #define UDP_ERRQ_CHECK_NS 100000000ull
 /* Silence after a refusal before the peer is given up. */
 #define UDP_REFUSED_GRACE_NS 200000000ull
+/* Probes a port sends per second at most, over all its peers (probe_interval). */
+#define UDP_PROBE_RATE 32u
 
 struct ack_ctx {
     struct cor_rport *p;
@@ -161,6 +163,7 @@ static void datagram_in(struct cor_rport *p, const uint8_t *buf, size_t n,
     uint64_t waited = udp_swin_inflight(&peer->sw) ? now - peer->sw.last_progress_ns : 0;
     int heard = peer->heard;
     peer->heard = 1;
+    peer->heard_ns = now;
     int released_n = udp_swin_ack(&peer->sw, h.ack, h.sack, now, released, &c);
     if (waited && peer->sw.last_progress_ns == now && waited > p->silence_max[heard])
         p->silence_max[heard] = waited;
@@ -195,7 +198,8 @@ static void datagram_in(struct cor_rport *p, const uint8_t *buf, size_t n,
  * without waiting out the dead time (run_timers). The grace lets two domains that finalize
  * together close their ports in peace (the last control frame of one may find the other's
  * port just closed), and an acknowledgement that still comes (a forged ICMP error) cancels
- * it. Only a refusal naming a session member at the address add_peer gave counts. */
+ * it. Only a refusal naming a session member at the address add_peer gave counts. A
+ * refusal older than the peer's last probe is replaced, so the probe's own is judged. */
 static void refusals_in(struct cor_rport *p, const struct udp_refusal *rf, int n, uint64_t now)
 {
     for (int i = 0; i < n; i++) {
@@ -207,7 +211,8 @@ static void refusals_in(struct cor_rport *p, const struct udp_refusal *rf, int n
         const struct udp_dest *d = &p->dests[dst];
         struct udp_peer *peer = p->peers[dst];
         if (d->state != UDP_PEER_UP || rf[i].to.sin_addr.s_addr != d->sa.sin_addr.s_addr ||
-            rf[i].to.sin_port != d->sa.sin_port || !peer || peer->refused_ns)
+            rf[i].to.sin_port != d->sa.sin_port || !peer ||
+            (peer->refused_ns && peer->refused_ns >= peer->probed_ns))
             continue;
         peer->refused_ns = now;
         udp_timer_at(p, now + UDP_REFUSED_GRACE_NS);
@@ -229,21 +234,58 @@ static void after_batch(struct cor_rport *p, uint64_t now)
     p->ntouched = 0;
 }
 
-/* Timers: retransmission, dead peers, delayed acks, held datagrams. Recomputes timer_ns.
+/* Probes. A peer killed after it acknowledged all our datagrams gets nothing more from us, so
+ * neither the retransmission timer nor its host's refusal tells us it is gone, and a domain
+ * that only waits for its answer (a clear-to-send, a reply) would wait for ever when the
+ * launcher tells nobody (mpirun --enable-recovery). So a peer with nothing of ours in flight
+ * that was silent for the probe interval gets a header-only ACK (our current acknowledgement
+ * state, harmless to a live peer; it needs no answer): a live peer's port takes it in, even
+ * when the peer is stopped or starved, and says nothing, so a probe never gives a live peer
+ * up; a closed port makes its host refuse it, and the refusal path above gives the peer up
+ * UDP_REFUSED_GRACE_NS later unless it speaks meanwhile. Only peers this port talked to
+ * (those with a udp_peer) are probed, and at most UDP_PROBE_RATE a second over all of them:
+ * the interval is COR_UDP_PROBE_MS, longer when many peers share the budget (256 peers: 8 s),
+ * so a port's probe traffic stays bounded whatever the session size. */
+static uint64_t probe_interval(const struct cor_rport *p)
+{
+    uint64_t spread = (uint64_t)p->nactive * (1000000000ull / UDP_PROBE_RATE);
+    return spread > p->k.probe_ns ? spread : p->k.probe_ns;
+}
+
+/* When the peer's next probe is due (0: none: probes off, or data in flight, which the
+ * retransmission timer and the refusal path cover). */
+static uint64_t probe_due(const struct cor_rport *p, const struct udp_peer *peer, uint64_t every)
+{
+    if (!p->k.probe_ns || udp_swin_inflight(&peer->sw)) return 0;
+    uint64_t last = peer->heard_ns > peer->probed_ns ? peer->heard_ns : peer->probed_ns;
+    return last + every;
+}
+
+/* A probe went out after the peer last spoke, and its port refused a datagram since. */
+static int probe_refused(const struct udp_peer *peer)
+{
+    return peer->probed_ns && peer->heard_ns < peer->probed_ns &&
+           peer->refused_ns >= peer->probed_ns;
+}
+
+/* Timers: retransmission, dead peers, delayed acks, held datagrams, probes. Recomputes timer_ns.
  * drained: the socket had nothing more to read, so a peer's acknowledgements cannot be
  * waiting unread behind us (after this process was descheduled a while): only then is
  * silence judged. */
 static void run_timers(struct cor_rport *p, uint64_t now, int drained)
 {
     uint64_t next = UINT64_MAX;
+    uint64_t every = probe_interval(p);
     udp_sock_release(&p->sock, now);
     for (uint32_t i = 0; i < p->nactive; i++) {
         struct udp_peer *peer = p->peers[p->active[i]];
         if (peer->dest->state != UDP_PEER_UP) continue;
         struct udp_swin *sw = &peer->sw;
         uint64_t dead_ns = p->k.dead_ns;
-        if (peer->refused_ns && sw->last_progress_ns > peer->refused_ns) peer->refused_ns = 0;
-        if (drained && peer->refused_ns && udp_swin_inflight(sw) &&
+        if (peer->refused_ns &&
+            (sw->last_progress_ns > peer->refused_ns || peer->heard_ns > peer->refused_ns))
+            peer->refused_ns = 0; /* it spoke since: its port is open */
+        if (drained && peer->refused_ns && (udp_swin_inflight(sw) || probe_refused(peer)) &&
             now - peer->refused_ns >= UDP_REFUSED_GRACE_NS) {
             udp_log("peer %u's port is closed (its process ended): giving up", peer->rank);
             udp_fail_peer(p, peer->rank, COR_EPEERDEAD);
@@ -266,12 +308,24 @@ static void run_timers(struct cor_rport *p, uint64_t now, int drained)
         }
         if (peer->unsent) udp_pump(p, peer, now);
         if (peer->ack_owed && peer->ack_due && now >= peer->ack_due) udp_send_ack(p, peer, now);
-        uint64_t t[5] = {udp_swin_deadline(sw),
+        uint64_t probe_at = probe_due(p, peer, every);
+        if (probe_at && now >= probe_at) {
+            udp_send_ack(p, peer, now);
+            peer->probed_ns = now;
+            p->probes++;
+            probe_at = now + every;
+        }
+        uint64_t t[6] = {udp_swin_deadline(sw),
                          udp_swin_inflight(sw) ? sw->last_progress_ns + dead_ns : 0,
                          peer->ack_owed ? (peer->ack_due ? peer->ack_due : now + 100000) : 0,
                          peer->unsent && !udp_swin_inflight(sw) ? now + 100000 : 0,
-                         peer->refused_ns ? peer->refused_ns + UDP_REFUSED_GRACE_NS : 0};
-        for (int j = 0; j < 5; j++)
+                         /* a refusal that can give the peer up (a stale one would keep
+                          * the timer in the past) */
+                         peer->refused_ns && (udp_swin_inflight(sw) || probe_refused(peer))
+                             ? peer->refused_ns + UDP_REFUSED_GRACE_NS
+                             : 0,
+                         probe_at};
+        for (int j = 0; j < 6; j++)
             if (t[j] && t[j] < next) next = t[j];
     }
     uint64_t held = udp_sock_held_due(&p->sock);
