@@ -256,6 +256,7 @@ int cor__route_has_rma(const struct cor_route_ops *ops);
 int cor__route_has_mem(const struct cor_route_ops *ops);
 int cor__route_has_peer_dead(const struct cor_route_ops *ops);
 int cor__route_has_wait(const struct cor_route_ops *ops);
+int cor__route_has_wake(const struct cor_route_ops *ops);
 int cor__route_has_counters(const struct cor_route_ops *ops);
 void cor__route_unload(struct cor_route *r);
 /* Loads the plugins of `list` (comma-separated route names) and calls their prepare() in a

@@ -194,6 +194,11 @@ int cor__route_has_wait(const struct cor_route_ops *ops)
     return ROUTE_HAS(ops, wait);
 }
 
+int cor__route_has_wake(const struct cor_route_ops *ops)
+{
+    return ROUTE_HAS(ops, wait) && ROUTE_HAS(ops, wake);
+}
+
 /* ---- cor_route_probe: what cor-info shows ------------------------------------------------- */
 
 static void probe_deliver(void *core, cor_peer_t peer, const void *frame, size_t len) {}

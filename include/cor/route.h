@@ -162,6 +162,13 @@ struct cor_route_ops {
      * call from any thread, more than once, and may do nothing; open() must work without
      * it. */
     void (*prepare)(void);
+
+    /* --- optional, appended later (the table's size says whether a plugin has them) --- */
+
+    /* For routes with wait(): makes a wait() under way return soon. Any thread may call it,
+     * no lock held. With it, the core's listener of an idle port sleeps longer in one wait()
+     * (it is woken to stop, and returns when work comes, as wait() must). */
+    void (*wake)(struct cor_rport *port);
 };
 
 /* A route defines its table with this, the only exported symbol of the plugin. */

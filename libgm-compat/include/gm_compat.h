@@ -91,6 +91,7 @@ GM_ENTRY_POINT void gm_compat_prepare(void);
  * gm_compat_wait sleeps until an event is ready on p (gm_receive would return
  * one), another thread calls gm_compat_wake(p), the port's next alarm, or
  * timeout_us; it may return earlier.  Returns 1 if an event is ready, else 0.
+ * A gm_compat_wake just before the sleep is not lost: the wait returns at once.
  * On shm, any message, ack, put or get that a process on this host sends to
  * the port wakes it (a doorbell in shared memory; a sender pays a system call
  * only when the port sleeps); gm_compat_wakes_on_arrival(p) says so.  Other

@@ -123,6 +123,7 @@ GMX_EXPORT int gm_next_event_peek(struct gm_port *p, gm_u16_t *sender)
 static int bell_wait(struct gm_port *p, uint64_t ns)
 {
     uint32_t seen = gmx_bell_arm(p->bell);
+    int woken = atomic_exchange(&p->wake_req, 0); /* after arming: a later one rings */
     gmx_port_lock(p);
     /* A sleeper looks at its acks' age each time (a poller only every GMX_ACK_LOOK_EVERY
      * calls): its rounds are 20 us apart, and skipping 15 of them held acks for ~0.3 ms. */
@@ -138,9 +139,10 @@ static int bell_wait(struct gm_port *p, uint64_t ns)
         else if (alarm && alarm - now < ns)
             ns = alarm - now;
         if (owes && ns > GMX_ACK_DELAY_NS) ns = GMX_ACK_DELAY_NS;
-        if (ns) gmx_bell_sleep(p->bell, seen, ns);
+        if (ns && !woken) gmx_bell_sleep(p->bell, seen, ns);
     }
     gmx_bell_disarm(p->bell);
+    atomic_store(&p->wake_req, 0); /* answered (a wake during the sleep rang it) */
     return ready || gm_receive_pending(p);
 }
 
@@ -166,7 +168,10 @@ GMX_EXPORT int gm_compat_wait(struct gm_port *p, unsigned long timeout_us)
 
 GMX_EXPORT void gm_compat_wake(struct gm_port *p)
 {
-    if (p) gmx_bell_ring(p->bell);
+    if (!p) return;
+    /* A wake before the sleeper armed its bell would ring nobody: it finds the request. */
+    atomic_store(&p->wake_req, 1);
+    gmx_bell_ring(p->bell); /* (a full fence before its look at armed) */
 }
 
 GMX_EXPORT int gm_compat_wakes_on_arrival(struct gm_port *p)

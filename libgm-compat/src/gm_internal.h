@@ -340,6 +340,7 @@ struct gm_port {
     char region[GMX_REGION_NAME]; /* shm: the provider's region, "/<name>" ("" if none) */
     struct gmx_bell *bell;        /* what wakes a sleeper on this port: own_bell or mapped */
     struct gmx_bell own_bell;     /* when the lock file could not be mapped */
+    _Atomic int wake_req;         /* gm_compat_wake came: the next (or current) wait returns */
 
     struct fi_info *info;
     struct fid_fabric *fabric;
@@ -471,8 +472,8 @@ uint64_t gmx_coarse_ns(void);
  * scan runs in the watchdog thread with gmx_lock held. */
 void gmx_guard_enter(struct gm_port *p, const struct gmx_peer *peer);
 void gmx_guard_leave(struct gm_port *p);
-void gmx_unstick_scan(struct gm_port *registry);
-uint64_t gmx_unstick_period_ns(void);
+int gmx_unstick_scan(struct gm_port *registry); /* 1: a call since the last look */
+uint64_t gmx_unstick_period_ns(int busy);
 void gmx_note_peer_lost(void);
 
 /* pool.c */

@@ -51,9 +51,10 @@ static void *watchdog_main(void *arg)
 {
     (void)arg;
     prctl(PR_SET_NAME, "gm-watchdog", 0, 0, 0); /* for top -H, perf, gdb */
-    uint64_t period = gmx_unstick_period_ns();
-    struct timespec nap = {(time_t)(period / 1000000000u), (long)(period % 1000000000u)};
+    int busy = 1;
     for (;;) {
+        uint64_t period = gmx_unstick_period_ns(busy);
+        struct timespec nap = {(time_t)(period / 1000000000u), (long)(period % 1000000000u)};
         nanosleep(&nap, NULL);
         pthread_mutex_lock(&gmx_lock);
         if (!gmx_registry) {
@@ -61,7 +62,7 @@ static void *watchdog_main(void *arg)
             pthread_mutex_unlock(&gmx_lock);
             return NULL;
         }
-        gmx_unstick_scan(gmx_registry);
+        busy = gmx_unstick_scan(gmx_registry);
         pthread_mutex_unlock(&gmx_lock);
     }
 }

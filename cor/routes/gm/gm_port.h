@@ -197,6 +197,7 @@ struct cor_rport {
     _Atomic uint64_t active_ns; /* last progress() that did something, by any thread: wait()
                                  * naps in proportion to the time since */
     int rings;                  /* a message to our port wakes wait() (libgm's doorbell, shm) */
+    _Atomic int woken;          /* gmr_wake: wait() returns (the core's listener stops) */
     _Atomic int kick;           /* else: a send since wait() began to nap; its reply comes soon */
     _Atomic uint64_t probe_ns;  /* shm: the last liveness probe of the peers' ports */
     _Atomic int probe_due;      /* wait() saw GMR_PROBE_MS pass: the owner probes (gmr_probe) */

@@ -408,9 +408,17 @@ static uint64_t nap_ns(struct cor_rport *p, uint64_t now)
     return nap;
 }
 
+/* The core's listener is to look at its stop request: wait() returns now, or at once. */
+static void gmr_wake(struct cor_rport *p)
+{
+    if (!p) return;
+    atomic_store(&p->woken, 1);
+    gm_compat_wake(p->gp);
+}
+
 static int gmr_wait(struct cor_rport *p, int timeout_ms)
 {
-    if (!p || route_work(p)) return 1;
+    if (!p || route_work(p) || atomic_exchange(&p->woken, 0)) return 1;
     if (p->rings) { /* shm: the peers' liveness probe is due (gmr_probe, by the owner) */
         uint64_t t = rutil_now_ns();
         if (t - atomic_load_explicit(&p->probe_ns, memory_order_relaxed) >=
@@ -426,10 +434,16 @@ static int gmr_wait(struct cor_rport *p, int timeout_ms)
     }
     uint64_t now = rutil_now_ns();
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now + (uint64_t)timeout_ms * 1000000u;
+    if (p->rings) { /* back for the next probe (the listener may ask for a long wait) */
+        uint64_t probe = atomic_load_explicit(&p->probe_ns, memory_order_relaxed) +
+                         (uint64_t)GMR_PROBE_MS * 1000000u;
+        if (probe < deadline) deadline = probe;
+    }
     for (; now < deadline; now = rutil_now_ns()) {
         uint64_t sleep = p->rings ? deadline - now : nap_ns(p, now);
         if (sleep > deadline - now) sleep = deadline - now;
         if (gm_compat_wait(p->gp, (unsigned long)((sleep + 999) / 1000))) return 1;
+        if (atomic_exchange(&p->woken, 0)) return 1;
         if (atomic_exchange(&p->kick, 0)) /* a send since: its reply comes soon, nap short */
             atomic_store(&p->active_ns, rutil_now_ns());
     }
@@ -445,6 +459,7 @@ static void gmr_peer_dead_slot(struct cor_rport *p, cor_peer_t peer)
     atomic_store(&p->peers[peer].gone, 1);
     atomic_store(&p->peers[peer].dead_note, 1);
     atomic_store(&p->notes, 1);
+    gmr_wake(p); /* a listener asleep on an idle port takes the note now */
 }
 
 static void gmr_caps(struct cor_rport *p, struct cor_route_caps *caps)
@@ -486,4 +501,5 @@ COR_ROUTE_DECLARE(gm) = {
     .knobs = gmr_knob_table,
     .nknobs = 0 GM_KNOBS(RUTIL_KNOB_COUNT),
     .prepare = gm_compat_prepare,
+    .wake = gmr_wake,
 };
