@@ -172,6 +172,66 @@ static void test_peer_silent(void)
     h_close(p, 2);
 }
 
+/* Two ports that exchanged frames until every one was acknowledged, then nothing more goes
+ * from port 0 to port 1 (a domain that only waits for its peer's answer), with probes every
+ * 100 ms and a dead time of 30 s. Returns with p open. */
+static int quiet_pair(struct h_port *p)
+{
+    setenv("COR_UDP_DEAD_MS", "30000", 1);
+    setenv("COR_UDP_PROBE_MS", "100", 1);
+    int rc = h_open(p, 2, COOKIE);
+    unsetenv("COR_UDP_DEAD_MS");
+    unsetenv("COR_UDP_PROBE_MS");
+    if (rc != COR_OK) return -1;
+    if (h_exchange(p, 2, 100, 5000, 30) != 0) return -1;
+    double t0 = h_seconds();
+    while (h_seconds() - t0 < 0.05) /* the last acknowledgements */
+        h_progress(p, 2);
+    return 0;
+}
+
+/* A quiet peer whose port closed, with nothing of ours in flight toward it: only a probe can
+ * meet its host's refusal. Given up with COR_EPEERDEAD within the probe interval and the
+ * refusal's grace (without probes: never, before the 30 s dead time). */
+static void test_quiet_peer_closed(void)
+{
+    struct h_port p[2];
+    CU_ASSERT_EQUAL_FATAL(quiet_pair(p), 0);
+    struct cor_rport *gone = p[1].port;
+    p[1].port = NULL;
+    h_route()->close(gone);
+    double t0 = h_seconds();
+    while (p[0].failures == 0 && h_seconds() - t0 < 5)
+        h_progress(p, 1);
+    double dt = h_seconds() - t0;
+    CU_ASSERT_EQUAL(p[0].failures, 1);
+    CU_ASSERT_EQUAL(p[0].failed_peer, 1);
+    CU_ASSERT_EQUAL(p[0].failed_err, COR_EPEERDEAD);
+    CU_ASSERT(dt < 2.0);
+    CU_ASSERT_EQUAL(h_send_next(p, 0, 1, 5000), COR_EPEERDEAD);
+    printf("\n  quiet closed peer noticed after %.0f ms\n", dt * 1000);
+    h_close(p, 2);
+}
+
+/* A quiet peer that keeps its port and answers nothing (stopped): probes go into its socket
+ * and nobody refuses them, so it is never given up for them (1.5 s = 15 probe intervals). */
+static void test_quiet_peer_stopped(void)
+{
+    struct h_port p[2];
+    CU_ASSERT_EQUAL_FATAL(quiet_pair(p), 0);
+    double t0 = h_seconds();
+    while (h_seconds() - t0 < 1.5)
+        h_progress(p, 1); /* port 1 stays open and is never polled */
+    CU_ASSERT_EQUAL(p[0].failures, 0);
+    CU_ASSERT_EQUAL(h_send_next(p, 0, 1, 5000), COR_OK);
+    t0 = h_seconds();
+    while (p[0].done_err + p[0].done_ok < 1 && h_seconds() - t0 < 5) /* it wakes up */
+        h_progress(p, 2);
+    CU_ASSERT_EQUAL(p[0].failures, 0);
+    CU_ASSERT_EQUAL(p[1].failures, 0);
+    h_close(p, 2);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
@@ -179,6 +239,8 @@ int main(void)
     CU_add_test(s, "stranger's datagrams are dropped and counted", test_stranger);
     CU_add_test(s, "closed peer: refused, given up at once (EPEERDEAD)", test_peer_closed);
     CU_add_test(s, "silent peer: given up after the dead time (ETIMEDOUT)", test_peer_silent);
+    CU_add_test(s, "quiet peer, port closed: a probe finds it (EPEERDEAD)", test_quiet_peer_closed);
+    CU_add_test(s, "quiet peer, stopped: probes never give it up", test_quiet_peer_stopped);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();

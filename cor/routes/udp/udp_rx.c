@@ -252,20 +252,21 @@ static uint64_t probe_interval(const struct cor_rport *p)
     return spread > p->k.probe_ns ? spread : p->k.probe_ns;
 }
 
-/* When the peer's next probe is due (0: none: probes off, or data in flight, which the
- * retransmission timer and the refusal path cover). */
-static uint64_t probe_due(const struct cor_rport *p, const struct udp_peer *peer, uint64_t every)
-{
-    if (!p->k.probe_ns || udp_swin_inflight(&peer->sw)) return 0;
-    uint64_t last = peer->heard_ns > peer->probed_ns ? peer->heard_ns : peer->probed_ns;
-    return last + every;
-}
-
 /* A probe went out after the peer last spoke, and its port refused a datagram since. */
 static int probe_refused(const struct udp_peer *peer)
 {
     return peer->probed_ns && peer->heard_ns < peer->probed_ns &&
            peer->refused_ns >= peer->probed_ns;
+}
+
+/* When the peer's next probe is due (0: none: probes off, data in flight, which the
+ * retransmission timer and the refusal path cover, or a refused probe in its grace, which a
+ * new probe would restart). */
+static uint64_t probe_due(const struct cor_rport *p, const struct udp_peer *peer, uint64_t every)
+{
+    if (!p->k.probe_ns || udp_swin_inflight(&peer->sw) || probe_refused(peer)) return 0;
+    uint64_t last = peer->heard_ns > peer->probed_ns ? peer->heard_ns : peer->probed_ns;
+    return last + every;
 }
 
 /* Timers: retransmission, dead peers, delayed acks, held datagrams, probes. Recomputes timer_ns.
