@@ -203,9 +203,19 @@ struct cor_rport {
     _Atomic int probe_due;      /* wait() saw GMR_PROBE_MS pass: the owner probes (gmr_probe) */
 };
 
+/* The plugin's thread-local variables.  The plugin is dlopen'ed, so by default its __thread
+ * variables are dynamic TLS: glibc mallocs a block per thread on first use and frees it when a
+ * later thread reuses the ended thread's cached stack, a hand-over ThreadSanitizer cannot see
+ * (it reported the free as racing with the ended thread's last access: gmr_cb_port,
+ * slack_set in conformance/gm-proc.sh, more often once cor_init's prepare thread loaded the
+ * plugin).  initial-exec puts them in the static TLS block glibc reserves room in for
+ * dlopen'ed libraries (a few bytes here): part of each thread's stack area, never freed,
+ * reset by TSan at thread start, and read without a __tls_get_addr call. */
+#define GMR_THREAD_LOCAL __thread __attribute__((tls_model("initial-exec")))
+
 /* The port whose gm_unknown() is running in this thread: GM callbacks get only the GM port
  * and a context (the descriptor number), so they find their route port here. */
-extern __thread struct cor_rport *gmr_cb_port;
+extern GMR_THREAD_LOCAL struct cor_rport *gmr_cb_port;
 void gmr_unknown(struct cor_rport *p, gm_recv_event_t *e); /* gm_unknown with gmr_cb_port */
 void gmr_kick(struct cor_rport *p);                        /* a send: cut wait()'s nap short */
 

@@ -387,7 +387,7 @@ void gmr_take_notes(struct cor_rport *p)
  * send (gmr_kick) cuts a nap short, as its reply comes soon.  The calling thread's timer
  * slack is set to 1 us once, or a 20 us sleep would last the default 50 us more.  No route
  * lock is held while sleeping (libgm locks its port itself). */
-static __thread int slack_set;
+static GMR_THREAD_LOCAL int slack_set;
 
 void gmr_kick(struct cor_rport *p)
 {

@@ -153,7 +153,7 @@ static int is_peer_error(gm_status_t st)
            st == GM_SEND_TIMED_OUT || st == GM_SEND_REJECTED || st == GM_SEND_ORPHANED;
 }
 
-__thread struct cor_rport *gmr_cb_port;
+GMR_THREAD_LOCAL struct cor_rport *gmr_cb_port;
 
 void gmr_unknown(struct cor_rport *p, gm_recv_event_t *e)
 {
