@@ -353,6 +353,11 @@ int cor__boot_barrier(struct cor_boot *b)
     return b ? b->ops->barrier(b) : COR_EINVAL;
 }
 
+void cor__boot_leave(struct cor_boot *b)
+{
+    if (b && b->ops->leave) b->ops->leave(b);
+}
+
 void cor__boot_lost(struct cor_boot *b, int rank)
 {
     if (b && rank >= 0 && rank < b->size && rank != b->rank) b->ops->lost(b, rank);

@@ -33,13 +33,14 @@ typedef void (*cor_boot_death_fn)(void *arg, int rank, const char *why);
 
 struct cor_boot;
 
-/* A backend. Every slot but `died` is mandatory (NULL: nothing to do); the calls' contracts
- * are those of cor__boot_* below. */
+/* A backend. Every slot but `died` and `leave` is mandatory (NULL: nothing to do); the calls'
+ * contracts are those of cor__boot_* below. */
 struct cor_boot_ops {
     const char *name; /* "cor-run", "pmix", "none": what logs and cor-info call it */
     int (*exchange)(struct cor_boot *b, int n, const struct cor_boot_addr *mine,
                     struct cor_boot_addr **all);
     int (*barrier)(struct cor_boot *b);
+    void (*leave)(struct cor_boot *b); /* NULL: the finalize barrier's end is enough */
     void (*lost)(struct cor_boot *b, int rank);
     void (*died)(struct cor_boot *b, int rank);
     void (*on_death)(struct cor_boot *b, cor_boot_death_fn fn, void *arg);
@@ -82,6 +83,11 @@ void cor__boot_on_death(struct cor_boot *boot, cor_boot_death_fn fn, void *arg);
 /* Blocks until every domain entered the barrier, or a domain died (COR_EPEERDEAD).
  * Thread-safe; one barrier at a time per domain. */
 int cor__boot_barrier(struct cor_boot *boot);
+/* Called by cor_finalize after its barrier succeeded, before it closes any port: returns once
+ * every domain passed that barrier (or after a bound), so no domain closes its ports while
+ * another still waits in the barrier and would take the closed port for a death. What happens
+ * meanwhile (peers closing their ports after it) is a normal end: nothing fails. */
+void cor__boot_leave(struct cor_boot *boot);
 /* This domain's routes gave `rank` up. cor-run declares it dead for the whole session (and
  * stops it); launchers that cannot (PMIx) mark it dead here, so barriers fail instead of
  * waiting for it. Nothing in a one-domain session or once the death is known. */

@@ -54,6 +54,7 @@
 #define KEY_ADDRS "cor.addrs"
 #define KEY_TABLE "cor.table" /* the node's table, put by its first domain */
 #define LOSS_GRACE_S 2        /* how long a barrier waits for its fence once a domain is lost */
+#define LEAVE_WAIT_S 10       /* the bound on cor_finalize's second fence (pb_leave) */
 
 struct pboot {
     struct cor_boot base;  /* rank, size, cookie: set at init, read-only after */
@@ -555,9 +556,10 @@ static int pb_barrier(struct cor_boot *base)
         /* No timeout: a barrier may wait for a long computation; a loss ends it. */
         while (b->fences_done < want && !b->nlost)
             pthread_cond_wait(&b->cv, &b->mu);
-        /* A domain is gone. One that passed this very fence may already have finalized and
-         * closed its ports (a route reports that as a loss) before our fence completed: give
-         * the fence a moment (seen under TSan over gm-tcp: hello's cor_finalize failed). */
+        /* A domain is gone. One that passed this very fence may have closed a port of a
+         * session that does not finalize through cor_finalize's leave fence (pb_leave, which
+         * keeps finalizing domains' ports open until everyone passed): give the fence a
+         * moment before calling the barrier failed. */
         struct timespec dl;
         clock_gettime(CLOCK_MONOTONIC, &dl);
         dl.tv_sec += LOSS_GRACE_S;
@@ -580,6 +582,46 @@ static int pb_barrier(struct cor_boot *base)
     }
     pthread_mutex_unlock(&b->bmu);
     return rc;
+}
+
+/* cor_finalize's second fence (cor__boot_leave), after its barrier succeeded. PMIx tells each
+ * domain that a fence completed at its own time: without this one, a domain told first closed
+ * its ports while another still waited for the same news, took the closed port for a death
+ * and failed its cor_finalize (hello over gm-tcp under TSan, 4 domains). Once this fence
+ * completes for us, every domain has returned from the barrier, so closing ours breaks no
+ * one's. A domain lost meanwhile passed this fence and closed its ports (a normal end) or died
+ * after the barrier: neither changes what finalize returns, so the wait is bounded (a launcher
+ * may never end a fence that lost a participant) and its outcome only logged. */
+static void pb_leave(struct cor_boot *base)
+{
+    struct pboot *b = (struct pboot *)base;
+    pthread_mutex_lock(&b->bmu);
+    pthread_mutex_lock(&b->mu);
+    unsigned want = b->fences_done + 1;
+    int usable = !b->fence_abandoned; /* else fences_done no longer counts our fences */
+    pthread_mutex_unlock(&b->mu);
+    pmix_status_t st = PMIX_ERROR;
+    if (usable)
+        st = PMIx_Fence_nb(NULL, 0, b->barrier_collects ? &b->collect : NULL,
+                           b->barrier_collects ? 1 : 0, fence_done, b);
+    if (st != PMIX_SUCCESS) {
+        if (usable) plog(b, "leave: PMIx_Fence_nb: %s", PMIx_Error_string(st));
+        pthread_mutex_unlock(&b->bmu);
+        return;
+    }
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += LEAVE_WAIT_S;
+    pthread_mutex_lock(&b->mu);
+    while (b->fences_done < want && pthread_cond_timedwait(&b->cv, &b->mu, &dl) != ETIMEDOUT)
+        ;
+    if (b->fences_done < want) {
+        b->fence_abandoned = 1;
+        plog(b, "leave: the last fence did not complete within %d s; finalizing anyway",
+             LEAVE_WAIT_S);
+    }
+    pthread_mutex_unlock(&b->mu);
+    pthread_mutex_unlock(&b->bmu);
 }
 
 static void pb_lost(struct cor_boot *base, int rank)
@@ -622,6 +664,7 @@ static const struct cor_boot_ops pb_ops = {
     .name = "pmix",
     .exchange = pb_exchange,
     .barrier = pb_barrier,
+    .leave = pb_leave,
     .lost = pb_lost,
     .died = pb_lost,
     .on_death = pb_on_death,

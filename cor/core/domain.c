@@ -565,6 +565,9 @@ COR_API int cor_finalize(void)
     flush_sends();
     int err = COR_OK;
     if (g.boot && g.size > 1) err = cor__boot_barrier(g.boot);
+    /* Our ports stay open until every domain passed that barrier: a domain still in it would
+     * take them closed for a death and fail its cor_finalize. */
+    if (g.boot && g.size > 1 && err == COR_OK) cor__boot_leave(g.boot);
     atomic_store(&g.initialized, 3);
     wait_peer_calls();
     /* A death notice may still come (a peer given up late): the callback must not run
