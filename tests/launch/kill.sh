@@ -40,6 +40,7 @@ start_and_kill() {
     wait_bg "$tag"
     el=$(($(date +%s) - start))
     [ $el -le $LIMIT ] || { show "$tag"; die "$tag: the job took $el s after the kill (limit $LIMIT)"; }
+    launch_shm_swept "$tag"
 }
 
 # recgmq, recudpq: the victim goes quiet before it dies (peerdeath -q): the survivors only
