@@ -272,13 +272,7 @@ static void apply_readmit(struct cor_rport *p, struct gmr_peer *q)
     q->probed_closed = 0;
     atomic_store(&q->closed_note, 0);
     /* A failure of the earlier occupant not reported yet must not reach the core now. */
-    uint32_t rank = (uint32_t)(q - p->peers);
-    struct rutil_fails *f = &p->base.fails;
-    for (uint32_t i = 0; i < f->n;)
-        if (f->v[i].peer == rank)
-            f->v[i] = f->v[--f->n];
-        else
-            i++;
+    rutil_fails_forget(&p->base.fails, (cor_peer_t)(q - p->peers));
     p->pump_dirty = 1;
 }
 

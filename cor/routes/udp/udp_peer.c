@@ -53,12 +53,7 @@ void udp_peer_readmit(struct cor_rport *p, cor_peer_t rank, const struct sockadd
         udp_peer_free(old);
     }
     /* A failure of the earlier occupant not reported yet must not reach the core now. */
-    struct rutil_fails *f = &p->base.fails;
-    for (uint32_t i = 0; i < f->n;)
-        if (f->v[i].peer == rank)
-            f->v[i] = f->v[--f->n];
-        else
-            i++;
+    rutil_fails_forget(&p->base.fails, rank);
     struct udp_dest *d = &p->dests[rank];
     d->sa = *sa;
     d->dgram = dgram;

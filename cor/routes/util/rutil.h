@@ -185,6 +185,17 @@ static inline uint32_t rutil_fails_take(struct rutil_fails *f)
     return n;
 }
 
+/* Drops the pending failure of `peer`, if any: a rank re-admitted for a new occupant must not
+ * get its earlier occupant's failure reported (guarded as the route says). */
+static inline void rutil_fails_forget(struct rutil_fails *f, cor_peer_t peer)
+{
+    for (uint32_t i = 0; i < f->n;)
+        if (f->v[i].peer == peer)
+            f->v[i] = f->v[--f->n];
+        else
+            i++;
+}
+
 /* A send finished with `status`: appended to the done list (guarded as the route says). */
 static inline void rutil_done_push(struct rutil_port *b, struct rutil_done *d, int status)
 {
