@@ -301,6 +301,22 @@ static int setup_signals(void)
     return 0;
 }
 
+/* In a child before its exec: our handlers would write into cor-run's signal pipe (a TERM
+ * sent to stop the child would read as one sent to cor-run), so every signal goes back to its
+ * default, then is unblocked. The parent blocks all signals around fork for this. */
+static void child_signals_default(void)
+{
+    signal(SIGCHLD, SIG_DFL);
+    for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
+        signal(forwarded[i], SIG_DFL);
+    for (size_t i = 0; i < sizeof fatal / sizeof *fatal; i++)
+        signal(fatal[i], SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
 static void signal_live(int sig, int mark)
 {
     for (int r = 0; r < g.n; r++) {
@@ -1131,6 +1147,40 @@ static int children_alloc(void)
     return 0;
 }
 
+/* 0 if execve could run `path`, else the errno it would fail with. */
+static int exec_error(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st)) return errno;
+    if (S_ISDIR(st.st_mode)) return EACCES;
+    return access(path, X_OK) ? errno : 0;
+}
+
+/* 0 if execvp would find `file` runnable (on PATH when it has no '/'), else why not. Checked
+ * before any domain starts, so a missing program is named for domain 0 every time instead of
+ * for whichever child lost the race with the others' stop. */
+static int program_error(const char *file)
+{
+    if (!*file) return ENOENT;
+    if (strchr(file, '/')) return exec_error(file);
+    const char *path = getenv("PATH");
+    if (!path) path = "/bin:/usr/bin";
+    int err = ENOENT;
+    for (const char *dir = path;; dir++) {
+        const char *end = strchrnul(dir, ':');
+        char full[PATH_MAX];
+        int len = snprintf(full, sizeof full, "%.*s/%s", end == dir ? 1 : (int)(end - dir),
+                           end == dir ? "." : dir, file);
+        if (len > 0 && (size_t)len < sizeof full) {
+            int e = exec_error(full);
+            if (!e) return 0;
+            if (e == EACCES) err = EACCES; /* as execvp: a found but unrunnable file wins */
+        }
+        if (!*end) return err;
+        dir = end;
+    }
+}
+
 /* Starts domain `rank` without waiting for its exec: a failed exec is learned when the child
  * is reaped (exit 127 with g.exec_err[rank] set). Returns -1 (after saying why) when it could
  * not even be forked. */
@@ -1181,7 +1231,11 @@ static int start_domain(int rank, char **prog_argv, int prog_argc)
         return -1;
     }
     pid_t parent = getpid();
+    sigset_t all, old_mask;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, &old_mask);
     pid_t pid = fork();
+    if (pid != 0) sigprocmask(SIG_SETMASK, &old_mask, NULL);
     if (pid < 0) {
         say("cannot start domain %d: fork: %s", rank, strerror(errno));
         if (secret_pipe) {
@@ -1196,10 +1250,7 @@ static int start_domain(int rank, char **prog_argv, int prog_argc)
         /* Child: cor-run is single-threaded, so setenv is safe here. */
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive cor-run */
         if (getppid() != parent) _exit(127);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        signal(SIGPIPE, SIG_DFL);
+        child_signals_default();
         if (secret_pipe) {
             dup2(sp[0], 0); /* dup2 clears close-on-exec on 0 */
         } else if (rank > 0) {
@@ -1929,6 +1980,12 @@ int main(int argc, char **argv)
         remove_rendezvous();
         return 1;
     }
+    int perr = g.agent ? 0 : program_error(argv[optind]);
+    if (perr) {
+        say("cannot start domain 0: %s: %s (no domain was started)", argv[optind], strerror(perr));
+        remove_rendezvous();
+        return 127;
+    }
     g.started = now_s();
     int fork_failed = 0;
     for (int r = 0; r < g.n && !fork_failed; r++)
@@ -1944,16 +2001,19 @@ int main(int argc, char **argv)
     }
     run_loop();
     /* Domains whose exec failed (they were started without waiting): the first is named,
-     * with how many failed alike. */
+     * with how many more failed alike (the rest were stopped, often before their own exec). */
     int nfailed = 0, first_failed = -1;
     for (int r = 0; r < g.n && g.exec_err; r++)
         if (g.exec_err[r] && g.dom[r].state == D_REAPED) {
             nfailed++;
             if (first_failed < 0) first_failed = r;
         }
-    if (first_failed >= 0)
-        say("cannot start domain %d: %s: %s (%d of %d domains could not be started)", first_failed,
-            g.exec_name ? g.exec_name : "?", strerror(g.exec_err[first_failed]), nfailed, g.n);
+    if (nfailed == 1)
+        say("cannot start domain %d: %s: %s", first_failed, g.exec_name ? g.exec_name : "?",
+            strerror(g.exec_err[first_failed]));
+    else if (nfailed > 1)
+        say("cannot start domain %d: %s: %s (and %d more domains alike)", first_failed,
+            g.exec_name ? g.exec_name : "?", strerror(g.exec_err[first_failed]), nfailed - 1);
     remove_rendezvous();
     remove_session_files();
     for (int i = 0; i < g.nconns; i++)

@@ -39,6 +39,16 @@ rc=0; timeout 20 "$CORRUN" -n 2 "$WORK/no-such-program" 2>"$WORK/ns.err" || rc=$
 grep -q "cannot start domain 0: .*no-such-program" "$WORK/ns.err" || \
     { cat "$WORK/ns.err"; die "no clear message"; }
 
+say "a program whose exec fails after it was found is named too, status 127"
+printf '#!/nonexistent/interpreter\n' >"$WORK/badinterp"
+chmod +x "$WORK/badinterp"
+rc=0; timeout 20 "$CORRUN" -n 2 "$WORK/badinterp" 2>"$WORK/bi.err" || rc=$?
+[ $rc = 127 ] || { cat "$WORK/bi.err"; die "exited $rc, expected 127"; }
+grep -q "cannot start domain [01]: .*badinterp: No such file" "$WORK/bi.err" || \
+    { cat "$WORK/bi.err"; die "no clear message for a failed exec"; }
+! grep -q "got TERM" "$WORK/bi.err" || \
+    { cat "$WORK/bi.err"; die "the stop of the other domains was taken for a signal to cor-run"; }
+
 say "kill -9 of a domain: named, survivors told (COR_EPEERDEAD), status non-zero"
 start=$(t0)
 run_bg die timeout 30 "$CORRUN" -n 3 --grace 5 "$BC" die 1
