@@ -8,23 +8,14 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pvmlib.sh"
-NAME=burst
-BUILD=${COR_BUILDDIR:-$(cd "$HERE/../.." && pwd)/build}
+pvm_test_begin burst
 PROG=$BUILD/tests/pvm/burst
-say() { echo "$NAME: $*"; }
-fail() { say "FAIL: $*"; exit 1; }
-[ "$(id -u)" = 0 ] || { say "SKIP: not root"; exit 77; }
-pvm_available || { say "SKIP: $PVM_WHY"; exit 77; }
 [ -x "$PROG" ] || fail "$PROG not built"
-export COR_ROUTE_PATH=${COR_ROUTE_PATH:-$BUILD/cor/routes/udp/.libs:$BUILD/cor/routes/gm/.libs}
 count=500
 [ "${COR_TEST_SCALE:-}" = small ] && count=200
 
 EXTRA_EP=$(dirname "$PROG") pvm_vm_start || fail "cannot start a PVM virtual machine"
-exports=COR_PVM_ROUTE:COR_PVM_STATS:COR_ROUTE_PATH:COR_PVM_CONNECT_MS
-for v in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
-    [ -z "${!v:-}" ] || exports=$exports:$v
-done
+exports=$(pvm_exports COR_PVM_STATS COR_PVM_CONNECT_MS)
 
 # Sums the counters over the master's output and what the worker logged.
 counters() { # FILE... -> "routed_sent pvm_sent switches dropped"

@@ -10,18 +10,10 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pvmlib.sh"
-NAME=churn
-BUILD=${COR_BUILDDIR:-$(cd "$HERE/../.." && pwd)/build}
+pvm_test_begin churn
 LIFE=$BUILD/tests/pvm/life
-say() { echo "$NAME: $*"; }
-[ "$(id -u)" = 0 ] || { say "SKIP: not root"; exit 77; }
-pvm_available || { say "SKIP: $PVM_WHY"; exit 77; }
 [ -x "$LIFE" ] || { say "FAIL: $LIFE not built"; exit 1; }
-export COR_ROUTE_PATH=${COR_ROUTE_PATH:-$BUILD/cor/routes/udp/.libs:$BUILD/cor/routes/gm/.libs}
-exports=COR_PVM_ROUTE:COR_ROUTE_PATH:COR_PVM_STATS
-for v in LD_LIBRARY_PATH ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
-    [ -z "${!v:-}" ] || exports=$exports:$v
-done
+exports=$(pvm_exports COR_PVM_STATS)
 n=${COR_PVM_CHURN:-200}
 [ "${COR_TEST_SCALE:-}" != small ] || [ "$n" -le 80 ] || n=80
 EXTRA_EP=$(dirname "$LIFE") PVM_LIB_QUIET=1 pvm_vm_start || { say "FAIL: cannot start pvmd"; exit 1; }

@@ -10,17 +10,12 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pvmlib.sh"
-NAME=env
-BUILD=${COR_BUILDDIR:-$(cd "$HERE/../.." && pwd)/build}
+pvm_test_begin env
 COR_PVM=$BUILD/apps/cor-pvm
 LIFE=$BUILD/tests/pvm/life
-say() { echo "$NAME: $*"; }
-[ "$(id -u)" = 0 ] || { say "SKIP: not root"; exit 77; }
-pvm_available || { say "SKIP: $PVM_WHY"; exit 77; }
 [ -x "$COR_PVM" ] && [ -x "$LIFE" ] || { say "FAIL: $COR_PVM or $LIFE not built"; exit 1; }
 [ -z "${COR_SANITIZED:-}" ] || { say "SKIP: sanitizer build (preloads into Debian's binaries)"; exit 77; }
 [ -x /usr/bin/hello.pvm ] || { say "SKIP: pvm-examples is not installed"; exit 77; }
-export COR_ROUTE_PATH=${COR_ROUTE_PATH:-$BUILD/cor/routes/udp/.libs:$BUILD/cor/routes/gm/.libs}
 A=$(mktemp -d "${TMPDIR:-/tmp}/corenvA.XXXXXX") B=$(mktemp -d "${TMPDIR:-/tmp}/corenvB.XXXXXX")
 trap 'pvm_cleanup_all; rm -rf "$A" "$B"' EXIT
 rc=0

@@ -7,20 +7,13 @@
 # on PVM's path (those sent before the handshake's switch).
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pvmlib.sh"
-say() { echo "$NAME: $*"; }
-[ "$(id -u)" = 0 ] || { say "SKIP: not root (the tests run PVM as root with PVM_ALLOW_ROOT)"; exit 77; }
-pvm_available || { say "SKIP: $PVM_WHY"; exit 77; }
-
-B=${COR_BUILDDIR:-$(cd "$HERE/../.." && pwd)/build}
-PROG=$B/apps/examples/$EXAMPLE
-[ -x "$PROG" ] || { say "FAIL: $PROG is not built"; exit 1; }
-export COR_ROUTE_PATH=${COR_ROUTE_PATH:-$B/cor/routes/udp/.libs:$B/cor/routes/gm/.libs}
+pvm_test_begin "$NAME"
+PROG=$BUILD/apps/examples/$EXAMPLE
+[ -x "$PROG" ] || fail "$PROG is not built"
 export COR_PVM_STATS=1 PVM_EXAMPLE_TIMEOUT=${PVM_EXAMPLE_TIMEOUT:-60}
-export PVM_EXPORT=COR_PVM_ROUTE:COR_PVM_STATS:COR_ROUTE_PATH:PVM_EXAMPLE_TIMEOUT
 # The worker gets only what PVM_EXPORT names (pvmd's environment is clean).
-for v in LD_LIBRARY_PATH ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
-    [ -z "${!v:-}" ] || PVM_EXPORT=$PVM_EXPORT:$v
-done
+PVM_EXPORT=$(pvm_exports COR_PVM_STATS PVM_EXAMPLE_TIMEOUT)
+export PVM_EXPORT
 # The master runs as "${RUN[@]}" PROG ARGS (with COR_PVM_LIB: under env LD_PRELOAD=..., which
 # the worker inherits through PVM_EXPORT; this script's own commands never get it).
 RUN=()

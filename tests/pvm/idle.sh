@@ -6,23 +6,14 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pvmlib.sh"
-NAME=idle
-BUILD=${COR_BUILDDIR:-$(cd "$HERE/../.." && pwd)/build}
+pvm_test_begin idle
 LIFE=$BUILD/tests/pvm/life
-say() { echo "$NAME: $*"; }
-fail() { say "FAIL: $*"; exit 1; }
-[ "$(id -u)" = 0 ] || { say "SKIP: not root"; exit 77; }
-pvm_available || { say "SKIP: $PVM_WHY"; exit 77; }
 [ -x "$LIFE" ] || fail "$LIFE not built"
-export COR_ROUTE_PATH=${COR_ROUTE_PATH:-$BUILD/cor/routes/udp/.libs:$BUILD/cor/routes/gm/.libs}
 SECS=${COR_PVM_IDLE_SECS:-10}
 # The budget: 0.05 s of CPU per 10 s of waiting.
 MAX_CPU=$(awk -v s="$SECS" 'BEGIN {printf "%.3f", 0.05 * s / 10}')
 EXTRA_EP=$(dirname "$LIFE") pvm_vm_start || fail "cannot start a PVM virtual machine"
-exports=COR_PVM_ROUTE:COR_ROUTE_PATH
-for v in LD_LIBRARY_PATH ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
-    [ -z "${!v:-}" ] || exports=$exports:$v
-done
+exports=$(pvm_exports)
 rc=0
 for route in ${COR_PVM_TEST_ROUTES:-myrinet udp}; do
     pvm_run_master -t $((SECS + 60)) env COR_PVM_ROUTE=$route PVM_EXPORT=$exports "$LIFE" idle "$SECS"

@@ -5,20 +5,11 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pvmlib.sh"
-NAME=killpeer
-BUILD=${COR_BUILDDIR:-$(cd "$HERE/../.." && pwd)/build}
+pvm_test_begin killpeer
 KP=$BUILD/tests/pvm/killpeer
-say() { echo "$NAME: $*"; }
-fail() { say "FAIL: $*"; exit 1; }
-[ "$(id -u)" = 0 ] || { say "SKIP: not root"; exit 77; }
-pvm_available || { say "SKIP: $PVM_WHY"; exit 77; }
 [ -x "$KP" ] || fail "$KP not built"
-export COR_ROUTE_PATH=${COR_ROUTE_PATH:-$BUILD/cor/routes/udp/.libs:$BUILD/cor/routes/gm/.libs}
 EXTRA_EP=$(dirname "$KP") pvm_vm_start || fail "cannot start a PVM virtual machine"
-exports=COR_PVM_ROUTE:COR_ROUTE_PATH
-for v in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
-    [ -z "${!v:-}" ] || exports=$exports:$v
-done
+exports=$(pvm_exports)
 for route in ${COR_PVM_TEST_ROUTES:-myrinet udp}; do
     PVM_MASTER_TIMEOUT=60 pvm_run_master env COR_PVM_ROUTE=$route PVM_EXPORT=$exports "$KP"
     # killpeer checks its own times: the notice and the failed send within 5 s, pvm_exit

@@ -7,25 +7,16 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pvmlib.sh"
-NAME=leftovers
-BUILD=${COR_BUILDDIR:-$(cd "$HERE/../.." && pwd)/build}
+pvm_test_begin leftovers
 LIFE=$BUILD/tests/pvm/life
-say() { echo "$NAME: $*"; }
-fail() { say "FAIL: $*"; exit 1; }
-[ "$(id -u)" = 0 ] || { say "SKIP: not root"; exit 77; }
-pvm_available || { say "SKIP: $PVM_WHY"; exit 77; }
 [ -x "$LIFE" ] || fail "$LIFE not built"
 [ -x /usr/bin/gmbi ] || { say "SKIP: pvm-examples' gmbi is not installed"; exit 77; }
-export COR_ROUTE_PATH=${COR_ROUTE_PATH:-$BUILD/cor/routes/udp/.libs:$BUILD/cor/routes/gm/.libs}
 # A temp dir of our own: pvmd and the tasks it spawns get it too.
 T=$(mktemp -d "${TMPDIR:-/tmp}/corleft.XXXXXX")
 export TMPDIR=$T
 trap 'pvm_cleanup_all; rm -rf "$T"' EXIT
 EXTRA_EP=$(dirname "$LIFE") pvm_vm_start || fail "cannot start a PVM virtual machine"
-exports=COR_PVM_ROUTE:COR_ROUTE_PATH
-for v in LD_LIBRARY_PATH ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
-    [ -z "${!v:-}" ] || exports=$exports:$v
-done
+exports=$(pvm_exports)
 # (other tests may run at once: only the files of this run's session count)
 shm_list() { [ -z "$SESSION" ] || find /dev/shm -maxdepth 1 -name "cor*$SESSION*" 2>/dev/null | sort; }
 tmp_list() { find "$T" -mindepth 1 -maxdepth 1 ! -path "$PVM_WORK" ! -name stamp 2>/dev/null | sort; }

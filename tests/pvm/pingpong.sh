@@ -7,25 +7,16 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pvmlib.sh"
-NAME=pingpong
-BUILD=${COR_BUILDDIR:-$(cd "$HERE/../.." && pwd)/build}
+pvm_test_begin pingpong
 PP=$BUILD/tests/pvm/pingpong
-say() { echo "$NAME: $*"; }
-fail() { say "FAIL: $*"; exit 1; }
-[ "$(id -u)" = 0 ] || { say "SKIP: not root"; exit 77; }
-pvm_available || { say "SKIP: $PVM_WHY"; exit 77; }
 [ -x "$PP" ] || fail "$PP not built"
-export COR_ROUTE_PATH=${COR_ROUTE_PATH:-$BUILD/cor/routes/udp/.libs:$BUILD/cor/routes/gm/.libs}
 rounds=200 max=262144
 [ "${COR_TEST_SCALE:-}" = small ] && rounds=60 max=65536
 
 EXTRA_EP=$(dirname "$PP") pvm_vm_start || fail "cannot start a PVM virtual machine"
 # What the spawned worker needs (pvmd's environment is clean): the route, the counters and,
 # in sanitizer builds, the sanitizers' options.
-exports=COR_PVM_ROUTE:COR_PVM_STATS:COR_ROUTE_PATH
-for v in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
-    [ -z "${!v:-}" ] || exports=$exports:$v
-done
+exports=$(pvm_exports COR_PVM_STATS)
 
 # Sums a counter over the master's output and what the worker logged.
 counter() { # FILE... -> "sent received dropped"

@@ -80,6 +80,31 @@ pvm_available() {
     return 0
 }
 
+# pvm_test_begin NAME: the opening of a routed test. Sets NAME and BUILD (COR_BUILDDIR or
+# the tree's build/), defines say and fail, skips (77) unless root with PVM installed, and
+# exports the routes' plugin path of the build. Call it right after sourcing this file.
+pvm_test_begin() {
+    NAME=$1
+    BUILD=${COR_BUILDDIR:-$(cd "$HERE/../.." && pwd)/build}
+    say() { echo "$NAME: $*"; }
+    fail() { say "FAIL: $*"; exit 1; }
+    [ "$PVM_UID" = 0 ] || { say "SKIP: not root (the tests run PVM as root with PVM_ALLOW_ROOT)"; exit 77; }
+    pvm_available || { say "SKIP: $PVM_WHY"; exit 77; }
+    export COR_ROUTE_PATH=${COR_ROUTE_PATH:-$BUILD/cor/routes/udp/.libs:$BUILD/cor/routes/gm/.libs}
+}
+
+# pvm_exports [VAR...]: the PVM_EXPORT list a spawned routed task needs, since pvmd's
+# environment is clean: the route, the plugin path, the VARs given, and the library path and
+# sanitizer options when they are set.
+pvm_exports() {
+    local list=COR_PVM_ROUTE:COR_ROUTE_PATH v
+    for v in "$@"; do list=$list:$v; done
+    for v in LD_LIBRARY_PATH ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
+        [ -z "${!v:-}" ] || list=$list:$v
+    done
+    echo "$list"
+}
+
 # pvm_netns_available: 0 if network namespaces and veth pairs can be made (root, iproute2).
 pvm_netns_available() {
     PVM_WHY=""

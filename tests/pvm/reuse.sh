@@ -12,18 +12,10 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pvmlib.sh"
-NAME=reuse
-BUILD=${COR_BUILDDIR:-$(cd "$HERE/../.." && pwd)/build}
+pvm_test_begin reuse
 LIFE=$BUILD/tests/pvm/life
-say() { echo "$NAME: $*"; }
-[ "$(id -u)" = 0 ] || { say "SKIP: not root"; exit 77; }
-pvm_available || { say "SKIP: $PVM_WHY"; exit 77; }
 [ -x "$LIFE" ] || { say "FAIL: $LIFE not built"; exit 1; }
-export COR_ROUTE_PATH=${COR_ROUTE_PATH:-$BUILD/cor/routes/udp/.libs:$BUILD/cor/routes/gm/.libs}
-exports=COR_PVM_ROUTE:COR_ROUTE_PATH:COR_PVM_STATS
-for v in LD_LIBRARY_PATH ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
-    [ -z "${!v:-}" ] || exports=$exports:$v
-done
+exports=$(pvm_exports COR_PVM_STATS)
 EXTRA_EP=$(dirname "$LIFE") PVM_LIB_QUIET=1 pvm_vm_start || { say "FAIL: cannot start pvmd"; exit 1; }
 rc=0
 for spec in "udp ${COR_PVM_REUSE_UDP:-500}" "myrinet ${COR_PVM_REUSE_GM:-34}"; do

@@ -12,25 +12,16 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pvmlib.sh"
-NAME=twohosts
-BUILD=${COR_BUILDDIR:-$(cd "$HERE/../.." && pwd)/build}
+pvm_test_begin twohosts
 SP=$BUILD/tests/pvm/spread
-say() { echo "$NAME: $*"; }
-fail() { say "FAIL: $*"; exit 1; }
-[ "$(id -u)" = 0 ] || { say "SKIP: not root"; exit 77; }
-pvm_available || { say "SKIP: $PVM_WHY"; exit 77; }
 pvm_netns_available || { say "SKIP: $PVM_WHY"; exit 77; }
 [ -x "$SP" ] || fail "$SP not built"
 udp_per_host=${COR_TWOHOSTS_PER_HOST:-32}
 # 65 processes on 2 cores beside the other tests: once, in the normal build, is enough (the
 # relinked tests run libcorpvm under the sanitizers).
 [ -z "${COR_SANITIZED:-}" ] || { say "SKIP: sanitizer build"; exit 77; }
-export COR_ROUTE_PATH=${COR_ROUTE_PATH:-$BUILD/cor/routes/udp/.libs:$BUILD/cor/routes/gm/.libs}
 EXTRA_EP=$(dirname "$SP") pvm_twohosts_start || fail "cannot start the two-host VM"
-exports=COR_PVM_ROUTE:COR_ROUTE_PATH:COR_PVM_STATS:COR_PVM_DOMAINS:COR_PVM_SPIN_US
-for v in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
-    [ -z "${!v:-}" ] || exports=$exports:$v
-done
+exports=$(pvm_exports COR_PVM_STATS COR_PVM_DOMAINS COR_PVM_SPIN_US)
 routes="udp"
 [ "${COR_PVM_TEST_TWOHOSTS_GM:-0}" = 1 ] && routes="udp myrinet"
 for route in ${COR_PVM_TEST_ROUTES:-$routes}; do
