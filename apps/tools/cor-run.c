@@ -115,6 +115,9 @@ struct conn {
     int rank; /* -1 until HELLO */
     int tcp;  /* on the TCP rendezvous: must prove the secret first */
     int authed;
+    /* Proven (tcp): every later line both ways is sealed (boot_auth.h). */
+    int sealed;
+    struct cor_boot_chan tx, rx;
     enum refusal refusal;                    /* set when refused; counted at close */
     unsigned char nonce[COR_BOOT_KEY_BYTES]; /* our challenge (tcp) */
     double opened;
@@ -152,6 +155,8 @@ static struct {
     int stdin_open;
     /* Connections refused before they joined (strangers), by why (enum refusal). */
     unsigned refused[REF_KINDS];
+    /* Lines dropped on proven TCP connections for their seal: injected or replayed. */
+    unsigned long forged, replayed;
     struct domain *dom;
     struct conn *conns;
     int nconns, conns_cap;
@@ -163,7 +168,7 @@ static struct {
     double started;
     int table_sent;
     char *table; /* TABLE, the A lines and END: formatted once, sent to every domain */
-    size_t table_len;
+    size_t table_len, table_lines;
     unsigned released;
     /* Counters that replace scans of the N domains at every event (O(N^2) a session). */
     int nlive;       /* domains in D_RUNNING */
@@ -394,12 +399,26 @@ static void conn_write(int i, const char *text, size_t len)
     c->out_len += len;
 }
 
-/* Queues one protocol line on connection i. */
+/* Queues one protocol line on connection i, sealed once the connection is proven. */
 static void conn_line(int i, const struct cor_bootline *l)
 {
-    char line[LINE_MAX_ + 1];
+    struct conn *c = &g.conns[i];
+    char line[LINE_MAX_ + 1], sealed[LINE_MAX_ + 1];
     int len = cor__bootline_format(l, line, sizeof line);
-    if (len > 0) conn_write(i, line, (size_t)len);
+    if (len <= 0) return;
+    if (!c->sealed) {
+        conn_write(i, line, (size_t)len);
+        return;
+    }
+    if (len - 1 > COR_BOOT_BODY_MAX && (l->kind == COR_BL_ERR || l->kind == COR_BL_DEAD)) {
+        /* Our own text (a reason), too long to seal: it is cut, not the protocol. */
+        struct cor_bootline shorter = *l;
+        shorter.text[COR_BOOT_BODY_MAX - 32] = 0;
+        len = cor__bootline_format(&shorter, line, sizeof line);
+        if (len <= 0) return;
+    }
+    int k = cor__boot_seal(&c->tx, line, (size_t)len - 1, sealed, sizeof sealed);
+    if (k > 0) conn_write(i, sealed, (size_t)k);
 }
 
 /* ERR with printf-style text. */
@@ -420,6 +439,27 @@ static void conn_table(int i)
 {
     struct conn *c = &g.conns[i];
     if (c->fd < 0 || c->closing) return;
+    if (c->sealed) {
+        /* Each proven connection gets its own copy: the seals differ per connection. */
+        size_t cap = g.table_len + g.table_lines * COR_BOOT_SEAL_MAX + 1, n = 0;
+        char *t = malloc(cap);
+        if (!t) {
+            say("out of memory for the address table of domain %d", c->rank);
+            c->closing = 1;
+            mark_dirty(i);
+            return;
+        }
+        for (const char *p = g.table, *end = g.table + g.table_len; p < end;) {
+            const char *nl = memchr(p, '\n', (size_t)(end - p));
+            int k = nl ? cor__boot_seal(&c->tx, p, (size_t)(nl - p), t + n, cap - n) : -1;
+            if (k < 0) break; /* not with lines that cor__bootline_format made */
+            n += (size_t)k;
+            p = nl + 1;
+        }
+        conn_write(i, t, n);
+        free(t);
+        return;
+    }
     if (c->out_len > c->out_off || c->table_pending) {
         conn_write(i, g.table, g.table_len);
         return;
@@ -586,6 +626,7 @@ static void send_table(void)
         return;
     }
     struct cor_bootline l = {.kind = COR_BL_TABLE, .size = g.n, .n = n};
+    g.table_lines = (size_t)g.n * (size_t)n + 2;
     int k = cor__bootline_format(&l, t, cap);
     len += k > 0 ? (size_t)k : 0;
     l.kind = COR_BL_A;
@@ -721,6 +762,10 @@ static int handle_proof(int ci, const struct cor_bootline *l)
     struct cor_bootline p = {.kind = COR_BL_PROVEN};
     cor__boot_mac(g.secret, COR_BOOT_ROLE_CORRUN, c->nonce, l->nonce, p.mac);
     conn_line(ci, &p);
+    /* From here on, both ways, every line is sealed with this connection's keys. */
+    cor__boot_chan_init(&c->tx, g.secret, COR_BOOT_ROLE_CORRUN, c->nonce, l->nonce);
+    cor__boot_chan_init(&c->rx, g.secret, COR_BOOT_ROLE_DOMAIN, c->nonce, l->nonce);
+    c->sealed = 1;
     return 0;
 }
 
@@ -773,11 +818,34 @@ static int handle_hello(int ci, const struct cor_bootline *l)
     return 0;
 }
 
+#define SEAL_SAY_MAX 8 /* lines dropped for their seal that are said one by one */
+
 /* Handles one line from connection ci; returns -1 to drop the connection. */
 static int domain_says(int ci, const char *text)
 {
     struct conn *c = &g.conns[ci];
     struct cor_bootline l;
+    if (c->sealed) {
+        const char *body;
+        enum cor_boot_seal_check sc = cor__boot_unseal(&c->rx, text, &body);
+        if (sc == COR_SEAL_FORGED || sc == COR_SEAL_REPLAYED) {
+            /* Not from the domain that proved the secret on this connection (injected into
+             * the stream, or a copy of an earlier line): dropped, counted, reported. */
+            unsigned long *count = sc == COR_SEAL_FORGED ? &g.forged : &g.replayed;
+            char who[64];
+            if (++*count + (sc == COR_SEAL_FORGED ? g.replayed : g.forged) <= SEAL_SAY_MAX)
+                say("dropped a %s line on the connection of %s",
+                    sc == COR_SEAL_FORGED ? "forged" : "replayed", conn_name(ci, who, sizeof who));
+            return 0;
+        }
+        if (sc == COR_SEAL_GAP) {
+            char who[64];
+            say("lines from %s went missing (a sealed line out of sequence)",
+                conn_name(ci, who, sizeof who));
+            return -1;
+        }
+        text = body;
+    }
     int bad = cor__bootline_parse(text, &l);
     if (c->tcp && !c->authed) {
         if (bad) {
@@ -909,6 +977,9 @@ static void conn_close(int ci)
     if (g.epfd >= 0) epoll_ctl(g.epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
+    c->sealed = 0;
+    cor__boot_chan_clear(&c->tx);
+    cor__boot_chan_clear(&c->rx);
     c->in_len = 0; /* what it sent and nobody will read (a line too long, say) */
     free(c->out);
     c->out = NULL;
@@ -1766,6 +1837,9 @@ static uint64_t session_cookie(void)
 /* Strangers are said at the end, on stderr, whatever -v says: someone knocked. */
 static void report_refused(void)
 {
+    if (g.forged || g.replayed)
+        say("dropped %lu forged and %lu replayed line(s) on proven connections", g.forged,
+            g.replayed);
     unsigned total = 0;
     for (int i = 0; i < REF_KINDS; i++)
         total += g.refused[i];

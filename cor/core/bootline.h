@@ -26,8 +26,10 @@
  * random nonce Nr; the domain answers PROOF with its own fresh nonce Nd and
  * HMAC-SHA-256(secret, "domain" Nr Nd); cor-run answers PROVEN with HMAC(secret, "cor-run" Nr
  * Nd). The secret never travels on the connection; a PROOF captured from another connection
- * or session does not fit a new nonce. On the UNIX socket (mode 0600, peer uid checked) the
- * exchange starts at HELLO.
+ * or session does not fit a new nonce. Every line after PROVEN, both ways, is sealed (a
+ * sequence number and a tag under a key of that connection and direction, boot_auth.h): the
+ * lines above are then the bodies of "@<seq> <tag> <body>". On the UNIX socket (mode 0600,
+ * peer uid checked) the exchange starts at HELLO and nothing is sealed.
  *
  * <session> is 16 hex digits; <nonce> and <mac> 64; numbers are decimal.
  */

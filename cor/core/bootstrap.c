@@ -54,12 +54,18 @@
 
 #define BOOT_BYE_TIMEOUT_MS 5000   /* how long finish waits for cor-run's BYE */
 #define BOOT_AUTH_TIMEOUT_MS 10000 /* the secret on stdin, and the TCP challenge */
+#define BOOT_SEAL_LOG_MAX 8        /* lines dropped for their seal that are said one by one */
 
 struct corrun_boot {
     struct cor_boot base; /* rank, size, cookie: set at init, read-only after */
     int fd; /* -1 in a one-domain session; written under wmu, read by the reader thread */
 
-    pthread_mutex_t wmu;  /* serializes writes to fd */
+    pthread_mutex_t wmu; /* serializes writes to fd */
+    /* TCP: every line after the proof is sealed (boot_auth.h). tx under wmu, so that numbers
+     * go out in the order of the writes; rx, forged and replayed: the reader thread's. */
+    int sealed; /* set before the reader thread starts */
+    struct cor_boot_chan tx, rx;
+    unsigned long forged, replayed;
     pthread_mutex_t bmu;  /* one barrier at a time */
     unsigned barrier_seq; /* under bmu */
 
@@ -85,6 +91,12 @@ struct corrun_boot {
 
 static void boot_log(const struct corrun_boot *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+static void sanitize(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 32 || (unsigned char)*s > 126) *s = '?';
+}
 
 static void boot_log(const struct corrun_boot *b, const char *fmt, ...)
 {
@@ -117,11 +129,45 @@ static int write_all(int fd, const char *buf, size_t len)
     return 0;
 }
 
-/* Sends one whole message (one or more lines) atomically with respect to other writers. */
+/* Seals each line of text[len] (whole lines) into a new buffer: its length in *out_len. */
+static char *seal_lines(struct corrun_boot *b, const char *text, size_t len, size_t *out_len)
+{
+    size_t lines = 0;
+    for (size_t i = 0; i < len; i++)
+        lines += text[i] == '\n';
+    size_t cap = len + lines * COR_BOOT_SEAL_MAX + 1, n = 0;
+    char *out = malloc(cap);
+    if (!out) return NULL;
+    for (const char *p = text, *end = text + len; p < end;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl) break; /* callers send whole lines */
+        int k = cor__boot_seal(&b->tx, p, (size_t)(nl - p), out + n, cap - n);
+        if (k < 0) {
+            free(out);
+            errno = EMSGSIZE;
+            return NULL;
+        }
+        n += (size_t)k;
+        p = nl + 1;
+    }
+    *out_len = n;
+    return out;
+}
+
+/* Sends one whole message (one or more lines) atomically with respect to other writers,
+ * sealed on TCP. */
 static int boot_send(struct corrun_boot *b, const char *text, size_t len)
 {
     pthread_mutex_lock(&b->wmu);
-    int rc = write_all(b->fd, text, len);
+    int rc = -1;
+    if (b->sealed) {
+        size_t n;
+        char *sealed = seal_lines(b, text, len, &n);
+        if (sealed) rc = write_all(b->fd, sealed, n);
+        free(sealed);
+    } else {
+        rc = write_all(b->fd, text, len);
+    }
     pthread_mutex_unlock(&b->wmu);
     if (rc) {
         boot_log(b, "cannot write to cor-run: %s", strerror(errno));
@@ -258,15 +304,33 @@ static int corrun_line(struct corrun_boot *b, const char *text)
     return rc;
 }
 
-static void sanitize(char *s)
+/* A line that failed its seal: dropped, counted, said (the first few: a stream of forgeries
+ * must not flood the log; boot_free says the totals). */
+static void seal_refused(struct corrun_boot *b, enum cor_boot_seal_check why, char *line)
 {
-    for (; *s; s++)
-        if ((unsigned char)*s < 32 || (unsigned char)*s > 126) *s = '?';
+    unsigned long n = why == COR_SEAL_REPLAYED ? ++b->replayed : ++b->forged;
+    if (b->forged + b->replayed > BOOT_SEAL_LOG_MAX) return;
+    sanitize(line);
+    boot_log(b, "dropped a %s line on the connection to cor-run (%lu so far): '%.60s'",
+             why == COR_SEAL_REPLAYED ? "replayed" : "forged", n, line);
 }
 
 static int reader_take_one(void *arg, char *line)
 {
     struct corrun_boot *b = arg;
+    if (b->sealed) {
+        const char *body;
+        enum cor_boot_seal_check sc = cor__boot_unseal(&b->rx, line, &body);
+        if (sc == COR_SEAL_FORGED || sc == COR_SEAL_REPLAYED) {
+            seal_refused(b, sc, line);
+            return 0;
+        }
+        if (sc == COR_SEAL_GAP) {
+            boot_log(b, "lines from cor-run went missing (a sealed line out of sequence)");
+            return -1;
+        }
+        line += body - line; /* the body, in place */
+    }
     if (corrun_line(b, line) == 0) return 0;
     sanitize(line);
     boot_log(b, "protocol error from cor-run on line '%.80s'", line);
@@ -348,6 +412,11 @@ static int wait_until(struct corrun_boot *b, const struct timespec *deadline)
 static void boot_free(struct corrun_boot *b)
 {
     if (!b) return;
+    if (b->forged + b->replayed > 0)
+        boot_log(b, "dropped %lu forged and %lu replayed lines from the connection to cor-run",
+                 b->forged, b->replayed);
+    cor__boot_chan_clear(&b->tx);
+    cor__boot_chan_clear(&b->rx);
     if (b->fd >= 0) close(b->fd);
     pthread_mutex_destroy(&b->wmu);
     pthread_mutex_destroy(&b->bmu);
@@ -571,6 +640,9 @@ static int authenticate(struct corrun_boot *b, const unsigned char secret[COR_BO
         boot_log(b, "the rendezvous does not know the session secret: not our cor-run");
         return -1;
     }
+    cor__boot_chan_init(&b->tx, secret, COR_BOOT_ROLE_DOMAIN, ch.nonce, l.nonce);
+    cor__boot_chan_init(&b->rx, secret, COR_BOOT_ROLE_CORRUN, ch.nonce, l.nonce);
+    b->sealed = 1;
     return 0;
 }
 

@@ -124,6 +124,69 @@ static void test_boot_mac(void)
     EXPECT_TRUE(cor__boot_mac_equal(m1, m3, 32));
 }
 
+/* Sealed lines: what the sender seals the reader of that direction takes, once and in order;
+ * forged, replayed, moved and missing lines are told apart. */
+static void test_seal(void)
+{
+    unsigned char secret[32], nr[32], nd[32];
+    REQUIRE(cor__boot_random(secret, sizeof secret) == 0);
+    REQUIRE(cor__boot_random(nr, sizeof nr) == 0);
+    REQUIRE(cor__boot_random(nd, sizeof nd) == 0);
+    struct cor_boot_chan tx, rx, back, other;
+    cor__boot_chan_init(&tx, secret, COR_BOOT_ROLE_DOMAIN, nr, nd);
+    cor__boot_chan_init(&rx, secret, COR_BOOT_ROLE_DOMAIN, nr, nd);
+    cor__boot_chan_init(&back, secret, COR_BOOT_ROLE_CORRUN, nr, nd); /* the other way */
+    nd[0] ^= 1;
+    cor__boot_chan_init(&other, secret, COR_BOOT_ROLE_DOMAIN, nr, nd); /* another connection */
+    char l1[COR_BOOT_LINE_MAX + 1], l2[COR_BOOT_LINE_MAX + 1], l3[COR_BOOT_LINE_MAX + 1];
+    const char *body = NULL;
+    int n1 = cor__boot_seal(&tx, "HELLO 1 0 2 0123456789abcdef 7", 30, l1, sizeof l1);
+    REQUIRE(n1 > 0 && l1[n1 - 1] == '\n');
+    l1[n1 - 1] = 0;
+    EXPECT_EQ(strncmp(l1, "@1 ", 3), 0);
+    EXPECT_EQ((int)strlen(l1), n1 - 1);
+    int n2 = cor__boot_seal(&tx, "BARRIER 1", 9, l2, sizeof l2);
+    REQUIRE(n2 > 0);
+    l2[n2 - 1] = 0;
+    /* The other direction's key, another connection's key: forged. */
+    EXPECT_EQ(cor__boot_unseal(&back, l1, &body), COR_SEAL_FORGED);
+    EXPECT_EQ(cor__boot_unseal(&other, l1, &body), COR_SEAL_FORGED);
+    /* Line 2 before line 1: a gap (line 1 went missing). */
+    EXPECT_EQ(cor__boot_unseal(&rx, l2, &body), COR_SEAL_GAP);
+    EXPECT_EQ(cor__boot_unseal(&rx, l1, &body), COR_SEAL_OK);
+    EXPECT_STR_EQ(body, "HELLO 1 0 2 0123456789abcdef 7");
+    EXPECT_EQ(cor__boot_unseal(&rx, l1, &body), COR_SEAL_REPLAYED);
+    /* A body changed, a number changed, a tag changed, no seal, a bad shape: forged. */
+    strcpy(l3, l2);
+    l3[n2 - 2] = '2'; /* BARRIER 2 */
+    EXPECT_EQ(cor__boot_unseal(&rx, l3, &body), COR_SEAL_FORGED);
+    strcpy(l3, l2);
+    l3[1] = '3';
+    EXPECT_EQ(cor__boot_unseal(&rx, l3, &body), COR_SEAL_FORGED);
+    strcpy(l3, l2);
+    l3[4] = l3[4] == 'a' ? 'b' : 'a';
+    EXPECT_EQ(cor__boot_unseal(&rx, l3, &body), COR_SEAL_FORGED);
+    EXPECT_EQ(cor__boot_unseal(&rx, "BARRIER 1", &body), COR_SEAL_FORGED);
+    static const char *const shapes[] = {
+        "@", "@2", "@2 ", "@ 00 x", "@-2 00 x", "@99999999999999999999 0 x", "@2 zz BARRIER 1"};
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+        EXPECT_EQ(cor__boot_unseal(&rx, shapes[i], &body), COR_SEAL_FORGED);
+    /* None of these moved the reader on: line 2 is still the next one. */
+    EXPECT_EQ(cor__boot_unseal(&rx, l2, &body), COR_SEAL_OK);
+    EXPECT_STR_EQ(body, "BARRIER 1");
+    /* Bodies the seal refuses: a newline or NUL inside, longer than COR_BOOT_BODY_MAX, or no
+     * room; none of them counts as sent. */
+    char big[COR_BOOT_BODY_MAX + 2];
+    memset(big, 'x', sizeof big);
+    EXPECT_EQ(cor__boot_seal(&tx, "A\nB", 3, l3, sizeof l3), -1);
+    EXPECT_EQ(cor__boot_seal(&tx, "A\0B", 3, l3, sizeof l3), -1);
+    EXPECT_EQ(cor__boot_seal(&tx, big, COR_BOOT_BODY_MAX + 1, l3, sizeof l3), -1);
+    EXPECT_EQ(cor__boot_seal(&tx, "FINISH", 6, l3, 20), -1);
+    int n = cor__boot_seal(&tx, big, COR_BOOT_BODY_MAX, l3, sizeof l3);
+    EXPECT_TRUE(n > 0 && n <= COR_BOOT_LINE_MAX);
+    EXPECT_EQ(strncmp(l3, "@3 ", 3), 0);
+}
+
 /* Each line parses, formats back to the same text, and parses to the same fields. */
 static void test_round_trip(void)
 {
@@ -287,6 +350,7 @@ int main(void)
         {"sha256 (FIPS 180-4 examples)", test_sha256},
         {"hmac-sha256 (RFC 4231 cases 1-7)", test_hmac_rfc4231},
         {"challenge MACs", test_boot_mac},
+        {"sealed lines", test_seal},
         {"lines round trip", test_round_trip},
         {"bad lines refused", test_refused},
         {"line splitting and limits", test_take},

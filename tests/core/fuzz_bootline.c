@@ -8,14 +8,17 @@
  * Byte 0 chooses the part (mod 3):
  * 0 grammar: the rest is lines; every line that parses formats back to a line that parses to
  *   the same fields, within every limit of bootline.h; the splitter never keeps a line too long.
- * 1 domain: byte 1 the session size (1..8) and this domain's rank, byte 2 the size of each
- *   read (1..256 bytes), the rest the byte stream from cor-run. The buffer never holds a line
+ * 1 domain: byte 1 the session size (1..8), this domain's rank (bits 3-6) and whether the
+ *   connection is sealed (bit 7: a proven TCP one, keys from a secret and challenge of zeros
+ *   and a domain nonce of 0x11 bytes), byte 2 the size of each read (1..256 bytes), the rest
+ *   the byte stream from cor-run. The buffer never holds a line
  *   too long, a death callback names a rank of the session, and a finished table has every
  *   entry, each with a valid route and a terminated address.
  * 2 cor-run: byte 1 the number of domains (1..4) and which of 8 connections are TCP; then
  *   records of [connection (low 3 bits), length, bytes], each fed to that connection as one
  *   read. Session cookie 0123456789abcdef; TCP connections challenge with a nonce of zeros
- *   under a secret of zeros, and every other TCP connection starts proven. A connection the
+ *   under a secret of zeros, and every other TCP connection starts proven (its lines sealed
+ *   with the keys of a domain nonce of 0x11 bytes). A connection the
  *   parser drops is closed as cor-run closes it. What the session state says about ranks,
  *   connections, addresses and barriers stays consistent, and a TCP connection that did not
  *   prove the secret has not joined and was sent nothing but CHALLENGE, PROVEN or ERR.
@@ -122,13 +125,20 @@ static void fuzz_domain(const uint8_t *data, size_t size)
 {
     if (size < 2) return;
     fuzz_size = 1 + (data[0] & 7);
-    int rank = (data[0] >> 3) % fuzz_size;
+    int rank = (data[0] >> 3 & 15) % fuzz_size, sealed = data[0] >> 7;
     size_t chunk = 1 + (size_t)data[1];
     data += 2;
     size -= 2;
     struct corrun_boot *b = boot_alloc(rank, fuzz_size);
     if (!b) return;
     b->death_fn = on_death;
+    if (sealed) {
+        unsigned char zero[COR_BOOT_KEY_BYTES] = {0}, nd[COR_BOOT_KEY_BYTES];
+        memset(nd, 0x11, sizeof nd);
+        cor__boot_chan_init(&b->tx, zero, COR_BOOT_ROLE_DOMAIN, zero, nd);
+        cor__boot_chan_init(&b->rx, zero, COR_BOOT_ROLE_CORRUN, zero, nd);
+        b->sealed = 1;
+    }
     char buf[COR_BOOT_BUF];
     size_t have = 0;
     while (size > 0) {
@@ -222,6 +232,13 @@ static void fuzz_corrun(const uint8_t *data, size_t size)
             g.tcp = 1;
             c->tcp = 1;
             c->authed = i & 1; /* the odd ones start proven: what follows is fuzzed too */
+            if (c->authed) {
+                unsigned char nd[COR_BOOT_KEY_BYTES];
+                memset(nd, 0x11, sizeof nd);
+                cor__boot_chan_init(&c->tx, g.secret, COR_BOOT_ROLE_CORRUN, c->nonce, nd);
+                cor__boot_chan_init(&c->rx, g.secret, COR_BOOT_ROLE_DOMAIN, c->nonce, nd);
+                c->sealed = 1;
+            }
         }
     }
     data += 2;
