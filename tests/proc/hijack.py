@@ -21,6 +21,7 @@ import sys
 import threading
 
 port_file, target_file = sys.argv[1], sys.argv[2]
+say_lock = threading.Lock()  # one whole line at a time from the relays' threads
 
 
 def injected(first, up):
@@ -56,8 +57,10 @@ def relay(src, dst, up, name):
                     for extra in injected(line, up):
                         dst.sendall(extra)
                     word = [w for w in line.split() if w.isalpha()][0].decode()
-                    print("%s %s: injected 2 forged lines and replayed '%s'" %
-                          (name, "up" if up else "down", word), flush=True)
+                    with say_lock:
+                        sys.stdout.write("%s %s: injected 2 forged lines and replayed '%s'\n" %
+                                         (name, "up" if up else "down", word))
+                        sys.stdout.flush()
     except OSError:
         pass
     for s in (src, dst):
