@@ -67,6 +67,112 @@ static int finish_sends(cor_req_t *req, int n)
     return first_err;
 }
 
+/* ---- numbers: no message lost or doubled when the route gives a peer up ---------------
+ *
+ * A route gives a peer up when it stays silent (stopped, swapped out, its port looked
+ * closed) while PVM says it lives; a small routed send is complete as soon as the route has
+ * its copy, so what the route held for the peer would be lost. Every routed message of a pair
+ * therefore carries its number (H_SEQ, 1 and up), and the sender keeps each image until the
+ * peer confirms that it took it: the H_ACK of any routed image of the peer's, or, for a
+ * one-way stream, an image that only confirms, every CONFIRM_EVERY messages (CTL_CONFIRM on
+ * PVM's path if the way back is not routed). A message with detached pieces is confirmed by
+ * its own completion (the peer received them into the message it took, after every earlier
+ * one). When the route gives the peer up, the sender sends what the peer did not confirm
+ * again PVM's way, in order (RESEND_TAG), tells the peer (CTL_GAVEUP: its messages to us
+ * take PVM's path as well), and the pair stays on PVM's path. A receiver takes each number
+ * once: a message whose number it took already (the peer was only slow, and the route
+ * delivered it after all) is dropped and counted; numbers only grow, so either path keeps
+ * PVM's order per pair. */
+#define CONFIRM_EVERY 32
+#define UNCONF_MAX 256 /* unconfirmed messages to one peer before pvm_send waits */
+
+struct unconf {
+    struct unconf *next;
+    uint32_t seq;
+    void *image; /* from cpvm_out (cpvm_image_release) */
+    size_t cap, len;
+    bool in_flight; /* a background send still reads it */
+    bool released;  /* confirmed or resent while in flight: the send's end frees it */
+};
+bool cpvm_confirms_due;
+
+static bool seq_after(uint32_t a, uint32_t b)
+{
+    return (int32_t)(a - b) > 0;
+}
+
+static void unconf_free(struct unconf *u)
+{
+    cpvm_image_release(u->image, u->cap);
+    free(u);
+}
+
+static void unconf_drop(struct unconf *u)
+{
+    if (u->in_flight)
+        u->released = true;
+    else
+        unconf_free(u);
+}
+
+static struct unconf *unconf_pop(struct cpvm_peer *p)
+{
+    struct unconf *u = p->unconf_head;
+    if (!u) return NULL;
+    p->unconf_head = u->next;
+    if (!p->unconf_head) p->unconf_tail = NULL;
+    p->nunconf--;
+    return u;
+}
+
+void cpvm_confirmed(struct cpvm_peer *p, uint32_t seq)
+{
+    if (!seq_after(seq, p->tx_confirmed) || seq_after(seq, p->tx_seq)) return;
+    p->tx_confirmed = seq;
+    while (p->unconf_head && !seq_after(p->unconf_head->seq, seq))
+        unconf_drop(unconf_pop(p));
+}
+
+/* An image again on PVM's path, as a control message: its length, its bytes. Lock held. */
+static void resend(struct cpvm_peer *p, const struct unconf *u)
+{
+    int buf = REAL(pvm_mkbuf, PvmDataDefault), len = (int)u->len, rc = -1;
+    if (buf < 0) return;
+    int old = REAL(pvm_setsbuf, buf);
+    if (REAL(pvm_pkint, &len, 1, 1) >= 0 && REAL(pvm_pkbyte, (char *)u->image, len, 1) >= 0) {
+        int ctx = REAL(pvm_setcontext, CTL_CTX);
+        rc = REAL(pvm_send, p->tid, RESEND_TAG);
+        REAL(pvm_setcontext, ctx);
+    }
+    REAL(pvm_setsbuf, old);
+    REAL(pvm_freebuf, buf);
+    atomic_fetch_add(rc >= 0 ? &cpvm_stats.resent : &cpvm_stats.dropped, 1);
+}
+
+void cpvm_route_gave_up(struct cpvm_peer *p, bool told)
+{
+    bool was_routed = p->tx == TX_ROUTED;
+    if (was_routed && !p->gone) {
+        p->tx = TX_REFUSED;
+        atomic_fetch_add(&cpvm_stats.peers_gone, 1);
+        cpvm_log("the route %s t%x up: %u unconfirmed message(s) and the next ones take PVM's "
+                 "path",
+                 told ? "to us was given by" : "gave", (unsigned)p->tid, p->nunconf);
+    }
+    for (struct unconf *u; (u = unconf_pop(p));) {
+        if (p->gone) /* PVM said it exited: nobody to take them */
+            atomic_fetch_add(&cpvm_stats.dropped, 1);
+        else
+            resend(p, u);
+        unconf_drop(u);
+    }
+    if (!was_routed || p->gone) return;
+    if (told) /* our route forgets it too: nothing waits for its acknowledgements */
+        cor_domain_leave(p->rank, 0);
+    else
+        cpvm_ctl_send(p->tid, CTL_GAVEUP, 0);
+}
+
 /* Sends of an image alone (a message without detached pieces: all bytes are libcorpvm's own)
  * complete in the background, as PVM's own sends return once the data is handed over:
  * pvm_send does not wait for them. They are reaped, oldest first, by later calls; at most
@@ -75,59 +181,20 @@ static int finish_sends(cor_req_t *req, int n)
 #define BACKLOG_MAX 16
 static struct backlog {
     cor_req_t req;
-    void *image;
-    size_t cap, len;
+    struct unconf *u; /* the image */
     struct cpvm_peer *peer;
 } backlog[BACKLOG_MAX];
 static unsigned bl_first, bl_count;
 
-/* The route gave peer p up (it found the peer's port closed, or the peer silent) while PVM
- * did not say it exited: its messages take PVM's path from now on; a waiting receiver gets
- * them that way instead of never. Lock held. */
-static void route_failed(struct cpvm_peer *p, int err)
-{
-    if (p->gone || p->tx != TX_ROUTED) return;
-    p->tx = TX_REFUSED;
-    atomic_fetch_add(&cpvm_stats.peers_gone, 1);
-    cpvm_log("the route to t%x failed (%s): its messages take PVM's path", (unsigned)p->tid,
-             cor_strerror(err));
-}
-
-/* Sends a routed image on PVM's path after all: rebuilt as the libpvm3 message it was (same
- * encoding, context and tag). Lock held. */
-static void resend_on_pvm(int tid, const void *image, size_t len)
-{
-    char *dst[CPVM_DETACH_MAX];
-    int dlen[CPVM_DETACH_MAX], n = 0;
-    struct lp_msg *m =
-        cpvm_image_check(image, len) ? cpvm_in_message(image, len, dst, dlen, &n) : NULL;
-    if (!m || n) { /* (only images without detached pieces go on in the background) */
-        if (m) cpvm_in_discard(m);
-        atomic_fetch_add(&cpvm_stats.dropped, 1);
-        return;
-    }
-    int mid = m->mid, ctx = cpvm_image_word(image, H_CTX), tag = cpvm_image_word(image, H_TAG);
-    int old = REAL(pvm_setsbuf, mid), octx = REAL(pvm_setcontext, ctx);
-    if (REAL(pvm_send, tid, tag) >= 0)
-        atomic_fetch_add_explicit(&cpvm_stats.pvm_sent, 1, memory_order_relaxed);
-    REAL(pvm_setcontext, octx);
-    REAL(pvm_setsbuf, old);
-    REAL(pvm_freebuf, mid);
-}
-
 /* Tests one background send (progressing the routes): true once it is complete. A send
- * that failed goes PVM's way, unless PVM said the peer exited. */
+ * that failed means the route gave the peer up: what it did not confirm goes PVM's way. */
 static bool background_done(struct backlog *b)
 {
     int done = 0, err = b->req ? cor_test(&b->req, &done, NULL) : COR_OK;
     if (b->req && !done) return false;
-    if (err && b->peer && !b->peer->gone) {
-        route_failed(b->peer, err);
-        resend_on_pvm(b->peer->tid, b->image, b->len);
-    } else if (err) { /* too late to tell the caller: the peer is gone */
-        atomic_fetch_add(&cpvm_stats.dropped, 1);
-        cpvm_log("a routed message failed after pvm_send returned: %s", cor_strerror(err));
-    }
+    b->u->in_flight = false;
+    if (b->u->released) unconf_free(b->u);
+    if (err) cpvm_route_gave_up(b->peer, false);
     return true;
 }
 
@@ -138,10 +205,9 @@ static unsigned reap(void)
         struct backlog *b = &backlog[bl_first];
         int done = 0;
         if (cor_peek(b->req, &done) == COR_OK && !done) return bl_count;
-        background_done(b);
-        cpvm_image_release(b->image, b->cap);
         bl_first = (bl_first + 1) % BACKLOG_MAX;
         bl_count--;
+        background_done(b);
     }
     return 0;
 }
@@ -163,17 +229,100 @@ static void reap_until(unsigned most)
 void cpvm_sends_drain(void)
 {
     reap_until(0);
+    /* Leaving: what peers did not confirm yet is not kept (its memory is the core's). */
+    for (int r = 0; r < cpvm_rt.capacity; r++) {
+        struct cpvm_peer *p = cpvm_peer_of_rank(r);
+        for (struct unconf *u; p && (u = unconf_pop(p));)
+            unconf_drop(u);
+    }
+}
+
+/* Until peer p confirmed enough of our messages, or its route gave it up. Lock held. */
+static void wait_confirms(struct cpvm_peer *p)
+{
+    uint64_t next_look = cpvm_now_ns() + 1000000;
+    while (p->nunconf >= UNCONF_MAX && p->tx == TX_ROUTED && !cpvm_nested()) {
+        reap();
+        cpvm_pump();
+        look_for_exits(&next_look);
+        if (p->nunconf < UNCONF_MAX || p->tx != TX_ROUTED) break;
+        int depth = cpvm_unlock_all();
+        cpvm_routed_wait(0, 1000, NULL, NULL);
+        cpvm_relock_all(depth);
+    }
+}
+
+/* In the background: the image u (its number already in it) to peer p. Lock held. */
+static void background_send(struct cpvm_peer *p, cor_req_t req, struct unconf *u)
+{
+    reap_until(BACKLOG_MAX - 1);
+    backlog[(bl_first + bl_count++) % BACKLOG_MAX] = (struct backlog){req, u, p};
+}
+
+/* An image that only confirms what we took from p, routed; false if it could not go. */
+static bool confirm_routed(struct cpvm_peer *p)
+{
+    struct unconf *u = malloc(sizeof *u);
+    void *img = u ? cor_getBuffer(COR_BYTE, CPVM_HDR_BYTES) : NULL;
+    cor_req_t req = COR_REQ_NULL;
+    if (img) {
+        cpvm_image_header(img, 0, 0, 0, 0, 0, pvmmytid, p->tid);
+        cpvm_image_set_word(img, H_ACK, (int)p->rx_seq);
+    }
+    if (!img || cor_sendI_as(cpvm_rt.inbox, cor_task_idp(p->rank, p->inbox_index), cpvm_rt.ctx,
+                             CPVM_DATA_TAG, COR_BYTE, img, CPVM_HDR_BYTES, &req)) {
+        if (img) cor_releaseBuffer(img);
+        free(u);
+        return false;
+    }
+    *u = (struct unconf){.image = img, .cap = CPVM_HDR_BYTES, .in_flight = true, .released = true};
+    background_send(p, req, u);
+    return true;
+}
+
+void cpvm_send_confirms(void)
+{
+    cpvm_confirms_due = false;
+    for (int r = 0; r < cpvm_rt.capacity; r++) {
+        struct cpvm_peer *p = cpvm_peer_of_rank(r);
+        if (!p || !p->confirm_due) continue;
+        p->confirm_due = false;
+        if (p->gone || p->rx_seq == p->rx_confirmed) continue;
+        p->rx_confirmed = p->rx_seq;
+        if (p->tx != TX_ROUTED || !confirm_routed(p))
+            cpvm_ctl_send(p->tid, CTL_CONFIRM, (int)p->rx_seq);
+    }
+}
+
+/* We took message number seq of p's. */
+static void taken(struct cpvm_peer *p, uint32_t seq)
+{
+    p->rx_seq = seq;
+    if (p->rx_seq - p->rx_confirmed >= CONFIRM_EVERY && !p->confirm_due) {
+        p->confirm_due = true;
+        cpvm_confirms_due = true;
+    }
 }
 
 /* Sends a built message to peer p: the image, then its detached pieces. An image alone goes
- * on in the background (o's image is then taken over). PVM status. */
+ * on in the background (o's image is then taken over, and kept until p confirms it). PVM
+ * status. */
 static int send_out(struct cpvm_peer *p, struct cpvm_out *o)
 {
     cor_req_t req[1 + CPVM_DETACH_MAX] = {0};
     cor_idp_t to = cor_task_idp(p->rank, p->inbox_index);
     reap();
+    struct unconf *u = o->npiece ? NULL : malloc(sizeof *u);
+    if (!o->npiece && !u) return PvmNoMem;
+    uint32_t seq = p->tx_seq + 1;
+    cpvm_image_set_word(o->image, H_SEQ, (int)seq);
+    cpvm_image_set_word(o->image, H_ACK, (int)p->rx_seq);
     int n = 0, err = cor_sendI_as(cpvm_rt.inbox, to, cpvm_rt.ctx, CPVM_DATA_TAG, COR_BYTE, o->image,
                                   o->image_len, &req[n]);
+    if (!err) {
+        p->tx_seq = seq;
+        p->rx_confirmed = p->rx_seq; /* (its H_ACK) */
+    }
     for (int i = 0; !err && i < o->npiece; i++) {
         err = cor_sendI_as(cpvm_rt.inbox, to, cpvm_rt.ctx, CPVM_FRAG_TAG, COR_BYTE,
                            o->piece[i].data, (size_t)o->piece[i].len, &req[++n]);
@@ -185,12 +334,20 @@ static int send_out(struct cpvm_peer *p, struct cpvm_out *o)
      * waiting sender drives itself, while in the background it would wait for the core's
      * listener naps. */
     if (!err && !o->npiece) {
-        reap_until(BACKLOG_MAX - 1);
-        backlog[(bl_first + bl_count++) % BACKLOG_MAX] =
-            (struct backlog){req[0], o->image, o->image_cap, o->image_len, p};
+        *u = (struct unconf){NULL, seq, o->image, o->image_cap, o->image_len, true, false};
         o->image = NULL;
+        if (p->unconf_tail)
+            p->unconf_tail->next = u;
+        else
+            p->unconf_head = u;
+        p->unconf_tail = u;
+        p->nunconf++;
+        background_send(p, req[0], u);
+        if (p->nunconf >= UNCONF_MAX) wait_confirms(p);
     } else {
+        free(u);
         werr = finish_sends(req, n);
+        if (!err && !werr) cpvm_confirmed(p, seq); /* its pieces are in the message p took */
     }
     if (err || werr) return cpvm_error(err ? err : werr);
     atomic_fetch_add_explicit(&cpvm_stats.routed_sent, 1, memory_order_relaxed);
@@ -224,9 +381,9 @@ static int route_send(int tid, int tag, int *rc)
     if (*rc < 0) return 1;
     *rc = send_out(p, &o);
     cpvm_out_release(&o);
-    if (*rc < 0 && !p->gone && p->tx == TX_ROUTED && *rc != PvmNoMem) {
-        route_failed(p, COR_EPEERDEAD);
-        return 0; /* the caller sends it PVM's way */
+    if (*rc < 0 && !p->gone && *rc != PvmNoMem) {
+        cpvm_route_gave_up(p, false); /* what p did not confirm goes PVM's way first */
+        return 0;                     /* then this one: the caller sends it */
     }
     return 1;
 }
@@ -324,6 +481,11 @@ CPVM_API int pvm_psend(int tid, int tag, void *buf, int len, int type)
         /* The bytes of the data, as libpvm3's psend packs them. */
         rc = send_out(p, &o);
         cpvm_out_release(&o);
+        if (rc < 0 && !p->gone && rc != PvmNoMem) { /* as route_send: PVM's way after all */
+            cpvm_route_gave_up(p, false);
+            rc = REAL(pvm_psend, tid, tag, buf, len, type);
+            atomic_fetch_add_explicit(&cpvm_stats.pvm_sent, 1, memory_order_relaxed);
+        }
     }
     cpvm_leave();
     return rc < 0 ? rc : PvmOk;
@@ -591,8 +753,20 @@ static void take(void *data, const cor_status_t *st)
     char *dst[CPVM_DETACH_MAX];
     int len[CPVM_DETACH_MAX], n = 0;
     if (!st->error && data && p && p->connected && cpvm_image_check(data, st->count) &&
-        cpvm_image_word(data, H_SRC) == p->tid)
-        m = cpvm_in_message(data, st->count, dst, len, &n);
+        cpvm_image_word(data, H_SRC) == p->tid) {
+        uint32_t seq = (uint32_t)cpvm_image_word(data, H_SEQ);
+        cpvm_confirmed(p, (uint32_t)cpvm_image_word(data, H_ACK));
+        if (!seq && st->count == (size_t)CPVM_HDR_BYTES) { /* it only confirms */
+            cor_releaseBuffer(data);
+            return;
+        }
+        if (seq && !seq_after(seq, p->rx_seq)) { /* taken already, PVM's way: p was slow */
+            cor_releaseBuffer(data);
+            atomic_fetch_add(&cpvm_stats.duplicates, 1);
+            return;
+        }
+        if (seq && (m = cpvm_in_message(data, st->count, dst, len, &n))) taken(p, seq);
+    }
     if (data) cor_releaseBuffer(data);
     if (!m) {
         atomic_fetch_add(&cpvm_stats.dropped, 1);
@@ -614,6 +788,49 @@ static void take(void *data, const cor_status_t *st)
             e->failed = true;
     }
     pthread_mutex_unlock(&ring_lock);
+}
+
+/* A routed image that came PVM's way (its sender's route gave us up): taken unless we took
+ * its number already, at once (later messages of the pair on PVM's path come after it).
+ * Runs inside libpvm3, as a message handler; lock held. */
+int cpvm_resend_handler(int mid)
+{
+    int bytes = 0, tag = 0, src = 0, len = 0, n = 0;
+    struct cpvm_peer *p = NULL;
+    char *img = NULL, *dst[CPVM_DETACH_MAX];
+    int dlen[CPVM_DETACH_MAX];
+    struct lp_msg *m = NULL;
+    cpvm_pump(); /* routed messages that came complete before it go first */
+    if (REAL(pvm_bufinfo, mid, &bytes, &tag, &src) >= 0 && (p = cpvm_peer_find(src)) &&
+        p->connected && !p->gone && REAL(pvm_upkint, &len, 1, 1) >= 0 && len >= CPVM_HDR_BYTES &&
+        len <= bytes && (img = malloc((size_t)len)) && REAL(pvm_upkbyte, img, len, 1) >= 0 &&
+        cpvm_image_check(img, (size_t)len) && cpvm_image_word(img, H_SRC) == src &&
+        cpvm_image_word(img, H_SEQ) != 0) {
+        uint32_t seq = (uint32_t)cpvm_image_word(img, H_SEQ);
+        if (!seq_after(seq, p->rx_seq)) { /* the route brought it before */
+            free(img);
+            atomic_fetch_add(&cpvm_stats.duplicates, 1);
+            return 0;
+        }
+        m = cpvm_in_message(img, (size_t)len, dst, dlen, &n);
+        if (m && n) { /* (only images alone are sent again) */
+            cpvm_in_discard(m);
+            m = NULL;
+        }
+        if (m) taken(p, seq);
+    }
+    free(img);
+    if (!m) {
+        atomic_fetch_add(&cpvm_stats.dropped, 1);
+        return 0;
+    }
+    atomic_fetch_add(&cpvm_stats.resent_recv, 1);
+    if (!p->rx_switched) { /* its SWITCH came before this, on the same path */
+        p->rx_switched = true;
+        cpvm_release_held(p);
+    }
+    finish(m, p, false);
+    return 0;
 }
 
 int cpvm_pump(void)

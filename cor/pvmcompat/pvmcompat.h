@@ -279,6 +279,9 @@ struct cpvm_stats {
     _Atomic uint64_t pvm_sent, pvm_recv; /* sends and receives that went PVM's way */
     _Atomic uint64_t hello_sent, acks, naks, switches, held, dropped, peers_gone;
     _Atomic uint64_t readmitted; /* ranks taken over by a new task (route.c) */
+    /* A peer the route gave up (msgio.c): our unconfirmed messages sent again PVM's way, its
+     * that came so, and those of its that the route brought after all (dropped). */
+    _Atomic uint64_t resent, resent_recv, duplicates;
 };
 extern struct cpvm_stats cpvm_stats;
 void cpvm_stats_print(void); /* stderr, when COR_PVM_STATS is set */

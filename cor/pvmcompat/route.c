@@ -97,19 +97,46 @@ struct cpvm_peer *cpvm_peer_of_rank(int rank)
 static struct cpvm_ctl *events;
 static size_t nevents, cap_events;
 
-bool cpvm_has_deferred(void)
+/* Ranks the route gave up (the core's death notice, from a core thread): handled under the
+ * lock, by cpvm_run_deferred. */
+static _Atomic bool *gave_up; /* [gave_up_cap], never freed: a late notice may still come */
+static int gave_up_cap;
+static _Atomic bool gave_up_any;
+
+static void on_death(int rank, int err, void *arg)
 {
-    return nevents > 0;
+    (void)err;
+    (void)arg;
+    if (!gave_up || rank < 0 || rank >= gave_up_cap) return;
+    atomic_store(&gave_up[rank], true);
+    atomic_store(&gave_up_any, true);
+    cpvm_arrival(NULL, 0); /* a sleeping waiter runs it */
 }
 
-/* Sends a control message of `kind` to tid on PVM's path. Lock held. */
-static void ctl_send(int tid, int kind)
+static void handle_gave_up(void)
+{
+    if (!atomic_exchange(&gave_up_any, false)) return;
+    for (int r = 0; r < gave_up_cap; r++) {
+        if (!atomic_exchange(&gave_up[r], false)) continue;
+        struct cpvm_peer *p = cpvm_peer_of_rank(r);
+        if (p) cpvm_route_gave_up(p, false);
+    }
+}
+
+bool cpvm_has_deferred(void)
+{
+    return nevents > 0 || atomic_load(&gave_up_any) || cpvm_confirms_due;
+}
+
+/* Sends a control message of `kind` to tid on PVM's path; `value` goes in the rank's place
+ * (CTL_CONFIRM's number). Lock held. */
+static void ctl_send_value(int tid, int kind, int value)
 {
     int buf = REAL(pvm_mkbuf, PvmDataDefault);
     if (buf < 0) return;
     int old = REAL(pvm_setsbuf, buf);
     int head[CPVM_CTL_INTS];
-    cpvm_ctl_encode(kind, rt.session, rt.rank, (int)rt.inbox_index, rt.route, head);
+    cpvm_ctl_encode(kind, rt.session, value, (int)rt.inbox_index, rt.route, head);
     int alen = (int)strlen(rt.addr);
     REAL(pvm_pkint, head, CPVM_CTL_INTS, 1);
     REAL(pvm_pkint, &alen, 1, 1);
@@ -119,6 +146,16 @@ static void ctl_send(int tid, int kind)
     REAL(pvm_setcontext, ctx);
     REAL(pvm_setsbuf, old);
     REAL(pvm_freebuf, buf);
+}
+
+static void ctl_send(int tid, int kind)
+{
+    ctl_send_value(tid, kind, rt.rank);
+}
+
+void cpvm_ctl_send(int tid, int kind, int value)
+{
+    ctl_send_value(tid, kind, value);
 }
 
 static void queue_event(const struct cpvm_ctl *c)
@@ -273,6 +310,12 @@ static void handle(const struct cpvm_ctl *c)
     case CTL_BYE:
         p->said_bye = true;
         break;
+    case CTL_GAVEUP: /* its route gave us up: ours to it goes PVM's way too */
+        if (p->connected && !p->gone) cpvm_route_gave_up(p, true);
+        break;
+    case CTL_CONFIRM:
+        if (p->connected && !p->gone) cpvm_confirmed(p, (uint32_t)c->rank);
+        break;
     case CTL_EXITED:
         if (p->connected && !p->gone) {
             p->gone = true;
@@ -286,6 +329,8 @@ static void handle(const struct cpvm_ctl *c)
 
 void cpvm_run_deferred(void)
 {
+    handle_gave_up();
+    if (cpvm_confirms_due && !rt.leaving) cpvm_send_confirms();
     if (!nevents) return;
     /* handle() may send, and sending may read more control messages: take a batch. */
     for (int rounds = 0; nevents && rounds < 64; rounds++) {
@@ -503,6 +548,12 @@ static int join(int opt)
         return PvmNoMem;
     }
     rt.inbox_index = cor_idp_index(rt.inbox);
+    /* A peer the route gives up: what it did not confirm goes PVM's way (msgio.c). */
+    if (!gave_up && (gave_up = calloc((size_t)rt.capacity, sizeof *gave_up)))
+        gave_up_cap = rt.capacity;
+    if (!gave_up || (err = cor_domain_on_death_add(on_death, NULL)))
+        cpvm_log("no death notices (%s): a peer the route gives up is noticed at a send",
+                 cor_strerror(err ? err : COR_ENOMEM));
     /* A waiter asleep (wait.c) wakes when a routed message reaches the inbox. */
     if ((err = cor_task_on_arrival(rt.inbox, cpvm_arrival, NULL)))
         cpvm_log("no arrival hook (%s): blocked receives look every millisecond",
@@ -540,6 +591,7 @@ void cpvm_setup(void)
     rt.setup = true;
     cpvm_addmhf_own(-1, CTL_TAG, CTL_CTX, ctl_handler);
     cpvm_addmhf_own(-1, EXIT_TAG, CTL_CTX, exit_handler);
+    cpvm_addmhf_own(-1, RESEND_TAG, CTL_CTX, cpvm_resend_handler);
     rt.env_route = route_of_env();
     if (rt.env_route) {
         rt.opt = rt.env_route;

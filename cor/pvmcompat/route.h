@@ -8,7 +8,8 @@
 #define CTL_CTX 0x7fff5    /* PVM context of control messages: below PVM's system contexts */
 #define CTL_TAG 0x434f5201 /* "COR" 1 */
 #define EXIT_TAG 0x434f5202
-#define NEVER_TAG 0x434f52ff /* no message has it: a probe for it reads PVM's sockets */
+#define RESEND_TAG 0x434f5203 /* a routed image sent again on PVM's path (msgio.c) */
+#define NEVER_TAG 0x434f52ff  /* no message has it: a probe for it reads PVM's sockets */
 
 #define CPVM_MBOX_SESSION "CoR.session"
 #define CPVM_MBOX_RANKS "CoR.ranks"
@@ -19,7 +20,8 @@
 
 enum tx_state { TX_NEW = 0, TX_HELLO, TX_ROUTED, TX_REFUSED, TX_GONE };
 
-struct held; /* a routed message waiting for its sender's SWITCH (msgio.c) */
+struct held;   /* a routed message waiting for its sender's SWITCH (msgio.c) */
+struct unconf; /* a routed message the peer has not confirmed yet (msgio.c) */
 
 struct cpvm_peer {
     int tid;
@@ -29,6 +31,13 @@ struct cpvm_peer {
     bool connected, rx_switched, said_bye, gone;
     uint64_t next_look_ns, look_gap_ns; /* when to look for its mailbox entry again */
     struct held *held_head, *held_tail;
+    /* The pair's message numbers (see msgio.c, "numbers"): ours to it, the last it
+     * confirmed, what we keep until it does; its to us: the last we took, and the last we
+     * confirmed. */
+    uint32_t tx_seq, tx_confirmed, rx_seq, rx_confirmed;
+    struct unconf *unconf_head, *unconf_tail;
+    unsigned nunconf;
+    bool confirm_due;
 };
 
 struct cpvm_route {
@@ -58,6 +67,8 @@ bool cpvm_routing(void); /* the task's option names the route it joined */
 /* Whether a message with this tag, sent in the current context, is PVM's own protocol:
  * then it takes PVM's path whatever the route option. Lock held. */
 bool cpvm_pvm_protocol(int tag);
+/* A control message of `kind` to tid on PVM's path, `value` in its rank field. Lock held. */
+void cpvm_ctl_send(int tid, int kind, int value);
 /* Reads what PVM's sockets hold now (control messages run their handlers). Lock held. */
 void cpvm_read_sockets(void);
 
@@ -75,5 +86,15 @@ int cpvm_inbound_start(void);
 void cpvm_inbound_stop(void);
 void cpvm_release_held(struct cpvm_peer *p);
 void cpvm_sends_drain(void); /* waits for the sends still going on in the background */
+/* The route gave peer p up (or p says it gave us up: told = true): what p has not confirmed
+ * goes PVM's way, in order, and so does everything after. Lock held. */
+void cpvm_route_gave_up(struct cpvm_peer *p, bool told);
+/* p confirmed our messages up to number seq. Lock held. */
+void cpvm_confirmed(struct cpvm_peer *p, uint32_t seq);
+/* Sends the confirmations that are due. Lock held, outermost level. */
+void cpvm_send_confirms(void);
+extern bool cpvm_confirms_due;
+/* The handler of RESEND_TAG: a routed image that came PVM's way. */
+int cpvm_resend_handler(int mid);
 
 #endif

@@ -46,6 +46,11 @@ int cpvm_image_word(const void *img, int field)
     return word(img, field);
 }
 
+void cpvm_image_set_word(void *img, int field, int value)
+{
+    memcpy((char *)img + (size_t)field * sizeof value, &value, sizeof value);
+}
+
 void cpvm_image_header(void *img, int body, int ctx, int tag, int wid, int enc, int src, int dst)
 {
     int h[H_INTS] = {[H_LEN] = body, [H_CTX] = ctx, [H_TAG] = tag, [H_WID] = wid,
@@ -76,8 +81,8 @@ bool cpvm_ctl_decode(const int head[CPVM_CTL_INTS], int alen, const char *addr, 
                      struct cpvm_ctl *c)
 {
     memset(c, 0, sizeof *c);
-    if (head[1] != CPVM_CTL_VERSION || head[0] < CTL_HELLO || head[0] > CTL_BYE || src_tid <= 0 ||
-        alen < 0 || alen >= CPVM_ADDR_MAX)
+    if (head[1] != CPVM_CTL_VERSION || head[0] < CTL_HELLO || head[0] > CTL_CONFIRM ||
+        src_tid <= 0 || alen < 0 || alen >= CPVM_ADDR_MAX)
         return false;
     c->kind = head[0];
     c->tid = src_tid;

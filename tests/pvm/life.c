@@ -23,6 +23,13 @@
  *   life end HOW        spawns a child that exchanges routed messages with the master and
  *                       ends without pvm_exit: HOW = return (from main), exit (exit(0)) or
  *                       kill (the master kills it with SIGKILL). Prints "life: end HOW ok".
+ *   life giveup N SECS  spawns a child, exchanges a few messages (the pair switches to the
+ *                       route both ways), stops the child (SIGSTOP), sends it N numbered
+ *                       messages, waits SECS (the route gives the silent child up), lets it
+ *                       go on (SIGCONT) and sends 5 more; the child checks that it got all
+ *                       of them exactly once and in order, then sends 5 numbered messages
+ *                       back (its own route has not given the master up). Prints
+ *                       "life: giveup got G of T, bad B, back K of 5, bad D".
  *   life hold SECS      a routed task that lives on: prints "life: holding rank R" (its CoR
  *                       domain rank, -1 if it has none), then stays (keeping its session
  *                       alive) until its standard input ends or SECS pass, and leaves.
@@ -32,6 +39,7 @@
  */
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -336,6 +344,90 @@ static int end_master(const char *self, const char *how)
     return yes ? 0 : 1;
 }
 
+/* ---- giveup ---- */
+
+#define GIVEUP_AFTER 5 /* messages sent after the give-up, each way */
+
+static int giveup_child(void)
+{
+    int parent = pvm_parent(), total = 0, got = 0, bad = 0, pid = (int)getpid();
+    for (int i = 0; i < 3; i++) { /* warm: the pair switches to the route both ways */
+        if (recv_bounded(parent, TAG_DATA) <= 0) return 1;
+        send_int(parent, TAG_DATA, i);
+    }
+    send_int(parent, TAG_HELLO, pid);
+    if (recv_bounded(parent, TAG_HELLO) <= 0) return 1; /* how many will come */
+    pvm_upkint(&total, 1, 1);
+    for (int k = 0; k < total; k++) { /* each exactly once, in order: 1000 + k */
+        int v = -1;
+        if (recv_bounded(parent, TAG_DATA) <= 0) break;
+        pvm_upkint(&v, 1, 1);
+        got++;
+        if (v != 1000 + k) bad++;
+    }
+    if (recv_bounded(parent, TAG_WAKE) <= 0) bad++; /* the end marker: nothing after it */
+    struct timeval none = {0, 200000};
+    if (pvm_trecv(parent, TAG_DATA, &none) > 0) bad++; /* a duplicate */
+    pvm_initsend(PvmDataDefault);
+    pvm_pkint(&got, 1, 1);
+    pvm_pkint(&bad, 1, 1);
+    pvm_send(parent, TAG_ANSWER);
+    for (int k = 0; k < GIVEUP_AFTER; k++)
+        send_int(parent, TAG_DATA, 2000 + k);
+    if (recv_bounded(parent, TAG_EXIT) <= 0) return 1;
+    pvm_exit();
+    return 0;
+}
+
+static int giveup_master(const char *self, int n, double secs)
+{
+    char *args[] = {"giveup-child", NULL};
+    int c, pid = 0, rank = -1;
+    pvm_catchout(stderr); /* the child's counters (COR_PVM_STATS) */
+    if (spawn_one(self, args, &c)) return 2;
+    for (int i = 0; i < 3; i++) {
+        send_int(c, TAG_DATA, i);
+        if (recv_bounded(c, TAG_DATA) <= 0) return 1;
+    }
+    if (recv_bounded(c, TAG_HELLO) <= 0) return 1;
+    pvm_upkint(&pid, 1, 1);
+    bool routed = pvm_cor_domain(c, &rank) == PvmOk;
+    if (pid <= 0 || kill(pid, SIGSTOP)) {
+        fprintf(stderr, "life: cannot stop t%x (pid %d)\n", (unsigned)c, pid);
+        return 1;
+    }
+    int total = n + GIVEUP_AFTER;
+    send_int(c, TAG_HELLO, total);
+    for (int k = 0; k < n; k++)
+        send_int(c, TAG_DATA, 1000 + k);
+    struct timeval wait = {(long)secs, (long)((secs - (long)secs) * 1e6)};
+    pvm_trecv(c, TAG_ANSWER, &wait); /* nothing comes: the child is stopped */
+    kill(pid, SIGCONT);
+    for (int k = n; k < total; k++)
+        send_int(c, TAG_DATA, 1000 + k);
+    send_int(c, TAG_WAKE, 0);
+    int got = -1, bad = -1, back = 0, back_bad = 0;
+    if (recv_bounded(c, TAG_ANSWER) > 0) {
+        pvm_upkint(&got, 1, 1);
+        pvm_upkint(&bad, 1, 1);
+    }
+    for (int k = 0; k < GIVEUP_AFTER; k++) {
+        int v = -1;
+        if (recv_bounded(c, TAG_DATA) <= 0) break;
+        pvm_upkint(&v, 1, 1);
+        back++;
+        if (v != 2000 + k) back_bad++;
+    }
+    struct timeval none = {0, 200000};
+    if (pvm_trecv(c, TAG_DATA, &none) > 0) back_bad++; /* a duplicate */
+    send_int(c, TAG_EXIT, 0);
+    printf("life: giveup got %d of %d, bad %d, back %d of %d, bad %d, routed %c\n", got, total, bad,
+           back, GIVEUP_AFTER, back_bad, routed ? 'Y' : 'N');
+    fflush(stdout);
+    pvm_exit();
+    return got == total && bad == 0 && back == GIVEUP_AFTER && back_bad == 0 && routed ? 0 : 1;
+}
+
 /* ---- hold ---- */
 
 static int hold(double secs)
@@ -368,11 +460,14 @@ int main(int argc, char **argv)
         return spawn_master(argv[0], atoi(argv[2]), argc > 3 ? atoi(argv[3]) : 1);
     if (!strcmp(mode, "end") && argc > 2) return end_master(argv[0], argv[2]);
     if (!strcmp(mode, "hold") && argc > 2) return hold(atof(argv[2]));
+    if (!strcmp(mode, "giveup-child")) return giveup_child();
+    if (!strcmp(mode, "giveup") && argc > 3)
+        return giveup_master(argv[0], atoi(argv[2]), atof(argv[3]));
     if (!strcmp(mode, "churn-child")) return churn_child(argc > 2 ? atoi(argv[2]) : 1);
     if (!strcmp(mode, "churn") && argc > 3)
         return churn_master(argv[0], atoi(argv[2]), atoi(argv[3]), argc > 4 ? atoi(argv[4]) : 3);
     fprintf(stderr, "usage: life idle SECS | spawn N [ROUNDS] | end return|exit|kill | hold SECS | "
-                    "churn N K [ROUNDS]\n");
+                    "churn N K [ROUNDS] | giveup N SECS\n");
     pvm_exit();
     return 2;
 }
