@@ -186,14 +186,18 @@ static struct backlog {
 } backlog[BACKLOG_MAX];
 static unsigned bl_first, bl_count;
 
-/* Tests one background send (progressing the routes): true once it is complete. A send
- * that failed means the route gave the peer up: what it did not confirm goes PVM's way. */
+/* Tests one background send (progressing the routes): true once it is complete (and then
+ * retired: b->u is NULL). A send that failed means the route gave the peer up: what it did
+ * not confirm goes PVM's way (no backlog entry is added or removed meanwhile). */
 static bool background_done(struct backlog *b)
 {
+    if (!b->u) return true;
     int done = 0, err = b->req ? cor_test(&b->req, &done, NULL) : COR_OK;
     if (b->req && !done) return false;
-    b->u->in_flight = false;
-    if (b->u->released) unconf_free(b->u);
+    struct unconf *u = b->u;
+    b->u = NULL;
+    u->in_flight = false;
+    if (u->released) unconf_free(u);
     if (err) cpvm_route_gave_up(b->peer, false);
     return true;
 }
@@ -204,10 +208,10 @@ static unsigned reap(void)
     while (bl_count) {
         struct backlog *b = &backlog[bl_first];
         int done = 0;
-        if (cor_peek(b->req, &done) == COR_OK && !done) return bl_count;
+        if (b->u && cor_peek(b->req, &done) == COR_OK && !done) return bl_count;
+        if (!background_done(b)) return bl_count;
         bl_first = (bl_first + 1) % BACKLOG_MAX;
         bl_count--;
-        background_done(b);
     }
     return 0;
 }
