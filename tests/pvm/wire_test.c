@@ -129,6 +129,32 @@ static void ctl_roundtrip(void)
     cpvm_ctl_encode(CTL_SWITCH, session, 12, 1, 8, head);
     EXPECT_TRUE(cpvm_ctl_decode(head, 0, NULL, 0x40003, &c));
     EXPECT_EQ(c.kind, CTL_SWITCH);
+    /* GAVEUP carries nothing; CONFIRM a message number in the rank's place, any value (the
+     * numbers wrap) */
+    cpvm_ctl_encode(CTL_GAVEUP, session, 0, 1, 8, head);
+    EXPECT_TRUE(cpvm_ctl_decode(head, 0, NULL, 0x40003, &c));
+    EXPECT_EQ(c.kind, CTL_GAVEUP);
+    cpvm_ctl_encode(CTL_CONFIRM, session, -7, 1, 8, head);
+    EXPECT_TRUE(cpvm_ctl_decode(head, 0, NULL, 0x40003, &c));
+    EXPECT_EQ(c.kind, CTL_CONFIRM);
+    EXPECT_EQ(c.rank, -7);
+}
+
+/* The pair's numbers ride in the header: built as 0, set, read back; an image that only
+ * confirms (no body, no fragment) is a good image. */
+static void image_numbers(void)
+{
+    char img[CPVM_HDR_BYTES];
+    cpvm_image_header(img, 0, 0, 0, 0, 0, 0x40003, 0x40004);
+    EXPECT_EQ(cpvm_image_word(img, H_SEQ), 0);
+    EXPECT_EQ(cpvm_image_word(img, H_ACK), 0);
+    cpvm_image_set_word(img, H_SEQ, -2); /* 0xfffffffe: numbers wrap */
+    cpvm_image_set_word(img, H_ACK, 77);
+    EXPECT_EQ(cpvm_image_word(img, H_SEQ), -2);
+    EXPECT_EQ(cpvm_image_word(img, H_ACK), 77);
+    EXPECT_EQ(cpvm_image_word(img, H_SRC), 0x40003);
+    EXPECT_EQ(cpvm_image_word(img, H_DST), 0x40004);
+    EXPECT_TRUE(cpvm_image_check(img, sizeof img));
 }
 
 static void ctl_bad(void)
@@ -168,6 +194,7 @@ int main(void)
         {"routed image: good ones, walked", image_good},
         {"routed image: detached fragments", image_detached},
         {"routed image: malformed ones refused", image_bad},
+        {"routed image: the pair's numbers", image_numbers},
         {"control message: encode/decode", ctl_roundtrip},
         {"control message: out-of-range fields refused", ctl_bad},
         {NULL, NULL},
