@@ -1,9 +1,10 @@
 #!/bin/sh
 # The man pages. Section 1: each renders with `man -l` without a warning, has its sections,
 # names every option its tool's --help lists, and `make install-man` installs it. Section 3
-# (man/): each renders without a warning and has its sections, every SEE ALSO reference
-# exists, every page is reached from cor(3), every public call of the headers is named in a
-# page's NAME, and after `make install` `man NAME` shows that page for every name.
+# (man/): each renders without a warning and has its sections, every page is reached from
+# cor(3), every public call of the headers is named in a page's NAME, and after
+# `make install` every page is there and `man NAME` shows its page for every name. Every
+# SEE ALSO reference of both sections is one of our pages or links (or one man finds here).
 set -u
 top=${COR_BUILDDIR:?run me through make check}
 src=${COR_SRCDIR:?run me through make check}
@@ -81,6 +82,30 @@ pages=$(cd "$m3" && ls ./*.3 | sed 's|^\./||')
 # every name a page answers to: its own and its links
 (cd "$m3" && for p in $pages; do echo "$(basename "$p" .3) $(basename "$p" .3)"; done
     sh "$links" names $pages) | sort -u >"$dir/names"
+# SEE ALSO of every page, sections 1 and 3: each reference is one of our pages or links, or
+# (pvm(1)) a page man finds on this machine.
+man1="$src/apps/man/cor-run.1 $src/apps/man/cor-bench.1 $src/apps/man/cor-info.1 \
+    $src/apps/man/cor-pvm.1 $src/apps/man/pvm-bench.1 $src/libgm-compat/tools/gm-info.1 \
+    $src/libgm-compat/tools/gm-pingpong.1"
+for p in $man1; do basename "$p" .1; done >"$dir/names1"
+for p in $man1 $(for q in $pages; do echo "$m3/$q"; done); do
+    name=$(basename "$p")
+    name=${name%.[13]}
+    sed -n '/^\.SH SEE ALSO/,/^\.SH /p' "$p" | grep -E '^\.BR ' >"$dir/$name.refs"
+    [ -s "$dir/$name.refs" ] || fail "$name: SEE ALSO names no page"
+    while read -r _ r sec _; do
+        r=$(printf '%s' "$r" | sed 's/\\-/-/g')
+        case $sec in
+        "(3)"*) grep -q "^$r " "$dir/names" && continue ;;
+        "(1)"*) grep -qx "$r" "$dir/names1" && continue ;;
+        *) fail "$name: SEE ALSO entry '$r $sec' is not NAME (SECTION)"; continue ;;
+        esac
+        sec=${sec#(}
+        sec=${sec%%)*}
+        man -w "$sec" "$r" >/dev/null 2>&1 ||
+            fail "$name: SEE ALSO $r($sec), which is neither our page nor one man finds"
+    done <"$dir/$name.refs"
+done
 for p in $pages; do
     name=$(basename "$p" .3)
     LC_ALL=C MANWIDTH=80 timeout 30 man --warnings -l "$m3/$p" >"$dir/$name.3.txt" 2>"$dir/$name.3.err"
@@ -93,13 +118,7 @@ for p in $pages; do
     for section in $want; do
         grep -q "^$(echo "$section" | tr _ ' ')" "$dir/$name.3.txt" || fail "$p: no $section section"
     done
-    # SEE ALSO: every section 3 reference is a page or a link
-    sed -n '/^\.SH SEE ALSO/,/^\.SH /p' "$m3/$p" | grep -oE '^\.BR [A-Za-z_]+ \(3\)' |
-        awk '{print $2}' >"$dir/$name.refs"
-    [ -s "$dir/$name.refs" ] || fail "$p: SEE ALSO names no section 3 page"
-    while read -r r; do
-        grep -q "^$r " "$dir/names" || fail "$p: SEE ALSO $r(3), which no page or link is"
-    done <"$dir/$name.refs"
+    grep -q '^\.BR [A-Za-z_]* (3)' "$dir/$name.refs" || fail "$p: SEE ALSO names no section 3 page"
 done
 # every page is reached from cor(3) by SEE ALSO and the pages cor(3) lists
 reached=" cor "
@@ -124,7 +143,8 @@ done
 route_h=$src/include/cor/route.h
 [ -f "$route_h" ] || route_h=$src/cor/core/route.h
 {
-    grep -hE '^COR_API' "$src"/include/cor/cor.h "$src"/include/cor/raw.h "$src"/include/cor/dsm.h
+    grep -hE '^COR_API' "$src"/include/cor/cor.h "$src"/include/cor/raw.h "$src"/include/cor/dsm.h \
+        "$src"/include/cor/pvm.h
     grep -hE '^static inline [a-z_ ]+ \**cor_idp_[a-z]+\(' "$src"/include/cor/cor.h
     grep -hE '^int pvm_cor_[a-z_]+\(' "$src"/include/cor/pvm.h
     grep -hE '^GM_ENTRY_POINT' "$src"/libgm-compat/include/gm_compat.h
@@ -147,9 +167,20 @@ if make -s -C "$top/man" install DESTDIR="$dir/inst3" >"$dir/install3.log" 2>&1;
         fail "make -C man install put no man3 folder"
     else
         mp=$(dirname "$mp")
-        nlinks=0 shown=" "
+        nlinks=0 shown=" " missing=" "
         while read -r n page; do
-            [ -f "$mp/man3/$page.3" ] || continue # a page this build does not install
+            if [ ! -f "$mp/man3/$page.3" ]; then
+                # only the pages of a part this build leaves out may be missing
+                case $page in
+                pvm_*) [ -x "$top/apps/cor-pvm" ] || continue ;;
+                gm_*) [ -x "$top/libgm-compat/tools/gm-info" ] || continue ;;
+                esac
+                case $missing in *" $page "*) ;; *)
+                    missing="$missing$page "
+                    fail "make -C man install did not install $page.3 (man/Makefile.am)" ;;
+                esac
+                continue
+            fi
             f=$(man -w -M "$mp" 3 "$n" 2>/dev/null) || { fail "man 3 $n: not found after make install"; continue; }
             # the link page itself, or (man-db may follow it) the page
             if [ "$f" != "$mp/man3/$page.3" ] && [ "$(cat "$f")" != ".so man3/$page.3" ]; then
