@@ -160,10 +160,7 @@ void cpvm_route_gave_up(struct cpvm_peer *p, bool told)
                  told ? "to us was given by" : "gave", (unsigned)p->tid, p->nunconf);
     }
     for (struct unconf *u; (u = unconf_pop(p));) {
-        if (p->gone) /* PVM said it exited: nobody to take them */
-            atomic_fetch_add(&cpvm_stats.dropped, 1);
-        else
-            resend(p, u);
+        if (!p->gone) resend(p, u); /* (gone: PVM said it exited, nobody takes them) */
         unconf_drop(u);
     }
     if (!was_routed || p->gone) return;

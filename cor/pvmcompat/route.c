@@ -228,6 +228,7 @@ static bool rank_taken_over(struct cpvm_peer *old, int tid)
         old->tx = TX_GONE;
         atomic_fetch_add(&cpvm_stats.peers_gone, 1);
         cor_domain_leave(old->rank, 0);
+        cpvm_route_gave_up(old, false);
     }
     rt.by_rank[old->rank] = NULL;
     atomic_fetch_add(&cpvm_stats.readmitted, 1);
@@ -322,6 +323,7 @@ static void handle(const struct cpvm_ctl *c)
             p->tx = TX_GONE;
             atomic_fetch_add(&cpvm_stats.peers_gone, 1);
             cor_domain_leave(p->rank, p->said_bye ? 0 : COR_EPEERDEAD);
+            cpvm_route_gave_up(p, false); /* (gone: what it did not confirm is dropped) */
         }
         break;
     }
