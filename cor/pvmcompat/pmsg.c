@@ -1,4 +1,5 @@
-/* Routed messages from and into libpvm3's own fragments (see pmsg.h). Lock: the big lock. */
+/* Routed messages from and into libpvm3's own fragments (see pmsg.h). Lock: the big lock, but
+ * for the copies of cpvm_pack_finish and cpvm_unpack into the calling thread's own message. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,7 +9,8 @@
 static long detach_min = -1;
 #define DETACH_MIN detach_min
 
-static int headroom = -1; /* libpvm3 keeps this much room before a fragment's data */
+static int headroom = -1;      /* libpvm3 keeps this much room before a fragment's data */
+static int send_headroom = -1; /* the same in a fragment libpvm3 packs into (its headers') */
 
 static struct lp_msg *msg_of(int mid)
 {
@@ -37,13 +39,98 @@ bool cpvm_layout_check(void)
         struct lp_frag *f = m->frag->link, *g = c->frag->link;
         ok = f != m->frag && f->link == m->frag && f->len == 4 && !memcmp(f->dat, &magic, 4) &&
              g != c->frag && g->link == c->frag && g->len == 4 && !memcmp(g->dat, &magic, 4) &&
-             g->dat >= g->buf && g->dat - g->buf < 4096 && g->max >= 4 + (g->dat - g->buf);
-        if (ok) headroom = (int)(g->dat - g->buf);
+             g->dat >= g->buf && g->dat - g->buf < 4096 && g->max >= 4 + (g->dat - g->buf) &&
+             f->dat >= f->buf && f->dat - f->buf < 4096;
+        /* The decoders' vector too: the copy's int read back through its slot (pack.c). */
+        int back = 0, old_rb = ok ? REAL(pvm_setrbuf, copy) : 0;
+        if (ok) {
+            ok = c->codef && LP_DECODER(c, LP_INT)(c, &back, 1, 1, sizeof back) == 0 &&
+                 back == magic;
+            REAL(pvm_setrbuf, old_rb);
+        }
+        if (ok) {
+            send_headroom = (int)(f->dat - f->buf);
+            headroom = (int)(g->dat - g->buf);
+        }
     }
     REAL(pvm_freebuf, mid);
     REAL(pvm_freebuf, img);
     if (copy > 0) REAL(pvm_freebuf, copy);
     return ok;
+}
+
+/* ---- packing and unpacking without the lock ---- */
+
+extern struct lp_msg *pvmsbuf, *pvmrbuf; /* the active buffers (the lock holder's) */
+extern struct Pvmtracer pvmtrc;          /* trctid > 0: libpvm3 traces calls */
+
+/* A pack this large copies without the lock into a fragment of its own (smaller ones are
+ * libpvm3's, under the lock: the copy costs less than a second turn of the lock). */
+#define PACK_OWN_MIN 16384
+
+bool cpvm_pack_prepare(const void *data, int cnt, int std, int size, struct cpvm_pack_job *job)
+{
+    struct lp_msg *m = pvmsbuf;
+    long bytes = (long)cnt * size;
+    /* Only PvmDataRaw keeps the bytes as they are; a group call's buffers stay under its
+     * lock; libpvm3's tracing of pvm_pk* would miss the event. */
+    if (send_headroom < 0 || !m || m->enc != pvmmydsig || !(m->flag & LP_MM_PACK) || !data ||
+        (std != 1 && cnt > 1) || bytes < PACK_OWN_MIN || bytes > INT32_MAX || cpvm_nested() ||
+        pvmtrc.trctid > 0)
+        return false;
+    struct lp_frag *last = m->frag->rlink;
+    int room = last == m->frag ? 0 : last->max - (int)(last->dat - last->buf) - last->len;
+    if (room < 0) room = 0;
+    if (room > bytes) room = (int)bytes;
+    *job = (struct cpvm_pack_job){m, NULL, data, room, (int)bytes};
+    if (room < bytes) {
+        /* (fr_new takes the frame from libpvm3's shared free list: here, under the lock) */
+        job->frag = (struct lp_frag *)REAL(fr_new, (int)bytes - room + send_headroom);
+        if (!job->frag) return false; /* libpvm3 reports it */
+    }
+    return true;
+}
+
+void cpvm_pack_finish(const struct cpvm_pack_job *job)
+{
+    struct lp_msg *m = job->msg;
+    if (job->room) {
+        struct lp_frag *last = m->frag->rlink;
+        memcpy(last->dat + last->len, job->src, (size_t)job->room);
+        last->len += job->room;
+    }
+    atomic_fetch_add_explicit(&cpvm_stats.packs_unlocked, 1, memory_order_relaxed);
+    struct lp_frag *fp = job->frag;
+    if (!fp) return;
+    fp->dat += send_headroom;
+    fp->len = job->bytes - job->room;
+    memcpy(fp->dat, job->src + job->room, (size_t)fp->len);
+    fp->link = m->frag; /* at the end of the list, before the master */
+    fp->rlink = m->frag->rlink;
+    m->frag->rlink->link = fp;
+    m->frag->rlink = fp;
+}
+
+struct lp_msg *cpvm_unpack_target(int cnt)
+{
+    struct lp_msg *m = pvmrbuf;
+    /* Native data only: its decoders copy out of the fragments and move the message's read
+     * position, nothing else (others convert through state of libpvm3's). */
+    if (headroom < 0 || !m || m->enc != pvmmydsig || cnt < 0 || cpvm_nested() || pvmtrc.trctid > 0)
+        return NULL;
+    return m;
+}
+
+int cpvm_unpack(struct lp_msg *m, enum lp_type type, void *data, int cnt, int std, int size,
+                const char *name)
+{
+    atomic_fetch_add_explicit(&cpvm_stats.unpacks_unlocked, 1, memory_order_relaxed);
+    int cc = LP_DECODER(m, type)(m, data, cnt, std, size);
+    if (cc >= 0) return PvmOk;
+    cpvm_enter(); /* libpvm3's error report: pvm_errno, the message if PvmAutoErr */
+    cc = REAL(lpvmerr, (char *)name, cc);
+    cpvm_leave();
+    return cc;
 }
 
 /* ---- sending ---- */

@@ -31,6 +31,28 @@ struct lp_msg {
     /* an XDR stream follows: never touched here */
 };
 
+/* libpvm3's `struct encvec`: per encoding, its init, then encoder and decoder of each type
+ * (byte, short, int, long, ushort, uint, ulong, float, double, cplx, dcplx), alternating. */
+typedef int (*lp_coder)(struct lp_msg *m, void *data, int cnt, int std, int size);
+struct lp_codec {
+    void *init[2];
+    lp_coder code[22];
+};
+enum lp_type {
+    LP_BYTE,
+    LP_SHORT,
+    LP_INT,
+    LP_LONG,
+    LP_USHORT,
+    LP_UINT,
+    LP_ULONG,
+    LP_FLOAT,
+    LP_DOUBLE,
+    LP_CPLX,
+    LP_DCPLX
+};
+#define LP_DECODER(m, type) (((const struct lp_codec *)(m)->codef)->code[2 * (type) + 1])
+
 #define LP_MM_PACK 1 /* being packed: fragment lengths need pmsg_setlen */
 /* Ours: marks a message that came over a CoR route (3.4.6 uses bits 1, 2, 4 and, on CSPP
  * only, 256; its unpackers keep the others). */
@@ -38,6 +60,27 @@ struct lp_msg {
 
 /* Once per task, lock held: true if libpvm3's messages look as mirrored. */
 bool cpvm_layout_check(void);
+
+/* ---- packing and unpacking without the big lock (pack.c) ---- */
+
+/* A pack of the calling thread's send buffer whose copy can be made without the lock: a large
+ * contiguous PvmDataRaw pack (a fragment of its own, allocated under the lock). */
+struct cpvm_pack_job {
+    struct lp_msg *msg;
+    struct lp_frag *frag; /* for what does not fit in the last fragment; NULL if all does */
+    const char *src;
+    int room, bytes; /* room left in the last fragment; bytes in all */
+};
+/* Lock held: true (and *job) if the pack of cnt items of size bytes at data with stride std
+ * into the active send buffer can copy without the lock; false: libpvm3 packs it. */
+bool cpvm_pack_prepare(const void *data, int cnt, int std, int size, struct cpvm_pack_job *job);
+void cpvm_pack_finish(const struct cpvm_pack_job *job); /* without the lock */
+/* Lock held: the active receive buffer if it can be unpacked without the lock (native data:
+ * libpvm3's decoders only read its fragments then), else NULL. */
+struct lp_msg *cpvm_unpack_target(int cnt);
+/* Without the lock: unpacks like pvm_upk<type> (`name`, for libpvm3's error report). */
+int cpvm_unpack(struct lp_msg *m, enum lp_type type, void *data, int cnt, int std, int size,
+                const char *name);
 
 /* ---- sending ---- */
 

@@ -44,6 +44,7 @@ struct pmsg *umbuf_new(void);
 struct frag *fr_new(int len);
 int pmsg_setlen(struct pmsg *mp);
 int pmsg_setenc(struct pmsg *mp, int enc);
+int lpvmerr(char *f, int n);
 extern int pvmmytid, pvmmydsig;
 
 /* Every libpvm3/libgpvm3 function libcorpvm calls or wraps. */
@@ -150,7 +151,8 @@ extern int pvmmytid, pvmmydsig;
     X(umbuf_new)                                                                                   \
     X(fr_new)                                                                                      \
     X(pmsg_setlen)                                                                                 \
-    X(pmsg_setenc)
+    X(pmsg_setenc)                                                                                 \
+    X(lpvmerr)
 /* clang-format on */
 
 /* libgpvm3, present only in programs that link it. */
@@ -282,6 +284,7 @@ struct cpvm_stats {
     /* A peer the route gave up (msgio.c): our unconfirmed messages sent again PVM's way, its
      * that came so, and those of its that the route brought after all (dropped). */
     _Atomic uint64_t resent, resent_recv, duplicates;
+    _Atomic uint64_t packs_unlocked, unpacks_unlocked; /* copies made without the lock */
 };
 extern struct cpvm_stats cpvm_stats;
 void cpvm_stats_print(void); /* stderr, when COR_PVM_STATS is set */

@@ -31,19 +31,51 @@
         CPVM_WRAP(fn, a, b, c, d);                                                                 \
     }
 
-/* Packing and unpacking the thread's active buffers. */
-#define PACKER(T, pk, upk) WRAP3(pk, T *, int, int) WRAP3(upk, T *, int, int)
-PACKER(char, pvm_pkbyte, pvm_upkbyte)
-PACKER(float, pvm_pkcplx, pvm_upkcplx)
-PACKER(double, pvm_pkdcplx, pvm_upkdcplx)
-PACKER(double, pvm_pkdouble, pvm_upkdouble)
-PACKER(float, pvm_pkfloat, pvm_upkfloat)
-PACKER(int, pvm_pkint, pvm_upkint)
-PACKER(long, pvm_pklong, pvm_upklong)
-PACKER(short, pvm_pkshort, pvm_upkshort)
-PACKER(unsigned int, pvm_pkuint, pvm_upkuint)
-PACKER(unsigned long, pvm_pkulong, pvm_upkulong)
-PACKER(unsigned short, pvm_pkushort, pvm_upkushort)
+/*
+ * Packing and unpacking the thread's active buffers. The message is the thread's own: the
+ * lock is taken to find it (and to allocate from libpvm3), but the copies run without it
+ * where libpvm3 would only copy (pmsg.c): a large PvmDataRaw pack, any unpack of native
+ * data. Threads moving large messages then do not wait for each other's copies.
+ */
+#define PACKER(T, pk, upk, type, size)                                                             \
+    CPVM_API int pk(T *p, int cnt, int std)                                                        \
+    {                                                                                              \
+        if (CPVM_PASS) return cpvm_real.pk(p, cnt, std);                                           \
+        struct cpvm_pack_job job;                                                                  \
+        cpvm_enter();                                                                              \
+        if (!cpvm_pack_prepare(p, cnt, std, size, &job)) {                                         \
+            int rc = REAL(pk, p, cnt, std);                                                        \
+            cpvm_leave();                                                                          \
+            return rc;                                                                             \
+        }                                                                                          \
+        cpvm_leave();                                                                              \
+        cpvm_pack_finish(&job);                                                                    \
+        return PvmOk;                                                                              \
+    }                                                                                              \
+    CPVM_API int upk(T *p, int cnt, int std)                                                       \
+    {                                                                                              \
+        if (CPVM_PASS) return cpvm_real.upk(p, cnt, std);                                          \
+        cpvm_enter();                                                                              \
+        struct lp_msg *m = cpvm_unpack_target(cnt);                                                \
+        if (!m) {                                                                                  \
+            int rc = REAL(upk, p, cnt, std);                                                       \
+            cpvm_leave();                                                                          \
+            return rc;                                                                             \
+        }                                                                                          \
+        cpvm_leave();                                                                              \
+        return cpvm_unpack(m, type, p, cnt, std, size, #upk);                                      \
+    }
+PACKER(char, pvm_pkbyte, pvm_upkbyte, LP_BYTE, 1)
+PACKER(float, pvm_pkcplx, pvm_upkcplx, LP_CPLX, 2 * (int)sizeof(float))
+PACKER(double, pvm_pkdcplx, pvm_upkdcplx, LP_DCPLX, 2 * (int)sizeof(double))
+PACKER(double, pvm_pkdouble, pvm_upkdouble, LP_DOUBLE, (int)sizeof(double))
+PACKER(float, pvm_pkfloat, pvm_upkfloat, LP_FLOAT, (int)sizeof(float))
+PACKER(int, pvm_pkint, pvm_upkint, LP_INT, (int)sizeof(int))
+PACKER(long, pvm_pklong, pvm_upklong, LP_LONG, (int)sizeof(long))
+PACKER(short, pvm_pkshort, pvm_upkshort, LP_SHORT, (int)sizeof(short))
+PACKER(unsigned int, pvm_pkuint, pvm_upkuint, LP_UINT, (int)sizeof(int))
+PACKER(unsigned long, pvm_pkulong, pvm_upkulong, LP_ULONG, (int)sizeof(long))
+PACKER(unsigned short, pvm_pkushort, pvm_upkushort, LP_USHORT, (int)sizeof(short))
 WRAP1(pvm_pkstr, char *)
 WRAP1(pvm_upkstr, char *)
 WRAP1(pvm_pkmesg, int)
