@@ -49,7 +49,11 @@ start_and_kill() {
 # only its probe of silent peers (a datagram the dead port's host refuses). Before them, such
 # survivors waited until the watchdog ("nothing completed for 15 s"), for gm 1 run in 7 of the
 # plain case too (a survivor with no credit left to return).
-for c in "udp udp" "udpq udp -q" "gm gm" "gmq gm -q"; do
+# recudpn, recgmn: nobody talks (peerdeath -n): each survivor waits for a message from the
+# victim, which it never sent anything; over udp only the sweep of peers never talked to
+# (cor/routes/udp/README.md, "Probes") finds the death. Before it, the survivors waited until
+# their 15 s watchdog.
+for c in "udp udp" "udpq udp -q" "udpn udp -n" "gm gm" "gmq gm -q" "gmn gm -n"; do
     set -- $c
     tag=rec$1
     say "$tag: $2 ${3:-}, mpirun --enable-recovery: the survivors find out by themselves"

@@ -6,17 +6,24 @@
  * operations toward it must fail, and the survivors must still talk to each other. A survivor
  * that passes exits with status 42 (so the script can tell it from any other ending).
  *
- *   peerdeath DIR [-t TASKS] [-q]
+ *   peerdeath DIR [-t TASKS] [-q | -n]
  * -q (quiet victim): the victim sends QUIET_MSGS messages to each survivor task, then sleeps
  * and posts no receive, so the survivors' large sends wait for its clear-to-send and nothing
  * of theirs is in flight toward it when it dies: only a route that notices a dead peer with
  * no traffic (or the launcher) can end their wait.
+ * -n (never talked to): nobody sends anything to anybody; each survivor posts a receive from
+ * the victim, writes its mark and waits: once the victim is killed the receive must complete
+ * with COR_EPEERDEAD, the death callback name the victim, and a barrier fail with
+ * COR_EPEERDEAD. Nothing of the survivors' ever went to the victim, and under mpirun
+ * --enable-recovery the launcher tells nobody, so only a route that watches peers it never
+ * talked to can end that wait. The victim sleeps (at most 120 s) until it is killed.
  * Each domain writes DIR/pid.RANK (its pid) once the session is up, and each survivor
  * DIR/flowing.RANK once every one of its tasks received a message from the victim (the
  * script kills the victim after that, however slow the start: sanitizers, tcp).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -36,7 +43,7 @@
 
 #define QUIET_MSGS 4
 
-static int rank, ndom, victim, ntasks = 4, quiet;
+static int rank, ndom, victim, ntasks = 4, quiet, never_talked;
 static const char *dir;
 static _Atomic long ticks;
 static atomic_int death_rank = -1, death_err, death_calls, finished;
@@ -235,11 +242,58 @@ static void survivors_talk(void)
                 prev);
 }
 
+/* -n: a receive from a domain nobody talked to, which dies. */
+static int never_talked_main(void)
+{
+    int rc = cor_barrier();
+    if (rc != COR_OK) pt_fail("first barrier: %s", cor_strerror(rc));
+    write_mark("pid");
+    if (rank == victim) {
+        for (int i = 0; i < 1200; i++)
+            usleep(100000);
+        return 5; /* not reached: the victim is killed */
+    }
+    pt_watchdog_start(&ticks, &finished, STALL_S, 1,
+                      "a receive waits for a dead domain nobody talked to");
+    cor_req_t r = COR_REQ_NULL;
+    void *p = NULL;
+    rc = cor_recvI(cor_task_idp(victim, 1), COR_CTX_WORLD, COR_ANY_TAG, &p, &r);
+    if (rc != COR_OK) pt_fail("recvI from the victim: %s", cor_strerror(rc));
+    write_mark("flowing");
+    long t0 = now_ns();
+    if (rc == COR_OK) rc = cor_wait(&r, NULL);
+    double waited = (double)(now_ns() - t0) / 1e9;
+    atomic_fetch_add(&ticks, 1);
+    if (rc != COR_EPEERDEAD)
+        pt_fail("a receive from domain %d, killed: %s, expected COR_EPEERDEAD", victim,
+                cor_strerror(rc));
+    if (p) cor_releaseBuffer(p);
+    for (int i = 0; i < 500 && atomic_load(&death_calls) == 0; i++)
+        usleep(10000);
+    if (atomic_load(&death_calls) != 1 || atomic_load(&death_rank) != victim)
+        pt_fail("death callback: %d calls, last for domain %d; expected 1 call for domain %d",
+                atomic_load(&death_calls), atomic_load(&death_rank), victim);
+    rc = cor_barrier(); /* its death is known: the launcher's fence is not waited for */
+    atomic_fetch_add(&ticks, 1);
+    if (rc != COR_EPEERDEAD)
+        pt_fail("barrier after domain %d died: %s, expected COR_EPEERDEAD", victim,
+                cor_strerror(rc));
+    printf("peerdeath: domain %d: %s: a receive from domain %d (never talked to) failed %.3f s "
+           "after it was posted (the kill came meanwhile)\n",
+           rank, atomic_load(&pt_failures) ? "FAIL" : "PASS", victim, waited);
+    fflush(stdout);
+    atomic_store(&finished, 1);
+    alarm(20);
+    rc = cor_finalize();
+    if (rc != COR_OK && rc != COR_EPEERDEAD) pt_fail("cor_finalize: %s", cor_strerror(rc));
+    return atomic_load(&pt_failures) ? 1 : PASS_STATUS;
+}
+
 int main(int argc, char **argv)
 {
     pt_name = "peerdeath";
     if (argc < 2) {
-        fprintf(stderr, "usage: peerdeath DIR [-t TASKS] [-q]\n");
+        fprintf(stderr, "usage: peerdeath DIR [-t TASKS] [-q | -n]\n");
         return 2;
     }
     dir = argv[1];
@@ -248,6 +302,8 @@ int main(int argc, char **argv)
             ntasks = atoi(argv[++i]);
         else if (strcmp(argv[i], "-q") == 0)
             quiet = 1;
+        else if (strcmp(argv[i], "-n") == 0)
+            never_talked = 1;
         else if (argv[i][0] == '-') {
             fprintf(stderr, "peerdeath: unknown option %s\n", argv[i]);
             return 2;
@@ -267,6 +323,7 @@ int main(int argc, char **argv)
         return 2;
     }
     cor_domain_on_death(on_death, NULL);
+    if (never_talked) return never_talked_main();
     cor_idp_t ids[64];
     for (int i = 0; i < ntasks; i++) {
         rc = cor_task_spawn("pd", rank == victim ? victim_task : survivor_task,

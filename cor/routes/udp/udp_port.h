@@ -127,6 +127,10 @@ struct cor_rport {
     uint64_t dups, beyond;   /* duplicates and early-beyond-window datagrams; lock */
     uint64_t timeouts;       /* retransmission timer expiries; lock */
     uint64_t probes;         /* probes sent to silent peers (udp_rx.c); lock */
+    /* The sweep over peers never talked to (udp_rx.c, sweep): the next rank to look at, when
+     * its next probe is due, and the probes it sent. lock */
+    uint32_t sweep_rank;
+    uint64_t sweep_ns, sweeps;
     /* Longest wait for an acknowledgement with data outstanding, toward a peer that had not
      * answered yet ([0]: start-up) and one that had ([1]); COR_UDP_STATS prints them. lock */
     uint64_t silence_max[2];
@@ -173,6 +177,8 @@ void udp_peer_readmit(struct cor_rport *p, cor_peer_t rank, const struct sockadd
 /* udp_tx.c (port lock held) */
 void udp_pump(struct cor_rport *p, struct udp_peer *peer, uint64_t now);
 void udp_send_ack(struct cor_rport *p, struct udp_peer *peer, uint64_t now);
+/* A header-only ACK to a peer we hold no state for (acknowledging nothing): the sweep's probe. */
+void udp_send_sweep(struct cor_rport *p, cor_peer_t rank, uint64_t now);
 void udp_resend(struct cor_rport *p, struct udp_peer *peer, const uint32_t *seqs, int n,
                 uint64_t now);
 void udp_timer_at(struct cor_rport *p, uint64_t t);

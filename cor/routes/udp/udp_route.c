@@ -113,14 +113,15 @@ static void udp_close(struct cor_rport *p)
     pthread_mutex_unlock(&p->lock);
     if (p->k.stats) {
         udp_log("port %u.%d: dropped %llu retransmits %llu (timeouts %llu) duplicates %llu "
-                "beyond-window %llu probes %llu; %u of %u peers contacted; longest silence %llu ms "
+                "beyond-window %llu probes %llu (sweep %llu); %u of %u peers contacted; longest "
+                "silence %llu ms "
                 "before "
                 "a peer's first answer, %llu ms after",
                 p->base.self, p->base.port_index, (unsigned long long)rutil_port_dropped(&p->base),
                 (unsigned long long)p->retransmits, (unsigned long long)p->timeouts,
                 (unsigned long long)p->dups, (unsigned long long)p->beyond,
-                (unsigned long long)p->probes, p->nactive, p->base.npeers - 1,
-                (unsigned long long)(p->silence_max[0] / 1000000),
+                (unsigned long long)p->probes, (unsigned long long)p->sweeps, p->nactive,
+                p->base.npeers - 1, (unsigned long long)(p->silence_max[0] / 1000000),
                 (unsigned long long)(p->silence_max[1] / 1000000));
         /* per peer only for small sessions: hundreds of lines per domain help nobody */
         for (uint32_t i = 0; i < p->nactive && p->nactive <= 16; i++) {
@@ -173,6 +174,9 @@ static int udp_add_peer(struct cor_rport *p, cor_peer_t rank, const char *addr)
         d->dgram = dgram;
         d->state = UDP_PEER_UP;
     }
+    /* The sweep of peers never talked to (udp_rx.c) starts with the timers of an idle port. */
+    if (rc == COR_OK && p->k.probe_ns && !p->sweep_ns)
+        udp_timer_at(p, rutil_now_ns() + p->k.probe_ns);
     pthread_mutex_unlock(&p->lock);
     return rc;
 }

@@ -154,8 +154,15 @@ static void datagram_in(struct cor_rport *p, const uint8_t *buf, size_t n,
     const struct udp_dest *d = &p->dests[h.src];
     struct udp_peer *peer;
     if (d->state != UDP_PEER_UP || from->sin_family != AF_INET ||
-        from->sin_addr.s_addr != d->sa.sin_addr.s_addr || from->sin_port != d->sa.sin_port ||
-        !(peer = udp_peer_get(p, h.src))) {
+        from->sin_addr.s_addr != d->sa.sin_addr.s_addr || from->sin_port != d->sa.sin_port) {
+        rutil_port_drop(&p->base);
+        return;
+    }
+    /* An ACK from a member we sent nothing (we hold no state for it) acknowledges nothing: a
+     * probe of its sweep (below). Taken without making state, or every sweep would give each
+     * domain state for every other. */
+    if (h.type == UDP_T_ACK && !p->peers[h.src]) return;
+    if (!(peer = udp_peer_get(p, h.src))) {
         rutil_port_drop(&p->base);
         return;
     }
@@ -211,9 +218,18 @@ static void refusals_in(struct cor_rport *p, const struct udp_refusal *rf, int n
         const struct udp_dest *d = &p->dests[dst];
         struct udp_peer *peer = p->peers[dst];
         if (d->state != UDP_PEER_UP || rf[i].to.sin_addr.s_addr != d->sa.sin_addr.s_addr ||
-            rf[i].to.sin_port != d->sa.sin_port || !peer ||
-            (peer->refused_ns && peer->refused_ns >= peer->probed_ns))
+            rf[i].to.sin_port != d->sa.sin_port)
             continue;
+        if (!peer) {
+            /* The sweep's probe of a peer never talked to (nothing else goes to one): its
+             * port is closed. It gets state now, as if probed and refused, so that the same
+             * grace (run_timers) gives it up unless it speaks. */
+            if (!(peer = udp_peer_get(p, dst))) continue;
+            peer->probed_ns = now;
+            peer->heard_ns = now - 1;
+        } else if (peer->refused_ns && peer->refused_ns >= peer->probed_ns) {
+            continue;
+        }
         peer->refused_ns = now;
         udp_timer_at(p, now + UDP_REFUSED_GRACE_NS);
     }
@@ -267,6 +283,37 @@ static uint64_t probe_due(const struct cor_rport *p, const struct udp_peer *peer
     if (!p->k.probe_ns || udp_swin_inflight(&peer->sw) || probe_refused(peer)) return 0;
     uint64_t last = peer->heard_ns > peer->probed_ns ? peer->heard_ns : peer->probed_ns;
     return last + every;
+}
+
+/* The sweep: peers this port never talked to. Nothing goes to them, so if one dies nothing
+ * tells us, and a domain whose wait involves it without a message (a launcher's barrier
+ * under mpirun --enable-recovery, which tells nobody of a death) would wait for ever. So the
+ * port probes them too, one at a time, round-robin: each gets a header-only ACK
+ * acknowledging nothing (a live port takes it without making state for us, datagram_in) once
+ * per max(COR_UDP_PROBE_MS, (N-1)/UDP_PROBE_RATE s): for 3 peers every second, 256 every 8 s,
+ * at most UDP_PROBE_RATE probes a second beside those of the talked-to peers. A closed port
+ * makes its host refuse the probe, and refusals_in gives the peer the state of a probed,
+ * refused one: given up UDP_REFUSED_GRACE_NS later (COR_EPEERDEAD) unless it speaks. Returns
+ * when the next sweep probe is due (0: none: probes off, or nobody to sweep). */
+static uint64_t sweep(struct cor_rport *p, uint64_t now)
+{
+    uint32_t n = p->base.npeers;
+    if (!p->k.probe_ns || n < 2 || p->nactive >= n - 1) return 0;
+    uint64_t spread = (uint64_t)(n - 1) * (1000000000ull / UDP_PROBE_RATE);
+    uint64_t step = (spread > p->k.probe_ns ? spread : p->k.probe_ns) / (n - 1);
+    if (!p->sweep_ns) p->sweep_ns = now + step; /* not before the session had a moment */
+    if (now < p->sweep_ns) return p->sweep_ns;
+    /* The next rank not talked to (at most one turn around: someone is left, see above). */
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t r = p->sweep_rank;
+        p->sweep_rank = (r + 1) % n;
+        if (r == p->base.self || p->peers[r] || p->dests[r].state != UDP_PEER_UP) continue;
+        udp_send_sweep(p, r, now);
+        p->sweeps++;
+        break;
+    }
+    p->sweep_ns = now + step;
+    return p->sweep_ns;
 }
 
 /* Timers: retransmission, dead peers, delayed acks, held datagrams, probes. Recomputes timer_ns.
@@ -329,8 +376,9 @@ static void run_timers(struct cor_rport *p, uint64_t now, int drained)
         for (int j = 0; j < 6; j++)
             if (t[j] && t[j] < next) next = t[j];
     }
-    uint64_t held = udp_sock_held_due(&p->sock);
+    uint64_t held = udp_sock_held_due(&p->sock), swept = sweep(p, now);
     if (held && held < next) next = held;
+    if (swept && swept < next) next = swept;
     __atomic_store_n(&p->timer_ns, next, __ATOMIC_RELAXED);
 }
 

@@ -168,6 +168,21 @@ void udp_send_ack(struct cor_rport *p, struct udp_peer *peer, uint64_t now)
         udp_timer_at(p, now + UDP_SOCK_RETRY_NS);
 }
 
+void udp_send_sweep(struct cor_rport *p, cor_peer_t rank, uint64_t now)
+{
+    struct udp_hdr h = {.type = UDP_T_ACK, .cookie = p->base.cookie, .src = p->base.self};
+    h.dst = rank;
+    h.tsval = udp_ts(now); /* ack 0, no sack: what a fresh receive window says */
+    udp_wire_put(p->tx_hdr[0], &h);
+    p->tx_iov[0][0] = (struct iovec){p->tx_hdr[0], UDP_HDR_LEN};
+    struct msghdr *mh = &p->tx_msg[0].msg_hdr;
+    *mh = (struct msghdr){.msg_name = &p->dests[rank].sa,
+                          .msg_namelen = sizeof(p->dests[rank].sa),
+                          .msg_iov = p->tx_iov[0],
+                          .msg_iovlen = 1};
+    sock_send(p, 1, now); /* a probe the socket could not take is the next sweep's */
+}
+
 void udp_resend(struct cor_rport *p, struct udp_peer *peer, const uint32_t *seqs, int n,
                 uint64_t now)
 {
