@@ -8,7 +8,7 @@
  */
 #include <stdlib.h>
 
-#include "pvmcompat.h"
+#include "pmsg.h"
 
 _Thread_local int cpvm_in_real;
 
@@ -23,6 +23,7 @@ static struct pvm_thread orphan;     /* state left by a thread that ended (big) 
 static int base_ctx;                 /* context of new threads (big) */
 static bool base_known;              /* big */
 static _Thread_local struct pvm_thread *me;
+static _Thread_local struct lp_msg *own_rbuf; /* cpvm_unpack_target at the last leave */
 static _Atomic int threads_seen;
 static pthread_key_t key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
@@ -127,8 +128,15 @@ void cpvm_leave(void)
         }
         if (cpvm_has_deferred()) cpvm_run_deferred();
         wake_if_queue_changed();
+        /* The receive buffer is the thread's own until its next call changes it. */
+        own_rbuf = cpvm_unpack_target();
     }
     if (--depth == 0) pthread_mutex_unlock(&big);
+}
+
+struct lp_msg *cpvm_own_rbuf(void)
+{
+    return depth == 0 ? own_rbuf : NULL;
 }
 
 bool cpvm_single_thread(void)

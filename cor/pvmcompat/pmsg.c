@@ -111,13 +111,12 @@ void cpvm_pack_finish(const struct cpvm_pack_job *job)
     m->frag->rlink = fp;
 }
 
-struct lp_msg *cpvm_unpack_target(int cnt)
+struct lp_msg *cpvm_unpack_target(void)
 {
     struct lp_msg *m = pvmrbuf;
     /* Native data only: its decoders copy out of the fragments and move the message's read
      * position, nothing else (others convert through state of libpvm3's). */
-    if (headroom < 0 || !m || m->enc != pvmmydsig || cnt < 0 || cpvm_nested() || pvmtrc.trctid > 0)
-        return NULL;
+    if (headroom < 0 || !m || m->enc != pvmmydsig || pvmtrc.trctid > 0) return NULL;
     return m;
 }
 

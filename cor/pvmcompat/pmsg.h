@@ -76,8 +76,9 @@ struct cpvm_pack_job {
 bool cpvm_pack_prepare(const void *data, int cnt, int std, int size, struct cpvm_pack_job *job);
 void cpvm_pack_finish(const struct cpvm_pack_job *job); /* without the lock */
 /* Lock held: the active receive buffer if it can be unpacked without the lock (native data:
- * libpvm3's decoders only read its fragments then), else NULL. */
-struct lp_msg *cpvm_unpack_target(int cnt);
+ * libpvm3's decoders only read its fragments then), else NULL. lock.c keeps what it was when
+ * the thread last left the lock (cpvm_own_rbuf): the thread's own until its next call. */
+struct lp_msg *cpvm_unpack_target(void);
 /* Without the lock: unpacks like pvm_upk<type> (`name`, for libpvm3's error report). */
 int cpvm_unpack(struct lp_msg *m, enum lp_type type, void *data, int cnt, int std, int size,
                 const char *name);

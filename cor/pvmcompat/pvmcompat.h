@@ -208,6 +208,10 @@ bool cpvm_nested(void);
 bool cpvm_single_thread(void);
 /* The base context of new threads. */
 int cpvm_base_context(void);
+/* Outside any pvm_* call: the calling thread's receive buffer if it can be unpacked without
+ * the lock (as cpvm_unpack_target found it when the thread last left the lock), else NULL. */
+struct lp_msg;
+struct lp_msg *cpvm_own_rbuf(void);
 
 /* Straight to libpvm3: inside a real call, or in PVM's own programs. */
 #define CPVM_PASS (cpvm_in_real || cpvm_bypass)

@@ -35,7 +35,8 @@
  * Packing and unpacking the thread's active buffers. The message is the thread's own: the
  * lock is taken to find it (and to allocate from libpvm3), but the copies run without it
  * where libpvm3 would only copy (pmsg.c): a large PvmDataRaw pack, any unpack of native
- * data. Threads moving large messages then do not wait for each other's copies.
+ * data. Threads moving large messages then do not wait for each other's copies. An unpack
+ * takes no lock at all when the thread's receive buffer is known since its last call.
  */
 #define PACKER(T, pk, upk, type, size)                                                             \
     CPVM_API int pk(T *p, int cnt, int std)                                                        \
@@ -55,8 +56,10 @@
     CPVM_API int upk(T *p, int cnt, int std)                                                       \
     {                                                                                              \
         if (CPVM_PASS) return cpvm_real.upk(p, cnt, std);                                          \
+        struct lp_msg *m = cnt >= 0 ? cpvm_own_rbuf() : NULL;                                      \
+        if (m) return cpvm_unpack(m, type, p, cnt, std, size, #upk);                               \
         cpvm_enter();                                                                              \
-        struct lp_msg *m = cpvm_unpack_target(cnt);                                                \
+        m = cnt >= 0 && !cpvm_nested() ? cpvm_unpack_target() : NULL;                              \
         if (!m) {                                                                                  \
             int rc = REAL(upk, p, cnt, std);                                                       \
             cpvm_leave();                                                                          \
