@@ -26,16 +26,23 @@ for variant in env noenv; do
     if [ $variant = noenv ]; then export PVM_VM_NO_TMPDIR=1; else unset PVM_VM_NO_TMPDIR; fi
     EXTRA_EP=$(dirname "$LIFE") PVM_LIB_QUIET=1 pvm_vm_start || { say "FAIL: cannot start pvmd"; exit 1; }
     for route in ${COR_PVM_TEST_ROUTES:-udp myrinet}; do
+        log0=$(pvm_log_size)
         pvm_run_master -t 120 env TMPDIR="$B" COR_PVM_ROUTE=$route COR_UDP_DEAD_MS=500 \
             COR_GM_DEAD_MS=500 COR_PVM_STATS=1 PVM_EXPORT=$exports "$LIFE" giveup "$N" 2
         out=$(grep '^life: giveup' "$PVM_OUT" || true)
-        # The child's counters, relayed by pvm_catchout: what came twice and was dropped.
-        dups=$({ grep -o 'duplicates [0-9]*' "$PVM_ERR" || true; } | awk '{s += $2} END {print s + 0}')
+        # The counters: the master's (what it sent again PVM's way) and, in pvmd's log, the
+        # child's (what came twice and was dropped).
+        pvm_log_since "$log0" >"$B/child.log"
+        dups=$({ grep -o 'duplicates [0-9]*' "$B/child.log" || true; } | awk '{s += $2} END {print s + 0}')
         resent=$({ grep -o 'resent [0-9]*' "$PVM_ERR" || true; } | awk '{s += $2} END {print s + 0}')
         want="life: giveup got $((N + 5)) of $((N + 5)), bad 0, back 5 of 5, bad 0, routed Y"
         if [ "$PVM_RC" != 0 ] || [ "$out" != "$want" ]; then
             say "FAIL $variant $route: exit $PVM_RC$([ "$PVM_RC" != 124 ] || echo ' (hung)'), '$out'"
-            cat "$PVM_OUT" "$PVM_ERR" | grep -v '^ *$' | tail -30 | sed 's/^/  | /'
+            cat "$PVM_OUT" "$PVM_ERR" "$B/child.log" | grep -v '^ *$' | tail -30 | sed 's/^/  | /'
+            rc=1
+        elif grep -q 'Sanitizer' "$B/child.log"; then
+            say "FAIL $variant $route: the child's sanitizer report (pvmd's log):"
+            grep -A20 'Sanitizer' "$B/child.log" | head -40 | sed 's/^/  | /'
             rc=1
         elif [ "$resent" = 0 ]; then
             say "FAIL $variant $route: the route never gave the stopped child up (nothing resent)"

@@ -383,7 +383,6 @@ static int giveup_master(const char *self, int n, double secs)
 {
     char *args[] = {"giveup-child", NULL};
     int c, pid = 0, rank = -1;
-    pvm_catchout(stderr); /* the child's counters (COR_PVM_STATS) */
     if (spawn_one(self, args, &c)) return 2;
     for (int i = 0; i < 3; i++) {
         send_int(c, TAG_DATA, i);
