@@ -78,6 +78,17 @@ static void install(void)
     installed = me;
 }
 
+/* Takes big; a wait for another thread is counted (COR_PVM_STATS: how long threads wait for
+ * each other's calls). */
+static void lock_big(void)
+{
+    if (pthread_mutex_trylock(&big) == 0) return;
+    uint64_t t0 = cpvm_now_ns();
+    if (pthread_mutex_lock(&big) != 0) abort();
+    atomic_fetch_add_explicit(&cpvm_stats.lock_waits, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&cpvm_stats.lock_wait_ns, cpvm_now_ns() - t0, memory_order_relaxed);
+}
+
 void cpvm_enter(void)
 {
     cpvm_real_load();
@@ -85,7 +96,7 @@ void cpvm_enter(void)
         depth++;
         return;
     }
-    if (pthread_mutex_lock(&big) != 0) abort();
+    lock_big();
     depth = 1;
     install();
 }
@@ -160,7 +171,7 @@ int cpvm_unlock_all(void)
 
 void cpvm_relock_all(int d)
 {
-    if (pthread_mutex_lock(&big) != 0) abort();
+    lock_big();
     depth = d;
     install();
 }

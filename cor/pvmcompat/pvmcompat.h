@@ -289,6 +289,7 @@ struct cpvm_stats {
      * that came so, and those of its that the route brought after all (dropped). */
     _Atomic uint64_t resent, resent_recv, duplicates;
     _Atomic uint64_t packs_unlocked, unpacks_unlocked; /* copies made without the lock */
+    _Atomic uint64_t lock_waits, lock_wait_ns;         /* the big lock found taken (lock.c) */
 };
 extern struct cpvm_stats cpvm_stats;
 void cpvm_stats_print(void); /* stderr, when COR_PVM_STATS is set */
