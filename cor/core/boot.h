@@ -54,7 +54,7 @@ struct cor_boot {
     uint64_t cookie;
     /* This domain's IP address toward its peers, when the backend knows it (cor-run over
      * TCP: our end of the connection to cor-run), else "". COR_BIND=auto binds the routes
-     * there (progress.c). */
+     * there (hport.c). */
     char local_addr[48];
     /* [size]: local[r] != 0 if domain r runs on this host, sharing its memory (/dev/shm); our
      * own rank included. The backend sets it when its launcher says which domains share the

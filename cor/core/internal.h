@@ -1,7 +1,7 @@
 /*
  * libcor internals shared across the core's files (prefix cor__). Nothing here is exported.
  *
- * Lock order (outer first): task->lock, g.req_lock / g.lock. A port's ownership (progress.c)
+ * Lock order (outer first): task->lock, g.req_lock / g.lock. A port's ownership (hport.c)
  * is no lock: it is only ever tried, except by a raw port's own calls (raw.c) and at close;
  * port->disp_lock is a leaf, held only around the dispatcher's sleep and its signal.
  */
@@ -189,12 +189,12 @@ void cor__unexp_append(struct cor_task *t, struct cor_umsg *m);
 struct cor_umsg *cor__unexp_take_peer(struct cor_task *t, uint32_t peer);
 
 /* ---- hard ports and routes ---- */
-struct peer_link {       /* per (hard port, peer) flow-control state (proto.c) */
+struct peer_link {       /* per (hard port, peer) flow-control state (hport.c) */
     _Atomic int credits; /* eager credit units we may still spend (proto.h: cor__credit_cost) */
     _Atomic int owed;    /* units we owe the peer */
 };
 
-struct send_op; /* a frame queued for or owned by the route (proto.c) */
+struct send_op; /* a frame queued for or owned by the route (hport.h) */
 
 struct cor_route {
     const struct cor_route_ops *ops;
@@ -221,7 +221,7 @@ struct cor_hport {
     int credit_threshold; /* units owed that trigger a credit-only frame */
     bool rma;             /* the route offers mem_register + put: rendezvous by remote write */
 
-    /* One owner at a time (progress.c): the thread that set `owned` (a listener, a spinning
+    /* One owner at a time (hport.c): the thread that set `owned` (a listener, a spinning
      * task, the dispatcher, a sender) is the only one that calls the route's send, put and
      * progress on this port, and the only one that touches q_head/q_tail. Another thread's
      * frame goes into `inbox`, lock-free; the owner sends it before letting go. */
@@ -266,6 +266,7 @@ void cor__route_prepare_wait(void);
 struct cor_route *cor__route_find(const char *name); /* NULL: not opened */
 int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out);
 void cor__hport_close(struct cor_hport *hp);
+/* A hard port (hport.c): open, its threads (the listener is progress.c's), close. */
 int cor__hport_start(struct cor_hport *hp); /* listener and dispatcher threads */
 void cor__hport_stop(struct cor_hport *hp);
 /* Port ownership: take it if nobody holds it; give it back, sending what others left in the
@@ -276,6 +277,19 @@ void cor__port_release(struct cor_hport *hp);
 bool cor__port_mine(struct cor_hport *hp);
 /* Runs route progress if nobody else is; returns events handled (0 if busy or idle). */
 int cor__hport_poll(struct cor_hport *hp);
+/* Sends the frame hdr+payload to a peer through hp (inline or queued), with an optional
+ * request to complete; used by the protocol and the service calls. */
+int cor__frame_send(struct cor_hport *hp, uint32_t peer, const void *hdr, size_t hlen,
+                    const void *payload, size_t plen, struct cor_req *complete_on_done);
+/* The same with the payload copied first (small control payloads). */
+int cor__frame_send_copy(struct cor_hport *hp, uint32_t peer, const void *hdr, size_t hlen,
+                         const void *payload, size_t plen);
+void cor__upcall_send_done(void *core, void *cookie, int status);
+void cor__dispatch_queue(struct cor_hport *hp); /* owner: push the queue (the dispatcher's job) */
+void cor__queue_discard(struct cor_hport *hp);  /* closing: what the route never took fails */
+/* A message from `peer` that came through hp was consumed: its credit units are owed back. */
+void cor__return_credit(struct cor_hport *hp, uint32_t peer, int units);
+void *cor__listener_main(void *hp);                /* progress.c: a port's listener thread */
 int cor__progress_all(void);                       /* one poll of every hard port */
 void cor__listeners_resume(void);                  /* parked listeners go back to the ports now */
 void *cor__copy_get(struct cor_hport *hp);         /* an eager_limit-byte block, or NULL */
@@ -300,22 +314,10 @@ void cor__ports_free_all(void); /* at finalize: every handle becomes invalid */
 int cor__send_start(struct cor_task *t, struct cor_req *r);
 int cor__recv_start(struct cor_task *t, struct cor_req *r);
 void cor__upcall_deliver(void *core, cor_peer_t peer, const void *frame, size_t len);
-void cor__upcall_send_done(void *core, void *cookie, int status);
 void cor__upcall_peer_failed(void *core, cor_peer_t peer, int err);
-/* Sends the frame hdr+payload to a peer through hp (inline or queued), with an optional
- * request to complete; used by the protocol and the service calls. */
-int cor__frame_send(struct cor_hport *hp, uint32_t peer, const void *hdr, size_t hlen,
-                    const void *payload, size_t plen, struct cor_req *complete_on_done);
-/* The same with the payload copied first (small control payloads). */
-int cor__frame_send_copy(struct cor_hport *hp, uint32_t peer, const void *hdr, size_t hlen,
-                         const void *payload, size_t plen);
-void cor__dispatch_queue(struct cor_hport *hp); /* owner: push the queue */
-void cor__port_drain(struct cor_hport *hp);     /* owner: send what is in the inbox */
-void cor__queue_discard(struct cor_hport *hp);
 void cor__raw_upcall_send_done(struct cor_hport *hp, int status);
 int cor__raw_attach(struct cor_hport *hp);
 void cor__raw_detach(struct cor_hport *hp); /* dispatcher: push queued frames */
-void cor__return_credit(struct cor_hport *hp, uint32_t peer, int units);
 void cor__umsg_free(struct cor_umsg *m);
 /* Forgets what this domain kept for rank `peer`'s earlier occupant (proto.c). */
 void cor__peer_reset(uint32_t peer);

@@ -16,41 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hport.h"
 #include "internal.h"
 #include "proto.h"
-
-enum op_kind { OP_FRAME, OP_DATA_JOB };
-
-struct send_op {
-    struct send_op *next;
-    enum op_kind kind;
-    struct cor_hport *hp;
-    uint32_t peer;
-    uint32_t epoch; /* the peer's incarnation when the op was made (hdr.dst_epoch) */
-    struct frame_hdr hdr;
-    const void *payload;
-    size_t plen;
-    struct cor_req *req;     /* OP_FRAME: complete when the route is done (eager, svc reply) */
-    struct cor_req *data;    /* OP_FRAME of a DATA chunk, or OP_DATA_JOB: the send request */
-    bool owned;              /* payload is a copy freed with the op */
-    bool cached;             /* that copy is a block of hp's copy cache */
-    bool in_room;            /* payload is a copy in room[], freed with the op */
-    size_t job_off, job_end; /* OP_DATA_JOB: the byte range this port sends */
-    unsigned char room[];    /* op_new_copy: the payload's copy */
-};
-
-/* Payloads up to this size are copied into their op's own allocation rather than into a block
- * of the port's copy cache (eager limit bytes each, under the cache's lock). */
-#define ROOM_MAX 256
-
-static void op_free(struct send_op *op)
-{
-    if (op->cached)
-        cor__copy_put(op->hp, (void *)op->payload);
-    else if (op->owned)
-        free((void *)op->payload);
-    free(op);
-}
 
 struct held_frame {
     struct held_frame *next;
@@ -70,423 +38,6 @@ static void drop(const char *why, uint32_t peer)
 }
 
 /* ---- sending frames ---- */
-
-static struct send_op *op_new(struct cor_hport *hp, uint32_t peer)
-{
-    struct send_op *op = calloc(1, sizeof *op);
-    if (op) {
-        op->hp = hp;
-        op->peer = peer;
-        op->epoch = atomic_load_explicit(&g.peer_epoch[peer], memory_order_relaxed);
-    }
-    return op;
-}
-
-/* An op whose payload is a copy of the plen bytes at p, in the op's own allocation. */
-static struct send_op *op_new_copy(struct cor_hport *hp, uint32_t peer, const void *p, size_t plen)
-{
-    struct send_op *op = malloc(sizeof *op + plen);
-    if (op) {
-        memset(op, 0, sizeof *op);
-        op->hp = hp;
-        op->peer = peer;
-        op->epoch = atomic_load_explicit(&g.peer_epoch[peer], memory_order_relaxed);
-        if (plen) memcpy(op->room, p, plen);
-        op->payload = op->room;
-        op->plen = plen;
-        op->in_room = true;
-    }
-    return op;
-}
-
-static void queue_append(struct cor_hport *hp, struct send_op *op)
-{
-    op->next = NULL;
-    if (hp->q_tail)
-        hp->q_tail->next = op;
-    else
-        hp->q_head = op;
-    hp->q_tail = op;
-}
-
-/* ---- credits: atomics, so receiving and returning them takes no lock ---- */
-
-/* Takes what we owe the peer, up to what a header carries. */
-static int owed_take(struct peer_link *l)
-{
-    int v = atomic_load(&l->owed), take;
-    do {
-        take = v > 0xffff ? 0xffff : v;
-    } while (take > 0 && !atomic_compare_exchange_weak(&l->owed, &v, v - take));
-    return take > 0 ? take : 0;
-}
-
-/* Spends `cost` units if that leaves at least one (the last is never spent). */
-static bool credits_spend(struct peer_link *l, int cost)
-{
-    int v = atomic_load(&l->credits);
-    while (v > cost)
-        if (atomic_compare_exchange_weak(&l->credits, &v, v - cost)) return true;
-    return false;
-}
-
-/* Units the peer returned, never above the budget (a peer cannot inflate it). */
-static void credits_add(struct cor_hport *hp, struct peer_link *l, int n)
-{
-    int v = atomic_load(&l->credits), sum;
-    do {
-        sum = v + n > hp->credit_units ? hp->credit_units : v + n;
-    } while (!atomic_compare_exchange_weak(&l->credits, &v, sum));
-}
-
-/* Send ops the route holds. Only the port's owner changes the count (its route calls and the
- * callbacks inside them), others only read it (flush_sends): no read-modify-write needed. */
-static void inflight_add(struct cor_hport *hp, long n)
-{
-    long v = atomic_load_explicit(&hp->inflight, memory_order_relaxed);
-    atomic_store_explicit(&hp->inflight, v + n, memory_order_relaxed);
-}
-
-/* Offers one frame to the route; the port's owner. Returns COR_EAGAIN if the window is full.
- * `own`: the caller is the frame's sender, still inside its cor_sendI (the request's handle
- * is not the user's yet). */
-static int route_send(struct cor_hport *hp, struct send_op *op, bool own)
-{
-    struct peer_link *l = &hp->links[op->peer];
-    if (op->hdr.type != F_CREDIT) op->hdr.credits = (uint16_t)owed_take(l); /* piggy-back */
-    op->hdr.src_epoch = g.epoch;
-    op->hdr.dst_epoch = op->epoch;
-    struct iovec iov[2] = {{&op->hdr, FRAME_HDR_SIZE}, {(void *)op->payload, op->plen}};
-    /* Once the route accepted it, op may be finished and freed by another thread's progress:
-     * take what we need from it before. A copying route is done with an eager payload at
-     * once, so that send completes now rather than at send_done. */
-    struct cor_req *early = NULL;
-    if (op->req && (!hp->caps.zero_copy_send || op->owned || op->in_room || !op->plen) &&
-        op->hdr.type == F_EAGER) {
-        early = op->req;
-        op->req = NULL;
-    }
-    inflight_add(hp, 1);
-    int rc = hp->route->ops->send(hp->rp, op->peer, iov, op->plen ? 2 : 1, op);
-    if (rc != COR_OK) {
-        inflight_add(hp, -1);
-        op->req = early;
-        if (op->hdr.type != F_CREDIT) { /* not sent: still owed (a credit frame keeps its
-                                         * own, to send when it is retried) */
-            atomic_fetch_add(&l->owed, op->hdr.credits);
-            op->hdr.credits = 0;
-        }
-        return rc;
-    }
-    if (early && own)
-        cor__req_complete_unseen(early, COR_OK);
-    else if (early)
-        cor__req_complete(early, COR_OK);
-    return COR_OK;
-}
-
-static void dispatch_queued(struct cor_hport *hp);
-
-static void release_mr(struct cor_req *r)
-{
-    if (r->mr) {
-        r->hp->route->ops->mem_deregister(r->hp->rp, r->mr);
-        r->mr = NULL;
-    }
-}
-
-/* A rendezvous send is referenced by its data jobs and by every data frame or put the route
- * holds; it completes when the last of them lets go, with the first error any of them saw.
- * Completing it earlier would let the caller free it while the route still names it. */
-static void send_hold(struct cor_req *r)
-{
-    atomic_fetch_add(&r->chunks_out, 1);
-}
-
-static void send_release(struct cor_req *r, int err)
-{
-    int none = COR_OK;
-    if (err) atomic_compare_exchange_strong(&r->send_err, &none, err);
-    if (atomic_fetch_sub(&r->chunks_out, 1) == 1) {
-        release_mr(r);
-        cor__req_complete(r, atomic_load(&r->send_err));
-    }
-}
-
-static void op_fail(struct send_op *op, int err)
-{
-    if (op->req) cor__req_complete(op->req, err);
-    if (op->data) send_release(op->data, err);
-    op_free(op);
-}
-
-/* Sends queued frames in order until the route pushes back; the port's owner. Not again
- * from inside itself (a completion the route made inside send, which route.h forbids). */
-static void dispatch_some(struct cor_hport *hp)
-{
-    if (hp->dispatching) return;
-    hp->dispatching = true;
-    dispatch_queued(hp);
-    hp->dispatching = false;
-}
-
-static void dispatch_queued(struct cor_hport *hp)
-{
-    struct send_op *op;
-    while ((op = hp->q_head)) {
-        if (op->kind == OP_DATA_JOB && op->data->rma) {
-            /* One remote write of the whole message, then F_FIN, which the route orders
-             * after the write. The put's completion completes the send. */
-            struct cor_req *r = op->data;
-            struct send_op *put = op_new(hp, op->peer), *fin = op_new(hp, op->peer);
-            if (!put || !fin) {
-                free(put);
-                free(fin);
-                return;
-            }
-            put->data = r;
-            put->plen = r->expect;
-            send_hold(r);
-            fin->hdr = (struct frame_hdr){.type = F_FIN,
-                                          .src_task = op->hdr.src_task,
-                                          .dst_task = op->hdr.dst_task,
-                                          .len = r->expect,
-                                          .rreq = r->remote_req,
-                                          .sreq = r->handle};
-            inflight_add(hp, 1);
-            int rc = hp->route->ops->put(hp->rp, op->peer, r->buf, r->expect, r->mr, r->raddr,
-                                         r->rkey, put);
-            if (rc == COR_EAGAIN) {
-                inflight_add(hp, -1);
-                send_release(r, COR_OK); /* the job still holds r */
-                free(put);
-                free(fin);
-                return;
-            }
-            hp->q_head = op->next;
-            if (!hp->q_head) hp->q_tail = NULL;
-            if (rc != COR_OK) {
-                inflight_add(hp, -1);
-                send_release(r, rc);
-                free(put);
-                free(fin);
-                op_fail(op, rc);
-                continue;
-            }
-            op_fail(op, COR_OK); /* the job is done; the put holds r now */
-            /* F_FIN goes next in order; if the window is full it waits at the queue head */
-            fin->next = hp->q_head;
-            hp->q_head = fin;
-            if (!hp->q_tail) hp->q_tail = fin;
-            continue;
-        }
-        if (op->kind == OP_DATA_JOB) {
-            struct cor_req *r = op->data; /* held by the job until it is freed */
-            while (op->job_off < op->job_end) {
-                struct send_op *c = op_new(hp, op->peer);
-                if (!c) return; /* retried on the next pass */
-                size_t off = op->job_off, n = op->job_end - off;
-                if (n > hp->chunk) n = hp->chunk;
-                c->hdr = (struct frame_hdr){.type = F_DATA,
-                                            .src_task = op->hdr.src_task,
-                                            .dst_task = op->hdr.dst_task,
-                                            .len = n,
-                                            .rreq = op->hdr.rreq,
-                                            .offset = off,
-                                            .sreq = op->hdr.sreq};
-                c->payload = (const char *)op->payload + off;
-                c->plen = n;
-                c->data = r;
-                send_hold(r);
-                int rc = route_send(hp, c, false);
-                if (rc == COR_EAGAIN) {
-                    send_release(r, COR_OK);
-                    free(c);
-                    return;
-                }
-                if (rc != COR_OK) {
-                    send_release(r, rc);
-                    free(c);
-                    hp->q_head = op->next;
-                    if (!hp->q_head) hp->q_tail = NULL;
-                    op_fail(op, rc);
-                    goto next;
-                }
-                op->job_off += n;
-            }
-            hp->q_head = op->next;
-            if (!hp->q_head) hp->q_tail = NULL;
-            op_fail(op, COR_OK); /* drops the job's hold */
-        } else {
-            /* Once the route took op, its completion may free it, so its successor is read
-             * before: reading op->next after send() unlinked a freed op and drained
-             * garbage. */
-            struct send_op *next = op->next;
-            int rc = route_send(hp, op, false);
-            if (rc == COR_EAGAIN) return;
-            hp->q_head = next;
-            if (!next) hp->q_tail = NULL;
-            if (rc != COR_OK) op_fail(op, rc);
-        }
-    next:;
-    }
-}
-
-/* The dispatcher learns of a queue that stopped being empty (the route pushed back); the
- * flush, of one that is. Owner. */
-static void backlog_note(struct cor_hport *hp)
-{
-    bool now = hp->q_head != NULL;
-    if (now == atomic_load_explicit(&hp->backlog, memory_order_relaxed)) return;
-    atomic_store(&hp->backlog, now);
-    if (!now) return;
-    COR_LOCK(&hp->disp_lock);
-    pthread_cond_signal(&hp->send_cond);
-    COR_UNLOCK(&hp->disp_lock);
-}
-
-void cor__dispatch_queue(struct cor_hport *hp)
-{
-    dispatch_some(hp);
-    backlog_note(hp);
-}
-
-/* ---- the inbox: frames of threads that found the port owned (progress.c) ---- */
-
-static void inbox_push(struct cor_hport *hp, struct send_op *op)
-{
-    struct send_op *head = atomic_load_explicit(&hp->inbox, memory_order_relaxed);
-    do {
-        op->next = head;
-    } while (!atomic_compare_exchange_weak_explicit(&hp->inbox, &head, op, memory_order_seq_cst,
-                                                    memory_order_relaxed));
-}
-
-/* Owner: moves the inbox to the queue's tail, oldest first (a thread's frames keep their
- * order). */
-static void inbox_take(struct cor_hport *hp)
-{
-    struct send_op *op = atomic_exchange_explicit(&hp->inbox, NULL, memory_order_acquire);
-    struct send_op *oldest = NULL;
-    while (op) {
-        struct send_op *next = op->next;
-        op->next = oldest;
-        oldest = op;
-        op = next;
-    }
-    while (oldest) {
-        struct send_op *next = oldest->next;
-        queue_append(hp, oldest);
-        oldest = next;
-    }
-}
-
-void cor__port_drain(struct cor_hport *hp)
-{
-    if (!atomic_load_explicit(&hp->inbox, memory_order_relaxed)) return;
-    bool refused = hp->q_head != NULL; /* the route pushes back: the dispatcher retries */
-    inbox_take(hp);
-    if (!refused) dispatch_some(hp);
-    backlog_note(hp);
-}
-
-/* The owner sends now if nothing is queued ahead (the inline fast path), else queues. The
- * inbox's frames go first: a thread's frames keep their order. */
-static void submit_owned(struct cor_hport *hp, struct send_op *op)
-{
-    cor__port_drain(hp);
-    bool refused = hp->q_head != NULL; /* what is queued is what the route pushed back */
-    if (!refused && op->kind == OP_FRAME) {
-        int rc = route_send(hp, op, true);
-        if (rc == COR_OK) return;
-        if (rc != COR_EAGAIN) {
-            op_fail(op, rc);
-            return;
-        }
-        refused = true;
-    }
-    queue_append(hp, op);
-    if (!refused) dispatch_some(hp); /* a data job: the route may take its frames */
-    backlog_note(hp);
-}
-
-/* Hands a frame to the port: sent inline when the port is ours or free, else left for its
- * owner, without waiting for it. */
-static void submit(struct cor_hport *hp, struct send_op *op)
-{
-    if (cor__port_mine(hp)) { /* a callback inside our own progress */
-        submit_owned(hp, op);
-        return;
-    }
-    if (cor__port_own(hp)) {
-        submit_owned(hp, op);
-        cor__port_release(hp);
-        return;
-    }
-    /* Then look again (cor__port_release says why): its owner may have left meanwhile. */
-    inbox_push(hp, op);
-    if (cor__port_own(hp)) cor__port_release(hp);
-}
-
-int cor__frame_send(struct cor_hport *hp, uint32_t peer, const void *hdr, size_t hlen,
-                    const void *payload, size_t plen, struct cor_req *complete_on_done)
-{
-    struct send_op *op = op_new(hp, peer);
-    if (!op) return COR_ENOMEM;
-    memcpy(&op->hdr, hdr, hlen < FRAME_HDR_SIZE ? hlen : FRAME_HDR_SIZE);
-    op->payload = payload;
-    op->plen = plen;
-    op->req = complete_on_done;
-    submit(hp, op);
-    return COR_OK;
-}
-
-int cor__frame_send_copy(struct cor_hport *hp, uint32_t peer, const void *hdr, size_t hlen,
-                         const void *payload, size_t plen)
-{
-    struct send_op *op = op_new_copy(hp, peer, payload, plen);
-    if (!op) return COR_ENOMEM;
-    memcpy(&op->hdr, hdr, hlen < FRAME_HDR_SIZE ? hlen : FRAME_HDR_SIZE);
-    submit(hp, op);
-    return COR_OK;
-}
-
-void cor__return_credit(struct cor_hport *hp, uint32_t peer, int units)
-{
-    struct peer_link *l = &hp->links[peer];
-    if (units <= 0) return;
-    if (atomic_fetch_add(&l->owed, units) + units < hp->credit_threshold || g.dead[peer]) return;
-    struct send_op *op = op_new(hp, peer);
-    if (!op) return; /* they ride on a later frame */
-    op->hdr.type = F_CREDIT;
-    op->hdr.credits = (uint16_t)owed_take(l); /* 0: a frame sent meanwhile carried them */
-    if (!op->hdr.credits) {
-        free(op);
-        return;
-    }
-    cor__count(C_CREDIT_FRAMES, 1);
-    submit(hp, op);
-}
-
-void cor__upcall_send_done(void *core, void *cookie, int status)
-{
-    struct cor_hport *hp = core;
-    if (hp->index < 0) {
-        cor__raw_upcall_send_done(hp, status);
-        return;
-    }
-    struct send_op *op = cookie;
-    inflight_add(hp, -1);
-    if (op->req) cor__req_complete(op->req, status);
-    if (op->data) {
-        if (status == COR_OK) atomic_fetch_add(&op->data->done_bytes, op->plen);
-        send_release(op->data, status);
-    }
-    op_free(op);
-    /* The window opened: push queued frames from this thread (the owner: the route calls us
-     * inside its progress) rather than waking another. */
-    if (hp->q_head && cor__port_mine(hp)) cor__dispatch_queue(hp);
-}
 
 /* ---- sending messages ---- */
 
@@ -613,7 +164,7 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
     /* A small message is copied now, outside the lock, in case it goes eager on a route that
      * sends from our memory (below); as a rendezvous, the copy just goes unused. */
     bool small_copy = hp->caps.zero_copy_send && r->cap && r->cap <= ROOM_MAX;
-    struct send_op *op = small_copy ? op_new_copy(hp, d, r->buf, r->cap) : op_new(hp, d);
+    struct send_op *op = small_copy ? cor__op_new_copy(hp, d, r->buf, r->cap) : cor__op_new(hp, d);
     if (!op) return COR_ENOMEM;
     r->remote_rank = (int)d;
     r->hp = hp;
@@ -627,9 +178,8 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
                                  .count = r->count,
                                  .len = r->cap,
                                  .sreq = r->handle};
-    struct peer_link *l = &hp->links[d];
     int cost = cor__credit_cost(r->cap, hp->eager_limit);
-    if (r->cap <= hp->eager_limit && credits_spend(l, cost)) {
+    if (r->cap <= hp->eager_limit && cor__credits_spend(hp, d, cost)) {
         op->hdr.type = F_EAGER;
         op->hdr.offset = (uint64_t)cost; /* what the receiver returns once it consumed it */
         op->req = r;
@@ -656,7 +206,7 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
         rts_carry_tail(hp, op, r);
         cor__count(C_RNDV_SENT, 1);
     }
-    submit(hp, op);
+    cor__hport_submit(hp, op);
     return COR_OK;
 }
 
@@ -879,7 +429,7 @@ static void on_cts(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *
     }
     int pending = RS_PENDING; /* a peer death may have completed it meanwhile */
     if (!atomic_compare_exchange_strong(&r->state, &pending, RS_MATCHED)) {
-        release_mr(r);
+        cor__req_mr_release(r);
         return;
     }
     if (h->len == 0) {
@@ -891,12 +441,12 @@ static void on_cts(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *
     size_t slices = r->expect >= (size_t)g.stripe_min && !r->rma ? (size_t)rt->nports : 1;
     size_t slice = (r->expect + slices - 1) / slices;
     slice = (slice + 4095) & ~(size_t)4095;
-    send_hold(r); /* until every slice is queued */
+    cor__send_hold(r); /* until every slice is queued */
     for (size_t i = 0, off = 0; off < r->expect; i++, off += slice) {
         struct cor_hport *jp = slices > 1 ? rt->ports[(hp->index + i) % rt->nports] : hp;
-        struct send_op *job = op_new(jp, peer);
+        struct send_op *job = cor__op_new(jp, peer);
         if (!job) {
-            send_release(r, COR_ENOMEM);
+            cor__send_release(r, COR_ENOMEM);
             return;
         }
         job->kind = OP_DATA_JOB;
@@ -908,10 +458,10 @@ static void on_cts(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *
         job->hdr.dst_task = h->src_task;
         job->hdr.rreq = r->remote_req;
         job->hdr.sreq = r->handle;
-        send_hold(r);
-        submit(jp, job);
+        cor__send_hold(r);
+        cor__hport_submit(jp, job);
     }
-    send_release(r, COR_OK);
+    cor__send_release(r, COR_OK);
 }
 
 static void on_data(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *h,
@@ -948,7 +498,7 @@ static void on_fin(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *
         drop("remote-write completion for no matching receive", peer);
         return;
     }
-    release_mr(r);
+    cor__req_mr_release(r);
     atomic_store(&r->done_bytes, r->expect);
     cor__count(C_BYTES_RECEIVED, r->expect);
     cor__arrival_note(r->owner);
@@ -1076,7 +626,7 @@ void cor__upcall_deliver(void *core, cor_peer_t peer, const void *frame, size_t 
         drop("from an earlier occupant of its rank, or for one of ours", peer);
         return;
     }
-    if (h.credits) credits_add(hp, &hp->links[peer], h.credits);
+    if (h.credits) cor__credits_returned(hp, peer, h.credits);
     const unsigned char *p = frame;
     if (h.type == F_EAGER || h.type == F_RTS)
         in_order(hp, peer, &h, p, len);
@@ -1120,22 +670,6 @@ void cor__upcall_peer_failed(void *core, cor_peer_t peer, int err)
     cor__peer_died(peer, err ? err : COR_EPEERDEAD);
 }
 
-/* Frames the route never took fail with COR_ECLOSED (the port is closing). */
-void cor__queue_discard(struct cor_hport *hp)
-{
-    cor__port_own_wait(hp); /* its threads have stopped: we wait for no one long */
-    inbox_take(hp);
-    struct send_op *op = hp->q_head;
-    hp->q_head = hp->q_tail = NULL;
-    atomic_store(&hp->backlog, false);
-    cor__port_release(hp);
-    while (op) {
-        struct send_op *next = op->next;
-        op_fail(op, COR_ECLOSED);
-        op = next;
-    }
-}
-
 /* Rank `peer` gets a new occupant (cor_domain_connect after cor_domain_leave): what this
  * domain kept for the earlier one goes, so the new one starts as a peer never heard from:
  * message numbers both ways, frames held for their turn, eager credits, and the unexpected
@@ -1158,11 +692,8 @@ void cor__peer_reset(uint32_t peer)
         hf = next;
     }
     for (int i = 0; i < g.nroutes; i++)
-        for (int k = 0; k < g.routes[i]->nports; k++) {
-            struct cor_hport *hp = g.routes[i]->ports[k];
-            atomic_store(&hp->links[peer].credits, hp->credit_units);
-            atomic_store(&hp->links[peer].owed, 0);
-        }
+        for (int k = 0; k < g.routes[i]->nports; k++)
+            cor__credits_reset(g.routes[i]->ports[k], peer);
     COR_LOCK(&g.lock);
     for (int i = 0; g.tasks && i < g.max_tasks; i++) {
         struct cor_task *t = g.tasks[i];
