@@ -251,6 +251,7 @@ static void teardown(void)
         g.routes[i] = NULL;
     }
     g.nroutes = 0;
+    g.one_port = false;
     if (g.peers) {
         for (int i = 0; i < g.size; i++) {
             free(g.peers[i].recv_seq);
@@ -295,6 +296,7 @@ static int init_domain(void)
     cor__task_adopt_main();
     err = open_routes(g.size > 1);
     if (err) return err;
+    g.one_port = g.nroutes == 1 && g.routes[0]->nports == 1;
     if (g.yielders_max < 0) g.yielders_max = yielders_for_routes();
     if (!g.dynamic && (err = connect_peers())) return err;
     /* getBuffer memory: the first route that can send from its own memory without a copy */

@@ -388,6 +388,10 @@ struct cor_global {
     struct cor_route *routes[COR_ROUTES_MAX];
     _Atomic bool *dead;       /* [size] */
     struct peer_state *peers; /* [size] */
+    /* One hard port carries every message (one route, one port; raw ports aside): set once
+     * the ports are open, before any poll. Its owner is then the only thread that delivers,
+     * so frames are matched in order without the peers' locks (proto.c, in_order). */
+    bool one_port;
     /* Incarnations (dynamic sessions): ours, random at join, and each rank's current
      * occupant's, learnt with its address (0: unknown, any accepted). Every frame carries
      * both (proto.h), so frames of a rank's earlier occupant, or meant for it, are dropped

@@ -550,28 +550,21 @@ static int recv_seq_fit(struct peer_state *ps, unsigned task)
 }
 
 /* Matches messages in each sender task's order, holding any that overtook an earlier one
- * (possible only when a task switched hard ports or routes). */
-static void in_order(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *h,
-                     const unsigned char *frame, size_t len)
+ * (possible only when a task switched hard ports or routes). Caller orders the calls for the
+ * peer (in_order). */
+static void in_order_match(struct cor_hport *hp, uint32_t peer, struct peer_state *ps,
+                           const struct frame_hdr *h, const unsigned char *frame, size_t len)
 {
-    struct peer_state *ps = &g.peers[peer];
-    if (h->src_task >= g.max_tasks) {
-        drop("sender task index out of range", peer);
-        return;
-    }
-    COR_LOCK(&ps->lock);
     /* Made at the first message from this peer, not at cor_init, and only as long as the
      * sender's task indices need: max_tasks numbers (4 KiB) per peer would be 1 MiB a domain
      * at 256 domains and 40 MiB at 10,000 (docs/scale.md). */
     if (h->src_task >= ps->nrecv_seq && recv_seq_fit(ps, h->src_task) != 0) {
-        COR_UNLOCK(&ps->lock);
         drop("no memory for the sender's message numbers", peer);
         return;
     }
     uint32_t *next = &ps->recv_seq[h->src_task];
     if (h->seq != *next) {
         if ((int32_t)(h->seq - *next) < 0) {
-            COR_UNLOCK(&ps->lock);
             drop("duplicate message number", peer);
             return;
         }
@@ -582,7 +575,6 @@ static void in_order(struct cor_hport *hp, uint32_t peer, const struct frame_hdr
             memcpy(hf->frame, frame, len);
             ps->held = hf;
         }
-        COR_UNLOCK(&ps->lock);
         return;
     }
     on_message(hp, peer, h, frame + FRAME_HDR_SIZE, len - FRAME_HDR_SIZE);
@@ -601,7 +593,24 @@ static void in_order(struct cor_hport *hp, uint32_t peer, const struct frame_hdr
         free(hf);
         pp = &ps->held; /* the next one may be anywhere */
     }
-    COR_UNLOCK(&ps->lock);
+}
+
+/* An EAGER or RTS frame from `peer`: matched in order. Frames of one peer may arrive on
+ * several hard ports at once, so the peer's lock orders their matching; with one hard port
+ * (g.one_port) its owner is the only thread that delivers, and the port's ownership already
+ * orders them (taking and leaving it are sequentially consistent exchanges): no lock. */
+static void in_order(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *h,
+                     const unsigned char *frame, size_t len)
+{
+    struct peer_state *ps = &g.peers[peer];
+    if (h->src_task >= g.max_tasks) {
+        drop("sender task index out of range", peer);
+        return;
+    }
+    bool lock = !g.one_port;
+    if (lock) COR_LOCK(&ps->lock);
+    in_order_match(hp, peer, ps, h, frame, len);
+    if (lock) COR_UNLOCK(&ps->lock);
 }
 
 void cor__upcall_deliver(void *core, cor_peer_t peer, const void *frame, size_t len)
@@ -678,6 +687,10 @@ void cor__upcall_peer_failed(void *core, cor_peer_t peer, int err)
 void cor__peer_reset(uint32_t peer)
 {
     struct peer_state *ps = &g.peers[peer];
+    /* With one hard port its owner matches without the peer's lock (in_order): own it. */
+    struct cor_hport *only = g.one_port ? g.routes[0]->ports[0] : NULL;
+    if (only && cor__port_mine(only)) only = NULL; /* (we own it already) */
+    if (only) cor__port_own_wait(only);
     COR_LOCK(&ps->lock);
     free(ps->recv_seq);
     ps->recv_seq = NULL;
@@ -685,6 +698,7 @@ void cor__peer_reset(uint32_t peer)
     struct held_frame *hf = ps->held;
     ps->held = NULL;
     COR_UNLOCK(&ps->lock);
+    if (only) cor__port_release(only);
     while (hf) {
         struct held_frame *next = hf->next;
         cor__count(C_FRAMES_DROPPED, 1);
