@@ -235,7 +235,16 @@ void cor__port_release(struct cor_hport *hp)
     } while (atomic_load(&hp->inbox) && cor__port_own(hp));
 }
 
-/* ---- the send path ---- */
+/* ---- the send path, in the order a frame takes it ---- */
+
+static void submit_owned(struct cor_hport *hp, struct send_op *op);
+static int route_send(struct cor_hport *hp, struct send_op *op, bool own);
+static void queue_append(struct cor_hport *hp, struct send_op *op);
+static void inbox_push(struct cor_hport *hp, struct send_op *op);
+static void dispatch_some(struct cor_hport *hp);
+static void dispatch_queued(struct cor_hport *hp);
+static void backlog_note(struct cor_hport *hp);
+static void op_fail(struct send_op *op, int err);
 
 static void op_free(struct send_op *op)
 {
@@ -274,14 +283,42 @@ struct send_op *cor__op_new_copy(struct cor_hport *hp, uint32_t peer, const void
     return op;
 }
 
-static void queue_append(struct cor_hport *hp, struct send_op *op)
+/* Hands a frame to the port: sent inline when the port is ours or free, else left for its
+ * owner, without waiting for it. */
+void cor__hport_submit(struct cor_hport *hp, struct send_op *op)
 {
-    op->next = NULL;
-    if (hp->q_tail)
-        hp->q_tail->next = op;
-    else
-        hp->q_head = op;
-    hp->q_tail = op;
+    if (cor__port_mine(hp)) { /* a callback inside our own progress */
+        submit_owned(hp, op);
+        return;
+    }
+    if (cor__port_own(hp)) {
+        submit_owned(hp, op);
+        cor__port_release(hp);
+        return;
+    }
+    /* Then look again (cor__port_release says why): its owner may have left meanwhile. */
+    inbox_push(hp, op);
+    if (cor__port_own(hp)) cor__port_release(hp);
+}
+
+/* The owner sends now if nothing is queued ahead (the inline fast path), else queues. The
+ * inbox's frames go first: a thread's frames keep their order. */
+static void submit_owned(struct cor_hport *hp, struct send_op *op)
+{
+    port_drain(hp);
+    bool refused = hp->q_head != NULL; /* what is queued is what the route pushed back */
+    if (!refused && op->kind == OP_FRAME) {
+        int rc = route_send(hp, op, true);
+        if (rc == COR_OK) return;
+        if (rc != COR_EAGAIN) {
+            op_fail(op, rc);
+            return;
+        }
+        refused = true;
+    }
+    queue_append(hp, op);
+    if (!refused) dispatch_some(hp); /* a data job: the route may take its frames */
+    backlog_note(hp);
 }
 
 /* Send ops the route holds. Only the port's owner changes the count (its route calls and the
@@ -330,39 +367,53 @@ static int route_send(struct cor_hport *hp, struct send_op *op, bool own)
     return COR_OK;
 }
 
-static void dispatch_queued(struct cor_hport *hp);
-
-void cor__req_mr_release(struct cor_req *r)
+/* The inbox: frames of threads that found the port owned. */
+static void inbox_push(struct cor_hport *hp, struct send_op *op)
 {
-    if (r->mr) {
-        r->hp->route->ops->mem_deregister(r->hp->rp, r->mr);
-        r->mr = NULL;
+    struct send_op *head = atomic_load_explicit(&hp->inbox, memory_order_relaxed);
+    do {
+        op->next = head;
+    } while (!atomic_compare_exchange_weak_explicit(&hp->inbox, &head, op, memory_order_seq_cst,
+                                                    memory_order_relaxed));
+}
+
+/* Owner: moves the inbox to the queue's tail, oldest first (a thread's frames keep their
+ * order). */
+static void inbox_take(struct cor_hport *hp)
+{
+    struct send_op *op = atomic_exchange_explicit(&hp->inbox, NULL, memory_order_acquire);
+    struct send_op *oldest = NULL;
+    while (op) {
+        struct send_op *next = op->next;
+        op->next = oldest;
+        oldest = op;
+        op = next;
+    }
+    while (oldest) {
+        struct send_op *next = oldest->next;
+        queue_append(hp, oldest);
+        oldest = next;
     }
 }
 
-/* A rendezvous send is referenced by its data jobs and by every data frame or put the route
- * holds; it completes when the last of them lets go, with the first error any of them saw.
- * Completing it earlier would let the caller free it while the route still names it. */
-void cor__send_hold(struct cor_req *r)
+static void port_drain(struct cor_hport *hp)
 {
-    atomic_fetch_add(&r->chunks_out, 1);
+    if (!atomic_load_explicit(&hp->inbox, memory_order_relaxed)) return;
+    bool refused = hp->q_head != NULL; /* the route pushes back: the dispatcher retries */
+    inbox_take(hp);
+    if (!refused) dispatch_some(hp);
+    backlog_note(hp);
 }
 
-void cor__send_release(struct cor_req *r, int err)
+/* The queue: the owner's, frames the route pushed back, in order. */
+static void queue_append(struct cor_hport *hp, struct send_op *op)
 {
-    int none = COR_OK;
-    if (err) atomic_compare_exchange_strong(&r->send_err, &none, err);
-    if (atomic_fetch_sub(&r->chunks_out, 1) == 1) {
-        cor__req_mr_release(r);
-        cor__req_complete(r, atomic_load(&r->send_err));
-    }
-}
-
-static void op_fail(struct send_op *op, int err)
-{
-    if (op->req) cor__req_complete(op->req, err);
-    if (op->data) cor__send_release(op->data, err);
-    op_free(op);
+    op->next = NULL;
+    if (hp->q_tail)
+        hp->q_tail->next = op;
+    else
+        hp->q_head = op;
+    hp->q_tail = op;
 }
 
 /* Sends queued frames in order until the route pushes back; the port's owner. Not again
@@ -496,82 +547,62 @@ void cor__dispatch_queue(struct cor_hport *hp)
     backlog_note(hp);
 }
 
-/* ---- the inbox: frames of threads that found the port owned ---- */
+/* ---- a rendezvous send held by its frames; the end of a frame ---- */
 
-static void inbox_push(struct cor_hport *hp, struct send_op *op)
+void cor__req_mr_release(struct cor_req *r)
 {
-    struct send_op *head = atomic_load_explicit(&hp->inbox, memory_order_relaxed);
-    do {
-        op->next = head;
-    } while (!atomic_compare_exchange_weak_explicit(&hp->inbox, &head, op, memory_order_seq_cst,
-                                                    memory_order_relaxed));
-}
-
-/* Owner: moves the inbox to the queue's tail, oldest first (a thread's frames keep their
- * order). */
-static void inbox_take(struct cor_hport *hp)
-{
-    struct send_op *op = atomic_exchange_explicit(&hp->inbox, NULL, memory_order_acquire);
-    struct send_op *oldest = NULL;
-    while (op) {
-        struct send_op *next = op->next;
-        op->next = oldest;
-        oldest = op;
-        op = next;
-    }
-    while (oldest) {
-        struct send_op *next = oldest->next;
-        queue_append(hp, oldest);
-        oldest = next;
+    if (r->mr) {
+        r->hp->route->ops->mem_deregister(r->hp->rp, r->mr);
+        r->mr = NULL;
     }
 }
 
-static void port_drain(struct cor_hport *hp)
+/* A rendezvous send is referenced by its data jobs and by every data frame or put the route
+ * holds; it completes when the last of them lets go, with the first error any of them saw.
+ * Completing it earlier would let the caller free it while the route still names it. */
+void cor__send_hold(struct cor_req *r)
 {
-    if (!atomic_load_explicit(&hp->inbox, memory_order_relaxed)) return;
-    bool refused = hp->q_head != NULL; /* the route pushes back: the dispatcher retries */
-    inbox_take(hp);
-    if (!refused) dispatch_some(hp);
-    backlog_note(hp);
+    atomic_fetch_add(&r->chunks_out, 1);
 }
 
-/* The owner sends now if nothing is queued ahead (the inline fast path), else queues. The
- * inbox's frames go first: a thread's frames keep their order. */
-static void submit_owned(struct cor_hport *hp, struct send_op *op)
+void cor__send_release(struct cor_req *r, int err)
 {
-    port_drain(hp);
-    bool refused = hp->q_head != NULL; /* what is queued is what the route pushed back */
-    if (!refused && op->kind == OP_FRAME) {
-        int rc = route_send(hp, op, true);
-        if (rc == COR_OK) return;
-        if (rc != COR_EAGAIN) {
-            op_fail(op, rc);
-            return;
-        }
-        refused = true;
+    int none = COR_OK;
+    if (err) atomic_compare_exchange_strong(&r->send_err, &none, err);
+    if (atomic_fetch_sub(&r->chunks_out, 1) == 1) {
+        cor__req_mr_release(r);
+        cor__req_complete(r, atomic_load(&r->send_err));
     }
-    queue_append(hp, op);
-    if (!refused) dispatch_some(hp); /* a data job: the route may take its frames */
-    backlog_note(hp);
 }
 
-/* Hands a frame to the port: sent inline when the port is ours or free, else left for its
- * owner, without waiting for it. */
-void cor__hport_submit(struct cor_hport *hp, struct send_op *op)
+static void op_fail(struct send_op *op, int err)
 {
-    if (cor__port_mine(hp)) { /* a callback inside our own progress */
-        submit_owned(hp, op);
+    if (op->req) cor__req_complete(op->req, err);
+    if (op->data) cor__send_release(op->data, err);
+    op_free(op);
+}
+
+void cor__upcall_send_done(void *core, void *cookie, int status)
+{
+    struct cor_hport *hp = core;
+    if (hp->index < 0) {
+        cor__raw_upcall_send_done(hp, status);
         return;
     }
-    if (cor__port_own(hp)) {
-        submit_owned(hp, op);
-        cor__port_release(hp);
-        return;
+    struct send_op *op = cookie;
+    inflight_add(hp, -1);
+    if (op->req) cor__req_complete(op->req, status);
+    if (op->data) {
+        if (status == COR_OK) atomic_fetch_add(&op->data->done_bytes, op->plen);
+        cor__send_release(op->data, status);
     }
-    /* Then look again (cor__port_release says why): its owner may have left meanwhile. */
-    inbox_push(hp, op);
-    if (cor__port_own(hp)) cor__port_release(hp);
+    op_free(op);
+    /* The window opened: push queued frames from this thread (the owner: the route calls us
+     * inside its progress) rather than waking another. */
+    if (hp->q_head && cor__port_mine(hp)) cor__dispatch_queue(hp);
 }
+
+/* ---- frames the protocol sends besides messages ---- */
 
 int cor__frame_send(struct cor_hport *hp, uint32_t peer, const void *hdr, size_t hlen,
                     const void *payload, size_t plen, struct cor_req *complete_on_done)
@@ -611,26 +642,6 @@ void cor__return_credit(struct cor_hport *hp, uint32_t peer, int units)
     }
     cor__count(C_CREDIT_FRAMES, 1);
     cor__hport_submit(hp, op);
-}
-
-void cor__upcall_send_done(void *core, void *cookie, int status)
-{
-    struct cor_hport *hp = core;
-    if (hp->index < 0) {
-        cor__raw_upcall_send_done(hp, status);
-        return;
-    }
-    struct send_op *op = cookie;
-    inflight_add(hp, -1);
-    if (op->req) cor__req_complete(op->req, status);
-    if (op->data) {
-        if (status == COR_OK) atomic_fetch_add(&op->data->done_bytes, op->plen);
-        cor__send_release(op->data, status);
-    }
-    op_free(op);
-    /* The window opened: push queued frames from this thread (the owner: the route calls us
-     * inside its progress) rather than waking another. */
-    if (hp->q_head && cor__port_mine(hp)) cor__dispatch_queue(hp);
 }
 
 /* ---- the receive path: one poll of the port ---- */
