@@ -86,10 +86,12 @@ static int finish_sends(cor_req_t *req, int n)
 #define CONFIRM_EVERY 32
 #define UNCONF_MAX 256 /* unconfirmed messages to one peer before pvm_send waits */
 
+#define KEEP_COPY_MAX 1024 /* a sent image up to this size is kept as a copy of its own */
+
 struct unconf {
     struct unconf *next;
     uint32_t seq;
-    void *image; /* from cpvm_out (cpvm_image_release) */
+    void *image; /* from cpvm_out (cpvm_image_release), or malloc'd when cap is 0 */
     size_t cap, len;
     bool in_flight; /* a background send still reads it */
     bool released;  /* confirmed or resent while in flight: the send's end frees it */
@@ -103,8 +105,23 @@ static bool seq_after(uint32_t a, uint32_t b)
 
 static void unconf_free(struct unconf *u)
 {
-    cpvm_image_release(u->image, u->cap);
+    if (u->cap)
+        cpvm_image_release(u->image, u->cap);
+    else
+        free(u->image);
     free(u);
+}
+
+/* Its send is over: a small image is kept as a copy, and its buffer (4 KiB at least, maybe
+ * the route's memory) goes back for the next message. */
+static void unconf_compact(struct unconf *u)
+{
+    void *copy = u->cap && u->len <= KEEP_COPY_MAX ? malloc(u->len) : NULL;
+    if (!copy) return;
+    memcpy(copy, u->image, u->len);
+    cpvm_image_release(u->image, u->cap);
+    u->image = copy;
+    u->cap = 0;
 }
 
 static void unconf_drop(struct unconf *u)
@@ -194,7 +211,10 @@ static bool background_done(struct backlog *b)
     struct unconf *u = b->u;
     b->u = NULL;
     u->in_flight = false;
-    if (u->released) unconf_free(u);
+    if (u->released)
+        unconf_free(u);
+    else
+        unconf_compact(u);
     if (err) cpvm_route_gave_up(b->peer, false);
     return true;
 }
