@@ -421,8 +421,16 @@ struct gm_port {
     _Atomic uint64_t guard_seq; /* odd while inside a call */
     _Atomic unsigned long guard_thread;
     _Atomic unsigned guard_node, guard_port;
-    uint64_t guard_seen;  /* guard_seq at the watchdog's last look; watchdog only */
-    unsigned guard_looks; /* looks that found the same call inside; watchdog only */
+    uint64_t guard_seen;     /* guard_seq at the watchdog's last look; watchdog only */
+    unsigned guard_looks;    /* looks that found the same call inside; watchdog only */
+    uint64_t guard_first_ns; /* the first look that found that call inside; watchdog only */
+    /* The call the watchdog found stuck (its guard_seq, 0 none) and since when, for
+     * gm_compat_port_stuck from any thread; written by the watchdog. */
+    _Atomic uint64_t stuck_seq, stuck_ns;
+    /* gm_compat_set_stuck_notify: called by the watchdog (gmx_lock held) at each look that
+     * finds a call on this port stuck toward a live peer. Set under gmx_lock. */
+    void (*stuck_fn)(void *arg);
+    void *stuck_arg;
 };
 
 /* port.c */

@@ -261,6 +261,15 @@ GMX_EXPORT gm_status_t gm_compat_port_probe(struct gm_port *p, unsigned int node
     return GM_SEND_TARGET_PORT_CLOSED;
 }
 
+GMX_EXPORT void gm_compat_set_stuck_notify(struct gm_port *p, void (*fn)(void *arg), void *arg)
+{
+    if (!p) return;
+    pthread_mutex_lock(&gmx_lock); /* the watchdog reads them under it */
+    p->stuck_fn = fn;
+    p->stuck_arg = arg;
+    pthread_mutex_unlock(&gmx_lock);
+}
+
 /* shm: 1 if peer must not be touched through libfabric now.  A process
  * killed while it held its shm region's spin lock leaves every later send
  * to it spinning forever inside the provider, so a peer silent for more

@@ -141,9 +141,15 @@ int gmx_unstick_scan(struct gm_port *registry)
         if ((seq & 1) || seq != seen) busy = 1;
         if (!(seq & 1) || seq != seen) {
             q->guard_looks = 0;
+            q->guard_first_ns = gmx_coarse_ns();
+            if (atomic_load_explicit(&q->stuck_seq, memory_order_relaxed))
+                atomic_store_explicit(&q->stuck_seq, 0, memory_order_release);
             continue; /* not inside a call, or a new one since the last look */
         }
-        q->guard_looks++;
+        if (!q->guard_looks++) { /* stuck: say since when (gm_compat_port_stuck) */
+            atomic_store_explicit(&q->stuck_ns, q->guard_first_ns, memory_order_relaxed);
+            atomic_store_explicit(&q->stuck_seq, seq, memory_order_release);
+        }
         unsigned node = atomic_load_explicit(&q->guard_node, memory_order_relaxed);
         unsigned port = atomic_load_explicit(&q->guard_port, memory_order_relaxed);
         pthread_t thread = (pthread_t)atomic_load_explicit(&q->guard_thread, memory_order_relaxed);
@@ -151,6 +157,7 @@ int gmx_unstick_scan(struct gm_port *registry)
             continue; /* the call ended while we read */
         int dead = gmx_lock_unheld(node, port);
         int release = dead || orphaned(q);
+        if (!dead && q->stuck_fn) q->stuck_fn(q->stuck_arg); /* outside any signal handler */
         if (dead)
             gmx_note_peer_lost();
         else if (!release && q->guard_looks < 2)
@@ -196,6 +203,25 @@ void gmx_guard_enter(struct gm_port *p, const struct gmx_peer *peer)
 void gmx_guard_leave(struct gm_port *p)
 {
     atomic_fetch_add_explicit(&p->guard_seq, 1, memory_order_release);
+}
+
+GMX_EXPORT unsigned gm_compat_port_stuck(struct gm_port *p, unsigned int *node, unsigned int *port)
+{
+    if (!p) return 0;
+    uint64_t seq = atomic_load_explicit(&p->stuck_seq, memory_order_acquire);
+    if (!seq) return 0;
+    uint64_t since = atomic_load_explicit(&p->stuck_ns, memory_order_relaxed);
+    unsigned n = atomic_load_explicit(&p->guard_node, memory_order_relaxed);
+    unsigned q = atomic_load_explicit(&p->guard_port, memory_order_relaxed);
+    /* still that call (its target as read), and the watchdog still says so */
+    if (atomic_load_explicit(&p->guard_seq, memory_order_acquire) != seq ||
+        atomic_load_explicit(&p->stuck_seq, memory_order_acquire) != seq)
+        return 0;
+    uint64_t now = gmx_coarse_ns();
+    uint64_t ms = now > since ? (now - since) / 1000000u : 0;
+    if (node) *node = n;
+    if (port) *port = q;
+    return ms < 1 ? 1 : ms > UINT32_MAX ? UINT32_MAX : (unsigned)ms;
 }
 
 uint64_t gmx_unstick_period_ns(int busy)
