@@ -539,9 +539,13 @@ static void declare_dead(int r, const char *why)
     for (int s = 0; s < g.n; s++)
         if (s != r && !g.dom[s].dead) domain_line(s, &l);
     if (d->state == D_RUNNING && d->pid > 0) {
-        /* Alive but cut off from the session (no connection, never joined): stop it now;
-         * the teardown escalates to SIGKILL if needed. */
+        /* Alive but cut off from the session (no connection, never joined, or given up by a
+         * peer's routes): stop it now; the teardown escalates to SIGKILL if needed. SIGCONT
+         * too: a domain given up because it was stopped (SIGSTOP) would hold its SIGTERM
+         * until then, and a gm peer may be held inside libgm until it is gone (a domain
+         * stopped holding its shm queue lock: cor/routes/gm/gm_watch.c). */
         kill(d->pid, SIGTERM);
+        kill(d->pid, SIGCONT);
         d->killed_by_us = 1;
     }
     begin_teardown();

@@ -21,7 +21,10 @@
  *   they share with send and progress.
  * - Callbacks (deliver, send_done, peer_failed) are made only from inside progress(), in the
  *   thread that called it. The route must hold none of its locks while it calls them: a
- *   callback may call send() on the same port.
+ *   callback may call send() on the same port. One exception: peer_failed(COR_ETIMEDOUT)
+ *   may come from a thread of the route's own while the port's owner is held inside a call
+ *   by that peer (gm: a peer stopped holding its shm queue lock), the only way to have it
+ *   given up then; the core takes it from any thread.
  * - No call blocks for long: send() returns COR_EAGAIN when its window is full (nothing
  *   taken); progress() does a bounded amount of work.
  */

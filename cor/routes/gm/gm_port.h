@@ -95,6 +95,7 @@ struct gmr_peer {
      * is set when it is given up (any thread); add_peer leaves the new address in re_* and
      * readmit_note, which the owner applies (gmr_take_notes) after any dead_note. */
     _Atomic int gone;
+    _Atomic int held_lost; /* given up by the watch thread (gm_watch.c); 0 again at readmit */
     _Atomic int readmit_note;
     unsigned re_node, re_port;
     int re_local;
@@ -150,6 +151,7 @@ struct cor_rport {
     char host[GM_MAX_HOST_NAME_LEN + 1];
     int joined;                   /* gmr_session_init done */
     struct cor_rport *local_next; /* list of this process's ports (gm_env.c) */
+    struct cor_rport *watch_next; /* list of the watch thread's ports (gm_watch.c) */
 
     struct gmr_peer *peers;
     struct gmr_hslot *hash; /* (node, port) -> rank */
@@ -218,6 +220,12 @@ struct cor_rport {
 extern GMR_THREAD_LOCAL struct cor_rport *gmr_cb_port;
 void gmr_unknown(struct cor_rport *p, gm_recv_event_t *e); /* gm_unknown with gmr_cb_port */
 void gmr_kick(struct cor_rport *p);                        /* a send: cut wait()'s nap short */
+
+/* gm_watch.c: a peer that holds our send inside libgm (stopped holding its shm queue lock)
+ * for COR_GM_DEAD_MS is given up from the process's watch thread (see there). add after the
+ * port opened, remove before it closes (waits while the thread gives up a peer of it). */
+void gmr_watch_add(struct cor_rport *p);
+void gmr_watch_remove(struct cor_rport *p);
 
 /* gm_tx.c */
 int gmr_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov, int iovcnt,

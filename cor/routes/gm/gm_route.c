@@ -86,6 +86,7 @@ static int gmr_open(const struct cor_route_config *cfg, const struct cor_route_u
     p->active_ns = rutil_now_ns();
     p->probe_ns = p->active_ns;
     gmr_local_add(p);
+    gmr_watch_add(p);
     *out = p;
     return COR_OK;
 fail:
@@ -119,6 +120,7 @@ static void say_bye(struct cor_rport *p)
 static void gmr_close(struct cor_rport *p)
 {
     if (!p) return;
+    gmr_watch_remove(p);
     gmr_local_remove_and_notify(p);
     /* The core closes a port nobody sends on or polls any more: only the memory calls may
      * still come, and they look at `closing` under mem_lock. */
@@ -250,6 +252,7 @@ static int readmit(struct cor_rport *p, cor_peer_t peer, unsigned node, unsigned
     q->re_port = port;
     q->re_local = local;
     atomic_store(&q->gone, 0);
+    atomic_store(&q->held_lost, 0);
     atomic_store(&q->readmit_note, 1);
     atomic_store(&p->notes, 1);
     return COR_OK;
