@@ -55,6 +55,24 @@ else
     fail=1
 fi
 
+# Without --check the server answers from a buffer of its own (as fi_pingpong does)
+# and provides each receive buffer again at once: every size still completes.
+gmt_bg an_server env GM_NODE_ID=1 "$GMT_PINGPONG" --server --port 7 --timeout 60
+gmt_bg an_client env GM_NODE_ID=2 "$GMT_PINGPONG" --client gmt-pp-srv --port 7 \
+    --mode pingpong --max-size 65536 --iters 300 --timeout 60
+if gmt_wait an_client && gmt_wait an_server; then
+    rows=$(grep -c '^pingpong ' "$GMT_TMP/an_client.log")
+    if [ "$rows" = 18 ]; then
+        echo "PASS: gm-pingpong without --check answered every size"
+    else
+        echo "FAIL: gm-pingpong without --check: $rows pingpong rows, expected 18"
+        cat "$GMT_TMP/an_client.log"
+        fail=1
+    fi
+else
+    fail=1
+fi
+
 # Both sides sleeping in gm_blocking_receive: each message rings the other process's
 # doorbell (bell.c), and a stream's acks go out while its receiver sleeps.
 gmt_bg bl_server env GM_NODE_ID=1 "$GMT_PINGPONG" --server --port 6 --blocking --timeout 60

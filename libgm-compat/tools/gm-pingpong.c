@@ -12,8 +12,10 @@
  * Sizes are 0 and the powers of two from 1 B to 1 MiB (bounded by
  * --min-size/--max-size); iterations scale down with size.
  *
- * pingpong: the client sends, the server echoes from the receive buffer it
- *   got (reposting it in the send callback), one-way = round trip / 2.
+ * pingpong: the client sends, the server answers with a message of the same
+ *   size from a send buffer of its own, as fi_pingpong does (with --check it
+ *   echoes from the receive buffer it got, reposting it in the send
+ *   callback), one-way = round trip / 2.
  * stream:   the client keeps its send window full; the server timestamps
  *   arrivals and reports the time between the first and the last timed
  *   message, so the rate is measured at the receiver, one way.
@@ -93,6 +95,7 @@ static unsigned pool_target(unsigned s)
 
 struct sendop {
     int done;
+    int busy; /* sent, callback not run yet */
     gm_status_t status;
     void *repost; /* buffer to provide again when the send completes */
     unsigned size;
@@ -238,14 +241,28 @@ static int pattern_ok(const uint8_t *b, size_t len, uint32_t seed)
 
 /* ---- server -------------------------------------------------------------- */
 
-/* pingpong: echo each data message from the buffer it arrived in; the send
- * callback provides the buffer again. */
+/* pingpong: answer each data message with one of its length from a buffer of
+ * the server's own, provided again at once (fi_pingpong's work: each side writes
+ * only its receive buffer).  Echoing the data from the buffer it arrived in, as
+ * --check needs, also moves every message's lines from one core's cache to the
+ * other's: the receive buffer the server's copy just wrote is what the client's
+ * copy reads, and the next copy into it (12 round trips later, the pool turning)
+ * must take the lines back.  That made whole runs at 16-64 KiB 2-3x slower than
+ * fi_pingpong in some periods and not in others on this 2-vCPU machine (the
+ * server's copy: 51% of its time in such runs); the send callback provides an
+ * echoed buffer again. */
 static void serve_pingpong(const struct pp_ctrl *c)
 {
     unsigned total = c->warmup + c->iters;
     struct sendop *ops = calloc(POOL_MAX + 2, sizeof *ops);
     unsigned nops = POOL_MAX + 2, next = 0;
     if (!ops) die("calloc", GM_OUT_OF_MEMORY);
+    uint8_t *answer = NULL;
+    if (!c->check) {
+        if (!(answer = gm_dma_malloc(port, c->len ? c->len : 1)))
+            die("gm_dma_malloc for the answer buffer", GM_OUT_OF_MEMORY);
+        memset(answer, 0x5a, c->len);
+    }
     for (unsigned got = 0; got < total;) {
         check_deadline("serving pingpong");
         gm_recv_event_t *e = poll_event();
@@ -258,28 +275,36 @@ static void serve_pingpong(const struct pp_ctrl *c)
         }
         struct sendop *op = &ops[next];
         next = (next + 1) % nops;
-        while (!op->done && op->repost) { /* slot still in flight: wait */
+        while (!op->done && op->busy) { /* slot still in flight: wait */
             check_deadline("waiting for an echo to complete");
             poll_event();
         }
-        *op = (struct sendop){.repost = gm_ntohp(e->recv.buffer), .size = gm_ntoh_u8(e->recv.size)};
+        *op = (struct sendop){
+            .busy = 1, .repost = gm_ntohp(e->recv.buffer), .size = gm_ntoh_u8(e->recv.size)};
+        void *from = op->repost;
+        if (answer) {
+            gm_provide_receive_buffer(port, op->repost, op->size, GM_LOW_PRIORITY);
+            op->repost = NULL;
+            from = answer;
+        }
         while (tokens == 0) {
             check_deadline("waiting for a send token");
             gm_recv_event_t *x = poll_event();
             if (x) gm_unknown(port, x);
         }
         tokens--;
-        gm_send_with_callback(port, op->repost, op->size, gm_ntoh_u32(e->recv.length),
-                              GM_LOW_PRIORITY, peer_node, port_id, send_cb, op);
+        gm_send_with_callback(port, from, op->size, gm_ntoh_u32(e->recv.length), GM_LOW_PRIORITY,
+                              peer_node, port_id, send_cb, op);
         got++;
     }
     /* Let the last echoes complete before their slots go away. */
     for (unsigned i = 0; i < nops; i++)
-        while (!ops[i].done && ops[i].repost) {
+        while (!ops[i].done && ops[i].busy) {
             check_deadline("finishing echoes");
             poll_event();
         }
     free(ops);
+    if (answer) gm_dma_free(port, answer);
 }
 
 /* stream: count arrivals, time from the end of warm-up to the last one,
