@@ -523,6 +523,21 @@ static void begin_teardown(void)
     }
 }
 
+/* Whether process pid is stopped (state T in /proc/PID/stat); 0 if unknown. */
+static int process_stopped(pid_t pid)
+{
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    const char *end = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    return end && end[1] == ' ' && end[2] == 'T';
+}
+
 /* Declares domain r dead: reports it, tells the survivors, starts the teardown. */
 static void declare_dead(int r, const char *why)
 {
@@ -540,12 +555,13 @@ static void declare_dead(int r, const char *why)
         if (s != r && !g.dom[s].dead) domain_line(s, &l);
     if (d->state == D_RUNNING && d->pid > 0) {
         /* Alive but cut off from the session (no connection, never joined, or given up by a
-         * peer's routes): stop it now; the teardown escalates to SIGKILL if needed. SIGCONT
-         * too: a domain given up because it was stopped (SIGSTOP) would hold its SIGTERM
-         * until then, and a gm peer may be held inside libgm until it is gone (a domain
-         * stopped holding its shm queue lock: cor/routes/gm/gm_watch.c). */
-        kill(d->pid, SIGTERM);
-        kill(d->pid, SIGCONT);
+         * peer's routes): stop it now; the teardown escalates to SIGKILL if needed. A
+         * stopped one (SIGSTOP) gets SIGKILL at once: it would hold a SIGTERM until the
+         * teardown's SIGKILL, after the grace period, and a gm peer may be held inside libgm
+         * until it is gone (a domain stopped holding its shm queue lock: gm_watch.c). Not
+         * SIGCONT: the SIGTERM would then run libfabric's shm signal handler, which frees
+         * memory (ThreadSanitizer reports it). */
+        kill(d->pid, process_stopped(d->pid) ? SIGKILL : SIGTERM);
         d->killed_by_us = 1;
     }
     begin_teardown();

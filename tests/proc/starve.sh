@@ -134,9 +134,10 @@ run_case() {
         [ $i -gt $((LIMIT * 10)) ] && { show st; die "$how: domain 1's sends did not fail within $LIMIT s"; }
         sleep 0.1
     done
-    # domain 1 told cor-run (LOST): the session declares domain 0 dead and stops it (SIGTERM,
-    # and SIGCONT for a stopped process), so domain 1's finalize barrier does not wait for a
-    # process that lives on stopped, and cor-run ends
+    # domain 1 told cor-run (LOST): the session declares domain 0 dead and stops it (SIGKILL
+    # for a stopped process, which would hold a SIGTERM), so domain 1's finalize barrier does
+    # not wait for a process that lives on stopped, and a send held in its lock is freed
+    # (libgm-compat's watchdog: its holder is gone), and cor-run ends
     i=0
     while kill -0 "$corrun" 2>/dev/null; do
         i=$((i + 1))
