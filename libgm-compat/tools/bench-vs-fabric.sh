@@ -15,10 +15,14 @@
 # usage: bench-vs-fabric.sh [--builddir DIR] [--providers "shm tcp"]
 #                           [--small BYTES] [--iters N] [--reps N] [--csv FILE]
 #                           [--sweep-min BYTES] [--sweep-max BYTES] [--sweep-iters N]
-#                           [--no-sweep | --sweep-only]
+#                           [--no-sweep | --sweep-only] [--fifo]
 # Each measurement runs REPS times (default 3), fi_pingpong and gm-pingpong
 # alternating, and the best of each is kept (lowest latency, highest rate):
 # shared machines are noisy.
+# --fifo runs both tools' processes at SCHED_FIFO priority 1 (chrt; needs the
+# right to): on a machine loaded by others, whole runs of either tool otherwise
+# last 20-300x their round trip (each process waits for a CPU), and only this
+# measures the tools (docs/measurements/libgm-compat.md, 2026-11-28).
 # DIR is the libgm-compat build directory (default: the current directory,
 # else /tmp/b-gmtests/libgm-compat).  fi_pingpong's usec/xfer is one way
 # (half a round trip); its MB/sec at 1 MiB is size / one-way time.
@@ -35,6 +39,7 @@ sweep_min=1024
 sweep_max=65536
 sweep_iters=5000
 sweep_only=0
+fifo=
 while [ $# -gt 0 ]; do
     case $1 in
     --builddir) builddir=$2; shift 2 ;;
@@ -48,7 +53,8 @@ while [ $# -gt 0 ]; do
     --sweep-iters) sweep_iters=$2; shift 2 ;;
     --no-sweep) sweep_max=0; shift ;;
     --sweep-only) sweep_only=1; shift ;;
-    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
+    --fifo) fifo="chrt -f 1"; shift ;;
+    -h | --help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "bench-vs-fabric.sh: unknown option $1" >&2; exit 64 ;;
     esac
 done
@@ -65,6 +71,11 @@ if ! command -v fi_pingpong >/dev/null 2>&1; then
     exit 1
 fi
 
+if [ -n "$fifo" ] && ! $fifo true 2>/dev/null; then
+    echo "bench-vs-fabric.sh: --fifo: chrt -f 1 is not allowed here" >&2
+    exit 1
+fi
+
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gmbench.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
@@ -75,7 +86,7 @@ ctl_port=$((40000 + $$ % 5000))
 fi_one() {
     prov=$1 size=$2 n=$3
     ctl_port=$((ctl_port + 1))
-    "$(dirname "$0")/fi-pingpong-pair.sh" "$prov" "$ctl_port" 120 -S "$size" -I "$n" \
+    $fifo "$(dirname "$0")/fi-pingpong-pair.sh" "$prov" "$ctl_port" 120 -S "$size" -I "$n" \
         >"$tmp/fi_cli.log" 2>&1
     # bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
     awk 'NR == 2 { print $7, $6 }' "$tmp/fi_cli.log"
@@ -99,7 +110,7 @@ gm_run() {
     esac
     rm -f "$out"
     env GM_NODES="$nodes" GM_PROVIDER="$fprov" GM_SHM_NAMESPACE="gmbench$$" \
-        "$(dirname "$0")/gm-pingpong-pair.sh" "$pp" 300 --port 5 --timeout 280 \
+        $fifo "$(dirname "$0")/gm-pingpong-pair.sh" "$pp" 300 --port 5 --timeout 280 \
         --min-size "$min" --max-size "$max" --iters "$n" --csv "$out" >"$tmp/gm_cli.log" 2>&1
     rc=$?
     if [ $rc -ne 0 ] || [ ! -f "$out" ]; then
@@ -160,7 +171,7 @@ verdict() { # verdict RATIO OP LIMIT
 
 echo "# bench-vs-fabric: gm-pingpong (libgm-compat) vs fi_pingpong, same run, $(date -u +%FT%TZ)"
 echo "# host $(uname -n), $(nproc) cpus, load average $(cut -d' ' -f1-3 /proc/loadavg);" \
-    "small message = $small B, large = $big B; best of $reps"
+    "small message = $small B, large = $big B; best of $reps${fifo:+; both tools at SCHED_FIFO}"
 printf "%-5s %-28s %12s %12s %7s  %s\n" prov measure fi_pingpong gm-pingpong ratio target
 for prov in $providers; do
     [ "$sweep_only" = 1 ] && break
