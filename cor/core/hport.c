@@ -246,19 +246,72 @@ static void dispatch_queued(struct cor_hport *hp);
 static void backlog_note(struct cor_hport *hp);
 static void op_fail(struct send_op *op, int err);
 
+/* Ops with room for ROOM_MAX bytes (every message's but large copies') that a thread freed are
+ * kept for its next ones, rather than a calloc and a free per message. In a ping-pong the sender
+ * frees its op itself (the route's send_done comes in its own poll); where another thread frees
+ * them they stay in that thread's cache, up to OP_CACHE_MAX, and the sender allocates anew. */
+#define OP_CACHE_MAX 64
+struct op_cache {
+    struct send_op *top; /* linked through ->next */
+    int n;
+    bool registered; /* with op_cache_key, which frees them when the thread ends */
+};
+static _Thread_local struct op_cache op_cache;
+static pthread_key_t op_cache_key;
+static pthread_once_t op_cache_once = PTHREAD_ONCE_INIT;
+
+static void op_cache_retire(void *arg)
+{
+    (void)arg;
+    while (op_cache.top) {
+        struct send_op *op = op_cache.top;
+        op_cache.top = op->next;
+        free(op);
+    }
+    op_cache.n = 0;
+    op_cache.registered = false;
+}
+
+static void op_cache_key_create(void)
+{
+    if (pthread_key_create(&op_cache_key, op_cache_retire) != 0)
+        cor__fatal("pthread_key_create", __FILE__, __LINE__);
+}
+
 static void op_free(struct send_op *op)
 {
     if (op->cached)
         cor__copy_put(op->hp, (void *)op->payload);
     else if (op->owned)
         free((void *)op->payload);
+    if (op->room_max && op_cache.n < OP_CACHE_MAX) {
+        if (!op_cache.registered) {
+            pthread_once(&op_cache_once, op_cache_key_create);
+            pthread_setspecific(op_cache_key, &op_cache);
+            op_cache.registered = true;
+        }
+        op->next = op_cache.top;
+        op_cache.top = op;
+        op_cache.n++;
+        return;
+    }
     free(op);
 }
 
-struct send_op *cor__op_new(struct cor_hport *hp, uint32_t peer)
+/* A zeroed op with room for plen bytes, from the thread's cache when plen <= ROOM_MAX. */
+static struct send_op *op_alloc(struct cor_hport *hp, uint32_t peer, size_t plen)
 {
-    struct send_op *op = calloc(1, sizeof *op);
+    struct send_op *op = NULL;
+    bool room_max = plen <= ROOM_MAX;
+    if (room_max && (op = op_cache.top)) {
+        op_cache.top = op->next;
+        op_cache.n--;
+    } else {
+        op = malloc(sizeof *op + (room_max ? ROOM_MAX : plen));
+    }
     if (op) {
+        memset(op, 0, sizeof *op);
+        op->room_max = room_max;
         op->hp = hp;
         op->peer = peer;
         op->epoch = atomic_load_explicit(&g.peer_epoch[peer], memory_order_relaxed);
@@ -266,15 +319,16 @@ struct send_op *cor__op_new(struct cor_hport *hp, uint32_t peer)
     return op;
 }
 
+struct send_op *cor__op_new(struct cor_hport *hp, uint32_t peer)
+{
+    return op_alloc(hp, peer, 0);
+}
+
 /* An op whose payload is a copy of the plen bytes at p, in the op's own allocation. */
 struct send_op *cor__op_new_copy(struct cor_hport *hp, uint32_t peer, const void *p, size_t plen)
 {
-    struct send_op *op = malloc(sizeof *op + plen);
+    struct send_op *op = op_alloc(hp, peer, plen);
     if (op) {
-        memset(op, 0, sizeof *op);
-        op->hp = hp;
-        op->peer = peer;
-        op->epoch = atomic_load_explicit(&g.peer_epoch[peer], memory_order_relaxed);
         if (plen) memcpy(op->room, p, plen);
         op->payload = op->room;
         op->plen = plen;

@@ -27,6 +27,7 @@ struct send_op {
     bool owned;              /* payload is a copy freed with the op */
     bool cached;             /* that copy is a block of hp's copy cache */
     bool in_room;            /* payload is a copy in room[], freed with the op */
+    bool room_max;           /* room[] holds ROOM_MAX bytes: the op goes back to a cache */
     size_t job_off, job_end; /* OP_DATA_JOB: the byte range this port sends */
     unsigned char room[];    /* op_new_copy: the payload's copy */
 };
