@@ -211,10 +211,11 @@ static bool defer_wake(struct cor_task *t)
 static bool complete(struct cor_req *r, int err, bool locked)
 {
     int s = atomic_load(&r->state);
+    /* RS_DONE+16 = "completing": whoever set it owns the status until it publishes RS_DONE,
+     * so a second completer (the data path beside the peer-death scan) backs off then too. */
     do {
-        if (s == RS_DONE) return false;
+        if (s == RS_DONE || s == RS_DONE + 16) return false;
     } while (!atomic_compare_exchange_weak(&r->state, &s, RS_DONE + 16));
-    /* RS_DONE+16 = "completing": we own the status until we publish RS_DONE */
     r->status.error = err;
     struct cor_task *t = r->owner; /* r may be freed and reused once it is DONE */
     /* The owner's lock only when someone sleeps: a sleeper counts itself (seq_cst) before it

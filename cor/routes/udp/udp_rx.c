@@ -6,6 +6,7 @@
  * buffer when a frame fits one datagram.
  */
 #include <arpa/inet.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -290,29 +291,38 @@ static uint64_t probe_due(const struct cor_rport *p, const struct udp_peer *peer
  * under mpirun --enable-recovery, which tells nobody of a death) would wait for ever. So the
  * port probes them too, one at a time, round-robin: each gets a header-only ACK
  * acknowledging nothing (a live port takes it without making state for us, datagram_in) once
- * per max(COR_UDP_PROBE_MS, (N-1)/UDP_PROBE_RATE s): for 3 peers every second, 256 every 8 s,
- * at most UDP_PROBE_RATE probes a second beside those of the talked-to peers. A closed port
- * makes its host refuse the probe, and refusals_in gives the peer the state of a probed,
- * refused one: given up UDP_REFUSED_GRACE_NS later (COR_EPEERDEAD) unless it speaks. Returns
- * when the next sweep probe is due (0: none: probes off, or nobody to sweep). */
+ * per max(COR_UDP_PROBE_MS, M/UDP_PROBE_RATE s) for M such peers: for 3 every second, 256
+ * every 8 s, at most UDP_PROBE_RATE probes a second beside those of the talked-to peers. A
+ * closed port makes its host refuse the probe, and refusals_in gives the peer the state of a
+ * probed, refused one: given up UDP_REFUSED_GRACE_NS later (COR_EPEERDEAD) unless it speaks.
+ * With none to sweep the port sets no timer (an idle port sleeps); add_peer starts it again.
+ * Returns when the next sweep probe is due (0: none). */
+static bool sweepable(const struct cor_rport *p, uint32_t r)
+{
+    return r != p->base.self && !p->peers[r] && p->dests[r].state == UDP_PEER_UP;
+}
+
 static uint64_t sweep(struct cor_rport *p, uint64_t now)
 {
     uint32_t n = p->base.npeers;
-    if (!p->k.probe_ns || n < 2 || p->nactive >= n - 1) return 0;
-    uint64_t spread = (uint64_t)(n - 1) * (1000000000ull / UDP_PROBE_RATE);
-    uint64_t step = (spread > p->k.probe_ns ? spread : p->k.probe_ns) / (n - 1);
-    if (!p->sweep_ns) p->sweep_ns = now + step; /* not before the session had a moment */
+    if (!p->k.probe_ns || n < 2 || p->nactive >= n - 1) return p->sweep_ns = 0;
+    if (!p->sweep_ns) p->sweep_ns = now + p->k.probe_ns; /* not before the session had a moment */
     if (now < p->sweep_ns) return p->sweep_ns;
-    /* The next rank not talked to (at most one turn around: someone is left, see above). */
+    /* One turn: the first rank not talked to from where the last probe stopped, and how many
+     * such ranks there are (the pace). */
+    uint32_t left = 0, pick = n;
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t r = p->sweep_rank;
-        p->sweep_rank = (r + 1) % n;
-        if (r == p->base.self || p->peers[r] || p->dests[r].state != UDP_PEER_UP) continue;
-        udp_send_sweep(p, r, now);
-        p->sweeps++;
-        break;
+        uint32_t r = (p->sweep_rank + i) % n;
+        if (!sweepable(p, r)) continue;
+        if (pick == n) pick = r;
+        left++;
     }
-    p->sweep_ns = now + step;
+    if (!left) return p->sweep_ns = 0;
+    udp_send_sweep(p, pick, now);
+    p->sweeps++;
+    p->sweep_rank = (pick + 1) % n;
+    uint64_t spread = (uint64_t)left * (1000000000ull / UDP_PROBE_RATE);
+    p->sweep_ns = now + (spread > p->k.probe_ns ? spread : p->k.probe_ns) / left;
     return p->sweep_ns;
 }
 
