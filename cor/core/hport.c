@@ -130,6 +130,7 @@ int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out)
         hp->chunk = hp->caps.frame_pref - FRAME_HDR_SIZE;
     const struct cor_route_ops *ops = r->ops;
     hp->rma = hp->caps.has_rma && cor__route_has_rma(ops) && cor__knob_long(COR_K_RMA) == 1;
+    hp->await_peer = cor__route_has_await(ops);
     *out = hp;
     return COR_OK;
 }

@@ -90,6 +90,7 @@ struct cor_req {
                                    (frames of one message may travel on several ports) */
     bool rma;                   /* data moves by remote write (route put), then F_FIN */
     _Atomic bool awaiting_data; /* receiver: CTS sent, data frames or F_FIN to come */
+    _Atomic bool awaits;        /* the route was told we wait for peer_rank (cor__await_*) */
     uint64_t raddr, rkey;       /* sender: where to put */
     struct cor_route_mr *mr;    /* registration of buf for the transfer */
     _Atomic int chunks_out;     /* sender: data jobs, frames and puts naming this request */
@@ -115,6 +116,12 @@ void cor__wakes_flush(void);
 void cor__req_block(struct cor_req *r);
 /* Fails pending requests toward domain `rank`. */
 void cor__req_fail_peer(unsigned rank, int err);
+/* r (r->hp, r->peer_rank set) now waits for an answer of its peer that nothing the route
+ * holds stands for: a rendezvous' clear-to-send or data, a service reply. The route is told
+ * (await_peer, route.h), so that it can find a peer that stopped; the wait ends once, at
+ * cor__await_end or at r's completion, whichever comes first. */
+void cor__await_begin(struct cor_req *r);
+void cor__await_end(struct cor_req *r);
 
 /* ---- messages waiting for a receive (unexpected) ---- */
 enum umsg_kind { UM_EAGER, UM_RNDV, UM_LOCAL };
@@ -220,6 +227,7 @@ struct cor_hport {
     int credit_units;     /* per peer: COR_CREDITS eager messages of eager_limit bytes */
     int credit_threshold; /* units owed that trigger a credit-only frame */
     bool rma;             /* the route offers mem_register + put: rendezvous by remote write */
+    bool await_peer;      /* the route has await_peer (route.h): told what we wait for */
 
     /* One owner at a time (hport.c): the thread that set `owned` (a listener, a spinning
      * task, the dispatcher, a sender) is the only one that calls the route's send, put and
@@ -257,6 +265,7 @@ int cor__route_has_mem(const struct cor_route_ops *ops);
 int cor__route_has_peer_dead(const struct cor_route_ops *ops);
 int cor__route_has_wait(const struct cor_route_ops *ops);
 int cor__route_has_wake(const struct cor_route_ops *ops);
+int cor__route_has_await(const struct cor_route_ops *ops);
 int cor__route_has_counters(const struct cor_route_ops *ops);
 void cor__route_unload(struct cor_route *r);
 /* Loads the plugins of `list` (comma-separated route names) and calls their prepare() in a

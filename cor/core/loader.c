@@ -199,6 +199,11 @@ int cor__route_has_wake(const struct cor_route_ops *ops)
     return ROUTE_HAS(ops, wait) && ROUTE_HAS(ops, wake);
 }
 
+int cor__route_has_await(const struct cor_route_ops *ops)
+{
+    return ROUTE_HAS(ops, await_peer);
+}
+
 /* ---- cor_route_probe: what cor-info shows ------------------------------------------------- */
 
 static void probe_deliver(void *core, cor_peer_t peer, const void *frame, size_t len) {}

@@ -205,6 +205,7 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
         op->plen = 0;
         rts_carry_tail(hp, op, r);
         cor__count(C_RNDV_SENT, 1);
+        cor__await_begin(r); /* its clear-to-send */
     }
     cor__hport_submit(hp, op);
     return COR_OK;
@@ -256,12 +257,14 @@ static void rndv_accept(struct cor_req *r, struct cor_hport *hp, uint32_t peer, 
         h.offset = (uint64_t)(uintptr_t)r->buf;
         h.ctx = key;
     }
+    bool waits = take != 0 && taking; /* for the data (or F_FIN) after the CTS */
+    if (waits) cor__await_begin(r);
     if (cor__frame_send(hp, peer, &h, sizeof h, NULL, 0, NULL) != COR_OK) {
         cor__req_complete(r, COR_ENOMEM);
         return;
     }
     cor__count(C_MSGS_RECEIVED, 1);
-    if (take == 0 || (err != COR_OK && err != COR_ETRUNC))
+    if (!waits)
         cor__req_complete(r, err);
     else
         atomic_store(&r->awaiting_data, true);
@@ -412,6 +415,7 @@ static void on_cts(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *
         drop("clear-to-send for no pending send", peer);
         return;
     }
+    cor__await_end(r); /* what is left is the route's to hold (data frames, puts) */
     r->remote_req = h->rreq;
     r->expect = h->len;
     if (h->count == CTS_RMA) {

@@ -217,6 +217,7 @@ static bool complete(struct cor_req *r, int err, bool locked)
         if (s == RS_DONE || s == RS_DONE + 16) return false;
     } while (!atomic_compare_exchange_weak(&r->state, &s, RS_DONE + 16));
     r->status.error = err;
+    if (atomic_load_explicit(&r->awaits, memory_order_relaxed)) cor__await_end(r);
     struct cor_task *t = r->owner; /* r may be freed and reused once it is DONE */
     /* The owner's lock only when someone sleeps: a sleeper counts itself (seq_cst) before it
      * looks at the state, and we publish the state before we look at the count, so either it
@@ -232,6 +233,20 @@ static bool complete(struct cor_req *r, int err, bool locked)
     }
     if (t != cor__task_current() && woke_tasks++ == 0) woke_since = 0; /* spin() times it */
     return true;
+}
+
+void cor__await_begin(struct cor_req *r)
+{
+    struct cor_hport *hp = r->hp;
+    if (!hp || !hp->await_peer) return;
+    atomic_store(&r->awaits, true);
+    hp->route->ops->await_peer(hp->rp, r->peer_rank, 1);
+}
+
+void cor__await_end(struct cor_req *r)
+{
+    if (atomic_exchange(&r->awaits, false))
+        r->hp->route->ops->await_peer(r->hp->rp, r->peer_rank, 0);
 }
 
 bool cor__req_complete(struct cor_req *r, int err)

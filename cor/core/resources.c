@@ -201,11 +201,15 @@ int cor__svc_call(unsigned rank, struct svc_msg *m)
     r->svc_reply = m;
     r->peer_rank = rank;
     r->remote_rank = (int)rank;
+    r->hp = rt->ports[0];
+    cor__await_begin(r); /* its reply */
     struct frame_hdr h = {.type = F_SVC_REQ, .sreq = r->handle};
     int err = cor__frame_send_copy(rt->ports[0], rank, &h, sizeof h, m, sizeof *m);
     if (err == COR_OK) {
         cor__req_block(r);
         err = r->status.error;
+    } else {
+        cor__await_end(r);
     }
     cor__req_free(r);
     return err ? err : m->status;

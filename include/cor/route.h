@@ -172,6 +172,15 @@ struct cor_route_ops {
      * no lock held. With it, the core's listener of an idle port sleeps longer in one wait()
      * (it is woken to stop, and returns when work comes, as wait() must). */
     void (*wake)(struct cor_rport *port);
+
+    /* The core waits for an answer from `peer` that nothing held in this port stands for
+     * (on = 1: a rendezvous' clear-to-send or its data; on = 0: that wait ended; calls
+     * nest, one 0 per 1). While some wait lasts, a route that can tell a peer that stopped
+     * (SIGSTOP, a debugger) from one that is only slow should find out, without waking the
+     * peer's tasks, and give a stopped one up with peer_failed(COR_ETIMEDOUT): nothing else
+     * would (its timers run only for frames it holds). Any thread may call it, no lock held;
+     * it must be cheap (every rendezvous calls it twice) and never block or make an upcall. */
+    void (*await_peer)(struct cor_rport *port, cor_peer_t peer, int on);
 };
 
 /* A route defines its table with this, the only exported symbol of the plugin. */

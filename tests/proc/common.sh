@@ -46,15 +46,22 @@ wait_bg() {
 show() {
     sed 's/^/  | /' "$WORK/$1.out" "$WORK/$1.err"
 }
-# wait_file PATH SECONDS: waits until PATH exists; returns 1 on timeout.
-wait_file() {
-    i=0
-    while [ ! -e "$1" ]; do
-        i=$((i + 1))
-        [ $i -gt $(($2 * 10)) ] && return 1
+# wait_until SECONDS cmd...: runs cmd every 0.1 s until it succeeds; returns 1 if it did not
+# within SECONDS.
+wait_until() {
+    wu_n=$(($1 * 10))
+    shift
+    wu_i=0
+    until "$@"; do
+        wu_i=$((wu_i + 1))
+        [ $wu_i -gt $wu_n ] && return 1
         sleep 0.1
     done
     return 0
+}
+# wait_file PATH SECONDS: waits until PATH exists; returns 1 on timeout.
+wait_file() {
+    wait_until "$2" test -e "$1"
 }
 
 # watch_cpu TAG SECONDS PIDS...: while TAG's cor-run runs (at most SECONDS), samples the CPU

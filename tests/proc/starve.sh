@@ -6,9 +6,11 @@
 # credits or for the send tokens its unacknowledged sends hold (both happen, depending on how
 # far the stream got). Over shm GM there is no other sign of a stopped process. Domain 1 then
 # tells cor-run, which declares domain 0 dead for the session and stops it: cor-run ends.
-# Twice: stopped anywhere (SIGSTOP), then stopped right inside its hold of its own shm queue
-# lock (stopinlock.so), where domain 1's next send spins inside libfabric in the port's owner
-# and only the gm route's watch thread can give domain 0 up.
+# Three times: stopped anywhere (SIGSTOP); stopped while domain 1 only waits for its answers
+# to rendezvous requests, with nothing held in the route (answer: only the route's probes of
+# the peers the core waits for find it, cor/routes/gm/gm_live.c); then stopped right inside
+# its hold of its own shm queue lock (stopinlock.so), where domain 1's next send spins inside
+# libfabric in the port's owner and only the gm route's watch thread can give domain 0 up.
 . "$(dirname "$0")/common.sh"
 F=$PROC/flood
 [ -x "$F" ] || die "flood not built"
@@ -29,17 +31,22 @@ STOPLIB=$PROC/.libs/stopinlock.so
 
 # start_stop HOW: starts a session where domain 1 streams to domain 0 and stops domain 0 once
 # in the middle (HOW = plain: SIGSTOP from here, wherever domain 0 is; lock: stopinlock.so
-# stops it right after it took its own shm queue lock). Sets corrun, p0 and start.
+# stops it right after it took its own shm queue lock; answer: domain 0 idles, posting no
+# receive, so domain 1 ends up waiting for the clear-to-send of its window of rendezvous
+# sends (65 KiB, above the eager limit) with nothing in the route; SIGSTOP then). Sets
+# corrun, p0 and start.
 start_stop() {
     how=$1
     rm -f "$WORK/st.out" "$WORK/st.err" "$WORK/trigger"
+    # -r: the odd messages' size; -i: how long domain 0 posts nothing
+    if [ "$how" = answer ]; then msgs="-r 65536 -i 600 -w 8"; else msgs="-r 1000 -i 1 -w 128"; fi
     # Preloaded into both domains, active in domain 0 only once $WORK/trigger exists; the
     # sanitizers' runtime need not come first in the library list for that. GM_VERBOSE: libgm
     # says when a call is stuck on a peer's lock.
     run_bg st env LD_PRELOAD="$STOPLIB" STOPINLOCK_FILE="$WORK/trigger" GM_VERBOSE=1 \
         ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
         timeout 120 "$CORRUN" -n 2 --route gm --grace 3 "$F" -b $((8 << 30)) -e 200 \
-        -r 1000 -i 1 -w 128 -L $((1 << 30))
+        $msgs -L $((1 << 30))
     corrun=$(cat "$WORK/st.corrun.pid")
     # domain 0: the child of cor-run whose environment says COR_RANK=0 (bounded wait)
     p0=
@@ -55,33 +62,50 @@ start_stop() {
     add_cleanup "kill -CONT $p0 2>/dev/null; kill -KILL $p0 2>/dev/null"
     # Stop domain 0 only once both domains run the stream (flood says so on stderr): stopped
     # earlier (a loaded machine under TSan takes seconds to start domains), it leaves domain 1
-    # waiting at the core's level, in cor_init or for a rendezvous answer, with no frame
-    # waiting in the route, which is not what this test is about.
+    # waiting in cor_init, which is not what this test is about. In the answer case domain 0
+    # idles: once domain 1's window is full of rendezvous sends (milliseconds after it
+    # streams), it waits with nothing in the route; it waits so, while domain 0 lives, longer
+    # than the dead time, which must not give a live domain up (it answers the probes).
     i=0
     until grep -q "flood: sender: streaming" "$WORK/st.err" &&
-        grep -q "flood: receiver: receiving" "$WORK/st.err"; do
+        { [ "$how" = answer ] || grep -q "flood: receiver: receiving" "$WORK/st.err"; }; do
         i=$((i + 1))
         [ $i -gt 600 ] && { show st; die "$how: the domains did not start the stream within 60 s"; }
-        grep -Eq "$gave_up" "$WORK/st.err" &&
-            { show st; die "$how: domain 0 was given up before it was stopped (no CPU for $DEAD_MS ms?)"; }
+        given_up_early
         sleep 0.1
     done
-    sleep 1 # the stream flows at full speed
+    if [ "$how" = answer ]; then sleep $((DEAD_MS / 1000 + 2)); else sleep 1; fi
+    given_up_early
     # libgm's "stuck" lines so far: a domain 0 preempted inside its hold (ASan beside CPU hogs)
     # holds domain 1 100 ms and more before any stop
     stuck_before=$(grep -c "$stuck" "$WORK/st.err")
-    if [ "$how" = plain ]; then
+    if [ "$how" != lock ]; then
         kill -STOP "$p0"
     else
         : >"$WORK/trigger"
-        i=0
-        until grep -q "stopinlock: stopped holding our shm queue lock" "$WORK/st.err"; do
-            i=$((i + 1))
-            [ $i -gt 100 ] && { show st; die "$how: domain 0 did not stop inside its lock within 10 s"; }
-            sleep 0.1
-        done
+        wait_until 10 grep -q "stopinlock: stopped holding our shm queue lock" "$WORK/st.err" ||
+            { show st; die "$how: domain 0 did not stop inside its lock within 10 s"; }
     fi
     start=$(date +%s.%N)
+}
+
+more_stuck() { [ "$(grep -c "$stuck" "$WORK/st.err")" -gt "$stuck_before" ]; }
+corrun_ended() { ! kill -0 "$corrun" 2>/dev/null; }
+given_up_early() {
+    grep -Eq "$gave_up" "$WORK/st.err" &&
+        { show st; die "$how: domain 0 was given up before it was stopped (no CPU for $DEAD_MS ms?)"; }
+    return 0
+}
+
+# gave_up_within HOW: waits for domain 1's log line that it gave domain 0 up, then for its
+# sends' failure; fails the test if either does not come within $LIMIT s.
+gave_up_within() {
+    wait_until $LIMIT grep -Eq "$gave_up" "$WORK/st.err" ||
+        { show st; die "$1: domain 0 not given up within $LIMIT s"; }
+    el=$(echo "$(date +%s.%N) $start" | awk '{printf "%.1f", $1 - $2}')
+    # domain 1's sends to it failed instead of waiting forever
+    wait_until $LIMIT grep -q "peer domain died or is unreachable" "$WORK/st.err" ||
+        { show st; die "$1: domain 1's sends did not fail within $LIMIT s"; }
 }
 
 # run_case HOW: one stop of domain 0 (for lock: sessions until domain 1's send is held in
@@ -94,28 +118,18 @@ run_case() {
         attempt=$((attempt + 1))
         say "$how: domain 1 streams small messages to domain 0, which is stopped in the middle"
         start_stop "$how"
-        [ "$how" = plain ] && break
+        [ "$how" != lock ] && break
         # Domain 1 meets the held lock only if it sends to domain 0 after the stop; when its
         # frames wait for domain 0's credits instead, or it waits for domain 0 with nothing
         # held in the route (the route cannot tell then: README), this session shows nothing
         # of the lock. libgm says "stuck" 50-300 ms after the call met the lock.
-        i=0
-        until [ "$(grep -c "$stuck" "$WORK/st.err")" -gt "$stuck_before" ]; do
-            i=$((i + 1))
-            [ $i -gt 15 ] && break
-            sleep 0.1
-        done
-        [ $i -le 15 ] && break
+        wait_until 2 more_stuck && break
         say "$how: domain 1 sent nothing to domain 0 after the stop (session $attempt)"
         # End this session as a death ends it (cor-run sees domain 0 killed and stops domain
         # 1): a SIGTERM to cor-run left an ASan cor-run hung in LeakSanitizer at its exit,
         # once. Bounded, then killed.
         kill -KILL "$p0" 2>/dev/null
-        i=0
-        while kill -0 "$corrun" 2>/dev/null && [ $i -lt $((LIMIT * 10)) ]; do
-            i=$((i + 1))
-            sleep 0.1
-        done
+        wait_until $LIMIT corrun_ended
         for c in $(pgrep -P "$corrun"); do kill -KILL "$c" 2>/dev/null; done
         kill -KILL "$corrun" 2>/dev/null
         wait_bg st
@@ -126,36 +140,24 @@ run_case() {
     # One stop. Held inside domain 0's lock, domain 1's next send spins inside libfabric in the
     # port's owner, and the route's watch thread gives domain 0 up (cor/routes/gm/gm_watch.c):
     # without it, domain 0 is never given up. (Now and then the call is freed early and the
-    # frames' check gives domain 0 up: either line will do.)
-    i=0
-    until grep -Eq "$gave_up" "$WORK/st.err"; do
-        i=$((i + 1))
-        [ $i -gt $((LIMIT * 10)) ] && { show st; die "$how: domain 0 not given up within $LIMIT s"; }
-        sleep 0.1
-    done
-    el=$(echo "$(date +%s.%N) $start" | awk '{printf "%.1f", $1 - $2}')
+    # frames' check gives domain 0 up: either line will do.) In the answer case only the
+    # probes can: without them domain 1 waits for ever.
+    gave_up_within "$how"
     if grep -q "$held" "$WORK/st.err"; then
         say "$how: domain 0 given up $el s after it stopped (it held domain 1's send in its lock)"
+    elif grep -q "$unanswered" "$WORK/st.err"; then
+        say "$how: domain 0 given up $el s after it stopped (it answered no probe)"
     else
         say "$how: domain 0 given up $el s after it stopped (frames waited for its credits)"
     fi
-    # domain 1's sends to it failed instead of waiting forever
-    i=0
-    until grep -q "peer domain died or is unreachable" "$WORK/st.err"; do
-        i=$((i + 1))
-        [ $i -gt $((LIMIT * 10)) ] && { show st; die "$how: domain 1's sends did not fail within $LIMIT s"; }
-        sleep 0.1
-    done
+    [ "$how" != answer ] || grep -q "$unanswered" "$WORK/st.err" ||
+        { show st; die "$how: domain 0 was given up, but not for the unanswered probes"; }
     # domain 1 told cor-run (LOST): the session declares domain 0 dead and stops it (SIGKILL
     # for a stopped process, which would hold a SIGTERM), so domain 1's finalize barrier does
     # not wait for a process that lives on stopped, and a send held in its lock is freed
     # (libgm-compat's watchdog: its holder is gone), and cor-run ends
-    i=0
-    while kill -0 "$corrun" 2>/dev/null; do
-        i=$((i + 1))
-        [ $i -gt $((LIMIT * 10)) ] && { show st; die "$how: cor-run still runs $LIMIT s after domain 0 was given up"; }
-        sleep 0.1
-    done
+    wait_until $LIMIT corrun_ended ||
+        { show st; die "$how: cor-run still runs $LIMIT s after domain 0 was given up"; }
     wait_bg st
     grep -q "domain 0 (pid $p0) given up by domain 1" "$WORK/st.err" ||
         { show st; die "$how: cor-run did not say that domain 1 gave domain 0 up"; }
@@ -164,7 +166,9 @@ run_case() {
 
 stuck="stuck on node .* the call naps while it waits"
 held="domain 0 was silent for [0-9]* ms while our send waited inside libgm for its lock: giving up"
-gave_up="domain 0 was silent for $DEAD_MS ms while our frames waited for it: giving up|$held"
+unanswered="domain 0 answered no probe for $DEAD_MS ms while we waited for its answer: giving up"
+gave_up="domain 0 was silent for $DEAD_MS ms while our frames waited for it: giving up|$held|$unanswered"
 run_case plain
+run_case answer
 run_case lock
 say "PASS"

@@ -25,6 +25,6 @@
       "tcp: libgm-compat over TCP, endpoints at run time")                                         \
     X(STATS, "COR_GM_STATS", UINT, 0, 0, 1, "", "1: print counters per port at close")             \
     X(DEAD_MS, "COR_GM_DEAD_MS", UINT, 5000, 10, 86400000, "",                                     \
-      "silence while frames wait for credits: peer dead")
+      "silence of a peer we wait for (frames held, an answer): dead")
 
 #endif /* GM_KNOBS_H */

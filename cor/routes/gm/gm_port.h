@@ -31,6 +31,9 @@
 #define GMR_CTRL_CLASS 6  /* 56-byte buffers for control messages */
 #define GMR_OP_BYE 1      /* the sender closed its port: sends to it will fail */
 #define GMR_OP_CREDIT 2   /* arg = data buffers the sender provided again for us */
+#define GMR_OP_PING 3     /* are you there? (we wait for you): answer PONG, arg 0 */
+#define GMR_OP_PONG 4     /* the answer to a PING, from whichever thread polls */
+#define GMR_CTRL_SLOTS 4  /* our control messages in flight per peer: one of each op */
 #define GMR_RX_TOKENS 252 /* receive buffers we provide at most (GM has 254 tokens) */
 #define GMR_RX_BATCH 16   /* data frames one progress() delivers at most, in a stream */
 
@@ -91,6 +94,15 @@ struct gmr_peer {
     _Atomic int dead_note;   /* peer_dead() from another thread: abandon it (gmr_take_notes) */
     _Atomic int closed_note; /* a port of this process closed: as if it said BYE */
     int probed_closed;       /* the last liveness probe found its port closed (gmr_probe) */
+    /* Waits of the core for it (await_peer; gm_live.c): how many (any thread), and the
+     * owner's view: something arrived from it since the last look, since when it is silent
+     * while awaited, when our unanswered PING left (0: none), PING and PONG with GM, a PONG
+     * owed (no token or slot when the PING came), and their GM callbacks to ignore (the
+     * peer was given up, their tokens came back then). */
+    _Atomic int awaited;
+    int spoke;
+    uint64_t quiet_ns, ping_ns;
+    int ping_busy, pong_busy, pong_wanted, ping_abandoned, pong_abandoned;
     /* Re-admission (a new occupant of the rank, add_peer after the peer was given up): gone
      * is set when it is given up (any thread); add_peer leaves the new address in re_* and
      * readmit_note, which the owner applies (gmr_take_notes) after any dead_note. */
@@ -203,6 +215,8 @@ struct cor_rport {
     _Atomic int kick;           /* else: a send since wait() began to nap; its reply comes soon */
     _Atomic uint64_t probe_ns;  /* shm: the last liveness probe of the peers' ports */
     _Atomic int probe_due;      /* wait() saw GMR_PROBE_MS pass: the owner probes (gmr_probe) */
+    _Atomic int awaiting;       /* the peers' awaited counts summed: the liveness check runs */
+    uint64_t live_ns;           /* owner: its last run (gmr_liveness) */
 };
 
 /* The plugin's thread-local variables.  The plugin is dlopen'ed, so by default its __thread
@@ -250,7 +264,20 @@ void gmr_peer_dead(struct cor_rport *p, uint32_t peer, int err);
 /* The core says peer died: give up every frame held for it. */
 void gmr_abandon_peer(struct cor_rport *p, uint32_t peer);
 void gmr_credit_return(struct cor_rport *p, uint32_t peer); /* maybe send CREDIT */
+/* Sends control message op to peer from its own slot; the caller checked that a token is
+ * free and that op's last message left (CREDIT: ctrl_busy, PING, PONG: their busy flags). */
 void gmr_send_ctrl(struct cor_rport *p, uint32_t peer, uint32_t op, uint32_t arg);
+
+/* gm_live.c: peers the core waits for (await_peer), found stopped by a PING nobody answers. */
+void gmr_await_peer(struct cor_rport *p, cor_peer_t peer, int on);
+/* Owner, every 50 ms while some peer is awaited (after_events): pings awaited peers silent
+ * for a quarter of COR_GM_DEAD_MS and gives up one whose PING got no answer for
+ * COR_GM_DEAD_MS (COR_ETIMEDOUT). */
+void gmr_liveness(struct cor_rport *p, uint64_t now);
+/* Owner: a PING from peer came (answered now, or once a token is free: pong_wanted). */
+void gmr_pong(struct cor_rport *p, uint32_t peer);
+/* Owner: peer given up: the tokens of its PING and PONG with GM come back. */
+void gmr_live_abandon(struct cor_rport *p, struct gmr_peer *q);
 int gmr_tx_setup(struct cor_rport *p);
 
 /* gm_rx.c */

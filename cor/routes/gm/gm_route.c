@@ -273,6 +273,8 @@ static void apply_readmit(struct cor_rport *p, struct gmr_peer *q)
     q->heard = 0;
     q->starved_since = 0;
     q->probed_closed = 0;
+    q->spoke = 0;
+    q->quiet_ns = q->ping_ns = 0;
     atomic_store(&q->closed_note, 0);
     /* A failure of the earlier occupant not reported yet must not reach the core now. */
     rutil_fails_forget(&p->base.fails, (cor_peer_t)(q - p->peers));
@@ -329,12 +331,16 @@ static int gmr_wait_fd(struct cor_rport *p)
     return -1;
 }
 
-/* Our only timer: frames waiting for a silent peer's credits (COR_GM_DEAD_MS). libgm's own
- * (alarms, its in-flight watchdog) run inside gm_receive_pending(), which gmr_wait() calls. */
+/* Our only timers: frames waiting for a silent peer's credits, and peers the core waits for
+ * (COR_GM_DEAD_MS; gm_live.c). libgm's own (alarms, its in-flight watchdog) run inside
+ * gm_receive_pending(), which gmr_wait() calls. */
 static int gmr_timeout_ms(struct cor_rport *p)
 {
     if (!p) return -1;
-    return atomic_load_explicit(&p->queue_hint, memory_order_relaxed) ? 100 : -1;
+    return atomic_load_explicit(&p->queue_hint, memory_order_relaxed) ||
+                   atomic_load_explicit(&p->awaiting, memory_order_relaxed) > 0
+               ? 100
+               : -1;
 }
 
 /* Work for progress() that GM does not show as an event. */
@@ -499,4 +505,5 @@ COR_ROUTE_DECLARE(gm) = {
     .nknobs = 0 GM_KNOBS(RUTIL_KNOB_COUNT),
     .prepare = gm_compat_prepare,
     .wake = gmr_wake,
+    .await_peer = gmr_await_peer,
 };

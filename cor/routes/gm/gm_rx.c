@@ -16,8 +16,9 @@
 
 int gmr_rx_setup(struct cor_rport *p)
 {
-    /* Control buffers: a peer has at most a BYE and a couple of CREDITs in flight to us. */
-    p->ctrl_bufs = 3 * p->base.npeers + 4;
+    /* Control buffers: a peer has at most a BYE, a couple of CREDITs, a PING and a PONG in
+     * flight to us. */
+    p->ctrl_bufs = 5 * p->base.npeers + 4;
     if (p->ctrl_bufs > 32) p->ctrl_bufs = 32;
     /* GM's 254 receive tokens bound the buffers, except where they would leave a domain fewer
      * than 2 large ones (over ~110 domains, as dynamic PVM sessions have): then the port
@@ -142,16 +143,18 @@ static void on_control(struct cor_rport *p, const char *m, size_t len, uint32_t 
     uint32_t arg;
     memcpy(&arg, m + 12, 4);
     struct gmr_peer *q = &p->peers[peer];
-    if (cookie != p->base.cookie || (op != GMR_OP_BYE && op != GMR_OP_CREDIT) ||
-        (op == GMR_OP_CREDIT && (arg == 0 || !credits_ok(p, q, arg)))) {
+    if (cookie != p->base.cookie || op < GMR_OP_BYE || op > GMR_OP_PONG ||
+        (op == GMR_OP_CREDIT ? arg == 0 || !credits_ok(p, q, arg) : arg != 0)) {
         rutil_port_drop(&p->base);
         return;
     }
-    q->heard = 1;
+    q->heard = q->spoke = 1;
     if (op == GMR_OP_CREDIT)
         credits_add(p, q, arg);
-    else
+    else if (op == GMR_OP_BYE)
         q->closed = 1; /* its frames sent before BYE may still come: keep receiving */
+    else if (op == GMR_OP_PING)
+        gmr_pong(p, peer); /* (a PONG only proved it alive: spoke) */
     p->pump_dirty = 1;
 }
 
@@ -199,7 +202,7 @@ static int on_recv(struct cor_rport *p, gm_recv_event_t *e, struct gmr_rx_item *
         struct gmr_peer *q = &p->peers[peer];
         if (hdr[0] == p->cookie32 && credits_ok(p, q, hdr[1])) {
             credits_add(p, q, hdr[1]); /* piggy-backed receive credits */
-            q->heard = 1;
+            q->heard = q->spoke = 1;
             *it = (struct gmr_rx_item){peer, buf, len, c};
             return 1;
         }
@@ -246,6 +249,12 @@ static int after_events(struct cor_rport *p, int events)
         if (now - p->pump_ns <= 50000000u) now = 0; /* not due */
     }
     if (p->credit_due || (p->d_queue < p->d_head && (p->pump_dirty || now))) gmr_pump(p, now);
+    /* The core waits for some peer's answer: is it alive? (gm_live.c; same clock rule) */
+    if (atomic_load_explicit(&p->awaiting, memory_order_relaxed) > 0 &&
+        (!events || (p->busy_polls & 63) == 0)) {
+        uint64_t t = now ? now : rutil_now_ns();
+        if (t - p->live_ns > 50000000u) gmr_liveness(p, t);
+    }
     return gmr_report(p);
 }
 

@@ -24,8 +24,8 @@ int gmr_tx_setup(struct cor_rport *p)
     p->tx = calloc(p->k.tx_frames, sizeof *p->tx);
     p->blocked = calloc(p->base.npeers, sizeof *p->blocked);
     p->tx_mem = gm_dma_malloc(p->gp, p->k.tx_bytes);
-    /* two control slots per peer: CREDIT and BYE */
-    p->ctrl_tx = gm_dma_malloc(p->gp, (size_t)GMR_CTRL_LEN * 2 * p->base.npeers);
+    /* control slots per peer: BYE, CREDIT, PING, PONG (op - 1) */
+    p->ctrl_tx = gm_dma_malloc(p->gp, (size_t)GMR_CTRL_LEN * GMR_CTRL_SLOTS * p->base.npeers);
     p->cookie32 = (uint32_t)(p->base.cookie ^ (p->base.cookie >> 32));
     if (!p->tx || !p->blocked || !p->tx_mem || !p->ctrl_tx) return COR_ENOMEM;
     return COR_OK;
@@ -142,6 +142,7 @@ void gmr_abandon_peer(struct cor_rport *p, uint32_t peer)
         q->ctrl_abandoned = 1;
         p->tokens++;
     }
+    gmr_live_abandon(p, q);
     /* What libgm still holds for it need not go out (no callbacks: contexts are stale). */
     gm_drop_sends(p->gp, GM_LOW_PRIORITY, q->node, q->port, NULL, NULL);
     gm_drop_sends(p->gp, GM_HIGH_PRIORITY, q->node, q->port, NULL, NULL);
@@ -222,15 +223,14 @@ static void start(struct cor_rport *p, struct gmr_tx *t)
     }
 }
 
-static void on_ctrl_sent(struct gm_port *gp, void *ctx, gm_status_t st)
+/* A control message of ours to q left GM (busy, abandoned: its op's flags). */
+static void ctrl_sent(struct gmr_peer *q, int *busy, int *abandoned, gm_status_t st)
 {
-    struct gmr_peer *q = ctx;
-    (void)gp;
-    if (q->ctrl_abandoned) { /* its token came back when the peer was given up */
-        q->ctrl_abandoned = 0;
+    if (*abandoned) { /* its token came back when the peer was given up */
+        *abandoned = 0;
         return;
     }
-    q->ctrl_busy = 0;
+    *busy = 0;
     q->port_of->tokens++;
     q->port_of->pump_dirty = 1;
     if (st != GM_SUCCESS && is_peer_error(st)) {
@@ -241,17 +241,42 @@ static void on_ctrl_sent(struct gm_port *gp, void *ctx, gm_status_t st)
     }
 }
 
+static void on_credit_sent(struct gm_port *gp, void *ctx, gm_status_t st)
+{
+    struct gmr_peer *q = ctx;
+    (void)gp;
+    ctrl_sent(q, &q->ctrl_busy, &q->ctrl_abandoned, st);
+}
+
+static void on_ping_sent(struct gm_port *gp, void *ctx, gm_status_t st)
+{
+    struct gmr_peer *q = ctx;
+    (void)gp;
+    ctrl_sent(q, &q->ping_busy, &q->ping_abandoned, st);
+}
+
+static void on_pong_sent(struct gm_port *gp, void *ctx, gm_status_t st)
+{
+    struct gmr_peer *q = ctx;
+    (void)gp;
+    ctrl_sent(q, &q->pong_busy, &q->pong_abandoned, st);
+}
+
 void gmr_send_ctrl(struct cor_rport *p, uint32_t peer, uint32_t op, uint32_t arg)
 {
     struct gmr_peer *q = &p->peers[peer];
-    char *m = p->ctrl_tx + (size_t)GMR_CTRL_LEN * (2 * peer + (op == GMR_OP_BYE));
+    char *m = p->ctrl_tx + (size_t)GMR_CTRL_LEN * (GMR_CTRL_SLOTS * peer + op - 1);
     memcpy(m, &p->base.cookie, 8);
     memcpy(m + 8, &op, 4);
     memcpy(m + 12, &arg, 4);
     p->tokens--;
     if (op == GMR_OP_CREDIT) q->ctrl_busy = 1;
+    gm_send_completion_callback_t cb = op == GMR_OP_CREDIT ? on_credit_sent
+                                       : op == GMR_OP_PING ? on_ping_sent
+                                       : op == GMR_OP_PONG ? on_pong_sent
+                                                           : NULL; /* BYE: the port closes */
     gm_send_with_callback(p->gp, m, GMR_CTRL_CLASS, GMR_CTRL_LEN, GM_HIGH_PRIORITY, q->node,
-                          q->port, op == GMR_OP_CREDIT ? on_ctrl_sent : NULL, q);
+                          q->port, cb, q);
 }
 
 /* The receiver side of flow control: after `owed` of the peer's frames have their buffers
@@ -298,11 +323,13 @@ void gmr_pump(struct cor_rport *p, uint64_t now)
 {
     if (p->credit_due) {
         p->credit_due = 0;
-        for (uint32_t i = 0; i < p->base.npeers; i++)
+        for (uint32_t i = 0; i < p->base.npeers; i++) {
             if (p->peers[i].credit_wanted) {
                 p->peers[i].credit_wanted = 0;
                 gmr_credit_return(p, i);
             }
+            if (p->peers[i].pong_wanted) gmr_pong(p, i);
+        }
     }
     /* Frames wait in acceptance order; one without a credit holds back only later frames
      * (and puts) to the same peer. The walk stops once every peer with frames queued is held
