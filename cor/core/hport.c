@@ -42,6 +42,7 @@
 #include "internal.h"
 #include "knobs.h"
 #include "proto.h"
+#include "tcache.h"
 
 /* ---- opening a hard port ---- */
 
@@ -250,34 +251,19 @@ static void op_fail(struct send_op *op, int err);
 /* Ops with room for ROOM_MAX bytes (every message's but large copies') that a thread freed are
  * kept for its next ones, rather than a calloc and a free per message. In a ping-pong the sender
  * frees its op itself (the route's send_done comes in its own poll); where another thread frees
- * them they stay in that thread's cache, up to OP_CACHE_MAX, and the sender allocates anew. */
-#define OP_CACHE_MAX 64
-struct op_cache {
-    struct send_op *top; /* linked through ->next */
-    int n;
-    bool registered; /* with op_cache_key, which frees them when the thread ends */
-};
-static _Thread_local struct op_cache op_cache;
-static pthread_key_t op_cache_key;
-static pthread_once_t op_cache_once = PTHREAD_ONCE_INIT;
+ * them they stay in that thread's cache (tcache.h), up to 64, and the sender allocates anew. */
+#define OP_LINK offsetof(struct send_op, next)
+static _Thread_local struct cor_tcache op_cache;
 
 static void op_cache_retire(void *arg)
 {
-    (void)arg;
-    while (op_cache.top) {
-        struct send_op *op = op_cache.top;
-        op_cache.top = op->next;
+    struct cor_tcache *c = arg;
+    struct send_op *op;
+    while ((op = cor__tcache_pop(c, OP_LINK)))
         free(op);
-    }
-    op_cache.n = 0;
-    op_cache.registered = false;
+    c->registered = false;
 }
-
-static void op_cache_key_create(void)
-{
-    if (pthread_key_create(&op_cache_key, op_cache_retire) != 0)
-        cor__fatal("pthread_key_create", __FILE__, __LINE__);
-}
+static struct cor_tcache_kind op_cache_kind = {.max = 64, .retire = op_cache_retire};
 
 static void op_free(struct send_op *op)
 {
@@ -285,17 +271,7 @@ static void op_free(struct send_op *op)
         cor__copy_put(op->hp, (void *)op->payload);
     else if (op->owned)
         free((void *)op->payload);
-    if (op->room_max && op_cache.n < OP_CACHE_MAX) {
-        if (!op_cache.registered) {
-            pthread_once(&op_cache_once, op_cache_key_create);
-            pthread_setspecific(op_cache_key, &op_cache);
-            op_cache.registered = true;
-        }
-        op->next = op_cache.top;
-        op_cache.top = op;
-        op_cache.n++;
-        return;
-    }
+    if (op->room_max && cor__tcache_push(&op_cache, &op_cache_kind, op, OP_LINK)) return;
     free(op);
 }
 
@@ -304,12 +280,8 @@ static struct send_op *op_alloc(struct cor_hport *hp, uint32_t peer, size_t plen
 {
     struct send_op *op = NULL;
     bool room_max = plen <= ROOM_MAX;
-    if (room_max && (op = op_cache.top)) {
-        op_cache.top = op->next;
-        op_cache.n--;
-    } else {
+    if (!room_max || !(op = cor__tcache_pop(&op_cache, OP_LINK)))
         op = malloc(sizeof *op + (room_max ? ROOM_MAX : plen));
-    }
     if (op) {
         memset(op, 0, sizeof *op);
         op->room_max = room_max;

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "tcache.h"
 
 #define CHUNK 1024
 #define CHUNKS 1024 /* up to 1M requests alive at once */
@@ -31,38 +32,24 @@ static struct cor_req *free_list;              /* req_lock; linked through ->nex
  * of a zero handle comes before the recycle's look at `scanning` (both sequentially
  * consistent), so a scan that saw the old handle has raised the flag by then, and one that
  * did not skips the request. */
-#define CACHE_MAX 64
-struct req_cache {
-    struct cor_req *top; /* linked through ->next */
-    int n;
-    bool registered; /* with cache_key, which hands them back when the thread ends */
-};
-static _Thread_local struct req_cache cache;
+#define LINK offsetof(struct cor_req, next)
+static _Thread_local struct cor_tcache cache;
 static _Atomic int scanning;
-static pthread_key_t cache_key;
-static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
 
 /* A thread ends: its cached requests go back to everyone. */
 static void cache_retire(void *arg)
 {
-    (void)arg;
+    struct cor_tcache *c = arg;
     COR_LOCK(&req_lock);
-    while (cache.top) {
-        struct cor_req *r = cache.top;
-        cache.top = r->next;
+    struct cor_req *r;
+    while ((r = cor__tcache_pop(c, LINK))) {
         r->next = free_list;
         free_list = r;
     }
-    cache.n = 0;
-    cache.registered = false;
+    c->registered = false;
     COR_UNLOCK(&req_lock);
 }
-
-static void cache_key_create(void)
-{
-    if (pthread_key_create(&cache_key, cache_retire) != 0)
-        cor__fatal("pthread_key_create", __FILE__, __LINE__);
-}
+static struct cor_tcache_kind cache_kind = {.max = 64, .retire = cache_retire};
 
 /* A free request, or a new slot; req_lock held. */
 static struct cor_req *slot_take(void)
@@ -97,10 +84,8 @@ static void req_init(struct cor_req *r, enum req_kind kind, struct cor_task *own
 
 struct cor_req *cor__req_new(enum req_kind kind, struct cor_task *owner)
 {
-    struct cor_req *r = cache.top;
+    struct cor_req *r = cor__tcache_pop(&cache, LINK);
     if (r) {
-        cache.top = r->next;
-        cache.n--;
         if (atomic_load(&scanning) == 0) {
             req_init(r, kind, owner);
             return r;
@@ -126,17 +111,7 @@ struct cor_req *cor__req_lookup(cor_req_t h)
 void cor__req_free(struct cor_req *r)
 {
     atomic_store(&r->handle, 0);
-    if (cache.n < CACHE_MAX) {
-        if (!cache.registered) {
-            pthread_once(&cache_once, cache_key_create);
-            pthread_setspecific(cache_key, &cache);
-            cache.registered = true;
-        }
-        r->next = cache.top;
-        cache.top = r;
-        cache.n++;
-        return;
-    }
+    if (cor__tcache_push(&cache, &cache_kind, r, LINK)) return;
     COR_LOCK(&req_lock);
     r->next = free_list;
     free_list = r;
