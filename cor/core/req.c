@@ -220,7 +220,9 @@ void cor__await_begin(struct cor_req *r)
 
 void cor__await_end(struct cor_req *r)
 {
-    if (atomic_exchange(&r->awaits, false))
+    /* Not once cor_finalize is past its barrier: its teardown closes and frees the ports
+     * one by one, and a route's close may still fail requests that waited on another. */
+    if (atomic_exchange(&r->awaits, false) && atomic_load(&g.initialized) != 3)
         r->hp->route->ops->await_peer(r->hp->rp, r->peer_rank, 0);
 }
 
