@@ -270,6 +270,13 @@ static int op_finish(struct cor_dsm_op *o, size_t len)
 {
     struct dsm_rep rep;
     if (dsm_rep_decode(o->rbuf, len, &rep) || rep.op != o->op || rep.id != o->id) return COR_EPROTO;
+    if (o->op == DSM_OP_LOCK_ACQ || o->op == DSM_OP_LOCK_TRY) {
+        /* a grant (also one that says its last holder died) carries its number */
+        if (rep.status != COR_OK && rep.status != COR_DSM_EOWNERDEAD) return rep.status;
+        if (rep.data_len || rep.value >> 1 > DSM_ID_MAX) return COR_EPROTO;
+        o->grant = rep.value;
+        return rep.status;
+    }
     if (rep.status != COR_OK) return rep.status;
     switch (o->op) {
     case DSM_OP_GET:
@@ -1108,6 +1115,7 @@ COR_API int cor_dsm_init(void)
     atomic_store(&dsm__rt.cache_budget, (size_t)dsm__knob(DSM__K_CACHE_BYTES));
     dsm__rt.poll_us = (long)dsm__knob(DSM__K_SPIN_US); /* -1: the core's COR_SPIN_US */
     dsm__rt.shm = dsm__knob(DSM__K_SHM) != 0;
+    dsm__rt.lock_keep = dsm__knob(DSM__K_LOCK_KEEP) != 0;
     long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
     dsm__rt.ncpus = ncpus > 0 ? (int)ncpus : 1;
     dsm__rt.svcs = calloc((size_t)dsm__rt.size, sizeof *dsm__rt.svcs);
@@ -1235,6 +1243,7 @@ COR_API int cor_dsm_finalize(void)
         dsm__rt.bars = b->next;
         dsm__bar_free(b);
     }
+    dsm__locks_kept_clear();
     while (dsm__rt.bar_gens) {
         struct dsm__bar_gen *g = dsm__rt.bar_gens;
         dsm__rt.bar_gens = g->next;
@@ -1268,6 +1277,7 @@ COR_API int cor_dsm_stats_get(cor_dsm_stats_t *stats)
     stats->grants_direct = atomic_load(&dsm__rt.grants_direct);
     stats->grants_task = atomic_load(&dsm__rt.grants_task);
     stats->copy_bytes = atomic_load(&dsm__rt.copy_bytes);
+    stats->lock_retakes = dsm__lock_retakes();
     uint64_t hits = 0, misses = 0;
     uint64_t copies = 0;
     dsm__lock_or_die(&dsm__rt.lock);

@@ -79,20 +79,23 @@ enum dsm_op {
     DSM_OP_LOCK_OPEN, /* find or create a lock by name (at the name's directory domain) */
     DSM_OP_LOCK_ACQ,  /* reply when granted */
     DSM_OP_LOCK_TRY,  /* reply at once: granted or COR_EBUSY */
-    DSM_OP_LOCK_REL,  /* no reply (the releasing task knows it holds the lock) */
+    DSM_OP_LOCK_REL,  /* no reply (the releasing task knows it holds the lock); offset = the
+                         grant's number (a kept lock: from any task or the service of its domain) */
     DSM_OP_BARRIER,   /* obj = barrier id, offset = round, count = epoch; no reply */
     /* Cached protocol, service to service only (see dsm_dir.c): */
-    DSM_OP_C_REQ,   /* copy holder -> home: flags = mode | DSM_CF_HAVE (upgrade) or
-                       DSM_CF_DIRECT or DSM_CF_TASK (offset: the task) */
-    DSM_OP_C_GRANT, /* home -> holder: flags = mode (| DSM_CF_DIRECT), or DSM_CF_ERR; data: the
-                       copy or none */
-    DSM_OP_C_INV,   /* home -> holder: offset = round seq, id = the number of the grant it
-                       revokes (dsm_dir granted, & DSM_ID_MAX); flags DSM_CF_WRITEBACK */
-    DSM_OP_C_ACK,   /* holder -> home: offset = seq; data: the dirty copy or none */
-    DSM_OP_C_FLUSH, /* holder -> home: the copy was dropped; data: the dirty copy or none */
-    DSM_OP_ADDV,    /* a batch of non-fetching adds: count entries (below); no reply */
-    DSM_OP_C_GONE,  /* home -> every other domain: the cached object was destroyed; its copies
-                       go (its index will name another object one day) */
+    DSM_OP_C_REQ,       /* copy holder -> home: flags = mode | DSM_CF_HAVE (upgrade) or
+                           DSM_CF_DIRECT or DSM_CF_TASK (offset: the task) */
+    DSM_OP_C_GRANT,     /* home -> holder: flags = mode (| DSM_CF_DIRECT), or DSM_CF_ERR; data: the
+                           copy or none */
+    DSM_OP_C_INV,       /* home -> holder: offset = round seq, id = the number of the grant it
+                           revokes (dsm_dir granted, & DSM_ID_MAX); flags DSM_CF_WRITEBACK */
+    DSM_OP_C_ACK,       /* holder -> home: offset = seq; data: the dirty copy or none */
+    DSM_OP_C_FLUSH,     /* holder -> home: the copy was dropped; data: the dirty copy or none */
+    DSM_OP_ADDV,        /* a batch of non-fetching adds: count entries (below); no reply */
+    DSM_OP_C_GONE,      /* home -> every other domain: the cached object was destroyed; its copies
+                           go (its index will name another object one day) */
+    DSM_OP_LOCK_RECALL, /* home -> the service of the domain that keeps a lock: release it
+                           (offset = the grant's number); no reply */
     DSM_OP_END
 };
 
@@ -270,27 +273,52 @@ struct dsm_waiter {
     uint32_t id;   /* its request, the tag of the grant */
 };
 
+/*
+ * A grant made while nobody waits is *kept*: the holder's domain may keep the lock after the
+ * release, and its tasks retake it with no message, until the home recalls it (another
+ * domain asks, or a task of the holding domain asks the home). Grants are numbered (gen), so
+ * that a recall and the release it brings name the grant they concern.
+ */
 struct dsm_lock {
     cor_idp_t holder; /* COR_IDP_NULL when free */
     bool owner_died;  /* the holder's domain died holding it: the next grant says so */
+    bool kept;        /* the holder's domain keeps it (its grant said so) */
+    bool recalled;    /* kept, and the recall went out */
+    bool never_keep;  /* no grant is kept (COR_DSM_LOCK_KEEP=0) */
+    uint32_t gen;     /* number of the last grant (& DSM_ID_MAX) */
     struct dsm_waiter *q;
     size_t head, len, cap; /* ring */
 };
 
-/* A grant to send: task `who`, tag `id`, result `status` (COR_OK or COR_DSM_EOWNERDEAD). */
+/* A grant to send: task `who`, tag `id`, result `status` (COR_OK or COR_DSM_EOWNERDEAD),
+ * its number `gen` and whether the domain may keep the lock (`keep`). */
 struct dsm_grant {
     cor_idp_t who;
     uint32_t id;
     int status;
+    uint32_t gen;
+    bool keep;
 };
+
+/* A grant's reply value: its number and whether it is kept; and back. */
+static inline uint64_t dsm_grant_value(const struct dsm_grant *g)
+{
+    return (uint64_t)g->gen << 1 | (g->keep ? 1u : 0u);
+}
 
 enum { DSM_LOCK_GRANTED = 1, DSM_LOCK_QUEUED = 2 };
 /* Acquire (try = no queueing): DSM_LOCK_GRANTED (g->status is the result), DSM_LOCK_QUEUED,
- * COR_EBUSY (try, held), COR_ESTATE (who holds it already or waits for it), COR_ENOMEM. */
-int dsm_lock_acquire(struct dsm_lock *l, cor_idp_t who, uint32_t id, bool try, struct dsm_grant *g);
-/* Release by who: COR_OK (then *granted says whether g names the next holder) or
- * COR_ESTATE (who does not hold it). */
-int dsm_lock_release(struct dsm_lock *l, cor_idp_t who, struct dsm_grant *g, bool *granted);
+ * COR_EBUSY (try, held), COR_ESTATE (who holds it already or waits for it), COR_ENOMEM.
+ * *recall: the holder's domain keeps the lock and must now be sent a recall of grant l->gen
+ * (once per grant; also for a refused try, so that a retry finds it free). A task of the
+ * domain that keeps the lock is queued (its domain released it meanwhile, or will). */
+int dsm_lock_acquire(struct dsm_lock *l, cor_idp_t who, uint32_t id, bool try, struct dsm_grant *g,
+                     bool *recall);
+/* Release of grant `gen` by who: COR_OK (then *granted says whether g names the next holder)
+ * or COR_ESTATE (who does not hold it: not the holder, nor, for a kept lock, a task or the
+ * service of its domain releasing that grant). */
+int dsm_lock_release(struct dsm_lock *l, cor_idp_t who, uint32_t gen, struct dsm_grant *g,
+                     bool *granted);
 /* Domain `rank` died: its waiters leave the queue; if it held the lock, the next waiter gets
  * it with COR_DSM_EOWNERDEAD (*granted), or the next acquirer will. */
 void dsm_lock_peer_dead(struct dsm_lock *l, unsigned rank, struct dsm_grant *g, bool *granted);

@@ -14,7 +14,9 @@
     X(SPIN_US, "COR_DSM_SPIN_US", INT, -1, -1, 10000000, "COR_SPIN_US",                            \
       "how long a task waiting for a copy, a lock or a barrier polls; -1: the core's")             \
     X(SHM, "COR_DSM_SHM", INT, 1, 0, 1, "",                                                        \
-      "0: no same-host objects, barriers and locks in /dev/shm")
+      "0: no same-host objects, barriers and locks in /dev/shm")                                   \
+    X(LOCK_KEEP, "COR_DSM_LOCK_KEEP", INT, 1, 0, 1, "",                                            \
+      "1: a lock granted while nobody waited stays with its domain until recalled; 0: never")
 
 #define DSM__KNOB_ENUM(id, name, type, def, lo, hi, shown, meaning) DSM__K_##id,
 enum { DSM__KNOBS(DSM__KNOB_ENUM) DSM__K_COUNT };

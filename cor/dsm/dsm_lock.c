@@ -1,6 +1,8 @@
 /*
  * A lock's state at its home: the holder and a FIFO ring of waiters. Grants go out in
- * arrival order at the home, whichever domain the waiters are in.
+ * arrival order at the home, whichever domain the waiters are in. A grant made while nobody
+ * waits is kept by the holder's domain until recalled (dsm_internal.h); the recall goes out
+ * when someone else asks.
  */
 #include <stdlib.h>
 
@@ -31,9 +33,25 @@ static int push(struct dsm_lock *l, cor_idp_t who, uint32_t id)
     return COR_OK;
 }
 
+/* The lock goes to who (tag id); kept when nobody waits after it. */
+static void grant(struct dsm_lock *l, cor_idp_t who, uint32_t id, struct dsm_grant *g)
+{
+    l->holder = who;
+    l->gen = (l->gen + 1) & DSM_ID_MAX;
+    l->kept = l->len == 0 && !l->never_keep;
+    l->recalled = false;
+    g->who = who;
+    g->id = id;
+    g->status = l->owner_died ? COR_DSM_EOWNERDEAD : COR_OK;
+    g->gen = l->gen;
+    g->keep = l->kept;
+    l->owner_died = false;
+}
+
 /* Hands the lock to the longest waiter, if any. */
 static bool pass_on(struct dsm_lock *l, struct dsm_grant *g)
 {
+    l->kept = l->recalled = false;
     if (l->len == 0) {
         l->holder = COR_IDP_NULL;
         return false;
@@ -41,34 +59,43 @@ static bool pass_on(struct dsm_lock *l, struct dsm_grant *g)
     struct dsm_waiter w = l->q[l->head];
     l->head = (l->head + 1) % l->cap;
     l->len--;
-    l->holder = w.who;
-    g->who = w.who;
-    g->id = w.id;
-    g->status = l->owner_died ? COR_DSM_EOWNERDEAD : COR_OK;
-    l->owner_died = false;
+    grant(l, w.who, w.id, g);
     return true;
 }
 
-int dsm_lock_acquire(struct dsm_lock *l, cor_idp_t who, uint32_t id, bool try, struct dsm_grant *g)
+static bool same_domain(cor_idp_t a, cor_idp_t b)
 {
-    if (l->holder == who || queued(l, who)) return COR_ESTATE;
+    return cor_idp_domain(a) == cor_idp_domain(b);
+}
+
+int dsm_lock_acquire(struct dsm_lock *l, cor_idp_t who, uint32_t id, bool try, struct dsm_grant *g,
+                     bool *recall)
+{
+    *recall = false;
+    if (queued(l, who)) return COR_ESTATE;
     if (l->holder == COR_IDP_NULL) {
-        l->holder = who;
-        g->who = who;
-        g->id = id;
-        g->status = l->owner_died ? COR_DSM_EOWNERDEAD : COR_OK;
-        l->owner_died = false;
+        grant(l, who, id, g);
         return DSM_LOCK_GRANTED;
+    }
+    if (l->holder == who && !l->kept) return COR_ESTATE;
+    if (l->kept && !l->recalled) {
+        *recall = true;
+        l->recalled = true;
     }
     if (try) return COR_EBUSY;
     int err = push(l, who, id);
+    if (err && *recall) l->recalled = false; /* nobody waits: no recall */
+    if (err) *recall = false;
     return err ? err : DSM_LOCK_QUEUED;
 }
 
-int dsm_lock_release(struct dsm_lock *l, cor_idp_t who, struct dsm_grant *g, bool *granted)
+int dsm_lock_release(struct dsm_lock *l, cor_idp_t who, uint32_t gen, struct dsm_grant *g,
+                     bool *granted)
 {
     *granted = false;
-    if (who == COR_IDP_NULL || l->holder != who) return COR_ESTATE;
+    if (who == COR_IDP_NULL || l->holder == COR_IDP_NULL) return COR_ESTATE;
+    if (l->kept ? !same_domain(who, l->holder) || gen != l->gen : l->holder != who)
+        return COR_ESTATE;
     *granted = pass_on(l, g);
     return COR_OK;
 }

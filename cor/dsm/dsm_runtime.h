@@ -165,6 +165,7 @@ struct dsm_runtime {
     cor_idp_t dctx; /* grants' data sent straight into copies (no application uses it either) */
     long poll_us;   /* how long a task waiting for a protocol message polls the routes */
     bool shm;       /* home-only objects shared with the host's domains (COR_DSM_SHM) */
+    bool lock_keep; /* the locks homed here grant kept locks (COR_DSM_LOCK_KEEP) */
     /* [size] the domains that share this host's memory (cor_domain_local: the bootstrap's
      * answer); shared memory is used with these only, never with a file that another host's
      * domain made in a /dev/shm that happens to be shared (network namespaces) */
@@ -268,6 +269,8 @@ struct cor_dsm_op {
     struct dsm_shm_lock *lk; /* an acquisition of a lock in shared memory: */
     uint32_t ticket;         /* its ticket */
     int lock_home;
+    uint64_t grant;  /* an acquisition by message: the grant's value (dsm_grant_value) */
+    bool kept_local; /* an acquisition the domain's kept lock answered (dsm_sync.c) */
     cor_req_t sreq, rreq;
     unsigned char *sbuf, *rbuf;
     size_t rcap;
@@ -403,6 +406,13 @@ void dsm__reply_buf(cor_idp_t to, uint8_t op, uint8_t type, uint32_t id, int sta
 void dsm__reply(cor_idp_t to, const struct dsm_req *r, int status, uint64_t value, const void *data,
                 size_t dlen);
 void dsm__grant(const struct dsm_grant *g);
+void dsm__lock_msg(int to, uint8_t op, cor_idp_t lock, uint32_t gen);
+/* The home recalls grant `gen` of `lock` kept by this domain (dsm_sync.c). */
+void dsm__lock_recalled(cor_idp_t lock, uint32_t gen);
+/* Acquisitions answered by a lock this domain kept (no message). */
+uint64_t dsm__lock_retakes(void);
+/* cor_dsm_finalize: forgets the locks kept. */
+void dsm__locks_kept_clear(void);
 int dsm__qerr_take(cor_idp_t who);
 void dsm__add_done(cor_idp_t who, int err);
 int dsm__bar_send(uint64_t id, const struct dsm_bar_msg *m, int n);

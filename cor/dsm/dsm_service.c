@@ -139,7 +139,21 @@ void dsm__reply(cor_idp_t to, const struct dsm_req *r, int status, uint64_t valu
 void dsm__grant(const struct dsm_grant *g)
 {
     struct dsm_req r = {.op = DSM_OP_LOCK_ACQ, .id = g->id};
-    dsm__reply(g->who, &r, g->status, 0, NULL, 0);
+    dsm__reply(g->who, &r, g->status, dsm_grant_value(g), NULL, 0);
+}
+
+/* Sends a lock request (40-byte header, no reply) from the service to domain `to`'s
+ * service: a recall to the domain that keeps a lock homed here, or a kept lock's release
+ * to its home. A failure is the peer's death, which settles the lock either way. */
+void dsm__lock_msg(int to, uint8_t op, cor_idp_t lock, uint32_t gen)
+{
+    cor_idp_t svc;
+    if (dsm__svc_of(to, &svc)) return;
+    struct dsm_req r = {.op = op, .id = dsm__next_id(), .obj = lock, .offset = gen};
+    unsigned char *buf = malloc(DSM_REQ_HDR);
+    if (!buf) abort(); /* a lock would stay kept for good: no way to recover */
+    size_t n = dsm_req_encode(buf, DSM_REQ_HDR, &r);
+    dsm__svc_send(svc, r.id, buf, n);
 }
 
 static struct dsm__dir_entry **dir_slot(enum dsm__res_kind kind, const char *name, size_t len)
@@ -366,6 +380,7 @@ static void serve_dir(cor_idp_t src, const struct dsm_req *r)
             return;
         }
         struct dsm__res *x = dsm__res_new(DSM__RES_LOCK, name);
+        if (x) x->lock.never_keep = !dsm__rt.lock_keep;
         e = calloc(1, sizeof *e);
         int err = !x || !e ? COR_ENOMEM : dsm__res_add(x);
         if (err) {
@@ -395,21 +410,31 @@ static void serve_lock(cor_idp_t src, const struct dsm_req *r)
         return;
     }
     struct dsm_grant g;
-    bool granted = false;
+    bool granted = false, recall = false;
+    cor_idp_t holder = x->lock.holder;
+    uint32_t gen = x->lock.gen;
     if (r->op == DSM_OP_LOCK_REL) {
-        /* one-way: the releasing task checked that it holds the lock (cor_dsm_unlock) */
-        if (dsm_lock_release(&x->lock, src, &g, &granted)) atomic_fetch_add(&dsm__rt.dropped, 1);
+        /* one-way: the releasing task checked that it holds the lock (cor_dsm_unlock), or
+         * its domain's service answers our recall */
+        if (r->offset > DSM_ID_MAX ||
+            dsm_lock_release(&x->lock, src, (uint32_t)r->offset, &g, &granted))
+            atomic_fetch_add(&dsm__rt.dropped, 1);
         if (granted) dsm__grant(&g);
     } else if (atomic_load(&dsm__rt.dead[cor_idp_domain(src)])) {
         /* a request that arrived after its domain's death was handled: never grant it */
     } else {
-        int rc = dsm_lock_acquire(&x->lock, src, r->id, r->op == DSM_OP_LOCK_TRY, &g);
+        int rc = dsm_lock_acquire(&x->lock, src, r->id, r->op == DSM_OP_LOCK_TRY, &g, &recall);
         if (rc == DSM_LOCK_GRANTED)
-            dsm__reply(src, r, g.status, 0, NULL, 0);
+            dsm__reply(src, r, g.status, dsm_grant_value(&g), NULL, 0);
         else if (rc != DSM_LOCK_QUEUED)
             dsm__reply(src, r, rc, 0, NULL, 0);
     }
     dsm__res_put(x);
+    if (!recall) return;
+    if ((int)cor_idp_domain(holder) == dsm__rt.rank)
+        dsm__lock_recalled(r->obj, gen); /* kept here: no message to ourselves */
+    else
+        dsm__lock_msg((int)cor_idp_domain(holder), DSM_OP_LOCK_RECALL, r->obj, gen);
 }
 
 /* Sends buf (malloc'd, ours until the send completes) as the barrier mailbox's task; first
@@ -501,6 +526,13 @@ static void serve(const void *buf, size_t len, cor_idp_t src)
     case DSM_OP_LOCK_TRY:
     case DSM_OP_LOCK_REL:
         serve_lock(src, &r);
+        return;
+    case DSM_OP_LOCK_RECALL:
+        if (cor_idp_domain(r.obj) != cor_idp_domain(src) || r.offset > DSM_ID_MAX) {
+            atomic_fetch_add(&dsm__rt.dropped, 1); /* only the home recalls its locks */
+            return;
+        }
+        dsm__lock_recalled(r.obj, (uint32_t)r.offset);
         return;
     case DSM_OP_BARRIER: /* to the barrier mailbox, not here */
         atomic_fetch_add(&dsm__rt.dropped, 1);

@@ -42,6 +42,8 @@ COR_API int cor_dsm_lock_open(const char *name, cor_idp_t *lock)
 static __thread struct {
     cor_idp_t lock;
     bool granted;
+    bool kept;    /* its grant is kept by the domain (below) */
+    uint32_t gen; /* the grant's number */
 } tls_held[DSM_LOCKS_HELD];
 static __thread int tls_nheld;
 
@@ -57,16 +59,178 @@ static void held_drop(int i)
     tls_held[i] = tls_held[--tls_nheld];
 }
 
+/*
+ * Locks this domain keeps. The home grants a lock *kept* when nobody else waits for it: after
+ * the release it stays here, free, and a task of this domain takes it again with no message
+ * (an uncontended lock costs a round trip the first time only). When another task asks the
+ * home for it (of another domain, or of ours while one of ours holds it), the home recalls
+ * the grant: the service sends the release at once if no task holds it, or the holder's
+ * unlock does; tasks that ask from then on ask the home. A recall may come before the task
+ * that was granted the lock has settled its acquisition (the grant goes to the task, the
+ * recall to the service): it is noted (`early`) and that grant is then an ordinary one.
+ * Under kept_mu; both lists stay short (one entry per lock kept, one per recall overtaking
+ * its grant).
+ */
+struct kept {
+    struct kept *next;
+    cor_idp_t lock;
+    uint32_t gen;  /* the grant kept */
+    bool held;     /* a task of ours holds it */
+    bool recalled; /* the holder's unlock sends it home */
+};
+
+#define KEPT_BUCKETS 64
+static pthread_mutex_t kept_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct kept *kept_tab[KEPT_BUCKETS], *kept_early;
+static atomic_uint_fast64_t kept_retakes;
+
+static struct kept **kept_slot(struct kept **head, cor_idp_t lock)
+{
+    struct kept **p = head;
+    while (*p && (*p)->lock != lock)
+        p = &(*p)->next;
+    return p;
+}
+
+static struct kept **kept_bucket(cor_idp_t lock)
+{
+    return &kept_tab[(lock ^ lock >> 17) % KEPT_BUCKETS];
+}
+
+static void kept_unlink(struct kept **p)
+{
+    struct kept *e = *p;
+    *p = e->next;
+    free(e);
+}
+
+enum { KEPT_ASK, KEPT_DONE };
+
+/* An acquisition by a task of ours of a lock homed at `home`: taken here if we keep it free
+ * (KEPT_DONE, o->result COR_OK), refused here if it is a try and one of ours holds it
+ * (KEPT_DONE, COR_EBUSY), KEPT_ASK: the home decides. */
+static int kept_take(struct cor_dsm_op *o, cor_idp_t lock, int home, bool try)
+{
+    int how = KEPT_ASK;
+    dsm__lock_or_die(&kept_mu);
+    struct kept **p = kept_slot(kept_bucket(lock), lock);
+    struct kept *e = *p;
+    if (e && !e->held) { /* free (a recall of a free lock sent it home at once) */
+        if (atomic_load(&dsm__rt.dead[home])) {
+            kept_unlink(p);
+            o->result = COR_EPEERDEAD;
+        } else {
+            e->held = true;
+            o->result = COR_OK;
+            o->grant = (uint64_t)e->gen << 1 | 1u;
+            atomic_fetch_add(&kept_retakes, 1);
+        }
+        how = KEPT_DONE;
+    } else if (e && try) {
+        o->result = COR_EBUSY;
+        how = KEPT_DONE;
+    }
+    dsm__unlock_or_die(&kept_mu);
+    return how;
+}
+
+/* The task's acquisition of `lock` by message was granted as kept (grant number gen): keeps
+ * it, unless its recall came already. Whether it is kept. */
+static bool kept_granted(cor_idp_t lock, uint32_t gen)
+{
+    bool keep = true;
+    dsm__lock_or_die(&kept_mu);
+    for (struct kept **p = &kept_early; *p;) {
+        if ((*p)->lock != lock) {
+            p = &(*p)->next;
+            continue;
+        }
+        if ((*p)->gen == gen) keep = false;
+        kept_unlink(p); /* an older grant's is stale: its release went home before this grant */
+    }
+    struct kept **p = kept_slot(kept_bucket(lock), lock);
+    if (keep && !*p) *p = calloc(1, sizeof **p);
+    if (!*p) {
+        keep = false; /* without memory: an ordinary grant (its release goes home) */
+    } else if (keep) {
+        **p = (struct kept){(*p)->next, lock, gen, true, false};
+    }
+    dsm__unlock_or_die(&kept_mu);
+    return keep;
+}
+
+/* The task's unlock of kept grant gen: COR_OK if the lock stays here (free), else COR_EAGAIN
+ * (recalled, or not kept any more: the release goes home). */
+static int kept_release(cor_idp_t lock, uint32_t gen, int home)
+{
+    int err = COR_EAGAIN;
+    dsm__lock_or_die(&kept_mu);
+    struct kept **p = kept_slot(kept_bucket(lock), lock);
+    if (*p && (*p)->gen == gen) {
+        if (!(*p)->recalled && !atomic_load(&dsm__rt.dead[home])) {
+            (*p)->held = false;
+            err = COR_OK;
+        } else {
+            kept_unlink(p);
+        }
+    }
+    dsm__unlock_or_die(&kept_mu);
+    return err;
+}
+
+void dsm__lock_recalled(cor_idp_t lock, uint32_t gen)
+{
+    bool send = false;
+    dsm__lock_or_die(&kept_mu);
+    struct kept **p = kept_slot(kept_bucket(lock), lock);
+    if (*p && (*p)->gen == gen) {
+        if ((*p)->held) {
+            (*p)->recalled = true;
+        } else {
+            kept_unlink(p);
+            send = true;
+        }
+    } else {
+        struct kept *e = malloc(sizeof *e);
+        if (!e) abort(); /* the lock would stay kept here for good: no way to recover */
+        *e = (struct kept){kept_early, lock, gen, false, true};
+        kept_early = e;
+    }
+    dsm__unlock_or_die(&kept_mu);
+    if (send) dsm__lock_msg((int)cor_idp_domain(lock), DSM_OP_LOCK_REL, lock, gen);
+}
+
+uint64_t dsm__lock_retakes(void)
+{
+    return atomic_load(&kept_retakes);
+}
+
+/* cor_dsm_finalize (after its barrier: nobody asks for a lock any more). */
+void dsm__locks_kept_clear(void)
+{
+    dsm__lock_or_die(&kept_mu);
+    for (int k = 0; k < KEPT_BUCKETS; k++)
+        while (kept_tab[k])
+            kept_unlink(&kept_tab[k]);
+    while (kept_early)
+        kept_unlink(&kept_early);
+    dsm__unlock_or_die(&kept_mu);
+}
+
 /* An acquisition ended: the lock is held (also when its last holder died), or not at all. */
 void dsm__held_settle(struct cor_dsm_op *o)
 {
     if (o->lock == COR_IDP_NULL) return;
     int i = held_find(o->lock);
     if (i >= 0) {
-        if (o->result == COR_OK || o->result == COR_DSM_EOWNERDEAD)
+        if (o->result == COR_OK || o->result == COR_DSM_EOWNERDEAD) {
             tls_held[i].granted = true;
-        else
+            tls_held[i].gen = (uint32_t)(o->grant >> 1);
+            tls_held[i].kept = (o->grant & 1) && !o->lk &&
+                               (o->kept_local || kept_granted(o->lock, tls_held[i].gen));
+        } else {
             held_drop(i);
+        }
     }
     o->lock = COR_IDP_NULL;
 }
@@ -92,6 +256,9 @@ static int lock_op(struct cor_dsm_op *o, cor_idp_t lock, uint8_t op)
         } else {
             o->ticket = dsm_shm_lock_ticket(o->lk, dsm__rt.rank);
         }
+    } else if (kept_take(o, lock, home, op == DSM_OP_LOCK_TRY) == KEPT_DONE) {
+        o->kept_local = true;
+        o->done = true;
     } else {
         int err = dsm__op_start(o, home, &r, 0);
         if (err) return err;
@@ -134,12 +301,15 @@ COR_API int cor_dsm_unlock(cor_idp_t lock)
         dsm_shm_lock_release(k);
         return atomic_load(&dsm__rt.dead[home]) ? COR_EPEERDEAD : COR_OK;
     }
+    uint32_t gen = tls_held[i].gen;
+    bool kept = tls_held[i].kept;
     held_drop(i);
+    if (kept && kept_release(lock, gen, home) == COR_OK) return COR_OK; /* stays here, free */
     dsm__adds_flush_home(home);
     cor_idp_t svc;
     int err = dsm__svc_of(home, &svc);
     if (err) return err;
-    struct dsm_req r = {.op = DSM_OP_LOCK_REL, .id = dsm__next_id(), .obj = lock};
+    struct dsm_req r = {.op = DSM_OP_LOCK_REL, .id = dsm__next_id(), .obj = lock, .offset = gen};
     unsigned char buf[DSM_REQ_HDR];
     size_t n = dsm_req_encode(buf, sizeof buf, &r);
     cor_req_t sreq;

@@ -103,6 +103,7 @@ size_t dsm_req_data_len(uint8_t op, uint8_t type, uint64_t count)
     case DSM_OP_LOCK_ACQ:
     case DSM_OP_LOCK_TRY:
     case DSM_OP_LOCK_REL:
+    case DSM_OP_LOCK_RECALL:
         return 0;
     default:
         return SIZE_MAX;

@@ -262,7 +262,12 @@ COR_API int cor_dsm_set_cache_bytes(size_t bytes);
  * open of a name creates it. Acquisitions are granted first come, first served at the home
  * across all tasks of all domains (when every domain of the session shares one host, by a
  * ticket each task takes in shared memory, in the order the tasks asked). A lock is held by a
- * task (the one that acquired it) and is not recursive.
+ * task (the one that acquired it) and is not recursive. Over messages, a lock granted while
+ * nobody else waited for it stays with the holder's domain after its release (*kept*): the
+ * domain's tasks take it again with no message until someone else asks its home, which then
+ * recalls it (the release goes home at once if no task of that domain holds it, else at the
+ * holder's unlock). A domain that dies keeping a lock, held or not, passes it on with
+ * COR_DSM_EOWNERDEAD: the home cannot tell a kept free lock from a held one.
  */
 COR_API int cor_dsm_lock_open(const char *name, cor_idp_t *lock);
 /* Blocks until the calling task holds the lock. COR_DSM_EOWNERDEAD: it holds the lock, and
@@ -271,11 +276,13 @@ COR_API int cor_dsm_lock_open(const char *name, cor_idp_t *lock);
 COR_API int cor_dsm_lock(cor_idp_t lock);
 /* The same without blocking the caller: the handle completes when the lock is granted. */
 COR_API int cor_dsm_lockI(cor_idp_t lock, cor_dsm_req_t *req);
-/* Takes the lock if free, else COR_EBUSY at once (no queueing). */
+/* Takes the lock if free, else COR_EBUSY at once (no queueing). A lock another domain keeps
+ * (above) is busy too; the try recalls it, so a later try finds it free unless retaken. */
 COR_API int cor_dsm_trylock(cor_idp_t lock);
 /* Releases it; the longest waiting task gets it. COR_ESTATE if the caller does not hold it.
- * Returns once the release is on its way (no round trip): the home applies it before any later
- * request of the same task to that home. A task holds (or is acquiring) at most 64 locks at
+ * A kept lock not recalled stays with the domain (no message). Otherwise it returns once the
+ * release is on its way (no round trip): the home applies it before any later request of the
+ * same task to that home. A task holds (or is acquiring) at most 64 locks at
  * once: one more lock, lockI or trylock is COR_ELIMIT. A lockI handle is completed by the task
  * that started it. */
 COR_API int cor_dsm_unlock(cor_idp_t lock);
@@ -335,6 +342,8 @@ typedef struct cor_dsm_stats {
     uint64_t copies;           /* copies of objects homed elsewhere this domain keeps track
                                   of (~300 bytes each without their data); those of destroyed
                                   objects go once nothing maps them */
+    uint64_t lock_retakes;     /* lock acquisitions answered by a lock this domain kept since
+                                  an uncontended grant: no message (counted since init) */
 } cor_dsm_stats_t;
 COR_API int cor_dsm_stats_get(cor_dsm_stats_t *stats);
 

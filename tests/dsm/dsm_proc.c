@@ -43,6 +43,14 @@
  *     its dirty copy is lost, survivors' sections on it get COR_EPEERDEAD), inside a read
  *     section on "kr" (a survivor's write waiting for it is granted after the death) and
  *     inside a write section on "kh", homed at the victim (survivors' reads fail).
+ *   dsm_proc lockkeep DIR [-i ROUNDS]   (COR_DSM_SHM=0: locks over messages)
+ *     Kept locks (a lock granted while nobody waited stays with the holder's domain): domain 1
+ *     retakes lock "K" (homed at domain 0) ROUNDS times with one request in all (lock_retakes,
+ *     remote_ops); a recall while held (domain 0 asks while domain 1 holds it: granted only
+ *     after domain 1's release, which it sees in the object); two tasks of domain 1 (the
+ *     second asks while the first holds the kept lock: it waits for the first's unlock); then
+ *     every domain takes it in turn ROUNDS times (each acquisition recalls it from the last
+ *     domain): a holder mark swapped in and out under the lock and an exact counter.
  *   dsm_proc counts DIR
  *     cor_dsm_stats_t tells where operations ran: each domain adds to the next domain's
  *     home-only object and to its own; the counters must say shm_ops (one host, COR_DSM_SHM=1)
@@ -883,7 +891,7 @@ static void run_barrier(void)
 
 /* ---- kill ---- */
 
-static cor_idp_t vobj, vlock, hlock, d0obj;
+static cor_idp_t vobj, vlock, hlock, klock, d0obj;
 static cor_idp_t kw, kr, kh; /* cached: written by the victim, read by it, homed at it */
 static cor_dsm_barrier_t kbar;
 static int victim;
@@ -911,6 +919,147 @@ static cor_idp_t lock_at(const char *name, int home, char *n)
     return COR_IDP_NULL;
 }
 
+/* ---- lockkeep ---- */
+
+static cor_idp_t lockK, kobj; /* kobj: [0] turn counter, [1] holder mark, [2] flag */
+static _Atomic int kflag;     /* domain 1's second task: set by the first before its unlock */
+
+/* Under lockK: nobody else is inside (a holder mark swapped in and out). */
+static void k_enter(long me)
+{
+    long old = -1;
+    CHECK(cor_dsm_swap(kobj, 1, COR_LONG, &me, &old));
+    if (old != 0) pt_fail("lock K: %ld inside with %ld", old, me);
+}
+
+static void k_leave(long me)
+{
+    long zero = 0, old = -1;
+    CHECK(cor_dsm_swap(kobj, 1, COR_LONG, &zero, &old));
+    if (old != me) pt_fail("lock K: %ld inside when %ld left", old, me);
+}
+
+static int k_pair_task(void *arg)
+{
+    int k = (int)(intptr_t)arg;
+    long me = 1000 + k;
+    if (k == 0) {
+        CHECK(cor_dsm_lock(lockK));
+        k_enter(me);
+        atomic_store(&kflag, 1); /* the second task asks now */
+        usleep(200000);
+        atomic_store(&kflag, 2);
+        k_leave(me);
+        CHECK(cor_dsm_unlock(lockK));
+    } else if (k == 1) {
+        for (int i = 0; i < 20000 && atomic_load(&kflag) == 0; i++)
+            usleep(100);
+        double t0 = now();
+        CHECK(cor_dsm_lock(lockK));
+        if (atomic_load(&kflag) != 2)
+            pt_fail("second task of the keeping domain took lock K while the first held it");
+        k_enter(me);
+        k_leave(me);
+        CHECK(cor_dsm_unlock(lockK));
+        printf("domain %d: second task waited %.3f s for the first's unlock\n", rank, now() - t0);
+    }
+    return 0;
+}
+
+static void run_lockkeep(void)
+{
+    char name[COR_NAME_MAX];
+    lockK = lock_at("K", 0, name);
+    if (rank == 0) CHECK(cor_dsm_create("kobj", COR_LONG, 4, COR_DSM_HOME_ONLY, &kobj));
+    CHECK(cor_dsm_barrier_create("all", COR_IDP_NULL, 1, &all_bar));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    kobj = lookup("kobj");
+    long me = rank + 1;
+    /* 1. Retakes: one request (the first acquisition), the rest answered here. */
+    if (rank == 1) {
+        cor_dsm_stats_t a, b;
+        CHECK(cor_dsm_stats_get(&a));
+        for (long i = 0; i < iters; i++) {
+            CHECK(cor_dsm_lock(lockK));
+            CHECK(cor_dsm_unlock(lockK));
+            atomic_fetch_add(&ticks, 1);
+        }
+        CHECK(cor_dsm_stats_get(&b));
+        uint64_t retakes = b.lock_retakes - a.lock_retakes, reqs = b.remote_ops - a.remote_ops;
+        printf("domain 1: %ld uncontended acquisitions: %llu requests, %llu retakes\n", iters,
+               (unsigned long long)reqs, (unsigned long long)retakes);
+        if (retakes != (uint64_t)iters - 1 || reqs != 1)
+            pt_fail("kept lock: %llu requests and %llu retakes for %ld acquisitions, expected 1 "
+                    "and %ld",
+                    (unsigned long long)reqs, (unsigned long long)retakes, iters, iters - 1);
+        /* 2. A recall while held: domain 0 asks once we hold it. */
+        CHECK(cor_dsm_lock(lockK));
+        k_enter(me);
+    }
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank == 1) {
+        usleep(300000); /* domain 0's request and its recall come meanwhile */
+        long two = 2;
+        CHECK(cor_dsm_put(kobj, 2, 1, COR_LONG, &two));
+        k_leave(me);
+        CHECK(cor_dsm_unlock(lockK));
+    } else if (rank == 0) {
+        double t0 = now();
+        CHECK(cor_dsm_lock(lockK));
+        long flag = 0;
+        CHECK(cor_dsm_get(kobj, 2, 1, COR_LONG, &flag));
+        if (flag != 2) pt_fail("lock K granted to domain 0 while domain 1 held it (kept)");
+        k_enter(me);
+        k_leave(me);
+        CHECK(cor_dsm_unlock(lockK));
+        printf("domain 0: lock K recalled from domain 1 (held) after %.3f s\n", now() - t0);
+    }
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    /* 3. Two tasks of domain 1: the second asks while the first holds the kept lock. */
+    if (rank == 1) {
+        int t = ntasks;
+        ntasks = 2;
+        spawn_all(k_pair_task);
+        ntasks = t;
+    }
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    /* 4. Every domain in turn: each acquisition recalls the lock from the domain before. */
+    double t0 = now();
+    for (long i = 0; i < iters && !atomic_load(&pt_failures); i++) {
+        long turn = -1;
+        for (long w = 0; w < 200000; w++) {
+            CHECK(cor_dsm_get(kobj, 0, 1, COR_LONG, &turn));
+            if (turn % ndom == rank) break;
+            usleep(20);
+        }
+        if (turn % ndom != rank) {
+            pt_fail("lock K: no turn after 200000 looks (turn %ld)", turn);
+            break;
+        }
+        CHECK(cor_dsm_lock(lockK));
+        k_enter(me);
+        long c = -1;
+        CHECK(cor_dsm_get(kobj, 0, 1, COR_LONG, &c));
+        c++;
+        CHECK(cor_dsm_put(kobj, 0, 1, COR_LONG, &c));
+        k_leave(me);
+        CHECK(cor_dsm_unlock(lockK));
+        atomic_fetch_add(&ticks, 1);
+    }
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    long c = -1;
+    CHECK(cor_dsm_get(kobj, 0, 1, COR_LONG, &c));
+    if (c != iters * ndom) pt_fail("lock K turns: counter %ld, expected %ld", c, iters * ndom);
+    double el = now() - t0;
+    cor_dsm_stats_t st;
+    CHECK(cor_dsm_stats_get(&st));
+    printf("domain %d: %s lockkeep: %ld turns in %.2f s (%.1f us a turn), %llu retakes here\n",
+           rank, atomic_load(&pt_failures) ? "FAIL" : "PASS", c, el, el / (double)c * 1e6,
+           (unsigned long long)st.lock_retakes);
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank == 0) CHECK(cor_dsm_destroy(kobj));
+}
+
 static void expect_err(const char *what, int got, int want, double t0)
 {
     atomic_fetch_add(&ticks, 1);
@@ -928,6 +1077,8 @@ static int kill_task(void *arg)
     if (k >= 4) CHECK(cor_dsm_map(k == 4 ? kw : k == 5 ? kr : kh, &rg));
     if (rank == victim) {
         if (k == 0) {
+            CHECK(cor_dsm_lock(klock)); /* over messages its domain keeps it, free */
+            CHECK(cor_dsm_unlock(klock));
             CHECK(cor_dsm_lock(vlock));
             CHECK(cor_dsm_lock(hlock));
         }
@@ -954,6 +1105,15 @@ static int kill_task(void *arg)
             usleep(1000);
         }
         expect_err("fetch-add on the dead home's object", err, COR_EPEERDEAD, t0);
+        /* a lock the victim took and released: over messages its domain kept it, and the
+         * home cannot tell a kept free lock from a held one: exactly one survivor is told its
+         * holder died (the script counts); in shared memory nobody is */
+        err = cor_dsm_lock(klock);
+        printf("domain %d: lock kept by the dead domain -> %s\n", rank, cor_dsm_strerror(err));
+        if (err == COR_DSM_EOWNERDEAD || err == COR_OK)
+            CHECK(cor_dsm_unlock(klock));
+        else
+            pt_fail("lock kept by the dead domain: %s", cor_dsm_strerror(err));
         break;
     }
     case 1: /* waits for a lock homed at the victim (held there) */
@@ -1062,6 +1222,7 @@ static int run_kill(void)
     char hname[COR_NAME_MAX];
     vlock = lock_at("vlock", victim, vlock_name);
     hlock = lock_at("hlock", 0, hname);
+    klock = lock_at("klock", 0, hname);
     CHECK(cor_dsm_barrier_wait(all_bar));
     pt_watchdog_start(&ticks, &finished, STALL_S, 3, "hang");
     if (rank == victim) {
@@ -1315,7 +1476,7 @@ int main(int argc, char **argv)
 {
     pt_name = "dsm_proc";
     if (argc < 3) {
-        fprintf(stderr, "usage: dsm_proc mix|cache|lockfair|barrier|kill|reuse|counts DIR "
+        fprintf(stderr, "usage: dsm_proc mix|cache|lockfair|barrier|kill|reuse|counts|lockkeep DIR "
                         "[-t TASKS] [-i ITERS] [-f RATIO] [-b CACHE_BYTES] [-H HOSTS]\n");
         return 2;
     }
@@ -1371,6 +1532,8 @@ int main(int argc, char **argv)
         run_reuse();
     else if (!strcmp(mode, "counts"))
         run_counts();
+    else if (!strcmp(mode, "lockkeep"))
+        run_lockkeep();
     else
         return 2;
     atomic_store(&finished, 1);

@@ -6,7 +6,8 @@
 # it is granted) and inside a write section on a cached object it homes (reads fail). The survivors' fetch-adds on the
 # victim's object, their wait for its lock and their all-domain barrier must end with
 # COR_EPEERDEAD, the lock homed at domain 0 must pass to exactly one survivor with
-# COR_DSM_EOWNERDEAD, new operations toward the victim fail at once, the survivors still work
+# COR_DSM_EOWNERDEAD (and, over messages, so must a lock homed there that the victim took and
+# released: its domain kept it), new operations toward the victim fail at once, the survivors still work
 # together and exit by themselves (status 42) within the time limit.
 . "$(dirname "$0")/../proc/common.sh"
 P=$B/tests/dsm/dsm_proc
@@ -47,6 +48,8 @@ kill_run() { # TAG ROUTE [env assignments...]; KILL_ARGS: more dsm_proc options
     done
     n=$(grep -c "lock held by the dead domain -> lock acquired, but its previous holder" "$WORK/$tag.out")
     [ "$n" = 1 ] || die "$tag: $n survivors were told the lock's holder died, expected 1"
+    n=$(grep -c "lock kept by the dead domain -> lock acquired, but its previous holder" "$WORK/$tag.out")
+    [ "$n" = "$KEPT" ] || die "$tag: $n survivors were told the kept lock's holder died, expected $KEPT"
     awk "BEGIN{exit !($el < $LIMIT)}" || die "$tag: survivors took $el s after the kill (limit $LIMIT s)"
     say "$tag: survivors done $el s after the kill"
 }
@@ -56,11 +59,11 @@ kill_run() { # TAG ROUTE [env assignments...]; KILL_ARGS: more dsm_proc options
 # over gm the victim's home-only object and the barrier are in shared memory (COR_DSM_SHM's
 # default), and must fail just the same.
 say "udp: kill -9 of a home (cached objects of 32 KiB)"
-KILL_ARGS="-B 4096" kill_run udp udp COR_DSM_SHM=0
+KEPT=1 KILL_ARGS="-B 4096" kill_run udp udp COR_DSM_SHM=0
 BASE=$((31000 + ($$ % 400) * 64))
 MAP="1 d0 127.0.0.1:$BASE; 2 d1 127.0.0.1:$((BASE + 16)); 3 d2 127.0.0.1:$((BASE + 32))"
 SLOWTCP=GM_SEND_TIMEOUT_MS=1000
 [ $SMALL = 1 ] && SLOWTCP=GM_SEND_TIMEOUT_MS=10000
 say "gm (tcp): kill -9 of a home"
-kill_run gmtcp gm "GM_NODES=$MAP" COR_GM_NODE_ID=rank COR_RMA=0 $SLOWTCP
+KEPT=0 kill_run gmtcp gm "GM_NODES=$MAP" COR_GM_NODE_ID=rank COR_RMA=0 $SLOWTCP
 say "PASS"

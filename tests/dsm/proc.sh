@@ -4,7 +4,7 @@
 # torn block), cached objects under sections mixed with remote operations (2 and 4 domains,
 # with a cache budget of 0, and blocks of 32 KiB whose grants come straight into the copies),
 # both on 2 domains over udp under the fault injector (5% drop), FIFO lock
-# fairness on 4 domains x 2 tasks, barriers (all domains, and a logical domain's subset), a
+# fairness on 4 domains x 2 tasks, kept locks (2 and 3 domains over udp, gm messages, 5% drop), barriers (all domains, and a logical domain's subset), a
 # destroyed object's index reused by a new object (3 domains over gm with same-host objects, 2
 # over udp), and the mixed workload over both routes at once (4 domains, the odd ones sending
 # over udp).
@@ -62,6 +62,13 @@ done
 say "gm (COR_DSM_SHM=1): a destroyed object's index reused, 3 domains (cached, home-only)"
 COR_DSM_SHM=1 run reuse3 3 reuse gm
 COR_DSM_SHM=0
+say "udp: kept locks (retakes without a message, recalls while held, domains in turn), 2 and 3 domains"
+run keep2 2 lockkeep udp -i $EPS
+run keep3 3 lockkeep udp -i $EPS
+say "gm messages (COR_DSM_SHM=0): kept locks, 2 domains"
+run keepgm 2 lockkeep gm -i $EPS
+say "udp with 5% of the datagrams dropped: kept locks, 2 domains"
+COR_UDP_FAULTS="drop=0.05,seed=14" run keeplossy 2 lockkeep udp -i $((EPS / 3))
 say "udp: a destroyed object's index reused, 2 domains"
 run reuse2 2 reuse udp
 say "gm: cached objects with a cache budget of 0 (every idle copy evicted), 2 domains"

@@ -531,36 +531,50 @@ static cor_idp_t task(unsigned dom, unsigned idx)
     return cor_idp_make(7, COR_KIND_TASK, dom, idx);
 }
 
+/* Acquire and release as a task that ignores recalls, releasing the grant it holds. */
+static int acq(struct dsm_lock *l, cor_idp_t who, uint32_t id, bool try, struct dsm_grant *g)
+{
+    bool recall;
+    return dsm_lock_acquire(l, who, id, try, g, &recall);
+}
+
+static int rel(struct dsm_lock *l, cor_idp_t who, struct dsm_grant *g, bool *granted)
+{
+    return dsm_lock_release(l, who, l->gen, g, granted);
+}
+
 static void test_lock_fifo(void)
 {
     struct dsm_lock l = {0};
     struct dsm_grant g;
     bool granted;
-    EXPECT_EQ(dsm_lock_acquire(&l, task(0, 1), 10, false, &g), DSM_LOCK_GRANTED);
+    EXPECT_EQ(acq(&l, task(0, 1), 10, false, &g), DSM_LOCK_GRANTED);
     EXPECT_EQ(g.who, task(0, 1));
     EXPECT_ERR(g.status, COR_OK);
-    EXPECT_ERR(dsm_lock_acquire(&l, task(0, 1), 11, false, &g), COR_ESTATE);
-    EXPECT_ERR(dsm_lock_acquire(&l, task(1, 1), 12, true, &g), COR_EBUSY);
+    EXPECT_TRUE(g.keep); /* nobody waited */
+    EXPECT_ERR(acq(&l, task(1, 1), 12, true, &g), COR_EBUSY);
     /* 20 waiters from 4 domains queue up (the ring grows); grants follow arrival order */
     for (unsigned i = 0; i < 20; i++)
-        EXPECT_EQ(dsm_lock_acquire(&l, task(i % 4, 2 + i), 100 + i, false, &g), DSM_LOCK_QUEUED);
-    EXPECT_ERR(dsm_lock_acquire(&l, task(1, 2 + 1), 1, false, &g), COR_ESTATE); /* waits */
-    EXPECT_ERR(dsm_lock_release(&l, task(3, 9), &g, &granted), COR_ESTATE);
+        EXPECT_EQ(acq(&l, task(i % 4, 2 + i), 100 + i, false, &g), DSM_LOCK_QUEUED);
+    EXPECT_ERR(acq(&l, task(1, 2 + 1), 1, false, &g), COR_ESTATE); /* waits */
+    EXPECT_ERR(rel(&l, task(3, 9), &g, &granted), COR_ESTATE);
     EXPECT_TRUE(!granted);
     cor_idp_t holder = task(0, 1);
     for (unsigned i = 0; i < 20; i++) {
-        EXPECT_ERR(dsm_lock_release(&l, holder, &g, &granted), COR_OK);
+        EXPECT_ERR(rel(&l, holder, &g, &granted), COR_OK);
         REQUIRE(granted);
         EXPECT_EQ(g.who, task(i % 4, 2 + i));
         EXPECT_EQ(g.id, 100 + i);
         EXPECT_ERR(g.status, COR_OK);
+        EXPECT_TRUE(!g.keep); /* kept only when nobody waits behind */
+        if (i == 0) EXPECT_ERR(acq(&l, g.who, 1, false, &g), COR_ESTATE); /* holds, not kept */
         holder = g.who;
         if (i == 9) /* one arrives midway: it goes to the back */
-            EXPECT_EQ(dsm_lock_acquire(&l, task(2, 500), 500, false, &g), DSM_LOCK_QUEUED);
+            EXPECT_EQ(acq(&l, task(2, 500), 500, false, &g), DSM_LOCK_QUEUED);
     }
-    EXPECT_ERR(dsm_lock_release(&l, holder, &g, &granted), COR_OK);
-    EXPECT_TRUE(granted && g.who == task(2, 500));
-    EXPECT_ERR(dsm_lock_release(&l, task(2, 500), &g, &granted), COR_OK);
+    EXPECT_ERR(rel(&l, holder, &g, &granted), COR_OK);
+    EXPECT_TRUE(granted && g.who == task(2, 500) && g.keep);
+    EXPECT_ERR(rel(&l, task(2, 500), &g, &granted), COR_OK);
     EXPECT_TRUE(!granted);
     EXPECT_EQ(l.holder, COR_IDP_NULL);
     dsm_lock_free(&l);
@@ -571,11 +585,11 @@ static void test_lock_death(void)
     struct dsm_lock l = {0};
     struct dsm_grant g;
     bool granted;
-    EXPECT_EQ(dsm_lock_acquire(&l, task(2, 1), 1, false, &g), DSM_LOCK_GRANTED);
-    EXPECT_EQ(dsm_lock_acquire(&l, task(2, 2), 2, false, &g), DSM_LOCK_QUEUED);
-    EXPECT_EQ(dsm_lock_acquire(&l, task(0, 1), 3, false, &g), DSM_LOCK_QUEUED);
-    EXPECT_EQ(dsm_lock_acquire(&l, task(2, 3), 4, false, &g), DSM_LOCK_QUEUED);
-    EXPECT_EQ(dsm_lock_acquire(&l, task(1, 1), 5, false, &g), DSM_LOCK_QUEUED);
+    EXPECT_EQ(acq(&l, task(2, 1), 1, false, &g), DSM_LOCK_GRANTED);
+    EXPECT_EQ(acq(&l, task(2, 2), 2, false, &g), DSM_LOCK_QUEUED);
+    EXPECT_EQ(acq(&l, task(0, 1), 3, false, &g), DSM_LOCK_QUEUED);
+    EXPECT_EQ(acq(&l, task(2, 3), 4, false, &g), DSM_LOCK_QUEUED);
+    EXPECT_EQ(acq(&l, task(1, 1), 5, false, &g), DSM_LOCK_QUEUED);
     /* domain 1 dies: its waiter leaves, nothing else changes */
     dsm_lock_peer_dead(&l, 1, &g, &granted);
     EXPECT_TRUE(!granted);
@@ -590,12 +604,100 @@ static void test_lock_death(void)
     /* domain 0 dies holding it with nobody waiting: the next acquirer is told */
     dsm_lock_peer_dead(&l, 0, &g, &granted);
     EXPECT_TRUE(!granted);
-    EXPECT_EQ(dsm_lock_acquire(&l, task(3, 1), 6, true, &g), DSM_LOCK_GRANTED);
+    EXPECT_EQ(acq(&l, task(3, 1), 6, true, &g), DSM_LOCK_GRANTED);
     EXPECT_ERR(g.status, COR_DSM_EOWNERDEAD);
-    EXPECT_ERR(dsm_lock_release(&l, task(3, 1), &g, &granted), COR_OK);
-    EXPECT_EQ(dsm_lock_acquire(&l, task(3, 1), 7, false, &g), DSM_LOCK_GRANTED);
+    EXPECT_ERR(rel(&l, task(3, 1), &g, &granted), COR_OK);
+    EXPECT_EQ(acq(&l, task(3, 1), 7, false, &g), DSM_LOCK_GRANTED);
     EXPECT_ERR(g.status, COR_OK);
     dsm_lock_free(&l);
+}
+
+/* Kept grants: recalls once per grant, releases by the keeping domain's service, requests
+ * from the keeping domain queued, trylock recalling, deaths of a keeping domain, numbering. */
+static void test_lock_kept(void)
+{
+    struct dsm_lock l = {0};
+    struct dsm_grant g;
+    bool granted, recall;
+    EXPECT_EQ(dsm_lock_acquire(&l, task(1, 1), 1, false, &g, &recall), DSM_LOCK_GRANTED);
+    REQUIRE(g.keep);
+    EXPECT_TRUE(!recall);
+    uint32_t g1 = g.gen;
+    EXPECT_EQ(dsm_grant_value(&g), ((uint64_t)g1 << 1) | 1);
+    /* only the keeping domain releases it, and only grant g1 */
+    EXPECT_ERR(dsm_lock_release(&l, task(2, 1), g1, &g, &granted), COR_ESTATE);
+    EXPECT_ERR(dsm_lock_release(&l, task(1, 0), g1 + 1, &g, &granted), COR_ESTATE);
+    /* domain 2 asks: one recall; domain 3 asks: none more */
+    EXPECT_EQ(dsm_lock_acquire(&l, task(2, 1), 2, false, &g, &recall), DSM_LOCK_QUEUED);
+    EXPECT_TRUE(recall);
+    EXPECT_EQ(dsm_lock_acquire(&l, task(3, 1), 3, false, &g, &recall), DSM_LOCK_QUEUED);
+    EXPECT_TRUE(!recall);
+    /* the keeping domain's tasks ask the home too (its service released, or will): queued,
+     * even the task that was granted it */
+    EXPECT_EQ(dsm_lock_acquire(&l, task(1, 2), 4, false, &g, &recall), DSM_LOCK_QUEUED);
+    EXPECT_EQ(dsm_lock_acquire(&l, task(1, 1), 5, false, &g, &recall), DSM_LOCK_QUEUED);
+    EXPECT_TRUE(!recall);
+    EXPECT_ERR(dsm_lock_acquire(&l, task(1, 1), 6, false, &g, &recall), COR_ESTATE); /* waits */
+    /* the service of domain 1 answers the recall: FIFO from there, not kept while others wait */
+    EXPECT_ERR(dsm_lock_release(&l, task(1, 0), g1, &g, &granted), COR_OK);
+    REQUIRE(granted);
+    EXPECT_EQ(g.who, task(2, 1));
+    EXPECT_TRUE(!g.keep && g.gen == g1 + 1);
+    cor_idp_t order[] = {task(3, 1), task(1, 2), task(1, 1)};
+    for (int i = 0; i < 3; i++) {
+        cor_idp_t h = g.who;
+        /* a task of the holder's domain that does not hold it cannot release a grant not kept */
+        EXPECT_ERR(dsm_lock_release(&l, task(cor_idp_domain(h), 9), l.gen, &g, &granted),
+                   COR_ESTATE);
+        EXPECT_ERR(dsm_lock_release(&l, h, l.gen, &g, &granted), COR_OK);
+        REQUIRE(granted);
+        EXPECT_EQ(g.who, order[i]);
+        EXPECT_TRUE(g.keep == (i == 2));
+    }
+    /* kept by domain 1 (task 1): released by another task of domain 1 (it retook it there) */
+    EXPECT_ERR(dsm_lock_release(&l, task(1, 7), l.gen, &g, &granted), COR_OK);
+    EXPECT_TRUE(!granted);
+    EXPECT_EQ(l.holder, COR_IDP_NULL);
+    /* a try on a kept lock is refused and recalls it, once */
+    EXPECT_EQ(dsm_lock_acquire(&l, task(1, 1), 7, false, &g, &recall), DSM_LOCK_GRANTED);
+    EXPECT_ERR(dsm_lock_acquire(&l, task(2, 1), 8, true, &g, &recall), COR_EBUSY);
+    EXPECT_TRUE(recall);
+    EXPECT_ERR(dsm_lock_acquire(&l, task(2, 1), 9, true, &g, &recall), COR_EBUSY);
+    EXPECT_TRUE(!recall);
+    EXPECT_ERR(dsm_lock_release(&l, task(1, 0), l.gen, &g, &granted), COR_OK);
+    EXPECT_TRUE(!granted);
+    EXPECT_EQ(dsm_lock_acquire(&l, task(2, 1), 10, true, &g, &recall), DSM_LOCK_GRANTED);
+    /* domain 2 dies keeping it (free or held, the home cannot tell): the next one is told */
+    dsm_lock_peer_dead(&l, 2, &g, &granted);
+    EXPECT_TRUE(!granted);
+    EXPECT_EQ(dsm_lock_acquire(&l, task(3, 1), 11, false, &g, &recall), DSM_LOCK_GRANTED);
+    EXPECT_ERR(g.status, COR_DSM_EOWNERDEAD);
+    EXPECT_TRUE(g.keep);
+    /* recalled while kept, then the keeping domain dies: the waiter gets it, told so */
+    EXPECT_EQ(dsm_lock_acquire(&l, task(0, 1), 12, false, &g, &recall), DSM_LOCK_QUEUED);
+    EXPECT_TRUE(recall);
+    dsm_lock_peer_dead(&l, 3, &g, &granted);
+    REQUIRE(granted);
+    EXPECT_EQ(g.who, task(0, 1));
+    EXPECT_ERR(g.status, COR_DSM_EOWNERDEAD);
+    EXPECT_TRUE(g.keep);
+    /* numbers wrap within DSM_ID_MAX */
+    EXPECT_ERR(dsm_lock_release(&l, task(0, 1), l.gen, &g, &granted), COR_OK);
+    l.gen = DSM_ID_MAX;
+    EXPECT_EQ(dsm_lock_acquire(&l, task(0, 1), 13, false, &g, &recall), DSM_LOCK_GRANTED);
+    EXPECT_EQ(g.gen, 0);
+    EXPECT_TRUE(dsm_grant_value(&g) >> 1 <= DSM_ID_MAX);
+    dsm_lock_free(&l);
+    /* COR_DSM_LOCK_KEEP=0: no grant is kept, nothing is recalled */
+    struct dsm_lock n = {.never_keep = true};
+    EXPECT_EQ(dsm_lock_acquire(&n, task(1, 1), 1, false, &g, &recall), DSM_LOCK_GRANTED);
+    EXPECT_TRUE(!g.keep);
+    EXPECT_EQ(dsm_lock_acquire(&n, task(2, 1), 2, false, &g, &recall), DSM_LOCK_QUEUED);
+    EXPECT_TRUE(!recall);
+    EXPECT_ERR(dsm_lock_release(&n, task(1, 2), n.gen, &g, &granted), COR_ESTATE);
+    EXPECT_ERR(dsm_lock_release(&n, task(1, 1), n.gen, &g, &granted), COR_OK);
+    EXPECT_TRUE(granted && g.who == task(2, 1) && !g.keep);
+    dsm_lock_free(&n);
 }
 
 /* n simulated member domains, each with `local` tasks, run `episodes` barrier episodes;
@@ -693,6 +795,7 @@ int main(void)
                                            {"object operations", test_obj_ops},
                                            {"lock FIFO", test_lock_fifo},
                                            {"lock holder death", test_lock_death},
+                                           {"lock kept by a domain", test_lock_kept},
                                            {"barrier rounds", test_barrier},
                                            {"name hash", test_hash},
                                            {NULL, NULL}};
