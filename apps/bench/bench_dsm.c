@@ -752,7 +752,7 @@ static int bench_lock(struct dsm_ctx *c)
 static int bench_lock_turns(struct dsm_ctx *c)
 {
     struct dsm_row r;
-    row_init(&r, "lock_turns", "us", "lock in turns by 2 domains: a round (2 acquisitions)");
+    row_init(&r, "lock_turns", "us", "lock in turns, 2 domains: round of 2 acq.");
     long n = c->n / 10 > 0 ? c->n / 10 : 1;
     if (c->rank == 1) {
         for (long i = -n / 10 - 1; i < n; i++) {

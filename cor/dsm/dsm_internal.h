@@ -274,18 +274,20 @@ struct dsm_waiter {
 };
 
 /*
- * A grant made while nobody waits is *kept*: the holder's domain may keep the lock after the
- * release, and its tasks retake it with no message, until the home recalls it (another
- * domain asks, or a task of the holding domain asks the home). Grants are numbered (gen), so
+ * A grant made while nobody waits, to the domain the last grant went to, is *kept*: the
+ * holder's domain may keep the lock after the release, and its tasks retake it with no
+ * message, until the home recalls it (another domain asks, or a task of the holding domain
+ * asks the home). Grants are numbered (gen), so
  * that a recall and the release it brings name the grant they concern.
  */
 struct dsm_lock {
-    cor_idp_t holder; /* COR_IDP_NULL when free */
-    bool owner_died;  /* the holder's domain died holding it: the next grant says so */
-    bool kept;        /* the holder's domain keeps it (its grant said so) */
-    bool recalled;    /* kept, and the recall went out */
-    bool never_keep;  /* no grant is kept (COR_DSM_LOCK_KEEP=0) */
-    uint32_t gen;     /* number of the last grant (& DSM_ID_MAX) */
+    cor_idp_t holder;     /* COR_IDP_NULL when free */
+    bool owner_died;      /* the holder's domain died holding it: the next grant says so */
+    bool kept;            /* the holder's domain keeps it (its grant said so) */
+    bool recalled;        /* kept, and the recall went out */
+    bool never_keep;      /* no grant is kept (COR_DSM_LOCK_KEEP=0) */
+    unsigned last_domain; /* the domain of the last grant + 1 (0: none yet) */
+    uint32_t gen;         /* number of the last grant (& DSM_ID_MAX) */
     struct dsm_waiter *q;
     size_t head, len, cap; /* ring */
 };

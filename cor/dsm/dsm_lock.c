@@ -33,12 +33,16 @@ static int push(struct dsm_lock *l, cor_idp_t who, uint32_t id)
     return COR_OK;
 }
 
-/* The lock goes to who (tag id); kept when nobody waits after it. */
+/* The lock goes to who (tag id); kept when nobody waits after it and the last grant went to
+ * the same domain (a domain that takes a lock again and again keeps it; domains taking it in
+ * turn would each pay a recall, so they do not). */
 static void grant(struct dsm_lock *l, cor_idp_t who, uint32_t id, struct dsm_grant *g)
 {
+    unsigned dom = cor_idp_domain(who) + 1;
     l->holder = who;
     l->gen = (l->gen + 1) & DSM_ID_MAX;
-    l->kept = l->len == 0 && !l->never_keep;
+    l->kept = l->len == 0 && !l->never_keep && l->last_domain == dom;
+    l->last_domain = dom;
     l->recalled = false;
     g->who = who;
     g->id = id;

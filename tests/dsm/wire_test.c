@@ -551,7 +551,8 @@ static void test_lock_fifo(void)
     EXPECT_EQ(acq(&l, task(0, 1), 10, false, &g), DSM_LOCK_GRANTED);
     EXPECT_EQ(g.who, task(0, 1));
     EXPECT_ERR(g.status, COR_OK);
-    EXPECT_TRUE(g.keep); /* nobody waited */
+    EXPECT_TRUE(!g.keep); /* the first grant: no domain had it before */
+    EXPECT_ERR(acq(&l, task(0, 1), 11, false, &g), COR_ESTATE);
     EXPECT_ERR(acq(&l, task(1, 1), 12, true, &g), COR_EBUSY);
     /* 20 waiters from 4 domains queue up (the ring grows); grants follow arrival order */
     for (unsigned i = 0; i < 20; i++)
@@ -573,9 +574,18 @@ static void test_lock_fifo(void)
             EXPECT_EQ(acq(&l, task(2, 500), 500, false, &g), DSM_LOCK_QUEUED);
     }
     EXPECT_ERR(rel(&l, holder, &g, &granted), COR_OK);
-    EXPECT_TRUE(granted && g.who == task(2, 500) && g.keep);
+    EXPECT_TRUE(granted && g.who == task(2, 500) && !g.keep); /* after domain 3 */
     EXPECT_ERR(rel(&l, task(2, 500), &g, &granted), COR_OK);
     EXPECT_TRUE(!granted);
+    /* domain 2 again, nobody waiting: kept; domains in turn: never */
+    EXPECT_EQ(acq(&l, task(2, 501), 501, false, &g), DSM_LOCK_GRANTED);
+    EXPECT_TRUE(g.keep);
+    EXPECT_ERR(rel(&l, task(2, 0), &g, &granted), COR_OK); /* its service, the grant kept */
+    for (unsigned i = 0; i < 6; i++) {
+        EXPECT_EQ(acq(&l, task(i % 2, 1), 600 + i, false, &g), DSM_LOCK_GRANTED);
+        EXPECT_TRUE(!g.keep);
+        EXPECT_ERR(rel(&l, task(i % 2, 1), &g, &granted), COR_OK);
+    }
     EXPECT_EQ(l.holder, COR_IDP_NULL);
     dsm_lock_free(&l);
 }
@@ -619,8 +629,11 @@ static void test_lock_kept(void)
     struct dsm_lock l = {0};
     struct dsm_grant g;
     bool granted, recall;
+    EXPECT_EQ(dsm_lock_acquire(&l, task(1, 1), 0, false, &g, &recall), DSM_LOCK_GRANTED);
+    EXPECT_TRUE(!g.keep); /* the first grant */
+    EXPECT_ERR(dsm_lock_release(&l, task(1, 1), g.gen, &g, &granted), COR_OK);
     EXPECT_EQ(dsm_lock_acquire(&l, task(1, 1), 1, false, &g, &recall), DSM_LOCK_GRANTED);
-    REQUIRE(g.keep);
+    REQUIRE(g.keep); /* domain 1 again, nobody waiting */
     EXPECT_TRUE(!recall);
     uint32_t g1 = g.gen;
     EXPECT_EQ(dsm_grant_value(&g), ((uint64_t)g1 << 1) | 1);
@@ -672,7 +685,10 @@ static void test_lock_kept(void)
     EXPECT_TRUE(!granted);
     EXPECT_EQ(dsm_lock_acquire(&l, task(3, 1), 11, false, &g, &recall), DSM_LOCK_GRANTED);
     EXPECT_ERR(g.status, COR_DSM_EOWNERDEAD);
-    EXPECT_TRUE(g.keep);
+    EXPECT_TRUE(!g.keep);
+    EXPECT_ERR(dsm_lock_release(&l, task(3, 1), l.gen, &g, &granted), COR_OK);
+    EXPECT_EQ(dsm_lock_acquire(&l, task(3, 1), 11, false, &g, &recall), DSM_LOCK_GRANTED);
+    EXPECT_TRUE(g.keep && g.status == COR_OK);
     /* recalled while kept, then the keeping domain dies: the waiter gets it, told so */
     EXPECT_EQ(dsm_lock_acquire(&l, task(0, 1), 12, false, &g, &recall), DSM_LOCK_QUEUED);
     EXPECT_TRUE(recall);
@@ -680,7 +696,7 @@ static void test_lock_kept(void)
     REQUIRE(granted);
     EXPECT_EQ(g.who, task(0, 1));
     EXPECT_ERR(g.status, COR_DSM_EOWNERDEAD);
-    EXPECT_TRUE(g.keep);
+    EXPECT_TRUE(!g.keep);
     /* numbers wrap within DSM_ID_MAX */
     EXPECT_ERR(dsm_lock_release(&l, task(0, 1), l.gen, &g, &granted), COR_OK);
     l.gen = DSM_ID_MAX;
