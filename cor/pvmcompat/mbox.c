@@ -13,11 +13,9 @@
  * that overlap, a task that lives for days) does not run out of ranks. A peer that knew
  * the rank's earlier task re-admits the rank for the new one once the mailbox confirms the
  * claim (route.c, connect_peer; the core forgets the earlier one: cor_domain_connect).
-
- * Programs see neither: pvm_getmboxinfo leaves CoR.* out, and the ids pvm_addmhf returns and
- * pvm_delmhf takes are those the program would have without libcorpvm's two handlers. (Only
- * libpvm3's debugging dump of its handler table, pvmdisplaymhfinfo, still lists them: taking
- * them out for the dump changes the table's free list, which the dump shows too.)
+ *
+ * Programs do not see them: pvm_getmboxinfo leaves CoR.* out (the layer's message handlers
+ * are hidden in handlers.c).
  */
 #include <string.h>
 #include <time.h>
@@ -157,63 +155,6 @@ CPVM_API int pvm_getmboxinfo(char *pattern, int *nclasses, struct pvmmboxinfo **
         }
         *nclasses = keep;
     }
-    cpvm_leave();
-    return rc;
-}
-
-/* Our handlers' ids, ascending; -1 unused. */
-static int own_mhid[2] = {-1, -1};
-
-int cpvm_addmhf_own(int src, int tag, int ctx, int (*fn)(int))
-{
-    int id = REAL(pvm_addmhf, src, tag, ctx, fn);
-    if (id < 0) return id;
-    for (int i = 0; i < 2; i++)
-        if (own_mhid[i] < 0) {
-            own_mhid[i] = id;
-            break;
-        }
-    if (own_mhid[0] > own_mhid[1] && own_mhid[1] >= 0) {
-        int t = own_mhid[0];
-        own_mhid[0] = own_mhid[1];
-        own_mhid[1] = t;
-    }
-    return id;
-}
-
-static int user_id(int real)
-{
-    int u = real;
-    for (int i = 0; i < 2; i++)
-        if (own_mhid[i] >= 0 && own_mhid[i] < real) u--;
-    return u;
-}
-
-static int real_id(int user)
-{
-    int r = user;
-    for (int i = 0; i < 2; i++) /* ascending: each of ours at or below shifts it up */
-        if (own_mhid[i] >= 0 && own_mhid[i] <= r) r++;
-    return r;
-}
-
-typedef int (*handler_fn)(int);
-
-CPVM_API int pvm_addmhf(int src, int tag, int ctx, handler_fn fn)
-{
-    if (CPVM_PASS) return cpvm_real.pvm_addmhf(src, tag, ctx, fn);
-    cpvm_enter();
-    int id = REAL(pvm_addmhf, src, tag, ctx, fn);
-    if (id >= 0) id = user_id(id);
-    cpvm_leave();
-    return id;
-}
-
-CPVM_API int pvm_delmhf(int id)
-{
-    if (CPVM_PASS) return cpvm_real.pvm_delmhf(id);
-    cpvm_enter();
-    int rc = REAL(pvm_delmhf, id < 0 ? id : real_id(id));
     cpvm_leave();
     return rc;
 }

@@ -45,6 +45,7 @@ struct frag *fr_new(int len);
 int pmsg_setlen(struct pmsg *mp);
 int pmsg_setenc(struct pmsg *mp, int enc);
 int lpvmerr(char *f, int n);
+int pvmdisplaymhfinfo(const char *who, const char *message, int tid); /* dump of handlers */
 extern int pvmmytid, pvmmydsig;
 
 /* Every libpvm3/libgpvm3 function libcorpvm calls or wraps. */
@@ -152,7 +153,8 @@ extern int pvmmytid, pvmmydsig;
     X(fr_new)                                                                                      \
     X(pmsg_setlen)                                                                                 \
     X(pmsg_setenc)                                                                                 \
-    X(lpvmerr)
+    X(lpvmerr)                                                                                     \
+    X(pvmdisplaymhfinfo)
 /* clang-format on */
 
 /* libgpvm3, present only in programs that link it. */
