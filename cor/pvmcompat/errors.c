@@ -52,21 +52,22 @@ void cpvm_stats_print(void)
 {
     if (!cpvm_knob(CPVM_K_STATS)) return;
     struct cpvm_stats *c = &cpvm_stats;
-    cpvm_log("routed sent %llu (%llu B) received %llu (%llu B); via pvm sent %llu received "
-             "%llu; hello %llu ack %llu nak %llu switch %llu held %llu dropped %llu gone %llu "
-             "readmitted %llu resent %llu resent-received %llu duplicates %llu; copied without "
-             "the lock: packs %llu unpacks %llu; waits for the lock %llu (%llu us)",
-             (unsigned long long)c->routed_sent, (unsigned long long)c->routed_bytes_sent,
-             (unsigned long long)c->routed_recv, (unsigned long long)c->routed_bytes_recv,
-             (unsigned long long)c->pvm_sent, (unsigned long long)c->pvm_recv,
-             (unsigned long long)c->hello_sent, (unsigned long long)c->acks,
-             (unsigned long long)c->naks, (unsigned long long)c->switches,
-             (unsigned long long)c->held, (unsigned long long)c->dropped,
-             (unsigned long long)c->peers_gone, (unsigned long long)c->readmitted,
-             (unsigned long long)c->resent, (unsigned long long)c->resent_recv,
-             (unsigned long long)c->duplicates, (unsigned long long)c->packs_unlocked,
-             (unsigned long long)c->unpacks_unlocked, (unsigned long long)c->lock_waits,
-             (unsigned long long)(c->lock_wait_ns / 1000));
+    cpvm_log(
+        "routed sent %llu (%llu B) received %llu (%llu B); via pvm sent %llu received "
+        "%llu; hello %llu ack %llu nak %llu switch %llu held %llu dropped %llu gone %llu "
+        "readmitted %llu resent %llu resent-received %llu duplicates %llu rescues %llu; copied "
+        "without the lock: packs %llu unpacks %llu; waits for the lock %llu (%llu us)",
+        (unsigned long long)c->routed_sent, (unsigned long long)c->routed_bytes_sent,
+        (unsigned long long)c->routed_recv, (unsigned long long)c->routed_bytes_recv,
+        (unsigned long long)c->pvm_sent, (unsigned long long)c->pvm_recv,
+        (unsigned long long)c->hello_sent, (unsigned long long)c->acks, (unsigned long long)c->naks,
+        (unsigned long long)c->switches, (unsigned long long)c->held,
+        (unsigned long long)c->dropped, (unsigned long long)c->peers_gone,
+        (unsigned long long)c->readmitted, (unsigned long long)c->resent,
+        (unsigned long long)c->resent_recv, (unsigned long long)c->duplicates,
+        (unsigned long long)c->rescues, (unsigned long long)c->packs_unlocked,
+        (unsigned long long)c->unpacks_unlocked, (unsigned long long)c->lock_waits,
+        (unsigned long long)(c->lock_wait_ns / 1000));
     cor_stats_t k;
     if (cpvm_rt.joined && cor_stats_get(&k) == COR_OK)
         cpvm_log("core: sent %llu (eager %llu, rendezvous %llu) received %llu; credit frames "

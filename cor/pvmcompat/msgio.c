@@ -250,7 +250,25 @@ static void reap_until(unsigned most)
 void cpvm_sends_drain(void)
 {
     reap_until(0);
-    /* Leaving: what peers did not confirm yet is not kept (its memory is the core's). */
+    /* Leaving: what peers did not confirm yet is kept until cor_finalize is over (a peer the
+     * route gives up meanwhile gets it PVM's way), as copies of its own: an image's buffer
+     * may be the core's memory. */
+    for (int r = 0; r < cpvm_rt.capacity; r++) {
+        struct cpvm_peer *p = cpvm_peer_of_rank(r);
+        for (struct unconf *u = p ? p->unconf_head : NULL; u; u = u->next) {
+            void *copy = u->cap ? malloc(u->len) : NULL;
+            if (!copy) continue; /* (kept where it is: malloc failing at exit) */
+            memcpy(copy, u->image, u->len);
+            cpvm_image_release(u->image, u->cap);
+            u->image = copy;
+            u->cap = 0;
+        }
+    }
+}
+
+void cpvm_unconfirmed_forget(void)
+{
+    /* cor_finalize is over: every peer still reachable acknowledged our frames. */
     for (int r = 0; r < cpvm_rt.capacity; r++) {
         struct cpvm_peer *p = cpvm_peer_of_rank(r);
         for (struct unconf *u; p && (u = unconf_pop(p));)

@@ -290,6 +290,7 @@ struct cpvm_stats {
     /* A peer the route gave up (msgio.c): our unconfirmed messages sent again PVM's way, its
      * that came so, and those of its that the route brought after all (dropped). */
     _Atomic uint64_t resent, resent_recv, duplicates;
+    _Atomic uint64_t rescues; /* deferred work run by libcorpvm's thread on a give-up */
     _Atomic uint64_t packs_unlocked, unpacks_unlocked; /* copies made without the lock */
     _Atomic uint64_t lock_waits, lock_wait_ns;         /* the big lock found taken (lock.c) */
 };

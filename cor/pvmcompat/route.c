@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -103,6 +104,70 @@ static _Atomic bool *gave_up; /* [gave_up_cap], never freed: a late notice may s
 static int gave_up_cap;
 static _Atomic bool gave_up_any;
 
+/* What a give-up needs (sending again PVM's way what the peer did not confirm) cannot wait
+ * for the program's next pvm call: a sender that computes, or sleeps, would hold its messages
+ * back that long. The death notice hands it to a thread of libcorpvm's own (`rescuer`, made
+ * at join, asleep until then), which takes the big lock as any thread's call does (libpvm3
+ * then holds that thread's buffers and context) and runs the deferred work. */
+static pthread_mutex_t rescue_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rescue_cond = PTHREAD_COND_INITIALIZER;
+static bool rescue_due, rescue_stop; /* rescue_lock */
+static pthread_t rescuer;
+static bool rescuer_on; /* big lock */
+
+static void *rescue_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&rescue_lock);
+    for (;;) {
+        while (!rescue_due && !rescue_stop)
+            pthread_cond_wait(&rescue_cond, &rescue_lock);
+        if (rescue_stop) break;
+        rescue_due = false;
+        pthread_mutex_unlock(&rescue_lock);
+        cpvm_enter();
+        if (rt.joined && !rt.leaving) {
+            atomic_fetch_add(&cpvm_stats.rescues, 1);
+            cpvm_run_deferred();
+        }
+        cpvm_leave();
+        pthread_mutex_lock(&rescue_lock);
+    }
+    pthread_mutex_unlock(&rescue_lock);
+    return NULL;
+}
+
+/* Lock held. Signals blocked in the thread: the program's handlers run in its own. */
+static void rescuer_start(void)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rescue_stop = false;
+    rescuer_on = pthread_create(&rescuer, NULL, rescue_main, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!rescuer_on) cpvm_log("no thread for give-ups: they wait for the next pvm call");
+}
+
+/* Lock held; let go while the thread ends (it may wait for the lock). Inside a nested call
+ * (pvm_exit from a message handler) it cannot be: the thread is left to end by itself. */
+static void rescuer_stop(void)
+{
+    if (!rescuer_on) return;
+    rescuer_on = false;
+    pthread_mutex_lock(&rescue_lock);
+    rescue_stop = true;
+    pthread_cond_signal(&rescue_cond);
+    pthread_mutex_unlock(&rescue_lock);
+    if (cpvm_nested()) {
+        pthread_detach(rescuer);
+        return;
+    }
+    int depth = cpvm_unlock_all();
+    pthread_join(rescuer, NULL);
+    cpvm_relock_all(depth);
+}
+
 static void on_death(int rank, int err, void *arg)
 {
     (void)err;
@@ -110,7 +175,11 @@ static void on_death(int rank, int err, void *arg)
     if (!gave_up || rank < 0 || rank >= gave_up_cap) return;
     atomic_store(&gave_up[rank], true);
     atomic_store(&gave_up_any, true);
-    cpvm_arrival(NULL, 0); /* a sleeping waiter runs it */
+    cpvm_arrival(NULL, 0); /* a sleeping waiter runs it, or else the rescuer */
+    pthread_mutex_lock(&rescue_lock);
+    rescue_due = true;
+    pthread_cond_signal(&rescue_cond);
+    pthread_mutex_unlock(&rescue_lock);
 }
 
 static void handle_gave_up(void)
@@ -556,6 +625,8 @@ static int join(int opt)
     if (!gave_up || (err = cor_domain_on_death_add(on_death, NULL)))
         cpvm_log("no death notices (%s): a peer the route gives up is noticed at a send",
                  cor_strerror(err ? err : COR_ENOMEM));
+    else if (!rescuer_on)
+        rescuer_start();
     /* A waiter asleep (wait.c) wakes when a routed message reaches the inbox. */
     if ((err = cor_task_on_arrival(rt.inbox, cpvm_arrival, NULL)))
         cpvm_log("no arrival hook (%s): blocked receives look every millisecond",
@@ -794,6 +865,7 @@ void cpvm_route_exit(void)
 {
     cpvm_stats_print();
     if (!rt.joined) return;
+    rescuer_stop(); /* from here on, the exit's own waits run give-ups */
     /* Exit notices and goodbyes already on PVM's path: peers gone need not acknowledge our
      * last frames (the udp route would wait 5 s for them). */
     cpvm_sends_drain(); /* our last messages before our goodbyes */
@@ -807,7 +879,12 @@ void cpvm_route_exit(void)
         if (p && p->connected && !p->gone && !p->said_bye) ctl_send(p->tid, CTL_BYE);
     }
     cpvm_inbound_stop();
+    /* A peer the route gives up meanwhile (stopped: it acknowledges nothing) still gets what
+     * it did not confirm, PVM's way: the watcher runs the give-up, and so does this thread
+     * after cor_finalize (before pvm_exit closes PVM's path). */
     finalize_watching_exits();
+    handle_gave_up();
+    cpvm_unconfirmed_forget();
     rt.joined = false;
     cpvm_mbox_leave(rt.rank); /* after cor_finalize: the route's files are gone */
 }

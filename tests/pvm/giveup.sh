@@ -1,55 +1,95 @@
 #!/bin/bash
 # A peer the route gives up never makes the waiting side hang, and loses or doubles no
 # message (issue 31, item 8). life giveup stops its routed child (SIGSTOP), sends it N
-# numbered messages, and waits while the route, hearing nothing from the child for its dead
-# time (COR_UDP_DEAD_MS, COR_GM_DEAD_MS: 500 ms here), gives it up; then lets it go on
-# (SIGCONT) and sends 5 more. The child must get each exactly once, in order, though the route
+# numbered messages, and the route, hearing nothing from the child for its dead time
+# (COR_UDP_DEAD_MS, COR_GM_DEAD_MS: 500 ms here), gives it up; then the child goes on
+# (SIGCONT). The child must get each message exactly once, in order, though the route
 # delivers late what it had taken before the stop (the child was only slow) and the master
 # sends again PVM's way what the child had not confirmed; then the child's 5 messages back,
-# on the route the master gave up, must reach it too. Over both routes, with pvmd started with
-# the caller's environment and with an empty one (env -i: no TMPDIR), the master's TMPDIR
-# differing from pvmd's. Before the message numbers, small routed sends were complete once
-# the route had them, and what the route held for the stopped child was lost: the child
-# waited until its timeout. Exit 0 pass, 1 fail, 77 skip.
+# on the route the master gave up, must reach it too. What the master does meanwhile (life
+# giveup's HOW):
+#   wait     waits in pvm_trecv, continues the child and sends 5 more;
+#   recv     sends all, and blocks in pvm_recv for the child's answer while a thread of its
+#            own continues the child;
+#   exit     sends all and calls pvm_exit at once (then continues the child and ends): the
+#            child reports in pvmd's log;
+#   compute  sends all, then makes no pvm call for 8 s (it continues the child 2 s in): the
+#            child must have everything within COR_GIVEUP_PROMPT_S (5) s of going on.
+# Over both routes, with pvmd started with the caller's environment (every HOW) and with an
+# empty one (env -i: no TMPDIR; wait only), the master's TMPDIR differing from pvmd's.
+# Before the message numbers, small routed sends were complete once the route had them, and
+# what the route held for the stopped child was lost: the child waited until its timeout.
+# Before the give-ups ran from a thread of libcorpvm's own, compute delivered only when the
+# master called PVM again (8 s), and exit lost what the route held (the master dropped its
+# unconfirmed messages before cor_finalize gave the child up): the child's waits timed out.
+# Exit 0 pass, 1 fail, 77 skip.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pvmlib.sh"
 pvm_test_begin giveup
 LIFE=$BUILD/tests/pvm/life
 N=${GIVEUP_MESSAGES:-200} # beyond the routes' windows and credits: some wait in the core
+PROMPT_S=${COR_GIVEUP_PROMPT_S:-5}
 [ -x "$LIFE" ] || { say "FAIL: $LIFE not built"; exit 1; }
 exports=$(pvm_exports COR_PVM_STATS COR_UDP_DEAD_MS COR_GM_DEAD_MS)
 B=$(mktemp -d "${TMPDIR:-/tmp}/corgiveup.XXXXXX")
 trap 'pvm_cleanup_all; rm -rf "$B"' EXIT
 rc=0
+# The child's line in pvmd's log (after exit: the master is gone), bounded.
+child_line() {
+    local off=$1 k line=""
+    for ((k = 0; k < 400; k++)); do
+        line=$(pvm_log_since "$off" | grep -o 'life: giveup-child.*' || true)
+        [ -z "$line" ] || break
+        sleep 0.1
+    done
+    echo "$line"
+}
 for variant in env noenv; do
     if [ $variant = noenv ]; then export PVM_VM_NO_TMPDIR=1; else unset PVM_VM_NO_TMPDIR; fi
+    hows=${COR_GIVEUP_HOWS:-wait recv exit compute}
+    [ $variant = env ] || hows=wait
     EXTRA_EP=$(dirname "$LIFE") PVM_LIB_QUIET=1 pvm_vm_start || { say "FAIL: cannot start pvmd"; exit 1; }
     for route in ${COR_PVM_TEST_ROUTES:-udp myrinet}; do
-        log0=$(pvm_log_size)
-        pvm_run_master -t 120 env TMPDIR="$B" COR_PVM_ROUTE=$route COR_UDP_DEAD_MS=500 \
-            COR_GM_DEAD_MS=500 COR_PVM_STATS=1 PVM_EXPORT=$exports "$LIFE" giveup "$N" 2
-        out=$(grep '^life: giveup' "$PVM_OUT" || true)
-        # The counters: the master's (what it sent again PVM's way) and, in pvmd's log, the
-        # child's (what came twice and was dropped).
-        pvm_log_since "$log0" >"$B/child.log"
-        dups=$({ grep -o 'duplicates [0-9]*' "$B/child.log" || true; } | awk '{s += $2} END {print s + 0}')
-        resent=$({ grep -o 'resent [0-9]*' "$PVM_ERR" || true; } | awk '{s += $2} END {print s + 0}')
-        want="life: giveup got $((N + 5)) of $((N + 5)), bad 0, back 5 of 5, bad 0, routed Y"
-        if [ "$PVM_RC" != 0 ] || [ "$out" != "$want" ]; then
-            say "FAIL $variant $route: exit $PVM_RC$([ "$PVM_RC" != 124 ] || echo ' (hung)'), '$out'"
-            cat "$PVM_OUT" "$PVM_ERR" "$B/child.log" | grep -v '^ *$' | tail -30 | sed 's/^/  | /'
-            rc=1
-        elif grep -q 'Sanitizer' "$B/child.log"; then
-            say "FAIL $variant $route: the child's sanitizer report (pvmd's log):"
-            grep -A20 'Sanitizer' "$B/child.log" | head -40 | sed 's/^/  | /'
-            rc=1
-        elif [ "$resent" = 0 ]; then
-            say "FAIL $variant $route: the route never gave the stopped child up (nothing resent)"
-            rc=1
-        else
-            say "PASS $variant $route: ${out#life: }; resent $resent, duplicates dropped $dups"
-        fi
+        for how in $hows; do
+            log0=$(pvm_log_size)
+            pvm_run_master -t 120 env TMPDIR="$B" COR_PVM_ROUTE=$route COR_UDP_DEAD_MS=500 \
+                COR_GM_DEAD_MS=500 COR_PVM_STATS=1 PVM_EXPORT=$exports "$LIFE" giveup "$N" 2 $how
+            if [ $how = exit ]; then
+                out=$(child_line "$log0")
+                want="life: giveup-child got $((N + 5)) of $((N + 5)), bad 0"
+            else
+                out=$(grep '^life: giveup' "$PVM_OUT" || true)
+                want="life: giveup got $((N + 5)) of $((N + 5)), bad 0, back 5 of 5, bad 0, routed Y"
+            fi
+            # The counters: the master's (what it sent again PVM's way) and, in pvmd's log,
+            # the child's (what came twice and was dropped, what came PVM's way).
+            pvm_log_since "$log0" >"$B/child.log"
+            dups=$({ grep -o 'duplicates [0-9]*' "$B/child.log" || true; } | awk '{s += $2} END {print s + 0}')
+            again=$({ grep -o 'resent-received [0-9]*' "$B/child.log" || true; } | awk '{s += $2} END {print s + 0}')
+            resent=$({ grep -o 'resent [0-9]*' "$PVM_ERR" || true; } | awk '{s += $2} END {print s + 0}')
+            took=$(sed -n 's/.*, all in \([0-9.-]*\) s$/\1/p' <<<"$out")
+            what="$variant $route $how"
+            if [ "$PVM_RC" != 0 ] || [ "${out%, all in *}" != "$want" ]; then
+                say "FAIL $what: exit $PVM_RC$([ "$PVM_RC" != 124 ] || echo ' (hung)'), '$out'"
+                cat "$PVM_OUT" "$PVM_ERR" "$B/child.log" | grep -v '^ *$' | tail -30 | sed 's/^/  | /'
+                rc=1
+            elif grep -q 'Sanitizer' "$B/child.log"; then
+                say "FAIL $what: the child's sanitizer report (pvmd's log):"
+                grep -A20 'Sanitizer' "$B/child.log" | head -40 | sed 's/^/  | /'
+                rc=1
+            elif [ "$resent" = 0 ] && [ "$again" = 0 ] && [ "$dups" = 0 ]; then
+                say "FAIL $what: the route never gave the stopped child up (nothing resent)"
+                rc=1
+            elif [ $how = compute ] && ! awk -v t="$took" -v m="$PROMPT_S" 'BEGIN {exit !(t != "" && t < m)}'; then
+                say "FAIL $what: the child had everything only ${took} s after it went on" \
+                    "(the master made no pvm call for 8 s; at most $PROMPT_S s)"
+                rc=1
+            else
+                say "PASS $what: ${out#life: }; resent $resent, received again $again," \
+                    "duplicates dropped $dups"
+            fi
+        done
     done
     pvm_vm_stop
 done

@@ -23,13 +23,24 @@
  *   life end HOW        spawns a child that exchanges routed messages with the master and
  *                       ends without pvm_exit: HOW = return (from main), exit (exit(0)) or
  *                       kill (the master kills it with SIGKILL). Prints "life: end HOW ok".
- *   life giveup N SECS  spawns a child, exchanges a few messages (the pair switches to the
- *                       route both ways), stops the child (SIGSTOP), sends it N numbered
- *                       messages, waits SECS (the route gives the silent child up), lets it
- *                       go on (SIGCONT) and sends 5 more; the child checks that it got all
- *                       of them exactly once and in order, then sends 5 numbered messages
- *                       back (its own route has not given the master up). Prints
- *                       "life: giveup got G of T, bad B, back K of 5, bad D".
+ *   life giveup N SECS [HOW]  spawns a child, exchanges a few messages (the pair switches to
+ *                       the route both ways), stops the child (SIGSTOP), sends it N numbered
+ *                       messages, and then (HOW):
+ *                       wait (default): waits SECS in pvm_trecv (the route gives the silent
+ *                         child up), lets it go on (SIGCONT) and sends 5 more;
+ *                       recv: sends the 5 more at once and blocks in pvm_recv for the child's
+ *                         answer, while a thread of its own lets the child go on after SECS;
+ *                       exit: sends the 5 more, calls pvm_exit at once, then lets the child
+ *                         go on after SECS and ends;
+ *                       compute: sends the 5 more, makes no pvm call for SECS, lets the child
+ *                         go on, and still none for COMPUTE_S (8) seconds ("computes"), then
+ *                         waits for the answer.
+ *                       The child checks that it got all of them exactly once and in order
+ *                       (in time: each within 30 s), then (but after exit) sends 5 numbered
+ *                       messages back (its own route has not given the master up). Prints
+ *                       "life: giveup got G of T, bad B, back K of 5, bad D, routed Y|N,
+ *                       all in A s" (A: from SIGCONT until the child had the last message);
+ *                       after exit, the child prints "life: giveup-child got G of T, bad B".
  *   life hold SECS      a routed task that lives on: prints "life: holding rank R" (its CoR
  *                       domain rank, -1 if it has none), then stays (keeping its session
  *                       alive) until its standard input ends or SECS pass, and leaves.
@@ -38,6 +49,7 @@
  * says, 1 when something failed, 2 when PVM could not start it.
  */
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -347,10 +359,12 @@ static int end_master(const char *self, const char *how)
 /* ---- giveup ---- */
 
 #define GIVEUP_AFTER 5 /* messages sent after the give-up, each way */
+#define COMPUTE_S 8    /* giveup compute: how long the master makes no pvm call */
 
-static int giveup_child(void)
+static int giveup_child(const char *how)
 {
     int parent = pvm_parent(), total = 0, got = 0, bad = 0, pid = (int)getpid();
+    bool master_stays = strcmp(how, "exit") != 0;
     for (int i = 0; i < 3; i++) { /* warm: the pair switches to the route both ways */
         if (recv_bounded(parent, TAG_DATA) <= 0) return 1;
         send_int(parent, TAG_DATA, i);
@@ -366,11 +380,19 @@ static int giveup_child(void)
         if (v != 1000 + k) bad++;
     }
     if (recv_bounded(parent, TAG_WAKE) <= 0) bad++; /* the end marker: nothing after it */
+    double all_at = now(); /* (CLOCK_MONOTONIC: the master on this host compares) */
     struct timeval none = {0, 200000};
     if (pvm_trecv(parent, TAG_DATA, &none) > 0) bad++; /* a duplicate */
+    if (!master_stays) { /* the master is gone: the test reads this in pvmd's log */
+        printf("life: giveup-child got %d of %d, bad %d\n", got, total, bad);
+        fflush(stdout);
+        pvm_exit();
+        return got == total && bad == 0 ? 0 : 1;
+    }
     pvm_initsend(PvmDataDefault);
     pvm_pkint(&got, 1, 1);
     pvm_pkint(&bad, 1, 1);
+    pvm_pkdouble(&all_at, 1, 1);
     pvm_send(parent, TAG_ANSWER);
     for (int k = 0; k < GIVEUP_AFTER; k++)
         send_int(parent, TAG_DATA, 2000 + k);
@@ -379,10 +401,28 @@ static int giveup_child(void)
     return 0;
 }
 
-static int giveup_master(const char *self, int n, double secs)
+/* Lets the stopped child go on after a while, from a thread of its own (the master is
+ * blocked in pvm_recv meanwhile). */
+struct resume {
+    int pid;
+    double secs, at; /* at: when it did */
+};
+
+static void *resume_later(void *arg)
 {
-    char *args[] = {"giveup-child", NULL};
+    struct resume *r = arg;
+    nanosleep(&(struct timespec){(time_t)r->secs, (long)((r->secs - (time_t)r->secs) * 1e9)}, NULL);
+    r->at = now();
+    kill(r->pid, SIGCONT);
+    return NULL;
+}
+
+static int giveup_master(const char *self, int n, double secs, const char *how)
+{
+    char *args[] = {"giveup-child", (char *)how, NULL};
     int c, pid = 0, rank = -1;
+    if (strcmp(how, "wait") && strcmp(how, "recv") && strcmp(how, "exit") && strcmp(how, "compute"))
+        return 2;
     if (spawn_one(self, args, &c)) return 2;
     for (int i = 0; i < 3; i++) {
         send_int(c, TAG_DATA, i);
@@ -399,16 +439,41 @@ static int giveup_master(const char *self, int n, double secs)
     send_int(c, TAG_HELLO, total);
     for (int k = 0; k < n; k++)
         send_int(c, TAG_DATA, 1000 + k);
-    struct timeval wait = {(long)secs, (long)((secs - (long)secs) * 1e6)};
-    pvm_trecv(c, TAG_ANSWER, &wait); /* nothing comes: the child is stopped */
-    kill(pid, SIGCONT);
+    struct resume r = {pid, secs, 0};
+    pthread_t th;
+    if (!strcmp(how, "wait")) {
+        struct timeval wait = {(long)secs, (long)((secs - (long)secs) * 1e6)};
+        pvm_trecv(c, TAG_ANSWER, &wait); /* nothing comes: the child is stopped */
+        r.at = now();
+        kill(pid, SIGCONT);
+    } else if (!strcmp(how, "recv") && pthread_create(&th, NULL, resume_later, &r)) {
+        kill(pid, SIGCONT);
+        return 1;
+    }
     for (int k = n; k < total; k++)
         send_int(c, TAG_DATA, 1000 + k);
     send_int(c, TAG_WAKE, 0);
+    if (!strcmp(how, "compute")) { /* no pvm call: what the child must get cannot wait */
+        resume_later(&r);
+        nanosleep(&(struct timespec){COMPUTE_S, 0}, NULL);
+    }
+    if (!strcmp(how, "exit")) {
+        printf("life: giveup master leaves, routed %c\n", routed ? 'Y' : 'N');
+        fflush(stdout);
+        pvm_exit(); /* what the child did not confirm must still reach it */
+        resume_later(&r);
+        return routed ? 0 : 1;
+    }
     int got = -1, bad = -1, back = 0, back_bad = 0;
-    if (recv_bounded(c, TAG_ANSWER) > 0) {
+    double all_at = 0;
+    /* recv: blocked here (no timeout) while the thread lets the child go on; the child waits
+     * 30 s at most for each message, so this ends. */
+    int mid = !strcmp(how, "recv") ? pvm_recv(c, TAG_ANSWER) : recv_bounded(c, TAG_ANSWER);
+    if (!strcmp(how, "recv")) pthread_join(th, NULL);
+    if (mid > 0) {
         pvm_upkint(&got, 1, 1);
         pvm_upkint(&bad, 1, 1);
+        pvm_upkdouble(&all_at, 1, 1);
     }
     for (int k = 0; k < GIVEUP_AFTER; k++) {
         int v = -1;
@@ -420,8 +485,8 @@ static int giveup_master(const char *self, int n, double secs)
     struct timeval none = {0, 200000};
     if (pvm_trecv(c, TAG_DATA, &none) > 0) back_bad++; /* a duplicate */
     send_int(c, TAG_EXIT, 0);
-    printf("life: giveup got %d of %d, bad %d, back %d of %d, bad %d, routed %c\n", got, total, bad,
-           back, GIVEUP_AFTER, back_bad, routed ? 'Y' : 'N');
+    printf("life: giveup got %d of %d, bad %d, back %d of %d, bad %d, routed %c, all in %.1f s\n",
+           got, total, bad, back, GIVEUP_AFTER, back_bad, routed ? 'Y' : 'N', all_at - r.at);
     fflush(stdout);
     pvm_exit();
     return got == total && bad == 0 && back == GIVEUP_AFTER && back_bad == 0 && routed ? 0 : 1;
@@ -459,14 +524,14 @@ int main(int argc, char **argv)
         return spawn_master(argv[0], atoi(argv[2]), argc > 3 ? atoi(argv[3]) : 1);
     if (!strcmp(mode, "end") && argc > 2) return end_master(argv[0], argv[2]);
     if (!strcmp(mode, "hold") && argc > 2) return hold(atof(argv[2]));
-    if (!strcmp(mode, "giveup-child")) return giveup_child();
+    if (!strcmp(mode, "giveup-child")) return giveup_child(argc > 2 ? argv[2] : "wait");
     if (!strcmp(mode, "giveup") && argc > 3)
-        return giveup_master(argv[0], atoi(argv[2]), atof(argv[3]));
+        return giveup_master(argv[0], atoi(argv[2]), atof(argv[3]), argc > 4 ? argv[4] : "wait");
     if (!strcmp(mode, "churn-child")) return churn_child(argc > 2 ? atoi(argv[2]) : 1);
     if (!strcmp(mode, "churn") && argc > 3)
         return churn_master(argv[0], atoi(argv[2]), atoi(argv[3]), argc > 4 ? atoi(argv[4]) : 3);
     fprintf(stderr, "usage: life idle SECS | spawn N [ROUNDS] | end return|exit|kill | hold SECS | "
-                    "churn N K [ROUNDS] | giveup N SECS\n");
+                    "churn N K [ROUNDS] | giveup N SECS [wait|recv|exit|compute]\n");
     pvm_exit();
     return 2;
 }
