@@ -53,9 +53,10 @@ int gmr_knobs_read(struct gmr_knobs *k)
 
 /* ---- session setup -------------------------------------------------------------------- */
 
-/* How long libgm retries a send to a port that is not open (GM_SEND_TIMEOUT_MS unless the
- * user set that): see gmr_session_init. */
+/* How long libgm retries a send to a port that never answered, at least (GM_SEND_TIMEOUT_MS
+ * unless the user set that; COR_GM_DEAD_MS when longer): see gmr_session_init. */
 #define GMR_SEND_TIMEOUT_MS 1000
+#define GMR_SEND_TIMEOUT_MAX_MS 3600000 /* the most gm_compat_configure takes */
 
 static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned session_refs; /* gm_init calls made by this route, guarded by session_lock */
@@ -191,9 +192,18 @@ int gmr_session_init(const struct cor_route_config *cfg, const struct gmr_knobs 
     }
     /* Every peer address the route sends to was published by an open port: a port not open
      * is a domain gone, not one still starting, so libgm's wait for a port to open (a minute
-     * by default, for GM programs started by hand) is cut to a second. */
+     * by default, for GM programs started by hand) is cut to the route's own limit on
+     * silence, COR_GM_DEAD_MS (a second at least). Not to a second alone: over tcp libgm
+     * cannot tell a port that is not open from one whose process has not yet taken our
+     * connection (tcp;ofi_rxm completes it only when the target polls), and a live domain
+     * that got no CPU for a second (ThreadSanitizer on a loaded 2-core machine) was called
+     * closed and given up before it ever heard from us. On shm the lock file still says at
+     * once that a port closed; the probe finds a killed domain. */
     const char *to = getenv("GM_SEND_TIMEOUT_MS");
-    if (!(to && *to)) gc.send_timeout_ms = GMR_SEND_TIMEOUT_MS;
+    if (!(to && *to)) {
+        unsigned t = k->dead_ms > GMR_SEND_TIMEOUT_MS ? k->dead_ms : GMR_SEND_TIMEOUT_MS;
+        gc.send_timeout_ms = t < GMR_SEND_TIMEOUT_MAX_MS ? t : GMR_SEND_TIMEOUT_MAX_MS;
+    }
     /* GM_BUSY: the program itself started GM before us; its settings stand (as before). */
     gm_status_t st = gm_compat_configure(&gc);
     if (st != GM_SUCCESS && st != GM_BUSY) {
