@@ -37,7 +37,12 @@ wl_step() {
 
 # wl_expect TAG N PATTERN: N lines of TAG's output match PATTERN (grep -E), and status 0.
 wl_expect() {
-    [ $RC = 0 ] || { show "$1"; die "$1: the launcher exited $RC (124: timed out after $LIMIT s)"; }
+    # (the status alone: "exited 1 (124: timed out ...)" read as a timeout that was none)
+    if [ $RC = 124 ]; then
+        show "$1"
+        die "$1: the launcher did not end within $LIMIT s (stopped)"
+    fi
+    [ $RC = 0 ] || { show "$1"; die "$1: the launcher exited $RC"; }
     wl_n=$(grep -cE "$3" "$WORK/$1.out")
     [ "$wl_n" = "$2" ] || { show "$1"; die "$1: $wl_n of $2 domains passed"; }
 }
