@@ -129,7 +129,7 @@ static int bell_wait(struct gm_port *p, uint64_t ns)
      * calls): its rounds are 20 us apart, and skipping 15 of them held acks for ~0.3 ms. */
     if (p->ack_list) gmx_acks_flush(p, 0);
     int ready = pending_locked(p);
-    int owes = p->ack_list || atomic_load(&gmx_backlogged_ports) > 0;
+    int owes = p->ack_list || atomic_load(&gmx_backlogged_ports) > 0 || gmx_tp_busy(p);
     uint64_t alarm = gmx_alarm_next(p);
     gmx_port_unlock(p);
     if (!ready) {

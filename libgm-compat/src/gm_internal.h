@@ -17,6 +17,13 @@
 
 #include "gm.h"
 
+/* libgm is not linked with libfabric: its few real symbols are looked up when a port first
+ * needs it (fabric_load.c), through these renames. */
+#define fi_getinfo gmx_fi_getinfo
+#define fi_freeinfo gmx_fi_freeinfo
+#define fi_dupinfo gmx_fi_dupinfo
+#define fi_fabric gmx_fi_fabric
+#define fi_strerror gmx_fi_strerror
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -29,6 +36,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/uio.h>
 
 #define GMX_EXPORT __attribute__((visibility("default")))
 
@@ -342,6 +350,7 @@ struct gm_port {
     struct gmx_bell own_bell;     /* when the lock file could not be mapped */
     _Atomic int wake_req;         /* gm_compat_wake came: the next (or current) wait returns */
 
+    struct gmx_shm *shm; /* own rings (shmring.c) instead of libfabric; NULL: libfabric */
     struct fi_info *info;
     struct fid_fabric *fabric;
     struct fid_domain *domain;
@@ -483,6 +492,55 @@ void gmx_guard_leave(struct gm_port *p);
 int gmx_unstick_scan(struct gm_port *registry); /* 1: a call since the last look */
 uint64_t gmx_unstick_period_ns(int busy);
 void gmx_note_peer_lost(void);
+
+/* fabric_load.c: libfabric, loaded by the first port that needs it: 0 or -1 (reported). */
+int gmx_fabric_load(void);
+int gmx_fabric_loaded(void);
+
+/* transport.c: the one way from GM's semantics to the wire.  A port moves its messages either
+ * through libfabric (p->shm NULL) or through libgm-compat's own shared-memory rings (p->shm,
+ * shmring.c), chosen when it opens (gmx_transport_rings).  Both give tagged messages with
+ * exact-tag (masked) matching, per-sender order, and completions carrying the request:
+ * inject (done at once, no completion), send (completion with ctx; iov of 1 or 2), recv,
+ * cancel (an FI_ECANCELED error completion), and peer addresses (insert: 1 if resolved). */
+enum { GMX_TRANSPORT_FABRIC, GMX_TRANSPORT_SHM, GMX_TRANSPORT_AUTO };
+int gmx_transport_rings(void); /* 1 if ports of this configuration use the rings */
+ssize_t gmx_tp_inject(struct gm_port *p, struct gmx_peer *peer, const struct iovec *iov,
+                      size_t iovcnt, uint64_t tag); /* at most GMX_BOUNCE_LEN bytes */
+ssize_t gmx_tp_send(struct gm_port *p, struct gmx_peer *peer, const struct iovec *iov,
+                    size_t iovcnt, uint64_t tag, void *ctx);
+ssize_t gmx_tp_recv(struct gm_port *p, void *buf, size_t len, uint64_t tag, uint64_t ignore,
+                    void *ctx);
+void gmx_tp_cancel(struct gm_port *p, void *ctx);
+ssize_t gmx_tp_cq_read(struct gm_port *p, struct fi_cq_tagged_entry *ce, size_t n);
+int gmx_tp_cq_readerr(struct gm_port *p, struct fi_cq_err_entry *err); /* 1 if one was read */
+int gmx_tp_insert(struct gm_port *p, struct gmx_peer *peer, const void *addr);
+void gmx_tp_remove(struct gm_port *p, struct gmx_peer *peer);
+/* Work the transport still has without a new message: sends waiting for room, messages left
+ * in the ring until the completions before them were read (rings). */
+int gmx_tp_busy(struct gm_port *p);
+void gmx_tp_drive(struct gm_port *p); /* moves waiting sends on, takes no completion */
+
+/* shmring.c: the rings (see there); the gmx_tp_* calls above dispatch to these. */
+#define GMX_SHM_ADDR_PREFIX "gmshm://"
+struct gmx_shm;
+gm_status_t gmx_shm_open(struct gm_port *p);
+void gmx_shm_close(struct gm_port *p);
+ssize_t gmx_shm_inject(struct gmx_shm *sh, fi_addr_t to, const struct iovec *iov, size_t iovcnt,
+                       uint64_t tag);
+ssize_t gmx_shm_send(struct gmx_shm *sh, fi_addr_t to, const struct iovec *iov, size_t iovcnt,
+                     uint64_t tag, void *ctx);
+ssize_t gmx_shm_recv(struct gmx_shm *sh, void *buf, size_t len, uint64_t tag, uint64_t ignore,
+                     void *ctx);
+void gmx_shm_cancel(struct gmx_shm *sh, void *ctx);
+ssize_t gmx_shm_cq_read(struct gmx_shm *sh, struct fi_cq_tagged_entry *ce, size_t n);
+int gmx_shm_cq_readerr(struct gmx_shm *sh, struct fi_cq_err_entry *err);
+int gmx_shm_insert(struct gmx_shm *sh, unsigned node, unsigned port, const char *addr,
+                   fi_addr_t *out);
+void gmx_shm_remove(struct gmx_shm *sh, fi_addr_t addr);
+int gmx_shm_busy(struct gmx_shm *sh);
+int gmx_shm_deferred(struct gmx_shm *sh);
+void gmx_shm_drive(struct gmx_shm *sh); /* messages left in the ring for receives to come */
 
 /* pool.c */
 struct gmx_sreq *gmx_sreq_get(struct gm_port *p);

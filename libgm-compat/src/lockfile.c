@@ -113,10 +113,15 @@ static int region_of(int fd, const char *path, char *buf, size_t len)
     size_t stem = strlen(base);
     if (stem <= strlen(LOCK_SUFFIX)) return -1;
     stem -= strlen(LOCK_SUFFIX);
+    /* libfabric's shm region, or our own rings' (shmring.c) */
     size_t plen = strlen(SHM_ADDR_PREFIX);
+    if (strncmp(addr, GMX_SHM_ADDR_PREFIX, strlen(GMX_SHM_ADDR_PREFIX)) == 0)
+        plen = strlen(GMX_SHM_ADDR_PREFIX);
+    else if (strncmp(addr, SHM_ADDR_PREFIX, plen) != 0)
+        return -1;
     const char *name = addr + plen;
-    if (strncmp(addr, SHM_ADDR_PREFIX, plen) != 0 || strncmp(name, base, stem) != 0 ||
-        (name[stem] != ':' && name[stem] != '.') || strchr(name, '/') || strlen(name) + 2 > len)
+    if (strncmp(name, base, stem) != 0 || (name[stem] != ':' && name[stem] != '.') ||
+        strchr(name, '/') || strlen(name) + 2 > len)
         return -1;
     /* ".<pid>.<n>" (port.c: a name per opening), hex digits only, then the ':' suffix */
     if (name[stem] == '.') {

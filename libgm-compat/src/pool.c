@@ -106,6 +106,6 @@ void gmx_rreq_cancel_all(struct gm_port *p)
     for (unsigned i = 0; i < p->nrchunks; i++) {
         struct gmx_rreq *c = p->rchunks[i];
         for (unsigned k = 0; k < GMX_CHUNK; k++)
-            if (c[k].posted) fi_cancel(&p->ep->fid, &c[k]);
+            if (c[k].posted) gmx_tp_cancel(p, &c[k]);
     }
 }

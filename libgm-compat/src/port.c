@@ -70,7 +70,7 @@ static void *watchdog_main(void *arg)
 /* Called with gmx_lock held, after p joined the registry. */
 static void watchdog_start(struct gm_port *p)
 {
-    if (!p->addr_is_str || gmx_watchdog_running) return;
+    if (!p->addr_is_str || p->shm || gmx_watchdog_running) return; /* (rings have no locks) */
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -222,15 +222,11 @@ int gmx_peer_resolve(struct gm_port *p, struct gmx_peer *peer)
     if (peer_address(p, n, peer->port, addr, &alen) != 0) return peer->resolved;
     if (peer->resolved) {
         if (strcmp(addr, peer->shm_name) == 0) return 1;
-        fi_av_remove(p->av, &peer->addr, 1, 0);
+        gmx_tp_remove(p, peer);
         peer->resolved = 0;
     }
     peer->nkeys = 0; /* a new incarnation: its registrations are unknown */
-    int rc = fi_av_insert(p->av, addr, 1, &peer->addr, 0, NULL);
-    if (rc != 1) {
-        gmx_log("fi_av_insert(node %u port %u) -> %d\n", peer->node, peer->port, rc);
-        return 0;
-    }
+    if (!gmx_tp_insert(p, peer, addr)) return 0;
     if (p->addr_is_str) {
         memcpy(peer->shm_name, addr, alen);
         gmx_bell_unmap(peer->bell); /* of the incarnation before, if any */
@@ -304,7 +300,7 @@ void gmx_peer_reconnect(struct gm_port *p, struct gmx_peer *peer)
     if (p->addr_is_str || now - peer->reconnect_ns < 20000000u) return;
     peer->reconnect_ns = now;
     peer->reconnect = 0;
-    if (peer->resolved) fi_av_remove(p->av, &peer->addr, 1, 0);
+    if (peer->resolved) gmx_tp_remove(p, peer);
     peer->resolved = 0;
     gmx_log("reconnecting to node %u port %u\n", peer->node, peer->port);
     gmx_peer_resolve(p, peer);
@@ -492,7 +488,7 @@ static void free_port(struct gm_port *p)
         }
     }
     close_fabric(p);
-    if (p->peers) {
+    if (p->peers) { /* (before the rings go: their mappings of the peers go with them) */
         for (unsigned n = 0; n < p->peers_rows; n++) {
             if (!p->peers[n]) continue;
             for (unsigned q = 0; q < GMX_NUM_PORTS; q++) {
@@ -503,6 +499,7 @@ static void free_port(struct gm_port *p)
         }
         free(p->peers);
     }
+    gmx_shm_close(p);
     gmx_regions_free(p);
     gmx_pool_free(p);
     gmx_bounce_free(p);
@@ -558,14 +555,14 @@ GMX_EXPORT gm_status_t gm_open(struct gm_port **pp, unsigned int unit, unsigned 
     p->ring = malloc(p->ring_cap * sizeof *p->ring);
     if (!p->peers || !p->ring) goto fail;
 
-    st = open_fabric(p, gmx_node_find(p->node_id));
+    st = gmx_transport_rings() ? gmx_shm_open(p) : open_fabric(p, gmx_node_find(p->node_id));
     if (st != GM_SUCCESS) goto fail;
     if (gmx_bounce_fill(p) != 0) {
         st = GM_NO_SUCH_DEVICE;
         goto fail;
     }
-    gmx_log("opened port %u on node %u (inject %zu B, eager payloads <= %zu B)\n", port, p->node_id,
-            p->inject_size, p->eager_max);
+    gmx_log("opened port %u on node %u over %s (inject %zu B, eager payloads <= %zu B)\n", port,
+            p->node_id, p->shm ? "own shm rings" : "libfabric", p->inject_size, p->eager_max);
     pthread_mutex_lock(&gmx_lock);
     p->reg_next = gmx_registry;
     gmx_registry = p;

@@ -10,20 +10,31 @@
  * initialized. The query asks for the provider that gm_open will ask for, and its answer is
  * dropped: what stays is libfabric's own state.
  */
+#include "gm_internal.h" /* first: its renames of libfabric's functions (fabric_load.c) */
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <rdma/fabric.h>
-
 #include "gm_compat.h"
-#include "gm_internal.h"
 #include "knobs.h"
 
 static pthread_once_t prepared = PTHREAD_ONCE_INIT;
 
+/* Whether ports will need libfabric, from what is known before gm_init: GM_COMPAT_TRANSPORT
+ * and GM_PROVIDER (auto: only a provider other than shm loads it). */
+static int fabric_wanted(void)
+{
+    const char *t = gmx_knob_str(GMX_K_TRANSPORT);
+    const char *prov = gmx_knob_str(GMX_K_PROVIDER);
+    if (t && strcmp(t, "shm") == 0) return 0;
+    if (t && strcmp(t, "auto") == 0) return prov && *prov && strcmp(prov, "shm") != 0;
+    return 1;
+}
+
 static void initialize_libfabric(void)
 {
+    if (!fabric_wanted()) return;
     struct fi_info *hints = fi_allocinfo(), *info = NULL;
     if (!hints) return;
     const char *prov = gmx_knob_str(GMX_K_PROVIDER);

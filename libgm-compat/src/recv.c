@@ -35,7 +35,7 @@ int gmx_post_recv(struct gm_port *p, struct gmx_rreq *r, void *buf, size_t len, 
         post_backlog_push(p, r);
         return 0;
     }
-    ssize_t rc = fi_trecv(p->ep, buf, len, NULL, FI_ADDR_UNSPEC, tag, ignore, r);
+    ssize_t rc = gmx_tp_recv(p, buf, len, tag, ignore, r);
     if (rc == 0) {
         r->posted = 1;
         return 0;
@@ -52,8 +52,7 @@ static void post_backlog_progress(struct gm_port *p)
 {
     while (p->post_backlog) {
         struct gmx_rreq *r = p->post_backlog;
-        ssize_t rc = fi_trecv(p->ep, r->buf, r->post_len, NULL, FI_ADDR_UNSPEC, r->post_tag,
-                              r->post_ignore, r);
+        ssize_t rc = gmx_tp_recv(p, r->buf, r->post_len, r->post_tag, r->post_ignore, r);
         if (rc == -FI_EAGAIN) return;
         p->post_backlog = r->next;
         if (!p->post_backlog) p->post_backlog_tail = NULL;
@@ -575,7 +574,7 @@ static void peer_restarted(struct gm_port *p, struct gmx_peer *peer)
         struct gmx_rreq *d = peer->stall_req[prio];
         if (d) {
             d->peer = NULL; /* orphan: its completion or cancel just frees it */
-            if (d->posted) fi_cancel(&p->ep->fid, d);
+            if (d->posted) gmx_tp_cancel(p, d);
         }
         peer->stall_req[prio] = NULL;
         peer->stall[prio] = 0;
@@ -694,7 +693,7 @@ static void recv_done(struct gm_port *p, struct gmx_rreq *r)
 static void read_error(struct gm_port *p)
 {
     struct fi_cq_err_entry err = {0};
-    if (fi_cq_readerr(p->cq, &err, 0) != 1) return;
+    if (!gmx_tp_cq_readerr(p, &err)) return;
     if (!err.op_context) return;
     if (!*(int *)err.op_context) {
         struct gmx_sreq *s = err.op_context;
@@ -760,7 +759,11 @@ int gmx_progress(struct gm_port *p)
     if (p->ndeferred) gmx_deferred_free(p, 0);
     struct fi_cq_tagged_entry ce[GMX_CQ_BATCH];
     int handled = 0;
-    ssize_t n = fi_cq_read(p->cq, ce, GMX_CQ_BATCH);
+    /* The rings leave a large message's DATA in the ring until its header's completion was
+     * handled here (which posts its receive): then one more read takes it. */
+    int again = p->shm != NULL;
+read:;
+    ssize_t n = gmx_tp_cq_read(p, ce, GMX_CQ_BATCH);
     if (n > 0) {
         if (p->addr_is_str) p->round_ns = gmx_coarse_ns();
         for (ssize_t i = 0; i < n; i++) {
@@ -780,10 +783,14 @@ int gmx_progress(struct gm_port *p)
                 recv_done(p, r);
             }
         }
-        handled = (int)n;
+        handled += (int)n;
     } else if (n == -FI_EAVAIL) {
         read_error(p);
-        handled = 1;
+        handled++;
+    }
+    if (again && n != -FI_EAGAIN && gmx_shm_deferred(p->shm)) {
+        again = 0;
+        goto read;
     }
     if (p->kick) retry_waiting(p);
     if (p->bposted < GMX_BOUNCE_POSTED) gmx_bounce_fill(p);

@@ -20,7 +20,7 @@ void gmx_send_done(struct gm_port *p, struct gmx_sreq *s, gm_status_t st)
             /* The GET request never got out: fail the get once its receive
              * is cancelled. */
             s->get_rreq->get->status = st;
-            fi_cancel(&p->ep->fid, s->get_rreq);
+            gmx_tp_cancel(p, s->get_rreq);
         }
         gmx_sreq_put(p, s);
         return;
@@ -287,20 +287,12 @@ static ssize_t eager_send(struct gm_port *p, struct gmx_peer *peer, struct gmx_h
     h->epoch = p->epoch;
     size_t total = sizeof *h + len;
     *done = 0;
+    struct iovec iov[2] = {{h, sizeof *h}, {(void *)buf, len}};
     if (total <= p->inject_size && total <= GMX_BOUNCE_LEN) {
-        char b[GMX_BOUNCE_LEN];
-        memcpy(b, h, sizeof *h);
-        if (len) memcpy(b + sizeof *h, buf, len);
-        rc = fi_tinject(p->ep, b, total, peer->addr, GMX_TAG_EAGER);
+        rc = gmx_tp_inject(p, peer, iov, len ? 2 : 1, GMX_TAG_EAGER);
         *done = rc == 0;
     } else {
-        struct iovec iov[2] = {{h, sizeof *h}, {(void *)buf, len}};
-        struct fi_msg_tagged msg = {.msg_iov = iov,
-                                    .iov_count = len ? 2 : 1,
-                                    .addr = peer->addr,
-                                    .tag = GMX_TAG_EAGER,
-                                    .context = ctx};
-        rc = fi_tsendmsg(p->ep, &msg, FI_COMPLETION);
+        rc = gmx_tp_send(p, peer, iov, len ? 2 : 1, GMX_TAG_EAGER, ctx);
     }
     if (rc == 0) {
         acks_sent(peer, h);
@@ -316,7 +308,7 @@ static ssize_t send_now_raw_unguarded(struct gm_port *p, struct gmx_sreq *s);
 /* shm: the watchdog frees a call stuck on a dead target's lock (unstick.c). */
 static ssize_t send_now_raw(struct gm_port *p, struct gmx_sreq *s)
 {
-    if (!p->addr_is_str) return send_now_raw_unguarded(p, s);
+    if (!p->addr_is_str || p->shm) return send_now_raw_unguarded(p, s); /* rings never spin */
     gmx_guard_enter(p, s->peer);
     ssize_t rc = send_now_raw_unguarded(p, s);
     gmx_guard_leave(p);
@@ -355,11 +347,14 @@ static ssize_t send_now_raw_unguarded(struct gm_port *p, struct gmx_sreq *s)
         if (rc == 0) peer->rma_busy++;
     } else if (s->rma == 2) {
         rc = fi_read(p->ep, (void *)s->buf, s->len, NULL, peer->addr, s->raddr, s->rkey, s);
-    } else if (s->len <= p->inject_size) {
-        rc = fi_tinject(p->ep, s->buf, s->len, peer->addr, s->tag);
-        done = rc == 0;
     } else {
-        rc = fi_tsend(p->ep, s->buf, s->len, NULL, peer->addr, s->tag, s);
+        struct iovec iov = {(void *)s->buf, s->len};
+        if (s->len <= p->inject_size) {
+            rc = gmx_tp_inject(p, peer, &iov, 1, s->tag);
+            done = rc == 0;
+        } else {
+            rc = gmx_tp_send(p, peer, &iov, 1, s->tag, s);
+        }
     }
     if (rc == -FI_ENOTCONN && !p->addr_is_str)
         return -FI_EAGAIN; /* a connection being set up: the backlog retries */
@@ -434,7 +429,7 @@ static void revalidate(struct gm_port *p, struct gmx_peer *peer)
     if (peer->close_epoch == epoch) return;
     peer->close_epoch = epoch;
     if (peer->resolved && gmx_peer_closed(p, peer)) {
-        fi_av_remove(p->av, &peer->addr, 1, 0);
+        gmx_tp_remove(p, peer);
         peer->resolved = 0;
         peer->shm_name[0] = '\0';
     }
@@ -581,9 +576,11 @@ int gmx_send_ctl(struct gm_port *p, struct gmx_peer *peer, const struct gmx_hdr 
     int done = 0;
     ssize_t rc = -FI_EAGAIN;
     if (p->addr_is_str) gmx_guard_enter(p, peer);
-    for (int i = 0; i < 1000 && rc == -FI_EAGAIN; i++) {
+    /* (a full ring empties only when its target reads it: a few looks, then later) */
+    int tries = p->shm ? 16 : 1000;
+    for (int i = 0; i < tries && rc == -FI_EAGAIN; i++) {
         rc = eager_send(p, peer, &copy, NULL, 0, NULL, &done);
-        if (rc == -FI_EAGAIN) fi_cq_read(p->cq, NULL, 0); /* drive the provider only */
+        if (rc == -FI_EAGAIN) gmx_tp_drive(p);
     }
     if (p->addr_is_str) gmx_guard_leave(p);
     return rc == 0 ? 0 : -1;

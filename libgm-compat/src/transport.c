@@ -1,0 +1,119 @@
+/*
+ * transport.c - the one way from GM's semantics (send.c, recv.c, calls.c, pool.c, port.c) to
+ * the wire: libfabric's tagged endpoint, or libgm-compat's own shared-memory rings
+ * (shmring.c) when every peer of the port is on this host.  The rings never load libfabric
+ * (fabric_load.c), which costs a process 0.2-0.3 s to load.  Which one a port uses is decided
+ * when it opens (gmx_transport_rings), the same way in every process of a job, since both
+ * sides of a pair must agree (a port of one finds the other's address in its lock file).
+ */
+#include "gm_internal.h"
+
+#include <string.h>
+
+/* GM_COMPAT_TRANSPORT: fabric, shm or auto (shm when the provider is libfabric's shm: the
+ * configuration names no other host). */
+int gmx_transport_rings(void)
+{
+    const char *t = gmx_knob_str(GMX_K_TRANSPORT);
+    int mode = GMX_TRANSPORT_FABRIC;
+    if (t && *t) {
+        if (strcmp(t, "shm") == 0)
+            mode = GMX_TRANSPORT_SHM;
+        else if (strcmp(t, "auto") == 0)
+            mode = GMX_TRANSPORT_AUTO;
+        else if (strcmp(t, "fabric") != 0)
+            fprintf(stderr, "libgm: ignoring %s=%s (expected fabric, shm or auto)\n",
+                    gmx_knob_name(GMX_K_TRANSPORT), t);
+    }
+    if (mode == GMX_TRANSPORT_AUTO) return strcmp(gmx_cfg.provider, "shm") == 0;
+    return mode == GMX_TRANSPORT_SHM;
+}
+
+ssize_t gmx_tp_inject(struct gm_port *p, struct gmx_peer *peer, const struct iovec *iov,
+                      size_t iovcnt, uint64_t tag)
+{
+    if (p->shm) return gmx_shm_inject(p->shm, peer->addr, iov, iovcnt, tag); /* one copy */
+    if (iovcnt == 1) return fi_tinject(p->ep, iov[0].iov_base, iov[0].iov_len, peer->addr, tag);
+    char b[GMX_BOUNCE_LEN];
+    size_t len = 0;
+    for (size_t i = 0; i < iovcnt; i++) {
+        if (iov[i].iov_len > sizeof b - len) return -FI_EMSGSIZE;
+        memcpy(b + len, iov[i].iov_base, iov[i].iov_len);
+        len += iov[i].iov_len;
+    }
+    return fi_tinject(p->ep, b, len, peer->addr, tag);
+}
+
+ssize_t gmx_tp_send(struct gm_port *p, struct gmx_peer *peer, const struct iovec *iov,
+                    size_t iovcnt, uint64_t tag, void *ctx)
+{
+    if (p->shm) return gmx_shm_send(p->shm, peer->addr, iov, iovcnt, tag, ctx);
+    if (iovcnt == 1)
+        return fi_tsend(p->ep, iov[0].iov_base, iov[0].iov_len, NULL, peer->addr, tag, ctx);
+    struct fi_msg_tagged msg = {
+        .msg_iov = iov, .iov_count = iovcnt, .addr = peer->addr, .tag = tag, .context = ctx};
+    return fi_tsendmsg(p->ep, &msg, FI_COMPLETION);
+}
+
+ssize_t gmx_tp_recv(struct gm_port *p, void *buf, size_t len, uint64_t tag, uint64_t ignore,
+                    void *ctx)
+{
+    if (p->shm) return gmx_shm_recv(p->shm, buf, len, tag, ignore, ctx);
+    return fi_trecv(p->ep, buf, len, NULL, FI_ADDR_UNSPEC, tag, ignore, ctx);
+}
+
+void gmx_tp_cancel(struct gm_port *p, void *ctx)
+{
+    if (p->shm)
+        gmx_shm_cancel(p->shm, ctx);
+    else if (p->ep)
+        fi_cancel(&p->ep->fid, ctx);
+}
+
+ssize_t gmx_tp_cq_read(struct gm_port *p, struct fi_cq_tagged_entry *ce, size_t n)
+{
+    if (p->shm) return gmx_shm_cq_read(p->shm, ce, n);
+    return fi_cq_read(p->cq, ce, n);
+}
+
+int gmx_tp_cq_readerr(struct gm_port *p, struct fi_cq_err_entry *err)
+{
+    if (p->shm) return gmx_shm_cq_readerr(p->shm, err);
+    return fi_cq_readerr(p->cq, err, 0) == 1;
+}
+
+/* addr: a string from the peer's lock file (shm), else a struct sockaddr_in. */
+int gmx_tp_insert(struct gm_port *p, struct gmx_peer *peer, const void *addr)
+{
+    if (p->addr_is_str && (strncmp(addr, GMX_SHM_ADDR_PREFIX, strlen(GMX_SHM_ADDR_PREFIX)) == 0) !=
+                              (p->shm != NULL)) {
+        gmx_log("node %u port %u uses the other transport (%s differs); not reached\n", peer->node,
+                peer->port, gmx_knob_name(GMX_K_TRANSPORT));
+        return 0;
+    }
+    if (p->shm) return gmx_shm_insert(p->shm, peer->node, peer->port, addr, &peer->addr) == 0;
+    int rc = fi_av_insert(p->av, addr, 1, &peer->addr, 0, NULL);
+    if (rc != 1) gmx_log("fi_av_insert(node %u port %u) -> %d\n", peer->node, peer->port, rc);
+    return rc == 1;
+}
+
+void gmx_tp_remove(struct gm_port *p, struct gmx_peer *peer)
+{
+    if (p->shm)
+        gmx_shm_remove(p->shm, peer->addr);
+    else
+        fi_av_remove(p->av, &peer->addr, 1, 0);
+}
+
+void gmx_tp_drive(struct gm_port *p)
+{
+    if (p->shm)
+        gmx_shm_drive(p->shm);
+    else
+        fi_cq_read(p->cq, NULL, 0); /* the provider's progress, no completion taken */
+}
+
+int gmx_tp_busy(struct gm_port *p)
+{
+    return p->shm && gmx_shm_busy(p->shm);
+}
