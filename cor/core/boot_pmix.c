@@ -32,7 +32,10 @@
  *   task dies); the routes detect a dead peer and the core fails what was toward it. A
  *   survivor that never heard from the dead domain (no traffic to it) still enters the next
  *   barrier's fence and waits there until the launcher ends the job (mpirun
- *   --enable-recovery does not: such a survivor waits).
+ *   --enable-recovery does not: such a survivor waits until its routes find the death).
+ *   Under --enable-recovery a fence completes without a participant that died before
+ *   entering it: barriers there collect each domain's barrier number and check them
+ *   (fence_check, COR_BOOT_FENCE_CHECK).
  * - Domains on several hosts (PMIX_LOCAL_SIZE < PMIX_JOB_SIZE): unless the user chose, the gm
  *   route goes over libfabric's tcp provider (COR_GM_PROVIDER=tcp) and the routes bind to the
  *   address toward the peers (COR_BIND=auto); the gm route's node map then comes from the
@@ -48,11 +51,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #define KEY_COOKIE "cor.cookie"
 #define KEY_ADDRS "cor.addrs"
 #define KEY_TABLE "cor.table" /* the node's table, put by its first domain */
+#define KEY_BARRIER "cor.bar" /* a checked barrier's number (fence_check) */
 #define LOSS_GRACE_S 2        /* how long a barrier waits for its fence once a domain is lost */
 #define LEAVE_WAIT_S 10       /* the bound on cor_finalize's second fence (pb_leave) */
 
@@ -74,10 +79,17 @@ struct pboot {
     int fence_abandoned;  /* a barrier gave up on its fence (a peer was lost) */
     int exchanged;
     int nlost;
-    unsigned char *lost; /* [size]: our routes gave this rank up */
+    unsigned char *lost; /* [size]: our routes gave this rank up, or the launcher says gone */
+    /* After each barrier's fence: ask the launcher which domains are gone (fence_check). */
+    int check_fences;
+    unsigned barrier_seq;       /* checked barriers entered (under bmu) */
+    cor_boot_death_fn death_fn; /* the core's, for deaths the launcher's proc table shows */
+    void *death_arg;
+    int in_death_fn; /* calls of death_fn running (unregistering waits for none) */
 };
 
 static const struct cor_boot_ops pb_ops;
+static int fence_check_wanted(void);
 
 static void plog(const struct pboot *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -311,6 +323,7 @@ int cor__boot_pmix_init(struct cor_boot **bootp)
     b->local_rank = (int)lrank;
     local_peers(b);
     b->barrier_collects = under_slurm();
+    b->check_fences = fence_check_wanted();
     b->lost = calloc(size, 1);
     if (!b->lost) goto fail;
     if (share_cookie(b)) goto fail;
@@ -534,6 +547,101 @@ static void fence_done(pmix_status_t status, void *cbdata)
     pthread_mutex_unlock(&b->mu);
 }
 
+/* COR_BOOT_FENCE_CHECK: 1 always, 0 never, -1 (default) when the launcher keeps a job whose
+ * domain died: mpirun --enable-recovery (which puts OMPI_MCA_orte_enable_recovery in every
+ * rank's environment). Without recovery the launcher ends the job at a death. */
+static int fence_check_wanted(void)
+{
+    long k = cor__knob_long(COR_K_BOOT_FENCE_CHECK);
+    if (k >= 0) return (int)k;
+    const char *r = getenv("OMPI_MCA_orte_enable_recovery");
+    return r && (strcmp(r, "1") == 0 || strcasecmp(r, "true") == 0 || strcasecmp(r, "yes") == 0);
+}
+
+/* Before a checked barrier's fence: puts this barrier's number (KEY_BARRIER) for the fence
+ * to collect. Returns 0, or -1 (logged) if PMIx refused. */
+static int put_barrier_seq(struct pboot *b)
+{
+    uint32_t seq = b->barrier_seq;
+    pmix_value_t v;
+    PMIX_VALUE_LOAD(&v, &seq, PMIX_UINT32);
+    pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, KEY_BARRIER, &v);
+    PMIX_VALUE_DESTRUCT(&v);
+    if (rc == PMIX_SUCCESS) rc = PMIx_Commit();
+    if (rc != PMIX_SUCCESS) plog(b, "barrier: PMIx_Put/Commit: %s", PMIx_Error_string(rc));
+    return rc == PMIX_SUCCESS ? 0 : -1;
+}
+
+/* After a barrier's fence completed: under a launcher that completes a fence without a dead
+ * participant (mpirun --enable-recovery: its PMIx server completes the local part once the
+ * dead client's connection closed) the fence's status says nothing, and the routes may not
+ * have noticed yet (~1 s). What the fence collected does: each domain put this barrier's
+ * number before entering it, so a domain whose number is missing or older never entered (one
+ * newer by one passed this fence already and entered the next one)
+ * (the launcher's proc table, asked instead, lagged behind the fence in 1 run of 4). Every
+ * such domain is marked lost and returned in found[size] (newly found ones only); the barrier
+ * fails. The gets are local (PMIX_OPTIONAL: the fence brought the data): N per barrier,
+ * which is why only COR_BOOT_FENCE_CHECK (auto: --enable-recovery) asks for them. Under bmu. */
+static int fence_check(struct pboot *b, unsigned char *found)
+{
+    /* Optional: what the fence brought, no request to another node; refreshed: never a
+     * number this client read at an earlier barrier. */
+    pmix_info_t opt[2];
+    bool yes = true;
+    PMIX_INFO_LOAD(&opt[0], PMIX_OPTIONAL, &yes, PMIX_BOOL);
+    PMIX_INFO_LOAD(&opt[1], PMIX_GET_REFRESH_CACHE, &yes, PMIX_BOOL);
+    int n = 0;
+    for (int r = 0; r < b->base.size; r++) {
+        if (r == b->base.rank) continue;
+        pmix_proc_t who = b->self;
+        who.rank = (pmix_rank_t)r;
+        pmix_value_t *v = NULL;
+        pmix_status_t rc = PMIx_Get(&who, KEY_BARRIER, opt, 2, &v);
+        /* A domain told of the fence's end before us may have put the next number already. */
+        uint32_t seq = (uint32_t)b->barrier_seq;
+        int entered = rc == PMIX_SUCCESS && v && v->type == PMIX_UINT32 &&
+                      (v->data.uint32 == seq || v->data.uint32 == seq + 1);
+        long got = rc == PMIX_SUCCESS && v && v->type == PMIX_UINT32 ? (long)v->data.uint32 : -1;
+        if (v) PMIX_VALUE_RELEASE(v);
+        if (entered) continue;
+        plog(b, "barrier %u: domain %d's number is %ld (%s)", seq, r, got, PMIx_Error_string(rc));
+        n++;
+        pthread_mutex_lock(&b->mu);
+        if (!b->lost[r]) {
+            b->lost[r] = 1;
+            b->nlost++;
+            found[r] = 1;
+        }
+        pthread_mutex_unlock(&b->mu);
+    }
+    PMIX_INFO_DESTRUCT(&opt[0]);
+    PMIX_INFO_DESTRUCT(&opt[1]);
+    return n;
+}
+
+/* Tells the core of the deaths fence_check found (outside bmu: the core's death handlers may
+ * take their own locks and call back into us). */
+static void report_found(struct pboot *b, const unsigned char *found)
+{
+    for (int r = 0; r < b->base.size; r++) {
+        if (!found[r]) continue;
+        plog(b,
+             "domain %d never entered the barrier that %s completed: it is gone, the barrier fails",
+             r, launcher_name());
+        pthread_mutex_lock(&b->mu);
+        cor_boot_death_fn fn = b->death_fn;
+        void *arg = b->death_arg;
+        if (fn) b->in_death_fn++;
+        pthread_mutex_unlock(&b->mu);
+        if (!fn) continue;
+        fn(arg, r, "it is missing from a barrier the launcher completed");
+        pthread_mutex_lock(&b->mu);
+        b->in_death_fn--;
+        pthread_cond_broadcast(&b->cv);
+        pthread_mutex_unlock(&b->mu);
+    }
+}
+
 static int pb_barrier(struct cor_boot *base)
 {
     struct pboot *b = (struct pboot *)base;
@@ -542,10 +650,16 @@ static int pb_barrier(struct cor_boot *base)
     int rc = b->nlost || b->fence_abandoned ? COR_EPEERDEAD : COR_OK;
     unsigned want = b->fences_done + 1;
     pthread_mutex_unlock(&b->mu);
+    /* A checked barrier's fence collects every domain's barrier number (fence_check). */
+    bool collect = b->barrier_collects || b->check_fences;
+    if (rc == COR_OK && b->check_fences) {
+        b->barrier_seq++;
+        if (put_barrier_seq(b)) rc = COR_EBOOT;
+    }
     if (rc == COR_OK) {
         /* Slurm picks its fence algorithm by whether data is collected (see the top). */
-        pmix_status_t st = PMIx_Fence_nb(NULL, 0, b->barrier_collects ? &b->collect : NULL,
-                                         b->barrier_collects ? 1 : 0, fence_done, b);
+        pmix_status_t st =
+            PMIx_Fence_nb(NULL, 0, collect ? &b->collect : NULL, collect ? 1 : 0, fence_done, b);
         if (st != PMIX_SUCCESS) {
             plog(b, "barrier: PMIx_Fence_nb: %s", PMIx_Error_string(st));
             rc = COR_EBOOT;
@@ -580,7 +694,13 @@ static int pb_barrier(struct cor_boot *base)
         }
         pthread_mutex_unlock(&b->mu);
     }
+    unsigned char *found = NULL;
+    if (rc == COR_OK && b->check_fences && (found = calloc((size_t)b->base.size, 1)) &&
+        fence_check(b, found))
+        rc = COR_EPEERDEAD;
     pthread_mutex_unlock(&b->bmu);
+    if (found) report_found(b, found);
+    free(found);
     return rc;
 }
 
@@ -642,13 +762,18 @@ static void pb_lost(struct cor_boot *base, int rank)
              rank, launcher_name());
 }
 
+/* The launchers send survivors no death notice (PMIx events never came, under Slurm or
+ * mpirun --enable-recovery): the routes report deaths, and the one other source is the
+ * launcher's proc table read after a barrier's fence (fence_check, report_found). */
 static void pb_on_death(struct cor_boot *base, cor_boot_death_fn fn, void *arg)
 {
-    /* The launchers tell survivors of no death (PMIx events never came, under Slurm or
-     * mpirun --enable-recovery): nothing to register; the routes report deaths. */
-    (void)base;
-    (void)fn;
-    (void)arg;
+    struct pboot *b = (struct pboot *)base;
+    pthread_mutex_lock(&b->mu);
+    b->death_fn = fn;
+    b->death_arg = arg;
+    while (!fn && b->in_death_fn)
+        pthread_cond_wait(&b->cv, &b->mu);
+    pthread_mutex_unlock(&b->mu);
 }
 
 static void pb_finish(struct cor_boot *base)

@@ -56,7 +56,9 @@
     X(BOOT_STATS, "COR_BOOT_STATS", INT, 0, 0, 1, "",                                              \
       "1: the PMIx exchange says what its put, fence and gets took")                               \
     X(BOOT_NODE_TABLE, "COR_BOOT_NODE_TABLE", INT, 1, 0, 1, "",                                    \
-      "PMIx: 0: each domain gets the N addresses itself, not its node's table")
+      "PMIx: 0: each domain gets the N addresses itself, not its node's table")                    \
+    X(BOOT_FENCE_CHECK, "COR_BOOT_FENCE_CHECK", INT, -1, -1, 1, "-1 (auto)",                       \
+      "PMIx: 1: a barrier checks that every domain entered; -1 (auto): under --enable-recovery")
 
 #define COR_KNOB_ENUM(id, name, type, def, lo, hi, shown, meaning) COR_K_##id,
 enum { COR_CORE_KNOBS(COR_KNOB_ENUM) COR_K_COUNT };
