@@ -54,6 +54,7 @@ void gmr_liveness(struct cor_rport *p, uint64_t now)
         } else if (now - q->quiet_ns >= quiet && !q->ping_busy && p->tokens > 0) {
             q->ping_busy = 1;
             q->ping_ns = now;
+            p->pings++;
             gmr_send_ctrl(p, i, GMR_OP_PING, 0);
         }
     }
@@ -70,6 +71,7 @@ void gmr_pong(struct cor_rport *p, uint32_t peer)
     }
     q->pong_wanted = 0;
     q->pong_busy = 1;
+    p->pongs++;
     gmr_send_ctrl(p, peer, GMR_OP_PONG, 0);
 }
 

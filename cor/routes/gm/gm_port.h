@@ -205,6 +205,7 @@ struct cor_rport {
 
     /* counters (dropped: in base) */
     uint64_t frames_in, frames_out, queued_max, puts, abandoned, from_dead, small_out;
+    uint64_t pings, pongs;      /* liveness probes sent, and answers to the peers' (gm_live.c) */
     _Atomic int notes;          /* some peer has a dead_note or closed_note set */
     _Atomic int work_hint;      /* for wait(): the owner left work that GM shows no event for */
     _Atomic int queue_hint;     /* for timeout_ms(): frames wait in the software queue */

@@ -160,6 +160,9 @@ static void gmr_close(struct cor_rport *p)
         gmr_log("  %" PRIu64 " frames in flight to dead domains given up, %" PRIu64
                 " from them dropped",
                 p->abandoned, p->from_dead);
+    if (p->k.stats && (p->pings || p->pongs))
+        gmr_log("  liveness: %" PRIu64 " pings sent to peers we waited for, %" PRIu64 " answered",
+                p->pings, p->pongs);
     rutil_port_report_copies(&p->base, rep, nrep);
     free(rep);
     port_free(p);
