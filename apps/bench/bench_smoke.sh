@@ -82,7 +82,7 @@ fi
 # 2 domains over udp and on 3 over gm (there also the write at a third domain invalidating 1
 # and 2 readers, each beside its messages relayed by the task API and their ratio, and the
 # added cost per reader of both, which may be negative in a tiny run; and the barrier's rounds
-# relayed; the lock's release apart). Over udp
+# relayed; the lock's release apart, the lock in turns). Over udp
 # every request is a message (COR_DSM_SHM=0: rows labelled udp), over gm home-only objects are
 # in shared memory (rows labelled gm+shm).
 # dsm_run NAME ROWS DOMAINS ROUTE COR_DSM_SHM cor-bench-dsm-args
@@ -117,10 +117,10 @@ dsm_run() {
     echo "ok: $name"
 }
 unset GM_NODES GM_NODE_MAP GM_NODE_ID GM_PROVIDER GM_SHM_NAMESPACE COR_ROUTES # as tests/dsm/proc.sh
-dsm_run dsm-udp 29 2 udp 0 --count 20 --sizes 64,70000 --tasks 2
-dsm_run dsm-gm3 37 3 gm 1 --count 20 --sizes 64
+dsm_run dsm-udp 30 2 udp 0 --count 20 --sizes 64,70000 --tasks 2
+dsm_run dsm-gm3 38 3 gm 1 --count 20 --sizes 64
 # --only: R, the atomics (fetch-add, CAS), the locks (uncontended, fairness, contended), R_end
-dsm_run dsm-only 8 2 udp 0 --count 20 --only atomics,lock
+dsm_run dsm-only 9 2 udp 0 --count 20 --only atomics,lock
 if "$b/cor-bench" dsm --count 5 >"$dir/bad.out" 2>&1 || ! grep -q -- "--count takes" "$dir/bad.out"; then
     echo "FAIL: dsm --count 5: expected exit status 2 and '--count takes'; got:"
     cat "$dir/bad.out"
