@@ -108,6 +108,73 @@ static int inject_gm(const char *addr, uint64_t cookie, void (*pump)(void *), vo
     gm_close(gp);
     return c.pending == 0 ? sent : -1;
 }
+
+struct conf_gm_ctrl {
+    struct gm_port *gp;
+    char *m;
+};
+
+struct conf_gm_ctrl *conf_gm_ctrl_open(unsigned as_port)
+{
+    struct conf_gm_ctrl *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    if (gm_open(&c->gp, 0, as_port, "conf-stale", (enum gm_api_version)GM_API_VERSION_2_0_16) !=
+            GM_SUCCESS ||
+        !(c->m = gm_dma_malloc(c->gp, 4096))) {
+        conf_gm_ctrl_close(c);
+        return NULL;
+    }
+    return c;
+}
+
+int conf_gm_ctrl_send(struct conf_gm_ctrl *c, const char *to_addr, uint64_t cookie,
+                      const uint32_t (*msgs)[4], int n, void (*pump)(void *), void *arg)
+{
+    unsigned node, port;
+    if (!c || n > 64 || sscanf(to_addr, "%u:%u:", &node, &port) != 2) return -1;
+    struct gm_sent_count sc = {0};
+    for (int i = 0; i < n; i++) {
+        char *m = c->m + 64 * i;
+        memcpy(m, &cookie, 8);
+        memcpy(m + 8, msgs[i], 16);
+        sc.pending++;
+        gm_send_with_callback(c->gp, m, 6, 24, GM_HIGH_PRIORITY, node, port, sent_cb, &sc);
+    }
+    for (int i = 0; i < 200000 && sc.pending > 0; i++) {
+        gm_recv_event_t *e = gm_receive(c->gp);
+        if (GM_RECV_EVENT_TYPE(e) != GM_NO_RECV_EVENT)
+            gm_unknown(c->gp, e);
+        else if (pump)
+            pump(arg);
+    }
+    return sc.pending == 0 ? 0 : -1;
+}
+
+void conf_gm_ctrl_close(struct conf_gm_ctrl *c)
+{
+    if (!c) return;
+    if (c->m) gm_dma_free(c->gp, c->m);
+    if (c->gp) gm_close(c->gp);
+    free(c);
+}
+#else
+struct conf_gm_ctrl *conf_gm_ctrl_open(unsigned as_port)
+{
+    (void)as_port;
+    return NULL;
+}
+
+int conf_gm_ctrl_send(struct conf_gm_ctrl *c, const char *to_addr, uint64_t cookie,
+                      const uint32_t (*msgs)[4], int n, void (*pump)(void *), void *arg)
+{
+    (void)c, (void)to_addr, (void)cookie, (void)msgs, (void)n, (void)pump, (void)arg;
+    return -1;
+}
+
+void conf_gm_ctrl_close(struct conf_gm_ctrl *c)
+{
+    (void)c;
+}
 #endif
 
 /* The child's part: one connection per junk frame; exits 0 when all were sent. */

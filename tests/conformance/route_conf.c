@@ -319,6 +319,75 @@ static void test_foreign(void)
     h_close(p, 2);
 }
 
+/* gm: a rank re-admitted for a new occupant (dynamic sessions: often at the same GM node and
+ * port) takes no BYE or CREDIT of the earlier one, nor one meant for our earlier port: they
+ * are dropped and counted. Port 1 closes; port 0 hears it died and re-admits rank 1 at the
+ * same GM port with another incarnation (its address's "#N"); a GM port of the test's own
+ * at that port id then sends, as the earlier occupant, a BYE and a CREDIT (port 0 has a
+ * frame out to rank 1, so the credit would fit), and a BYE meant for port 0's earlier
+ * incarnation: all three dropped, and a send to rank 1 is still accepted. Then a BYE of the
+ * new occupant is taken: the next send fails. */
+static uint32_t inc_of(const char *addr)
+{
+    const char *h = strrchr(addr, '#');
+    return h ? (uint32_t)strtoul(h + 1, NULL, 10) : 0;
+}
+
+static void test_stale_control(void)
+{
+    if (strcmp(h_route_name, "gm") || !ops->peer_dead || !ops->counters) {
+        printf("\n  not the gm route: skipped\n");
+        return;
+    }
+    struct h_port p[2];
+    uint64_t cookie = h_cookie();
+    CU_ASSERT_EQUAL_FATAL(h_open(p, 2, cookie), COR_OK);
+    CU_ASSERT_EQUAL(h_exchange(p, 2, 20, 100, 20.0), 0);
+    char old[COR_ADDR_MAX], fresh[COR_ADDR_MAX + 16];
+    strcpy(old, p[1].addr);
+    uint32_t inc_old = inc_of(old), inc0 = inc_of(p[0].addr),
+             inc_new = inc_old + 1 ? inc_old + 1 : 1;
+    const char *hash = strrchr(old, '#');
+    unsigned node, port;
+    CU_ASSERT_FATAL(hash && inc_old && inc0 && sscanf(old, "%u:%u:", &node, &port) == 2);
+    ops->peer_dead(p[0].port, 1);
+    h_progress(p, 2);
+    h_close_one(&p[1]);
+    struct conf_gm_ctrl *g = conf_gm_ctrl_open(port); /* its GM port, for the test's messages */
+    if (!g) {
+        printf("\n  cannot open GM port %u here: skipped\n", port);
+        h_close(p, 2);
+        return;
+    }
+    snprintf(fresh, sizeof fresh, "%.*s#%u", (int)(hash - old), old, inc_new);
+    CU_ASSERT_EQUAL(ops->add_peer(p[0].port, 1, fresh), COR_OK);
+    for (int i = 0; i < 10; i++)
+        h_progress(p, 2);
+    p[0].check = 0;
+    CU_ASSERT_EQUAL(h_send_next(p, 0, 1, 100), COR_OK); /* takes a credit of rank 1 */
+    for (int i = 0; i < 10; i++)
+        h_progress(p, 2);
+    uint64_t d0 = dropped_now(&p[0]);
+    const uint32_t stale[3][4] = {{1 /* BYE */, 0, inc_old, inc0},
+                                  {2 /* CREDIT */, 1, inc_old, inc0},
+                                  {1, 0, inc_new, inc0 + 1 ? inc0 + 1 : 2}};
+    CU_ASSERT_EQUAL(conf_gm_ctrl_send(g, p[0].addr, cookie, stale, 3, inject_pump, p), 0);
+    for (int i = 0; i < 100; i++)
+        h_progress(p, 2);
+    CU_ASSERT_EQUAL(dropped_now(&p[0]) - d0, 3);
+    CU_ASSERT_EQUAL(h_send_next(p, 0, 1, 100), COR_OK); /* the stale BYE was not taken */
+    const uint32_t bye[1][4] = {{1, 0, inc_new, inc0}};
+    CU_ASSERT_EQUAL(conf_gm_ctrl_send(g, p[0].addr, cookie, bye, 1, inject_pump, p), 0);
+    for (int i = 0; i < 100; i++)
+        h_progress(p, 2);
+    CU_ASSERT_EQUAL(dropped_now(&p[0]) - d0, 3);
+    CU_ASSERT_EQUAL(h_send_next(p, 0, 1, 100), COR_EPEERDEAD); /* the new one's BYE was */
+    printf("\n  %llu stale control messages dropped\n",
+           (unsigned long long)(dropped_now(&p[0]) - d0));
+    h_close(p, 2);
+    conf_gm_ctrl_close(g);
+}
+
 /* ---- optional slots: wait, peer_dead ------------------------------------------------- */
 
 /* wait(): an idle port blocks about timeout_ms (bounded), and a frame sent to it ends the
@@ -553,6 +622,7 @@ int main(int argc, char **argv)
     add(s, "close with frames pending: one send_done each", test_close_pending);
     add(s, "peer death: sends fail, peer_failed once, others unaffected", test_peer_death);
     add(s, "foreign data dropped and counted", test_foreign);
+    add(s, "gm: stale BYE/CREDIT of a re-admitted rank dropped and counted", test_stale_control);
     add(s, "RMA: register (cached), put ordered before later sends, DMA memory", test_rma);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();

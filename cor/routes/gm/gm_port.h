@@ -20,19 +20,14 @@
 
 #include "gm.h"
 #include "gm_compat.h"
+#include "gm_ctrl.h"
 #include "cor/route.h"
 #include "rutil.h"
 
 /* Every GM message starts with a header. Data frames (low priority): 32 bits of the session
  * cookie and the receive-buffer credits returned to the receiver, then the core's frame.
- * Control messages (high priority): the whole cookie, an opcode and an argument. */
+ * Control messages (high priority): gm_ctrl.h. */
 #define GMR_HDR 8
-#define GMR_CTRL_LEN 16
-#define GMR_CTRL_CLASS 6  /* 56-byte buffers for control messages */
-#define GMR_OP_BYE 1      /* the sender closed its port: sends to it will fail */
-#define GMR_OP_CREDIT 2   /* arg = data buffers the sender provided again for us */
-#define GMR_OP_PING 3     /* are you there? (we wait for you): answer PONG, arg 0 */
-#define GMR_OP_PONG 4     /* the answer to a PING, from whichever thread polls */
 #define GMR_CTRL_SLOTS 4  /* our control messages in flight per peer: one of each op */
 #define GMR_RX_TOKENS 252 /* receive buffers we provide at most (GM has 254 tokens) */
 #define GMR_RX_BATCH 16   /* data frames one progress() delivers at most, in a stream */
@@ -111,6 +106,7 @@ struct gmr_peer {
     _Atomic int readmit_note;
     unsigned re_node, re_port;
     int re_local;
+    uint32_t inc, re_inc; /* its port's incarnation (its address; 0: not given), the next one */
 };
 
 enum gmr_tx_state { TX_FREE = 0, TX_QUEUED, TX_INFLIGHT, TX_DONE };
@@ -178,6 +174,8 @@ struct cor_rport {
     size_t pool_off[2], stride[2], small_max; /* small_max: largest frame+header in a small */
     unsigned ctrl_bufs;
     uint32_t cookie32;
+    uint32_t inc;        /* this port's incarnation (random, nonzero; in its address) */
+    uint64_t stale_ctrl; /* control messages of another incarnation, dropped (and counted) */
     struct gmr_rx_item returns[GMR_RX_BATCH]; /* delivered, buffer not yet provided again */
     unsigned nreturns;
     int credit_due;      /* some peer has credit_wanted set */

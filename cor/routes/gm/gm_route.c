@@ -4,12 +4,15 @@
  * addressing and the operations table, the plugin's only exported symbol; sending is in
  * gm_tx.c, receiving and progress in gm_rx.c, memory in gm_mem.c, knobs in gm_env.c.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gm_knobs.h"
 #include "gm_port.h"
@@ -74,6 +77,9 @@ static int gmr_open(const struct cor_route_config *cfg, const struct cor_route_u
     if ((rc = gmr_session_init(cfg, &p->k)) != COR_OK) goto fail;
     p->joined = 1;
     if ((rc = open_gm_port(p, cfg->port_index)) != COR_OK) goto fail;
+    while (!p->inc)
+        if (getrandom(&p->inc, sizeof p->inc, 0) != sizeof p->inc)
+            p->inc = (uint32_t)rutil_now_ns() ^ (uint32_t)getpid() << 12;
     if (gm_get_node_id(p->gp, &p->node_id) != GM_SUCCESS ||
         gm_get_host_name(p->gp, p->host) != GM_SUCCESS) {
         rc = COR_EROUTE;
@@ -143,9 +149,10 @@ static void gmr_close(struct cor_rport *p)
     (void)rutil_done_take(&p->base);
     if (p->k.stats)
         gmr_log("port node %u id %u: frames out %" PRIu64 " (%" PRIu64 " small) in %" PRIu64
-                ", puts %" PRIu64 ", dropped %" PRIu64 ", deepest software queue %" PRIu64,
+                ", puts %" PRIu64 ", dropped %" PRIu64 " (stale control %" PRIu64
+                "), deepest software queue %" PRIu64,
                 p->node_id, p->port_id, p->frames_out, p->small_out, p->frames_in, p->puts,
-                rutil_port_dropped(&p->base), p->queued_max);
+                rutil_port_dropped(&p->base), p->stale_ctrl, p->queued_max);
     if (p->k.stats)
         gmr_log("  ring: d_tail %llu d_queue %llu d_head %llu tx_tail %zu tx_head %zu ndone %u",
                 (unsigned long long)p->d_tail, (unsigned long long)p->d_queue,
@@ -172,19 +179,31 @@ static int gmr_address(struct cor_rport *p, char *buf, size_t len)
 {
     if (!p || !buf) return COR_EINVAL;
     const char *tcp = gmr_tcp_address();
-    int w = snprintf(buf, len, "%u:%u:%s%s%s", p->node_id, p->port_id, p->host, tcp ? "@" : "",
-                     tcp ? tcp : "");
+    int w = snprintf(buf, len, "%u:%u:%s%s%s#%" PRIu32, p->node_id, p->port_id, p->host,
+                     tcp ? "@" : "", tcp ? tcp : "", p->inc);
     return w < 0 || (size_t)w >= len || (size_t)w >= COR_ADDR_MAX ? COR_EINVAL : COR_OK;
 }
 
-/* Parses "node:port:host[@ip:port_base]"; the host must be what our node map calls that node,
- * so both sides use the same map (same session). The TCP endpoint, when given, goes to
- * libgm's node map (peers learnt at run time). */
-static int parse_addr(struct cor_rport *p, const char *addr, unsigned *node, unsigned *port)
+/* Parses "node:port:host[@ip:port_base][#incarnation]"; the host must be what our node map
+ * calls that node, so both sides use the same map (same session). The TCP endpoint, when
+ * given, goes to libgm's node map (peers learnt at run time). */
+static int parse_addr(struct cor_rport *p, const char *full, unsigned *node, unsigned *port,
+                      uint32_t *inc)
 {
-    char *end;
-    if (!addr || strnlen(addr, COR_ADDR_MAX) >= COR_ADDR_MAX || addr[0] < '0' || addr[0] > '9')
+    char *end, addr[COR_ADDR_MAX];
+    if (!full || strnlen(full, COR_ADDR_MAX) >= COR_ADDR_MAX || full[0] < '0' || full[0] > '9')
         return -1;
+    strcpy(addr, full);
+    char *hash = strrchr(addr, '#');
+    *inc = 0;
+    if (hash) {
+        if (hash[1] < '1' || hash[1] > '9') return -1;
+        errno = 0;
+        unsigned long v = strtoul(hash + 1, &end, 10);
+        if (*end || errno || v > UINT32_MAX) return -1;
+        *inc = (uint32_t)v;
+        *hash = '\0';
+    }
     unsigned long n = strtoul(addr, &end, 10);
     if (*end != ':' || n == 0 || n > 65535 || end[1] < '0' || end[1] > '9') return -1;
     unsigned long q = strtoul(end + 1, &end, 10);
@@ -241,7 +260,8 @@ static int hash_point(struct cor_rport *p, unsigned node, unsigned port, uint32_
 /* A new occupant of rank `peer`, which was given up (mem_lock held): the owner forgets the
  * earlier one's state when it takes the note. Frames of the earlier one that still arrive
  * are the core's to drop (its frames carry its incarnation). */
-static int readmit(struct cor_rport *p, cor_peer_t peer, unsigned node, unsigned port, int local)
+static int readmit(struct cor_rport *p, cor_peer_t peer, unsigned node, unsigned port, int local,
+                   uint32_t inc)
 {
     uint32_t other;
     if (gmr_lookup(p, node, port, &other) == 0 && other != peer &&
@@ -254,6 +274,7 @@ static int readmit(struct cor_rport *p, cor_peer_t peer, unsigned node, unsigned
     q->re_node = node;
     q->re_port = port;
     q->re_local = local;
+    q->re_inc = inc;
     atomic_store(&q->gone, 0);
     atomic_store(&q->held_lost, 0);
     atomic_store(&q->readmit_note, 1);
@@ -267,6 +288,7 @@ static void apply_readmit(struct cor_rport *p, struct gmr_peer *q)
     q->node = q->re_node;
     q->port = q->re_port;
     q->local = q->re_local;
+    q->inc = q->re_inc;
     q->dead = q->closed = q->reported = q->core_dead = 0;
     q->credits[0] = p->allot[0];
     q->credits[1] = p->allot[1];
@@ -288,7 +310,8 @@ static int gmr_add_peer(struct cor_rport *p, cor_peer_t peer, const char *addr)
 {
     if (!p || peer >= p->base.npeers) return COR_EINVAL;
     unsigned node, port;
-    if (parse_addr(p, addr, &node, &port) != 0) {
+    uint32_t inc;
+    if (parse_addr(p, addr, &node, &port, &inc) != 0) {
         gmr_log("domain %u: bad or foreign address '%.64s'", peer, addr ? addr : "(null)");
         return COR_EINVAL;
     }
@@ -298,11 +321,11 @@ static int gmr_add_peer(struct cor_rport *p, cor_peer_t peer, const char *addr)
     pthread_mutex_lock(&p->mem_lock);
     int rc = COR_EEXIST;
     if (p->peers[peer].added && atomic_load(&p->peers[peer].gone)) {
-        rc = readmit(p, peer, node, port, local);
+        rc = readmit(p, peer, node, port, local, inc);
         goto out;
     }
     if (p->peers[peer].added) {
-        if (p->peers[peer].node == node && p->peers[peer].port == port)
+        if (p->peers[peer].node == node && p->peers[peer].port == port && p->peers[peer].inc == inc)
             rc = COR_OK; /* the same again */
         goto out;
     }
@@ -312,6 +335,7 @@ static int gmr_add_peer(struct cor_rport *p, cor_peer_t peer, const char *addr)
         gmr_log("domain %u: address %s is already domain %u's", peer, addr, other);
         goto out;
     }
+    p->peers[peer].inc = inc; /* before the owner can find it (its control messages) */
     if (hash_point(p, node, port, peer)) goto out;
     struct gmr_peer *q = &p->peers[peer];
     q->node = node;

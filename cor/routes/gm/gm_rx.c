@@ -132,19 +132,11 @@ static void give_back(struct cor_rport *p)
 
 static void on_control(struct cor_rport *p, const char *m, size_t len, uint32_t peer)
 {
-    uint64_t cookie;
-    uint32_t op;
-    if (len != GMR_CTRL_LEN) {
-        rutil_port_drop(&p->base);
-        return;
-    }
-    memcpy(&cookie, m, 8);
-    memcpy(&op, m + 8, 4);
-    uint32_t arg;
-    memcpy(&arg, m + 12, 4);
+    uint32_t op, arg;
     struct gmr_peer *q = &p->peers[peer];
-    if (cookie != p->base.cookie || op < GMR_OP_BYE || op > GMR_OP_PONG ||
-        (op == GMR_OP_CREDIT ? arg == 0 || !credits_ok(p, q, arg) : arg != 0)) {
+    enum gmr_ctrl_verdict v = gmr_ctrl_parse(m, len, p->base.cookie, p->inc, q->inc, &op, &arg);
+    if (v == GMR_CTRL_STALE) p->stale_ctrl++;
+    if (v != GMR_CTRL_OK || (op == GMR_OP_CREDIT && !credits_ok(p, q, arg))) {
         rutil_port_drop(&p->base);
         return;
     }

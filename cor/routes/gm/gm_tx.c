@@ -266,9 +266,7 @@ void gmr_send_ctrl(struct cor_rport *p, uint32_t peer, uint32_t op, uint32_t arg
 {
     struct gmr_peer *q = &p->peers[peer];
     char *m = p->ctrl_tx + (size_t)GMR_CTRL_LEN * (GMR_CTRL_SLOTS * peer + op - 1);
-    memcpy(m, &p->base.cookie, 8);
-    memcpy(m + 8, &op, 4);
-    memcpy(m + 12, &arg, 4);
+    gmr_ctrl_encode(m, p->base.cookie, op, arg, p->inc, q->inc);
     p->tokens--;
     if (op == GMR_OP_CREDIT) q->ctrl_busy = 1;
     gm_send_completion_callback_t cb = op == GMR_OP_CREDIT ? on_credit_sent
