@@ -341,16 +341,22 @@ static void handle(const struct cpvm_ctl *c)
     switch (c->kind) {
     case CTL_HELLO:
         if (rt.joined && !rt.system_role && !rt.leaving && connect_peer(p, c)) {
-            ctl_send(c->tid, CTL_ACK);
-            atomic_fetch_add(&cpvm_stats.acks, 1);
             /* It takes our route: ask for the way back now, not at our first message to it
-             * (no mailbox look-up, no wait then). Until its answer our messages to it go
-             * PVM's way; SWITCH keeps their order. */
+             * (no mailbox look-up then), and before our ACK: a peer waiting for the ACK
+             * (its first message) reads our HELLO first and answers it before its SWITCH,
+             * so its first routed message reaches us after its answer and ours back go
+             * routed at once. A peer that did not wait answers at its next pvm call: our
+             * next message waits for that (answer_due, at most COR_PVM_CONNECT_MS), and
+             * only what other threads send meanwhile goes PVM's way (SWITCH keeps the
+             * order). */
             if (p->tx == TX_NEW && cpvm_routing()) {
                 ctl_send(c->tid, CTL_HELLO);
                 p->tx = TX_HELLO;
+                p->answer_due = true;
                 atomic_fetch_add(&cpvm_stats.hello_sent, 1);
             }
+            ctl_send(c->tid, CTL_ACK);
+            atomic_fetch_add(&cpvm_stats.acks, 1);
         } else {
             ctl_send(c->tid, CTL_NAK);
             atomic_fetch_add(&cpvm_stats.naks, 1);
@@ -779,10 +785,32 @@ static bool runs_cor(int tid)
     return buf > 0;
 }
 
+/* Waits until the peer answered our HELLO (its handler runs inside our reads), at most
+ * COR_PVM_CONNECT_MS. Lock held (let go while waiting). */
+static void await_answer(struct cpvm_peer *p)
+{
+    if (rt.connect_ms < 0) rt.connect_ms = (long)cpvm_knob(CPVM_K_CONNECT_MS);
+    uint64_t deadline = cpvm_now_ns() + (uint64_t)rt.connect_ms * 1000000u;
+    uint64_t spin_end = cpvm_spin_end();
+    while (p->tx == TX_HELLO) {
+        cpvm_read_sockets(); /* the answer runs the handler */
+        cpvm_run_deferred();
+        if (p->tx != TX_HELLO || cpvm_now_ns() >= deadline) break;
+        cpvm_wait_activity(deadline, spin_end);
+    }
+}
+
 void cpvm_route_touch(int tid)
 {
     if (!cpvm_routing() || tid == pvmmytid || tid <= 0) return;
     struct cpvm_peer *p = cpvm_peer_get(tid);
+    if (p && p->tx == TX_HELLO && p->answer_due) {
+        /* Our HELLO answered its own: this first message of ours waits for the answer
+         * too (once; other threads' messages meanwhile go PVM's way). */
+        p->answer_due = false;
+        await_answer(p);
+        return;
+    }
     if (!p || p->tx != TX_NEW) return;
     /* Only tasks that said so can answer (not pvmd, whose tids have no local part, nor a
      * plain PVM task, nor the group server). A task that has not said so may still be
@@ -807,15 +835,7 @@ void cpvm_route_touch(int tid)
      * from inside any pvm call), so even a program that sends one message per pair gets
      * the route; but at most COR_PVM_CONNECT_MS (default 1000): a busy peer's first
      * messages go PVM's way and the switch happens when it answers. */
-    if (rt.connect_ms < 0) rt.connect_ms = (long)cpvm_knob(CPVM_K_CONNECT_MS);
-    uint64_t deadline = cpvm_now_ns() + (uint64_t)rt.connect_ms * 1000000u;
-    uint64_t spin_end = cpvm_spin_end();
-    while (p->tx == TX_HELLO) {
-        cpvm_read_sockets(); /* the answer runs the handler */
-        cpvm_run_deferred();
-        if (p->tx != TX_HELLO || cpvm_now_ns() >= deadline) break;
-        cpvm_wait_activity(deadline, spin_end);
-    }
+    await_answer(p);
 }
 
 /* cor_finalize waits until peers acknowledged all our frames; a peer that exits meanwhile

@@ -29,6 +29,9 @@ struct cpvm_peer {
     unsigned inbox_index; /* its reserved task */
     enum tx_state tx;     /* our messages to it */
     bool connected, rx_switched, said_bye, gone;
+    /* Our HELLO went out answering its own (handle): our next message to it waits for the
+     * answer, as a first message does (cpvm_route_touch), instead of taking PVM's path. */
+    bool answer_due;
     uint64_t next_look_ns, look_gap_ns; /* when to look for its mailbox entry again */
     struct held *held_head, *held_tail;
     /* The pair's message numbers (see msgio.c, "numbers"): ours to it, the last it

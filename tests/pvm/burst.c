@@ -10,10 +10,20 @@
  * messages right after its enrolment, then takes the master's and checks number and order.
  * Each side checks what it got; exit status 0 when all arrived, in order.
  *
- *   burst [count]      (default 500)
+ * `burst reply WAIT_MS [count]` is the way back after the handshake: the worker sends one
+ * message (its first: it waits WAIT_MS for the master's answer to its HELLO, the master's
+ * COR_PVM_CONNECT_MS is the environment's), and with WAIT_MS 0 then sleeps 300 ms before any
+ * other pvm call; the master answers with `count` messages at once. The master's HELLO for
+ * the way back goes out when it accepts the worker's: the test script checks that none of
+ * its answers took PVM's path (the first waits for the worker's answer; a worker that
+ * waited answered before its SWITCH).
+ *
+ *   burst [count]                  (default 500)
+ *   burst reply WAIT_MS [count]
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <pvm3.h>
@@ -76,15 +86,71 @@ static int worker(int master, int count)
     return errors != 0;
 }
 
+/* The reply test's worker: one message, then (if it did not wait for the handshake) 300 ms
+ * without a pvm call, then the master's. */
+static int reply_worker(int master, int wait_ms)
+{
+    if (send_seq(master, 0) < 0) return 1;
+    if (wait_ms == 0) nanosleep(&(struct timespec){0, 300000000}, NULL);
+    int errors = take(master, -1, "worker");
+    pvm_initsend(PvmDataDefault);
+    pvm_pkint(&errors, 1, 1);
+    pvm_send(master, TAG_VERDICT);
+    return errors != 0;
+}
+
+static int reply_master(const char *wait_ms, int count)
+{
+    char n[16];
+    snprintf(n, sizeof n, "%d", count);
+    char *args[] = {"replyworker", (char *)wait_ms, n, NULL};
+    int tid = -1, theirs = -1, hdr[2] = {-1, 0};
+    if (pvm_spawn("burst", args, PvmTaskDefault, "", 1, &tid) != 1 || tid < 0) {
+        fprintf(stderr, "burst: cannot spawn the worker (%d)\n", tid);
+        return 1;
+    }
+    if (pvm_recv(tid, TAG_SEQ) < 0 || pvm_upkint(hdr, 2, 1) < 0 || hdr[0] != 0 || hdr[1] != ~0) {
+        fprintf(stderr, "burst: the worker's message is not #0 (%d)\n", hdr[0]);
+        return 1;
+    }
+    for (int i = 0; i < count; i++)
+        if (send_seq(tid, i) < 0) return 1;
+    pvm_initsend(PvmDataDefault);
+    pvm_pkint(&count, 1, 1);
+    pvm_send(tid, TAG_END);
+    if (pvm_recv(tid, TAG_VERDICT) < 0 || pvm_upkint(&theirs, 1, 1) < 0 || theirs != 0) {
+        fprintf(stderr, "burst: the worker saw %d errors\n", theirs);
+        return 1;
+    }
+    printf("burst: reply (worker's wait %s ms): 1 to the master and %d back, complete and in "
+           "order\n",
+           wait_ms, count);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    int worker_mode = argc > 1 && argv[1][0] == 'w';
-    int count = atoi(argc > 1 + worker_mode ? argv[1 + worker_mode] : "500");
+    int reply = argc > 2 && !strcmp(argv[1], "reply");
+    int reply_wk = argc > 3 && !strcmp(argv[1], "replyworker");
+    int worker_mode = !reply_wk && argc > 1 && argv[1][0] == 'w';
+    int skip = reply || reply_wk ? 2 : worker_mode;
+    int count = atoi(argc > 1 + skip ? argv[1 + skip] : "500");
     if (count < 1 || count > 1000000) {
         fprintf(stderr, "burst: count must be 1..1000000\n");
         return 2;
     }
+    if ((reply || reply_wk) && (atoi(argv[2]) < 0 || strspn(argv[2], "0123456789") == 0)) {
+        fprintf(stderr, "burst: reply WAIT_MS: a number of milliseconds\n");
+        return 2;
+    }
+    /* The worker's first message waits WAIT_MS for the handshake (read at its first send). */
+    if (reply_wk) setenv("COR_PVM_CONNECT_MS", argv[2], 1);
     if (pvm_mytid() < 0) return 1;
+    if (reply || reply_wk) {
+        int rc = reply ? reply_master(argv[2], count) : reply_worker(pvm_parent(), atoi(argv[2]));
+        pvm_exit();
+        return rc;
+    }
     if (worker_mode) {
         int rc = worker(pvm_parent(), count);
         pvm_exit();

@@ -4,7 +4,9 @@
 # and the worker a burst right after its enrolment; both sides check count and order. Each
 # route runs with the first message waiting for the handshake (the default) and without
 # (COR_PVM_CONNECT_MS=0: the worker's burst starts on PVM's path too). The counters must show
-# both paths used, a switch, and nothing dropped. Exit 0 pass, 1 fail, 77 skip.
+# both paths used, a switch, and nothing dropped. Then the way back (burst reply): the
+# master's answers to the worker's first message all go routed, whether the worker waited
+# for its handshake or not. Exit 0 pass, 1 fail, 77 skip.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pvmlib.sh"
@@ -42,6 +44,27 @@ for route in myrinet udp; do
             { cat "$PVM_ERR" "$PVM_WORK/$route.log"
               fail "$route: counters say routed sent $r, pvm sent $p, switches $s, dropped $d"; }
         say "$route (connect wait $wait_ms ms): $(cat "$PVM_OUT"); routed $r, pvm $p, switches $s"
+    done
+    # The way back: the master answers the worker's first message with a burst; the HELLO
+    # for its way went out when it accepted the worker's, so none of them may take PVM's
+    # path: with a worker that did not wait for the handshake and sleeps (the master's first
+    # answer waits for the worker's), and with a worker that waited (it answered the
+    # master's HELLO before its SWITCH) while the master never waits.
+    for mode in "0 5000" "5000 0"; do
+        read -r worker_ms master_ms <<<"$mode"
+        off=$(pvm_log_size)
+        PVM_MASTER_TIMEOUT=90 pvm_run_master env COR_PVM_ROUTE=$route COR_PVM_STATS=1 \
+            COR_PVM_CONNECT_MS=$master_ms PVM_EXPORT=$exports "$PROG" reply "$worker_ms" 50
+        pvm_log_since "$off" >"$PVM_WORK/$route.log"
+        what="$route reply (the worker's wait $worker_ms ms, the master's $master_ms ms)"
+        grep -q "complete and in order" "$PVM_OUT" && [ "$PVM_RC" = 0 ] ||
+            { cat "$PVM_OUT" "$PVM_ERR" "$PVM_WORK/$route.log" | tail -40
+              fail "$what: exit $PVM_RC"; }
+        mp=$(grep -o 'via pvm sent [0-9]*' "$PVM_ERR" | head -1 | grep -o '[0-9]*$' || true)
+        [ "$mp" = 0 ] ||
+            { cat "$PVM_ERR" "$PVM_WORK/$route.log"
+              fail "$what: the master sent ${mp:-?} of its 51 answers PVM's way (expected 0)"; }
+        say "$what: $(cat "$PVM_OUT"); the master's answers all routed"
     done
 done
 pvm_vm_stop
