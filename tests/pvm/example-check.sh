@@ -30,6 +30,7 @@ stats() {
 }
 
 fails=0 runs=0
+reasons=() # one line per failed run, said again at the end (CI shows a failure's last lines)
 # run_one ROUTE: one run in a VM of its own (CoR domain ranks are never reused in a VM).
 run_one() {
     local route=$1 off log why="" t0 t1 ms i tries
@@ -88,6 +89,12 @@ run_one() {
         say "PASS $route: $(sed -n "s/^$EXAMPLE: //p" "$PVM_OUT" | head -1) [run ${ms} ms; routed sent master $mrs, worker $wrs; PVM's path master $mps, worker $wps]"
     else
         say "FAIL $route: $why (run ${ms} ms)"
+        reasons+=("$route, run $runs: $why (run ${ms} ms; stats master ${m:-none}; worker ${w:-none})")
+        # The programs' own complaints (a wrong message, where the watchdog found them).
+        local said
+        said=$({ cat "$PVM_OUT" "$PVM_ERR"; printf '%s\n' "$log"; } | grep -E "$EXAMPLE(\[|:)|libcorpvm\[.*(gave|given|cannot)" |
+            grep -v 'routed sent' | head -4 | sed 's/^/    /' || true)
+        [ -z "$said" ] || reasons+=("$route, run $runs, the tasks said:"$'\n'"$said")
         { echo "--- master stdout"; cat "$PVM_OUT"; echo "--- master stderr"; cat "$PVM_ERR"
           echo "--- pvmd log of the run"; printf '%s\n' "$log"; } | sed 's/^/  | /'
         fails=$((fails + 1))
@@ -99,6 +106,11 @@ for route in ${COR_PVM_TEST_ROUTES:-myrinet udp}; do
     for ((n = 0; n < ${PVM_TEST_REPEAT:-1}; n++)); do run_one "$route"; done
 done
 [ "$runs" -gt 0 ] || { say "FAIL: nothing ran (COR_PVM_TEST_ROUTES empty?)"; exit 1; }
-if [ "$fails" -ne 0 ]; then say "FAIL: $fails run(s) failed"; exit 1; fi
+if [ "$fails" -ne 0 ]; then
+    for r in "${reasons[@]}"; do say "FAIL $r"; done
+    say "(stats: tid, routed sent, B, routed received, B, PVM's path sent, received, dropped)"
+    say "FAIL: $fails of $runs run(s) failed"
+    exit 1
+fi
 say "PASS ($runs runs)"
 exit 0
