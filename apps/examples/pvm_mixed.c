@@ -66,6 +66,14 @@ static const char *who;
 static _Atomic int failures;
 static _Atomic int stage; /* where main is, for the watchdog */
 static _Atomic int task_stage;
+static _Atomic int step;          /* the message main is at (stages 2 and 3) */
+static const char *_Atomic doing; /* the call main is in */
+
+static void at(int seq, const char *call)
+{
+    atomic_store(&step, seq);
+    atomic_store(&doing, call);
+}
 
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void fail(const char *fmt, ...)
@@ -140,6 +148,7 @@ static int cor_start_send(int seq, int n, int tag, int **buf, cor_req_t *req)
 static int cor_finish_send(int seq, int *buf, cor_req_t *req)
 {
     cor_status_t st;
+    at(seq, "cor_wait of its cor_sendI");
     int err = cor_wait(req, &st);
     cor_releaseBuffer(buf);
     if (err) fail("cor_sendI of message %d completed with %s", seq, cor_strerror(err));
@@ -171,6 +180,7 @@ static int cor_recv_one(int seq, int n, int tag, int *mine)
     cor_req_t req;
     cor_status_t st;
     void *ptr = NULL;
+    at(seq, "cor_wait of its cor_recvI");
     int err = seq % 2 ? cor_recvI_into(peer_main, COR_CTX_WORLD, tag, COR_INT, mine, MAX_INTS, &req)
                       : cor_recvI(peer_main, COR_CTX_WORLD, tag, &ptr, &req);
     if (!err) err = cor_wait(&req, &st);
@@ -184,6 +194,7 @@ static int cor_recv_one(int seq, int n, int tag, int *mine)
 static int pvm_send_one(int seq, int n, int tag, int *tmp)
 {
     fill_ints(tmp, side, seq, n);
+    at(seq, "pvm_send");
     int rc = pvm_initsend(seq % 2 ? PvmDataRaw : PvmDataDefault);
     if (rc >= 0) rc = pvm_pkint(tmp, n + HDR, 1);
     if (rc >= 0) rc = pvm_send(peer, tag);
@@ -193,6 +204,7 @@ static int pvm_send_one(int seq, int n, int tag, int *tmp)
 
 static int pvm_recv_one(int seq, int n, int tag, int *tmp)
 {
+    at(seq, "pvm_recv");
     int bufid = pvm_recv(peer, tag);
     int bytes = 0, rtag = 0, src = 0;
     if (bufid <= 0 || pvm_bufinfo(bufid, &bytes, &rtag, &src) < 0 || rtag != tag || src != peer) {
@@ -303,12 +315,25 @@ static void *watchdog(void *arg)
         if (!failed_at && atomic_load(&failures)) failed_at = now();
         bool stuck = now() - t0 > limit, given_up = failed_at && now() - failed_at > 2;
         if (stuck || given_up) {
+            const char *call = atomic_load(&doing);
             fprintf(stderr,
-                    "pvm_mixed[t%x %s]: %s %.0f s: main at stage %d, partner at stage "
-                    "%d\n",
+                    "pvm_mixed[t%x %s]: %s %.0f s: main at stage %d (message %d, in %s), "
+                    "partner at stage %d\n",
                     (unsigned)me, who,
                     stuck ? "still running after" : "giving up after a failure, at",
-                    stuck ? limit : now() - t0, atomic_load(&stage), atomic_load(&task_stage));
+                    stuck ? limit : now() - t0, atomic_load(&stage), atomic_load(&step),
+                    call ? call : "none of them", atomic_load(&task_stage));
+            cor_stats_t k;
+            if (stuck && cor_stats_get(&k) == COR_OK)
+                fprintf(stderr,
+                        "pvm_mixed[t%x %s]: core: sent %llu (eager %llu, rendezvous %llu) "
+                        "received %llu; credit frames %llu, stalls %llu; unexpected now %llu; "
+                        "frames dropped %llu\n",
+                        (unsigned)me, who, (unsigned long long)k.msgs_sent,
+                        (unsigned long long)k.eager_sent, (unsigned long long)k.rndv_sent,
+                        (unsigned long long)k.msgs_received, (unsigned long long)k.credit_frames,
+                        (unsigned long long)k.credit_stalls, (unsigned long long)k.unexpected_now,
+                        (unsigned long long)k.frames_dropped);
             if (!is_worker) {
                 printf("pvm_mixed: FAILED (%s; details on stderr and in the pvmd log)\n",
                        stuck ? "stuck" : "wrong message");
@@ -483,6 +508,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < STREAM && !atomic_load(&failures); i++) {
             if (i % 2 == 0) {
                 cor_status_t st;
+                at(i, "cor_wait of its cor_recvI");
                 err = cor_wait(&rreq[i / 2], &st);
                 cor_check_recv(err, &st, rptr[i / 2], i, stream_size(i), TAG_COR_STREAM,
                                "CoR stream message");

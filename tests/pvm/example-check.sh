@@ -93,7 +93,7 @@ run_one() {
         # The programs' own complaints (a wrong message, where the watchdog found them).
         local said
         said=$({ cat "$PVM_OUT" "$PVM_ERR"; printf '%s\n' "$log"; } | grep -E "$EXAMPLE(\[|:)|libcorpvm\[.*(gave|given|cannot)" |
-            grep -v 'routed sent' | head -4 | sed 's/^/    /' || true)
+            grep -v 'routed sent' | head -6 | sed 's/^/    /' || true)
         [ -z "$said" ] || reasons+=("$route, run $runs, the tasks said:"$'\n'"$said")
         { echo "--- master stdout"; cat "$PVM_OUT"; echo "--- master stderr"; cat "$PVM_ERR"
           echo "--- pvmd log of the run"; printf '%s\n' "$log"; } | sed 's/^/  | /'
