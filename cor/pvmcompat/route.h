@@ -88,7 +88,7 @@ int cpvm_addmhf_own(int src, int tag, int ctx, int (*fn)(int));
 int cpvm_inbound_start(void);
 void cpvm_inbound_stop(void);
 void cpvm_release_held(struct cpvm_peer *p);
-void cpvm_sends_drain(void); /* waits for the sends still going on in the background */
+void cpvm_sends_drain(void);        /* waits for the sends still going on in the background */
 void cpvm_unconfirmed_forget(void); /* after cor_finalize: what peers did not confirm */
 /* The route gave peer p up (or p says it gave us up: told = true): what p has not confirmed
  * goes PVM's way, in order, and so does everything after. Lock held. */
