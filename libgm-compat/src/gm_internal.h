@@ -334,6 +334,7 @@ struct gmx_region {
     unsigned refs;
     int dma;           /* from gm_dma_malloc */
     struct fid_mr *mr; /* registered with the provider for RMA (lazily) */
+    int exported;      /* key valid: mr registered, or (rings) the key made up */
     uint64_t key;
 };
 
@@ -512,6 +513,10 @@ ssize_t gmx_tp_send(struct gm_port *p, struct gmx_peer *peer, const struct iovec
 ssize_t gmx_tp_recv(struct gm_port *p, void *buf, size_t len, uint64_t tag, uint64_t ignore,
                     void *ctx);
 void gmx_tp_cancel(struct gm_port *p, void *ctx);
+ssize_t gmx_tp_write(struct gm_port *p, struct gmx_peer *peer, const void *buf, size_t len,
+                     uint64_t raddr, uint64_t rkey, void *ctx);
+ssize_t gmx_tp_read(struct gm_port *p, struct gmx_peer *peer, void *buf, size_t len, uint64_t raddr,
+                    uint64_t rkey, void *ctx);
 ssize_t gmx_tp_cq_read(struct gm_port *p, struct fi_cq_tagged_entry *ce, size_t n);
 int gmx_tp_cq_readerr(struct gm_port *p, struct fi_cq_err_entry *err); /* 1 if one was read */
 int gmx_tp_insert(struct gm_port *p, struct gmx_peer *peer, const void *addr);
@@ -540,7 +545,9 @@ int gmx_shm_insert(struct gmx_shm *sh, unsigned node, unsigned port, const char 
 void gmx_shm_remove(struct gmx_shm *sh, fi_addr_t addr);
 int gmx_shm_busy(struct gmx_shm *sh);
 int gmx_shm_deferred(struct gmx_shm *sh);
-void gmx_shm_drive(struct gmx_shm *sh); /* messages left in the ring for receives to come */
+void gmx_shm_drive(struct gmx_shm *sh);
+ssize_t gmx_shm_rma(struct gmx_shm *sh, fi_addr_t to, void *buf, size_t len, uint64_t raddr,
+                    int write, void *ctx); /* messages left in the ring for receives to come */
 
 /* pool.c */
 struct gmx_sreq *gmx_sreq_get(struct gm_port *p);

@@ -30,9 +30,10 @@ static int region_add(struct gm_port *p, uintptr_t base, size_t len, int dma)
  * a put already on its way may still land, as GM's could). */
 static void unexport(struct gm_port *p, struct gmx_region *g)
 {
-    if (!g->mr) return;
-    fi_close(&g->mr->fid);
+    if (!g->exported) return;
+    if (g->mr) fi_close(&g->mr->fid);
     g->mr = NULL;
+    g->exported = 0;
     struct gmx_hdr h = {.kind = GMX_K_UNKEY, .addr = g->base, .len = g->len};
     for (unsigned n = 0; n < p->peers_rows; n++) {
         if (!p->peers[n]) continue;
@@ -52,8 +53,13 @@ void gmx_regions_unexport_all(struct gm_port *p)
 /* Registers g with the provider for remote access (once); 0 or -1. */
 int gmx_region_export(struct gm_port *p, struct gmx_region *g)
 {
-    if (g->mr) return 0;
+    if (g->exported) return 0;
     uint64_t want = p->mr_prov_key ? 0 : ++p->next_key;
+    if (p->shm) { /* the rings' RMA copies between processes by address (shmring.c) */
+        g->key = want;
+        g->exported = 1;
+        return 0;
+    }
     int rc = fi_mr_reg(p->domain, (void *)g->base, g->len, FI_REMOTE_READ | FI_REMOTE_WRITE, 0,
                        want, 0, &g->mr, NULL);
     if (rc != 0) {
@@ -67,6 +73,7 @@ int gmx_region_export(struct gm_port *p, struct gmx_region *g)
         g->mr = NULL;
         return -1;
     }
+    g->exported = 1;
     return 0;
 }
 

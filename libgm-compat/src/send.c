@@ -335,18 +335,10 @@ static ssize_t send_now_raw_unguarded(struct gm_port *p, struct gmx_sreq *s)
         /* The callback means "landed": shm's writes are synchronous copies
          * (or answered by the target); other providers must be asked for
          * delivery completion (which would slow shm down). */
-        struct iovec iov = {(void *)s->buf, s->len};
-        struct fi_rma_iov riov = {s->raddr, s->len, s->rkey};
-        struct fi_msg_rma msg = {.msg_iov = &iov,
-                                 .iov_count = 1,
-                                 .addr = peer->addr,
-                                 .rma_iov = &riov,
-                                 .rma_iov_count = 1,
-                                 .context = s};
-        rc = fi_writemsg(p->ep, &msg, FI_COMPLETION | (p->addr_is_str ? 0 : FI_DELIVERY_COMPLETE));
+        rc = gmx_tp_write(p, peer, s->buf, s->len, s->raddr, s->rkey, s);
         if (rc == 0) peer->rma_busy++;
     } else if (s->rma == 2) {
-        rc = fi_read(p->ep, (void *)s->buf, s->len, NULL, peer->addr, s->raddr, s->rkey, s);
+        rc = gmx_tp_read(p, peer, (void *)s->buf, s->len, s->raddr, s->rkey, s);
     } else {
         struct iovec iov = {(void *)s->buf, s->len};
         if (s->len <= p->inject_size) {

@@ -34,6 +34,9 @@
  * completes the send when its last slot is in the ring.  Senders ring the target's doorbell
  * (bell.c) after publishing.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* process_vm_readv, process_vm_writev */
+#endif
 #include "gm_internal.h"
 
 #include <errno.h>
@@ -65,7 +68,8 @@ struct slot_hdr {
 #define SLOT_PAYLOAD (RING_SLOT - sizeof(struct slot_hdr))
 
 struct ring_head {
-    uint32_t magic, version, nchan, nslots, slot_size, pad;
+    uint32_t magic, version, nchan, nslots, slot_size;
+    uint32_t pid;                        /* the owner's, for RMA (process_vm_readv/writev) */
     _Atomic uint64_t summary;            /* bit w: active[w] may have bits set */
     _Atomic uint64_t active[RING_WORDS]; /* bit c: channel c has published slots */
 };
@@ -128,6 +132,7 @@ struct tx { /* a target port's channel of ours */
     struct ring_chan *chan;
     char *slots; /* our channel's slots (mapped) */
     unsigned ci;
+    pid_t pid; /* the target's process (RMA) */
     uint64_t tail;
     struct gmx_bell *bell;
     struct txq *q, *q_tail;
@@ -571,6 +576,35 @@ ssize_t gmx_shm_send(struct gmx_shm *sh, fi_addr_t to, const struct iovec *iov, 
     return 0;
 }
 
+/* RMA: copies between our buffer and the target process's memory at raddr, at once (the
+ * target's CPU takes no part).  The address is the target's word (GMX_K_KEY); a bad one fails
+ * the call (EFAULT), it never touches our memory beyond buf.  A target process that is gone
+ * fails it too (ESRCH).  Like libfabric's shm provider, the key is not checked at the target:
+ * its withdrawal (GMX_K_UNKEY) reaches senders as a message. */
+ssize_t gmx_shm_rma(struct gmx_shm *sh, fi_addr_t to, void *buf, size_t len, uint64_t raddr,
+                    int write, void *ctx)
+{
+    struct tx *t = tx_of(sh, to);
+    if (!t || t->broken || t->pid <= 0) return -FI_EIO;
+    size_t done = 0;
+    int err = 0;
+    while (done < len && !err) {
+        struct iovec l = {(char *)buf + done, len - done};
+        struct iovec r = {(void *)(uintptr_t)(raddr + done), len - done};
+        ssize_t n = write ? process_vm_writev(t->pid, &l, 1, &r, 1, 0)
+                          : process_vm_readv(t->pid, &l, 1, &r, 1, 0);
+        if (n > 0)
+            done += (size_t)n;
+        else
+            err = n == 0 ? EFAULT : errno;
+    }
+    if (err)
+        fail(sh, ctx, err == ESRCH ? FI_ECONNREFUSED : FI_EACCES, done, 0, 0);
+    else
+        complete(sh, ctx, FI_RMA | (write ? FI_WRITE : FI_READ), len, NULL, 0);
+    return 0;
+}
+
 int gmx_shm_busy(struct gmx_shm *sh)
 {
     return sh->busy != 0 || sh->any_pending;
@@ -768,6 +802,7 @@ int gmx_shm_insert(struct gmx_shm *sh, unsigned node, unsigned port, const char 
                      .slots = slots,
                      .ci = ci,
                      .tail = atomic_load(&ctl[ci].tail),
+                     .pid = (pid_t)rh->pid,
                      .bell = gmx_bell_map_peer(node, port)};
     tx_room(t); /* marks it broken if the indices are wrong */
     *out = i;
@@ -818,6 +853,7 @@ gm_status_t gmx_shm_open(struct gm_port *p)
     sh->rh->slot_size = RING_SLOT;
     sh->rh->version = RING_VERSION;
     sh->id = ((uint32_t)p->node_id << 8 | p->port_id) + 1;
+    sh->rh->pid = (uint32_t)getpid();
     atomic_thread_fence(memory_order_release);
     sh->rh->magic = RING_MAGIC;
     char addr[GMX_ADDR_AREA];
@@ -832,7 +868,12 @@ gm_status_t gmx_shm_open(struct gm_port *p)
     p->addr_is_str = 1;
     p->inject_size = SLOT_PAYLOAD;
     p->eager_max = GMX_EAGER_MAX;
-    p->rma = 0;
+    /* Puts and gets after the first into a region copy straight between the processes
+     * (gmx_shm_rma), as libfabric's shm provider does: keys are made up by us. */
+    p->rma = gmx_cfg.rma;
+    p->mr_virt = 1;
+    p->mr_prov_key = 0;
+    p->next_key = (gmx_now_ns() & 0xffffffffffULL) << 20;
     return GM_SUCCESS;
 fail:
     if (fd >= 0) close(fd);

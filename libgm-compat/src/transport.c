@@ -62,6 +62,32 @@ ssize_t gmx_tp_recv(struct gm_port *p, void *buf, size_t len, uint64_t tag, uint
     return fi_trecv(p->ep, buf, len, NULL, FI_ADDR_UNSPEC, tag, ignore, ctx);
 }
 
+/* RMA (p->rma): a write that landed when it completes, a read. */
+ssize_t gmx_tp_write(struct gm_port *p, struct gmx_peer *peer, const void *buf, size_t len,
+                     uint64_t raddr, uint64_t rkey, void *ctx)
+{
+    if (p->shm) return gmx_shm_rma(p->shm, peer->addr, (void *)buf, len, raddr, 1, ctx);
+    struct iovec iov = {(void *)buf, len};
+    struct fi_rma_iov riov = {raddr, len, rkey};
+    struct fi_msg_rma msg = {.msg_iov = &iov,
+                             .iov_count = 1,
+                             .addr = peer->addr,
+                             .rma_iov = &riov,
+                             .rma_iov_count = 1,
+                             .context = ctx};
+    /* The callback means "landed": shm's writes are synchronous copies (or answered by the
+     * target); other providers must be asked for delivery completion (which would slow shm
+     * down). */
+    return fi_writemsg(p->ep, &msg, FI_COMPLETION | (p->addr_is_str ? 0 : FI_DELIVERY_COMPLETE));
+}
+
+ssize_t gmx_tp_read(struct gm_port *p, struct gmx_peer *peer, void *buf, size_t len, uint64_t raddr,
+                    uint64_t rkey, void *ctx)
+{
+    if (p->shm) return gmx_shm_rma(p->shm, peer->addr, buf, len, raddr, 0, ctx);
+    return fi_read(p->ep, buf, len, NULL, peer->addr, raddr, rkey, ctx);
+}
+
 void gmx_tp_cancel(struct gm_port *p, void *ctx)
 {
     if (p->shm)
