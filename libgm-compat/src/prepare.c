@@ -28,8 +28,8 @@ static int fabric_wanted(void)
     const char *t = gmx_knob_str(GMX_K_TRANSPORT);
     const char *prov = gmx_knob_str(GMX_K_PROVIDER);
     if (t && strcmp(t, "shm") == 0) return 0;
-    if (t && strcmp(t, "auto") == 0) return prov && *prov && strcmp(prov, "shm") != 0;
-    return 1;
+    if (t && strcmp(t, "fabric") == 0) return 1;
+    return prov && *prov && strcmp(prov, "shm") != 0; /* auto */
 }
 
 static void initialize_libfabric(void)

@@ -824,10 +824,19 @@ gm_status_t gmx_shm_open(struct gm_port *p)
     if (!sh) return GM_OUT_OF_MEMORY;
     sh->cq.size = sizeof(struct fi_cq_tagged_entry);
     sh->errq.size = sizeof(struct fi_cq_err_entry);
+    int fd = -1;
     /* The lock file's stem, then a name per opening (lockfile.c's region_of checks both). */
     snprintf(sh->name, sizeof sh->name, "/%s-%u-%u.%x.%x:ring", gmx_cfg.shm_ns, p->node_id,
              p->port_id, (unsigned)getpid(), atomic_fetch_add(&openings, 1));
-    int fd = -1;
+    /* Named in the lock file before it exists: a process killed from here on leaves nothing
+     * that the next finder of its lock file does not remove (a sender sees no magic yet). */
+    char addr[GMX_ADDR_AREA];
+    int alen = snprintf(addr, sizeof addr, GMX_SHM_ADDR_PREFIX "%s", sh->name + 1);
+    if (alen <= 0 || (size_t)alen >= sizeof addr ||
+        pwrite(p->lock_fd, addr, (size_t)alen, 0) != alen) {
+        fprintf(stderr, "libgm: cannot publish the address of port %u\n", p->port_id);
+        goto fail;
+    }
     for (int tries = 0; tries < 2 && fd < 0; tries++) {
         fd = shm_open(sh->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0 && errno == EEXIST)
@@ -856,13 +865,6 @@ gm_status_t gmx_shm_open(struct gm_port *p)
     sh->rh->pid = (uint32_t)getpid();
     atomic_thread_fence(memory_order_release);
     sh->rh->magic = RING_MAGIC;
-    char addr[GMX_ADDR_AREA];
-    int alen = snprintf(addr, sizeof addr, GMX_SHM_ADDR_PREFIX "%s", sh->name + 1);
-    if (alen <= 0 || (size_t)alen >= sizeof addr ||
-        pwrite(p->lock_fd, addr, (size_t)alen, 0) != alen) {
-        fprintf(stderr, "libgm: cannot publish the address of port %u\n", p->port_id);
-        goto fail;
-    }
     memcpy(p->region, sh->name, sizeof p->region);
     p->shm = sh;
     p->addr_is_str = 1;

@@ -15,13 +15,13 @@
 int gmx_transport_rings(void)
 {
     const char *t = gmx_knob_str(GMX_K_TRANSPORT);
-    int mode = GMX_TRANSPORT_FABRIC;
+    int mode = GMX_TRANSPORT_AUTO;
     if (t && *t) {
         if (strcmp(t, "shm") == 0)
             mode = GMX_TRANSPORT_SHM;
-        else if (strcmp(t, "auto") == 0)
-            mode = GMX_TRANSPORT_AUTO;
-        else if (strcmp(t, "fabric") != 0)
+        else if (strcmp(t, "fabric") == 0)
+            mode = GMX_TRANSPORT_FABRIC;
+        else if (strcmp(t, "auto") != 0)
             fprintf(stderr, "libgm: ignoring %s=%s (expected fabric, shm or auto)\n",
                     gmx_knob_name(GMX_K_TRANSPORT), t);
     }
