@@ -169,6 +169,11 @@ static struct {
     int table_sent;
     char *table; /* TABLE, the A lines and END: formatted once, sent to every domain */
     size_t table_len, table_lines;
+    /* The A lines inside g.table (table[a_off .. a_off + a_len)) and their SHA-256: a sealed
+     * connection gets them as one block (bootline.h), hashed once for all connections. */
+    size_t table_a_off, table_a_len;
+    unsigned char table_digest[COR_SHA256_BYTES];
+    int table_n; /* addresses per domain */
     unsigned released;
     /* Counters that replace scans of the N domains at every event (O(N^2) a session). */
     int nlive;       /* domains in D_RUNNING */
@@ -440,24 +445,27 @@ static void conn_table(int i)
     struct conn *c = &g.conns[i];
     if (c->fd < 0 || c->closing) return;
     if (c->sealed) {
-        /* Each proven connection gets its own copy: the seals differ per connection. */
-        size_t cap = g.table_len + g.table_lines * COR_BOOT_SEAL_MAX + 1, n = 0;
-        char *t = malloc(cap);
-        if (!t) {
-            say("out of memory for the address table of domain %d", c->rank);
+        /* One sealed block (bootline.h): TABLE with the A lines' digest and END are sealed
+         * for this connection, the A lines shared by all go as they are. Two seals per
+         * connection: sealing every line was N x (N x n + 2) seals a session (~0.6 s of
+         * cor-run's CPU at 256 domains, docs/measurements/scale-2026-11-28d.md). */
+        struct cor_bootline l = {.kind = COR_BL_TABLE, .size = g.n, .n = g.table_n, .digest = 1};
+        memcpy(l.mac, g.table_digest, sizeof l.mac);
+        char body[LINE_MAX_ + 1], head[LINE_MAX_ + 1], tail[LINE_MAX_ + 1];
+        int bl = cor__bootline_format(&l, body, sizeof body);
+        int hk = bl > 0 ? cor__boot_seal(&c->tx, body, (size_t)bl - 1, head, sizeof head) : -1;
+        l.kind = COR_BL_END;
+        bl = hk > 0 ? cor__bootline_format(&l, body, sizeof body) : -1;
+        int tk = bl > 0 ? cor__boot_seal(&c->tx, body, (size_t)bl - 1, tail, sizeof tail) : -1;
+        if (tk < 0) { /* not with lines that cor__bootline_format made */
+            say("cannot seal the address table for domain %d", c->rank);
             c->closing = 1;
             mark_dirty(i);
             return;
         }
-        for (const char *p = g.table, *end = g.table + g.table_len; p < end;) {
-            const char *nl = memchr(p, '\n', (size_t)(end - p));
-            int k = nl ? cor__boot_seal(&c->tx, p, (size_t)(nl - p), t + n, cap - n) : -1;
-            if (k < 0) break; /* not with lines that cor__bootline_format made */
-            n += (size_t)k;
-            p = nl + 1;
-        }
-        conn_write(i, t, n);
-        free(t);
+        conn_write(i, head, (size_t)hk);
+        conn_write(i, g.table + g.table_a_off, g.table_a_len);
+        conn_write(i, tail, (size_t)tk);
         return;
     }
     if (c->out_len > c->out_off || c->table_pending) {
@@ -647,8 +655,10 @@ static void send_table(void)
     }
     struct cor_bootline l = {.kind = COR_BL_TABLE, .size = g.n, .n = n};
     g.table_lines = (size_t)g.n * (size_t)n + 2;
+    g.table_n = n;
     int k = cor__bootline_format(&l, t, cap);
     len += k > 0 ? (size_t)k : 0;
+    g.table_a_off = len;
     l.kind = COR_BL_A;
     for (int r = 0; r < g.n; r++)
         for (int a = 0; a < n; a++) {
@@ -661,6 +671,11 @@ static void send_table(void)
             k = cor__bootline_format(&l, t + len, cap - len);
             len += k > 0 ? (size_t)k : 0;
         }
+    g.table_a_len = len - g.table_a_off;
+    struct cor_sha256 h;
+    cor__sha256_init(&h);
+    cor__sha256_update(&h, t + g.table_a_off, g.table_a_len);
+    cor__sha256_final(&h, g.table_digest);
     l.kind = COR_BL_END;
     k = cor__bootline_format(&l, t + len, cap - len);
     len += k > 0 ? (size_t)k : 0;

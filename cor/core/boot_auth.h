@@ -19,8 +19,12 @@
  * receiver takes a line only if its tag is right and its number is the next one: a forged
  * line (no seal, a wrong tag) and a replayed one (a right tag, an old number) are dropped and
  * counted, and what follows is read as before; a right tag with a number beyond the next one
- * means lines of ours were removed from the stream, and the connection ends. On the UNIX
- * socket (mode 0600, the peer's uid checked) lines are not sealed.
+ * means lines of ours were removed from the stream, and the connection ends. The one
+ * exception is the address table's block (bootline.h): its A lines travel unsealed between a
+ * sealed TABLE that carries their SHA-256 and a sealed END, and a block that does not hash to
+ * it is refused whole (a changed or injected line cannot be told from the rest there, so it
+ * is not dropped alone); cor-run then seals 2 lines per connection, not the N-line table. On the
+ * UNIX socket (mode 0600, the peer's uid checked) lines are not sealed.
  */
 #ifndef COR_BOOT_AUTH_H
 #define COR_BOOT_AUTH_H

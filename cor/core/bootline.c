@@ -135,6 +135,7 @@ int cor__bootline_parse(const char *line, struct cor_bootline *l)
     l->route[0] = l->addr[0] = l->text[0] = 0;
     memset(l->nonce, 0, sizeof l->nonce);
     memset(l->mac, 0, sizeof l->mac);
+    l->digest = 0;
 
     /* Free text first: ERR and DEAD keep the rest of the line. */
     const char *rest = NULL;
@@ -205,9 +206,12 @@ int cor__bootline_parse(const char *line, struct cor_bootline *l)
     case COR_BL_PUB:
         return n == 2 && NUM(1, n, 1, COR_BOOT_MAX_ADDRS) ? 0 : -1;
     case COR_BL_TABLE:
-        return n == 3 && NUM(1, size, 1, COR_BOOT_MAX_DOMAINS) && NUM(2, n, 1, COR_BOOT_MAX_ADDRS)
-                   ? 0
-                   : -1;
+        if ((n != 3 && n != 4) || !NUM(1, size, 1, COR_BOOT_MAX_DOMAINS) ||
+            !NUM(2, n, 1, COR_BOOT_MAX_ADDRS))
+            return -1;
+        if (n == 4 && cor__bootline_unhex(w[3], l->mac, COR_BOOT_KEY_BYTES)) return -1;
+        l->digest = n == 4;
+        return 0;
     case COR_BL_BARRIER:
     case COR_BL_RELEASE:
         return n == 2 && NUM(1, seq, 1, COR_BOOT_SEQ_MAX) ? 0 : -1;
@@ -282,7 +286,12 @@ int cor__bootline_format(const struct cor_bootline *l, char *buf, size_t cap)
         break;
     case COR_BL_TABLE:
         if (!in(l->size, 1, COR_BOOT_MAX_DOMAINS) || !in(l->n, 1, COR_BOOT_MAX_ADDRS)) return -1;
-        len = snprintf(buf, cap, "%s %ld %ld\n", w, l->size, l->n);
+        if (l->digest) {
+            cor__bootline_hex(l->mac, COR_BOOT_KEY_BYTES, h2);
+            len = snprintf(buf, cap, "%s %ld %ld %s\n", w, l->size, l->n, h2);
+        } else {
+            len = snprintf(buf, cap, "%s %ld %ld\n", w, l->size, l->n);
+        }
         break;
     case COR_BL_BARRIER:
     case COR_BL_RELEASE:

@@ -14,7 +14,7 @@
  *                                             CHALLENGE 1 <nonce>          (TCP only, first)
  *   PROOF <nonce> <mac>       (TCP only)      PROVEN <mac>                 (TCP only)
  *   HELLO 1 <rank> <size> <session> <pid>     WELCOME            (or ERR <why>, then close)
- *   ADDR <k> <route> <port_index> <hex>       TABLE <size> <n>
+ *   ADDR <k> <route> <port_index> <hex>       TABLE <size> <n> [<digest>]
  *   PUB <n>   (after ADDR 0..n-1)             A <rank> <k> <route> <port_index> <hex>  x size*n
  *   BARRIER <seq>   (seq = 1, 2, ...)         END
  *   FINISH                                    RELEASE <seq>
@@ -31,7 +31,15 @@
  * lines above are then the bodies of "@<seq> <tag> <body>". On the UNIX socket (mode 0600,
  * peer uid checked) the exchange starts at HELLO and nothing is sealed.
  *
- * <session> is 16 hex digits; <nonce> and <mac> 64; numbers are decimal.
+ * The address table on a sealed connection is one sealed block: TABLE carries <digest>, the
+ * SHA-256 of the A lines that follow (each with its newline), which then travel unsealed;
+ * the sealed END closes the block, and a block whose bytes do not hash to <digest> fails whole
+ * (lines injected into it or removed from it). cor-run hashes the table once and seals two
+ * lines per connection, not 2 + size*n; the seal of TABLE (this connection's key, its next
+ * number) binds the block to this connection. Without <digest> (the UNIX socket) every line
+ * stands alone.
+ *
+ * <session> is 16 hex digits; <nonce>, <mac> and <digest> 64; numbers are decimal.
  */
 #ifndef COR_BOOTLINE_H
 #define COR_BOOTLINE_H
@@ -94,7 +102,8 @@ struct cor_bootline {
     char route[COR_BOOT_ROUTE_MAX]; /* ADDR, A: [A-Za-z0-9_.-]+ */
     char addr[COR_BOOT_ADDR_MAX];   /* ADDR, A: decoded, no NUL inside, may be empty */
     unsigned char nonce[COR_BOOT_KEY_BYTES]; /* CHALLENGE (cor-run's), PROOF (the domain's) */
-    unsigned char mac[COR_BOOT_KEY_BYTES];   /* PROOF, PROVEN */
+    unsigned char mac[COR_BOOT_KEY_BYTES];   /* PROOF, PROVEN; TABLE: the block's digest */
+    int digest;                              /* TABLE: 1 if it carries a digest (in mac) */
     char text[COR_BOOT_LINE_MAX]; /* ERR, DEAD: the rest of the line, "" if none; printable
                                    * ASCII (other bytes become '?') */
 };

@@ -87,6 +87,12 @@ struct corrun_boot {
     struct cor_boot_addr *table;
     unsigned char *table_seen;
     int table_n, table_got, table_open, table_ready;
+    /* A sealed connection's table is one block (bootline.h): between the sealed TABLE, which
+     * carries the digest, and the sealed END, the A lines come unsealed and are hashed here.
+     * The reader thread's. */
+    int block;
+    struct cor_sha256 block_hash;
+    unsigned char block_digest[COR_SHA256_BYTES];
 };
 
 static void boot_log(const struct corrun_boot *b, const char *fmt, ...)
@@ -254,6 +260,16 @@ static int corrun_line(struct corrun_boot *b, const char *text)
             rc = -1;
             break;
         }
+        /* A digest only where lines are sealed: it is the seal of TABLE that vouches for it. */
+        if (l.digest != b->sealed) {
+            rc = -1;
+            break;
+        }
+        if (l.digest) {
+            b->block = 1;
+            cor__sha256_init(&b->block_hash);
+            memcpy(b->block_digest, l.mac, sizeof b->block_digest);
+        }
         size_t cnt = (size_t)b->base.size * (size_t)l.n;
         b->table = calloc(cnt, sizeof *b->table);
         b->table_seen = calloc(cnt, 1);
@@ -291,6 +307,19 @@ static int corrun_line(struct corrun_boot *b, const char *text)
             rc = -1;
             break;
         }
+        if (b->block) {
+            unsigned char got[COR_SHA256_BYTES];
+            cor__sha256_final(&b->block_hash, got);
+            b->block = 0;
+            if (memcmp(got, b->block_digest, sizeof got) != 0) {
+                pthread_mutex_unlock(&b->mu);
+                boot_log(b, "the address table from cor-run does not match its sealed digest "
+                            "(lines were injected into it or removed): refused whole");
+                pthread_mutex_lock(&b->mu);
+                rc = -1;
+                break;
+            }
+        }
         b->table_open = 0;
         b->table_ready = 1;
         break;
@@ -318,6 +347,17 @@ static void seal_refused(struct corrun_boot *b, enum cor_boot_seal_check why, ch
 static int reader_take_one(void *arg, char *line)
 {
     struct corrun_boot *b = arg;
+    if (b->sealed && b->block && line[0] != '@') {
+        /* Inside the table's block: an unsealed address line, counted in the digest that the
+         * sealed END checks. Anything else here is not cor-run's. */
+        size_t n = strlen(line);
+        cor__sha256_update(&b->block_hash, line, n);
+        cor__sha256_update(&b->block_hash, "\n", 1);
+        if (strncmp(line, "A ", 2) == 0 && corrun_line(b, line) == 0) return 0;
+        sanitize(line);
+        boot_log(b, "a line inside the sealed address table that is no address: '%.80s'", line);
+        return -1;
+    }
     if (b->sealed) {
         const char *body;
         enum cor_boot_seal_check sc = cor__boot_unseal(&b->rx, line, &body);

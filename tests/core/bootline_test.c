@@ -204,6 +204,7 @@ static void test_round_trip(void)
         "PROVEN ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100",
         "WELCOME",
         "TABLE 4096 1",
+        "TABLE 2 3 ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100",
         "A 1 0 udp -1000000 41",
         "END",
         "RELEASE 1",
@@ -268,6 +269,8 @@ static void test_refused(void)
         "FINISH now",
         "welcome",
         "TABLE 1 0",
+        "TABLE 2 1 00112233",              /* a digest of 4 bytes */
+        "TABLE 2 1 0011223344556677 8899", /* a fifth word */
         "A 0 0 udp 0",
         "DEAD",
         "DEAD x",

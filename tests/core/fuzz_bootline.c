@@ -52,6 +52,7 @@ static void same(const struct cor_bootline *a, const struct cor_bootline *b)
     assert(a->seq == b->seq && a->pid == b->pid && a->session == b->session);
     assert(!strcmp(a->route, b->route) && !strcmp(a->addr, b->addr) && !strcmp(a->text, b->text));
     assert(!memcmp(a->nonce, b->nonce, sizeof a->nonce) && !memcmp(a->mac, b->mac, sizeof a->mac));
+    assert(a->digest == b->digest);
 }
 
 static int grammar_line(void *arg, char *line)

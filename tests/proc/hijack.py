@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A stranger in the middle of cor-run's TCP rendezvous (used by sealed.sh).
 
-hijack.py PORT_FILE TARGET_FILE
+hijack.py PORT_FILE TARGET_FILE [table]
 
 Listens on 127.0.0.1 (its port written to PORT_FILE) and relays each connection to the
 rendezvous whose HOST:PORT is in TARGET_FILE when the connection arrives, line by line, both
@@ -13,6 +13,9 @@ WELCOME down, both sealed) it injects three lines:
   - the same in the seal's shape with a tag it had to make up;
   - a copy of the sealed line it just relayed (a replay).
 Each must be dropped and counted: 2 forged and 1 replayed per direction and connection.
+With "table" it injects nothing of that, and instead changes the address of the first A line
+of the address table (sent as a block: a sealed TABLE with the digest of the A lines, which go
+unsealed, then a sealed END) on its way down: the domain must refuse the table whole.
 Prints what it injected; runs until killed (the test stops it).
 """
 import os
@@ -21,6 +24,7 @@ import sys
 import threading
 
 port_file, target_file = sys.argv[1], sys.argv[2]
+table_mode = len(sys.argv) > 3 and sys.argv[3] == "table"
 say_lock = threading.Lock()  # one whole line at a time from the relays' threads
 
 
@@ -49,7 +53,16 @@ def relay(src, dst, up, name):
             while b"\n" in buf:
                 line, buf = buf.split(b"\n", 1)
                 line += b"\n"
+                if table_mode and not up and not done and line.startswith(b"A "):
+                    done = True  # another peer address (127.0.0.1:9) for the first entry
+                    words = line.split()
+                    line = b" ".join(words[:5] + [b"3132372e302e302e313a39"]) + b"\n"
+                    with say_lock:
+                        sys.stdout.write("%s down: changed the table's first address\n" % name)
+                        sys.stdout.flush()
                 dst.sendall(line)
+                if table_mode:
+                    continue
                 if not proven:
                     proven = line.startswith(b"PROOF " if up else b"PROVEN ")
                 elif not done:
