@@ -43,7 +43,12 @@ start_stop() {
     # Preloaded into both domains, active in domain 0 only once $WORK/trigger exists; the
     # sanitizers' runtime need not come first in the library list for that. GM_VERBOSE: libgm
     # says when a call is stuck on a peer's lock.
-    run_bg st env LD_PRELOAD="$STOPLIB" STOPINLOCK_FILE="$WORK/trigger" GM_VERBOSE=1 \
+    # The lock case needs libfabric's shm provider (the only transport with a queue lock a
+    # sender takes in its target's region); the others run on libgm-compat's default.
+    transport=${GM_COMPAT_TRANSPORT:-}
+    [ "$how" = lock ] && transport=fabric
+    run_bg st env ${transport:+GM_COMPAT_TRANSPORT=$transport} \
+        LD_PRELOAD="$STOPLIB" STOPINLOCK_FILE="$WORK/trigger" GM_VERBOSE=1 \
         ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
         timeout 120 "$CORRUN" -n 2 --route gm --grace 3 "$F" -b $((8 << 30)) -e 200 \
         $msgs -L $((1 << 30))
