@@ -13,6 +13,8 @@
 #            own continues the child;
 #   exit     sends all and calls pvm_exit at once (then continues the child and ends): the
 #            child reports in pvmd's log;
+#   atexit   the same, ending with exit(0) without pvm_exit (libcorpvm's atexit handler
+#            leaves; one of the master's own, run after it, continues the child);
 #   compute  sends all, then makes no pvm call for 8 s (it continues the child 2 s in): the
 #            child must have everything within COR_GIVEUP_PROMPT_S (5) s of going on.
 # Over both routes, with pvmd started with the caller's environment (every HOW) and with an
@@ -35,7 +37,8 @@ exports=$(pvm_exports COR_PVM_STATS COR_UDP_DEAD_MS COR_GM_DEAD_MS)
 B=$(mktemp -d "${TMPDIR:-/tmp}/corgiveup.XXXXXX")
 trap 'pvm_cleanup_all; rm -rf "$B"' EXIT
 rc=0
-# The child's line in pvmd's log (after exit: the master is gone), bounded.
+# The child's line in pvmd's log (after exit: the master is gone), bounded; then its
+# counters, which its pvm_exit prints right after.
 child_line() {
     local off=$1 k line=""
     for ((k = 0; k < 400; k++)); do
@@ -43,11 +46,15 @@ child_line() {
         [ -z "$line" ] || break
         sleep 0.1
     done
+    for ((k = 0; k < 50; k++)); do
+        [ -z "$line" ] || ! pvm_log_since "$off" | grep 'duplicates [0-9]' >/dev/null || break
+        sleep 0.1
+    done
     echo "$line"
 }
 for variant in env noenv; do
     if [ $variant = noenv ]; then export PVM_VM_NO_TMPDIR=1; else unset PVM_VM_NO_TMPDIR; fi
-    hows=${COR_GIVEUP_HOWS:-wait recv exit compute}
+    hows=${COR_GIVEUP_HOWS:-wait recv exit atexit compute}
     [ $variant = env ] || hows=wait
     EXTRA_EP=$(dirname "$LIFE") PVM_LIB_QUIET=1 pvm_vm_start || { say "FAIL: cannot start pvmd"; exit 1; }
     for route in ${COR_PVM_TEST_ROUTES:-udp myrinet}; do
@@ -55,7 +62,7 @@ for variant in env noenv; do
             log0=$(pvm_log_size)
             pvm_run_master -t 120 env TMPDIR="$B" COR_PVM_ROUTE=$route COR_UDP_DEAD_MS=500 \
                 COR_GM_DEAD_MS=500 COR_PVM_STATS=1 PVM_EXPORT=$exports "$LIFE" giveup "$N" 2 $how
-            if [ $how = exit ]; then
+            if [ $how = exit ] || [ $how = atexit ]; then
                 out=$(child_line "$log0")
                 want="life: giveup-child got $((N + 5)) of $((N + 5)), bad 0"
             else

@@ -32,6 +32,8 @@
  *                         answer, while a thread of its own lets the child go on after SECS;
  *                       exit: sends the 5 more, calls pvm_exit at once, then lets the child
  *                         go on after SECS and ends;
+ *                       atexit: the same, but ends with exit(0) instead of pvm_exit (the
+ *                         child goes on from an atexit handler that runs after libcorpvm's);
  *                       compute: sends the 5 more, makes no pvm call for SECS, lets the child
  *                         go on, and still none for COMPUTE_S (8) seconds ("computes"), then
  *                         waits for the answer.
@@ -364,7 +366,7 @@ static int end_master(const char *self, const char *how)
 static int giveup_child(const char *how)
 {
     int parent = pvm_parent(), total = 0, got = 0, bad = 0, pid = (int)getpid();
-    bool master_stays = strcmp(how, "exit") != 0;
+    bool master_stays = strcmp(how, "exit") && strcmp(how, "atexit");
     for (int i = 0; i < 3; i++) { /* warm: the pair switches to the route both ways */
         if (recv_bounded(parent, TAG_DATA) <= 0) return 1;
         send_int(parent, TAG_DATA, i);
@@ -417,11 +419,21 @@ static void *resume_later(void *arg)
     return NULL;
 }
 
+/* giveup atexit: registered before the first pvm call, so it runs after libcorpvm's own
+ * atexit handler (handlers run in reverse order). */
+static struct resume at_exit_resume;
+
+static void resume_at_exit(void)
+{
+    if (at_exit_resume.pid > 0) resume_later(&at_exit_resume);
+}
+
 static int giveup_master(const char *self, int n, double secs, const char *how)
 {
     char *args[] = {"giveup-child", (char *)how, NULL};
     int c, pid = 0, rank = -1;
-    if (strcmp(how, "wait") && strcmp(how, "recv") && strcmp(how, "exit") && strcmp(how, "compute"))
+    if (strcmp(how, "wait") && strcmp(how, "recv") && strcmp(how, "exit") &&
+        strcmp(how, "compute") && strcmp(how, "atexit"))
         return 2;
     if (spawn_one(self, args, &c)) return 2;
     for (int i = 0; i < 3; i++) {
@@ -457,9 +469,13 @@ static int giveup_master(const char *self, int n, double secs, const char *how)
         resume_later(&r);
         nanosleep(&(struct timespec){COMPUTE_S, 0}, NULL);
     }
-    if (!strcmp(how, "exit")) {
+    if (!strcmp(how, "exit") || !strcmp(how, "atexit")) {
         printf("life: giveup master leaves, routed %c\n", routed ? 'Y' : 'N');
         fflush(stdout);
+        if (!strcmp(how, "atexit")) { /* libcorpvm leaves from its atexit handler */
+            at_exit_resume = r;
+            exit(routed ? 0 : 1);
+        }
         pvm_exit(); /* what the child did not confirm must still reach it */
         resume_later(&r);
         return routed ? 0 : 1;
@@ -514,6 +530,8 @@ static int hold(double secs)
 
 int main(int argc, char **argv)
 {
+    if (argc > 4 && !strcmp(argv[1], "giveup") && !strcmp(argv[4], "atexit"))
+        atexit(resume_at_exit);
     if (pvm_mytid() < 0) return 2;
     const char *mode = argc > 1 ? argv[1] : "";
     if (!strcmp(mode, "idle-worker")) return idle_worker();
@@ -531,7 +549,7 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "churn") && argc > 3)
         return churn_master(argv[0], atoi(argv[2]), atoi(argv[3]), argc > 4 ? atoi(argv[4]) : 3);
     fprintf(stderr, "usage: life idle SECS | spawn N [ROUNDS] | end return|exit|kill | hold SECS | "
-                    "churn N K [ROUNDS] | giveup N SECS [wait|recv|exit|compute]\n");
+                    "churn N K [ROUNDS] | giveup N SECS [wait|recv|exit|atexit|compute]\n");
     pvm_exit();
     return 2;
 }
