@@ -953,6 +953,9 @@ CPVM_API int pvm_cor_domain(int tid, int *rank)
         if (!p || !p->connected) {
             cpvm_route_touch(tid);
             p = cpvm_peer_find(tid);
+            /* Our HELLO went out earlier and a first message's wait for the answer ran out
+             * (a busy peer): the caller needs the answer, wait for it again (bounded). */
+            if (p && !p->connected && p->tx == TX_HELLO) await_answer(p);
         }
         if (p && p->connected) {
             *rank = p->rank;

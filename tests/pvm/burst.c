@@ -18,8 +18,14 @@
  * its answers took PVM's path (the first waits for the worker's answer; a worker that
  * waited answered before its SWITCH).
  *
+ * `burst domain` is pvm_cor_domain after a first message whose wait for the handshake ran out:
+ * the master sleeps 1.5 s without a pvm call after the spawn, so the worker's first message
+ * (COR_PVM_CONNECT_MS 1000) takes PVM's path; then the worker asks pvm_cor_domain for the
+ * master's rank, which must wait for the answer under way instead of failing (PvmNoTask).
+ *
  *   burst [count]                  (default 500)
  *   burst reply WAIT_MS [count]
+ *   burst domain
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +33,8 @@
 #include <time.h>
 
 #include <pvm3.h>
+
+#include <cor/pvm.h>
 
 #define TAG_SEQ 21
 #define TAG_END 22
@@ -128,8 +136,51 @@ static int reply_master(const char *wait_ms, int count)
     return 0;
 }
 
+/* The domain test: the worker's pvm_cor_domain of the master, after its first message. */
+static int domain_worker(int master)
+{
+    int rank = -1;
+    if (send_seq(master, 0) < 0) return 1;
+    int rc = pvm_cor_domain(master, &rank), v[2] = {rc, rank};
+    pvm_initsend(PvmDataDefault);
+    pvm_pkint(v, 2, 1);
+    pvm_send(master, TAG_VERDICT);
+    return rc != PvmOk;
+}
+
+static int domain_master(void)
+{
+    char *args[] = {"domainworker", NULL};
+    int tid = -1, v[2] = {1, -1}, mine = -1, hdr[2];
+    if (pvm_spawn("burst", args, PvmTaskDefault, "", 1, &tid) != 1 || tid < 0) {
+        fprintf(stderr, "burst: cannot spawn the worker (%d)\n", tid);
+        return 1;
+    }
+    nanosleep(&(struct timespec){1, 500000000}, NULL); /* busy: the worker's wait runs out */
+    if (pvm_recv(tid, TAG_SEQ) < 0 || pvm_upkint(hdr, 2, 1) < 0 || pvm_recv(tid, TAG_VERDICT) < 0 ||
+        pvm_upkint(v, 2, 1) < 0 || pvm_cor_domain(pvm_mytid(), &mine) != PvmOk) {
+        fprintf(stderr, "burst: no verdict from the worker\n");
+        return 1;
+    }
+    if (v[0] != PvmOk || v[1] != mine) {
+        fprintf(stderr, "burst: the worker's pvm_cor_domain of the master: %d, rank %d (ours %d)\n",
+                v[0], v[1], mine);
+        return 1;
+    }
+    printf("burst: domain: the worker named the master's CoR domain (%d) after its first "
+           "message's wait ran out\n",
+           mine);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && (!strcmp(argv[1], "domain") || !strcmp(argv[1], "domainworker"))) {
+        if (pvm_mytid() < 0) return 1;
+        int rc = strcmp(argv[1], "domain") ? domain_worker(pvm_parent()) : domain_master();
+        pvm_exit();
+        return rc;
+    }
     int reply = argc > 2 && !strcmp(argv[1], "reply");
     int reply_wk = argc > 3 && !strcmp(argv[1], "replyworker");
     int worker_mode = !reply_wk && argc > 1 && argv[1][0] == 'w';

@@ -6,7 +6,8 @@
 # (COR_PVM_CONNECT_MS=0: the worker's burst starts on PVM's path too). The counters must show
 # both paths used, a switch, and nothing dropped. Then the way back (burst reply): the
 # master's answers to the worker's first message all go routed, whether the worker waited
-# for its handshake or not. Exit 0 pass, 1 fail, 77 skip.
+# for its handshake or not; and pvm_cor_domain waits for a handshake under way (burst
+# domain). Exit 0 pass, 1 fail, 77 skip.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pvmlib.sh"
@@ -66,6 +67,13 @@ for route in myrinet udp; do
               fail "$what: the master sent ${mp:-?} of its 51 answers PVM's way (expected 0)"; }
         say "$what: $(cat "$PVM_OUT"); the master's answers all routed"
     done
+    # pvm_cor_domain after a first message whose wait for the handshake ran out (the master
+    # busy for 1.5 s): it waits for the answer under way, not PvmNoTask.
+    PVM_MASTER_TIMEOUT=90 pvm_run_master env COR_PVM_ROUTE=$route COR_PVM_CONNECT_MS=1000 \
+        PVM_EXPORT=$exports "$PROG" domain
+    grep -q "named the master's CoR domain" "$PVM_OUT" && [ "$PVM_RC" = 0 ] ||
+        { cat "$PVM_OUT" "$PVM_ERR"; pvm_log | tail -20; fail "$route domain: exit $PVM_RC"; }
+    say "$route domain: $(cat "$PVM_OUT")"
 done
 pvm_vm_stop
 say "PASS"
