@@ -11,6 +11,7 @@
 #include "pmsg.h"
 
 _Thread_local int cpvm_in_real;
+_Thread_local int cpvm_in_send;
 
 struct pvm_thread {
     int sbuf, rbuf, ctx;
@@ -85,8 +86,12 @@ static void lock_big(void)
     if (pthread_mutex_trylock(&big) == 0) return;
     uint64_t t0 = cpvm_now_ns();
     if (pthread_mutex_lock(&big) != 0) abort();
+    uint64_t waited = cpvm_now_ns() - t0;
     atomic_fetch_add_explicit(&cpvm_stats.lock_waits, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&cpvm_stats.lock_wait_ns, cpvm_now_ns() - t0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&cpvm_stats.lock_wait_ns, waited, memory_order_relaxed);
+    if (!cpvm_in_send) return;
+    atomic_fetch_add_explicit(&cpvm_stats.send_lock_waits, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&cpvm_stats.send_lock_wait_ns, waited, memory_order_relaxed);
 }
 
 void cpvm_enter(void)

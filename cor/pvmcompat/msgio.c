@@ -430,6 +430,7 @@ static int route_send(int tid, int tag, int *rc)
 CPVM_API int pvm_send(int tid, int tag)
 {
     if (CPVM_PASS) return cpvm_real.pvm_send(tid, tag);
+    cpvm_in_send++;
     cpvm_enter();
     int rc;
     if (!route_send(tid, tag, &rc)) {
@@ -437,6 +438,7 @@ CPVM_API int pvm_send(int tid, int tag)
         atomic_fetch_add_explicit(&cpvm_stats.pvm_sent, 1, memory_order_relaxed);
     }
     cpvm_leave();
+    cpvm_in_send--;
     return rc;
 }
 
@@ -444,6 +446,7 @@ CPVM_API int pvm_mcast(int *tids, int n, int tag)
 {
     if (CPVM_PASS) return cpvm_real.pvm_mcast(tids, n, tag);
     if (n < 0 || (n && !tids)) return PvmBadParam;
+    cpvm_in_send++;
     cpvm_enter();
     int *rest = n ? malloc((size_t)n * sizeof *rest) : NULL, nrest = 0, rc = PvmOk;
     if (n && !rest) rc = PvmNoMem;
@@ -471,6 +474,7 @@ CPVM_API int pvm_mcast(int *tids, int n, int tag)
     }
     free(rest);
     cpvm_leave();
+    cpvm_in_send--;
     return rc;
 }
 
@@ -505,6 +509,7 @@ static int type_size(int type)
 CPVM_API int pvm_psend(int tid, int tag, void *buf, int len, int type)
 {
     if (CPVM_PASS) return cpvm_real.pvm_psend(tid, tag, buf, len, type);
+    cpvm_in_send++;
     cpvm_enter();
     int rc, size = type_size(type);
     struct cpvm_peer *p = cpvm_pvm_protocol(tag) ? NULL : routed_peer(tid);
@@ -527,6 +532,7 @@ CPVM_API int pvm_psend(int tid, int tag, void *buf, int len, int type)
         }
     }
     cpvm_leave();
+    cpvm_in_send--;
     return rc < 0 ? rc : PvmOk;
 }
 

@@ -204,6 +204,9 @@ void cpvm_leave(void);
 /* For waiting: releases the lock entirely (all levels) and takes it back. */
 int cpvm_unlock_all(void);
 void cpvm_relock_all(int depth);
+/* Nonzero while this thread is in pvm_send, pvm_mcast or pvm_psend: its waits for the lock
+ * count as the send path's too (COR_PVM_STATS). */
+extern _Thread_local int cpvm_in_send;
 /* Nonzero when this thread holds the lock more than once (inside a group call). */
 bool cpvm_nested(void);
 /* True while only one thread ever called into libcorpvm. */
@@ -291,8 +294,9 @@ struct cpvm_stats {
      * that came so, and those of its that the route brought after all (dropped). */
     _Atomic uint64_t resent, resent_recv, duplicates;
     _Atomic uint64_t rescues; /* deferred work run by libcorpvm's thread on a give-up */
-    _Atomic uint64_t packs_unlocked, unpacks_unlocked; /* copies made without the lock */
-    _Atomic uint64_t lock_waits, lock_wait_ns;         /* the big lock found taken (lock.c) */
+    _Atomic uint64_t packs_unlocked, unpacks_unlocked;   /* copies made without the lock */
+    _Atomic uint64_t lock_waits, lock_wait_ns;           /* the big lock found taken (lock.c) */
+    _Atomic uint64_t send_lock_waits, send_lock_wait_ns; /* of them, inside a send call */
 };
 extern struct cpvm_stats cpvm_stats;
 void cpvm_stats_print(void); /* stderr, when COR_PVM_STATS is set */

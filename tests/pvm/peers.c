@@ -1,0 +1,196 @@
+/*
+ * peers: threads of one task send to several routed peers at once, each thread to every peer,
+ * so that threads send to different peers and to the same peer concurrently; every peer takes
+ * each thread's messages exactly once and in the thread's order.
+ *
+ * The master spawns `workers` workers (this program with "worker"), waits for each one's first
+ * message (sent once it is enrolled: the pair takes the route), starts `threads` threads,
+ * and each thread sends `count` numbered messages to every worker (thread t starts at worker
+ * t, so the peers differ between threads at any moment). With `stop_ms` > 0 the master stops
+ * worker 0 (SIGSTOP, seen stopped in /proc: the virtual machine is one host) before the threads
+ * begin, and continues it stop_ms later: with the routes' dead time below stop_ms
+ * (COR_GM_DEAD_MS, COR_UDP_DEAD_MS) the route gives that worker up while the threads send to it
+ * and to the others, and what it did not confirm goes PVM's way. Each worker checks, per sending
+ * thread, that the numbers come 0, 1, 2, ... (none lost, none twice, none out of order) and
+ * reports to the master. Exit status 0 when every worker got everything in order.
+ *
+ *   peers [workers [threads [count [stop_ms]]]]     (default 3 4 300 0)
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <pvm3.h>
+
+#define TAG_SEQ 31
+#define TAG_VERDICT 32
+#define TAG_READY 33
+#define MAX_WORKERS 8
+#define MAX_THREADS 16
+#define WAIT_S 60 /* the longest wait for one message */
+
+static int nworkers = 3, nthreads = 4, count = 300, stop_ms = 0;
+static int worker_tid[MAX_WORKERS];
+static int send_errors[MAX_THREADS];
+
+static long number(const char *s, long lo, long hi, const char *what)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || end == s || v < lo || v > hi) {
+        fprintf(stderr, "peers: bad %s '%s' (%ld..%ld)\n", what, s, lo, hi);
+        exit(2);
+    }
+    return v;
+}
+
+static void *sender(void *arg)
+{
+    int t = (int)(long)arg;
+    for (int n = 0; n < count; n++)
+        for (int k = 0; k < nworkers; k++) {
+            int w = (t + k) % nworkers, msg[3] = {t, n, ~n};
+            int rc = pvm_initsend(PvmDataDefault);
+            if (rc >= 0) rc = pvm_pkint(msg, 3, 1);
+            if (rc >= 0) rc = pvm_send(worker_tid[w], TAG_SEQ);
+            if (rc < 0 && send_errors[t]++ < 3)
+                fprintf(stderr, "peers: thread %d, message %d to t%x: %d\n", t, n, worker_tid[w],
+                        rc);
+        }
+    return NULL;
+}
+
+static void pause_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* The pid of task tid (the virtual machine is one host: the test's), or -1. */
+static pid_t pid_of(int tid)
+{
+    struct pvmtaskinfo *ti;
+    int n = 0;
+    if (pvm_tasks(0, &n, &ti) < 0) return -1;
+    for (int i = 0; i < n; i++)
+        if (ti[i].ti_tid == tid) return ti[i].ti_pid;
+    return -1;
+}
+
+/* Whether process pid is stopped (its /proc state T), looking for at most 5 s. */
+static bool stopped(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    for (int i = 0; i < 500; i++, pause_ms(10)) {
+        FILE *f = fopen(path, "r");
+        char *close = f && fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
+        if (f) fclose(f);
+        if (close && (close[2] == 'T' || close[2] == 't')) return true;
+    }
+    return false;
+}
+
+static int worker(int threads, int n)
+{
+    int master = pvm_parent(), next[MAX_THREADS] = {0}, got = 0, bad = 0;
+    struct timeval tv = {WAIT_S, 0};
+    pvm_initsend(PvmDataDefault); /* enrolled: the pair switches to the route */
+    pvm_send(master, TAG_READY);
+    while (got < threads * n) {
+        int buf = pvm_trecv(master, TAG_SEQ, &tv), msg[3] = {-1, -1, 0};
+        if (buf <= 0) {
+            fprintf(stderr, "peers worker t%x: %d of %d, then nothing (%d)\n", pvm_mytid(), got,
+                    threads * n, buf);
+            bad++;
+            break;
+        }
+        got++;
+        if (pvm_upkint(msg, 3, 1) < 0 || msg[0] < 0 || msg[0] >= threads || msg[2] != ~msg[1]) {
+            if (bad++ < 5) fprintf(stderr, "peers worker: malformed message\n");
+            continue;
+        }
+        int t = msg[0];
+        if (msg[1] != next[t] && bad++ < 5)
+            fprintf(stderr, "peers worker t%x: thread %d's message %d came as #%d\n", pvm_mytid(),
+                    t, msg[1], next[t]);
+        if (msg[1] >= next[t]) next[t] = msg[1] + 1;
+    }
+    int verdict[2] = {got, bad};
+    pvm_initsend(PvmDataDefault);
+    pvm_pkint(verdict, 2, 1);
+    pvm_send(master, TAG_VERDICT);
+    pvm_exit();
+    return bad != 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (pvm_mytid() < 0) return 1;
+    if (argc == 4 && !strcmp(argv[1], "worker"))
+        return worker((int)number(argv[2], 1, MAX_THREADS, "threads"),
+                      (int)number(argv[3], 1, 1000000, "count"));
+    if (argc > 1) nworkers = (int)number(argv[1], 1, MAX_WORKERS, "workers");
+    if (argc > 2) nthreads = (int)number(argv[2], 1, MAX_THREADS, "threads");
+    if (argc > 3) count = (int)number(argv[3], 1, 1000000, "count");
+    if (argc > 4) stop_ms = (int)number(argv[4], 0, 60000, "stop_ms");
+    char t_arg[16], n_arg[16], *wargv[] = {"worker", t_arg, n_arg, NULL};
+    snprintf(t_arg, sizeof t_arg, "%d", nthreads);
+    snprintf(n_arg, sizeof n_arg, "%d", count);
+    if (pvm_spawn(argv[0], wargv, PvmTaskDefault, "", nworkers, worker_tid) != nworkers) {
+        fprintf(stderr, "peers: cannot spawn %d workers\n", nworkers);
+        pvm_exit();
+        return 1;
+    }
+    for (int w = 0; w < nworkers; w++) { /* every pair routed before the threads send */
+        struct timeval tv = {WAIT_S, 0};
+        if (pvm_trecv(worker_tid[w], TAG_READY, &tv) <= 0) {
+            fprintf(stderr, "peers: worker t%x did not start\n", worker_tid[w]);
+            pvm_exit();
+            return 1;
+        }
+    }
+    pid_t stop_pid = stop_ms ? pid_of(worker_tid[0]) : 0;
+    if (stop_pid < 0 || (stop_pid && (kill(stop_pid, SIGSTOP) || !stopped(stop_pid)))) {
+        fprintf(stderr, "peers: cannot stop worker t%x (pid %d)\n", worker_tid[0], (int)stop_pid);
+        pvm_exit();
+        return 1;
+    }
+    pthread_t th[MAX_THREADS];
+    for (int t = 0; t < nthreads; t++)
+        if (pthread_create(&th[t], NULL, sender, (void *)(long)t)) {
+            fprintf(stderr, "peers: cannot start thread %d\n", t);
+            return 1; /* (the workers end at their timeout) */
+        }
+    if (stop_pid) { /* worker 0, stopped before the threads began, beyond the dead time */
+        pause_ms(stop_ms);
+        kill(stop_pid, SIGCONT);
+    }
+    int errors = 0;
+    for (int t = 0; t < nthreads; t++) {
+        pthread_join(th[t], NULL);
+        errors += send_errors[t];
+    }
+    for (int w = 0; w < nworkers; w++) {
+        struct timeval tv = {WAIT_S, 0};
+        int verdict[2] = {0, 1};
+        if (pvm_trecv(worker_tid[w], TAG_VERDICT, &tv) <= 0 || pvm_upkint(verdict, 2, 1) < 0) {
+            fprintf(stderr, "peers: no verdict from worker t%x\n", worker_tid[w]);
+            errors++;
+        } else if (verdict[0] != nthreads * count || verdict[1]) {
+            fprintf(stderr, "peers: worker t%x got %d of %d, %d wrong\n", worker_tid[w], verdict[0],
+                    nthreads * count, verdict[1]);
+            errors++;
+        }
+    }
+    if (!errors)
+        printf("peers: %d workers x %d threads x %d messages%s: complete and in order\n", nworkers,
+               nthreads, count, stop_ms ? " across a give-up" : "");
+    pvm_exit();
+    return errors != 0;
+}

@@ -1,0 +1,47 @@
+#!/bin/bash
+# Threads of one task sending to several routed peers at once (tests/pvm/peers.c): every
+# thread sends to every worker, so threads send to different peers and to the same peer
+# concurrently; each worker checks every thread's messages arrive exactly once and in order.
+# Both routes, first without a stop, then with worker 0 stopped mid-stream beyond the route's
+# dead time (the route gives it up: what it did not confirm goes PVM's way, in order). The
+# counters must show routed sends, and the give-up resends. Exit 0 pass, 1 fail, 77 skip.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/pvmlib.sh"
+pvm_test_begin peers
+PROG=$BUILD/tests/pvm/peers
+[ -x "$PROG" ] || fail "$PROG not built"
+workers=3 threads=4 count=300
+[ "${COR_TEST_SCALE:-}" = small ] && count=100
+
+EXTRA_EP=$(dirname "$PROG") pvm_vm_start || fail "cannot start a PVM virtual machine"
+exports=$(pvm_exports COR_PVM_STATS COR_UDP_DEAD_MS COR_GM_DEAD_MS)
+sum() { # WORD FILE...: the sum of the numbers after WORD in the counters' lines
+    local w=$1
+    shift
+    cat "$@" | { grep -o "$w [0-9]*" || true; } | awk '{s += $NF} END {print s + 0}'
+}
+
+for route in myrinet udp; do
+    for stop_ms in 0 1500; do
+        off=$(pvm_log_size)
+        PVM_MASTER_TIMEOUT=120 pvm_run_master env COR_PVM_ROUTE=$route COR_PVM_STATS=1 \
+            COR_GM_DEAD_MS=500 COR_UDP_DEAD_MS=500 PVM_EXPORT=$exports \
+            "$PROG" $workers $threads $count $stop_ms
+        pvm_log_since "$off" >"$PVM_WORK/$route.log"
+        what="$route, stop $stop_ms ms"
+        grep -q "complete and in order" "$PVM_OUT" && [ "$PVM_RC" = 0 ] ||
+            { cat "$PVM_OUT" "$PVM_ERR" "$PVM_WORK/$route.log" | tail -40
+              fail "$what: exit $PVM_RC"; }
+        ! grep -q Sanitizer "$PVM_WORK/$route.log" ||
+            { grep -A20 Sanitizer "$PVM_WORK/$route.log" | head -40; fail "$what: a worker's sanitizer report"; }
+        routed=$(sum "routed sent" "$PVM_ERR")
+        resent=$(sum "resent" "$PVM_ERR")
+        [ "$routed" -gt 0 ] || { cat "$PVM_ERR"; fail "$what: nothing went routed"; }
+        [ "$stop_ms" = 0 ] || [ "$resent" -gt 0 ] ||
+            { cat "$PVM_ERR"; fail "$what: the route never gave the stopped worker up (nothing resent)"; }
+        say "$what: $(cat "$PVM_OUT"); routed $routed, resent $resent"
+    done
+done
+pvm_vm_stop
+say "PASS"
