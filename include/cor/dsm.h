@@ -265,9 +265,9 @@ COR_API int cor_dsm_set_cache_bytes(size_t bytes);
  * task (the one that acquired it) and is not recursive. Over messages, a lock granted while
  * nobody else waited for it, to the domain that had it last, stays with that domain after
  * its release (*kept*): the domain's tasks take it again with no message until someone else
- * asks its home, which then recalls it (the release goes home at once if no task of that domain holds it, else at the
- * holder's unlock). A domain that dies keeping a lock, held or not, passes it on with
- * COR_DSM_EOWNERDEAD: the home cannot tell a kept free lock from a held one.
+ * asks its home, which then recalls it (the release goes home at once if no task of that domain
+ * holds it, else at the holder's unlock). A domain that dies keeping a lock, held or not, passes it
+ * on with COR_DSM_EOWNERDEAD: the home cannot tell a kept free lock from a held one.
  */
 COR_API int cor_dsm_lock_open(const char *name, cor_idp_t *lock);
 /* Blocks until the calling task holds the lock. COR_DSM_EOWNERDEAD: it holds the lock, and
