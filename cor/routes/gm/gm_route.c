@@ -335,16 +335,20 @@ static int gmr_add_peer(struct cor_rport *p, cor_peer_t peer, const char *addr)
         gmr_log("domain %u: address %s is already domain %u's", peer, addr, other);
         goto out;
     }
-    p->peers[peer].inc = inc; /* before the owner can find it (its control messages) */
-    if (hash_point(p, node, port, peer)) goto out;
+    /* Everything the owner reads of a peer it finds in the hash (its frames' credits, its
+     * control messages) before the key: hash_point publishes it (release). Written after it,
+     * the credits raced with a listener that received the peer's first frame (TSan, pvm/idle
+     * over gm: a new PVM task spoke before our add_peer returned). */
     struct gmr_peer *q = &p->peers[peer];
+    q->inc = inc;
     q->node = node;
     q->port = port;
-    q->added = 1;
     q->local = local;
     q->credits[0] = p->allot[0];
     q->credits[1] = p->allot[1];
     q->port_of = p;
+    if (hash_point(p, node, port, peer)) goto out;
+    q->added = 1;
     rc = COR_OK;
 out:
     pthread_mutex_unlock(&p->mem_lock);
