@@ -27,6 +27,11 @@ static _Atomic uint64_t generation; /* bumped whenever waiters should look again
 static _Atomic int nwaiters;        /* asleep on `arrived` */
 static _Atomic int nyielders;       /* yielding to the spinner */
 static _Atomic bool spinner_busy;
+/* Threads in cpvm_wait_activity, counted from before they let the big lock go (their last
+ * look at the queue) until they take it back: a call that queues a message between that
+ * release and the waiter's spinner_busy or nwaiters found nobody waiting (lock.c then
+ * neither looks at the queue nor wakes), and the waiter slept with its message queued. */
+static _Atomic int nleaving;
 static long spin_ns = -1;
 
 uint64_t cpvm_now_ns(void)
@@ -47,6 +52,7 @@ int cpvm_waiters(void)
 {
     return atomic_load_explicit(&nwaiters, memory_order_relaxed) +
            atomic_load_explicit(&nyielders, memory_order_relaxed) +
+           atomic_load_explicit(&nleaving, memory_order_relaxed) +
            atomic_load_explicit(&spinner_busy, memory_order_relaxed);
 }
 
@@ -255,6 +261,9 @@ void cpvm_wait_activity(uint64_t deadline_ns, uint64_t spin_end_ns)
         spin(&w, deadline_ns, spin_end_ns);
         return;
     }
+    /* Counted before the lock goes (its release records the queue we saw, lock.c), until we
+     * have it back: whoever queues something meanwhile then wakes us (generation). */
+    atomic_fetch_add(&nleaving, 1);
     int depth = cpvm_unlock_all();
     bool expected = false;
     if (atomic_compare_exchange_strong(&spinner_busy, &expected, true)) {
@@ -282,6 +291,7 @@ void cpvm_wait_activity(uint64_t deadline_ns, uint64_t spin_end_ns)
         atomic_fetch_sub(&nyielders, 1);
         if (atomic_load(&generation) != gen0 || !atomic_load(&spinner_busy) ||
             (deadline_ns && cpvm_now_ns() >= deadline_ns)) {
+            atomic_fetch_sub(&nleaving, 1);
             cpvm_relock_all(depth);
             return;
         }
@@ -301,5 +311,6 @@ void cpvm_wait_activity(uint64_t deadline_ns, uint64_t spin_end_ns)
         pthread_mutex_unlock(&arrived_lock);
         atomic_fetch_sub(&nwaiters, 1);
     }
+    atomic_fetch_sub(&nleaving, 1);
     cpvm_relock_all(depth);
 }
