@@ -28,7 +28,7 @@
       "1: puts and gets by the provider's RMA; 0: always as messages")                             \
     X(CLOSE_LINGER_MS, "GM_CLOSE_LINGER_MS", NUMBER, 2000, 0, 3600000, "",                         \
       "how long gm_close waits until live targets acknowledged its sends")                         \
-    X(TRANSPORT, "GM_COMPAT_TRANSPORT", STRING, 0, 0, 0, "auto",                                   \
+    X(TRANSPORT, "GM_COMPAT_TRANSPORT", STRING, 0, 0, 0, "fabric",                                 \
       "fabric: libfabric; shm: own shared-memory rings (this host only); auto: shm when the "      \
       "provider is shm")                                                                           \
     X(VERBOSE, "GM_VERBOSE", NUMBER, 0, 0, 10, "", "1: print fabric errors and configuration")

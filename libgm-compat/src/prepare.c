@@ -22,14 +22,14 @@
 static pthread_once_t prepared = PTHREAD_ONCE_INIT;
 
 /* Whether ports will need libfabric, from what is known before gm_init: GM_COMPAT_TRANSPORT
- * and GM_PROVIDER (auto: only a provider other than shm loads it). */
+ * (fabric by default) and GM_PROVIDER (auto: only a provider other than shm loads it). */
 static int fabric_wanted(void)
 {
     const char *t = gmx_knob_str(GMX_K_TRANSPORT);
     const char *prov = gmx_knob_str(GMX_K_PROVIDER);
     if (t && strcmp(t, "shm") == 0) return 0;
-    if (t && strcmp(t, "fabric") == 0) return 1;
-    return prov && *prov && strcmp(prov, "shm") != 0; /* auto */
+    if (!t || strcmp(t, "auto") != 0) return 1; /* fabric */
+    return prov && *prov && strcmp(prov, "shm") != 0;
 }
 
 static void initialize_libfabric(void)

@@ -10,18 +10,20 @@
 
 #include <string.h>
 
-/* GM_COMPAT_TRANSPORT: fabric, shm or auto (shm when the provider is libfabric's shm: the
- * configuration names no other host). */
+/* GM_COMPAT_TRANSPORT: fabric (the default), shm or auto (shm when the provider is libfabric's
+ * shm: the configuration names no other host). */
 int gmx_transport_rings(void)
 {
     const char *t = gmx_knob_str(GMX_K_TRANSPORT);
-    int mode = GMX_TRANSPORT_AUTO;
+    int mode = GMX_TRANSPORT_FABRIC;
     if (t && *t) {
         if (strcmp(t, "shm") == 0)
             mode = GMX_TRANSPORT_SHM;
         else if (strcmp(t, "fabric") == 0)
             mode = GMX_TRANSPORT_FABRIC;
-        else if (strcmp(t, "auto") != 0)
+        else if (strcmp(t, "auto") == 0)
+            mode = GMX_TRANSPORT_AUTO;
+        else
             fprintf(stderr, "libgm: ignoring %s=%s (expected fabric, shm or auto)\n",
                     gmx_knob_name(GMX_K_TRANSPORT), t);
     }
