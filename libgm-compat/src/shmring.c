@@ -496,6 +496,10 @@ static int tx_write(struct tx *t, const struct iovec *iov, size_t iovcnt, size_t
 static void tx_publish(struct tx *t)
 {
     atomic_store_explicit(&t->chan->tail, t->tail, memory_order_release);
+    /* The tail before the looks at the bits below: without the fence the loads may pass the
+     * store, see a bit the receiver is just clearing, and skip setting it again while the
+     * receiver's drain still reads the old tail: the slots would wait for our next message. */
+    atomic_thread_fence(memory_order_seq_cst);
     unsigned w = t->ci / 64;
     uint64_t bit = 1ULL << (t->ci % 64);
     if (!(atomic_load_explicit(&t->rh->active[w], memory_order_relaxed) & bit))
