@@ -30,6 +30,13 @@ trap on_exit EXIT
 trap 'exit 1' INT TERM
 [ -x "$CORRUN" ] || die "cor-run not built at $CORRUN"
 
+# need_gm_route: skips (77) unless the gm route's plugin is on COR_ROUTE_PATH or in the build.
+need_gm_route() {
+    for d in $(echo "${COR_ROUTE_PATH:-}" | tr : ' ') "$B/cor/routes/gm/.libs"; do
+        [ -f "$d/cor_route_gm.so" ] && return 0
+    done
+    skip "gm route not built"
+}
 # run_bg TAG cmd...: runs cmd in the background, stdout/stderr in $WORK/TAG.{out,err}.
 run_bg() {
     tag=$1; shift

@@ -10,11 +10,7 @@
 . "$(dirname "$0")/common.sh"
 S=$PROC/slowpeer
 [ -x "$S" ] || die "slowpeer not built"
-found=0
-for d in $(echo "${COR_ROUTE_PATH:-}" | tr : ' ') "$B/cor/routes/gm/.libs"; do
-    [ -f "$d/cor_route_gm.so" ] && found=1
-done
-[ $found = 1 ] || skip "gm route not built"
+need_gm_route
 unset GM_NODES GM_NODE_MAP GM_NODE_ID GM_PROVIDER GM_SHM_NAMESPACE GM_SEND_TIMEOUT_MS COR_ROUTES \
     COR_GM_DEAD_MS
 export COR_GM_PROVIDER=tcp

@@ -14,11 +14,7 @@
 . "$(dirname "$0")/common.sh"
 F=$PROC/flood
 [ -x "$F" ] || die "flood not built"
-found=0
-for d in $(echo "${COR_ROUTE_PATH:-}" | tr : ' ') "$B/cor/routes/gm/.libs"; do
-    [ -f "$d/cor_route_gm.so" ] && found=1
-done
-[ $found = 1 ] || skip "gm route not built"
+need_gm_route
 unset GM_NODES GM_NODE_MAP GM_NODE_ID GM_PROVIDER GM_SHM_NAMESPACE COR_ROUTES
 # 2 s, not less: a domain that gets no CPU for that long (ASan beside two CPU hogs on a busy
 # 2-core machine: 1 run in 12 with 500 ms) is given up while it still runs, before the stop.
