@@ -348,6 +348,32 @@ void cor__boot_on_death(struct cor_boot *b, cor_boot_death_fn fn, void *arg)
     if (b) b->ops->on_death(b, fn, arg);
 }
 
+void cor__boot_listener_set(struct cor_boot_listener *l, pthread_cond_t *cv, pthread_mutex_t *mu,
+                            cor_boot_death_fn fn, void *arg)
+{
+    l->fn = fn;
+    l->arg = arg;
+    while (!fn && l->calls)
+        pthread_cond_wait(cv, mu);
+}
+
+int cor__boot_listener_begin(struct cor_boot_listener *l, cor_boot_death_fn *fn, void **arg)
+{
+    if (!l->fn) return 0;
+    *fn = l->fn;
+    *arg = l->arg;
+    l->calls++;
+    return 1;
+}
+
+void cor__boot_listener_end(struct cor_boot_listener *l, pthread_cond_t *cv, pthread_mutex_t *mu)
+{
+    pthread_mutex_lock(mu);
+    l->calls--;
+    pthread_cond_broadcast(cv);
+    pthread_mutex_unlock(mu);
+}
+
 int cor__boot_barrier(struct cor_boot *b)
 {
     return b ? b->ops->barrier(b) : COR_EINVAL;

@@ -17,6 +17,7 @@
 #ifndef COR_BOOT_H
 #define COR_BOOT_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "bootline.h" /* the limits (COR_BOOT_MAX_ADDRS...), shared with cor-run */
@@ -32,6 +33,22 @@ struct cor_boot_addr {
 typedef void (*cor_boot_death_fn)(void *arg, int rank, const char *why);
 
 struct cor_boot;
+
+/* The core's death callback as a backend keeps it, under the backend's own mutex `mu`; calls
+ * run outside mu, and cv is broadcast when one ends. */
+struct cor_boot_listener {
+    cor_boot_death_fn fn;
+    void *arg;
+    int calls; /* calls running now: clearing the callback waits until none is */
+};
+/* With mu held: sets the callback, or clears it (fn NULL) and waits on cv until no call of
+ * the old one runs (the core frees what the callback touches once on_death returns). */
+void cor__boot_listener_set(struct cor_boot_listener *l, pthread_cond_t *cv, pthread_mutex_t *mu,
+                            cor_boot_death_fn fn, void *arg);
+/* With mu held: 0 if no callback is set; else counts a call and gives the callback, which the
+ * caller then calls without mu and ends with cor__boot_listener_end (which takes mu). */
+int cor__boot_listener_begin(struct cor_boot_listener *l, cor_boot_death_fn *fn, void **arg);
+void cor__boot_listener_end(struct cor_boot_listener *l, pthread_cond_t *cv, pthread_mutex_t *mu);
 
 /* A backend. Every slot but `died` and `leave` is mandatory (NULL: nothing to do); the calls'
  * contracts are those of cor__boot_* below. */

@@ -82,10 +82,8 @@ struct pboot {
     unsigned char *lost; /* [size]: our routes gave this rank up, or the launcher says gone */
     /* After each barrier's fence: ask the launcher which domains are gone (fence_check). */
     int check_fences;
-    unsigned barrier_seq;       /* checked barriers entered (under bmu) */
-    cor_boot_death_fn death_fn; /* the core's, for deaths the launcher's proc table shows */
-    void *death_arg;
-    int in_death_fn; /* calls of death_fn running (unregistering waits for none) */
+    unsigned barrier_seq;              /* checked barriers entered (under bmu) */
+    struct cor_boot_listener listener; /* the core's, for deaths a barrier's fence shows */
 };
 
 static const struct cor_boot_ops pb_ops;
@@ -628,17 +626,14 @@ static void report_found(struct pboot *b, const unsigned char *found)
         plog(b,
              "domain %d never entered the barrier that %s completed: it is gone, the barrier fails",
              r, launcher_name());
+        cor_boot_death_fn fn;
+        void *arg;
         pthread_mutex_lock(&b->mu);
-        cor_boot_death_fn fn = b->death_fn;
-        void *arg = b->death_arg;
-        if (fn) b->in_death_fn++;
+        int call = cor__boot_listener_begin(&b->listener, &fn, &arg);
         pthread_mutex_unlock(&b->mu);
-        if (!fn) continue;
+        if (!call) continue;
         fn(arg, r, "it is missing from a barrier the launcher completed");
-        pthread_mutex_lock(&b->mu);
-        b->in_death_fn--;
-        pthread_cond_broadcast(&b->cv);
-        pthread_mutex_unlock(&b->mu);
+        cor__boot_listener_end(&b->listener, &b->cv, &b->mu);
     }
 }
 
@@ -769,10 +764,7 @@ static void pb_on_death(struct cor_boot *base, cor_boot_death_fn fn, void *arg)
 {
     struct pboot *b = (struct pboot *)base;
     pthread_mutex_lock(&b->mu);
-    b->death_fn = fn;
-    b->death_arg = arg;
-    while (!fn && b->in_death_fn)
-        pthread_cond_wait(&b->cv, &b->mu);
+    cor__boot_listener_set(&b->listener, &b->cv, &b->mu, fn, arg);
     pthread_mutex_unlock(&b->mu);
 }
 

@@ -78,11 +78,9 @@ struct corrun_boot {
     char err[256];     /* ERR text from cor-run, "" if none */
     unsigned released; /* highest RELEASE seq */
     int ndead;
-    unsigned char *dead;     /* [size]: death notice received */
-    unsigned char *notified; /* [size]: death callback made */
-    cor_boot_death_fn death_fn;
-    void *death_arg;
-    int in_death_fn; /* death callbacks running now (outside mu): unregistering waits */
+    unsigned char *dead;               /* [size]: death notice received */
+    unsigned char *notified;           /* [size]: death callback made */
+    struct cor_boot_listener listener; /* the core's death callback */
     /* Table being received (reader thread) and the finished one (table_ready). */
     struct cor_boot_addr *table;
     unsigned char *table_seen;
@@ -206,23 +204,16 @@ static void deliver_death(struct corrun_boot *b, int rank, const char *why)
         b->dead[rank] = 1;
         b->ndead++;
     }
-    cor_boot_death_fn fn = NULL;
-    void *arg = NULL;
-    if (b->death_fn && !b->notified[rank]) {
-        b->notified[rank] = 1;
-        fn = b->death_fn;
-        arg = b->death_arg;
-        b->in_death_fn++;
-    }
+    cor_boot_death_fn fn;
+    void *arg;
+    int call = !b->notified[rank] && cor__boot_listener_begin(&b->listener, &fn, &arg);
+    if (call) b->notified[rank] = 1;
     pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);
     if (first) boot_log(b, "domain %d died: %s", rank, why);
-    if (!fn) return;
+    if (!call) return;
     fn(arg, rank, why);
-    pthread_mutex_lock(&b->mu);
-    b->in_death_fn--;
-    pthread_cond_broadcast(&b->cv);
-    pthread_mutex_unlock(&b->mu);
+    cor__boot_listener_end(&b->listener, &b->cv, &b->mu);
 }
 
 /* Handles one line from cor-run; returns -1 on a protocol error. Called without mu. */
@@ -834,12 +825,8 @@ static void corrun_on_death(struct cor_boot *base, cor_boot_death_fn fn, void *a
 {
     struct corrun_boot *b = (struct corrun_boot *)base;
     pthread_mutex_lock(&b->mu);
-    b->death_fn = fn;
-    b->death_arg = arg;
-    /* Unregistering: the core frees what the callback touches once this returns, so a call
-     * the reader thread began before must end first (it never waits for us: no deadlock). */
-    while (!fn && b->in_death_fn)
-        pthread_cond_wait(&b->cv, &b->mu);
+    /* A call the reader thread began before ends first (it never waits for us). */
+    cor__boot_listener_set(&b->listener, &b->cv, &b->mu, fn, arg);
     pthread_mutex_unlock(&b->mu);
     if (!fn) return;
     /* Deaths heard before registration are replayed here, in the caller's thread. */
