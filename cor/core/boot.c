@@ -337,6 +337,93 @@ out:
     return rc;
 }
 
+/* Keeps the table of cor__boot_exchange compact for cor__boot_lookup: one blob per domain. */
+static int keep_table(struct cor_boot *b, int n, const struct cor_boot_addr *all)
+{
+    size_t *at = malloc(((size_t)b->size + 1) * sizeof *at), cap = 0, used = 0;
+    unsigned char *kept = NULL;
+    if (!at) return COR_ENOMEM;
+    for (int r = 0; r < b->size; r++) {
+        unsigned char *blob;
+        size_t len;
+        int rc = cor__boot_blob_encode(n, &all[(size_t)r * (size_t)n], &blob, &len);
+        if (rc == COR_OK && used + len > cap) {
+            size_t ncap = cap ? 2 * cap : (size_t)b->size * (len + 8);
+            while (ncap < used + len)
+                ncap *= 2;
+            unsigned char *k = realloc(kept, ncap);
+            if (!k) {
+                free(blob);
+                rc = COR_ENOMEM;
+            } else {
+                kept = k;
+                cap = ncap;
+            }
+        }
+        if (rc) {
+            free(kept);
+            free(at);
+            return rc;
+        }
+        at[r] = used;
+        memcpy(kept + used, blob, len);
+        used += len;
+        free(blob);
+    }
+    at[b->size] = used;
+    b->kept = kept;
+    b->kept_at = at;
+    return COR_OK;
+}
+
+int cor__boot_publish(struct cor_boot *b, int n, const struct cor_boot_addr *mine)
+{
+    if (!b || n < 1 || n >= COR_BOOT_MAX_ADDRS || !mine || b->published) return COR_EINVAL;
+    int rc = COR_ENOTSUP;
+    if (b->ops->publish) {
+        int m = n + 1; /* as cor__boot_exchange: our addresses, then our host name */
+        struct cor_boot_addr *ext = calloc((size_t)m, sizeof *ext);
+        if (!ext) return COR_ENOMEM;
+        memcpy(ext, mine, (size_t)n * sizeof *ext);
+        snprintf(ext[n].route, sizeof ext[n].route, "%s", COR_BOOT_HOST_ROUTE);
+        host_name(ext[n].addr, sizeof ext[n].addr);
+        rc = b->ops->publish(b, m, ext);
+        free(ext);
+    }
+    if (rc == COR_ENOTSUP) {
+        struct cor_boot_addr *all = NULL;
+        rc = cor__boot_exchange(b, n, mine, &all);
+        if (rc == COR_OK) rc = keep_table(b, n, all);
+        free(all);
+    }
+    if (rc == COR_OK) b->published = n;
+    return rc;
+}
+
+int cor__boot_lookup(struct cor_boot *b, int rank, int n, struct cor_boot_addr *out)
+{
+    if (!b || rank < 0 || rank >= b->size || n != b->published || !out) return COR_EINVAL;
+    int rc;
+    __atomic_fetch_add(&b->lookups, 1, __ATOMIC_RELAXED);
+    if (b->kept) {
+        size_t at = b->kept_at[rank], len = b->kept_at[rank + 1] - at;
+        rc = cor__boot_blob_decode(b->kept + at, len, n, out);
+    } else {
+        int m = n + 1;
+        struct cor_boot_addr *ext = calloc((size_t)m, sizeof *ext);
+        if (!ext) return COR_ENOMEM;
+        rc = b->ops->lookup(b, rank, m, ext);
+        if (rc == COR_OK && strcmp(ext[n].route, COR_BOOT_HOST_ROUTE) != 0) rc = COR_EINVAL;
+        if (rc == COR_OK) memcpy(out, ext, (size_t)n * sizeof *out);
+        free(ext);
+    }
+    if (rc == COR_EINVAL) {
+        cor__boot_log(b, b->ops->name, "the addresses of domain %d are malformed", rank);
+        rc = COR_EBOOT;
+    }
+    return rc;
+}
+
 int cor__boot_local(const struct cor_boot *b, int rank)
 {
     if (!b || rank < 0 || rank >= b->size) return 0;
@@ -397,7 +484,14 @@ void cor__boot_died(struct cor_boot *b, int rank)
 void cor__boot_finish(struct cor_boot *b)
 {
     if (!b) return;
+    if (b->published && cor__knob_long(COR_K_BOOT_STATS))
+        cor__boot_log(b, b->ops->name, "finish: looked up the addresses of %u of %d peers",
+                      __atomic_load_n(&b->lookups, __ATOMIC_RELAXED), b->size - 1);
     free(b->local);
+    free(b->kept);
+    free(b->kept_at);
     b->local = NULL;
+    b->kept = NULL;
+    b->kept_at = NULL;
     b->ops->finish(b);
 }

@@ -57,6 +57,11 @@ struct cor_boot_ops {
     int (*exchange)(struct cor_boot *b, int n, const struct cor_boot_addr *mine,
                     struct cor_boot_addr **all);
     int (*barrier)(struct cor_boot *b);
+    /* Optional pair (NULL: cor__boot_publish keeps the exchange's table): publish returns
+     * COR_ENOTSUP, having done nothing, when it cannot serve lookups (PMIx without the list
+     * of local peers, which then come from the host names in the table). */
+    int (*publish)(struct cor_boot *b, int n, const struct cor_boot_addr *mine);
+    int (*lookup)(struct cor_boot *b, int rank, int n, struct cor_boot_addr *out);
     void (*leave)(struct cor_boot *b); /* NULL: the finalize barrier's end is enough */
     void (*lost)(struct cor_boot *b, int rank);
     void (*died)(struct cor_boot *b, int rank);
@@ -79,6 +84,13 @@ struct cor_boot {
      * domain publishes beside its addresses. Freed by cor__boot_finish. The one answer to
      * "which domains share memory with me" (cor_domain_local). */
     unsigned char *local;
+    /* cor__boot_publish's kept table, for backends without lookup: domain r's addresses are
+     * the blob (cor__boot_blob_encode) at kept[kept_at[r] .. kept_at[r + 1]). Read-only once
+     * set; freed by cor__boot_finish. */
+    unsigned char *kept;
+    size_t *kept_at;
+    int published;    /* n given to cor__boot_publish (0: not called) */
+    unsigned lookups; /* cor__boot_lookup calls (atomic; COR_BOOT_STATS says it at finish) */
 };
 
 /* Reads the environment and joins the session through the backend it names.
@@ -93,6 +105,18 @@ int cor__boot_init(struct cor_boot **boot, int *rank, int *size, uint64_t *cooki
 #define COR_BOOT_HOST_ROUTE "cor.host"
 int cor__boot_exchange(struct cor_boot *boot, int n, const struct cor_boot_addr *mine,
                        struct cor_boot_addr **all);
+/* The lazy form of cor__boot_exchange (COR_LAZY_PEERS): publishes our n addresses (and host
+ * name) and returns once every domain published, without the table: a domain's addresses come
+ * from cor__boot_lookup when it is first talked to. Backends that cannot look one domain up
+ * (cor-run: its rendezvous sends the whole table to everyone) take the table here and keep
+ * it, one compact blob per domain (~30 B an address), for cor__boot_lookup. Once per session,
+ * instead of cor__boot_exchange. Errors as cor__boot_exchange. */
+int cor__boot_publish(struct cor_boot *boot, int n, const struct cor_boot_addr *mine);
+/* Domain `rank`'s n addresses (as it published them with cor__boot_publish) into out[n].
+ * Thread-safe; a backend may ask its launcher (PMIx: one get from the node's server).
+ * COR_EBOOT (logged) if the launcher has none or they are malformed, COR_EINVAL for a bad
+ * rank or a call before cor__boot_publish. */
+int cor__boot_lookup(struct cor_boot *boot, int rank, int n, struct cor_boot_addr *out);
 /* Registers the death callback (called at most once per dead rank the launcher reports).
  * fn NULL unregisters it: when that returns, no call of the old callback is running or will
  * start (the core does this before freeing what the callback touches). */

@@ -18,6 +18,10 @@
  *   PMIX_LOCAL_PEERS) gets them and puts them as one blob (key "cor.table", PMIX_LOCAL: each
  *   blob after its 4-byte length); after a second fence the node's other domains get that one.
  *   Without PMIX_LOCAL_PEERS (or with COR_BOOT_NODE_TABLE=0) every domain gets the N blobs.
+ * - Peers at first contact (the default, cor/core/connect.c): pb_publish puts and fences only,
+ *   and pb_lookup gets one domain's blob when it is first talked to; the node's table below
+ *   is the way of COR_LAZY_PEERS=0 (and of sessions whose routes need every address at
+ *   init: gm), and of a launcher that gives no list of local peers.
  * - Barrier: PMIx_Fence, non-blocking, so that a domain that died or that our routes gave up
  *   (cor__boot_died, cor__boot_lost) ends the wait with COR_EPEERDEAD instead of leaving it
  *   hanging. A fence given up that way is never started again: after a loss every barrier
@@ -446,11 +450,11 @@ static int get_node_table(struct pboot *b, int leader, int n, struct cor_boot_ad
     return err;
 }
 
-static int pb_exchange(struct cor_boot *base, int n, const struct cor_boot_addr *mine,
-                       struct cor_boot_addr **all)
+/* The exchange's first half, shared with pb_publish: checks, then puts our blob (KEY_ADDRS),
+ * commits and fences collecting the data; *t1 is when the fence began (COR_BOOT_STATS). */
+static int put_and_fence(struct pboot *b, int n, const struct cor_boot_addr *mine, double *t1)
 {
-    struct pboot *b = (struct pboot *)base;
-    int err = cor__boot_check_addrs(base, "pmix", n, mine);
+    int err = cor__boot_check_addrs(&b->base, "pmix", n, mine);
     if (err) return err;
     pthread_mutex_lock(&b->mu);
     int again = b->exchanged;
@@ -462,7 +466,6 @@ static int pb_exchange(struct cor_boot *base, int n, const struct cor_boot_addr 
     }
     unsigned char *blob;
     size_t len;
-    double t0 = now_ms();
     if ((err = cor__boot_blob_encode(n, mine, &blob, &len))) return err;
     pmix_value_t v;
     PMIX_VALUE_CONSTRUCT(&v);
@@ -476,12 +479,68 @@ static int pb_exchange(struct cor_boot *base, int n, const struct cor_boot_addr 
         plog(b, "exchange: cannot put our addresses: %s", PMIx_Error_string(rc));
         return COR_EBOOT;
     }
-    double t1 = now_ms();
+    *t1 = now_ms();
     rc = fence(b, 1);
     if (rc != PMIX_SUCCESS) {
         plog(b, "exchange: the fence failed: %s", PMIx_Error_string(rc));
         return rc == PMIX_ERR_TIMEOUT ? COR_ETIMEDOUT : COR_EBOOT;
     }
+    return COR_OK;
+}
+
+/* Lazy peers: put and fence only; each domain's blob is got when it is first talked to
+ * (pb_lookup): no get at all at init, one fence instead of two, and a domain that talks to k
+ * peers makes k gets. Needs the launcher's list of local peers (else the local ones come from
+ * the host names of the whole table: COR_ENOTSUP, the table is exchanged). */
+static int pb_publish(struct cor_boot *base, int n, const struct cor_boot_addr *mine)
+{
+    struct pboot *b = (struct pboot *)base;
+    if (!b->base.local) return COR_ENOTSUP;
+    double t0 = now_ms(), t1 = t0;
+    int err = put_and_fence(b, n, mine, &t1);
+    if (!err && cor__knob_long(COR_K_BOOT_STATS))
+        plog(b, "publish: put %.1f ms, fence %.1f ms (addresses got at first contact)", t1 - t0,
+             now_ms() - t1);
+    return err;
+}
+
+/* One domain's blob, after pb_publish's fence: a get answered by the node's server from the
+ * data the fence collected (PMIX_OPTIONAL: no request beyond it). */
+static int pb_lookup(struct cor_boot *base, int rank, int n, struct cor_boot_addr *out)
+{
+    struct pboot *b = (struct pboot *)base;
+    pmix_info_t opt;
+    bool optional = true;
+    PMIX_INFO_LOAD(&opt, PMIX_OPTIONAL, &optional, PMIX_BOOL);
+    pmix_proc_t who = b->self;
+    who.rank = (pmix_rank_t)rank;
+    pmix_value_t *got = NULL;
+    pmix_status_t rc = PMIx_Get(&who, KEY_ADDRS, &opt, 1, &got);
+    PMIX_INFO_DESTRUCT(&opt);
+    int err = COR_OK;
+    if (rc != PMIX_SUCCESS || !got || got->type != PMIX_BYTE_OBJECT) {
+        plog(b, "no addresses from domain %d: %s", rank,
+             rc != PMIX_SUCCESS ? PMIx_Error_string(rc) : "wrong type");
+        err = COR_EBOOT;
+    } else if (cor__boot_blob_decode((const unsigned char *)got->data.bo.bytes, got->data.bo.size,
+                                     n, out)) {
+        plog(b, "domain %d published %zu bytes that are not %d addresses", rank, got->data.bo.size,
+             n);
+        err = COR_EBOOT;
+    }
+    if (got) PMIX_VALUE_RELEASE(got);
+    return err;
+}
+
+static int pb_exchange(struct cor_boot *base, int n, const struct cor_boot_addr *mine,
+                       struct cor_boot_addr **all)
+{
+    struct pboot *b = (struct pboot *)base;
+    double t0 = now_ms(), t1 = t0;
+    int err = put_and_fence(b, n, mine, &t1);
+    if (err) return err;
+    pmix_status_t rc;
+    pmix_value_t v;
     double t2 = now_ms();
     struct cor_boot_addr *table = calloc((size_t)b->base.size * (size_t)n, sizeof *table);
     if (!table) return COR_ENOMEM;
@@ -781,6 +840,8 @@ static const struct cor_boot_ops pb_ops = {
     .name = "pmix",
     .exchange = pb_exchange,
     .barrier = pb_barrier,
+    .publish = pb_publish,
+    .lookup = pb_lookup,
     .leave = pb_leave,
     .lost = pb_lost,
     .died = pb_lost,

@@ -107,62 +107,6 @@ static int yielders_for_routes(void)
     return YIELDERS_SHARED_MEMORY;
 }
 
-/* Publishes our hard ports' addresses and tells each port where the peers' ports are. */
-static int connect_peers(void)
-{
-    int n = 0;
-    for (int i = 0; i < g.nroutes; i++)
-        n += g.routes[i]->nports + (g.routes[i]->raw != NULL);
-    if (n == 0) return g.size > 1 ? COR_EROUTE : COR_OK;
-    struct cor_boot_addr *mine = calloc((size_t)n, sizeof *mine), *all = NULL;
-    struct cor_hport **hps = calloc((size_t)n, sizeof *hps);
-    int err = COR_ENOMEM;
-    if (!mine || !hps) goto out;
-    int k = 0;
-    for (int i = 0; i < g.nroutes; i++) {
-        struct cor_route *r = g.routes[i];
-        for (int p = -1; p < r->nports; p++) {
-            struct cor_hport *hp = p < 0 ? r->raw : r->ports[p];
-            if (!hp) continue;
-            snprintf(mine[k].route, sizeof mine[k].route, "%s", r->name);
-            mine[k].port_index = p;
-            err = r->ops->address(hp->rp, mine[k].addr, sizeof mine[k].addr);
-            if (err) goto out;
-            hps[k++] = hp;
-        }
-    }
-    if (g.size == 1) {
-        err = COR_OK;
-        goto out;
-    }
-    err = cor__boot_exchange(g.boot, n, mine, &all);
-    if (err) goto out;
-    for (int peer = 0; peer < g.size; peer++) {
-        if (peer == g.rank) continue;
-        for (k = 0; k < n; k++) {
-            struct cor_boot_addr *a = &all[peer * n + k];
-            if (strcmp(a->route, mine[k].route) || a->port_index != mine[k].port_index) {
-                cor__log("domain %d publishes %s port %d where we have %s port %d: all domains "
-                         "must open the same routes and ports",
-                         peer, a->route, a->port_index, mine[k].route, mine[k].port_index);
-                err = COR_EBOOT;
-                goto out;
-            }
-            err = hps[k]->route->ops->add_peer(hps[k]->rp, (cor_peer_t)peer, a->addr);
-            if (err) {
-                cor__log("route '%s': cannot reach domain %d at %s: %s", a->route, peer, a->addr,
-                         cor_strerror(err));
-                goto out;
-            }
-        }
-    }
-out:
-    free(mine);
-    free(all);
-    free(hps);
-    return err;
-}
-
 static void on_boot_death(void *arg, int rank, const char *why)
 {
     if (rank >= 0 && rank < g.size) {
@@ -252,6 +196,7 @@ static void teardown(void)
     }
     g.nroutes = 0;
     g.one_port = false;
+    cor__connect_fini();
     if (g.peers) {
         for (int i = 0; i < g.size; i++) {
             free(g.peers[i].recv_seq);
@@ -298,7 +243,7 @@ static int init_domain(void)
     if (err) return err;
     g.one_port = g.nroutes == 1 && g.routes[0]->nports == 1;
     if (g.yielders_max < 0) g.yielders_max = yielders_for_routes();
-    if (!g.dynamic && (err = connect_peers())) return err;
+    if (!g.dynamic && (err = cor__connect_peers())) return err;
     /* getBuffer memory: the first route that can send from its own memory without a copy */
     for (int i = 0; i < g.nroutes && !g.dma_port; i++)
         if (cor__route_has_mem(g.routes[i]->ops) && g.routes[i]->nports &&

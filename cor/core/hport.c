@@ -101,7 +101,8 @@ int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out)
     struct cor_route_upcalls up = {.core = hp,
                                    .deliver = cor__upcall_deliver,
                                    .send_done = cor__upcall_send_done,
-                                   .peer_failed = cor__upcall_peer_failed};
+                                   .peer_failed = cor__upcall_peer_failed,
+                                   .need_peer = cor__upcall_need_peer};
     int err = r->ops->open(&cfg, &up, &hp->rp);
     if (err) {
         cor__log("route '%s': cannot open hard port %d: %s", r->name, index, cor_strerror(err));
@@ -362,6 +363,8 @@ static void inflight_add(struct cor_hport *hp, long n)
 static int route_send(struct cor_hport *hp, struct send_op *op, bool own)
 {
     struct peer_link *l = &hp->links[op->peer];
+    int ready = cor__peer_ready(op->peer); /* its address, at the first frame to it */
+    if (ready != COR_OK) return ready;
     if (op->hdr.type != F_CREDIT) op->hdr.credits = (uint16_t)owed_take(l); /* piggy-back */
     op->hdr.src_epoch = g.epoch;
     op->hdr.dst_epoch = op->epoch;

@@ -263,6 +263,7 @@ int cor__route_load(const char *name, bool quiet, struct cor_route **out);
 int cor__route_has_rma(const struct cor_route_ops *ops);
 int cor__route_has_mem(const struct cor_route_ops *ops);
 int cor__route_has_peer_dead(const struct cor_route_ops *ops);
+int cor__route_lazy_peers(const struct cor_route_ops *ops); /* takes peers at first contact */
 int cor__route_has_wait(const struct cor_route_ops *ops);
 int cor__route_has_wake(const struct cor_route_ops *ops);
 int cor__route_has_await(const struct cor_route_ops *ops);
@@ -324,6 +325,12 @@ int cor__send_start(struct cor_task *t, struct cor_req *r);
 int cor__recv_start(struct cor_task *t, struct cor_req *r);
 void cor__upcall_deliver(void *core, cor_peer_t peer, const void *frame, size_t len);
 void cor__upcall_peer_failed(void *core, cor_peer_t peer, int err);
+/* connect.c: the routes told where the peers are, all at cor_init or each at first contact. */
+enum { PEER_UNKNOWN = 0, PEER_READY = 1, PEER_REFUSED = 2 };
+int cor__connect_peers(void); /* cor_init: publishes ours (and adds all, when not lazy) */
+int cor__peer_resolve(unsigned peer);
+int cor__upcall_need_peer(void *core, cor_peer_t peer);
+void cor__connect_fini(void); /* after the ports closed */
 void cor__raw_upcall_send_done(struct cor_hport *hp, int status);
 int cor__raw_attach(struct cor_hport *hp);
 void cor__raw_detach(struct cor_hport *hp); /* dispatcher: push queued frames */
@@ -395,7 +402,10 @@ struct cor_global {
     unsigned ntasks;         /* next spawn index */
     int nroutes;
     struct cor_route *routes[COR_ROUTES_MAX];
-    _Atomic bool *dead;       /* [size] */
+    _Atomic bool *dead; /* [size] */
+    /* [size]: which peers the routes were given (connect.c: PEER_*), when they get them at
+     * first contact; NULL when every peer was given at cor_init. */
+    _Atomic unsigned char *peer_conn;
     struct peer_state *peers; /* [size] */
     /* One hard port carries every message (one route, one port; raw ports aside): set once
      * the ports are open, before any poll. Its owner is then the only thread that delivers,
@@ -434,6 +444,16 @@ struct cor_global {
 };
 extern struct cor_global cor__g;
 #define g cor__g
+
+/* Before a send to `peer`: COR_OK at once when the routes know it; else looks it up and
+ * adds it to every port (COR_EROUTE/COR_EBOOT/COR_EPEERDEAD when it cannot). */
+static inline int cor__peer_ready(unsigned peer)
+{
+    return !g.peer_conn ||
+                   atomic_load_explicit(&g.peer_conn[peer], memory_order_acquire) == PEER_READY
+               ? COR_OK
+               : cor__peer_resolve(peer);
+}
 
 int cor__check_init(void);
 void cor__peer_died(unsigned rank, int err);

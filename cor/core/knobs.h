@@ -54,11 +54,13 @@
     X(BOOT_SECRET, "COR_BOOT_SECRET", STR, 0, 0, 0, "set by cor-run",                              \
       "TCP rendezvous: the session secret, 64 hex digits or - (a line on stdin)")                  \
     X(BOOT_STATS, "COR_BOOT_STATS", INT, 0, 0, 1, "",                                              \
-      "1: the PMIx exchange says what its put, fence and gets took")                               \
+      "1: the exchange says what its steps took, finish how many peers were looked up")            \
     X(BOOT_NODE_TABLE, "COR_BOOT_NODE_TABLE", INT, 1, 0, 1, "",                                    \
       "PMIx: 0: each domain gets the N addresses itself, not its node's table")                    \
     X(BOOT_FENCE_CHECK, "COR_BOOT_FENCE_CHECK", INT, -1, -1, 1, "-1 (auto)",                       \
-      "PMIx: 1: a barrier checks that every domain entered; -1 (auto): under --enable-recovery")
+      "PMIx: 1: a barrier checks that every domain entered; -1 (auto): under --enable-recovery")   \
+    X(LAZY_PEERS, "COR_LAZY_PEERS", INT, 1, 0, 1, "",                                              \
+      "0: give the routes every peer's address at cor_init, not at first contact")
 
 #define COR_KNOB_ENUM(id, name, type, def, lo, hi, shown, meaning) COR_K_##id,
 enum { COR_CORE_KNOBS(COR_KNOB_ENUM) COR_K_COUNT };

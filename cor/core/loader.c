@@ -199,6 +199,11 @@ int cor__route_has_wake(const struct cor_route_ops *ops)
     return ROUTE_HAS(ops, wait) && ROUTE_HAS(ops, wake);
 }
 
+int cor__route_lazy_peers(const struct cor_route_ops *ops)
+{
+    return ROUTE_HAS(ops, lazy_peers) == 1;
+}
+
 int cor__route_has_await(const struct cor_route_ops *ops)
 {
     return ROUTE_HAS(ops, await_peer);

@@ -125,6 +125,8 @@ static int poll_once(cor_raw_t *raw)
 COR_API int cor_raw_send(cor_raw_t *raw, int peer, const void *buf, size_t len)
 {
     if (!raw || peer < 0 || peer >= g.size || peer == g.rank || (!buf && len)) return COR_EINVAL;
+    int ready = cor__peer_ready((unsigned)peer); /* its address, at the first frame to it */
+    if (ready != COR_OK) return ready;
     struct iovec iov = {(void *)buf, len};
     uint64_t deadline = cor__now_ns() + 60ull * 1000000000u;
     for (;;) {

@@ -59,6 +59,14 @@ struct cor_route_upcalls {
      * stayed silent for the route's dead time (the core then tells the launcher it is lost:
      * cor-run stops it for the whole session), else why (COR_EPEERDEAD: refused, closed). */
     void (*peer_failed)(void *core, cor_peer_t peer, int err);
+    /* Appended later (a route reads it only when its table says lazy_peers, and when it is
+     * not NULL): a frame came from session member `peer` that no add_peer named yet. The
+     * core looks the peer's addresses up (its launcher) and calls add_peer on this port (and
+     * its others) before it returns COR_OK; anything else (COR_ENOTSUP when the core gave
+     * every peer at init: COR_LAZY_PEERS=0, a route without lazy_peers, dynamic sessions):
+     * the route drops the frame, as one from a stranger. Made from inside progress() like
+     * the other callbacks (no lock of the route held). */
+    int (*need_peer)(void *core, cor_peer_t peer);
 };
 
 /* What the core tells a port when it opens it. */
@@ -181,6 +189,15 @@ struct cor_route_ops {
      * would (its timers run only for frames it holds). Any thread may call it, no lock held;
      * it must be cheap (every rendezvous calls it twice) and never block or make an upcall. */
     void (*await_peer)(struct cor_rport *port, cor_peer_t peer, int on);
+
+    /* --- description, appended later --- */
+
+    /* 1: the route takes peers at first contact. The core may then call add_peer for a peer
+     * only when it first sends to it, and a frame from a member not added yet makes the route
+     * call up->need_peer (when set) and take the frame if that returns COR_OK. Such a route
+     * must not need the whole session's addresses at once (the gm route builds its node map
+     * from them: 0). 0: the core adds every peer at cor_init. */
+    int lazy_peers;
 };
 
 /* A route defines its table with this, the only exported symbol of the plugin. */

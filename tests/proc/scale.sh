@@ -15,10 +15,23 @@ wait_bg a2a
 ! grep -q "giving up" "$WORK/a2a.err" || { show a2a; die "a route gave a live peer up"; }
 say "cor-run: $N domains, every message arrived; slowest init: $(sort -k8 -n "$WORK/a2a.out" | tail -n 1)"
 if [ "${COR_HAVE_PMIX:-}" = yes ] && command -v mpirun >/dev/null 2>&1; then
-    # The node's table (boot_pmix.c): one domain got the N addresses, the N-1 others one
-    # table from it (COR_BOOT_STATS says which); with COR_BOOT_NODE_TABLE=0 each gets N.
+    # Peers at first contact (the default, cor/core/connect.c): cor_init only publishes, and
+    # each domain looks up the N-1 peers it talks to, one get each.
+    run_bg lazy timeout 100 env COR_ROUTE=udp COR_BOOT_STATS=1 \
+        mpirun --allow-run-as-root --oversubscribe -n $N "$A"
+    wait_bg lazy
+    [ $RC = 0 ] || { show lazy; die "mpirun exited $RC"; }
+    [ "$(grep -c ': PASS ' "$WORK/lazy.out")" = $N ] || { show lazy; die "not every domain passed"; }
+    pub=$(grep -c "publish: .*first contact" "$WORK/lazy.err")
+    got=$(grep -c "looked up the addresses of $((N - 1)) of $((N - 1)) peers" "$WORK/lazy.err")
+    [ "$pub $got" = "$N $N" ] ||
+        { show lazy; die "lazy peers: $pub of $N published only, $got looked up $((N - 1))"; }
+    # Every address at cor_init (COR_LAZY_PEERS=0): the node's table (boot_pmix.c): one
+    # domain got the N addresses, the N-1 others one table from it (COR_BOOT_STATS says
+    # which); with COR_BOOT_NODE_TABLE=0 each gets N.
     for nt in 1 0; do
         run_bg mpi$nt timeout 100 env COR_ROUTE=udp COR_BOOT_STATS=1 COR_BOOT_NODE_TABLE=$nt \
+            COR_LAZY_PEERS=0 \
             mpirun --allow-run-as-root --oversubscribe -n $N "$A"
         wait_bg mpi$nt
         [ $RC = 0 ] || { show mpi$nt; die "mpirun exited $RC"; }
@@ -36,6 +49,6 @@ if [ "${COR_HAVE_PMIX:-}" = yes ] && command -v mpirun >/dev/null 2>&1; then
                 { show mpi$nt; die "without the node table: $all of $N got all addresses"; }
         fi
     done
-    say "mpirun: $N domains, every message arrived (with and without the node's table)"
+    say "mpirun: $N domains, every message arrived (peers at first contact; all at init with and without the node's table)"
 fi
 say "PASS"

@@ -122,11 +122,14 @@ struct cor_rport {
     struct udp_peer **peers; /* [npeers], NULL until first contact; lock */
     uint32_t *active;        /* ranks that have a udp_peer, for timer scans; lock */
     uint32_t nactive;        /* lock */
-    uint64_t timer_ns;       /* earliest time a timer may fire (atomic reads; writes under lock) */
-    uint64_t retransmits;    /* lock */
-    uint64_t dups, beyond;   /* duplicates and early-beyond-window datagrams; lock */
-    uint64_t timeouts;       /* retransmission timer expiries; lock */
-    uint64_t probes;         /* probes sent to silent peers (udp_rx.c); lock */
+    /* Members no add_peer named yet (atomic; written under lock): while some are left, a
+     * batch's datagrams from them are offered to the core's need_peer first (udp_rx.c). */
+    uint32_t unadded;
+    uint64_t timer_ns;     /* earliest time a timer may fire (atomic reads; writes under lock) */
+    uint64_t retransmits;  /* lock */
+    uint64_t dups, beyond; /* duplicates and early-beyond-window datagrams; lock */
+    uint64_t timeouts;     /* retransmission timer expiries; lock */
+    uint64_t probes;       /* probes sent to silent peers (udp_rx.c); lock */
     /* The sweep over peers never talked to (udp_rx.c, sweep): the next rank to look at, when
      * its next probe is due, and the probes it sent. lock */
     uint32_t sweep_rank;

@@ -65,6 +65,7 @@ static int udp_open(const struct cor_route_config *cfg, const struct cor_route_u
     p->dgram_iface = p->k.dgram ? p->k.dgram : dgram;
     rc = COR_ENOMEM;
     p->dests = calloc(p->base.npeers, sizeof(*p->dests));
+    p->unadded = p->base.npeers - 1;
     p->peers = calloc(p->base.npeers, sizeof(*p->peers));
     p->active = calloc(p->base.npeers, sizeof(*p->active));
     p->touched = calloc(p->base.npeers, sizeof(*p->touched));
@@ -173,6 +174,7 @@ static int udp_add_peer(struct cor_rport *p, cor_peer_t rank, const char *addr)
         d->sa = sa;
         d->dgram = dgram;
         d->state = UDP_PEER_UP;
+        if (rank != p->base.self) __atomic_store_n(&p->unadded, p->unadded - 1, __ATOMIC_RELAXED);
     }
     /* The sweep of peers never talked to (udp_rx.c) starts with the timers of an idle port. */
     if (rc == COR_OK && p->k.probe_ns && !p->sweep_ns)
@@ -244,4 +246,5 @@ COR_ROUTE_DECLARE(udp) = {
     .peer_dead = udp_peer_dead,
     .knobs = udp_knob_table,
     .nknobs = 0 UDP_KNOBS(RUTIL_KNOB_COUNT),
+    .lazy_peers = 1,
 };

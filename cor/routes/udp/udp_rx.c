@@ -408,6 +408,35 @@ static int callbacks(struct cor_rport *p, uint32_t nfl, struct rutil_done *done)
     return events;
 }
 
+/* Peers at first contact (route.h, lazy_peers): datagrams of this batch from session members
+ * no add_peer named yet are offered to the core (need_peer), which adds them to the port, so
+ * that datagram_in takes them (after the usual checks, the source address included) instead
+ * of dropping them until the sender's retransmission. Only the header's claims are used
+ * here, to pick whom to ask about: nothing in the datagram is believed before datagram_in.
+ * No lock held (the core's add_peer takes it). */
+static void strangers_in(struct cor_rport *p, int n)
+{
+    uint32_t ask[UDP_BATCH_MAX];
+    int nask = 0;
+    pthread_mutex_lock(&p->lock);
+    for (int i = 0; i < n; i++) {
+        uint64_t cookie;
+        uint32_t src, dst;
+        if (udp_wire_peek(p->rx_iov[i].iov_base, p->rx_msg[i].msg_len, &cookie, &src, &dst) !=
+                UDP_W_OK ||
+            cookie != p->base.cookie || dst != p->base.self || src >= p->base.npeers ||
+            src == p->base.self || p->dests[src].state != UDP_PEER_NONE)
+            continue;
+        int seen = 0;
+        for (int k = 0; k < nask && !seen; k++)
+            seen = ask[k] == src;
+        if (!seen) ask[nask++] = src;
+    }
+    pthread_mutex_unlock(&p->lock);
+    for (int k = 0; k < nask; k++)
+        p->base.up.need_peer(p->base.up.core, ask[k]);
+}
+
 int udp_op_progress(struct cor_rport *p)
 {
     if (!p) return 0;
@@ -429,6 +458,8 @@ int udp_op_progress(struct cor_rport *p)
         if (look) p->errq_check_ns = now + UDP_ERRQ_CHECK_NS;
         int nrf = udp_sock_refused(&p->sock, rf, UDP_REFUSALS_MAX, look);
         if (n <= 0 && !timers && !nrf) break;
+        if (n > 0 && p->base.up.need_peer && __atomic_load_n(&p->unadded, __ATOMIC_RELAXED))
+            strangers_in(p, n);
         pthread_mutex_lock(&p->lock);
         if (p->base.closing) {
             pthread_mutex_unlock(&p->lock);
