@@ -317,6 +317,11 @@ int cor__recv_start(struct cor_task *t, struct cor_req *r)
         if (d != (unsigned)g.rank) {
             if (atomic_load(&g.dead[d])) return COR_EPEERDEAD;
             r->remote_rank = (int)d;
+            /* A receive from a peer is talking to it: with peers at first contact its ports
+             * learn of it now, so that its routes watch it (a udp port probes the peers it
+             * knows) and its death ends this wait even if nothing ever goes to it. A peer
+             * that cannot be looked up is logged there; the receive waits as before. */
+            (void)cor__peer_ready(d);
         }
     }
     int from = r->remote_rank; /* once posted, r belongs to whoever matches it */
