@@ -3,7 +3,7 @@
 # to the next and hears from the one before) looks up 2 addresses per domain, not 7: the next
 # one when it first sends to it, the one before when the udp route first hears from it (the
 # need_peer upcall). That first datagram is taken, not dropped and waited for again: the route
-# drops nothing and resends nothing. With COR_LAZY_PEERS=0 every peer is given at cor_init
+# drops nothing. With COR_LAZY_PEERS=0 every peer is given at cor_init
 # and nothing is looked up later. Under cor-run, and under mpirun when CoR has PMIx (one get
 # from the node's server per peer looked up).
 . "$(dirname "$0")/common.sh"
@@ -18,9 +18,11 @@ check_ring() { # TAG LAZY
     any=$(grep -c "looked up the addresses" "$WORK/$1.err")
     if [ $2 = 1 ]; then
         [ "$looked" = $N ] || { show $1; die "$1: $looked of $N domains looked up 2 peers"; }
-        # Every domain's one port: nothing dropped, nothing resent, at first contact too.
-        bad=$(grep "cor udp: port" "$WORK/$1.err" | grep -vc "dropped 0 retransmits 0")
-        [ "$bad" = 0 ] || { show $1; die "$1: $bad ports dropped or resent datagrams"; }
+        # Every domain's one port dropped nothing, at first contact too (a datagram from a
+        # member not added yet is dropped and counted unless need_peer adds it first; a
+        # retransmission from a slow acknowledgement under load is not a drop).
+        bad=$(grep "cor udp: port" "$WORK/$1.err" | grep -vc ": dropped 0 ")
+        [ "$bad" = 0 ] || { show $1; die "$1: $bad ports dropped datagrams"; }
     else
         [ "$any" = 0 ] || { show $1; die "$1: COR_LAZY_PEERS=0 still looked addresses up"; }
     fi
