@@ -17,7 +17,18 @@
 
 #define CPVM_FRAG_TAG 2 /* a detached fragment, after its image (CPVM_DATA_TAG) */
 
-/* ---- sending ------------------------------------------------------------------------- */
+/* ---- sending -------------------------------------------------------------------------
+ *
+ * Locks. A routed pvm_send or pvm_psend holds the big lock only to find the peer and the
+ * thread's send buffer (libpvm3's); it builds the image from the thread's own message
+ * without it, and takes the peer's lock (route.h) only for what orders the pair: the check
+ * that the pair is still routed, the message's number, the posts of the image and its
+ * detached pieces (so the core's order is the numbers' order), and the list of what the peer
+ * did not confirm. The data moves under no lock at all: images in the background (the
+ * backlog, with a lock of its own), detached pieces while the sender waits for them. What
+ * needs libpvm3 (PVM's path, a give-up's resend, pumping routed messages into libpvm3's
+ * queue, reading PVM's sockets) goes back under the big lock. pvm_mcast and group calls keep
+ * the big lock throughout, and take the peer's lock inside it. */
 
 /* A peer's exit notice arrives on PVM's path: a send waiting for it looks every millisecond,
  * so that the notice fails the send instead of the route giving up after seconds. Lock held,
@@ -37,10 +48,11 @@ static int arrived(void *arg)
     return cpvm_routed_arrived();
 }
 
-/* Waits for the routed sends of a message, without the lock (other threads' calls go on),
+/* Waits for the routed sends of a message without the big lock (other threads' calls go on),
  * and receives meanwhile: two tasks sending each other large messages must each take the
- * other's. Returns the first error. Lock held on entry and exit. */
-static int finish_sends(cor_req_t *req, int n)
+ * other's. Returns the first error. `big`: the big lock is held on entry and exit (it is let
+ * go while waiting, unless nested in a group call); else it is taken only to pump. */
+static int finish_sends(cor_req_t *req, int n, bool big)
 {
     uint64_t next_look = cpvm_now_ns() + 1000000;
     int first_err = COR_OK;
@@ -50,8 +62,10 @@ static int finish_sends(cor_req_t *req, int n)
             i++;
             continue;
         }
-        err = cor_test(&req[i], &done, NULL);  /* eager sends are done by now */
-        if (!done && !err && !cpvm_nested()) { /* (a group call keeps the lock) */
+        err = cor_test(&req[i], &done, NULL); /* eager sends are done by now */
+        if (!done && !err && !big) {
+            err = cor_wait_timeout(&req[i], -1, 1000, arrived, NULL, &done, NULL);
+        } else if (!done && !err && !cpvm_nested()) { /* (a group call keeps the lock) */
             int depth = cpvm_unlock_all();
             err = cor_wait_timeout(&req[i], -1, 1000, arrived, NULL, &done, NULL);
             cpvm_relock_all(depth);
@@ -61,8 +75,10 @@ static int finish_sends(cor_req_t *req, int n)
             req[i++] = COR_REQ_NULL;
             continue;
         }
+        if (!big) cpvm_enter();
         cpvm_pump();
         if (!cpvm_nested()) look_for_exits(&next_look);
+        if (!big) cpvm_leave();
     }
     return first_err;
 }
@@ -82,13 +98,15 @@ static int finish_sends(cor_req_t *req, int n)
  * take PVM's path as well), and the pair stays on PVM's path. A receiver takes each number
  * once: a message whose number it took already (the peer was only slow, and the route
  * delivered it after all) is dropped and counted; numbers only grow, so either path keeps
- * PVM's order per pair. */
+ * PVM's order per pair. The numbers, the list and the switch to PVM's path are under the
+ * peer's lock: a sender either numbered and listed its message before the give-up (which
+ * then sends it again) or finds the pair on PVM's path and sends it there, after them. */
 #define CONFIRM_EVERY 32
 #define UNCONF_MAX 256 /* unconfirmed messages to one peer before pvm_send waits */
 
 #define KEEP_COPY_MAX 1024 /* a sent image up to this size is kept as a copy of its own */
 
-struct unconf {
+struct unconf { /* the peer's lock */
     struct unconf *next;
     uint32_t seq;
     void *image; /* from cpvm_out (cpvm_image_release), or malloc'd when cap is 0 */
@@ -144,10 +162,13 @@ static struct unconf *unconf_pop(struct cpvm_peer *p)
 
 void cpvm_confirmed(struct cpvm_peer *p, uint32_t seq)
 {
-    if (!seq_after(seq, p->tx_confirmed) || seq_after(seq, p->tx_seq)) return;
-    p->tx_confirmed = seq;
-    while (p->unconf_head && !seq_after(p->unconf_head->seq, seq))
-        unconf_drop(unconf_pop(p));
+    pthread_mutex_lock(&p->lock);
+    if (seq_after(seq, p->tx_confirmed) && !seq_after(seq, p->tx_seq)) {
+        p->tx_confirmed = seq;
+        while (p->unconf_head && !seq_after(p->unconf_head->seq, seq))
+            unconf_drop(unconf_pop(p));
+    }
+    pthread_mutex_unlock(&p->lock);
 }
 
 /* An image again on PVM's path, as a control message: its length, its bytes. Lock held. */
@@ -168,6 +189,9 @@ static void resend(struct cpvm_peer *p, const struct unconf *u)
 
 void cpvm_route_gave_up(struct cpvm_peer *p, bool told)
 {
+    /* Under p's lock from the switch to the last resend: a routed send of another thread
+     * numbers its message before (and it is sent again here) or after (PVM's path). */
+    pthread_mutex_lock(&p->lock);
     bool was_routed = p->tx == TX_ROUTED;
     if (was_routed && !p->gone) {
         p->tx = TX_REFUSED;
@@ -180,6 +204,7 @@ void cpvm_route_gave_up(struct cpvm_peer *p, bool told)
         if (!p->gone) resend(p, u); /* (gone: PVM said it exited, nobody takes them) */
         unconf_drop(u);
     }
+    pthread_mutex_unlock(&p->lock);
     if (!was_routed || p->gone) return;
     if (told) /* our route forgets it too: nothing waits for its acknowledgements */
         cor_domain_leave(p->rank, 0);
@@ -189,9 +214,10 @@ void cpvm_route_gave_up(struct cpvm_peer *p, bool told)
 
 /* Sends of an image alone (a message without detached pieces: all bytes are libcorpvm's own)
  * complete in the background, as PVM's own sends return once the data is handed over:
- * pvm_send does not wait for them. They are reaped, oldest first, by later calls; at most
- * BACKLOG_MAX wait, and pvm_exit waits for all. Lock: the big lock (they are only ever tested
- * under it, never waited for without it). */
+ * pvm_send does not wait for them. They are reaped, oldest first, by later sends; at most
+ * BACKLOG_MAX wait, and pvm_exit waits for all. Lock: bl_lock (after the big lock, before a
+ * peer's). A send that fails means the route gave the peer up: the give-up, which needs the
+ * big lock, is handed on as the core's death notices are (cpvm_route_lost). */
 #define BACKLOG_MAX 16
 static struct backlog {
     cor_req_t req;
@@ -199,10 +225,10 @@ static struct backlog {
     struct cpvm_peer *peer;
 } backlog[BACKLOG_MAX];
 static unsigned bl_first, bl_count;
+static pthread_mutex_t bl_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Tests one background send (progressing the routes): true once it is complete (and then
- * retired: b->u is NULL). A send that failed means the route gave the peer up: what it did
- * not confirm goes PVM's way (no backlog entry is added or removed meanwhile). */
+ * retired: b->u is NULL). bl_lock held. */
 static bool background_done(struct backlog *b)
 {
     if (!b->u) return true;
@@ -210,16 +236,18 @@ static bool background_done(struct backlog *b)
     if (b->req && !done) return false;
     struct unconf *u = b->u;
     b->u = NULL;
+    pthread_mutex_lock(&b->peer->lock);
     u->in_flight = false;
     if (u->released)
         unconf_free(u);
     else
         unconf_compact(u);
-    if (err) cpvm_route_gave_up(b->peer, false);
+    pthread_mutex_unlock(&b->peer->lock);
+    if (err) cpvm_route_lost(b->peer->rank);
     return true;
 }
 
-/* Completes the oldest background sends that are done; returns how many are left. */
+/* Completes the oldest background sends that are done; returns how many are left. bl_lock. */
 static unsigned reap(void)
 {
     while (bl_count) {
@@ -233,29 +261,40 @@ static unsigned reap(void)
     return 0;
 }
 
-/* Until at most `most` background sends are left. Lock held (let go while yielding). */
-static void reap_until(unsigned most)
+/* Until at most `most` background sends are left; returns with bl_lock held. `big`: the big
+ * lock is held (let go while yielding, unless nested). */
+static void reap_until(unsigned most, bool big)
 {
     uint64_t next_look = cpvm_now_ns() + 1000000;
+    pthread_mutex_lock(&bl_lock);
     while (reap() > most) {
         background_done(&backlog[bl_first]); /* progresses the routes */
-        if (cpvm_nested()) continue;
-        look_for_exits(&next_look);
-        int depth = cpvm_unlock_all();
-        sched_yield();
-        cpvm_relock_all(depth);
+        if (big && cpvm_nested()) continue;
+        pthread_mutex_unlock(&bl_lock);
+        if (big) {
+            look_for_exits(&next_look);
+            int depth = cpvm_unlock_all();
+            sched_yield();
+            cpvm_relock_all(depth);
+        } else {
+            sched_yield();
+        }
+        pthread_mutex_lock(&bl_lock);
     }
 }
 
 void cpvm_sends_drain(void)
 {
-    reap_until(0);
+    reap_until(0, true);
+    pthread_mutex_unlock(&bl_lock);
     /* Leaving: what peers did not confirm yet is kept until cor_finalize is over (a peer the
      * route gives up meanwhile gets it PVM's way), as copies of its own: an image's buffer
      * may be the core's memory. */
     for (int r = 0; r < cpvm_rt.capacity; r++) {
         struct cpvm_peer *p = cpvm_peer_of_rank(r);
-        for (struct unconf *u = p ? p->unconf_head : NULL; u; u = u->next) {
+        if (!p) continue;
+        pthread_mutex_lock(&p->lock);
+        for (struct unconf *u = p->unconf_head; u; u = u->next) {
             void *copy = u->cap ? malloc(u->len) : NULL;
             if (!copy) continue; /* (kept where it is: malloc failing at exit) */
             memcpy(copy, u->image, u->len);
@@ -263,6 +302,7 @@ void cpvm_sends_drain(void)
             u->image = copy;
             u->cap = 0;
         }
+        pthread_mutex_unlock(&p->lock);
     }
 }
 
@@ -271,42 +311,58 @@ void cpvm_unconfirmed_forget(void)
     /* cor_finalize is over: every peer still reachable acknowledged our frames. */
     for (int r = 0; r < cpvm_rt.capacity; r++) {
         struct cpvm_peer *p = cpvm_peer_of_rank(r);
-        for (struct unconf *u; p && (u = unconf_pop(p));)
+        if (!p) continue;
+        pthread_mutex_lock(&p->lock);
+        for (struct unconf *u; (u = unconf_pop(p));)
             unconf_drop(u);
+        pthread_mutex_unlock(&p->lock);
     }
 }
 
-/* Until peer p confirmed enough of our messages, or its route gave it up. Lock held. */
+/* Whether a send to p must wait for confirmations first. */
+static bool too_many_unconfirmed(struct cpvm_peer *p)
+{
+    pthread_mutex_lock(&p->lock);
+    bool wait = p->nunconf >= UNCONF_MAX && p->tx == TX_ROUTED;
+    pthread_mutex_unlock(&p->lock);
+    return wait;
+}
+
+/* Until peer p confirmed enough of our messages, or its route gave it up. Big lock held. */
 static void wait_confirms(struct cpvm_peer *p)
 {
     uint64_t next_look = cpvm_now_ns() + 1000000;
-    while (p->nunconf >= UNCONF_MAX && p->tx == TX_ROUTED && !cpvm_nested()) {
+    while (too_many_unconfirmed(p) && !cpvm_nested()) {
+        pthread_mutex_lock(&bl_lock);
         reap();
+        pthread_mutex_unlock(&bl_lock);
         cpvm_pump();
         look_for_exits(&next_look);
-        if (p->nunconf < UNCONF_MAX || p->tx != TX_ROUTED) break;
+        if (!too_many_unconfirmed(p)) break;
         int depth = cpvm_unlock_all();
         cpvm_routed_wait(0, 1000, NULL, NULL);
         cpvm_relock_all(depth);
     }
 }
 
-/* In the background: the image u (its number already in it) to peer p. Lock held. */
-static void background_send(struct cpvm_peer *p, cor_req_t req, struct unconf *u)
+/* In the background: the image u (its number already in it) to peer p. */
+static void background_send(struct cpvm_peer *p, cor_req_t req, struct unconf *u, bool big)
 {
-    reap_until(BACKLOG_MAX - 1);
+    reap_until(BACKLOG_MAX - 1, big);
     backlog[(bl_first + bl_count++) % BACKLOG_MAX] = (struct backlog){req, u, p};
+    pthread_mutex_unlock(&bl_lock);
 }
 
-/* An image that only confirms what we took from p, routed; false if it could not go. */
-static bool confirm_routed(struct cpvm_peer *p)
+/* An image that only confirms what we took from p (up to seq), routed; false if it could
+ * not go. Big lock held (no number: its order with the pair's messages does not matter). */
+static bool confirm_routed(struct cpvm_peer *p, uint32_t seq)
 {
     struct unconf *u = malloc(sizeof *u);
     void *img = u ? cor_getBuffer(COR_BYTE, CPVM_HDR_BYTES) : NULL;
     cor_req_t req = COR_REQ_NULL;
     if (img) {
         cpvm_image_header(img, 0, 0, 0, 0, 0, pvmmytid, p->tid);
-        cpvm_image_set_word(img, H_ACK, (int)p->rx_seq);
+        cpvm_image_set_word(img, H_ACK, (int)seq);
     }
     if (!img || cor_sendI_as(cpvm_rt.inbox, cor_task_idp(p->rank, p->inbox_index), cpvm_rt.ctx,
                              CPVM_DATA_TAG, COR_BYTE, img, CPVM_HDR_BYTES, &req)) {
@@ -315,7 +371,7 @@ static bool confirm_routed(struct cpvm_peer *p)
         return false;
     }
     *u = (struct unconf){.image = img, .cap = CPVM_HDR_BYTES, .in_flight = true, .released = true};
-    background_send(p, req, u);
+    background_send(p, req, u, true);
     return true;
 }
 
@@ -326,33 +382,48 @@ void cpvm_send_confirms(void)
         struct cpvm_peer *p = cpvm_peer_of_rank(r);
         if (!p || !p->confirm_due) continue;
         p->confirm_due = false;
-        if (p->gone || p->rx_seq == p->rx_confirmed) continue;
-        p->rx_confirmed = p->rx_seq;
-        if (p->tx != TX_ROUTED || !confirm_routed(p))
-            cpvm_ctl_send(p->tid, CTL_CONFIRM, (int)p->rx_seq);
+        if (p->gone) continue;
+        pthread_mutex_lock(&p->lock);
+        uint32_t seq = p->rx_seq;
+        bool due = seq != p->rx_confirmed;
+        p->rx_confirmed = seq;
+        pthread_mutex_unlock(&p->lock);
+        if (due && (p->tx != TX_ROUTED || !confirm_routed(p, seq)))
+            cpvm_ctl_send(p->tid, CTL_CONFIRM, (int)seq);
     }
 }
 
-/* We took message number seq of p's. */
+/* We took message number seq of p's. Big lock held. */
 static void taken(struct cpvm_peer *p, uint32_t seq)
 {
+    pthread_mutex_lock(&p->lock);
     p->rx_seq = seq;
-    if (p->rx_seq - p->rx_confirmed >= CONFIRM_EVERY && !p->confirm_due) {
+    bool due = p->rx_seq - p->rx_confirmed >= CONFIRM_EVERY;
+    pthread_mutex_unlock(&p->lock);
+    if (due && !p->confirm_due) {
         p->confirm_due = true;
         cpvm_confirms_due = true;
     }
 }
 
+#define NOT_ROUTED 1 /* send_out: the pair went to PVM's path meanwhile */
+
 /* Sends a built message to peer p: the image, then its detached pieces. An image alone goes
- * on in the background (o's image is then taken over, and kept until p confirms it). PVM
- * status. */
-static int send_out(struct cpvm_peer *p, struct cpvm_out *o)
+ * on in the background (o's image is then taken over, and kept until p confirms it). `big`:
+ * whether the big lock is held. PVM status, or NOT_ROUTED (nothing sent). */
+static int send_out(struct cpvm_peer *p, struct cpvm_out *o, bool big)
 {
     cor_req_t req[1 + CPVM_DETACH_MAX] = {0};
-    cor_idp_t to = cor_task_idp(p->rank, p->inbox_index);
-    reap();
     struct unconf *u = o->npiece ? NULL : malloc(sizeof *u);
     if (!o->npiece && !u) return PvmNoMem;
+    uint64_t body = (uint64_t)cpvm_image_word(o->image, H_LEN);
+    pthread_mutex_lock(&p->lock);
+    if (p->tx != TX_ROUTED) {
+        pthread_mutex_unlock(&p->lock);
+        free(u);
+        return NOT_ROUTED;
+    }
+    cor_idp_t to = cor_task_idp(p->rank, p->inbox_index);
     uint32_t seq = p->tx_seq + 1;
     cpvm_image_set_word(o->image, H_SEQ, (int)seq);
     cpvm_image_set_word(o->image, H_ACK, (int)p->rx_seq);
@@ -367,12 +438,8 @@ static int send_out(struct cpvm_peer *p, struct cpvm_out *o)
                            o->piece[i].data, (size_t)o->piece[i].len, &req[++n]);
     }
     n += !err;
-    uint64_t body = (uint64_t)cpvm_image_word(o->image, H_LEN);
-    int werr = COR_OK;
-    /* Only images go on in the background: a detached piece moves by rendezvous, which a
-     * waiting sender drives itself, while in the background it would wait for the core's
-     * listener naps. */
-    if (!err && !o->npiece) {
+    bool alone = !err && !o->npiece, full = false;
+    if (alone) {
         *u = (struct unconf){NULL, seq, o->image, o->image_cap, o->image_len, true, false};
         o->image = NULL;
         if (p->unconf_tail)
@@ -380,12 +447,21 @@ static int send_out(struct cpvm_peer *p, struct cpvm_out *o)
         else
             p->unconf_head = u;
         p->unconf_tail = u;
-        p->nunconf++;
-        background_send(p, req[0], u);
-        if (p->nunconf >= UNCONF_MAX) wait_confirms(p);
+        full = ++p->nunconf >= UNCONF_MAX;
+    }
+    pthread_mutex_unlock(&p->lock);
+    int werr = COR_OK;
+    /* Only images go on in the background: a detached piece moves by rendezvous, which a
+     * waiting sender drives itself, while in the background it would wait for the core's
+     * listener naps. */
+    if (alone) {
+        background_send(p, req[0], u, big);
+        if (full && !big) cpvm_enter();
+        if (full) wait_confirms(p);
+        if (full && !big) cpvm_leave();
     } else {
         free(u);
-        werr = finish_sends(req, n);
+        werr = finish_sends(req, n, big);
         if (!err && !werr) cpvm_confirmed(p, seq); /* its pieces are in the message p took */
     }
     if (err || werr) return cpvm_error(err ? err : werr);
@@ -394,7 +470,7 @@ static int send_out(struct cpvm_peer *p, struct cpvm_out *o)
     return PvmOk;
 }
 
-/* The peer tid if messages to it take the route now. Lock held. */
+/* The peer tid if messages to it take the route now. Big lock held. */
 static struct cpvm_peer *routed_peer(int tid)
 {
     if (!cpvm_routing()) return NULL;
@@ -407,8 +483,18 @@ static struct cpvm_peer *routed_peer(int tid)
     return p && p->tx == TX_ROUTED ? p : NULL;
 }
 
+/* A routed send that failed (rc < 0) or found the pair on PVM's path: whether the caller
+ * sends the message PVM's way after all. Big lock held. */
+static bool pvm_way_after_all(struct cpvm_peer *p, int rc)
+{
+    if (rc == NOT_ROUTED) return true;
+    if (rc >= 0 || p->gone || rc == PvmNoMem) return false;
+    cpvm_route_gave_up(p, false); /* what p did not confirm goes PVM's way first */
+    return true;                  /* then this one */
+}
+
 /* Sends the thread's send buffer to tid over the route; 1 = done (status in *rc), 0 = the
- * caller must use PVM's path. Lock held. */
+ * caller must use PVM's path. Big lock held throughout (pvm_mcast, group calls). */
 static int route_send(int tid, int tag, int *rc)
 {
     if (cpvm_pvm_protocol(tag)) return 0;
@@ -418,13 +504,38 @@ static int route_send(int tid, int tag, int *rc)
     struct cpvm_out o;
     *rc = sbuf <= 0 ? PvmNoBuf : cpvm_out_message(sbuf, tid, tag, REAL(pvm_getcontext), &o);
     if (*rc < 0) return 1;
-    *rc = send_out(p, &o);
+    *rc = send_out(p, &o, true);
     cpvm_out_release(&o);
-    if (*rc < 0 && !p->gone && *rc != PvmNoMem) {
-        cpvm_route_gave_up(p, false); /* what p did not confirm goes PVM's way first */
-        return 0;                     /* then this one: the caller sends it */
+    return !pvm_way_after_all(p, *rc);
+}
+
+/* pvm_send's routed path, the big lock held only to find the peer and the message: 1 = done
+ * (status in *rc), 0 = the caller must use PVM's path. The big lock is held on entry (one
+ * level); *held says whether it is on return (always when 0 is returned). */
+static int route_send_unlocked(int tid, int tag, int *rc, bool *held)
+{
+    *held = true;
+    if (cpvm_pvm_protocol(tag)) return 0;
+    struct cpvm_peer *p = routed_peer(tid);
+    if (!p) return 0;
+    int sbuf = REAL(pvm_getsbuf), ctx = REAL(pvm_getcontext);
+    struct lp_msg *m = sbuf > 0 ? cpvm_out_prepare(sbuf) : NULL;
+    if (!m) {
+        *rc = sbuf <= 0 ? PvmNoBuf : PvmNoSuchBuf;
+        return 1;
     }
-    return 1;
+    cpvm_leave();
+    *held = false;
+    struct cpvm_out o;
+    *rc = cpvm_out_build(m, tid, tag, ctx, &o);
+    if (*rc >= 0) {
+        *rc = send_out(p, &o, false);
+        cpvm_out_release(&o);
+    }
+    if (*rc == PvmOk) return 1;
+    cpvm_enter();
+    *held = true;
+    return !pvm_way_after_all(p, *rc);
 }
 
 CPVM_API int pvm_send(int tid, int tag)
@@ -433,11 +544,12 @@ CPVM_API int pvm_send(int tid, int tag)
     cpvm_in_send++;
     cpvm_enter();
     int rc;
-    if (!route_send(tid, tag, &rc)) {
+    bool held = true;
+    if (!(cpvm_nested() ? route_send(tid, tag, &rc) : route_send_unlocked(tid, tag, &rc, &held))) {
         rc = REAL(pvm_send, tid, tag);
         atomic_fetch_add_explicit(&cpvm_stats.pvm_sent, 1, memory_order_relaxed);
     }
-    cpvm_leave();
+    if (held) cpvm_leave();
     cpvm_in_send--;
     return rc;
 }
@@ -514,6 +626,7 @@ CPVM_API int pvm_psend(int tid, int tag, void *buf, int len, int type)
     int rc, size = type_size(type);
     struct cpvm_peer *p = cpvm_pvm_protocol(tag) ? NULL : routed_peer(tid);
     struct cpvm_out o;
+    bool big = cpvm_nested(), held = true; /* (a group call keeps the lock) */
     if (!p) {
         rc = REAL(pvm_psend, tid, tag, buf, len, type);
         atomic_fetch_add_explicit(&cpvm_stats.pvm_sent, 1, memory_order_relaxed);
@@ -521,17 +634,29 @@ CPVM_API int pvm_psend(int tid, int tag, void *buf, int len, int type)
         rc = type == PVM_STR ? PvmNotImpl : PvmBadParam;
     } else if (len < 0 || (long)len * size > INT32_MAX || (len && !buf)) {
         rc = PvmBadParam;
-    } else if ((rc = cpvm_out_bytes(buf, len * size, tid, tag, REAL(pvm_getcontext), &o)) >= 0) {
-        /* The bytes of the data, as libpvm3's psend packs them. */
-        rc = send_out(p, &o);
-        cpvm_out_release(&o);
-        if (rc < 0 && !p->gone && rc != PvmNoMem) { /* as route_send: PVM's way after all */
-            cpvm_route_gave_up(p, false);
+    } else {
+        /* The bytes of the data, as libpvm3's psend packs them; without the big lock (the
+         * data is the caller's) but to go PVM's way after all. */
+        int ctx = REAL(pvm_getcontext);
+        cpvm_out_init();
+        if (!big) {
+            cpvm_leave();
+            held = false;
+        }
+        if ((rc = cpvm_out_bytes(buf, len * size, tid, tag, ctx, &o)) >= 0) {
+            rc = send_out(p, &o, big);
+            cpvm_out_release(&o);
+        }
+        if (rc != PvmOk && !held) {
+            cpvm_enter();
+            held = true;
+        }
+        if (rc != PvmOk && pvm_way_after_all(p, rc)) {
             rc = REAL(pvm_psend, tid, tag, buf, len, type);
             atomic_fetch_add_explicit(&cpvm_stats.pvm_sent, 1, memory_order_relaxed);
         }
     }
-    cpvm_leave();
+    if (held) cpvm_leave();
     cpvm_in_send--;
     return rc < 0 ? rc : PvmOk;
 }

@@ -1,5 +1,6 @@
 /* Routed messages from and into libpvm3's own fragments (see pmsg.h). Lock: the big lock, but
- * for the copies of cpvm_pack_finish and cpvm_unpack into the calling thread's own message. */
+ * for the copies of cpvm_pack_finish and cpvm_unpack into the calling thread's own message,
+ * and cpvm_out_build from it (the spare image buffers have a lock of their own). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,11 +141,13 @@ int cpvm_unpack(struct lp_msg *m, enum lp_type type, void *data, int cnt, int st
 static struct {
     void *p;
     size_t cap;
-} spare[SPARES];
+} spare[SPARES]; /* spare_lock */
+static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The smallest kept buffer that fits, else a new one. */
 static void *buffer_get(size_t len, size_t *cap)
 {
+    pthread_mutex_lock(&spare_lock);
     int best = -1;
     for (int i = 0; i < SPARES; i++)
         if (spare[i].p && spare[i].cap >= len && (best < 0 || spare[i].cap < spare[best].cap))
@@ -153,8 +156,10 @@ static void *buffer_get(size_t len, size_t *cap)
         void *b = spare[best].p;
         *cap = spare[best].cap;
         spare[best].p = NULL;
+        pthread_mutex_unlock(&spare_lock);
         return b;
     }
+    pthread_mutex_unlock(&spare_lock);
     *cap = len < 4096 ? 4096 : len;
     return cor_getBuffer(COR_BYTE, *cap);
 }
@@ -163,6 +168,8 @@ static void *buffer_get(size_t len, size_t *cap)
 static void buffer_put(void *b, size_t cap)
 {
     if (!b) return;
+    void *drop = b;
+    pthread_mutex_lock(&spare_lock);
     int slot = 0;
     for (int i = 0; i < SPARES; i++) {
         if (!spare[i].p) {
@@ -171,13 +178,13 @@ static void buffer_put(void *b, size_t cap)
         }
         if (spare[i].cap < spare[slot].cap) slot = i;
     }
-    if (spare[slot].p && spare[slot].cap >= cap) {
-        cor_releaseBuffer(b);
-        return;
+    if (!spare[slot].p || spare[slot].cap < cap) {
+        drop = spare[slot].p;
+        spare[slot].p = b;
+        spare[slot].cap = cap;
     }
-    if (spare[slot].p) cor_releaseBuffer(spare[slot].p);
-    spare[slot].p = b;
-    spare[slot].cap = cap;
+    pthread_mutex_unlock(&spare_lock);
+    if (drop) cor_releaseBuffer(drop);
 }
 
 void cpvm_image_release(void *image, size_t cap)
@@ -204,9 +211,6 @@ struct span {
  * keep their fragments, inline. run_end[i] marks where a run starting at i ends. */
 static int plan(const struct span *s, int n, bool native, bool *detach, int *run_end)
 {
-    if (detach_min < 0) {
-        detach_min = (long)cpvm_knob(CPVM_K_DETACH_MIN);
-    }
     int ndetached = 0;
     for (int i = 0; i < n;) {
         if (!native || s[i].len >= DETACH_MIN) {
@@ -288,11 +292,28 @@ out:
     return rc;
 }
 
-int cpvm_out_message(int mid, int tid, int tag, int ctx, struct cpvm_out *o)
+void cpvm_out_init(void)
+{
+    if (detach_min < 0) detach_min = (long)cpvm_knob(CPVM_K_DETACH_MIN);
+}
+
+struct lp_msg *cpvm_out_prepare(int mid)
 {
     struct lp_msg *m = mid > 0 ? msg_of(mid) : NULL;
-    if (!m || !m->frag) return PvmNoSuchBuf;
+    if (!m || !m->frag) return NULL;
     if (m->flag & LP_MM_PACK) REAL(pmsg_setlen, (struct pmsg *)m); /* XDR's lengths */
+    cpvm_out_init();
+    return m;
+}
+
+int cpvm_out_message(int mid, int tid, int tag, int ctx, struct cpvm_out *o)
+{
+    struct lp_msg *m = cpvm_out_prepare(mid);
+    return m ? cpvm_out_build(m, tid, tag, ctx, o) : PvmNoSuchBuf;
+}
+
+int cpvm_out_build(const struct lp_msg *m, int tid, int tag, int ctx, struct cpvm_out *o)
+{
     int n = 0;
     long body = 0;
     for (struct lp_frag *f = m->frag->link; f != m->frag; f = f->link)

@@ -99,9 +99,18 @@ struct cpvm_out {
     } piece[CPVM_DETACH_MAX];
 };
 
-/* Builds the routed form of message `mid` (sent to tid with tag, in ctx); PVM status. */
+/* Builds the routed form of message `mid` (sent to tid with tag, in ctx); PVM status. Lock
+ * held. */
 int cpvm_out_message(int mid, int tid, int tag, int ctx, struct cpvm_out *o);
-/* The same for len bytes at data (pvm_psend), as a native-encoded message. */
+/* The same in two steps, the second without the big lock: message mid ready to be read
+ * (NULL: no such buffer), lock held; then its routed form, built by the thread that owns
+ * the message (its send buffer: nobody else changes it meanwhile). */
+struct lp_msg *cpvm_out_prepare(int mid);
+int cpvm_out_build(const struct lp_msg *m, int tid, int tag, int ctx, struct cpvm_out *o);
+/* Reads what the builders need (COR_PVM_DETACH_MIN) once; lock held. */
+void cpvm_out_init(void);
+/* The same for len bytes at data (pvm_psend), as a native-encoded message; no lock needed
+ * once cpvm_out_init ran. */
 int cpvm_out_bytes(const void *data, int len, int tid, int tag, int ctx, struct cpvm_out *o);
 void cpvm_out_release(struct cpvm_out *o);
 /* Gives back an image buffer taken out of a cpvm_out (for sends that outlive it). */

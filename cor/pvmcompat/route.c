@@ -81,6 +81,7 @@ struct cpvm_peer *cpvm_peer_get(int tid)
         tid_cap = cap;
     }
     if (!(p = calloc(1, sizeof *p))) return NULL;
+    pthread_mutex_init(&p->lock, NULL);
     p->tid = tid;
     p->rank = -1;
     table_insert(by_tid, tid_cap, p);
@@ -91,6 +92,13 @@ struct cpvm_peer *cpvm_peer_get(int tid)
 struct cpvm_peer *cpvm_peer_of_rank(int rank)
 {
     return rank >= 0 && rank < rt.capacity && rt.by_rank ? rt.by_rank[rank] : NULL;
+}
+
+void cpvm_peer_set_tx(struct cpvm_peer *p, enum tx_state tx)
+{
+    pthread_mutex_lock(&p->lock);
+    p->tx = tx;
+    pthread_mutex_unlock(&p->lock);
 }
 
 /* ---- control messages ------------------------------------------------------------------ */
@@ -172,6 +180,11 @@ static void on_death(int rank, int err, void *arg)
 {
     (void)err;
     (void)arg;
+    cpvm_route_lost(rank);
+}
+
+void cpvm_route_lost(int rank)
+{
     if (!gave_up || rank < 0 || rank >= gave_up_cap) return;
     atomic_store(&gave_up[rank], true);
     atomic_store(&gave_up_any, true);
@@ -294,7 +307,7 @@ static bool rank_taken_over(struct cpvm_peer *old, int tid)
     if (!old->gone && rank_holder(old->rank) != tid) return false;
     if (!old->gone) {
         old->gone = true;
-        old->tx = TX_GONE;
+        cpvm_peer_set_tx(old, TX_GONE);
         atomic_fetch_add(&cpvm_stats.peers_gone, 1);
         cor_domain_leave(old->rank, 0);
         cpvm_route_gave_up(old, false);
@@ -351,7 +364,7 @@ static void handle(const struct cpvm_ctl *c)
              * order). */
             if (p->tx == TX_NEW && cpvm_routing()) {
                 ctl_send(c->tid, CTL_HELLO);
-                p->tx = TX_HELLO;
+                cpvm_peer_set_tx(p, TX_HELLO);
                 p->answer_due = true;
                 atomic_fetch_add(&cpvm_stats.hello_sent, 1);
             }
@@ -366,13 +379,13 @@ static void handle(const struct cpvm_ctl *c)
         if (p->tx != TX_HELLO) break; /* not asked: ignore */
         if (connect_peer(p, c)) {
             ctl_send(c->tid, CTL_SWITCH);
-            p->tx = TX_ROUTED;
+            cpvm_peer_set_tx(p, TX_ROUTED);
         } else {
-            p->tx = TX_REFUSED;
+            cpvm_peer_set_tx(p, TX_REFUSED);
         }
         break;
     case CTL_NAK:
-        if (p->tx == TX_HELLO) p->tx = TX_REFUSED;
+        if (p->tx == TX_HELLO) cpvm_peer_set_tx(p, TX_REFUSED);
         break;
     case CTL_SWITCH:
         if (!p->connected) {
@@ -395,7 +408,7 @@ static void handle(const struct cpvm_ctl *c)
     case CTL_EXITED:
         if (p->connected && !p->gone) {
             p->gone = true;
-            p->tx = TX_GONE;
+            cpvm_peer_set_tx(p, TX_GONE);
             atomic_fetch_add(&cpvm_stats.peers_gone, 1);
             cor_domain_leave(p->rank, p->said_bye ? 0 : COR_EPEERDEAD);
             cpvm_route_gave_up(p, false); /* (gone: what it did not confirm is dropped) */
@@ -817,7 +830,7 @@ void cpvm_route_touch(int tid)
      * starting: look again later, less and less often (1 ms doubling to 1 s: a pvmd round
      * trip each time). */
     if ((tid & CPVM_TIDLOCAL) == 0) {
-        p->tx = TX_REFUSED;
+        cpvm_peer_set_tx(p, TX_REFUSED);
         return;
     }
     uint64_t now = cpvm_now_ns();
@@ -829,7 +842,7 @@ void cpvm_route_touch(int tid)
         return;
     }
     ctl_send(tid, CTL_HELLO);
-    p->tx = TX_HELLO;
+    cpvm_peer_set_tx(p, TX_HELLO);
     atomic_fetch_add(&cpvm_stats.hello_sent, 1);
     /* Like PVM's PvmRouteDirect, the first message waits for the answer (the peer gives it
      * from inside any pvm call), so even a program that sends one message per pair gets

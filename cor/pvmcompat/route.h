@@ -1,4 +1,5 @@
-/* libcorpvm's route state, shared by route.c, msgio.c and wait.c. Lock: the big lock. */
+/* libcorpvm's route state, shared by route.c, msgio.c and wait.c. Lock: the big lock, and for
+ * the pair's sending state a peer's own lock (struct cpvm_peer). */
 #ifndef CPVM_ROUTE_H
 #define CPVM_ROUTE_H
 
@@ -23,11 +24,21 @@ enum tx_state { TX_NEW = 0, TX_HELLO, TX_ROUTED, TX_REFUSED, TX_GONE };
 struct held;   /* a routed message waiting for its sender's SWITCH (msgio.c) */
 struct unconf; /* a routed message the peer has not confirmed yet (msgio.c) */
 
+/*
+ * A peer. Lock order: the big lock, then the backlog's lock (msgio.c), then one peer's lock;
+ * a thread holding a peer's lock takes no other lock and does not enter libpvm3 unless it
+ * holds the big lock too. The fields marked [peer] are written under the big lock and the
+ * peer's lock both (a routed send reads them under the peer's lock alone), or, by a routed
+ * send that does not hold the big lock, under the peer's lock: read them under the peer's
+ * lock unless the big lock is held and the field is big-written only. Unmarked fields: the
+ * big lock. rank and inbox_index are set before tx becomes TX_ROUTED and never change.
+ */
 struct cpvm_peer {
+    pthread_mutex_t lock;
     int tid;
     int rank;             /* CoR domain, -1 until connected */
     unsigned inbox_index; /* its reserved task */
-    enum tx_state tx;     /* our messages to it */
+    enum tx_state tx;     /* our messages to it [peer: written under both] */
     bool connected, rx_switched, said_bye, gone;
     /* Our HELLO went out answering its own (handle): our next message to it waits for the
      * answer, as a first message does (cpvm_route_touch), instead of taking PVM's path. */
@@ -37,9 +48,9 @@ struct cpvm_peer {
     /* The pair's message numbers (see msgio.c, "numbers"): ours to it, the last it
      * confirmed, what we keep until it does; its to us: the last we took, and the last we
      * confirmed. */
-    uint32_t tx_seq, tx_confirmed, rx_seq, rx_confirmed;
-    struct unconf *unconf_head, *unconf_tail;
-    unsigned nunconf;
+    uint32_t tx_seq, tx_confirmed, rx_seq, rx_confirmed; /* [peer] (rx_seq: written under both) */
+    struct unconf *unconf_head, *unconf_tail;            /* [peer] */
+    unsigned nunconf;                                    /* [peer] */
     bool confirm_due;
 };
 
@@ -66,6 +77,11 @@ extern struct cpvm_route cpvm_rt;
 struct cpvm_peer *cpvm_peer_find(int tid);
 struct cpvm_peer *cpvm_peer_get(int tid); /* made if new; NULL out of memory */
 struct cpvm_peer *cpvm_peer_of_rank(int rank);
+/* Sets p->tx (big lock held; takes p's lock). */
+void cpvm_peer_set_tx(struct cpvm_peer *p, enum tx_state tx);
+/* The route failed a send to rank: the give-up runs under the big lock, at the next call or
+ * in libcorpvm's own thread (as for the core's death notice). Any lock, or none. */
+void cpvm_route_lost(int rank);
 bool cpvm_routing(void); /* the task's option names the route it joined */
 /* Whether a message with this tag, sent in the current context, is PVM's own protocol:
  * then it takes PVM's path whatever the route option. Lock held. */
