@@ -12,9 +12,13 @@
  * (COR_GM_DEAD_MS, COR_UDP_DEAD_MS) the route gives that worker up while the threads send to it
  * and to the others, and what it did not confirm goes PVM's way. Each worker checks, per sending
  * thread, that the numbers come 0, 1, 2, ... (none lost, none twice, none out of order) and
- * reports to the master. Exit status 0 when every worker got everything in order.
+ * reports to the master. Exit status 0 when every worker got everything in order. With `bytes`
+ * > 0 every message is PvmDataRaw and carries that many bytes more, a pattern of its thread and
+ * number that the worker checks: from COR_PVM_DETACH_MIN (32 KiB) they travel as a detached
+ * piece after the image, so threads sending to one peer at once must keep each image with its
+ * piece (a receiver takes the pieces in the order of the images).
  *
- *   peers [workers [threads [count [stop_ms]]]]     (default 3 4 300 0)
+ *   peers [workers [threads [count [stop_ms [bytes]]]]]     (default 3 4 300 0 0)
  */
 #include <pthread.h>
 #include <signal.h>
@@ -34,7 +38,7 @@
 #define MAX_THREADS 16
 #define WAIT_S 60 /* the longest wait for one message */
 
-static int nworkers = 3, nthreads = 4, count = 300, stop_ms = 0;
+static int nworkers = 3, nthreads = 4, count = 300, stop_ms = 0, bytes = 0;
 static int worker_tid[MAX_WORKERS];
 static int send_errors[MAX_THREADS];
 
@@ -49,19 +53,36 @@ static long number(const char *s, long lo, long hi, const char *what)
     return v;
 }
 
+/* The payload of thread t's message n: bytes that differ between threads and messages. */
+static void pattern(char *data, int len, int t, int n)
+{
+    for (int i = 0; i < len; i++)
+        data[i] = (char)(t * 131 + n * 7 + i / 8);
+}
+
 static void *sender(void *arg)
 {
     int t = (int)(long)arg;
+    char *data = bytes ? malloc((size_t)bytes) : NULL;
+    if (bytes && !data) {
+        send_errors[t]++;
+        return NULL;
+    }
     for (int n = 0; n < count; n++)
         for (int k = 0; k < nworkers; k++) {
             int w = (t + k) % nworkers, msg[3] = {t, n, ~n};
-            int rc = pvm_initsend(PvmDataDefault);
+            int rc = pvm_initsend(bytes ? PvmDataRaw : PvmDataDefault);
             if (rc >= 0) rc = pvm_pkint(msg, 3, 1);
+            if (rc >= 0 && bytes) {
+                pattern(data, bytes, t, n);
+                rc = pvm_pkbyte(data, bytes, 1);
+            }
             if (rc >= 0) rc = pvm_send(worker_tid[w], TAG_SEQ);
             if (rc < 0 && send_errors[t]++ < 3)
                 fprintf(stderr, "peers: thread %d, message %d to t%x: %d\n", t, n, worker_tid[w],
                         rc);
         }
+    free(data);
     return NULL;
 }
 
@@ -100,6 +121,8 @@ static int worker(int threads, int n)
 {
     int master = pvm_parent(), next[MAX_THREADS] = {0}, got = 0, bad = 0;
     struct timeval tv = {WAIT_S, 0};
+    char *data = bytes ? malloc((size_t)bytes) : NULL, *want = bytes ? malloc((size_t)bytes) : NULL;
+    if (bytes && (!data || !want)) return 1;
     pvm_initsend(PvmDataDefault); /* enrolled: the pair switches to the route */
     pvm_send(master, TAG_READY);
     while (got < threads * n) {
@@ -116,6 +139,12 @@ static int worker(int threads, int n)
             continue;
         }
         int t = msg[0];
+        if (bytes) {
+            pattern(want, bytes, t, msg[1]);
+            if ((pvm_upkbyte(data, bytes, 1) < 0 || memcmp(data, want, (size_t)bytes)) && bad++ < 5)
+                fprintf(stderr, "peers worker t%x: thread %d's message %d: wrong payload\n",
+                        pvm_mytid(), t, msg[1]);
+        }
         if (msg[1] != next[t] && bad++ < 5)
             fprintf(stderr, "peers worker t%x: thread %d's message %d came as #%d\n", pvm_mytid(),
                     t, msg[1], next[t]);
@@ -126,20 +155,26 @@ static int worker(int threads, int n)
     pvm_pkint(verdict, 2, 1);
     pvm_send(master, TAG_VERDICT);
     pvm_exit();
+    free(data);
+    free(want);
     return bad != 0;
 }
 
 int main(int argc, char **argv)
 {
     if (pvm_mytid() < 0) return 1;
-    if (argc == 4 && !strcmp(argv[1], "worker"))
+    if (argc == 5 && !strcmp(argv[1], "worker")) {
+        bytes = (int)number(argv[4], 0, 1 << 24, "bytes");
         return worker((int)number(argv[2], 1, MAX_THREADS, "threads"),
                       (int)number(argv[3], 1, 1000000, "count"));
+    }
     if (argc > 1) nworkers = (int)number(argv[1], 1, MAX_WORKERS, "workers");
     if (argc > 2) nthreads = (int)number(argv[2], 1, MAX_THREADS, "threads");
     if (argc > 3) count = (int)number(argv[3], 1, 1000000, "count");
     if (argc > 4) stop_ms = (int)number(argv[4], 0, 60000, "stop_ms");
-    char t_arg[16], n_arg[16], *wargv[] = {"worker", t_arg, n_arg, NULL};
+    if (argc > 5) bytes = (int)number(argv[5], 0, 1 << 24, "bytes");
+    char t_arg[16], n_arg[16], b_arg[16], *wargv[] = {"worker", t_arg, n_arg, b_arg, NULL};
+    snprintf(b_arg, sizeof b_arg, "%d", bytes);
     snprintf(t_arg, sizeof t_arg, "%d", nthreads);
     snprintf(n_arg, sizeof n_arg, "%d", count);
     if (pvm_spawn(argv[0], wargv, PvmTaskDefault, "", nworkers, worker_tid) != nworkers) {
@@ -189,8 +224,9 @@ int main(int argc, char **argv)
         }
     }
     if (!errors)
-        printf("peers: %d workers x %d threads x %d messages%s: complete and in order\n", nworkers,
-               nthreads, count, stop_ms ? " across a give-up" : "");
+        printf("peers: %d workers x %d threads x %d messages of %d B more%s: complete and in "
+               "order\n",
+               nworkers, nthreads, count, bytes, stop_ms ? " across a give-up" : "");
     pvm_exit();
     return errors != 0;
 }

@@ -3,8 +3,10 @@
 # thread sends to every worker, so threads send to different peers and to the same peer
 # concurrently; each worker checks every thread's messages arrive exactly once and in order.
 # Both routes, first without a stop, then with worker 0 stopped mid-stream beyond the route's
-# dead time (the route gives it up: what it did not confirm goes PVM's way, in order). The
-# counters must show routed sends, and the give-up resends. Exit 0 pass, 1 fail, 77 skip.
+# dead time (the route gives it up: what it did not confirm goes PVM's way, in order); then
+# with 64 KiB more in every message (a detached piece after each image: threads sending to
+# one peer at once must keep each image with its piece). The counters must show routed sends,
+# and the give-up resends. Exit 0 pass, 1 fail, 77 skip.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pvmlib.sh"
@@ -22,14 +24,18 @@ sum() { # WORD FILE...: the sum of the numbers after WORD in the counters' lines
     cat "$@" | { grep -o "$w [0-9]*" || true; } | awk '{s += $NF} END {print s + 0}'
 }
 
+big_count=40
 for route in myrinet udp; do
-    for stop_ms in 0 1500; do
+    for run in "0 0" "1500 0" "0 65536"; do
+        read -r stop_ms bytes <<<"$run"
+        n=$count
+        [ "$bytes" = 0 ] || n=$big_count
         off=$(pvm_log_size)
         PVM_MASTER_TIMEOUT=120 pvm_run_master env COR_PVM_ROUTE=$route COR_PVM_STATS=1 \
             COR_GM_DEAD_MS=500 COR_UDP_DEAD_MS=500 PVM_EXPORT=$exports \
-            "$PROG" $workers $threads $count $stop_ms
+            "$PROG" $workers $threads $n $stop_ms $bytes
         pvm_log_since "$off" >"$PVM_WORK/$route.log"
-        what="$route, stop $stop_ms ms"
+        what="$route, stop $stop_ms ms, $bytes B more"
         grep -q "complete and in order" "$PVM_OUT" && [ "$PVM_RC" = 0 ] ||
             { cat "$PVM_OUT" "$PVM_ERR" "$PVM_WORK/$route.log" | tail -40
               fail "$what: exit $PVM_RC"; }
