@@ -140,7 +140,7 @@ COR_API int cor_port_use(cor_port_t h)
     if (!port_get(h)) return COR_EINVAL;
     struct cor_task *t = cor__task_self();
     if (!t) return COR_ESTATE;
-    t->port = h;
+    __atomic_store_n(&t->port, h, __ATOMIC_RELEASE);
     return COR_OK;
 }
 
@@ -153,10 +153,22 @@ COR_API int cor_port_info(cor_port_t h, const char **route, int *hard_port)
     return COR_OK;
 }
 
+/* A task's first send opens its port. Several threads may send as one task at once (a
+ * reserved task used by libcorpvm's threads): the port is opened once, under a lock of its
+ * own (cor_port_open takes g.lock). */
+static pthread_mutex_t task_port_lock = PTHREAD_MUTEX_INITIALIZER;
+
 struct cor_port *cor__task_port(struct cor_task *t)
 {
-    struct cor_port *p = port_get(t->port);
-    if (!p && g.nroutes > 0 && cor_port_open(NULL, &t->port) == COR_OK) p = port_get(t->port);
+    struct cor_port *p = port_get(__atomic_load_n(&t->port, __ATOMIC_ACQUIRE));
+    if (p || g.nroutes <= 0) return p;
+    pthread_mutex_lock(&task_port_lock);
+    cor_port_t h = __atomic_load_n(&t->port, __ATOMIC_ACQUIRE);
+    if (!(p = port_get(h)) && cor_port_open(NULL, &h) == COR_OK) {
+        __atomic_store_n(&t->port, h, __ATOMIC_RELEASE);
+        p = port_get(h);
+    }
+    pthread_mutex_unlock(&task_port_lock);
     return p;
 }
 
@@ -171,7 +183,7 @@ COR_API int cor_setTransport(const char *route)
     err = cor_port_open(&a, &p);
     if (err) return err;
     /* Order across the switch is kept by the per-task message numbers (proto.c). */
-    t->port = p;
+    __atomic_store_n(&t->port, p, __ATOMIC_RELEASE);
     return COR_OK;
 }
 

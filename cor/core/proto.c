@@ -155,10 +155,14 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
 
     struct cor_port *port = cor__task_port(t);
     if (!port) return g.nroutes ? COR_ENOMEM : COR_EROUTE;
-    if (!t->send_seq) {
-        uint32_t *seq = calloc((size_t)g.size, sizeof *seq);
+    if (!__atomic_load_n(&t->send_seq, __ATOMIC_ACQUIRE)) {
+        /* Threads sending as one task (libcorpvm's inbox) may get here together: one table
+         * wins. Their sends to one destination must be serialized by the caller. */
+        uint32_t *seq = calloc((size_t)g.size, sizeof *seq), *none = NULL;
         if (!seq) return COR_ENOMEM;
-        __atomic_store_n(&t->send_seq, seq, __ATOMIC_RELEASE); /* cor__peer_reset reads it */
+        if (!__atomic_compare_exchange_n(&t->send_seq, &none, seq, false, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE)) /* (cor__peer_reset reads it) */
+            free(seq);
     }
     struct cor_hport *hp = port->hp;
     /* A small message is copied now, outside the lock, in case it goes eager on a route that

@@ -354,7 +354,8 @@ static void background_send(struct cpvm_peer *p, cor_req_t req, struct unconf *u
 }
 
 /* An image that only confirms what we took from p (up to seq), routed; false if it could
- * not go. Big lock held (no number: its order with the pair's messages does not matter). */
+ * not go. Big lock held (no number of ours: its order with the pair's messages does not
+ * matter). */
 static bool confirm_routed(struct cpvm_peer *p, uint32_t seq)
 {
     struct unconf *u = malloc(sizeof *u);
@@ -364,8 +365,16 @@ static bool confirm_routed(struct cpvm_peer *p, uint32_t seq)
         cpvm_image_header(img, 0, 0, 0, 0, 0, pvmmytid, p->tid);
         cpvm_image_set_word(img, H_ACK, (int)seq);
     }
-    if (!img || cor_sendI_as(cpvm_rt.inbox, cor_task_idp(p->rank, p->inbox_index), cpvm_rt.ctx,
-                             CPVM_DATA_TAG, COR_BYTE, img, CPVM_HDR_BYTES, &req)) {
+    /* Under p's lock all the same: the core numbers a task's sends to one domain, and routed
+     * sends of other threads to p do not wait for the big lock. */
+    int err = COR_ENOMEM;
+    if (img) {
+        pthread_mutex_lock(&p->lock);
+        err = cor_sendI_as(cpvm_rt.inbox, cor_task_idp(p->rank, p->inbox_index), cpvm_rt.ctx,
+                           CPVM_DATA_TAG, COR_BYTE, img, CPVM_HDR_BYTES, &req);
+        pthread_mutex_unlock(&p->lock);
+    }
+    if (err) {
         if (img) cor_releaseBuffer(img);
         free(u);
         return false;
