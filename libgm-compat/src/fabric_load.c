@@ -13,6 +13,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define GMX_FABRIC_SONAME "libfabric.so.1"
@@ -28,8 +29,36 @@ static struct {
 static int fab_ok;
 static pthread_once_t fab_once = PTHREAD_ONCE_INIT;
 
+/* libfabric reads its settings from the environment at its first call.  libgm needs one that
+ * is off by default: FI_AV_REMOVE_CLEANUP=1, without which taking an address out of an AV
+ * leaves ofi_rxm's connection to it (and one that never completed, for ever: send.c,
+ * renew_stalled) in place, so that inserting it again renews nothing.  A value the user set is
+ * left alone.  Not setenv: a setenv beside a getenv in another thread may free the array the
+ * getenv reads; a new array is swapped in instead and the old one never freed (both stay
+ * valid; the new one stays referenced here, for leak checkers). */
+extern char **environ;
+static char **fab_environ;
+
+static void fab_environment(void)
+{
+    static char entry[] = "FI_AV_REMOVE_CLEANUP=1";
+    if (getenv("FI_AV_REMOVE_CLEANUP")) return;
+    char **old = environ;
+    size_t n = 0;
+    while (old && old[n])
+        n++;
+    char **env = malloc((n + 2) * sizeof *env);
+    if (!env) return;
+    if (n) memcpy(env, old, n * sizeof *env);
+    env[n] = entry;
+    env[n + 1] = NULL;
+    fab_environ = env;
+    __atomic_store_n(&environ, env, __ATOMIC_RELEASE);
+}
+
 static void fab_load(void)
 {
+    fab_environment();
     void *h = dlopen(GMX_FABRIC_SONAME, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         fprintf(stderr, "libgm: cannot load %s: %s\n", GMX_FABRIC_SONAME, dlerror());

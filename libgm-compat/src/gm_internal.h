@@ -154,6 +154,11 @@ static inline size_t gmx_eager_max(size_t inject_size)
 #define GMX_ACK_DELAY_NS 20000u
 #define GMX_ACK_LOOK_EVERY 16 /* progress or send calls between looks at the acks' age */
 #define GMX_KEY_CACHE 8       /* remote registrations remembered per target port */
+/* Connection-based providers: a first connection to a target that the provider still calls
+ * "try again" after this long is dropped and made anew (send.c, renew_stalled); each renewal
+ * of the same target waits twice as long as the one before, up to GMX_STALL_MAX_NS. */
+#define GMX_STALL_NS 1000000000ULL
+#define GMX_STALL_MAX_NS 8000000000ULL
 
 /* ---- node map --------------------------------------------------------- */
 struct gmx_node {
@@ -288,6 +293,8 @@ struct gmx_peer {
     uint64_t gone_ns;       /* shm: when its lock was last found free */
     int reconnect;          /* tcp: the provider's connection broke: renew */
     uint64_t reconnect_ns;  /* last renewal */
+    uint64_t stall_ns;      /* tcp: last renewal of a first connection that made no progress */
+    unsigned stalls;        /* ... how many (each waits twice as long as the one before) */
     /* sending */
     uint32_t send_seq[GM_NUM_PRIORITIES];
     int disabled[GM_NUM_PRIORITIES];             /* a send failed: hold the rest */
@@ -483,6 +490,7 @@ void gmx_bell_disarm(struct gmx_bell *b);
 int gmx_peer_closed(struct gm_port *p, struct gmx_peer *peer);
 int gmx_peer_gone(struct gm_port *p, struct gmx_peer *peer);
 void gmx_peer_reconnect(struct gm_port *p, struct gmx_peer *peer);
+void gmx_peer_renew(struct gm_port *p, struct gmx_peer *peer);
 uint64_t gmx_now_ns(void);
 uint64_t gmx_coarse_ns(void);
 

@@ -300,9 +300,16 @@ void gmx_peer_reconnect(struct gm_port *p, struct gmx_peer *peer)
     if (p->addr_is_str || now - peer->reconnect_ns < 20000000u) return;
     peer->reconnect_ns = now;
     peer->reconnect = 0;
+    gmx_log("reconnecting to node %u port %u\n", peer->node, peer->port);
+    gmx_peer_renew(p, peer);
+}
+
+/* Drops the provider's connection to peer (its address leaves the AV, which closes it) and
+ * inserts the address again: the next send connects anew. */
+void gmx_peer_renew(struct gm_port *p, struct gmx_peer *peer)
+{
     if (peer->resolved) gmx_tp_remove(p, peer);
     peer->resolved = 0;
-    gmx_log("reconnecting to node %u port %u\n", peer->node, peer->port);
     gmx_peer_resolve(p, peer);
 }
 

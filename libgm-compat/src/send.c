@@ -455,11 +455,36 @@ void gmx_submit(struct gm_port *p, struct gmx_sreq *s)
     backlog_push(p, peer, s);
 }
 
+/* tcp;ofi_rxm (any connection-based provider): the provider answers "try again" while it
+ * sets up a connection, which completes only when both sides poll, and it puts no time limit on
+ * that: a connection whose answer never comes (its request taken by a listener that never
+ * answers, or lost in the set-up) stays "try again" for ever, although a new one would complete
+ * at once.  So a first connection that has been "try again" for GMX_STALL_NS (then twice as
+ * long each time) is dropped and made anew (the address leaves the AV and comes back: with
+ * FI_AV_REMOVE_CLEANUP, fabric_load.c, that closes rxm's connection).  A target that is merely
+ * slow finds both requests and answers the live one; one that is not open yet refuses both, as
+ * before, so a send to it still waits for the send timeout (GM's semantics). */
+static void renew_stalled(struct gm_port *p, struct gmx_peer *peer, const struct gmx_sreq *s,
+                          uint64_t now)
+{
+    if (p->addr_is_str || p->shm || peer->reached) return;
+    uint64_t since = peer->stall_ns > s->first_try_ns ? peer->stall_ns : s->first_try_ns;
+    uint64_t wait = GMX_STALL_NS << (peer->stalls < 3 ? peer->stalls : 3);
+    if (wait > GMX_STALL_MAX_NS) wait = GMX_STALL_MAX_NS;
+    if (now - since < wait) return;
+    peer->stall_ns = now;
+    peer->stalls++;
+    gmx_log("no connection to node %u port %u after %u ms of retries: making a new one\n",
+            peer->node, peer->port, (unsigned)((now - s->first_try_ns) / 1000000u));
+    gmx_peer_renew(p, peer);
+}
+
 /* Why the head of a stuck backlog should fail now, or GM_SUCCESS to wait. */
 static gm_status_t stuck_verdict(struct gm_port *p, struct gmx_peer *peer, const struct gmx_sreq *s,
                                  uint64_t now)
 {
     uint64_t waited = now - s->first_try_ns;
+    renew_stalled(p, peer, s, now);
     if (p->addr_is_str && now - peer->last_check_ns >= 10000000u) {
         /* shm: the target's lock file says whether it is open, and where. */
         peer->last_check_ns = now;

@@ -11,11 +11,16 @@
 #          within 5 s (its lock file) although the send timeout is the default minute (over
 #          tcp a dead target shows only as one that stopped taking sends: GM_SEND_TIMED_OUT
 #          after a minute, as with the old 1 s default);
+#   stalled (tcp) the sender's first connection is taken by a listener that never answers it
+#          (gm-silent), then the sink opens the port: libgm makes a new connection after 1 s
+#          of "try again" and every send completes (before 2026-11-28 the first one waited
+#          for ever, the sends failing with GM_SEND_TARGET_PORT_CLOSED at the send timeout);
 #   free   gm_dma_free of each 1 MiB message right after its send: still sent intact;
 #   close  gm_close 50 ms after the last send, no callback awaited: nothing lost.
 . "$(dirname "$0")/gm-proc-lib.sh"
 GMT_FORGIVE="$GMT_BUILDDIR/tests/gm-forgive"
-gmt_need "$GMT_FORGIVE"
+GMT_SILENT="$GMT_BUILDDIR/tests/gm-silent"
+gmt_need "$GMT_FORGIVE" "$GMT_SILENT"
 unset GM_NODE_MAP GM_NODE_ID GM_SEND_TIMEOUT_MS
 base=$(gmt_port_base)
 fail=0
@@ -62,6 +67,27 @@ closed_ok() {
     fi
 }
 
+# stalled_case: tcp only (the address is a TCP port). The send timeout is 20 s, the sender's
+# limit 15 s: a first connection that is never renewed fails the case.
+stalled_case() {
+    gmt_bg stalled_silent "$GMT_SILENT" 127.0.0.1 $((base + 11)) --timeout 30
+    wait_line stalled_silent "silent ready" || { fail=1; return; }
+    gmt_bg stalled_send env GM_NODE_ID=2 GM_SEND_TIMEOUT_MS=20000 GM_VERBOSE=1 "$GMT_FORGIVE" \
+        late --port 11 --to 1 --count 4 --len 100 --timeout 15
+    wait_line stalled_silent "taken" || { fail=1; return; }
+    gmt_bg stalled_sink env GM_NODE_ID=1 "$GMT_FORGIVE" --sink --port 11 --count 4 --len 100 \
+        --timeout 30
+    if gmt_wait stalled_send && gmt_wait stalled_sink && gmt_wait stalled_silent &&
+        grep -q "dropped by the peer" "$GMT_TMP/stalled_silent.log"; then
+        echo "PASS: tcp_stalled: $(tail -n 1 "$GMT_TMP/stalled_silent.log") /" \
+            "$(grep 'late:' "$GMT_TMP/stalled_send.log")"
+    else
+        echo "FAIL: tcp_stalled"
+        cat "$GMT_TMP/stalled_silent.log" "$GMT_TMP/stalled_send.log" "$GMT_TMP/stalled_sink.log"
+        fail=1
+    fi
+}
+
 killed_case() { # PROVIDER
     gmt_bg $1_ksink env GM_NODE_ID=1 "$GMT_FORGIVE" --sink --port 10 --count 100 --len 100
     wait_line $1_ksink "sink ready" || { fail=1; return; }
@@ -89,6 +115,7 @@ for prov in shm tcp; do
         --to 1 --count 4 --len 100 --timeout 30
     closed_ok ${prov}_closed 0.45 10
     [ $prov = shm ] && killed_case $prov
+    [ $prov = tcp ] && stalled_case
     run ${prov}_free 7 sink-first GM_VERBOSE=0 free --count "$(gmt_scaled 8)" --len 1048576 --timeout 60
     # gm_close waits up to GM_CLOSE_LINGER_MS for the sink's acks (2 s by default; more for
     # slow machines: it returns as soon as they came).
