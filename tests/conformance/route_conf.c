@@ -115,11 +115,12 @@ static void test_sizes(void)
     struct h_port p[2];
     CU_ASSERT_EQUAL_FATAL(h_open(p, 2, h_cookie()), COR_OK);
     size_t fm = caps.frame_max;
-    /* around GM class sizes (2^n - 8) less an 8-byte route header, e.g. the gm route's
-     * small class 11 (2032/2033) and large class 15 (32752) */
-    size_t cand[] = {0,    1,     7,     8,     9,     63,    64,    65,     247,    248,    249,
-                     1008, 1009,  1016,  2032,  2033,  2040,  4080,  4081,   4088,   4096,   8184,
-                     9000, 16376, 16384, 32760, 65520, 65528, 65536, 131064, 262136, fm - 1, fm};
+    /* around GM class sizes (2^n - 8) less an 8- or 16-byte route header, e.g. the gm
+     * route's small class 11 (2024/2025) and large class 15 (32744) */
+    size_t cand[] = {0,     1,     7,     8,     9,      63,     64,     65,    247,
+                     248,   249,   1008,  1009,  1016,   2024,   2025,   2032,  2033,
+                     2040,  4080,  4081,  4088,  4096,   8184,   9000,   16376, 16384,
+                     32760, 65520, 65528, 65536, 131064, 262136, fm - 1, fm};
     nsizes = 0;
     for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++)
         if (cand[i] <= fm) sizes[nsizes++] = cand[i];
@@ -388,6 +389,68 @@ static void test_stale_control(void)
     conf_gm_ctrl_close(g);
 }
 
+/* gm: data frames carry both ports' incarnations too. As in the case above, rank 1 is
+ * re-admitted at the same GM port with another incarnation and port 0 has one frame out to
+ * it (a credit back would fit); from that port the test then sends data frames: one of the
+ * earlier occupant returning a credit, and one meant for port 0's earlier incarnation: both
+ * dropped and counted, not delivered. Then one of the new occupant returning a credit (taken
+ * only if the stale one's credit was not: a second would exceed what port 0 has out) and
+ * one that does not know port 0's incarnation: both delivered. */
+static void test_stale_data(void)
+{
+    if (strcmp(h_route_name, "gm") || !ops->peer_dead || !ops->counters) {
+        printf("\n  not the gm route: skipped\n");
+        return;
+    }
+    struct h_port p[2];
+    uint64_t cookie = h_cookie();
+    CU_ASSERT_EQUAL_FATAL(h_open(p, 2, cookie), COR_OK);
+    CU_ASSERT_EQUAL(h_exchange(p, 2, 20, 100, 20.0), 0);
+    char old[COR_ADDR_MAX], fresh[COR_ADDR_MAX + 16];
+    strcpy(old, p[1].addr);
+    uint32_t inc_old = inc_of(old), inc0 = inc_of(p[0].addr),
+             inc_new = inc_old + 1 ? inc_old + 1 : 1;
+    const char *hash = strrchr(old, '#');
+    unsigned node, port;
+    CU_ASSERT_FATAL(hash && inc_old && inc0 && sscanf(old, "%u:%u:", &node, &port) == 2);
+    ops->peer_dead(p[0].port, 1);
+    h_progress(p, 2);
+    h_close_one(&p[1]);
+    struct conf_gm_ctrl *g = conf_gm_ctrl_open(port);
+    if (!g) {
+        printf("\n  cannot open GM port %u here: skipped\n", port);
+        h_close(p, 2);
+        return;
+    }
+    snprintf(fresh, sizeof fresh, "%.*s#%u", (int)(hash - old), old, inc_new);
+    CU_ASSERT_EQUAL(ops->add_peer(p[0].port, 1, fresh), COR_OK);
+    for (int i = 0; i < 10; i++)
+        h_progress(p, 2);
+    p[0].check = 0;
+    CU_ASSERT_EQUAL(h_send_next(p, 0, 1, 100), COR_OK); /* takes a credit of rank 1 */
+    for (int i = 0; i < 10; i++)
+        h_progress(p, 2);
+    uint64_t d0 = dropped_now(&p[0]), r0 = p[0].rx_next[1];
+    const uint32_t one = 1; /* a small buffer's credit, as the frame out to rank 1 took */
+    const uint32_t stale[2][3] = {{one, inc_old, inc0}, {0, inc_new, inc0 + 1 ? inc0 + 1 : 2}};
+    CU_ASSERT_EQUAL(conf_gm_data_send(g, p[0].addr, cookie, stale, 2, inject_pump, p), 0);
+    for (int i = 0; i < 100; i++)
+        h_progress(p, 2);
+    CU_ASSERT_EQUAL(dropped_now(&p[0]) - d0, 2);
+    CU_ASSERT_EQUAL(p[0].rx_next[1] - r0, 0);
+    const uint32_t fine[2][3] = {{one, inc_new, inc0}, {0, inc_new, 0}};
+    CU_ASSERT_EQUAL(conf_gm_data_send(g, p[0].addr, cookie, fine, 2, inject_pump, p), 0);
+    for (int i = 0; i < 100; i++)
+        h_progress(p, 2);
+    CU_ASSERT_EQUAL(dropped_now(&p[0]) - d0, 2);
+    CU_ASSERT_EQUAL(p[0].rx_next[1] - r0, 2);
+    printf("\n  %llu stale data frames dropped, %llu delivered\n",
+           (unsigned long long)(dropped_now(&p[0]) - d0),
+           (unsigned long long)(p[0].rx_next[1] - r0));
+    h_close(p, 2);
+    conf_gm_ctrl_close(g);
+}
+
 /* ---- optional slots: wait, peer_dead ------------------------------------------------- */
 
 /* wait(): an idle port blocks about timeout_ms (bounded), and a frame sent to it ends the
@@ -623,6 +686,8 @@ int main(int argc, char **argv)
     add(s, "peer death: sends fail, peer_failed once, others unaffected", test_peer_death);
     add(s, "foreign data dropped and counted", test_foreign);
     add(s, "gm: stale BYE/CREDIT of a re-admitted rank dropped and counted", test_stale_control);
+    add(s, "gm: stale data frames (and their credits) of a re-admitted rank dropped",
+        test_stale_data);
     add(s, "RMA: register (cached), put ordered before later sends, DMA memory", test_rma);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();

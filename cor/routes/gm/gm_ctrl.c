@@ -1,8 +1,9 @@
 /*
- * The gm route's control messages (BYE, CREDIT, PING, PONG) as bytes: the layout is in
- * gm_port.h. Checking one needs no port state but the session cookie and the incarnations
- * (ours, and the sender's as its address gave it), so the check is a function of its own,
- * which tests/fuzz/fuzz_gmctrl.c feeds arbitrary bytes.
+ * The gm route's control messages (BYE, CREDIT, PING, PONG) and data frame headers as bytes:
+ * the layouts are in gm_ctrl.h. Checking one needs no port state but the session cookie and
+ * the incarnations (ours, and the sender's as its address gave it), so the checks are
+ * functions of their own, which tests/conformance/fuzz_gmctrl.c and fuzz_gmdata.c feed
+ * arbitrary bytes.
  */
 #include <string.h>
 
@@ -36,5 +37,29 @@ enum gmr_ctrl_verdict gmr_ctrl_parse(const void *buf, size_t len, uint64_t cooki
     if ((peer_inc && from_inc != peer_inc) || (to_inc && to_inc != my_inc)) return GMR_CTRL_STALE;
     if (*op < GMR_OP_BYE || *op > GMR_OP_PONG) return GMR_CTRL_BAD;
     if (*op == GMR_OP_CREDIT ? *arg == 0 : *arg != 0) return GMR_CTRL_BAD;
+    return GMR_CTRL_OK;
+}
+
+void gmr_data_encode(char *m, uint32_t cookie32, uint32_t credits, uint32_t from_inc,
+                     uint32_t to_inc)
+{
+    memcpy(m, &cookie32, 4);
+    memcpy(m + 4, &credits, 4);
+    memcpy(m + 8, &from_inc, 4);
+    memcpy(m + 12, &to_inc, 4);
+}
+
+enum gmr_ctrl_verdict gmr_data_parse(const void *buf, size_t len, uint32_t cookie32,
+                                     uint32_t my_inc, uint32_t peer_inc, uint32_t *credits)
+{
+    const char *m = buf;
+    uint32_t c, from_inc, to_inc;
+    if (!m || len < GMR_HDR) return GMR_CTRL_BAD;
+    memcpy(&c, m, 4);
+    memcpy(credits, m + 4, 4);
+    memcpy(&from_inc, m + 8, 4);
+    memcpy(&to_inc, m + 12, 4);
+    if (c != cookie32) return GMR_CTRL_BAD;
+    if ((peer_inc && from_inc != peer_inc) || (to_inc && to_inc != my_inc)) return GMR_CTRL_STALE;
     return GMR_CTRL_OK;
 }

@@ -24,10 +24,8 @@
 #include "cor/route.h"
 #include "rutil.h"
 
-/* Every GM message starts with a header. Data frames (low priority): 32 bits of the session
- * cookie and the receive-buffer credits returned to the receiver, then the core's frame.
- * Control messages (high priority): gm_ctrl.h. */
-#define GMR_HDR 8
+/* Every GM message starts with a header: data frames (low priority, GMR_HDR bytes) and
+ * control messages (high priority) are laid out in gm_ctrl.h. */
 #define GMR_CTRL_SLOTS 4  /* our control messages in flight per peer: one of each op */
 #define GMR_RX_TOKENS 252 /* receive buffers we provide at most (GM has 254 tokens) */
 #define GMR_RX_BATCH 16   /* data frames one progress() delivers at most, in a stream */
@@ -176,6 +174,7 @@ struct cor_rport {
     uint32_t cookie32;
     uint32_t inc;        /* this port's incarnation (random, nonzero; in its address) */
     uint64_t stale_ctrl; /* control messages of another incarnation, dropped (and counted) */
+    uint64_t stale_data; /* data frames of another incarnation, dropped (and counted) */
     struct gmr_rx_item returns[GMR_RX_BATCH]; /* delivered, buffer not yet provided again */
     unsigned nreturns;
     int credit_due;      /* some peer has credit_wanted set */

@@ -149,10 +149,10 @@ static void gmr_close(struct cor_rport *p)
     (void)rutil_done_take(&p->base);
     if (p->k.stats)
         gmr_log("port node %u id %u: frames out %" PRIu64 " (%" PRIu64 " small) in %" PRIu64
-                ", puts %" PRIu64 ", dropped %" PRIu64 " (stale control %" PRIu64
+                ", puts %" PRIu64 ", dropped %" PRIu64 " (stale control %" PRIu64 ", data %" PRIu64
                 "), deepest software queue %" PRIu64,
                 p->node_id, p->port_id, p->frames_out, p->small_out, p->frames_in, p->puts,
-                rutil_port_dropped(&p->base), p->stale_ctrl, p->queued_max);
+                rutil_port_dropped(&p->base), p->stale_ctrl, p->stale_data, p->queued_max);
     if (p->k.stats)
         gmr_log("  ring: d_tail %llu d_queue %llu d_head %llu tx_tail %zu tx_head %zu ndone %u",
                 (unsigned long long)p->d_tail, (unsigned long long)p->d_queue,
@@ -259,7 +259,7 @@ static int hash_point(struct cor_rport *p, unsigned node, unsigned port, uint32_
 
 /* A new occupant of rank `peer`, which was given up (mem_lock held): the owner forgets the
  * earlier one's state when it takes the note. Frames of the earlier one that still arrive
- * are the core's to drop (its frames carry its incarnation). */
+ * carry its port's incarnation: the route drops them (gm_rx.c), credits and all. */
 static int readmit(struct cor_rport *p, cor_peer_t peer, unsigned node, unsigned port, int local,
                    uint32_t inc)
 {

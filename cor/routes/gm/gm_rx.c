@@ -188,12 +188,19 @@ static int on_recv(struct cor_rport *p, gm_recv_event_t *e, struct gmr_rx_item *
         gm_provide_receive_buffer_with_tag(p->gp, buf, p->cls[c], GM_LOW_PRIORITY, 0);
         return 0;
     }
-    uint32_t hdr[2];
     if (ok && size == p->cls[c] && len >= GMR_HDR && len <= gm_max_length_for_size(p->cls[c])) {
-        memcpy(hdr, buf, GMR_HDR);
         struct gmr_peer *q = &p->peers[peer];
-        if (hdr[0] == p->cookie32 && credits_ok(p, q, hdr[1])) {
-            credits_add(p, q, hdr[1]); /* piggy-backed receive credits */
+        uint32_t credits;
+        enum gmr_ctrl_verdict v = gmr_data_parse(buf, len, p->cookie32, p->inc, q->inc, &credits);
+        if (v == GMR_CTRL_STALE && atomic_load_explicit(&q->readmit_note, memory_order_acquire)) {
+            gmr_take_notes(p); /* a new occupant's first frame, before we took its note */
+            v = gmr_data_parse(buf, len, p->cookie32, p->inc, q->inc, &credits);
+        }
+        /* A frame of the rank's earlier occupant (or meant for our earlier port): its credits
+         * are not the new occupant's, and the core must not see it. */
+        if (v == GMR_CTRL_STALE) p->stale_data++;
+        if (v == GMR_CTRL_OK && credits_ok(p, q, credits)) {
+            credits_add(p, q, credits); /* piggy-backed receive credits */
             q->heard = q->spoke = 1;
             *it = (struct gmr_rx_item){peer, buf, len, c};
             return 1;

@@ -443,7 +443,8 @@ int gmr_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov, int 
     if (!t) goto out;
     char *buf = ring_alloc(p, len + GMR_HDR, &t->end);
     if (!buf) goto out;
-    memcpy(buf, &p->cookie32, 4); /* credits: filled in when it leaves */
+    /* credits: filled in when it leaves */
+    gmr_data_encode(buf, p->cookie32, 0, p->inc, p->peers[peer].inc);
     size_t off = GMR_HDR;
     for (int i = 0; i < iovcnt; i++) {
         if (iov[i].iov_len) memcpy(buf + off, iov[i].iov_base, iov[i].iov_len);
