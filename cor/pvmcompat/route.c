@@ -30,6 +30,8 @@
 #include <poll.h>
 #include <stdio.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 
 #include "pmsg.h"
@@ -858,22 +860,26 @@ void cpvm_route_touch(int tid)
  * watcher takes it for its reads; other threads' calls find the task leaving (PVM's path). */
 static _Atomic bool finalizing;
 
+/* arg: an eventfd written once cor_finalize is over (-1: none; it then looks every ms). */
 static void *exit_watcher(void *arg)
 {
-    (void)arg;
+    int done_fd = (int)(intptr_t)arg;
     while (atomic_load(&finalizing)) {
         cpvm_enter();
         int *fds = NULL, n = REAL(pvm_getfds, &fds);
-        struct pollfd pfd[8];
+        struct pollfd pfd[9];
+        if (n < 0 || !fds) n = 0;
         if (n > 8) n = 8;
-        for (int i = 0; i < n && fds; i++)
+        for (int i = 0; i < n; i++)
             pfd[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
         cpvm_read_sockets();
         cpvm_run_deferred();
         cpvm_leave();
-        /* Sleep until PVM has something, at most a millisecond (to see `finalizing`). */
-        if (n > 0 && fds)
-            poll(pfd, (nfds_t)n, 1);
+        /* Sleep until PVM has something or the finalize is over (a 1 ms look at `finalizing`
+         * without the eventfd: ~0.9 ms of every routed task's exit). */
+        pfd[n] = (struct pollfd){.fd = done_fd, .events = POLLIN};
+        if (n > 0 || done_fd >= 0)
+            poll(pfd, (nfds_t)(n + (done_fd >= 0)), done_fd >= 0 ? 100 : 1);
         else
             nanosleep(&(struct timespec){0, 1000000}, NULL);
     }
@@ -884,14 +890,18 @@ static void finalize_watching_exits(void)
 {
     pthread_t w;
     atomic_store(&finalizing, true);
-    bool watching = !cpvm_nested() && pthread_create(&w, NULL, exit_watcher, NULL) == 0;
+    int done_fd = cpvm_nested() ? -1 : eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    bool watching =
+        !cpvm_nested() && pthread_create(&w, NULL, exit_watcher, (void *)(intptr_t)done_fd) == 0;
     int depth = watching ? cpvm_unlock_all() : 0;
     cor_finalize();
     atomic_store(&finalizing, false);
+    if (done_fd >= 0) (void)eventfd_write(done_fd, 1); /* (failing: it looks in 100 ms) */
     if (watching) {
         pthread_join(w, NULL);
         cpvm_relock_all(depth);
     }
+    if (done_fd >= 0) close(done_fd);
 }
 
 void cpvm_route_exit(void)
