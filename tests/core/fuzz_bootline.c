@@ -132,7 +132,7 @@ static void fuzz_domain(const uint8_t *data, size_t size)
     size -= 2;
     struct corrun_boot *b = boot_alloc(rank, fuzz_size);
     if (!b) return;
-    b->death_fn = on_death;
+    b->listener.fn = on_death; /* the core's death callback (cor__boot_listener_set) */
     if (sealed) {
         unsigned char zero[COR_BOOT_KEY_BYTES] = {0}, nd[COR_BOOT_KEY_BYTES];
         memset(nd, 0x11, sizeof nd);
