@@ -215,6 +215,18 @@ static void direct_send(struct dsm__res *x, int dom, cor_idp_t to)
     dsm__unlock_or_die(&dsm__rt.svc_out.mu);
 }
 
+/* Under x->mu: an upgrade's grant, to the task that asked: an empty message into its receive
+ * (the copy has the data), sent as the service in order with its other sends. */
+static void task_send_empty(int dom, cor_idp_t to, const struct dsm__copy *hc)
+{
+    cor_idp_t svc;
+    if (dsm__svc_of(dom, &svc)) return; /* dead: its death is handled on its own */
+    dsm__lock_or_die(&dsm__rt.svc_out.mu);
+    dsm__outbox_send_in(&dsm__rt.svc_out, dsm__rt.svc, to, dsm__rt.dctx,
+                        (uint32_t)direct_tag(hc->idp), (struct dsm__pend){.buf = NULL}, 0);
+    dsm__unlock_or_die(&dsm__rt.svc_out.mu);
+}
+
 static void dir_grant(void *ctx, const struct dsm_dreq *r, bool data, int status)
 {
     struct dsm__res *x = ctx;
@@ -234,7 +246,12 @@ static void dir_grant(void *ctx, const struct dsm_dreq *r, bool data, int status
         cmsg(r->who, DSM_OP_C_GRANT, &x->hc, 0, flags & DSM_CF_ERR, NULL);
         return;
     }
-    if (data && r->task) {
+    if (r->task && r->have_copy) { /* an upgrade: the task posted a receive of nothing */
+        if (data)                  /* its read copy went meanwhile: the data comes in a message */
+            cmsg(r->who, DSM_OP_C_GRANT, &x->hc, 0, r->mode, x->obj.data);
+        else
+            task_send_empty(r->who, r->task, &x->hc);
+    } else if (data && r->task) {
         direct_send(x, r->who, r->task); /* the data alone is the grant */
     } else if (data && r->direct) {
         direct_send(x, r->who, 0);
@@ -714,16 +731,20 @@ void dsm__direct_reap(void)
 
 /* Under *c->mu: posts the calling task's receive; false if it cannot (the grant then comes
  * as a message). */
-static bool small_post(struct dsm__copy *c, int mode)
+static bool small_post(struct dsm__copy *c, int mode, bool have)
 {
     cor_idp_t home_svc;
-    if (c->x || c->bytes >= DSM_DIRECT_MIN || cor_task_self() == COR_IDP_NULL ||
-        dsm__svc_of(c->home, &home_svc))
+    /* c->sreq: another task's receive, taken back by a grant in a message, that task still to
+     * land (it owns the receive until then) */
+    if (c->x || c->sreq != COR_REQ_NULL || (!have && c->bytes >= DSM_DIRECT_MIN) ||
+        cor_task_self() == COR_IDP_NULL || dsm__svc_of(c->home, &home_svc))
         return false;
-    if (cor_recvI_into(home_svc, dsm__rt.dctx, direct_tag(c->idp), COR_BYTE, c->data, c->bytes,
-                       &c->sreq))
+    /* an upgrade's grant is an empty message: the copy's data, read meanwhile, is current */
+    if (cor_recvI_into(home_svc, dsm__rt.dctx, direct_tag(c->idp), COR_BYTE, c->data,
+                       have ? 0 : c->bytes, &c->sreq))
         return false;
     c->smode = (uint8_t)mode;
+    c->supgrade = have;
     c->scanceled = false;
     return true;
 }
@@ -742,9 +763,15 @@ static void small_cancel(struct dsm__copy *c)
 static void small_land(struct dsm__copy *c, int err)
 {
     bool was = copy_valid(c);
-    if (!c->scanceled) grant_landed(c, c->smode, err, &dsm__rt.grants_task);
+    /* Taken back, it leaves c->dinv alone: it may be a later grant's now (another task's
+     * request straight into the copy, a large read after an upgrade that came as a message),
+     * and clearing it lost that invalidation (dsm_proc cache, 32 KiB blocks, 4 domains). */
+    if (!c->scanceled) {
+        grant_landed(c, c->smode, err, &dsm__rt.grants_task);
+        c->dinv = false;
+    }
     c->sreq = COR_REQ_NULL;
-    c->scanceled = c->dinv = false;
+    c->scanceled = false;
     copy_account(c, was);
     copy_wake(c);
 }
@@ -762,7 +789,8 @@ static void small_wait(struct dsm__copy *c)
     while (err == COR_OK && !done);
     copy_lock(c);
     if (!done && !err) err = COR_EPROTO;
-    if (done && !err && st.count * cor_type_size(st.type) != c->bytes) err = COR_EPROTO;
+    if (done && !err && st.count * cor_type_size(st.type) != (c->supgrade ? 0 : c->bytes))
+        err = COR_EPROTO;
     small_land(c, err);
 }
 
@@ -785,7 +813,7 @@ static int copy_request(struct dsm__copy *c, int mode, bool have, bool task_wait
     }
     uint32_t flags = (uint32_t)mode | (have ? DSM_CF_HAVE : 0);
     cor_idp_t task = COR_IDP_NULL;
-    if (!have && task_waits && small_post(c, mode)) {
+    if (task_waits && small_post(c, mode, have)) {
         flags |= DSM_CF_TASK;
         task = cor_task_self();
     } else if (!have && direct_post(c)) {
@@ -882,10 +910,11 @@ static int section_start(struct dsm__copy *c, int mode, bool block, bool *fast)
         }
         bool mine = false; /* a receive of the grant this task posted */
         if (m > 0) {
+            bool other = c->sreq != COR_REQ_NULL; /* another task's, still to land */
             err = copy_request(c, m, have, block);
             if (err) break;
             if (dsm_copy_can_start(&c->st, mode)) continue; /* granted at once (home) */
-            mine = c->sreq != COR_REQ_NULL;
+            mine = !other && c->sreq != COR_REQ_NULL;
         }
         if (!block) {
             err = COR_EAGAIN;
@@ -1075,7 +1104,7 @@ void dsm__serve_cached_home(int from, const struct dsm_req *r, cor_idp_t src)
                              .direct = (r->flags & DSM_CF_DIRECT) != 0};
         /* a task of the requester's domain (else the grant comes as a message) */
         if ((r->flags & DSM_CF_TASK) && cor_idp_domain(r->offset) == (unsigned)from &&
-            bytes < DSM_DIRECT_MIN)
+            (bytes < DSM_DIRECT_MIN || q.have_copy))
             q.task = r->offset;
         int err = dsm_dir_request(&x->dir, &q);
         if (err) dir_grant(x, &q, false, err);
@@ -1154,6 +1183,13 @@ void dsm__serve_cached_copy(const struct dsm_req *r)
     if (r->op == DSM_OP_C_GRANT) {
         int mode = (int)(r->flags & DSM_CF_MODE);
         int err = -(int)((r->flags & DSM_CF_ERR) >> DSM_CF_ERR_SHIFT);
+        /* An invalidation of this grant that came first, taken for the asking task's (an
+         * upgrade's grant with the data is a message, and a large one may be overtaken by
+         * the next small one): due now. Dropped with the receive, it left the home waiting
+         * for its acknowledgment for good (dsm_proc cache, 32 KiB blocks, 4 domains). */
+        bool dinv = c->dinv;
+        uint32_t dinv_seq = c->dinv_seq;
+        bool dinv_keep = c->dinv_keep;
         direct_cancel(c); /* a grant in a message: no data comes alone */
         small_cancel(c);
         if (!c->st.pending) {
@@ -1169,6 +1205,9 @@ void dsm__serve_cached_copy(const struct dsm_req *r)
             }
             dsm_copy_grant(&c->st, mode, err);
             if (!err) c->grants++;
+            bool dirty;
+            if (dinv && !err && dsm_copy_inv(&c->st, dinv_seq, dinv_keep, &dirty))
+                cmsg(c->home, DSM_OP_C_ACK, c, dinv_seq, 0, dirty ? c->data : NULL);
             copy_wake(c);
         }
     } else if (r->op == DSM_OP_C_INV) {

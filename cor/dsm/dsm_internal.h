@@ -105,7 +105,9 @@ enum dsm_op {
 /* C_REQ: send the data alone, straight into the posted copy; C_GRANT: it was (the header) */
 #define DSM_CF_DIRECT 0x8u
 /* C_REQ: a copy under DSM_DIRECT_MIN bytes; its requesting task (offset, a task of the
- * requester's domain) posted the receive of the data alone (dsm__rt.dctx), which is the grant */
+ * requester's domain) posted the receive of the data alone (dsm__rt.dctx), which is the grant;
+ * with DSM_CF_HAVE (an upgrade, any size) the receive of an empty message, the grant unless the
+ * home must send the data (then a C_GRANT message) */
 #define DSM_CF_TASK 0x10u
 #define DSM_CF_WRITEBACK 0x1u /* C_INV: the holder has the only valid copy */
 #define DSM_CF_KEEP 0x2u      /* C_INV (with WRITEBACK): it keeps a read copy (downgrade) */

@@ -67,6 +67,7 @@ struct dsm__copy {
     cor_req_t sreq;
     uint8_t smode;   /* the mode asked for, granted by the data's arrival */
     bool scanceled;  /* the service took the receive back (the grant came as a message) */
+    bool supgrade;   /* it asked for an upgrade: the grant is an empty message */
     uint32_t grants; /* grants got (*mu), numbered as the home's invalidations name them */
     bool retired;    /* dsm__rt.lock and *mu: in dsm__rt.retired (its object was destroyed) */
 };

@@ -128,10 +128,11 @@ static bool req_valid(const struct dsm_req *r)
     } else if (r->op == DSM_OP_C_REQ) {
         uint32_t mode = r->flags & DSM_CF_MODE;
         uint32_t how = r->flags & (DSM_CF_HAVE | DSM_CF_DIRECT | DSM_CF_TASK);
+        uint32_t alone = how & ~(uint32_t)DSM_CF_TASK; /* an upgrade may go to the task */
         if ((r->flags & ~(DSM_CF_MODE | how)) ||
-            (mode != DSM_MODE_READ && mode != DSM_MODE_WRITE) ||
-            (how & (how - 1))) /* one of the three at most */
-            return false;
+            (mode != DSM_MODE_READ && mode != DSM_MODE_WRITE) || (alone & (alone - 1)) ||
+            (alone == DSM_CF_DIRECT && (how & DSM_CF_TASK)))
+            return false; /* HAVE or DIRECT, each alone or HAVE with TASK */
         if ((how & DSM_CF_TASK) ? cor_idp_kind(r->offset) != COR_KIND_TASK : r->offset != 0)
             return false;
     } else if (r->op == DSM_OP_C_GRANT) {

@@ -336,7 +336,9 @@ typedef struct cor_dsm_stats {
     uint64_t grants_direct;    /* copies (16 KiB and more) whose data the home sent straight
                                   into this domain's copy: no staging buffer on either side */
     uint64_t grants_task;      /* smaller copies whose grant was their data alone, received
-                                  straight into the copy by the task that asked */
+                                  straight into the copy by the task that asked, and
+                                  upgrades (read copy to write) granted by an empty message
+                                  to the task that asked */
     uint64_t copy_bytes;       /* memory held for copies of objects homed elsewhere: those
                                   mapped, and the valid ones nobody maps (the cache) */
     uint64_t copies;           /* copies of objects homed elsewhere this domain keeps track

@@ -502,6 +502,44 @@ static int cache_task(void *arg)
     return 0;
 }
 
+/* An upgrade's grant goes to the task that asks, as an empty message (grants_task counts it,
+ * at any size): domain 1 and the others read an object homed at domain 0, then domain 1
+ * writes it, invalidating the others' copies, and the home and the others see the write. */
+static void run_upgrade(void)
+{
+    cor_idp_t up = COR_IDP_NULL;
+    if (rank == 0) CHECK(cor_dsm_create("up", COR_LONG, (size_t)CB, COR_DSM_CACHED, &up));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    up = lookup("up");
+    cor_dsm_region_t rg;
+    CHECK(cor_dsm_map(up, &rg));
+    long *p = NULL;
+    CHECK(cor_dsm_region_data(rg, (void **)&p, NULL));
+    CHECK(cor_dsm_start_read(rg));
+    if (p[0] != 0) pt_fail("upgrade: read %ld before the write, expected 0", p[0]);
+    CHECK(cor_dsm_end_read(rg));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank == 1) {
+        cor_dsm_stats_t a, b;
+        CHECK(cor_dsm_stats_get(&a));
+        CHECK(cor_dsm_start_write(rg)); /* holds a read copy: an upgrade */
+        p[0] = 5151;
+        CHECK(cor_dsm_end_write(rg));
+        CHECK(cor_dsm_stats_get(&b));
+        if (b.grants_task - a.grants_task != 1 || b.section_misses - a.section_misses != 1)
+            pt_fail("upgrade: %llu grants to the asking task in %llu misses, expected 1 in 1",
+                    (unsigned long long)(b.grants_task - a.grants_task),
+                    (unsigned long long)(b.section_misses - a.section_misses));
+    }
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    CHECK(cor_dsm_start_read(rg));
+    if (p[0] != 5151) pt_fail("upgrade: read %ld after domain 1's write, expected 5151", p[0]);
+    CHECK(cor_dsm_end_read(rg));
+    CHECK(cor_dsm_unmap(rg));
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank == 0) CHECK(cor_dsm_destroy(up));
+}
+
 /* A reader downgrades the owner (CRL): domain 1 writes an object homed at domain 0, domain 0
  * reads it (and sees the write), then domain 1 reads it again without a miss. */
 static void run_downgrade(void)
@@ -647,6 +685,7 @@ static void run_cache(void)
     CHECK(cor_dsm_barrier_wait(all_bar));
     run_cadd();
     if (ndom > 1) run_downgrade();
+    if (ndom > 1) run_upgrade();
     if (ndom > 1) run_copy_memory();
     CHECK(cor_dsm_destroy(cblk[rank]));
     CHECK(cor_dsm_destroy(cctr[rank]));

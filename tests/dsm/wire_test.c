@@ -141,7 +141,9 @@ static void test_req_cached(void)
     q.offset = cor_idp_make(1, COR_KIND_TASK, 3, 5);
     q.flags = DSM_MODE_READ | DSM_CF_TASK | DSM_CF_DIRECT; /* one way of sending the data */
     EXPECT_EQ(enc(buf, sizeof buf, &q), 0);
-    q.flags = DSM_MODE_WRITE | DSM_CF_TASK | DSM_CF_HAVE;
+    q.flags = DSM_MODE_WRITE | DSM_CF_TASK | DSM_CF_HAVE; /* an upgrade's empty grant */
+    EXPECT_EQ(enc(buf, sizeof buf, &q), DSM_REQ_HDR);
+    q.flags = DSM_MODE_WRITE | DSM_CF_TASK | DSM_CF_HAVE | DSM_CF_DIRECT;
     EXPECT_EQ(enc(buf, sizeof buf, &q), 0);
     q.flags = DSM_MODE_READ; /* no task: no offset */
     EXPECT_EQ(enc(buf, sizeof buf, &q), 0);
