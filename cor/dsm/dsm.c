@@ -681,6 +681,42 @@ COR_API int cor_dsm_appendI(cor_idp_t obj, cor_type_t type, const void *data, si
     return dsm__run_nb(o, obj_op(o, obj, DSM_OP_APPEND, 0, count, type, data, n, NULL, slot), req);
 }
 
+/*
+ * A loop of tests on a barrier with more runnable threads than CPUs. cor_polled (below) makes
+ * a loop that found nothing for 10 us yield, and at every miss while the CPUs are crowded;
+ * but a yielding thread stays runnable, and a dozen of them (3 domains x 4 tasks on 2 cores)
+ * still stood between the threads that carry the rounds (the gm listeners bring the messages
+ * when no task waits in the core) and a CPU: over gm messages 3.7-4.8x the wait's episode in
+ * one phase of the machine (docs/measurements/dsm.md). A thread whose tests found nothing for
+ * TEST_FREE_NS while more threads are runnable than CPUs (cor_cpus_busy, looked at once per
+ * TEST_FREE_NS) therefore sleeps in the test until the episode moves or TEST_NAP_NS pass, as
+ * the wait's tasks sleep, off the run queue, when other tasks of its domain are inside the
+ * episode too (dsm__bar_nap). Misses further apart than TEST_GAP_NS are no loop.
+ */
+#define TEST_FREE_NS 10000
+#define TEST_GAP_NS 20000
+#define TEST_NAP_NS 200000
+static __thread uint64_t test_miss_since, test_miss_last;
+
+static uint64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* A fruitless test: whether the CPUs are crowded and the thread has looped for a while. */
+static bool test_crowded(void)
+{
+    uint64_t now = mono_ns();
+    if (!test_miss_since || now - test_miss_last > TEST_GAP_NS) test_miss_since = now;
+    test_miss_last = now;
+    if (now - test_miss_since < TEST_FREE_NS) return false;
+    if (cor_cpus_busy() > 0) return true;
+    test_miss_since = now; /* a CPU to spare: look again in TEST_FREE_NS */
+    return false;
+}
+
 /* A test or wait has the handle to itself (claimed), so two tasks completing one handle at
  * once cannot both free it: the second gets COR_EINVAL. */
 COR_API int cor_dsm_test(cor_dsm_req_t *req, int *done)
@@ -690,7 +726,13 @@ COR_API int cor_dsm_test(cor_dsm_req_t *req, int *done)
     struct cor_dsm_op *o = dsm_handle_claim(DSM_H_REQ, h);
     if (!o) return COR_EINVAL;
     int err = op_test(o, done);
-    cor_polled(*done); /* a loop of tests lets the threads it waits for run */
+    bool napped = false;
+    if (!*done && o->bar_in && !o->done && test_crowded() && dsm__bar_nap(&o->bar, TEST_NAP_NS)) {
+        err = op_test(o, done);
+        napped = true;
+    }
+    if (*done) test_miss_since = 0;
+    if (!napped || *done) cor_polled(*done); /* a loop of tests lets the threads it waits for run */
     if (!*done) {
         dsm_handle_unclaim(DSM_H_REQ, h);
         return err;

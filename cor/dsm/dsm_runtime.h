@@ -314,18 +314,24 @@ static inline void dsm__unlock_or_die(pthread_mutex_t *m)
     if (pthread_mutex_unlock(m)) abort();
 }
 
-/* Waits on cv (mu held) for SECTION_WAIT_NS at most: waiters look at deaths that often. */
-static inline void dsm__wait_a_while(pthread_cond_t *cv, pthread_mutex_t *mu)
+/* Waits on cv (mu held) for ns at most (under a second). */
+static inline void dsm__wait_ns(pthread_cond_t *cv, pthread_mutex_t *mu, long ns)
 {
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
-    t.tv_nsec += DSM__SECTION_WAIT_NS;
+    t.tv_nsec += ns;
     if (t.tv_nsec >= 1000000000L) {
         t.tv_sec++;
         t.tv_nsec -= 1000000000L;
     }
     int rc = pthread_cond_timedwait(cv, mu, &t);
     if (rc && rc != ETIMEDOUT) abort();
+}
+
+/* Waits on cv (mu held) for SECTION_WAIT_NS at most: waiters look at deaths that often. */
+static inline void dsm__wait_a_while(pthread_cond_t *cv, pthread_mutex_t *mu)
+{
+    dsm__wait_ns(cv, mu, DSM__SECTION_WAIT_NS);
 }
 
 static inline bool dsm__is_up(void)
@@ -383,6 +389,7 @@ void dsm__held_settle(struct cor_dsm_op *o);
 void dsm__bar_free(struct cor_dsm_barrier *b);
 void dsm__bar_on_arrival(void *arg, int flags);
 int dsm__bar_step(struct dsm__bar_entry *e, bool block, int *done);
+bool dsm__bar_nap(struct dsm__bar_entry *e, long ns);
 
 /* dsm_cached.c */
 void dsm__sbuf_put(void *b);
