@@ -24,6 +24,11 @@
 # Before the give-ups ran from a thread of libcorpvm's own, compute delivered only when the
 # master called PVM again (8 s), and exit lost what the route held (the master dropped its
 # unconfirmed messages before cor_finalize gave the child up): the child's waits timed out.
+# life giveup sends only once every thread of the child is stopped (/proc): SIGSTOP stops a
+# process of several threads only when the thread the kernel chose for it runs, and on a busy
+# machine the child's listener meanwhile took in and acknowledged all the messages, so the
+# route held nothing to give up ("nothing resent": 2 runs in 14 of compute and noenv wait).
+# A failure prints both sides' counters (COR_PVM_STATS, COR_UDP_STATS).
 # Exit 0 pass, 1 fail, 77 skip.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -33,7 +38,7 @@ LIFE=$BUILD/tests/pvm/life
 N=${GIVEUP_MESSAGES:-200} # beyond the routes' windows and credits: some wait in the core
 PROMPT_S=${COR_GIVEUP_PROMPT_S:-5}
 [ -x "$LIFE" ] || { say "FAIL: $LIFE not built"; exit 1; }
-exports=$(pvm_exports COR_PVM_STATS COR_UDP_DEAD_MS COR_GM_DEAD_MS)
+exports=$(pvm_exports COR_PVM_STATS COR_UDP_STATS COR_UDP_DEAD_MS COR_GM_DEAD_MS)
 B=$(mktemp -d "${TMPDIR:-/tmp}/corgiveup.XXXXXX")
 trap 'pvm_cleanup_all; rm -rf "$B"' EXIT
 rc=0
@@ -47,10 +52,16 @@ child_line() {
         sleep 0.1
     done
     for ((k = 0; k < 50; k++)); do
-        [ -z "$line" ] || ! pvm_log_since "$off" | grep 'duplicates [0-9]' >/dev/null || break
+        [ -z "$line" ] || ! pvm_log_since "$off" | grep 'libcorpvm.*duplicates [0-9]' >/dev/null || break
         sleep 0.1
     done
     echo "$line"
+}
+# The counters and give-up lines of the master (its stderr) and of the child (pvmd's log):
+# what a failure needs to be understood.
+counters() {
+    grep -h -e 'libcorpvm\[' -e 'cor udp' -e 'cor gm' "$@" | sed 's/^\[t[0-9a-f]*\] [0-9/]* [0-9:]* //' |
+        tail -20 | sed 's/^/  | /'
 }
 for variant in env noenv; do
     if [ $variant = noenv ]; then export PVM_VM_NO_TMPDIR=1; else unset PVM_VM_NO_TMPDIR; fi
@@ -61,7 +72,7 @@ for variant in env noenv; do
         for how in $hows; do
             log0=$(pvm_log_size)
             pvm_run_master -t 120 env TMPDIR="$B" COR_PVM_ROUTE=$route COR_UDP_DEAD_MS=500 \
-                COR_GM_DEAD_MS=500 COR_PVM_STATS=1 PVM_EXPORT=$exports "$LIFE" giveup "$N" 2 $how
+                COR_GM_DEAD_MS=500 COR_PVM_STATS=1 COR_UDP_STATS=1 PVM_EXPORT=$exports "$LIFE" giveup "$N" 2 $how
             if [ $how = exit ] || [ $how = atexit ]; then
                 out=$(child_line "$log0")
                 want="life: giveup-child got $((N + 5)) of $((N + 5)), bad 0"
@@ -70,9 +81,10 @@ for variant in env noenv; do
                 want="life: giveup got $((N + 5)) of $((N + 5)), bad 0, back 5 of 5, bad 0, routed Y"
             fi
             # The counters: the master's (what it sent again PVM's way) and, in pvmd's log,
-            # the child's (what came twice and was dropped, what came PVM's way).
+            # the child's (what came twice and was dropped, what came PVM's way): libcorpvm's
+            # lines only (COR_UDP_STATS counts the route's duplicate datagrams too).
             pvm_log_since "$log0" >"$B/child.log"
-            dups=$({ grep -o 'duplicates [0-9]*' "$B/child.log" || true; } | awk '{s += $2} END {print s + 0}')
+            dups=$({ grep 'libcorpvm' "$B/child.log" | grep -o 'duplicates [0-9]*' || true; } | awk '{s += $2} END {print s + 0}')
             again=$({ grep -o 'resent-received [0-9]*' "$B/child.log" || true; } | awk '{s += $2} END {print s + 0}')
             resent=$({ grep -o 'resent [0-9]*' "$PVM_ERR" || true; } | awk '{s += $2} END {print s + 0}')
             took=$(sed -n 's/.*, all in \([0-9.-]*\) s$/\1/p' <<<"$out")
@@ -86,7 +98,9 @@ for variant in env noenv; do
                 grep -A20 'Sanitizer' "$B/child.log" | head -40 | sed 's/^/  | /'
                 rc=1
             elif [ "$resent" = 0 ] && [ "$again" = 0 ] && [ "$dups" = 0 ]; then
-                say "FAIL $what: the route never gave the stopped child up (nothing resent)"
+                say "FAIL $what: the route never gave the stopped child up (nothing resent);" \
+                    "the master's counters, then the child's:"
+                counters "$PVM_ERR" "$B/child.log"
                 rc=1
             elif [ $how = compute ] && ! awk -v t="$took" -v m="$PROMPT_S" 'BEGIN {exit !(t != "" && t < m)}'; then
                 say "FAIL $what: the child had everything only ${took} s after it went on" \

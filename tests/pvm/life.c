@@ -50,6 +50,7 @@
  * Every wait is bounded (trecv with a timeout); exit status 0 when the run did what it
  * says, 1 when something failed, 2 when PVM could not start it.
  */
+#include <dirent.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -419,6 +420,48 @@ static void *resume_later(void *arg)
     return NULL;
 }
 
+/* Whether every thread of process pid is stopped (state T in /proc/pid/task/TID/stat). */
+static bool all_threads_stopped(int pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", pid);
+    DIR *d = opendir(path);
+    if (!d) return false;
+    bool all = true;
+    int seen = 0;
+    for (struct dirent *e; all && (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char stat[128], line[512];
+        snprintf(stat, sizeof stat, "/proc/%d/task/%.20s/stat", pid, e->d_name);
+        FILE *f = fopen(stat, "r");
+        if (!f) continue; /* a thread that just ended */
+        size_t n = fread(line, 1, sizeof line - 1, f);
+        fclose(f);
+        line[n] = 0;
+        const char *paren = strrchr(line, ')'); /* the name may hold anything */
+        all = paren && paren[1] == ' ' && paren[2] == 'T';
+        seen++;
+    }
+    closedir(d);
+    return all && seen > 0;
+}
+
+/* SIGSTOP stops a process with several threads only once the thread the kernel chose for
+ * the signal runs and stops the others: until then they run on. The child's listener thread
+ * could so take in and acknowledge every message (the master's route then had nothing
+ * outstanding and nothing to give up). Waits until every thread is stopped, 10 s at most. */
+static int stop_child(int pid)
+{
+    if (kill(pid, SIGSTOP)) return -1;
+    for (int k = 0; k < 10000; k++) {
+        if (all_threads_stopped(pid)) return 0;
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+    fprintf(stderr, "life: pid %d's threads were not all stopped 10 s after SIGSTOP\n", pid);
+    kill(pid, SIGCONT);
+    return -1;
+}
+
 /* giveup atexit: registered before the first pvm call, so it runs after libcorpvm's own
  * atexit handler (handlers run in reverse order). */
 static struct resume at_exit_resume;
@@ -443,7 +486,7 @@ static int giveup_master(const char *self, int n, double secs, const char *how)
     if (recv_bounded(c, TAG_HELLO) <= 0) return 1;
     pvm_upkint(&pid, 1, 1);
     bool routed = pvm_cor_domain(c, &rank) == PvmOk;
-    if (pid <= 0 || kill(pid, SIGSTOP)) {
+    if (pid <= 0 || stop_child(pid)) {
         fprintf(stderr, "life: cannot stop t%x (pid %d)\n", (unsigned)c, pid);
         return 1;
     }
