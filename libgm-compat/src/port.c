@@ -245,6 +245,15 @@ int gmx_peer_closed(struct gm_port *p, struct gmx_peer *peer)
     int st = gmx_lock_unheld(peer->node, peer->port);
     if (st == GMX_PORT_HELD) return 0;
     if (st == GMX_PORT_DEAD) peer->existed = 1;
+    if (p->shm && peer->resolved) {
+        /* Rings: let go of its region now, so what still waits in our queue for room in its
+         * ring (the DATA of a large message) fails at once. It would wait forever: once its
+         * header failed (the stream to a closed port), that DATA's completion is the only
+         * one left to run the message's callback. */
+        gmx_tp_remove(p, peer);
+        peer->resolved = 0;
+        peer->shm_name[0] = '\0';
+    }
     gmx_note_peer_lost();
     return st;
 }
