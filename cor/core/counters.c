@@ -10,24 +10,19 @@
 
 #include "internal.h"
 
-struct counter_block {
-    _Atomic uint64_t v[COR_COUNTERS];
-    struct counter_block *next;
-} __attribute__((aligned(64)));
-
 static pthread_mutex_t blocks_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct counter_block *blocks;   /* live threads' blocks (blocks_lock) */
-static uint64_t retired[COR_COUNTERS]; /* counts of threads that ended (blocks_lock) */
+static struct cor_counter_block *blocks; /* live threads' blocks (blocks_lock) */
+static uint64_t retired[COR_COUNTERS];   /* counts of threads that ended (blocks_lock) */
 static pthread_key_t block_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-static _Thread_local struct counter_block *mine;
+_Thread_local struct cor_counter_block *cor__counters_mine;
 
 /* A thread ends: its counts go to `retired` and its block away. */
 static void block_retire(void *p)
 {
-    struct counter_block *b = p;
+    struct cor_counter_block *b = p;
     COR_LOCK(&blocks_lock);
-    for (struct counter_block **pp = &blocks; *pp; pp = &(*pp)->next)
+    for (struct cor_counter_block **pp = &blocks; *pp; pp = &(*pp)->next)
         if (*pp == b) {
             *pp = b->next;
             break;
@@ -36,7 +31,7 @@ static void block_retire(void *p)
         retired[i] += atomic_load(&b->v[i]);
     COR_UNLOCK(&blocks_lock);
     free(b);
-    mine = NULL; /* a later count in this thread's exit starts a new block */
+    cor__counters_mine = NULL; /* a later count in this thread's exit starts a new block */
 }
 
 static void key_create(void)
@@ -45,10 +40,10 @@ static void key_create(void)
         cor__fatal("pthread_key_create", __FILE__, __LINE__);
 }
 
-static struct counter_block *block_adopt(void)
+static struct cor_counter_block *block_adopt(void)
 {
     pthread_once(&key_once, key_create);
-    struct counter_block *b = aligned_alloc(64, sizeof *b);
+    struct cor_counter_block *b = aligned_alloc(64, sizeof *b);
     if (!b) return NULL;
     for (int i = 0; i < COR_COUNTERS; i++)
         atomic_init(&b->v[i], 0);
@@ -57,12 +52,13 @@ static struct counter_block *block_adopt(void)
     blocks = b;
     COR_UNLOCK(&blocks_lock);
     pthread_setspecific(block_key, b);
-    return mine = b;
+    return cor__counters_mine = b;
 }
 
-void cor__count(enum cor_counter c, int64_t n)
+/* The thread's first count (internal.h's cor__count counts inline after it). */
+void cor__count_first(enum cor_counter c, int64_t n)
 {
-    struct counter_block *b = mine ? mine : block_adopt();
+    struct cor_counter_block *b = cor__counters_mine ? cor__counters_mine : block_adopt();
     if (!b) { /* out of memory for a block: count where ended threads' counts go */
         COR_LOCK(&blocks_lock);
         retired[c] += (uint64_t)n;
@@ -78,7 +74,7 @@ void cor__counters_sum(uint64_t sum[COR_COUNTERS])
     COR_LOCK(&blocks_lock);
     for (int i = 0; i < COR_COUNTERS; i++)
         sum[i] = retired[i];
-    for (struct counter_block *b = blocks; b; b = b->next)
+    for (struct cor_counter_block *b = blocks; b; b = b->next)
         for (int i = 0; i < COR_COUNTERS; i++)
             sum[i] += atomic_load_explicit(&b->v[i], memory_order_relaxed);
     COR_UNLOCK(&blocks_lock);

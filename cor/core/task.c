@@ -7,7 +7,7 @@
 
 #include "internal.h"
 
-static _Thread_local struct cor_task *self;
+_Thread_local struct cor_task *cor__task_mine; /* internal.h: cor__task_self inline */
 
 /* The slot for `index`, made if missing; g.lock held. */
 static struct cor_task *slot_locked(unsigned index)
@@ -55,39 +55,39 @@ static struct cor_task *claim(const char *name)
 
 /* Threads CoR did not start (the main thread before cor_init, a user's pthread) become tasks
  * the first time they call the API, so every call has a task to own its requests. */
-struct cor_task *cor__task_self(void)
+struct cor_task *cor__task_adopt_thread(void)
 {
-    if (self) return self;
+    if (cor__task_mine) return cor__task_mine;
     if (!g.tasks) return NULL;
     COR_LOCK(&g.lock);
     struct cor_task *t = claim("thread");
     COR_UNLOCK(&g.lock);
-    self = t;
+    cor__task_mine = t;
     return t;
 }
 
 /* The calling thread's task if it has one; never adopts (core threads have none). */
 struct cor_task *cor__task_current(void)
 {
-    return self;
+    return cor__task_mine;
 }
 
 void cor__task_adopt_main(void)
 {
     COR_LOCK(&g.lock);
-    self = claim("main");
+    cor__task_mine = claim("main");
     COR_UNLOCK(&g.lock);
 }
 
 void cor__task_forget_self(void)
 {
-    self = NULL;
+    cor__task_mine = NULL;
 }
 
 static void *task_main(void *arg)
 {
     struct cor_task *t = arg;
-    self = t;
+    cor__task_mine = t;
     cor__thread_name("t:%s", t->name);
     t->exit_status = t->fn(t->arg);
     atomic_store(&t->finished, true);
