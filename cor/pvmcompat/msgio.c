@@ -51,7 +51,8 @@ static int arrived(void *arg)
 /* Waits for the routed sends of a message without the big lock (other threads' calls go on),
  * and receives meanwhile: two tasks sending each other large messages must each take the
  * other's. Returns the first error. `big`: the big lock is held on entry and exit (it is let
- * go while waiting, unless nested in a group call); else it is taken only to pump. */
+ * go while waiting, unless nested in a group call); else it is taken only to pump, and only
+ * when free. */
 static int finish_sends(cor_req_t *req, int n, bool big)
 {
     uint64_t next_look = cpvm_now_ns() + 1000000;
@@ -75,7 +76,12 @@ static int finish_sends(cor_req_t *req, int n, bool big)
             req[i++] = COR_REQ_NULL;
             continue;
         }
-        if (!big) cpvm_enter();
+        /* Without the big lock, a busy lock means its holder pumps and reads the sockets:
+         * then no wait for it, only a turn for the others. */
+        if (!big && !cpvm_try_enter()) {
+            sched_yield();
+            continue;
+        }
         cpvm_pump();
         if (!cpvm_nested()) look_for_exits(&next_look);
         if (!big) cpvm_leave();
