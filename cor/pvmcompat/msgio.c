@@ -178,12 +178,12 @@ void cpvm_confirmed(struct cpvm_peer *p, uint32_t seq)
 }
 
 /* An image again on PVM's path, as a control message: its length, its bytes. Lock held. */
-static void resend(struct cpvm_peer *p, const struct unconf *u)
+static void resend(struct cpvm_peer *p, const void *image, size_t bytes)
 {
-    int buf = REAL(pvm_mkbuf, PvmDataDefault), len = (int)u->len, rc = -1;
+    int buf = REAL(pvm_mkbuf, PvmDataDefault), len = (int)bytes, rc = -1;
     if (buf < 0) return;
     int old = REAL(pvm_setsbuf, buf);
-    if (REAL(pvm_pkint, &len, 1, 1) >= 0 && REAL(pvm_pkbyte, (char *)u->image, len, 1) >= 0) {
+    if (REAL(pvm_pkint, &len, 1, 1) >= 0 && REAL(pvm_pkbyte, (char *)image, len, 1) >= 0) {
         int ctx = REAL(pvm_setcontext, CTL_CTX);
         rc = REAL(pvm_send, p->tid, RESEND_TAG);
         REAL(pvm_setcontext, ctx);
@@ -195,8 +195,11 @@ static void resend(struct cpvm_peer *p, const struct unconf *u)
 
 void cpvm_route_gave_up(struct cpvm_peer *p, bool told)
 {
-    /* Under p's lock from the switch to the last resend: a routed send of another thread
-     * numbers its message before (and it is sent again here) or after (PVM's path). */
+    /* The switch to PVM's path and the list taken off under p's lock: a routed send of
+     * another thread numbered and listed its message before (it is sent again here) or
+     * finds the pair on PVM's path, and then sends it there once it has the big lock, after
+     * these. The resends themselves run without p's lock: libpvm3's pvm_send runs message
+     * handlers, and p's own resends arriving meanwhile take p's lock (cpvm_resend_handler). */
     pthread_mutex_lock(&p->lock);
     bool was_routed = p->tx == TX_ROUTED;
     if (was_routed && !p->gone) {
@@ -206,11 +209,30 @@ void cpvm_route_gave_up(struct cpvm_peer *p, bool told)
                  "path",
                  told ? "to us was given by" : "gave", (unsigned)p->tid, p->nunconf);
     }
-    for (struct unconf *u; (u = unconf_pop(p));) {
-        if (!p->gone) resend(p, u); /* (gone: PVM said it exited, nobody takes them) */
-        unconf_drop(u);
-    }
+    struct unconf *list = p->unconf_head;
+    p->unconf_head = p->unconf_tail = NULL;
+    p->nunconf = 0;
     pthread_mutex_unlock(&p->lock);
+    while (list) {
+        struct unconf *u = list;
+        list = u->next;
+        if (!p->gone) { /* (gone: PVM said it exited, nobody takes them) */
+            /* A copy: a background send's end may compact u's image meanwhile. */
+            pthread_mutex_lock(&p->lock);
+            size_t len = u->len;
+            void *copy = malloc(len);
+            if (copy) memcpy(copy, u->image, len);
+            pthread_mutex_unlock(&p->lock);
+            if (copy)
+                resend(p, copy, len);
+            else
+                atomic_fetch_add(&cpvm_stats.dropped, 1);
+            free(copy);
+        }
+        pthread_mutex_lock(&p->lock);
+        unconf_drop(u);
+        pthread_mutex_unlock(&p->lock);
+    }
     if (!was_routed || p->gone) return;
     if (told) /* our route forgets it too: nothing waits for its acknowledgements */
         cor_domain_leave(p->rank, 0);
