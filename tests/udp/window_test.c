@@ -66,6 +66,14 @@ static void test_wire(void)
     h.flags = 0x100;
     udp_wire_put(b, &h);
     CU_ASSERT_EQUAL(udp_wire_parse(b, UDP_HDR_LEN, 1000, &g), UDP_W_TYPE);
+    h.flags = UDP_F_PING; /* an awaited peer's PING: an ACK asking for one back */
+    udp_wire_put(b, &h);
+    CU_ASSERT_EQUAL(udp_wire_parse(b, UDP_HDR_LEN, 1000, &g), UDP_W_OK);
+    CU_ASSERT_EQUAL(g.flags, UDP_F_PING);
+    h.type = UDP_T_DATA; /* but never on data */
+    udp_wire_put(b, &h);
+    CU_ASSERT_EQUAL(udp_wire_parse(b, UDP_HDR_LEN, 1000, &g), UDP_W_TYPE);
+    h.type = UDP_T_ACK;
     h.flags = 0;
     h.seq = 4; /* acks carry no sequence */
     udp_wire_put(b, &h);

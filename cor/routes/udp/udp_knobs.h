@@ -26,7 +26,8 @@
     X(RTO_INIT_US, "COR_UDP_RTO_INIT_US", UINT, 10000, 50, 60000000, "",                           \
       "first retransmission timeout")                                                              \
     X(DEAD_MS, "COR_UDP_DEAD_MS", UINT, 60000, 10, 86400000, "",                                   \
-      "silence with data outstanding before peer death (closed port: 0.2 s)")                      \
+      "silence with data outstanding or an awaited peer's pings unanswered before peer death "     \
+      "(closed port: 0.2 s)")                                                                      \
     X(PROBE_MS, "COR_UDP_PROBE_MS", UINT, 1000, 0, 86400000, "",                                   \
       "silence before a peer's port is probed (0: never)")                                         \
     X(DGRAM, "COR_UDP_DGRAM", UINT, 0, 0, UDP_DGRAM_MAX, "by interface",                           \

@@ -74,6 +74,7 @@ struct udp_dest {
     struct sockaddr_in sa;
     uint32_t dgram; /* largest datagram towards this peer, header included */
     int state;      /* enum udp_peer_state */
+    int awaited;    /* waits of the core for its answer under way (atomic: udp_await.c) */
 };
 
 /* The protocol state toward one peer, made at first contact (udp_peer_get). */
@@ -85,6 +86,11 @@ struct udp_peer {
                             * peer last acknowledged something): udp_rx.c, refusals_in */
     uint64_t heard_ns;     /* last datagram accepted from it (or the state's birth) */
     uint64_t probed_ns;    /* last probe sent to it (0: none): udp_rx.c, probe_due */
+    /* While the core awaits its answer (udp_await.c): when that wait's silence began (0: not
+     * awaited), the first PING of this silence still unanswered and the last PING sent (0:
+     * none). */
+    uint64_t await_ns, ping_first_ns, ping_last_ns;
+    int pong_owed; /* it sent us a PING: an ACK goes back at the end of this batch */
     struct udp_swin sw;
     struct udp_rwin rw;
     struct udp_reasm ra;
@@ -125,11 +131,14 @@ struct cor_rport {
     /* Members no add_peer named yet (atomic; written under lock): while some are left, a
      * batch's datagrams from them are offered to the core's need_peer first (udp_rx.c). */
     uint32_t unadded;
-    uint64_t timer_ns;     /* earliest time a timer may fire (atomic reads; writes under lock) */
+    uint64_t timer_ns;     /* earliest time a timer may fire (atomic; only lowered, but by
+                            * run_timers, under the lock) */
     uint64_t retransmits;  /* lock */
     uint64_t dups, beyond; /* duplicates and early-beyond-window datagrams; lock */
     uint64_t timeouts;     /* retransmission timer expiries; lock */
     uint64_t probes;       /* probes sent to silent peers (udp_rx.c); lock */
+    uint64_t pings, pongs; /* PINGs sent to awaited peers, answers to theirs; lock */
+    int await_kick;        /* a wait began since run_timers looked (atomic: udp_await.c) */
     /* The sweep over peers never talked to (udp_rx.c, sweep): the next rank to look at, when
      * its next probe is due, and the probes it sent. lock */
     uint32_t sweep_rank;
@@ -180,11 +189,12 @@ void udp_peer_readmit(struct cor_rport *p, cor_peer_t rank, const struct sockadd
 /* udp_tx.c (port lock held) */
 void udp_pump(struct cor_rport *p, struct udp_peer *peer, uint64_t now);
 void udp_send_ack(struct cor_rport *p, struct udp_peer *peer, uint64_t now);
+/* An ACK asking the peer for one back at once (udp_await.c). */
+void udp_send_ping(struct cor_rport *p, struct udp_peer *peer, uint64_t now);
 /* A header-only ACK to a peer we hold no state for (acknowledging nothing): the sweep's probe. */
 void udp_send_sweep(struct cor_rport *p, cor_peer_t rank, uint64_t now);
 void udp_resend(struct cor_rport *p, struct udp_peer *peer, const uint32_t *seqs, int n,
                 uint64_t now);
-void udp_timer_at(struct cor_rport *p, uint64_t t);
 /* Gives peer `rank` up (once): its frames finish with COR_EPEERDEAD, peer_failed(err)
  * (err 0: none, the core gave it up itself). */
 void udp_fail_peer(struct cor_rport *p, cor_peer_t rank, int err);
@@ -198,5 +208,15 @@ int udp_op_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov, i
                 void *cookie);
 /* udp_rx.c: the progress() op */
 int udp_op_progress(struct cor_rport *p);
+
+/* udp_await.c: the await_peer() op (no lock), and its part of the timers (port lock held):
+ * PINGs to an awaited, silent peer with nothing of ours in flight, and the give-up of one
+ * that answers none for COR_UDP_DEAD_MS (only when `drained`: *gave_up is then set).
+ * Returns when it must look again (0: no wait, no timer). */
+void udp_op_await_peer(struct cor_rport *p, cor_peer_t peer, int on);
+uint64_t udp_await_timer(struct cor_rport *p, struct udp_peer *peer, uint64_t now, int drained,
+                         int *gave_up);
+/* Lowers the port's timer to t (any thread; 0: no change). */
+void udp_timer_at(struct cor_rport *p, uint64_t t);
 
 #endif

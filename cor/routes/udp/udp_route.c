@@ -114,14 +114,16 @@ static void udp_close(struct cor_rport *p)
     pthread_mutex_unlock(&p->lock);
     if (p->k.stats) {
         udp_log("port %u.%d: dropped %llu retransmits %llu (timeouts %llu) duplicates %llu "
-                "beyond-window %llu probes %llu (sweep %llu); %u of %u peers contacted; longest "
+                "beyond-window %llu probes %llu (sweep %llu) pings %llu pongs %llu; %u of %u "
+                "peers contacted; longest "
                 "silence %llu ms "
                 "before "
                 "a peer's first answer, %llu ms after",
                 p->base.self, p->base.port_index, (unsigned long long)rutil_port_dropped(&p->base),
                 (unsigned long long)p->retransmits, (unsigned long long)p->timeouts,
                 (unsigned long long)p->dups, (unsigned long long)p->beyond,
-                (unsigned long long)p->probes, (unsigned long long)p->sweeps, p->nactive,
+                (unsigned long long)p->probes, (unsigned long long)p->sweeps,
+                (unsigned long long)p->pings, (unsigned long long)p->pongs, p->nactive,
                 p->base.npeers - 1, (unsigned long long)(p->silence_max[0] / 1000000),
                 (unsigned long long)(p->silence_max[1] / 1000000));
         /* per peer only for small sessions: hundreds of lines per domain help nobody */
@@ -247,4 +249,5 @@ COR_ROUTE_DECLARE(udp) = {
     .knobs = udp_knob_table,
     .nknobs = 0 UDP_KNOBS(RUTIL_KNOB_COUNT),
     .lazy_peers = 1,
+    .await_peer = udp_op_await_peer,
 };

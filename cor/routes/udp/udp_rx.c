@@ -162,7 +162,13 @@ static void datagram_in(struct cor_rport *p, const uint8_t *buf, size_t n,
     /* An ACK from a member we sent nothing (we hold no state for it) acknowledges nothing: a
      * probe of its sweep (below). Taken without making state, or every sweep would give each
      * domain state for every other. */
-    if (h.type == UDP_T_ACK && !p->peers[h.src]) return;
+    if (h.type == UDP_T_ACK && !p->peers[h.src]) {
+        if (h.flags & UDP_F_PING) { /* answered all the same: it awaits us, we live */
+            udp_send_sweep(p, h.src, now);
+            p->pongs++;
+        }
+        return;
+    }
     if (!(peer = udp_peer_get(p, h.src))) {
         rutil_port_drop(&p->base);
         return;
@@ -198,6 +204,7 @@ static void datagram_in(struct cor_rport *p, const uint8_t *buf, size_t n,
         p->touched[p->ntouched++] = peer->rank;
     }
     if (h.type == UDP_T_DATA) data_in(p, peer, &h, buf + UDP_HDR_LEN, now);
+    if (h.flags & UDP_F_PING) peer->pong_owed = 1; /* (the parser allows it on ACKs only) */
 }
 
 /* Datagrams of ours that hosts refused: the port they went to is closed, so the peer's
@@ -244,8 +251,12 @@ static void after_batch(struct cor_rport *p, uint64_t now)
         peer->touched = 0;
         if (peer->dest->state != UDP_PEER_UP) continue;
         udp_pump(p, peer, now);
-        if (peer->ack_owed && (peer->ack_now || peer->ack_owed >= p->k.ack_every))
+        if (peer->ack_owed && (peer->ack_now || peer->ack_owed >= p->k.ack_every)) {
             udp_send_ack(p, peer, now);
+        } else if (peer->pong_owed) { /* the answer to its PING (udp_await.c) */
+            udp_send_ack(p, peer, now);
+            p->pongs++;
+        }
         udp_timer_at(p, udp_swin_deadline(&peer->sw));
     }
     p->ntouched = 0;
@@ -326,7 +337,8 @@ static uint64_t sweep(struct cor_rport *p, uint64_t now)
     return p->sweep_ns;
 }
 
-/* Timers: retransmission, dead peers, delayed acks, held datagrams, probes. Recomputes timer_ns.
+/* Timers: retransmission, dead peers, delayed acks, held datagrams, probes, awaited peers
+ * (udp_await.c). Recomputes timer_ns.
  * drained: the socket had nothing more to read, so a peer's acknowledgements cannot be
  * waiting unread behind us (after this process was descheduled a while): only then is
  * silence judged. */
@@ -334,6 +346,7 @@ static void run_timers(struct cor_rport *p, uint64_t now, int drained)
 {
     uint64_t next = UINT64_MAX;
     uint64_t every = probe_interval(p);
+    __atomic_store_n(&p->await_kick, 0, __ATOMIC_SEQ_CST); /* before the peers' waits are read */
     udp_sock_release(&p->sock, now);
     for (uint32_t i = 0; i < p->nactive; i++) {
         struct udp_peer *peer = p->peers[p->active[i]];
@@ -366,6 +379,9 @@ static void run_timers(struct cor_rport *p, uint64_t now, int drained)
         }
         if (peer->unsent) udp_pump(p, peer, now);
         if (peer->ack_owed && peer->ack_due && now >= peer->ack_due) udp_send_ack(p, peer, now);
+        int gave_up = 0;
+        uint64_t await_at = udp_await_timer(p, peer, now, drained, &gave_up);
+        if (gave_up) continue;
         uint64_t probe_at = probe_due(p, peer, every);
         if (probe_at && now >= probe_at) {
             udp_send_ack(p, peer, now);
@@ -373,7 +389,7 @@ static void run_timers(struct cor_rport *p, uint64_t now, int drained)
             p->probes++;
             probe_at = now + every;
         }
-        uint64_t t[6] = {udp_swin_deadline(sw),
+        uint64_t t[7] = {udp_swin_deadline(sw),
                          udp_swin_inflight(sw) ? sw->last_progress_ns + dead_ns : 0,
                          peer->ack_owed ? (peer->ack_due ? peer->ack_due : now + 100000) : 0,
                          peer->unsent && !udp_swin_inflight(sw) ? now + 100000 : 0,
@@ -382,14 +398,17 @@ static void run_timers(struct cor_rport *p, uint64_t now, int drained)
                          peer->refused_ns && (udp_swin_inflight(sw) || probe_refused(peer))
                              ? peer->refused_ns + UDP_REFUSED_GRACE_NS
                              : 0,
-                         probe_at};
-        for (int j = 0; j < 6; j++)
+                         probe_at, await_at};
+        for (int j = 0; j < 7; j++)
             if (t[j] && t[j] < next) next = t[j];
     }
     uint64_t held = udp_sock_held_due(&p->sock), swept = sweep(p, now);
     if (held && held < next) next = held;
     if (swept && swept < next) next = swept;
-    __atomic_store_n(&p->timer_ns, next, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->timer_ns, next, __ATOMIC_SEQ_CST);
+    /* A wait that began meanwhile (udp_await.c) may have lowered the timer before our store:
+     * look again at once. */
+    if (__atomic_load_n(&p->await_kick, __ATOMIC_SEQ_CST)) udp_timer_at(p, now);
 }
 
 /* Makes the callbacks collected under the lock; the lock is not held. */

@@ -19,7 +19,12 @@
 
 void udp_timer_at(struct cor_rport *p, uint64_t t)
 {
-    if (t && t < p->timer_ns) __atomic_store_n(&p->timer_ns, t, __ATOMIC_RELAXED);
+    /* A compare-and-swap: await_peer lowers it without the lock. */
+    uint64_t cur = __atomic_load_n(&p->timer_ns, __ATOMIC_RELAXED);
+    while (
+        t && t < cur &&
+        !__atomic_compare_exchange_n(&p->timer_ns, &cur, t, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+        ;
 }
 
 /* Sends tx_msg[0..k); datagrams the fault injector holds back get a timer. */
@@ -75,6 +80,7 @@ static void acked(struct udp_peer *peer)
     peer->ack_now = 0;
     peer->ack_due = 0;
     peer->ts_echo_valid = 0; /* each timestamp is echoed once */
+    peer->pong_owed = 0;     /* anything from us answers its PING */
 }
 
 static void set_msg(struct cor_rport *p, unsigned k, struct udp_peer *peer, int niov)
@@ -155,10 +161,12 @@ void udp_pump(struct cor_rport *p, struct udp_peer *peer, uint64_t now)
     }
 }
 
-void udp_send_ack(struct cor_rport *p, struct udp_peer *peer, uint64_t now)
+/* A header-only ACK with our acknowledgement state and `flags`. */
+static void send_hdr_only(struct cor_rport *p, struct udp_peer *peer, uint16_t flags, uint64_t now)
 {
     struct udp_hdr h;
     fill_hdr(p, peer, &h, UDP_T_ACK, now);
+    h.flags = flags;
     udp_wire_put(p->tx_hdr[0], &h);
     p->tx_iov[0][0] = (struct iovec){p->tx_hdr[0], UDP_HDR_LEN};
     set_msg(p, 0, peer, 1);
@@ -166,6 +174,16 @@ void udp_send_ack(struct cor_rport *p, struct udp_peer *peer, uint64_t now)
         acked(peer);
     else
         udp_timer_at(p, now + UDP_SOCK_RETRY_NS);
+}
+
+void udp_send_ack(struct cor_rport *p, struct udp_peer *peer, uint64_t now)
+{
+    send_hdr_only(p, peer, 0, now);
+}
+
+void udp_send_ping(struct cor_rport *p, struct udp_peer *peer, uint64_t now)
+{
+    send_hdr_only(p, peer, UDP_F_PING, now); /* one the socket refused goes again (await) */
 }
 
 void udp_send_sweep(struct cor_rport *p, cor_peer_t rank, uint64_t now)

@@ -65,7 +65,8 @@ int udp_wire_parse(const uint8_t *buf, size_t n, size_t frame_max, struct udp_hd
     h->len = get32(buf + 48);
     h->tsval = get32(buf + 52);
     h->tsecr = get32(buf + 56);
-    if ((h->type != UDP_T_DATA && h->type != UDP_T_ACK) || (h->flags & ~UDP_F_ALL))
+    if ((h->type != UDP_T_DATA && h->type != UDP_T_ACK) || (h->flags & ~UDP_F_ALL) ||
+        (h->type == UDP_T_DATA && (h->flags & UDP_F_PING)))
         return UDP_W_TYPE;
     if (n > UDP_DGRAM_MAX || (size_t)h->len != n - UDP_HDR_LEN) return UDP_W_LEN;
     if (h->type == UDP_T_ACK)

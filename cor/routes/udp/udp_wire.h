@@ -5,7 +5,8 @@
  *    0   4  magic "CoRu"
  *    4   1  version (UDP_WIRE_VERSION)
  *    5   1  type: UDP_T_DATA (carries a fragment of a frame) or UDP_T_ACK (header only)
- *    6   2  flags: UDP_F_ACKREQ (sender goes idle: ack soon), UDP_F_ACKNOW (ack at once)
+ *    6   2  flags: UDP_F_ACKREQ (sender goes idle: ack soon), UDP_F_ACKNOW (ack at once),
+ *           UDP_F_PING (ACK only: answer with an ACK at once; a peer awaited, udp_await.c)
  *    8   8  session cookie
  *   16   4  source rank
  *   20   4  destination rank
@@ -35,8 +36,8 @@
 #define UDP_DGRAM_MAX 65507
 
 enum udp_type { UDP_T_DATA = 1, UDP_T_ACK = 2 };
-enum udp_flags { UDP_F_ACKREQ = 1, UDP_F_ACKNOW = 2 };
-#define UDP_F_ALL (UDP_F_ACKREQ | UDP_F_ACKNOW)
+enum udp_flags { UDP_F_ACKREQ = 1, UDP_F_ACKNOW = 2, UDP_F_PING = 4 };
+#define UDP_F_ALL (UDP_F_ACKREQ | UDP_F_ACKNOW | UDP_F_PING)
 
 struct udp_hdr {
     uint8_t type;
@@ -55,7 +56,7 @@ enum udp_wire_err {
     UDP_W_OK = 0,
     UDP_W_SHORT, /* shorter than a header */
     UDP_W_MAGIC, /* not ours (magic or version) */
-    UDP_W_TYPE,  /* unknown type or flags */
+    UDP_W_TYPE,  /* unknown type or flags, or a PING that is not an ACK */
     UDP_W_LEN,   /* len field disagrees with the datagram length */
     UDP_W_FRAME, /* frame_len above frame_max */
     UDP_W_FRAG,  /* fragment does not fit its frame, or an empty fragment of a non-empty frame */
