@@ -291,8 +291,6 @@ struct gmx_peer {
                                port gone, not one that has not opened yet) */
     uint64_t heard_ns;      /* shm: last sign of life (message, completion) */
     uint64_t gone_ns;       /* shm: when its lock was last found free */
-    int reconnect;          /* tcp: the provider's connection broke: renew */
-    uint64_t reconnect_ns;  /* last renewal */
     uint64_t stall_ns;      /* tcp: last renewal of a first connection that made no progress */
     unsigned stalls;        /* ... how many (each waits twice as long as the one before) */
     /* sending */
@@ -489,7 +487,6 @@ void gmx_bell_sleep(struct gmx_bell *b, uint32_t seen, uint64_t ns);
 void gmx_bell_disarm(struct gmx_bell *b);
 int gmx_peer_closed(struct gm_port *p, struct gmx_peer *peer);
 int gmx_peer_gone(struct gm_port *p, struct gmx_peer *peer);
-void gmx_peer_reconnect(struct gm_port *p, struct gmx_peer *peer);
 void gmx_peer_renew(struct gm_port *p, struct gmx_peer *peer);
 uint64_t gmx_now_ns(void);
 uint64_t gmx_coarse_ns(void);

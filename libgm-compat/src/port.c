@@ -299,20 +299,6 @@ int gmx_peer_gone(struct gm_port *p, struct gmx_peer *peer)
     return 1;
 }
 
-/* Connection-based providers: a connection the provider reports broken
- * (FI_ENOTCONN on every send, seen with tcp;ofi_rxm when both sides connect
- * at once) is dropped by taking the address out of the AV; inserting it
- * again makes the next send connect anew.  At most every 20 ms. */
-void gmx_peer_reconnect(struct gm_port *p, struct gmx_peer *peer)
-{
-    uint64_t now = gmx_coarse_ns();
-    if (p->addr_is_str || now - peer->reconnect_ns < 20000000u) return;
-    peer->reconnect_ns = now;
-    peer->reconnect = 0;
-    gmx_log("reconnecting to node %u port %u\n", peer->node, peer->port);
-    gmx_peer_renew(p, peer);
-}
-
 /* Drops the provider's connection to peer (its address leaves the AV, which closes it) and
  * inserts the address again: the next send connects anew. */
 void gmx_peer_renew(struct gm_port *p, struct gmx_peer *peer)

@@ -246,7 +246,6 @@ int gmx_send_retry(struct gm_port *p, struct gmx_sreq *s)
         link = &(*link)->next;
     s->retried = 1;
     s->retry_ns = now;
-    peer->reconnect = 1;
     s->next = *link;
     *link = s;
     if (!s->next) *tail = s;
@@ -509,7 +508,6 @@ static gm_status_t stuck_verdict(struct gm_port *p, struct gmx_peer *peer, const
 static int queue_progress(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq **head,
                           struct gmx_sreq **tail, uint64_t *now)
 {
-    if (peer->reconnect && *head) gmx_peer_reconnect(p, peer);
     while (*head) {
         struct gmx_sreq *s = *head;
         if (!s->parent && peer->disabled[s->prio])
