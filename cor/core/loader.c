@@ -110,42 +110,51 @@ int cor__route_load(const char *name, bool quiet, struct cor_route **out)
 }
 
 /* ---- preparing the routes while the launcher answers ---------------------------------------
- * A route's libraries may take long to load and initialize: the gm route's libfabric 1.17
- * sleeps 0.2 s in a constructor (libinfinipath's clock calibration) and reads /proc/kallsyms
- * twice at its first query (0.05-0.2 s of CPU, over 1 s with four domains starting at once on
- * two cores). None of it needs the session, so cor_init starts it in a thread of its own
- * before it asks the launcher for the session (PMIx_Init and a fence: tens to hundreds of ms
- * spent waiting), and waits for the thread before it opens the first port. The thread loads
- * each route's plugin (dlopen: its libraries and their constructors) and calls the route's
- * prepare(), if any. The plugin stays loaded; cor__route_load then finds it mapped. */
+ * A route's libraries may take long to load and initialize: libfabric 1.17, which the gm
+ * route's libgm loads at its first fabric port or in prepare(), sleeps 0.2 s in a constructor
+ * (libinfinipath's clock calibration) and reads /proc/kallsyms twice at its first query (0.05-0.2 s
+ * of CPU, over 1 s with four domains starting at once on two cores). None of it needs the session,
+ * so cor_init starts it in a thread of its own before it asks the launcher for the session
+ * (PMIx_Init and a fence: tens to hundreds of ms spent waiting), and waits for the thread before it
+ * opens the first port. The plugins are loaded here, in the caller's thread (dlopen: their
+ * libraries and constructors, which may touch the environment, as libgm's does, and must not do it
+ * beside the launcher's getenv and setenv); the thread calls each route's prepare(). The plugins
+ * stay loaded; cor__route_load then finds them mapped. */
+
+#define COR_PREPARE_MAX 8
 
 static struct {
     pthread_t thread;
     bool running;
-    char names[256]; /* the route list, comma-separated */
+    int n;
+    void (*prepare[COR_PREPARE_MAX])(void);
 } preparing;
 
 static void *prepare_routes(void *arg)
 {
     (void)arg;
-    char names[sizeof preparing.names];
-    memcpy(names, preparing.names, sizeof names);
-    for (char *save, *name = strtok_r(names, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
-        char path[4096], why[1024];
-        void *dl;
-        const struct cor_route_ops *ops;
-        if (!name_ok(name) || plugin_open(name, path, sizeof path, why, sizeof why, &dl, &ops))
-            continue; /* cor__route_load reports it */
-        if (ROUTE_HAS(ops, prepare)) ops->prepare();
-    }
+    for (int i = 0; i < preparing.n; i++)
+        preparing.prepare[i]();
     return NULL;
 }
 
 void cor__route_prepare_start(const char *list)
 {
     if (preparing.running || !list || !*list || !cor__knob_long(COR_K_PREPARE)) return;
-    snprintf(preparing.names, sizeof preparing.names, "%s", list);
-    preparing.running = pthread_create(&preparing.thread, NULL, prepare_routes, NULL) == 0;
+    char names[256];
+    snprintf(names, sizeof names, "%s", list);
+    preparing.n = 0;
+    for (char *save, *name = strtok_r(names, ",", &save); name && preparing.n < COR_PREPARE_MAX;
+         name = strtok_r(NULL, ",", &save)) {
+        char path[4096], why[1024];
+        void *dl;
+        const struct cor_route_ops *ops;
+        if (!name_ok(name) || plugin_open(name, path, sizeof path, why, sizeof why, &dl, &ops))
+            continue; /* cor__route_load reports it */
+        if (ROUTE_HAS(ops, prepare)) preparing.prepare[preparing.n++] = ops->prepare;
+    }
+    if (preparing.n)
+        preparing.running = pthread_create(&preparing.thread, NULL, prepare_routes, NULL) == 0;
 }
 
 void cor__route_prepare_wait(void)

@@ -33,13 +33,16 @@ static pthread_once_t fab_once = PTHREAD_ONCE_INIT;
  * is off by default: FI_AV_REMOVE_CLEANUP=1, without which taking an address out of an AV
  * leaves ofi_rxm's connection to it (and one that never completed, for ever: send.c,
  * renew_stalled) in place, so that inserting it again renews nothing.  A value the user set is
- * left alone.  Not setenv: a setenv beside a getenv in another thread may free the array the
- * getenv reads; a new array is swapped in instead and the old one never freed (both stay
- * valid; the new one stays referenced here, for leak checkers). */
+ * left alone.  It is set when libgm is loaded (a constructor): at a program's start, or in the
+ * thread that dlopens the gm route, never in a thread of ours beside the program's own getenv
+ * and setenv (a launcher's client library, PMIx, calls both in cor_init).  Not setenv: a
+ * setenv beside a getenv in another thread may free the array the getenv reads; a new array is
+ * swapped in instead and the old one never freed (both stay valid; the new one stays
+ * referenced here, for leak checkers).  Processes the program starts inherit the setting. */
 extern char **environ;
 static char **fab_environ;
 
-static void fab_environment(void)
+__attribute__((constructor)) static void fab_environment(void)
 {
     static char entry[] = "FI_AV_REMOVE_CLEANUP=1";
     if (getenv("FI_AV_REMOVE_CLEANUP")) return;
@@ -58,7 +61,6 @@ static void fab_environment(void)
 
 static void fab_load(void)
 {
-    fab_environment();
     void *h = dlopen(GMX_FABRIC_SONAME, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         fprintf(stderr, "libgm: cannot load %s: %s\n", GMX_FABRIC_SONAME, dlerror());
