@@ -1158,6 +1158,7 @@ COR_API int cor_dsm_init(void)
     dsm__rt.poll_us = (long)dsm__knob(DSM__K_SPIN_US); /* -1: the core's COR_SPIN_US */
     dsm__rt.shm = dsm__knob(DSM__K_SHM) != 0;
     dsm__rt.lock_keep = dsm__knob(DSM__K_LOCK_KEEP) != 0;
+    dsm__rt.forward = dsm__knob(DSM__K_FORWARD) != 0;
     long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
     dsm__rt.ncpus = ncpus > 0 ? (int)ncpus : 1;
     dsm__rt.svcs = calloc((size_t)dsm__rt.size, sizeof *dsm__rt.svcs);
@@ -1318,6 +1319,7 @@ COR_API int cor_dsm_stats_get(cor_dsm_stats_t *stats)
     stats->shm_ops = atomic_load(&dsm__rt.shm_ops);
     stats->grants_direct = atomic_load(&dsm__rt.grants_direct);
     stats->grants_task = atomic_load(&dsm__rt.grants_task);
+    stats->writes_3hop = atomic_load(&dsm__rt.writes_3hop);
     stats->copy_bytes = atomic_load(&dsm__rt.copy_bytes);
     stats->lock_retakes = dsm__lock_retakes();
     uint64_t hits = 0, misses = 0;

@@ -179,6 +179,25 @@ static bool dir_inv(void *ctx, int dom, uint32_t seq, bool writeback, bool keep)
     return false; /* a dead one counts as acknowledged when its death is handled */
 }
 
+/* Under x->mu: a reader's invalidation for a write in three hops by domain `to`. */
+static void dir_finv(void *ctx, int dom, uint32_t seq, int to)
+{
+    struct dsm__res *x = ctx;
+    atomic_fetch_add(&dsm__rt.invalidations, 1);
+    uint32_t flags = DSM_CF_FWD | (((uint32_t)to << DSM_CF_TO_SHIFT) & DSM_CF_TO);
+    cmsg_id(dom, DSM_OP_C_INV, &x->hc, seq, x->dir.granted[dom], flags, NULL);
+}
+
+/* Acknowledges invalidation `seq` of c: to the home (to < 0; with the data if dirty), or to
+ * the writer `to` of a write in three hops (a reader's: never dirty). */
+static void inv_ack(const struct dsm__copy *c, int to, uint64_t seq, bool dirty)
+{
+    if (to < 0)
+        cmsg(c->home, DSM_OP_C_ACK, c, seq, 0, dirty ? c->data : NULL);
+    else
+        cmsg(to, DSM_OP_C_FACK, c, seq, 0, NULL);
+}
+
 static void op_run(struct dsm__res *x, struct pop *p, int status)
 {
     if (p->r.op == DSM_OP_ADD) { /* non-fetching: no reply; the sender's QUIET waits for it */
@@ -227,6 +246,22 @@ static void task_send_empty(int dom, cor_idp_t to, const struct dsm__copy *hc)
     dsm__unlock_or_die(&dsm__rt.svc_out.mu);
 }
 
+/* Under x->mu: the grant of a write in three hops, to the task that asked: the round and the
+ * readers that acknowledge to it (dsm_fgrant_encode), into its receive. */
+static void task_send_fgrant(struct dsm__res *x, int dom, cor_idp_t to)
+{
+    cor_idp_t svc;
+    if (dsm__svc_of(dom, &svc)) return; /* dead: its death is handled on its own */
+    size_t n = dsm_fgrant_size(x->dir.n);
+    unsigned char *buf = malloc(n);
+    if (!buf) return; /* the writer sees no answer: as from a slow domain */
+    dsm_fgrant_encode(buf, x->dir.seq, x->dir.n, x->dir.fwd);
+    dsm__lock_or_die(&dsm__rt.svc_out.mu);
+    dsm__outbox_send_in(&dsm__rt.svc_out, dsm__rt.svc, to, dsm__rt.dctx,
+                        (uint32_t)direct_tag(x->hc.idp), (struct dsm__pend){.buf = buf}, n);
+    dsm__unlock_or_die(&dsm__rt.svc_out.mu);
+}
+
 static void dir_grant(void *ctx, const struct dsm_dreq *r, bool data, int status)
 {
     struct dsm__res *x = ctx;
@@ -249,6 +284,8 @@ static void dir_grant(void *ctx, const struct dsm_dreq *r, bool data, int status
     if (r->task && r->have_copy) { /* an upgrade: the task posted a receive of nothing */
         if (data)                  /* its read copy went meanwhile: the data comes in a message */
             cmsg(r->who, DSM_OP_C_GRANT, &x->hc, 0, r->mode, x->obj.data);
+        else if (r->forwarded) /* in three hops: it waits for the readers named */
+            task_send_fgrant(x, r->who, r->task);
         else
             task_send_empty(r->who, r->task, &x->hc);
     } else if (data && r->task) {
@@ -261,13 +298,15 @@ static void dir_grant(void *ctx, const struct dsm_dreq *r, bool data, int status
     }
 }
 
-static const struct dsm_dir_cb dir_cbs = {.inv = dir_inv, .grant = dir_grant};
+static const struct dsm_dir_cb dir_cbs = {.inv = dir_inv, .grant = dir_grant, .finv = dir_finv};
 
 int dsm__cached_setup(struct dsm__res *x)
 {
     int err = dsm_dir_init(&x->dir, dsm__rt.size, dsm__rt.rank, &dir_cbs, x);
     if (err) return err;
+    x->dir.forward = dsm__rt.forward;
     struct dsm__copy *c = &x->hc;
+    c->inv_to = c->dinv_to = -1;
     c->home = dsm__rt.rank;
     c->type = x->obj.type;
     c->count = x->obj.count;
@@ -351,6 +390,9 @@ void dsm__copy_free(struct dsm__copy *c)
     }
     pthread_mutex_destroy(&c->own_mu);
     pthread_cond_destroy(&c->cv);
+    free(c->fbuf);
+    free(c->fwant);
+    free(c->facked);
     if (c->data) atomic_fetch_sub(&dsm__rt.copy_bytes, copy_data_size(c));
     free(c->data);
     free(c);
@@ -457,6 +499,7 @@ again:
         if (!n) return COR_ENOMEM;
         n->idp = obj;
         n->home = home;
+        n->inv_to = n->dinv_to = -1;
         n->type = info.type;
         n->count = info.count;
         n->bytes = info.bytes;
@@ -656,8 +699,12 @@ static bool grant_landed(struct dsm__copy *c, int mode, int err, _Atomic uint64_
         atomic_fetch_add(kind, 1);
     }
     bool dirty;
-    if (c->dinv && !err && dsm_copy_inv(&c->st, c->dinv_seq, c->dinv_keep, &dirty))
-        cmsg(c->home, DSM_OP_C_ACK, c, c->dinv_seq, 0, dirty ? c->data : NULL);
+    if (c->dinv && !err) {
+        if (dsm_copy_inv(&c->st, c->dinv_seq, c->dinv_keep, &dirty))
+            inv_ack(c, c->dinv_to, c->dinv_seq, dirty);
+        else
+            c->inv_to = c->dinv_to;
+    }
     return true;
 }
 
@@ -739,9 +786,25 @@ static bool small_post(struct dsm__copy *c, int mode, bool have)
     if (c->x || c->sreq != COR_REQ_NULL || (!have && c->bytes >= DSM_DIRECT_MIN) ||
         cor_task_self() == COR_IDP_NULL || dsm__svc_of(c->home, &home_svc))
         return false;
-    /* an upgrade's grant is an empty message: the copy's data, read meanwhile, is current */
-    if (cor_recvI_into(home_svc, dsm__rt.dctx, direct_tag(c->idp), COR_BYTE, c->data,
-                       have ? 0 : c->bytes, &c->sreq))
+    /* an upgrade's grant is an empty message (the copy's data, read meanwhile, is current),
+     * or the readers to wait for (a write in three hops) */
+    size_t words = ((size_t)dsm__rt.size + 63) / 64;
+    if (have && !c->fbuf) {
+        c->fbuf = malloc(dsm_fgrant_size(dsm__rt.size));
+        c->fwant = calloc(words, sizeof *c->fwant);
+        c->facked = calloc(words, sizeof *c->facked);
+        if (!c->fbuf || !c->fwant || !c->facked) {
+            free(c->fbuf);
+            free(c->fwant);
+            free(c->facked);
+            c->fbuf = NULL;
+            c->fwant = c->facked = NULL;
+            return false;
+        }
+    }
+    if (cor_recvI_into(home_svc, dsm__rt.dctx, direct_tag(c->idp), COR_BYTE,
+                       have ? c->fbuf : c->data, have ? dsm_fgrant_size(dsm__rt.size) : c->bytes,
+                       &c->sreq))
         return false;
     c->smode = (uint8_t)mode;
     c->supgrade = have;
@@ -758,17 +821,77 @@ static void small_cancel(struct dsm__copy *c)
     c->scanceled = true;
 }
 
-/* Under *c->mu: the task's receive completed (err: how): the grant takes effect unless the
- * service took the receive back, then an invalidation that waited for it. */
-static void small_land(struct dsm__copy *c, int err)
+static bool bit_of(const uint64_t *s, int d)
+{
+    return (s[d / 64] >> (d % 64)) & 1;
+}
+
+/* Under *c->mu: whether every reader named by the grant of a write in three hops has
+ * acknowledged its round (c->fseq) or died. */
+static bool fwd_done(const struct dsm__copy *c)
+{
+    for (int d = 0; d < dsm__rt.size; d++)
+        if (bit_of(c->fwant, d) && !bit_of(c->facked, d) && !atomic_load(&dsm__rt.dead[d]))
+            return false;
+    return true;
+}
+
+/* Under *c->mu: the write in three hops takes effect once its readers are all accounted for
+ * (at its grant's landing, at each acknowledgment, at each death), then an invalidation that
+ * waited for it. */
+static void fwd_try(struct dsm__copy *c)
+{
+    if (!c->fwaiting || !fwd_done(c)) return;
+    c->fwaiting = false;
+    bool was = copy_valid(c);
+    if (grant_landed(c, c->fmode, COR_OK, &dsm__rt.grants_task))
+        atomic_fetch_add(&dsm__rt.writes_3hop, 1);
+    c->dinv = false;
+    copy_account(c, was);
+    copy_wake(c);
+}
+
+/* Under *c->mu: records round seq's acknowledgments from now on (those of an older one are
+ * stale); false if seq is older than the round recorded. */
+static bool fwd_round(struct dsm__copy *c, uint32_t seq)
+{
+    if (c->fseq_set && c->fseq == seq) return true;
+    if (c->fseq_set && (int32_t)(seq - c->fseq) < 0) return false;
+    memset(c->facked, 0, ((size_t)dsm__rt.size + 63) / 64 * sizeof *c->facked);
+    c->fseq = seq;
+    c->fseq_set = true;
+    return true;
+}
+
+/* Under *c->mu: an upgrade's grant that names readers (a write in three hops) landed in
+ * c->fbuf: waits for them (fwd_try). */
+static int fwd_begin(struct dsm__copy *c, size_t len)
+{
+    uint32_t seq;
+    if (dsm_fgrant_decode(c->fbuf, len, dsm__rt.size, dsm__rt.rank, c->home, &seq, c->fwant) ||
+        !fwd_round(c, seq))
+        return COR_EPROTO;
+    c->fwaiting = true;
+    c->fmode = c->smode;
+    return COR_OK;
+}
+
+/* Under *c->mu: the task's receive completed (err: how; len bytes came): the grant takes
+ * effect unless the service took the receive back, then an invalidation that waited for it. */
+static void small_land(struct dsm__copy *c, int err, size_t len)
 {
     bool was = copy_valid(c);
     /* Taken back, it leaves c->dinv alone: it may be a later grant's now (another task's
      * request straight into the copy, a large read after an upgrade that came as a message),
      * and clearing it lost that invalidation (dsm_proc cache, 32 KiB blocks, 4 domains). */
     if (!c->scanceled) {
-        grant_landed(c, c->smode, err, &dsm__rt.grants_task);
-        c->dinv = false;
+        if (!err && c->supgrade && len) err = fwd_begin(c, len);
+        if (c->fwaiting) {
+            fwd_try(c); /* or later: the readers' acknowledgments, their deaths */
+        } else {
+            grant_landed(c, c->smode, err, &dsm__rt.grants_task);
+            c->dinv = false;
+        }
     }
     c->sreq = COR_REQ_NULL;
     c->scanceled = false;
@@ -789,9 +912,10 @@ static void small_wait(struct dsm__copy *c)
     while (err == COR_OK && !done);
     copy_lock(c);
     if (!done && !err) err = COR_EPROTO;
-    if (done && !err && st.count * cor_type_size(st.type) != (c->supgrade ? 0 : c->bytes))
+    size_t len = done && !err ? st.count * cor_type_size(st.type) : 0;
+    if (!err && (c->supgrade ? len != 0 && len != dsm_fgrant_size(dsm__rt.size) : len != c->bytes))
         err = COR_EPROTO;
-    small_land(c, err);
+    small_land(c, err, len);
 }
 
 /* Under *c->mu: asks the home for `mode`; `task_waits`: the calling task blocks for it. */
@@ -830,10 +954,12 @@ static void copy_ack(struct dsm__copy *c, uint32_t seq)
     bool was = copy_valid(c);
     bool dirty = dsm_copy_drop(&c->st);
     copy_account(c, was);
-    if (c->x)
+    if (c->x) {
         dsm_dir_ack(&c->x->dir, dsm__rt.rank, seq);
-    else
-        cmsg(c->home, DSM_OP_C_ACK, c, seq, 0, dirty ? c->data : NULL);
+    } else {
+        inv_ack(c, c->inv_to, seq, dirty);
+        c->inv_to = -1;
+    }
 }
 
 static void timed_wait(struct dsm__copy *c)
@@ -1137,12 +1263,22 @@ void dsm__serve_cached_copy(const struct dsm_req *r)
         copy_retire(r->obj);
         return;
     }
+    /* An invalidation's acknowledgment goes to the home, or to the writer it names (a write
+     * in three hops: never ourselves nor the home, who would not count it) */
+    int to = -1;
+    if (r->op == DSM_OP_C_INV && (r->flags & DSM_CF_FWD)) {
+        to = (int)((r->flags & DSM_CF_TO) >> DSM_CF_TO_SHIFT);
+        if (to >= dsm__rt.size || to == dsm__rt.rank || to == (int)cor_idp_domain(r->obj)) {
+            atomic_fetch_add(&dsm__rt.dropped, 1);
+            return;
+        }
+    }
     struct dsm__copy *c = copy_find(r->obj);
     if (!c) {
         if (r->op == DSM_OP_C_INV) { /* we never had it: nothing to give back */
             struct dsm__copy none = {
                 .idp = r->obj, .home = (int)cor_idp_domain(r->obj), .type = (cor_type_t)r->type};
-            cmsg(none.home, DSM_OP_C_ACK, &none, r->offset, 0, NULL);
+            inv_ack(&none, to, r->offset, false);
         } else {
             atomic_fetch_add(&dsm__rt.dropped, 1);
         }
@@ -1156,15 +1292,19 @@ void dsm__serve_cached_copy(const struct dsm_req *r)
      * dropped it; the acknowledgment below is stale at the home, as it always was). */
     uint32_t age = (r->id - c->grants) & DSM_ID_MAX;
     if (r->op == DSM_OP_C_INV && age > DSM_ID_MAX / 2) {
-        cmsg(c->home, DSM_OP_C_ACK, c, r->offset, 0, NULL);
+        inv_ack(c, to, r->offset, false);
         copy_unlock(c);
         return;
     }
-    bool ahead = r->op == DSM_OP_C_INV && age == 1 && c->sreq != COR_REQ_NULL && !c->scanceled;
+    /* the grant still to land: the task's receive, or a write in three hops whose readers
+     * have not all acknowledged yet */
+    bool ahead = r->op == DSM_OP_C_INV && age == 1 &&
+                 ((c->sreq != COR_REQ_NULL && !c->scanceled) || c->fwaiting);
     if (r->op == DSM_OP_C_INV && (c->dmode || ahead)) {
         c->dinv = true; /* it overtook the grant's data: due once that landed */
         c->dinv_seq = (uint32_t)r->offset;
         c->dinv_keep = (r->flags & DSM_CF_KEEP) != 0;
+        c->dinv_to = to;
         copy_unlock(c);
         return;
     }
@@ -1190,6 +1330,7 @@ void dsm__serve_cached_copy(const struct dsm_req *r)
         bool dinv = c->dinv;
         uint32_t dinv_seq = c->dinv_seq;
         bool dinv_keep = c->dinv_keep;
+        int dinv_to = c->dinv_to;
         direct_cancel(c); /* a grant in a message: no data comes alone */
         small_cancel(c);
         if (!c->st.pending) {
@@ -1206,21 +1347,46 @@ void dsm__serve_cached_copy(const struct dsm_req *r)
             dsm_copy_grant(&c->st, mode, err);
             if (!err) c->grants++;
             bool dirty;
-            if (dinv && !err && dsm_copy_inv(&c->st, dinv_seq, dinv_keep, &dirty))
-                cmsg(c->home, DSM_OP_C_ACK, c, dinv_seq, 0, dirty ? c->data : NULL);
+            if (dinv && !err) {
+                if (dsm_copy_inv(&c->st, dinv_seq, dinv_keep, &dirty))
+                    inv_ack(c, dinv_to, dinv_seq, dirty);
+                else
+                    c->inv_to = dinv_to;
+            }
             copy_wake(c);
         }
     } else if (r->op == DSM_OP_C_INV) {
         bool dirty;
-        if (dsm_copy_inv(&c->st, (uint32_t)r->offset, (r->flags & DSM_CF_KEEP) != 0, &dirty))
-            cmsg(c->home, DSM_OP_C_ACK, c, r->offset, 0, dirty ? c->data : NULL);
-        else
+        if (dsm_copy_inv(&c->st, (uint32_t)r->offset, (r->flags & DSM_CF_KEEP) != 0, &dirty)) {
+            inv_ack(c, to, r->offset, dirty);
+        } else {
+            c->inv_to = to;
             copy_wake(c);
+        }
     }
     copy_account(c, was);
     copy_data_release(c); /* invalidated while nobody maps it */
     copy_unlock(c);
     if (r->op == DSM_OP_C_GRANT) evict();
+}
+
+void dsm__serve_cached_fack(int from, const struct dsm_req *r)
+{
+    if (from < 0 || from >= dsm__rt.size || from == dsm__rt.rank ||
+        from == (int)cor_idp_domain(r->obj)) {
+        atomic_fetch_add(&dsm__rt.dropped, 1); /* the home never acknowledges to a writer */
+        return;
+    }
+    struct dsm__copy *c = copy_find(r->obj);
+    if (!c) return; /* retired (the object was destroyed): nothing waits for it */
+    copy_lock(c);
+    /* before or after the grant that names the round; a stale one (its reader counted dead,
+     * or an older round) changes nothing */
+    if (c->facked && fwd_round(c, (uint32_t)r->offset)) {
+        c->facked[from / 64] |= 1ull << (from % 64);
+        fwd_try(c);
+    }
+    copy_unlock(c);
 }
 
 /* An operation on a cached object homed here: its turn comes through the directory. */
@@ -1281,6 +1447,7 @@ static void copy_fail(struct dsm__copy *c, int err)
     bool was = copy_valid(c);
     direct_cancel(c);
     small_cancel(c);
+    c->fwaiting = false;
     c->st.err = err;
     c->st.pending = DSM_MODE_NONE;
     if (!c->st.readers && !c->st.writers) dsm_copy_drop(&c->st);
@@ -1339,9 +1506,11 @@ void dsm__cached_peer_dead(int d)
     dsm__lock_or_die(&dsm__rt.lock);
     for (int k = 0; k < DSM__DIR_BUCKETS; k++)
         for (struct dsm__copy *c = dsm__rt.copies[k]; c; c = c->next) {
-            if (c->home != d) continue;
             copy_lock(c); /* dsm__rt.lock -> copy mutex: nowhere the other way round */
-            copy_fail(c, COR_EPEERDEAD);
+            if (c->home == d)
+                copy_fail(c, COR_EPEERDEAD);
+            else
+                fwd_try(c); /* a write in three hops waiting for it counts it */
             copy_unlock(c);
         }
     dsm__unlock_or_die(&dsm__rt.lock);

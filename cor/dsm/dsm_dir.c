@@ -34,7 +34,8 @@ int dsm_dir_init(struct dsm_dir *d, int n, int home, const struct dsm_dir_cb *cb
     d->keeping = calloc(words(n), sizeof *d->keeping);
     d->dead = calloc(words(n), sizeof *d->dead);
     d->granted = calloc((size_t)n, sizeof *d->granted);
-    if (!d->sharers || !d->waiting || !d->keeping || !d->dead || !d->granted) {
+    d->fwd = calloc(words(n), sizeof *d->fwd);
+    if (!d->sharers || !d->waiting || !d->keeping || !d->dead || !d->granted || !d->fwd) {
         dsm_dir_free(d);
         return COR_ENOMEM;
     }
@@ -54,6 +55,8 @@ void dsm_dir_free(struct dsm_dir *d)
     free(d->dead);
     free(d->granted);
     d->granted = NULL;
+    free(d->fwd);
+    d->fwd = NULL;
     free(d->q);
     d->sharers = d->waiting = d->keeping = d->dead = NULL;
     d->q = NULL;
@@ -112,6 +115,14 @@ static void complete(struct dsm_dir *d)
     d->cb->grant(d->ctx, &r, !valid && r.who != d->home, COR_OK);
 }
 
+/* Whether r may be a write in three hops: an upgrade of a valid read copy elsewhere, asked by
+ * a task that waits for its grant, while nobody owns the object (only readers hold it). */
+static bool forwardable(const struct dsm_dir *d, const struct dsm_dreq *r)
+{
+    return d->forward && d->cb->finv && r->kind == DSM_DREQ_SECTION && r->mode == DSM_MODE_WRITE &&
+           r->who != d->home && r->have_copy && r->task && d->owner < 0 && bit(d->sharers, r->who);
+}
+
 /* Starts the round of d->cur: invalidates every copy that conflicts with it. */
 static void start(struct dsm_dir *d)
 {
@@ -124,6 +135,8 @@ static void start(struct dsm_dir *d)
     }
     memset(d->waiting, 0, words(d->n) * sizeof *d->waiting);
     memset(d->keeping, 0, words(d->n) * sizeof *d->keeping);
+    memset(d->fwd, 0, words(d->n) * sizeof *d->fwd);
+    bool fwd = forwardable(d, r);
     bool first = true;
     for (int i = 0; i < d->n; i++) {
         int h = dsm_dir_holds(d, i);
@@ -138,6 +151,13 @@ static void start(struct dsm_dir *d)
         }
         r->recalled = true;
         d->invals++;
+        if (fwd && i != d->home) { /* a reader: it acknowledges to the writer */
+            d->cb->finv(d->ctx, i, d->seq, r->who);
+            set_bit(d->fwd, i);
+            r->forwarded = true;
+            dropped(d, i, false);
+            continue;
+        }
         bool wb = h == DSM_MODE_WRITE;
         bool keep = wb && r->mode == DSM_MODE_READ; /* a reader only needs the data back */
         if (d->cb->inv(d->ctx, i, d->seq, wb, keep)) {
@@ -177,7 +197,7 @@ int dsm_dir_request(struct dsm_dir *d, const struct dsm_dreq *r)
         d->cap = cap;
     }
     struct dsm_dreq e = *r;
-    e.recalled = false;
+    e.recalled = e.forwarded = false;
     d->q[(d->head + d->len) % d->cap] = e;
     d->len++;
     serve(d);

@@ -96,6 +96,8 @@ enum dsm_op {
                            go (its index will name another object one day) */
     DSM_OP_LOCK_RECALL, /* home -> the service of the domain that keeps a lock: release it
                            (offset = the grant's number); no reply */
+    DSM_OP_C_FACK,      /* reader -> the writer of a write in three hops (a C_INV with
+                           DSM_CF_FWD): offset = seq; no data */
     DSM_OP_END
 };
 
@@ -113,6 +115,30 @@ enum dsm_op {
 #define DSM_CF_KEEP 0x2u      /* C_INV (with WRITEBACK): it keeps a read copy (downgrade) */
 #define DSM_CF_ERR 0xff00u    /* C_GRANT refused: -status << 8 */
 #define DSM_CF_ERR_SHIFT 8
+/* C_INV of a write in three hops (never with WRITEBACK): acknowledge with C_FACK to the
+ * writing domain, whose rank is in the bits DSM_CF_TO, not to the home */
+#define DSM_CF_FWD 0x4u
+#define DSM_CF_TO 0xffff0000u
+#define DSM_CF_TO_SHIFT 16
+
+/*
+ * The grant of a write in three hops (an upgrade whose readers acknowledge to the writer):
+ * the data of the message into the writing task's receive (otherwise empty):
+ *   0 u32 seq (the round: the C_FACKs carry it)   4 u32 n (domains of the session)
+ *   8 u64 x ceil(n / 64): the domains whose C_FACK the writer waits for (bit d of word d/64)
+ */
+#define DSM_FGRANT_HDR 8
+static inline size_t dsm_fgrant_size(int n)
+{
+    return DSM_FGRANT_HDR + ((size_t)n + 63) / 64 * 8;
+}
+/* Encodes into buf (dsm_fgrant_size(n) bytes); `wait`: ceil(n / 64) words. */
+void dsm_fgrant_encode(void *buf, uint32_t seq, int n, const uint64_t *wait);
+/* Decodes len bytes for a session of n domains, in which `self` writes and `home` homes the
+ * object: COR_OK, *seq, and `wait` (ceil(n / 64) words), or COR_EPROTO (length, n, a bit at
+ * or beyond n, or for self or the home: a wait that would never end). */
+int dsm_fgrant_decode(const void *buf, size_t len, int n, int self, int home, uint32_t *seq,
+                      uint64_t *wait);
 
 struct dsm_req {
     uint8_t op;
@@ -378,6 +404,12 @@ int dsm_bar_advance(struct dsm_bar *b, struct dsm_bar_msg *out, bool *completed)
  * home's memory. A voluntary flush releases a copy without a request.
  * Messages between two domains' services arrive in the order sent, which the protocol needs
  * (a grant is never overtaken by the next invalidation of the same copy).
+ * A write in three hops (forward): an upgrade asked by a task of another domain while only
+ * readers hold copies sends the readers' invalidations with the writer's rank (finv); the
+ * directory forgets them at once, and the grant (sent when the home's own copy, if it reads,
+ * is invalidated) names them (fwd): the writer waits for their acknowledgments itself (or
+ * their deaths). Every later request conflicts with the writer, which answers only once it
+ * has them all, so nothing the readers did is overtaken.
  */
 
 enum { DSM_MODE_NONE = 0, DSM_MODE_READ = 1, DSM_MODE_WRITE = 2 };
@@ -390,6 +422,7 @@ struct dsm_dreq {
     bool have_copy; /* SECTION: the requester says it holds a read copy (upgrade) */
     bool recalled;  /* set by the directory: copies had to be invalidated first */
     bool direct;    /* SECTION: the data goes alone into the copy the requester posted */
+    bool forwarded; /* set by the directory: a write in three hops (dsm_dir fwd) */
     uint64_t task;  /* SECTION: the task whose receive of the data alone is the grant, or 0 */
     void *op;       /* OP: the runtime's pending operation */
 };
@@ -402,6 +435,9 @@ struct dsm_dir_cb {
     /* Grant request r. data: the grant must carry the object's data (the requester has no
      * valid copy). status: COR_OK, or COR_EPEERDEAD when the data was lost (an owner died). */
     void (*grant)(void *ctx, const struct dsm_dreq *r, bool data, int status);
+    /* Optional (dsm_dir forward): invalidate reader dom's copy for a write in three hops by
+     * domain `to` (round seq): dom acknowledges to `to`, not to the home. */
+    void (*finv)(void *ctx, int dom, uint32_t seq, int to);
 };
 
 struct dsm_dir {
@@ -412,6 +448,8 @@ struct dsm_dir {
     uint64_t *keeping; /* of those, the owner downgraded to a read copy */
     uint64_t *dead;    /* bit per domain known dead */
     uint32_t *granted; /* per domain: section grants sent to it, the last one's number */
+    uint64_t *fwd;     /* the current round's readers that acknowledge to the writer */
+    bool forward;      /* writes in three hops (set by the caller; needs cb->finv) */
     int owner;         /* domain holding the write copy, or -1 */
     int nwait;
     bool busy;    /* a round is in progress for cur */

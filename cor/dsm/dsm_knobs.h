@@ -16,7 +16,9 @@
     X(SHM, "COR_DSM_SHM", INT, 1, 0, 1, "",                                                        \
       "0: no same-host objects, barriers and locks in /dev/shm")                                   \
     X(LOCK_KEEP, "COR_DSM_LOCK_KEEP", INT, 1, 0, 1, "",                                            \
-      "1: a lock granted while nobody waited stays with its domain until recalled; 0: never")
+      "1: a lock granted while nobody waited stays with its domain until recalled; 0: never")      \
+    X(FORWARD, "COR_DSM_FORWARD", INT, 1, 0, 1, "",                                                \
+      "1: an upgrade's readers acknowledge to the writer (three hops); 0: to the home")
 
 #define DSM__KNOB_ENUM(id, name, type, def, lo, hi, shown, meaning) DSM__K_##id,
 enum { DSM__KNOBS(DSM__KNOB_ENUM) DSM__K_COUNT };

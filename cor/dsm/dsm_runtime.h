@@ -69,7 +69,19 @@ struct dsm__copy {
     bool scanceled;  /* the service took the receive back (the grant came as a message) */
     bool supgrade;   /* it asked for an upgrade: the grant is an empty message */
     uint32_t grants; /* grants got (*mu), numbered as the home's invalidations name them */
-    bool retired;    /* dsm__rt.lock and *mu: in dsm__rt.retired (its object was destroyed) */
+    /* Where a deferred invalidation's acknowledgment goes: -1 the home, else a C_FACK to the
+     * writer of a write in three hops (inv_to: c->st.inv's; dinv_to: dinv's). */
+    int inv_to, dinv_to;
+    /* A write in three hops, at the writer (*mu): the upgrade's grant lands in fbuf
+     * (dsm_fgrant_size bytes); it takes effect once every reader it names (fwant) sent its
+     * C_FACK of round fseq (facked; they may come first) or died (fwaiting meanwhile). */
+    unsigned char *fbuf;
+    uint64_t *fwant, *facked;
+    uint32_t fseq;
+    bool fseq_set;
+    bool fwaiting;
+    uint8_t fmode;
+    bool retired; /* dsm__rt.lock and *mu: in dsm__rt.retired (its object was destroyed) */
 };
 
 struct dsm__res {
@@ -231,6 +243,8 @@ struct dsm_runtime {
     _Atomic int ndirect;
     _Atomic uint64_t grants_direct;
     _Atomic uint64_t grants_task;
+    _Atomic uint64_t writes_3hop; /* upgrades whose readers acknowledged to this domain */
+    bool forward;                 /* COR_DSM_FORWARD: this home's directories forward */
     _Atomic size_t cache_budget, cached_bytes;
     _Atomic size_t copy_bytes; /* data allocated for copies homed elsewhere */
     _Atomic uint64_t invalidations, recalls, evictions;
@@ -400,6 +414,8 @@ void dsm__direct_reap(void);
 int dsm__section_begin(struct dsm__copy *c, int mode, bool block);
 void dsm__serve_cached_home(int from, const struct dsm_req *r, cor_idp_t src);
 void dsm__serve_cached_copy(const struct dsm_req *r);
+/* A reader's acknowledgment of a write in three hops, from domain `from`, to this writer. */
+void dsm__serve_cached_fack(int from, const struct dsm_req *r);
 void dsm__serve_cached_op(struct dsm__res *x, cor_idp_t src, const struct dsm_req *r);
 void dsm__cached_destroy(struct dsm__res *x);
 void dsm__cached_peer_dead(int d);

@@ -551,6 +551,9 @@ static void serve(const void *buf, size_t len, cor_idp_t src)
         }
         dsm__serve_cached_copy(&r);
         return;
+    case DSM_OP_C_FACK:
+        dsm__serve_cached_fack((int)cor_idp_domain(src), &r);
+        return;
     }
 }
 

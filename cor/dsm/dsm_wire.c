@@ -88,6 +88,7 @@ size_t dsm_req_data_len(uint8_t op, uint8_t type, uint64_t count)
     case DSM_OP_C_REQ:
     case DSM_OP_C_INV:
     case DSM_OP_C_GONE:
+    case DSM_OP_C_FACK:
         return count == 0 ? 0 : SIZE_MAX;
     case DSM_OP_ADDV:
         return type == 0 && count >= 1 && count <= DSM_ADDV_MAX ? (size_t)count * DSM_ADDV_ENTRY
@@ -143,8 +144,11 @@ static bool req_valid(const struct dsm_req *r)
         if ((r->flags & DSM_CF_DIRECT) && (r->count || (r->flags & DSM_CF_ERR))) return false;
         if ((r->flags & DSM_CF_ERR) && r->count) return false;
     } else if (r->op == DSM_OP_C_INV) {
-        if (r->flags & ~(DSM_CF_WRITEBACK | DSM_CF_KEEP)) return false;
+        if (r->flags & ~(DSM_CF_WRITEBACK | DSM_CF_KEEP | DSM_CF_FWD | DSM_CF_TO)) return false;
         if ((r->flags & DSM_CF_KEEP) && !(r->flags & DSM_CF_WRITEBACK)) return false;
+        /* to a reader, naming the writer; the writer's rank only then */
+        if ((r->flags & DSM_CF_FWD) && (r->flags & DSM_CF_WRITEBACK)) return false;
+        if (!(r->flags & DSM_CF_FWD) && (r->flags & DSM_CF_TO)) return false;
     } else if (r->flags != 0) {
         return false;
     }
@@ -299,5 +303,30 @@ int dsm_info_decode(const void *buf, size_t len, cor_dsm_info_t *info)
     info->appended = appended;
     memcpy(info->name, p + DSM_INFO_HDR, nl);
     info->name[nl] = '\0';
+    return COR_OK;
+}
+
+void dsm_fgrant_encode(void *buf, uint32_t seq, int n, const uint64_t *wait)
+{
+    unsigned char *p = buf;
+    put32(p, seq);
+    put32(p + 4, (uint32_t)n);
+    for (size_t i = 0; i < ((size_t)n + 63) / 64; i++)
+        put64(p + DSM_FGRANT_HDR + 8 * i, wait[i]);
+}
+
+int dsm_fgrant_decode(const void *buf, size_t len, int n, int self, int home, uint32_t *seq,
+                      uint64_t *wait)
+{
+    const unsigned char *p = buf;
+    if (n < 1 || len != dsm_fgrant_size(n) || get32(p + 4) != (uint32_t)n) return COR_EPROTO;
+    size_t nw = ((size_t)n + 63) / 64;
+    for (size_t i = 0; i < nw; i++)
+        wait[i] = get64(p + DSM_FGRANT_HDR + 8 * i);
+    if (n % 64 && (wait[nw - 1] >> (n % 64))) return COR_EPROTO; /* beyond the session */
+    if (self < 0 || self >= n || home < 0 || home >= n) return COR_EPROTO;
+    if (((wait[self / 64] >> (self % 64)) & 1) || ((wait[home / 64] >> (home % 64)) & 1))
+        return COR_EPROTO; /* neither acknowledges to the writer: it would wait for good */
+    *seq = get32(p);
     return COR_OK;
 }

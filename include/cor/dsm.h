@@ -348,6 +348,9 @@ typedef struct cor_dsm_stats {
                                   objects go once nothing maps them */
     uint64_t lock_retakes;     /* lock acquisitions answered by a lock this domain kept since
                                   an uncontended grant: no message (counted since init) */
+    uint64_t writes_3hop;      /* upgrades of this domain whose grant came while the other
+                                  readers' acknowledgments came to it straight (a write in
+                                  three hops; also counted in grants_task) */
 } cor_dsm_stats_t;
 COR_API int cor_dsm_stats_get(cor_dsm_stats_t *stats);
 

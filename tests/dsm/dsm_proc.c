@@ -530,6 +530,13 @@ static void run_upgrade(void)
             pt_fail("upgrade: %llu grants to the asking task in %llu misses, expected 1 in 1",
                     (unsigned long long)(b.grants_task - a.grants_task),
                     (unsigned long long)(b.section_misses - a.section_misses));
+        /* readers besides the home (domains 2, ...) acknowledge to domain 1: three hops,
+         * unless the home says otherwise (COR_DSM_FORWARD=0) */
+        const char *fwd = getenv("COR_DSM_FORWARD");
+        uint64_t want = ndom > 2 && !(fwd && strcmp(fwd, "0") == 0);
+        if (b.writes_3hop - a.writes_3hop != want)
+            pt_fail("upgrade: %llu writes in three hops, expected %llu",
+                    (unsigned long long)(b.writes_3hop - a.writes_3hop), (unsigned long long)want);
     }
     CHECK(cor_dsm_barrier_wait(all_bar));
     CHECK(cor_dsm_start_read(rg));
@@ -665,12 +672,13 @@ static void run_cache(void)
     printf("domain %d: %s cache: %ld write+read sections on each of %d blocks and %ld counter "
            "sections and fetch-adds from %d tasks per domain in %.2f s; hits %llu, misses %llu, "
            "invalidations %llu, recalls %llu, evictions %llu, grants straight into the copy %llu, "
-           "to the asking task %llu, dropped %llu\n",
+           "to the asking task %llu (writes in three hops %llu), dropped %llu\n",
            rank, atomic_load(&pt_failures) ? "FAIL" : "PASS", per, ndom, per, ntasks, el,
            (unsigned long long)s.section_hits, (unsigned long long)s.section_misses,
            (unsigned long long)s.invalidations, (unsigned long long)s.recalls,
            (unsigned long long)s.evictions, (unsigned long long)s.grants_direct,
-           (unsigned long long)s.grants_task, (unsigned long long)s.requests_dropped);
+           (unsigned long long)s.grants_task, (unsigned long long)s.writes_3hop,
+           (unsigned long long)s.requests_dropped);
     if (s.requests_dropped)
         pt_fail("%llu requests dropped", (unsigned long long)s.requests_dropped);
     int big = CB * sizeof(long) >= 16384;
