@@ -397,6 +397,17 @@ static struct sim {
     int wanting[SIM_N][SIM_T];
     long seen[SIM_N][SIM_T]; /* version at the start of the open section */
     long errors, sections;
+    /* writes in three hops (S.dir.forward): where each domain's deferred acknowledgment goes
+     * (-1 the home); at a writer, the grant waiting for its readers (fwant, round fseq), the
+     * acknowledgments come (facked, of round fseq, maybe before the grant), an invalidation
+     * that came meanwhile (dinv) */
+    int inv_to[SIM_N];
+    bool fwaiting[SIM_N], fseq_set[SIM_N], dinv[SIM_N], dinv_keep[SIM_N];
+    uint64_t fwant[SIM_N], facked[SIM_N];
+    uint32_t fseq[SIM_N], dinv_seq[SIM_N];
+    int dinv_to[SIM_N];
+    uint8_t fmode[SIM_N];
+    long forwarded;
 } S;
 
 static void sim_send(int from, int to, struct smsg m)
@@ -426,10 +437,35 @@ static void sim_grant(void *ctx, const struct dsm_dreq *r, bool data, int status
         dsm_copy_grant(&S.c[0], r->mode, status);
         return;
     }
+    if (r->forwarded) { /* the readers it waits for, as a mask in data */
+        REQUIRE(!data && status == COR_OK);
+        sim_send(
+            0, r->who,
+            (struct smsg){DSM_OP_C_GRANT, r->mode | DSM_CF_FWD, S.dir.seq, (long)S.dir.fwd[0]});
+        return;
+    }
     sim_send(0, r->who, (struct smsg){DSM_OP_C_GRANT, r->mode, 0, data ? S.copy[0] : -1});
 }
 
-static const struct dsm_dir_cb sim_cb = {sim_inv, sim_grant};
+static void sim_finv(void *ctx, int dom, uint32_t seq, int to)
+{
+    (void)ctx;
+    uint32_t flags = DSM_CF_FWD | ((uint32_t)to << DSM_CF_TO_SHIFT);
+    sim_send(0, dom, (struct smsg){DSM_OP_C_INV, flags, seq, -1});
+}
+
+static const struct dsm_dir_cb sim_cb = {sim_inv, sim_grant, sim_finv};
+
+/* d acknowledges round seq: to the home (to < 0) or, a reader, to the writer `to` */
+static void sim_ack_to(int d, int to, uint32_t seq, bool dirty)
+{
+    if (to >= 0) {
+        if (dirty) S.errors++; /* a reader has nothing to write back */
+        sim_send(d, to, (struct smsg){DSM_OP_C_FACK, 0, seq, -1});
+    } else {
+        sim_send(d, 0, (struct smsg){DSM_OP_C_ACK, 0, seq, dirty ? S.copy[d] : -1});
+    }
+}
 
 static void sim_ack(int d, uint32_t seq)
 {
@@ -437,7 +473,40 @@ static void sim_ack(int d, uint32_t seq)
     if (d == 0)
         dsm_dir_ack(&S.dir, 0, seq);
     else
-        sim_send(d, 0, (struct smsg){DSM_OP_C_ACK, 0, seq, dirty ? S.copy[d] : -1});
+        sim_ack_to(d, S.inv_to[d], seq, dirty);
+    S.inv_to[d] = -1;
+}
+
+/* An invalidation at copy d (to: where its acknowledgment goes). */
+static void sim_inv_at(int d, uint32_t seq, bool keep, int to)
+{
+    bool dirty;
+    if (dsm_copy_inv(&S.c[d], seq, keep, &dirty))
+        sim_ack_to(d, to, seq, dirty);
+    else
+        S.inv_to[d] = to;
+}
+
+/* A writer in three hops: granted once every reader named acknowledged round fseq. */
+static void sim_fwd_try(int d)
+{
+    if (!S.fwaiting[d] || (S.fwant[d] & ~S.facked[d])) return;
+    S.fwaiting[d] = false;
+    S.forwarded++;
+    dsm_copy_grant(&S.c[d], S.fmode[d], COR_OK);
+    if (S.dinv[d]) {
+        S.dinv[d] = false;
+        sim_inv_at(d, S.dinv_seq[d], S.dinv_keep[d], S.dinv_to[d]);
+    }
+}
+
+static void sim_fwd_round(int d, uint32_t seq)
+{
+    if (S.fseq_set[d] && S.fseq[d] == seq) return;
+    if (S.fseq_set[d] && (int32_t)(seq - S.fseq[d]) < 0) S.errors++; /* rounds only grow */
+    S.facked[d] = 0;
+    S.fseq[d] = seq;
+    S.fseq_set[d] = true;
 }
 
 static void sim_deliver(int from, int to)
@@ -449,6 +518,7 @@ static void sim_deliver(int from, int to)
         if (m.op == DSM_OP_C_REQ) {
             struct dsm_dreq q = sec(from, (int)(m.flags & DSM_CF_MODE));
             q.have_copy = (m.flags & DSM_CF_HAVE) != 0;
+            q.task = q.have_copy; /* a waiting task's upgrade: may go in three hops */
             dsm_dir_request(&S.dir, &q);
         } else if (m.op == DSM_OP_C_ACK) {
             if (!dsm_dir_ack_expected(&S.dir, from, m.seq)) return;
@@ -464,6 +534,33 @@ static void sim_deliver(int from, int to)
         return;
     }
     struct dsm_copy *c = &S.c[to];
+    if (m.op == DSM_OP_C_FACK) { /* a reader's, to this writer */
+        if (from == 0 || from == to) S.errors++;
+        if (S.fseq_set[to] && (int32_t)(m.seq - S.fseq[to]) < 0) { /* no death: never stale */
+            S.errors++;
+            return;
+        }
+        sim_fwd_round(to, m.seq);
+        S.facked[to] |= 1ull << from;
+        sim_fwd_try(to);
+        return;
+    }
+    if (m.op == DSM_OP_C_GRANT && (m.flags & DSM_CF_FWD)) { /* names its readers (data) */
+        if (!c->pending || c->state != DSM_MODE_READ) S.errors++;
+        sim_fwd_round(to, m.seq);
+        S.fwant[to] = (uint64_t)m.data;
+        S.fwaiting[to] = true;
+        S.fmode[to] = (uint8_t)(m.flags & DSM_CF_MODE);
+        sim_fwd_try(to);
+        return;
+    }
+    if (m.op == DSM_OP_C_INV && S.fwaiting[to]) { /* of the grant still waiting: due after it */
+        S.dinv[to] = true;
+        S.dinv_seq[to] = m.seq;
+        S.dinv_keep[to] = (m.flags & DSM_CF_KEEP) != 0;
+        S.dinv_to[to] = (m.flags & DSM_CF_FWD) ? (int)(m.flags >> DSM_CF_TO_SHIFT) : -1;
+        return;
+    }
     if (m.op == DSM_OP_C_GRANT) {
         if (!c->pending) S.errors++;
         if (m.data >= 0)
@@ -472,9 +569,8 @@ static void sim_deliver(int from, int to)
             S.errors++;
         dsm_copy_grant(c, (int)m.flags, COR_OK);
     } else if (m.op == DSM_OP_C_INV) {
-        bool dirty;
-        if (dsm_copy_inv(c, m.seq, (m.flags & DSM_CF_KEEP) != 0, &dirty))
-            sim_send(to, 0, (struct smsg){DSM_OP_C_ACK, 0, m.seq, dirty ? S.copy[to] : -1});
+        int ack_to = (m.flags & DSM_CF_FWD) ? (int)(m.flags >> DSM_CF_TO_SHIFT) : -1;
+        sim_inv_at(to, m.seq, (m.flags & DSM_CF_KEEP) != 0, ack_to);
     }
 }
 
@@ -533,12 +629,16 @@ static void sim_flush(int d)
     sim_send(d, 0, (struct smsg){DSM_OP_C_FLUSH, 0, 0, dirty ? S.copy[d] : -1});
 }
 
-static void test_simulation(void)
+static void simulate(bool forward)
 {
+    long forwarded = 0;
     for (unsigned seed = 1; seed <= 20; seed++) {
         memset(&S, 0, sizeof S);
         srand(seed);
         REQUIRE(dsm_dir_init(&S.dir, SIM_N, 0, &sim_cb, NULL) == COR_OK);
+        S.dir.forward = forward;
+        for (int d = 0; d < SIM_N; d++)
+            S.inv_to[d] = -1;
         S.c[0].state = DSM_MODE_WRITE;
         for (long step = 0; step < 200000; step++) {
             int k = rand() % 10;
@@ -570,8 +670,22 @@ static void test_simulation(void)
                 busy += S.task[d][t] != 0 || S.wanting[d][t] != 0;
         EXPECT_EQ(busy, 0);
         EXPECT_EQ(S.errors, 0);
+        forwarded += S.forwarded;
         dsm_dir_free(&S.dir);
     }
+    /* the writes in three hops happened (~600 in all), or none without the flag */
+    EXPECT_EQ(forward ? forwarded >= 200 : forwarded == 0, true);
+}
+
+static void test_simulation(void)
+{
+    simulate(false);
+}
+
+/* The same with writes in three hops: the readers of an upgrade acknowledge to the writer. */
+static void test_simulation_forward(void)
+{
+    simulate(true);
 }
 
 int main(void)
@@ -585,6 +699,7 @@ int main(void)
         {"directory: destroyed object", test_dir_fail},
         {"copy states", test_copy_states},
         {"simulated domains", test_simulation},
+        {"simulated domains, writes in three hops", test_simulation_forward},
         {NULL, NULL}};
     return ct_main("dsm cached protocol", NULL, NULL, tests, 120);
 }
