@@ -23,20 +23,26 @@ static void f_grant(void *ctx, const struct dsm_dreq *r, bool data, int status)
 {
     (void)ctx, (void)r, (void)data, (void)status;
 }
-static const struct dsm_dir_cb f_cb = {f_inv, f_grant};
+static void f_finv(void *ctx, int dom, uint32_t seq, int to)
+{
+    (void)ctx, (void)seq;
+    if (dom == 0 || dom == to) abort(); /* the home acknowledges to itself; a writer reads on */
+}
+static const struct dsm_dir_cb f_cb = {f_inv, f_grant, f_finv};
 
 static void feed_dir(const struct dsm_req *r)
 {
     static struct dsm_dir d;
     static bool ready;
-    if (!ready && dsm_dir_init(&d, 8, 0, &f_cb, NULL) == COR_OK) ready = true;
+    if (!ready && dsm_dir_init(&d, 8, 0, &f_cb, NULL) == COR_OK) ready = d.forward = true;
     if (!ready) return;
     int from = (int)(r->id % 8);
     if (r->op == DSM_OP_C_REQ) {
         struct dsm_dreq q = {.who = from,
                              .mode = (uint8_t)(r->flags & DSM_CF_MODE),
                              .have_copy = (r->flags & DSM_CF_HAVE) != 0,
-                             .kind = r->offset & 1 ? DSM_DREQ_OP : DSM_DREQ_SECTION};
+                             .kind = r->offset & 1 ? DSM_DREQ_OP : DSM_DREQ_SECTION,
+                             .task = r->offset & 2}; /* a waiting task's: three hops allowed */
         if (q.kind == DSM_DREQ_OP) q.who = 0;
         dsm_dir_request(&d, &q);
     } else if (r->op == DSM_OP_C_ACK) {
@@ -76,9 +82,24 @@ static void feed_segment(const uint8_t *data, size_t size)
     free(out);
 }
 
+/* The grant of a write in three hops (12 domains, writer 1, home 0): refused, or readers
+ * within the session, neither the writer nor the home, and the same bytes again. */
+static void feed_fgrant(const uint8_t *data, size_t size)
+{
+    uint64_t want[1];
+    uint32_t seq;
+    if (dsm_fgrant_decode(data, size, 12, 1, 0, &seq, want) != COR_OK) return;
+    if ((want[0] >> 12) || (want[0] & 3)) abort();
+    unsigned char again[DSM_FGRANT_HDR + 8];
+    if (size != sizeof again) abort();
+    dsm_fgrant_encode(again, seq, 12, want);
+    if (memcmp(again, data, size)) abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     feed_segment(data, size);
+    feed_fgrant(data, size);
     struct dsm_req r;
     if (dsm_req_decode(data, size, &r) == COR_OK) {
         if (DSM_REQ_HDR + r.name_len + r.data_len != size) abort();

@@ -161,8 +161,42 @@ static void test_req_cached(void)
     EXPECT_EQ(enc(buf, sizeof buf, &i), DSM_REQ_HDR);
     i.flags = DSM_CF_KEEP; /* only an owner is downgraded */
     EXPECT_EQ(enc(buf, sizeof buf, &i), 0);
-    i.flags = 4;
+    i.flags = 8;
     EXPECT_EQ(enc(buf, sizeof buf, &i), 0);
+    /* a reader's for a write in three hops: the writer's rank, never with a write-back */
+    i.flags = DSM_CF_FWD | (3u << DSM_CF_TO_SHIFT);
+    EXPECT_EQ(enc(buf, sizeof buf, &i), DSM_REQ_HDR);
+    EXPECT_ERR(dsm_req_decode(buf, DSM_REQ_HDR, &d), COR_OK);
+    EXPECT_EQ((d.flags & DSM_CF_TO) >> DSM_CF_TO_SHIFT, 3);
+    i.flags = DSM_CF_FWD | DSM_CF_WRITEBACK | (3u << DSM_CF_TO_SHIFT);
+    EXPECT_EQ(enc(buf, sizeof buf, &i), 0);
+    i.flags = DSM_CF_WRITEBACK | (3u << DSM_CF_TO_SHIFT); /* a rank without FWD */
+    EXPECT_EQ(enc(buf, sizeof buf, &i), 0);
+    /* its acknowledgment to the writer: the round, no flags, no data */
+    struct dsm_req fa = {.op = DSM_OP_C_FACK, .type = COR_LONG, .obj = 77, .offset = 9};
+    EXPECT_EQ(enc(buf, sizeof buf, &fa), DSM_REQ_HDR);
+    fa.flags = DSM_CF_FWD;
+    EXPECT_EQ(enc(buf, sizeof buf, &fa), 0);
+    fa.flags = 0, fa.count = 4, fa.data = copy, fa.data_len = sizeof copy;
+    EXPECT_EQ(enc(buf, sizeof buf, &fa), 0);
+    /* the grant of a write in three hops: round, domains, the readers to wait for */
+    {
+        unsigned char g[DSM_FGRANT_HDR + 16];
+        uint64_t want[2] = {0x14, 0x1}, got[2];
+        uint32_t seq = 0;
+        EXPECT_EQ(dsm_fgrant_size(70), sizeof g);
+        dsm_fgrant_encode(g, 41, 70, want);
+        EXPECT_ERR(dsm_fgrant_decode(g, sizeof g, 70, 1, 0, &seq, got), COR_OK);
+        EXPECT_EQ(seq, 41);
+        EXPECT_EQ(got[0] == 0x14 && got[1] == 0x1, true);
+        EXPECT_ERR(dsm_fgrant_decode(g, sizeof g - 1, 70, 1, 0, &seq, got), COR_EPROTO);
+        EXPECT_ERR(dsm_fgrant_decode(g, sizeof g, 71, 1, 0, &seq, got), COR_EPROTO);
+        EXPECT_ERR(dsm_fgrant_decode(g, sizeof g, 70, 2, 0, &seq, got), COR_EPROTO); /* self */
+        EXPECT_ERR(dsm_fgrant_decode(g, sizeof g, 70, 1, 4, &seq, got), COR_EPROTO); /* home */
+        want[1] = 1ull << 6; /* domain 70 of 70 */
+        dsm_fgrant_encode(g, 41, 70, want);
+        EXPECT_ERR(dsm_fgrant_decode(g, sizeof g, 70, 1, 0, &seq, got), COR_EPROTO);
+    }
     /* a destroyed object's news: the object alone, no flags, no data */
     struct dsm_req gone = {.op = DSM_OP_C_GONE, .type = COR_LONG, .obj = 77};
     EXPECT_EQ(enc(buf, sizeof buf, &gone), DSM_REQ_HDR);
