@@ -3,7 +3,8 @@
 # domains x 8 tasks over udp and gm (exact counters, FIFO complete and ordered per task, no
 # torn block), cached objects under sections mixed with remote operations (2 and 4 domains,
 # with a cache budget of 0, and blocks of 32 KiB whose grants come straight into the copies),
-# both on 2 domains over udp under the fault injector (5% drop), FIFO lock
+# both on 2 domains over udp under the fault injector (5% drop), and on 3 (writes in three
+# hops: an upgrade's readers acknowledge to the writer), FIFO lock
 # fairness on 4 domains x 2 tasks, kept locks (2 and 3 domains over udp, gm messages, 5% drop), barriers (all domains, and a logical domain's subset), a
 # destroyed object's index reused by a new object (3 domains over gm with same-host objects, 2
 # over udp), and the mixed workload over both routes at once (4 domains, the odd ones sending
@@ -87,6 +88,9 @@ COR_UDP_FAULTS="drop=0.05,seed=12" COR_UDP_STATS=1 run lossyc 2 cache udp -t $T 
 grep -q "retransmits [1-9]" "$WORK/lossyc.err" || { show lossyc; die "no retransmission counted: were the faults injected?"; }
 say "udp with 5% of the datagrams dropped: cached blocks of 32 KiB, 2 domains x $T tasks"
 COR_UDP_FAULTS="drop=0.05,seed=13" COR_UDP_STATS=1 run lossycb 2 cache udp -t $T -i $((C2 / 3)) -B 4096
+say "udp with 5% of the datagrams dropped: cached objects, 3 domains x $T tasks (writes in three hops)"
+COR_UDP_FAULTS="drop=0.05,seed=14" COR_UDP_STATS=1 run lossyc3 3 cache udp -t $T -i $((C4 / 2))
+grep -q "writes in three hops [1-9]" "$WORK/lossyc3.out" || { show lossyc3; die "no write in three hops"; }
 say "both routes at once: mix, 4 domains x $T tasks, the odd domains sending over udp, the even over gm"
 cat >"$WORK/by-rank.sh" <<EOF
 #!/bin/sh
