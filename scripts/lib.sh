@@ -7,7 +7,7 @@ COR_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # Debian packages the build, the tests and the sanitizer runs need.
 COR_PACKAGES=(build-essential autoconf automake libtool pkg-config libcunit1-dev libfabric-dev
     libfabric-bin pvm-dev pvm pvm-examples iproute2 clang clang-format libclang-rt-14-dev python3
-    man-db groff-base util-linux gnuplot-nox)
+    man-db groff-base util-linux gnuplot-nox gdb)
 # What scripts/package-test adds (the full tier): the Debian packaging tools and the build
 # dependencies of debian/control that the list above lacks.
 COR_PACKAGING_PACKAGES=(debhelper dpkg-dev fakeroot lintian git libpmix-dev)

@@ -28,7 +28,9 @@
 # process of several threads only when the thread the kernel chose for it runs, and on a busy
 # machine the child's listener meanwhile took in and acknowledged all the messages, so the
 # route held nothing to give up ("nothing resent": 2 runs in 14 of compute and noenv wait).
-# A failure prints both sides' counters (COR_PVM_STATS, COR_UDP_STATS).
+# A failure prints both sides' counters (COR_PVM_STATS, COR_UDP_STATS); a master that hangs
+# gets its threads' stacks and libcorpvm's counters printed, and the child's, by gdb before it
+# is killed (pvm_run_master).
 # Exit 0 pass, 1 fail, 77 skip.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -104,7 +106,9 @@ for variant in env noenv; do
                 rc=1
             elif [ $how = compute ] && ! awk -v t="$took" -v m="$PROMPT_S" 'BEGIN {exit !(t != "" && t < m)}'; then
                 say "FAIL $what: the child had everything only ${took} s after it went on" \
-                    "(the master made no pvm call for 8 s; at most $PROMPT_S s)"
+                    "(the master made no pvm call for 8 s; at most $PROMPT_S s); the master's" \
+                    "output and counters, then the child's:"
+                cat "$PVM_OUT" "$PVM_ERR" "$B/child.log" | grep -v '^ *$' | tail -40 | sed 's/^/  | /'
                 rc=1
             else
                 say "PASS $what: ${out#life: }; resent $resent, received again $again," \

@@ -12,7 +12,9 @@
 #   pvm_vm_start, pvm_vm_stop            one-host VM
 #   pvm_twohosts_start, pvm_twohosts_stop   two hosts in two network namespaces
 #   pvm_addhost ADDR                     console `add`
-#   pvm_run_master [-t S] [-i FILE] CMD  a master program, bounded, output captured
+#   pvm_run_master [-t S] [-i FILE] CMD  a master program, bounded, output captured (its
+#                                        stacks printed if it times out)
+#   pvm_stacks PID...                    processes' thread stacks and counters (gdb)
 #   pvm_console CMD...                   console commands (conf, ps -a, spawn ..., reset)
 #   pvm_hosts                            number of hosts (console conf)
 #   pvm_log [B], pvm_log_size [B], pvm_log_since OFFSET [B]   pvmd's log (tasks' output)
@@ -257,11 +259,78 @@ pvm_log_since() {
     pvm_log "${2:-}" | tail -c +$(($1 + 1))
 }
 
+# pvm_stacks PID...: prints each process's threads' stacks (gdb -batch, 60 s at most each)
+# and, where libcorpvm is loaded, its counters (cpvm_stats), on stderr: what a hang needs
+# to be understood. Reading memory only: no function of the process runs.
+pvm_stacks() {
+    local p
+    if ! command -v gdb >/dev/null 2>&1; then
+        __pvm_err "no gdb: no thread stacks (apt-get install gdb)"
+        return 0
+    fi
+    for p in "$@"; do
+        [ -d "/proc/$p" ] || continue
+        echo "pvmlib: pid $p ($(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | head -c 200)):" \
+            "state $(sed -n 's/^State:[[:space:]]*//p' "/proc/$p/status" 2>/dev/null)" >&2
+        timeout -k 5 60 gdb -q -batch -nx -p "$p" -ex 'set pagination off' \
+            -ex 'thread apply all bt 40' -ex 'print cpvm_stats' </dev/null 2>&1 |
+            grep -v -e '^\[New LWP' -e '^warning: ' -e '^Download' -e 'libthread_db' | sed 's/^/  | /' >&2 || true
+    done
+}
+
+# __pvm_vm_tasks: this VM's processes but pvmd (its tasks: what the master spawned).
+__pvm_vm_tasks() {
+    local f pid
+    [ -n "$__PVM_VM_ID" ] || return 0
+    for f in $(grep -lzxF "COR_PVMLIB_VM=$__PVM_VM_ID" /proc/[0-9]*/environ 2>/dev/null || true); do
+        pid=${f#/proc/}; pid=${pid%/environ}
+        [ "$pid" = "$$" ] || [ "$pid" = "${PVM_PVMD_PID:-}" ] || echo "$pid"
+    done | head -4
+}
+
+# __pvm_tree PID: PID and its descendants (a master run through a shell or a wrapper).
+__pvm_tree() {
+    local p kids
+    echo "$1"
+    kids=$(awk -v pp="$1" '{ sub(/^[0-9]+ \(.*\) /, ""); if ($2 == pp) print FILENAME }' \
+        /proc/[0-9]*/stat 2>/dev/null | sed 's,^/proc/,,; s,/stat$,,' || true)
+    for p in $kids; do __pvm_tree "$p"; done
+}
+
+# __pvm_master_watch PID SECS FILE: the time limit of a master. After SECS, if PID still
+# runs: its stacks and its tasks' (pvm_stacks), SIGTERM to it and its descendants, 5 s
+# later SIGKILL; FILE gets the status a timeout gives (124, or 137 after the SIGKILL). Ended
+# early by SIGTERM (the master finished in time).
+__pvm_master_watch() {
+    local pid=$1 secs=$2 file=$3 s="" k
+    trap '[ -z "$s" ] || kill "$s" 2>/dev/null; exit 0' TERM
+    sleep "$secs" &
+    s=$!
+    wait "$s" || true
+    trap - TERM
+    kill -0 "$pid" 2>/dev/null || exit 0
+    echo 124 >"$file"
+    echo "pvmlib: the master (pid $pid) still runs after ${secs} s: its stacks, then its tasks'" >&2
+    # shellcheck disable=SC2046
+    pvm_stacks "$pid" $(__pvm_vm_tasks)
+    # shellcheck disable=SC2046
+    kill -TERM $(__pvm_tree "$pid") 2>/dev/null || true
+    for ((k = 0; k < 50; k++)); do
+        kill -0 "$pid" 2>/dev/null || exit 0
+        sleep 0.1
+    done
+    echo 137 >"$file"
+    # shellcheck disable=SC2046
+    kill -KILL $(__pvm_tree "$pid") 2>/dev/null || true
+}
+
 # pvm_run_master [-t SECS] [-i STDIN_FILE] CMD...: runs a master program in the VM's
 # environment (inside host A's namespace for the two-host VM), bounded by a timeout
 # (default $PVM_MASTER_TIMEOUT or 60 s). Its stdout goes to $PVM_OUT, stderr to $PVM_ERR
-# (fresh files in $PVM_WORK), its exit status to PVM_RC (124: timed out). Stdin is
-# /dev/null unless -i. Returns 0 if it ran at all (check PVM_RC), 1 if there is no VM.
+# (fresh files in $PVM_WORK), its exit status to PVM_RC (124: timed out, 137: it did not end
+# on SIGTERM either, 5 s later). Stdin is /dev/null unless -i. A master that times out gets
+# its threads' stacks and counters printed on stderr first, and its tasks' (pvm_stacks).
+# Returns 0 if it ran at all (check PVM_RC), 1 if there is no VM.
 # The caller's environment (LD_PRELOAD included) goes to the master, not to pvmd.
 pvm_run_master() {
     local t=${PVM_MASTER_TIMEOUT:-60} in=/dev/null
@@ -278,8 +347,16 @@ pvm_run_master() {
     PVM_OUT=$PVM_WORK/run$__PVM_MASTER_N.stdout
     PVM_ERR=$PVM_WORK/run$__PVM_MASTER_N.stderr
     PVM_RC=0
+    local pid watch late=$PVM_WORK/run$__PVM_MASTER_N.timedout
     ( ulimit -f $((${PVM_MASTER_FSIZE_KB:-65536} * 2))    # in 512-byte blocks
-      exec timeout -k 5 "$t" "${PVM_EXEC[@]}" "$@" <"$in" >"$PVM_OUT" 2>"$PVM_ERR" ) || PVM_RC=$?
+      exec "${PVM_EXEC[@]}" "$@" <"$in" >"$PVM_OUT" 2>"$PVM_ERR" ) &
+    pid=$!
+    __pvm_master_watch "$pid" "$t" "$late" &
+    watch=$!
+    wait "$pid" || PVM_RC=$?
+    kill -TERM "$watch" 2>/dev/null || true
+    wait "$watch" || true
+    [ ! -s "$late" ] || PVM_RC=$(cat "$late")
     return 0
 }
 
