@@ -166,8 +166,10 @@ static void put_locked(struct gm_port *p, void *local_buffer, gm_remote_ptr_t re
         return;
     }
     /* The target checks and copies (or receives the DATA straight into the
-     * target address); it tells us its registration for next time. */
+     * target address), under the key if one was given; it tells us its
+     * registration for next time. */
     s->hdr.addr = remote_buffer;
+    s->hdr.key = key;
     if (stream_item(p, s, GMX_K_PUT, GMX_K_PUT_RNDV, local_buffer, len) == 0) gmx_submit(p, s);
 }
 

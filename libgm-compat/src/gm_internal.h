@@ -203,8 +203,10 @@ struct gmx_peer;
 struct gmx_rreq;
 
 /* A port's lock file: its shm address at offset 0 (NUL-padded), its doorbell at
- * GMX_BELL_OFFSET; GMX_LOCKFILE_SIZE bytes, never fewer once written (mappers). */
-#define GMX_LOCKFILE_SIZE 4096
+ * GMX_BELL_OFFSET, its live registration table at GMX_KEYTAB_OFFSET (keytab.c);
+ * GMX_LOCKFILE_SIZE bytes, never fewer once written (mappers). */
+#define GMX_LOCKFILE_SIZE 16384
+#define GMX_KEYTAB_OFFSET 512
 #define GMX_ADDR_AREA 256
 #define GMX_BELL_OFFSET 256
 #define GMX_REGION_NAME (GMX_ADDR_AREA + 2) /* "/" + an address's name + NUL */
@@ -491,6 +493,19 @@ void gmx_peer_renew(struct gm_port *p, struct gmx_peer *peer);
 uint64_t gmx_now_ns(void);
 uint64_t gmx_coarse_ns(void);
 
+/* keytab.c: the live registration table in a port's lock file (see there).  of: the table
+ * beside a mapped doorbell (NULL for NULL).  The owner (port lock held): reset at open, add
+ * (0, or -1 when full), remove (returns once no copy under that key is in progress).  A
+ * writer on this host: enter before a copy under key into [addr, addr + len) (an index, or
+ * -1: the key is not live there: fail the put or get), leave after it. */
+struct gmx_keytab;
+struct gmx_keytab *gmx_keytab_of(struct gmx_bell *b);
+void gmx_keytab_reset(struct gmx_keytab *t);
+int gmx_keytab_add(struct gmx_keytab *t, uint64_t key, uint64_t base, uint64_t len);
+void gmx_keytab_remove(struct gmx_keytab *t, uint64_t key);
+int gmx_keytab_enter(struct gmx_keytab *t, uint64_t key, uint64_t addr, uint64_t len);
+void gmx_keytab_leave(struct gmx_keytab *t, int i);
+
 /* unstick.c: see there.  enter/leave bracket a provider call toward peer on a shm port;
  * scan runs in the watchdog thread with gmx_lock held. */
 void gmx_guard_enter(struct gm_port *p, const struct gmx_peer *peer);
@@ -586,6 +601,8 @@ int gmx_progress(struct gm_port *p);
 int gmx_post_recv(struct gm_port *p, struct gmx_rreq *r, void *buf, size_t len, uint64_t tag,
                   uint64_t ignore);
 int gmx_bounce_fill(struct gm_port *p);
+/* Returns once no put by messages into [base, base + len) can land any more (see there). */
+void gmx_putdata_settle(struct gm_port *p, uintptr_t base, size_t len);
 void gmx_bounce_free(struct gm_port *p);
 /* Sends the acks that are due (all of them with `all`: close, exit). */
 void gmx_acks_flush(struct gm_port *p, int all);

@@ -26,11 +26,23 @@ static int region_add(struct gm_port *p, uintptr_t base, size_t len, int dma)
     return 0;
 }
 
-/* Tells every port that learnt our key for g that it is gone (best effort:
- * a put already on its way may still land, as GM's could). */
+/* The live registration table that writers on this host check (keytab.c); NULL where there
+ * is none (other providers check keys at the target; a port whose lock file is not mapped
+ * exports nothing). */
+static struct gmx_keytab *own_keytab(struct gm_port *p)
+{
+    return p->addr_is_str && p->bell != &p->own_bell ? gmx_keytab_of(p->bell) : NULL;
+}
+
+/* Withdraws our key for g: out of the live table first, which returns once no put or get
+ * from this host is inside g under it (so the memory may go when we return), then the
+ * provider's registration (the target-side check of providers that have one), then every
+ * port that learnt the key hears it is gone (it then puts by messages, checked here). */
 static void unexport(struct gm_port *p, struct gmx_region *g)
 {
     if (!g->exported) return;
+    struct gmx_keytab *kt = own_keytab(p);
+    if (kt) gmx_keytab_remove(kt, g->key);
     if (g->mr) fi_close(&g->mr->fid);
     g->mr = NULL;
     g->exported = 0;
@@ -55,7 +67,13 @@ int gmx_region_export(struct gm_port *p, struct gmx_region *g)
 {
     if (g->exported) return 0;
     uint64_t want = p->mr_prov_key ? 0 : ++p->next_key;
+    struct gmx_keytab *kt = own_keytab(p);
+    if (p->addr_is_str && !kt) return -1; /* writers here could not check the key */
     if (p->shm) { /* the rings' RMA copies between processes by address (shmring.c) */
+        if (gmx_keytab_add(kt, want, g->base, g->len) != 0) {
+            gmx_log("registration table full: puts into %zu bytes stay messages\n", g->len);
+            return -1;
+        }
         g->key = want;
         g->exported = 1;
         return 0;
@@ -68,7 +86,9 @@ int gmx_region_export(struct gm_port *p, struct gmx_region *g)
         return -1;
     }
     g->key = fi_mr_key(g->mr);
-    if (g->key == FI_KEY_NOTAVAIL) {
+    if (g->key == FI_KEY_NOTAVAIL || (kt && gmx_keytab_add(kt, g->key, g->base, g->len) != 0)) {
+        gmx_log("no key for %zu bytes (or registration table full): puts there stay messages\n",
+                g->len);
         fi_close(&g->mr->fid);
         g->mr = NULL;
         return -1;
@@ -84,8 +104,10 @@ static int region_del(struct gm_port *p, uintptr_t base, size_t len, int dma)
         struct gmx_region *g = &p->regions[i];
         if (g->base == base && g->dma == dma && (dma || g->len == len)) {
             if (--g->refs == 0) {
-                unexport(p, g);
-                p->regions[i] = p->regions[--p->nregions];
+                struct gmx_region gone = *g;
+                p->regions[i] = p->regions[--p->nregions]; /* puts arriving now are refused */
+                unexport(p, &gone);
+                gmx_putdata_settle(p, gone.base, gone.len);
             }
             return 0;
         }

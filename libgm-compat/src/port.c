@@ -550,7 +550,10 @@ GMX_EXPORT gm_status_t gm_open(struct gm_port **pp, unsigned int unit, unsigned 
         goto fail;
     }
     struct gmx_bell *mapped = gmx_bell_map_own(p->lock_fd);
-    if (mapped) p->bell = mapped;
+    if (mapped) {
+        p->bell = mapped;
+        gmx_keytab_reset(gmx_keytab_of(mapped)); /* a dead owner's keys are not ours */
+    }
     p->peers_rows = gmx_cfg.max_node_id + 1;
     p->peers = calloc(p->peers_rows, sizeof *p->peers);
     p->ring_cap = 512;

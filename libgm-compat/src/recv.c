@@ -330,9 +330,16 @@ static void deliver(struct gm_port *p, struct gmx_rreq *c, const struct gmx_peer
 
 /* ---- processing stream items, in order --------------------------------------- */
 
-static int access_ok(struct gm_port *p, uint64_t addr, uint64_t len)
+/* A put or get by messages into [addr, addr + len): allowed, registered, and, where the
+ * sender named a key (gm_compat_put_keyed; the wire's word, 0: none) and this port gives keys,
+ * under that live key: a stale key (its registration withdrawn, the memory perhaps registered
+ * anew) is refused like unregistered memory. */
+static int access_ok(struct gm_port *p, uint64_t addr, uint64_t len, uint64_t key)
 {
-    return p->remote_access && gmx_region_covers(p, addr, len);
+    if (!p->remote_access) return 0;
+    if (!key || !p->rma || !p->mr_virt) return gmx_region_covers(p, addr, len);
+    const struct gmx_region *g = gmx_region_find(p, addr, len);
+    return g && g->exported && g->key == key;
 }
 
 /* After a put or get served by messages: tell the sender our registration,
@@ -344,6 +351,52 @@ static void offer_key(struct gm_port *p, struct gmx_peer *peer, uint64_t addr, u
     if (!g || gmx_region_export(p, g) != 0) return;
     struct gmx_hdr h = {.kind = GMX_K_KEY, .addr = g->base, .len = g->len, .key = g->key};
     if (gmx_send_ctl(p, peer, &h) == 0) peer->keyed = 1;
+}
+
+/* What a PUTDATA receive's gmtag says: 0 into the target memory; refused (into nothing, the
+ * item was refused); revoked (its memory's registration went while it was posted: cancelled,
+ * its item is refused when its completion comes). */
+enum { PUTDATA_REFUSED = 1, PUTDATA_REVOKED = 2 };
+#define GMX_SETTLE_NS 2000000000ULL
+
+static struct gmx_rreq *putdata_into(struct gm_port *p, uintptr_t base, size_t len)
+{
+    for (unsigned n = 0; n < p->peers_rows; n++) {
+        if (!p->peers || !p->peers[n]) continue;
+        for (unsigned q = 0; q < GMX_NUM_PORTS; q++) {
+            struct gmx_peer *peer = p->peers[n][q];
+            for (unsigned prio = 0; peer && prio < GM_NUM_PRIORITIES; prio++) {
+                struct gmx_rreq *r = peer->stall_req[prio];
+                if (r && r->kind == GMX_R_PUTDATA && r->posted && !r->gmtag &&
+                    (uintptr_t)r->buf - base < len)
+                    return r;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* A put by messages whose header was taken lands its DATA straight in the target memory
+ * afterwards (a receive posted there).  When that memory's registration goes, no such receive
+ * may outlive it: the deregistration waits for them (the sender moves DATA right behind its
+ * header; other ports of this process, which may be the sender, are progressed too), at most
+ * GMX_SETTLE_NS; one still posted then (its sender stopped) is cancelled and its put fails
+ * with GM_PERMISSION_DENIED.  Port lock held. */
+void gmx_putdata_settle(struct gm_port *p, uintptr_t base, size_t len)
+{
+    uint64_t start = 0;
+    struct gmx_rreq *r;
+    while ((r = putdata_into(p, base, len))) {
+        uint64_t now = gmx_now_ns();
+        if (!start) start = now;
+        if (now - start >= GMX_SETTLE_NS || p->in_progress) {
+            gmx_log("a put into memory being deregistered did not finish: cancelled\n");
+            r->gmtag = PUTDATA_REVOKED;
+            gmx_tp_cancel(p, r);
+            continue;
+        }
+        if (gmx_progress(p) == 0) gmx_help_others(p);
+    }
 }
 
 /* Posts the receive of DATA(xfer) from peer into buf (or, with buf NULL,
@@ -405,7 +458,7 @@ static int process(struct gm_port *p, struct gmx_peer *peer, unsigned prio, stru
         break;
     }
     case GMX_K_PUT:
-        if (!access_ok(p, h.addr, h.len)) {
+        if (!access_ok(p, h.addr, h.len, h.key)) {
             gmx_log("put of %llu bytes at %#llx from node %u port %u refused\n",
                     (unsigned long long)h.len, (unsigned long long)h.addr, peer->node, peer->port);
             nack(p, peer, prio, h.seq, GM_PERMISSION_DENIED);
@@ -422,12 +475,12 @@ static int process(struct gm_port *p, struct gmx_peer *peer, unsigned prio, stru
             break;
         }
         d->kind = GMX_R_PUTDATA;
-        int ok = access_ok(p, h.addr, h.len);
+        int ok = access_ok(p, h.addr, h.len, h.key);
         if (!ok) {
             gmx_log("put of %llu bytes at %#llx from node %u port %u refused\n",
                     (unsigned long long)h.len, (unsigned long long)h.addr, peer->node, peer->port);
             /* Still taken out of the provider's queue (into nothing). */
-            d->gmtag = 1;
+            d->gmtag = PUTDATA_REFUSED;
             if (post_data(p, d, peer, prio, &h, NULL, 0) != 0) gmx_rreq_put(p, d);
             nack(p, peer, prio, h.seq, GM_PERMISSION_DENIED);
             break;
@@ -444,7 +497,7 @@ static int process(struct gm_port *p, struct gmx_peer *peer, unsigned prio, stru
     }
     case GMX_K_GET: {
         uint64_t tag = gmx_tag(GMX_TK_GETDATA, h.xfer, p->self_bits);
-        if (!access_ok(p, h.addr, h.len)) {
+        if (!access_ok(p, h.addr, h.len, 0)) {
             gmx_log("get of %llu bytes at %#llx from node %u port %u refused\n",
                     (unsigned long long)h.len, (unsigned long long)h.addr, peer->node, peer->port);
             gmx_send_internal(p, peer, NULL, 0, tag | GMX_TAG_ERR);
@@ -666,12 +719,16 @@ static void recv_done(struct gm_port *p, struct gmx_rreq *r)
     case GMX_R_PUTDATA: {
         struct gmx_peer *peer = r->peer;
         unsigned prio = r->prio;
-        int discard = r->gmtag || !peer;
+        int discard = r->gmtag == PUTDATA_REFUSED || !peer;
+        int revoked = r->gmtag == PUTDATA_REVOKED;
         uint32_t seq = r->seq;
         gmx_rreq_put(p, r);
         if (discard) return;
         peer->stall_req[prio] = NULL;
-        ack_owe(p, peer, prio, seq);
+        if (revoked)
+            nack(p, peer, prio, seq, GM_PERMISSION_DENIED);
+        else
+            ack_owe(p, peer, prio, seq);
         if (peer->stall[prio]) peer->stall[prio]--;
         drain(p, peer, prio);
         return;

@@ -583,8 +583,9 @@ ssize_t gmx_shm_send(struct gmx_shm *sh, fi_addr_t to, const struct iovec *iov, 
 /* RMA: copies between our buffer and the target process's memory at raddr, at once (the
  * target's CPU takes no part).  The address is the target's word (GMX_K_KEY); a bad one fails
  * the call (EFAULT), it never touches our memory beyond buf.  A target process that is gone
- * fails it too (ESRCH).  Like libfabric's shm provider, the key is not checked at the target:
- * its withdrawal (GMX_K_UNKEY) reaches senders as a message. */
+ * fails it too (ESRCH).  The caller (transport.c) checked the key against the target's live
+ * registration table (keytab.c) and holds it until we return, so the target's deregistration
+ * waits for this copy and a withdrawn key never gets here. */
 ssize_t gmx_shm_rma(struct gmx_shm *sh, fi_addr_t to, void *buf, size_t len, uint64_t raddr,
                     int write, void *ctx)
 {

@@ -64,30 +64,66 @@ ssize_t gmx_tp_recv(struct gm_port *p, void *buf, size_t len, uint64_t tag, uint
     return fi_trecv(p->ep, buf, len, NULL, FI_ADDR_UNSPEC, tag, ignore, ctx);
 }
 
-/* RMA (p->rma): a write that landed when it completes, a read. */
+/* RMA (p->rma): a write that landed when it completes, a read.
+ *
+ * On this host (shm addresses: the rings, libfabric's shm) the copy is the initiator's
+ * (process_vm_writev/readv), and libfabric's shm checks no key on that path either; so the
+ * copy is bracketed by the target's live registration table (keytab.c): a key the target
+ * withdrew, or that does not cover [raddr, raddr + len), fails the call with -FI_EACCES
+ * (GM_PERMISSION_DENIED) and nothing is copied; a deregistration waits for a copy in the
+ * bracket.  Where libfabric's shm leaves the copy to the target (not its fast path), the
+ * target's provider checks the key against its registrations, which deregistration closed
+ * first.  Other providers check keys at the target. */
+static int rma_enter(struct gm_port *p, struct gmx_peer *peer, uint64_t raddr, size_t len,
+                     uint64_t rkey, struct gmx_keytab **kt)
+{
+    *kt = NULL;
+    if (!p->addr_is_str) return 0;
+    *kt = gmx_keytab_of(peer->bell);
+    int slot = *kt && p->mr_virt ? gmx_keytab_enter(*kt, rkey, raddr, len) : -1;
+    if (slot < 0)
+        gmx_log("RMA of %zu bytes at %#llx on node %u port %u: key %#llx not live there\n", len,
+                (unsigned long long)raddr, peer->node, peer->port, (unsigned long long)rkey);
+    return slot;
+}
+
 ssize_t gmx_tp_write(struct gm_port *p, struct gmx_peer *peer, const void *buf, size_t len,
                      uint64_t raddr, uint64_t rkey, void *ctx)
 {
-    if (p->shm) return gmx_shm_rma(p->shm, peer->addr, (void *)buf, len, raddr, 1, ctx);
-    struct iovec iov = {(void *)buf, len};
-    struct fi_rma_iov riov = {raddr, len, rkey};
-    struct fi_msg_rma msg = {.msg_iov = &iov,
-                             .iov_count = 1,
-                             .addr = peer->addr,
-                             .rma_iov = &riov,
-                             .rma_iov_count = 1,
-                             .context = ctx};
-    /* The callback means "landed": shm's writes are synchronous copies (or answered by the
-     * target); other providers must be asked for delivery completion (which would slow shm
-     * down). */
-    return fi_writemsg(p->ep, &msg, FI_COMPLETION | (p->addr_is_str ? 0 : FI_DELIVERY_COMPLETE));
+    struct gmx_keytab *kt;
+    int slot = rma_enter(p, peer, raddr, len, rkey, &kt);
+    if (slot < 0) return -FI_EACCES;
+    ssize_t rc;
+    if (p->shm) {
+        rc = gmx_shm_rma(p->shm, peer->addr, (void *)buf, len, raddr, 1, ctx);
+    } else {
+        struct iovec iov = {(void *)buf, len};
+        struct fi_rma_iov riov = {raddr, len, rkey};
+        struct fi_msg_rma msg = {.msg_iov = &iov,
+                                 .iov_count = 1,
+                                 .addr = peer->addr,
+                                 .rma_iov = &riov,
+                                 .rma_iov_count = 1,
+                                 .context = ctx};
+        /* The callback means "landed": shm's writes are synchronous copies (or answered by
+         * the target); other providers must be asked for delivery completion (which would
+         * slow shm down). */
+        rc = fi_writemsg(p->ep, &msg, FI_COMPLETION | (p->addr_is_str ? 0 : FI_DELIVERY_COMPLETE));
+    }
+    if (kt) gmx_keytab_leave(kt, slot);
+    return rc;
 }
 
 ssize_t gmx_tp_read(struct gm_port *p, struct gmx_peer *peer, void *buf, size_t len, uint64_t raddr,
                     uint64_t rkey, void *ctx)
 {
-    if (p->shm) return gmx_shm_rma(p->shm, peer->addr, buf, len, raddr, 0, ctx);
-    return fi_read(p->ep, buf, len, NULL, peer->addr, raddr, rkey, ctx);
+    struct gmx_keytab *kt;
+    int slot = rma_enter(p, peer, raddr, len, rkey, &kt);
+    if (slot < 0) return -FI_EACCES;
+    ssize_t rc = p->shm ? gmx_shm_rma(p->shm, peer->addr, buf, len, raddr, 0, ctx)
+                        : fi_read(p->ep, buf, len, NULL, peer->addr, raddr, rkey, ctx);
+    if (kt) gmx_keytab_leave(kt, slot);
+    return rc;
 }
 
 void gmx_tp_cancel(struct gm_port *p, void *ctx)

@@ -289,6 +289,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     assert(p);
     p->ep = &ep;
     p->epoch = 7;
+    p->rma = p->mr_virt = 1; /* keyed puts by messages: the wire's key is checked */
     p->ring_cap = 4;
     p->ring = malloc(p->ring_cap * sizeof *p->ring);
     for (unsigned prio = 0; prio < GM_NUM_PRIORITIES; prio++)
