@@ -12,6 +12,7 @@
 
 _Thread_local int cpvm_in_real;
 _Thread_local int cpvm_in_send;
+_Thread_local int cpvm_in_recv;
 
 struct pvm_thread {
     int sbuf, rbuf, ctx;
@@ -89,9 +90,13 @@ static void lock_big(void)
     uint64_t waited = cpvm_now_ns() - t0;
     atomic_fetch_add_explicit(&cpvm_stats.lock_waits, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&cpvm_stats.lock_wait_ns, waited, memory_order_relaxed);
-    if (!cpvm_in_send) return;
-    atomic_fetch_add_explicit(&cpvm_stats.send_lock_waits, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&cpvm_stats.send_lock_wait_ns, waited, memory_order_relaxed);
+    if (cpvm_in_send) {
+        atomic_fetch_add_explicit(&cpvm_stats.send_lock_waits, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&cpvm_stats.send_lock_wait_ns, waited, memory_order_relaxed);
+    } else if (cpvm_in_recv) {
+        atomic_fetch_add_explicit(&cpvm_stats.recv_lock_waits, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&cpvm_stats.recv_lock_wait_ns, waited, memory_order_relaxed);
+    }
 }
 
 void cpvm_enter(void)

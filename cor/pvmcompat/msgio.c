@@ -1098,7 +1098,7 @@ static int received(int mid)
     return mid;
 }
 
-CPVM_API int pvm_nrecv(int tid, int tag)
+static int pvm_nrecv_locked(int tid, int tag)
 {
     if (CPVM_PASS) return cpvm_real.pvm_nrecv(tid, tag);
     cpvm_enter();
@@ -1114,7 +1114,7 @@ CPVM_API int pvm_nrecv(int tid, int tag)
     return rc;
 }
 
-CPVM_API int pvm_probe(int tid, int tag)
+static int pvm_probe_locked(int tid, int tag)
 {
     if (CPVM_PASS) return cpvm_real.pvm_probe(tid, tag);
     cpvm_enter();
@@ -1138,7 +1138,7 @@ static int recv_until(int tid, int tag, uint64_t deadline_ns)
     }
 }
 
-CPVM_API int pvm_recv(int tid, int tag)
+static int pvm_recv_locked(int tid, int tag)
 {
     if (CPVM_PASS) return cpvm_real.pvm_recv(tid, tag);
     cpvm_enter();
@@ -1147,7 +1147,7 @@ CPVM_API int pvm_recv(int tid, int tag)
     return rc;
 }
 
-CPVM_API int pvm_trecv(int tid, int tag, struct timeval *tmout)
+static int pvm_trecv_locked(int tid, int tag, struct timeval *tmout)
 {
     if (CPVM_PASS) return cpvm_real.pvm_trecv(tid, tag, tmout);
     cpvm_enter();
@@ -1169,8 +1169,8 @@ CPVM_API int pvm_trecv(int tid, int tag, struct timeval *tmout)
     return rc;
 }
 
-CPVM_API int pvm_precv(int tid, int tag, void *buf, int len, int type, int *rtid, int *rtag,
-                       int *rlen)
+static int pvm_precv_locked(int tid, int tag, void *buf, int len, int type, int *rtid, int *rtag,
+                            int *rlen)
 {
     if (CPVM_PASS) return cpvm_real.pvm_precv(tid, tag, buf, len, type, rtid, rtag, rlen);
     cpvm_enter();
@@ -1200,5 +1200,51 @@ CPVM_API int pvm_precv(int tid, int tag, void *buf, int len, int type, int *rtid
         REAL(pvm_setrbuf, saved);
     }
     cpvm_leave();
+    return rc;
+}
+
+CPVM_API int pvm_nrecv(int tid, int tag)
+{
+    if (CPVM_PASS) return cpvm_real.pvm_nrecv(tid, tag);
+    cpvm_in_recv++;
+    int rc = pvm_nrecv_locked(tid, tag);
+    cpvm_in_recv--;
+    return rc;
+}
+
+CPVM_API int pvm_probe(int tid, int tag)
+{
+    if (CPVM_PASS) return cpvm_real.pvm_probe(tid, tag);
+    cpvm_in_recv++;
+    int rc = pvm_probe_locked(tid, tag);
+    cpvm_in_recv--;
+    return rc;
+}
+
+CPVM_API int pvm_recv(int tid, int tag)
+{
+    if (CPVM_PASS) return cpvm_real.pvm_recv(tid, tag);
+    cpvm_in_recv++;
+    int rc = pvm_recv_locked(tid, tag);
+    cpvm_in_recv--;
+    return rc;
+}
+
+CPVM_API int pvm_trecv(int tid, int tag, struct timeval *tmout)
+{
+    if (CPVM_PASS) return cpvm_real.pvm_trecv(tid, tag, tmout);
+    cpvm_in_recv++;
+    int rc = pvm_trecv_locked(tid, tag, tmout);
+    cpvm_in_recv--;
+    return rc;
+}
+
+CPVM_API int pvm_precv(int tid, int tag, void *buf, int len, int type, int *rtid, int *rtag,
+                       int *rlen)
+{
+    if (CPVM_PASS) return cpvm_real.pvm_precv(tid, tag, buf, len, type, rtid, rtag, rlen);
+    cpvm_in_recv++;
+    int rc = pvm_precv_locked(tid, tag, buf, len, type, rtid, rtag, rlen);
+    cpvm_in_recv--;
     return rc;
 }

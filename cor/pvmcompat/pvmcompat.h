@@ -207,6 +207,8 @@ void cpvm_relock_all(int depth);
 /* Nonzero while this thread is in pvm_send, pvm_mcast or pvm_psend: its waits for the lock
  * count as the send path's too (COR_PVM_STATS). */
 extern _Thread_local int cpvm_in_send;
+/* The same for pvm_recv, trecv, nrecv, probe, precv and the pvm_upk* calls. */
+extern _Thread_local int cpvm_in_recv;
 /* Nonzero when this thread holds the lock more than once (inside a group call). */
 bool cpvm_nested(void);
 /* True while only one thread ever called into libcorpvm. */
@@ -297,6 +299,8 @@ struct cpvm_stats {
     _Atomic uint64_t packs_unlocked, unpacks_unlocked;   /* copies made without the lock */
     _Atomic uint64_t lock_waits, lock_wait_ns;           /* the big lock found taken (lock.c) */
     _Atomic uint64_t send_lock_waits, send_lock_wait_ns; /* of them, inside a send call */
+    _Atomic uint64_t recv_lock_waits, recv_lock_wait_ns; /* of them, in a receive or unpack */
+    _Atomic uint64_t recv_unlocked; /* routed messages a receive took without the big lock */
 };
 extern struct cpvm_stats cpvm_stats;
 void cpvm_stats_print(void); /* stderr, when COR_PVM_STATS is set */

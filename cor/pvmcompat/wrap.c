@@ -58,7 +58,9 @@
         if (CPVM_PASS) return cpvm_real.upk(p, cnt, std);                                          \
         struct lp_msg *m = cnt >= 0 ? cpvm_own_rbuf() : NULL;                                      \
         if (m) return cpvm_unpack(m, type, p, cnt, std, size, #upk);                               \
+        cpvm_in_recv++;                                                                            \
         cpvm_enter();                                                                              \
+        cpvm_in_recv--;                                                                            \
         m = cnt >= 0 && !cpvm_nested() ? cpvm_unpack_target() : NULL;                              \
         if (!m) {                                                                                  \
             int rc = REAL(upk, p, cnt, std);                                                       \
