@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pmsg.h"
 #include "route.h"
 
 #define OWN_MAX 4
@@ -71,6 +72,7 @@ CPVM_API int pvm_addmhf(int src, int tag, int ctx, handler_fn fn)
     if (CPVM_PASS) return cpvm_real.pvm_addmhf(src, tag, ctx, fn);
     cpvm_enter();
     int id = user_id(REAL(pvm_addmhf, src, tag, ctx, fn));
+    if (id >= 0) cpvm_user_handlers++; /* (routed messages then go through mesg_input) */
     cpvm_leave();
     return id;
 }
@@ -80,6 +82,7 @@ CPVM_API int pvm_delmhf(int id)
     if (CPVM_PASS) return cpvm_real.pvm_delmhf(id);
     cpvm_enter();
     int rc = REAL(pvm_delmhf, id < 0 ? id : real_id(id));
+    if (rc >= 0 && cpvm_user_handlers > 0) cpvm_user_handlers--;
     cpvm_leave();
     return rc;
 }

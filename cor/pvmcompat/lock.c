@@ -26,6 +26,11 @@ static int base_ctx;                 /* context of new threads (big) */
 static bool base_known;              /* big */
 static _Thread_local struct pvm_thread *me;
 static _Thread_local struct lp_msg *own_rbuf; /* cpvm_unpack_target at the last leave */
+/* What the thread's calls without the lock need (valid once own_known): its context and
+ * receive buffer as it left the lock, and the receive buffer a receive without the lock gave
+ * it (pending: installed in libpvm3 at its next call). */
+static _Thread_local bool own_known, pending;
+static _Thread_local int own_ctx, own_rbuf_mid, pending_rbuf;
 static _Atomic int threads_seen;
 static pthread_key_t key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
@@ -66,7 +71,13 @@ static void install(void)
         }
         me->ctx = base_ctx;
     }
-    if (installed == me) return;
+    if (installed == me) {
+        if (pending) REAL(pvm_setrbuf, pending_rbuf);
+        pending = false;
+        return;
+    }
+    if (pending) me->rbuf = pending_rbuf;
+    pending = false;
     struct pvm_thread *prev = installed;
     prev->sbuf = REAL(pvm_getsbuf);
     prev->rbuf = REAL(pvm_getrbuf);
@@ -99,6 +110,29 @@ static void lock_big(void)
     }
 }
 
+/* Receive buffers that receives without the lock replaced (PVM frees the receive buffer at
+ * every receive): freed by the next holder of the big lock. */
+static pthread_mutex_t trash_lock = PTHREAD_MUTEX_INITIALIZER;
+static int *trash;               /* trash_lock */
+static size_t ntrash, trash_cap; /* trash_lock */
+static _Atomic size_t trash_any;
+
+/* Lock held, this thread's buffers installed. */
+static void empty_trash(void)
+{
+    if (!atomic_load_explicit(&trash_any, memory_order_relaxed)) return;
+    pthread_mutex_lock(&trash_lock);
+    int *mids = trash;
+    size_t n = ntrash;
+    trash = NULL;
+    ntrash = trash_cap = 0;
+    atomic_store(&trash_any, 0);
+    pthread_mutex_unlock(&trash_lock);
+    for (size_t i = 0; i < n; i++)
+        REAL(pvm_freebuf, mids[i]);
+    free(mids);
+}
+
 void cpvm_enter(void)
 {
     cpvm_real_load();
@@ -109,6 +143,38 @@ void cpvm_enter(void)
     lock_big();
     depth = 1;
     install();
+    empty_trash();
+}
+
+bool cpvm_own_context(int *ctx)
+{
+    if (depth > 0 || !own_known) return false;
+    *ctx = own_ctx;
+    return true;
+}
+
+void cpvm_adopt_rbuf(struct lp_msg *m, struct lp_msg *unpackable)
+{
+    int old = own_rbuf_mid;
+    own_rbuf_mid = m ? m->mid : 0;
+    own_rbuf = unpackable;
+    pending = true;
+    pending_rbuf = own_rbuf_mid;
+    if (old <= 0) return;
+    pthread_mutex_lock(&trash_lock);
+    if (ntrash == trash_cap) {
+        size_t cap = trash_cap ? 2 * trash_cap : 64;
+        int *t = realloc(trash, cap * sizeof *t);
+        if (t) trash = t, trash_cap = cap;
+    }
+    bool kept = ntrash < trash_cap;
+    if (kept) trash[ntrash++] = old;
+    atomic_store(&trash_any, ntrash);
+    pthread_mutex_unlock(&trash_lock);
+    if (kept) return;
+    cpvm_enter(); /* (out of memory: freed at once) */
+    REAL(pvm_freebuf, old);
+    cpvm_leave();
 }
 
 /* Waiters look again only when the receive queue changed since they last looked: a wake-up
@@ -134,6 +200,7 @@ bool cpvm_try_enter(void)
     if (pthread_mutex_trylock(&big) != 0) return false;
     depth = 1;
     install();
+    empty_trash();
     return true;
 }
 
@@ -148,9 +215,15 @@ void cpvm_leave(void)
             cpvm_setup();
         }
         if (cpvm_has_deferred()) cpvm_run_deferred();
+        /* Threads receiving without the lock leave pumping to its holder when it is busy. */
+        if (cpvm_routed_arrived()) cpvm_pump();
+        cpvm_rxq_publish();
         wake_if_queue_changed();
         /* The receive buffer is the thread's own until its next call changes it. */
         own_rbuf = cpvm_unpack_target();
+        own_rbuf_mid = cpvm_rbuf_mid();
+        own_ctx = cpvm_current_context();
+        own_known = true;
     }
     if (--depth == 0) pthread_mutex_unlock(&big);
 }
@@ -184,4 +257,5 @@ void cpvm_relock_all(int d)
     lock_big();
     depth = d;
     install();
+    empty_trash();
 }

@@ -1077,7 +1077,10 @@ int cpvm_pump(void)
     return n; /* waiters are woken when the lock is released (lock.c) */
 }
 
-/* The receive calls: pump routed messages into libpvm3's queue, look, wait, repeat. */
+/* The receive calls. A routed message waits in the routed receive queue (rxq.c), where a
+ * thread takes it without the big lock (cpvm_recv_unlocked); the locked path below is for what
+ * is libpvm3's (its queue, its sockets) and for long waits: pump routed messages, look in the
+ * routed queue, then libpvm3's, wait, repeat. */
 
 static bool blocking_ok(void)
 {
@@ -1098,13 +1101,33 @@ static int received(int mid)
     return mid;
 }
 
-static int pvm_nrecv_locked(int tid, int tag)
+/* The oldest routed message in the routed queue that matches, taken out unless `peek`; the
+ * queue flushed into libpvm3's first when libpvm3 must see every message. Lock held. */
+static struct lp_msg *routed_match(int tid, int tag, bool peek)
 {
-    if (CPVM_PASS) return cpvm_real.pvm_nrecv(tid, tag);
+    cpvm_rxq_publish();
+    return cpvm_rxq_take(tid, tag, cpvm_current_context(), !peek);
+}
+
+/* Message m (out of the routed queue) becomes the receive buffer as a libpvm3 receive makes
+ * it: the old one freed. Lock held. */
+static int adopt(struct lp_msg *m)
+{
+    int old = REAL(pvm_setrbuf, 0);
+    if (old > 0) REAL(pvm_freebuf, old);
+    REAL(pvm_setrbuf, m->mid);
+    return m->mid;
+}
+
+static int nrecv_locked(int tid, int tag)
+{
     cpvm_enter();
     cpvm_pump();
     int rc = 0;
-    if (worth_looking(tid, tag, false)) {
+    struct lp_msg *m = routed_match(tid, tag, false);
+    if (m) {
+        rc = adopt(m);
+    } else if (worth_looking(tid, tag, false)) {
         rc = received(REAL(pvm_nrecv, tid, tag));
     } else { /* what pvm_nrecv does when it finds nothing: the receive buffer goes */
         int old = REAL(pvm_setrbuf, 0);
@@ -1114,12 +1137,12 @@ static int pvm_nrecv_locked(int tid, int tag)
     return rc;
 }
 
-static int pvm_probe_locked(int tid, int tag)
+static int probe_locked(int tid, int tag)
 {
-    if (CPVM_PASS) return cpvm_real.pvm_probe(tid, tag);
     cpvm_enter();
     cpvm_pump();
-    int rc = worth_looking(tid, tag, false) ? REAL(pvm_probe, tid, tag) : 0;
+    struct lp_msg *m = routed_match(tid, tag, true);
+    int rc = m ? m->mid : worth_looking(tid, tag, false) ? REAL(pvm_probe, tid, tag) : 0;
     cpvm_leave();
     return rc;
 }
@@ -1131,6 +1154,8 @@ static int recv_until(int tid, int tag, uint64_t deadline_ns)
     for (;;) {
         cpvm_pump();
         if (cpvm_has_deferred()) cpvm_run_deferred();
+        struct lp_msg *m = routed_match(tid, tag, false);
+        if (m) return adopt(m);
         int rc = worth_looking(tid, tag, true) ? REAL(pvm_nrecv, tid, tag) : 0;
         if (rc != 0) return received(rc);
         if (deadline_ns && cpvm_now_ns() >= deadline_ns) return 0;
@@ -1138,30 +1163,25 @@ static int recv_until(int tid, int tag, uint64_t deadline_ns)
     }
 }
 
-static int pvm_recv_locked(int tid, int tag)
+static int recv_locked(int tid, int tag)
 {
-    if (CPVM_PASS) return cpvm_real.pvm_recv(tid, tag);
     cpvm_enter();
     int rc = blocking_ok() ? received(REAL(pvm_recv, tid, tag)) : recv_until(tid, tag, 0);
     cpvm_leave();
     return rc;
 }
 
-static int pvm_trecv_locked(int tid, int tag, struct timeval *tmout)
+/* pvm_trecv with a valid timeout tmout (NULL: none) that ends at deadline_ns. */
+static int trecv_locked(int tid, int tag, struct timeval *tmout, uint64_t deadline_ns)
 {
-    if (CPVM_PASS) return cpvm_real.pvm_trecv(tid, tag, tmout);
     cpvm_enter();
     int rc;
     if (!tmout) {
         rc = blocking_ok() ? received(REAL(pvm_recv, tid, tag)) : recv_until(tid, tag, 0);
-    } else if (tmout->tv_sec < 0 || tmout->tv_usec < 0) {
-        rc = PvmBadParam;
     } else if (blocking_ok()) {
         rc = received(REAL(pvm_trecv, tid, tag, tmout));
     } else {
-        uint64_t d = cpvm_now_ns() + (uint64_t)tmout->tv_sec * 1000000000u +
-                     (uint64_t)tmout->tv_usec * 1000u;
-        rc = recv_until(tid, tag, d);
+        rc = recv_until(tid, tag, deadline_ns);
         if (rc == 0 && tmout->tv_sec == 0 && tmout->tv_usec == 0)
             rc = received(REAL(pvm_nrecv, tid, tag));
     }
@@ -1169,10 +1189,9 @@ static int pvm_trecv_locked(int tid, int tag, struct timeval *tmout)
     return rc;
 }
 
-static int pvm_precv_locked(int tid, int tag, void *buf, int len, int type, int *rtid, int *rtag,
-                            int *rlen)
+static int precv_locked(int tid, int tag, void *buf, int len, int type, int *rtid, int *rtag,
+                        int *rlen)
 {
-    if (CPVM_PASS) return cpvm_real.pvm_precv(tid, tag, buf, len, type, rtid, rtag, rlen);
     cpvm_enter();
     int rc;
     if (blocking_ok()) {
@@ -1206,8 +1225,10 @@ static int pvm_precv_locked(int tid, int tag, void *buf, int len, int type, int 
 CPVM_API int pvm_nrecv(int tid, int tag)
 {
     if (CPVM_PASS) return cpvm_real.pvm_nrecv(tid, tag);
+    int rc;
+    if (cpvm_recv_unlocked(tid, tag, CPVM_RX_NONBLOCK, 0, &rc)) return rc;
     cpvm_in_recv++;
-    int rc = pvm_nrecv_locked(tid, tag);
+    rc = nrecv_locked(tid, tag);
     cpvm_in_recv--;
     return rc;
 }
@@ -1215,8 +1236,10 @@ CPVM_API int pvm_nrecv(int tid, int tag)
 CPVM_API int pvm_probe(int tid, int tag)
 {
     if (CPVM_PASS) return cpvm_real.pvm_probe(tid, tag);
+    int rc;
+    if (cpvm_recv_unlocked(tid, tag, CPVM_RX_PROBE, 0, &rc)) return rc;
     cpvm_in_recv++;
-    int rc = pvm_probe_locked(tid, tag);
+    rc = probe_locked(tid, tag);
     cpvm_in_recv--;
     return rc;
 }
@@ -1224,8 +1247,10 @@ CPVM_API int pvm_probe(int tid, int tag)
 CPVM_API int pvm_recv(int tid, int tag)
 {
     if (CPVM_PASS) return cpvm_real.pvm_recv(tid, tag);
+    int rc;
+    if (cpvm_recv_unlocked(tid, tag, CPVM_RX_BLOCK, 0, &rc)) return rc;
     cpvm_in_recv++;
-    int rc = pvm_recv_locked(tid, tag);
+    rc = recv_locked(tid, tag);
     cpvm_in_recv--;
     return rc;
 }
@@ -1233,8 +1258,18 @@ CPVM_API int pvm_recv(int tid, int tag)
 CPVM_API int pvm_trecv(int tid, int tag, struct timeval *tmout)
 {
     if (CPVM_PASS) return cpvm_real.pvm_trecv(tid, tag, tmout);
+    if (tmout && (tmout->tv_sec < 0 || tmout->tv_usec < 0)) return PvmBadParam;
+    uint64_t d = 0;
+    int rc;
+    if (tmout) {
+        d = cpvm_now_ns() + (uint64_t)tmout->tv_sec * 1000000000u +
+            (uint64_t)tmout->tv_usec * 1000u;
+    }
+    /* (a zero timeout reads PVM's sockets at least once, as libpvm3's does: locked) */
+    bool zero = tmout && tmout->tv_sec == 0 && tmout->tv_usec == 0;
+    if (!zero && cpvm_recv_unlocked(tid, tag, CPVM_RX_BLOCK, d, &rc)) return rc;
     cpvm_in_recv++;
-    int rc = pvm_trecv_locked(tid, tag, tmout);
+    rc = trecv_locked(tid, tag, tmout, d);
     cpvm_in_recv--;
     return rc;
 }
@@ -1244,7 +1279,7 @@ CPVM_API int pvm_precv(int tid, int tag, void *buf, int len, int type, int *rtid
 {
     if (CPVM_PASS) return cpvm_real.pvm_precv(tid, tag, buf, len, type, rtid, rtag, rlen);
     cpvm_in_recv++;
-    int rc = pvm_precv_locked(tid, tag, buf, len, type, rtid, rtag, rlen);
+    int rc = precv_locked(tid, tag, buf, len, type, rtid, rtag, rlen);
     cpvm_in_recv--;
     return rc;
 }

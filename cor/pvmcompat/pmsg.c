@@ -386,11 +386,6 @@ struct lp_msg *cpvm_in_message(const void *image, size_t len, char *dst[CPVM_DET
     return m;
 }
 
-void cpvm_in_deliver(struct lp_msg *m)
-{
-    REAL(mesg_input, (struct pmsg *)m);
-}
-
 void cpvm_in_discard(struct lp_msg *m)
 {
     REAL(pvm_freebuf, m->mid);
@@ -419,6 +414,16 @@ uint64_t cpvm_queue_signature(void)
     for (struct lp_msg *m = pvmrxlist->link; m != pvmrxlist; m = m->link)
         sig = sig * 31 + (uint64_t)(uintptr_t)m + (uint64_t)m->mid;
     return sig;
+}
+
+int cpvm_rbuf_mid(void)
+{
+    return pvmrbuf ? pvmrbuf->mid : 0;
+}
+
+int cpvm_current_context(void)
+{
+    return pvmmyctx;
 }
 
 bool cpvm_msg_routed(int mid)

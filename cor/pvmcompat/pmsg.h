@@ -53,7 +53,8 @@ enum lp_type {
 };
 #define LP_DECODER(m, type) (((const struct lp_codec *)(m)->codef)->code[2 * (type) + 1])
 
-#define LP_MM_PACK 1 /* being packed: fragment lengths need pmsg_setlen */
+#define LP_MM_PACK 1  /* being packed: fragment lengths need pmsg_setlen */
+#define LP_MM_UPACK 2 /* being unpacked: pvm_setrbuf keeps its read position */
 /* Ours: marks a message that came over a CoR route (3.4.6 uses bits 1, 2, 4 and, on CSPP
  * only, 256; its unpackers keep the others). */
 #define LP_MM_ROUTED 0x4000
@@ -123,7 +124,8 @@ void cpvm_image_release(void *image, size_t cap);
  * message, not yet queued; NULL out of memory. */
 struct lp_msg *cpvm_in_message(const void *image, size_t len, char *dst[CPVM_DETACH_MAX],
                                int dlen[CPVM_DETACH_MAX], int *ndetached);
-/* Queues it (or runs its handler), as a message read from PVM's sockets would be. */
+/* Queues it (or runs its handler), as a message read from PVM's sockets would be: in the
+ * routed receive queue (rxq.c) when it can, else libpvm3's. Big lock. */
 void cpvm_in_deliver(struct lp_msg *m);
 void cpvm_in_discard(struct lp_msg *m);
 /* Whether message mid came over a CoR route (for the counters). Lock held. */
@@ -135,5 +137,25 @@ bool cpvm_msg_routed(int mid);
  * (a select) whenever nothing matches. Lock held. */
 bool cpvm_queued(int tid, int tag);
 extern bool cpvm_custom_match; /* pvm_recvf installed a matcher of the program's */
+/* The mid of the active receive buffer, and the current context (libpvm3's). Lock held. */
+int cpvm_rbuf_mid(void);
+int cpvm_current_context(void);
+
+/* ---- the routed receive queue (rxq.c) ---- */
+
+extern int cpvm_user_handlers; /* message handlers of the program's (pvm_addmhf); big lock */
+/* Big lock: the whole queue to the head of libpvm3's (then libpvm3 sees every message). */
+void cpvm_rxq_flush(void);
+/* Big lock: before a call that changes message mid: flushes the queue if mid is in it. */
+void cpvm_rxq_release(int mid);
+/* Any lock: the oldest message matching (tid, tag, ctx) by libpvm3's rule (-1: any), taken
+ * out of the queue if `remove`; NULL if none. */
+struct lp_msg *cpvm_rxq_take(int tid, int tag, int ctx, bool remove);
+/* Big lock, at the outermost leave: what receives without the lock look at. */
+void cpvm_rxq_publish(void);
+/* A receive without the big lock: 1 = done (*rc: the buffer id, or 0), 0 = the caller takes
+ * the locked path (libpvm3 has to look, or a long wait). deadline_ns: 0 = none. */
+enum { CPVM_RX_BLOCK, CPVM_RX_NONBLOCK, CPVM_RX_PROBE };
+int cpvm_recv_unlocked(int tid, int tag, int mode, uint64_t deadline_ns, int *rc);
 
 #endif

@@ -219,6 +219,14 @@ int cpvm_base_context(void);
  * the lock (as cpvm_unpack_target found it when the thread last left the lock), else NULL. */
 struct lp_msg;
 struct lp_msg *cpvm_own_rbuf(void);
+/* Outside any pvm_* call, once the thread left the lock: its context (as it left), true;
+ * else false. */
+bool cpvm_own_context(int *ctx);
+/* Without the lock: message m (NULL: none) is now the thread's receive buffer, `unpackable`
+ * (m or NULL) what its unpacks read without the lock; the buffer it replaces is freed by the
+ * next holder of the lock (PVM frees it at every receive), and m is installed in libpvm3 at
+ * the thread's next call. */
+void cpvm_adopt_rbuf(struct lp_msg *m, struct lp_msg *unpackable);
 
 /* Straight to libpvm3: inside a real call, or in PVM's own programs. */
 #define CPVM_PASS (cpvm_in_real || cpvm_bypass)
@@ -253,6 +261,17 @@ uint64_t cpvm_now_ns(void);
 /* Whether a receive that found nothing queued should let libpvm3 read PVM's sockets now
  * (`waiting`: a blocking receive, whose waits poll the sockets). */
 bool cpvm_sockets_due(bool waiting);
+/* For receives without the lock: */
+void cpvm_watch_begin(void); /* counts the thread as a waiter (before it looks) */
+void cpvm_watch_end(void);
+uint64_t cpvm_generation(void);        /* bumped whenever waiters should look again */
+uint64_t cpvm_arrivals(void);          /* routed arrivals the inbox's hook saw */
+bool cpvm_sockets_flagged(void);       /* a waiter saw data on PVM's sockets */
+bool cpvm_sockets_stale(uint64_t now); /* libpvm3 last read them 20 us ago or more */
+/* Waits without the lock (the thread counted by cpvm_watch_begin) until something changed
+ * since gen0/arr0 or `deadline_ns` (not 0) passed: spinning until `spin_end_ns`, asleep
+ * after (on PVM's sockets as a locked wait last saw them, and the bell). */
+void cpvm_wait_unlocked(uint64_t gen0, uint64_t arr0, uint64_t deadline_ns, uint64_t spin_end_ns);
 
 /* ---- CoR routes (route.c) ---- */
 

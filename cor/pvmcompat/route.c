@@ -955,6 +955,7 @@ CPVM_API int pvm_exit(void)
     if (CPVM_PASS) return cpvm_real.pvm_exit();
     cpvm_enter();
     cpvm_route_exit();
+    cpvm_rxq_publish(); /* (the route is closed: what waits in the routed queue is libpvm3's) */
     int rc = REAL(pvm_exit);
     cpvm_leave();
     return rc;

@@ -70,15 +70,34 @@ void cpvm_wake_waiters(void)
 
 #define MAX_FDS 64
 
+/* PVM's sockets as the last locked wait saw them, for waits without the lock. */
+static pthread_mutex_t fds_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pollfd fds_seen[MAX_FDS]; /* fds_lock */
+static int nfds_seen = -1;              /* fds_lock; -1: never read */
+
 /* PVM's sockets, read under the lock. */
 static int pvm_fds(struct pollfd *pfd)
 {
     int *fds = NULL;
     int n = REAL(pvm_getfds, &fds);
-    if (n < 0 || !fds) return 0;
+    if (n < 0 || !fds) n = 0;
     if (n > MAX_FDS) n = MAX_FDS;
     for (int i = 0; i < n; i++)
         pfd[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+    pthread_mutex_lock(&fds_lock);
+    memcpy(fds_seen, pfd, (size_t)n * sizeof *pfd);
+    nfds_seen = n;
+    pthread_mutex_unlock(&fds_lock);
+    return n;
+}
+
+/* The same without the lock: -1 if no locked wait read them yet. */
+static int pvm_fds_seen(struct pollfd *pfd)
+{
+    pthread_mutex_lock(&fds_lock);
+    int n = nfds_seen;
+    if (n > 0) memcpy(pfd, fds_seen, (size_t)n * sizeof *pfd);
+    pthread_mutex_unlock(&fds_lock);
     return n;
 }
 
@@ -129,16 +148,26 @@ static int something_else(void *arg)
  * waiter's poll saw data there (waiters poll every 20 us); a non-blocking one (pvm_nrecv,
  * pvm_probe in a loop) also when SOCKETS_GAP_NS passed since the last read. */
 #define SOCKETS_GAP_NS 20000
-static uint64_t sockets_read_ns; /* (lock) */
+static _Atomic uint64_t sockets_read_ns; /* (written under the lock) */
 
 bool cpvm_sockets_due(bool waiting)
 {
     uint64_t now = cpvm_now_ns();
     if (!atomic_exchange(&sockets_readable, false) &&
-        (waiting || now - sockets_read_ns < SOCKETS_GAP_NS))
+        (waiting || now - atomic_load(&sockets_read_ns) < SOCKETS_GAP_NS))
         return false;
-    sockets_read_ns = now;
+    atomic_store(&sockets_read_ns, now);
     return true;
+}
+
+bool cpvm_sockets_flagged(void)
+{
+    return atomic_load(&sockets_readable);
+}
+
+bool cpvm_sockets_stale(uint64_t now)
+{
+    return now - atomic_load(&sockets_read_ns) >= SOCKETS_GAP_NS;
 }
 
 /* The spin budget of a wait (COR_PVM_SPIN_US, default 2000 us, as the core's waits). */
@@ -242,6 +271,56 @@ static void spin(struct watch *w, uint64_t deadline_ns, uint64_t spin_end_ns)
         ;
 }
 
+/* The wait itself, without the lock: one waiter spins (or sleeps on the sockets and the
+ * bell), the others yield to it, then sleep until the queue changes or it leaves. */
+static void wait_body(struct pollfd *pfd, int nfd, uint64_t gen0, uint64_t arr0,
+                      uint64_t deadline_ns, uint64_t spin_end_ns)
+{
+    bool spinning = cpvm_now_ns() < spin_end_ns;
+    bool expected = false;
+    if (atomic_compare_exchange_strong(&spinner_busy, &expected, true)) {
+        if (spinning) {
+            struct watch w = {
+                gen0, pfd, nfd, cpvm_now_ns() + POLL_FIRST_NS, 0, spin_budget_ns() > 0 ? 15 : 0};
+            spin(&w, deadline_ns, spin_end_ns);
+        } else {
+            sleep_on(pfd, nfd, gen0, arr0, deadline_ns);
+        }
+        atomic_store(&spinner_busy, false);
+        /* A waiter asleep below may have to take over. */
+        if (atomic_load(&nwaiters)) cpvm_wake_waiters();
+        return;
+    }
+    /* Another thread spins (or sleeps on the sockets) and queues our messages too: stay
+     * runnable and hand the core over while it spins (far cheaper than a sleep and a
+     * wake-up, with more threads than cores); then sleep until the queue changes or the
+     * spinner leaves (it wakes us then). */
+    atomic_fetch_add(&nyielders, 1);
+    uint64_t until = spin_end_ns;
+    if (deadline_ns && deadline_ns < until) until = deadline_ns;
+    while (atomic_load(&generation) == gen0 && atomic_load(&spinner_busy) && cpvm_now_ns() < until)
+        sched_yield();
+    atomic_fetch_sub(&nyielders, 1);
+    if (atomic_load(&generation) != gen0 || !atomic_load(&spinner_busy) ||
+        (deadline_ns && cpvm_now_ns() >= deadline_ns))
+        return;
+    atomic_fetch_add(&nwaiters, 1);
+    pthread_mutex_lock(&arrived_lock);
+    while (atomic_load(&generation) == gen0 && atomic_load(&spinner_busy)) {
+        if (!deadline_ns) {
+            pthread_cond_wait(&arrived, &arrived_lock);
+            continue;
+        }
+        uint64_t now_rt = cpvm_realtime_ns(), now = cpvm_now_ns();
+        if (now >= deadline_ns) break;
+        uint64_t at = now_rt + (deadline_ns - now);
+        struct timespec ts = {(time_t)(at / 1000000000u), (long)(at % 1000000000u)};
+        if (pthread_cond_timedwait(&arrived, &arrived_lock, &ts) == ETIMEDOUT) break;
+    }
+    pthread_mutex_unlock(&arrived_lock);
+    atomic_fetch_sub(&nwaiters, 1);
+}
+
 void cpvm_wait_activity(uint64_t deadline_ns, uint64_t spin_end_ns)
 {
     /* Control messages that libpvm3 read during the caller's own calls (a send reads what
@@ -265,52 +344,35 @@ void cpvm_wait_activity(uint64_t deadline_ns, uint64_t spin_end_ns)
      * have it back: whoever queues something meanwhile then wakes us (generation). */
     atomic_fetch_add(&nleaving, 1);
     int depth = cpvm_unlock_all();
-    bool expected = false;
-    if (atomic_compare_exchange_strong(&spinner_busy, &expected, true)) {
-        if (spinning) {
-            struct watch w = {
-                gen0, pfd, nfd, cpvm_now_ns() + POLL_FIRST_NS, 0, spin_budget_ns() > 0 ? 15 : 0};
-            spin(&w, deadline_ns, spin_end_ns);
-        } else {
-            sleep_on(pfd, nfd, gen0, arr0, deadline_ns);
-        }
-        atomic_store(&spinner_busy, false);
-        /* A waiter asleep below may have to take over. */
-        if (atomic_load(&nwaiters)) cpvm_wake_waiters();
-    } else {
-        /* Another thread spins (or sleeps on the sockets) and queues our messages too: stay
-         * runnable and hand the core over while it spins (far cheaper than a sleep and a
-         * wake-up, with more threads than cores); then sleep until the queue changes or the
-         * spinner leaves (it wakes us then). */
-        atomic_fetch_add(&nyielders, 1);
-        uint64_t until = spin_end_ns;
-        if (deadline_ns && deadline_ns < until) until = deadline_ns;
-        while (atomic_load(&generation) == gen0 && atomic_load(&spinner_busy) &&
-               cpvm_now_ns() < until)
-            sched_yield();
-        atomic_fetch_sub(&nyielders, 1);
-        if (atomic_load(&generation) != gen0 || !atomic_load(&spinner_busy) ||
-            (deadline_ns && cpvm_now_ns() >= deadline_ns)) {
-            atomic_fetch_sub(&nleaving, 1);
-            cpvm_relock_all(depth);
-            return;
-        }
-        atomic_fetch_add(&nwaiters, 1);
-        pthread_mutex_lock(&arrived_lock);
-        while (atomic_load(&generation) == gen0 && atomic_load(&spinner_busy)) {
-            if (!deadline_ns) {
-                pthread_cond_wait(&arrived, &arrived_lock);
-                continue;
-            }
-            uint64_t now_rt = cpvm_realtime_ns(), now = cpvm_now_ns();
-            if (now >= deadline_ns) break;
-            uint64_t at = now_rt + (deadline_ns - now);
-            struct timespec ts = {(time_t)(at / 1000000000u), (long)(at % 1000000000u)};
-            if (pthread_cond_timedwait(&arrived, &arrived_lock, &ts) == ETIMEDOUT) break;
-        }
-        pthread_mutex_unlock(&arrived_lock);
-        atomic_fetch_sub(&nwaiters, 1);
-    }
+    wait_body(pfd, nfd, gen0, arr0, deadline_ns, spin_end_ns);
     atomic_fetch_sub(&nleaving, 1);
     cpvm_relock_all(depth);
+}
+
+void cpvm_watch_begin(void)
+{
+    atomic_fetch_add(&nleaving, 1);
+}
+
+void cpvm_watch_end(void)
+{
+    atomic_fetch_sub(&nleaving, 1);
+}
+
+uint64_t cpvm_generation(void)
+{
+    return atomic_load(&generation);
+}
+
+uint64_t cpvm_arrivals(void)
+{
+    return atomic_load(&arrivals);
+}
+
+void cpvm_wait_unlocked(uint64_t gen0, uint64_t arr0, uint64_t deadline_ns, uint64_t spin_end_ns)
+{
+    struct pollfd pfd[MAX_FDS + 1];
+    int nfd = pvm_fds_seen(pfd);
+    if (nfd < 0) nfd = 0; /* (no locked wait yet: the spinner polls the routes only) */
+    wait_body(pfd, nfd, gen0, arr0, deadline_ns, spin_end_ns);
 }

@@ -127,17 +127,55 @@ CPVM_API int pvm_vunpackf(const char *fmt, va_list ap)
     CPVM_WRAP(pvm_vunpackf, fmt, ap);
 }
 
-/* Buffers and contexts: per thread, because the lock installs the caller's. */
+/* Buffers and contexts: per thread, because the lock installs the caller's. A call that
+ * changes a message named by its id sees it in libpvm3's receive queue if it waits in the
+ * routed one (rxq.c). */
+#define WRAP_MID(fn, ...)                                                                          \
+    do {                                                                                           \
+        if (CPVM_PASS) return cpvm_real.fn(mid, ##__VA_ARGS__);                                    \
+        cpvm_enter();                                                                              \
+        cpvm_rxq_release(mid);                                                                     \
+        int w_ = REAL(fn, mid, ##__VA_ARGS__);                                                     \
+        cpvm_leave();                                                                              \
+        return w_;                                                                                 \
+    } while (0)
+
+CPVM_API int pvm_freebuf(int mid)
+{
+    WRAP_MID(pvm_freebuf);
+}
+CPVM_API int pvm_setsbuf(int mid)
+{
+    WRAP_MID(pvm_setsbuf);
+}
+CPVM_API int pvm_setrbuf(int mid)
+{
+    WRAP_MID(pvm_setrbuf);
+}
+CPVM_API int pvm_setminfo(int mid, struct pvmminfo *info)
+{
+    WRAP_MID(pvm_setminfo, info);
+}
+
+/* The thread's own receive buffer, known since a receive without the lock or its last call,
+ * is answered without the lock (as libpvm3 would: a received message is not being packed). */
+CPVM_API int pvm_bufinfo(int mid, int *len, int *tag, int *tid)
+{
+    struct lp_msg *m = !CPVM_PASS && mid > 0 ? cpvm_own_rbuf() : NULL;
+    if (m && m->mid == mid && !(m->flag & LP_MM_PACK)) {
+        if (len) *len = m->len;
+        if (tag) *tag = m->tag;
+        if (tid) *tid = m->src;
+        return PvmOk;
+    }
+    CPVM_WRAP(pvm_bufinfo, mid, len, tag, tid);
+}
+
 WRAP1(pvm_initsend, int)
 WRAP1(pvm_mkbuf, int)
-WRAP1(pvm_freebuf, int)
 WRAP0(pvm_getsbuf)
 WRAP0(pvm_getrbuf)
-WRAP1(pvm_setsbuf, int)
-WRAP1(pvm_setrbuf, int)
-WRAP4(pvm_bufinfo, int, int *, int *, int *)
 WRAP2(pvm_getminfo, int, struct pvmminfo *)
-WRAP2(pvm_setminfo, int, struct pvmminfo *)
 WRAP0(pvm_newcontext)
 WRAP1(pvm_freecontext, int)
 WRAP1(pvm_setcontext, int)

@@ -1,0 +1,206 @@
+/*
+ * The routed receive queue: routed messages waiting for a receive call, kept apart from
+ * libpvm3's receive queue so that a thread finds and takes its message without the big lock.
+ *
+ * A routed message becomes a libpvm3 message when it is pumped (msgio.c, big lock: its buffer
+ * id and fragments are libpvm3's), and is then appended here instead of libpvm3's queue, its
+ * decoding already set up (as pvm_recv would when it takes it). A receive call looks here
+ * first, by libpvm3's matching rule (source and tag, -1 any; the thread's context), under
+ * this queue's own lock; the message it takes becomes the thread's receive buffer without
+ * the big lock (lock.c: the thread's buffer is installed in libpvm3 at its next call, and
+ * the buffer it replaces, which PVM frees at every receive, is freed by the next holder of
+ * the big lock). Only what is really libpvm3's waits for the big lock: pumping (making the
+ * message), PVM's own path, and reading PVM's sockets.
+ *
+ * Order. PVM keeps each sender's order. A routed message goes here only when libpvm3's queue
+ * holds nothing from its sender (else after it, into libpvm3's queue); so whenever both
+ * queues hold messages of one sender, the ones here are the older (the later ones came PVM's
+ * way after the route gave the pair up), and a receive that looks here first keeps the order.
+ * Anything libpvm3 must see whole (a matcher of the program's, pvm_recvf; tracing; a message
+ * the program names by its id in a call that changes it, as pvm_freebuf) first moves this
+ * queue to the head of libpvm3's (cpvm_rxq_flush). Programs with message handlers of their
+ * own get every routed message through libpvm3's mesg_input, as before.
+ */
+#include <sched.h>
+
+#include "pmsg.h"
+#include "route.h"
+
+extern struct lp_msg *pvmrxlist; /* libpvm3's queue: a master node */
+extern struct Pvmtracer pvmtrc;
+extern int pvmmydsig;
+
+static pthread_mutex_t rq_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct lp_msg rq_head = {&rq_head, &rq_head}; /* (rq_lock) a master node, as libpvm3's */
+static _Atomic unsigned rq_len;                      /* messages in the queue */
+/* Snapshots of the big lock's last holder (cpvm_rxq_publish), for receives without it. */
+static _Atomic bool rq_on;   /* routed messages go to the queue */
+static _Atomic bool rx_busy; /* libpvm3's queue holds messages */
+int cpvm_user_handlers;      /* the program's message handlers (big lock) */
+static _Atomic bool pumper;  /* a receive without the lock is taking it to pump */
+
+static bool usable(void)
+{
+    return cpvm_rt.joined && !cpvm_rt.leaving && !cpvm_custom_match && cpvm_user_handlers <= 0 &&
+           pvmtrc.trctid <= 0;
+}
+
+/* Whether libpvm3's queue holds a message of src; big lock. */
+static bool rxlist_has(int src)
+{
+    if (!pvmrxlist) return true; /* (no queue yet: let libpvm3 make it) */
+    for (struct lp_msg *m = pvmrxlist->link; m != pvmrxlist; m = m->link)
+        if (m->src == src) return true;
+    return false;
+}
+
+void cpvm_in_deliver(struct lp_msg *m)
+{
+    if (!usable() || rxlist_has(m->src)) {
+        REAL(mesg_input, (struct pmsg *)m);
+        return;
+    }
+    /* What pvm_recv does to the message it takes: unpacking starts at its beginning. */
+    m->flag &= ~LP_MM_UPACK;
+    int old = REAL(pvm_setrbuf, m->mid);
+    REAL(pvm_setrbuf, old);
+    pthread_mutex_lock(&rq_lock);
+    m->link = &rq_head;
+    m->rlink = rq_head.rlink;
+    rq_head.rlink->link = m;
+    rq_head.rlink = m;
+    atomic_fetch_add(&rq_len, 1);
+    pthread_mutex_unlock(&rq_lock);
+    /* Waiters count themselves before they look (wait.c): one that missed it wakes. */
+    if (cpvm_waiters()) cpvm_wake_waiters();
+}
+
+void cpvm_rxq_flush(void)
+{
+    if (!atomic_load(&rq_len) || !pvmrxlist) return;
+    pthread_mutex_lock(&rq_lock);
+    if (rq_head.link != &rq_head) { /* the whole queue, in order, at the head of libpvm3's */
+        struct lp_msg *first = rq_head.link, *last = rq_head.rlink;
+        last->link = pvmrxlist->link;
+        pvmrxlist->link->rlink = last;
+        first->rlink = pvmrxlist;
+        pvmrxlist->link = first;
+        rq_head.link = rq_head.rlink = &rq_head;
+        atomic_store(&rq_len, 0);
+    }
+    pthread_mutex_unlock(&rq_lock);
+}
+
+void cpvm_rxq_release(int mid)
+{
+    if (mid <= 0 || !atomic_load(&rq_len)) return;
+    bool held = false;
+    pthread_mutex_lock(&rq_lock);
+    for (struct lp_msg *m = rq_head.link; m != &rq_head && !held; m = m->link)
+        held = m->mid == mid;
+    pthread_mutex_unlock(&rq_lock);
+    if (held) cpvm_rxq_flush();
+}
+
+struct lp_msg *cpvm_rxq_take(int tid, int tag, int ctx, bool remove)
+{
+    if (!atomic_load(&rq_len)) return NULL;
+    struct lp_msg *found = NULL;
+    pthread_mutex_lock(&rq_lock);
+    for (struct lp_msg *m = rq_head.link; m != &rq_head; m = m->link)
+        if ((tid == -1 || tid == m->src) && (tag == -1 || tag == m->tag) &&
+            (ctx == -1 || ctx == m->ctx)) {
+            found = m;
+            break;
+        }
+    if (found && remove) {
+        found->rlink->link = found->link;
+        found->link->rlink = found->rlink;
+        found->link = found->rlink = NULL;
+        atomic_fetch_sub(&rq_len, 1);
+    }
+    pthread_mutex_unlock(&rq_lock);
+    return found;
+}
+
+void cpvm_rxq_publish(void)
+{
+    bool on = usable();
+    if (!on) cpvm_rxq_flush();
+    atomic_store(&rq_on, on);
+    atomic_store(&rx_busy, pvmrxlist && pvmrxlist->link != pvmrxlist);
+}
+
+/* The receive buffer a taken message becomes: unpacked without the lock if native. */
+static struct lp_msg *unpackable(struct lp_msg *m)
+{
+    return m && m->enc == pvmmydsig ? m : NULL;
+}
+
+int cpvm_recv_unlocked(int tid, int tag, int mode, uint64_t deadline_ns, int *rc)
+{
+    int ctx;
+    if (!atomic_load(&rq_on) || !cpvm_own_context(&ctx)) return 0;
+    /* Lock-free for the spin (COR_PVM_SPIN_US) and a while after it, asleep; a longer wait
+     * is the locked path's (it sees PVM's sockets as they are now). */
+    uint64_t spin_end = 0, give_up = 0;
+    for (;;) {
+        cpvm_watch_begin(); /* counted before it looks: whoever queues meanwhile wakes it */
+        uint64_t gen0 = cpvm_generation(), arr0 = cpvm_arrivals();
+        struct lp_msg *m = cpvm_rxq_take(tid, tag, ctx, mode != CPVM_RX_PROBE);
+        if (m) {
+            cpvm_watch_end();
+            *rc = m->mid;
+            if (mode != CPVM_RX_PROBE) {
+                cpvm_adopt_rbuf(m, unpackable(m));
+                atomic_fetch_add_explicit(&cpvm_stats.recv_unlocked, 1, memory_order_relaxed);
+            }
+            return 1;
+        }
+        if (cpvm_routed_arrived()) {
+            /* To pump (the big lock's work): one receiving thread at a time takes the lock
+             * for it (a holder also pumps as it leaves); the others wait for the news. */
+            bool idle = false;
+            if (atomic_compare_exchange_strong(&pumper, &idle, true)) {
+                cpvm_watch_end();
+                cpvm_in_recv++;
+                cpvm_enter();
+                cpvm_in_recv--;
+                cpvm_pump();
+                cpvm_leave();
+                atomic_store(&pumper, false);
+                continue;
+            }
+            uint64_t until = cpvm_now_ns() + 1000000u; /* (bounded: a pumper that is slow) */
+            while (cpvm_generation() == gen0 && atomic_load(&pumper) && cpvm_now_ns() < until)
+                sched_yield();
+            cpvm_watch_end();
+            continue;
+        }
+        /* libpvm3 has to look: its queue holds messages, its sockets have data, or the
+         * queue here is off. */
+        if (atomic_load(&rx_busy) || !atomic_load(&rq_on) || cpvm_sockets_flagged()) {
+            cpvm_watch_end();
+            return 0;
+        }
+        uint64_t now = cpvm_now_ns();
+        if (mode != CPVM_RX_BLOCK) {
+            cpvm_watch_end();
+            if (cpvm_sockets_stale(now)) return 0; /* (pvm_nrecv reads them every 20 us) */
+            *rc = 0;
+            if (mode == CPVM_RX_NONBLOCK) cpvm_adopt_rbuf(NULL, NULL); /* as pvm_nrecv does */
+            return 1;
+        }
+        if (!spin_end) {
+            spin_end = cpvm_spin_end();
+            give_up = spin_end + 20000000u;
+        }
+        if ((deadline_ns && now >= deadline_ns) || now >= give_up) {
+            cpvm_watch_end();
+            return 0; /* the locked path's last look, or its long sleep */
+        }
+        uint64_t until = deadline_ns && deadline_ns < give_up ? deadline_ns : give_up;
+        cpvm_wait_unlocked(gen0, arr0, until, spin_end);
+        cpvm_watch_end();
+    }
+}
