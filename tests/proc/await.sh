@@ -32,17 +32,7 @@ say "domain 1 streams rendezvous messages to domain 0, which posts no receive"
 run_bg aw timeout 120 "$CORRUN" -n 2 --route udp --grace 3 "$F" -b $((8 << 30)) -e 200 \
     -r 65536 -i 600 -w 8 -L $((1 << 30))
 corrun=$(cat "$WORK/aw.corrun.pid")
-# domain 0: the child of cor-run whose environment says COR_RANK=0 (bounded wait)
-p0=
-i=0
-while [ -z "$p0" ] && [ $i -lt 300 ]; do
-    for c in $(pgrep -P "$(pgrep -P "$corrun" | head -1)" 2>/dev/null) $(pgrep -P "$corrun"); do
-        tr '\0' '\n' <"/proc/$c/environ" 2>/dev/null | grep -qx 'COR_RANK=0' && p0=$c
-    done
-    i=$((i + 1))
-    sleep 0.1
-done
-[ -n "$p0" ] || { show aw; die "domain 0 not found"; }
+p0=$(domain_pid aw 0) || { show aw; die "domain 0 not found"; }
 add_cleanup "kill -CONT $p0 2>/dev/null; kill -KILL $p0 2>/dev/null"
 wait_until 60 grep -q "flood: sender: streaming" "$WORK/aw.err" ||
     { show aw; die "domain 1 did not start its stream within 60 s"; }

@@ -66,6 +66,40 @@ wait_until() {
     done
     return 0
 }
+# domain_pid TAG RANK: prints the pid of the domain of TAG's cor-run (run_bg) whose environment
+# says COR_RANK=RANK: a child of cor-run, or of its first child (a launcher between them);
+# waits for it 30 s at most; returns 1 (printing nothing) if none appeared.
+domain_pid() {
+    dp_corrun=$(cat "$WORK/$1.corrun.pid")
+    dp_i=0
+    while [ $dp_i -lt 300 ]; do
+        for dp_c in $(pgrep -P "$(pgrep -P "$dp_corrun" | head -1)" 2>/dev/null) \
+            $(pgrep -P "$dp_corrun"); do
+            if tr '\0' '\n' <"/proc/$dp_c/environ" 2>/dev/null | grep -qx "COR_RANK=$2"; then
+                echo "$dp_c"
+                return 0
+            fi
+        done
+        dp_i=$((dp_i + 1))
+        sleep 0.1
+    done
+    return 1
+}
+# gm_exchange TAG N [env assignments...]: tests/proc's exchange on N domains x 8 tasks over the
+# gm route (NPORTS hard ports per domain, default 1), MSGS messages of 0..MAX bytes, within
+# LIMIT s; every domain must print PASS (dies otherwise), then its lines are shown.
+gm_exchange() {
+    ge_tag=$1 ge_n=$2
+    shift 2
+    run_bg $ge_tag env "$@" timeout $LIMIT "$CORRUN" -n $ge_n --route gm --ports ${NPORTS:-1} \
+        "$PROC/exchange" -t 8 -m $MSGS -x $MAX
+    wait_bg $ge_tag
+    [ $RC = 0 ] ||
+        { show $ge_tag; die "$ge_tag: cor-run exited $RC (124 = timed out after $LIMIT s)"; }
+    ge_pass=$(grep -c ": PASS " "$WORK/$ge_tag.out")
+    [ "$ge_pass" = $ge_n ] || { show $ge_tag; die "$ge_tag: $ge_pass of $ge_n domains passed"; }
+    sed 's/^/  /' "$WORK/$ge_tag.out"
+}
 # wait_file PATH SECONDS: waits until PATH exists; returns 1 on timeout.
 wait_file() {
     wait_until "$2" test -e "$1"

@@ -49,17 +49,7 @@ start_stop() {
         timeout 120 "$CORRUN" -n 2 --route gm --grace 3 "$F" -b $((8 << 30)) -e 200 \
         $msgs -L $((1 << 30))
     corrun=$(cat "$WORK/st.corrun.pid")
-    # domain 0: the child of cor-run whose environment says COR_RANK=0 (bounded wait)
-    p0=
-    i=0
-    while [ -z "$p0" ] && [ $i -lt 300 ]; do
-        for c in $(pgrep -P "$(pgrep -P "$corrun" | head -1)" 2>/dev/null) $(pgrep -P "$corrun"); do
-            tr '\0' '\n' <"/proc/$c/environ" 2>/dev/null | grep -qx 'COR_RANK=0' && p0=$c
-        done
-        i=$((i + 1))
-        sleep 0.1
-    done
-    [ -n "$p0" ] || { show st; die "$how: domain 0 not found"; }
+    p0=$(domain_pid st 0) || { show st; die "$how: domain 0 not found"; }
     add_cleanup "kill -CONT $p0 2>/dev/null; kill -KILL $p0 2>/dev/null"
     # Stop domain 0 only once both domains run the stream (flood says so on stderr): stopped
     # earlier (a loaded machine under TSan takes seconds to start domains), it leaves domain 1
