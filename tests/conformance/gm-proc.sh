@@ -11,34 +11,22 @@ if [ $SMALL = 1 ]; then MSGS=3000 MAX=262144 LIMIT=300; else MSGS=20000 MAX=1048
 unset GM_NODES GM_NODE_MAP GM_NODE_ID GM_PROVIDER GM_SHM_NAMESPACE COR_ROUTES
 # cor-run sets COR_ROUTE from --route (default udp)
 
-run_exchange() { # TAG N [env assignments...]
-    tag=$1 n=$2
-    shift 2
-    run_bg $tag env "$@" timeout $LIMIT "$CORRUN" -n $n --route gm --ports ${NPORTS:-1} "$X" \
-        -t 8 -m $MSGS -x $MAX
-    wait_bg $tag
-    [ $RC = 0 ] || { show $tag; die "$tag: cor-run exited $RC (124 = timed out after $LIMIT s)"; }
-    npass=$(grep -c ": PASS " "$WORK/$tag.out")
-    [ "$npass" = $n ] || { show $tag; die "$tag: $npass of $n domains passed"; }
-    sed 's/^/  /' "$WORK/$tag.out"
-}
-
 # RMA rendezvous (the default: puts straight into the receiver's buffer) on 2 and 4 domains,
 # and once with frames only (COR_RMA=0).
 for n in 2 4; do
     say "shm: $n domains x 8 tasks, $MSGS messages of 0..$MAX bytes over gm (RMA rendezvous)"
-    run_exchange shm$n $n
+    gm_exchange shm$n $n
 done
 say "shm: 4 domains x 8 tasks over gm, rendezvous data as frames (COR_RMA=0)"
-run_exchange shmframes4 4 COR_RMA=0
+gm_exchange shmframes4 4 COR_RMA=0
 
 # Several ports: 4 GM ports (hard ports) per domain, soft-ports mapped over them; with
 # COR_RMA=0 the core also stripes large rendezvous messages over the 4 ports.
 NPORTS=4
 say "shm: 2 domains x 8 tasks over gm, 4 hard ports per domain (RMA)"
-run_exchange shm2p4 2
+gm_exchange shm2p4 2
 say "shm: 2 domains x 8 tasks over gm, 4 hard ports per domain, striped frames (COR_RMA=0)"
-run_exchange shm2p4s 2 COR_RMA=0 COR_STRIPE_MIN=65536
+gm_exchange shm2p4s 2 COR_RMA=0 COR_STRIPE_MIN=65536
 NPORTS=1
 
 BASE=$((30000 + ($$ % 500) * 64))
@@ -55,7 +43,7 @@ TCPRMA=COR_RMA=0
 [ "${COR_GM_TEST_TCP_RMA:-0}" = 1 ] && TCPRMA=COR_RMA=1
 for n in 2 4; do
     say "tcp: $n domains x 8 tasks over gm ($TCPRMA), node map on 127.0.0.1 (TCP ports $BASE..$((BASE + 63)))"
-    run_exchange tcp$n $n "GM_NODES=$MAP" COR_GM_NODE_ID=rank $TCPRMA $SLOWTCP
+    gm_exchange tcp$n $n "GM_NODES=$MAP" COR_GM_NODE_ID=rank $TCPRMA $SLOWTCP
 done
 
 # kill -9 of a domain: cor-run tells the survivors, the core calls the route's peer_dead, and
