@@ -17,6 +17,7 @@
 #          for ever: the sends failed with GM_SEND_TARGET_PORT_CLOSED at the send timeout);
 #   free   gm_dma_free of each 1 MiB message right after its send: still sent intact;
 #   close  gm_close 50 ms after the last send, no callback awaited: nothing lost.
+# GMT_SHM_ONLY=1 (gm-rings-pass.sh): the shm cases only.
 . "$(dirname "$0")/gm-proc-lib.sh"
 GMT_FORGIVE="$GMT_BUILDDIR/tests/gm-forgive"
 GMT_SILENT="$GMT_BUILDDIR/tests/gm-silent"
@@ -101,7 +102,9 @@ killed_case() { # PROVIDER
     closed_ok $1_killed 0 5
 }
 
-for prov in shm tcp; do
+provs="shm tcp"
+[ "${GMT_SHM_ONLY:-0}" = 1 ] && provs=shm
+for prov in $provs; do
     if [ $prov = shm ]; then
         export GM_PROVIDER=shm GM_NODES='1 fsink; 2 fsend' GM_SHM_NAMESPACE="gmtfg$$"
     else

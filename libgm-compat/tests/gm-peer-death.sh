@@ -4,7 +4,7 @@
 # every send completes (GM_SEND_TARGET_PORT_CLOSED / GM_SEND_TIMED_OUT, the
 # held rest GM_SEND_DROPPED after gm_drop_sends), never a hang.  shm (the
 # dead port's lock file goes) and tcp;ofi_rxm (in-flight timeout, 60 x
-# GM_SEND_TIMEOUT_MS).
+# GM_SEND_TIMEOUT_MS).  GMT_SHM_ONLY=1 (gm-rings-pass.sh): the shm cases only.
 . "$(dirname "$0")/gm-proc-lib.sh"
 GMT_BLAST="$GMT_BUILDDIR/tests/gm-blast"
 gmt_need "$GMT_BLAST"
@@ -40,6 +40,7 @@ export GM_NODES='1 gmt-sink; 2 gmt-sender' GM_PROVIDER=shm GM_SHM_NAMESPACE="gmt
 export GM_SEND_TIMEOUT_MS=300
 run_case shm_kill_small 100
 run_case shm_kill_large 32768
+[ "${GMT_SHM_ONLY:-0}" = 1 ] && exit $fail
 
 base=$(gmt_port_base)
 export GM_NODES="1 gmt-sink 127.0.0.1:$base; 2 gmt-sender 127.0.0.1:$((base + 100))"

@@ -4,13 +4,14 @@
 # tests once more on libgm-compat's own shared-memory rings (GM_COMPAT_TRANSPORT=auto: the
 # rings wherever the provider is shm; the tcp cases stay on libfabric).  (gm-env.sh is left
 # out: it starts a process with an empty environment, which takes the default transport, and
-# the two sides of a pair must use the same one.)  At COR_TEST_SCALE=small (the sanitizer
-# builds) the process tests are only the pair and the peer death: the tools, lock file and
-# forgiving cases run on the rings in the normal build, and their tcp halves, which the rings
-# do not change, already ran in this build's own gm-forgive.sh and gm-peer-death.sh.
+# the two sides of a pair must use the same one.)  The process tests run their shm cases
+# only (GMT_SHM_ONLY=1): their tcp halves, which the rings do not change, ran in this build's
+# own gm-forgive.sh and gm-peer-death.sh.  At COR_TEST_SCALE=small (the sanitizer builds)
+# they are only the pair and the peer death: the tools, lock file and forgiving cases run on
+# the rings in the normal build.
 . "$(dirname "$0")/gm-proc-lib.sh"
 here=$(dirname "$0")
-export GM_COMPAT_TRANSPORT=auto
+export GM_COMPAT_TRANSPORT=auto GMT_SHM_ONLY=1
 fail=0
 # The setting must reach the library: a port opened here says which transport it is on.
 gmt_need "$GMT_INFO"
