@@ -16,6 +16,7 @@
 #include "boot.h"
 #include "knobs.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -459,6 +460,50 @@ void cor__boot_listener_end(struct cor_boot_listener *l, pthread_cond_t *cv, pth
     l->calls--;
     pthread_cond_broadcast(cv);
     pthread_mutex_unlock(mu);
+}
+
+void cor__boot_set_watch(struct cor_boot *b, cor_boot_watch_fn fn, void *arg)
+{
+    if (!b) return;
+    b->watch = fn;
+    b->watch_arg = arg;
+}
+
+void cor__boot_wait_begin(struct cor_boot *b, struct cor_boot_wait *w)
+{
+    w->watching = 0;
+    w->timed = b->watch != NULL;
+    if (!w->timed) return;
+    long ms = cor__knob_long(COR_K_BARRIER_WATCH_MS);
+    clock_gettime(CLOCK_MONOTONIC, &w->watch_at);
+    w->watch_at.tv_sec += ms / 1000;
+    w->watch_at.tv_nsec += (ms % 1000) * 1000000L;
+    if (w->watch_at.tv_nsec >= 1000000000L) {
+        w->watch_at.tv_sec++;
+        w->watch_at.tv_nsec -= 1000000000L;
+    }
+}
+
+void cor__boot_wait(struct cor_boot *b, struct cor_boot_wait *w, pthread_cond_t *cv,
+                    pthread_mutex_t *mu)
+{
+    if (!w->timed || w->watching) {
+        pthread_cond_wait(cv, mu);
+        return;
+    }
+    if (pthread_cond_timedwait(cv, mu, &w->watch_at) != ETIMEDOUT) return;
+    /* Slow: the routes watch every peer (the core looks the unknown ones up: no lock of
+     * ours may be held, a death found meanwhile comes back through cor__boot_lost). */
+    w->watching = 1;
+    pthread_mutex_unlock(mu);
+    b->watch(b->watch_arg, 1);
+    pthread_mutex_lock(mu);
+}
+
+void cor__boot_wait_end(struct cor_boot *b, struct cor_boot_wait *w)
+{
+    if (w->watching) b->watch(b->watch_arg, 0);
+    w->watching = 0;
 }
 
 int cor__boot_barrier(struct cor_boot *b)

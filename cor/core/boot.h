@@ -19,6 +19,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "bootline.h" /* the limits (COR_BOOT_MAX_ADDRS...), shared with cor-run */
 #include "cor/route.h"
@@ -49,6 +50,32 @@ void cor__boot_listener_set(struct cor_boot_listener *l, pthread_cond_t *cv, pth
  * caller then calls without mu and ends with cor__boot_listener_end (which takes mu). */
 int cor__boot_listener_begin(struct cor_boot_listener *l, cor_boot_death_fn *fn, void **arg);
 void cor__boot_listener_end(struct cor_boot_listener *l, pthread_cond_t *cv, pthread_mutex_t *mu);
+
+/* The core's watch of the peers a slow barrier waits for. A launcher's barrier (a PMIx fence)
+ * may never end when a domain dies before it entered: mpirun --enable-recovery tells nobody
+ * and may not complete the fence, and with peers at first contact (connect.c) the routes do
+ * not even know a domain this one never talked to, so nothing would find the death. So a
+ * barrier that waited COR_BARRIER_WATCH_MS calls the core's watch (on = 1), which gives the
+ * routes every peer it does not know yet and tells them it waits for each (await_peer,
+ * route.h): a dead peer's closed port or a stopped peer's silence is found, the core reports
+ * it lost (cor__boot_lost), and the barrier ends with COR_EPEERDEAD. At the barrier's end the
+ * watch is called with on = 0. Quick barriers (every domain there within the time) cost
+ * nothing. Set once by the core before any barrier, never cleared. */
+typedef void (*cor_boot_watch_fn)(void *arg, int on);
+/* A barrier's wait, for the backends (boot.c): the caller holds mu and loops on its own
+ * condition around cor__boot_wait, which waits once on cv (a CLOCK_MONOTONIC condition
+ * variable) and, once the barrier waited COR_BARRIER_WATCH_MS, calls the watch instead (mu
+ * released meanwhile: the caller checks its condition again after every return). Begin it
+ * before the barrier's first wait; end it (mu not held) before the barrier returns. */
+struct cor_boot_wait {
+    struct timespec watch_at; /* when the watch starts */
+    int watching;             /* the watch was told on = 1 */
+    int timed;                /* a watch is set and watch_at applies */
+};
+void cor__boot_wait_begin(struct cor_boot *b, struct cor_boot_wait *w);
+void cor__boot_wait(struct cor_boot *b, struct cor_boot_wait *w, pthread_cond_t *cv,
+                    pthread_mutex_t *mu);
+void cor__boot_wait_end(struct cor_boot *b, struct cor_boot_wait *w);
 
 /* A backend. Every slot but `died` and `leave` is mandatory (NULL: nothing to do); the calls'
  * contracts are those of cor__boot_* below. */
@@ -89,8 +116,10 @@ struct cor_boot {
      * set; freed by cor__boot_finish. */
     unsigned char *kept;
     size_t *kept_at;
-    int published;    /* n given to cor__boot_publish (0: not called) */
-    unsigned lookups; /* cor__boot_lookup calls (atomic; COR_BOOT_STATS says it at finish) */
+    int published;           /* n given to cor__boot_publish (0: not called) */
+    unsigned lookups;        /* cor__boot_lookup calls (atomic; COR_BOOT_STATS says it at finish) */
+    cor_boot_watch_fn watch; /* the core's (cor__boot_set_watch); NULL: none */
+    void *watch_arg;
 };
 
 /* Reads the environment and joins the session through the backend it names.
@@ -121,6 +150,9 @@ int cor__boot_lookup(struct cor_boot *boot, int rank, int n, struct cor_boot_add
  * fn NULL unregisters it: when that returns, no call of the old callback is running or will
  * start (the core does this before freeing what the callback touches). */
 void cor__boot_on_death(struct cor_boot *boot, cor_boot_death_fn fn, void *arg);
+/* Sets the core's watch of a slow barrier's peers (cor_boot_watch_fn above), once, before
+ * any barrier. */
+void cor__boot_set_watch(struct cor_boot *boot, cor_boot_watch_fn fn, void *arg);
 /* Blocks until every domain entered the barrier, or a domain died (COR_EPEERDEAD).
  * Thread-safe; one barrier at a time per domain. */
 int cor__boot_barrier(struct cor_boot *boot);

@@ -36,7 +36,9 @@
  *   task dies); the routes detect a dead peer and the core fails what was toward it. A
  *   survivor that never heard from the dead domain (no traffic to it) still enters the next
  *   barrier's fence and waits there until the launcher ends the job (mpirun
- *   --enable-recovery does not: such a survivor waits until its routes find the death).
+ *   --enable-recovery does not, and now and then never completes the fence: a barrier that
+ *   waited COR_BARRIER_WATCH_MS has the routes watch every peer, boot.h, and their finding
+ *   ends it).
  *   Under --enable-recovery a fence completes without a participant that died before
  *   entering it: barriers there collect each domain's barrier number and check them
  *   (fence_check, COR_BOOT_FENCE_CHECK).
@@ -719,11 +721,15 @@ static int pb_barrier(struct cor_boot *base)
             rc = COR_EBOOT;
         }
     }
+    struct cor_boot_wait w;
+    cor__boot_wait_begin(&b->base, &w);
     if (rc == COR_OK) {
         pthread_mutex_lock(&b->mu);
-        /* No timeout: a barrier may wait for a long computation; a loss ends it. */
+        /* No timeout: a barrier may wait for a long computation; a loss ends it. The launcher
+         * may never end the fence when a domain died (mpirun --enable-recovery): a slow
+         * barrier has the routes watch every peer (boot.h), whose death then ends it. */
         while (b->fences_done < want && !b->nlost)
-            pthread_cond_wait(&b->cv, &b->mu);
+            cor__boot_wait(&b->base, &w, &b->cv, &b->mu);
         /* A domain is gone. One that passed this very fence may have closed a port of a
          * session that does not finalize through cor_finalize's leave fence (pb_leave, which
          * keeps finalizing domains' ports open until everyone passed): give the fence a
@@ -748,6 +754,7 @@ static int pb_barrier(struct cor_boot *base)
         }
         pthread_mutex_unlock(&b->mu);
     }
+    cor__boot_wait_end(&b->base, &w);
     unsigned char *found = NULL;
     if (rc == COR_OK && b->check_fences && (found = calloc((size_t)b->base.size, 1)) &&
         fence_check(b, found))

@@ -854,13 +854,18 @@ static int corrun_barrier(struct cor_boot *base)
         rc = len < 0 ? COR_ELIMIT : boot_send(b, line, (size_t)len);
     }
     if (rc == COR_OK) {
+        struct cor_boot_wait w;
+        cor__boot_wait_begin(&b->base, &w);
         pthread_mutex_lock(&b->mu);
         /* No timeout: a barrier may wait for a long computation; a death or the loss of
-         * cor-run ends it. */
+         * cor-run ends it. cor-run tells of deaths, not of a domain stopped (SIGSTOP) before
+         * it entered: a slow barrier has the routes watch every peer (boot.h), and one they
+         * give up is lost to cor-run, which declares it dead. */
         while (b->released < seq && !b->ndead && !b->lost && !b->err[0])
-            wait_until(b, NULL);
+            cor__boot_wait(&b->base, &w, &b->cv, &b->mu);
         if (b->released < seq) rc = b->ndead ? COR_EPEERDEAD : COR_EBOOT;
         pthread_mutex_unlock(&b->mu);
+        cor__boot_wait_end(&b->base, &w);
     }
     pthread_mutex_unlock(&b->bmu);
     return rc;

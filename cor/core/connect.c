@@ -31,6 +31,7 @@ static struct {
     struct cor_hport **hps;     /* [n] */
     struct cor_boot_addr *mine; /* [n]: ours, to compare a peer's routes and ports with */
     pthread_mutex_t mu;         /* one lookup at a time: each peer is added once */
+    unsigned char *awaited;     /* [size]: the barrier's watch told the routes we await it */
 } lz = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* Peer's addresses a[n] given to each of our ports. */
@@ -61,6 +62,49 @@ static bool lazy_wanted(void)
     return true;
 }
 
+/* The first hard port of route i when the route can be told what we await, else NULL. */
+static struct cor_hport *await_port(int i)
+{
+    struct cor_route *r = g.routes[i];
+    return r->nports && r->ports[0]->await_peer ? r->ports[0] : NULL;
+}
+
+/* The watch of a slow barrier's peers (boot.h, cor_boot_watch_fn). on = 1: every peer not
+ * known yet is looked up and given to the ports (so the routes' own checks cover it: udp
+ * probes the peers it never talked to, and a closed port gives one up), and the first port of
+ * each route that can is told we await every live peer (await_peer: a stopped one is given up
+ * after the route's dead time). on = 0 ends those waits. Costs nothing for a barrier that
+ * ends within COR_BARRIER_WATCH_MS; a slower one looks up the peers this domain never dealt
+ * with, once for the session. Called only from a barrier's thread (one barrier at a time). */
+static void barrier_watch(void *arg, int on)
+{
+    (void)arg;
+    int looked = 0, watched = 0;
+    for (int peer = 0; peer < g.size; peer++) {
+        if (peer == g.rank) continue;
+        if (!on) {
+            if (!lz.awaited[peer]) continue;
+            lz.awaited[peer] = 0;
+            for (int i = 0; i < g.nroutes; i++)
+                if (await_port(i)) g.routes[i]->ops->await_peer(await_port(i)->rp, peer, 0);
+            continue;
+        }
+        if (atomic_load(&g.dead[peer])) continue;
+        if (g.peer_conn &&
+            atomic_load_explicit(&g.peer_conn[peer], memory_order_acquire) == PEER_UNKNOWN) {
+            looked++;
+            if (cor__peer_resolve((unsigned)peer)) continue; /* dead, or logged */
+        }
+        lz.awaited[peer] = 1;
+        watched++;
+        for (int i = 0; i < g.nroutes; i++)
+            if (await_port(i)) g.routes[i]->ops->await_peer(await_port(i)->rp, peer, 1);
+    }
+    if (on && cor__knob_long(COR_K_BOOT_STATS))
+        cor__log("a barrier waited %ld ms: the routes watch %d peers (%d looked up for it)",
+                 cor__knob_long(COR_K_BARRIER_WATCH_MS), watched, looked);
+}
+
 int cor__connect_peers(void)
 {
     int n = 0;
@@ -84,6 +128,8 @@ int cor__connect_peers(void)
         }
     }
     if (g.size == 1) return COR_OK;
+    if (!(lz.awaited = calloc((size_t)g.size, 1))) return COR_ENOMEM;
+    cor__boot_set_watch(g.boot, barrier_watch, NULL);
     if (lazy_wanted()) {
         g.peer_conn = calloc((size_t)g.size, sizeof *g.peer_conn);
         if (!g.peer_conn) return COR_ENOMEM;
@@ -140,6 +186,8 @@ void cor__connect_fini(void)
     free(lz.mine);
     free(lz.hps);
     free((void *)g.peer_conn);
+    free(lz.awaited);
+    lz.awaited = NULL;
     lz.mine = NULL;
     lz.hps = NULL;
     g.peer_conn = NULL;

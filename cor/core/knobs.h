@@ -60,7 +60,9 @@
     X(BOOT_FENCE_CHECK, "COR_BOOT_FENCE_CHECK", INT, -1, -1, 1, "-1 (auto)",                       \
       "PMIx: 1: a barrier checks that every domain entered; -1 (auto): under --enable-recovery")   \
     X(LAZY_PEERS, "COR_LAZY_PEERS", INT, 1, 0, 1, "",                                              \
-      "0: give the routes every peer's address at cor_init, not at first contact")
+      "0: give the routes every peer's address at cor_init, not at first contact")                 \
+    X(BARRIER_WATCH_MS, "COR_BARRIER_WATCH_MS", INT, 1000, 0, 86400000, "",                        \
+      "a barrier waiting this long makes the routes watch every peer (boot.h)")
 
 #define COR_KNOB_ENUM(id, name, type, def, lo, hi, shown, meaning) COR_K_##id,
 enum { COR_CORE_KNOBS(COR_KNOB_ENUM) COR_K_COUNT };

@@ -20,6 +20,11 @@
  * COR_UDP_DEAD_MS is sized for. A PING also counts as a probe: a closed port's refusal gives
  * the peer up 200 ms later (udp_rx.c, refusals_in).
  *
+ * A peer awaited before this port ever talked to it (a slow barrier awaits every peer: the
+ * core's watch, cor/core/boot.h) has no state yet, and the timers look only at peers with
+ * state: it gets its state when the wait begins (udp_await_strangers, from run_timers after a
+ * new wait's kick), then the same PINGs and probes as any peer.
+ *
  * Cost: nothing is sent and no timer runs for a peer nobody awaits (an idle domain); a live
  * awaited peer gets one PING (60 bytes, and an ACK back) per quiet quarter of the dead time
  * (15 s by default). await_peer itself is an atomic addition, and at the start of a wait a
@@ -38,6 +43,14 @@ void udp_op_await_peer(struct cor_rport *p, cor_peer_t peer, int on)
      * runs is not lost under its store. */
     __atomic_store_n(&p->await_kick, 1, __ATOMIC_SEQ_CST);
     udp_timer_at(p, rutil_now_ns());
+}
+
+void udp_await_strangers(struct cor_rport *p)
+{
+    for (uint32_t r = 0; r < p->base.npeers; r++)
+        if (r != p->base.self && !p->peers[r] && p->dests[r].state == UDP_PEER_UP &&
+            __atomic_load_n(&p->dests[r].awaited, __ATOMIC_RELAXED) > 0)
+            udp_peer_get(p, r); /* NULL (no memory): the sweep still probes it */
 }
 
 /* Sends the peer a PING (port lock held). */

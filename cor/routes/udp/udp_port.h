@@ -216,6 +216,9 @@ int udp_op_progress(struct cor_rport *p);
 void udp_op_await_peer(struct cor_rport *p, cor_peer_t peer, int on);
 uint64_t udp_await_timer(struct cor_rport *p, struct udp_peer *peer, uint64_t now, int drained,
                          int *gave_up);
+/* Gives state to the awaited peers this port never talked to (port lock held), so that the
+ * timers see them. */
+void udp_await_strangers(struct cor_rport *p);
 /* Lowers the port's timer to t (any thread; 0: no change). */
 void udp_timer_at(struct cor_rport *p, uint64_t t);
 

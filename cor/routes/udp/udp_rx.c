@@ -346,7 +346,8 @@ static void run_timers(struct cor_rport *p, uint64_t now, int drained)
 {
     uint64_t next = UINT64_MAX;
     uint64_t every = probe_interval(p);
-    __atomic_store_n(&p->await_kick, 0, __ATOMIC_SEQ_CST); /* before the peers' waits are read */
+    /* before the peers' waits are read */
+    if (__atomic_exchange_n(&p->await_kick, 0, __ATOMIC_SEQ_CST)) udp_await_strangers(p);
     udp_sock_release(&p->sock, now);
     for (uint32_t i = 0; i < p->nactive; i++) {
         struct udp_peer *peer = p->peers[p->active[i]];
