@@ -4,7 +4,9 @@
  * libpvm3 keeps one active send buffer, one receive buffer and one context per process. Each
  * thread here has its own: the lock's holder finds its own installed in libpvm3. Installing
  * is lazy: a program with one thread never pays for it; when the lock changes hands between
- * threads, the previous owner's state is read back and the new one's set.
+ * threads, the previous owner's state is read back and the new one's set. A receive without
+ * the lock (rxq.c) gives the thread its new receive buffer at once: installed here at the
+ * thread's next call (pending), the one it replaced freed by the next holder (trash).
  */
 #include <stdlib.h>
 
@@ -160,7 +162,11 @@ void cpvm_adopt_rbuf(struct lp_msg *m, struct lp_msg *unpackable)
     own_rbuf = unpackable;
     pending = true;
     pending_rbuf = own_rbuf_mid;
-    if (old <= 0) return;
+    if (old > 0) cpvm_trash(old);
+}
+
+void cpvm_trash(int old)
+{
     pthread_mutex_lock(&trash_lock);
     if (ntrash == trash_cap) {
         size_t cap = trash_cap ? 2 * trash_cap : 64;

@@ -2,7 +2,8 @@
  * Message calls: a message to a routed peer travels over the CoR route as an image (header
  * and small fragments) followed by its large fragments, each a message of its own, sent from
  * and received into libpvm3's own fragments without a copy (pmsg.c). At the receiver it
- * becomes a libpvm3 message again and mesg_input queues it or runs its handler, so every
+ * becomes a libpvm3 message again and waits in the routed receive queue, where receives take
+ * it without the big lock (rxq.c), or mesg_input queues it or runs its handler, so every
  * receive call, encoding and handler of libpvm3 works unchanged. Everything else goes PVM's
  * way.
  */
@@ -1106,7 +1107,7 @@ static int received(int mid)
 static struct lp_msg *routed_match(int tid, int tag, bool peek)
 {
     cpvm_rxq_publish();
-    return cpvm_rxq_take(tid, tag, cpvm_current_context(), !peek);
+    return cpvm_rxq_take(tid, tag, cpvm_current_context(), peek ? CPVM_RXQ_PEEK : CPVM_RXQ_TAKE);
 }
 
 /* Message m (out of the routed queue) becomes the receive buffer as a libpvm3 receive makes
@@ -1226,7 +1227,7 @@ CPVM_API int pvm_nrecv(int tid, int tag)
 {
     if (CPVM_PASS) return cpvm_real.pvm_nrecv(tid, tag);
     int rc;
-    if (cpvm_recv_unlocked(tid, tag, CPVM_RX_NONBLOCK, 0, &rc)) return rc;
+    if (cpvm_recv_unlocked(tid, tag, CPVM_RX_NONBLOCK, 0, NULL, &rc)) return rc;
     cpvm_in_recv++;
     rc = nrecv_locked(tid, tag);
     cpvm_in_recv--;
@@ -1237,7 +1238,7 @@ CPVM_API int pvm_probe(int tid, int tag)
 {
     if (CPVM_PASS) return cpvm_real.pvm_probe(tid, tag);
     int rc;
-    if (cpvm_recv_unlocked(tid, tag, CPVM_RX_PROBE, 0, &rc)) return rc;
+    if (cpvm_recv_unlocked(tid, tag, CPVM_RX_PROBE, 0, NULL, &rc)) return rc;
     cpvm_in_recv++;
     rc = probe_locked(tid, tag);
     cpvm_in_recv--;
@@ -1248,7 +1249,7 @@ CPVM_API int pvm_recv(int tid, int tag)
 {
     if (CPVM_PASS) return cpvm_real.pvm_recv(tid, tag);
     int rc;
-    if (cpvm_recv_unlocked(tid, tag, CPVM_RX_BLOCK, 0, &rc)) return rc;
+    if (cpvm_recv_unlocked(tid, tag, CPVM_RX_BLOCK, 0, NULL, &rc)) return rc;
     cpvm_in_recv++;
     rc = recv_locked(tid, tag);
     cpvm_in_recv--;
@@ -1267,7 +1268,7 @@ CPVM_API int pvm_trecv(int tid, int tag, struct timeval *tmout)
     }
     /* (a zero timeout reads PVM's sockets at least once, as libpvm3's does: locked) */
     bool zero = tmout && tmout->tv_sec == 0 && tmout->tv_usec == 0;
-    if (!zero && cpvm_recv_unlocked(tid, tag, CPVM_RX_BLOCK, d, &rc)) return rc;
+    if (!zero && cpvm_recv_unlocked(tid, tag, CPVM_RX_BLOCK, d, NULL, &rc)) return rc;
     cpvm_in_recv++;
     rc = trecv_locked(tid, tag, tmout, d);
     cpvm_in_recv--;
@@ -1278,8 +1279,11 @@ CPVM_API int pvm_precv(int tid, int tag, void *buf, int len, int type, int *rtid
                        int *rlen)
 {
     if (CPVM_PASS) return cpvm_real.pvm_precv(tid, tag, buf, len, type, rtid, rtag, rlen);
+    struct cpvm_precv p = {buf, len, type_size(type), rtid, rtag, rlen};
+    int rc;
+    if (p.size && cpvm_recv_unlocked(tid, tag, CPVM_RX_BLOCK, 0, &p, &rc)) return rc;
     cpvm_in_recv++;
-    int rc = precv_locked(tid, tag, buf, len, type, rtid, rtag, rlen);
+    rc = precv_locked(tid, tag, buf, len, type, rtid, rtag, rlen);
     cpvm_in_recv--;
     return rc;
 }

@@ -149,13 +149,23 @@ void cpvm_rxq_flush(void);
 /* Big lock: before a call that changes message mid: flushes the queue if mid is in it. */
 void cpvm_rxq_release(int mid);
 /* Any lock: the oldest message matching (tid, tag, ctx) by libpvm3's rule (-1: any), taken
- * out of the queue if `remove`; NULL if none. */
-struct lp_msg *cpvm_rxq_take(int tid, int tag, int ctx, bool remove);
+ * out of the queue (CPVM_RXQ_TAKE; CPVM_RXQ_NATIVE: only if its data is native) or not
+ * (CPVM_RXQ_PEEK); NULL if none. */
+enum { CPVM_RXQ_PEEK, CPVM_RXQ_TAKE, CPVM_RXQ_NATIVE };
+struct lp_msg *cpvm_rxq_take(int tid, int tag, int ctx, int how);
 /* Big lock, at the outermost leave: what receives without the lock look at. */
 void cpvm_rxq_publish(void);
 /* A receive without the big lock: 1 = done (*rc: the buffer id, or 0), 0 = the caller takes
  * the locked path (libpvm3 has to look, or a long wait). deadline_ns: 0 = none. */
 enum { CPVM_RX_BLOCK, CPVM_RX_NONBLOCK, CPVM_RX_PROBE };
-int cpvm_recv_unlocked(int tid, int tag, int mode, uint64_t deadline_ns, int *rc);
+/* pvm_precv's arguments (size: the type's, not 0): a blocking receive that unpacks native data
+ * into buf and frees the message (*rc: a PVM status). */
+struct cpvm_precv {
+    void *buf;
+    int len, size;
+    int *rtid, *rtag, *rlen;
+};
+int cpvm_recv_unlocked(int tid, int tag, int mode, uint64_t deadline_ns,
+                       const struct cpvm_precv *precv, int *rc);
 
 #endif

@@ -227,6 +227,8 @@ bool cpvm_own_context(int *ctx);
  * next holder of the lock (PVM frees it at every receive), and m is installed in libpvm3 at
  * the thread's next call. */
 void cpvm_adopt_rbuf(struct lp_msg *m, struct lp_msg *unpackable);
+/* Without the lock: message mid (no thread's buffer) is freed by the next holder of the lock. */
+void cpvm_trash(int mid);
 
 /* Straight to libpvm3: inside a real call, or in PVM's own programs. */
 #define CPVM_PASS (cpvm_in_real || cpvm_bypass)

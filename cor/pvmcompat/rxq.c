@@ -102,7 +102,7 @@ void cpvm_rxq_release(int mid)
     if (held) cpvm_rxq_flush();
 }
 
-struct lp_msg *cpvm_rxq_take(int tid, int tag, int ctx, bool remove)
+struct lp_msg *cpvm_rxq_take(int tid, int tag, int ctx, int how)
 {
     if (!atomic_load(&rq_len)) return NULL;
     struct lp_msg *found = NULL;
@@ -113,7 +113,8 @@ struct lp_msg *cpvm_rxq_take(int tid, int tag, int ctx, bool remove)
             found = m;
             break;
         }
-    if (found && remove) {
+    if (found && how == CPVM_RXQ_NATIVE && found->enc != pvmmydsig) found = NULL;
+    if (found && how != CPVM_RXQ_PEEK) {
         found->rlink->link = found->link;
         found->link->rlink = found->rlink;
         found->link = found->rlink = NULL;
@@ -137,7 +138,22 @@ static struct lp_msg *unpackable(struct lp_msg *m)
     return m && m->enc == pvmmydsig ? m : NULL;
 }
 
-int cpvm_recv_unlocked(int tid, int tag, int mode, uint64_t deadline_ns, int *rc)
+/* pvm_precv's end, as libpvm3's: the message's bytes (native: its decoder reads them) into
+ * the caller's buffer, the message freed, the receive buffer left as it was. */
+static int precv_finish(struct lp_msg *m, const struct cpvm_precv *p)
+{
+    int bytes = m->len;
+    if (p->rtid) *p->rtid = m->src;
+    if (p->rtag) *p->rtag = m->tag;
+    if (p->rlen) *p->rlen = bytes / p->size;
+    long want = (long)p->len * p->size;
+    int rc = cpvm_unpack(m, LP_BYTE, p->buf, (int)(want < bytes ? want : bytes), 1, 1, "pvm_precv");
+    cpvm_trash(m->mid);
+    return rc;
+}
+
+int cpvm_recv_unlocked(int tid, int tag, int mode, uint64_t deadline_ns,
+                       const struct cpvm_precv *precv, int *rc)
 {
     int ctx;
     if (!atomic_load(&rq_on) || !cpvm_own_context(&ctx)) return 0;
@@ -147,14 +163,22 @@ int cpvm_recv_unlocked(int tid, int tag, int mode, uint64_t deadline_ns, int *rc
     for (;;) {
         cpvm_watch_begin(); /* counted before it looks: whoever queues meanwhile wakes it */
         uint64_t gen0 = cpvm_generation(), arr0 = cpvm_arrivals();
-        struct lp_msg *m = cpvm_rxq_take(tid, tag, ctx, mode != CPVM_RX_PROBE);
+        int how = mode == CPVM_RX_PROBE ? CPVM_RXQ_PEEK : precv ? CPVM_RXQ_NATIVE : CPVM_RXQ_TAKE;
+        struct lp_msg *m = cpvm_rxq_take(tid, tag, ctx, how);
+        if (!m && precv && cpvm_rxq_take(tid, tag, ctx, CPVM_RXQ_PEEK)) {
+            cpvm_watch_end(); /* (encoded: libpvm3 unpacks it, under the lock) */
+            return 0;
+        }
         if (m) {
             cpvm_watch_end();
             *rc = m->mid;
-            if (mode != CPVM_RX_PROBE) {
+            if (precv) {
+                *rc = precv_finish(m, precv);
+            } else if (mode != CPVM_RX_PROBE) {
                 cpvm_adopt_rbuf(m, unpackable(m));
-                atomic_fetch_add_explicit(&cpvm_stats.recv_unlocked, 1, memory_order_relaxed);
             }
+            if (mode != CPVM_RX_PROBE)
+                atomic_fetch_add_explicit(&cpvm_stats.recv_unlocked, 1, memory_order_relaxed);
             return 1;
         }
         if (cpvm_routed_arrived()) {
