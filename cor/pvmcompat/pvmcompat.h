@@ -274,6 +274,8 @@ bool cpvm_sockets_stale(uint64_t now); /* libpvm3 last read them 20 us ago or mo
  * since gen0/arr0 or `deadline_ns` (not 0) passed: spinning until `spin_end_ns`, asleep
  * after (on PVM's sockets as a locked wait last saw them, and the bell). */
 void cpvm_wait_unlocked(uint64_t gen0, uint64_t arr0, uint64_t deadline_ns, uint64_t spin_end_ns);
+/* Asleep (no spin) until the generation moved from gen0 or deadline_ns passed. */
+void cpvm_wait_news(uint64_t gen0, uint64_t deadline_ns);
 
 /* ---- CoR routes (route.c) ---- */
 

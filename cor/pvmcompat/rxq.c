@@ -21,8 +21,6 @@
  * queue to the head of libpvm3's (cpvm_rxq_flush). Programs with message handlers of their
  * own get every routed message through libpvm3's mesg_input, as before.
  */
-#include <sched.h>
-
 #include "pmsg.h"
 #include "route.h"
 
@@ -195,9 +193,9 @@ int cpvm_recv_unlocked(int tid, int tag, int mode, uint64_t deadline_ns,
                 atomic_store(&pumper, false);
                 continue;
             }
-            uint64_t until = cpvm_now_ns() + 1000000u; /* (bounded: a pumper that is slow) */
-            while (cpvm_generation() == gen0 && atomic_load(&pumper) && cpvm_now_ns() < until)
-                sched_yield();
+            /* Asleep, not yielding: with more threads than cores, yielding threads take the
+             * pumper's turns. (At most 1 ms: the pump may have queued nothing.) */
+            cpvm_wait_news(gen0, cpvm_now_ns() + 1000000u);
             cpvm_watch_end();
             continue;
         }

@@ -376,3 +376,18 @@ void cpvm_wait_unlocked(uint64_t gen0, uint64_t arr0, uint64_t deadline_ns, uint
     if (nfd < 0) nfd = 0; /* (no locked wait yet: the spinner polls the routes only) */
     wait_body(pfd, nfd, gen0, arr0, deadline_ns, spin_end_ns);
 }
+
+void cpvm_wait_news(uint64_t gen0, uint64_t deadline_ns)
+{
+    atomic_fetch_add(&nwaiters, 1);
+    pthread_mutex_lock(&arrived_lock);
+    while (atomic_load(&generation) == gen0) {
+        uint64_t now_rt = cpvm_realtime_ns(), now = cpvm_now_ns();
+        if (now >= deadline_ns) break;
+        uint64_t at = now_rt + (deadline_ns - now);
+        struct timespec ts = {(time_t)(at / 1000000000u), (long)(at % 1000000000u)};
+        if (pthread_cond_timedwait(&arrived, &arrived_lock, &ts) == ETIMEDOUT) break;
+    }
+    pthread_mutex_unlock(&arrived_lock);
+    atomic_fetch_sub(&nwaiters, 1);
+}
