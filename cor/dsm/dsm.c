@@ -389,7 +389,7 @@ static int op_wait(struct cor_dsm_op *o)
     }
     if (!o->done && o->lk) dsm__shm_wait(dsm__lock_turn, lock_nap, o, dsm__rt.size);
     if (!o->done && o->section) {
-        o->result = dsm__section_begin(o->section, o->smode, true);
+        o->result = dsm__section_begin(o->section, o->smode, true, &o->claimed);
         o->done = true;
     }
     if (!o->done) {
@@ -423,7 +423,7 @@ static int op_test(struct cor_dsm_op *o, int *done)
         return COR_OK;
     }
     if (!o->done && o->section) {
-        int err = dsm__section_begin(o->section, o->smode, false);
+        int err = dsm__section_begin(o->section, o->smode, false, &o->claimed);
         if (err == COR_EAGAIN) {
             cor_progress(); /* the grant's rendezvous moves, as a cor_test would move it */
             return COR_OK;

@@ -369,7 +369,8 @@ static bool copy_idle(const struct dsm__copy *c)
 {
     const struct dsm_copy *s = &c->st;
     return atomic_load(&c->maps) == 0 && !s->readers && !s->writers && !s->pending && !s->inv &&
-           !s->waiters && c->dreq == COR_REQ_NULL && !c->dlanded && c->sreq == COR_REQ_NULL;
+           !s->waiters && !c->claims && c->dreq == COR_REQ_NULL && !c->dlanded &&
+           c->sreq == COR_REQ_NULL;
 }
 
 /* Under *c->mu. A valid copy keeps its data (the cache); so does one that a region maps (its
@@ -1003,12 +1004,26 @@ static void wait_change(struct dsm__copy *c, bool *sleep)
     timed_wait(c);
 }
 
+/*
+ * Under *c->mu: a non-blocking start (*claim: its cor_dsm_op's) that has to wait for its copy
+ * claims it until its section starts or fails (c->claims). evict() leaves a claimed copy
+ * alone: with a budget of 0 the grant of a prefetch used to be evicted as it came, before any
+ * section, and a start that only cor_dsm_test completes asked the home again at every test,
+ * for ever (13,793 requests in 20 s, dsm_proc cache -b 0). Invalidations still take it.
+ */
+static void claim_settle(struct dsm__copy *c, bool *claim, int err)
+{
+    if (!claim || *claim == (err == COR_EAGAIN)) return;
+    *claim = err == COR_EAGAIN;
+    c->claims += *claim ? 1 : -1;
+}
+
 /* Tries to start a section (blocking: until it starts or fails). COR_EAGAIN: not yet (the
  * copy is requested). */
-static int section_start(struct dsm__copy *c, int mode, bool block, bool *fast)
+static int section_start(struct dsm__copy *c, int mode, bool block, bool *claim, bool *fast)
 {
     *fast = false;
-    if (mode == DSM_MODE_READ && !c->x && fast_read_start(c)) {
+    if (mode == DSM_MODE_READ && !c->x && !(claim && *claim) && fast_read_start(c)) {
         *fast = true;
         return COR_OK;
     }
@@ -1016,6 +1031,7 @@ static int section_start(struct dsm__copy *c, int mode, bool block, bool *fast)
     if (dsm_copy_can_start(&c->st, mode)) { /* the hit: no message, no allocation */
         dsm_copy_start(&c->st, mode);
         c->hits++;
+        claim_settle(c, claim, COR_OK);
         copy_unlock(c);
         return COR_OK;
     }
@@ -1052,18 +1068,28 @@ static int section_start(struct dsm__copy *c, int mode, bool block, bool *fast)
             wait_change(c, &sleep);
     }
     c->st.waiters--;
+    claim_settle(c, claim, err);
     copy_unlock(c);
     return err;
 }
 
-int dsm__section_begin(struct dsm__copy *c, int mode, bool block)
+int dsm__section_begin(struct dsm__copy *c, int mode, bool block, bool *claim)
 {
     if (!dsm__is_up()) return COR_ESTATE;
     if (!c) return COR_EINVAL;
-    if (tls_find(c) >= 0) return COR_DSM_ESECTION;
-    if (tls_nsec == COR_DSM_MAX_SECTIONS) return COR_ELIMIT;
+    int err = COR_OK;
+    if (tls_find(c) >= 0) err = COR_DSM_ESECTION;
+    if (!err && tls_nsec == COR_DSM_MAX_SECTIONS) err = COR_ELIMIT;
+    if (err) {
+        if (claim && *claim) { /* a start that waited fails */
+            copy_lock(c);
+            claim_settle(c, claim, err);
+            copy_unlock(c);
+        }
+        return err;
+    }
     bool fast;
-    int err = section_start(c, mode, block, &fast);
+    err = section_start(c, mode, block, claim, &fast);
     if (err == COR_OK) {
         tls_sec[tls_nsec].c = c;
         tls_sec[tls_nsec].mode = mode;
@@ -1085,17 +1111,23 @@ static int section_end(struct dsm__copy *c, int mode)
     uint64_t tick = atomic_load_explicit(&dsm__rt.tick, memory_order_relaxed);
     if (atomic_load_explicit(&c->last_use, memory_order_relaxed) != tick)
         atomic_store_explicit(&c->last_use, tick, memory_order_relaxed);
-    if (fast && fast_read_end(c)) return COR_OK;
+    /* the copy may be idle now: over the budget (a budget of 0, or copies that were busy
+     * when a grant last looked), it goes at once, not at the next grant */
+    if (fast && fast_read_end(c)) {
+        evict();
+        return COR_OK;
+    }
     copy_lock(c);
     if (dsm_copy_end(&c->st, mode)) copy_ack(c, c->st.inv_seq);
     if (c->st.waiters) copy_wake(c);
     copy_unlock(c);
+    evict();
     return COR_OK;
 }
 
 COR_API int cor_dsm_start_read(cor_dsm_region_t rgn)
 {
-    return dsm__section_begin(dsm__region_of(rgn), DSM_MODE_READ, true);
+    return dsm__section_begin(dsm__region_of(rgn), DSM_MODE_READ, true, NULL);
 }
 COR_API int cor_dsm_end_read(cor_dsm_region_t rgn)
 {
@@ -1103,7 +1135,7 @@ COR_API int cor_dsm_end_read(cor_dsm_region_t rgn)
 }
 COR_API int cor_dsm_start_write(cor_dsm_region_t rgn)
 {
-    return dsm__section_begin(dsm__region_of(rgn), DSM_MODE_WRITE, true);
+    return dsm__section_begin(dsm__region_of(rgn), DSM_MODE_WRITE, true, NULL);
 }
 COR_API int cor_dsm_end_write(cor_dsm_region_t rgn)
 {
@@ -1142,12 +1174,16 @@ COR_API int cor_dsm_flush(cor_dsm_region_t rgn)
 COR_API int cor_dsm_set_cache_bytes(size_t bytes)
 {
     atomic_store(&dsm__rt.cache_budget, bytes);
+    if (dsm__is_up()) evict(); /* a smaller budget holds from now on */
     return COR_OK;
 }
 
-/* Flushes idle copies, least recently used first, until the valid ones fit the budget. The
- * copies are never freed before cor_dsm_finalize, so pointers taken under dsm__rt.lock stay good.
- */
+/* Flushes idle copies, least recently used first, until the valid ones fit the budget: where
+ * the valid bytes grow (a grant) and where a copy may become idle (a section's end; a copy
+ * busy when a grant looked was kept, and with a budget of 0 a copy granted to the asking task
+ * stayed until the next grant to come as a message, in dsm_proc cache -b 0 for a whole run
+ * under TSan). Over the budget alone it costs two loads. Retired copies are not freed while
+ * one works (dsm__rt.evicting), so pointers taken under dsm__rt.lock stay good. */
 static int cmp_lru(const void *a, const void *b)
 {
     uint64_t x = atomic_load(&(*(struct dsm__copy *const *)a)->last_use);
@@ -1181,7 +1217,7 @@ static void evict(void)
         copy_lock(c);
         struct dsm_copy *s = &c->st;
         if (copy_valid(c) && !s->readers && !s->writers && !s->pending && !s->inv && !s->waiters &&
-            !s->err) {
+            !c->claims && !s->err) {
             bool dirty = dsm_copy_drop(s);
             copy_account(c, true);
             cmsg(c->home, DSM_OP_C_FLUSH, c, 0, 0, dirty ? c->data : NULL);
@@ -1522,7 +1558,7 @@ static int section_op(struct cor_dsm_op *o, cor_dsm_region_t rgn, int mode)
     memset(o, 0, offsetof(struct cor_dsm_op, small));
     o->section = dsm__region_of(rgn);
     o->smode = mode;
-    int err = dsm__section_begin(o->section, mode, false);
+    int err = dsm__section_begin(o->section, mode, false, &o->claimed);
     if (err == COR_EAGAIN) return COR_OK;
     o->done = true;
     o->result = err;

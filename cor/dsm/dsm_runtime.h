@@ -82,6 +82,7 @@ struct dsm__copy {
     bool fwaiting;
     uint8_t fmode;
     bool retired; /* dsm__rt.lock and *mu: in dsm__rt.retired (its object was destroyed) */
+    int claims;   /* *mu: non-blocking starts waiting for it (evict() leaves it alone) */
 };
 
 struct dsm__res {
@@ -296,7 +297,8 @@ struct cor_dsm_op {
     cor_idp_t *idp_out;        /* DIR_GET, LOCK_OPEN */
     struct dsm__copy *section; /* a non-blocking section start */
     int smode;
-    bool bar_in; /* a non-blocking barrier episode: */
+    bool claimed; /* it waits for its copy: counted in section->claims */
+    bool bar_in;  /* a non-blocking barrier episode: */
     struct dsm__bar_entry bar;
     unsigned char small[DSM_REQ_HDR + COR_NAME_MAX + 32];
     unsigned char rsmall[DSM_REP_HDR + DSM_INFO_HDR + COR_NAME_MAX];
@@ -411,7 +413,8 @@ void dsm__sbuf_clear(void);
 int dsm__cached_setup(struct dsm__res *x);
 void dsm__copy_free(struct dsm__copy *c);
 void dsm__direct_reap(void);
-int dsm__section_begin(struct dsm__copy *c, int mode, bool block);
+/* claim: a non-blocking start's (its cor_dsm_op's claimed), NULL for a blocking one. */
+int dsm__section_begin(struct dsm__copy *c, int mode, bool block, bool *claim);
 void dsm__serve_cached_home(int from, const struct dsm_req *r, cor_idp_t src);
 void dsm__serve_cached_copy(const struct dsm_req *r);
 /* A reader's acknowledgment of a write in three hops, from domain `from`, to this writer. */
