@@ -12,7 +12,9 @@
  *     block put and a block get whose checksum must hold (no torn read). Then every home
  *     checks exact final values: each counter = domains x tasks x ITERS, the FIFO holds
  *     every value once and in each task's order.
- *   dsm_proc cache DIR [-t TASKS] [-i ITERS] [-b CACHE_BYTES]
+ *   dsm_proc cache DIR [-t TASKS] [-i ITERS] [-b CACHE_BYTES] [-B LONGS]
+ *     First, alone in each domain, one copy's sections and the statistics each moves, exactly
+ *     (run_cache_steps: kept within the budget, evicted at every section's end with 0).
  *     Every domain d homes cached objects "cblk.d" (512 longs: element 0 is the sum of the
  *     others, which all move together) and "cctr.d" (counters). Each task, ITERS times, on
  *     every domain's objects: a write section incrementing the block (checking it first), a
