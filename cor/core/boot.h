@@ -5,7 +5,8 @@
  * One interface, several backends chosen at run time by cor__boot_init from the environment
  * (boot.c; the order is the README's "Bootstrap" section):
  *   cor-run  COR_BOOT is set (bootstrap.c: cor-run's rendezvous socket)
- *   pmix     PMIx variables are set (boot_pmix.c: Slurm's srun --mpi=pmix, Open MPI's mpirun)
+ *   pmix     PMIx variables are set (boot_pmix.c: Slurm's srun --mpi=pmix, Open MPI's mpirun;
+ *            the plugin cor_boot_pmix.so, loaded only then: boot_host.h)
  *   none     neither: a one-domain session (rank 0, size 1, random cookie)
  * A program that looks launched but cannot reach its launcher gets COR_EBOOT with a log line
  * naming the launcher, never a silent one-domain session. libcorpvm's dynamic sessions do not

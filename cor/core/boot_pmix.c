@@ -49,6 +49,10 @@
  */
 #include "boot.h"
 #include "knobs.h"
+#ifdef COR_BOOT_PMIX_PLUGIN
+#include "boot_host.h" /* libcor's helpers through its table: built as cor_boot_pmix.so */
+#include "config.h"    /* PACKAGE_VERSION */
+#endif
 
 #include <errno.h>
 #include <pmix.h>
@@ -284,7 +288,7 @@ static void across_hosts(struct pboot *b)
     if (!(bind && *bind)) setenv(cor__knob_name(COR_K_BIND), "auto", 1);
 }
 
-int cor__boot_pmix_init(struct cor_boot **bootp)
+static int pmix_init(struct cor_boot **bootp)
 {
     *bootp = NULL;
     struct pboot *b = calloc(1, sizeof *b);
@@ -855,3 +859,29 @@ static const struct cor_boot_ops pb_ops = {
     .on_death = pb_on_death,
     .finish = pb_finish,
 };
+
+#ifdef COR_BOOT_PMIX_PLUGIN
+const struct cor_boot_host *cor__boot_host;
+
+/* The plugin's entry (boot_host.h), called by libcor's loader (boot_pmix_load.c). */
+__attribute__((visibility("default"))) int cor_boot_pmix_plugin_init(const struct cor_boot_host *h,
+                                                                     struct cor_boot **bootp)
+{
+    *bootp = NULL;
+    if (!h || h->abi != COR_BOOT_HOST_ABI || h->size != sizeof *h || !h->version ||
+        strcmp(h->version, PACKAGE_VERSION) != 0) {
+        fprintf(stderr,
+                "cor: bootstrap (pmix): %s is from CoR %s, libcor from %s: install matching "
+                "versions\n",
+                COR_BOOT_PMIX_FILE, PACKAGE_VERSION, h && h->version ? h->version : "?");
+        return COR_EBOOT;
+    }
+    cor__boot_host = h;
+    return pmix_init(bootp);
+}
+#else
+int cor__boot_pmix_init(struct cor_boot **bootp)
+{
+    return pmix_init(bootp);
+}
+#endif

@@ -42,8 +42,22 @@ else
 fi
 say "srun's variables for 4 tasks, no PMIx"
 expect_eboot nopmi "srun --mpi=pmix" SLURM_STEP_NUM_TASKS=4 SLURM_PROCID=1
-say "no launcher at all: a one-domain session"
-run_bg alone timeout 30 "$H"
+say "no launcher at all: a one-domain session, libpmix not loaded"
+# libcor loads its PMIx backend (cor_boot_pmix.so, which links libpmix) only under a PMIx
+# launcher (cor/core/boot_host.h): the dynamic loader's log must not name libpmix here, and
+# must name it above (deadpmix: the backend was loaded to say the server cannot be reached).
+run_bg alone env LD_DEBUG=files timeout 30 "$H"
 wait_bg alone
 [ $RC = 0 ] && grep -q 'domain 0 task 0 got' "$WORK/alone.out" || { show alone; die "alone: exited $RC"; }
+if grep -q 'file=[^ ]*libpmix' "$WORK/alone.err"; then
+    grep 'file=[^ ]*libpmix' "$WORK/alone.err" | head -3
+    die "alone: libpmix was loaded although no PMIx launcher started the program"
+fi
+if "$B/apps/cor-info" 2>/dev/null | grep -q "bootstrap.*pmix"; then
+    run_bg dl env LD_DEBUG=files PMIX_NAMESPACE="slurm.pmix.998.0" PMIX_RANK=0 \
+        PMIX_SERVER_URI21="pmix-server.1;tcp4://127.0.0.1:$port" timeout 30 "$H"
+    wait_bg dl
+    grep -q 'file=[^ ]*cor_boot_pmix.so' "$WORK/dl.err" && grep -q 'file=[^ ]*libpmix' "$WORK/dl.err" ||
+        { show dl; die "PMIx variables set: the PMIx backend and libpmix were not loaded"; }
+fi
 say "PASS"
