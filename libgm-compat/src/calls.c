@@ -82,7 +82,10 @@ static struct gmx_sreq *client_req(struct gm_port *p, unsigned prio, unsigned no
         return NULL;
     }
     s->peer = gmx_peer_get(p, node, port);
-    /* shm targets not open yet resolve later (see stuck_verdict). */
+    /* A target first met by its message, before its node had an address (given at run time
+     * with gm_node_set_address), resolves once it has one. shm targets not open yet resolve
+     * later (see stuck_verdict). */
+    if (s->peer && !s->peer->resolved && !p->addr_is_str) gmx_peer_resolve(p, s->peer);
     if (!s->peer || (!s->peer->resolved && !p->addr_is_str)) {
         gmx_send_done(p, s, GM_SEND_TARGET_NODE_UNREACHABLE);
         return NULL;

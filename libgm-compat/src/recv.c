@@ -230,6 +230,17 @@ static int ack_due(struct gmx_peer *peer, uint64_t *now)
     return *now - peer->ack_owed_ns >= GMX_ACK_DELAY_NS;
 }
 
+/* A sender whose node is in the map without an address yet (learnt at run time with
+ * gm_node_set_address: the program adds peers as they first write to it) may be given one
+ * soon: its acks wait for that, for the send timeout at most (ack_due started the clock). */
+static int address_coming(struct gm_port *p, struct gmx_peer *peer, uint64_t now)
+{
+    if (p->addr_is_str) return 0;
+    const struct gmx_node *n = gmx_node_find(peer->node);
+    return n && !__atomic_load_n(&n->has_addr, __ATOMIC_ACQUIRE) && peer->ack_owed_ns &&
+           now - peer->ack_owed_ns < (uint64_t)gmx_cfg.send_timeout_ms * 1000000u;
+}
+
 void gmx_acks_flush(struct gm_port *p, int all)
 {
     struct gmx_peer **link = &p->ack_list;
@@ -238,7 +249,8 @@ void gmx_acks_flush(struct gm_port *p, int all)
         struct gmx_peer *peer = *link;
         if ((peer->ack_pending[0] || peer->ack_pending[1]) && (all || ack_due(peer, &now))) {
             struct gmx_hdr h = {.kind = GMX_K_ACK};
-            if (gmx_send_ctl(p, peer, &h) != 0 && (!peer->resolved || peer->gone_ns))
+            if (gmx_send_ctl(p, peer, &h) != 0 && (!peer->resolved || peer->gone_ns) &&
+                (all || peer->gone_ns || !address_coming(p, peer, now ? now : gmx_now_ns())))
                 peer->ack_pending[0] = peer->ack_pending[1] = 0; /* nowhere to go */
         }
         if (!peer->ack_pending[0] && !peer->ack_pending[1]) {

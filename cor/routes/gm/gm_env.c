@@ -64,6 +64,19 @@ static unsigned session_refs; /* gm_init calls made by this route, guarded by se
  * publish with our address (peers give it to libgm with gm_node_set_address). */
 static char tcp_self[64]; /* written at the first session init, under session_lock */
 
+/* Node ids are ranks + 1 in every domain of the session: the node map is ours, or the user's
+ * with COR_GM_NODE_ID=rank (and GM was not configured by the program before us). Written at
+ * the first session init, under session_lock; read by the ports' owners after open. */
+static int ranks_as_nodes;
+
+int gmr_nodes_are_ranks(void)
+{
+    pthread_mutex_lock(&session_lock);
+    int r = ranks_as_nodes;
+    pthread_mutex_unlock(&session_lock);
+    return r;
+}
+
 const char *gmr_tcp_address(void)
 {
     return tcp_self[0] ? tcp_self : NULL;
@@ -211,6 +224,9 @@ int gmr_session_init(const struct cor_route_config *cfg, const struct gmr_knobs 
         err = st == GM_OUT_OF_MEMORY ? COR_ENOMEM : COR_EINVAL;
         goto out;
     }
+    const char *rank_knob = k->node_id;
+    ranks_as_nodes = st == GM_SUCCESS && node == cfg->self + 1 && !(id && *id) &&
+                     (!user_map || (rank_knob && !strcmp(rank_knob, "rank")));
     if (gm_init() != GM_SUCCESS) {
         gmr_log("gm_init failed (node map / GM_* environment; libgm said why above)");
         err = COR_EROUTE;

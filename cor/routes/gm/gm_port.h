@@ -60,6 +60,8 @@ uint64_t gmr_namespace_hash(uint64_t cookie);
 /* "ip:port_base" of our node when peers are learnt at run time over TCP, else NULL. */
 const char *gmr_tcp_address(void);
 void gmr_session_fini(void);
+/* 1: every domain's GM node id is its rank + 1 (our node map, or COR_GM_NODE_ID=rank). */
+int gmr_nodes_are_ranks(void);
 /* Ports of this process: a port that closes tells the others directly (no GM message: GM
  * sends to a port closed in the same process are not safe on every provider). */
 void gmr_local_add(struct cor_rport *p);
@@ -175,6 +177,8 @@ struct cor_rport {
     uint32_t inc;        /* this port's incarnation (random, nonzero; in its address) */
     uint64_t stale_ctrl; /* control messages of another incarnation, dropped (and counted) */
     uint64_t stale_data; /* data frames of another incarnation, dropped (and counted) */
+    int swept;           /* owner: the core was asked about every member (gm_rx.c, stranger) */
+    int rank_nodes;      /* node ids are ranks + 1 (gmr_nodes_are_ranks, at open) */
     struct gmr_rx_item returns[GMR_RX_BATCH]; /* delivered, buffer not yet provided again */
     unsigned nreturns;
     int credit_due;      /* some peer has credit_wanted set */

@@ -86,6 +86,7 @@ static int gmr_open(const struct cor_route_config *cfg, const struct cor_route_u
         goto fail;
     }
     p->host[GM_MAX_HOST_NAME_LEN] = '\0';
+    p->rank_nodes = gmr_nodes_are_ranks() && p->node_id == cfg->self + 1;
     if ((rc = gmr_tx_setup(p)) != COR_OK || (rc = gmr_rx_setup(p)) != COR_OK) goto fail;
     gm_allow_remote_memory_access(p->gp);
     p->rings = gm_compat_wakes_on_arrival(p->gp);
@@ -537,4 +538,5 @@ COR_ROUTE_DECLARE(gm) = {
     .prepare = gm_compat_prepare,
     .wake = gmr_wake,
     .await_peer = gmr_await_peer,
+    .lazy_peers = 1,
 };

@@ -150,6 +150,49 @@ static void on_control(struct cor_rport *p, const char *m, size_t len, uint32_t 
     p->pump_dirty = 1;
 }
 
+/* Peers at first contact (route.h, lazy_peers): a data frame from a (node, port) no add_peer
+ * named yet, whose header says it is of this session and meant for this port. The core is
+ * asked about the member it should be (need_peer: it looks the member's address up and calls
+ * add_peer on our ports), then the sender is looked up again: nothing in the frame is
+ * believed, only an address the member published can name (node, port). When our node id is
+ * our rank + 1 (the route's own node map, or COR_GM_NODE_ID=rank: every domain of a session
+ * is started alike) the sender is asked about as rank node - 1; otherwise (a user's map whose
+ * ids say nothing of ranks) every member not added yet is, once per port (what the eager way
+ * did at cor_init). Made from inside progress(), no lock of ours held. 1 if the sender is a
+ * member now (*peer). */
+static int stranger(struct cor_rport *p, const char *buf, size_t len, unsigned node, unsigned port,
+                    uint32_t *peer)
+{
+    uint32_t credits;
+    if (p->swept || gmr_data_parse(buf, len, p->cookie32, p->inc, 0, &credits) != GMR_CTRL_OK)
+        return 0;
+    if (p->rank_nodes) {
+        uint32_t r = node - 1;
+        if (node == 0 || r >= p->base.npeers || r == p->base.self) return 0;
+        if (p->base.up.need_peer(p->base.up.core, r) == COR_ENOTSUP) p->swept = 1;
+        return gmr_lookup(p, node, port, peer) == 0;
+    }
+    p->swept = 1;
+    for (uint32_t r = 0; r < p->base.npeers; r++) {
+        if (r == p->base.self) continue;
+        pthread_mutex_lock(&p->mem_lock);
+        int added = p->peers[r].added;
+        pthread_mutex_unlock(&p->mem_lock);
+        if (!added && p->base.up.need_peer(p->base.up.core, r) == COR_ENOTSUP) return 0;
+    }
+    return gmr_lookup(p, node, port, peer) == 0;
+}
+
+/* A BYE of this session from a port we never added: a member that added us (it posted a
+ * receive from us, or looked everyone up) and never wrote to us. Nothing of ours is about it:
+ * not a drop. */
+static int bye_of_member(struct cor_rport *p, const char *buf, size_t len)
+{
+    uint32_t op, arg;
+    return gmr_ctrl_parse(buf, len, p->base.cookie, p->inc, 0, &op, &arg) == GMR_CTRL_OK &&
+           op == GMR_OP_BYE;
+}
+
 /* Drains one receive event into `it` (data to deliver) or handles it (owner). Returns 1
  * if a data frame was queued for delivery. */
 static int on_recv(struct cor_rport *p, gm_recv_event_t *e, struct gmr_rx_item *it)
@@ -169,10 +212,11 @@ static int on_recv(struct cor_rport *p, gm_recv_event_t *e, struct gmr_rx_item *
     }
     uint32_t peer;
     int ok = gmr_lookup(p, node, port, &peer) == 0;
+    if (!ok && !high && p->base.up.need_peer) ok = stranger(p, buf, len, node, port, &peer);
     if (high) {
         if (ok && size == GMR_CTRL_CLASS && len <= 64)
             on_control(p, buf, len, peer);
-        else
+        else if (!bye_of_member(p, buf, len))
             rutil_port_drop(&p->base);
         gm_provide_receive_buffer_with_tag(p->gp, buf, GMR_CTRL_CLASS, GM_HIGH_PRIORITY, 1);
         return 0;
