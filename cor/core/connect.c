@@ -6,13 +6,14 @@
  *   route.h): cor_init only publishes this domain's addresses (cor__boot_publish). A peer's
  *   addresses are looked up (cor__boot_lookup: under PMIx one get from the node's server)
  *   and given to every hard port the first time this domain sends to it (cor__peer_ready,
- *   from the send paths) or a route hears from it (the need_peer upcall). A domain that talks
+ *   from the send paths), posts a receive from it, or a route hears from it (the need_peer
+ *   upcall: udp and gm). A domain that talks
  *   to k peers does k lookups and k add_peer per port, whatever the session's size; cor_init's
  *   own work per domain no longer grows with it (but for cor-run's table, which still comes
  *   whole to every domain: bootstrap.c).
- * - all at cor_init (COR_LAZY_PEERS=0, or a route such as gm that builds a map of the whole
- *   session from the addresses): the table of every domain's addresses (cor__boot_exchange),
- *   then add_peer for every peer on every port.
+ * - all at cor_init (COR_LAZY_PEERS=0, or a route that does not say lazy_peers): the table of
+ *   every domain's addresses (cor__boot_exchange), then add_peer for every peer on every
+ *   port.
  * Either way every domain must open the same routes and ports: a peer that publishes others
  * is refused (COR_EBOOT) when it is connected.
  */

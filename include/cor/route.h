@@ -195,8 +195,9 @@ struct cor_route_ops {
     /* 1: the route takes peers at first contact. The core may then call add_peer for a peer
      * only when it first sends to it, and a frame from a member not added yet makes the route
      * call up->need_peer (when set) and take the frame if that returns COR_OK. Such a route
-     * must not need the whole session's addresses at once (the gm route builds its node map
-     * from them: 0). 0: the core adds every peer at cor_init. */
+     * must not need the whole session's addresses at once, and must tell from a frame which
+     * member to ask about (udp: the rank in its header; gm: the sender's GM node id, the
+     * rank + 1). 0: the core adds every peer at cor_init. */
     int lazy_peers;
 };
 
