@@ -86,7 +86,12 @@ static void watchdog_start(struct gm_port *p)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
 }
-static _Thread_local int gmx_helping;
+/* initial-exec: libgm is often loaded with dlopen (by the gm route's plugin), which would make
+ * this dynamic TLS, a block glibc mallocs per thread and frees when a later thread reuses an
+ * ended thread's stack, a hand-over ThreadSanitizer cannot see (it reported the free as racing
+ * with the ended thread's last write here: conformance/gm-proc.sh, shm with 2 ports). The
+ * static TLS block glibc keeps for dlopen'ed libraries holds it instead (4 bytes). */
+static _Thread_local int gmx_helping __attribute__((tls_model("initial-exec")));
 
 /* Progresses the other open ports of this process that we can lock right
  * now (never waits: the caller holds its own port lock). */
