@@ -116,20 +116,25 @@ GM_ENTRY_POINT gm_status_t gm_compat_port_probe(struct gm_port *p, unsigned int 
 /* A provider call stuck behind a peer's lock.  On shm, libfabric 1.17's
  * provider takes the target's region lock for every send, and the target
  * takes it while it reads its queue: a target stopped (SIGSTOP, a debugger)
- * while it held that lock keeps our send spinning inside the provider, with
- * the port's lock and the calling thread, until it runs again or dies (the
- * watchdog frees calls whose target died: README, "Killed shm peers").  A
- * program that wants to give such a peer up must do it from another thread.
+ * while it held that lock would keep our send spinning inside the provider,
+ * with the port's lock and the calling thread, until it runs again or dies.
+ * libgm looks at that lock first and leaves such sends waiting in the port's
+ * backlog instead (README, "Stopped shm peers"; a call that got inside all
+ * the same still spins, and the watchdog frees calls whose target died:
+ * "Killed shm peers").  A program that wants to give such a peer up must do
+ * it from another thread.
  *
  * gm_compat_port_stuck gives how long (ms, at least 1) the watchdog has seen
- * the provider call that port p is in now stay inside, and its target in
- * *node and *port; 0 when p is in no such call (or was not looked at twice
- * yet: the watchdog looks every 50 ms, every 250 ms when idle, so a stuck
- * call shows after 50-300 ms).  Lock-free, any thread, never waits for p.
+ * the provider call that port p is in now stay inside, or, with no such
+ * call, how long p's sends have waited for a target's held lock, and that
+ * target in *node and *port; 0 when neither (or a call was not looked at
+ * twice yet: the watchdog looks every 50 ms, every 250 ms when idle, so a
+ * stuck call shows after 50-300 ms).  Lock-free, any thread, never waits for p.
  *
  * gm_compat_set_stuck_notify has the watchdog call fn(arg) from its own
- * thread at each look that finds a call of p stuck toward a live peer (every
- * 50 ms while it lasts), so a thread can sleep until then instead of polling.
+ * thread at each look that finds a call of p stuck toward a live peer, or its
+ * sends waiting for a held lock (every 50 ms while it lasts), so a thread can
+ * sleep until then instead of polling.
  * fn runs under libgm's registry lock: it must return at once and must not
  * call libgm (wake a thread, which then calls gm_compat_port_stuck).  fn NULL
  * stops it; not a signal handler context.  Both do nothing off shm. */

@@ -281,7 +281,11 @@ struct gmx_rkey {
 struct gmx_peer {
     unsigned node, port;
     struct gmx_bell *bell; /* shm: its doorbell (bell.c), mapped when resolved */
-    uint64_t bits;         /* gmx_sender_bits(node, port) */
+    /* libfabric's shm: its region's queue lock, mapped read-only when resolved (qlock.c);
+     * NULL if not looked at. qlock_held_ns: since when our calls found it held (0: free). */
+    const _Atomic int *qlock;
+    uint64_t qlock_held_ns;
+    uint64_t bits; /* gmx_sender_bits(node, port) */
     fi_addr_t addr;
     int resolved;           /* addr valid */
     char shm_name[128];     /* shm: the address addr was made from */
@@ -444,6 +448,12 @@ struct gm_port {
     /* The call the watchdog found stuck (its guard_seq, 0 none) and since when, for
      * gm_compat_port_stuck from any thread; written by the watchdog. */
     _Atomic uint64_t stuck_seq, stuck_ns;
+    /* A target whose queue lock our calls found held, so that sends to it wait in the
+     * backlog (qlock.c): node << 8 | port, and since when (0: none). Written by the caller
+     * (port lock held), read by gm_compat_port_stuck and the watchdog. The report ends when
+     * the lock is found free or the target's backlog is empty (sent, failed or dropped). */
+    _Atomic uint64_t held_since_ns;
+    _Atomic unsigned held_target;
     /* gm_compat_set_stuck_notify: called by the watchdog (gmx_lock held) at each look that
      * finds a call on this port stuck toward a live peer. Set under gmx_lock. */
     void (*stuck_fn)(void *arg);
@@ -513,6 +523,21 @@ void gmx_guard_leave(struct gm_port *p);
 int gmx_unstick_scan(struct gm_port *registry); /* 1: a call since the last look */
 uint64_t gmx_unstick_period_ns(int busy);
 void gmx_note_peer_lost(void);
+int gmx_peer_loss_recent(void);  /* a peer went away within GMX_LOSS_WINDOW_MS */
+#define GMX_ORPHAN_MS 1000       /* a live target's lock held this long while we spin... */
+#define GMX_LOSS_WINDOW_MS 60000 /* ...within this long of a peer going away: orphaned */
+
+/* qlock.c: a shm target's queue lock, looked at before a provider call toward it */
+#define GMX_QLOCK_SPIN_NS 20000  /* a lock first found held: wait this long for it */
+#define GMX_QLOCK_RESPIN_NS 2000 /* ... found held again (a retry): this long */
+const _Atomic int *gmx_qlock_map(const char *addr); /* NULL: not looked at */
+void gmx_qlock_unmap(const _Atomic int *lock);
+/* 1 if the call toward peer must not be made now: its lock stays held (port lock held). */
+int gmx_qlock_busy(struct gm_port *p, struct gmx_peer *peer);
+/* peer's sends wait no more (its backlog is empty): the report of its lock ends. */
+void gmx_qlock_forget(struct gm_port *p, struct gmx_peer *peer);
+/* How long (ms, 0: none) a target's held lock has kept our sends waiting, and which one. */
+unsigned gmx_qlock_report(struct gm_port *p, unsigned *node, unsigned *port);
 
 /* fabric_load.c: libfabric, loaded by the first port that needs it: 0 or -1 (reported). */
 int gmx_fabric_load(void);

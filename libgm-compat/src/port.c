@@ -236,6 +236,9 @@ int gmx_peer_resolve(struct gm_port *p, struct gmx_peer *peer)
         memcpy(peer->shm_name, addr, alen);
         gmx_bell_unmap(peer->bell); /* of the incarnation before, if any */
         peer->bell = gmx_bell_map_peer(peer->node, peer->port);
+        gmx_qlock_unmap(peer->qlock);
+        peer->qlock = p->shm ? NULL : gmx_qlock_map(addr);
+        peer->qlock_held_ns = 0;
     }
     peer->resolved = 1;
     if (p->addr_is_str) peer->existed = 1; /* its lock file had an address: it was open */
@@ -499,7 +502,10 @@ static void free_port(struct gm_port *p)
         for (unsigned n = 0; n < p->peers_rows; n++) {
             if (!p->peers[n]) continue;
             for (unsigned q = 0; q < GMX_NUM_PORTS; q++) {
-                if (p->peers[n][q]) gmx_bell_unmap(p->peers[n][q]->bell);
+                if (p->peers[n][q]) {
+                    gmx_bell_unmap(p->peers[n][q]->bell);
+                    gmx_qlock_unmap(p->peers[n][q]->qlock);
+                }
                 free(p->peers[n][q]);
             }
             free(p->peers[n]);

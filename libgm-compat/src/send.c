@@ -308,6 +308,7 @@ static ssize_t send_now_raw_unguarded(struct gm_port *p, struct gmx_sreq *s);
 static ssize_t send_now_raw(struct gm_port *p, struct gmx_sreq *s)
 {
     if (!p->addr_is_str || p->shm) return send_now_raw_unguarded(p, s); /* rings never spin */
+    if (gmx_qlock_busy(p, s->peer)) return -FI_EAGAIN; /* its lock held: the backlog waits */
     gmx_guard_enter(p, s->peer);
     ssize_t rc = send_now_raw_unguarded(p, s);
     gmx_guard_leave(p);
@@ -552,6 +553,7 @@ void gmx_backlog_progress(struct gm_port *p)
             queue_progress(p, peer, &peer->backlog, &peer->backlog_tail, &now);
         if (!peer->backlog && !peer->dataq) {
             peer->in_backlog_list = 0;
+            if (peer->qlock_held_ns) gmx_qlock_forget(p, peer); /* nothing waits for it */
             *link = peer->next_backlogged;
         } else {
             link = &peer->next_backlogged;
@@ -590,6 +592,7 @@ int gmx_send_ctl(struct gm_port *p, struct gmx_peer *peer, const struct gmx_hdr 
     copy.port = (uint8_t)p->port_id;
     int done = 0;
     ssize_t rc = -FI_EAGAIN;
+    if (p->addr_is_str && !p->shm && gmx_qlock_busy(p, peer)) return -1; /* held: later */
     if (p->addr_is_str) gmx_guard_enter(p, peer);
     /* (a full ring empties only when its target reads it: a few looks, then later) */
     int tries = p->shm ? 16 : 1000;

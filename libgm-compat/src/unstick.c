@@ -40,9 +40,7 @@
  * GMX_UNSTICK_MS as before. 20 looks a second were a third of what an idle gm task still did
  * (TSan: 3.4 ms of CPU per 5 s). */
 #define GMX_UNSTICK_IDLE_MS 250
-#define GMX_ORPHAN_MS 1000       /* a live target's lock held this long while we spin... */
-#define GMX_LOSS_WINDOW_MS 60000 /* ...within this long of a peer going away: orphaned */
-#define GMX_PAUSE_MS 45          /* a spinner sleeps this long at each look meanwhile */
+#define GMX_PAUSE_MS 45 /* a spinner sleeps this long at each look meanwhile */
 
 static uintptr_t spin_lock_pc; /* glibc's pthread_spin_lock; set before the handler */
 static int unstick_signal;     /* 0 until installed; only the watchdog thread */
@@ -57,6 +55,13 @@ static _Atomic uint64_t last_loss_ns; /* when this process last saw a peer go aw
 void gmx_note_peer_lost(void)
 {
     atomic_store_explicit(&last_loss_ns, gmx_coarse_ns(), memory_order_relaxed);
+}
+
+int gmx_peer_loss_recent(void)
+{
+    uint64_t lost = atomic_load_explicit(&last_loss_ns, memory_order_relaxed);
+    return lost &&
+           gmx_coarse_ns() - lost < (uint64_t)(GMX_LOSS_WINDOW_MS + GMX_ORPHAN_MS) * 1000000u;
 }
 
 /* A live target's lock that the call found stuck has held for GMX_ORPHAN_MS, soon after a
@@ -144,6 +149,11 @@ int gmx_unstick_scan(struct gm_port *registry)
             q->guard_first_ns = gmx_coarse_ns();
             if (atomic_load_explicit(&q->stuck_seq, memory_order_relaxed))
                 atomic_store_explicit(&q->stuck_seq, 0, memory_order_release);
+            /* Sends waiting for a target's held lock (qlock.c) are stuck as well, outside. */
+            if (gmx_qlock_report(q, NULL, NULL) * 1000000ull >= gmx_unstick_period_ns(1)) {
+                busy = 1;
+                if (q->stuck_fn) q->stuck_fn(q->stuck_arg);
+            }
             continue; /* not inside a call, or a new one since the last look */
         }
         if (!q->guard_looks++) { /* stuck: say since when (gm_compat_port_stuck) */
@@ -209,7 +219,7 @@ GMX_EXPORT unsigned gm_compat_port_stuck(struct gm_port *p, unsigned int *node, 
 {
     if (!p) return 0;
     uint64_t seq = atomic_load_explicit(&p->stuck_seq, memory_order_acquire);
-    if (!seq) return 0;
+    if (!seq) return gmx_qlock_report(p, node, port); /* no call inside: sends waiting? */
     uint64_t since = atomic_load_explicit(&p->stuck_ns, memory_order_relaxed);
     unsigned n = atomic_load_explicit(&p->guard_node, memory_order_relaxed);
     unsigned q = atomic_load_explicit(&p->guard_port, memory_order_relaxed);

@@ -7,7 +7,8 @@
  * inside that short hold keeps every later send to it spinning inside the provider, which a
  * plain SIGSTOP hits only now and then (on a loaded machine). This library makes it certain.
  *
- * Active only in the domain whose COR_RANK is STOPINLOCK_RANK (default 0), and only once the
+ * Active only in the domain whose COR_RANK is STOPINLOCK_RANK (default 0; "any": whatever
+ * COR_RANK says, e.g. a PVM task the test preloads it into alone), and only once the
  * file STOPINLOCK_FILE exists (a thread looks every 10 ms): then it finds the shm regions it
  * has mapped, its own (the name carries ".<pid in hex>.": shm endpoint names are
  * `<namespace>-<node>-<port>.<pid>.<n>`, libfabric writes the pid in hex) and its peers'.
@@ -23,6 +24,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,7 +91,8 @@ __attribute__((constructor)) static void init(void)
     real_lock = (int (*)(pthread_spinlock_t *))dlsym(RTLD_NEXT, "pthread_spin_lock");
     const char *rank = getenv("COR_RANK"), *want = getenv("STOPINLOCK_RANK");
     trigger = getenv("STOPINLOCK_FILE");
-    if (!trigger || !rank || strcmp(rank, want ? want : "0") != 0) return;
+    bool any = want && !strcmp(want, "any"); /* a process that is no launched domain (PVM) */
+    if (!trigger || (!any && (!rank || strcmp(rank, want ? want : "0") != 0))) return;
     pthread_t t;
     sigset_t all, old;
     sigfillset(&all);

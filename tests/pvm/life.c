@@ -43,6 +43,8 @@
  *                       "life: giveup got G of T, bad B, back K of 5, bad D, routed Y|N,
  *                       all in A s" (A: from SIGCONT until the child had the last message);
  *                       after exit, the child prints "life: giveup-child got G of T, bad B".
+ *                       GIVEUP_STOP_IN_LOCK=LIB (gm route): the child stops itself inside its
+ *                       hold of its own shm queue lock (LIB: stopinlock.so) instead.
  *   life hold SECS      a routed task that lives on: prints "life: holding rank R" (its CoR
  *                       domain rank, -1 if it has none), then stays (keeping its session
  *                       alive) until its standard input ends or SECS pass, and leaves.
@@ -462,6 +464,57 @@ static int stop_child(int pid)
     return -1;
 }
 
+/* giveup with GIVEUP_STOP_IN_LOCK=LIB (the gm route over libfabric's shm): the child is not
+ * stopped from here but stops itself right after it took its own shm queue lock (LIB:
+ * tests/proc's stopinlock.so, preloaded into the child only, armed by a file this program
+ * makes), so that every later send of ours to it spins inside libfabric until it goes on: only
+ * the gm route's watch thread can give it up then. A plain SIGSTOP lands there only now and
+ * then (a loaded machine; once in a CI run under TSan). */
+static const char *stop_file; /* the trigger; NULL: SIGSTOP from here */
+
+/* Before the first pvm call (setenv): what the spawned child gets through PVM_EXPORT. */
+static void stop_in_lock_setup(void)
+{
+    static char file[512], exports[2048];
+    const char *lib = getenv("GIVEUP_STOP_IN_LOCK"), *old = getenv("PVM_EXPORT");
+    if (!lib || !*lib) return;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(file, sizeof file, "%s/life-stop.%d", tmp && *tmp ? tmp : "/tmp", (int)getpid());
+    unlink(file);
+    snprintf(exports, sizeof exports, "%s%sLD_PRELOAD:STOPINLOCK_FILE:STOPINLOCK_RANK",
+             old ? old : "", old && *old ? ":" : "");
+    setenv("PVM_EXPORT", exports, 1);
+    setenv("LD_PRELOAD", lib, 1);
+    setenv("STOPINLOCK_FILE", file, 1);
+    setenv("STOPINLOCK_RANK", "any", 1); /* the child's: the master was started without it */
+    stop_file = file;
+}
+
+/* Arms the child's stop (the trigger file), and gives its look (every 10 ms) time to see it:
+ * the stream that follows then meets the lock (the child stops at its first hold after it
+ * answered the stream's first messages; the rest of the stream, sent with what it answered,
+ * finds the lock held). Armed later, the whole stream could be sent before the stop, and the
+ * route's frames wait for credits instead. */
+static int stop_in_lock_arm(void)
+{
+    FILE *f = fopen(stop_file, "w");
+    if (!f) return -1;
+    fclose(f);
+    nanosleep(&(struct timespec){0, 100000000}, NULL);
+    return 0;
+}
+
+/* Until the child stopped itself (10 s at most): it must, or the test tests nothing. */
+static int stop_in_lock_wait(int pid)
+{
+    for (int k = 0; k < 10000; k++) {
+        if (all_threads_stopped(pid)) return 0;
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+    fprintf(stderr, "life: pid %d did not stop itself in its lock within 10 s\n", pid);
+    return -1;
+}
+
 /* giveup atexit: registered before the first pvm call, so it runs after libcorpvm's own
  * atexit handler (handlers run in reverse order). */
 static struct resume at_exit_resume;
@@ -486,7 +539,7 @@ static int giveup_master(const char *self, int n, double secs, const char *how)
     if (recv_bounded(c, TAG_HELLO) <= 0) return 1;
     pvm_upkint(&pid, 1, 1);
     bool routed = pvm_cor_domain(c, &rank) == PvmOk;
-    if (pid <= 0 || stop_child(pid)) {
+    if (pid <= 0 || (stop_file ? stop_in_lock_arm() : stop_child(pid))) {
         fprintf(stderr, "life: cannot stop t%x (pid %d)\n", (unsigned)c, pid);
         return 1;
     }
@@ -494,6 +547,10 @@ static int giveup_master(const char *self, int n, double secs, const char *how)
     send_int(c, TAG_HELLO, total);
     for (int k = 0; k < n; k++)
         send_int(c, TAG_DATA, 1000 + k);
+    if (stop_file && stop_in_lock_wait(pid)) { /* it stopped as these began to reach it */
+        kill(pid, SIGCONT);
+        return 1;
+    }
     struct resume r = {pid, secs, 0};
     pthread_t th;
     if (!strcmp(how, "wait")) {
@@ -575,6 +632,7 @@ int main(int argc, char **argv)
 {
     if (argc > 4 && !strcmp(argv[1], "giveup") && !strcmp(argv[4], "atexit"))
         atexit(resume_at_exit);
+    if (argc > 1 && !strcmp(argv[1], "giveup")) stop_in_lock_setup();
     if (pvm_mytid() < 0) return 2;
     const char *mode = argc > 1 ? argv[1] : "";
     if (!strcmp(mode, "idle-worker")) return idle_worker();

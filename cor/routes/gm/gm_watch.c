@@ -11,7 +11,9 @@
  *
  * So one thread per process (`cor-gm-watch`, while gm ports are open) sleeps on a condition
  * variable until libgm-compat's watchdog finds a call of one of our ports stuck toward a live
- * peer (gm_compat_set_stuck_notify: every 50 ms while it lasts), then asks each port how long
+ * peer, or (since libgm looks at a target's lock before it calls, and leaves the send in its
+ * backlog while the lock is held) sends of a port waiting for a held lock
+ * (gm_compat_set_stuck_notify: every 50 ms while it lasts), then asks each port how long
  * (gm_compat_port_stuck). A call stuck COR_GM_DEAD_MS toward a peer we know gives that peer up
  * from here with peer_failed(COR_ETIMEDOUT), which the core takes from any thread (route.h):
  * it tells the launcher the peer is lost (cor-run declares it dead and kills it) and every route
