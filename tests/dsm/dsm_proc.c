@@ -62,7 +62,8 @@
  *   dsm_proc reuse DIR
  *     A destroyed object's index reused (cached, then home-only): domain 0's "ra" (4 longs),
  *     read by every domain, is destroyed, and domain 0 creates objects until one gets its idp
- *     back (~65535 creations); every domain must see that one, "rb" (64 longs), with its own
+ *     back (~65535 creations; the others watch its count of them, "rp", and fail if it stops
+ *     for 30 s); every domain must see that one, "rb" (64 longs), with its own
  *     size and data, and its writes must reach the home. Then 300 cached objects made, read
  *     everywhere and destroyed, and 300 more destroyed while the other domains' tasks map,
  *     read and unmap them under a cache budget of 0 (only COR_ENOTFOUND may end a step):
@@ -1570,6 +1571,49 @@ static int storm_task(void *arg)
     return 0;
 }
 
+/* Domain 0's progress while it creates objects to get ra's idp back, for the others to watch:
+ * [0] its creations so far (all rounds), put every REUSE_EVERY creations, [1] the last round
+ * it finished. Home-only and homed at domain 0, so its puts are local and do not slow it. */
+static cor_idp_t reuse_progress;
+enum { REUSE_EVERY = 1000 };
+
+static void reuse_publish(long made_total, long round)
+{
+    long v[2] = {made_total, round};
+    CHECK(cor_dsm_put(reuse_progress, 0, 2, COR_LONG, v));
+}
+
+/* The other domains, while domain 0 creates up to ~65535 objects (> 60 s under TSan on a
+ * loaded machine): instead of a blocking barrier wait, which would let their watchdog kill
+ * them, they read domain 0's progress twice a second and tick the watchdog only when it
+ * advanced. A creator stalled for STALL_S / 2 s, or not done in 600 s, is a failure. */
+static void reuse_wait_creator(long round)
+{
+    const double poll_s = 0.5, total_s = 600;
+    double t0 = now(), moved = t0;
+    long seen = -1, v[2] = {0, 0};
+    for (;;) {
+        int e = cor_dsm_get(reuse_progress, 0, 2, COR_LONG, v);
+        if (e != COR_OK) pt_fail("get domain 0's progress: %s", cor_dsm_strerror(e));
+        if (e == COR_OK && v[1] >= round) return;
+        double t = now();
+        if (e == COR_OK && v[0] != seen) {
+            seen = v[0];
+            moved = t;
+            atomic_fetch_add(&ticks, 1);
+        }
+        if (t - moved > STALL_S / 2 || t - t0 > total_s) {
+            pt_fail("domain 0's creations stuck at %ld for %.0f s (%.0f s in all, bounds %d and "
+                    "%.0f s) while it looks for ra's idp",
+                    seen, t - moved, t - t0, STALL_S / 2, total_s);
+            fflush(stdout);
+            fflush(stderr);
+            _exit(3);
+        }
+        usleep((useconds_t)(poll_s * 1e6));
+    }
+}
+
 /* A destroyed object's index reused, for each protocol: domain 0's object "ra" (4 longs) is
  * read by every domain, then destroyed, and domain 0 creates objects until one gets ra's idp
  * back (index reuse comes last: ~65535 creations); that one, "rb", has another size. Every
@@ -1579,7 +1623,15 @@ static void run_reuse(void)
 {
     CHECK(cor_dsm_barrier_create("all", COR_IDP_NULL, 1, &all_bar));
     enum { NA = 4, NB = 64 };
+    if (rank == 0) {
+        CHECK(cor_dsm_create("rp", COR_LONG, 2, COR_DSM_HOME_ONLY, &reuse_progress));
+        reuse_publish(0, 0);
+    }
+    CHECK(cor_dsm_barrier_wait(all_bar));
+    if (rank) reuse_progress = lookup("rp");
+    long made_total = 0;
     for (int cached = 1; cached >= 0; cached--) {
+        long round = 2 - cached;
         cor_dsm_protocol_t proto = cached ? COR_DSM_CACHED : COR_DSM_HOME_ONLY;
         cor_idp_t a = COR_IDP_NULL, b = COR_IDP_NULL;
         if (rank == 0) {
@@ -1601,11 +1653,15 @@ static void run_reuse(void)
                     break;
                 }
                 atomic_fetch_add(&ticks, 1);
+                if (++made_total % REUSE_EVERY == 0) reuse_publish(made_total, round - 1);
                 if (b == a) break;
                 CHECK(cor_dsm_destroy(b));
             }
             if (b != a) pt_fail("no object got ra's idp back in %ld creations", made);
             reuse_access(b, cached, 1, NB, 200, -1, 0);
+            reuse_publish(made_total, round);
+        } else {
+            reuse_wait_creator(round);
         }
         CHECK(cor_dsm_barrier_wait(all_bar));
         if (rank) b = lookup("rb");
@@ -1628,6 +1684,7 @@ static void run_reuse(void)
         printf("domain %d: reuse (%s): ra's idp back after %ld creations (%.1f s)\n", rank,
                cached ? "cached" : "home-only", made, now() - t0);
     }
+    if (rank == 0) CHECK(cor_dsm_destroy(reuse_progress)); /* the others are past their reads */
     /* Objects made, read everywhere and destroyed one after the other: the other domains'
      * copies of them go (each keeps ~300 bytes until nothing maps it, not until finalize). */
     enum { CHURN = 300 };
