@@ -270,6 +270,7 @@ uint64_t cpvm_generation(void);        /* bumped whenever waiters should look ag
 uint64_t cpvm_arrivals(void);          /* routed arrivals the inbox's hook saw */
 bool cpvm_sockets_flagged(void);       /* a waiter saw data on PVM's sockets */
 bool cpvm_sockets_stale(uint64_t now); /* libpvm3 last read them 20 us ago or more */
+bool cpvm_sockets_known(void);         /* a locked wait read PVM's sockets (for unlocked waits) */
 /* Waits without the lock (the thread counted by cpvm_watch_begin) until something changed
  * since gen0/arr0 or `deadline_ns` (not 0) passed: spinning until `spin_end_ns`, asleep
  * after (on PVM's sockets as a locked wait last saw them, and the bell). */

@@ -213,6 +213,10 @@ int cpvm_recv_unlocked(int tid, int tag, int mode, uint64_t deadline_ns,
             if (mode == CPVM_RX_NONBLOCK) cpvm_adopt_rbuf(NULL, NULL); /* as pvm_nrecv does */
             return 1;
         }
+        if (!cpvm_sockets_known()) {
+            cpvm_watch_end();
+            return 0; /* (the locked wait watches PVM's sockets too, and notes them for us) */
+        }
         if (!spin_end) {
             spin_end = cpvm_spin_end();
             give_up = spin_end + 20000000u;

@@ -369,11 +369,22 @@ uint64_t cpvm_arrivals(void)
     return atomic_load(&arrivals);
 }
 
+bool cpvm_sockets_known(void)
+{
+    pthread_mutex_lock(&fds_lock);
+    bool known = nfds_seen >= 0;
+    pthread_mutex_unlock(&fds_lock);
+    return known;
+}
+
+/* Callers make sure a locked wait read PVM's sockets first (cpvm_sockets_known): a wait that
+ * did not watch them would see a message coming PVM's way (a task's first, pvmd's) only when
+ * its sleep ends, up to 20 ms later. */
 void cpvm_wait_unlocked(uint64_t gen0, uint64_t arr0, uint64_t deadline_ns, uint64_t spin_end_ns)
 {
     struct pollfd pfd[MAX_FDS + 1];
     int nfd = pvm_fds_seen(pfd);
-    if (nfd < 0) nfd = 0; /* (no locked wait yet: the spinner polls the routes only) */
+    if (nfd < 0) nfd = 0;
     wait_body(pfd, nfd, gen0, arr0, deadline_ns, spin_end_ns);
 }
 
