@@ -129,7 +129,7 @@ slurm_stop() {
 # slurm_start: a controller and one slurmd per node of SLURM_NODES, private to this test.
 slurm_start() {
     SLURM_DIR=$WORK/slurm
-    mkdir -p "$SLURM_DIR/state" "$SLURM_DIR/spool"
+    mkdir -p "$SLURM_DIR/state" "$SLURM_DIR/spool" "$SLURM_DIR/tmp"
     sl_nodes=${SLURM_NODES:-"$(hostname -s)=127.0.0.1"}
     sl_first=${sl_nodes%% *}
     sl_port=$(slurm_free_port) || die "no free TCP port pair for Slurm"
@@ -148,6 +148,10 @@ slurm_start() {
         echo "SlurmdPidFile=$SLURM_DIR/slurmd.%n.pid"
         echo "SlurmdLogFile=$SLURM_DIR/slurmd.%n.log"
         echo "SlurmctldLogFile=$SLURM_DIR/slurmctld.log"
+        # (slurmstepd's PMIx plugin makes TmpFS/spmix_appdir_UID_JOB.STEP; every private Slurm
+        # numbers its jobs from 1, so on the shared /tmp two at once, or one left behind by a
+        # killed step, make the next step 1.0 fail: "task launch failed: Unspecified error")
+        echo "TmpFS=$SLURM_DIR/tmp"
         echo "ProctrackType=proctrack/linuxproc"
         echo "TaskPlugin=task/none"
         echo "JobAcctGatherType=jobacct_gather/none"
