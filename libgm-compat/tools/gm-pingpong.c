@@ -5,7 +5,8 @@
  *   gm-pingpong --server [--port N] [--timeout S] [--blocking]
  *   gm-pingpong --client PEER [--port N] [--mode pingpong|stream|both]
  *               [--min-size B] [--max-size B] [--iters N] [--warmup N]
- *               [--csv FILE] [--check] [--spread] [--blocking] [--timeout S]
+ *               [--csv FILE] [--stamps FILE] [--check] [--spread] [--blocking]
+ *               [--timeout S]
  *
  * Two processes started like any GM program: both open the same fixed port
  * id; the client names the server by host name (node map) or node id.
@@ -23,6 +24,10 @@
  * class; control messages use high priority.  Send callbacks run through
  * gm_unknown.  --csv appends cor-bench rows:
  *   route,mode,bytes,ports,pairs,one_way_us,MBps  (route gm-raw).
+ * --stamps appends one row per stream: bytes,iters,first_ns,last_ns, the server's
+ * CLOCK_MONOTONIC at the first and the last timed arrival, so that a script running many
+ * pairs at once on one host can take their aggregate over the same span as cor-bench's
+ * multitask (all bytes over the time from the earliest first to the latest last arrival).
  */
 #include <gm.h>
 
@@ -338,6 +343,7 @@ static void serve_stream(const struct pp_ctrl *c)
                         .len = c->len,
                         .iters = c->iters,
                         .elapsed_ns = t1 - t0,
+                        .first_ns = t0,
                         .errors = bad};
     if (ctrl_send(&r, 0) != GM_SUCCESS)
         fprintf(stderr, "%s: could not send a stream result\n", side);
@@ -390,6 +396,7 @@ struct result {
     const char *mode;
     unsigned len, iters;
     double one_way_us, mbps;
+    uint64_t first_ns, last_ns; /* stream: the server's clock (--stamps) */
 };
 
 static unsigned scaled_iters(unsigned base, unsigned len)
@@ -534,6 +541,8 @@ static int client_stream(unsigned len, unsigned iters, unsigned warmup, uint8_t 
     }
     double el_us = r.elapsed_ns / 1e3;
     res->one_way_us = el_us / iters;
+    res->first_ns = r.first_ns;
+    res->last_ns = r.first_ns + r.elapsed_ns;
     res->mbps = el_us > 0 ? (double)len * iters / el_us : 0;
     if (r.errors)
         fprintf(stderr, "%s: server saw %u wrong messages of %u bytes\n", side, r.errors, len);
@@ -557,8 +566,22 @@ static void csv_append(const char *path, const struct result *r, unsigned n)
 struct client_opts {
     int pingpong, stream;
     unsigned min_size, max_size, iters, warmup;
-    const char *csv;
+    const char *csv, *stamps;
 };
+
+static void stamps_append(const char *path, const struct result *r, unsigned n)
+{
+    FILE *f = fopen(path, "a");
+    if (!f) {
+        fprintf(stderr, "%s: cannot open %s: %s\n", side, path, strerror(errno));
+        return;
+    }
+    for (unsigned i = 0; i < n; i++)
+        if (!strcmp(r[i].mode, "stream"))
+            fprintf(f, "%u,%u,%llu,%llu\n", r[i].len, r[i].iters, (unsigned long long)r[i].first_ns,
+                    (unsigned long long)r[i].last_ns);
+    fclose(f);
+}
 
 static int run_client(const struct client_opts *o)
 {
@@ -622,6 +645,7 @@ static int run_client(const struct client_opts *o)
     struct pp_ctrl done = {.magic = PP_MAGIC, .op = PP_DONE};
     ctrl_send(&done, 0);
     if (o->csv) csv_append(o->csv, res, nres);
+    if (o->stamps) stamps_append(o->stamps, res, nres);
     free(res);
     gm_dma_free(port, sbuf);
     return failed || send_errors ? 1 : 0;
@@ -641,6 +665,8 @@ static void usage(FILE *f)
                "                               scaled down by size above (at least 20)\n"
                "  --warmup N                   warm-up iterations (iters/10)\n"
                "  --csv FILE                   append cor-bench CSV rows (route gm-raw)\n"
+               "  --stamps FILE                stream: append bytes,iters,first_ns,last_ns\n"
+               "                               (the server's CLOCK_MONOTONIC)\n"
                "  --check                      verify every byte (slower)\n"
                "  --spread                     pingpong: median, p99, max of the round trips\n"
                "  --blocking                   gm_blocking_receive instead of polling\n"
@@ -700,6 +726,8 @@ int main(int argc, char **argv)
             timeout = (unsigned)parse_num(argv[++i], a, 86400);
         else if (!strcmp(a, "--csv"))
             o.csv = argv[++i];
+        else if (!strcmp(a, "--stamps"))
+            o.stamps = argv[++i];
         else if (!strcmp(a, "--mode")) {
             v = argv[++i];
             o.pingpong = !strcmp(v, "pingpong") || !strcmp(v, "both");

@@ -23,6 +23,7 @@ struct pp_ctrl {
     uint32_t check;      /* verify payloads (SETUP) */
     uint32_t errors;     /* wrong messages seen by the server (RESULT) */
     uint64_t elapsed_ns; /* receiver's time for `iters' messages (RESULT) */
+    uint64_t first_ns;   /* stream: CLOCK_MONOTONIC at the first timed arrival (RESULT) */
 };
 
 #endif
