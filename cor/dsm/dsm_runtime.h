@@ -204,6 +204,7 @@ struct dsm_runtime {
     cor_idp_t bar_box;
     _Atomic cor_idp_t *bar_boxes; /* [size] looked up on first use */
     bool bar_driving;             /* under lock: a task or a pump receives on it */
+    int bar_role_waiters;         /* under lock: blocked waiters that would drive */
     _Atomic uint64_t bar_events;  /* bar_wake calls */
     _Atomic int bar_pending;      /* a barrier message came: the mailbox's hook pumps it */
     cor_req_t bar_rr;             /* the driver's */

@@ -597,15 +597,16 @@ static void bar_drive(struct cor_dsm_barrier *b, uint64_t epoch)
 }
 
 /* Holding the driver's role: takes every barrier message that came, without waiting. */
-static void bar_take_ready(void)
+/* Returns how many it took. */
+static int bar_take_ready(void)
 {
-    for (;;) {
-        if (bar_post()) return; /* the service thread tries again at its next look */
+    for (int took = 0;; took++) {
+        if (bar_post()) return took; /* the service thread tries again at its next look */
         int done = 0;
-        if (cor_peek(dsm__rt.bar_rr, &done) == COR_OK && !done) return;
+        if (cor_peek(dsm__rt.bar_rr, &done) == COR_OK && !done) return took;
         cor_status_t st;
         int rc = cor_test(&dsm__rt.bar_rr, &done, &st);
-        if (!done) return;
+        if (!done) return took;
         bar_landed(rc, &st);
     }
 }
@@ -626,10 +627,10 @@ void dsm__bar_pump(void)
         dsm__unlock_or_die(&dsm__rt.lock);
         if (!mine) return;
         atomic_store(&dsm__rt.bar_pending, 0);
-        bar_take_ready();
+        int took = bar_take_ready();
         dsm__lock_or_die(&dsm__rt.lock);
         dsm__rt.bar_driving = false;
-        dsm__bar_wake();
+        if (took || dsm__rt.bar_role_waiters) dsm__bar_wake();
         dsm__unlock_or_die(&dsm__rt.lock);
     }
 }
@@ -742,7 +743,10 @@ int dsm__bar_step(struct dsm__bar_entry *e, bool block, int *done)
             dsm__lock_or_die(&dsm__rt.lock);
             continue;
         }
+        bool role = dsm__rt.bar_driving && !b->shm; /* woken when the role is free */
+        dsm__rt.bar_role_waiters += role;
         dsm__wait_a_while(&dsm__rt.bar_cv, &dsm__rt.lock);
+        dsm__rt.bar_role_waiters -= role;
     }
     int err = b->st.epoch != e->epoch ? COR_OK : b->err;
     if (!err && b->sb && !b->shm_checked) { /* before any task of the domain arrives again */
