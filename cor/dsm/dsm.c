@@ -682,21 +682,21 @@ COR_API int cor_dsm_appendI(cor_idp_t obj, cor_type_t type, const void *data, si
 }
 
 /*
- * A loop of tests on a barrier with more runnable threads than CPUs. cor_polled (below) makes
- * a loop that found nothing for 10 us yield, and at every miss while the CPUs are crowded;
- * but a yielding thread stays runnable, and a dozen of them (3 domains x 4 tasks on 2 cores)
- * still stood between the threads that carry the rounds (the gm listeners bring the messages
- * when no task waits in the core) and a CPU: over gm messages 3.7-4.8x the wait's episode in
- * one phase of the machine (docs/measurements/dsm.md). A thread whose tests found nothing for
- * TEST_FREE_NS while more threads are runnable than CPUs (cor_cpus_busy, looked at once per
- * TEST_FREE_NS) therefore sleeps in the test until the episode moves or TEST_NAP_NS pass, as
- * the wait's tasks sleep, off the run queue, when other tasks of its domain are inside the
- * episode too (dsm__bar_nap). Misses further apart than TEST_GAP_NS are no loop.
+ * A loop of tests on a barrier while other tasks of the domain are inside the episode too. The
+ * wait's tasks other than the one that moves the episode (the driver, or the task that meets
+ * the other domains in the barrier's file) sleep on the barrier's condvar from the start and
+ * are woken by its end; a loop of tests that spun (cor_polled's yields, then a nap once the
+ * CPUs looked crowded) cost 11-22 us of CPU per task and episode against the wait's 6-11, and
+ * with 3 domains x 4 tasks on 2 cores the episodes took 2.5-5.5x the wait's
+ * (docs/measurements/dsm.md, "2026-11-29"). So the second fruitless test in a row (misses
+ * further apart than TEST_GAP_NS are no loop: a task that computes between its tests never
+ * sleeps here) sleeps until the episode moves or TEST_NAP_NS pass, as the wait's tasks do,
+ * while another task of the domain inside the episode is awake to move it (dsm__bar_nap); the
+ * one left awake polls on, as the driver would. A domain's only task inside never sleeps here.
  */
-#define TEST_FREE_NS 10000
 #define TEST_GAP_NS 20000
 #define TEST_NAP_NS 200000
-static __thread uint64_t test_miss_since, test_miss_last;
+static __thread uint64_t test_miss_last; /* the thread's last fruitless test on a barrier */
 
 static uint64_t mono_ns(void)
 {
@@ -705,16 +705,12 @@ static uint64_t mono_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-/* A fruitless test: whether the CPUs are crowded and the thread has looped for a while. */
-static bool test_crowded(void)
+/* A fruitless test of a barrier: whether it follows another one closely (a loop). */
+static bool test_looping(void)
 {
-    uint64_t now = mono_ns();
-    if (!test_miss_since || now - test_miss_last > TEST_GAP_NS) test_miss_since = now;
+    uint64_t now = mono_ns(), last = test_miss_last;
     test_miss_last = now;
-    if (now - test_miss_since < TEST_FREE_NS) return false;
-    if (cor_cpus_busy() > 0) return true;
-    test_miss_since = now; /* a CPU to spare: look again in TEST_FREE_NS */
-    return false;
+    return last && now - last <= TEST_GAP_NS;
 }
 
 /* A test or wait has the handle to itself (claimed), so two tasks completing one handle at
@@ -727,11 +723,12 @@ COR_API int cor_dsm_test(cor_dsm_req_t *req, int *done)
     if (!o) return COR_EINVAL;
     int err = op_test(o, done);
     bool napped = false;
-    if (!*done && o->bar_in && !o->done && test_crowded() && dsm__bar_nap(&o->bar, TEST_NAP_NS)) {
+    if (!*done && o->bar_in && !o->done && test_looping() && dsm__bar_nap(&o->bar, TEST_NAP_NS)) {
         err = op_test(o, done);
         napped = true;
+        test_miss_last = mono_ns(); /* the nap was part of the loop */
     }
-    if (*done) test_miss_since = 0;
+    if (*done) test_miss_last = 0;
     if (!napped || *done) cor_polled(*done); /* a loop of tests lets the threads it waits for run */
     if (!*done) {
         dsm_handle_unclaim(DSM_H_REQ, h);

@@ -146,6 +146,7 @@ struct cor_dsm_barrier {
     int *members;                 /* domain ranks, ascending */
     int err;                      /* COR_EPEERDEAD once a member died */
     int inside;                   /* tasks in cor_dsm_barrier_wait: no destroy meanwhile */
+    int napping;                  /* of them, testers asleep in dsm__bar_nap */
     uint64_t handle;              /* its cor_dsm_barrier_t, once created (dsm__rt.lock) */
     struct dsm_bar st;
     struct dsm_shm_bar *sb; /* its file on this host, if joined */

@@ -617,6 +617,8 @@ static int bar_take_ready(void)
  * a non-blocking barrier. So a barrier moves on while every task of the domain computes (a
  * domain that entered with cor_dsm_barrier_waitI still answers the others' rounds), as
  * requests are served. A driver that holds the role takes them itself and pumps after its turn.
+ * The waiters are woken only when a message was taken or a blocked waiter waits for the role:
+ * a loop of tests pumps at every test (dsm__bar_step), and each pump woke every sleeper.
  */
 void dsm__bar_pump(void)
 {
@@ -760,14 +762,15 @@ int dsm__bar_step(struct dsm__bar_entry *e, bool block, int *done)
 }
 
 /*
- * A test of episode e that found nothing while the CPUs are crowded (dsm.c, test_crowded):
- * when other tasks of the domain are inside the episode too, sleeps until the episode moves
- * or ns pass, on the barrier's condvar, as cor_dsm_wait's tasks sleep (true): off the run
- * queue, where a dozen yielding testers stood between the threads that carry the rounds (the
- * mailbox's hook in the listeners) and a CPU. A domain's only task inside goes on polling and
- * yielding (false): asleep, its rounds would wait for a listener's wake-up (3 domains x 1 task
- * over gm messages: 1.6-33x the wait against 0.6-17x polling, same runs). So does the task that
- * meets the others in the barrier's file: only it looks there, as the wait's does.
+ * A test of episode e in a loop (dsm.c, test_looping): sleeps until the episode moves or ns
+ * pass, on the barrier's condvar, as cor_dsm_wait's tasks sleep (true), while another task of
+ * the domain inside the episode stays awake to move it; the last one awake goes on polling
+ * (false), as the wait's driver does: asleep, a domain's rounds would wait for a listener's
+ * wake-up (3 domains x 1 task over gm messages: 1.6-33x the wait against 0.6-17x polling). So
+ * does the task that meets the others in the barrier's file: only it looks there, as the
+ * wait's does. Nothing else may wake these sleepers for nothing: a pump that took no message
+ * broadcast on bar_cv at every fruitless test, and the testers of a domain kept waking each
+ * other (about one broadcast per test, 9 naps in 10 cut short).
  */
 bool dsm__bar_nap(struct dsm__bar_entry *e, long ns)
 {
@@ -775,8 +778,10 @@ bool dsm__bar_nap(struct dsm__bar_entry *e, long ns)
     if (e->meet && !e->met) return false;
     bool nap = false;
     dsm__lock_or_die(&dsm__rt.lock);
-    if (b->inside > 1 && !bar_over(b, e->epoch)) {
+    if (b->inside - b->napping > 1 && !bar_over(b, e->epoch)) {
+        b->napping++;
         dsm__wait_ns(&dsm__rt.bar_cv, &dsm__rt.lock, ns);
+        b->napping--;
         nap = true;
     }
     dsm__unlock_or_die(&dsm__rt.lock);

@@ -198,9 +198,10 @@ COR_API int cor_dsm_appendI(cor_idp_t obj, cor_type_t type, const void *data, si
  * pending operation polls the routes once (as cor_test, cor_progress): a task that computes
  * and tests now and then moves its messages itself. A loop of tests gives its CPU away now
  * and then (as cor_test's, see cor_polled): more looping tasks than CPUs do not starve the
- * threads they wait for. A test of a barrier episode that found nothing for 10 us while more
- * threads are runnable than CPUs sleeps until the episode moves, 200 us at most, when other
- * tasks of its domain are inside the episode too. */
+ * threads they wait for. A test of a barrier episode that finds nothing right after another
+ * one did (a loop: 20 us apart at most) sleeps until the episode moves, 200 us at most, while
+ * another task of its domain inside the episode is awake to move it, as cor_dsm_wait's tasks
+ * sleep; a task that computes between its tests never sleeps there. */
 COR_API int cor_dsm_test(cor_dsm_req_t *req, int *done);
 /* Waits for completion; returns the operation's result; the handle becomes NULL. */
 COR_API int cor_dsm_wait(cor_dsm_req_t *req);
