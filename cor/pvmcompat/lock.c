@@ -18,6 +18,7 @@ _Thread_local int cpvm_in_recv;
 
 struct pvm_thread {
     int sbuf, rbuf, ctx;
+    struct cpvm_spares *spares; /* ready-made send buffers (sbuf.c) */
 };
 
 static pthread_mutex_t big = PTHREAD_MUTEX_INITIALIZER;
@@ -33,6 +34,11 @@ static _Thread_local struct lp_msg *own_rbuf; /* cpvm_unpack_target at the last 
  * it (pending: installed in libpvm3 at its next call). */
 static _Thread_local bool own_known, pending;
 static _Thread_local int own_ctx, own_rbuf_mid, pending_rbuf;
+/* The same for the send buffer: the thread's own, packed and sent without the lock (sbuf.c),
+ * and the one a pvm_initsend without the lock made active (installed at its next call). */
+static _Thread_local struct lp_msg *own_sbuf;
+static _Thread_local bool pending_s;
+static _Thread_local int own_sbuf_mid, pending_sbuf;
 static _Atomic int threads_seen;
 static pthread_key_t key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
@@ -42,9 +48,11 @@ static void thread_gone(void *p)
     pthread_mutex_lock(&big);
     if (installed == p) {
         orphan = *(struct pvm_thread *)p;
+        orphan.spares = NULL;
         installed = &orphan;
     }
     pthread_mutex_unlock(&big);
+    cpvm_spares_drop(((struct pvm_thread *)p)->spares);
     free(p);
 }
 
@@ -75,11 +83,13 @@ static void install(void)
     }
     if (installed == me) {
         if (pending) REAL(pvm_setrbuf, pending_rbuf);
-        pending = false;
+        if (pending_s) REAL(pvm_setsbuf, pending_sbuf);
+        pending = pending_s = false;
         return;
     }
     if (pending) me->rbuf = pending_rbuf;
-    pending = false;
+    if (pending_s) me->sbuf = pending_sbuf;
+    pending = pending_s = false;
     struct pvm_thread *prev = installed;
     prev->sbuf = REAL(pvm_getsbuf);
     prev->rbuf = REAL(pvm_getrbuf);
@@ -165,6 +175,26 @@ void cpvm_adopt_rbuf(struct lp_msg *m, struct lp_msg *unpackable)
     if (old > 0) cpvm_trash(old);
 }
 
+void cpvm_adopt_sbuf(struct lp_msg *m)
+{
+    int old = own_sbuf_mid;
+    own_sbuf = m;
+    own_sbuf_mid = m->mid;
+    pending_s = true;
+    pending_sbuf = m->mid;
+    if (old > 0) cpvm_trash(old);
+}
+
+struct lp_msg *cpvm_own_sbuf(void)
+{
+    return depth == 0 && own_known ? own_sbuf : NULL;
+}
+
+struct cpvm_spares **cpvm_own_spares(void)
+{
+    return me ? &me->spares : NULL;
+}
+
 void cpvm_trash(int old)
 {
     pthread_mutex_lock(&trash_lock);
@@ -228,6 +258,8 @@ void cpvm_leave(void)
         /* The receive buffer is the thread's own until its next call changes it. */
         own_rbuf = cpvm_unpack_target();
         own_rbuf_mid = cpvm_rbuf_mid();
+        own_sbuf = cpvm_pack_target();
+        own_sbuf_mid = cpvm_sbuf_mid();
         own_ctx = cpvm_current_context();
         own_known = true;
     }

@@ -547,6 +547,81 @@ static int route_send(int tid, int tag, int *rc)
     return !pvm_way_after_all(p, *rc);
 }
 
+/* ---- routed sends without the big lock ----
+ *
+ * A thread remembers the routed peers it sent to (the peer structures live as long as the
+ * task), and sends its own send buffer (cpvm_own_sbuf: native data, known since its last
+ * call or made by a pvm_initsend without the lock) to one of them taking no big lock at all:
+ * the image is built from the thread's message, and send_out takes the peer's lock, checks
+ * that the pair is still routed and numbers and posts the message. A pair that went PVM's
+ * way meanwhile (NOT_ROUTED: nothing sent) takes the locked path; a failed send goes back
+ * under the big lock as the locked path's does. Peers not known yet, PVM's protocol,
+ * other encodings and traced tasks take the locked path. */
+#define PEER_CACHE 8
+static _Thread_local struct {
+    int tid;
+    unsigned epoch;
+    struct cpvm_peer *p;
+} peer_cache[PEER_CACHE];
+static _Thread_local unsigned peer_cache_next;
+/* Bumped when the task leaves its route: what threads remember is forgotten. */
+static _Atomic unsigned route_epoch = 1;
+
+static void peer_remember(int tid, struct cpvm_peer *p)
+{
+    unsigned epoch = atomic_load_explicit(&route_epoch, memory_order_acquire);
+    for (int i = 0; i < PEER_CACHE; i++)
+        if (peer_cache[i].tid == tid && peer_cache[i].epoch == epoch) return;
+    unsigned i = peer_cache_next++ % PEER_CACHE;
+    peer_cache[i].tid = tid;
+    peer_cache[i].epoch = epoch;
+    peer_cache[i].p = p;
+}
+
+static struct cpvm_peer *peer_recalled(int tid)
+{
+    unsigned epoch = atomic_load_explicit(&route_epoch, memory_order_acquire);
+    for (int i = 0; i < PEER_CACHE; i++)
+        if (peer_cache[i].tid == tid && peer_cache[i].epoch == epoch) return peer_cache[i].p;
+    return NULL;
+}
+
+void cpvm_sends_forget_peers(void)
+{
+    atomic_fetch_add_explicit(&route_epoch, 1, memory_order_release);
+}
+
+/* Sends the built message o to p without the big lock: 1 = done (status in *rc), 0 = the
+ * caller takes the locked path (nothing was sent). */
+static int send_built_unlocked(struct cpvm_peer *p, struct cpvm_out *o, int *rc)
+{
+    *rc = send_out(p, o, false);
+    cpvm_out_release(o);
+    if (*rc == NOT_ROUTED) return 0;
+    if (*rc == PvmOk) {
+        atomic_fetch_add_explicit(&cpvm_stats.sends_unlocked, 1, memory_order_relaxed);
+        return 1;
+    }
+    cpvm_enter();
+    bool pvm_way = pvm_way_after_all(p, *rc);
+    cpvm_leave();
+    return pvm_way ? 0 : 1; /* (the locked path then sends it PVM's way) */
+}
+
+/* pvm_send without the big lock: 1 = done (status in *rc), 0 = take the locked path. */
+static int send_unlocked(int tid, int tag, int *rc)
+{
+    struct lp_msg *m = cpvm_own_sbuf();
+    int ctx;
+    if (!m || !cpvm_own_context(&ctx) || cpvm_pvm_protocol_in(tag, ctx)) return 0;
+    struct cpvm_peer *p = peer_recalled(tid);
+    if (!p) return 0;
+    struct cpvm_out o;
+    m->len = (int)cpvm_msg_body(m); /* (what pmsg_setlen makes of native data) */
+    if (cpvm_out_build(m, tid, tag, ctx, &o) < 0) return 0;
+    return send_built_unlocked(p, &o, rc);
+}
+
 /* pvm_send's routed path, the big lock held only to find the peer and the message: 1 = done
  * (status in *rc), 0 = the caller must use PVM's path. The big lock is held on entry (one
  * level); *held says whether it is on return (always when 0 is returned). */
@@ -562,6 +637,7 @@ static int route_send_unlocked(int tid, int tag, int *rc, bool *held)
         *rc = sbuf <= 0 ? PvmNoBuf : PvmNoSuchBuf;
         return 1;
     }
+    peer_remember(tid, p);
     cpvm_leave();
     *held = false;
     struct cpvm_out o;
@@ -579,9 +655,13 @@ static int route_send_unlocked(int tid, int tag, int *rc, bool *held)
 CPVM_API int pvm_send(int tid, int tag)
 {
     if (CPVM_PASS) return cpvm_real.pvm_send(tid, tag);
-    cpvm_in_send++;
-    cpvm_enter();
     int rc;
+    cpvm_in_send++;
+    if (send_unlocked(tid, tag, &rc)) {
+        cpvm_in_send--;
+        return rc;
+    }
+    cpvm_enter();
     bool held = true;
     if (!(cpvm_nested() ? route_send(tid, tag, &rc) : route_send_unlocked(tid, tag, &rc, &held))) {
         rc = REAL(pvm_send, tid, tag);
@@ -656,12 +736,29 @@ static int type_size(int type)
     }
 }
 
+/* pvm_psend without the big lock: 1 = done (status in *rc), 0 = take the locked path. */
+static int psend_unlocked(int tid, int tag, void *buf, int len, int size, int *rc)
+{
+    int ctx;
+    struct cpvm_peer *p = size ? peer_recalled(tid) : NULL;
+    if (!p || !cpvm_own_context(&ctx) || cpvm_pvm_protocol_in(tag, ctx) || len < 0 ||
+        (long)len * size > INT32_MAX || (len && !buf))
+        return 0;
+    struct cpvm_out o;
+    if (cpvm_out_bytes(buf, len * size, tid, tag, ctx, &o) < 0) return 0;
+    return send_built_unlocked(p, &o, rc);
+}
+
 CPVM_API int pvm_psend(int tid, int tag, void *buf, int len, int type)
 {
     if (CPVM_PASS) return cpvm_real.pvm_psend(tid, tag, buf, len, type);
-    cpvm_in_send++;
-    cpvm_enter();
     int rc, size = type_size(type);
+    cpvm_in_send++;
+    if (psend_unlocked(tid, tag, buf, len, size, &rc)) {
+        cpvm_in_send--;
+        return rc < 0 ? rc : PvmOk;
+    }
+    cpvm_enter();
     struct cpvm_peer *p = cpvm_pvm_protocol(tag) ? NULL : routed_peer(tid);
     struct cpvm_out o;
     bool big = cpvm_nested(), held = true; /* (a group call keeps the lock) */
@@ -677,6 +774,7 @@ CPVM_API int pvm_psend(int tid, int tag, void *buf, int len, int type)
          * data is the caller's) but to go PVM's way after all. */
         int ctx = REAL(pvm_getcontext);
         cpvm_out_init();
+        if (!big) peer_remember(tid, p);
         if (!big) {
             cpvm_leave();
             held = false;

@@ -112,6 +112,69 @@ void cpvm_pack_finish(const struct cpvm_pack_job *job)
     m->frag->rlink = fp;
 }
 
+struct lp_msg *cpvm_pack_target(void)
+{
+    struct lp_msg *m = pvmsbuf;
+    /* (pvm_initsend and the packs mark Raw messages being packed; InPlace ones never are) */
+    bool raw = m && m->enc == pvmmydsig && (m->flag & LP_MM_PACK);
+    if (send_headroom < 0 || !m || !m->frag || pvmtrc.trctid > 0 ||
+        (!raw && m->enc != CPVM_ENC_INPLACE))
+        return NULL;
+    return m;
+}
+
+int cpvm_sbuf_mid(void)
+{
+    return pvmsbuf ? pvmsbuf->mid : 0;
+}
+
+bool cpvm_pack_unlocked(struct lp_msg *m, const void *data, int cnt, int std, int size)
+{
+    long bytes = (long)cnt * size;
+    if (m->enc != pvmmydsig || !data || cnt < 0 || (std != 1 && cnt > 1) || bytes > INT32_MAX)
+        return false;
+    struct lp_frag *last = m->frag->rlink;
+    if (last == m->frag) return false;
+    long room = last->max - (long)(last->dat - last->buf) - last->len;
+    if (room < bytes) return false;
+    memcpy(last->dat + last->len, data, (size_t)bytes);
+    last->len += (int)bytes;
+    atomic_fetch_add_explicit(&cpvm_stats.packs_unlocked, 1, memory_order_relaxed);
+    return true;
+}
+
+struct lp_msg *cpvm_spare_make(int enc, int room)
+{
+    if (send_headroom < 0) return NULL;
+    int mid = REAL(pvm_mkbuf, enc);
+    struct lp_msg *m = mid > 0 ? msg_of(mid) : NULL;
+    if (!m || !m->frag || m->frag->link != m->frag) {
+        if (mid > 0) REAL(pvm_freebuf, mid);
+        return NULL;
+    }
+    if (enc != PvmDataRaw) return m;
+    m->flag |= LP_MM_PACK; /* as pvm_initsend marks it */
+    /* The fragment libpvm3's first pack would add, as large as the thread's messages. */
+    struct lp_frag *fp = (struct lp_frag *)REAL(fr_new, room + send_headroom);
+    if (!fp) {
+        REAL(pvm_freebuf, mid);
+        return NULL;
+    }
+    fp->dat += send_headroom;
+    fp->len = 0;
+    fp->link = fp->rlink = m->frag;
+    m->frag->link = m->frag->rlink = fp;
+    return m;
+}
+
+long cpvm_msg_body(const struct lp_msg *m)
+{
+    long body = 0;
+    for (struct lp_frag *f = m->frag->link; f != m->frag; f = f->link)
+        body += f->len;
+    return body;
+}
+
 struct lp_msg *cpvm_unpack_target(void)
 {
     struct lp_msg *m = pvmrbuf;

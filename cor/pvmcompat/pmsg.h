@@ -76,6 +76,20 @@ struct cpvm_pack_job {
  * into the active send buffer can copy without the lock; false: libpvm3 packs it. */
 bool cpvm_pack_prepare(const void *data, int cnt, int std, int size, struct cpvm_pack_job *job);
 void cpvm_pack_finish(const struct cpvm_pack_job *job); /* without the lock */
+/* Lock held: the active send buffer if the thread can pack and send it without the lock
+ * (native data: Raw being packed, or InPlace; no tracing), else NULL; and its mid (0: none). */
+struct lp_msg *cpvm_pack_target(void);
+int cpvm_sbuf_mid(void);
+/* Without the lock, into the thread's own send buffer m (cpvm_own_sbuf): true if the pack of
+ * cnt items of `size` bytes at data (stride std) was copied into the room of its last
+ * fragment (a Raw message); false: the caller takes the locked path. */
+bool cpvm_pack_unlocked(struct lp_msg *m, const void *data, int cnt, int std, int size);
+/* Lock held: a new message of encoding enc (PvmDataRaw or PvmDataInPlace) for a pvm_initsend
+ * without the lock: a Raw one with an empty fragment of `room` bytes to pack into. NULL if
+ * libpvm3 could not make it. */
+struct lp_msg *cpvm_spare_make(int enc, int room);
+/* The bytes in m's fragments (its body as sent). */
+long cpvm_msg_body(const struct lp_msg *m);
 /* Lock held: the active receive buffer if it can be unpacked without the lock (native data:
  * libpvm3's decoders only read its fragments then), else NULL. lock.c keeps what it was when
  * the thread last left the lock (cpvm_own_rbuf): the thread's own until its next call. */

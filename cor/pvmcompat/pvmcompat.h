@@ -229,6 +229,18 @@ bool cpvm_own_context(int *ctx);
 void cpvm_adopt_rbuf(struct lp_msg *m, struct lp_msg *unpackable);
 /* Without the lock: message mid (no thread's buffer) is freed by the next holder of the lock. */
 void cpvm_trash(int mid);
+/* Outside any pvm_* call: the calling thread's send buffer if it can be packed and sent without
+ * the lock (as cpvm_pack_target found it when the thread last left the lock, or as a
+ * pvm_initsend without the lock made it), else NULL. */
+struct lp_msg *cpvm_own_sbuf(void);
+/* Without the lock: message m (the thread's own, made under the lock) is now its send buffer,
+ * installed in libpvm3 at its next call; the one it replaces is freed by the next holder of
+ * the lock (as pvm_initsend frees it). */
+void cpvm_adopt_sbuf(struct lp_msg *m);
+/* The thread's ready-made send buffers (sbuf.c); NULL before its first call. */
+struct cpvm_spares;
+struct cpvm_spares **cpvm_own_spares(void);
+void cpvm_spares_drop(struct cpvm_spares *s); /* a thread ended: its spares to the trash */
 
 /* Straight to libpvm3: inside a real call, or in PVM's own programs. */
 #define CPVM_PASS (cpvm_in_real || cpvm_bypass)
@@ -325,6 +337,8 @@ struct cpvm_stats {
     _Atomic uint64_t send_lock_waits, send_lock_wait_ns; /* of them, inside a send call */
     _Atomic uint64_t recv_lock_waits, recv_lock_wait_ns; /* of them, in a receive or unpack */
     _Atomic uint64_t recv_unlocked; /* routed messages a receive took without the big lock */
+    /* pvm_initsend and routed pvm_send/psend calls made without the big lock (sbuf.c) */
+    _Atomic uint64_t initsends_unlocked, sends_unlocked;
 };
 extern struct cpvm_stats cpvm_stats;
 void cpvm_stats_print(void); /* stderr, when COR_PVM_STATS is set */

@@ -712,12 +712,14 @@ int cpvm_route_set(int value)
         }
         if (rc < 0) cpvm_log("PvmRoute %d: messages keep PVM's path", value);
         rt.opt = value;
+        cpvm_sends_forget_peers();
         return old;
     }
     int rc = REAL(pvm_setopt, PvmRoute, value);
     if (rc < 0) return rc;
     /* A program asking for PvmRouteDirect gets the CoR route the environment chose. */
     rt.opt = value == PvmRouteDirect && rt.env_route ? rt.env_route : value;
+    cpvm_sends_forget_peers();
     return old;
 }
 
@@ -733,13 +735,16 @@ bool cpvm_routing(void)
 #define SYSCTX_LAST 0x7fff6
 #define SYSCTX_DG 0x7fffc
 
-bool cpvm_pvm_protocol(int tag)
+bool cpvm_pvm_protocol_in(int tag, int ctx)
 {
     /* Reserved tags (bit 31: TM_, TC_, SM_ ... codes, e.g. a resource manager's replies to
      * a pvm_spawn that libpvm3 awaits in its own select) and system contexts. */
-    if (tag < 0) return true;
-    int ctx = REAL(pvm_getcontext);
-    return ctx >= SYSCTX_LAST && ctx <= SYSCTX_FIRST && ctx != SYSCTX_DG;
+    return tag < 0 || (ctx >= SYSCTX_LAST && ctx <= SYSCTX_FIRST && ctx != SYSCTX_DG);
+}
+
+bool cpvm_pvm_protocol(int tag)
+{
+    return tag < 0 || cpvm_pvm_protocol_in(tag, REAL(pvm_getcontext));
 }
 
 /* pvm_reg_rm, pvm_reg_tasker, pvm_reg_hoster: the task becomes part of PVM. From then on
@@ -749,6 +754,7 @@ static void system_role(int rc, const char *what)
 {
     if (rc < 0 || rt.system_role) return;
     rt.system_role = true;
+    cpvm_sends_forget_peers();
     if (rt.joined) cpvm_log("registered as %s: everything it sends takes PVM's path", what);
 }
 
@@ -908,6 +914,7 @@ void cpvm_route_exit(void)
 {
     cpvm_stats_print();
     if (!rt.joined) return;
+    cpvm_sends_forget_peers();
     rescuer_stop(); /* from here on, the exit's own waits run give-ups */
     /* Exit notices and goodbyes already on PVM's path: peers gone need not acknowledge our
      * last frames (the udp route would wait 5 s for them). */

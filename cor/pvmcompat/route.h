@@ -86,6 +86,7 @@ bool cpvm_routing(void); /* the task's option names the route it joined */
 /* Whether a message with this tag, sent in the current context, is PVM's own protocol:
  * then it takes PVM's path whatever the route option. Lock held. */
 bool cpvm_pvm_protocol(int tag);
+bool cpvm_pvm_protocol_in(int tag, int ctx); /* the same in context ctx; no lock needed */
 /* A control message of `kind` to tid on PVM's path, `value` in its rank field. Lock held. */
 void cpvm_ctl_send(int tid, int kind, int value);
 /* Reads what PVM's sockets hold now (control messages run their handlers). Lock held. */
@@ -106,6 +107,7 @@ void cpvm_inbound_stop(void);
 void cpvm_release_held(struct cpvm_peer *p);
 void cpvm_sends_drain(void);        /* waits for the sends still going on in the background */
 void cpvm_unconfirmed_forget(void); /* after cor_finalize: what peers did not confirm */
+void cpvm_sends_forget_peers(void); /* leaving: no send without the big lock from here on */
 /* The route gave peer p up (or p says it gave us up: told = true): what p has not confirmed
  * goes PVM's way, in order, and so does everything after. Lock held. */
 void cpvm_route_gave_up(struct cpvm_peer *p, bool told);

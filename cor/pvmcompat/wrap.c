@@ -1,7 +1,7 @@
 /*
  * The pvm_* entry points that need nothing but the lock: each runs the real call with the
- * calling thread's buffers and context installed. The message calls live in send.c and
- * recv.c, the options and exit in route.c.
+ * calling thread's buffers and context installed. The message calls live in msgio.c,
+ * pvm_initsend in sbuf.c, the options and exit in route.c.
  */
 #include "pmsg.h"
 
@@ -35,13 +35,17 @@
  * Packing and unpacking the thread's active buffers. The message is the thread's own: the
  * lock is taken to find it (and to allocate from libpvm3), but the copies run without it
  * where libpvm3 would only copy (pmsg.c): a large PvmDataRaw pack, any unpack of native
- * data. Threads moving large messages then do not wait for each other's copies. An unpack
- * takes no lock at all when the thread's receive buffer is known since its last call.
+ * data. A PvmDataRaw pack that fits the room of the thread's own send buffer (a spare of
+ * pvm_initsend's, sbuf.c) takes no lock at all. Threads moving large messages then do not wait for
+ * each other's copies. An unpack takes no lock at all when the thread's receive buffer is known
+ * since its last call.
  */
 #define PACKER(T, pk, upk, type, size)                                                             \
     CPVM_API int pk(T *p, int cnt, int std)                                                        \
     {                                                                                              \
         if (CPVM_PASS) return cpvm_real.pk(p, cnt, std);                                           \
+        struct lp_msg *own = cpvm_own_sbuf();                                                      \
+        if (own && cpvm_pack_unlocked(own, p, cnt, std, size)) return PvmOk;                       \
         struct cpvm_pack_job job;                                                                  \
         cpvm_enter();                                                                              \
         if (!cpvm_pack_prepare(p, cnt, std, size, &job)) {                                         \
@@ -171,7 +175,6 @@ CPVM_API int pvm_bufinfo(int mid, int *len, int *tag, int *tid)
     CPVM_WRAP(pvm_bufinfo, mid, len, tag, tid);
 }
 
-WRAP1(pvm_initsend, int)
 WRAP1(pvm_mkbuf, int)
 WRAP0(pvm_getsbuf)
 WRAP0(pvm_getrbuf)

@@ -1,0 +1,103 @@
+/*
+ * pvm_initsend without the big lock. libpvm3's pvm_initsend frees the active send buffer and
+ * makes a new one: both change libpvm3's table of buffers and its free lists, which only the
+ * big lock's holder may touch. A thread of a routed task therefore keeps a few new messages
+ * made ahead under the lock (its spares: PvmDataRaw ones with the fragment its packs fill,
+ * as large as its recent messages; PvmDataInPlace ones), and a pvm_initsend takes one without
+ * the lock: the message becomes the thread's send buffer at once (installed in libpvm3 at its
+ * next call, lock.c), and the one it replaces is freed by the next holder of the lock. The
+ * spares are made again, a batch at a time, by the pvm_initsend that finds none left. Other
+ * encodings, traced tasks and tasks without a route keep libpvm3's own call.
+ */
+#include <stdlib.h>
+
+#include "pmsg.h"
+#include "route.h"
+
+#define SPARES_MAX 8
+#define SPARE_ROOM_MIN 4096                 /* (libpvm3's own first fragment is about this) */
+#define SPARE_ROOM_MAX (4 * 1024 * 1024)    /* larger messages allocate as they pack */
+#define SPARE_BATCH_BYTES (8 * 1024 * 1024) /* fewer spares of large messages */
+
+struct cpvm_spares {
+    int enc, n;
+    struct lp_msg *msg[SPARES_MAX];
+};
+
+/* The body of the thread's last message: the room of its next spares. */
+static _Thread_local long recent_body;
+
+void cpvm_spares_drop(struct cpvm_spares *s)
+{
+    if (!s) return;
+    for (int i = 0; i < s->n; i++)
+        cpvm_trash(s->msg[i]->mid);
+    free(s);
+}
+
+/* Lock held, after the real pvm_initsend(enc): a new batch of spares if the thread's next
+ * pvm_initsend can do without the lock. */
+static void refill(int enc)
+{
+    struct cpvm_spares **own = cpvm_own_spares();
+    if (!own || cpvm_nested() || cpvm_single_thread() || !cpvm_routing() || !cpvm_pack_target())
+        return;
+    if (enc != PvmDataRaw && enc != PvmDataInPlace) return;
+    struct cpvm_spares *s = *own;
+    if (s && s->enc != enc) {
+        cpvm_spares_drop(s);
+        *own = s = NULL;
+    }
+    if (!s && !(s = *own = calloc(1, sizeof *s))) return;
+    s->enc = enc;
+    long room = recent_body < SPARE_ROOM_MIN   ? SPARE_ROOM_MIN
+                : recent_body > SPARE_ROOM_MAX ? SPARE_ROOM_MAX
+                                               : recent_body + 64;
+    int want = enc == PvmDataRaw ? (int)(SPARE_BATCH_BYTES / room) : SPARES_MAX;
+    if (want > SPARES_MAX) want = SPARES_MAX;
+    if (want < 2) want = 2;
+    while (s->n < want) {
+        struct lp_msg *m = cpvm_spare_make(enc, (int)room);
+        if (!m) break;
+        s->msg[s->n++] = m;
+    }
+}
+
+/* Without the lock: a spare of encoding enc made the thread's send buffer; its mid, or 0. */
+static int initsend_unlocked(int enc)
+{
+    struct lp_msg *old = cpvm_own_sbuf();
+    struct cpvm_spares **own = cpvm_own_spares();
+    struct cpvm_spares *s = own ? *own : NULL;
+    if (!old || !s || s->enc != enc || !s->n) return 0;
+    long body = cpvm_msg_body(old);
+    if (body > recent_body || body < recent_body / 2) recent_body = body;
+    struct lp_msg *m = s->msg[--s->n];
+    /* A fragment too small for the thread's messages now: the locked path makes larger ones. */
+    if (enc == PvmDataRaw && m->frag->link->max < recent_body) {
+        s->msg[s->n++] = m;
+        cpvm_spares_drop(s);
+        *own = NULL;
+        return 0;
+    }
+    cpvm_adopt_sbuf(m);
+    atomic_fetch_add_explicit(&cpvm_stats.initsends_unlocked, 1, memory_order_relaxed);
+    return m->mid;
+}
+
+CPVM_API int pvm_initsend(int enc)
+{
+    if (CPVM_PASS) return cpvm_real.pvm_initsend(enc);
+    int mid = initsend_unlocked(enc);
+    if (mid > 0) return mid;
+    cpvm_enter();
+    struct lp_msg *old = cpvm_pack_target();
+    if (old) {
+        long body = cpvm_msg_body(old);
+        if (body > recent_body || body < recent_body / 2) recent_body = body;
+    }
+    mid = REAL(pvm_initsend, enc);
+    if (mid > 0) refill(enc);
+    cpvm_leave();
+    return mid;
+}
