@@ -16,9 +16,11 @@
  * > 0 every message is PvmDataRaw and carries that many bytes more, a pattern of its thread and
  * number that the worker checks: from COR_PVM_DETACH_MIN (32 KiB) they travel as a detached
  * piece after the image, so threads sending to one peer at once must keep each image with its
- * piece (a receiver takes the pieces in the order of the images).
+ * piece (a receiver takes the pieces in the order of the images). With `own`, thread t sends
+ * to worker t only (as many threads as workers: every thread to a peer of its own), each its
+ * own way (send_own: PvmDataRaw, pvm_psend, PvmDataInPlace, a buffer of pvm_mkbuf's).
  *
- *   peers [workers [threads [count [stop_ms [bytes]]]]]     (default 3 4 300 0 0)
+ *   peers [workers [threads [count [stop_ms [bytes [all|own]]]]]]     (default 3 4 300 0 0 all)
  */
 #include <pthread.h>
 #include <signal.h>
@@ -31,33 +33,50 @@
 
 #include <pvm3.h>
 
+#include "pairs.h"
+
 #define TAG_SEQ 31
 #define TAG_VERDICT 32
 #define TAG_READY 33
 #define MAX_WORKERS 8
 #define MAX_THREADS 16
-#define WAIT_S 60 /* the longest wait for one message */
+#define WAIT_S PAIRS_WAIT_S
 
 static int nworkers = 3, nthreads = 4, count = 300, stop_ms = 0, bytes = 0;
+static bool own; /* thread t sends to worker t only, its own way (send_own) */
 static int worker_tid[MAX_WORKERS];
 static int send_errors[MAX_THREADS];
 
-static long number(const char *s, long lo, long hi, const char *what)
+/* Thread t's message n to tid, one of four ways (t % 4): packed into a new PvmDataRaw buffer,
+ * pvm_psend, PvmDataInPlace, or a buffer of its own (pvm_mkbuf, pvm_setsbuf, pvm_freebuf). */
+static int send_own(int t, int n, int tid, char *data)
 {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*end || end == s || v < lo || v > hi) {
-        fprintf(stderr, "peers: bad %s '%s' (%ld..%ld)\n", what, s, lo, hi);
-        exit(2);
+    int msg[3] = {t, n, ~n}, rc;
+    switch (t % 4) {
+    case 1: {
+        char *all = malloc(sizeof msg + (size_t)bytes);
+        if (!all) return PvmNoMem;
+        memcpy(all, msg, sizeof msg);
+        if (bytes) memcpy(all + sizeof msg, data, (size_t)bytes);
+        rc = pvm_psend(tid, TAG_SEQ, all, (int)sizeof msg + bytes, PVM_BYTE);
+        free(all);
+        return rc;
     }
-    return v;
-}
-
-/* The payload of thread t's message n: bytes that differ between threads and messages. */
-static void pattern(char *data, int len, int t, int n)
-{
-    for (int i = 0; i < len; i++)
-        data[i] = (char)(t * 131 + n * 7 + i / 8);
+    case 3: {
+        int mid = pvm_mkbuf(PvmDataRaw), old = mid > 0 ? pvm_setsbuf(mid) : mid;
+        if (old > 0) pvm_freebuf(old);
+        rc = old < 0 ? old : pvm_pkint(msg, 3, 1);
+        if (rc >= 0 && bytes) rc = pvm_pkbyte(data, bytes, 1);
+        if (rc >= 0) rc = pvm_send(tid, TAG_SEQ);
+        if (mid > 0 && pvm_freebuf(mid) < 0 && rc >= 0) rc = PvmSysErr;
+        return rc;
+    }
+    default:
+        rc = pvm_initsend(t % 4 == 2 ? PvmDataInPlace : PvmDataRaw);
+        if (rc >= 0) rc = pvm_pkint(msg, 3, 1);
+        if (rc >= 0 && bytes) rc = pvm_pkbyte(data, bytes, 1);
+        return rc >= 0 ? pvm_send(tid, TAG_SEQ) : rc;
+    }
 }
 
 static void *sender(void *arg)
@@ -69,15 +88,17 @@ static void *sender(void *arg)
         return NULL;
     }
     for (int n = 0; n < count; n++)
-        for (int k = 0; k < nworkers; k++) {
-            int w = (t + k) % nworkers, msg[3] = {t, n, ~n};
-            int rc = pvm_initsend(bytes ? PvmDataRaw : PvmDataDefault);
-            if (rc >= 0) rc = pvm_pkint(msg, 3, 1);
-            if (rc >= 0 && bytes) {
-                pattern(data, bytes, t, n);
-                rc = pvm_pkbyte(data, bytes, 1);
+        for (int k = 0; k < (own ? 1 : nworkers); k++) {
+            int w = (t + k) % nworkers, msg[3] = {t, n, ~n}, rc;
+            if (bytes) pairs_pattern(data, bytes, t, n);
+            if (own) {
+                rc = send_own(t, n, worker_tid[w], data);
+            } else {
+                rc = pvm_initsend(bytes ? PvmDataRaw : PvmDataDefault);
+                if (rc >= 0) rc = pvm_pkint(msg, 3, 1);
+                if (rc >= 0 && bytes) rc = pvm_pkbyte(data, bytes, 1);
+                if (rc >= 0) rc = pvm_send(worker_tid[w], TAG_SEQ);
             }
-            if (rc >= 0) rc = pvm_send(worker_tid[w], TAG_SEQ);
             if (rc < 0 && send_errors[t]++ < 3)
                 fprintf(stderr, "peers: thread %d, message %d to t%x: %d\n", t, n, worker_tid[w],
                         rc);
@@ -117,19 +138,19 @@ static bool stopped(pid_t pid)
     return false;
 }
 
-static int worker(int threads, int n)
+/* Takes `expect` messages from the master's threads (numbers below `threads`). */
+static int worker(int threads, int expect)
 {
     int master = pvm_parent(), next[MAX_THREADS] = {0}, got = 0, bad = 0;
     struct timeval tv = {WAIT_S, 0};
     char *data = bytes ? malloc((size_t)bytes) : NULL, *want = bytes ? malloc((size_t)bytes) : NULL;
     if (bytes && (!data || !want)) return 1;
-    pvm_initsend(PvmDataDefault); /* enrolled: the pair switches to the route */
-    pvm_send(master, TAG_READY);
-    while (got < threads * n) {
+    pairs_ready(TAG_READY);
+    while (got < expect) {
         int buf = pvm_trecv(master, TAG_SEQ, &tv), msg[3] = {-1, -1, 0};
         if (buf <= 0) {
             fprintf(stderr, "peers worker t%x: %d of %d, then nothing (%d)\n", pvm_mytid(), got,
-                    threads * n, buf);
+                    expect, buf);
             bad++;
             break;
         }
@@ -140,7 +161,7 @@ static int worker(int threads, int n)
         }
         int t = msg[0];
         if (bytes) {
-            pattern(want, bytes, t, msg[1]);
+            pairs_pattern(want, bytes, t, msg[1]);
             if ((pvm_upkbyte(data, bytes, 1) < 0 || memcmp(data, want, (size_t)bytes)) && bad++ < 5)
                 fprintf(stderr, "peers worker t%x: thread %d's message %d: wrong payload\n",
                         pvm_mytid(), t, msg[1]);
@@ -163,33 +184,29 @@ static int worker(int threads, int n)
 int main(int argc, char **argv)
 {
     if (pvm_mytid() < 0) return 1;
-    if (argc == 5 && !strcmp(argv[1], "worker")) {
-        bytes = (int)number(argv[4], 0, 1 << 24, "bytes");
-        return worker((int)number(argv[2], 1, MAX_THREADS, "threads"),
-                      (int)number(argv[3], 1, 1000000, "count"));
+    if (argc == 6 && !strcmp(argv[1], "worker")) {
+        bytes = (int)pairs_number(argv[4], 0, 1 << 24, "bytes");
+        return worker((int)pairs_number(argv[2], 1, MAX_THREADS, "threads"),
+                      (int)pairs_number(argv[5], 1, 1000000000, "expect"));
     }
-    if (argc > 1) nworkers = (int)number(argv[1], 1, MAX_WORKERS, "workers");
-    if (argc > 2) nthreads = (int)number(argv[2], 1, MAX_THREADS, "threads");
-    if (argc > 3) count = (int)number(argv[3], 1, 1000000, "count");
-    if (argc > 4) stop_ms = (int)number(argv[4], 0, 60000, "stop_ms");
-    if (argc > 5) bytes = (int)number(argv[5], 0, 1 << 24, "bytes");
-    char t_arg[16], n_arg[16], b_arg[16], *wargv[] = {"worker", t_arg, n_arg, b_arg, NULL};
+    if (argc > 1) nworkers = (int)pairs_number(argv[1], 1, MAX_WORKERS, "workers");
+    if (argc > 2) nthreads = (int)pairs_number(argv[2], 1, MAX_THREADS, "threads");
+    if (argc > 3) count = (int)pairs_number(argv[3], 1, 1000000, "count");
+    if (argc > 4) stop_ms = (int)pairs_number(argv[4], 0, 60000, "stop_ms");
+    if (argc > 5) bytes = (int)pairs_number(argv[5], 0, 1 << 24, "bytes");
+    if (argc > 6) own = !strcmp(argv[6], "own");
+    if (own && nthreads != nworkers) {
+        fprintf(stderr, "peers: 'own' needs as many threads as workers\n");
+        return 2;
+    }
+    int expect = own ? count : nthreads * count;
+    char t_arg[16], n_arg[16], b_arg[16], e_arg[16];
+    char *wargv[] = {"worker", t_arg, n_arg, b_arg, e_arg, NULL};
     snprintf(b_arg, sizeof b_arg, "%d", bytes);
     snprintf(t_arg, sizeof t_arg, "%d", nthreads);
     snprintf(n_arg, sizeof n_arg, "%d", count);
-    if (pvm_spawn(argv[0], wargv, PvmTaskDefault, "", nworkers, worker_tid) != nworkers) {
-        fprintf(stderr, "peers: cannot spawn %d workers\n", nworkers);
-        pvm_exit();
-        return 1;
-    }
-    for (int w = 0; w < nworkers; w++) { /* every pair routed before the threads send */
-        struct timeval tv = {WAIT_S, 0};
-        if (pvm_trecv(worker_tid[w], TAG_READY, &tv) <= 0) {
-            fprintf(stderr, "peers: worker t%x did not start\n", worker_tid[w]);
-            pvm_exit();
-            return 1;
-        }
-    }
+    snprintf(e_arg, sizeof e_arg, "%d", expect);
+    if (!pairs_start(argv[0], wargv, NULL, nworkers, worker_tid, TAG_READY)) return 1;
     pid_t stop_pid = stop_ms ? pid_of(worker_tid[0]) : 0;
     if (stop_pid < 0 || (stop_pid && (kill(stop_pid, SIGSTOP) || !stopped(stop_pid)))) {
         fprintf(stderr, "peers: cannot stop worker t%x (pid %d)\n", worker_tid[0], (int)stop_pid);
@@ -217,16 +234,17 @@ int main(int argc, char **argv)
         if (pvm_trecv(worker_tid[w], TAG_VERDICT, &tv) <= 0 || pvm_upkint(verdict, 2, 1) < 0) {
             fprintf(stderr, "peers: no verdict from worker t%x\n", worker_tid[w]);
             errors++;
-        } else if (verdict[0] != nthreads * count || verdict[1]) {
+        } else if (verdict[0] != expect || verdict[1]) {
             fprintf(stderr, "peers: worker t%x got %d of %d, %d wrong\n", worker_tid[w], verdict[0],
-                    nthreads * count, verdict[1]);
+                    expect, verdict[1]);
             errors++;
         }
     }
     if (!errors)
-        printf("peers: %d workers x %d threads x %d messages of %d B more%s: complete and in "
+        printf("peers: %d workers x %d threads x %d messages of %d B more%s%s: complete and in "
                "order\n",
-               nworkers, nthreads, count, bytes, stop_ms ? " across a give-up" : "");
+               nworkers, nthreads, count, bytes, own ? ", each thread to its own worker" : "",
+               stop_ms ? " across a give-up" : "");
     pvm_exit();
     return errors != 0;
 }

@@ -11,6 +11,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pvmlib.sh"
 pvm_test_begin peers
+. "$HERE/threadtest.sh"
 PROG=$BUILD/tests/pvm/peers
 [ -x "$PROG" ] || fail "$PROG not built"
 workers=3 threads=4 count=300
@@ -18,11 +19,6 @@ workers=3 threads=4 count=300
 
 EXTRA_EP=$(dirname "$PROG") pvm_vm_start || fail "cannot start a PVM virtual machine"
 exports=$(pvm_exports COR_PVM_STATS COR_UDP_DEAD_MS COR_GM_DEAD_MS)
-sum() { # WORD FILE...: the sum of the numbers after WORD in the counters' lines
-    local w=$1
-    shift
-    cat "$@" | { grep -o "$w [0-9]*" || true; } | awk '{s += $NF} END {print s + 0}'
-}
 
 big_count=40
 for route in myrinet udp; do
@@ -30,19 +26,12 @@ for route in myrinet udp; do
         read -r stop_ms bytes <<<"$run"
         n=$count
         [ "$bytes" = 0 ] || n=$big_count
-        off=$(pvm_log_size)
-        PVM_MASTER_TIMEOUT=120 pvm_run_master env COR_PVM_ROUTE=$route COR_PVM_STATS=1 \
+        what="$route, stop $stop_ms ms, $bytes B more"
+        threads_run "$what" env COR_PVM_ROUTE=$route COR_PVM_STATS=1 \
             COR_GM_DEAD_MS=500 COR_UDP_DEAD_MS=500 PVM_EXPORT=$exports \
             "$PROG" $workers $threads $n $stop_ms $bytes
-        pvm_log_since "$off" >"$PVM_WORK/$route.log"
-        what="$route, stop $stop_ms ms, $bytes B more"
-        grep -q "complete and in order" "$PVM_OUT" && [ "$PVM_RC" = 0 ] ||
-            { cat "$PVM_OUT" "$PVM_ERR" "$PVM_WORK/$route.log" | tail -40
-              fail "$what: exit $PVM_RC"; }
-        ! grep -q Sanitizer "$PVM_WORK/$route.log" ||
-            { grep -A20 Sanitizer "$PVM_WORK/$route.log" | head -40; fail "$what: a worker's sanitizer report"; }
-        routed=$(sum "routed sent" "$PVM_ERR")
-        resent=$(sum "resent" "$PVM_ERR")
+        routed=$(threads_sum "routed sent" "$PVM_ERR")
+        resent=$(threads_sum "resent" "$PVM_ERR")
         [ "$routed" -gt 0 ] || { cat "$PVM_ERR"; fail "$what: nothing went routed"; }
         [ "$stop_ms" = 0 ] || [ "$resent" -gt 0 ] ||
             { cat "$PVM_ERR"; fail "$what: the route never gave the stopped worker up (nothing resent)"; }

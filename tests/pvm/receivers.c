@@ -23,6 +23,8 @@
 
 #include <pvm3.h>
 
+#include "pairs.h"
+
 #define TAG_SEQ 41
 #define TAG_WILD 42
 #define TAG_READY 43
@@ -30,29 +32,11 @@
 #define TAG_DONE 45
 #define WILD_EVERY 10
 #define MAX_SENDERS 8
-#define WAIT_S 60 /* the longest wait for one message */
+#define WAIT_S PAIRS_WAIT_S
 
 static int nsenders = 4, count = 300, bytes = 0;
 static int sender_tid[MAX_SENDERS];
 static int errors[MAX_SENDERS + 1];
-
-static long number(const char *s, long lo, long hi, const char *what)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*end || end == s || v < lo || v > hi) {
-        fprintf(stderr, "receivers: bad %s '%s' (%ld..%ld)\n", what, s, lo, hi);
-        exit(2);
-    }
-    return v;
-}
-
-/* The payload of sender s's message n: bytes that differ between senders and messages. */
-static void pattern(char *data, int len, int s, int n)
-{
-    for (int i = 0; i < len; i++)
-        data[i] = (char)(s * 37 + n * 11 + i / 4);
-}
 
 static double now_s(void)
 {
@@ -68,15 +52,14 @@ static int sender(int s, int n)
     struct timeval tv = {WAIT_S, 0};
     char *data = bytes ? malloc((size_t)bytes) : NULL;
     if (bytes && !data) return 1;
-    pvm_initsend(PvmDataDefault); /* enrolled: the pair switches to the route */
-    pvm_send(master, TAG_READY);
+    pairs_ready(TAG_READY);
     if (pvm_trecv(master, TAG_GO, &tv) <= 0) return 1;
     for (int k = 0; k < n && rc >= 0; k++) {
         int msg[3] = {s, k, ~k};
         rc = pvm_initsend(bytes ? PvmDataRaw : PvmDataDefault);
         if (rc >= 0) rc = pvm_pkint(msg, 3, 1);
         if (rc >= 0 && bytes) {
-            pattern(data, bytes, s, k);
+            pairs_pattern(data, bytes, s, k);
             rc = pvm_pkbyte(data, bytes, 1);
         }
         if (rc >= 0) rc = pvm_send(master, TAG_SEQ);
@@ -180,7 +163,7 @@ static void *receiver(void *arg)
         if (msg[0] != s || msg[1] != k || msg[2] != ~k)
             report(s, "sender %d: message %d came as #%d", s, msg[1], k);
         if (bytes) {
-            pattern(want, bytes, s, k);
+            pairs_pattern(want, bytes, s, k);
             if (memcmp(data, want, (size_t)bytes))
                 report(s, "sender %d, message %d: wrong payload", s, k, 0);
         }
@@ -218,32 +201,17 @@ int main(int argc, char **argv)
 {
     if (pvm_mytid() < 0) return 1;
     if (argc == 5 && !strcmp(argv[1], "sender")) {
-        bytes = (int)number(argv[4], 0, 1 << 24, "bytes");
-        return sender((int)number(argv[2], 0, MAX_SENDERS - 1, "sender"),
-                      (int)number(argv[3], 1, 1000000, "count"));
+        bytes = (int)pairs_number(argv[4], 0, 1 << 24, "bytes");
+        return sender((int)pairs_number(argv[2], 0, MAX_SENDERS - 1, "sender"),
+                      (int)pairs_number(argv[3], 1, 1000000, "count"));
     }
-    if (argc > 1) nsenders = (int)number(argv[1], 1, MAX_SENDERS, "senders");
-    if (argc > 2) count = (int)number(argv[2], 1, 1000000, "count");
-    if (argc > 3) bytes = (int)number(argv[3], 0, 1 << 24, "bytes");
+    if (argc > 1) nsenders = (int)pairs_number(argv[1], 1, MAX_SENDERS, "senders");
+    if (argc > 2) count = (int)pairs_number(argv[2], 1, 1000000, "count");
+    if (argc > 3) bytes = (int)pairs_number(argv[3], 0, 1 << 24, "bytes");
     char s_arg[16], n_arg[16], b_arg[16], *sargv[] = {"sender", s_arg, n_arg, b_arg, NULL};
     snprintf(n_arg, sizeof n_arg, "%d", count);
     snprintf(b_arg, sizeof b_arg, "%d", bytes);
-    for (int s = 0; s < nsenders; s++) {
-        snprintf(s_arg, sizeof s_arg, "%d", s);
-        if (pvm_spawn(argv[0], sargv, PvmTaskDefault, "", 1, &sender_tid[s]) != 1) {
-            fprintf(stderr, "receivers: cannot spawn sender %d\n", s);
-            pvm_exit();
-            return 1;
-        }
-    }
-    for (int s = 0; s < nsenders; s++) { /* every pair routed before the messages */
-        struct timeval tv = {WAIT_S, 0};
-        if (pvm_trecv(sender_tid[s], TAG_READY, &tv) <= 0) {
-            fprintf(stderr, "receivers: sender t%x did not start\n", sender_tid[s]);
-            pvm_exit();
-            return 1;
-        }
-    }
+    if (!pairs_start(argv[0], sargv, s_arg, nsenders, sender_tid, TAG_READY)) return 1;
     pthread_t th[MAX_SENDERS + 1];
     for (int s = 0; s <= nsenders; s++)
         if (pthread_create(&th[s], NULL, s < nsenders ? receiver : wild, (void *)(long)s)) {

@@ -10,6 +10,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pvmlib.sh"
 pvm_test_begin receivers
+. "$HERE/threadtest.sh"
 PROG=$BUILD/tests/pvm/receivers
 [ -x "$PROG" ] || fail "$PROG not built"
 senders=4 count=400 big_count=60
@@ -17,29 +18,17 @@ senders=4 count=400 big_count=60
 
 EXTRA_EP=$(dirname "$PROG") pvm_vm_start || fail "cannot start a PVM virtual machine"
 exports=$(pvm_exports COR_PVM_STATS)
-sum() { # WORD FILE...: the sum of the numbers after WORD in the counters' lines
-    local w=$1
-    shift
-    cat "$@" | { grep -o "$w [0-9]*" || true; } | awk '{s += $NF} END {print s + 0}'
-}
 
 for route in myrinet udp; do
     for bytes in 0 65536; do
         n=$count
         [ "$bytes" = 0 ] || n=$big_count
-        off=$(pvm_log_size)
-        PVM_MASTER_TIMEOUT=120 pvm_run_master env COR_PVM_ROUTE=$route COR_PVM_STATS=1 \
-            PVM_EXPORT=$exports "$PROG" $senders "$n" $bytes
-        pvm_log_since "$off" >"$PVM_WORK/$route.log"
         what="$route, $bytes B more"
-        grep -q "complete and in order" "$PVM_OUT" && [ "$PVM_RC" = 0 ] ||
-            { cat "$PVM_OUT" "$PVM_ERR" "$PVM_WORK/$route.log" | tail -40
-              fail "$what: exit $PVM_RC"; }
-        ! grep -q Sanitizer "$PVM_WORK/$route.log" ||
-            { grep -A20 Sanitizer "$PVM_WORK/$route.log" | head -40; fail "$what: a sender's sanitizer report"; }
-        routed=$(sum "routed sent" "$PVM_WORK/$route.log")
-        unlocked=$(sum "received without the lock" "$PVM_ERR")
-        [ "$routed" -gt 0 ] || { cat "$PVM_WORK/$route.log"; fail "$what: nothing went routed"; }
+        threads_run "$what" env COR_PVM_ROUTE=$route COR_PVM_STATS=1 \
+            PVM_EXPORT=$exports "$PROG" $senders "$n" $bytes
+        routed=$(threads_sum "routed sent" "$THREADS_LOG")
+        unlocked=$(threads_sum "received without the lock" "$PVM_ERR")
+        [ "$routed" -gt 0 ] || { cat "$THREADS_LOG"; fail "$what: nothing went routed"; }
         [ "$unlocked" -gt 0 ] ||
             { cat "$PVM_ERR"; fail "$what: no routed message was taken without the big lock"; }
         say "$what: $(cat "$PVM_OUT"); routed $routed, without the lock $unlocked"
