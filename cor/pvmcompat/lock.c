@@ -39,6 +39,9 @@ static _Thread_local int own_ctx, own_rbuf_mid, pending_rbuf;
 static _Thread_local struct lp_msg *own_sbuf;
 static _Thread_local bool pending_s;
 static _Thread_local int own_sbuf_mid, pending_sbuf;
+/* Bumped by pvm_exit: buffers known before belong to the task that left. */
+static _Atomic unsigned buffers_epoch = 1;
+static _Thread_local unsigned own_epoch;
 static _Atomic int threads_seen;
 static pthread_key_t key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
@@ -187,7 +190,18 @@ void cpvm_adopt_sbuf(struct lp_msg *m)
 
 struct lp_msg *cpvm_own_sbuf(void)
 {
-    return depth == 0 && own_known ? own_sbuf : NULL;
+    bool current = own_epoch == atomic_load_explicit(&buffers_epoch, memory_order_acquire);
+    return depth == 0 && own_known && current ? own_sbuf : NULL;
+}
+
+unsigned cpvm_buffers_epoch(void)
+{
+    return atomic_load_explicit(&buffers_epoch, memory_order_acquire);
+}
+
+void cpvm_buffers_forget(void)
+{
+    atomic_fetch_add_explicit(&buffers_epoch, 1, memory_order_release);
 }
 
 struct cpvm_spares **cpvm_own_spares(void)
@@ -260,6 +274,7 @@ void cpvm_leave(void)
         own_rbuf_mid = cpvm_rbuf_mid();
         own_sbuf = cpvm_pack_target();
         own_sbuf_mid = cpvm_sbuf_mid();
+        own_epoch = cpvm_buffers_epoch();
         own_ctx = cpvm_current_context();
         own_known = true;
     }

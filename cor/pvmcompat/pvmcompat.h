@@ -241,6 +241,11 @@ void cpvm_adopt_sbuf(struct lp_msg *m);
 struct cpvm_spares;
 struct cpvm_spares **cpvm_own_spares(void);
 void cpvm_spares_drop(struct cpvm_spares *s); /* a thread ended: its spares to the trash */
+/* pvm_exit (lock held): what threads know of their send buffers and spares is forgotten
+ * (libpvm3's buffers end with the task); the epoch tells them. */
+void cpvm_buffers_forget(void);
+unsigned cpvm_buffers_epoch(void);
+void cpvm_spares_exit(void); /* lock held: the calling thread's spares freed */
 
 /* Straight to libpvm3: inside a real call, or in PVM's own programs. */
 #define CPVM_PASS (cpvm_in_real || cpvm_bypass)

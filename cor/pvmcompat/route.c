@@ -963,6 +963,8 @@ CPVM_API int pvm_exit(void)
     cpvm_enter();
     cpvm_route_exit();
     cpvm_rxq_publish(); /* (the route is closed: what waits in the routed queue is libpvm3's) */
+    cpvm_spares_exit();
+    cpvm_buffers_forget();
     int rc = REAL(pvm_exit);
     cpvm_leave();
     return rc;

@@ -20,6 +20,7 @@
 #define SPARE_BATCH_BYTES (8 * 1024 * 1024) /* fewer spares of large messages */
 
 struct cpvm_spares {
+    unsigned epoch; /* cpvm_buffers_epoch when made: older ones belong to a task that left */
     int enc, n;
     struct lp_msg *msg[SPARES_MAX];
 };
@@ -30,9 +31,20 @@ static _Thread_local long recent_body;
 void cpvm_spares_drop(struct cpvm_spares *s)
 {
     if (!s) return;
-    for (int i = 0; i < s->n; i++)
+    for (int i = 0; s->epoch == cpvm_buffers_epoch() && i < s->n; i++)
         cpvm_trash(s->msg[i]->mid);
     free(s);
+}
+
+void cpvm_spares_exit(void)
+{
+    struct cpvm_spares **own = cpvm_own_spares();
+    struct cpvm_spares *s = own ? *own : NULL;
+    if (!s) return;
+    for (int i = 0; s->epoch == cpvm_buffers_epoch() && i < s->n; i++)
+        REAL(pvm_freebuf, s->msg[i]->mid);
+    free(s);
+    *own = NULL;
 }
 
 /* Lock held, after the real pvm_initsend(enc): a new batch of spares if the thread's next
@@ -44,12 +56,13 @@ static void refill(int enc)
         return;
     if (enc != PvmDataRaw && enc != PvmDataInPlace) return;
     struct cpvm_spares *s = *own;
-    if (s && s->enc != enc) {
+    if (s && (s->enc != enc || s->epoch != cpvm_buffers_epoch())) {
         cpvm_spares_drop(s);
         *own = s = NULL;
     }
     if (!s && !(s = *own = calloc(1, sizeof *s))) return;
     s->enc = enc;
+    s->epoch = cpvm_buffers_epoch();
     long room = recent_body < SPARE_ROOM_MIN   ? SPARE_ROOM_MIN
                 : recent_body > SPARE_ROOM_MAX ? SPARE_ROOM_MAX
                                                : recent_body + 64;
@@ -69,7 +82,7 @@ static int initsend_unlocked(int enc)
     struct lp_msg *old = cpvm_own_sbuf();
     struct cpvm_spares **own = cpvm_own_spares();
     struct cpvm_spares *s = own ? *own : NULL;
-    if (!old || !s || s->enc != enc || !s->n) return 0;
+    if (!old || !s || s->enc != enc || !s->n || s->epoch != cpvm_buffers_epoch()) return 0;
     long body = cpvm_msg_body(old);
     if (body > recent_body || body < recent_body / 2) recent_body = body;
     struct lp_msg *m = s->msg[--s->n];
