@@ -23,7 +23,9 @@
  *             second, the median over the repeats (the best is shown too).
  * With --threads N, N thread pairs (master thread i with worker thread i, tags of their own)
  * measure at the same time; rows give the mean one-way latency of the pairs and the aggregate
- * rate. libpvm3 alone is not thread-safe: N > 1 needs libcorpvm.
+ * rate. libpvm3 alone is not thread-safe: N > 1 needs libcorpvm. With --peers, master thread
+ * i's partner is a worker task of its own (N workers, one thread each): threads of one task
+ * sending to different peers; its rows' mode is "pingpong-peers" or "stream-peers".
  *
  * Every wait is bounded (pvm_trecv, --timeout); a partner that exits early is noticed through
  * pvm_notify(PvmTaskExit).
@@ -72,6 +74,8 @@ static const char usage[] =
     "                    2..1024 (default 32)\n"
     "  --timeout S       longest wait for any one message, seconds (default 20)\n"
     "  --verify          check the content of every received message\n"
+    "  --peers           every master thread with a partner task of its own (not\n"
+    "                    one partner task with as many threads)\n"
     "  --csv FILE        write rows mode,route,encoding,threads,bytes,iters,usec_oneway,MBps\n"
     "                    (the medians)\n"
     "  --quiet           no table on standard output\n"
@@ -85,7 +89,7 @@ static const char usage[] =
 #define MAX_SIZE ((size_t)256 << 20)
 #define MAX_THREADS 8
 #define MAX_REPS 100
-#define SETUP_VERSION 0x50420001 /* "PB" 1 */
+#define SETUP_VERSION 0x50420002 /* "PB" 2 */
 
 /* Message tags. Pair i uses TAG_PAIR + 8 * i + one of the PT_* offsets. */
 enum {
@@ -135,6 +139,7 @@ struct opts {
     int window;
     int timeout_s;
     int verify;
+    int peers;
     int quiet;
     const char *csv_path;
 };
@@ -305,6 +310,8 @@ static int parse_args(int argc, char **argv)
             exit(0);
         } else if (!strcmp(a, "--verify")) {
             o.verify = 1;
+        } else if (!strcmp(a, "--peers")) {
+            o.peers = 1;
         } else if (!strcmp(a, "--quiet")) {
             o.quiet = 1;
         } else if (a[0] != '-') {
@@ -640,18 +647,18 @@ static int worker_main(void)
     }
     pvm_notify(PvmTaskExit, TAG_EXIT, 1, &master);
     /* The master sends the setup right after the spawn. */
-    int setup[7];
-    if (recv_ints(master, TAG_SETUP, master, setup, 7, "the setup", 60)) {
+    int setup[8];
+    if (recv_ints(master, TAG_SETUP, master, setup, 8, "the setup", 60)) {
         pvm_exit();
         return 1;
     }
-    int route = setup[1], nthreads = setup[2];
+    int route = setup[1], nthreads = setup[2], first = setup[7]; /* (its threads' indices) */
     w_maxsize = (size_t)setup[4];
     o.timeout_s = setup[5];
     o.verify = setup[6];
     int status = 0;
     if (setup[0] != SETUP_VERSION || nthreads < 1 || nthreads > MAX_THREADS || setup[3] < 2 ||
-        setup[4] < 1 || o.timeout_s < 1) {
+        setup[4] < 1 || o.timeout_s < 1 || first < 0 || first > MAX_THREADS - nthreads) {
         msg("worker: bad setup message (version %#x)", (unsigned)setup[0]);
         status = PvmBadParam;
     }
@@ -666,7 +673,7 @@ static int worker_main(void)
     struct wthread wt[MAX_THREADS] = {0};
     int started = 0;
     for (int i = 0; !status && i < nthreads; i++) {
-        wt[i] = (struct wthread){.index = i, .master = master};
+        wt[i] = (struct wthread){.index = first + i, .master = master};
         if (i > 0 && pthread_create(&wt[i].th, NULL, worker_pair, &wt[i])) {
             msg("worker: cannot start thread %d", i);
             status = PvmOutOfRes;
@@ -702,7 +709,8 @@ struct point {
 struct run {
     const struct route_opt *route;
     int nthreads;
-    int worker;
+    int worker[MAX_THREADS]; /* the partner task (one, or with --peers one per thread) */
+    int nworkers;
     pthread_barrier_t barrier;
     struct point pt[MAX_THREADS];
     _Atomic int failed; /* any thread failed: all stop at the next barrier */
@@ -717,6 +725,7 @@ struct run {
 struct mthread {
     struct run *run;
     int index;
+    int worker; /* its partner task */
     pthread_t th;
     unsigned char *sbuf, *rbuf;
 };
@@ -760,13 +769,13 @@ static int meet(struct run *r)
 static int send_cmd(struct mthread *t, int op, int enc, size_t size, long count)
 {
     int cmd[CMD_INTS] = {op, enc, (int)size, (int)count, o.window};
-    return send_ints(t->run->worker, PAIR_TAG(t->index, PT_CMD), cmd, CMD_INTS);
+    return send_ints(t->worker, PAIR_TAG(t->index, PT_CMD), cmd, CMD_INTS);
 }
 
 /* `count` round trips; the one-way time of the last `timed` of them in *us. */
 static int pingpong(struct mthread *t, int enc, size_t size, long count, long timed, double *us)
 {
-    int w = t->run->worker, tag = PAIR_TAG(t->index, PT_DATA);
+    int w = t->worker, tag = PAIR_TAG(t->index, PT_DATA);
     if (send_cmd(t, OP_PINGPONG, enc, size, count)) return -1;
     double t0 = now_us();
     for (long k = 0; k < count; k++) {
@@ -780,7 +789,7 @@ static int pingpong(struct mthread *t, int enc, size_t size, long count, long ti
 /* `count` messages one way, at most o.window ahead of the receiver, then its ack. */
 static int stream(struct mthread *t, int enc, size_t size, long count, double *t0, double *t1)
 {
-    int w = t->run->worker, half = o.window / 2;
+    int w = t->worker, half = o.window / 2;
     long credits = 0, ncredits = (count - 1) / half;
     if (send_cmd(t, OP_STREAM, enc, size, count)) return -1;
     *t0 = now_us();
@@ -861,8 +870,10 @@ static void report(struct run *r)
                 /* MB/s (10^6 B/s): stream, all pairs' payload; pingpong, per pair. */
                 double per = is_stream ? 1 : r->nthreads;
                 long n = is_stream ? iters_stream(size) : iters_pingpong(size);
-                print_row(is_stream ? "stream" : "pingpong", r, o.encs[ei]->name, size, n, med,
-                          best, (double)size * per / med, (double)size * per / best);
+                const char *mode = is_stream ? (o.peers ? "stream-peers" : "stream")
+                                             : (o.peers ? "pingpong-peers" : "pingpong");
+                print_row(mode, r, o.encs[ei]->name, size, n, med, best, (double)size * per / med,
+                          (double)size * per / best);
             }
 }
 
@@ -922,28 +933,39 @@ static int master_run(const struct route_opt *route, int nthreads)
         pvm_exit();
         return 3;
     }
+    /* The partners: one task with nthreads threads, or (--peers) one task per thread. */
     char *args[] = {"worker", NULL};
-    int worker = 0;
-    int n = pvm_spawn(self_path, args, PvmTaskDefault, "", 1, &worker);
-    if (n != 1) {
-        msg("cannot spawn the partner %s: %s (%d)", self_path, pvm_err_name(worker), worker);
-        pvm_exit();
-        return 1;
+    int nworkers = o.peers ? nthreads : 1, rc = 1, ready[2] = {-1, 0};
+    struct mthread mt[MAX_THREADS] = {0};
+    for (int k = 0; k < nworkers; k++) {
+        int worker = 0, n = pvm_spawn(self_path, args, PvmTaskDefault, "", 1, &worker);
+        if (n != 1) {
+            msg("cannot spawn the partner %s: %s (%d)", self_path, pvm_err_name(worker), worker);
+            goto out;
+        }
+        r.worker[r.nworkers++] = worker;
+        pvm_notify(PvmTaskExit, TAG_EXIT, 1, &worker);
     }
-    r.worker = worker;
-    pvm_notify(PvmTaskExit, TAG_EXIT, 1, &worker);
-    int setup[7] = {SETUP_VERSION,   route->value, nthreads, o.window,
-                    (int)max_size(), o.timeout_s,  o.verify};
-    int ready[2] = {-1, 0}, rc = 1;
-    if (send_ints(worker, TAG_SETUP, setup, 7) || set_route(route->value, route->name) ||
-        recv_ints(worker, TAG_READY, worker, ready, 2, "the partner's READY", o.timeout_s))
-        goto out;
-    if (ready[0] != 0 || ready[1] != nthreads) {
-        msg("the partner t%x could not start: %s (%d)", worker, pvm_err_name(ready[0]), ready[0]);
-        goto out;
+    for (int k = 0; k < nworkers; k++) {
+        int worker = r.worker[k],
+            setup[8] = {SETUP_VERSION, route->value, nthreads / nworkers, o.window, (int)max_size(),
+                        o.timeout_s,   o.verify,     o.peers ? k : 0};
+        if (send_ints(worker, TAG_SETUP, setup, 8) ||
+            (k == nworkers - 1 && set_route(route->value, route->name)))
+            goto out;
+    }
+    for (int k = 0; k < nworkers; k++) {
+        int worker = r.worker[k];
+        if (recv_ints(worker, TAG_READY, worker, ready, 2, "the partner's READY", o.timeout_s))
+            goto out;
+        if (ready[0] != 0 || ready[1] != nthreads / nworkers) {
+            msg("the partner t%x could not start: %s (%d)", worker, pvm_err_name(ready[0]),
+                ready[0]);
+            ready[0] = -1;
+            goto out;
+        }
     }
 
-    struct mthread mt[MAX_THREADS] = {0};
     size_t npoints = (size_t)o.nencs * 2 * (size_t)o.nsizes;
     if (!(r.vals = calloc(npoints * (size_t)o.reps, sizeof *r.vals)) ||
         !(r.nvals = calloc(npoints, sizeof *r.nvals))) {
@@ -951,7 +973,7 @@ static int master_run(const struct route_opt *route, int nthreads)
         goto out_free;
     }
     for (int i = 0; i < nthreads; i++) {
-        mt[i] = (struct mthread){.run = &r, .index = i};
+        mt[i] = (struct mthread){.run = &r, .index = i, .worker = r.worker[o.peers ? i : 0]};
         if (!(mt[i].sbuf = malloc(max_size())) || !(mt[i].rbuf = malloc(max_size()))) {
             msg("out of memory (%zu bytes per buffer)", max_size());
             goto out_free;
@@ -960,13 +982,14 @@ static int master_run(const struct route_opt *route, int nthreads)
     }
     /* Warm-up: the first messages on a CoR route travel PVM's path while the handshake
      * runs (and PvmRouteDirect connects at the first message). */
-    if (pingpong(&mt[0], PvmDataRaw, 8, 50, 50, NULL)) goto out_free;
+    for (int k = 0; k < nworkers; k++)
+        if (pingpong(&mt[o.peers ? k : 0], PvmDataRaw, 8, 50, 50, NULL)) goto out_free;
     char info[160] = "";
-    if (cor && pvm_cor_domain) {
-        int mine = -1, theirs = -1;
-        if (pvm_cor_domain(me, &mine) == PvmOk && pvm_cor_domain(worker, &theirs) == PvmOk)
-            snprintf(info, sizeof info, ", CoR domains %d and %d", mine, theirs);
-        else {
+    for (int k = 0; cor && pvm_cor_domain && k < nworkers; k++) {
+        int mine = -1, theirs = -1, worker = r.worker[k];
+        if (pvm_cor_domain(me, &mine) == PvmOk && pvm_cor_domain(worker, &theirs) == PvmOk) {
+            if (!k) snprintf(info, sizeof info, ", CoR domains %d and %d", mine, theirs);
+        } else {
             /* Figures of PVM's path under a CoR route's name would mislead. */
             msg("route %s: the partner t%x is not reached over CoR, its messages take PVM's "
                 "path: not measured (COR_ROUTE_PATH set? COR_PVM_STATS=1 tells more)",
@@ -975,8 +998,9 @@ static int master_run(const struct route_opt *route, int nthreads)
         }
     }
     if (!o.quiet) {
-        printf("# %s, %d thread pair%s: master t%x, worker t%x%s\n", route->name, nthreads,
-               nthreads > 1 ? "s" : "", (unsigned)me, (unsigned)worker, info);
+        printf("# %s, %d thread pair%s: master t%x, worker t%x%s%s\n", route->name, nthreads,
+               nthreads > 1 ? "s" : "", (unsigned)me, (unsigned)r.worker[0],
+               r.nworkers > 1 ? " (and one more task per thread)" : "", info);
         fflush(stdout);
     }
 
@@ -1011,13 +1035,16 @@ out_free:
     free(r.vals);
     free(r.nvals);
 out:
-    /* The partner leaves after QUIT (after a failure, once its own waits timed out); make
-     * sure it is gone before the next run. */
-    {
-        struct timeval tv = {ready[0] == 0 && worker > 0 ? o.timeout_s + 2 : 1, 0};
-        if (pvm_trecv(-1, TAG_EXIT, &tv) <= 0) {
-            pvm_kill(worker);
-            if (!rc) msg("the partner t%x did not exit: killed", worker);
+    /* The partners leave after QUIT (after a failure, once their own waits timed out); make
+     * sure they are gone before the next run. */
+    for (int k = 0; k < r.nworkers; k++) {
+        struct timeval tv = {ready[0] == 0 ? o.timeout_s + 2 : 1, 0};
+        int b = pvm_trecv(-1, TAG_EXIT, &tv), gone = 0;
+        if (b <= 0 || pvm_upkint(&gone, 1, 1) < 0) {
+            for (int j = 0; j < r.nworkers; j++)
+                pvm_kill(r.worker[j]); /* (those gone already: an error, ignored) */
+            if (!rc) msg("a partner did not exit: killed");
+            break;
         }
     }
     pvm_exit();
