@@ -12,13 +12,10 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pvmlib.sh"
 pvm_test_begin peers
 . "$HERE/threadtest.sh"
-PROG=$BUILD/tests/pvm/peers
-[ -x "$PROG" ] || fail "$PROG not built"
 workers=3 threads=4 count=300
 [ "${COR_TEST_SCALE:-}" = small ] && count=100
 
-EXTRA_EP=$(dirname "$PROG") pvm_vm_start || fail "cannot start a PVM virtual machine"
-exports=$(pvm_exports COR_PVM_STATS COR_UDP_DEAD_MS COR_GM_DEAD_MS)
+threads_begin peers COR_UDP_DEAD_MS COR_GM_DEAD_MS
 
 big_count=40
 for route in myrinet udp; do

@@ -11,28 +11,19 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pvmlib.sh"
 pvm_test_begin receivers
 . "$HERE/threadtest.sh"
-PROG=$BUILD/tests/pvm/receivers
-[ -x "$PROG" ] || fail "$PROG not built"
-senders=4 count=400 big_count=60
-[ "${COR_TEST_SCALE:-}" = small ] && count=150 big_count=30
-
-EXTRA_EP=$(dirname "$PROG") pvm_vm_start || fail "cannot start a PVM virtual machine"
-exports=$(pvm_exports COR_PVM_STATS)
-
-for route in myrinet udp; do
-    for bytes in 0 65536; do
-        n=$count
-        [ "$bytes" = 0 ] || n=$big_count
-        what="$route, $bytes B more"
-        threads_run "$what" env COR_PVM_ROUTE=$route COR_PVM_STATS=1 \
-            PVM_EXPORT=$exports "$PROG" $senders "$n" $bytes
-        routed=$(threads_sum "routed sent" "$THREADS_LOG")
-        unlocked=$(threads_sum "received without the lock" "$PVM_ERR")
-        [ "$routed" -gt 0 ] || { cat "$THREADS_LOG"; fail "$what: nothing went routed"; }
-        [ "$unlocked" -gt 0 ] ||
-            { cat "$PVM_ERR"; fail "$what: no routed message was taken without the big lock"; }
-        say "$what: $(cat "$PVM_OUT"); routed $routed, without the lock $unlocked"
-    done
-done
+senders=4
+threads_begin receivers
+one_case() { # ROUTE BYTES N WHAT
+    local what=$4 routed unlocked
+    threads_run "$what" env COR_PVM_ROUTE=$1 COR_PVM_STATS=1 PVM_EXPORT=$exports \
+        "$PROG" $senders "$3" "$2"
+    routed=$(threads_sum "routed sent" "$THREADS_LOG")
+    unlocked=$(threads_sum "received without the lock" "$PVM_ERR")
+    [ "$routed" -gt 0 ] || { cat "$THREADS_LOG"; fail "$what: nothing went routed"; }
+    [ "$unlocked" -gt 0 ] ||
+        { cat "$PVM_ERR"; fail "$what: no routed message was taken without the big lock"; }
+    say "$what: $(cat "$PVM_OUT"); routed $routed, without the lock $unlocked"
+}
+threads_cases one_case 300 60
 pvm_vm_stop
 say "PASS"

@@ -11,32 +11,23 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pvmlib.sh"
 pvm_test_begin senders
 . "$HERE/threadtest.sh"
-PROG=$BUILD/tests/pvm/peers
-[ -x "$PROG" ] || fail "$PROG not built"
-pairs=4 count=400 big_count=60
-[ "${COR_TEST_SCALE:-}" = small ] && count=150 big_count=30
-
-EXTRA_EP=$(dirname "$PROG") pvm_vm_start || fail "cannot start a PVM virtual machine"
-exports=$(pvm_exports COR_PVM_STATS)
-for route in myrinet udp; do
-    for bytes in 0 65536; do
-        n=$count
-        [ "$bytes" = 0 ] || n=$big_count
-        what="$route, $bytes B more"
-        threads_run "$what" env COR_PVM_ROUTE=$route COR_PVM_STATS=1 PVM_EXPORT=$exports \
-            "$PROG" $pairs $pairs "$n" 0 $bytes own
-        routed=$(threads_sum "routed sent" "$PVM_ERR")
-        sends=$(threads_sum "routed sends" "$PVM_ERR")
-        initsends=$(threads_sum "initsends" "$PVM_ERR")
-        [ "$routed" -ge $((pairs * n)) ] ||
-            { cat "$PVM_ERR"; fail "$what: $routed of $((pairs * n)) messages went routed"; }
-        # (a thread's first message to its peer finds it under the big lock)
-        [ "$sends" -ge $((routed / 2)) ] ||
-            { cat "$PVM_ERR"; fail "$what: $sends of $routed routed sends without the big lock"; }
-        [ "$initsends" -gt 0 ] ||
-            { cat "$PVM_ERR"; fail "$what: no pvm_initsend without the big lock"; }
-        say "$what: $(cat "$PVM_OUT"); routed $routed, without the big lock: sends $sends, initsends $initsends"
-    done
-done
+pairs=4
+threads_begin peers
+one_case() { # ROUTE BYTES N WHAT
+    local n=$3 what=$4 routed sends initsends
+    threads_run "$what" env COR_PVM_ROUTE=$1 COR_PVM_STATS=1 PVM_EXPORT=$exports \
+        "$PROG" $pairs $pairs "$n" 0 "$2" own
+    routed=$(threads_sum "routed sent" "$PVM_ERR")
+    sends=$(threads_sum "routed sends" "$PVM_ERR")
+    initsends=$(threads_sum "initsends" "$PVM_ERR")
+    [ "$routed" -ge $((pairs * n)) ] ||
+        { cat "$PVM_ERR"; fail "$what: $routed of $((pairs * n)) messages went routed"; }
+    # (a thread's first message to its peer finds it under the big lock)
+    [ "$sends" -ge $((routed / 2)) ] ||
+        { cat "$PVM_ERR"; fail "$what: $sends of $routed routed sends without the big lock"; }
+    [ "$initsends" -gt 0 ] || { cat "$PVM_ERR"; fail "$what: no pvm_initsend without the big lock"; }
+    say "$what: $(cat "$PVM_OUT"); routed $routed, without the big lock: sends $sends, initsends $initsends"
+}
+threads_cases one_case 400 60
 pvm_vm_stop
 say "PASS"
