@@ -271,6 +271,28 @@ static void spin(struct watch *w, uint64_t deadline_ns, uint64_t spin_end_ns)
         ;
 }
 
+/* Sleeps on `arrived` (counted in nwaiters, so cpvm_wake_waiters wakes us) until the
+ * generation moves from gen0 or deadline_ns (cpvm_now_ns; 0: none) passes, and with
+ * while_spinner also when the spinner leaves. No lock held. */
+static void sleep_until_news(uint64_t gen0, uint64_t deadline_ns, bool while_spinner)
+{
+    atomic_fetch_add(&nwaiters, 1);
+    pthread_mutex_lock(&arrived_lock);
+    while (atomic_load(&generation) == gen0 && (!while_spinner || atomic_load(&spinner_busy))) {
+        if (!deadline_ns) {
+            pthread_cond_wait(&arrived, &arrived_lock);
+            continue;
+        }
+        uint64_t now_rt = cpvm_realtime_ns(), now = cpvm_now_ns();
+        if (now >= deadline_ns) break;
+        uint64_t at = now_rt + (deadline_ns - now);
+        struct timespec ts = {(time_t)(at / 1000000000u), (long)(at % 1000000000u)};
+        if (pthread_cond_timedwait(&arrived, &arrived_lock, &ts) == ETIMEDOUT) break;
+    }
+    pthread_mutex_unlock(&arrived_lock);
+    atomic_fetch_sub(&nwaiters, 1);
+}
+
 /* The wait itself, without the lock: one waiter spins (or sleeps on the sockets and the
  * bell), the others yield to it, then sleep until the queue changes or it leaves. */
 static void wait_body(struct pollfd *pfd, int nfd, uint64_t gen0, uint64_t arr0,
@@ -304,21 +326,7 @@ static void wait_body(struct pollfd *pfd, int nfd, uint64_t gen0, uint64_t arr0,
     if (atomic_load(&generation) != gen0 || !atomic_load(&spinner_busy) ||
         (deadline_ns && cpvm_now_ns() >= deadline_ns))
         return;
-    atomic_fetch_add(&nwaiters, 1);
-    pthread_mutex_lock(&arrived_lock);
-    while (atomic_load(&generation) == gen0 && atomic_load(&spinner_busy)) {
-        if (!deadline_ns) {
-            pthread_cond_wait(&arrived, &arrived_lock);
-            continue;
-        }
-        uint64_t now_rt = cpvm_realtime_ns(), now = cpvm_now_ns();
-        if (now >= deadline_ns) break;
-        uint64_t at = now_rt + (deadline_ns - now);
-        struct timespec ts = {(time_t)(at / 1000000000u), (long)(at % 1000000000u)};
-        if (pthread_cond_timedwait(&arrived, &arrived_lock, &ts) == ETIMEDOUT) break;
-    }
-    pthread_mutex_unlock(&arrived_lock);
-    atomic_fetch_sub(&nwaiters, 1);
+    sleep_until_news(gen0, deadline_ns, true);
 }
 
 void cpvm_wait_activity(uint64_t deadline_ns, uint64_t spin_end_ns)
@@ -390,15 +398,5 @@ void cpvm_wait_unlocked(uint64_t gen0, uint64_t arr0, uint64_t deadline_ns, uint
 
 void cpvm_wait_news(uint64_t gen0, uint64_t deadline_ns)
 {
-    atomic_fetch_add(&nwaiters, 1);
-    pthread_mutex_lock(&arrived_lock);
-    while (atomic_load(&generation) == gen0) {
-        uint64_t now_rt = cpvm_realtime_ns(), now = cpvm_now_ns();
-        if (now >= deadline_ns) break;
-        uint64_t at = now_rt + (deadline_ns - now);
-        struct timespec ts = {(time_t)(at / 1000000000u), (long)(at % 1000000000u)};
-        if (pthread_cond_timedwait(&arrived, &arrived_lock, &ts) == ETIMEDOUT) break;
-    }
-    pthread_mutex_unlock(&arrived_lock);
-    atomic_fetch_sub(&nwaiters, 1);
+    sleep_until_news(gen0, deadline_ns, false);
 }
