@@ -14,7 +14,7 @@
 #include "pmsg.h"
 #include "route.h"
 
-#define SPARES_MAX 8
+#define SPARES_MAX 32
 #define SPARE_ROOM_MIN 4096                 /* (libpvm3's own first fragment is about this) */
 #define SPARE_ROOM_MAX (4 * 1024 * 1024)    /* larger messages allocate as they pack */
 #define SPARE_BATCH_BYTES (8 * 1024 * 1024) /* fewer spares of large messages */
