@@ -232,13 +232,18 @@ static int ack_due(struct gmx_peer *peer, uint64_t *now)
 
 /* A sender whose node is in the map without an address yet (learnt at run time with
  * gm_node_set_address: the program adds peers as they first write to it) may be given one
- * soon: its acks wait for that, for the send timeout at most (ack_due started the clock). */
+ * soon: its acks wait for that, for the send timeout at most, timed from the first look
+ * (ack_due's, or this one: a full batch is due at once, before ack_due read any clock; its
+ * acks were dropped then, and the sender, its window of unacked items full, sent nothing
+ * more and waited for acks that never came: a gm-route peer met by its first frame across
+ * hosts was given up as silent, tests/hosts/slurm.sh with lazy peers, 2026-11-28). */
 static int address_coming(struct gm_port *p, struct gmx_peer *peer, uint64_t now)
 {
     if (p->addr_is_str) return 0;
     const struct gmx_node *n = gmx_node_find(peer->node);
-    return n && !__atomic_load_n(&n->has_addr, __ATOMIC_ACQUIRE) && peer->ack_owed_ns &&
-           now - peer->ack_owed_ns < (uint64_t)gmx_cfg.send_timeout_ms * 1000000u;
+    if (!n || __atomic_load_n(&n->has_addr, __ATOMIC_ACQUIRE)) return 0;
+    if (!peer->ack_owed_ns) peer->ack_owed_ns = now;
+    return now - peer->ack_owed_ns < (uint64_t)gmx_cfg.send_timeout_ms * 1000000u;
 }
 
 void gmx_acks_flush(struct gm_port *p, int all)

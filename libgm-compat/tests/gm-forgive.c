@@ -16,6 +16,11 @@
  *   closed no sink ever comes: the first send must complete with
  *          GM_SEND_TARGET_PORT_CLOSED once GM_SEND_TIMEOUT_MS ran out (the rest are dropped
  *          with gm_drop_sends); prints the time it took.
+ * --sink --learn NODE IP:BASE --after K (tcp): the sink's node map has no address for the
+ * sender's node NODE; it learns it (gm_node_set_address) only once K messages arrived, as a
+ * program that adds a peer when its first messages come (CoR's gm route). The acks owed for
+ * those K must wait for the address, not be dropped: the sender, its window of unacked
+ * items full, would send nothing more and wait for them until its timeout.
  * closed --delay S first sends one message to the sink (which must succeed), says "reached",
  * then waits S seconds before the COUNT sends: the script kills the sink meanwhile, a port
  * that was open and is gone, which must be reported at once, not after the timeout.
@@ -111,6 +116,11 @@ static gm_recv_event_t *poll_once(void)
     }
 }
 
+/* --learn: the sender's node and address, given once `learn_after` messages arrived. */
+static unsigned learn_node, learn_after;
+static char learn_ip[64];
+static unsigned learn_base;
+
 static int run_sink(unsigned count, unsigned long len)
 {
     unsigned size = gm_min_size_for_length(len);
@@ -139,6 +149,15 @@ static int run_sink(unsigned count, unsigned long len)
         }
         gm_provide_receive_buffer(port, gm_ntohp(e->recv.buffer), size, GM_LOW_PRIORITY);
         got++;
+        if (learn_node && got == learn_after) {
+            if (gm_node_set_address(learn_node, learn_ip, learn_base) != GM_SUCCESS) {
+                fprintf(stderr, "gm-forgive: sink: gm_node_set_address(%u, %s, %u) failed\n",
+                        learn_node, learn_ip, learn_base);
+                return 1;
+            }
+            printf("gm-forgive: sink: learnt node %u's address after %u messages\n", learn_node,
+                   got);
+        }
     }
     printf("gm-forgive: sink: %u messages of %lu bytes intact\n", count, len);
     return 0;
@@ -234,13 +253,20 @@ int main(int argc, char **argv)
             timeout = atof(argv[++i]);
         else if (!strcmp(a, "--delay") && v)
             delay = atof(argv[++i]);
+        else if (!strcmp(a, "--learn") && v && i + 2 < argc &&
+                 sscanf(argv[i + 2], "%63[0-9.]:%u", learn_ip, &learn_base) == 2)
+            learn_node = (unsigned)atoi(argv[++i]), i++;
+        else if (!strcmp(a, "--after") && v)
+            learn_after = (unsigned)atoi(argv[++i]);
         else
             mode = NULL, i = argc;
     }
     if (!mode || (strcmp(mode, "--sink") && !node) || !count || count > 100000 || !len ||
-        len > (64ul << 20) || port_id > 15) {
-        fprintf(stderr, "usage: gm-forgive --sink | late|free|close|closed --to NODE  --port N "
-                        "--count N --len BYTES [--timeout S]\n");
+        len > (64ul << 20) || port_id > 15 ||
+        (learn_node && (!learn_after || learn_after > count))) {
+        fprintf(stderr, "usage: gm-forgive --sink [--learn NODE IP:BASE --after K] | "
+                        "late|free|close|closed --to NODE  --port N --count N --len BYTES "
+                        "[--timeout S]\n");
         return 2;
     }
     deadline = now_s() + timeout;

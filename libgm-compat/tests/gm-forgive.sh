@@ -15,6 +15,12 @@
 #          (gm-silent), then the sink opens the port: libgm makes a new connection after 1 s
 #          of "try again" and every send completes (before 2026-11-28 the first one waited
 #          for ever: the sends failed with GM_SEND_TARGET_PORT_CLOSED at the send timeout);
+#   learnt (tcp) the sink's map has no address for the sender's node: it learns it
+#          (gm_node_set_address) only once 16 messages arrived, the sender's whole window of
+#          unacked items, as CoR's gm route does for a peer met by its first frames. The acks
+#          owed meanwhile must wait for the address: before 2026-11-28 a batch of 8 due at
+#          the first look was dropped, the window stayed full, nothing more came to carry a
+#          later ack, and the sends never completed (timed out here);
 #   free   gm_dma_free of each 1 MiB message right after its send: still sent intact;
 #   close  gm_close 50 ms after the last send, no callback awaited: nothing lost.
 # GMT_SHM_ONLY=1 (gm-rings-pass.sh): the shm cases only.
@@ -64,6 +70,25 @@ closed_ok() {
         echo "PASS: $1: $(tail -n 1 "$GMT_TMP/$1.log")"
     else
         echo "FAIL: $1: $(cat "$GMT_TMP/$1.log")"
+        fail=1
+    fi
+}
+
+# learnt_case: tcp only (an address is a node's IPv4 and port base). The sender's window is 16
+# items (GMX_WINDOW): the 17th send waits for the acks the sink owed before it learnt.
+learnt_case() {
+    gmt_bg learnt_sink env GM_NODE_ID=1 GM_NODES="1 fsink 127.0.0.1:$base; 2 fsend" \
+        "$GMT_FORGIVE" --sink --learn 2 127.0.0.1:$((base + 100)) --after 16 --port 12 \
+        --count 40 --len 100 --timeout 50
+    wait_line learnt_sink "sink ready" || { fail=1; return; }
+    gmt_bg learnt_send env GM_NODE_ID=2 "$GMT_FORGIVE" late --port 12 --to 1 --count 40 \
+        --len 100 --timeout 40
+    if gmt_wait learnt_send && gmt_wait learnt_sink &&
+        grep -q "learnt node 2's address after 16" "$GMT_TMP/learnt_sink.log"; then
+        echo "PASS: tcp_learnt: $(tail -n 1 "$GMT_TMP/learnt_send.log")"
+    else
+        echo "FAIL: tcp_learnt"
+        cat "$GMT_TMP/learnt_send.log" "$GMT_TMP/learnt_sink.log"
         fail=1
     fi
 }
@@ -120,6 +145,7 @@ for prov in $provs; do
     closed_ok ${prov}_closed 0.45 10
     [ $prov = shm ] && killed_case $prov
     [ $prov = tcp ] && stalled_case
+    [ $prov = tcp ] && learnt_case
     run ${prov}_free 7 sink-first GM_VERBOSE=0 free --count "$(gmt_scaled 8)" --len 1048576 --timeout 60
     # gm_close waits up to GM_CLOSE_LINGER_MS for the sink's acks (2 s by default; more for
     # slow machines: it returns as soon as they came).
