@@ -109,7 +109,10 @@ static int stream_item(struct gm_port *p, struct gmx_sreq *s, unsigned kind, uns
     s->hdr.node = (uint16_t)p->node_id;
     s->hdr.port = (uint8_t)p->port_id;
     s->hdr.len = len;
-    if (len <= p->eager_max) {
+    /* A message that fills an inject goes in the short form if its target knows us by now
+     * (else, as the sender finds at send time, with its full header, not injected). */
+    if (len <= p->eager_max ||
+        (kind == GMX_K_MSG && p->short_form && len <= p->inject_size && peer->knows_us)) {
         s->hdr.kind = (uint8_t)kind;
         s->buf = buf;
         s->len = len;

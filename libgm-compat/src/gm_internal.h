@@ -141,6 +141,46 @@ static inline size_t gmx_eager_max(size_t inject_size)
     if (inject_size < hdr + 1024 || inject_size - hdr >= GMX_EAGER_MAX) return GMX_EAGER_MAX;
     return inject_size - hdr;
 }
+/* The short form of a client message whose payload fits the provider's inject size but not
+ * with the 64-byte header (4033-4096 bytes on libfabric's shm, which injects 4096): the
+ * payload alone, injected, with the header's fields packed into the 64-bit remote CQ data
+ * (fi_tinjectdata), so a 4 KiB message is one provider message as fi_pingpong's is, not a
+ * header and its DATA.  Bits 0-15 sender node, 16-19 sender port, 20 prio, 21-26 size,
+ * 27-31 seq - base, 32-53 seq, 54 an ack of prio is in 55-60 (the low 6 bits of the acked
+ * seq: the receiver takes the one of its at most GMX_WINDOW items in flight that has them),
+ * 61-63 GMX_SHORT_MAGIC.  epoch and aepoch are implied: a sender uses the form only toward a
+ * target that acked this incarnation of its port since its address was last resolved (the
+ * target knows our epoch, we know its), and a receiver takes it only from a sender whose
+ * epoch it knows.  Wherever a condition fails the message goes with its header, not
+ * injected.  Only on libfabric's shm (the rings carry header and 4 KiB in one slot). */
+#define GMX_SHORT_MAGIC 5u
+#define GMX_SHORT_BASE_MAX 31u /* seq - base */
+struct gmx_short {
+    unsigned node, port, prio, size, has_ack, ack_low;
+    uint32_t seq, base;
+};
+static inline uint64_t gmx_short_pack(const struct gmx_short *s)
+{
+    return (uint64_t)(s->node & 0xffff) | (uint64_t)(s->port & 0xf) << 16 |
+           (uint64_t)(s->prio & 1) << 20 | (uint64_t)(s->size & 0x3f) << 21 |
+           (uint64_t)((s->seq - s->base) & GMX_SHORT_BASE_MAX) << 27 |
+           (uint64_t)(s->seq & GMX_SEQ_MASK) << 32 | (uint64_t)(s->has_ack & 1) << 54 |
+           (uint64_t)(s->ack_low & 0x3f) << 55 | (uint64_t)GMX_SHORT_MAGIC << 61;
+}
+/* 0, or -1 if data is not a short-form header. */
+static inline int gmx_short_unpack(uint64_t data, struct gmx_short *s)
+{
+    if (data >> 61 != GMX_SHORT_MAGIC) return -1;
+    s->node = data & 0xffff;
+    s->port = (data >> 16) & 0xf;
+    s->prio = (data >> 20) & 1;
+    s->size = (data >> 21) & 0x3f;
+    s->seq = (uint32_t)(data >> 32) & GMX_SEQ_MASK;
+    s->base = (s->seq - (uint32_t)((data >> 27) & GMX_SHORT_BASE_MAX)) & GMX_SEQ_MASK;
+    s->has_ack = (data >> 54) & 1;
+    s->ack_low = (data >> 55) & 0x3f;
+    return 0;
+}
 #define GMX_BOUNCE_POSTED 64 /* eager receives kept posted */
 /* Stream items a sender may have unacknowledged per target port.  Bounds
  * what waits at the target, and makes send callbacks mean "delivered", as
@@ -266,6 +306,8 @@ struct gmx_rreq {
     struct gmx_peer *peer; /* CLIENT/PUTDATA receiving DATA: whose stream waits */
     uint32_t seq;          /* ... and which item it is */
     int truncated;
+    int short_form; /* eager: the header came as remote CQ data (cqdata), see gmx_short */
+    uint64_t cqdata;
     int posted; /* handed to the provider, not completed */
     /* for a post the provider refused for now (post backlog) */
     size_t post_len;
@@ -292,6 +334,8 @@ struct gmx_peer {
     uint64_t last_check_ns; /* shm: last look at the target's lock file */
     unsigned close_epoch;   /* gmx_close_epoch when last validated */
     int reached;            /* a send to it ever completed */
+    int knows_us;           /* it acked this incarnation of our port since its address was
+                               last resolved: short-form messages may go to it (gmx_short) */
     int existed;            /* it was open once since we started: its address was read,
                                it sent to us, or its dead owner's lock file was found (a
                                port gone, not one that has not opened yet) */
@@ -371,6 +415,8 @@ struct gm_port {
     struct fid_av *av;
     size_t inject_size;
     size_t eager_max; /* client payloads sent eager (gmx_eager_max) */
+    int short_form;   /* libfabric's shm with remote CQ data: client messages up to
+                         inject_size may go in the short form (gmx_short) */
     int addr_is_str;  /* shm-style names */
     int rma;          /* provider does fi_write/fi_read without our help */
     int mr_virt;      /* RMA addresses are virtual addresses (else offsets) */
@@ -553,6 +599,8 @@ enum { GMX_TRANSPORT_FABRIC, GMX_TRANSPORT_SHM, GMX_TRANSPORT_AUTO };
 int gmx_transport_rings(void); /* 1 if ports of this configuration use the rings */
 ssize_t gmx_tp_inject(struct gm_port *p, struct gmx_peer *peer, const struct iovec *iov,
                       size_t iovcnt, uint64_t tag); /* at most GMX_BOUNCE_LEN bytes */
+ssize_t gmx_tp_injectdata(struct gm_port *p, struct gmx_peer *peer, const void *buf, size_t len,
+                          uint64_t data, uint64_t tag); /* libfabric only (p->short_form) */
 ssize_t gmx_tp_send(struct gm_port *p, struct gmx_peer *peer, const struct iovec *iov,
                     size_t iovcnt, uint64_t tag, void *ctx);
 ssize_t gmx_tp_recv(struct gm_port *p, void *buf, size_t len, uint64_t tag, uint64_t ignore,
@@ -635,6 +683,8 @@ void gmx_acks_maybe(struct gm_port *p); /* the due ones, looking now and then (r
 void gmx_send_local_done(struct gm_port *p, struct gmx_sreq *s);
 void gmx_ack_arrived(struct gm_port *p, struct gmx_peer *peer, unsigned prio, uint32_t seq,
                      gm_status_t st);
+/* A short-form ack: the item in flight on prio whose seq ends in these 6 bits, if any. */
+void gmx_ack_arrived_low(struct gm_port *p, struct gmx_peer *peer, unsigned prio, unsigned low);
 gm_recv_event_t *gmx_event_push(struct gm_port *p);
 
 /* memory.c */

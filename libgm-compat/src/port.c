@@ -409,6 +409,10 @@ static gm_status_t open_fabric(struct gm_port *p, const struct gmx_node *self)
     p->addr_is_str = is_str;
     p->inject_size = p->info->tx_attr->inject_size;
     p->eager_max = gmx_eager_max(p->inject_size);
+    /* shm injects a page: a client message that fills it may go in the short form
+     * (gmx_short), one injected message, instead of a header and its DATA. */
+    p->short_form = is_str && p->info->domain_attr->cq_data_size >= sizeof(uint64_t) &&
+                    p->inject_size > p->eager_max && p->inject_size <= GMX_EAGER_MAX;
     if (p->rma) {
         int mode = p->info->domain_attr->mr_mode;
         p->mr_virt = (mode & FI_MR_VIRT_ADDR) != 0;

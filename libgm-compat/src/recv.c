@@ -678,6 +678,7 @@ static void eager_arrived(struct gm_port *p, struct gmx_rreq *r)
     }
     /* Acks meant for an earlier incarnation of this port are not ours. */
     int acks_ours = h.aepoch == p->epoch;
+    if (acks_ours) peer->knows_us = 1; /* it heard from this incarnation: gmx_short */
     for (unsigned prio = 0; acks_ours && prio < GM_NUM_PRIORITIES; prio++)
         if ((h.acks >> prio) & 1)
             gmx_ack_arrived(p, peer, prio, h.ack[prio] & GMX_SEQ_MASK, GM_SUCCESS);
@@ -708,6 +709,45 @@ static void eager_arrived(struct gm_port *p, struct gmx_rreq *r)
     bounce_release(p, r);
 }
 
+/* A short-form message (gmx_short) in bounce buffer r: acts on its ack, then puts the full
+ * header it stands for in front of its payload, so that it takes every eager message's path.
+ * 0, or -1 if it was dropped (r released). */
+static int short_expand(struct gm_port *p, struct gmx_rreq *r)
+{
+    struct gmx_short s;
+    struct gmx_peer *peer = NULL;
+    if (gmx_short_unpack(r->cqdata, &s) != 0 || r->truncated || r->rlen > GMX_EAGER_MAX) {
+        gmx_log("eager message of %zu bytes with CQ data %#llx: not a short form; dropped\n",
+                r->rlen, (unsigned long long)r->cqdata);
+        goto drop;
+    }
+    peer = gmx_peer_get(p, s.node, s.port);
+    if (!peer || !peer->rx_epoch) {
+        /* A sender uses the form only once we acked it (we know its epoch). */
+        gmx_log("short message from node %u port %u, %s; dropped\n", s.node, s.port,
+                peer ? "which never sent its header" : "not in the node map");
+        goto drop;
+    }
+    if (s.has_ack) gmx_ack_arrived_low(p, peer, s.prio, s.ack_low);
+    struct gmx_hdr h = {.kind = GMX_K_MSG,
+                        .size = (uint8_t)s.size,
+                        .prio = (uint8_t)s.prio,
+                        .node = (uint16_t)s.node,
+                        .port = (uint8_t)s.port,
+                        .seq = s.seq,
+                        .epoch = peer->rx_epoch,
+                        .aepoch = p->epoch,
+                        .base = s.base,
+                        .len = r->rlen};
+    memmove((char *)r->buf + sizeof h, r->buf, r->rlen);
+    memcpy(r->buf, &h, sizeof h);
+    r->rlen += sizeof h;
+    return 0;
+drop:
+    bounce_release(p, r);
+    return -1;
+}
+
 /* ---- completions --------------------------------------------------------- */
 
 static void recv_done(struct gm_port *p, struct gmx_rreq *r)
@@ -715,6 +755,7 @@ static void recv_done(struct gm_port *p, struct gmx_rreq *r)
     switch (r->kind) {
     case GMX_R_EAGER:
         p->bposted--;
+        if (r->short_form && short_expand(p, r) != 0) return;
         eager_arrived(p, r);
         return;
     case GMX_R_CLIENT: { /* DATA of a large message */
@@ -819,6 +860,8 @@ static void read_error(struct gm_port *p)
      * so that no stream waits forever. */
     r->truncated = 1;
     r->rtag = err.tag;
+    r->short_form = (err.flags & FI_REMOTE_CQ_DATA) != 0;
+    r->cqdata = err.data;
     r->rlen = err.err == FI_ETRUNC || err.err == FI_ETOOSMALL ? err.len : 0;
     recv_done(p, r);
 }
@@ -854,6 +897,8 @@ read:;
                 r->posted = 0;
                 r->rtag = ce[i].tag;
                 r->rlen = ce[i].len;
+                r->short_form = (ce[i].flags & FI_REMOTE_CQ_DATA) != 0;
+                r->cqdata = ce[i].data;
                 recv_done(p, r);
             }
         }

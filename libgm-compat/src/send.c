@@ -72,6 +72,18 @@ void gmx_ack_arrived(struct gm_port *p, struct gmx_peer *peer, unsigned prio, ui
     }
 }
 
+void gmx_ack_arrived_low(struct gm_port *p, struct gmx_peer *peer, unsigned prio, unsigned low)
+{
+    /* At most GMX_WINDOW items are in flight, consecutive but for failed ones, and acks come in
+     * order: an ack older than the oldest in flight is at most a window behind, so 6 bits
+     * name one item or none (an ack of items already acked). */
+    for (struct gmx_sreq *u = peer->unacked[prio & 1]; u; u = u->next)
+        if ((u->seq & 0x3f) == (low & 0x3f)) {
+            gmx_ack_arrived(p, peer, prio & 1, u->seq, GM_SUCCESS);
+            return;
+        }
+}
+
 static void unacked_push(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq *s)
 {
     if (!peer->in_watch) {
@@ -276,8 +288,30 @@ static void acks_sent(struct gmx_peer *peer, const struct gmx_hdr *h)
     if (!peer->ack_pending[0] && !peer->ack_pending[1]) peer->acks_owed = 0;
 }
 
+/* The short form of h (gmx_short) if this message may go in it, else 0. */
+static uint64_t short_header(const struct gm_port *p, const struct gmx_peer *peer,
+                             const struct gmx_hdr *h, size_t len)
+{
+    if (!p->short_form || h->kind != GMX_K_MSG || len > p->inject_size || !peer->knows_us ||
+        p->node_id > 0xffff || p->port_id > 0xf)
+        return 0;
+    unsigned prio = h->prio & 1;
+    if ((h->acks & ~(1u << prio)) || ((h->seq - h->base) & GMX_SEQ_MASK) > GMX_SHORT_BASE_MAX)
+        return 0; /* an ack of the other priority, or a base too far back: the full header */
+    struct gmx_short sh = {.node = p->node_id,
+                           .port = p->port_id,
+                           .prio = prio,
+                           .size = h->size,
+                           .seq = h->seq,
+                           .base = h->base,
+                           .has_ack = (h->acks >> prio) & 1,
+                           .ack_low = h->ack[prio] & 0x3f};
+    return gmx_short_pack(&sh);
+}
+
 /* Sends hdr + payload on the eager channel: 0, -FI_EAGAIN or an error.  Small
- * ones are injected (done at once, reported through *done). */
+ * ones are injected (done at once, reported through *done), as are those that
+ * go in the short form. */
 static ssize_t eager_send(struct gm_port *p, struct gmx_peer *peer, struct gmx_hdr *h,
                           const void *buf, size_t len, void *ctx, int *done)
 {
@@ -287,7 +321,11 @@ static ssize_t eager_send(struct gm_port *p, struct gmx_peer *peer, struct gmx_h
     size_t total = sizeof *h + len;
     *done = 0;
     struct iovec iov[2] = {{h, sizeof *h}, {(void *)buf, len}};
-    if (total <= p->inject_size && total <= GMX_BOUNCE_LEN) {
+    uint64_t data = total > p->inject_size ? short_header(p, peer, h, len) : 0;
+    if (data) {
+        rc = gmx_tp_injectdata(p, peer, buf, len, data, GMX_TAG_EAGER);
+        *done = rc == 0;
+    } else if (total <= p->inject_size && total <= GMX_BOUNCE_LEN) {
         rc = gmx_tp_inject(p, peer, iov, len ? 2 : 1, GMX_TAG_EAGER);
         *done = rc == 0;
     } else {

@@ -46,6 +46,12 @@ ssize_t gmx_tp_inject(struct gm_port *p, struct gmx_peer *peer, const struct iov
     return fi_tinject(p->ep, b, len, peer->addr, tag);
 }
 
+ssize_t gmx_tp_injectdata(struct gm_port *p, struct gmx_peer *peer, const void *buf, size_t len,
+                          uint64_t data, uint64_t tag)
+{
+    return fi_tinjectdata(p->ep, buf, len, data, peer->addr, tag);
+}
+
 ssize_t gmx_tp_send(struct gm_port *p, struct gmx_peer *peer, const struct iovec *iov,
                     size_t iovcnt, uint64_t tag, void *ctx)
 {
@@ -155,6 +161,7 @@ int gmx_tp_insert(struct gm_port *p, struct gmx_peer *peer, const void *addr)
                 peer->port, gmx_knob_name(GMX_K_TRANSPORT));
         return 0;
     }
+    peer->knows_us = 0; /* a new address may be a new incarnation of the port */
     if (p->shm) return gmx_shm_insert(p->shm, peer->node, peer->port, addr, &peer->addr) == 0;
     int rc = fi_av_insert(p->av, addr, 1, &peer->addr, 0, NULL);
     if (rc != 1) gmx_log("fi_av_insert(node %u port %u) -> %d\n", peer->node, peer->port, rc);
@@ -163,6 +170,7 @@ int gmx_tp_insert(struct gm_port *p, struct gmx_peer *peer, const void *addr)
 
 void gmx_tp_remove(struct gm_port *p, struct gmx_peer *peer)
 {
+    peer->knows_us = 0;
     if (p->shm)
         gmx_shm_remove(p->shm, peer->addr);
     else

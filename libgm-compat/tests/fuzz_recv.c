@@ -13,6 +13,8 @@
  *   2 s q           the client provides a receive buffer of size s, priority q
  *   3 l t           the oldest posted DATA receive completes with l bytes (t: truncated)
  *   4               buffers were provided: retry the streams that wait
+ *   5 d(8) len(2)   a short-form eager message (gmx_short): remote CQ data d (little endian),
+ *                   then len payload bytes
  * Checks beyond the sanitizers (and leaks): the held lists stay sorted and their tails right.
  */
 #include "../src/recv.c"
@@ -135,6 +137,11 @@ void gmx_key_learn(struct gmx_peer *peer, const struct gmx_hdr *h)
 void gmx_key_forget(struct gmx_peer *peer, uint64_t base)
 {
     (void)peer, (void)base;
+}
+
+void gmx_ack_arrived_low(struct gm_port *p, struct gmx_peer *peer, unsigned prio, unsigned low)
+{
+    (void)p, (void)peer, (void)prio, (void)low;
 }
 
 void gmx_send_local_done(struct gm_port *p, struct gmx_sreq *s)
@@ -279,6 +286,7 @@ static struct gmx_rreq *bounce(struct gm_port *p)
     }
     r->next = NULL;
     r->truncated = 0;
+    r->short_form = 0;
     return r;
 }
 
@@ -297,7 +305,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t a[8];
     while (size > 0) {
         take(&data, &size, 1, a);
-        switch (a[0] % 5) {
+        switch (a[0] % 6) {
         case 0: {
             take(&data, &size, 2, a);
             size_t len = (size_t)(a[0] | a[1] << 8) % (GMX_BOUNCE_LEN + 1);
@@ -354,6 +362,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 4:
             retry_waiting(p);
             break;
+        case 5: {
+            uint8_t d[8];
+            take(&data, &size, 8, d);
+            take(&data, &size, 2, a);
+            size_t len = (size_t)(a[0] | a[1] << 8) % (GMX_BOUNCE_LEN + 1);
+            struct gmx_rreq *r = bounce(p);
+            if (!r) goto out;
+            memset(r->buf, 0, GMX_BOUNCE_LEN);
+            r->rlen = take(&data, &size, len, r->buf);
+            r->short_form = 1;
+            r->cqdata = 0;
+            for (int i = 7; i >= 0; i--)
+                r->cqdata = r->cqdata << 8 | d[i];
+            p->bposted++;
+            recv_done(p, r);
+            break;
+        }
         }
         for (unsigned n = 0; n < FUZZ_NODES; n++)
             for (unsigned q = 0; q < 4; q++)
