@@ -306,13 +306,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     while (size > 0) {
         take(&data, &size, 1, a);
         switch (a[0] % 6) {
-        case 0: {
+        case 0:
+        case 5: { /* 5: a short form, its CQ data first */
+            int short_form = a[0] % 6 == 5;
+            uint64_t cqdata = 0;
+            if (short_form) {
+                uint8_t d[8];
+                take(&data, &size, 8, d);
+                for (int i = 7; i >= 0; i--)
+                    cqdata = cqdata << 8 | d[i];
+            }
             take(&data, &size, 2, a);
             size_t len = (size_t)(a[0] | a[1] << 8) % (GMX_BOUNCE_LEN + 1);
             struct gmx_rreq *r = bounce(p);
             if (!r) goto out;
             memset(r->buf, 0, GMX_BOUNCE_LEN);
             r->rlen = take(&data, &size, len, r->buf);
+            r->short_form = short_form;
+            r->cqdata = cqdata;
             p->bposted++;
             recv_done(p, r);
             break;
@@ -362,23 +373,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 4:
             retry_waiting(p);
             break;
-        case 5: {
-            uint8_t d[8];
-            take(&data, &size, 8, d);
-            take(&data, &size, 2, a);
-            size_t len = (size_t)(a[0] | a[1] << 8) % (GMX_BOUNCE_LEN + 1);
-            struct gmx_rreq *r = bounce(p);
-            if (!r) goto out;
-            memset(r->buf, 0, GMX_BOUNCE_LEN);
-            r->rlen = take(&data, &size, len, r->buf);
-            r->short_form = 1;
-            r->cqdata = 0;
-            for (int i = 7; i >= 0; i--)
-                r->cqdata = r->cqdata << 8 | d[i];
-            p->bposted++;
-            recv_done(p, r);
-            break;
-        }
         }
         for (unsigned n = 0; n < FUZZ_NODES; n++)
             for (unsigned q = 0; q < 4; q++)
