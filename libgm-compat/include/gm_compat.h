@@ -21,6 +21,7 @@
 #define GM_COMPAT_H
 
 #include <gm.h>
+#include <sys/uio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -141,6 +142,34 @@ GM_ENTRY_POINT gm_status_t gm_compat_port_probe(struct gm_port *p, unsigned int 
 GM_ENTRY_POINT unsigned gm_compat_port_stuck(struct gm_port *p, unsigned int *node,
                                              unsigned int *port);
 GM_ENTRY_POINT void gm_compat_set_stuck_notify(struct gm_port *p, void (*fn)(void *arg), void *arg);
+
+/* Sends whose receive buffers the caller's own flow control guarantees.  A
+ * client that never sends a target more messages of a size than buffers of
+ * that size the target provided it (credits it returns itself, as CoR's gm
+ * route does) needs neither GM's per-target window nor the acks that make a
+ * callback mean "delivered": gm_compat_sendv_now sends the concatenation of
+ * iov[0..iovcnt) (at most 4 pieces) at once, as gm_send would at that size
+ * and priority, and returns
+ *   GM_SUCCESS   it left, and is in the target's memory already: the pieces
+ *                may be reused at once; no token is taken, no callback runs,
+ *                the target does not acknowledge it, gm_close does not wait
+ *                for it, and a failure at the target (no such size) is not
+ *                reported;
+ *   GM_TRY_AGAIN nothing was sent: an earlier send or put to that target
+ *                port at that priority still waits in the library, the
+ *                provider is busy, the message is larger than one injected
+ *                message, the target is unknown, not reachable or gone, or
+ *                the port's transport is not this host's shared memory
+ *                (elsewhere an injected message may still be on its way).
+ *                Send it the usual way (gm_send_with_callback): order with
+ *                the earlier sends holds either way;
+ *   GM_INVALID_PARAMETER  bad arguments (as gm_send would report them).
+ * It is a stream item like any send: later sends to that target port at that
+ * priority are processed after it. */
+GM_ENTRY_POINT gm_status_t gm_compat_sendv_now(struct gm_port *p, const struct iovec *iov,
+                                               unsigned int iovcnt, unsigned int size,
+                                               unsigned int priority, unsigned int target_node_id,
+                                               unsigned int target_port_id);
 
 /* Puts whose first transfer is already a remote write.  GM's gm_put names
  * remote memory by address alone; here the sender learns the target's key

@@ -333,6 +333,29 @@ GMX_EXPORT void gm_send_with_callback(struct gm_port *p, void *message, unsigned
     gmx_port_unlock(p);
 }
 
+GMX_EXPORT gm_status_t gm_compat_sendv_now(struct gm_port *p, const struct iovec *iov,
+                                           unsigned int iovcnt, unsigned int size,
+                                           unsigned int priority, unsigned int target_node_id,
+                                           unsigned int target_port_id)
+{
+    if (!p || (!iov && iovcnt) || priority >= GM_NUM_PRIORITIES ||
+        target_port_id >= GMX_NUM_PORTS || size < GMX_MIN_SIZE || size > GMX_MAX_SIZE)
+        return GM_INVALID_PARAMETER;
+    size_t len = 0;
+    for (unsigned i = 0; i < iovcnt; i++) {
+        if (iov[i].iov_len && !iov[i].iov_base) return GM_INVALID_PARAMETER;
+        len += iov[i].iov_len;
+        if (len < iov[i].iov_len) return GM_INVALID_PARAMETER;
+    }
+    if (len > gm_max_length_for_size(size)) return GM_INVALID_PARAMETER;
+    gmx_port_lock(p);
+    struct gmx_peer *peer = gmx_peer_get(p, target_node_id, target_port_id);
+    ssize_t rc = peer ? gmx_send_unacked(p, peer, priority, size, iov, iovcnt, len) : -FI_EAGAIN;
+    gmx_acks_maybe(p); /* acks due that this send did not carry */
+    gmx_port_unlock(p);
+    return rc == 0 ? GM_SUCCESS : GM_TRY_AGAIN;
+}
+
 GMX_EXPORT void gm_send_to_peer_with_callback(struct gm_port *p, void *message, unsigned int size,
                                               gm_size_t len, unsigned int priority,
                                               unsigned int target_node_id,

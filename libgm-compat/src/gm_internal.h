@@ -121,11 +121,14 @@ struct gmx_hdr {
     uint32_t aepoch;                 /* incarnation of the receiving port the acks are for */
     uint32_t base;                   /* stream items: oldest item of this priority the sender
                                         still waits for (earlier ones are done or given up) */
-    uint32_t pad;
-    uint64_t addr; /* put/get target address; KEY/UNKEY region base */
-    uint64_t len;  /* payload or transfer length; KEY region length */
-    uint64_t key;  /* KEY */
+    uint32_t flags;                  /* GMX_F_* */
+    uint64_t addr;                   /* put/get target address; KEY/UNKEY region base */
+    uint64_t len;                    /* payload or transfer length; KEY region length */
+    uint64_t key;                    /* KEY */
 };
+/* flags: a stream item its sender does not want acknowledged (gm_compat_sendv_now: the
+ * caller's own credits bound the target's buffers, and the send was done when injected). */
+#define GMX_F_UNACKED 1u
 #define GMX_EAGER_MAX 4096 /* larger payloads go as DATA; what a receiver takes eager */
 #define GMX_BOUNCE_LEN (sizeof(struct gmx_hdr) + GMX_EAGER_MAX)
 /* The largest client payload a sender puts on the eager channel.  shm injects
@@ -665,6 +668,11 @@ int gmx_send_internal(struct gm_port *p, struct gmx_peer *peer, const void *buf,
 void gmx_send_failed(struct gm_port *p, struct gmx_sreq *s, gm_status_t st);
 int gmx_send_retry(struct gm_port *p, struct gmx_sreq *s);
 int gmx_send_ctl(struct gm_port *p, struct gmx_peer *peer, const struct gmx_hdr *h);
+/* gm_compat_sendv_now's message (gm_compat.h): injected now as stream item of (peer, prio),
+ * unacknowledged; 0, or -FI_EAGAIN with nothing sent (the caller sends it the usual way). */
+#define GMX_SENDV_MAX 4
+ssize_t gmx_send_unacked(struct gm_port *p, struct gmx_peer *peer, unsigned prio, unsigned size,
+                         const struct iovec *iov, unsigned iovcnt, size_t len);
 void gmx_hdr_acks(struct gmx_peer *peer, struct gmx_hdr *h);
 void gmx_key_learn(struct gmx_peer *peer, const struct gmx_hdr *h);
 void gmx_key_forget(struct gmx_peer *peer, uint64_t base);

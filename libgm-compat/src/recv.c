@@ -460,7 +460,7 @@ static int process(struct gm_port *p, struct gmx_peer *peer, unsigned prio, stru
         if (h.kind == GMX_K_MSG) {
             memcpy(c->buf, payload, plen);
             deliver(p, c, peer, plen);
-            ack_owe(p, peer, prio, h.seq);
+            if (!(h.flags & GMX_F_UNACKED)) ack_owe(p, peer, prio, h.seq);
             break;
         }
         /* Large: the DATA lands straight in the client buffer; the stream

@@ -338,6 +338,16 @@ static ssize_t eager_send(struct gm_port *p, struct gmx_peer *peer, struct gmx_h
     return rc;
 }
 
+/* The oldest item of (peer, prio) the sender still waits for, seq if none (retries may have
+ * put the unacked list out of order; it is at most a window long). */
+static uint32_t stream_base(const struct gmx_peer *peer, unsigned prio, uint32_t seq)
+{
+    uint32_t base = seq;
+    for (const struct gmx_sreq *u = peer->unacked[prio]; u; u = u->next)
+        if (((base - u->seq) & GMX_SEQ_MASK) - 1 < 0x1fffffu) base = u->seq;
+    return base;
+}
+
 static void dataq_push(struct gm_port *p, struct gmx_peer *peer, struct gmx_sreq *s);
 
 static ssize_t send_now_raw_unguarded(struct gm_port *p, struct gmx_sreq *s);
@@ -361,13 +371,7 @@ static ssize_t send_now_raw_unguarded(struct gm_port *p, struct gmx_sreq *s)
     if (gmx_peer_gone(p, peer))
         return -FI_EAGAIN; /* the backlog decides (GM_SEND_TARGET_PORT_CLOSED) */
     if (s->eager) {
-        if (s->stream) {
-            /* The oldest item still unacknowledged (retries may have put
-             * the list out of order; it is at most a window long). */
-            s->hdr.base = s->seq;
-            for (struct gmx_sreq *u = peer->unacked[s->prio]; u; u = u->next)
-                if (((s->hdr.base - u->seq) & GMX_SEQ_MASK) - 1 < 0x1fffffu) s->hdr.base = u->seq;
-        }
+        if (s->stream) s->hdr.base = stream_base(peer, s->prio, s->seq);
         rc = eager_send(p, peer, &s->hdr, s->buf, s->len, s, &done);
     } else if (s->rma == 1) {
         /* The callback means "landed": shm's writes are synchronous copies
@@ -598,6 +602,50 @@ void gmx_backlog_progress(struct gm_port *p)
         }
     }
     if (!p->backlogged) atomic_fetch_sub(&gmx_backlogged_ports, 1);
+}
+
+/* A stream item injected now from the caller's memory, outside the window and the unacked
+ * list: only where an injected message is already in the target's memory (this host), and only
+ * when nothing of the stream waits in the library or the window (order). Its sequence number
+ * is taken only once it left, so a refused one leaves the stream as it was. */
+ssize_t gmx_send_unacked(struct gm_port *p, struct gmx_peer *peer, unsigned prio, unsigned size,
+                         const struct iovec *iov, unsigned iovcnt, size_t len)
+{
+    if (!p->addr_is_str || iovcnt > GMX_SENDV_MAX || len > p->eager_max ||
+        sizeof(struct gmx_hdr) + len > p->inject_size)
+        return -FI_EAGAIN;
+    revalidate(p, peer);
+    if (peer->backlog || peer->dataq || peer->disabled[prio] || peer->rma_busy ||
+        (!peer->resolved && !gmx_peer_resolve(p, peer)) || gmx_peer_gone(p, peer))
+        return -FI_EAGAIN;
+    if (!p->shm && gmx_qlock_busy(p, peer)) return -FI_EAGAIN; /* its lock held: later */
+    uint32_t seq = peer->send_seq[prio] & GMX_SEQ_MASK, base = stream_base(peer, prio, seq);
+    /* A short-form ack names an item in flight by the low 6 bits of its seq
+     * (gmx_ack_arrived_low): with the window after it, the items in flight stay within 64. */
+    if (((seq - base) & GMX_SEQ_MASK) >= 64 - GMX_WINDOW - 1) return -FI_EAGAIN;
+    struct gmx_hdr h = {.kind = GMX_K_MSG,
+                        .size = (uint8_t)size,
+                        .prio = (uint8_t)prio,
+                        .node = (uint16_t)p->node_id,
+                        .port = (uint8_t)p->port_id,
+                        .seq = seq,
+                        .base = base,
+                        .flags = GMX_F_UNACKED,
+                        .len = len};
+    gmx_hdr_acks(peer, &h);
+    h.epoch = p->epoch;
+    struct iovec v[1 + GMX_SENDV_MAX] = {{&h, sizeof h}};
+    for (unsigned i = 0; i < iovcnt; i++)
+        v[1 + i] = iov[i];
+    if (!p->shm) gmx_guard_enter(p, peer); /* the watchdog frees a call stuck on a dead lock */
+    ssize_t rc = gmx_tp_inject(p, peer, v, 1 + iovcnt, GMX_TAG_EAGER);
+    if (!p->shm) gmx_guard_leave(p);
+    if (rc != 0) return rc == -FI_EAGAIN || rc == -FI_ENOTCONN ? -FI_EAGAIN : rc;
+    peer->send_seq[prio]++;
+    acks_sent(peer, &h);
+    gmx_bell_ring(peer->bell);
+    peer->reached = 1;
+    return 0;
 }
 
 /* Sends an internal DATA/GETDATA message (no callback); 0 or -1 when out of

@@ -6,6 +6,8 @@
  * GMT_ORDER_COUNT overrides the count. */
 #include "gmt.h"
 
+#include <gm_compat.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,10 +192,143 @@ static void test_order_mixed(void)
     free(order[1]);
 }
 
+/* gm_compat_sendv_now (gm_compat.h) mixed with gm_send_with_callback on one stream: the
+ * sender keeps at most BUFS_PER_CLASS messages of a class unreceived (its own credits, as the
+ * call requires), sends each small message in two pieces with gm_compat_sendv_now and the
+ * usual way when that says GM_TRY_AGAIN (and every large one): every message arrives once, in
+ * order, intact; only the usual sends get callbacks; on shm most small ones leave direct. */
+static void test_order_sendv_now(void)
+{
+    unsigned long n = 20000;
+    const char *scale = getenv("COR_TEST_SCALE");
+    if (scale && strcmp(scale, "small") == 0) n = 4000;
+    if (gmt_pair_open(&pr) != 0) {
+        GMT_TRUE_FATAL("open two ports", 0);
+        return;
+    }
+    gmt_fill(pattern, sizeof pattern, 7);
+    size_t *len = malloc(n * sizeof *len);
+    GMT_TRUE_FATAL("malloc", len != NULL);
+    for (unsigned long i = 0; i < n; i++)
+        len[i] = pick_len();
+    unsigned nrbuf = (MAX_SIZE - MIN_SIZE + 1) * BUFS_PER_CLASS;
+    char **rbuf = calloc(nrbuf, sizeof *rbuf);
+    GMT_TRUE_FATAL("calloc", rbuf != NULL);
+    for (unsigned s = MIN_SIZE, k = 0; s <= MAX_SIZE; s++)
+        for (unsigned j = 0; j < BUFS_PER_CLASS; j++, k++) {
+            rbuf[k] = gm_dma_malloc(pr.b, gm_max_length_for_size(s) + 8);
+            GMT_TRUE_FATAL("gm_dma_malloc", rbuf[k] != NULL);
+            gm_provide_receive_buffer(pr.b, rbuf[k], s, GM_LOW_PRIORITY);
+        }
+    unsigned nslot = gm_num_send_tokens(pr.a);
+    struct slot *slots = calloc(nslot, sizeof *slots);
+    GMT_TRUE_FATAL("calloc", slots != NULL);
+    for (unsigned i = 0; i < nslot; i++) {
+        slots[i].buf = gm_dma_malloc(pr.a, MAX_LEN);
+        GMT_TRUE_FATAL("gm_dma_malloc", slots[i].buf != NULL);
+    }
+    unsigned char *direct_buf = malloc(MAX_LEN);
+    GMT_TRUE_FATAL("malloc", direct_buf != NULL);
+    unsigned out[MAX_SIZE + 1] = {0}; /* per class: sent, not yet received */
+    cb_errors = cb_outside = cb_done = 0;
+    unsigned long sent = 0, sent_cb = 0, direct = 0, again = 0, recv = 0, bad = 0, extra = 0;
+    uint64_t deadline = gmt_now_us() + 30000000u + (uint64_t)n * 1000u;
+    /* First, usual sends beyond the window of 16 while the receiver does not poll (no ack
+     * comes): the last ones wait in the library, and a direct send must not overtake them. */
+    enum { HELD = 24 };
+    GMT_TRUE_FATAL("send tokens for the held sends", nslot > HELD);
+    unsigned small = gm_min_size_for_length(16);
+    for (unsigned i = 0; i <= HELD; i++)
+        len[i] = 16;
+    for (unsigned i = 0; i < HELD; i++) {
+        slots[i].busy = 1;
+        make_payload(slots[i].buf, 16, i);
+        gm_send_with_callback(pr.a, slots[i].buf, small, 16, GM_LOW_PRIORITY, pr.node_b, pr.port_b,
+                              order_cb, &slots[i]);
+    }
+    sent = sent_cb = HELD;
+    out[small] = HELD;
+    make_payload(direct_buf, 16, HELD);
+    struct iovec one = {direct_buf, 16};
+    gm_status_t held_st =
+        gm_compat_sendv_now(pr.a, &one, 1, small, GM_LOW_PRIORITY, pr.node_b, pr.port_b);
+    GMT_EQ("gm_compat_sendv_now behind sends waiting in the library", held_st, GM_TRY_AGAIN);
+    if (held_st == GM_SUCCESS) { /* it left: the order check below says where it landed */
+        sent++;
+        out[small]++;
+    }
+    unsigned free_hint = HELD;
+    while ((recv < n || (unsigned long)cb_done < sent_cb) && gmt_now_us() < deadline) {
+        for (unsigned tries = 0; tries < nslot && sent < n; tries++) {
+            unsigned size = gm_min_size_for_length(len[sent]);
+            if (out[size] >= BUFS_PER_CLASS) break; /* no credit: wait for the receiver */
+            if (len[sent] < 4096) {
+                make_payload(direct_buf, len[sent], (uint32_t)sent);
+                size_t cut = len[sent] / 2;
+                struct iovec iov[2] = {{direct_buf, cut}, {direct_buf + cut, len[sent] - cut}};
+                gm_status_t st =
+                    gm_compat_sendv_now(pr.a, iov, 2, size, GM_LOW_PRIORITY, pr.node_b, pr.port_b);
+                if (st == GM_SUCCESS) {
+                    memset(direct_buf, 0xee, len[sent]); /* reused at once */
+                    direct++;
+                    out[size]++;
+                    sent++;
+                    continue;
+                }
+                if (st != GM_TRY_AGAIN) bad++;
+                again++;
+            }
+            struct slot *s = &slots[free_hint];
+            free_hint = (free_hint + 1) % nslot;
+            if (s->busy) continue;
+            s->busy = 1;
+            make_payload(s->buf, len[sent], (uint32_t)sent);
+            gm_send_with_callback(pr.a, s->buf, size, len[sent], GM_LOW_PRIORITY, pr.node_b,
+                                  pr.port_b, order_cb, s);
+            out[size]++;
+            sent++;
+            sent_cb++;
+        }
+        for (int burst = 0; burst < 64; burst++) {
+            struct gmt_msg m;
+            if (gmt_poll_once(pr.b, &m) != 1) break;
+            if (recv >= sent) {
+                extra++;
+            } else if (m.length != len[recv] || !payload_ok(m.data, m.length, (uint32_t)recv) ||
+                       m.size != gm_min_size_for_length(len[recv])) {
+                bad++;
+            }
+            if (m.size <= MAX_SIZE && out[m.size]) out[m.size]--;
+            gm_provide_receive_buffer(pr.b, m.buffer, m.size, GM_LOW_PRIORITY);
+            recv++;
+        }
+        gmt_poll_once(pr.a, NULL);
+    }
+    printf("\n  sendv_now: %lu of %lu messages direct, %lu sent again the usual way\n", direct,
+           sent, again);
+    GMT_EQ("messages sent", sent, n);
+    GMT_EQ("messages received", recv, n);
+    GMT_EQ("messages out of order, corrupt or refused", bad, 0);
+    GMT_EQ("messages beyond those sent", extra, 0);
+    GMT_EQ("send callbacks (the usual sends only)", (unsigned long)cb_done, sent_cb);
+    GMT_EQ("send callbacks with an error", cb_errors, 0);
+    if (gm_compat_wakes_on_arrival(pr.a)) /* shm: small messages leave direct */
+        GMT_TRUE("most small messages sent direct", direct > n / 4);
+    else
+        GMT_EQ("messages sent direct off shm", direct, 0);
+    GMT_EQ("messages after the last one", gmt_drain(pr.b, pr.a, 50000), 0);
+    gmt_pair_close(&pr);
+    free(direct_buf);
+    free(rbuf);
+    free(slots);
+    free(len);
+}
+
 int main(void)
 {
     static const struct ct_test tests[] = {
         {"100,000 mixed-size messages at two priorities, in order", test_order_mixed},
+        {"gm_compat_sendv_now mixed with callback sends, in order", test_order_sendv_now},
         {NULL, NULL},
     };
     return gmt_run_suite("gm_order", tests);

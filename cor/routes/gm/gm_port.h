@@ -109,6 +109,10 @@ struct gmr_peer {
     uint32_t inc, re_inc; /* its port's incarnation (its address; 0: not given), the next one */
 };
 
+/* Pieces of a frame the core gives send() that send_direct passes on (the core's header and
+ * payload); a frame in more pieces is copied. */
+#define GMR_DIRECT_IOV 3
+
 enum gmr_tx_state { TX_FREE = 0, TX_QUEUED, TX_INFLIGHT, TX_DONE };
 enum gmr_tx_kind { TX_SEND = 0, TX_PUT };
 
@@ -119,7 +123,8 @@ struct gmr_tx {
     struct rutil_done done; /* the send's cookie; its status once TX_DONE (the done list) */
     uint32_t peer;
     uint8_t kind, state, cls; /* cls: TX_SEND's buffer class, 0 small / 1 large */
-    char *buf;                /* TX_SEND: the copy in the byte ring; TX_PUT: the local source */
+    char *buf;                /* TX_SEND: the copy in the byte ring (NULL: sent direct, no
+                               * copy); TX_PUT: the local source */
     size_t len;               /* bytes on the wire (header included for TX_SEND) */
     size_t end;               /* TX_SEND: byte ring offset after this frame (reclaim point) */
     uint64_t raddr;           /* TX_PUT */
@@ -207,6 +212,8 @@ struct cor_rport {
     /* counters (dropped: in base) */
     uint64_t frames_in, frames_out, queued_max, puts, abandoned, from_dead, small_out;
     uint64_t pings, pongs;      /* liveness probes sent, and answers to the peers' (gm_live.c) */
+    uint64_t direct_out;        /* frames of frames_out sent direct (gm_tx.c, send_direct) */
+    int direct;                 /* frames may go direct: libgm's shm (gm_compat_sendv_now) */
     _Atomic int notes;          /* some peer has a dead_note or closed_note set */
     _Atomic int work_hint;      /* for wait(): the owner left work that GM shows no event for */
     _Atomic int queue_hint;     /* for timeout_ms(): frames wait in the software queue */

@@ -90,6 +90,7 @@ static int gmr_open(const struct cor_route_config *cfg, const struct cor_route_u
     if ((rc = gmr_tx_setup(p)) != COR_OK || (rc = gmr_rx_setup(p)) != COR_OK) goto fail;
     gm_allow_remote_memory_access(p->gp);
     p->rings = gm_compat_wakes_on_arrival(p->gp);
+    p->direct = p->rings; /* shm: an injected frame is in the target's memory */
     p->active_ns = rutil_now_ns();
     p->probe_ns = p->active_ns;
     gmr_local_add(p);
@@ -151,9 +152,10 @@ static void gmr_close(struct cor_rport *p)
     if (p->k.stats)
         gmr_log("port node %u id %u: frames out %" PRIu64 " (%" PRIu64 " small) in %" PRIu64
                 ", puts %" PRIu64 ", dropped %" PRIu64 " (stale control %" PRIu64 ", data %" PRIu64
-                "), deepest software queue %" PRIu64,
+                "), deepest software queue %" PRIu64 ", sent direct %" PRIu64,
                 p->node_id, p->port_id, p->frames_out, p->small_out, p->frames_in, p->puts,
-                rutil_port_dropped(&p->base), p->stale_ctrl, p->stale_data, p->queued_max);
+                rutil_port_dropped(&p->base), p->stale_ctrl, p->stale_data, p->queued_max,
+                p->direct_out);
     if (p->k.stats)
         gmr_log("  ring: d_tail %llu d_queue %llu d_head %llu tx_tail %zu tx_head %zu ndone %u",
                 (unsigned long long)p->d_tail, (unsigned long long)p->d_queue,

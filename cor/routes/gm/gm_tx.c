@@ -62,7 +62,7 @@ void gmr_reclaim(struct cor_rport *p)
     while (p->d_tail < p->d_queue) {
         struct gmr_tx *t = tx_at(p, p->d_tail);
         if (t->state != TX_FREE) break;
-        if (t->kind == TX_SEND) p->tx_tail = t->end;
+        if (t->kind == TX_SEND && t->buf) p->tx_tail = t->end; /* (sent direct: no bytes) */
         p->d_tail++;
     }
     if (p->d_tail == p->d_head) p->tx_head = p->tx_tail = 0;
@@ -423,6 +423,45 @@ static int peer_check(struct cor_rport *p, cor_peer_t peer)
     return q->dead ? COR_EPEERDEAD : COR_OK;
 }
 
+/* The frame leaves now from the core's memory: no copy into the ring, no GM send token, no
+ * callback, and no libgm acknowledgement (gm_compat_sendv_now). The route's credits already
+ * bound the receiver's buffers of the frame's class, so libgm's window and acks would meter the
+ * link a second time. Only when none of this peer's frames waits in our queue (order) and a
+ * credit is free; where libgm cannot (not shm, a send to the peer still in its backlog, a frame
+ * larger than one injected message) COR_EAGAIN with nothing sent: the frame is then copied and
+ * goes the usual way, behind what libgm holds. Its send_done comes at the next progress(). */
+static int send_direct(struct cor_rport *p, uint32_t peer, int cls, const struct iovec *iov,
+                       int iovcnt, void *cookie)
+{
+    struct gmr_peer *q = &p->peers[peer];
+    if (!p->direct || q->nqueued || !q->credits[cls] || iovcnt > GMR_DIRECT_IOV) return COR_EAGAIN;
+    struct gmr_tx *t = tx_new(p, peer, cookie, TX_SEND);
+    if (!t) return COR_EAGAIN;
+    char hdr[GMR_HDR];
+    gmr_data_encode(hdr, p->cookie32, q->owed[0] | q->owed[1] << 16, p->inc, q->inc);
+    struct iovec v[1 + GMR_DIRECT_IOV] = {{hdr, GMR_HDR}};
+    size_t len = GMR_HDR;
+    for (int i = 0; i < iovcnt; i++) {
+        v[1 + i] = iov[i];
+        len += iov[i].iov_len;
+    }
+    if (gm_compat_sendv_now(p->gp, v, (unsigned)iovcnt + 1, p->cls[cls], GM_LOW_PRIORITY, q->node,
+                            q->port) != GM_SUCCESS)
+        return COR_EAGAIN;
+    q->owed[0] = q->owed[1] = 0;
+    q->credits[cls]--;
+    p->d_head++;
+    if (p->d_queue == p->d_head - 1) p->d_queue++;
+    t->buf = NULL;
+    t->len = len;
+    t->cls = (uint8_t)cls;
+    complete(p, t, COR_OK);
+    p->frames_out++;
+    p->direct_out++;
+    p->small_out += cls == 0;
+    return COR_OK;
+}
+
 int gmr_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov, int iovcnt,
              void *cookie)
 {
@@ -438,7 +477,7 @@ int gmr_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov, int 
     int cls = p->allot[0] && len + GMR_HDR <= p->small_max ? 0 : 1;
     int rc = peer_check(p, peer);
     if (rc != COR_OK) goto out;
-    rc = COR_EAGAIN;
+    if ((rc = send_direct(p, peer, cls, iov, iovcnt, cookie)) == COR_OK) goto out;
     struct gmr_tx *t = tx_new(p, peer, cookie, TX_SEND);
     if (!t) goto out;
     char *buf = ring_alloc(p, len + GMR_HDR, &t->end);
