@@ -17,6 +17,7 @@
  * Programs do not see them: pvm_getmboxinfo leaves CoR.* out (the layer's message handlers
  * are hidden in handlers.c).
  */
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -133,27 +134,70 @@ void cpvm_mbox_leave(int rank)
 
 /* ---- out of the program's sight ---------------------------------------------------------- */
 
+/* What pvm_getmboxinfo gave the program: a copy of libpvm3's answer without our entries, in
+ * one block of ours, valid until the program's next pvm_getmboxinfo (as libpvm3's own is).
+ * Not libpvm3's array: the layer's own look-ups (instances, remove_own ...) run at any later
+ * pvm_* call, the first right as this one leaves, and libpvm3 frees its array at each (the
+ * program then read freed memory: Debian's gmbi crashed under a route). Lock held. */
+static struct pvmmboxinfo *user_info;
+
+static int copy_for_user(const struct pvmmboxinfo *mi, int n, struct pvmmboxinfo **out)
+{
+    size_t prefix = strlen(MBOX_PREFIX), ints = 0, chars = 0;
+    int keep = 0;
+    for (int i = 0; i < n; i++) {
+        if (!mi[i].mi_name || !strncmp(mi[i].mi_name, MBOX_PREFIX, prefix)) continue;
+        keep++;
+        ints += 3 * (size_t)(mi[i].mi_nentries > 0 ? mi[i].mi_nentries : 0);
+        chars += strlen(mi[i].mi_name) + 1;
+    }
+    free(user_info);
+    user_info = NULL;
+    if (!keep) {
+        *out = NULL;
+        return 0;
+    }
+    struct pvmmboxinfo *c =
+        malloc((size_t)keep * sizeof *c + ints * sizeof(int) + chars); /* structs, ints, names */
+    if (!c) return PvmNoMem;
+    int *iv = (int *)(c + keep);
+    char *cv = (char *)(iv + ints);
+    for (int i = 0, k = 0; i < n; i++) {
+        if (!mi[i].mi_name || !strncmp(mi[i].mi_name, MBOX_PREFIX, prefix)) continue;
+        int e = mi[i].mi_nentries > 0 ? mi[i].mi_nentries : 0;
+        c[k] = (struct pvmmboxinfo){.mi_name = strcpy(cv, mi[i].mi_name),
+                                    .mi_nentries = mi[i].mi_nentries};
+        cv += strlen(cv) + 1;
+        int **col[3] = {&c[k].mi_indices, &c[k].mi_owners, &c[k].mi_flags};
+        int *src[3] = {mi[i].mi_indices, mi[i].mi_owners, mi[i].mi_flags};
+        for (int j = 0; j < 3; j++, iv += e) {
+            *col[j] = iv;
+            if (e && src[j])
+                memcpy(iv, src[j], (size_t)e * sizeof(int));
+            else if (e)
+                memset(iv, 0, (size_t)e * sizeof(int));
+        }
+        k++;
+    }
+    *out = user_info = c;
+    return keep;
+}
+
 CPVM_API int pvm_getmboxinfo(char *pattern, int *nclasses, struct pvmmboxinfo **classes)
 {
     if (CPVM_PASS) return cpvm_real.pvm_getmboxinfo(pattern, nclasses, classes);
     cpvm_enter();
-    int rc = REAL(pvm_getmboxinfo, pattern, nclasses, classes);
-    if (rc >= 0 && nclasses && classes && *classes) {
-        /* Ours go to the end (swapped, not overwritten: libpvm3 frees the array's entries
-         * at its next call) and are not counted. */
-        struct pvmmboxinfo *mi = *classes;
-        int n = *nclasses, keep = 0;
-        for (int i = 0; i < n; i++) {
-            if (mi[i].mi_name && !strncmp(mi[i].mi_name, MBOX_PREFIX, strlen(MBOX_PREFIX)))
-                continue;
-            if (i != keep) {
-                struct pvmmboxinfo t = mi[keep];
-                mi[keep] = mi[i];
-                mi[i] = t;
-            }
-            keep++;
+    int n = 0;
+    struct pvmmboxinfo *mi = NULL, *mine = NULL;
+    int rc = REAL(pvm_getmboxinfo, pattern, &n, &mi);
+    if (rc >= 0) {
+        int keep = copy_for_user(mi, mi ? n : 0, &mine);
+        if (keep < 0) {
+            rc = REAL(lpvmerr, "pvm_getmboxinfo", keep);
+        } else {
+            if (nclasses) *nclasses = keep;
+            if (classes) *classes = mine;
         }
-        *nclasses = keep;
     }
     cpvm_leave();
     return rc;
