@@ -47,6 +47,16 @@ int pmsg_setenc(struct pmsg *mp, int enc);
 int lpvmerr(char *f, int n);
 int pvmdisplaymhfinfo(const char *who, const char *message, int tid); /* dump of handlers */
 extern int pvmmytid, pvmmydsig;
+/* The resource manager pvmd told this task of (pvm_reg_rm), 0 if none: libpvm3 sends it what
+ * pvm_config, pvm_notify, pvm_spawn ... ask for (SM_* requests), else pvmd (TM_*). */
+extern int pvmschedtid;
+/* libpvm3's request and answer: sends the active send buffer to `other` (pvmd:
+ * CPVM_TIDPVMD) with tag `code` in context `ctx`, waits for the answer and makes it the
+ * active receive buffer; returns its id (> 0) or an error. */
+int msendrecv(int other, int code, int ctx);
+#define CPVM_TIDPVMD ((int)0x80000000)
+#define CPVM_TM_CONFIG ((int)0x80010006) /* pvmproto.h: TM_FIRST + 5 */
+#define CPVM_SYSCTX_TM 0x7fffe           /* pvmproto.h: SYSCTX_FIRST - 1 */
 
 /* Every libpvm3/libgpvm3 function libcorpvm calls or wraps. */
 /* clang-format off: it reflows a long list of X() differently at each run */

@@ -319,6 +319,18 @@ static bool rank_taken_over(struct cpvm_peer *old, int tid)
     return true;
 }
 
+/* The layer's own requests go to pvmd itself, never to a resource manager (pvm_reg_rm): libpvm3
+ * would send the manager pvm_notify as SM_NOTIFY, which the manager takes and logs as a
+ * request of the program's. pvmd serves TM_NOTIFY whoever manages the tasks. Lock held. */
+static void notify_exit(int tid)
+{
+    int rm = pvmschedtid, ctx = REAL(pvm_setcontext, CTL_CTX);
+    pvmschedtid = 0;
+    REAL(pvm_notify, PvmTaskExit, EXIT_TAG, 1, &tid);
+    pvmschedtid = rm;
+    REAL(pvm_setcontext, ctx);
+}
+
 /* Makes peer p (rank, addresses) reachable over our route; false if it cannot be. */
 static bool connect_peer(struct cpvm_peer *p, const struct cpvm_ctl *c)
 {
@@ -341,9 +353,7 @@ static bool connect_peer(struct cpvm_peer *p, const struct cpvm_ctl *c)
     p->connected = true;
     rt.by_rank[c->rank] = p;
     /* Its exit makes its rank unreachable (a kill is detected the same way). */
-    int ctx = REAL(pvm_setcontext, CTL_CTX);
-    REAL(pvm_notify, PvmTaskExit, EXIT_TAG, 1, &p->tid);
-    REAL(pvm_setcontext, ctx);
+    notify_exit(p->tid);
     return true;
 }
 
@@ -516,23 +526,54 @@ static int mailbox_rank(int *rank)
     return PvmOk;
 }
 
+/* The virtual machine's number of hosts and our host's name as pvmd knows it (in `name`, or
+ * "" if not found), asked of pvmd itself (TM_CONFIG, the answer laid out as pvm_config reads
+ * it: hosts, archs, then tid, name, arch, speed, signature of each host). Not pvm_config: under
+ * a resource manager that asks the manager (SM_CONFIG, a request the program never made), and
+ * it frees the host table the program's own pvm_config gave it. -1 if pvmd did not answer.
+ * Lock held. */
+static int pvmd_hosts(char *name, size_t len)
+{
+    int sbf = REAL(pvm_setsbuf, REAL(pvm_mkbuf, PvmDataDefault)), rbf = REAL(pvm_setrbuf, 0);
+    cpvm_in_real++;
+    int mid = msendrecv(CPVM_TIDPVMD, CPVM_TM_CONFIG, CPVM_SYSCTX_TM);
+    cpvm_in_real--;
+    int nhost = -1, narch = 0, bytes = 0, me = REAL(pvm_tidtohost, pvmmytid);
+    name[0] = 0;
+    char *s = NULL;
+    /* (every string of the answer fits in its length) */
+    if (mid > 0 && REAL(pvm_bufinfo, mid, &bytes, NULL, NULL) >= 0 && bytes > 0 &&
+        (s = malloc((size_t)bytes + 1)) && REAL(pvm_upkint, &nhost, 1, 1) >= 0 &&
+        REAL(pvm_upkint, &narch, 1, 1) >= 0) {
+        for (int i = 0, tid, word[2]; i < nhost; i++) {
+            if (REAL(pvm_upkint, &tid, 1, 1) < 0 || REAL(pvm_upkstr, s) < 0) break;
+            if (tid == me) {
+                snprintf(name, len, "%s", s);
+                break;
+            }
+            if (REAL(pvm_upkstr, s) < 0 || REAL(pvm_upkint, word, 2, 1) < 0) break;
+        }
+    }
+    free(s);
+    if (mid > 0)
+        REAL(pvm_freebuf, REAL(pvm_setrbuf, rbf));
+    else
+        REAL(pvm_setrbuf, rbf);
+    REAL(pvm_freebuf, REAL(pvm_setsbuf, sbf));
+    return nhost;
+}
+
 /* Where our route listens: loopback while the virtual machine has one host, else the
  * address of our host as pvmd knows it (what the other hosts reach us at). */
 static const char *bind_address(char *ip, size_t len)
 {
-    int nhost = 0, narch = 0;
-    struct pvmhostinfo *hosts = NULL;
-    if (REAL(pvm_config, &nhost, &narch, &hosts) < 0 || nhost <= 1 || !hosts) return "loopback";
-    int me = REAL(pvm_tidtohost, pvmmytid);
-    for (int i = 0; i < nhost; i++) {
-        if (hosts[i].hi_tid != me || !hosts[i].hi_name) continue;
-        struct addrinfo hints = {.ai_family = AF_INET}, *res = NULL;
-        if (getaddrinfo(hosts[i].hi_name, NULL, &hints, &res) || !res) break;
-        inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, ip, (socklen_t)len);
-        freeaddrinfo(res);
-        return ip;
-    }
-    return "auto";
+    char host[256];
+    if (pvmd_hosts(host, sizeof host) <= 1) return "loopback";
+    struct addrinfo hints = {.ai_family = AF_INET}, *res = NULL;
+    if (!host[0] || getaddrinfo(host, NULL, &hints, &res) || !res) return "auto";
+    inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, ip, (socklen_t)len);
+    freeaddrinfo(res);
+    return ip;
 }
 
 static void tid_entry(int tid, char *name, size_t len);
