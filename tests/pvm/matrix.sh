@@ -24,7 +24,7 @@ mask() {
     case $(basename "$1") in timing.out | *bwtest.out) all="sed -E s/\\b[0-9a-f]*[0-9][0-9a-f]*\\b/N/g" ;; esac
     # (mhf_server's dumps of libpvm3's handler table, pvmdisplaymhfinfo, are compared too)
     grep -v -e '^libcorpvm\[' -e '^cor ' -e '^pvm> spawn' "$1" 2>/dev/null | $all |
-        sed -E -e 's/t[0-9a-f]{5,8}/tX/g' -e 's/\b[0-9]{5,}\b/N/g' \
+        sed -E -e 's/t[0-9a-f]{5,8}/tX/g' -e 's/0x[0-9a-f]+/0xX/g' -e 's/\b[0-9]{5,}\b/N/g' \
             -e 's/(task of size: +)[0-9]+/\1N/' -e 's/[0-9]+\.[0-9]+ (ms|us|sec|s)\b/T \1/g' \
             -e 's/[[:space:]]+/ /g' -e 's/ $//' | grep -v '^$' | sort
 }

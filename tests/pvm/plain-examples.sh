@@ -176,10 +176,80 @@ ex trsg master "trsg" '16\n4\n' '*' 30 "\
 out 1 Test OK: Sum of Squares of first 64 integers is 89440
 out 1 Test Ok: Received \\(4\\.000000, 8\\.000000\\)"
 
+# fspmd: spmd in Fortran, spawned from the console the same way.
+ex fspmd console "-4 fspmd" "" - 20 "\
+out 1 ^4 successful\$
+log 1 \\] +Pass a token through the +4 +tid ring:
+log 1 \\] *[0-9]+ -> *[0-9]+ -> *[0-9]+ -> *[0-9]+ -> *[0-9]+ *\$
+log 1 \\] +token ring done\$"
+
+# The group tests of gexamples. gexamp N: instance 0 spawns N-1 more (the group is named
+# after the program), barrier, every member broadcasts its instance and tid, each checks
+# pvm_getinst/pvm_gettid of all; the children print into pvmd's log (argv[0] a full path).
+ex gexamp master "gexamp 4" "" 0 30 "\
+out 1 ^gexamp 0x[0-9a-f]+ enrolled\$
+out 1 ^gexamp 0x[0-9a-f]+ 0\$
+out 3 ^0x[0-9a-f]+\$
+out 1 ^gexamp 0: sync\$
+out 0 match up|usage
+log 3 \\] /usr/bin/gexamp 0x[0-9a-f]+ enrolled\$
+log 3 \\] /usr/bin/gexamp [1-3]: sync\$
+log 0 match up"
+
+# (Not ge, gexamp's sibling: each member leaves the group right after its own checks, with no
+# barrier before, so a slower member's pvm_getinst of one that left fails, "gid N doesn't
+# match up!", under plain PVM too whenever timing allows.)
+
+# joinleave N: joins and leaves one group N+1 times, a line every 100.
+ex joinleave master "joinleave 100" "" 0 30 "\
+out 1 ^Joined 100 times\$
+out 0 JoinLeave:"
+
+# thb N: joins 32 groups, checks its instances, spawns N tnb that join the last group named
+# and meet it at a barrier, then leaves them all.
+ex thb master "thb 4" "" 0 30 "\
+out 32 ^joined group[0-9]+\$
+out 1 ^spawning \\.\\.\\. barrier on group0 *\$
+out 1 ^ leaving all the groups *\$
+out 1 ^done\\.\$
+out 0 not myself|trouble|joining|pvm_lvgroup"
+
+# tjl: joins 32 groups, checks them, leaves them. tjf: one group more (its table of 32
+# instances overflows into the group name, as under plain PVM: the 33rd line names none).
+ex tjl master "tjl" "" 0 20 "\
+out 32 ^joined group[0-9]+\$
+out 0 not myself|joining|pvm_lvgroup"
+ex tjf master "tjf" "" 0 20 "\
+out 32 ^joined group[0-9]+\$
+out 1 ^joined \$
+out 0 not myself|joining|pvm_lvgroup"
+
+# tst: joins and leaves a group, printing pvm_joingroup's and pvm_lvgroup's results.
+ex tst master "tst" "" 0 20 "\
+out 1 ^joined prognosis 0, negative 0\$
+out 1 ^left prognosis 0, negative 0\$"
+
+# The mailbox examples (run_mbox): task0 puts a service in the mailbox and serves in a new
+# context; task1 finds it there and talks to it; gmbi lists it, and finds no CoR.* entry
+# (a routed task's own entries are not the program's); task_end ends task0; lmbi puts two
+# persistent entries, gmbi lists both, rme removes each, gmbi lists none.
+ex mbox mbox "" "" 0 30 "\
+out 1 ^task0: just inserted service name <svc> at index 0\\.\$
+out 1 ^task1: t[0-9a-f]+  from task t[0-9a-f]+ welcome to my server - you are service request number 1\\.\$
+out 1 ^task0: t[0-9a-f]+ 	task1 t[0-9a-f]+ on machine <.*> with context [0-9]+\\.  Request number 1\\.\$
+out 1 ^task0: handled 2 service requests\\.\$
+out 1 ^gmbi: 1 mbox entries returned\\.\$
+out 1 ^gmbi: 2 mbox entries returned\\.\$
+out 2 ^gmbi: 0 mbox entries returned\\.\$
+out 1 ^gmbi: class name: <svc>\$
+out 2 ^gmbi: class name: <t[0-9a-f]+lmbi[01]>\$
+out 0 CoR\\.|no service running|Invalid|can't delete|error"
+
 declare -A ALIAS=([hello]=hello.pvm [hello_other]=hello.pvm [slave1]=master1
     [timing_slave]=timing [inherita]="inherit1 inherit3" [inherit2]="inherit1 inherit3 inheritb"
     [mhf_tickle]=mhf_server [bwtest]="dbwtest ibwtest rbwtest pbwtest" [fslave1]=fmaster1
-    [hitc_slave]=hitc [rsg]="frsg trsg")
+    [hitc_slave]=hitc [rsg]="frsg trsg" [tnb]=thb [task0]=mbox [task1]=mbox [task_end]=mbox
+    [gmbi]=mbox [lmbi]=mbox [rme]=mbox [groups]="gexample gexamp joinleave thb tjl tjf tst")
 
 # ---------------------------------------------------------------------------------------
 # Context checks (the numbers differ from run to run).
@@ -253,6 +323,56 @@ run_mhf() {
     [ "$trc" = 0 ] || { WHY="mhf_tickle exited $trc"; cat "$d/tickle.out" >>"$OUT"; return 1; }
     [ "$src" = 0 ] || { WHY="mhf_server exited $src"; return 1; }
 }
+# mbox: the mailbox examples one after another (see the table), every program wrapped; their
+# outputs in order into $OUT, each after a line naming it. Then a plain gmbi (never wrapped)
+# must find the mailbox empty: the layer's entries went with the last routed task.
+run_mbox() {
+    local secs=$1 d=$PVM_WORK/mbox t0 rc=0 i
+    mkdir -p "$d"
+    : >"$OUT"
+    step() { # step NAME ARGS...: one program, bounded, its output appended
+        local name=$1 r=0
+        shift
+        echo "== $*" >>"$OUT"
+        (limited timeout -k 2 "$secs" "${PVM_EXEC[@]}" "${WRAP[@]}" "$@" </dev/null >"$d/$name.out" 2>&1) || r=$?
+        cat "$d/$name.out" >>"$OUT"
+        [ $r = 0 ] || { WHY="$* exited $r"; return 1; }
+    }
+    limited timeout -k 2 "$secs" "${PVM_EXEC[@]}" "${WRAP[@]}" task0 svc d </dev/null >"$d/task0.out" 2>&1 &
+    t0=$!
+    # (its output reaches the file when it ends: a plain gmbi tells when the service is in)
+    for ((i = 0; i < 100; i++)); do
+        timeout 10 "${PVM_EXEC[@]}" gmbi svc </dev/null 2>&1 | grep -q 'class name: <svc>' && break
+        kill -0 $t0 2>/dev/null || break
+        sleep 0.1
+    done
+    if [ $i = 100 ] || ! kill -0 $t0 2>/dev/null; then
+        WHY="task0 did not put its service in the mailbox"; kill $t0 2>/dev/null || true
+        wait $t0 2>/dev/null || true; cat "$d/task0.out" >>"$OUT"; return 1
+    fi
+    step task1 task1 svc 0 d && step gmbi1 gmbi svc && step gmbi0 gmbi 'CoR*' &&
+        step task_end task_end svc 0 || rc=1
+    wait_pid_bounded $t0 10 || true
+    local r0=0
+    wait $t0 2>/dev/null || r0=$?
+    echo "== task0 svc d" >>"$OUT"
+    cat "$d/task0.out" >>"$OUT"
+    [ $rc = 0 ] || return 1
+    [ $r0 = 0 ] || { WHY="task0 exited $r0"; return 1; }
+    step lmbi lmbi 2 po e && step gmbi2 gmbi '*lmbi*' || return 1
+    local names
+    names=$(sed -n 's/^lmbi: just inserted entry <\(.*\)> at index 0\.$/\1/p' "$d/lmbi.out")
+    [ "$(echo "$names" | wc -w)" = 2 ] || { WHY="lmbi did not name its 2 entries"; return 1; }
+    for i in $names; do step rme rme "$i" 0 || return 1; done
+    step gmbi3 gmbi '*lmbi*' || return 1
+    for ((i = 0; i < 30; i++)); do
+        timeout 10 "${PVM_EXEC[@]}" gmbi 'CoR*' </dev/null >"$d/plain-gmbi.out" 2>&1 || true
+        grep -q '^gmbi: 0 mbox entries returned' "$d/plain-gmbi.out" && return 0
+        sleep 0.1
+    done
+    WHY="the layer's entries are left in the mailbox once every task ended (a plain gmbi): $(grep -o '<[^>]*>' "$d/plain-gmbi.out" | tr '\n' ' ')"
+    return 1
+}
 wait_pid_bounded() {
     local i=0
     while kill -0 "$1" 2>/dev/null; do
@@ -309,6 +429,9 @@ run_one() {
         ;;
     mhf)
         run_mhf "$secs" || return 1
+        ;;
+    mbox)
+        run_mbox "$secs" || return 1
         ;;
     esac
     pvm_log_since "$logoff" >"$OUT.log"
@@ -403,6 +526,8 @@ done
 for n in "${RUNS[@]}"; do
     t0=$(date +%s%N)
     ROUTED_NOTE=""
+    rmoff=0
+    [ -z "$RM_PID" ] || rmoff=$(stat -c %s "$PVM_WORK/rm.out")
     if run_one "$n"; then ok=1; else ok=0; fi
     ms=$(( ($(date +%s%N) - t0) / 1000000 ))
     if [ $ok = 1 ] && [ -n "${PVM_EXAMPLE_MAX_MS:-}" ] && [ "$ms" -gt "$PVM_EXAMPLE_MAX_MS" ]; then
@@ -412,6 +537,8 @@ for n in "${RUNS[@]}"; do
         mkdir -p "$PVM_EXAMPLE_SAVE"
         cat "$OUT" "$OUT.tickle" "$OUT.1" "$OUT.2" 2>/dev/null >>"$PVM_EXAMPLE_SAVE/$n.out" || true
         sed 's/^\[t[0-9a-f]*\] [0-9/]* [0-9:]* //' "$OUT.log" 2>/dev/null >>"$PVM_EXAMPLE_SAVE/$n.log" || true
+        # what the resource manager was asked meanwhile (rm.sh compares it)
+        [ -z "$RM_PID" ] || tail -c +$((rmoff + 1)) "$PVM_WORK/rm.out" >>"$PVM_EXAMPLE_SAVE/$n.rm"
     fi
     if [ $ok = 1 ]; then
         PASS=$((PASS + 1))
@@ -432,6 +559,14 @@ if [ -n "$RM_PID" ]; then
     # The manager saw the examples' requests, and nothing of libcorpvm's protocol.
     grep -q 'PVMd message is SM_' "$PVM_WORK/rm.out" ||
         { FAIL=$((FAIL + 1)); FAILED+=("srm.pvm"); say "FAIL srm.pvm: no request went through the resource manager"; }
+    if [ -n "${PVM_EXAMPLE_SAVE:-}" ]; then # all it logged, once its log stood still 0.5 s
+        rmsize=-1
+        for ((i = 0; i < 50; i++)); do
+            rmnow=$(stat -c %s "$PVM_WORK/rm.out"); [ "$rmnow" != "$rmsize" ] || break
+            rmsize=$rmnow; sleep 0.5
+        done
+        cp "$PVM_WORK/rm.out" "$PVM_EXAMPLE_SAVE/srm.out"
+    fi
     stop_rm
 fi
 pvm_vm_stop
