@@ -365,6 +365,8 @@ run_mbox() {
     [ "$(echo "$names" | wc -w)" = 2 ] || { WHY="lmbi did not name its 2 entries"; return 1; }
     for i in $names; do step rme rme "$i" 0 || return 1; done
     step gmbi3 gmbi '*lmbi*' || return 1
+    # (a routed resource manager is a routed task that lives on: its session stays)
+    if [ -n "${PVM_EXAMPLE_RM:-}" ] && [ "$PVM_EXAMPLE_RM" != plain ]; then return 0; fi
     for ((i = 0; i < 30; i++)); do
         timeout 10 "${PVM_EXEC[@]}" gmbi 'CoR*' </dev/null >"$d/plain-gmbi.out" 2>&1 || true
         grep -q '^gmbi: 0 mbox entries returned' "$d/plain-gmbi.out" && return 0
