@@ -7,7 +7,9 @@
 # both paths used, a switch, and nothing dropped. Then the way back (burst reply): the
 # master's answers to the worker's first message all go routed, whether the worker waited
 # for its handshake or not; and pvm_cor_domain waits for a handshake under way (burst
-# domain). Exit 0 pass, 1 fail, 77 skip.
+# domain). No wait may go on after PVM's sockets had data for it (the handshake's messages
+# come that way): the counters' late wakes must stay 0 (a wait that saw them and spun on kept
+# the first messages 2 ms, COR_PVM_SPIN_US, until 2026-11-29). Exit 0 pass, 1 fail, 77 skip.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pvmlib.sh"
@@ -31,6 +33,11 @@ counters() { # FILE... -> "routed_sent pvm_sent switches dropped"
              END {printf "%d %d %d %d", r, p, s, d}'
 }
 
+# Sums the late wakes over the same.
+late_wakes() { # FILE... -> N
+    cat "$@" | grep -o 'late wakes [0-9]*' | awk '{n += $3} END {print n + 0}'
+}
+
 for route in myrinet udp; do
     for wait_ms in 1000 0; do
         off=$(pvm_log_size)
@@ -44,6 +51,10 @@ for route in myrinet udp; do
         [ "$r" -gt 0 ] && [ "$p" -gt 0 ] && [ "$s" -ge 1 ] && [ "$d" = 0 ] ||
             { cat "$PVM_ERR" "$PVM_WORK/$route.log"
               fail "$route: counters say routed sent $r, pvm sent $p, switches $s, dropped $d"; }
+        late=$(late_wakes "$PVM_ERR" "$PVM_WORK/$route.log")
+        [ "$late" = 0 ] ||
+            { cat "$PVM_ERR" "$PVM_WORK/$route.log"
+              fail "$route: $late wait(s) went on after PVM's sockets had data (late wakes)"; }
         say "$route (connect wait $wait_ms ms): $(cat "$PVM_OUT"); routed $r, pvm $p, switches $s"
     done
     # The way back: the master answers the worker's first message with a burst; the HELLO
