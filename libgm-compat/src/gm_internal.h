@@ -599,6 +599,7 @@ int gmx_fabric_loaded(void);
  * inject (done at once, no completion), send (completion with ctx; iov of 1 or 2), recv,
  * cancel (an FI_ECANCELED error completion), and peer addresses (insert: 1 if resolved). */
 enum { GMX_TRANSPORT_FABRIC, GMX_TRANSPORT_SHM, GMX_TRANSPORT_AUTO };
+int gmx_transport_mode(void);  /* GM_COMPAT_TRANSPORT, or its default */
 int gmx_transport_rings(void); /* 1 if ports of this configuration use the rings */
 ssize_t gmx_tp_inject(struct gm_port *p, struct gmx_peer *peer, const struct iovec *iov,
                       size_t iovcnt, uint64_t tag); /* at most GMX_BOUNCE_LEN bytes */

@@ -8,6 +8,9 @@
 #ifndef GMX_KNOBS_H
 #define GMX_KNOBS_H
 
+/* GM_COMPAT_TRANSPORT when unset or empty (transport.c reads it; the table shows it). */
+#define GMX_TRANSPORT_DEFAULT "auto"
+
 #define GMX_KNOBS(X)                                                                               \
     X(NODE_MAP, "GM_NODE_MAP", STRING, 0, 0, 0, "unset", "path of the node map file")              \
     X(NODES, "GM_NODES", STRING, 0, 0, 0, "unset",                                                 \
@@ -28,9 +31,9 @@
       "1: puts and gets by the provider's RMA; 0: always as messages")                             \
     X(CLOSE_LINGER_MS, "GM_CLOSE_LINGER_MS", NUMBER, 2000, 0, 3600000, "",                         \
       "how long gm_close waits until live targets acknowledged its sends")                         \
-    X(TRANSPORT, "GM_COMPAT_TRANSPORT", STRING, 0, 0, 0, "fabric",                                 \
-      "fabric: libfabric; shm: own shared-memory rings (this host only); auto: shm when the "      \
-      "provider is shm")                                                                           \
+    X(TRANSPORT, "GM_COMPAT_TRANSPORT", STRING, 0, 0, 0, GMX_TRANSPORT_DEFAULT,                    \
+      "auto: own shared-memory rings when the provider is shm (no other host), else libfabric; "   \
+      "fabric: libfabric; shm: the rings (this host only)")                                        \
     X(VERBOSE, "GM_VERBOSE", NUMBER, 0, 0, 10, "", "1: print fabric errors and configuration")
 
 #define GMX_KNOB_ENUM(id, name, type, def, lo, hi, shown, meaning) GMX_K_##id,

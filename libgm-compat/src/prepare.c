@@ -21,14 +21,13 @@
 
 static pthread_once_t prepared = PTHREAD_ONCE_INIT;
 
-/* Whether ports will need libfabric, from what is known before gm_init: GM_COMPAT_TRANSPORT
- * (fabric by default) and GM_PROVIDER (auto: only a provider other than shm loads it). */
+/* Whether ports will need libfabric, from what is known before gm_init: the transport
+ * (transport.c) and, under auto, GM_PROVIDER (only a provider other than shm loads it). */
 static int fabric_wanted(void)
 {
-    const char *t = gmx_knob_str(GMX_K_TRANSPORT);
+    int mode = gmx_transport_mode();
     const char *prov = gmx_knob_str(GMX_K_PROVIDER);
-    if (t && strcmp(t, "shm") == 0) return 0;
-    if (!t || strcmp(t, "auto") != 0) return 1; /* fabric */
+    if (mode != GMX_TRANSPORT_AUTO) return mode == GMX_TRANSPORT_FABRIC;
     return prov && *prov && strcmp(prov, "shm") != 0;
 }
 

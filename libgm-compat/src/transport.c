@@ -10,23 +10,33 @@
 
 #include <string.h>
 
-/* GM_COMPAT_TRANSPORT: fabric (the default), shm or auto (shm when the provider is libfabric's
- * shm: the configuration names no other host). */
-int gmx_transport_rings(void)
+static int mode_named(const char *t)
+{
+    static const char *const names[] = {[GMX_TRANSPORT_FABRIC] = "fabric",
+                                        [GMX_TRANSPORT_SHM] = "shm",
+                                        [GMX_TRANSPORT_AUTO] = "auto"};
+    for (int m = 0; m < (int)(sizeof names / sizeof names[0]); m++)
+        if (strcmp(t, names[m]) == 0) return m;
+    return -1;
+}
+
+/* GM_COMPAT_TRANSPORT, or its default (knobs.h: GMX_TRANSPORT_DEFAULT) when unset, empty or
+ * not understood (then said on stderr). */
+int gmx_transport_mode(void)
 {
     const char *t = gmx_knob_str(GMX_K_TRANSPORT);
-    int mode = GMX_TRANSPORT_FABRIC;
-    if (t && *t) {
-        if (strcmp(t, "shm") == 0)
-            mode = GMX_TRANSPORT_SHM;
-        else if (strcmp(t, "fabric") == 0)
-            mode = GMX_TRANSPORT_FABRIC;
-        else if (strcmp(t, "auto") == 0)
-            mode = GMX_TRANSPORT_AUTO;
-        else
-            fprintf(stderr, "libgm: ignoring %s=%s (expected fabric, shm or auto)\n",
-                    gmx_knob_name(GMX_K_TRANSPORT), t);
-    }
+    int mode = t && *t ? mode_named(t) : -1;
+    if (mode < 0 && t && *t)
+        fprintf(stderr, "libgm: ignoring %s=%s (expected auto, fabric or shm)\n",
+                gmx_knob_name(GMX_K_TRANSPORT), t);
+    return mode >= 0 ? mode : mode_named(GMX_TRANSPORT_DEFAULT);
+}
+
+/* auto: the rings when the provider is libfabric's shm, i.e. the configuration names no other
+ * host (config.c picks tcp;ofi_rxm when the node map gives addresses). */
+int gmx_transport_rings(void)
+{
+    int mode = gmx_transport_mode();
     if (mode == GMX_TRANSPORT_AUTO) return strcmp(gmx_cfg.provider, "shm") == 0;
     return mode == GMX_TRANSPORT_SHM;
 }

@@ -23,7 +23,7 @@
 #          later ack, and the sends never completed (timed out here);
 #   free   gm_dma_free of each 1 MiB message right after its send: still sent intact;
 #   close  gm_close 50 ms after the last send, no callback awaited: nothing lost.
-# GMT_SHM_ONLY=1 (gm-rings-pass.sh): the shm cases only.
+# GMT_SHM_ONLY=1 (gm-fabric-pass.sh): the shm cases only.
 . "$(dirname "$0")/gm-proc-lib.sh"
 GMT_FORGIVE="$GMT_BUILDDIR/tests/gm-forgive"
 GMT_SILENT="$GMT_BUILDDIR/tests/gm-silent"

@@ -4,7 +4,7 @@
 # every send completes (GM_SEND_TARGET_PORT_CLOSED / GM_SEND_TIMED_OUT, the
 # held rest GM_SEND_DROPPED after gm_drop_sends), never a hang.  shm (the
 # dead port's lock file goes) and tcp;ofi_rxm (in-flight timeout, 60 x
-# GM_SEND_TIMEOUT_MS).  GMT_SHM_ONLY=1 (gm-rings-pass.sh): the shm cases only.
+# GM_SEND_TIMEOUT_MS).  GMT_SHM_ONLY=1 (gm-fabric-pass.sh): the shm cases only.
 . "$(dirname "$0")/gm-proc-lib.sh"
 GMT_BLAST="$GMT_BUILDDIR/tests/gm-blast"
 gmt_need "$GMT_BLAST"

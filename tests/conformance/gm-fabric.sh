@@ -1,12 +1,12 @@
 #!/bin/sh
-# CoR's gm route on libgm-compat's own shared-memory rings (GM_COMPAT_TRANSPORT=auto; the
-# default transport is libfabric's shm provider, which gm-shm.sh and gm-proc.sh use), so both
-# transports stay tested: a domain must say its ports opened on the rings (GM_VERBOSE=1), then
+# CoR's gm route on libfabric's shm provider (GM_COMPAT_TRANSPORT=fabric; the default on one
+# host is libgm-compat's own shared-memory rings, which gm-shm.sh and gm-proc.sh use), so both
+# transports stay tested: a domain must say its ports opened on libfabric (GM_VERBOSE=1), then
 # the conformance suite (route_conf gm), tests/proc's exchange on 2 and 4 domains (RMA
 # rendezvous, then 4 hard ports per domain with striped frames), and the DSM's cached objects
 # over gm (dsm_proc cache, 2 domains, then 32 KiB blocks whose grants come straight into the
 # copies). COR_TEST_SCALE=small (the sanitizer builds): fewer and smaller messages, and neither
-# the 4-domain exchange nor the 32 KiB blocks (the normal build runs them on the rings; the
+# the 4-domain exchange nor the 32 KiB blocks (the normal build runs them on libfabric; the
 # sanitizer builds run both on the default transport in gm-proc.sh and dsm/proc.sh).
 . "$(dirname "$0")/../proc/common.sh"
 need_gm_route
@@ -20,22 +20,22 @@ else
     MSGS=20000 MAX=1048576 LIMIT=120 T=8 C=300
 fi
 unset GM_NODES GM_NODE_MAP GM_NODE_ID GM_PROVIDER GM_SHM_NAMESPACE COR_ROUTES
-export GM_COMPAT_TRANSPORT=auto
+export GM_COMPAT_TRANSPORT=fabric
 
 # (each case's time: date +%s at its start)
 t0=$(date +%s)
 took() { echo "  ($(($(date +%s) - t0)) s)"; t0=$(date +%s); }
 
-say "2 domains x 8 tasks, $MSGS messages of 0..$MAX bytes (RMA rendezvous); the ports must say they opened on the rings"
+say "2 domains x 8 tasks, $MSGS messages of 0..$MAX bytes (RMA rendezvous); the ports must say they opened on libfabric"
 gm_exchange ex2 2 GM_VERBOSE=1
-grep -q "opened port .* over own shm rings" "$WORK/ex2.err" ||
-    { show ex2; die "GM_COMPAT_TRANSPORT=auto: no port said it opened on the rings"; }
+grep -q "opened port .* over libfabric" "$WORK/ex2.err" ||
+    { show ex2; die "GM_COMPAT_TRANSPORT=fabric: no port said it opened on libfabric"; }
 took
 
 say "the conformance suite (route_conf gm)"
 run_bg conf timeout 300 "$RC_" gm
 wait_bg conf
-[ $RC = 0 ] || { show conf; die "route_conf gm on the rings exited $RC"; }
+[ $RC = 0 ] || { show conf; die "route_conf gm on libfabric exited $RC"; }
 tail -n 3 "$WORK/conf.out" | sed 's/^/  /'
 took
 
