@@ -1,7 +1,8 @@
 #!/bin/bash
 # cor-pvm's command line: --help prints the usage (the script's leading comment) and nothing
-# else, bad arguments are clear errors with status 2, PVM's own programs are refused. No PVM
-# virtual machine needed. Exit 0 pass, 1 fail, 77 skip.
+# else, bad arguments are clear errors with status 2, PVM's own programs are refused, the knobs
+# spawned tasks need go into PVM_EXPORT. No PVM virtual
+# machine needed. Exit 0 pass, 1 fail, 77 skip.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=${COR_BUILDDIR:-$(cd "$HERE/../.." && pwd)/build}
@@ -39,5 +40,25 @@ expect 2 "PVM's own program" pvmd
 # Running a program preloads libcorpvm into it: in a sanitizer build the runtime would not come
 # first in the program's libraries (the sanitizer refuses to start), so only the normal build.
 [ "${COR_SANITIZED:-}" = yes ] || expect 0 "" --route none true
+# The knobs spawned tasks must share with the program go into PVM_EXPORT (spawned tasks start
+# with pvmd's environment): the route's, and the GM transport when set (both sides of a pair
+# must use the same one).
+if [ "${COR_SANITIZED:-}" != yes ]; then
+    got=$(env -u PVM_EXPORT COR_PVM_DOMAINS=32 COR_PVM_SPIN_US=5 COR_BIND=loopback \
+        GM_COMPAT_TRANSPORT=fabric timeout 10 "$COR_PVM" --route udp --stats \
+        sh -c 'echo "$PVM_EXPORT"' 2>&1)
+    for v in LD_PRELOAD COR_PVM_ROUTE COR_ROUTE_PATH COR_PVM_STATS COR_PVM_DOMAINS \
+        COR_PVM_SPIN_US COR_BIND GM_COMPAT_TRANSPORT; do
+        case ":$got:" in
+        *":$v:"*) ;;
+        *) fail "PVM_EXPORT '$got' lacks $v" ;;
+        esac
+    done
+    got=$(env -u PVM_EXPORT -u GM_COMPAT_TRANSPORT timeout 10 "$COR_PVM" --route udp \
+        sh -c 'echo "$PVM_EXPORT"' 2>&1)
+    case ":$got:" in
+    *:GM_COMPAT_TRANSPORT:*) fail "PVM_EXPORT '$got' names GM_COMPAT_TRANSPORT, which is unset" ;;
+    esac
+fi
 [ $fails = 0 ] || exit 1
 say PASS
