@@ -57,6 +57,19 @@ static void test_init_fills_defaults(void)
     GMT_EQ("send_timeout_ms unset", c.send_timeout_ms, 0);
 }
 
+/* Issue 31 item 9: a send to a port not open yet is retried long enough for a person to
+ * start the receiver: GM_SEND_TIMEOUT_MS unset means at least a minute (it was 1 s). The
+ * table's default is what config.c reads when the variable is unset. */
+static void test_send_timeout_default(void)
+{
+    unsigned n = 0;
+    const gm_compat_knob_t *k = gm_compat_knobs(&n);
+    long long def = -1;
+    for (unsigned i = 0; k && i < n; i++)
+        if (!strcmp(k[i].name, "GM_SEND_TIMEOUT_MS")) def = k[i].def;
+    GMT_TRUE("GM_SEND_TIMEOUT_MS defaults to at least 60000 ms", def >= 60000);
+}
+
 static void test_busy_while_initialized(void)
 {
     gm_compat_config_t c;
@@ -237,6 +250,7 @@ int main(void)
 {
     static const struct ct_test tests[] = {
         {"gm_compat_config_init fills 'nothing set'", test_init_fills_defaults},
+        {"GM_SEND_TIMEOUT_MS defaults to a minute or more", test_send_timeout_default},
         {"GM_BUSY while GM is initialized", test_busy_while_initialized},
         {"bad settings rejected; a bad map fails gm_init", test_rejects_bad_settings},
         {"settings override the environment and leave it alone", test_overrides_environment},
