@@ -1015,6 +1015,7 @@ COR_API int cor_dsm_quiet(void)
 COR_API int cor_dsm_create(const char *name, cor_type_t type, size_t count,
                            cor_dsm_protocol_t protocol, cor_idp_t *obj)
 {
+    if (obj) *obj = COR_IDP_NULL; /* what a failure leaves (dsm.h) */
     if (!dsm__is_up()) return COR_ESTATE;
     size_t ts = tsz(type);
     if (!dsm__name_ok(name) || !ts || count == 0 || !obj ||
@@ -1073,6 +1074,7 @@ COR_API int cor_dsm_create(const char *name, cor_type_t type, size_t count,
 
 COR_API int cor_dsm_lookup(const char *name, cor_idp_t *obj)
 {
+    if (obj) *obj = COR_IDP_NULL; /* what a failure leaves (dsm.h) */
     if (!dsm__is_up()) return COR_ESTATE;
     if (!dsm__name_ok(name) || !obj) return COR_EINVAL;
     struct dsm_req r = {
@@ -1103,6 +1105,7 @@ void dsm__local_info(struct dsm__res *x, cor_dsm_info_t *info)
 
 COR_API int cor_dsm_query(cor_idp_t obj, cor_dsm_info_t *info)
 {
+    if (info) memset(info, 0, sizeof *info); /* what a failure leaves (dsm.h) */
     if (!dsm__is_up()) return COR_ESTATE;
     if (!dsm__our_idp(obj) || !info) return COR_EINVAL;
     int home = (int)cor_idp_domain(obj);

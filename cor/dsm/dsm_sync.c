@@ -21,6 +21,7 @@
 
 COR_API int cor_dsm_lock_open(const char *name, cor_idp_t *lock)
 {
+    if (lock) *lock = COR_IDP_NULL; /* what a failure leaves (dsm.h) */
     if (!dsm__is_up()) return COR_ESTATE;
     if (!dsm__name_ok(name) || !lock) return COR_EINVAL;
     struct dsm_req r = {

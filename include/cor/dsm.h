@@ -101,6 +101,10 @@ typedef struct cor_dsm_info {
 } cor_dsm_info_t;
 
 /*
+ * A call that fails leaves what it would have given defined: COR_IDP_NULL in *obj
+ * (cor_dsm_create, cor_dsm_lookup) and *lock (cor_dsm_lock_open), a record of zeros in *info
+ * (cor_dsm_query: count 0, name "").
+ *
  * Creates an object of `count` elements of `type`, zero-filled, homed in the calling domain,
  * registered under `name` (1..COR_NAME_MAX-1 bytes, unique in the session among objects).
  * COR_EEXIST if the name is taken, COR_ELIMIT if larger than COR_DSM_MAX_BYTES or if the

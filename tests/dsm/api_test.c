@@ -129,6 +129,35 @@ static void test_objects(void)
 }
 
 /* 64 MiB: put a pattern, read it back in pieces and whole. */
+/* A failed call leaves its outputs defined (dsm.h): no idp, a record of zeros (a caller that
+ * reads them after a failure, like dsm_proc once did, prints 0, not garbage). */
+static void test_failure_outputs(void)
+{
+    cor_idp_t o;
+    cor_dsm_info_t info;
+    memset(&o, 0xa5, sizeof o);
+    EXPECT_ERR(cor_dsm_lookup("nobody", &o), COR_ENOTFOUND);
+    EXPECT_EQ(o, COR_IDP_NULL);
+    memset(&o, 0xa5, sizeof o);
+    EXPECT_ERR(cor_dsm_create("", COR_INT, 1, COR_DSM_HOME_ONLY, &o), COR_EINVAL);
+    EXPECT_EQ(o, COR_IDP_NULL);
+    memset(&o, 0xa5, sizeof o);
+    EXPECT_ERR(cor_dsm_lock_open("", &o), COR_EINVAL);
+    EXPECT_EQ(o, COR_IDP_NULL);
+    memset(&info, 0xa5, sizeof info);
+    EXPECT_ERR(cor_dsm_query(COR_IDP_NULL, &info), COR_EINVAL);
+    EXPECT_EQ(info.count, 0);
+    EXPECT_EQ(info.bytes, 0);
+    EXPECT_EQ(info.name[0], '\0');
+    cor_idp_t gone;
+    REQUIRE(cor_dsm_create("gone", COR_INT, 3, COR_DSM_HOME_ONLY, &gone) == COR_OK);
+    REQUIRE(cor_dsm_destroy(gone) == COR_OK);
+    memset(&info, 0xa5, sizeof info);
+    EXPECT_ERR(cor_dsm_query(gone, &info), COR_ENOTFOUND);
+    EXPECT_EQ(info.count, 0);
+    EXPECT_EQ(info.appended, 0);
+}
+
 static void test_large(void)
 {
     size_t n = (size_t)64 << 20;
@@ -602,6 +631,7 @@ int main(void)
         {"init", test_init},
         {"task index after init", test_task_index},
         {"objects", test_objects},
+        {"failures leave defined outputs", test_failure_outputs},
         {"64 MiB object", test_large},
         {"atomics from 8 tasks", test_atomics},
         {"cached object: sections from 8 tasks", test_cached_home},
