@@ -547,6 +547,8 @@ int main(int argc, char **argv)
         json_str(cor_plugin_dir());
         printf(",\n  \"bootstrap\": ");
         json_str(cor_boot_backends());
+        printf(",\n  \"bootstrap_unavailable\": ");
+        json_str(cor_boot_unavailable());
         printf(",\n  \"route_path\": ");
         json_str(route_path ? route_path : "");
         printf(",\n  \"routes\": [");
@@ -554,6 +556,8 @@ int main(int argc, char **argv)
         printf("CoR %s\n", cor_version());
         printf("  plugin folder    %s\n", cor_plugin_dir());
         printf("  bootstrap        %s\n", cor_boot_backends());
+        const char *unavailable = cor_boot_unavailable();
+        printf("  not available    %s\n", *unavailable ? unavailable : "-");
         printf("  COR_ROUTE_PATH   %s\n", route_path && *route_path ? route_path : "-");
         printf("\nroutes:\n");
     }

@@ -91,6 +91,44 @@ stale=$(comm -23 "$dir/table" "$dir/sources")
 [ "$(wc -l <"$dir/table")" -ge 50 ] || fail "the knob table has fewer than 50 names"
 echo "ok: knob table matches the sources ($(wc -l <"$dir/table") names)"
 
+# --- bootstrap backends: pmix is listed only when its plugin loads ---
+# With the build's plugin (libcor's folder), when libcor was built with PMIx.
+pmix_built=false
+[ -f "$COR_BUILDDIR/cor/core/.libs/cor_boot_pmix.so" ] && pmix_built=true
+if $pmix_built; then
+    grep -q '^  bootstrap        cor-run pmix none$' "$dir/text" ||
+        fail "pmix is built and its plugin is there, but not listed: $(grep '^  bootstrap' "$dir/text")"
+    grep -q '^  not available    -$' "$dir/text" ||
+        fail "a backend reported unavailable: $(grep '^  not available' "$dir/text")"
+    grep -q '^\.bootstrap_unavailable=$' "$dir/paths" || fail "JSON: bootstrap_unavailable not empty"
+fi
+# Without it: libcor copied to a folder of its own, which the loader searches first (then the
+# installed folder beside the route plugins', which must not hold one for this case).
+real=$b/.libs/lt-cor-info
+[ -x "$real" ] || real=$b/.libs/cor-info
+bootdir=$(sed -n 's/^  plugin folder    \(.*\)\/routes$/\1/p' "$dir/text")
+if [ ! -x "$real" ]; then
+    echo "skip: no uninstalled cor-info binary to run beside a copy of libcor"
+elif [ -f "$bootdir/cor_boot_pmix.so" ]; then
+    echo "skip: an installed cor_boot_pmix.so in $bootdir would serve"
+else
+    mkdir "$dir/lib"
+    cp "$COR_BUILDDIR/cor/core/.libs/libcor.so.0" "$dir/lib/"
+    LD_LIBRARY_PATH="$dir/lib:$COR_BUILDDIR/cor/dsm/.libs:${LD_LIBRARY_PATH:-}" \
+        timeout 60 "$real" >"$dir/noplugin" 2>"$dir/noplugin.err" ||
+        fail "cor-info without the pmix plugin failed: $(cat "$dir/noplugin.err")"
+    grep -q '^  bootstrap        cor-run none$' "$dir/noplugin" ||
+        fail "without its plugin, pmix is still listed: $(grep '^  bootstrap' "$dir/noplugin")"
+    if $pmix_built; then
+        why="cor_boot_pmix.so is in neither $dir/lib nor $bootdir"
+    else
+        why="built without PMIx"
+    fi
+    grep -q "^  not available    pmix: .*$why" "$dir/noplugin" ||
+        fail "without its plugin, the report does not say pmix is unavailable because '$why': $(grep '^  not available' "$dir/noplugin")"
+    echo "ok: pmix listed only with its plugin ($(grep '^  not available' "$dir/noplugin"))"
+fi
+
 # --- bad input ---
 "$b/cor-info" --bogus >/dev/null 2>"$dir/bad.err"
 [ $? -eq 2 ] && grep -q "unknown argument '--bogus'" "$dir/bad.err" ||

@@ -242,15 +242,6 @@ static const char *launcher_without_pmix(char *why, size_t len)
     return NULL;
 }
 
-COR_API const char *cor_boot_backends(void)
-{
-#ifdef COR_HAVE_PMIX
-    return "cor-run pmix none";
-#else
-    return "cor-run none";
-#endif
-}
-
 int cor__boot_init(struct cor_boot **bootp, int *rank, int *size, uint64_t *cookie)
 {
     if (!bootp || !rank || !size || !cookie) return COR_EINVAL;

@@ -1,8 +1,9 @@
 /*
- * Loading the PMIx backend (boot_host.h): cor__boot_pmix_init dlopens cor_boot_pmix.so, the
- * plugin built from boot_pmix.c with libpmix, the first time the environment says a PMIx
- * launcher started us (boot.c's order), and hands it the table of libcor's helpers. libcor
- * does not link libpmix: a program that no PMIx launcher started loads neither.
+ * Loading the PMIx backend (boot_host.h), and which backends can serve (cor_boot_backends,
+ * cor_boot_unavailable: compiled into libcor alone, with or without PMIx): cor__boot_pmix_init
+ * dlopens cor_boot_pmix.so, the plugin built from boot_pmix.c with libpmix, the first time the
+ * environment says a PMIx launcher started us (boot.c's order), and hands it the table of libcor's
+ * helpers. libcor does not link libpmix: a program that no PMIx launcher started loads neither.
  *
  * Where: libcor's own folder first (the build tree's cor/core/.libs, or $libdir), then the
  * installed folder (COR_BOOTDIR, $libdir/cor). A plugin that is missing, does not load
@@ -17,7 +18,10 @@
 
 #include "boot_host.h"
 #include "config.h" /* PACKAGE_VERSION */
+#include "cor/cor.h"
 #include "knobs.h"
+
+#ifdef COR_HAVE_PMIX
 
 static const struct cor_boot_host host = {
     .size = sizeof(struct cor_boot_host),
@@ -80,15 +84,21 @@ static void *open_plugin(char *why, size_t wlen)
     return got;
 }
 
+/* The plugin's entry point, or NULL with why[wlen] saying what is wrong. */
+static cor_boot_pmix_entry_fn plugin_entry(char *why, size_t wlen)
+{
+    void *dl = open_plugin(why, wlen);
+    cor_boot_pmix_entry_fn entry =
+        dl ? (cor_boot_pmix_entry_fn)dlsym(dl, COR_BOOT_PMIX_ENTRY) : NULL;
+    if (dl && !entry) snprintf(why, wlen, "%s has no %s", COR_BOOT_PMIX_FILE, COR_BOOT_PMIX_ENTRY);
+    return entry;
+}
+
 int cor__boot_pmix_init(struct cor_boot **bootp)
 {
     *bootp = NULL;
     char why[4400];
-    void *dl = open_plugin(why, sizeof why);
-    cor_boot_pmix_entry_fn entry =
-        dl ? (cor_boot_pmix_entry_fn)dlsym(dl, COR_BOOT_PMIX_ENTRY) : NULL;
-    if (dl && !entry)
-        snprintf(why, sizeof why, "%s has no %s", COR_BOOT_PMIX_FILE, COR_BOOT_PMIX_ENTRY);
+    cor_boot_pmix_entry_fn entry = plugin_entry(why, sizeof why);
     if (!entry) {
         cor__boot_log(NULL, "pmix",
                       "PMIx variables say a PMIx launcher (srun --mpi=pmix, mpirun) started this "
@@ -97,4 +107,37 @@ int cor__boot_pmix_init(struct cor_boot **bootp)
         return COR_EBOOT;
     }
     return entry(&host, bootp);
+}
+
+/* Whether the plugin would serve, looked at once (cor-info asks; no session needed). */
+static pthread_once_t pmix_once = PTHREAD_ONCE_INIT;
+static char pmix_problem[4400]; /* "" if it loads */
+
+static void pmix_look(void)
+{
+    char why[sizeof pmix_problem - 8];
+    if (!plugin_entry(why, sizeof why))
+        snprintf(pmix_problem, sizeof pmix_problem, "pmix: %s", why);
+}
+#endif /* COR_HAVE_PMIX */
+
+/* The backends listed by what can serve now: PMIx needs its plugin (boot.c's order). */
+COR_API const char *cor_boot_backends(void)
+{
+#ifdef COR_HAVE_PMIX
+    pthread_once(&pmix_once, pmix_look);
+    if (!pmix_problem[0]) return "cor-run pmix none";
+#endif
+    return "cor-run none";
+}
+
+COR_API const char *cor_boot_unavailable(void)
+{
+#ifdef COR_HAVE_PMIX
+    pthread_once(&pmix_once, pmix_look);
+    return pmix_problem;
+#else
+    return "pmix: this libcor was built without PMIx (configure found no libpmix-dev, or "
+           "--without-pmix)";
+#endif
 }

@@ -440,9 +440,12 @@ COR_API int cor_stats_get(cor_stats_t *stats);
  * COR_ROUTE_PATH. */
 COR_API const char *cor_version(void);
 COR_API const char *cor_plugin_dir(void);
-/* The bootstrap backends built into this libcor, in the order cor_init tries them,
- * space-separated: "cor-run pmix none" (or "cor-run none" without PMIx). */
+/* The bootstrap backends this libcor can use, in the order cor_init tries them,
+ * space-separated: "cor-run pmix none", or "cor-run none" when PMIx is not available
+ * (libcor built without it, or its plugin cor_boot_pmix.so missing or not loading). */
 COR_API const char *cor_boot_backends(void);
+/* Why a backend is not available: "pmix: <reason>", or "" when every one is. */
+COR_API const char *cor_boot_unavailable(void);
 
 /* What cor_route_probe learnt of a route plugin (cor-info shows it). */
 typedef struct cor_route_probe {
