@@ -141,6 +141,13 @@ static void rts_carry_tail(struct cor_hport *hp, struct send_op *op, const struc
     op->hdr.offset = r->cap - tail;
 }
 
+/* The task's next message number to domain d. Atomic: cor__peer_reset zeroes it under the
+ * task's lock, which senders do not take; either comes first (the numbers stay whole). */
+static inline uint32_t next_seq(struct cor_task *t, unsigned d)
+{
+    return __atomic_fetch_add(&t->send_seq[d], 1, __ATOMIC_RELAXED);
+}
+
 int cor__send_start(struct cor_task *t, struct cor_req *r)
 {
     cor_idp_t dest = r->peer;
@@ -176,7 +183,7 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
     op->hdr = (struct frame_hdr){.dtype = (uint8_t)r->type,
                                  .src_task = (uint16_t)t->index,
                                  .dst_task = (uint16_t)index,
-                                 .seq = t->send_seq[d]++,
+                                 .seq = next_seq(t, d),
                                  .tag = r->tag,
                                  .ctx = r->ctx,
                                  .count = r->count,
@@ -727,7 +734,7 @@ void cor__peer_reset(uint32_t peer)
         if (!t) continue;
         COR_LOCK(&t->lock);
         uint32_t *seq = __atomic_load_n(&t->send_seq, __ATOMIC_ACQUIRE);
-        if (seq) seq[peer] = 0;
+        if (seq) __atomic_store_n(&seq[peer], 0, __ATOMIC_RELAXED); /* senders: next_seq */
         struct cor_umsg *gone = cor__unexp_take_peer(t, peer);
         COR_UNLOCK(&t->lock);
         while (gone) {
