@@ -233,7 +233,8 @@ COR_API int cor_task_lookup(int domain_rank, const char *name, unsigned index, c
 /*
  * A task slot without a thread: a mailbox that a library's threads share (libcorpvm's inbound
  * queue). Messages to it are received with cor_recvI_as and sent from it with cor_sendI_as by
- * any thread; the caller serializes those calls (one at a time per reserved task).
+ * any thread; the caller serializes the receives, and the sends to one domain (threads may
+ * send to different domains at once: each destination domain has its own message order).
  */
 COR_API int cor_task_reserve(const char *name, cor_idp_t *task);
 /*
