@@ -315,6 +315,7 @@ struct gmx_rreq {
     /* for a post the provider refused for now (post backlog) */
     size_t post_len;
     uint64_t post_tag, post_ignore;
+    unsigned char sink[8]; /* a refused put's DATA is received here (recv.c, post_data) */
 };
 
 /* A registration of a remote port that allows RMA (learnt from GMX_K_KEY). */

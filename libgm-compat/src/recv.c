@@ -416,8 +416,8 @@ void gmx_putdata_settle(struct gm_port *p, uintptr_t base, size_t len)
     }
 }
 
-/* Posts the receive of DATA(xfer) from peer into buf (or, with buf NULL,
- * into nothing, to take it out of the provider's queue). */
+/* Posts the receive of DATA(xfer) from peer into buf[cap]: the target memory, or a refused
+ * put's sink (to take the DATA out of the provider's queue; it completes truncated). */
 static int post_data(struct gm_port *p, struct gmx_rreq *d, struct gmx_peer *peer, unsigned prio,
                      const struct gmx_hdr *h, void *buf, size_t cap)
 {
@@ -496,9 +496,11 @@ static int process(struct gm_port *p, struct gmx_peer *peer, unsigned prio, stru
         if (!ok) {
             gmx_log("put of %llu bytes at %#llx from node %u port %u refused\n",
                     (unsigned long long)h.len, (unsigned long long)h.addr, peer->node, peer->port);
-            /* Still taken out of the provider's queue (into nothing). */
+            /* Still taken out of the provider's queue, into a sink of a few bytes: not 0,
+             * since tcp;ofi_rxm (1.17) never answers a rendezvous matched by an empty
+             * receive, and the sender's DATA, so its callback, would never complete. */
             d->gmtag = PUTDATA_REFUSED;
-            if (post_data(p, d, peer, prio, &h, NULL, 0) != 0) gmx_rreq_put(p, d);
+            if (post_data(p, d, peer, prio, &h, d->sink, sizeof d->sink) != 0) gmx_rreq_put(p, d);
             nack(p, peer, prio, h.seq, GM_PERMISSION_DENIED);
             break;
         }
