@@ -35,8 +35,16 @@ void gmr_liveness(struct cor_rport *p, uint64_t now)
     uint64_t dead = (uint64_t)p->k.dead_ms * 1000000u, quiet = dead / 4;
     for (uint32_t i = 0; i < p->base.npeers; i++) {
         struct gmr_peer *q = &p->peers[i];
-        if (atomic_load_explicit(&q->awaited, memory_order_relaxed) <= 0 || !q->added || q->dead ||
-            q->local) {
+        int added = 0;
+        if (atomic_load_explicit(&q->awaited, memory_order_relaxed) > 0) {
+            /* With peers at first contact add_peer (another thread, under mem_lock) may be
+             * making this peer right now: what it wrote (local, node) is ours once added is
+             * read under the lock (ThreadSanitizer, lazypeers.sh over tcp). */
+            pthread_mutex_lock(&p->mem_lock);
+            added = q->added;
+            pthread_mutex_unlock(&p->mem_lock);
+        }
+        if (!added || q->dead || q->local) {
             q->quiet_ns = q->ping_ns = 0;
             continue;
         }
