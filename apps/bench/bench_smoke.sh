@@ -20,7 +20,7 @@ run() {
     if [ "$1" = --shared ]; then verify=; shift; fi
     csv=$dir/$name.csv
     # shellcheck disable=SC2086
-    if ! timeout 120 "$b/cor-run" -n 2 $ropts "$b/cor-bench" "$@" $verify --quiet --csv "$csv" \
+    if ! timeout -k 10 120 "$b/cor-run" -n 2 $ropts "$b/cor-bench" "$@" $verify --quiet --csv "$csv" \
         >"$dir/$name.out" 2>&1; then
         echo "FAIL: $name: cor-bench $* exited with an error:"
         cat "$dir/$name.out"
@@ -92,7 +92,7 @@ dsm_run() {
     csv=$dir/$name.csv
     label=$route
     [ "$shm" = 0 ] || label=$route+shm
-    if ! COR_DSM_SHM=$shm timeout 120 "$b/cor-run" -n "$n" --route "$route" "$b/cor-bench" dsm "$@" --csv "$csv" \
+    if ! COR_DSM_SHM=$shm timeout -k 10 120 "$b/cor-run" -n "$n" --route "$route" "$b/cor-bench" dsm "$@" --csv "$csv" \
         >"$dir/$name.out" 2>&1; then
         echo "FAIL: $name: cor-bench dsm $* exited with an error:"
         cat "$dir/$name.out"
@@ -129,7 +129,7 @@ fi
 
 # On a terminal (a pty from script(1)) domain 0 shows the size, elapsed and estimated time.
 if command -v script >/dev/null 2>&1; then
-    timeout 120 script -qec "'$b/cor-run' -n 2 '$b/cor-bench' udp-raw --sizes 0,1000 \
+    timeout -k 10 120 script -qec "'$b/cor-run' -n 2 '$b/cor-bench' udp-raw --sizes 0,1000 \
         --iters 0.02 --quiet" /dev/null >"$dir/tty.out" 2>&1
     if grep -q 'udp-raw: 1000 B ([0-9]*/[0-9]*), [0-9.]* s elapsed, about [0-9.]* s left' "$dir/tty.out"; then
         echo "ok: progress on a terminal"

@@ -38,7 +38,7 @@ figures() {
     out=$dir/figures
     # longer than the bound of its longest step (300 s), so a step that hangs is named in
     # figures.err instead of the whole run being cut off silently
-    if ! timeout 600 "$src/scripts/figures" --quick --no-pvm --builddir "$top" --out "$out" \
+    if ! timeout -k 10 600 "$src/scripts/figures" --quick --no-pvm --builddir "$top" --out "$out" \
         >"$dir/figures.out" 2>"$dir/figures.err"; then
         fail "scripts/figures --quick --no-pvm exited with an error:"
         cat "$dir/figures.out" "$dir/figures.err"
@@ -74,7 +74,7 @@ figures() {
     grep -q '^figures: .* plots and ' "$dir/figures.out" || fail "no summary line in the output"
     # On a terminal (a pty from script(1)): which measurement, the time elapsed and an estimate.
     if command -v script >/dev/null 2>&1; then
-        timeout 300 script -qec "'$src/scripts/figures' --quick --no-pvm --only fig6 --builddir '$top' \
+        timeout -k 10 300 script -qec "'$src/scripts/figures' --quick --no-pvm --only fig6 --builddir '$top' \
             --out '$dir/tty'" /dev/null >"$dir/tty.out" 2>&1
         if grep -q 'figures \[1/4\] udp-multiport: [0-9]* s elapsed, about [0-9]* s left' "$dir/tty.out"; then
             echo "ok: progress on a terminal"
@@ -93,13 +93,13 @@ else
 fi
 
 # ---- cor-bench --plot ----
-timeout 120 "$b/cor-run" -n 2 "$b/cor-bench" pingpong --sizes 0,1K,64K --iters 0.02 --reps 1 \
+timeout -k 10 120 "$b/cor-run" -n 2 "$b/cor-bench" pingpong --sizes 0,1K,64K --iters 0.02 --reps 1 \
     --quiet --plot "$dir/pingpong.png" >"$dir/pp.out" 2>&1 || {
     fail "cor-bench pingpong --plot failed:"
     cat "$dir/pp.out"
 }
 png "$dir/pingpong.png"
-timeout 120 "$b/cor-run" -n 2 "$b/cor-bench" multitask --sizes 64K --pairs 1,2 --iters 0.02 \
+timeout -k 10 120 "$b/cor-run" -n 2 "$b/cor-bench" multitask --sizes 64K --pairs 1,2 --iters 0.02 \
     --reps 1 --distinct-buffers --quiet --plot "$dir/multitask.png" >"$dir/mt.out" 2>&1 || {
     fail "cor-bench multitask --plot failed:"
     cat "$dir/mt.out"

@@ -26,11 +26,11 @@ trap 'rm -rf "$OUT"' EXIT INT TERM
 # lu_time CMD...: runs CMD (bounded) and prints "WALL CPU" from its result line; fails
 # loudly if the run failed its check. gups_rate: the M updates/s of the rate line.
 lu_time() {
-    timeout 300 "$@" >"$OUT/o" 2>&1 || { cat "$OUT/o" >&2; echo "bench: FAIL: $*" >&2; exit 1; }
+    timeout -k 10 300 "$@" >"$OUT/o" 2>&1 || { cat "$OUT/o" >&2; echo "bench: FAIL: $*" >&2; exit 1; }
     sed -n 's/^lu: .*: \([0-9.]*\) s, .*GFLOP\/s (domain 0 used \([0-9.]*\) s of CPU)$/\1 \2/p' "$OUT/o"
 }
 gups_rate() {
-    timeout 300 "$@" >"$OUT/o" 2>&1 || { cat "$OUT/o" >&2; echo "bench: FAIL: $*" >&2; exit 1; }
+    timeout -k 10 300 "$@" >"$OUT/o" 2>&1 || { cat "$OUT/o" >&2; echo "bench: FAIL: $*" >&2; exit 1; }
     sed -n 's/^gups: .* \([0-9.]*\) M updates\/s.*/\1/p' "$OUT/o"
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }

@@ -5,7 +5,7 @@ set -u
 b=${COR_BUILDDIR:?run me through make check}/apps
 out=$(mktemp)
 trap 'rm -f "$out" "$out.readme"' EXIT INT TERM
-timeout 60 "$b/cor-run" -n 3 "$b/examples/dsm_count" >"$out" 2>&1
+timeout -k 10 60 "$b/cor-run" -n 3 "$b/examples/dsm_count" >"$out" 2>&1
 rc=$?
 cat "$out"
 [ "$rc" -eq 0 ] || { echo "FAIL: cor-run -n 3 dsm_count exited with status $rc, expected 0"; exit 1; }

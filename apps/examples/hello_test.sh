@@ -4,7 +4,7 @@ set -u
 b=${COR_BUILDDIR:?run me through make check}/apps
 out=$(mktemp)
 trap 'rm -f "$out" "$out.readme"' EXIT INT TERM
-timeout 60 "$b/cor-run" -n 2 "$b/examples/hello" >"$out" 2>&1
+timeout -k 10 60 "$b/cor-run" -n 2 "$b/examples/hello" >"$out" 2>&1
 rc=$?
 cat "$out"
 if [ "$rc" -ne 0 ]; then

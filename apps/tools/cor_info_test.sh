@@ -20,7 +20,7 @@ COR_CREDITS=7
 export COR_ROUTE_PATH COR_CREDITS
 
 # --- text ---
-if ! timeout 60 "$b/cor-info" >"$dir/text" 2>"$dir/text.err"; then
+if ! timeout -k 10 60 "$b/cor-info" >"$dir/text" 2>"$dir/text.err"; then
     fail "cor-info exited with an error:"
     cat "$dir/text" "$dir/text.err"
 fi
@@ -40,7 +40,7 @@ fi
 echo "ok: text report"
 
 # --- JSON ---
-timeout 60 "$b/cor-info" --json >"$dir/json" 2>"$dir/json.err" || fail "cor-info --json failed"
+timeout -k 10 60 "$b/cor-info" --json >"$dir/json" 2>"$dir/json.err" || fail "cor-info --json failed"
 if ! "$b/json_check" <"$dir/json" >"$dir/paths"; then
     fail "cor-info --json is not valid JSON:"
     cat "$dir/json"
@@ -115,7 +115,7 @@ else
     mkdir "$dir/lib"
     cp "$COR_BUILDDIR/cor/core/.libs/libcor.so.0" "$dir/lib/"
     LD_LIBRARY_PATH="$dir/lib:$COR_BUILDDIR/cor/dsm/.libs:${LD_LIBRARY_PATH:-}" \
-        timeout 60 "$real" >"$dir/noplugin" 2>"$dir/noplugin.err" ||
+        timeout -k 10 60 "$real" >"$dir/noplugin" 2>"$dir/noplugin.err" ||
         fail "cor-info without the pmix plugin failed: $(cat "$dir/noplugin.err")"
     grep -q '^  bootstrap        cor-run none$' "$dir/noplugin" ||
         fail "without its plugin, pmix is still listed: $(grep '^  bootstrap' "$dir/noplugin")"

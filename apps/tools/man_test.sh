@@ -23,7 +23,7 @@ check() {
         fail "$name: no page $page"
         return
     fi
-    LC_ALL=C MANWIDTH=80 timeout 30 man --warnings -l "$page" >"$dir/$name.txt" 2>"$dir/$name.err"
+    LC_ALL=C MANWIDTH=80 timeout -k 10 30 man --warnings -l "$page" >"$dir/$name.txt" 2>"$dir/$name.err"
     if [ -s "$dir/$name.err" ]; then
         fail "$name: man -l warns:"
         cat "$dir/$name.err"
@@ -33,7 +33,7 @@ check() {
     done
     grep -qE "^ *$name +- " "$dir/$name.txt" || fail "$name: NAME does not start with '$name - '"
     # the options of --help (stdout or stderr), each in the page as \-\-option
-    timeout 30 "$@" --help >"$dir/$name.help" 2>&1 || fail "$name: $* --help failed"
+    timeout -k 10 30 "$@" --help >"$dir/$name.help" 2>&1 || fail "$name: $* --help failed"
     opts=$(grep -oE -- '--[a-z][a-z-]*[a-z]' "$dir/$name.help" | sort -u)
     [ -n "$opts" ] || fail "$name: no option found in its --help"
     for o in $opts; do
@@ -110,7 +110,7 @@ for p in $man1 $(for q in $pages; do echo "$m3/$q"; done); do
 done
 for p in $pages; do
     name=$(basename "$p" .3)
-    LC_ALL=C MANWIDTH=80 timeout 30 man --warnings -l "$m3/$p" >"$dir/$name.3.txt" 2>"$dir/$name.3.err"
+    LC_ALL=C MANWIDTH=80 timeout -k 10 30 man --warnings -l "$m3/$p" >"$dir/$name.3.txt" 2>"$dir/$name.3.err"
     if [ -s "$dir/$name.3.err" ]; then
         fail "$p: man -l warns:"
         cat "$dir/$name.3.err"
@@ -193,7 +193,7 @@ if make -s -C "$top/man" install DESTDIR="$dir/inst3" >"$dir/install3.log" 2>&1;
             case $shown in *" $page "*) continue ;; esac
             [ "$n" = "$page" ] && continue
             shown="$shown$page "
-            LC_ALL=C MANWIDTH=80 timeout 30 man --warnings -M "$mp" 3 "$n" >"$dir/as-$n.txt" 2>"$dir/as-$n.err" ||
+            LC_ALL=C MANWIDTH=80 timeout -k 10 30 man --warnings -M "$mp" 3 "$n" >"$dir/as-$n.txt" 2>"$dir/as-$n.err" ||
                 fail "man 3 $n failed"
             [ -s "$dir/as-$n.err" ] && fail "man 3 $n warns: $(cat "$dir/as-$n.err")"
             cmp -s "$dir/as-$n.txt" "$dir/$page.3.txt" || fail "man 3 $n does not show $page(3)"

@@ -15,7 +15,7 @@ fail=0
 gmt_need "$GMT_INFO"
 # The default (unset), on one host: the rings.
 (unset GM_COMPAT_TRANSPORT GM_PROVIDER GM_NODES GM_NODE_MAP
-    GM_VERBOSE=1 timeout 60 "$GMT_INFO") >"$GMT_TMP/default.log" 2>&1
+    GM_VERBOSE=1 timeout -k 10 60 "$GMT_INFO") >"$GMT_TMP/default.log" 2>&1
 if grep -q "opened port .* over own shm rings" "$GMT_TMP/default.log"; then
     echo "PASS: GM_COMPAT_TRANSPORT unset opens ports on the rings"
 else
@@ -25,7 +25,7 @@ else
 fi
 export GM_COMPAT_TRANSPORT=fabric GMT_SHM_ONLY=1
 # The setting must reach the library: a port opened here says which transport it is on.
-GM_VERBOSE=1 timeout 60 "$GMT_INFO" >"$GMT_TMP/info.log" 2>&1
+GM_VERBOSE=1 timeout -k 10 60 "$GMT_INFO" >"$GMT_TMP/info.log" 2>&1
 if grep -q "opened port .* over libfabric" "$GMT_TMP/info.log"; then
     echo "PASS: GM_COMPAT_TRANSPORT=fabric opens ports on libfabric"
 else
@@ -37,7 +37,7 @@ for t in gm_basic_test gm_sizes_test gm_tokens_test gm_callbacks_test gm_order_t
     gm_rdma_test gm_errors_test gm_config_test gm_wait_test; do
     gmt_need "$GMT_BUILDDIR/tests/$t"
     t0=$(date +%s)
-    if timeout 300 "$GMT_BUILDDIR/tests/$t" >"$GMT_TMP/$t.log" 2>&1; then
+    if timeout -k 10 300 "$GMT_BUILDDIR/tests/$t" >"$GMT_TMP/$t.log" 2>&1; then
         echo "PASS: $t on libfabric ($(($(date +%s) - t0)) s)"
     else
         echo "FAIL: $t on libfabric (exit $?)"
@@ -52,7 +52,7 @@ if [ "${COR_TEST_SCALE:-}" = small ]; then
 fi
 for t in $procs; do
     t0=$(date +%s)
-    if timeout 600 sh "$here/$t.sh" >"$GMT_TMP/$t.log" 2>&1; then
+    if timeout -k 10 600 sh "$here/$t.sh" >"$GMT_TMP/$t.log" 2>&1; then
         echo "PASS: $t.sh on libfabric ($(($(date +%s) - t0)) s)"
     else
         rc=$?

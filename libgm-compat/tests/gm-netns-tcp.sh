@@ -27,7 +27,7 @@ ip -n "$nsb" link set lo up
 ip -n "$nsa" link set "gmtva$$" up
 ip -n "$nsb" link set "gmtvb$$" up
 set +e
-if ! timeout 10 ip netns exec "$nsa" ping -c 1 -W 2 10.231.0.2 >/dev/null 2>&1; then
+if ! timeout -k 10 10 ip netns exec "$nsa" ping -c 1 -W 2 10.231.0.2 >/dev/null 2>&1; then
     echo "note: ping across the veth failed (no ping?); trying GM anyway"
 fi
 

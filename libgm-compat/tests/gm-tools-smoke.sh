@@ -9,7 +9,7 @@ unset GM_NODE_MAP GM_NODES GM_NODE_ID
 export GM_PROVIDER=shm GM_SHM_NAMESPACE="gmtt$$" GM_HOST_NAME=gmt-smoke
 fail=0
 
-out=$(timeout 30 "$GMT_INFO" 2>&1)
+out=$(timeout -k 10 30 "$GMT_INFO" 2>&1)
 if [ $? -ne 0 ] || ! echo "$out" | grep -q 'node id *1 ' || ! echo "$out" | grep -q 'gmt-smoke'; then
     echo "FAIL: gm-info (expected node id 1 and host gmt-smoke):"
     echo "$out"
@@ -85,13 +85,13 @@ else
 fi
 
 # Bad options are refused with a usage message, not a crash.
-timeout 10 "$GMT_PINGPONG" --client >/dev/null 2>&1
+timeout -k 10 10 "$GMT_PINGPONG" --client >/dev/null 2>&1
 rc=$?
 if [ $rc -ne 64 ]; then
     echo "FAIL: gm-pingpong --client without a peer exited $rc, expected 64"
     fail=1
 fi
-timeout 10 "$GMT_PINGPONG" --client x --max-size 99999999 >/dev/null 2>&1
+timeout -k 10 10 "$GMT_PINGPONG" --client x --max-size 99999999 >/dev/null 2>&1
 rc=$?
 if [ $rc -ne 64 ]; then
     echo "FAIL: gm-pingpong --max-size 99999999 exited $rc, expected 64"

@@ -33,7 +33,7 @@ grep -q "opened port .* over libfabric" "$WORK/ex2.err" ||
 took
 
 say "the conformance suite (route_conf gm)"
-run_bg conf timeout 300 "$RC_" gm
+run_bg conf timeout -k 10 300 "$RC_" gm
 wait_bg conf
 [ $RC = 0 ] || { show conf; die "route_conf gm on libfabric exited $RC"; }
 tail -n 3 "$WORK/conf.out" | sed 's/^/  /'

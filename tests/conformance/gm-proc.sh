@@ -56,7 +56,7 @@ run_peerdeath() { # TAG [env assignments...]
     tag=$1
     shift
     rm -f "$WORK"/pid.* "$WORK"/flowing.*
-    run_bg $tag env "$@" timeout 120 "$CORRUN" -n 3 --route gm --grace 25 "$P" "$WORK" -t 4
+    run_bg $tag env "$@" timeout -k 10 120 "$CORRUN" -n 3 --route gm --grace 25 "$P" "$WORK" -t 4
     for r in 0 1 2; do
         wait_file "$WORK/pid.$r" 60 || { show $tag; die "$tag: domain $r did not start"; }
     done

@@ -4,4 +4,4 @@
 D=$(dirname "$0")
 B=${COR_BUILDDIR:-$(cd "$D/../.." && pwd)}
 unset GM_NODES GM_NODE_MAP GM_NODE_ID GM_PROVIDER GM_SHM_NAMESPACE
-exec timeout 300 "$B/tests/conformance/route_conf" gm
+exec timeout -k 10 300 "$B/tests/conformance/route_conf" gm

@@ -5,4 +5,4 @@ D=$(dirname "$0")
 B=${COR_BUILDDIR:-$(cd "$D/../.." && pwd)}
 unset GM_NODE_MAP GM_NODE_ID GM_PROVIDER GM_SHM_NAMESPACE
 BASE=$((20000 + ($$ % 1500) * 16))
-GM_NODES="1 n1 127.0.0.1:$BASE" GM_NODE_ID=1 exec timeout 300 "$B/tests/conformance/route_conf" gm
+GM_NODES="1 n1 127.0.0.1:$BASE" GM_NODE_ID=1 exec timeout -k 10 300 "$B/tests/conformance/route_conf" gm

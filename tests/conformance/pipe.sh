@@ -20,7 +20,7 @@ COR_ROUTE_PATH=$WORK/plugins
 export COR_ROUTE_PATH
 
 say "conformance suite"
-timeout 300 "$B/tests/conformance/route_conf" pipe >"$WORK/conf.out" 2>&1 ||
+timeout -k 10 300 "$B/tests/conformance/route_conf" pipe >"$WORK/conf.out" 2>&1 ||
     { cat "$WORK/conf.out"; die "route_conf pipe failed"; }
 grep -q "foreign messages, [1-9][0-9]* dropped and counted" "$WORK/conf.out" ||
     { cat "$WORK/conf.out"; die "the foreign-data case did not run"; }
@@ -43,7 +43,7 @@ say "knobs"
     { cat "$WORK/knobs.md"; die "cor-info lists no knobs of the pipe route"; }
 grep -q '^| `COR_PIPE_FRAME_MAX` | 65536 | 4096..131072 |' "$WORK/knobs.md" ||
     { cat "$WORK/knobs.md"; die "cor-info's table lacks COR_PIPE_FRAME_MAX as declared"; }
-COR_PIPE_FRAME_MAX=12x timeout 60 "$B/tests/conformance/route_conf" pipe >"$WORK/bad.out" 2>&1 ||
+COR_PIPE_FRAME_MAX=12x timeout -k 10 60 "$B/tests/conformance/route_conf" pipe >"$WORK/bad.out" 2>&1 ||
     { cat "$WORK/bad.out"; die "a bad COR_PIPE_FRAME_MAX broke the route (it should use 65536)"; }
 grep -q "ignoring COR_PIPE_FRAME_MAX=12x: expected an integer in \[4096, 131072\]" "$WORK/bad.out" ||
     die "a bad COR_PIPE_FRAME_MAX was not reported"

@@ -16,7 +16,7 @@ if [ ! -x "$RUN" ] || [ -z "$found" ]; then
 fi
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT INT TERM
-COR_CREDITS=4 COR_CREDIT_THRESHOLD=2 COR_EAGER_LIMIT=256 timeout 60 "$RUN" -n 2 --route udp "$PROG" >"$out" 2>&1
+COR_CREDITS=4 COR_CREDIT_THRESHOLD=2 COR_EAGER_LIMIT=256 timeout -k 10 60 "$RUN" -n 2 --route udp "$PROG" >"$out" 2>&1
 rc=$?
 cat "$out"
 if [ $rc -ne 0 ]; then

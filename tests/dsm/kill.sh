@@ -19,7 +19,7 @@ kill_run() { # TAG ROUTE [env assignments...]; KILL_ARGS: more dsm_proc options
     tag=$1 route=$2
     shift 2
     rm -f "$WORK"/pid.* "$WORK"/ready.*
-    run_bg $tag env "$@" timeout 120 "$CORRUN" -n 3 --route $route --grace $LIMIT "$P" kill "$WORK" -t 7 ${KILL_ARGS:-}
+    run_bg $tag env "$@" timeout -k 10 120 "$CORRUN" -n 3 --route $route --grace $LIMIT "$P" kill "$WORK" -t 7 ${KILL_ARGS:-}
     for r in 0 1 2; do
         wait_file "$WORK/ready.$r" 60 || { show $tag; die "$tag: domain $r never got ready"; }
     done

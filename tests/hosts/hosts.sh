@@ -22,7 +22,7 @@ out=$("$HOSTS_AGENT" h2 'echo "$(hostname)";' echo a b) || die "rsh-agent failed
 a b" ] || die "rsh-agent ran '$out'"
 say "hostnames, name resolution, on and rsh-agent: ok"
 
-run_bg ex timeout 120 "$CORRUN" -n 3 --agent "$HOSTS_ON h{rank}" \
+run_bg ex timeout -k 10 120 "$CORRUN" -n 3 --agent "$HOSTS_ON h{rank}" \
     "$X" -t 2 -m 3000 -x 262144 -a "$WORK/addr"
 wait_bg ex
 [ $RC = 0 ] || { show ex; die "cor-run exited $RC"; }

@@ -71,8 +71,8 @@ ALL_CASES="corrun corrunstop mpirunrec mpirunstop srunstop"
 want() { case " ${FENCEDEATH_CASES:-$ALL_CASES} " in *" $1 "*) ;; *) return 1 ;; esac; }
 STOP_ENV="env COR_UDP_DEAD_MS=2000"
 
-want corrun && one corrun KILL timeout 120 "$CORRUN" -n 3 --grace $LIMIT "$P" "$WORK"
-want corrunstop && one corrunstop STOP $STOP_ENV timeout 120 "$CORRUN" -n 3 --grace $LIMIT "$P" "$WORK"
+want corrun && one corrun KILL timeout -k 10 120 "$CORRUN" -n 3 --grace $LIMIT "$P" "$WORK"
+want corrunstop && one corrunstop STOP $STOP_ENV timeout -k 10 120 "$CORRUN" -n 3 --grace $LIMIT "$P" "$WORK"
 if command -v mpirun >/dev/null 2>&1; then
     LAUNCH_MPIRUN_ARGS=--enable-recovery
     export LAUNCH_MPIRUN_ARGS

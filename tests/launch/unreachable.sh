@@ -15,7 +15,7 @@ for v in $(env | sed -n 's/^\(PMIX_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; don
 expect_eboot() {
     tag=$1 pat=$2
     shift 2
-    run_bg "$tag" env "$@" timeout 30 "$H"
+    run_bg "$tag" env "$@" timeout -k 10 30 "$H"
     wait_bg "$tag"
     [ $RC != 0 ] && [ $RC != 124 ] || { show "$tag"; die "$tag: exited $RC, expected a failure (124 = hung)"; }
     grep -q "cannot join the session (bootstrap failed)" "$WORK/$tag.err" ||
@@ -46,7 +46,7 @@ say "no launcher at all: a one-domain session, libpmix not loaded"
 # libcor loads its PMIx backend (cor_boot_pmix.so, which links libpmix) only under a PMIx
 # launcher (cor/core/boot_host.h): the dynamic loader's log must not name libpmix here, and
 # must name it above (deadpmix: the backend was loaded to say the server cannot be reached).
-run_bg alone env LD_DEBUG=files timeout 30 "$H"
+run_bg alone env LD_DEBUG=files timeout -k 10 30 "$H"
 wait_bg alone
 [ $RC = 0 ] && grep -q 'domain 0 task 0 got' "$WORK/alone.out" || { show alone; die "alone: exited $RC"; }
 if grep -q 'file=[^ ]*libpmix' "$WORK/alone.err"; then
@@ -55,7 +55,7 @@ if grep -q 'file=[^ ]*libpmix' "$WORK/alone.err"; then
 fi
 if "$B/apps/cor-info" 2>/dev/null | grep -q "bootstrap.*pmix"; then
     run_bg dl env LD_DEBUG=files PMIX_NAMESPACE="slurm.pmix.998.0" PMIX_RANK=0 \
-        PMIX_SERVER_URI21="pmix-server.1;tcp4://127.0.0.1:$port" timeout 30 "$H"
+        PMIX_SERVER_URI21="pmix-server.1;tcp4://127.0.0.1:$port" timeout -k 10 30 "$H"
     wait_bg dl
     grep -q 'file=[^ ]*cor_boot_pmix.so' "$WORK/dl.err" && grep -q 'file=[^ ]*libpmix' "$WORK/dl.err" ||
         { show dl; die "PMIx variables set: the PMIx backend and libpmix were not loaded"; }

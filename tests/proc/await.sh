@@ -29,7 +29,7 @@ given_up_early() {
 }
 
 say "domain 1 streams rendezvous messages to domain 0, which posts no receive"
-run_bg aw timeout 120 "$CORRUN" -n 2 --route udp --grace 3 "$F" -b $((8 << 30)) -e 200 \
+run_bg aw timeout -k 10 120 "$CORRUN" -n 2 --route udp --grace 3 "$F" -b $((8 << 30)) -e 200 \
     -r 65536 -i 600 -w 8 -L $((1 << 30))
 corrun=$(cat "$WORK/aw.corrun.pid")
 p0=$(domain_pid aw 0) || { show aw; die "domain 0 not found"; }

@@ -14,7 +14,7 @@ run_bg bad timeout $LIMIT "$CORRUN" -n 2 "$X" -t 8 -m $MSGS -x $MAX -a "$WORK/ad
 wait_file "$WORK/addr" 60 || { touch "$WORK/hold"; show bad; die "domain 0 did not write its address"; }
 grep -q "^RC 0" "$WORK/addr" || { cat "$WORK/addr"; die "cor_route_address(udp, 0) failed"; }
 say "domain 0 is at $(sed -n 's/^ADDR //p' "$WORK/addr")"
-sent=$(timeout 60 python3 "$(dirname "$0")/garbage.py" "$WORK/addr" $JUNK 7 | sed -n 's/^sent //p')
+sent=$(timeout -k 10 60 python3 "$(dirname "$0")/garbage.py" "$WORK/addr" $JUNK 7 | sed -n 's/^sent //p')
 if [ -e "$WORK/addr.tasks-done" ]; then
     say "note: the exchange finished before all the junk was sent (still checked)"
 else

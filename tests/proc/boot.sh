@@ -20,21 +20,21 @@ rc=0; "$CORRUN" -n 0 true >/dev/null 2>&1 || rc=$?
 [ $rc = 2 ] || die "cor-run -n 0 exited $rc, expected 2"
 
 say "a program alone is a one-domain session"
-(unset COR_BOOT; timeout 20 "$BC" exchange) || die "boot_check alone failed"
+(unset COR_BOOT; timeout -k 10 20 "$BC" exchange) || die "boot_check alone failed"
 
 for n in 1 2 4; do
     say "-n $n: address table and 40 barriers from two threads"
-    run_bg ex$n timeout 60 "$CORRUN" -n $n "$BC" exchange
+    run_bg ex$n timeout -k 10 60 "$CORRUN" -n $n "$BC" exchange
     wait_bg ex$n
     [ $RC = 0 ] || { show ex$n; die "-n $n exited $RC, expected 0"; }
 done
 
 say "exit status is the worst of the domains"
-rc=0; timeout 20 "$CORRUN" -n 3 sh -c 'exit $((COR_RANK + 3))' 2>"$WORK/st.err" || rc=$?
+rc=0; timeout -k 10 20 "$CORRUN" -n 3 sh -c 'exit $((COR_RANK + 3))' 2>"$WORK/st.err" || rc=$?
 [ $rc = 5 ] || { cat "$WORK/st.err"; die "exited $rc, expected 5"; }
 
 say "a program that cannot be started is named, status 127"
-rc=0; timeout 20 "$CORRUN" -n 2 "$WORK/no-such-program" 2>"$WORK/ns.err" || rc=$?
+rc=0; timeout -k 10 20 "$CORRUN" -n 2 "$WORK/no-such-program" 2>"$WORK/ns.err" || rc=$?
 [ $rc = 127 ] || die "exited $rc, expected 127"
 grep -q "cannot start domain 0: .*no-such-program" "$WORK/ns.err" || \
     { cat "$WORK/ns.err"; die "no clear message"; }
@@ -42,7 +42,7 @@ grep -q "cannot start domain 0: .*no-such-program" "$WORK/ns.err" || \
 say "a program whose exec fails after it was found is named too, status 127"
 printf '#!/nonexistent/interpreter\n' >"$WORK/badinterp"
 chmod +x "$WORK/badinterp"
-rc=0; timeout 20 "$CORRUN" -n 2 "$WORK/badinterp" 2>"$WORK/bi.err" || rc=$?
+rc=0; timeout -k 10 20 "$CORRUN" -n 2 "$WORK/badinterp" 2>"$WORK/bi.err" || rc=$?
 [ $rc = 127 ] || { cat "$WORK/bi.err"; die "exited $rc, expected 127"; }
 grep -q "cannot start domain [01]: .*badinterp: No such file" "$WORK/bi.err" || \
     { cat "$WORK/bi.err"; die "no clear message for a failed exec"; }
@@ -51,7 +51,7 @@ grep -q "cannot start domain [01]: .*badinterp: No such file" "$WORK/bi.err" || 
 
 say "kill -9 of a domain: named, survivors told (COR_EPEERDEAD), status non-zero"
 start=$(t0)
-run_bg die timeout 30 "$CORRUN" -n 3 --grace 5 "$BC" die 1
+run_bg die timeout -k 10 30 "$CORRUN" -n 3 --grace 5 "$BC" die 1
 wait_bg die
 el=$(elapsed "$start")
 [ $RC != 0 ] || { show die; die "exited 0 after a domain died"; }
@@ -65,7 +65,7 @@ say "  ok: status $RC in $el s"
 say "a domain that never joins: named after --start-timeout, others fail the exchange"
 start=$(t0)
 # 6 s: a sanitized domain that does join can take 2 s to start on a loaded machine.
-run_bg nojoin timeout 30 "$CORRUN" -n 3 --start-timeout 6 "$BC" nojoin 2
+run_bg nojoin timeout -k 10 30 "$CORRUN" -n 3 --start-timeout 6 "$BC" nojoin 2
 wait_bg nojoin
 el=$(elapsed "$start")
 [ $RC != 0 ] || { show nojoin; die "exited 0"; }
@@ -76,13 +76,13 @@ grep -q "domain 2 (pid [0-9]*) did not join the session within 6 s" "$WORK/nojoi
 say "  ok: status $RC in $el s"
 
 say "junk on the rendezvous socket is refused, the session goes on"
-run_bg junk timeout 30 "$CORRUN" -n 2 "$BC" garbage
+run_bg junk timeout -k 10 30 "$CORRUN" -n 2 "$BC" garbage
 wait_bg junk
 [ $RC = 0 ] || { show junk; die "exited $RC"; }
 grep -q "wrong session cookie" "$WORK/junk.err" || { show junk; die "wrong cookie not reported"; }
 
 say "--agent with {rank}"
-run_bg agent timeout 30 "$CORRUN" -n 3 --agent 'env AGENT_RANK={rank}' "$BC" agent
+run_bg agent timeout -k 10 30 "$CORRUN" -n 3 --agent 'env AGENT_RANK={rank}' "$BC" agent
 wait_bg agent
 [ $RC = 0 ] || { show agent; die "exited $RC"; }
 rc=0; "$CORRUN" -n 1 --agent 'env X={nope}' true 2>"$WORK/ag.err" || rc=$?

@@ -9,7 +9,7 @@ M=1000
 [ $SMALL = 1 ] && M=300
 for route in udp gm; do
     say "2 domains over $route, 2 x $M messages of 0..256 KiB"
-    run_bg h$route timeout 300 "$CORRUN" -n 2 --route $route "$X" -m $M -x 262144
+    run_bg h$route timeout -k 10 300 "$CORRUN" -n 2 --route $route "$X" -m $M -x 262144
     wait_bg h$route
     [ $RC = 0 ] || { show h$route; die "over $route: cor-run exited $RC (124 = timed out)"; }
     [ "$(grep -c ": PASS " "$WORK/h$route.out")" = 2 ] || { show h$route; die "over $route: not both domains passed"; }

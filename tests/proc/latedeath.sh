@@ -9,7 +9,7 @@ A=$PROC/alltoall
 command -v python3 >/dev/null 2>&1 || skip "no python3"
 : "${COR_ROUTE:=udp}"
 export COR_ROUTE
-run_bg ld timeout 100 python3 "$(dirname "$0")/latedeath.py" "$WORK/rv" "$A" -s
+run_bg ld timeout -k 10 100 python3 "$(dirname "$0")/latedeath.py" "$WORK/rv" "$A" -s
 wait_bg ld
 [ $RC = 0 ] || { show ld; die "the domain did not end normally"; }
 grep -q "domain 1 died" "$WORK/ld.err" || { show ld; die "the death notice was not heard"; }

@@ -31,7 +31,7 @@ check_ring() { # TAG LAZY
     fi
 }
 for lazy in 1 0; do
-    run_bg run$lazy timeout 60 env COR_BARRIER_WATCH_MS=$NO_WATCH COR_BOOT_STATS=1 COR_UDP_STATS=1 COR_LAZY_PEERS=$lazy \
+    run_bg run$lazy timeout -k 10 60 env COR_BARRIER_WATCH_MS=$NO_WATCH COR_BOOT_STATS=1 COR_UDP_STATS=1 COR_LAZY_PEERS=$lazy \
         "$CORRUN" -n $N --route udp "$H"
     wait_bg run$lazy
     check_ring run$lazy $lazy
@@ -58,7 +58,7 @@ if [ -f "$B/cor/routes/gm/.libs/cor_route_gm.so" ]; then
         extra=
         # (a port base of our own: 16 TCP ports per domain from it)
         [ $how = tcp ] && extra="COR_GM_PROVIDER=tcp COR_RMA=0 GM_PORT_BASE=$((40000 + ($$ % 100) * 160))"
-        run_bg gm$how timeout 180 env COR_BOOT_STATS=1 COR_GM_STATS=1 $extra \
+        run_bg gm$how timeout -k 10 180 env COR_BOOT_STATS=1 COR_GM_STATS=1 $extra \
             "$CORRUN" -n $N --route gm "$H"
         wait_bg gm$how
         check_gm gm$how
@@ -66,7 +66,7 @@ if [ -f "$B/cor/routes/gm/.libs/cor_route_gm.so" ]; then
         [ "$looked" = $N ] || { show gm$how; die "gm$how: $looked of $N domains looked up 2 peers"; }
         # Receives from any source (proc/exchange): a domain first hears of most peers by
         # their frames, which the route takes only through need_peer (it hung without).
-        run_bg ex$how timeout 180 env COR_GM_STATS=1 $extra \
+        run_bg ex$how timeout -k 10 180 env COR_GM_STATS=1 $extra \
             "$CORRUN" -n 4 --route gm "$PROC/exchange" -t 2 -m 200 -x 256
         wait_bg ex$how
         [ $RC = 0 ] && [ "$(grep -c ': PASS' "$WORK/ex$how.out")" = 4 ] ||
@@ -75,7 +75,7 @@ if [ -f "$B/cor/routes/gm/.libs/cor_route_gm.so" ]; then
         [ "$bad" = 0 ] || { show ex$how; die "ex$how: $bad gm ports dropped frames"; }
     done
     N8=$N N=6 # GM ports 2, 4..15 of one node: up to 13 domains
-    run_bg gmmap timeout 180 env COR_BOOT_STATS=1 COR_GM_STATS=1 "GM_NODES=1 onenode" \
+    run_bg gmmap timeout -k 10 180 env COR_BOOT_STATS=1 COR_GM_STATS=1 "GM_NODES=1 onenode" \
         "$CORRUN" -n $N --route gm "$H"
     wait_bg gmmap
     check_gm gmmap
@@ -86,7 +86,7 @@ if [ -f "$B/cor/routes/gm/.libs/cor_route_gm.so" ]; then
 fi
 if [ "${COR_HAVE_PMIX:-}" = yes ] && command -v mpirun >/dev/null 2>&1; then
     for lazy in 1 0; do
-        run_bg mpi$lazy timeout 60 env COR_BARRIER_WATCH_MS=$NO_WATCH COR_ROUTE=udp COR_BOOT_STATS=1 COR_UDP_STATS=1 \
+        run_bg mpi$lazy timeout -k 10 60 env COR_BARRIER_WATCH_MS=$NO_WATCH COR_ROUTE=udp COR_BOOT_STATS=1 COR_UDP_STATS=1 \
             COR_LAZY_PEERS=$lazy mpirun --allow-run-as-root --oversubscribe -n $N "$H"
         wait_bg mpi$lazy
         check_ring mpi$lazy $lazy

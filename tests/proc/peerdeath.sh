@@ -7,7 +7,7 @@ P=$PROC/peerdeath
 if [ $SMALL = 1 ]; then LIMIT=25; else LIMIT=15; fi
 
 say "3 domains; domain 2 streams to the others and is killed with SIGKILL"
-run_bg pd timeout 120 "$CORRUN" -n 3 --grace $LIMIT "$P" "$WORK" -t 4
+run_bg pd timeout -k 10 120 "$CORRUN" -n 3 --grace $LIMIT "$P" "$WORK" -t 4
 for r in 0 1 2; do
     wait_file "$WORK/pid.$r" 60 || { show pd; die "domain $r did not start"; }
 done

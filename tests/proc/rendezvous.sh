@@ -25,7 +25,7 @@ AGENT
 export CAPTURE="$WORK/secret"
 
 say "a session on a TCP rendezvous, strangers knocking"
-run_bg s timeout 90 "$CORRUN" -v -n 3 --listen 127.0.0.1 --agent "sh $WORK/agent.sh" \
+run_bg s timeout -k 10 90 "$CORRUN" -v -n 3 --listen 127.0.0.1 --agent "sh $WORK/agent.sh" \
     "$BC" wait "$WORK/go" </dev/null
 wait_file "$WORK/secret" 30 || { show s; die "no domain started"; }
 i=0
@@ -40,7 +40,7 @@ if ps -eo args | grep -v grep | grep -q "$(cat "$WORK/secret")"; then
     die "the session secret shows on a command line"
 fi
 old=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
-timeout 60 python3 "$(dirname "$0")/knock.py" "${addr%:*}" "${addr##*:}" "$WORK/secret" $old \
+timeout -k 10 60 python3 "$(dirname "$0")/knock.py" "${addr%:*}" "${addr##*:}" "$WORK/secret" $old \
     >"$WORK/knock.out" 2>&1
 krc=$?
 sed 's/^/  /' "$WORK/knock.out"
@@ -57,7 +57,7 @@ for want in "4 sent garbage or closed before proving" "2 gave a wrong proof" \
 done
 
 say "domain 0 reads cor-run's stdin after the secret; the others see its end"
-printf 'line for domain 0\n' | timeout 60 "$CORRUN" -n 2 --listen 127.0.0.1 --agent env \
+printf 'line for domain 0\n' | timeout -k 10 60 "$CORRUN" -n 2 --listen 127.0.0.1 --agent env \
     "$BC" stdin >"$WORK/in.out" 2>"$WORK/in.err" || { cat "$WORK/in.out" "$WORK/in.err"; die "exited $?"; }
 grep -q "^stdin 0: line for domain 0\$" "$WORK/in.out" && grep -q "^stdin 1: EOF\$" "$WORK/in.out" || \
     { cat "$WORK/in.out" "$WORK/in.err"; die "stdin was not passed on as expected"; }
@@ -69,14 +69,14 @@ i=0
 while [ ! -e "$WORK/crowded" ] && [ \$i -lt 300 ]; do sleep 0.1; i=\$((i + 1)); done
 exec "\$@"
 AGENT
-run_bg crowd timeout 60 "$CORRUN" -v -n 2 --listen 127.0.0.1 --agent "sh $WORK/late.sh" \
+run_bg crowd timeout -k 10 60 "$CORRUN" -v -n 2 --listen 127.0.0.1 --agent "sh $WORK/late.sh" \
     "$BC" exchange </dev/null
 i=0
 until addr=$(sed -n 's/.*rendezvous on tcp:\(.*\)$/\1/p' "$WORK/crowd.err" 2>/dev/null) && [ -n "$addr" ]; do
     i=$((i + 1)); [ $i -gt 300 ] && { show crowd; die "cor-run did not listen within 30 s"; }
     sleep 0.1
 done
-timeout 60 python3 "$(dirname "$0")/crowd.py" "${addr%:*}" "${addr##*:}" 60 "$WORK/crowded" \
+timeout -k 10 60 python3 "$(dirname "$0")/crowd.py" "${addr%:*}" "${addr##*:}" 60 "$WORK/crowded" \
     "$WORK/crowd.stop" 40 >"$WORK/crowd.py.out" 2>&1 &
 cpid=$!
 wait_bg crowd
@@ -96,7 +96,7 @@ IFS= read -r secret
 exec "\$@" <"$WORK/wrong"
 AGENT
 rc=0
-timeout 60 "$CORRUN" -n 1 --listen 127.0.0.1 --start-timeout 5 --agent "sh $WORK/badagent.sh" \
+timeout -k 10 60 "$CORRUN" -n 1 --listen 127.0.0.1 --start-timeout 5 --agent "sh $WORK/badagent.sh" \
     "$BC" exchange </dev/null >"$WORK/bad.out" 2>"$WORK/bad.err" || rc=$?
 [ $rc != 0 ] || { cat "$WORK/bad.err"; die "a domain with the wrong secret ran"; }
 grep -q "wrong proof of the session secret" "$WORK/bad.err" || \

@@ -8,7 +8,7 @@
 A=$PROC/alltoall
 [ -x "$A" ] || die "alltoall not built"
 N=16
-run_bg a2a timeout 100 "$CORRUN" -n $N --route udp "$A"
+run_bg a2a timeout -k 10 100 "$CORRUN" -n $N --route udp "$A"
 wait_bg a2a
 [ $RC = 0 ] || { show a2a; die "cor-run exited $RC"; }
 [ "$(grep -c ': PASS ' "$WORK/a2a.out")" = $N ] || { show a2a; die "not every domain passed"; }
@@ -17,7 +17,7 @@ say "cor-run: $N domains, every message arrived; slowest init: $(sort -k8 -n "$W
 if [ "${COR_HAVE_PMIX:-}" = yes ] && command -v mpirun >/dev/null 2>&1; then
     # Peers at first contact (the default, cor/core/connect.c): cor_init only publishes, and
     # each domain looks up the N-1 peers it talks to, one get each.
-    run_bg lazy timeout 100 env COR_ROUTE=udp COR_BOOT_STATS=1 \
+    run_bg lazy timeout -k 10 100 env COR_ROUTE=udp COR_BOOT_STATS=1 \
         mpirun --allow-run-as-root --oversubscribe -n $N "$A"
     wait_bg lazy
     [ $RC = 0 ] || { show lazy; die "mpirun exited $RC"; }
@@ -30,7 +30,7 @@ if [ "${COR_HAVE_PMIX:-}" = yes ] && command -v mpirun >/dev/null 2>&1; then
     # domain got the N addresses, the N-1 others one table from it (COR_BOOT_STATS says
     # which); with COR_BOOT_NODE_TABLE=0 each gets N.
     for nt in 1 0; do
-        run_bg mpi$nt timeout 100 env COR_ROUTE=udp COR_BOOT_STATS=1 COR_BOOT_NODE_TABLE=$nt \
+        run_bg mpi$nt timeout -k 10 100 env COR_ROUTE=udp COR_BOOT_STATS=1 COR_BOOT_NODE_TABLE=$nt \
             COR_LAZY_PEERS=0 \
             mpirun --allow-run-as-root --oversubscribe -n $N "$A"
         wait_bg mpi$nt

@@ -13,7 +13,7 @@ BC=$PROC/boot_check
 [ -x "$BC" ] || die "boot_check not built"
 command -v python3 >/dev/null || skip "python3 is missing"
 
-timeout 120 python3 "$(dirname "$0")/hijack.py" "$WORK/port" "$WORK/target" \
+timeout -k 10 120 python3 "$(dirname "$0")/hijack.py" "$WORK/port" "$WORK/target" \
     >"$WORK/hijack.out" 2>&1 &
 hpid=$!
 add_cleanup "kill $hpid 2>/dev/null"
@@ -41,7 +41,7 @@ AGENT
 
 say "a 2-domain session on TCP with a stranger in the middle of each connection"
 rc=0
-timeout 60 "$CORRUN" -n 2 --listen 127.0.0.1 --agent "sh $WORK/agent.sh" "$BC" exchange \
+timeout -k 10 60 "$CORRUN" -n 2 --listen 127.0.0.1 --agent "sh $WORK/agent.sh" "$BC" exchange \
     </dev/null >"$WORK/s.out" 2>"$WORK/s.err" || rc=$?
 sed 's/^/  stranger: /' "$WORK/hijack.out"
 [ "$(grep -o injected "$WORK/hijack.out" | wc -l)" = 4 ] || { show s; die "the stranger did not inject into both directions of 2 connections"; }
@@ -60,7 +60,7 @@ wait $hpid 2>/dev/null
 # domain refuse the whole table, and the session fails.
 say "the same stranger changes an address inside the sealed table"
 rm -f "$WORK/port"
-timeout 120 python3 "$(dirname "$0")/hijack.py" "$WORK/port" "$WORK/target" table \
+timeout -k 10 120 python3 "$(dirname "$0")/hijack.py" "$WORK/port" "$WORK/target" table \
     >"$WORK/hijack.out" 2>&1 &
 hpid=$!
 add_cleanup "kill $hpid 2>/dev/null"
@@ -68,7 +68,7 @@ wait_file "$WORK/port" 30 || { cat "$WORK/hijack.out"; die "the stranger did not
 port=$(cat "$WORK/port")
 sed -i "s/tcp:127.0.0.1:[0-9]*/tcp:127.0.0.1:$port/" "$WORK/agent.sh"
 rc=0
-COR_BOOT_TIMEOUT=20 timeout 60 "$CORRUN" -n 2 --listen 127.0.0.1 --agent "sh $WORK/agent.sh" \
+COR_BOOT_TIMEOUT=20 timeout -k 10 60 "$CORRUN" -n 2 --listen 127.0.0.1 --agent "sh $WORK/agent.sh" \
     "$BC" exchange </dev/null >"$WORK/t.out" 2>"$WORK/t.err" || rc=$?
 sed 's/^/  stranger: /' "$WORK/hijack.out"
 grep -q "changed the table" "$WORK/hijack.out" || { show t; die "the stranger changed nothing"; }

@@ -50,9 +50,9 @@ for route in udp gm; do
         die "$route: a file name on this host shows a session cookie"
     fi
     if [ $route = udp ]; then
-        timeout 60 "$S" udp "$WORK/${route}A.addr" "$cb" $JUNK 7 >"$WORK/stranger.out" 2>&1
+        timeout -k 10 60 "$S" udp "$WORK/${route}A.addr" "$cb" $JUNK 7 >"$WORK/stranger.out" 2>&1
     else
-        timeout 60 "$S" gm "$WORK/${route}A.addr" 2 $JUNK 7 >"$WORK/stranger.out" 2>&1
+        timeout -k 10 60 "$S" gm "$WORK/${route}A.addr" 2 $JUNK 7 >"$WORK/stranger.out" 2>&1
     fi
     src=$?
     touch "$WORK/$route.hold"

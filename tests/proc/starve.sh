@@ -46,7 +46,7 @@ start_stop() {
     run_bg st env ${transport:+GM_COMPAT_TRANSPORT=$transport} \
         LD_PRELOAD="$STOPLIB" STOPINLOCK_FILE="$WORK/trigger" GM_VERBOSE=1 \
         ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
-        timeout 120 "$CORRUN" -n 2 --route gm --grace 3 "$F" -b $((8 << 30)) -e 200 \
+        timeout -k 10 120 "$CORRUN" -n 2 --route gm --grace 3 "$F" -b $((8 << 30)) -e 200 \
         $msgs -L $((1 << 30))
     corrun=$(cat "$WORK/st.corrun.pid")
     p0=$(domain_pid st 0) || { show st; die "$how: domain 0 not found"; }

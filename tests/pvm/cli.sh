@@ -14,7 +14,7 @@ fails=0
 fail() { say "FAIL: $*"; fails=$((fails + 1)); }
 
 for opt in --help -h; do
-    out=$(timeout 10 "$COR_PVM" $opt 2>&1); rc=$?
+    out=$(timeout -k 10 10 "$COR_PVM" $opt 2>&1); rc=$?
     [ $rc = 0 ] || fail "$opt exited $rc"
     # What it must print: the leading comment block, without its '# '.
     want=$(sed -n '2,/^[^#]/p' "$COR_PVM" | sed -n 's/^# \{0,1\}//p')
@@ -28,7 +28,7 @@ done
 expect() {
     local st=$1 re=$2 out rc
     shift 2
-    out=$(timeout 10 "$COR_PVM" "$@" 2>&1 >/dev/null); rc=$?
+    out=$(timeout -k 10 10 "$COR_PVM" "$@" 2>&1 >/dev/null); rc=$?
     [ $rc = "$st" ] || fail "cor-pvm $*: exit $rc, expected $st"
     grep -qE -- "$re" <<<"$out" || fail "cor-pvm $*: stderr '$out' lacks /$re/"
 }
@@ -45,7 +45,7 @@ expect 2 "PVM's own program" pvmd
 # must use the same one).
 if [ "${COR_SANITIZED:-}" != yes ]; then
     got=$(env -u PVM_EXPORT COR_PVM_DOMAINS=32 COR_PVM_SPIN_US=5 COR_BIND=loopback \
-        GM_COMPAT_TRANSPORT=fabric timeout 10 "$COR_PVM" --route udp --stats \
+        GM_COMPAT_TRANSPORT=fabric timeout -k 10 10 "$COR_PVM" --route udp --stats \
         sh -c 'echo "$PVM_EXPORT"' 2>&1)
     for v in LD_PRELOAD COR_PVM_ROUTE COR_ROUTE_PATH COR_PVM_STATS COR_PVM_DOMAINS \
         COR_PVM_SPIN_US COR_BIND GM_COMPAT_TRANSPORT; do
@@ -54,7 +54,7 @@ if [ "${COR_SANITIZED:-}" != yes ]; then
         *) fail "PVM_EXPORT '$got' lacks $v" ;;
         esac
     done
-    got=$(env -u PVM_EXPORT -u GM_COMPAT_TRANSPORT timeout 10 "$COR_PVM" --route udp \
+    got=$(env -u PVM_EXPORT -u GM_COMPAT_TRANSPORT timeout -k 10 10 "$COR_PVM" --route udp \
         sh -c 'echo "$PVM_EXPORT"' 2>&1)
     case ":$got:" in
     *:GM_COMPAT_TRANSPORT:*) fail "PVM_EXPORT '$got' names GM_COMPAT_TRANSPORT, which is unset" ;;

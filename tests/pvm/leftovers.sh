@@ -37,7 +37,7 @@ for route in ${COR_PVM_TEST_ROUTES:-myrinet udp}; do
         done
         left="$(shm_list) $(tmp_list)"
         [ -z "${left// /}" ] || why="${why:+$why; }left behind:$(echo $left)"
-        mbox=$(timeout 10 gmbi '*' 2>&1 | grep -o '<CoR\.[^>]*>' | sort -u | tr '\n' ' ' || true)
+        mbox=$(timeout -k 10 10 gmbi '*' 2>&1 | grep -o '<CoR\.[^>]*>' | sort -u | tr '\n' ' ' || true)
         [ -z "$mbox" ] || why="${why:+$why; }mailbox entries left: $mbox"
         if [ -n "$why" ]; then say "FAIL $route $how: $why"; rc=1; else say "PASS $route $how"; fi
         # what one case left must not count against the next

@@ -342,7 +342,7 @@ run_mbox() {
     t0=$!
     # (its output reaches the file when it ends: a plain gmbi tells when the service is in)
     for ((i = 0; i < 100; i++)); do
-        timeout 10 "${PVM_EXEC[@]}" gmbi svc </dev/null 2>&1 | grep -q 'class name: <svc>' && break
+        timeout -k 10 10 "${PVM_EXEC[@]}" gmbi svc </dev/null 2>&1 | grep -q 'class name: <svc>' && break
         kill -0 $t0 2>/dev/null || break
         sleep 0.1
     done
@@ -368,7 +368,7 @@ run_mbox() {
     # (a routed resource manager is a routed task that lives on: its session stays)
     if [ -n "${PVM_EXAMPLE_RM:-}" ] && [ "$PVM_EXAMPLE_RM" != plain ]; then return 0; fi
     for ((i = 0; i < 30; i++)); do
-        timeout 10 "${PVM_EXEC[@]}" gmbi 'CoR*' </dev/null >"$d/plain-gmbi.out" 2>&1 || true
+        timeout -k 10 10 "${PVM_EXEC[@]}" gmbi 'CoR*' </dev/null >"$d/plain-gmbi.out" 2>&1 || true
         grep -q '^gmbi: 0 mbox entries returned' "$d/plain-gmbi.out" && return 0
         sleep 0.1
     done

@@ -57,7 +57,7 @@
 #   PVM_TMP), PVM_PVMD_PID, PVM_HOSTFILE; after pvm_run_master: PVM_OUT, PVM_ERR, PVM_RC;
 #   PVM_EXEC: an array, the prefix that runs a command where the VM's masters run (empty
 #   on one host, `ip netns exec <A>` for two), for masters a test starts by itself:
-#       timeout 30 "${PVM_EXEC[@]}" prog >out &
+#       timeout -k 10 30 "${PVM_EXEC[@]}" prog >out &
 #   two hosts: PVM_NS_A, PVM_NS_B, PVM_ADDR_A, PVM_ADDR_B, PVM_TMP_B, PVM_RSH_SCRIPT.
 
 PVM_UID=$(id -u)
