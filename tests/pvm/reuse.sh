@@ -1,7 +1,7 @@
 #!/bin/bash
 # A virtual machine that lives long keeps routing: 500 short routed programs (life.c spawn 1:
-# a master and its child, one routed exchange) one after another in one VM, over udp, and
-# 34 over myrinet (68 ranks, more than COR_PVM_DOMAINS=64), while one routed task (life.c
+# a master and its child, one routed exchange) one after another in one VM, over udp and over
+# myrinet (1000 routed tasks each, far more than COR_PVM_DOMAINS=64), while one routed task (life.c
 # hold) lives on through all of them, so their session never ends: the last program's child
 # must be routed (its pvm_cor_domain of the master succeeds) and its counters must show
 # routed messages. A task that leaves gives its rank back (the next one to join takes it);
@@ -18,7 +18,7 @@ LIFE=$BUILD/tests/pvm/life
 exports=$(pvm_exports COR_PVM_STATS)
 EXTRA_EP=$(dirname "$LIFE") PVM_LIB_QUIET=1 pvm_vm_start || { say "FAIL: cannot start pvmd"; exit 1; }
 rc=0
-for spec in "udp ${COR_PVM_REUSE_UDP:-500}" "myrinet ${COR_PVM_REUSE_GM:-34}"; do
+for spec in "udp ${COR_PVM_REUSE_UDP:-500}" "myrinet ${COR_PVM_REUSE_GM:-500}"; do
     read -r route runs <<<"$spec"
     [ "${COR_TEST_SCALE:-}" != small ] || [ "$runs" -le 40 ] || runs=40
     t0=$(date +%s)
