@@ -141,11 +141,30 @@ static void rts_carry_tail(struct cor_hport *hp, struct send_op *op, const struc
     op->hdr.offset = r->cap - tail;
 }
 
-/* The task's next message number to domain d. Atomic: cor__peer_reset zeroes it under the
- * task's lock, which senders do not take; either comes first (the numbers stay whole). */
-static inline uint32_t next_seq(struct cor_task *t, unsigned d)
+/* The task's table of message numbers, one per destination domain, made at its first send.
+ * Threads sending as one task (libcorpvm's inbox) may get here together: one table wins
+ * (their sends to one destination must be serialized by the caller). The pointer is only
+ * ever read atomically: a failed exchange counts as an atomic write for ThreadSanitizer,
+ * which then reported a plain read of it as a race. NULL: out of memory. */
+static uint32_t *send_numbers(struct cor_task *t)
 {
-    return __atomic_fetch_add(&t->send_seq[d], 1, __ATOMIC_RELAXED);
+    uint32_t *seq = __atomic_load_n(&t->send_seq, __ATOMIC_ACQUIRE);
+    if (seq) return seq;
+    uint32_t *made = calloc((size_t)g.size, sizeof *made);
+    if (!made) return NULL;
+    if (__atomic_compare_exchange_n(&t->send_seq, &seq, made, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) /* (cor__peer_reset reads it) */
+        return made;
+    free(made);
+    return seq; /* the winner's */
+}
+
+/* The next message number in a task's table to domain d. Atomic: cor__peer_reset zeroes it
+ * under the task's lock, which senders do not take; either comes first (the numbers stay
+ * whole). */
+static inline uint32_t next_seq(uint32_t *seq, unsigned d)
+{
+    return __atomic_fetch_add(&seq[d], 1, __ATOMIC_RELAXED);
 }
 
 int cor__send_start(struct cor_task *t, struct cor_req *r)
@@ -162,15 +181,8 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
 
     struct cor_port *port = cor__task_port(t);
     if (!port) return g.nroutes ? COR_ENOMEM : COR_EROUTE;
-    if (!__atomic_load_n(&t->send_seq, __ATOMIC_ACQUIRE)) {
-        /* Threads sending as one task (libcorpvm's inbox) may get here together: one table
-         * wins. Their sends to one destination must be serialized by the caller. */
-        uint32_t *seq = calloc((size_t)g.size, sizeof *seq), *none = NULL;
-        if (!seq) return COR_ENOMEM;
-        if (!__atomic_compare_exchange_n(&t->send_seq, &none, seq, false, __ATOMIC_ACQ_REL,
-                                         __ATOMIC_ACQUIRE)) /* (cor__peer_reset reads it) */
-            free(seq);
-    }
+    uint32_t *seq = send_numbers(t);
+    if (!seq) return COR_ENOMEM;
     struct cor_hport *hp = port->hp;
     /* A small message is copied now, outside the lock, in case it goes eager on a route that
      * sends from our memory (below); as a rendezvous, the copy just goes unused. */
@@ -183,7 +195,7 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
     op->hdr = (struct frame_hdr){.dtype = (uint8_t)r->type,
                                  .src_task = (uint16_t)t->index,
                                  .dst_task = (uint16_t)index,
-                                 .seq = next_seq(t, d),
+                                 .seq = next_seq(seq, d),
                                  .tag = r->tag,
                                  .ctx = r->ctx,
                                  .count = r->count,
