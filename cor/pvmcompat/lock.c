@@ -46,17 +46,29 @@ static _Atomic int threads_seen;
 static pthread_key_t key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
+/* A thread ends (its thread-locals still readable here): what only it knew of goes back to
+ * libpvm3, under the lock. Its spares and their frames (sbuf.c), and the buffers a call
+ * without the lock made its own but never installed in libpvm3 (pending: a lock-free
+ * pvm_initsend's spare, a lock-free receive's message); the buffers installed stay, as
+ * libpvm3's active ones (orphan) or in its table, as before. */
 static void thread_gone(void *p)
 {
+    struct pvm_thread *t = p;
     pthread_mutex_lock(&big);
-    if (installed == p) {
-        orphan = *(struct pvm_thread *)p;
+    if (installed == t) {
+        orphan = *t;
         orphan.spares = NULL;
         installed = &orphan;
     }
+    cpvm_spares_drop(t->spares);
+    t->spares = NULL;
+    if (own_epoch == cpvm_buffers_epoch()) {
+        if (pending_s && pending_sbuf > 0) REAL(pvm_freebuf, pending_sbuf);
+        if (pending && pending_rbuf > 0) REAL(pvm_freebuf, pending_rbuf);
+    }
+    pending = pending_s = false;
     pthread_mutex_unlock(&big);
-    cpvm_spares_drop(((struct pvm_thread *)p)->spares);
-    free(p);
+    free(t);
 }
 
 static void make_key(void)

@@ -128,9 +128,28 @@ int cpvm_sbuf_mid(void)
     return pvmsbuf ? pvmsbuf->mid : 0;
 }
 
+/* An InPlace pack as libpvm3's: a fragment over the program's memory at the end of the list
+ * (its own buffer pointer, not freed with the message), none for an empty pack; only a stride
+ * of 1 (libpvm3 refuses others). The frame is one of the thread's, made under the lock. */
+static bool pack_inplace(struct lp_msg *m, const void *data, int cnt, int std, long bytes)
+{
+    if (!data || cnt <= 0 || std != 1 || bytes > INT32_MAX) return false;
+    struct lp_frag *fp = cpvm_frame_take();
+    if (!fp) return false;
+    fp->buf = fp->dat = (char *)data;
+    fp->max = fp->len = (int)bytes;
+    fp->link = m->frag; /* at the end of the list, before the master */
+    fp->rlink = m->frag->rlink;
+    m->frag->rlink->link = fp;
+    m->frag->rlink = fp;
+    atomic_fetch_add_explicit(&cpvm_stats.packs_unlocked, 1, memory_order_relaxed);
+    return true;
+}
+
 bool cpvm_pack_unlocked(struct lp_msg *m, const void *data, int cnt, int std, int size)
 {
     long bytes = (long)cnt * size;
+    if (m->enc == CPVM_ENC_INPLACE) return pack_inplace(m, data, cnt, std, bytes);
     if (m->enc != pvmmydsig || !data || cnt < 0 || (std != 1 && cnt > 1) || bytes > INT32_MAX)
         return false;
     struct lp_frag *last = m->frag->rlink;

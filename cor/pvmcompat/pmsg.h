@@ -82,7 +82,8 @@ struct lp_msg *cpvm_pack_target(void);
 int cpvm_sbuf_mid(void);
 /* Without the lock, into the thread's own send buffer m (cpvm_own_sbuf): true if the pack of
  * cnt items of `size` bytes at data (stride std) was copied into the room of its last
- * fragment (a Raw message); false: the caller takes the locked path. */
+ * fragment (a Raw message) or, InPlace, added as a fragment over the data (a frame of the
+ * thread's, cpvm_frame_take); false: the caller takes the locked path. */
 bool cpvm_pack_unlocked(struct lp_msg *m, const void *data, int cnt, int std, int size);
 /* Lock held: a new message of encoding enc (PvmDataRaw or PvmDataInPlace) for a pvm_initsend
  * without the lock: a Raw one with an empty fragment of `room` bytes to pack into. NULL if

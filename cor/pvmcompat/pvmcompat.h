@@ -42,6 +42,8 @@ int mesg_input(struct pmsg *up);
 struct frag;
 struct pmsg *umbuf_new(void);
 struct frag *fr_new(int len);
+struct frag *fr_snew(char *buf, int len); /* a frame over memory of the caller's (InPlace) */
+void fr_unref(struct frag *fp);           /* a frame back to libpvm3 (not its memory) */
 int pmsg_setlen(struct pmsg *mp);
 int pmsg_setenc(struct pmsg *mp, int enc);
 int lpvmerr(char *f, int n);
@@ -161,6 +163,8 @@ int msendrecv(int other, int code, int ctx);
     X(mesg_input)                                                                                  \
     X(umbuf_new)                                                                                   \
     X(fr_new)                                                                                      \
+    X(fr_snew)                                                                                     \
+    X(fr_unref)                                                                                    \
     X(pmsg_setlen)                                                                                 \
     X(pmsg_setenc)                                                                                 \
     X(lpvmerr)                                                                                     \
@@ -250,12 +254,17 @@ void cpvm_adopt_sbuf(struct lp_msg *m);
 /* The thread's ready-made send buffers (sbuf.c); NULL before its first call. */
 struct cpvm_spares;
 struct cpvm_spares **cpvm_own_spares(void);
-void cpvm_spares_drop(struct cpvm_spares *s); /* a thread ended: its spares to the trash */
+void cpvm_spares_drop(struct cpvm_spares *s); /* lock held: spares and frames freed */
 /* pvm_exit (lock held): what threads know of their send buffers and spares is forgotten
  * (libpvm3's buffers end with the task); the epoch tells them. */
 void cpvm_buffers_forget(void);
 unsigned cpvm_buffers_epoch(void);
 void cpvm_spares_exit(void); /* lock held: the calling thread's spares freed */
+/* Fragment frames for the thread's InPlace packs without the lock (sbuf.c): one taken
+ * (NULL: none left, the pack takes the lock); topped up under the lock. */
+struct lp_frag;
+struct lp_frag *cpvm_frame_take(void);
+void cpvm_frames_topup(void);
 
 /* Straight to libpvm3: inside a real call, or in PVM's own programs. */
 #define CPVM_PASS (cpvm_in_real || cpvm_bypass)

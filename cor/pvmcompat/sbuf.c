@@ -19,10 +19,16 @@
 #define SPARE_ROOM_MAX (4 * 1024 * 1024)    /* larger messages allocate as they pack */
 #define SPARE_BATCH_BYTES (8 * 1024 * 1024) /* fewer spares of large messages */
 
+/* Fragment frames for InPlace packs without the lock: libpvm3 makes one per pack (over the
+ * program's memory) from its shared free list; the thread takes them from a few made ahead. */
+#define FRAMES_MAX 64
+
 struct cpvm_spares {
     unsigned epoch; /* cpvm_buffers_epoch when made: older ones belong to a task that left */
-    int enc, n;
+    int enc, n, nframes;
+    bool small; /* its Raw fragments are smaller than the thread's messages now: made again */
     struct lp_msg *msg[SPARES_MAX];
+    struct lp_frag *frame[FRAMES_MAX];
 };
 
 /* The body of the thread's last message: the room of its next spares. */
@@ -31,20 +37,52 @@ static _Thread_local long recent_body;
 void cpvm_spares_drop(struct cpvm_spares *s)
 {
     if (!s) return;
-    for (int i = 0; s->epoch == cpvm_buffers_epoch() && i < s->n; i++)
-        cpvm_trash(s->msg[i]->mid);
+    bool current = s->epoch == cpvm_buffers_epoch();
+    for (int i = 0; current && i < s->n; i++)
+        REAL(pvm_freebuf, s->msg[i]->mid);
+    /* (frames outlive a pvm_exit: libpvm3 keeps its free list) */
+    for (int i = 0; i < s->nframes; i++)
+        cpvm_real.fr_unref((struct frag *)s->frame[i]);
     free(s);
 }
 
 void cpvm_spares_exit(void)
 {
     struct cpvm_spares **own = cpvm_own_spares();
-    struct cpvm_spares *s = own ? *own : NULL;
-    if (!s) return;
-    for (int i = 0; s->epoch == cpvm_buffers_epoch() && i < s->n; i++)
-        REAL(pvm_freebuf, s->msg[i]->mid);
-    free(s);
+    if (!own) return;
+    cpvm_spares_drop(*own);
     *own = NULL;
+}
+
+/* Lock held: the thread's frames for InPlace packs made up to FRAMES_MAX. Over an empty
+ * buffer of ours, never a null one: libpvm3 takes a frame without a buffer for the head of
+ * a list (fr_unref would walk it). */
+static char no_data[1];
+
+static void frames_refill(struct cpvm_spares *s)
+{
+    while (s->nframes < FRAMES_MAX) {
+        struct lp_frag *f = (struct lp_frag *)REAL(fr_snew, no_data, 0);
+        if (!f) break;
+        s->frame[s->nframes++] = f;
+    }
+}
+
+void cpvm_frames_topup(void)
+{
+    struct cpvm_spares **own = cpvm_own_spares();
+    struct cpvm_spares *s = own ? *own : NULL;
+    if (s && s->enc == PvmDataInPlace && s->epoch == cpvm_buffers_epoch() &&
+        s->nframes < FRAMES_MAX / 2)
+        frames_refill(s);
+}
+
+struct lp_frag *cpvm_frame_take(void)
+{
+    struct cpvm_spares **own = cpvm_own_spares();
+    struct cpvm_spares *s = own ? *own : NULL;
+    if (!s || !s->nframes || s->epoch != cpvm_buffers_epoch()) return NULL;
+    return s->frame[--s->nframes];
 }
 
 /* Lock held, after the real pvm_initsend(enc): a new batch of spares if the thread's next
@@ -56,7 +94,7 @@ static void refill(int enc)
         return;
     if (enc != PvmDataRaw && enc != PvmDataInPlace) return;
     struct cpvm_spares *s = *own;
-    if (s && (s->enc != enc || s->epoch != cpvm_buffers_epoch())) {
+    if (s && (s->enc != enc || s->epoch != cpvm_buffers_epoch() || s->small)) {
         cpvm_spares_drop(s);
         *own = s = NULL;
     }
@@ -74,6 +112,7 @@ static void refill(int enc)
         if (!m) break;
         s->msg[s->n++] = m;
     }
+    if (enc == PvmDataInPlace) frames_refill(s);
 }
 
 /* Without the lock: a spare of encoding enc made the thread's send buffer; its mid, or 0. */
@@ -82,15 +121,15 @@ static int initsend_unlocked(int enc)
     struct lp_msg *old = cpvm_own_sbuf();
     struct cpvm_spares **own = cpvm_own_spares();
     struct cpvm_spares *s = own ? *own : NULL;
-    if (!old || !s || s->enc != enc || !s->n || s->epoch != cpvm_buffers_epoch()) return 0;
+    if (!old || !s || s->enc != enc || !s->n || s->small || s->epoch != cpvm_buffers_epoch())
+        return 0;
     long body = cpvm_msg_body(old);
     if (body > recent_body || body < recent_body / 2) recent_body = body;
     struct lp_msg *m = s->msg[--s->n];
     /* A fragment too small for the thread's messages now: the locked path makes larger ones. */
     if (enc == PvmDataRaw && m->frag->link->max < recent_body) {
         s->msg[s->n++] = m;
-        cpvm_spares_drop(s);
-        *own = NULL;
+        s->small = true; /* (dropped under the lock, by refill) */
         return 0;
     }
     cpvm_adopt_sbuf(m);

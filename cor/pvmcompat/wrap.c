@@ -36,7 +36,8 @@
  * lock is taken to find it (and to allocate from libpvm3), but the copies run without it
  * where libpvm3 would only copy (pmsg.c): a large PvmDataRaw pack, any unpack of native
  * data. A PvmDataRaw pack that fits the room of the thread's own send buffer (a spare of
- * pvm_initsend's, sbuf.c) takes no lock at all. Threads moving large messages then do not wait for
+ * pvm_initsend's, sbuf.c), and a PvmDataInPlace pack into it (a frame of the thread's over the
+ * data), take no lock at all. Threads moving large messages then do not wait for
  * each other's copies. An unpack takes no lock at all when the thread's receive buffer is known
  * since its last call.
  */
@@ -49,6 +50,7 @@
         struct cpvm_pack_job job;                                                                  \
         cpvm_enter();                                                                              \
         if (!cpvm_pack_prepare(p, cnt, std, size, &job)) {                                         \
+            if (own) cpvm_frames_topup();                                                          \
             int rc = REAL(pk, p, cnt, std);                                                        \
             cpvm_leave();                                                                          \
             return rc;                                                                             \
