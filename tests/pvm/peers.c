@@ -18,9 +18,13 @@
  * piece after the image, so threads sending to one peer at once must keep each image with its
  * piece (a receiver takes the pieces in the order of the images). With `own`, thread t sends
  * to worker t only (as many threads as workers: every thread to a peer of its own), each its
- * own way (send_own: PvmDataRaw, pvm_psend, PvmDataInPlace, a buffer of pvm_mkbuf's).
+ * own way (send_own: PvmDataRaw, pvm_psend, PvmDataInPlace, a buffer of pvm_mkbuf's). With
+ * `exits`, the same with PvmDataRaw and PvmDataInPlace only (threads alternate), and each thread
+ * ends right after one more pvm_initsend (without the big lock: a send buffer libpvm3 has not
+ * installed yet); the master then counts libpvm3's message buffers (pvm_bufinfo of every id)
+ * and fails if the ended threads left one each behind.
  *
- *   peers [workers [threads [count [stop_ms [bytes [all|own]]]]]]     (default 3 4 300 0 0 all)
+ *   peers [workers [threads [count [stop_ms [bytes [all|own|exits]]]]]] (default 3 4 300 0 0 all)
  */
 #include <pthread.h>
 #include <signal.h>
@@ -43,7 +47,8 @@
 #define WAIT_S PAIRS_WAIT_S
 
 static int nworkers = 3, nthreads = 4, count = 300, stop_ms = 0, bytes = 0;
-static bool own; /* thread t sends to worker t only, its own way (send_own) */
+static bool own;   /* thread t sends to worker t only, its own way (send_own) */
+static bool exits; /* own, Raw or InPlace, and a last pvm_initsend before the thread ends */
 static int worker_tid[MAX_WORKERS];
 static int send_errors[MAX_THREADS];
 
@@ -92,7 +97,7 @@ static void *sender(void *arg)
             int w = (t + k) % nworkers, msg[3] = {t, n, ~n}, rc;
             if (bytes) pairs_pattern(data, bytes, t, n);
             if (own) {
-                rc = send_own(t, n, worker_tid[w], data);
+                rc = send_own(exits ? t % 2 * 2 : t, n, worker_tid[w], data);
             } else {
                 rc = pvm_initsend(bytes ? PvmDataRaw : PvmDataDefault);
                 if (rc >= 0) rc = pvm_pkint(msg, 3, 1);
@@ -103,8 +108,20 @@ static void *sender(void *arg)
                 fprintf(stderr, "peers: thread %d, message %d to t%x: %d\n", t, n, worker_tid[w],
                         rc);
         }
+    /* (send_own's PvmDataInPlace message refers to data: a new buffer before it goes) */
+    if (exits && pvm_initsend(t % 2 ? PvmDataInPlace : PvmDataRaw) < 0) send_errors[t]++;
     free(data);
     return NULL;
+}
+
+/* libpvm3's message buffers now: the ids that pvm_bufinfo knows (they are small numbers). */
+static int live_buffers(void)
+{
+    int autoerr = pvm_setopt(PvmAutoErr, 0), n = 0, len, tag, tid;
+    for (int mid = 1; mid <= 65536; mid++)
+        n += pvm_bufinfo(mid, &len, &tag, &tid) >= 0;
+    pvm_setopt(PvmAutoErr, autoerr);
+    return n;
 }
 
 static void pause_ms(int ms)
@@ -194,7 +211,8 @@ int main(int argc, char **argv)
     if (argc > 3) count = (int)pairs_number(argv[3], 1, 1000000, "count");
     if (argc > 4) stop_ms = (int)pairs_number(argv[4], 0, 60000, "stop_ms");
     if (argc > 5) bytes = (int)pairs_number(argv[5], 0, 1 << 24, "bytes");
-    if (argc > 6) own = !strcmp(argv[6], "own");
+    if (argc > 6) exits = !strcmp(argv[6], "exits");
+    if (argc > 6) own = exits || !strcmp(argv[6], "own");
     if (own && nthreads != nworkers) {
         fprintf(stderr, "peers: 'own' needs as many threads as workers\n");
         return 2;
@@ -213,6 +231,7 @@ int main(int argc, char **argv)
         pvm_exit();
         return 1;
     }
+    int buffers_before = exits ? live_buffers() : 0;
     pthread_t th[MAX_THREADS];
     for (int t = 0; t < nthreads; t++)
         if (pthread_create(&th[t], NULL, sender, (void *)(long)t)) {
@@ -237,6 +256,14 @@ int main(int argc, char **argv)
         } else if (verdict[0] != expect || verdict[1]) {
             fprintf(stderr, "peers: worker t%x got %d of %d, %d wrong\n", worker_tid[w], verdict[0],
                     expect, verdict[1]);
+            errors++;
+        }
+    }
+    if (exits) { /* (the master's receive buffer was a READY, now a verdict: as many) */
+        int left = live_buffers() - buffers_before;
+        printf("peers: %d message buffer(s) more after %d threads ended\n", left, nthreads);
+        if (left >= (nthreads + 1) / 2) {
+            fprintf(stderr, "peers: the ended threads left %d message buffers behind\n", left);
             errors++;
         }
     }

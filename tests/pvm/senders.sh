@@ -5,7 +5,8 @@
 # thread's messages arrive exactly once, in order and whole. Both routes, small messages, then
 # 64 KiB more in each (a detached piece after each image). The master's counters must show
 # that most routed sends, and pvm_initsend calls, took no big lock (libcorpvm's send path,
-# README "Routed sends without the lock"). Exit 0 pass, 1 fail, 77 skip.
+# README "Routed sends without the lock"). Then threads that end right after such a
+# pvm_initsend: no message buffer may stay behind. Exit 0 pass, 1 fail, 77 skip.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pvmlib.sh"
@@ -29,5 +30,10 @@ one_case() { # ROUTE BYTES N WHAT
     say "$what: $(cat "$PVM_OUT"); routed $routed, without the big lock: sends $sends, initsends $initsends"
 }
 threads_cases one_case 400 60
+# Threads that end right after a pvm_initsend made without the big lock: their send buffers,
+# which libpvm3 had not installed yet, must not stay behind (peers.c's `exits`).
+threads_run "threads ending" env COR_PVM_ROUTE=myrinet PVM_EXPORT=$exports \
+    "$PROG" $pairs $pairs 50 0 0 exits
+say "threads ending: $(head -1 "$PVM_OUT")"
 pvm_vm_stop
 say "PASS"
