@@ -357,6 +357,26 @@ static int node_leader(struct pboot *b)
     return -1;
 }
 
+/* The byte object `key` that domain `rank` put, from the data the fence collected
+ * (PMIX_OPTIONAL: no request beyond it, a missing key is an error); NULL after a message
+ * "`what` from domain R: why". Released with PMIX_VALUE_RELEASE. */
+static pmix_value_t *get_bytes(struct pboot *b, int rank, const char *key, const char *what)
+{
+    pmix_info_t opt;
+    bool optional = true;
+    PMIX_INFO_LOAD(&opt, PMIX_OPTIONAL, &optional, PMIX_BOOL);
+    pmix_proc_t who = b->self;
+    who.rank = (pmix_rank_t)rank;
+    pmix_value_t *got = NULL;
+    pmix_status_t rc = PMIx_Get(&who, key, &opt, 1, &got);
+    PMIX_INFO_DESTRUCT(&opt);
+    if (rc == PMIX_SUCCESS && got && got->type == PMIX_BYTE_OBJECT) return got;
+    plog(b, "%s from domain %d: %s", what, rank,
+         rc != PMIX_SUCCESS ? PMIx_Error_string(rc) : "wrong type");
+    if (got) PMIX_VALUE_RELEASE(got);
+    return NULL;
+}
+
 /* Gets every domain's blob after the exchange's fence, decodes it into table[size * n] and,
  * when node is not NULL, makes *node the node's table: the N blobs, each after its length
  * (4 bytes, big-endian), for the other domains of the node (get_node_table). */
@@ -366,17 +386,9 @@ static int get_blobs(struct pboot *b, int n, struct cor_boot_addr *table, unsign
     int err = 0;
     size_t cap = 0, len = 0;
     unsigned char *out = NULL;
-    pmix_info_t opt;
-    bool optional = true; /* after the fence, only the local copy: a missing key is an error */
-    PMIX_INFO_LOAD(&opt, PMIX_OPTIONAL, &optional, PMIX_BOOL);
-    pmix_proc_t who = b->self;
     for (int r = 0; r < b->base.size && !err; r++) {
-        pmix_value_t *got = NULL;
-        who.rank = (pmix_rank_t)r;
-        pmix_status_t rc = PMIx_Get(&who, KEY_ADDRS, &opt, 1, &got);
-        if (rc != PMIX_SUCCESS || !got || got->type != PMIX_BYTE_OBJECT) {
-            plog(b, "exchange: no addresses from domain %d: %s", r,
-                 rc != PMIX_SUCCESS ? PMIx_Error_string(rc) : "wrong type");
+        pmix_value_t *got = get_bytes(b, r, KEY_ADDRS, "exchange: no addresses");
+        if (!got) {
             err = COR_EBOOT;
         } else if (cor__boot_blob_decode((const unsigned char *)got->data.bo.bytes,
                                          got->data.bo.size, n, &table[(size_t)r * n])) {
@@ -408,7 +420,6 @@ static int get_blobs(struct pboot *b, int n, struct cor_boot_addr *table, unsign
         }
         if (got) PMIX_VALUE_RELEASE(got);
     }
-    PMIX_INFO_DESTRUCT(&opt);
     if (err || !node) {
         free(out);
         return err;
@@ -421,18 +432,10 @@ static int get_blobs(struct pboot *b, int n, struct cor_boot_addr *table, unsign
 /* The node's table from its leader (one get), decoded into table[size * n]. */
 static int get_node_table(struct pboot *b, int leader, int n, struct cor_boot_addr *table)
 {
-    pmix_info_t opt;
-    bool optional = true;
-    PMIX_INFO_LOAD(&opt, PMIX_OPTIONAL, &optional, PMIX_BOOL);
-    pmix_proc_t who = b->self;
-    who.rank = (pmix_rank_t)leader;
-    pmix_value_t *got = NULL;
-    pmix_status_t rc = PMIx_Get(&who, KEY_TABLE, &opt, 1, &got);
-    PMIX_INFO_DESTRUCT(&opt);
+    pmix_value_t *got =
+        get_bytes(b, leader, KEY_TABLE, "exchange: no address table (this node's first)");
     int err = 0;
-    if (rc != PMIX_SUCCESS || !got || got->type != PMIX_BYTE_OBJECT) {
-        plog(b, "exchange: no address table from domain %d, this node's first: %s", leader,
-             rc != PMIX_SUCCESS ? PMIx_Error_string(rc) : "wrong type");
+    if (!got) {
         err = COR_EBOOT;
     } else {
         const unsigned char *p = (const unsigned char *)got->data.bo.bytes;
@@ -517,18 +520,9 @@ static int pb_publish(struct cor_boot *base, int n, const struct cor_boot_addr *
 static int pb_lookup(struct cor_boot *base, int rank, int n, struct cor_boot_addr *out)
 {
     struct pboot *b = (struct pboot *)base;
-    pmix_info_t opt;
-    bool optional = true;
-    PMIX_INFO_LOAD(&opt, PMIX_OPTIONAL, &optional, PMIX_BOOL);
-    pmix_proc_t who = b->self;
-    who.rank = (pmix_rank_t)rank;
-    pmix_value_t *got = NULL;
-    pmix_status_t rc = PMIx_Get(&who, KEY_ADDRS, &opt, 1, &got);
-    PMIX_INFO_DESTRUCT(&opt);
+    pmix_value_t *got = get_bytes(b, rank, KEY_ADDRS, "no addresses");
     int err = COR_OK;
-    if (rc != PMIX_SUCCESS || !got || got->type != PMIX_BYTE_OBJECT) {
-        plog(b, "no addresses from domain %d: %s", rank,
-             rc != PMIX_SUCCESS ? PMIx_Error_string(rc) : "wrong type");
+    if (!got) {
         err = COR_EBOOT;
     } else if (cor__boot_blob_decode((const unsigned char *)got->data.bo.bytes, got->data.bo.size,
                                      n, out)) {
