@@ -70,6 +70,38 @@ static void order_cb(struct gm_port *p, void *ctx, gm_status_t st)
     if (!gmt_in_unknown) cb_outside++;
 }
 
+/* Receive buffers on pr.b, BUFS_PER_CLASS for each size class at each of the first `nprio`
+ * priorities (low, then high). gmt_pair_close frees them; the caller frees the array. */
+static char **provide_buffers(unsigned nprio)
+{
+    unsigned nrbuf = (MAX_SIZE - MIN_SIZE + 1) * nprio * BUFS_PER_CLASS, k = 0;
+    GMT_TRUE_FATAL("enough receive tokens", nrbuf <= gm_num_receive_tokens(pr.b));
+    char **rbuf = calloc(nrbuf, sizeof *rbuf);
+    GMT_TRUE_FATAL("calloc", rbuf != NULL);
+    for (unsigned s = MIN_SIZE; s <= MAX_SIZE; s++)
+        for (unsigned p = 0; p < nprio; p++)
+            for (unsigned j = 0; j < BUFS_PER_CLASS; j++, k++) {
+                rbuf[k] = gm_dma_malloc(pr.b, gm_max_length_for_size(s) + 8);
+                GMT_TRUE_FATAL("gm_dma_malloc", rbuf[k] != NULL);
+                gm_provide_receive_buffer(pr.b, rbuf[k], s, p);
+            }
+    return rbuf;
+}
+
+/* A send buffer of MAX_LEN on pr.a for each of its send tokens (*nslot). gmt_pair_close frees
+ * the buffers; the caller frees the array. */
+static struct slot *send_slots(unsigned *nslot)
+{
+    *nslot = gm_num_send_tokens(pr.a);
+    struct slot *slots = calloc(*nslot, sizeof *slots);
+    GMT_TRUE_FATAL("calloc", slots != NULL);
+    for (unsigned i = 0; i < *nslot; i++) {
+        slots[i].buf = gm_dma_malloc(pr.a, MAX_LEN);
+        GMT_TRUE_FATAL("gm_dma_malloc", slots[i].buf != NULL);
+    }
+    return slots;
+}
+
 static void test_order_mixed(void)
 {
     unsigned long n = 100000;
@@ -96,27 +128,9 @@ static void test_order_mixed(void)
         order[prio[i]][count[prio[i]]++] = (uint32_t)i;
     }
 
-    /* Receive buffers: BUFS_PER_CLASS for each (size, priority). */
-    unsigned nclass = (MAX_SIZE - MIN_SIZE + 1) * 2, nrbuf = nclass * BUFS_PER_CLASS;
-    GMT_TRUE_FATAL("enough receive tokens", nrbuf <= gm_num_receive_tokens(pr.b));
-    char **rbuf = calloc(nrbuf, sizeof *rbuf);
-    GMT_TRUE_FATAL("calloc", rbuf != NULL);
-    unsigned k = 0;
-    for (unsigned s = MIN_SIZE; s <= MAX_SIZE; s++)
-        for (unsigned p = 0; p < 2; p++)
-            for (unsigned j = 0; j < BUFS_PER_CLASS; j++) {
-                rbuf[k] = gm_dma_malloc(pr.b, gm_max_length_for_size(s) + 8);
-                GMT_TRUE_FATAL("gm_dma_malloc", rbuf[k] != NULL);
-                gm_provide_receive_buffer(pr.b, rbuf[k], s, p);
-                k++;
-            }
-    unsigned nslot = gm_num_send_tokens(pr.a);
-    struct slot *slots = calloc(nslot, sizeof *slots);
-    GMT_TRUE_FATAL("calloc", slots != NULL);
-    for (unsigned i = 0; i < nslot; i++) {
-        slots[i].buf = gm_dma_malloc(pr.a, MAX_LEN);
-        GMT_TRUE_FATAL("gm_dma_malloc", slots[i].buf != NULL);
-    }
+    char **rbuf = provide_buffers(2);
+    unsigned nslot;
+    struct slot *slots = send_slots(&nslot);
 
     cb_errors = cb_outside = cb_done = 0;
     unsigned long sent = 0, recv = 0, bad_len = 0, bad_data = 0, bad_size = 0, extra = 0;
@@ -211,22 +225,9 @@ static void test_order_sendv_now(void)
     GMT_TRUE_FATAL("malloc", len != NULL);
     for (unsigned long i = 0; i < n; i++)
         len[i] = pick_len();
-    unsigned nrbuf = (MAX_SIZE - MIN_SIZE + 1) * BUFS_PER_CLASS;
-    char **rbuf = calloc(nrbuf, sizeof *rbuf);
-    GMT_TRUE_FATAL("calloc", rbuf != NULL);
-    for (unsigned s = MIN_SIZE, k = 0; s <= MAX_SIZE; s++)
-        for (unsigned j = 0; j < BUFS_PER_CLASS; j++, k++) {
-            rbuf[k] = gm_dma_malloc(pr.b, gm_max_length_for_size(s) + 8);
-            GMT_TRUE_FATAL("gm_dma_malloc", rbuf[k] != NULL);
-            gm_provide_receive_buffer(pr.b, rbuf[k], s, GM_LOW_PRIORITY);
-        }
-    unsigned nslot = gm_num_send_tokens(pr.a);
-    struct slot *slots = calloc(nslot, sizeof *slots);
-    GMT_TRUE_FATAL("calloc", slots != NULL);
-    for (unsigned i = 0; i < nslot; i++) {
-        slots[i].buf = gm_dma_malloc(pr.a, MAX_LEN);
-        GMT_TRUE_FATAL("gm_dma_malloc", slots[i].buf != NULL);
-    }
+    char **rbuf = provide_buffers(1);
+    unsigned nslot;
+    struct slot *slots = send_slots(&nslot);
     unsigned char *direct_buf = malloc(MAX_LEN);
     GMT_TRUE_FATAL("malloc", direct_buf != NULL);
     unsigned out[MAX_SIZE + 1] = {0}; /* per class: sent, not yet received */
