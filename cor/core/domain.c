@@ -259,16 +259,23 @@ static int init_domain(void)
     return COR_OK;
 }
 
-static int init_failed(int err)
+/* The end of a failed cor_init and of cor_finalize: no death callback may run once teardown
+ * frees g.dead and the ports, then the bootstrap is let go and the domain is down. */
+static int domain_down(int err)
 {
-    cor__route_prepare_wait();
-    cor__log("cor_init failed: %s", cor_strerror(err));
     if (g.boot) cor__boot_on_death(g.boot, NULL, NULL);
     teardown();
     if (g.boot) cor__boot_finish(g.boot);
     g.boot = NULL;
     atomic_store(&g.initialized, 0);
     return err;
+}
+
+static int init_failed(int err)
+{
+    cor__route_prepare_wait();
+    cor__log("cor_init failed: %s", cor_strerror(err));
+    return domain_down(err);
 }
 
 COR_API int cor_init(int *argc, char ***argv)
@@ -517,14 +524,8 @@ COR_API int cor_finalize(void)
     if (g.boot && g.size > 1 && err == COR_OK) cor__boot_leave(g.boot);
     atomic_store(&g.initialized, 3);
     wait_peer_calls();
-    /* A death notice may still come (a peer given up late): the callback must not run
-     * while teardown frees g.dead and the ports. */
-    if (g.boot) cor__boot_on_death(g.boot, NULL, NULL);
-    teardown();
-    if (g.boot) cor__boot_finish(g.boot);
-    g.boot = NULL;
-    atomic_store(&g.initialized, 0);
-    return err;
+    /* A death notice may still come (a peer given up late): domain_down stops it first. */
+    return domain_down(err);
 }
 
 COR_API cor_idp_t cor_domain_self(void)
