@@ -6,8 +6,8 @@
  *                       route), then leaves the worker blocked in pvm_recv for SECS seconds
  *                       and wakes it with a routed message, then (after a second) with one
  *                       on PVM's path (the master switches itself to PvmDontRoute). Prints
- *                       "life: idle cpu C s over S s; wake routed R ms, pvm P ms": the
- *                       worker's CPU time (all its threads, getrusage) while it was blocked,
+ *                       "life: idle cpu C s over S s (N sleeps); wake routed R ms, pvm P ms": the
+ *                       worker's CPU time and its threads' sleeps (getrusage) while it was blocked,
  *                       and how long each wake-up took from send to answer.
  *   life spawn N [ROUNDS]  spawns N children one after another; each tells the master its
  *                       CoR domain rank and whether its message to the master travels the
@@ -90,6 +90,14 @@ static double cpu_seconds(void)
            ru.ru_stime.tv_usec / 1e6;
 }
 
+/* The times the process's threads went to sleep and woke (voluntary context switches). */
+static double sleeps(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_nvcsw;
+}
+
 /* Receives from tid with tag within WAIT_S; the message id, or <= 0. */
 static int recv_bounded(int tid, int tag)
 {
@@ -127,13 +135,14 @@ static int idle_worker(void)
         send_int(parent, TAG_DATA, i);
     }
     for (int round = 0; round < 2; round++) {
-        double c0 = cpu_seconds(), t0 = now();
+        double c0 = cpu_seconds(), t0 = now(), s0 = sleeps();
         struct timeval tmo = {120, 0}; /* the master's sleep, and then some */
         if (pvm_trecv(parent, TAG_WAKE, &tmo) <= 0) return 1;
-        double cpu = cpu_seconds() - c0, wall = now() - t0;
+        double cpu = cpu_seconds() - c0, wall = now() - t0, woke = sleeps() - s0;
         pvm_initsend(PvmDataDefault);
         pvm_pkdouble(&cpu, 1, 1);
         pvm_pkdouble(&wall, 1, 1);
+        pvm_pkdouble(&woke, 1, 1);
         pvm_send(parent, TAG_ANSWER);
     }
     pvm_exit();
@@ -143,7 +152,7 @@ static int idle_worker(void)
 /* Wakes the worker after `secs`; its CPU time while blocked and the wake-up time. */
 static double master_cpu; /* the master's own CPU time while it slept (its CoR threads) */
 
-static int wake(int w, double secs, double *cpu, double *wall, double *ms)
+static int wake(int w, double secs, double *cpu, double *wall, double *woke, double *ms)
 {
     struct timespec nap = {(time_t)secs, (long)((secs - (time_t)secs) * 1e9)};
     double c0 = cpu_seconds();
@@ -155,6 +164,7 @@ static int wake(int w, double secs, double *cpu, double *wall, double *ms)
     *ms = (now() - t0) * 1e3;
     pvm_upkdouble(cpu, 1, 1);
     pvm_upkdouble(wall, 1, 1);
+    pvm_upkdouble(woke, 1, 1);
     return 0;
 }
 
@@ -167,15 +177,15 @@ static int idle_master(const char *self, double secs)
         send_int(w, TAG_DATA, i);
         if (recv_bounded(w, TAG_DATA) <= 0) return 1;
     }
-    double cpu = -1, wall = 0, routed_ms = -1, pvm_ms = -1, cpu2, wall2;
-    if (wake(w, secs, &cpu, &wall, &routed_ms)) return 1;
+    double cpu = -1, wall = 0, woke = -1, routed_ms = -1, pvm_ms = -1, cpu2, wall2, woke2;
+    if (wake(w, secs, &cpu, &wall, &woke, &routed_ms)) return 1;
     double sleeper = master_cpu;
     int old = pvm_setopt(PvmRoute, PvmDontRoute); /* the next one goes PVM's way */
-    if (wake(w, 1, &cpu2, &wall2, &pvm_ms)) return 1;
+    if (wake(w, 1, &cpu2, &wall2, &woke2, &pvm_ms)) return 1;
     pvm_setopt(PvmRoute, old);
-    printf("life: idle cpu %.3f s over %.1f s; wake routed %.2f ms, pvm %.2f ms; sleeping "
-           "master %.3f s\n",
-           cpu, wall, routed_ms, pvm_ms, sleeper);
+    printf("life: idle cpu %.3f s over %.1f s (%.0f sleeps); wake routed %.2f ms, pvm %.2f ms; "
+           "sleeping master %.3f s\n",
+           cpu, wall, woke, routed_ms, pvm_ms, sleeper);
     pvm_exit();
     return 0;
 }
