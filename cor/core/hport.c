@@ -158,14 +158,38 @@ void cor__copy_put(struct cor_hport *hp, void *b)
 
 /* ---- credits: atomics, so receiving and returning them takes no lock ---- */
 
-/* Takes what we owe the peer, up to what a header carries. */
-static int owed_take(struct peer_link *l)
+/* Credits owed back are noted in two counts: the port's owner (the thread that delivers the
+ * frames, hence most consumptions) adds to `owed_own`, which only the owner changes, so a
+ * plain load and store do (the port's ownership orders its owners); other threads (a receive
+ * that found its message waiting) add to `owed` atomically. A ping-pong used to pay a
+ * fetch-and-add to note the credits and a compare-and-swap to take them, per message and
+ * side. */
+static int owed_own_get(struct peer_link *l)
 {
-    int v = atomic_load(&l->owed), take;
+    return atomic_load_explicit(&l->owed_own, memory_order_relaxed);
+}
+
+static void owed_own_set(struct peer_link *l, int v)
+{
+    atomic_store_explicit(&l->owed_own, v, memory_order_relaxed);
+}
+
+/* Takes up to `most` of what other threads noted we owe the peer. */
+static int owed_take_shared(struct peer_link *l, int most)
+{
+    int v = atomic_load_explicit(&l->owed, memory_order_relaxed), take;
     do {
-        take = v > 0xffff ? 0xffff : v;
+        take = v > most ? most : v;
     } while (take > 0 && !atomic_compare_exchange_weak(&l->owed, &v, v - take));
     return take > 0 ? take : 0;
+}
+
+/* Takes what we owe the peer, up to what a header carries; the port's owner. */
+static int owed_take(struct peer_link *l)
+{
+    int own = owed_own_get(l), take = own > 0xffff ? 0xffff : own;
+    if (own) owed_own_set(l, own - take);
+    return take + owed_take_shared(l, 0xffff - take);
 }
 
 bool cor__credits_spend(struct cor_hport *hp, uint32_t peer, int cost)
@@ -191,6 +215,7 @@ void cor__credits_reset(struct cor_hport *hp, uint32_t peer)
 {
     atomic_store(&hp->links[peer].credits, hp->credit_units);
     atomic_store(&hp->links[peer].owed, 0);
+    owed_own_set(&hp->links[peer], 0);
 }
 
 /* ---- one owner per hard port ----
@@ -365,7 +390,12 @@ static int route_send(struct cor_hport *hp, struct send_op *op, bool own)
     struct peer_link *l = &hp->links[op->peer];
     int ready = cor__peer_ready(op->peer); /* its address, at the first frame to it */
     if (ready != COR_OK) return ready;
-    if (op->hdr.type != F_CREDIT) op->hdr.credits = (uint16_t)owed_take(l); /* piggy-back */
+    op->hdr.credits = (uint16_t)owed_take(l); /* piggy-backed, or a credit frame's own */
+    bool credit_frame = op->hdr.type == F_CREDIT;
+    if (credit_frame && !op->hdr.credits && !op->plen) { /* a frame sent since carried them */
+        op_free(op);
+        return COR_OK;
+    }
     op->hdr.src_epoch = g.epoch;
     op->hdr.dst_epoch = op->epoch;
     struct iovec iov[2] = {{&op->hdr, FRAME_HDR_SIZE}, {(void *)op->payload, op->plen}};
@@ -383,13 +413,11 @@ static int route_send(struct cor_hport *hp, struct send_op *op, bool own)
     if (rc != COR_OK) {
         inflight_add(hp, -1);
         op->req = early;
-        if (op->hdr.type != F_CREDIT) { /* not sent: still owed (a credit frame keeps its
-                                         * own, to send when it is retried) */
-            atomic_fetch_add(&l->owed, op->hdr.credits);
-            op->hdr.credits = 0;
-        }
+        owed_own_set(l, owed_own_get(l) + op->hdr.credits); /* not sent: still owed */
+        op->hdr.credits = 0;
         return rc;
     }
+    if (credit_frame) cor__count(C_CREDIT_FRAMES, 1);
     if (early && own)
         cor__req_complete_unseen(early, COR_OK);
     else if (early)
@@ -661,16 +689,20 @@ void cor__return_credit(struct cor_hport *hp, uint32_t peer, int units)
 {
     struct peer_link *l = &hp->links[peer];
     if (units <= 0) return;
-    if (atomic_fetch_add(&l->owed, units) + units < hp->credit_threshold || g.dead[peer]) return;
+    int owed;
+    if (cor__port_mine(hp)) {
+        owed = owed_own_get(l) + units;
+        owed_own_set(l, owed);
+        owed += atomic_load_explicit(&l->owed, memory_order_relaxed);
+    } else {
+        owed = atomic_fetch_add(&l->owed, units) + units + owed_own_get(l);
+    }
+    if (owed < hp->credit_threshold || g.dead[peer]) return;
+    /* The frame takes what is owed when the port's owner sends it (route_send): all of it,
+     * whoever noted it. */
     struct send_op *op = cor__op_new(hp, peer);
     if (!op) return; /* they ride on a later frame */
     op->hdr.type = F_CREDIT;
-    op->hdr.credits = (uint16_t)owed_take(l); /* 0: a frame sent meanwhile carried them */
-    if (!op->hdr.credits) {
-        free(op);
-        return;
-    }
-    cor__count(C_CREDIT_FRAMES, 1);
     cor__hport_submit(hp, op);
 }
 

@@ -110,6 +110,10 @@ void cor__req_free(struct cor_req *r);
 bool cor__req_complete(struct cor_req *r, int err);
 /* Completes a request no other thread can know yet (a send done inside its own cor_sendI). */
 void cor__req_complete_unseen(struct cor_req *r, int err);
+/* Completes a receive the caller took off its owner's posted list, still holding the owner's
+ * lock (nobody else can complete it: not cancel, not the peer-death scan): no read-modify-
+ * write, the sleepers' count read under the lock they change it under. */
+void cor__req_complete_held(struct cor_req *r, int err);
 void cor__wakes_defer(bool on); /* a polling loop's completions wake sleepers in batches */
 void cor__wakes_flush(void);
 /* Waits until r is DONE, making progress meanwhile (spin, then block). */
@@ -194,6 +198,8 @@ extern _Thread_local bool cor__listener_thread; /* for the hooks' flags */
 bool cor__match(cor_idp_t want_src, cor_idp_t want_ctx, int want_tag, cor_idp_t src, cor_idp_t ctx,
                 int tag);
 struct cor_req *cor__posted_take(struct cor_task *t, cor_idp_t src, cor_idp_t ctx, int tag);
+/* The same, leaving the state PENDING: the caller completes it before it lets the lock go. */
+struct cor_req *cor__posted_unlink(struct cor_task *t, cor_idp_t src, cor_idp_t ctx, int tag);
 void cor__posted_append(struct cor_task *t, struct cor_req *r);
 bool cor__posted_remove(struct cor_task *t, struct cor_req *r);
 struct cor_umsg *cor__unexp_take(struct cor_task *t, cor_idp_t src, cor_idp_t ctx, int tag);
@@ -202,9 +208,10 @@ void cor__unexp_append(struct cor_task *t, struct cor_umsg *m);
 struct cor_umsg *cor__unexp_take_peer(struct cor_task *t, uint32_t peer);
 
 /* ---- hard ports and routes ---- */
-struct peer_link {       /* per (hard port, peer) flow-control state (hport.c) */
-    _Atomic int credits; /* eager credit units we may still spend (proto.h: cor__credit_cost) */
-    _Atomic int owed;    /* units we owe the peer */
+struct peer_link {        /* per (hard port, peer) flow-control state (hport.c) */
+    _Atomic int credits;  /* eager credit units we may still spend (proto.h: cor__credit_cost) */
+    _Atomic int owed;     /* units we owe the peer, noted by threads that do not own the port */
+    _Atomic int owed_own; /* and by its owner: changed only by it (loads and stores, relaxed) */
 };
 
 struct send_op; /* a frame queued for or owned by the route (hport.h) */

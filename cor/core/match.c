@@ -34,15 +34,21 @@ bool cor__match(cor_idp_t want_src, cor_idp_t want_ctx, int want_tag, cor_idp_t 
         (t)->tail = (e);                                                                           \
     } while (0)
 
-struct cor_req *cor__posted_take(struct cor_task *t, cor_idp_t src, cor_idp_t ctx, int tag)
+struct cor_req *cor__posted_unlink(struct cor_task *t, cor_idp_t src, cor_idp_t ctx, int tag)
 {
     for (struct cor_req *r = t->posted_head; r; r = r->next) {
         if (!cor__match(r->peer, r->ctx, r->tag, src, ctx, tag)) continue;
         LIST_UNLINK(t, posted_head, posted_tail, r);
-        atomic_store(&r->state, RS_MATCHED); /* cancel can no longer take it */
         return r;
     }
     return NULL;
+}
+
+struct cor_req *cor__posted_take(struct cor_task *t, cor_idp_t src, cor_idp_t ctx, int tag)
+{
+    struct cor_req *r = cor__posted_unlink(t, src, ctx, tag);
+    if (r) atomic_store(&r->state, RS_MATCHED); /* cancel can no longer take it */
+    return r;
 }
 
 void cor__posted_append(struct cor_task *t, struct cor_req *r)

@@ -70,9 +70,9 @@ static int accept_into(struct cor_req *r, cor_type_t type, size_t count, size_t 
     return bytes > r->cap ? COR_ETRUNC : COR_OK;
 }
 
-/* Delivers a whole message held in memory (eager or local) into a matched receive. */
-static void complete_recv_with(struct cor_req *r, cor_idp_t src, cor_idp_t ctx, int tag,
-                               cor_type_t type, size_t count, const void *data, size_t bytes)
+/* Copies a whole message held in memory into a matched receive; the error it completes with. */
+static int copy_into(struct cor_req *r, cor_idp_t src, cor_idp_t ctx, int tag, cor_type_t type,
+                     size_t count, const void *data, size_t bytes)
 {
     fill_status(r, src, ctx, tag, type, count);
     size_t take;
@@ -80,7 +80,21 @@ static void complete_recv_with(struct cor_req *r, cor_idp_t src, cor_idp_t ctx, 
     if (take) memcpy(r->buf, data, take);
     cor__count(C_MSGS_RECEIVED, 1);
     cor__count(C_BYTES_RECEIVED, take);
-    cor__req_complete(r, err);
+    return err;
+}
+
+/* Delivers a whole message held in memory (eager or local) into a matched receive. */
+static void complete_recv_with(struct cor_req *r, cor_idp_t src, cor_idp_t ctx, int tag,
+                               cor_type_t type, size_t count, const void *data, size_t bytes)
+{
+    cor__req_complete(r, copy_into(r, src, ctx, tag, type, count, data, bytes));
+}
+
+/* The same into a receive just taken off its owner's posted list, the owner's lock held. */
+static void complete_recv_held(struct cor_req *r, cor_idp_t src, cor_idp_t ctx, int tag,
+                               cor_type_t type, size_t count, const void *data, size_t bytes)
+{
+    cor__req_complete_held(r, copy_into(r, src, ctx, tag, type, count, data, bytes));
 }
 
 static int send_local(struct cor_task *t, struct cor_req *r, unsigned dst_index)
@@ -379,7 +393,19 @@ static void on_message(struct cor_hport *hp, uint32_t peer, const struct frame_h
     }
     cor_idp_t src = cor__task_idp(peer, h->src_task);
     COR_LOCK(&dt->lock);
-    struct cor_req *r = cor__posted_take(dt, src, h->ctx, h->tag);
+    struct cor_req *r = cor__posted_unlink(dt, src, h->ctx, h->tag);
+    if (r && h->type == F_EAGER) {
+        /* The common case, an eager message for a posted receive: copied from the route's
+         * buffer and completed before the lock goes, which keeps cancel and the peer-death
+         * scan off the request (both look under this lock), so no compare-and-swap and no
+         * fenced store (three locked instructions fewer per message). */
+        complete_recv_held(r, src, h->ctx, h->tag, h->dtype, h->count, payload, plen);
+        COR_UNLOCK(&dt->lock);
+        cor__arrival_note(dt);
+        cor__return_credit(hp, peer, eager_credit(h));
+        return;
+    }
+    if (r) atomic_store(&r->state, RS_MATCHED); /* cancel can no longer take it */
     struct cor_umsg *m = NULL;
     if (!r) {
         m = calloc(1, sizeof *m);
@@ -422,15 +448,10 @@ static void on_message(struct cor_hport *hp, uint32_t peer, const struct frame_h
     }
     COR_UNLOCK(&dt->lock);
     cor__arrival_note(dt);
-    if (r) {
-        if (h->type == F_EAGER) {
-            complete_recv_with(r, src, h->ctx, h->tag, h->dtype, h->count, payload, plen);
-            cor__return_credit(hp, peer, eager_credit(h));
-        } else {
-            rndv_accept(r, hp, peer, h->sreq, src, h->ctx, h->tag, h->dtype, h->count, h->len,
-                        h->src_task, h->dst_task, payload, plen);
-        }
-    } else if (!m) {
+    if (r) /* an RTS */
+        rndv_accept(r, hp, peer, h->sreq, src, h->ctx, h->tag, h->dtype, h->count, h->len,
+                    h->src_task, h->dst_task, payload, plen);
+    else if (!m) {
         cor__log("out of memory keeping a message from domain %u: it is lost", peer);
     }
 }

@@ -168,13 +168,17 @@ void cor__wakes_defer(bool on)
     defer_wakes = on;
 }
 
-/* Whether t's wake-up was deferred (or already is). */
-static bool defer_wake(struct cor_task *t)
+/* Whether t's wake-up was deferred (or already is). `flush`: a full list may be woken now
+ * (not while a task's lock is held: waking takes the others'). */
+static bool defer_wake(struct cor_task *t, bool flush)
 {
     if (!defer_wakes) return false;
     for (int i = 0; i < ndeferred; i++)
         if (deferred[i] == t) return true;
-    if (ndeferred == DEFER_MAX) cor__wakes_flush();
+    if (ndeferred == DEFER_MAX) {
+        if (!flush) return false;
+        cor__wakes_flush();
+    }
     deferred[ndeferred++] = t;
     return true;
 }
@@ -204,7 +208,7 @@ static bool complete(struct cor_req *r, int err, bool locked)
         COR_UNLOCK(&t->lock);
     } else {
         atomic_store(&r->state, RS_DONE);
-        if (atomic_load(&t->sleepers) > 0 && !defer_wake(t)) wake(t);
+        if (atomic_load(&t->sleepers) > 0 && !defer_wake(t, true)) wake(t);
     }
     if (t != cor__task_current() && woke_tasks++ == 0) woke_since = 0; /* spin() times it */
     return true;
@@ -239,6 +243,16 @@ void cor__req_complete_unseen(struct cor_req *r, int err)
 {
     r->status.error = err;
     atomic_store_explicit(&r->state, RS_DONE, memory_order_release);
+}
+
+void cor__req_complete_held(struct cor_req *r, int err)
+{
+    struct cor_task *t = r->owner;
+    r->status.error = err;
+    atomic_store_explicit(&r->state, RS_DONE, memory_order_release);
+    if (atomic_load_explicit(&t->sleepers, memory_order_relaxed) > 0 && !defer_wake(t, false))
+        pthread_cond_broadcast(&t->cond); /* (we hold the lock it waits with) */
+    if (t != cor__task_current() && woke_tasks++ == 0) woke_since = 0;
 }
 
 /*

@@ -314,7 +314,7 @@ static int link_credits(void)
 
 static int link_owed(void)
 {
-    return atomic_load(&hp->links[PEER].owed);
+    return atomic_load(&hp->links[PEER].owed) + atomic_load(&hp->links[PEER].owed_own);
 }
 
 /* Takes the port's ownership as the dispatcher does (a listener may hold it a moment). */
