@@ -332,6 +332,14 @@ static inline void dsm__unlock_or_die(pthread_mutex_t *m)
     if (pthread_mutex_unlock(m)) abort();
 }
 
+/* CLOCK_MONOTONIC in nanoseconds. */
+static inline uint64_t dsm__now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 /* Waits on cv (mu held) for ns at most (under a second). */
 static inline void dsm__wait_ns(pthread_cond_t *cv, pthread_mutex_t *mu, long ns)
 {

@@ -569,14 +569,22 @@ static void bar_landed(int rc, const cor_status_t *st)
 
 /* The driver's turn: receives barrier messages (for any barrier) with the mailbox's one
  * receive, polling the routes itself like any waiting task, until episode `epoch` of b is
- * over. The receive outlives the turn: the next driver waits on it. */
-static void bar_drive(struct cor_dsm_barrier *b, uint64_t epoch)
+ * over or, if `end_ns` (CLOCK_MONOTONIC) is not 0, until then. The receive outlives the
+ * turn: the next driver waits on it. */
+static void bar_drive(struct cor_dsm_barrier *b, uint64_t epoch, uint64_t end_ns)
 {
     struct bar_watch w = {b, epoch, atomic_load(&dsm__rt.bar_events) - 1, false};
     /* Polls only in the first slice: a long wait (a domain computing meanwhile) would else
      * poll again every WAIT_SLICE_US, and park the listeners for its poll each time. */
     long spin_us = dsm__rt.poll_us;
     while (!bar_watch_over(&w)) {
+        long slice_us = DSM__WAIT_SLICE_US;
+        if (end_ns) {
+            uint64_t now = dsm__now_ns();
+            if (now >= end_ns) break;
+            if (end_ns - now < (uint64_t)slice_us * 1000)
+                slice_us = (long)((end_ns - now) / 1000) + 1;
+        }
         int err = bar_post();
         if (err) {
             dsm__lock_or_die(&dsm__rt.lock);
@@ -586,8 +594,8 @@ static void bar_drive(struct cor_dsm_barrier *b, uint64_t epoch)
         }
         int done = 0;
         cor_status_t st;
-        int rc = cor_wait_timeout(&dsm__rt.bar_rr, spin_us, DSM__WAIT_SLICE_US, bar_watch_stop, &w,
-                                  &done, &st);
+        int rc =
+            cor_wait_timeout(&dsm__rt.bar_rr, spin_us, slice_us, bar_watch_stop, &w, &done, &st);
         if (!done) {
             spin_us = 0;
             continue;
@@ -598,16 +606,15 @@ static void bar_drive(struct cor_dsm_barrier *b, uint64_t epoch)
 }
 
 /* Holding the driver's role: takes every barrier message that came, without waiting. */
-/* Returns how many it took. */
-static int bar_take_ready(void)
+static void bar_take_ready(void)
 {
-    for (int took = 0;; took++) {
-        if (bar_post()) return took; /* the service thread tries again at its next look */
+    for (;;) {
+        if (bar_post()) return; /* the service thread tries again at its next look */
         int done = 0;
-        if (cor_peek(dsm__rt.bar_rr, &done) == COR_OK && !done) return took;
+        if (cor_peek(dsm__rt.bar_rr, &done) == COR_OK && !done) return;
         cor_status_t st;
         int rc = cor_test(&dsm__rt.bar_rr, &done, &st);
-        if (!done) return took;
+        if (!done) return;
         bar_landed(rc, &st);
     }
 }
@@ -618,8 +625,10 @@ static int bar_take_ready(void)
  * a non-blocking barrier. So a barrier moves on while every task of the domain computes (a
  * domain that entered with cor_dsm_barrier_waitI still answers the others' rounds), as
  * requests are served. A driver that holds the role takes them itself and pumps after its turn.
- * The waiters are woken only when a message was taken or a blocked waiter waits for the role:
- * a loop of tests pumps at every test (dsm__bar_step), and each pump woke every sleeper.
+ * The waiters are woken only when a blocked waiter waits for the role (bar_take wakes them
+ * when an episode ends): a loop of tests pumps at every test (dsm__bar_step), and each pump
+ * woke every sleeper; then each message that did not end an episode still woke the napping
+ * testers for nothing (2 a domain and episode on 3 domains).
  */
 void dsm__bar_pump(void)
 {
@@ -630,10 +639,10 @@ void dsm__bar_pump(void)
         dsm__unlock_or_die(&dsm__rt.lock);
         if (!mine) return;
         atomic_store(&dsm__rt.bar_pending, 0);
-        int took = bar_take_ready();
+        bar_take_ready();
         dsm__lock_or_die(&dsm__rt.lock);
         dsm__rt.bar_driving = false;
-        if (took || dsm__rt.bar_role_waiters) dsm__bar_wake();
+        if (dsm__rt.bar_role_waiters) dsm__bar_wake();
         dsm__unlock_or_die(&dsm__rt.lock);
     }
 }
@@ -737,7 +746,7 @@ int dsm__bar_step(struct dsm__bar_entry *e, bool block, int *done)
         if (!dsm__rt.bar_driving && !b->shm) {
             dsm__rt.bar_driving = true;
             dsm__unlock_or_die(&dsm__rt.lock);
-            bar_drive(b, e->epoch);
+            bar_drive(b, e->epoch, 0);
             dsm__lock_or_die(&dsm__rt.lock);
             dsm__rt.bar_driving = false;
             dsm__bar_wake(); /* another waiter may drive now */
@@ -765,13 +774,17 @@ int dsm__bar_step(struct dsm__bar_entry *e, bool block, int *done)
 /*
  * A test of episode e in a loop (dsm.c, test_looping): sleeps until the episode moves or ns
  * pass, on the barrier's condvar, as cor_dsm_wait's tasks sleep (true), while another task of
- * the domain inside the episode stays awake to move it; the last one awake goes on polling
- * (false), as the wait's driver does: asleep, a domain's rounds would wait for a listener's
- * wake-up (3 domains x 1 task over gm messages: 1.6-33x the wait against 0.6-17x polling). So
- * does the task that meets the others in the barrier's file: only it looks there, as the
- * wait's does. Nothing else may wake these sleepers for nothing: a pump that took no message
- * broadcast on bar_cv at every fruitless test, and the testers of a domain kept waking each
- * other (about one broadcast per test, 9 naps in 10 cut short).
+ * the domain inside the episode stays awake to move it. The last one awake, while others
+ * sleep, drives for ns at most when the barrier goes over messages (true), as the wait's
+ * driver does: it waits for the rounds in the core (the listeners keep off the port while it
+ * spins, and wake it when it sleeps) instead of polling them in between tests, which left
+ * them to the listener's wake-up or to its next test, 70-140 us after they were sent. Alone
+ * in the episode, or when another task drives, it goes on polling (false): asleep, a
+ * domain's rounds would wait for a listener's wake-up (3 domains x 1 task over gm messages:
+ * 1.6-33x the wait against 0.6-17x polling). So does the task that meets the others in the
+ * barrier's file: only it looks there, as the wait's does. Nothing else may wake these sleepers for
+ * nothing: a pump that took no message broadcast on bar_cv at every fruitless test, and the testers
+ * of a domain kept waking each other (about one broadcast per test, 9 naps in 10 cut short).
  */
 bool dsm__bar_nap(struct dsm__bar_entry *e, long ns)
 {
@@ -784,6 +797,16 @@ bool dsm__bar_nap(struct dsm__bar_entry *e, long ns)
         dsm__wait_ns(&dsm__rt.bar_cv, &dsm__rt.lock, ns);
         b->napping--;
         nap = true;
+    } else if (b->napping > 0 && !b->shm && !dsm__rt.bar_driving && !bar_over(b, e->epoch)) {
+        dsm__rt.bar_driving = true;
+        dsm__unlock_or_die(&dsm__rt.lock);
+        bar_drive(b, e->epoch, dsm__now_ns() + (uint64_t)ns);
+        dsm__lock_or_die(&dsm__rt.lock);
+        dsm__rt.bar_driving = false;
+        if (dsm__rt.bar_role_waiters) dsm__bar_wake();
+        dsm__unlock_or_die(&dsm__rt.lock);
+        dsm__bar_pump(); /* what came as the turn ended */
+        return true;
     }
     dsm__unlock_or_die(&dsm__rt.lock);
     return nap;
