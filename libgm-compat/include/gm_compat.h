@@ -186,11 +186,21 @@ GM_ENTRY_POINT gm_status_t gm_compat_sendv_now(struct gm_port *p, const struct i
  * gm_compat_put_keyed is gm_put into memory of the target whose key it
  * exported: a remote write at once, the callback when it landed.  The key
  * is not kept (a later gm_put there learns it as before).  Without remote
- * write on this port it is gm_put. */
+ * write on this port it is gm_put.
+ *
+ * gm_compat_get_keyed is gm_get from memory of the target whose key it
+ * exported: a remote read at once (on one host a copy by the caller), the
+ * callback when the data is in local_buffer.  Without remote read on this
+ * port, or with key 0, it is gm_get (the target answers when it polls). */
 GM_ENTRY_POINT gm_status_t gm_compat_export(struct gm_port *p, void *addr, gm_size_t len,
                                             gm_u64_t *key);
 GM_ENTRY_POINT void gm_compat_put_keyed(struct gm_port *p, void *local_buffer,
                                         gm_remote_ptr_t remote_buffer, gm_u64_t key, gm_size_t len,
+                                        enum gm_priority priority, unsigned int target_node_id,
+                                        unsigned int target_port_id,
+                                        gm_send_completion_callback_t callback, void *context);
+GM_ENTRY_POINT void gm_compat_get_keyed(struct gm_port *p, gm_remote_ptr_t remote_buffer,
+                                        gm_u64_t key, void *local_buffer, gm_size_t len,
                                         enum gm_priority priority, unsigned int target_node_id,
                                         unsigned int target_port_id,
                                         gm_send_completion_callback_t callback, void *context);

@@ -207,17 +207,17 @@ GMX_EXPORT void gm_compat_put_keyed(struct gm_port *p, void *local_buffer,
     gmx_port_unlock(p);
 }
 
-static void get_locked(struct gm_port *p, gm_remote_ptr_t remote_buffer, void *local_buffer,
-                       gm_size_t len, enum gm_priority priority, unsigned int target_node_id,
-                       unsigned int target_port_id, gm_send_completion_callback_t callback,
-                       void *context)
+static void get_locked(struct gm_port *p, gm_remote_ptr_t remote_buffer, gm_u64_t key,
+                       void *local_buffer, gm_size_t len, enum gm_priority priority,
+                       unsigned int target_node_id, unsigned int target_port_id,
+                       gm_send_completion_callback_t callback, void *context)
 {
     int ok = (local_buffer || len == 0) && remote_buffer + len >= remote_buffer;
     struct gmx_sreq *s =
         client_req(p, (unsigned)priority, target_node_id, target_port_id, callback, context, ok);
     if (!s) return;
     struct gmx_peer *peer = s->peer;
-    if (try_rma(p, s, 2, remote_buffer, len, 0)) {
+    if (try_rma(p, s, 2, remote_buffer, len, key)) {
         s->buf = local_buffer;
         s->len = len;
         gmx_submit(p, s);
@@ -416,17 +416,26 @@ GMX_EXPORT void gm_directed_send(struct gm_port *p, void *source_buffer,
            NULL);
 }
 
+GMX_EXPORT void gm_compat_get_keyed(struct gm_port *p, gm_remote_ptr_t remote_buffer, gm_u64_t key,
+                                    void *local_buffer, gm_size_t len, enum gm_priority priority,
+                                    unsigned int target_node_id, unsigned int target_port_id,
+                                    gm_send_completion_callback_t callback, void *context)
+{
+    if (!p) return;
+    gmx_port_lock(p);
+    get_locked(p, remote_buffer, key, local_buffer, len, priority, target_node_id, target_port_id,
+               callback, context);
+    gmx_acks_maybe(p); /* acks due that this send did not carry */
+    gmx_port_unlock(p);
+}
+
 GMX_EXPORT void gm_get(struct gm_port *p, gm_remote_ptr_t remote_buffer, void *local_buffer,
                        gm_size_t len, enum gm_priority priority, unsigned int target_node_id,
                        unsigned int target_port_id, gm_send_completion_callback_t callback,
                        void *context)
 {
-    if (!p) return;
-    gmx_port_lock(p);
-    get_locked(p, remote_buffer, local_buffer, len, priority, target_node_id, target_port_id,
-               callback, context);
-    gmx_acks_maybe(p); /* acks due that this send did not carry */
-    gmx_port_unlock(p);
+    gm_compat_get_keyed(p, remote_buffer, 0, local_buffer, len, priority, target_node_id,
+                        target_port_id, callback, context);
 }
 
 GMX_EXPORT void gm_drop_sends(struct gm_port *p, unsigned int priority, unsigned int target_node_id,
