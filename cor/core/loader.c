@@ -188,6 +188,11 @@ int cor__route_has_rma(const struct cor_route_ops *ops)
     return ROUTE_HAS(ops, mem_register) && ROUTE_HAS(ops, mem_deregister) && ROUTE_HAS(ops, put);
 }
 
+int cor__route_has_get(const struct cor_route_ops *ops)
+{
+    return cor__route_has_rma(ops) && ROUTE_HAS(ops, get);
+}
+
 int cor__route_has_mem(const struct cor_route_ops *ops)
 {
     return ROUTE_HAS(ops, mem_alloc) && ROUTE_HAS(ops, mem_free);

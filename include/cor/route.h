@@ -200,6 +200,17 @@ struct cor_route_ops {
      * rank + 1). 0: the core adds every peer at cor_init. 2: as 1, but only when the user
      * asks (COR_LAZY_PEERS=2): a route whose first-contact path is not yet trusted everywhere. */
     int lazy_peers;
+
+    /* --- optional, appended later --- */
+
+    /* Reads len bytes of peer memory (raddr, rkey: a key the peer's mem_register gave) into
+     * local (inside mr, a registration of ours); ordered after the earlier sends and puts to
+     * that peer on this port; completion via send_done(cookie): COR_OK once the bytes are in
+     * local, COR_EPEERDEAD when the peer was given up, another error when the peer's memory
+     * could not be read (a stale key). The route writes into local only until that
+     * send_done. Provided only with mem_register (has_rma). */
+    int (*get)(struct cor_rport *port, cor_peer_t peer, void *local, size_t len,
+               struct cor_route_mr *mr, uint64_t raddr, uint64_t rkey, void *cookie);
 };
 
 /* A route defines its table with this, the only exported symbol of the plugin. */

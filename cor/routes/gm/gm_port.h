@@ -114,9 +114,9 @@ struct gmr_peer {
 #define GMR_DIRECT_IOV 3
 
 enum gmr_tx_state { TX_FREE = 0, TX_QUEUED, TX_INFLIGHT, TX_DONE };
-enum gmr_tx_kind { TX_SEND = 0, TX_PUT };
+enum gmr_tx_kind { TX_SEND = 0, TX_PUT, TX_GET };
 
-/* One accepted send or put, in a FIFO ring of descriptors (order of acceptance). */
+/* One accepted send, put or get, in a FIFO ring of descriptors (order of acceptance). */
 struct gmr_tx {
     uint64_t seq;           /* descriptor number; the GM callback context (a late callback of a
                              * descriptor given up and reused must not complete the new one) */
@@ -124,11 +124,11 @@ struct gmr_tx {
     uint32_t peer;
     uint8_t kind, state, cls; /* cls: TX_SEND's buffer class, 0 small / 1 large */
     char *buf;                /* TX_SEND: the copy in the byte ring (NULL: sent direct, no
-                               * copy); TX_PUT: the local source */
+                               * copy); TX_PUT: the local source; TX_GET: the local target */
     size_t len;               /* bytes on the wire (header included for TX_SEND) */
     size_t end;               /* TX_SEND: byte ring offset after this frame (reclaim point) */
-    uint64_t raddr;           /* TX_PUT */
-    uint64_t rkey;            /* TX_PUT: the target's key (gm_compat_export), 0 = unknown */
+    uint64_t raddr;           /* TX_PUT, TX_GET */
+    uint64_t rkey;            /* TX_PUT, TX_GET: the peer's key (gm_compat_export), 0 = unknown */
 };
 
 /* A data frame received: handed to the core, then its buffer goes back to GM. */
@@ -210,7 +210,7 @@ struct cor_rport {
     uint64_t mr_clock;
 
     /* counters (dropped: in base) */
-    uint64_t frames_in, frames_out, queued_max, puts, abandoned, from_dead, small_out;
+    uint64_t frames_in, frames_out, queued_max, puts, gets, abandoned, from_dead, small_out;
     uint64_t pings, pongs;      /* liveness probes sent, and answers to the peers' (gm_live.c) */
     uint64_t direct_out;        /* frames of frames_out sent direct (gm_tx.c, send_direct) */
     int direct;                 /* frames may go direct: libgm's shm (gm_compat_sendv_now) */
@@ -253,6 +253,8 @@ void gmr_watch_remove(struct cor_rport *p);
 /* gm_tx.c */
 int gmr_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov, int iovcnt,
              void *cookie);
+int gmr_get(struct cor_rport *p, cor_peer_t peer, void *local, size_t len, struct cor_route_mr *mr,
+            uint64_t raddr, uint64_t rkey, void *cookie);
 int gmr_put(struct cor_rport *p, cor_peer_t peer, const void *local, size_t len,
             struct cor_route_mr *mr, uint64_t raddr, uint64_t rkey, void *cookie);
 /* Owner: applies the notes other threads left (peer_dead, local ports closed). */

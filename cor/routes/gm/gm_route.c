@@ -151,9 +151,9 @@ static void gmr_close(struct cor_rport *p)
     (void)rutil_done_take(&p->base);
     if (p->k.stats)
         gmr_log("port node %u id %u: frames out %" PRIu64 " (%" PRIu64 " small) in %" PRIu64
-                ", puts %" PRIu64 ", dropped %" PRIu64 " (stale control %" PRIu64 ", data %" PRIu64
-                "), deepest software queue %" PRIu64 ", sent direct %" PRIu64,
-                p->node_id, p->port_id, p->frames_out, p->small_out, p->frames_in, p->puts,
+                ", puts %" PRIu64 ", gets %" PRIu64 ", dropped %" PRIu64 " (stale control %" PRIu64
+                ", data %" PRIu64 "), deepest software queue %" PRIu64 ", sent direct %" PRIu64,
+                p->node_id, p->port_id, p->frames_out, p->small_out, p->frames_in, p->puts, p->gets,
                 rutil_port_dropped(&p->base), p->stale_ctrl, p->stale_data, p->queued_max,
                 p->direct_out);
     if (p->k.stats)
@@ -531,6 +531,7 @@ COR_ROUTE_DECLARE(gm) = {
     .mem_register = gmr_mem_register,
     .mem_deregister = gmr_mem_deregister,
     .put = gmr_put,
+    .get = gmr_get,
     .mem_alloc = gmr_mem_alloc,
     .mem_free = gmr_mem_free,
     .peer_dead = gmr_peer_dead_slot,

@@ -1,9 +1,9 @@
 /*
  * Sending: frames are copied into a ring of DMA memory and handed to GM while send tokens
  * last; beyond that they wait, in acceptance order, in the descriptor ring (the software
- * queue) and go out from progress() as GM callbacks return tokens. Puts share the same FIFO,
- * so a put is ordered before every later send to its peer. All data and puts travel at low
- * priority, where GM keeps order per target port.
+ * queue) and go out from progress() as GM callbacks return tokens. Puts and gets share the
+ * same FIFO, so a put is ordered before every later send to its peer. All data and puts travel at
+ * low priority, where GM keeps order per target port.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -186,10 +186,19 @@ static void on_sent(struct gm_port *gp, void *ctx, gm_status_t st)
         complete(p, t, COR_OK);
         return;
     }
+    if (t->kind == TX_GET && st == GM_PERMISSION_DENIED) {
+        /* the peer's key is not live (its registration went): its memory is not read, the
+         * peer is fine; the core asks for the data another way */
+        complete(p, t, COR_EINVAL);
+        return;
+    }
     if (is_peer_error(st)) {
         if (!p->peers[t->peer].dead)
             gmr_log("%s to domain %u failed: %s; giving the domain up",
-                    t->kind == TX_PUT ? "put" : "send", t->peer, gm_strerror(st));
+                    t->kind == TX_PUT   ? "put"
+                    : t->kind == TX_GET ? "get"
+                                        : "send",
+                    t->peer, gm_strerror(st));
         gmr_peer_dead(p, t->peer, COR_EPEERDEAD);
     } else {
         gmr_log("send to domain %u: %s", t->peer, gm_strerror(st));
@@ -212,6 +221,10 @@ static void start(struct cor_rport *p, struct gmr_tx *t)
                               q->port, on_sent, (void *)(uintptr_t)t->seq);
         p->frames_out++;
         p->small_out += t->cls == 0;
+    } else if (t->kind == TX_GET) {
+        gm_compat_get_keyed(p->gp, t->raddr, t->rkey, t->buf, t->len, GM_LOW_PRIORITY, q->node,
+                            q->port, on_sent, (void *)(uintptr_t)t->seq);
+        p->gets++;
     } else {
         if (t->rkey) /* a remote write at once, not messages until the key is learnt */
             gm_compat_put_keyed(p->gp, t->buf, t->raddr, t->rkey, t->len, GM_LOW_PRIORITY, q->node,
@@ -400,7 +413,7 @@ static void tx_commit(struct cor_rport *p, struct gmr_tx *t)
 {
     p->d_head++;
     struct gmr_peer *q = &p->peers[t->peer];
-    if (q->nqueued == 0 && p->tokens > 0 && (t->kind == TX_PUT || q->credits[t->cls] > 0)) {
+    if (q->nqueued == 0 && p->tokens > 0 && (t->kind != TX_SEND || q->credits[t->cls] > 0)) {
         if (p->d_queue == p->d_head - 1) p->d_queue++;
         start(p, t);
         return;
@@ -513,8 +526,9 @@ static int mr_covers(struct cor_rport *p, struct cor_route_mr *mr, const char *l
     return ok;
 }
 
-int gmr_put(struct cor_rport *p, cor_peer_t peer, const void *local, size_t len,
-            struct cor_route_mr *mr, uint64_t raddr, uint64_t rkey, void *cookie)
+/* A put or a get of len bytes between local (in mr) and the peer's (raddr, rkey). */
+static int rma(struct cor_rport *p, int kind, cor_peer_t peer, const void *local, size_t len,
+               struct cor_route_mr *mr, uint64_t raddr, uint64_t rkey, void *cookie)
 {
     if (!p || !mr || (!local && len) || raddr + len < raddr) return COR_EINVAL;
     int rc = peer_check(p, peer);
@@ -522,7 +536,7 @@ int gmr_put(struct cor_rport *p, cor_peer_t peer, const void *local, size_t len,
     rc = COR_EINVAL;
     if (!mr_covers(p, mr, local, len)) goto out;
     rc = COR_EAGAIN;
-    struct gmr_tx *t = tx_new(p, peer, cookie, TX_PUT);
+    struct gmr_tx *t = tx_new(p, peer, cookie, kind);
     if (!t) goto out;
     t->buf = (char *)local;
     t->len = len;
@@ -533,4 +547,18 @@ int gmr_put(struct cor_rport *p, cor_peer_t peer, const void *local, size_t len,
 out:
     gmr_publish(p);
     return rc;
+}
+
+int gmr_put(struct cor_rport *p, cor_peer_t peer, const void *local, size_t len,
+            struct cor_route_mr *mr, uint64_t raddr, uint64_t rkey, void *cookie)
+{
+    return rma(p, TX_PUT, peer, local, len, mr, raddr, rkey, cookie);
+}
+
+/* The peer's key comes with its request to send (the core's receiver-driven rendezvous): a
+ * remote read at once, into the receive's own buffer. */
+int gmr_get(struct cor_rport *p, cor_peer_t peer, void *local, size_t len, struct cor_route_mr *mr,
+            uint64_t raddr, uint64_t rkey, void *cookie)
+{
+    return rma(p, TX_GET, peer, local, len, mr, raddr, rkey, cookie);
 }
