@@ -44,6 +44,7 @@ static void read_knobs(void)
         (int)cor__knob_long_in(COR_K_CREDIT_THRESHOLD, g.credits / 2, g.credits - 1);
     g.eager_override = cor__knob_long(COR_K_EAGER_LIMIT);
     g.stripe_min = cor__knob_long(COR_K_STRIPE_MIN);
+    g.get_max = cor__knob_long(COR_K_GET_MAX);
     const char *raw = cor__knob_str(COR_K_RAW);
     g.raw_enabled = raw && *raw && strcmp(raw, "0") != 0;
 }

@@ -133,6 +133,7 @@ int cor__hport_open(struct cor_route *r, int index, struct cor_hport **out)
     const struct cor_route_ops *ops = r->ops;
     hp->rma = hp->caps.has_rma && cor__route_has_rma(ops) && cor__knob_long(COR_K_RMA) == 1;
     hp->await_peer = cor__route_has_await(ops);
+    hp->get = hp->rma && cor__route_has_get(ops);
     *out = hp;
     return COR_OK;
 }
@@ -534,6 +535,24 @@ static void dispatch_queued(struct cor_hport *hp)
             if (!hp->q_tail) hp->q_tail = fin;
             continue;
         }
+        if (op->kind == OP_GET) {
+            /* The receiver reads a rendezvous' data (F_RTS_GET); its completion sends F_GOT. */
+            struct cor_req *r = op->into;
+            inflight_add(hp, 1);
+            int rc = hp->route->ops->get(hp->rp, op->peer, r->buf, r->expect, r->mr, op->hdr.offset,
+                                         op->hdr.ctx, op);
+            if (rc == COR_EAGAIN) {
+                inflight_add(hp, -1);
+                return;
+            }
+            hp->q_head = op->next;
+            if (!hp->q_head) hp->q_tail = NULL;
+            if (rc != COR_OK) {
+                inflight_add(hp, -1);
+                cor__proto_got(hp, op, rc);
+            }
+            continue;
+        }
         if (op->kind == OP_DATA_JOB) {
             struct cor_req *r = op->data; /* held by the job until it is freed */
             while (op->job_off < op->job_end) {
@@ -635,6 +654,10 @@ void cor__send_release(struct cor_req *r, int err)
 
 static void op_fail(struct send_op *op, int err)
 {
+    if (op->kind == OP_GET) { /* never taken by the route (a port that closes) */
+        cor__proto_got(op->hp, op, err == COR_OK ? COR_ECLOSED : err);
+        return;
+    }
     if (op->req) cor__req_complete(op->req, err);
     if (op->data) cor__send_release(op->data, err);
     op_free(op);
@@ -649,6 +672,10 @@ void cor__upcall_send_done(void *core, void *cookie, int status)
     }
     struct send_op *op = cookie;
     inflight_add(hp, -1);
+    if (op->kind == OP_GET) {
+        cor__proto_got(hp, op, status);
+        return;
+    }
     if (op->req) cor__req_complete(op->req, status);
     if (op->data) {
         if (status == COR_OK) atomic_fetch_add(&op->data->done_bytes, op->plen);

@@ -11,7 +11,7 @@
 #include "internal.h"
 #include "proto.h"
 
-enum op_kind { OP_FRAME, OP_DATA_JOB };
+enum op_kind { OP_FRAME, OP_DATA_JOB, OP_GET };
 
 struct send_op {
     struct send_op *next;
@@ -24,6 +24,8 @@ struct send_op {
     size_t plen;
     struct cor_req *req;     /* OP_FRAME: complete when the route is done (eager, svc reply) */
     struct cor_req *data;    /* OP_FRAME of a DATA chunk, or OP_DATA_JOB: the send request */
+    struct cor_req *into;    /* OP_GET: the receive the route reads into (hdr: its F_GOT, with
+                              * the sender's address in offset and key in ctx until sent) */
     bool owned;              /* payload is a copy freed with the op */
     bool cached;             /* that copy is a block of hp's copy cache */
     bool in_room;            /* payload is a copy in room[], freed with the op */
@@ -43,6 +45,10 @@ struct send_op *cor__op_new_copy(struct cor_hport *hp, uint32_t peer, const void
 /* Hands op to its port: sent inline when the port is ours or free, else left in the inbox for
  * its owner, without waiting. The op belongs to the port from here on. */
 void cor__hport_submit(struct cor_hport *hp, struct send_op *op);
+
+/* proto.c: the route finished (status) or refused reading a rendezvous' data (OP_GET op): the
+ * receive completes and the sender hears F_GOT, or the data is asked for by CTS. Takes op. */
+void cor__proto_got(struct cor_hport *hp, struct send_op *op, int status);
 
 /* Eager credits toward `peer` (atomics: no lock). Spends `cost` units if that leaves at least
  * one (the last is never spent); adds what the peer returned (never above the budget). */

@@ -89,6 +89,8 @@ struct cor_req {
     _Atomic size_t done_bytes;  /* receiver: bytes arrived; sender: bytes the route finished
                                    (frames of one message may travel on several ports) */
     bool rma;                   /* data moves by remote write (route put), then F_FIN */
+    bool getting;               /* sender: an RTS_GET is out (its F_GOT completes the send);
+                                   receiver: the route reads the data (OP_GET), then F_GOT */
     _Atomic bool awaiting_data; /* receiver: CTS sent, data frames or F_FIN to come */
     _Atomic bool awaits;        /* the route was told we wait for peer_rank (cor__await_*) */
     uint64_t raddr, rkey;       /* sender: where to put */
@@ -141,7 +143,9 @@ struct cor_umsg {
     int credit;           /* UM_EAGER: credit units to return when it is consumed */
     struct cor_hport *hp; /* where to return the credit / send CTS */
     uint32_t peer_rank;
-    uint64_t sreq;         /* UM_RNDV: sender's request; UM_LOCAL: sender req handle */
+    uint64_t sreq; /* UM_RNDV: sender's request; UM_LOCAL: sender req handle */
+    bool readable; /* UM_RNDV from F_RTS_GET: the data lies at (raddr, rkey) */
+    uint64_t raddr, rkey;
     struct cor_req *lsend; /* UM_LOCAL: the local sender's request */
 };
 
@@ -241,6 +245,8 @@ struct cor_hport {
     int credit_threshold; /* units owed that trigger a credit-only frame */
     bool rma;             /* the route offers mem_register + put: rendezvous by remote write */
     bool await_peer;      /* the route has await_peer (route.h): told what we wait for */
+    bool get;             /* rma, and the route reads remote memory (get): rendezvous up to
+                             COR_GET_MAX bytes are read by their receiver (F_RTS_GET) */
 
     /* One owner at a time (hport.c): the thread that set `owned` (a listener, a spinning
      * task, the dispatcher, a sender) is the only one that calls the route's send, put and
@@ -274,6 +280,7 @@ struct cor_hport {
 
 int cor__route_load(const char *name, bool quiet, struct cor_route **out);
 int cor__route_has_rma(const struct cor_route_ops *ops);
+int cor__route_has_get(const struct cor_route_ops *ops);
 int cor__route_has_mem(const struct cor_route_ops *ops);
 int cor__route_has_peer_dead(const struct cor_route_ops *ops);
 int cor__route_lazy_peers(const struct cor_route_ops *ops); /* takes peers at first contact */
@@ -421,6 +428,7 @@ struct cor_global {
     int credits, credit_threshold;
     long eager_override; /* COR_EAGER_LIMIT, -1 = route default */
     long stripe_min;     /* COR_STRIPE_MIN: rendezvous data this large is striped over ports */
+    long get_max;        /* COR_GET_MAX: rendezvous up to this size read by the receiver */
     bool raw_enabled;
     bool dynamic;          /* cor_init_join: peers connect at run time (cor_domain_connect) */
     _Atomic int init_refs; /* cor_init calls sharing a dynamic session, not yet finalized */

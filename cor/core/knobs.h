@@ -37,6 +37,8 @@
     X(STRIPE_MIN, "COR_STRIPE_MIN", INT, 512 * 1024, 0, 1LL << 40, "",                             \
       "rendezvous data striped over the hard ports")                                               \
     X(RMA, "COR_RMA", INT, 1, 0, 1, "", "0: no remote writes for rendezvous")                      \
+    X(GET_MAX, "COR_GET_MAX", INT, 65536, 0, 1LL << 40, "",                                        \
+      "rendezvous up to this size are read by the receiver (route get); 0: never")                 \
     X(DMA_BUFFERS, "COR_DMA_BUFFERS", INT, 1, 0, 1, "",                                            \
       "0: getBuffer from the heap, not route memory")                                              \
     X(PREPARE, "COR_PREPARE", INT, 1, 0, 1, "",                                                    \

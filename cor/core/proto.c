@@ -11,7 +11,16 @@
  *
  * Rendezvous: RTS; the receiver matches it (now or when the receive is posted) and answers
  * CTS with the bytes it can take; the sender streams DATA frames, which the receiver copies
- * into place. Matching happens in frame order, so order per task pair holds for both.
+ * into place (or, on a route with RMA, puts the data there and sends F_FIN). Matching happens
+ * in frame order, so order per task pair holds for all of them.
+ *
+ * Read rendezvous (routes with get, messages up to COR_GET_MAX): the RTS (F_RTS_GET) names the
+ * data's address and the sender's route key; the receiver that matches it reads the data
+ * straight into the receive's buffer (route get) and answers F_GOT, which completes the send.
+ * One hop and one copy where CTS, put and FIN took three hops: on one host an 8-32 KiB
+ * message is a message and a process_vm_readv. A receiver that cannot read (truncated to
+ * nothing, no registration, a stale key) answers CTS instead, and the sender goes on as for
+ * an RTS.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +164,25 @@ static void rts_carry_tail(struct cor_hport *hp, struct send_op *op, const struc
     op->hdr.offset = r->cap - tail;
 }
 
+/* A rendezvous its receiver reads (route get): the RTS names the data's place and the route's
+ * key for it. Not with key 0 (the receiver's read would go as messages the sender answers). */
+static bool rts_readable(struct cor_hport *hp, struct send_op *op, struct cor_req *r)
+{
+    uint64_t key = 0;
+    if (!hp->get || r->cap == 0 || r->cap > (size_t)g.get_max ||
+        hp->route->ops->mem_register(hp->rp, r->buf, r->cap, &r->mr, &key) != COR_OK)
+        return false;
+    if (!key) {
+        cor__req_mr_release(r);
+        return false;
+    }
+    op->hdr.type = F_RTS_GET;
+    op->hdr.offset = (uint64_t)(uintptr_t)r->buf;
+    op->hdr.rreq = key;
+    r->getting = true;
+    return true;
+}
+
 /* The task's table of message numbers, one per destination domain, made at its first send.
  * Threads sending as one task (libcorpvm's inbox) may get here together: one table wins
  * (their sends to one destination must be serialized by the caller). The pointer is only
@@ -240,7 +268,7 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
         op->hdr.type = F_RTS;
         op->payload = NULL; /* the copy in room[], if any, stays unused */
         op->plen = 0;
-        rts_carry_tail(hp, op, r);
+        if (!rts_readable(hp, op, r)) rts_carry_tail(hp, op, r);
         cor__count(C_RNDV_SENT, 1);
         cor__await_begin(r); /* its clear-to-send */
     }
@@ -252,10 +280,72 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
 
 /* A matched rendezvous: answer CTS with what the receive can take, less the message's tail
  * that came with the RTS (`tail` bytes ending the message, or none). */
+/* A matched F_RTS_GET (at = the sender's address and key): the route reads the data into the
+ * receive's buffer (OP_GET), whose completion sends F_GOT (cor__proto_got). false if it cannot. */
+static bool read_into(struct cor_req *r, struct cor_hport *hp, uint32_t peer, const uint64_t at[2],
+                      uint16_t src_task, uint16_t dst_task)
+{
+    uint64_t key;
+    if (hp->route->ops->mem_register(hp->rp, r->buf, r->expect, &r->mr, &key) != COR_OK)
+        return false;
+    struct send_op *op = cor__op_new(hp, peer);
+    if (!op) {
+        cor__req_mr_release(r);
+        return false;
+    }
+    op->kind = OP_GET;
+    op->into = r;
+    op->hdr = (struct frame_hdr){.type = F_GOT,
+                                 .src_task = dst_task,
+                                 .dst_task = src_task,
+                                 .len = r->expect,
+                                 .sreq = r->remote_req,
+                                 .offset = at[0],
+                                 .ctx = at[1]};
+    r->getting = true;
+    cor__count(C_MSGS_RECEIVED, 1);
+    cor__hport_submit(hp, op);
+    return true;
+}
+
+void cor__proto_got(struct cor_hport *hp, struct send_op *op, int status)
+{
+    struct cor_req *r = op->into;
+    cor__req_mr_release(r);
+    op->kind = OP_FRAME;
+    op->into = NULL;
+    op->hdr.offset = op->hdr.ctx = 0;
+    if (status == COR_OK) {
+        cor__hport_submit(hp, op); /* F_GOT: the sender's send is done */
+        cor__count(C_BYTES_RECEIVED, r->expect);
+        atomic_store(&r->done_bytes, r->expect);
+        cor__arrival_note(r->owner);
+        cor__req_complete(r, r->status.error);
+        return;
+    }
+    if (status == COR_EPEERDEAD || status == COR_ECLOSED) {
+        free(op);
+        cor__req_complete(r, status);
+        return;
+    }
+    /* The sender's memory could not be read (its key is not live there): ask for the data as
+     * for an RTS, by CTS; the sender's send is still pending. */
+    r->getting = false;
+    op->hdr = (struct frame_hdr){.type = F_CTS,
+                                 .src_task = op->hdr.src_task,
+                                 .dst_task = op->hdr.dst_task,
+                                 .len = r->expect,
+                                 .sreq = op->hdr.sreq,
+                                 .rreq = r->handle};
+    cor__await_begin(r);
+    atomic_store(&r->awaiting_data, true);
+    cor__hport_submit(hp, op);
+}
+
 static void rndv_accept(struct cor_req *r, struct cor_hport *hp, uint32_t peer, uint64_t sreq,
                         cor_idp_t src, cor_idp_t ctx, int tag, cor_type_t type, size_t count,
                         size_t bytes, uint16_t src_task, uint16_t dst_task, const void *tail,
-                        size_t tail_len)
+                        size_t tail_len, const uint64_t *readable)
 {
     fill_status(r, src, ctx, tag, type, count);
     size_t take;
@@ -268,6 +358,9 @@ static void rndv_accept(struct cor_req *r, struct cor_hport *hp, uint32_t peer, 
     r->expect = take;
     size_t ask = take, tail_at = bytes - tail_len;
     bool taking = err == COR_OK || err == COR_ETRUNC;
+    if (readable && hp->get && taking && take && !tail_len &&
+        read_into(r, hp, peer, readable, src_task, dst_task))
+        return;
     if (tail_len && taking && take > tail_at) {
         /* under the owner's lock, as on_data copies: a peer death may complete r meanwhile */
         COR_LOCK(&r->owner->lock);
@@ -333,11 +426,13 @@ static void consume(struct cor_req *r, struct cor_umsg *m)
                            m->bytes);
         if (m->hp) cor__return_credit(m->hp, m->peer_rank, m->credit);
         break;
-    case UM_RNDV:
+    case UM_RNDV: {
+        uint64_t at[2] = {m->raddr, m->rkey};
         rndv_accept(r, m->hp, m->peer_rank, m->sreq, m->src, m->ctx, m->tag, m->type, m->count,
                     m->bytes, (uint16_t)cor_idp_index(m->src), (uint16_t)r->owner->index, m->data,
-                    m->tail);
+                    m->tail, m->readable ? at : NULL);
         break;
+    }
     case UM_LOCAL:
         complete_recv_with(r, m->src, m->ctx, m->tag, m->type, m->count, m->lsend->buf, m->bytes);
         cor__req_complete(m->lsend, COR_OK);
@@ -431,6 +526,9 @@ static void on_message(struct cor_hport *hp, uint32_t peer, const struct frame_h
                 }
             } else {
                 m->kind = UM_RNDV;
+                m->readable = h->type == F_RTS_GET;
+                m->raddr = h->offset;
+                m->rkey = h->rreq;
                 if (plen && (m->data = cor__buf_alloc(COR_BYTE, plen))) {
                     memcpy(m->data, payload, plen);
                     m->tail = plen;
@@ -448,10 +546,11 @@ static void on_message(struct cor_hport *hp, uint32_t peer, const struct frame_h
     }
     COR_UNLOCK(&dt->lock);
     cor__arrival_note(dt);
-    if (r) /* an RTS */
+    if (r) { /* an RTS */
+        uint64_t at[2] = {h->offset, h->rreq};
         rndv_accept(r, hp, peer, h->sreq, src, h->ctx, h->tag, h->dtype, h->count, h->len,
-                    h->src_task, h->dst_task, payload, plen);
-    else if (!m) {
+                    h->src_task, h->dst_task, payload, plen, h->type == F_RTS_GET ? at : NULL);
+    } else if (!m) {
         cor__log("out of memory keeping a message from domain %u: it is lost", peer);
     }
 }
@@ -468,8 +567,10 @@ static void on_cts(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *
     r->remote_req = h->rreq;
     r->expect = h->len;
     if (h->count == CTS_RMA) {
+        /* (an RTS_GET's registration of the whole buffer serves the put as well) */
         if (!hp->rma || h->len == 0 ||
-            hp->route->ops->mem_register(hp->rp, r->buf, h->len, &r->mr, &r->rkey) != COR_OK) {
+            (!r->mr &&
+             hp->route->ops->mem_register(hp->rp, r->buf, h->len, &r->mr, &r->rkey) != COR_OK)) {
             /* the sender cannot write remotely: the receiver waits for F_FIN forever
              * otherwise, so this is a protocol failure both sides must see */
             drop("remote-write clear-to-send on a port without RMA", peer);
@@ -482,7 +583,7 @@ static void on_cts(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *
     }
     int pending = RS_PENDING; /* a peer death may have completed it meanwhile */
     if (!atomic_compare_exchange_strong(&r->state, &pending, RS_MATCHED)) {
-        cor__req_mr_release(r);
+        if (!r->getting) cor__req_mr_release(r); /* (else that completion released it) */
         return;
     }
     if (h->len == 0) {
@@ -522,7 +623,7 @@ static void on_data(struct cor_hport *hp, uint32_t peer, const struct frame_hdr 
 {
     struct cor_req *r = cor__req_lookup(h->rreq);
     if (!r || r->kind != REQ_RECV || r->peer_rank != peer || atomic_load(&r->state) != RS_MATCHED ||
-        plen != h->len || h->offset > r->expect || plen > r->expect - h->offset) {
+        r->getting || plen != h->len || h->offset > r->expect || plen > r->expect - h->offset) {
         drop("rendezvous data for no matching receive", peer);
         return;
     }
@@ -556,6 +657,18 @@ static void on_fin(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *
     cor__count(C_BYTES_RECEIVED, r->expect);
     cor__arrival_note(r->owner);
     cor__req_complete(r, r->status.error);
+}
+
+/* The receiver read the data of our F_RTS_GET: the send is done. */
+static void on_got(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *h)
+{
+    struct cor_req *r = cor__req_lookup(h->sreq);
+    if (!r || r->kind != REQ_SEND || r->peer_rank != peer || r->hp != hp || !r->getting ||
+        atomic_load(&r->state) != RS_PENDING || h->len > r->cap) {
+        drop("read-rendezvous completion for no pending send", peer);
+        return;
+    }
+    cor__req_complete(r, COR_OK); /* (its registration goes with it) */
 }
 
 static void on_svc(struct cor_hport *hp, uint32_t peer, const struct frame_hdr *h,
@@ -690,7 +803,7 @@ void cor__upcall_deliver(void *core, cor_peer_t peer, const void *frame, size_t 
     }
     if (h.credits) cor__credits_returned(hp, peer, h.credits);
     const unsigned char *p = frame;
-    if (h.type == F_EAGER || h.type == F_RTS)
+    if (cor__frame_is_msg(h.type))
         in_order(hp, peer, &h, p, len);
     else
         process(hp, peer, &h, p + FRAME_HDR_SIZE, len - FRAME_HDR_SIZE);
@@ -710,6 +823,9 @@ static void process(struct cor_hport *hp, uint32_t peer, const struct frame_hdr 
         break;
     case F_FIN:
         on_fin(hp, peer, h);
+        break;
+    case F_GOT:
+        on_got(hp, peer, h);
         break;
     case F_SVC_REQ:
     case F_SVC_REP:

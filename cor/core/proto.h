@@ -20,7 +20,10 @@ enum frame_type {
     F_CREDIT,    /* credits only */
     F_SVC_REQ,   /* service call (names, logical domains) */
     F_SVC_REP,
-    F_FIN, /* rendezvous by remote write: the data of `rreq` is in place */
+    F_FIN,     /* rendezvous by remote write: the data of `rreq` is in place */
+    F_RTS_GET, /* rendezvous the receiver reads: an RTS (no tail) whose data lies at `offset`
+                * under the sender's route key `rreq` (route get) */
+    F_GOT,     /* the receiver read `len` bytes of send `sreq` (F_RTS_GET): the send is done */
     F_TYPE_END
 };
 
@@ -83,7 +86,13 @@ static inline int cor__frame_hdr(const void *frame, size_t len, struct frame_hdr
     return 0;
 }
 
-/* 1 if an EAGER or RTS header agrees with its plen payload bytes (element type, count and
+/* A message's first frame: matched in order against the receives. */
+static inline int cor__frame_is_msg(unsigned type)
+{
+    return type == F_EAGER || type == F_RTS || type == F_RTS_GET;
+}
+
+/* 1 if an EAGER, RTS or RTS_GET header agrees with its plen payload bytes (element type, count and
  * bytes, the eager size limit, the tail an RTS carries, tag), else 0. The caller checks the
  * task it names. */
 static inline int cor__frame_msg_ok(const struct frame_hdr *h, size_t plen, size_t eager_limit)
@@ -95,6 +104,8 @@ static inline int cor__frame_msg_ok(const struct frame_hdr *h, size_t plen, size
     if (h->type == F_RTS && plen &&
         (plen > RTS_TAIL_MAX || plen >= h->len || h->offset != h->len - plen))
         return 0;
+    /* the sender's memory is [offset, offset + len): it must not wrap around */
+    if (h->type == F_RTS_GET && (plen || h->len == 0 || h->offset + h->len < h->offset)) return 0;
     return 1;
 }
 

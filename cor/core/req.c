@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "hport.h"
 #include "internal.h"
 #include "tcache.h"
 
@@ -197,6 +198,9 @@ static bool complete(struct cor_req *r, int err, bool locked)
     } while (!atomic_compare_exchange_weak(&r->state, &s, RS_DONE + 16));
     r->status.error = err;
     if (atomic_load_explicit(&r->awaits, memory_order_relaxed)) cor__await_end(r);
+    /* a send whose RTS_GET named its buffer: its registration goes with it, whoever completes
+     * it (the receiver's F_GOT, the peer's death) */
+    if (r->kind == REQ_SEND && r->getting && r->mr) cor__req_mr_release(r);
     struct cor_task *t = r->owner; /* r may be freed and reused once it is DONE */
     /* The owner's lock only when someone sleeps: a sleeper counts itself (seq_cst) before it
      * looks at the state, and we publish the state before we look at the count, so either it

@@ -3,7 +3,8 @@
  * peer domain: eager sends while credit units last (the last one reserved), rendezvous when they
  * run out or the message is above the eager limit, credits coming back piggy-backed or in
  * credit-only frames, unexpected-memory accounting, rendezvous receives, order of frames
- * that overtook each other, and malformed frames dropped and counted.
+ * that overtook each other, malformed frames dropped and counted, and the read rendezvous
+ * (F_RTS_GET / F_GOT) on a port whose route reads remote memory.
  *
  * Also the wake-ups of sleeping tasks that a polling loop defers (req.c).
  *
@@ -49,6 +50,7 @@ static struct {
     int nout, seen;           /* seen: consumed by the test */
     void *cookies[FK_MAX];    /* send_done still due */
     int ncookies;
+    int status[FK_MAX];      /* their send_done status */
     struct frame in[FK_MAX]; /* to deliver at the next progress */
     int nin;
     int refuse;       /* send() says COR_EAGAIN */
@@ -121,6 +123,7 @@ static int fk_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov
         off += iov[i].iov_len;
     }
     fk.out[fk.nout++] = (struct frame){peer, len, d};
+    fk.status[fk.ncookies] = COR_OK;
     fk.cookies[fk.ncookies++] = cookie;
     bool race = fk.done_in_send > 0;
     if (race) fk.done_in_send--;
@@ -137,17 +140,19 @@ static int fk_send(struct cor_rport *p, cor_peer_t peer, const struct iovec *iov
 static int fk_progress(struct cor_rport *p)
 {
     static void *cookies[FK_MAX];
+    static int status[FK_MAX];
     static struct frame in[FK_MAX];
     fk_enter();
     COR_LOCK(&fk.lock);
     int nc = fk.ncookies, ni = fk.nin;
     memcpy(cookies, fk.cookies, (size_t)nc * sizeof *cookies);
+    memcpy(status, fk.status, (size_t)nc * sizeof *status);
     memcpy(in, fk.in, (size_t)ni * sizeof *in);
     fk.ncookies = fk.nin = 0;
     COR_UNLOCK(&fk.lock);
     /* callbacks without our lock held, as route.h requires */
     for (int i = 0; i < nc; i++)
-        p->up.send_done(p->up.core, cookies[i], COR_OK);
+        p->up.send_done(p->up.core, cookies[i], status[i]);
     for (int i = 0; i < ni; i++) {
         p->up.deliver(p->up.core, in[i].peer, in[i].data, in[i].len);
         free(in[i].data);
@@ -171,6 +176,55 @@ static void fk_caps(struct cor_rport *p, struct cor_route_caps *c)
     *c = (struct cor_route_caps){.frame_max = FRAME_MAX, .eager_limit = EAGER_LIMIT};
 }
 
+/* RMA, used only where a test turns the port's rma and get on (rma_on): registrations are
+ * counted, every key is FK_KEY, and a get copies from our own memory (the test plays the
+ * peer in this process), or fails with COR_EINVAL for another key (a stale one). */
+#define FK_KEY 0x5eed5eedull
+struct cor_route_mr {
+    void *addr;
+    size_t len;
+};
+static _Atomic int fk_regs, fk_gets;
+static int fk_mem_register(struct cor_rport *p, void *addr, size_t len, struct cor_route_mr **mr,
+                           uint64_t *key)
+{
+    (void)p;
+    struct cor_route_mr *m = malloc(sizeof *m);
+    if (!m) return COR_ENOMEM;
+    *m = (struct cor_route_mr){addr, len};
+    *mr = m;
+    *key = FK_KEY;
+    atomic_fetch_add(&fk_regs, 1);
+    return COR_OK;
+}
+static void fk_mem_deregister(struct cor_rport *p, struct cor_route_mr *mr)
+{
+    (void)p;
+    free(mr);
+    atomic_fetch_sub(&fk_regs, 1);
+}
+static int fk_put(struct cor_rport *p, cor_peer_t peer, const void *local, size_t len,
+                  struct cor_route_mr *mr, uint64_t raddr, uint64_t rkey, void *cookie)
+{
+    (void)p, (void)peer, (void)local, (void)len, (void)mr, (void)raddr, (void)rkey, (void)cookie;
+    return COR_EINVAL; /* the tests never ask for a remote write */
+}
+static int fk_get(struct cor_rport *p, cor_peer_t peer, void *local, size_t len,
+                  struct cor_route_mr *mr, uint64_t raddr, uint64_t rkey, void *cookie)
+{
+    (void)p, (void)peer;
+    if (!mr || (char *)local < (char *)mr->addr || len > mr->len) return COR_EINVAL;
+    fk_enter();
+    COR_LOCK(&fk.lock);
+    if (rkey == FK_KEY) memcpy(local, (const void *)(uintptr_t)raddr, len);
+    fk.status[fk.ncookies] = rkey == FK_KEY ? COR_OK : COR_EINVAL;
+    fk.cookies[fk.ncookies++] = cookie;
+    COR_UNLOCK(&fk.lock);
+    fk_leave();
+    atomic_fetch_add(&fk_gets, 1);
+    return COR_OK;
+}
+
 static const struct cor_route_ops fake_ops = {
     .size = sizeof(struct cor_route_ops),
     .abi = COR_ROUTE_ABI,
@@ -184,6 +238,10 @@ static const struct cor_route_ops fake_ops = {
     .wait_fd = fk_wait_fd,
     .timeout_ms = fk_timeout,
     .caps = fk_caps,
+    .mem_register = fk_mem_register,
+    .mem_deregister = fk_mem_deregister,
+    .put = fk_put,
+    .get = fk_get,
 };
 
 /* ---- the domain, set up by hand ---- */
@@ -1353,6 +1411,181 @@ static void test_recycle_under_scan(void)
     EXPECT_EQ(wrong, 0);
 }
 
+/* ---- the read rendezvous ---- */
+
+/* The port reads remote memory (the route's caps say no RMA, so the other tests see none). */
+static void rma_on(bool on)
+{
+    hp->rma = hp->get = on;
+    g.get_max = on ? 1 << 20 : 0;
+}
+
+/* A message above the eager limit goes as F_RTS_GET naming its buffer and key; the receiver's
+ * F_GOT completes the send and releases the registration; a wrong or late F_GOT is dropped; a
+ * receiver that answers CTS instead gets the data as for an RTS; a peer death completes a
+ * waiting send and releases its registration too. */
+static void test_read_rendezvous_send(void)
+{
+    drain_out();
+    rma_on(true);
+    enum { N = 3000 };
+    unsigned char *src = malloc(N);
+    REQUIRE(src != NULL);
+    for (int i = 0; i < N; i++)
+        src[i] = (unsigned char)(i * 5 + 3);
+    int regs0 = atomic_load(&fk_regs);
+    cor_req_t r;
+    EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 71, COR_BYTE, src, N, &r), COR_OK);
+    struct frame_hdr h;
+    const struct frame *f = next_out(&h);
+    REQUIRE(f != NULL);
+    EXPECT_EQ(h.type, F_RTS_GET);
+    EXPECT_EQ(f->len, FRAME_HDR_SIZE); /* no tail: the receiver reads it all */
+    EXPECT_EQ(h.len, N);
+    EXPECT_EQ(h.offset, (uint64_t)(uintptr_t)src);
+    EXPECT_EQ(h.rreq, FK_KEY);
+    EXPECT_EQ(atomic_load(&fk_regs), regs0 + 1);
+    cor_stats_t s0 = stats();
+    struct frame_hdr other = {.type = F_GOT, .sreq = h.sreq + 1, .len = N};
+    struct frame_hdr over = {.type = F_GOT, .sreq = h.sreq, .len = N + 1};
+    inject(&other, NULL, 0, PEER);
+    inject(&over, NULL, 0, PEER);
+    pump();
+    EXPECT_EQ(stats().frames_dropped - s0.frames_dropped, 2);
+    int done = 1;
+    EXPECT_ERR(cor_test(&r, &done, NULL), COR_OK);
+    EXPECT_EQ(done, 0);
+    struct frame_hdr got = {
+        .type = F_GOT, .src_task = h.dst_task, .dst_task = h.src_task, .sreq = h.sreq, .len = N};
+    inject(&got, NULL, 0, PEER);
+    pump();
+    EXPECT_ERR(finish(&r, NULL), COR_OK);
+    EXPECT_EQ(atomic_load(&fk_regs), regs0);
+    inject(&got, NULL, 0, PEER); /* once more: no send waits for it */
+    pump();
+    EXPECT_EQ(stats().frames_dropped - s0.frames_dropped, 3);
+
+    /* the receiver answers CTS (it could not read): data frames, as for an RTS */
+    EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 72, COR_BYTE, src, N, &r), COR_OK);
+    REQUIRE(next_out(&h) != NULL);
+    EXPECT_EQ(h.type, F_RTS_GET);
+    answer_rts(&h, N, src);
+    EXPECT_ERR(finish(&r, NULL), COR_OK);
+    EXPECT_EQ(atomic_load(&fk_regs), regs0);
+
+    /* the peer dies while the send waits for F_GOT */
+    EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 73, COR_BYTE, src, N, &r), COR_OK);
+    REQUIRE(next_out(&h) != NULL);
+    EXPECT_EQ(h.type, F_RTS_GET);
+    cor__req_fail_peer(PEER, COR_EPEERDEAD);
+    EXPECT_ERR(finish(&r, NULL), COR_EPEERDEAD);
+    EXPECT_EQ(atomic_load(&fk_regs), regs0);
+    rma_on(false);
+    free(src);
+    drain_out();
+}
+
+/* An F_RTS_GET received, unexpected or matching a posted receive: the route reads the data
+ * straight into the receive's buffer (truncated to it), then F_GOT tells the sender; DATA for
+ * such a receive is dropped; a read that fails (a stale key) asks by CTS instead. */
+static void test_read_rendezvous_receive(void)
+{
+    drain_out();
+    rma_on(true);
+    enum { N = 3000 };
+    unsigned char *src = malloc(N), *dst = malloc(N);
+    REQUIRE(src && dst);
+    for (int i = 0; i < N; i++)
+        src[i] = (unsigned char)(i * 11 + 7);
+    int regs0 = atomic_load(&fk_regs);
+    for (int round = 0; round < 4; round++) {
+        bool posted = round & 1, stale = round == 3;
+        size_t cap = round == 2 ? 1000 : N;
+        memset(dst, 0, N);
+        struct frame_hdr rts = {.type = F_RTS_GET,
+                                .dtype = COR_BYTE,
+                                .src_task = 3,
+                                .dst_task = 0,
+                                .seq = peer_seq[3]++,
+                                .tag = 80 + round,
+                                .ctx = COR_CTX_WORLD,
+                                .count = N,
+                                .len = N,
+                                .sreq = 0xd00 + (uint64_t)round,
+                                .rreq = stale ? FK_KEY + 1 : FK_KEY,
+                                .offset = (uint64_t)(uintptr_t)src};
+        cor_req_t r;
+        int gets0 = atomic_load(&fk_gets);
+        if (!posted) {
+            inject(&rts, NULL, 0, PEER);
+            pump();
+        }
+        EXPECT_ERR(
+            cor_recvI_into(COR_ANY_SOURCE, COR_CTX_WORLD, 80 + round, COR_BYTE, dst, cap, &r),
+            COR_OK);
+        if (posted) {
+            inject(&rts, NULL, 0, PEER);
+            pump();
+        }
+        pump();
+        EXPECT_EQ(atomic_load(&fk_gets) - gets0, 1);
+        struct frame_hdr h;
+        REQUIRE(next_out(&h) != NULL);
+        if (stale) {
+            /* the read failed: CTS for the whole receive, and the data comes as frames */
+            EXPECT_EQ(h.type, F_CTS);
+            EXPECT_EQ(h.sreq, rts.sreq);
+            EXPECT_EQ(h.len, cap);
+            struct frame_hdr d = {.type = F_DATA, .rreq = h.rreq, .len = cap};
+            inject(&d, src, cap, PEER);
+            pump();
+        } else {
+            EXPECT_EQ(h.type, F_GOT);
+            EXPECT_EQ(h.sreq, rts.sreq);
+            EXPECT_EQ(h.len, cap);
+            EXPECT_EQ(h.dst_task, 3);
+            EXPECT_EQ(h.offset, 0); /* the address and key stay here */
+            EXPECT_EQ(h.ctx, 0);
+        }
+        cor_status_t st;
+        EXPECT_ERR(finish(&r, &st), cap < N ? COR_ETRUNC : COR_OK);
+        EXPECT_EQ(st.count, N);
+        EXPECT_EQ(memcmp(dst, src, cap), 0);
+        if (cap < N) EXPECT_EQ(dst[cap], 0);
+        EXPECT_EQ(atomic_load(&fk_regs), regs0);
+        EXPECT_EQ(pending_out(), 0);
+    }
+    /* DATA for a receive the route is reading into is not taken */
+    struct frame_hdr rts = {.type = F_RTS_GET,
+                            .dtype = COR_BYTE,
+                            .src_task = 3,
+                            .seq = peer_seq[3]++,
+                            .tag = 90,
+                            .ctx = COR_CTX_WORLD,
+                            .count = N,
+                            .len = N,
+                            .sreq = 0xe00,
+                            .rreq = FK_KEY,
+                            .offset = (uint64_t)(uintptr_t)src};
+    cor_req_t r;
+    memset(dst, 0, N);
+    EXPECT_ERR(cor_recvI_into(COR_ANY_SOURCE, COR_CTX_WORLD, 90, COR_BYTE, dst, N, &r), COR_OK);
+    /* delivered in one progress call: the read is issued, its completion comes in the next */
+    struct frame_hdr d = {.type = F_DATA, .rreq = r, .len = 10};
+    unsigned char junk[10] = {0};
+    cor_stats_t s0 = stats();
+    inject(&rts, NULL, 0, PEER);
+    inject(&d, junk, sizeof junk, PEER);
+    pump();
+    EXPECT_EQ(stats().frames_dropped - s0.frames_dropped, 1);
+    EXPECT_ERR(finish(&r, NULL), COR_OK);
+    EXPECT_EQ(memcmp(dst, src, N), 0);
+    rma_on(false);
+    free(src);
+    free(dst);
+    drain_out();
+}
+
 int main(void)
 {
     static const struct ct_test tests[] = {
@@ -1374,6 +1607,9 @@ int main(void)
         {"one owner per port: other threads' frames all go, in order", test_one_owner},
         {"a request recycled under the peer-death scan keeps its new life",
          test_recycle_under_scan},
+        {"read rendezvous send: RTS_GET, GOT, CTS instead, peer death", test_read_rendezvous_send},
+        {"read rendezvous receive: unexpected, posted, truncated, stale key",
+         test_read_rendezvous_receive},
         {NULL, NULL},
     };
     return ct_main("credit", setup, NULL, tests, 60);
