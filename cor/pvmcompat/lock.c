@@ -160,7 +160,7 @@ static void empty_trash(void)
     free(mids);
 }
 
-void cpvm_enter(void)
+static void enter(bool trash)
 {
     cpvm_real_load();
     if (depth > 0) {
@@ -170,7 +170,17 @@ void cpvm_enter(void)
     lock_big();
     depth = 1;
     install();
-    empty_trash();
+    if (trash) empty_trash();
+}
+
+void cpvm_enter(void)
+{
+    enter(true);
+}
+
+void cpvm_enter_to_pump(void)
+{
+    enter(false);
 }
 
 bool cpvm_own_context(int *ctx)
@@ -251,6 +261,17 @@ static void wake_if_queue_changed(void)
     if (sig == seen_queue) return;
     seen_queue = sig;
     cpvm_wake_waiters();
+}
+
+void cpvm_chores(void)
+{
+    if (depth > 0 || !me) return;
+    if (!pending && !pending_s && !atomic_load_explicit(&trash_any, memory_order_relaxed) &&
+        !cpvm_spares_low())
+        return;
+    if (!cpvm_try_enter()) return; /* (its holder empties the trash) */
+    cpvm_spares_top_up();
+    cpvm_leave();
 }
 
 bool cpvm_try_enter(void)

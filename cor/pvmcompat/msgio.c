@@ -912,16 +912,23 @@ static bool pending_done(struct pending *e)
     return true;
 }
 
-/* True when the ring's oldest image arrived; ring_lock held. */
-static bool image_done(void)
+/* True when the ring's oldest image arrived; ring_lock held. `poll`: the routes are polled
+ * first if it did not (cor_test), else only its request is looked at. */
+static bool image_done_poll(bool poll)
 {
     struct inbound *in = &ring[ring_head % RING];
     if (in->done) return true;
     if (!in->req || &in->req == watched) return false;
     int done = 0;
+    if (!poll && (cor_peek(in->req, &done) || !done)) return false;
     cor_test(&in->req, &done, &in->st);
     if (done) in->done = true;
     return done;
+}
+
+static bool image_done(void)
+{
+    return image_done_poll(true);
 }
 
 /* Whether a pump has work: the front message is complete, or an image to take; ring_lock. */
@@ -1157,7 +1164,10 @@ int cpvm_pump(void)
             n++;
             continue;
         }
-        if (!pend_room() || !image_done()) {
+        /* After a message, only what the routes completed already: a poll of every port
+         * here would delay the receive that is waiting for the message just taken (the
+         * waits poll). */
+        if (!pend_room() || !image_done_poll(n == 0)) {
             pthread_mutex_unlock(&ring_lock);
             break;
         }

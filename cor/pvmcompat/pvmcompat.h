@@ -213,6 +213,13 @@ extern _Thread_local int cpvm_in_real; /* > 0 while this thread runs a real libp
 void cpvm_enter(void);
 /* The same if the lock is free or this thread's; false if another thread holds it. */
 bool cpvm_try_enter(void);
+/* cpvm_enter for a receive that pumps the message it waits for: the buffers that receives and
+ * initsends without the lock replaced (the trash) are left to cpvm_chores, off that path. */
+void cpvm_enter_to_pump(void);
+/* Outside any pvm_* call, before a receive waits (nothing arrived): if the big lock is free,
+ * what its next holder would do on a message's way is done now (the thread's new buffers
+ * installed in libpvm3, the trash freed, a spare send buffer made: sbuf.c). */
+void cpvm_chores(void);
 /* At the outermost level: runs deferred protocol work, wakes waiters, releases the lock. */
 void cpvm_leave(void);
 /* For waiting: releases the lock entirely (all levels) and takes it back. */
@@ -265,6 +272,9 @@ void cpvm_spares_exit(void); /* lock held: the calling thread's spares freed */
 struct lp_frag;
 struct lp_frag *cpvm_frame_take(void);
 void cpvm_frames_topup(void);
+/* Whether the calling thread's spares run low; lock held: a few more made (cpvm_chores). */
+bool cpvm_spares_low(void);
+void cpvm_spares_top_up(void);
 
 /* Straight to libpvm3: inside a real call, or in PVM's own programs. */
 #define CPVM_PASS (cpvm_in_real || cpvm_bypass)

@@ -186,7 +186,7 @@ int cpvm_recv_unlocked(int tid, int tag, int mode, uint64_t deadline_ns,
             if (atomic_compare_exchange_strong(&pumper, &idle, true)) {
                 cpvm_watch_end();
                 cpvm_in_recv++;
-                cpvm_enter();
+                cpvm_enter_to_pump();
                 cpvm_in_recv--;
                 cpvm_pump();
                 cpvm_leave();
@@ -218,6 +218,9 @@ int cpvm_recv_unlocked(int tid, int tag, int mode, uint64_t deadline_ns,
             return 0; /* (the locked wait watches PVM's sockets too, and notes them for us) */
         }
         if (!spin_end) {
+            /* Nothing came yet: the lock's chores now, not on the message's way (still
+             * counted as a waiter: a message queued meanwhile ends the wait at once). */
+            cpvm_chores();
             spin_end = cpvm_spin_end();
             give_up = spin_end + 20000000u;
         }

@@ -85,13 +85,12 @@ struct lp_frag *cpvm_frame_take(void)
     return s->frame[--s->nframes];
 }
 
-/* Lock held, after the real pvm_initsend(enc): a new batch of spares if the thread's next
- * pvm_initsend can do without the lock. */
-static void refill(int enc)
+/* Lock held, after the real pvm_initsend(enc): a new batch of spares (at most `most` more)
+ * if the thread's next pvm_initsend can do without the lock. */
+static void refill(int enc, int most)
 {
     struct cpvm_spares **own = cpvm_own_spares();
-    if (!own || cpvm_nested() || cpvm_single_thread() || !cpvm_routing() || !cpvm_pack_target())
-        return;
+    if (!own || cpvm_nested() || !cpvm_routing() || !cpvm_pack_target()) return;
     if (enc != PvmDataRaw && enc != PvmDataInPlace) return;
     struct cpvm_spares *s = *own;
     if (s && (s->enc != enc || s->epoch != cpvm_buffers_epoch() || s->small)) {
@@ -107,12 +106,34 @@ static void refill(int enc)
     int want = enc == PvmDataRaw ? (int)(SPARE_BATCH_BYTES / room) : SPARES_MAX;
     if (want > SPARES_MAX) want = SPARES_MAX;
     if (want < 2) want = 2;
-    while (s->n < want) {
+    while (s->n < want && most-- > 0) {
         struct lp_msg *m = cpvm_spare_make(enc, (int)room);
         if (!m) break;
         s->msg[s->n++] = m;
     }
     if (enc == PvmDataInPlace) frames_refill(s);
+}
+
+/* A receive's wait tops the spares up a few at a time (cpvm_chores): the next pvm_initsend
+ * finds one ready instead of making a batch on the message's way. */
+#define SPARES_LOW 8
+#define TOP_UP_MOST 2
+
+bool cpvm_spares_low(void)
+{
+    struct cpvm_spares **own = cpvm_own_spares();
+    struct cpvm_spares *s = own ? *own : NULL;
+    return s && s->epoch == cpvm_buffers_epoch() &&
+           (s->n < SPARES_LOW || s->small ||
+            (s->enc == PvmDataInPlace && s->nframes < FRAMES_MAX / 2));
+}
+
+void cpvm_spares_top_up(void)
+{
+    struct cpvm_spares **own = cpvm_own_spares();
+    if (!own || !*own) return;
+    if ((*own)->n < SPARES_LOW || (*own)->small) refill((*own)->enc, TOP_UP_MOST);
+    cpvm_frames_topup();
 }
 
 /* Without the lock: a spare of encoding enc made the thread's send buffer; its mid, or 0. */
@@ -149,7 +170,7 @@ CPVM_API int pvm_initsend(int enc)
         if (body > recent_body || body < recent_body / 2) recent_body = body;
     }
     mid = REAL(pvm_initsend, enc);
-    if (mid > 0) refill(enc);
+    if (mid > 0) refill(enc, SPARES_MAX);
     cpvm_leave();
     return mid;
 }
