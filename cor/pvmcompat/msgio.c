@@ -846,6 +846,20 @@ static int post(struct inbound *in)
                         &in->req);
 }
 
+/* A pump does not post the receive of the slot it took again: the receive waiting for that
+ * message would wait for the post too. The next wait posts them (before it spins), in ring
+ * order, after the slots still posted, so the core's order of posts stays the ring's; the
+ * ring's head is always posted (a pump that took them all posts them). ring_lock held. */
+static unsigned posts_due; /* the slots just before ring_head */
+
+static void post_due(void)
+{
+    for (; posts_due; posts_due--) {
+        int err = post(&ring[(ring_head - posts_due) % RING]);
+        if (err) cpvm_log("cannot post a routed receive: %s", cor_strerror(err));
+    }
+}
+
 int cpvm_inbound_start(void)
 {
     for (int i = 0; i < RING; i++) {
@@ -880,6 +894,7 @@ void cpvm_inbound_stop(void)
         if (ring[i].ptr) cor_releaseBuffer(ring[i].ptr);
         ring[i] = (struct inbound){0};
     }
+    posts_due = 0;
     for (; pend_count; pend_count--, pend_first = (pend_first + 1) % PENDING_MAX) {
         struct pending *e = &pend[pend_first];
         for (int i = 0; i < e->n; i++)
@@ -972,6 +987,7 @@ bool cpvm_routed_wait(long spin_us, long timeout_us, int (*stop)(void *), void *
 {
     if (!atomic_load(&inbound_on)) return false;
     pthread_mutex_lock(&ring_lock);
+    post_due();
     cor_req_t *req = watched ? NULL : head_request();
     if (req) {
         struct inbound *head = &ring[ring_head % RING];
@@ -1176,10 +1192,9 @@ int cpvm_pump(void)
         cor_status_t st = in->st;
         in->ptr = NULL;
         in->done = false;
-        int err = post(in);
         ring_head++;
+        if (++posts_due == RING) post_due();
         pthread_mutex_unlock(&ring_lock);
-        if (err) cpvm_log("cannot post a routed receive: %s", cor_strerror(err));
         take(data, &st);
         n++;
     }
