@@ -1031,6 +1031,15 @@ bool cpvm_routed_arrived(void)
     return done;
 }
 
+bool cpvm_routed_in_flight(void)
+{
+    if (!atomic_load(&inbound_on)) return false;
+    pthread_mutex_lock(&ring_lock);
+    bool busy = pend_count && !watched;
+    pthread_mutex_unlock(&ring_lock);
+    return busy;
+}
+
 /* A complete routed message: held until its sender's SWITCH, else queued. Lock held. */
 static void finish(struct lp_msg *m, struct cpvm_peer *p, bool failed)
 {

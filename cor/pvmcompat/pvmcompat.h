@@ -341,6 +341,10 @@ bool cpvm_routed_arrived(void);
  * spin_us) or until stop(arg); true if there is something to pump; false at once when the
  * task has no route. No lock needed. */
 bool cpvm_routed_wait(long spin_us, long timeout_us, int (*stop)(void *), void *arg);
+/* True while the oldest routed message waits for its detached pieces and no thread waits for
+ * them: their completion rings no bell (the arrival hook tells of new messages only), so a
+ * sleeper waits for them in the core (wait.c). No lock needed. */
+bool cpvm_routed_in_flight(void);
 
 /* Route option of the task (PvmRoute), as the program set it. */
 int cpvm_route_get(void);

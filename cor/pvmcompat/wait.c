@@ -241,6 +241,32 @@ void cpvm_arrival(void *arg, int flags)
     ring();
 }
 
+/* A sleeper whose oldest routed message waits for its detached pieces: nothing rings the bell
+ * when they complete (a rendezvous ends in whichever thread progresses it, a core listener
+ * while nobody polls), and a sleep on the bell alone lasted until the receive's deadline, or
+ * for ever in pvm_recv, with the message complete (8 thread pairs streaming 64 KiB and 1 MiB:
+ * every thread of the receiving task asleep, the sender's waiting for its answer; the routes
+ * gave the pair up 5 s later). It waits for them in the core instead, which blocks until they
+ * complete, at most IN_FLIGHT_WAIT_US at a time: the caller looks at the sockets and the
+ * queues between two such waits. */
+#define IN_FLIGHT_WAIT_US 1000
+
+static int news_since(void *arg)
+{
+    return atomic_load(&generation) != *(const uint64_t *)arg;
+}
+
+static void wait_in_flight(uint64_t gen0, uint64_t deadline_ns)
+{
+    long us = IN_FLIGHT_WAIT_US;
+    if (deadline_ns) {
+        uint64_t now = cpvm_now_ns();
+        if (now >= deadline_ns) return;
+        if ((deadline_ns - now) / 1000 < (uint64_t)us) us = (long)((deadline_ns - now) / 1000);
+    }
+    cpvm_routed_wait(0, us, news_since, &gen0);
+}
+
 /* Sleeps until PVM's sockets have data, the bell rings or `deadline_ns` (0: none) passes,
  * unless something arrived since the caller's last look (gen0, arrivals0). No lock held. */
 static void sleep_on(struct pollfd *pfd, int nfd, uint64_t gen0, uint64_t arrivals0,
@@ -251,8 +277,13 @@ static void sleep_on(struct pollfd *pfd, int nfd, uint64_t gen0, uint64_t arriva
     if (bell >= 0) pfd[n++] = (struct pollfd){.fd = bell, .events = POLLIN};
     atomic_fetch_add(&sleepers, 1);
     atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load(&generation) == gen0 && atomic_load(&arrivals) == arrivals0 &&
-        !cpvm_routed_arrived()) {
+    bool idle = atomic_load(&generation) == gen0 && atomic_load(&arrivals) == arrivals0 &&
+                !cpvm_routed_arrived();
+    if (idle && cpvm_rt.joined && cpvm_routed_in_flight()) {
+        wait_in_flight(gen0, deadline_ns);
+        idle = false;
+    }
+    if (idle) {
         struct timespec ts, *tsp = NULL;
         if (deadline_ns) {
             uint64_t now = cpvm_now_ns(), left = deadline_ns > now ? deadline_ns - now : 0;
