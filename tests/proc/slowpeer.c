@@ -11,6 +11,14 @@
  * once it runs. Each domain prints "slowpeer: domain R: PASS" when its exchange completed, and
  * exits 3 when an operation ended with COR_EPEERDEAD or COR_ETIMEDOUT (domain 0 gave domain 1
  * up; it says how long after DIR/go), 1 on any other failure.
+ *
+ *   slowpeer DIR late SECONDS
+ * A peer that is late, not stopped, and has never heard from us: domain 1 sleeps SECONDS (its
+ * core's threads run) before the barrier both domains then enter, with no message between
+ * them before; domain 0 enters the barrier at once. With a short COR_BARRIER_WATCH_MS domain
+ * 0's barrier watches domain 1 (the route pings it), whose route never added domain 0 (peers
+ * at first contact): it must answer the pings all the same. Prints "slowpeer: domain R: PASS"
+ * after the barrier, exits 3 if domain 0 gave domain 1 up, 1 on any other failure.
  */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -107,11 +115,38 @@ static int wait_go(void)
     return -1;
 }
 
+/* The "late" mode: domain 1 sleeps `late` seconds before the barrier, domain 0 does not. */
+static int late_barrier(double late)
+{
+    if (pt_rank == 1) usleep((useconds_t)(late * 1e6));
+    double t0 = now_s();
+    int err = note(cor_barrier(), "barrier");
+    if (err) {
+        fprintf(stderr, "slowpeer: domain %d: FAIL (%s) %.2f s into the barrier\n", pt_rank,
+                cor_strerror(err), now_s() - t0);
+        return atomic_load(&given_up) ? GIVEN_UP : 1;
+    }
+    printf("slowpeer: domain %d: PASS\n", pt_rank);
+    fflush(stdout);
+    err = cor_finalize();
+    if (err) {
+        fprintf(stderr, "slowpeer: domain %d: cor_finalize: %s\n", pt_rank, cor_strerror(err));
+        return 1;
+    }
+    return pt_failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     pt_name = "slowpeer";
-    if (argc != 2) {
-        fprintf(stderr, "usage: slowpeer DIR\n");
+    double late = -1;
+    if (argc == 4 && strcmp(argv[2], "late") == 0) {
+        char *end;
+        late = strtod(argv[3], &end);
+        if (*end || !(late >= 0 && late <= 60)) late = -2;
+    }
+    if ((argc != 2 && late < 0) || late < -1) {
+        fprintf(stderr, "usage: slowpeer DIR [late SECONDS (0..60)]\n");
         return 2;
     }
     dir = argv[1];
@@ -125,6 +160,7 @@ int main(int argc, char **argv)
         pt_fail("needs 2 domains, not %d", cor_domain_count());
         return 1;
     }
+    if (late >= 0) return late_barrier(late);
     if (pt_rank == 0 && wait_go()) return 1;
     cor_idp_t task;
     err = note(cor_task_spawn("slowpeer", task_main, NULL, &task), "task_spawn");

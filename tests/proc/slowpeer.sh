@@ -72,4 +72,29 @@ g=$(sed -n 's/^slowpeer: domain 0: FAIL (peer domain died[^)]*) \([0-9.]*\) s af
 awk -v g="$g" 'BEGIN { exit !(g < 3) }' ||
     { show dead; die "dead: domain 0 gave domain 1 up only $g s after it sent (COR_GM_DEAD_MS=1000)"; }
 say "  domain 0 gave domain 1 up $g s after it sent; cor-run ended after $el s"
+
+# A late peer that never heard from us (peers at first contact): domain 1 sleeps $HOLD_S s
+# before the barrier, domain 0 waits in it and (COR_BARRIER_WATCH_MS=100) pings domain 1,
+# whose route never added domain 0. Domain 1 must admit the PING's sender (checked as a first
+# data frame is) and answer: before, it dropped the PING and domain 0 gave it up after
+# COR_GM_DEAD_MS=1000 (lazypeers.sh's gm tcp ring under ThreadSanitizer, "7 pings sent, 0
+# answered"). Over tcp, then over the default transport (shm).
+for how in tcp shm; do
+    unset_provider=
+    [ $how = shm ] && unset_provider="-u COR_GM_PROVIDER"
+    say "gm over $how: domain 1 alive but late ($HOLD_S s) to a barrier, never added domain 0"
+    run_bg late$how env $unset_provider COR_GM_DEAD_MS=1000 COR_BARRIER_WATCH_MS=100 \
+        COR_GM_STATS=1 timeout $LIMIT "$CORRUN" -n 2 --route gm --grace 0.5 "$S" "$WORK" late $HOLD_S
+    wait_bg late$how
+    [ $RC = 0 ] || { show late$how; die "late$how: cor-run exited $RC: a late, live domain was given up"; }
+    n=$(grep -c '^slowpeer: domain [01]: PASS$' "$WORK/late$how.out")
+    [ "$n" = 2 ] || { show late$how; die "late$how: $n of 2 domains passed"; }
+    # (the case is about pings: domain 0 must have sent some, or it proved nothing)
+    grep -q "liveness: [1-9][0-9]* pings sent" "$WORK/late$how.err" ||
+        { show late$how; die "late$how: domain 0 sent no ping: the case tested nothing"; }
+    # and domain 1 dropped none of them
+    bad=$(grep "cor route gm: port" "$WORK/late$how.err" | grep -vc ", dropped 0 ")
+    [ "$bad" = 0 ] || { show late$how; die "late$how: $bad gm ports dropped frames"; }
+    say "  both domains passed; domain 1 answered the pings of a domain it had not added"
+done
 say "PASS"

@@ -151,7 +151,13 @@ static void on_control(struct cor_rport *p, const char *m, size_t len, uint32_t 
 }
 
 /* Peers at first contact (route.h, lazy_peers): a data frame from a (node, port) no add_peer
- * named yet, whose header says it is of this session and meant for this port. The core is
+ * named yet, whose header says it is of this session and meant for this port, or (high) a
+ * PING checked the same way (the whole session cookie, this port's incarnation): a member
+ * that awaits our first message asks whether we live before we ever wrote to it, and a PING
+ * dropped here went unanswered until it gave us up (tests/proc/lazypeers.sh's gm tcp ring
+ * under ThreadSanitizer: "7 pings sent, 0 answered"). Any other control message from a
+ * stranger admits nothing (a BYE: bye_of_member; a CREDIT or PONG answers what we sent, so
+ * comes only from a peer we added). The core is
  * asked about the member it should be (need_peer: it looks the member's address up and calls
  * add_peer on our ports), then the sender is looked up again: nothing in the frame is
  * believed, only an address the member published can name (node, port). When our node id is
@@ -160,11 +166,14 @@ static void on_control(struct cor_rport *p, const char *m, size_t len, uint32_t 
  * ids say nothing of ranks) every member not added yet is, once per port (what the eager way
  * did at cor_init). Made from inside progress(), no lock of ours held. 1 if the sender is a
  * member now (*peer). */
-static int stranger(struct cor_rport *p, const char *buf, size_t len, unsigned node, unsigned port,
-                    uint32_t *peer)
+static int stranger(struct cor_rport *p, const char *buf, size_t len, int high, unsigned node,
+                    unsigned port, uint32_t *peer)
 {
-    uint32_t credits;
-    if (p->swept || gmr_data_parse(buf, len, p->cookie32, p->inc, 0, &credits) != GMR_CTRL_OK)
+    uint32_t credits, op, arg;
+    if (p->swept) return 0;
+    if (high ? gmr_ctrl_parse(buf, len, p->base.cookie, p->inc, 0, &op, &arg) != GMR_CTRL_OK ||
+                   op != GMR_OP_PING
+             : gmr_data_parse(buf, len, p->cookie32, p->inc, 0, &credits) != GMR_CTRL_OK)
         return 0;
     if (p->rank_nodes) {
         uint32_t r = node - 1;
@@ -212,7 +221,7 @@ static int on_recv(struct cor_rport *p, gm_recv_event_t *e, struct gmr_rx_item *
     }
     uint32_t peer;
     int ok = gmr_lookup(p, node, port, &peer) == 0;
-    if (!ok && !high && p->base.up.need_peer) ok = stranger(p, buf, len, node, port, &peer);
+    if (!ok && p->base.up.need_peer) ok = stranger(p, buf, len, high, node, port, &peer);
     if (high) {
         if (ok && size == GMR_CTRL_CLASS && len <= 64)
             on_control(p, buf, len, peer);
