@@ -316,6 +316,8 @@ struct gmx_rreq {
     size_t post_len;
     uint64_t post_tag, post_ignore;
     unsigned char sink[8]; /* a refused put's DATA is received here (recv.c, post_data) */
+    void *sink_map;        /* ... or, on libfabric's shm provider, here (sink_len bytes) */
+    size_t sink_len;
 };
 
 /* A registration of a remote port that allows RMA (learnt from GMX_K_KEY). */

@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define GMX_CHUNK 64
 
@@ -78,8 +79,17 @@ struct gmx_rreq *gmx_rreq_get(struct gm_port *p)
     return r;
 }
 
+/* A refused put's sink on libfabric's shm provider (recv.c, refused_sink) goes with it. */
+static void sink_unmap(struct gmx_rreq *r)
+{
+    if (!r->sink_map) return;
+    munmap(r->sink_map, r->sink_len);
+    r->sink_map = NULL;
+}
+
 void gmx_rreq_put(struct gm_port *p, struct gmx_rreq *r)
 {
+    sink_unmap(r);
     r->next = p->rfree;
     p->rfree = r;
 }
@@ -91,8 +101,12 @@ void gmx_pool_free(struct gm_port *p)
     free(p->chunks);
     p->chunks = NULL;
     p->nchunks = p->chunks_cap = 0;
-    for (unsigned i = 0; i < p->nrchunks; i++)
-        free(p->rchunks[i]);
+    for (unsigned i = 0; i < p->nrchunks; i++) {
+        struct gmx_rreq *c = p->rchunks[i];
+        for (unsigned k = 0; k < GMX_CHUNK; k++)
+            sink_unmap(&c[k]); /* a receive the port closed with */
+        free(c);
+    }
     free(p->rchunks);
     p->rchunks = NULL;
     p->nrchunks = p->rchunks_cap = 0;

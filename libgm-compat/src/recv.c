@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #define GMX_CQ_BATCH 16
@@ -427,6 +428,33 @@ static int post_data(struct gm_port *p, struct gmx_rreq *d, struct gmx_peer *pee
     return gmx_post_recv(p, d, buf, cap, gmx_tag(GMX_TK_DATA, h->xfer, peer->bits), 0);
 }
 
+/* Where a refused put's DATA (h->len bytes, right behind its header) is received: a sink of a
+ * few bytes, which it completes truncated, not 0 bytes, since tcp;ofi_rxm (1.17) never answers
+ * a rendezvous matched by an empty receive, and the sender's DATA, so its callback, would never
+ * complete. On libfabric's shm provider a truncating receive of a message that came by CMA
+ * (process_vm_readv, above the inject size) never returns (1.17: its copy loop retries with
+ * no room left; gm_rdma_test's 8 MiB refused put hung in fi_trecv): there the sink holds the
+ * whole DATA, an anonymous mapping reserved for it (no swap reserved, pages only where the
+ * sender's bytes land), unmapped when the receive completes (pool.c). *cap: its length. */
+static void *refused_sink(struct gm_port *p, struct gmx_rreq *d, const struct gmx_hdr *h,
+                          size_t *cap)
+{
+    *cap = sizeof d->sink;
+    if (p->shm || !p->addr_is_str || h->len <= p->inject_size) return d->sink;
+    void *m = h->len <= SIZE_MAX / 2 ? mmap(NULL, (size_t)h->len, PROT_READ | PROT_WRITE,
+                                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+                                     : MAP_FAILED;
+    if (m == MAP_FAILED) {
+        gmx_log("no room for a sink of %llu bytes: the refused put's data is received "
+                "truncated\n",
+                (unsigned long long)h->len);
+        return d->sink;
+    }
+    d->sink_map = m;
+    d->sink_len = *cap = (size_t)h->len;
+    return m;
+}
+
 /* Acts on the stream item in bounce buffer r; 1 if it must wait for a
  * client buffer (r untouched), else 0 (r released). */
 static int process(struct gm_port *p, struct gmx_peer *peer, unsigned prio, struct gmx_rreq *r)
@@ -496,11 +524,11 @@ static int process(struct gm_port *p, struct gmx_peer *peer, unsigned prio, stru
         if (!ok) {
             gmx_log("put of %llu bytes at %#llx from node %u port %u refused\n",
                     (unsigned long long)h.len, (unsigned long long)h.addr, peer->node, peer->port);
-            /* Still taken out of the provider's queue, into a sink of a few bytes: not 0,
-             * since tcp;ofi_rxm (1.17) never answers a rendezvous matched by an empty
-             * receive, and the sender's DATA, so its callback, would never complete. */
+            /* Still taken out of the provider's queue, into a sink (refused_sink). */
             d->gmtag = PUTDATA_REFUSED;
-            if (post_data(p, d, peer, prio, &h, d->sink, sizeof d->sink) != 0) gmx_rreq_put(p, d);
+            size_t cap;
+            void *sink = refused_sink(p, d, &h, &cap);
+            if (post_data(p, d, peer, prio, &h, sink, cap) != 0) gmx_rreq_put(p, d);
             nack(p, peer, prio, h.seq, GM_PERMISSION_DENIED);
             break;
         }
@@ -855,8 +883,9 @@ static void read_error(struct gm_port *p)
         gmx_rreq_put(p, r);
         return;
     }
-    if (err.err != FI_ETRUNC && err.err != FI_ETOOSMALL)
-        fprintf(stderr, "libgm: receive failed: %s\n", fi_strerror(err.err));
+    /* (libfabric 1.17's shm provider reports a truncation as -FI_ETRUNC) */
+    int trunc = abs(err.err) == FI_ETRUNC || abs(err.err) == FI_ETOOSMALL;
+    if (!trunc) fprintf(stderr, "libgm: receive failed: %s\n", fi_strerror(abs(err.err)));
     /* Wire data is untrusted: a message longer than its buffer is taken
      * truncated and flagged; other failures count as landed (truncated),
      * so that no stream waits forever. */
@@ -864,7 +893,7 @@ static void read_error(struct gm_port *p)
     r->rtag = err.tag;
     r->short_form = (err.flags & FI_REMOTE_CQ_DATA) != 0;
     r->cqdata = err.data;
-    r->rlen = err.err == FI_ETRUNC || err.err == FI_ETOOSMALL ? err.len : 0;
+    r->rlen = trunc ? err.len : 0;
     recv_done(p, r);
 }
 

@@ -248,17 +248,7 @@ static void test_put_refused(void)
     expect_put_refused("put into unregistered memory", plain, 4096, 1);
     /* A large one goes by messages, its DATA right behind the header: the target takes the
      * DATA into a sink. Over tcp;ofi_rxm, a sink of 0 bytes left the sender's rendezvous
-     * unanswered: no callback. Not over libfabric's shm provider (GM_COMPAT_TRANSPORT=fabric):
-     * there such a put still gets no callback, with a sink of 0 bytes or 8 (2026-11-29, not
-     * fixed yet); the rings and tcp pass. */
-    const char *prov = getenv("GM_TEST_PROVIDER"), *tp = getenv("GM_COMPAT_TRANSPORT");
-    if ((!prov || strcmp(prov, "tcp") != 0) && tp && strcmp(tp, "fabric") == 0) {
-        printf("(8 MiB: not over libfabric's shm) ");
-        gm_dma_free(pr.b, dst);
-        gmt_pair_close(&pr);
-        free(plain);
-        return;
-    }
+     * unanswered: no callback. */
     struct gmt_send r2 = {0};
     gm_resume_sending(pr.a, GM_LOW_PRIORITY, pr.node_b, pr.port_b, gmt_send_cb, &r2);
     gmt_wait_sent(pr.a, pr.b, &r2.calls, 1, GMT_WAIT_US);
