@@ -342,6 +342,7 @@ struct gmx_peer {
     int reached;            /* a send to it ever completed */
     int knows_us;           /* it acked this incarnation of our port since its address was
                                last resolved: short-form messages may go to it (gmx_short) */
+    int told_refused;       /* shm: stderr said it is open but refused our sends (send.c) */
     int existed;            /* it was open once since we started: its address was read,
                                it sent to us, or its dead owner's lock file was found (a
                                port gone, not one that has not opened yet) */

@@ -521,6 +521,34 @@ static void renew_stalled(struct gm_port *p, struct gmx_peer *peer, const struct
     gmx_peer_renew(p, peer);
 }
 
+/* shm: a target whose lock a live process holds (its port is open) refused every send of ours
+ * for the whole send timeout. GM calls that GM_SEND_TIMED_OUT; it was reported as
+ * GM_SEND_TARGET_PORT_CLOSED (what "try again" from a target never reached means over tcp),
+ * which at 256 domains on libfabric's shm provider named open ports closed
+ * (docs/measurements/scale-2026-11-29.md). Says once per target (on stderr: the program's
+ * report of the failure names only the status) what held the sends back. */
+static gm_status_t open_but_refused(struct gm_port *p, struct gmx_peer *peer, uint64_t waited)
+{
+    if (!peer->told_refused) {
+        peer->told_refused = 1;
+        uint64_t now = gmx_coarse_ns();
+        if (peer->qlock_held_ns)
+            fprintf(stderr,
+                    "libgm: port %u: node %u port %u is open but took nothing for %u ms: its "
+                    "queue lock (libfabric shm) has been held for %u ms; send timed out\n",
+                    p->port_id, peer->node, peer->port, (unsigned)(waited / 1000000u),
+                    (unsigned)((now - peer->qlock_held_ns) / 1000000u));
+        else
+            fprintf(stderr,
+                    "libgm: port %u: node %u port %u is open but took nothing for %u ms (%s: "
+                    "\"try again\": its queue full, or it does not poll%s); send timed out\n",
+                    p->port_id, peer->node, peer->port, (unsigned)(waited / 1000000u),
+                    p->shm ? "its ring" : "libfabric's shm provider",
+                    p->shm ? "" : ", so our connection request waits in it");
+    }
+    return GM_SEND_TIMED_OUT;
+}
+
 /* Why the head of a stuck backlog should fail now, or GM_SUCCESS to wait. */
 static gm_status_t stuck_verdict(struct gm_port *p, struct gmx_peer *peer, const struct gmx_sreq *s,
                                  uint64_t now)
@@ -544,7 +572,11 @@ static gm_status_t stuck_verdict(struct gm_port *p, struct gmx_peer *peer, const
     /* A target that took sends before may just be slow to poll: its own grace. */
     uint64_t limit =
         (uint64_t)(peer->reached ? gmx_cfg.stuck_ms : gmx_cfg.send_timeout_ms) * 1000000u;
-    return waited >= limit ? gmx_status_from_fi(FI_EAGAIN, peer) : GM_SUCCESS;
+    if (waited < limit) return GM_SUCCESS;
+    if (!peer->reached && p->addr_is_str &&
+        gmx_lock_unheld(peer->node, peer->port) == GMX_PORT_HELD)
+        return open_but_refused(p, peer, waited);
+    return gmx_status_from_fi(FI_EAGAIN, peer);
 }
 
 /* Retries one queue (dataq or backlog) of peer; 1 if it is empty now. */

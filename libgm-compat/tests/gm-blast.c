@@ -10,7 +10,8 @@
  *       rest until then).  Waits for every callback.
  *
  * The sender exits 0 when every callback ran and at least one reported an
- * error (the sink was killed meanwhile), 1 otherwise, 2 on timeout. */
+ * error (the sink was killed meanwhile), 1 otherwise, 2 on timeout; it says
+ * the first error's status ("gm-blast: first failure: ..."). */
 #include <gm.h>
 
 #include <stdint.h>
@@ -20,6 +21,7 @@
 #include <time.h>
 
 static unsigned done_calls, failed, dropped, drop_called;
+static gm_status_t first_failure = GM_SUCCESS;
 
 static uint64_t now_ms(void)
 {
@@ -35,8 +37,8 @@ static void sent_cb(struct gm_port *p, void *ctx, gm_status_t st)
     done_calls++;
     if (st == GM_SEND_DROPPED)
         dropped++;
-    else if (st != GM_SUCCESS)
-        failed++;
+    else if (st != GM_SUCCESS && !failed++)
+        first_failure = st;
 }
 
 static void drop_cb(struct gm_port *p, void *ctx, gm_status_t st)
@@ -111,6 +113,7 @@ int main(int argc, char **argv)
     }
     printf("gm-blast: %u of %u callbacks (%u failed, %u dropped, %u succeeded)\n", done_calls,
            count, failed, dropped, done_calls - failed - dropped);
+    if (failed) printf("gm-blast: first failure: %s\n", gm_strerror(first_failure));
     int rc = done_calls < count ? 2 : failed ? 0 : 1;
     if (rc == 0) gm_close(p); /* with nothing in flight */
     return rc;

@@ -40,6 +40,44 @@ export GM_NODES='1 gmt-sink; 2 gmt-sender' GM_PROVIDER=shm GM_SHM_NAMESPACE="gmt
 export GM_SEND_TIMEOUT_MS=300
 run_case shm_kill_small 100
 run_case shm_kill_large 32768
+
+# A target stopped (SIGSTOP) before our first message: its port is open (a live process holds
+# its lock) but it takes nothing. The sends end GM_SEND_TIMED_OUT, GM's status for an open
+# port that takes nothing in time. On libfabric's shm provider (gm-fabric-pass.sh) the first
+# send is refused ("try again": the target never takes our connection request) for the whole
+# send timeout, which was reported as GM_SEND_TARGET_PORT_CLOSED, as at 256 domains
+# (docs/measurements/scale-2026-11-29.md).
+stopped_case() {
+    cn=shm_stopped
+    gmt_bg "${cn}_sink" env GM_NODE_ID=1 "$GMT_BLAST" --sink --port 5 --timeout 60
+    eval "sink=\$GMT_PID_${cn}_sink"
+    i=0
+    until grep -q ready "$GMT_TMP/${cn}_sink.log" 2>/dev/null || [ $i -ge 100 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    # timeout(1) runs the sink as its child: stop that one.
+    child=$(pgrep -P "$sink" | head -n 1)
+    kill -STOP "${child:-$sink}"
+    gmt_bg "${cn}_sender" env GM_NODE_ID=2 "$GMT_BLAST" --to 1 --port 5 --count 4 --len 100 \
+        --timeout 40
+    gmt_wait "${cn}_sender"
+    src=$? # (gmt_wait sets rc)
+    kill -KILL "${child:-$sink}" 2>/dev/null
+    kill -CONT "${child:-$sink}" 2>/dev/null
+    gmt_wait "${cn}_sink" >/dev/null 2>&1
+    # (its files in /dev/shm go when a process opens a port on this host)
+    gmt_bg "${cn}_sweep" env GM_NODE_ID=1 "$GMT_BLAST" --sink --port 6 --timeout 0
+    gmt_wait "${cn}_sweep" || fail=1
+    if [ $src = 0 ] && grep -q "first failure: send timed out" "$GMT_TMP/${cn}_sender.log"; then
+        echo "PASS: $cn: $(tail -n 1 "$GMT_TMP/${cn}_sender.log")"
+    else
+        echo "FAIL: $cn (sender exit $src; want GM_SEND_TIMED_OUT)"
+        cat "$GMT_TMP/${cn}_sender.log"
+        fail=1
+    fi
+}
+stopped_case
 [ "${GMT_SHM_ONLY:-0}" = 1 ] && exit $fail
 
 base=$(gmt_port_base)
