@@ -415,7 +415,7 @@ void dsm__held_settle(struct cor_dsm_op *o);
 void dsm__bar_free(struct cor_dsm_barrier *b);
 void dsm__bar_on_arrival(void *arg, int flags);
 int dsm__bar_step(struct dsm__bar_entry *e, bool block, int *done);
-bool dsm__bar_nap(struct dsm__bar_entry *e, long ns);
+bool dsm__bar_nap(struct dsm__bar_entry *e, long nap_ns, long drive_ns);
 
 /* dsm_cached.c */
 void dsm__sbuf_put(void *b);

@@ -772,10 +772,10 @@ int dsm__bar_step(struct dsm__bar_entry *e, bool block, int *done)
 }
 
 /*
- * A test of episode e in a loop (dsm.c, test_looping): sleeps until the episode moves or ns
+ * A test of episode e in a loop (dsm.c, test_looping): sleeps until the episode moves or nap_ns
  * pass, on the barrier's condvar, as cor_dsm_wait's tasks sleep (true), while another task of
  * the domain inside the episode stays awake to move it. The last one awake, while others
- * sleep, drives for ns at most when the barrier goes over messages (true), as the wait's
+ * sleep, drives for drive_ns at most when the barrier goes over messages (true), as the wait's
  * driver does: it waits for the rounds in the core (the listeners keep off the port while it
  * spins, and wake it when it sleeps) instead of polling them in between tests, which left
  * them to the listener's wake-up or to its next test, 70-140 us after they were sent. Alone
@@ -787,12 +787,12 @@ int dsm__bar_step(struct dsm__bar_entry *e, bool block, int *done)
  * of a domain kept waking each other (about one broadcast per test, 9 naps in 10 cut short).
  * A tester of a barrier that meets in its file can do nothing for the episode (only the task
  * that meets looks there), so it sleeps until the end, looking at deaths every FILE_NAP_NS:
- * waking every ns for a test that could not succeed, the sleepers of 3 domains x 4 tasks
- * took the CPUs from the tasks that meet whenever an episode outlasted ns (test loop / wait
+ * waking every nap_ns for a test that could not succeed, the sleepers of 3 domains x 4 tasks
+ * took the CPUs from the tasks that meet whenever an episode outlasted nap_ns (test loop / wait
  * over udp 1.64-2.48x in 6 runs of 7, 22x once over gm, against 1.05-1.60x, same runs).
  */
 #define FILE_NAP_NS 20000000L
-bool dsm__bar_nap(struct dsm__bar_entry *e, long ns)
+bool dsm__bar_nap(struct dsm__bar_entry *e, long nap_ns, long drive_ns)
 {
     struct cor_dsm_barrier *b = e->b;
     if (e->meet && !e->met) return false;
@@ -800,13 +800,13 @@ bool dsm__bar_nap(struct dsm__bar_entry *e, long ns)
     dsm__lock_or_die(&dsm__rt.lock);
     if (b->inside - b->napping > 1 && !bar_over(b, e->epoch)) {
         b->napping++;
-        dsm__wait_ns(&dsm__rt.bar_cv, &dsm__rt.lock, b->shm ? FILE_NAP_NS : ns);
+        dsm__wait_ns(&dsm__rt.bar_cv, &dsm__rt.lock, b->shm ? FILE_NAP_NS : nap_ns);
         b->napping--;
         nap = true;
     } else if (b->napping > 0 && !b->shm && !dsm__rt.bar_driving && !bar_over(b, e->epoch)) {
         dsm__rt.bar_driving = true;
         dsm__unlock_or_die(&dsm__rt.lock);
-        bar_drive(b, e->epoch, dsm__now_ns() + (uint64_t)ns);
+        bar_drive(b, e->epoch, dsm__now_ns() + (uint64_t)drive_ns);
         dsm__lock_or_die(&dsm__rt.lock);
         dsm__rt.bar_driving = false;
         if (dsm__rt.bar_role_waiters) dsm__bar_wake();
