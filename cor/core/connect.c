@@ -57,13 +57,10 @@ static int add_to_ports(int peer, const struct cor_boot_addr *a)
 
 static bool lazy_wanted(void)
 {
-    long want = cor__knob_long(COR_K_LAZY_PEERS);
-    for (int i = 0; i < g.nroutes; i++) {
-        int can = cor__route_lazy_peers(g.routes[i]->ops);
-        if (can != 1 && can != 2) return false;
-        if (can > want) return false; /* (2: opt-in only) */
-    }
-    return want > 0;
+    if (!cor__knob_long(COR_K_LAZY_PEERS)) return false;
+    for (int i = 0; i < g.nroutes; i++)
+        if (!cor__route_lazy_peers(g.routes[i]->ops)) return false;
+    return true;
 }
 
 /* The first hard port of route i when the route can be told what we await, else NULL. */

@@ -61,8 +61,8 @@
       "PMIx: 0: each domain gets the N addresses itself, not its node's table")                    \
     X(BOOT_FENCE_CHECK, "COR_BOOT_FENCE_CHECK", INT, -1, -1, 1, "-1 (auto)",                       \
       "PMIx: 1: a barrier checks that every domain entered; -1 (auto): under --enable-recovery")   \
-    X(LAZY_PEERS, "COR_LAZY_PEERS", INT, 1, 0, 2, "",                                              \
-      "0: every peer's address at cor_init; 2: first contact on opt-in routes (gm) too")           \
+    X(LAZY_PEERS, "COR_LAZY_PEERS", INT, 1, 0, 1, "",                                              \
+      "0: give the routes every peer's address at cor_init, not at first contact")                 \
     X(BARRIER_WATCH_MS, "COR_BARRIER_WATCH_MS", INT, 1000, 0, 86400000, "",                        \
       "a barrier waiting this long makes the routes watch every peer (boot.h)")
 

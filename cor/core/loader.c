@@ -215,7 +215,7 @@ int cor__route_has_wake(const struct cor_route_ops *ops)
 
 int cor__route_lazy_peers(const struct cor_route_ops *ops)
 {
-    return ROUTE_HAS(ops, lazy_peers) ? ops->lazy_peers : 0;
+    return ROUTE_HAS(ops, lazy_peers) == 1;
 }
 
 int cor__route_has_await(const struct cor_route_ops *ops)

@@ -197,8 +197,7 @@ struct cor_route_ops {
      * call up->need_peer (when set) and take the frame if that returns COR_OK. Such a route
      * must not need the whole session's addresses at once, and must tell from a frame which
      * member to ask about (udp: the rank in its header; gm: the sender's GM node id, the
-     * rank + 1). 0: the core adds every peer at cor_init. 2: as 1, but only when the user
-     * asks (COR_LAZY_PEERS=2): a route whose first-contact path is not yet trusted everywhere. */
+     * rank + 1). 0: the core adds every peer at cor_init. */
     int lazy_peers;
 
     /* --- optional, appended later --- */

@@ -43,7 +43,6 @@ say "cor-run: each of $N domains looked up its 2 peers at first contact; 0 with 
 # asks about every member once, and still drops nothing.
 if [ -f "$B/cor/routes/gm/.libs/cor_route_gm.so" ]; then
     unset GM_NODES GM_NODE_MAP GM_NODE_ID GM_PROVIDER GM_SHM_NAMESPACE
-    export COR_LAZY_PEERS=2 # (the gm route takes peers at first contact only when asked)
     export COR_ROUTE_PATH=$B/cor/routes/gm/.libs:$B/cor/routes/udp/.libs${COR_ROUTE_PATH:+:$COR_ROUTE_PATH}
     check_gm() { # TAG
         [ $RC = 0 ] || { show $1; die "$1: exited $RC"; }
@@ -82,7 +81,6 @@ if [ -f "$B/cor/routes/gm/.libs/cor_route_gm.so" ]; then
     N=$N8
     say "gm route: shm and tcp rings looked up 2 peers a domain; exchanges from any source;" \
         "a one-node map: nothing dropped"
-    unset COR_LAZY_PEERS
 fi
 if [ "${COR_HAVE_PMIX:-}" = yes ] && command -v mpirun >/dev/null 2>&1; then
     for lazy in 1 0; do

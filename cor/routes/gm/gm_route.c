@@ -541,7 +541,5 @@ COR_ROUTE_DECLARE(gm) = {
     .prepare = gm_compat_prepare,
     .wake = gmr_wake,
     .await_peer = gmr_await_peer,
-    /* Opt-in (COR_LAZY_PEERS=2): across hosts under srun the gm exchange gave a live peer up
-     * ("silent for 5000 ms") in 2 of 9 runs of hosts/slurm.sh with it, 0 of 6 without. */
-    .lazy_peers = 2,
+    .lazy_peers = 1,
 };
