@@ -11,17 +11,23 @@ gmt_need "$GMT_BLAST"
 unset GM_NODE_MAP
 fail=0
 
+# start_sink NAME: the sink (node 1, port 5) started as NAME_sink, its pid in $sink, once
+# it says it is ready (at most 10 s).
+start_sink() {
+    gmt_bg "${1}_sink" env GM_NODE_ID=1 "$GMT_BLAST" --sink --port 5 --timeout 60
+    eval "sink=\$GMT_PID_${1}_sink"
+    i=0
+    until grep -q ready "$GMT_TMP/${1}_sink.log" 2>/dev/null || [ $i -ge 100 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+}
+
 # run_case NAME LEN: the sink (node 1) takes messages but provides no
 # buffer; the sender (node 2) sends 40 of LEN bytes; the sink is killed.
 run_case() {
     cn=$1 len=$2
-    gmt_bg "${cn}_sink" env GM_NODE_ID=1 "$GMT_BLAST" --sink --port 5 --timeout 60
-    eval "sink=\$GMT_PID_${cn}_sink"
-    i=0
-    until grep -q ready "$GMT_TMP/${cn}_sink.log" 2>/dev/null || [ $i -ge 100 ]; do
-        sleep 0.1
-        i=$((i + 1))
-    done
+    start_sink "$cn"
     gmt_bg "${cn}_sender" env GM_NODE_ID=2 "$GMT_BLAST" --to 1 --port 5 --count 40 \
         --len "$len" --timeout 40
     sleep 1
@@ -49,13 +55,7 @@ run_case shm_kill_large 32768
 # (docs/measurements/scale-2026-11-29.md).
 stopped_case() {
     cn=shm_stopped
-    gmt_bg "${cn}_sink" env GM_NODE_ID=1 "$GMT_BLAST" --sink --port 5 --timeout 60
-    eval "sink=\$GMT_PID_${cn}_sink"
-    i=0
-    until grep -q ready "$GMT_TMP/${cn}_sink.log" 2>/dev/null || [ $i -ge 100 ]; do
-        sleep 0.1
-        i=$((i + 1))
-    done
+    start_sink "$cn"
     # timeout(1) runs the sink as its child: stop that one.
     child=$(pgrep -P "$sink" | head -n 1)
     kill -STOP "${child:-$sink}"

@@ -115,6 +115,19 @@ static int wait_go(void)
     return -1;
 }
 
+/* This domain passed: says so, then finalizes; the exit status. */
+static int pass_and_finalize(void)
+{
+    printf("slowpeer: domain %d: PASS\n", pt_rank);
+    fflush(stdout);
+    int err = cor_finalize();
+    if (err) {
+        fprintf(stderr, "slowpeer: domain %d: cor_finalize: %s\n", pt_rank, cor_strerror(err));
+        return 1;
+    }
+    return pt_failures ? 1 : 0;
+}
+
 /* The "late" mode: domain 1 sleeps `late` seconds before the barrier, domain 0 does not. */
 static int late_barrier(double late)
 {
@@ -126,14 +139,7 @@ static int late_barrier(double late)
                 cor_strerror(err), now_s() - t0);
         return atomic_load(&given_up) ? GIVEN_UP : 1;
     }
-    printf("slowpeer: domain %d: PASS\n", pt_rank);
-    fflush(stdout);
-    err = cor_finalize();
-    if (err) {
-        fprintf(stderr, "slowpeer: domain %d: cor_finalize: %s\n", pt_rank, cor_strerror(err));
-        return 1;
-    }
-    return pt_failures ? 1 : 0;
+    return pass_and_finalize();
 }
 
 int main(int argc, char **argv)
@@ -175,12 +181,5 @@ int main(int argc, char **argv)
                 cor_strerror(status), pt_rank == 0 ? now_s() - go_at : 0.0);
         return atomic_load(&given_up) ? GIVEN_UP : 1;
     }
-    printf("slowpeer: domain %d: PASS\n", pt_rank);
-    fflush(stdout);
-    err = cor_finalize();
-    if (err) {
-        fprintf(stderr, "slowpeer: domain %d: cor_finalize: %s\n", pt_rank, cor_strerror(err));
-        return 1;
-    }
-    return pt_failures ? 1 : 0;
+    return pass_and_finalize();
 }
