@@ -638,7 +638,10 @@ static void on_data(struct cor_hport *hp, uint32_t peer, const struct frame_hdr 
     /* frames of a striped message arrive on several ports at once: the one that brings
      * the last byte completes */
     cor__count(C_BYTES_RECEIVED, plen);
-    if (atomic_fetch_add(&r->done_bytes, plen) + plen == r->expect) {
+    /* expect is read before our bytes count: once they do, another port's frame may complete
+     * r, and its caller free it and reuse the slot (ThreadSanitizer saw that read race) */
+    size_t expect = r->expect;
+    if (atomic_fetch_add(&r->done_bytes, plen) + plen == expect) {
         cor__arrival_note(t);
         cor__req_complete(r, r->status.error);
     }
