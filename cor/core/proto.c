@@ -278,8 +278,6 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
 
 /* ---- receiving ---- */
 
-/* A matched rendezvous: answer CTS with what the receive can take, less the message's tail
- * that came with the RTS (`tail` bytes ending the message, or none). */
 /* A matched F_RTS_GET (at = the sender's address and key): the route reads the data into the
  * receive's buffer (OP_GET), whose completion sends F_GOT (cor__proto_got). false if it cannot. */
 static bool read_into(struct cor_req *r, struct cor_hport *hp, uint32_t peer, const uint64_t at[2],
@@ -342,6 +340,9 @@ void cor__proto_got(struct cor_hport *hp, struct send_op *op, int status)
     cor__hport_submit(hp, op);
 }
 
+/* A matched rendezvous: answer CTS with what the receive can take, less the message's tail
+ * that came with the RTS (`tail` bytes ending the message, or none); a readable
+ * one (F_RTS_GET: `readable` = the sender's address and key) is read instead when it can be. */
 static void rndv_accept(struct cor_req *r, struct cor_hport *hp, uint32_t peer, uint64_t sreq,
                         cor_idp_t src, cor_idp_t ctx, int tag, cor_type_t type, size_t count,
                         size_t bytes, uint16_t src_task, uint16_t dst_task, const void *tail,
