@@ -172,6 +172,9 @@ struct cor_task {
     cor_port_t port;    /* current soft-port (whoever acts for the task) */
     uint32_t *send_seq; /* per destination domain (g.size entries; task itself) */
     uint32_t local_seq;
+    /* Dynamic sessions: this task's sends between their look at the peer and their frame's
+     * number (cor__send_start), which cor__peer_reset waits out. */
+    _Atomic unsigned numbering;
 
     /* cor_task_on_arrival (reserved tasks): run where a message for the task landed */
     void (*_Atomic on_arrival)(void *arg, int flags);

@@ -209,6 +209,37 @@ static inline uint32_t next_seq(uint32_t *seq, unsigned d)
     return __atomic_fetch_add(&seq[d], 1, __ATOMIC_RELAXED);
 }
 
+/* A peer's death and re-admission beside a send to it. A send looks at g.dead[d], then
+ * reads the peer's incarnation, takes a message number and spends credits; a death and
+ * re-admission (cor__peer_reset) in between used to leave a frame numbered in the new
+ * occupant's count but addressed to the earlier one (dropped there: every later message of
+ * that task waited for the missing number), or the earlier one's message delivered to the
+ * new one as its message 0. In a dynamic session (the only one whose ranks are re-admitted)
+ * the send counts itself in its task's `numbering` before it looks, and the reset waits
+ * until no task counts itself: a send that looked before the death finishes with the
+ * earlier occupant's incarnation, number and credits (which the reset then forgets), one that
+ * counts itself later sees the rank dead (both steps sequentially consistent on each side).
+ * Static sessions never reset a rank and skip it. */
+/* tests/core stops a send here (1: after its look at the peer; 2: after it read the peer's
+ * incarnation, before the number) to kill and re-admit the peer meanwhile. */
+#ifndef COR_TEST_SEND_HOOK
+#define COR_TEST_SEND_HOOK(at) ((void)0)
+#endif
+
+static inline bool numbering_begin(struct cor_task *t, unsigned d)
+{
+    if (!g.dynamic) return true;
+    atomic_fetch_add(&t->numbering, 1);
+    if (!atomic_load(&g.dead[d])) return true;
+    atomic_fetch_sub(&t->numbering, 1);
+    return false;
+}
+
+static inline void numbering_end(struct cor_task *t)
+{
+    if (g.dynamic) atomic_fetch_sub(&t->numbering, 1);
+}
+
 int cor__send_start(struct cor_task *t, struct cor_req *r)
 {
     cor_idp_t dest = r->peer;
@@ -226,12 +257,17 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
     uint32_t *seq = send_numbers(t);
     if (!seq) return COR_ENOMEM;
     struct cor_hport *hp = port->hp;
+    if (!numbering_begin(t, d)) return COR_EPEERDEAD;
+    COR_TEST_SEND_HOOK(1);
     /* A small message is copied now, outside the lock, in case it goes eager on a route that
      * sends from our memory (below); as a rendezvous, the copy just goes unused. */
     bool small_copy = hp->caps.zero_copy_send && r->cap && r->cap <= ROOM_MAX;
     struct send_op *op = small_copy ? cor__op_new_copy(hp, d, r->buf, r->cap) : cor__op_new(hp, d);
-    if (!op) return COR_ENOMEM;
-    r->remote_rank = (int)d;
+    if (!op) {
+        numbering_end(t);
+        return COR_ENOMEM;
+    }
+    COR_TEST_SEND_HOOK(2);
     r->hp = hp;
     r->peer_rank = d;
     op->hdr = (struct frame_hdr){.dtype = (uint8_t)r->type,
@@ -262,6 +298,8 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
             }
         }
         r->eager = true;
+        /* (after `eager`: the peer-death scan leaves eager sends to the route) */
+        atomic_store_explicit(&r->remote_rank, (int)d, memory_order_release);
         cor__count(C_EAGER_SENT, 1);
     } else {
         if (r->cap <= hp->eager_limit) cor__count(C_CREDIT_STALLS, 1);
@@ -271,7 +309,15 @@ int cor__send_start(struct cor_task *t, struct cor_req *r)
         if (!rts_readable(hp, op, r)) rts_carry_tail(hp, op, r);
         cor__count(C_RNDV_SENT, 1);
         cor__await_begin(r); /* its clear-to-send */
+        /* The peer-death scan (cor__req_fail_peer) fails what names the dead rank: name it
+         * only now, all set up, and look at the peer again, as cor__recv_start does. Either
+         * the scan sees the name or we see the death (both sequentially consistent); a send
+         * that only looked before could wait for a CTS for ever. In a dynamic session the
+         * rank cannot be re-admitted meanwhile (numbering_begin). */
+        atomic_store(&r->remote_rank, (int)d);
+        if (atomic_load(&g.dead[d])) cor__req_complete(r, COR_EPEERDEAD); /* died meanwhile */
     }
+    numbering_end(t);
     cor__hport_submit(hp, op);
     return COR_OK;
 }
@@ -852,6 +898,30 @@ void cor__upcall_peer_failed(void *core, cor_peer_t peer, int err)
     cor__peer_died(peer, err ? err : COR_EPEERDEAD);
 }
 
+/* The rank being reset is dead: sends that looked at it before (numbering_begin) finish
+ * numbering their frames first, so that none takes a number of the new occupant's count or
+ * its incarnation. They hold no lock and call no route meanwhile, so this takes microseconds;
+ * it is bounded all the same (a sender stopped by a debugger), and says so when it gives up. */
+#define NUMBERING_DRAIN_NS 2000000000ull
+
+static void numbering_drain(void)
+{
+    uint64_t t0 = cor__now_ns();
+    COR_LOCK(&g.lock);
+    for (int i = 0; g.tasks && i < g.max_tasks; i++)
+        while (g.tasks[i] && atomic_load(&g.tasks[i]->numbering)) {
+            if (cor__now_ns() - t0 > NUMBERING_DRAIN_NS) {
+                cor__log("a send of task %d still numbers a frame after 2 s; the re-admission "
+                         "goes on",
+                         i);
+                i = g.max_tasks; /* (ends both loops) */
+                break;
+            }
+            sched_yield();
+        }
+    COR_UNLOCK(&g.lock);
+}
+
 /* Rank `peer` gets a new occupant (cor_domain_connect after cor_domain_leave): what this
  * domain kept for the earlier one goes, so the new one starts as a peer never heard from:
  * message numbers both ways, frames held for their turn, eager credits, and the unexpected
@@ -859,6 +929,7 @@ void cor__upcall_peer_failed(void *core, cor_peer_t peer, int err)
  * one's). The rank is dead meanwhile (sends to it fail before they take a number). */
 void cor__peer_reset(uint32_t peer)
 {
+    numbering_drain();
     struct peer_state *ps = &g.peers[peer];
     /* With one hard port its owner matches without the peer's lock (in_order): own it. */
     struct cor_hport *only = g.one_port ? g.routes[0]->ports[0] : NULL;

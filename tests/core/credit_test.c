@@ -1411,6 +1411,115 @@ static void test_recycle_under_scan(void)
     EXPECT_EQ(wrong, 0);
 }
 
+/* ---- a peer's death and re-admission beside a send ---- */
+
+/* proto.c's COR_TEST_SEND_HOOK (tests/core/int/core_proto.c): where a send stops, once. */
+extern void (*cor_test_send_hook)(int at);
+#define OLD_EPOCH 0x0c1d0001u
+#define NEW_EPOCH 0x0e110002u
+static int hook_at;            /* 1: after the send's look at the peer; 2: after its read of the
+                                * incarnation (before its number); 0: done */
+static bool hook_readmit;      /* the peer dies and then is re-admitted, else it only dies */
+static bool readmit_begun;     /* a re-admission thread runs */
+static _Atomic int readmit_in; /* it entered cor__peer_reset */
+static pthread_t readmit_th;
+
+/* What cor_domain_connect does for a rank that left and comes back with a new incarnation. */
+static void *readmit(void *arg)
+{
+    (void)arg;
+    atomic_store(&readmit_in, 1);
+    cor__peer_reset(PEER);
+    atomic_store(&g.peer_epoch[PEER], NEW_EPOCH);
+    atomic_store(&g.dead[PEER], false);
+    return NULL;
+}
+
+/* Inside the send: the peer dies (as cor_domain_leave says), and another thread re-admits its
+ * rank. A reset that does not wait for this send is over within the 50 ms given to it. */
+static void send_hook(int at)
+{
+    if (at != hook_at) return;
+    hook_at = 0;
+    cor__peer_gone(PEER, COR_EPEERDEAD, false);
+    if (!hook_readmit) return;
+    atomic_store(&readmit_in, 0);
+    readmit_begun = pthread_create(&readmit_th, NULL, readmit, NULL) == 0;
+    for (int i = 0; i < 2000 && readmit_begun && !atomic_load(&readmit_in); i++)
+        usleep(1000);
+    usleep(50000);
+}
+
+/* One send of `n` bytes that the hook stops at `at`; the peer dies meanwhile and, when
+ * `readmit`, its rank gets a new occupant. What the send must do: an eager send goes with the
+ * earlier occupant's incarnation and its next number (the new one drops it, and its own count
+ * starts at 0), a rendezvous send fails with COR_EPEERDEAD (nothing answers its RTS); the
+ * next message goes to the new occupant as its message 0. */
+static void death_beside_send(int at, bool readmit_too, size_t n)
+{
+    drain_out();
+    g.dynamic = readmit_too; /* static sessions never re-admit a rank */
+    g.epoch = readmit_too ? 0x5e1f0003u : 0;
+    atomic_store(&g.peer_epoch[PEER], readmit_too ? OLD_EPOCH : 0);
+    unsigned char *buf = calloc(1, n);
+    REQUIRE(buf != NULL);
+    cor_req_t r;
+    struct frame_hdr h;
+    EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 80, COR_BYTE, buf, 1, &r), COR_OK);
+    EXPECT_ERR(finish(&r, NULL), COR_OK);
+    REQUIRE(next_out(&h) != NULL);
+    uint32_t k = h.seq + 1; /* the number the next send to the earlier occupant takes */
+    hook_at = at;
+    hook_readmit = readmit_too;
+    readmit_begun = false;
+    cor_test_send_hook = send_hook;
+    EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 81, COR_BYTE, buf, n, &r), COR_OK);
+    cor_test_send_hook = NULL;
+    EXPECT_EQ(hook_at, 0);
+    bool eager = n <= EAGER_LIMIT;
+    /* (a rendezvous left waiting for its CTS would not complete: finish gives 999) */
+    EXPECT_ERR(finish(&r, NULL), eager ? COR_OK : COR_EPEERDEAD);
+    if (readmit_begun) {
+        pthread_join(readmit_th, NULL);
+        memset(peer_seq, 0, sizeof peer_seq); /* the new occupant numbers from 0 */
+    }
+    atomic_store(&g.dead[PEER], false); /* (the static case: alive again for the next tests) */
+    REQUIRE(next_out(&h) != NULL);
+    EXPECT_EQ(h.type, eager ? F_EAGER : F_RTS);
+    if (readmit_too) {
+        EXPECT_EQ(h.dst_epoch, OLD_EPOCH); /* never the new occupant's */
+        EXPECT_EQ(h.seq, k);               /* never a number of the new occupant's count */
+        EXPECT_ERR(cor_sendI_typed(peer_task, COR_CTX_WORLD, 82, COR_BYTE, buf, 1, &r), COR_OK);
+        EXPECT_ERR(finish(&r, NULL), COR_OK);
+        REQUIRE(next_out(&h) != NULL);
+        EXPECT_EQ(h.dst_epoch, NEW_EPOCH);
+        EXPECT_EQ(h.seq, 0);
+    }
+    g.dynamic = false;
+    g.epoch = 0;
+    atomic_store(&g.peer_epoch[PEER], 0);
+    free(buf);
+    drain_out();
+}
+
+/* The peer dies, and its rank is re-admitted, while a send is between its look at the peer
+ * and its frame's number (dynamic sessions: cor__peer_reset waits for such sends). */
+static void test_readmit_beside_send(void)
+{
+    death_beside_send(1, true, 4);
+    death_beside_send(2, true, 4);
+    death_beside_send(1, true, 3 * EAGER_LIMIT);
+    death_beside_send(2, true, 3 * EAGER_LIMIT);
+}
+
+/* The peer dies after a rendezvous send looked at it, before the send named it for the
+ * peer-death scan: the send fails, it does not wait for a CTS for ever. */
+static void test_death_beside_rendezvous_send(void)
+{
+    death_beside_send(1, false, 3 * EAGER_LIMIT);
+    death_beside_send(2, false, 3 * EAGER_LIMIT);
+}
+
 /* ---- the read rendezvous ---- */
 
 /* The port reads remote memory (the route's caps say no RMA, so the other tests see none). */
@@ -1607,6 +1716,9 @@ int main(void)
         {"one owner per port: other threads' frames all go, in order", test_one_owner},
         {"a request recycled under the peer-death scan keeps its new life",
          test_recycle_under_scan},
+        {"peer dies and is re-admitted inside a send: old number, old incarnation",
+         test_readmit_beside_send},
+        {"peer dies inside a rendezvous send: the send fails", test_death_beside_rendezvous_send},
         {"read rendezvous send: RTS_GET, GOT, CTS instead, peer death", test_read_rendezvous_send},
         {"read rendezvous receive: unexpected, posted, truncated, stale key",
          test_read_rendezvous_receive},
