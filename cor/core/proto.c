@@ -900,8 +900,9 @@ void cor__upcall_peer_failed(void *core, cor_peer_t peer, int err)
 
 /* The rank being reset is dead: sends that looked at it before (numbering_begin) finish
  * numbering their frames first, so that none takes a number of the new occupant's count or
- * its incarnation. They hold no lock and call no route meanwhile, so this takes microseconds;
- * it is bounded all the same (a sender stopped by a debugger), and says so when it gives up. */
+ * its incarnation. That takes microseconds (no wait for the peer in it); g.lock is let go
+ * while we yield to them, in case one needs it, and the wait is bounded all the same (a
+ * sender stopped by a debugger), saying so when it gives up. */
 #define NUMBERING_DRAIN_NS 2000000000ull
 
 static void numbering_drain(void)
@@ -917,7 +918,9 @@ static void numbering_drain(void)
                 i = g.max_tasks; /* (ends both loops) */
                 break;
             }
+            COR_UNLOCK(&g.lock);
             sched_yield();
+            COR_LOCK(&g.lock);
         }
     COR_UNLOCK(&g.lock);
 }
