@@ -34,6 +34,9 @@
     X(TRANSPORT, "GM_COMPAT_TRANSPORT", STRING, 0, 0, 0, GMX_TRANSPORT_DEFAULT,                    \
       "auto: own shared-memory rings when the provider is shm (no other host), else libfabric; "   \
       "fabric: libfabric; shm: the rings (this host only)")                                        \
+    X(SHM_BY_REF, "GM_SHM_BY_REF", NUMBER, 16384, 0, 1u << 30, "",                                 \
+      "on the own shm rings: a large message's data of at least this many bytes is read by its "   \
+      "receiver from the sender's memory (one copy) instead of through the ring; 0: never")        \
     X(VERBOSE, "GM_VERBOSE", NUMBER, 0, 0, 10, "", "1: print fabric errors and configuration")
 
 #define GMX_KNOB_ENUM(id, name, type, def, lo, hi, shown, meaning) GMX_K_##id,

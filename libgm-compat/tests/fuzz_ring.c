@@ -14,9 +14,16 @@
  *   3                 completions are read (and error completions)
  *   4 c x             channel c's tail is set to head + x (indices out of range included)
  *   5 k               the k-th receive still posted is cancelled
+ *   6 c t n(2) a(2) p s  a slot by reference into channel c: tag t, message length n, at
+ *                    address a of a sender's memory that is process p % 4 (1: a readable
+ *                    8 KiB, 2: gone, 0 and 3: not readable), its state s % 4 (1: offered)
  * Checks beyond the sanitizers (and leaks): a completion names a posted receive and never
  * reports more bytes than its buffer holds; every posted receive completes at most once.
  */
+#include <stdint.h>
+#include <stddef.h>
+static int fuzz_ref_read(uint32_t pid, char *dst, uint64_t addr, size_t n);
+#define GMX_SHM_REF_READ fuzz_ref_read
 #include "../src/shmring.c"
 
 #include <assert.h>
@@ -36,9 +43,28 @@ void gmx_bell_unmap(struct gmx_bell *b)
 {
     (void)b;
 }
+/* Only gmx_shm_open reads a knob (GM_SHM_BY_REF); the target never opens a region. */
+unsigned long gmx_knob_uint(int id)
+{
+    (void)id;
+    return 0;
+}
 /* Only gmx_shm_open's RMA key seed reads the clock; the target never opens a region. */
 uint64_t gmx_now_ns(void)
 {
+    return 0;
+}
+
+/* The senders' memory that slots by reference name: process 1's 8 KiB (its bytes are their
+ * offsets), process 2 is gone, any other may not be read. */
+static char sender_mem[8192];
+
+static int fuzz_ref_read(uint32_t pid, char *dst, uint64_t addr, size_t n)
+{
+    if (pid == 2) return ESRCH;
+    if (pid != 1) return EPERM;
+    if (addr > sizeof sender_mem || n > sizeof sender_mem - addr) return EFAULT;
+    memcpy(dst, sender_mem + addr, n);
     return 0;
 }
 
@@ -103,6 +129,8 @@ static void check_completions(struct gmx_shm *sh)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!region) {
+        for (size_t i = 0; i < sizeof sender_mem; i++)
+            sender_mem[i] = (char)i;
         region =
             mmap(NULL, REGION_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         assert(region != MAP_FAILED);
@@ -119,7 +147,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t a[8];
     while (size) {
         take(&data, &size, 1, a);
-        switch (a[0] % 6) {
+        switch (a[0] % 7) {
         case 0: {
             take(&data, &size, 3, a);
             unsigned c = a[0] % CHANS_USED;
@@ -175,6 +203,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             for (k = 0; k < MAX_POSTED; k++)
                 if (rx_ctx[k].posted && n-- == 0) break;
             if (k < MAX_POSTED) gmx_shm_cancel(sh, (void *)(uintptr_t)(k + 1));
+            break;
+        }
+        case 6: {
+            take(&data, &size, 8, a);
+            unsigned c = a[0] % CHANS_USED;
+            struct slot_hdr h = {.tag = tags[a[1] % 4],
+                                 .first = SLOT_REF,
+                                 .len = sizeof(struct slot_ref),
+                                 .total = (uint64_t)(a[2] | a[3] << 8)};
+            char *slot = slot_at(sh, c);
+            memset(slot, 0, RING_SLOT);
+            memcpy(slot, &h, sizeof h);
+            struct slot_ref *r = (struct slot_ref *)(slot + sizeof h);
+            r->addr = (uint64_t)(a[4] | a[5] << 8);
+            r->pid = a[6] % 4;
+            atomic_store(&r->state, a[7] % 4);
+            publish(sh, c);
             break;
         }
         }
