@@ -311,7 +311,10 @@ void cpvm_leave(void)
         own_ctx = cpvm_current_context();
         own_known = true;
     }
-    if (--depth == 0) pthread_mutex_unlock(&big);
+    if (--depth == 0) {
+        pthread_mutex_unlock(&big);
+        cpvm_post_pieces();
+    }
 }
 
 struct lp_msg *cpvm_own_rbuf(void)
@@ -335,6 +338,7 @@ int cpvm_unlock_all(void)
     wake_if_queue_changed();
     depth = 0;
     pthread_mutex_unlock(&big);
+    cpvm_post_pieces();
     return d;
 }
 

@@ -823,12 +823,16 @@ static struct pending {
     struct lp_msg *msg;
     struct cpvm_peer *peer;
     int n;
+    cor_idp_t source;
     cor_req_t req[CPVM_DETACH_MAX];
+    char *dst[CPVM_DETACH_MAX];
     int len[CPVM_DETACH_MAX];
     bool failed;
+    bool posted; /* its receives are posted (cpvm_post_pieces) */
 } pend[PENDING_MAX];
 static unsigned pend_first, pend_count;
-static size_t pend_bytes; /* detached bytes of the pending messages */
+static _Atomic unsigned pend_unposted; /* entries whose receives wait for cpvm_post_pieces */
+static size_t pend_bytes;              /* detached bytes of the pending messages */
 
 /* Room to take one more image (and post its fragment receives); ring_lock held. */
 static bool pend_room(void)
@@ -895,6 +899,7 @@ void cpvm_inbound_stop(void)
         ring[i] = (struct inbound){0};
     }
     posts_due = 0;
+    atomic_store(&pend_unposted, 0);
     for (; pend_count; pend_count--, pend_first = (pend_first + 1) % PENDING_MAX) {
         struct pending *e = &pend[pend_first];
         for (int i = 0; i < e->n; i++)
@@ -915,16 +920,41 @@ static void note(struct pending *e, int i, const cor_status_t *st)
 /* True when every fragment of e arrived; ring_lock held. */
 static bool pending_done(struct pending *e)
 {
+    if (!e->posted) return false;
     for (int i = 0; i < e->n; i++) {
         if (!e->req[i]) continue;
         if (&e->req[i] == watched) return false; /* its waiter completes it */
         int done = 0;
         cor_status_t st;
+        /* Only a look: cor_test of a pending request progresses the routes, whose rendezvous
+         * reads (a detached piece, 1 MiB) would run under the big lock in a pump. */
+        if (cor_peek(e->req[i], &done) || !done) return false;
         cor_test(&e->req[i], &done, &st);
-        if (!done) return false;
         note(e, i, &st);
     }
     return true;
+}
+
+/* Posts the receives of the detached pieces of the messages taken since, in the order of
+ * their images (pieces of one sender match its images' order). A pump (big lock) only
+ * notes them: posting a receive that matches a piece already announced reads it at once,
+ * and that read must not hold the big lock. Called where the big lock is let go, and by
+ * waits before they wait. ring_lock taken. */
+void cpvm_post_pieces(void)
+{
+    if (!atomic_load_explicit(&pend_unposted, memory_order_acquire)) return;
+    pthread_mutex_lock(&ring_lock);
+    for (unsigned k = 0; k < pend_count && atomic_load(&pend_unposted); k++) {
+        struct pending *e = &pend[(pend_first + k) % PENDING_MAX];
+        if (e->posted) continue;
+        for (int i = 0; i < e->n; i++)
+            if (cor_recvI_into_as(cpvm_rt.inbox, e->source, cpvm_rt.ctx, CPVM_FRAG_TAG, COR_BYTE,
+                                  e->dst[i], (size_t)e->len[i], &e->req[i]))
+                e->failed = true;
+        e->posted = true;
+        atomic_fetch_sub(&pend_unposted, 1);
+    }
+    pthread_mutex_unlock(&ring_lock);
 }
 
 /* True when the ring's oldest image arrived; ring_lock held. `poll`: the routes are polled
@@ -958,6 +988,7 @@ static cor_req_t *head_request(void)
 {
     if (pend_count) {
         struct pending *e = &pend[pend_first];
+        if (!e->posted) return NULL;
         for (int i = 0; i < e->n; i++)
             if (e->req[i]) return &e->req[i];
         return NULL;
@@ -986,6 +1017,7 @@ static int stop_or_image(void *arg)
 bool cpvm_routed_wait(long spin_us, long timeout_us, int (*stop)(void *), void *arg)
 {
     if (!atomic_load(&inbound_on)) return false;
+    cpvm_post_pieces();
     pthread_mutex_lock(&ring_lock);
     post_due();
     cor_req_t *req = watched ? NULL : head_request();
@@ -1117,14 +1149,13 @@ static void take(void *data, const cor_status_t *st)
         return;
     }
     struct pending *e = &pend[(pend_first + pend_count++) % PENDING_MAX];
-    *e = (struct pending){.msg = m, .peer = p, .n = n};
+    *e = (struct pending){.msg = m, .peer = p, .n = n, .source = st->source, .posted = !n};
     for (int i = 0; i < n; i++) {
         e->len[i] = len[i];
+        e->dst[i] = dst[i];
         pend_bytes += (size_t)len[i];
-        if (cor_recvI_into_as(cpvm_rt.inbox, st->source, cpvm_rt.ctx, CPVM_FRAG_TAG, COR_BYTE,
-                              dst[i], (size_t)len[i], &e->req[i]))
-            e->failed = true;
     }
+    if (n) atomic_fetch_add_explicit(&pend_unposted, 1, memory_order_release);
     pthread_mutex_unlock(&ring_lock);
 }
 
@@ -1189,10 +1220,11 @@ int cpvm_pump(void)
             n++;
             continue;
         }
-        /* After a message, only what the routes completed already: a poll of every port
-         * here would delay the receive that is waiting for the message just taken (the
-         * waits poll). */
-        if (!pend_room() || !image_done_poll(n == 0)) {
+        /* Only what the routes completed already: a poll here would run rendezvous reads
+         * under the big lock, and delay the receive waiting for the message just taken (the
+         * waits poll, without the lock; the locked calls that do not wait poll before they
+         * take it, progress_first). */
+        if (!pend_room() || !image_done_poll(false)) {
             pthread_mutex_unlock(&ring_lock);
             break;
         }
@@ -1252,8 +1284,18 @@ static int adopt(struct lp_msg *m)
     return m->mid;
 }
 
+/* What a pump finds complete is what the routes completed: a call that does not wait polls
+ * them first, before it takes the big lock (a rendezvous read may run in the poll). */
+static void progress_first(void)
+{
+    if (!atomic_load(&inbound_on)) return;
+    cpvm_post_pieces();
+    cor_progress();
+}
+
 static int nrecv_locked(int tid, int tag)
 {
+    progress_first();
     cpvm_enter();
     cpvm_pump();
     int rc = 0;
@@ -1272,6 +1314,7 @@ static int nrecv_locked(int tid, int tag)
 
 static int probe_locked(int tid, int tag)
 {
+    progress_first();
     cpvm_enter();
     cpvm_pump();
     struct lp_msg *m = routed_match(tid, tag, true);
@@ -1294,6 +1337,25 @@ static int recv_until(int tid, int tag, uint64_t deadline_ns)
         if (deadline_ns && cpvm_now_ns() >= deadline_ns) return 0;
         cpvm_wait_activity(deadline_ns, spin_end);
     }
+}
+
+/* One look under the lock for a blocking receive that waited without it for a while and
+ * found nothing (CPVM_RX_LONG): routed messages pumped, the routed queue, libpvm3's queue and
+ * sockets (as recv_until's turn), and PVM's sockets noted for the next sleep without the lock.
+ * True, with *rc, if it found a message (or an error). */
+static bool recv_look(int tid, int tag, int *rc)
+{
+    cpvm_in_recv++;
+    cpvm_enter();
+    cpvm_pump();
+    if (cpvm_has_deferred()) cpvm_run_deferred();
+    struct lp_msg *m = routed_match(tid, tag, false);
+    int r = m ? adopt(m) : received(REAL(pvm_nrecv, tid, tag));
+    if (r == 0) cpvm_note_fds();
+    cpvm_leave();
+    cpvm_in_recv--;
+    *rc = r;
+    return r != 0;
 }
 
 static int recv_locked(int tid, int tag)
@@ -1380,8 +1442,12 @@ CPVM_API int pvm_probe(int tid, int tag)
 CPVM_API int pvm_recv(int tid, int tag)
 {
     if (CPVM_PASS) return cpvm_real.pvm_recv(tid, tag);
-    int rc;
-    if (cpvm_recv_unlocked(tid, tag, CPVM_RX_BLOCK, 0, NULL, &rc)) return rc;
+    int rc, r, how = CPVM_RX_BLOCK;
+    while ((r = cpvm_recv_unlocked(tid, tag, how, 0, NULL, &rc)) == CPVM_RX_LONG) {
+        if (recv_look(tid, tag, &rc)) return rc;
+        how = CPVM_RX_AGAIN;
+    }
+    if (r > 0) return rc;
     cpvm_in_recv++;
     rc = recv_locked(tid, tag);
     cpvm_in_recv--;
@@ -1393,14 +1459,18 @@ CPVM_API int pvm_trecv(int tid, int tag, struct timeval *tmout)
     if (CPVM_PASS) return cpvm_real.pvm_trecv(tid, tag, tmout);
     if (tmout && (tmout->tv_sec < 0 || tmout->tv_usec < 0)) return PvmBadParam;
     uint64_t d = 0;
-    int rc;
+    int rc, r = 0, how = CPVM_RX_BLOCK;
     if (tmout) {
         d = cpvm_now_ns() + (uint64_t)tmout->tv_sec * 1000000000u +
             (uint64_t)tmout->tv_usec * 1000u;
     }
     /* (a zero timeout reads PVM's sockets at least once, as libpvm3's does: locked) */
     bool zero = tmout && tmout->tv_sec == 0 && tmout->tv_usec == 0;
-    if (!zero && cpvm_recv_unlocked(tid, tag, CPVM_RX_BLOCK, d, NULL, &rc)) return rc;
+    while (!zero && (r = cpvm_recv_unlocked(tid, tag, how, d, NULL, &rc)) == CPVM_RX_LONG) {
+        if (recv_look(tid, tag, &rc)) return rc;
+        how = CPVM_RX_AGAIN;
+    }
+    if (r > 0) return rc;
     cpvm_in_recv++;
     rc = trecv_locked(tid, tag, tmout, d);
     cpvm_in_recv--;
@@ -1413,7 +1483,7 @@ CPVM_API int pvm_precv(int tid, int tag, void *buf, int len, int type, int *rtid
     if (CPVM_PASS) return cpvm_real.pvm_precv(tid, tag, buf, len, type, rtid, rtag, rlen);
     struct cpvm_precv p = {buf, len, type_size(type), rtid, rtag, rlen};
     int rc;
-    if (p.size && cpvm_recv_unlocked(tid, tag, CPVM_RX_BLOCK, 0, &p, &rc)) return rc;
+    if (p.size && cpvm_recv_unlocked(tid, tag, CPVM_RX_BLOCK, 0, &p, &rc) > 0) return rc;
     cpvm_in_recv++;
     rc = precv_locked(tid, tag, buf, len, type, rtid, rtag, rlen);
     cpvm_in_recv--;

@@ -171,8 +171,12 @@ struct lp_msg *cpvm_rxq_take(int tid, int tag, int ctx, int how);
 /* Big lock, at the outermost leave: what receives without the lock look at. */
 void cpvm_rxq_publish(void);
 /* A receive without the big lock: 1 = done (*rc: the buffer id, or 0), 0 = the caller takes
- * the locked path (libpvm3 has to look, or a long wait). deadline_ns: 0 = none. */
-enum { CPVM_RX_BLOCK, CPVM_RX_NONBLOCK, CPVM_RX_PROBE };
+ * the locked path (libpvm3 has to look), -1 (CPVM_RX_LONG, blocking receives without precv
+ * only) = nothing came for the spin and 20 ms: the caller looks once under the lock (libpvm3's
+ * queue and sockets, recv_look in msgio.c) and calls again with CPVM_RX_AGAIN (blocking, no
+ * spin). deadline_ns: 0 = none. */
+#define CPVM_RX_LONG (-1)
+enum { CPVM_RX_BLOCK, CPVM_RX_NONBLOCK, CPVM_RX_PROBE, CPVM_RX_AGAIN };
 /* pvm_precv's arguments (size: the type's, not 0): a blocking receive that unpacks native data
  * into buf and frees the message (*rc: a PVM status). */
 struct cpvm_precv {

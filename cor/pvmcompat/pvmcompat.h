@@ -303,6 +303,8 @@ int cpvm_waiters(void);
  * exit. */
 void cpvm_wait_activity(uint64_t deadline_ns, uint64_t spin_end_ns);
 uint64_t cpvm_spin_end(void); /* now + COR_PVM_SPIN_US */
+/* Reads PVM's sockets' list for the waits without the lock (they sleep on it). Lock held. */
+void cpvm_note_fds(void);
 /* The arrival hook of the task's CoR inbox (cor_task_on_arrival): wakes a sleeping waiter. */
 void cpvm_arrival(void *arg, int flags);
 uint64_t cpvm_now_ns(void);
@@ -332,8 +334,13 @@ bool cpvm_is_setup(void);
 /* Deferred work of control messages (handshakes, exits). Lock held, outermost level. */
 void cpvm_run_deferred(void);
 bool cpvm_has_deferred(void);
-/* Moves completed routed messages into libpvm3's receive queue; returns how many. */
+/* Moves completed routed messages into libpvm3's receive queue; returns how many. It never
+ * polls the routes: what it finds complete is what waits and listeners completed. */
 int cpvm_pump(void);
+/* Posts the receives of the detached pieces of messages a pump took (a pump only notes
+ * them: the read a post may start must not run under the big lock). Without the big lock
+ * where possible: lock.c calls it as the lock goes. */
+void cpvm_post_pieces(void);
 /* True if the oldest routed message looks complete, without progress and without waiting
  * (false when another thread watches); for stop hooks. No lock needed. */
 bool cpvm_routed_arrived(void);

@@ -154,6 +154,8 @@ int cpvm_recv_unlocked(int tid, int tag, int mode, uint64_t deadline_ns,
                        const struct cpvm_precv *precv, int *rc)
 {
     int ctx;
+    bool spun = mode == CPVM_RX_AGAIN; /* (it spun before CPVM_RX_LONG: it sleeps at once) */
+    if (spun) mode = CPVM_RX_BLOCK;
     if (!atomic_load(&rq_on) || !cpvm_own_context(&ctx)) return 0;
     /* Lock-free for the spin (COR_PVM_SPIN_US) and a while after it, asleep; a longer wait
      * is the locked path's (it sees PVM's sockets as they are now). */
@@ -221,14 +223,25 @@ int cpvm_recv_unlocked(int tid, int tag, int mode, uint64_t deadline_ns,
             /* Nothing came yet: the lock's chores now, not on the message's way (still
              * counted as a waiter: a message queued meanwhile ends the wait at once). */
             cpvm_chores();
-            spin_end = cpvm_spin_end();
-            give_up = spin_end + 20000000u;
+            spin_end = spun ? now : cpvm_spin_end();
+            give_up = spun ? UINT64_MAX : spin_end + 20000000u; /* (AGAIN: looked now) */
         }
-        if ((deadline_ns && now >= deadline_ns) || now >= give_up) {
+        if (deadline_ns && now >= deadline_ns) {
             cpvm_watch_end();
-            return 0; /* the locked path's last look, or its long sleep */
+            return 0; /* the locked path's last look */
         }
-        uint64_t until = deadline_ns && deadline_ns < give_up ? deadline_ns : give_up;
+        if (now >= give_up) {
+            /* A look under the lock at what may have changed meanwhile (PVM's sockets as
+             * they are now), then back here: a thread waiting long in the locked path took
+             * the big lock again at every wake-up of every waiter (8 receiving threads of
+             * a loaded machine: thousands of waits for it a second). */
+            cpvm_watch_end();
+            if (mode != CPVM_RX_BLOCK || precv) return 0;
+            return CPVM_RX_LONG;
+        }
+        uint64_t until = give_up == UINT64_MAX                  ? deadline_ns /* (0: none) */
+                         : deadline_ns && deadline_ns < give_up ? deadline_ns
+                                                                : give_up;
         cpvm_wait_unlocked(gen0, arr0, until, spin_end);
         cpvm_watch_end();
     }

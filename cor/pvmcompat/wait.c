@@ -413,6 +413,12 @@ void cpvm_wait_activity(uint64_t deadline_ns, uint64_t spin_end_ns)
     cpvm_relock_all(depth);
 }
 
+void cpvm_note_fds(void)
+{
+    struct pollfd pfd[MAX_FDS + 1];
+    (void)pvm_fds(pfd);
+}
+
 void cpvm_watch_begin(void)
 {
     atomic_fetch_add(&nleaving, 1);
