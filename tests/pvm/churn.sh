@@ -37,6 +37,9 @@ for spec in "${specs[@]}"; do
         [ "$sent" -eq 0 ] || [ "$readm" -eq 0 ]; then
         say "FAIL $route by $k: exit $PVM_RC, '$out', master routed sends $sent, ranks re-admitted $readm"
         cat "$PVM_OUT" "$PVM_ERR" | tail -40 | sed 's/^/  | /'
+        # the children's own output (a stuck child's last words, a sanitizer's report)
+        say "pvmd's log (the children's output), last 60 lines:"
+        pvm_log | tail -60 | sed 's/^/  | /'
         rc=1
     else
         say "PASS $route by $k: ${out#life: } in $(($(date +%s) - t0)) s; master routed sends $sent, ranks re-admitted $readm"
