@@ -11,6 +11,7 @@
 #include "gm_port.h"
 
 #define ALIGN 64
+#define TX_HOT ((size_t)64 << 10) /* bytes of the ring a ping-pong keeps to (ring_alloc) */
 
 static struct gmr_tx *tx_at(struct cor_rport *p, uint64_t i)
 {
@@ -33,14 +34,19 @@ int gmr_tx_setup(struct cor_rport *p)
 
 /* Reserves n bytes of the byte ring; NULL when full. Live bytes are [tail, head), or
  * [tail, R) + [0, head) once wrapped; head == tail only when no frame holds bytes (a frame
- * never fills the gap exactly). */
+ * never fills the gap exactly). While few bytes are live (a ping-pong: the frame of the last
+ * message waits for GM's callback, so the ring is never empty when the next one comes) it
+ * wraps as soon as head leaves the first TX_HOT bytes and the front is free: the copy then
+ * writes lines still in the cache, instead of a new part of the 4 MiB ring each time. */
 static char *ring_alloc(struct cor_rport *p, size_t n, size_t *end)
 {
     n = (n + ALIGN - 1) & ~(size_t)(ALIGN - 1);
     size_t R = p->k.tx_bytes, off;
     if (p->tx_head == p->tx_tail) p->tx_head = p->tx_tail = 0;
     if (p->tx_head >= p->tx_tail) {
-        if (R - p->tx_head >= n)
+        if (p->tx_head + n > TX_HOT && p->tx_head - p->tx_tail <= TX_HOT / 2 && n < p->tx_tail)
+            off = 0;
+        else if (R - p->tx_head >= n)
             off = p->tx_head;
         else if (n < p->tx_tail)
             off = 0;
