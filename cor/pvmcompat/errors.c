@@ -58,7 +58,8 @@ void cpvm_stats_print(void)
         "readmitted %llu resent %llu resent-received %llu duplicates %llu rescues %llu; copied "
         "without the lock: packs %llu unpacks %llu; waits for the lock %llu (%llu us), in sends "
         "%llu (%llu us), in receives %llu (%llu us); routed messages received without the "
-        "lock %llu; without the lock: initsends %llu, routed sends %llu; late wakes %llu",
+        "lock %llu; without the lock: initsends %llu, routed sends %llu; late wakes %llu; "
+        "received into spares %llu",
         (unsigned long long)c->routed_sent, (unsigned long long)c->routed_bytes_sent,
         (unsigned long long)c->routed_recv, (unsigned long long)c->routed_bytes_recv,
         (unsigned long long)c->pvm_sent, (unsigned long long)c->pvm_recv,
@@ -73,7 +74,7 @@ void cpvm_stats_print(void)
         (unsigned long long)(c->send_lock_wait_ns / 1000), (unsigned long long)c->recv_lock_waits,
         (unsigned long long)(c->recv_lock_wait_ns / 1000), (unsigned long long)c->recv_unlocked,
         (unsigned long long)c->initsends_unlocked, (unsigned long long)c->sends_unlocked,
-        (unsigned long long)c->late_wakes);
+        (unsigned long long)c->late_wakes, (unsigned long long)c->recv_spares);
     cor_stats_t k;
     if (cpvm_rt.joined && cor_stats_get(&k) == COR_OK)
         cpvm_log("core: sent %llu (eager %llu, rendezvous %llu) received %llu; credit frames "

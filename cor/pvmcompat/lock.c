@@ -267,10 +267,11 @@ void cpvm_chores(void)
 {
     if (depth > 0 || !me) return;
     if (!pending && !pending_s && !atomic_load_explicit(&trash_any, memory_order_relaxed) &&
-        !cpvm_spares_low())
+        !cpvm_spares_low() && !cpvm_in_spares_low())
         return;
     if (!cpvm_try_enter()) return; /* (its holder empties the trash) */
     cpvm_spares_top_up();
+    cpvm_in_spares_top_up();
     cpvm_leave();
 }
 

@@ -871,6 +871,7 @@ int cpvm_inbound_start(void)
         if (err) return err;
     }
     atomic_store(&inbound_on, true);
+    cpvm_in_spares_open(true);
     return COR_OK;
 }
 
@@ -885,6 +886,7 @@ static void cancel(cor_req_t *req)
 void cpvm_inbound_stop(void)
 {
     atomic_store(&inbound_on, false);
+    cpvm_in_spares_open(false);
     pthread_mutex_lock(&ring_lock);
     /* A thread still waiting for a routed message completes it itself: let it finish (its
      * wait is bounded by a few milliseconds). */

@@ -426,18 +426,124 @@ int cpvm_out_bytes(const void *data, int len, int tid, int tag, int ctx, struct 
 
 /* ---- receiving ---- */
 
-struct lp_msg *cpvm_in_message(const void *image, size_t len, char *dst[CPVM_DETACH_MAX],
-                               int dlen[CPVM_DETACH_MAX], int *ndetached)
+/* Receive spares: libpvm3 messages made ahead (a receive's wait makes them, cpvm_chores: off
+ * the message's way), each with one native fragment of RX_SPARE_ROOM bytes and its decoding
+ * already set up (what pvm_setrbuf does to a message it is given). A small routed image (one
+ * inline fragment, native data) is copied into one, so the pump makes no libpvm3 call for it:
+ * no umbuf_new, fr_new, pmsg_setenc, and no pvm_setrbuf pair in cpvm_in_deliver. Big lock. */
+#define RX_SPARES 8
+#define RX_SPARE_ROOM 1024
+static struct lp_msg *rx_spare[RX_SPARES]; /* big lock */
+static _Atomic int rx_nspares;             /* (written under the big lock) */
+static bool rx_spares_on;                  /* big lock: the route's inbound is open */
+
+static struct lp_msg *rx_spare_make(void)
 {
     struct lp_msg *m = (struct lp_msg *)REAL(umbuf_new);
-    *ndetached = 0;
     if (!m) return NULL;
+    struct lp_frag *fp = (struct lp_frag *)REAL(fr_new, RX_SPARE_ROOM + headroom);
+    if (!fp) {
+        REAL(pvm_freebuf, m->mid);
+        return NULL;
+    }
+    fp->dat += headroom;
+    fp->len = 0;
+    fp->link = fp->rlink = m->frag;
+    m->frag->link = m->frag->rlink = fp;
+    REAL(pmsg_setenc, (struct pmsg *)m, pvmmydsig);
+    m->flag |= LP_MM_ROUTED;
+    int old = REAL(pvm_setrbuf, m->mid); /* its decoding: at its fragment's start */
+    REAL(pvm_setrbuf, old);
+    m->flag |= LP_MM_SPARE;
+    return m;
+}
+
+bool cpvm_mid_hidden(int mid)
+{
+    struct lp_msg *m =
+        mid > 0 && atomic_load_explicit(&rx_nspares, memory_order_relaxed) ? msg_of(mid) : NULL;
+    return m && (m->flag & LP_MM_SPARE);
+}
+
+bool cpvm_in_spares_low(void)
+{
+    return atomic_load_explicit(&rx_nspares, memory_order_relaxed) < RX_SPARES / 2;
+}
+
+void cpvm_in_spares_top_up(void)
+{
+    if (!rx_spares_on || headroom < 0 || pvmtrc.trctid > 0) return;
+    int n = atomic_load_explicit(&rx_nspares, memory_order_relaxed);
+    for (int most = 4; n < RX_SPARES && most > 0; most--) {
+        struct lp_msg *m = rx_spare_make();
+        if (!m) break;
+        rx_spare[n++] = m;
+    }
+    atomic_store_explicit(&rx_nspares, n, memory_order_relaxed);
+}
+
+void cpvm_in_spares_open(bool on)
+{
+    rx_spares_on = on;
+    if (on) return;
+    int n = atomic_load_explicit(&rx_nspares, memory_order_relaxed);
+    while (n > 0)
+        REAL(pvm_freebuf, rx_spare[--n]->mid);
+    atomic_store_explicit(&rx_nspares, 0, memory_order_relaxed);
+}
+
+/* The image's one native inline fragment copied into a spare, or NULL (the caller builds the
+ * message as libpvm3 would). */
+static struct lp_msg *rx_spare_fill(const void *image, size_t len)
+{
+    int n = atomic_load_explicit(&rx_nspares, memory_order_relaxed);
+    if (!n || cpvm_image_word(image, H_ENC) != pvmmydsig || pvmtrc.trctid > 0) return NULL;
+    size_t pos = CPVM_HDR_BYTES;
+    struct cpvm_frag f, more;
+    if (!cpvm_image_next(image, len, &pos, &f) || f.detached || !f.len || f.len > RX_SPARE_ROOM ||
+        cpvm_image_next(image, len, &pos, &more))
+        return NULL;
+    struct lp_msg *m = rx_spare[--n];
+    atomic_store_explicit(&rx_nspares, n, memory_order_relaxed);
+    struct lp_frag *fp = m->frag->link;
+    /* As made (nothing else knows its id): else it is given back and the slow way taken. */
+    m->flag &= ~LP_MM_SPARE;
+    if (fp == m->frag || fp->link != m->frag || m->cfrag != fp || m->cpos != 0 ||
+        !(m->flag & LP_MM_UPACK) || m->enc != pvmmydsig) {
+        REAL(pvm_freebuf, m->mid);
+        return NULL;
+    }
+    memcpy(fp->dat, (const char *)image + f.off, (size_t)f.len);
+    fp->len = f.len;
+    m->len = f.len;
+    m->flag |= LP_MM_READY;
+    return m;
+}
+
+/* The message's header fields from the image's. */
+static void in_header(struct lp_msg *m, const void *image)
+{
     m->ctx = cpvm_image_word(image, H_CTX);
     m->tag = cpvm_image_word(image, H_TAG);
     m->wid = cpvm_image_word(image, H_WID);
     m->crc = cpvm_image_word(image, H_CRC);
     m->src = cpvm_image_word(image, H_SRC);
     m->dst = cpvm_image_word(image, H_DST);
+}
+
+struct lp_msg *cpvm_in_message(const void *image, size_t len, char *dst[CPVM_DETACH_MAX],
+                               int dlen[CPVM_DETACH_MAX], int *ndetached)
+{
+    *ndetached = 0;
+    struct lp_msg *m = rx_spare_fill(image, len);
+    if (m) {
+        in_header(m, image);
+        atomic_fetch_add_explicit(&cpvm_stats.recv_spares, 1, memory_order_relaxed);
+        return m;
+    }
+    m = (struct lp_msg *)REAL(umbuf_new);
+    if (!m) return NULL;
+    in_header(m, image);
     m->len = 0;
     size_t pos = CPVM_HDR_BYTES;
     struct cpvm_frag f;

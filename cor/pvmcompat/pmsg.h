@@ -58,6 +58,10 @@ enum lp_type {
 /* Ours: marks a message that came over a CoR route (3.4.6 uses bits 1, 2, 4 and, on CSPP
  * only, 256; its unpackers keep the others). */
 #define LP_MM_ROUTED 0x4000
+/* Ours: a receive spare filled by the pump, its decoding set up already (cpvm_in_deliver). */
+#define LP_MM_READY 0x2000
+/* Ours: a receive spare not yet filled: no program knows its id (cpvm_mid_hidden). */
+#define LP_MM_SPARE 0x1000
 
 /* Once per task, lock held: true if libpvm3's messages look as mirrored. */
 bool cpvm_layout_check(void);
@@ -142,6 +146,15 @@ struct lp_msg *cpvm_in_message(const void *image, size_t len, char *dst[CPVM_DET
 /* Queues it (or runs its handler), as a message read from PVM's sockets would be: in the
  * routed receive queue (rxq.c) when it can, else libpvm3's. Big lock. */
 void cpvm_in_deliver(struct lp_msg *m);
+/* Receive spares (messages made ahead for small images), big lock: whether a receive's wait
+ * should make more (any lock), make a few, and open or close the pool (the route's inbound;
+ * closing frees them). */
+bool cpvm_in_spares_low(void);
+void cpvm_in_spares_top_up(void);
+void cpvm_in_spares_open(bool on);
+/* Big lock: whether mid is a receive spare, which calls naming a buffer treat as no buffer
+ * (libpvm3 knows it, the program does not). */
+bool cpvm_mid_hidden(int mid);
 void cpvm_in_discard(struct lp_msg *m);
 /* Whether message mid came over a CoR route (for the counters). Lock held. */
 bool cpvm_msg_routed(int mid);

@@ -384,7 +384,8 @@ struct cpvm_stats {
     _Atomic uint64_t recv_unlocked; /* routed messages a receive took without the big lock */
     /* pvm_initsend and routed pvm_send/psend calls made without the big lock (sbuf.c) */
     _Atomic uint64_t initsends_unlocked, sends_unlocked;
-    _Atomic uint64_t late_wakes; /* spins that went on after PVM's sockets had data (wait.c) */
+    _Atomic uint64_t late_wakes;  /* spins that went on after PVM's sockets had data (wait.c) */
+    _Atomic uint64_t recv_spares; /* routed messages made in a receive spare (pmsg.c) */
 };
 extern struct cpvm_stats cpvm_stats;
 void cpvm_stats_print(void); /* stderr, when COR_PVM_STATS is set */

@@ -54,14 +54,19 @@ static bool rxlist_has(int src)
 
 void cpvm_in_deliver(struct lp_msg *m)
 {
+    bool ready = m->flag & LP_MM_READY; /* a receive spare: its decoding is set up */
+    m->flag &= ~LP_MM_READY;
     if (!usable() || rxlist_has(m->src)) {
+        if (ready) m->flag &= ~LP_MM_UPACK; /* (as a message libpvm3 made) */
         REAL(mesg_input, (struct pmsg *)m);
         return;
     }
     /* What pvm_recv does to the message it takes: unpacking starts at its beginning. */
-    m->flag &= ~LP_MM_UPACK;
-    int old = REAL(pvm_setrbuf, m->mid);
-    REAL(pvm_setrbuf, old);
+    if (!ready) {
+        m->flag &= ~LP_MM_UPACK;
+        int old = REAL(pvm_setrbuf, m->mid);
+        REAL(pvm_setrbuf, old);
+    }
     pthread_mutex_lock(&rq_lock);
     m->link = &rq_head;
     m->rlink = rq_head.rlink;

@@ -136,12 +136,19 @@ CPVM_API int pvm_vunpackf(const char *fmt, va_list ap)
 /* Buffers and contexts: per thread, because the lock installs the caller's. A call that
  * changes a message named by its id sees it in libpvm3's receive queue if it waits in the
  * routed one (rxq.c). */
+/* A receive spare's id (pmsg.c) is no buffer of the program's: what libpvm3 answers for an
+ * id it does not know (its error report). Lock held. */
+static int no_such_buf(const char *name)
+{
+    return REAL(lpvmerr, (char *)name, PvmNoSuchBuf);
+}
+
 #define WRAP_MID(fn, ...)                                                                          \
     do {                                                                                           \
         if (CPVM_PASS) return cpvm_real.fn(mid, ##__VA_ARGS__);                                    \
         cpvm_enter();                                                                              \
         cpvm_rxq_release(mid);                                                                     \
-        int w_ = REAL(fn, mid, ##__VA_ARGS__);                                                     \
+        int w_ = cpvm_mid_hidden(mid) ? no_such_buf(#fn) : REAL(fn, mid, ##__VA_ARGS__);           \
         cpvm_leave();                                                                              \
         return w_;                                                                                 \
     } while (0)
@@ -174,7 +181,12 @@ CPVM_API int pvm_bufinfo(int mid, int *len, int *tag, int *tid)
         if (tid) *tid = m->src;
         return PvmOk;
     }
-    CPVM_WRAP(pvm_bufinfo, mid, len, tag, tid);
+    if (CPVM_PASS) return cpvm_real.pvm_bufinfo(mid, len, tag, tid);
+    cpvm_enter();
+    int rc =
+        cpvm_mid_hidden(mid) ? no_such_buf("pvm_bufinfo") : REAL(pvm_bufinfo, mid, len, tag, tid);
+    cpvm_leave();
+    return rc;
 }
 
 WRAP1(pvm_mkbuf, int)
