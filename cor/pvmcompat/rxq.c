@@ -43,6 +43,21 @@ static bool usable(void)
            pvmtrc.trctid <= 0;
 }
 
+/* A receive that takes the big lock to pump (cpvm_recv_unlocked) gets the first message it
+ * makes that it would take from the queue, handed over without the queue (its lock, the wake
+ * of the waiters, another look), if the queue is empty: nothing older could match. */
+static _Thread_local struct want {
+    bool on;
+    int tid, tag, ctx, how;
+    struct lp_msg *got;
+} want;
+
+static bool matches(const struct lp_msg *m, int tid, int tag, int ctx)
+{
+    return (tid == -1 || tid == m->src) && (tag == -1 || tag == m->tag) &&
+           (ctx == -1 || ctx == m->ctx);
+}
+
 /* Whether libpvm3's queue holds a message of src; big lock. */
 static bool rxlist_has(int src)
 {
@@ -66,6 +81,12 @@ void cpvm_in_deliver(struct lp_msg *m)
         m->flag &= ~LP_MM_UPACK;
         int old = REAL(pvm_setrbuf, m->mid);
         REAL(pvm_setrbuf, old);
+    }
+    if (want.on && !atomic_load(&rq_len) && matches(m, want.tid, want.tag, want.ctx) &&
+        (want.how != CPVM_RXQ_NATIVE || m->enc == pvmmydsig)) {
+        want.on = false;
+        want.got = m;
+        return;
     }
     pthread_mutex_lock(&rq_lock);
     m->link = &rq_head;
@@ -111,8 +132,7 @@ struct lp_msg *cpvm_rxq_take(int tid, int tag, int ctx, int how)
     struct lp_msg *found = NULL;
     pthread_mutex_lock(&rq_lock);
     for (struct lp_msg *m = rq_head.link; m != &rq_head; m = m->link)
-        if ((tid == -1 || tid == m->src) && (tag == -1 || tag == m->tag) &&
-            (ctx == -1 || ctx == m->ctx)) {
+        if (matches(m, tid, tag, ctx)) {
             found = m;
             break;
         }
@@ -155,6 +175,20 @@ static int precv_finish(struct lp_msg *m, const struct cpvm_precv *p)
     return rc;
 }
 
+/* A receive without the lock found m (taken out of the queue unless it probes). */
+static int took(struct lp_msg *m, int mode, const struct cpvm_precv *precv, int *rc)
+{
+    *rc = m->mid;
+    if (precv) {
+        *rc = precv_finish(m, precv);
+    } else if (mode != CPVM_RX_PROBE) {
+        cpvm_adopt_rbuf(m, unpackable(m));
+    }
+    if (mode != CPVM_RX_PROBE)
+        atomic_fetch_add_explicit(&cpvm_stats.recv_unlocked, 1, memory_order_relaxed);
+    return 1;
+}
+
 int cpvm_recv_unlocked(int tid, int tag, int mode, uint64_t deadline_ns,
                        const struct cpvm_precv *precv, int *rc)
 {
@@ -176,15 +210,7 @@ int cpvm_recv_unlocked(int tid, int tag, int mode, uint64_t deadline_ns,
         }
         if (m) {
             cpvm_watch_end();
-            *rc = m->mid;
-            if (precv) {
-                *rc = precv_finish(m, precv);
-            } else if (mode != CPVM_RX_PROBE) {
-                cpvm_adopt_rbuf(m, unpackable(m));
-            }
-            if (mode != CPVM_RX_PROBE)
-                atomic_fetch_add_explicit(&cpvm_stats.recv_unlocked, 1, memory_order_relaxed);
-            return 1;
+            return took(m, mode, precv, rc);
         }
         if (cpvm_routed_arrived()) {
             /* To pump (the big lock's work): one receiving thread at a time takes the lock
@@ -195,9 +221,14 @@ int cpvm_recv_unlocked(int tid, int tag, int mode, uint64_t deadline_ns,
                 cpvm_in_recv++;
                 cpvm_enter_to_pump();
                 cpvm_in_recv--;
+                if (how != CPVM_RXQ_PEEK) want = (struct want){true, tid, tag, ctx, how, NULL};
                 cpvm_pump();
                 cpvm_leave();
+                want.on = false;
+                m = want.got;
+                want.got = NULL;
                 atomic_store(&pumper, false);
+                if (m) return took(m, mode, precv, rc);
                 continue;
             }
             /* Asleep, not yielding: with more threads than cores, yielding threads take the
