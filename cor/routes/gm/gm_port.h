@@ -84,7 +84,7 @@ struct gmr_peer {
     int core_dead;       /* the core said it died: its frames still arriving are dropped */
     int ctrl_abandoned;  /* its CREDIT was given up (peer dead): ignore the late callback */
     struct cor_rport *port_of;
-    int heard;               /* something arrived from it since the last starvation check */
+    int heard; /* something arrived from it, or it took a send of ours, since the last look */
     uint64_t starved_since;  /* ns: frames wait for its credits and it is silent */
     _Atomic int dead_note;   /* peer_dead() from another thread: abandon it (gmr_take_notes) */
     _Atomic int closed_note; /* a port of this process closed: as if it said BYE */

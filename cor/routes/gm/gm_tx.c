@@ -189,6 +189,10 @@ static void on_sent(struct gm_port *gp, void *ctx, gm_status_t st)
     p->tokens++;
     p->pump_dirty = 1;
     if (st == GM_SUCCESS) {
+        /* A send completes when the peer's libgm took it (acknowledged): it is alive. A put
+         * or a get is no such sign (on shm a stopped process is written and read all the
+         * same). */
+        if (t->kind == TX_SEND) p->peers[t->peer].heard = 1;
         complete(p, t, COR_OK);
         return;
     }
@@ -252,6 +256,7 @@ static void ctrl_sent(struct gmr_peer *q, int *busy, int *abandoned, gm_status_t
     *busy = 0;
     q->port_of->tokens++;
     q->port_of->pump_dirty = 1;
+    if (st == GM_SUCCESS) q->heard = 1; /* it acknowledged our message: alive (starving) */
     if (st != GM_SUCCESS && is_peer_error(st)) {
         if (!q->dead)
             gmr_log("control message to domain %u failed: %s; giving the domain up",
@@ -319,7 +324,8 @@ void gmr_credit_return(struct cor_rport *p, uint32_t peer)
 /* Frames wait for `peer`'s credits, or for the send tokens its unacknowledged sends hold. A
  * peer that stays silent that long while holding our frames is given up (GM does not tell us
  * of a process killed on shm; the core cannot tell a route either): its frames complete with
- * COR_EPEERDEAD instead of hanging. */
+ * COR_EPEERDEAD instead of hanging. Silent: nothing came from it, and none of our sends or
+ * control messages to it completed (their callbacks come once its libgm took them). */
 static void starving(struct cor_rport *p, uint32_t peer, uint64_t now)
 {
     struct gmr_peer *q = &p->peers[peer];
