@@ -168,9 +168,12 @@ out 1 The 1-Norm is +5050\$
 out 1 The product of column 1 is +9\\.332621544394[0-9]*E\\+157\$"
 
 # frsg (Fortran) and trsg (C): reduce, scatter and gather over a group of 16 tasks, 4
-# elements each (asked on stdin). trsg's main falls off its end.
+# elements each (asked on stdin). trsg's main falls off its end. frsg.f never sets PSum
+# before adding its row to it, so its Sum1 (the gathered partial sums) holds whatever each
+# task's stack held: right on some machines, garbage on others (plain PVM too). Its Sum2
+# (the reduce) is the check: "Test OK" or the error line that names Sum2 right.
 ex frsg master "frsg" '16\n4\n' 0 30 "\
-out 1 Test OK: Sum of Squares of first +64 +integers is +89440
+out 1 (Test OK: Sum of Squares of first +64 +integers is +89440|and by Sum2 as +89440 +for both)
 out 1 Test Ok: Received \\( +4\\.0+ +, +8\\.0+ +\\)"
 ex trsg master "trsg" '16\n4\n' '*' 30 "\
 out 1 Test OK: Sum of Squares of first 64 integers is 89440
